@@ -1,0 +1,34 @@
+//===- HybridOps.h - ops and attributes of the hybrid dialect -------------===//
+#ifndef HYPIPE_DIALECTS_HYBRID_HYBRIDOPS_H
+#define HYPIPE_DIALECTS_HYBRID_HYBRIDOPS_H
+
+#include "dialects/hybrid/HybridDialect.h"
+#include "frontend/ModelDims.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/hybrid/HybridAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/hybrid/HybridOps.h.inc"
+
+namespace hypipe::hybrid {
+
+/// The plain-C++ view of a dims attribute, for the checks shared with the
+/// spec loader.
+ModelDims toModelDims(DimsAttr attr);
+DimsAttr toDimsAttr(mlir::MLIRContext *ctx, const ModelDims &dims);
+
+/// Pattern symbol of a layer op (`M`, `*`, ...), or 0 if `op` is no layer.
+char layerSymbol(mlir::Operation *op);
+
+} // namespace hypipe::hybrid
+
+#endif

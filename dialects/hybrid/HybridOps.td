@@ -1,0 +1,184 @@
+#ifndef HYPIPE_HYBRID_OPS
+#define HYPIPE_HYBRID_OPS
+
+include "dialects/hybrid/HybridDialect.td"
+include "dialects/hybrid/HybridAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+//===----------------------------------------------------------------------===//
+// hybrid.model
+//===----------------------------------------------------------------------===//
+
+def Hybrid_ModelOp : Hybrid_Op<"model", [Symbol, IsolatedFromAbove, SingleBlock]> {
+  let summary = "A whole hybrid language model: embedding, layer stack, head and loss";
+  let description = [{
+    The body takes the token ids and the labels of one microbatch
+    (`tensor<BxSxi64>` each) and returns the loss. Layers appear in the string
+    order of `pattern` (Megatron's `hybrid_layer_pattern`, including `|`
+    segment separators and `/` MTP parts).
+
+    Invariants:
+    (C1) The body has one block with exactly two arguments, tokens and labels,
+         both rank-2 integer tensors of one shape.
+    (C2) The first op is the only `hybrid.embedding`, and it embeds the tokens.
+    (C3) The layer ops of the main stack, in order, spell the main part of
+         `pattern` with its `|` removed.
+    (C4) Exactly one `hybrid.final_norm` and then one `hybrid.output` follow
+         the last main layer.
+    (C5) `pattern` has either no `|` or exactly `pp * vpp` segments.
+    (C6) Either no main layer carries a `placement` or all do; then each has
+         `pp_rank < pp`, `vp_stage < vpp`, `segment = vp_stage * pp + pp_rank`,
+         segments never decrease in layer order, layers are numbered 1..N, and
+         with `|` in `pattern` each layer sits in the segment the pattern gives it.
+    (C7) `hybrid.mtp` blocks have depths 1..D in order, D is the number of MTP
+         parts of `pattern`, and each block's layers spell the MTP part.
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    Hybrid_DimsAttr:$dims,
+    Hybrid_ParallelAttr:$parallel,
+    StrAttr:$pattern
+  );
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The layer ops of the main stack (not inside MTP blocks), in order.
+    ::llvm::SmallVector<::mlir::Operation *> getMainLayers();
+  }];
+}
+
+def Hybrid_ReturnOp : Hybrid_Op<"return", [Terminator, HasParent<"ModelOp">, Pure]> {
+  let summary = "Returns the main loss and one loss per MTP depth";
+  let description = [{
+    (C1) Every operand is a 0-d `f32` tensor; the first is the result of the
+         model's `hybrid.output`, then one result of each `hybrid.mtp` in order.
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$losses);
+  let assemblyFormat = "$losses attr-dict `:` type($losses)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding, head
+//===----------------------------------------------------------------------===//
+
+def Hybrid_EmbeddingOp : Hybrid_Op<"embedding", [HasParent<"ModelOp">, Pure]> {
+  let summary = "Word embedding lookup (pipeline rank 0, chunk 0)";
+  let description = [{
+    (C1) The input is a rank-2 integer tensor `BxS`; the result is a `BxSxH`
+         `f32` tensor with `H` the model's `hidden`.
+  }];
+  let arguments = (ins AnyRankedTensor:$tokens);
+  let results = (outs AnyRankedTensor:$hidden);
+  let assemblyFormat = "$tokens attr-dict `:` type($tokens) `->` type($hidden)";
+  let hasVerifier = 1;
+}
+
+def Hybrid_FinalNormOp : Hybrid_Op<"final_norm",
+    [HasParent<"ModelOp">, Pure, SameOperandsAndResultType]> {
+  let summary = "Final RMSNorm before the output layer";
+  let description = [{
+    (C1) The input is a `BxSxH` `f32` tensor with `H` the model's `hidden`.
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Hybrid_OutputOp : Hybrid_Op<"output", [HasParent<"ModelOp">, Pure]> {
+  let summary = "Output layer (tied or untied to the embedding) and cross-entropy loss";
+  let description = [{
+    (C1) `hidden` is `BxSxH` `f32` with `H` the model's `hidden`, `labels` is
+         a `BxS` integer tensor, and the result is a 0-d `f32` tensor.
+  }];
+  let arguments = (ins AnyRankedTensor:$hidden, AnyRankedTensor:$labels);
+  let results = (outs AnyRankedTensor:$loss);
+  let assemblyFormat = [{
+    $hidden `,` $labels attr-dict `:` type($hidden) `,` type($labels) `->` type($loss)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Layers: one op per pattern symbol
+//===----------------------------------------------------------------------===//
+
+class Hybrid_LayerOp<string mnemonic, string symbol, string what, string needs>
+    : Hybrid_Op<mnemonic, [ParentOneOf<["ModelOp", "MtpOp"]>, Pure,
+                           SameOperandsAndResultType]> {
+  let summary = "`" # symbol # "` layer: " # what;
+  let description = [{
+    A pre-norm residual layer, `x + Mixer(RMSNorm(x))`.
+
+    (C1) The input is a `BxSxH` `f32` tensor with `H` the model's `hidden`.
+    (C2) The model's dimensions define this layer kind: }] # needs # [{.
+    (C3) A `placement`, if present, is only on layers of the main stack.
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       OptionalAttr<Hybrid_PlacementAttr>:$placement);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+  string patternSymbol = symbol;
+  let extraClassDeclaration = [{
+    static constexpr char kSymbol = '}] # symbol # [{';
+  }];
+}
+
+def Hybrid_MambaOp : Hybrid_LayerOp<"mamba", "M", "Mamba-2 mixer",
+    "`mamba_num_heads`, `mamba_head_dim`, `mamba_state` and `mamba_num_groups` are positive">;
+def Hybrid_AttentionOp : Hybrid_LayerOp<"attention", "*",
+    "causal self-attention with grouped query attention",
+    "`num_heads` and `num_query_groups` are positive">;
+def Hybrid_MlpOp : Hybrid_LayerOp<"mlp", "-", "dense MLP",
+    "`ffn_hidden` is positive">;
+def Hybrid_MoeOp : Hybrid_LayerOp<"moe", "E", "mixture of experts (router, top-k, dropless experts)",
+    "`num_experts` is positive and `moe_top_k` is in 1..`num_experts`">;
+def Hybrid_GdnOp : Hybrid_LayerOp<"gdn", "G", "gated delta net (parses and places; not lowered yet)",
+    "`num_heads` is positive">;
+def Hybrid_DsaOp : Hybrid_LayerOp<"dsa", "D", "DeepSeek sparse attention (parses and places; not lowered yet)",
+    "`num_heads` is positive">;
+def Hybrid_MlaOp : Hybrid_LayerOp<"mla", "+", "multi-latent attention (parses and places; not lowered yet)",
+    "`num_heads` is positive">;
+
+//===----------------------------------------------------------------------===//
+// Multi-token prediction
+//===----------------------------------------------------------------------===//
+
+def Hybrid_MtpOp : Hybrid_Op<"mtp", [HasParent<"ModelOp">, SingleBlock]> {
+  let summary = "One multi-token-prediction depth: its layers and its loss";
+  let description = [{
+    Takes the hidden states of the previous depth (or the main stack), the
+    tokens and the labels; its body maps hidden states through the MTP layer
+    pattern. Returns the new hidden states and this depth's loss.
+
+    (C1) `depth` is at least 1.
+    (C2) The body has one block whose single argument has the type of `hidden`
+         and which ends in `hybrid.yield` of that same type; the first result
+         has that type too and the second is a 0-d `f32` tensor.
+  }];
+  let arguments = (ins AnyRankedTensor:$hidden, AnyRankedTensor:$tokens,
+                       AnyRankedTensor:$labels, I64Attr:$depth,
+                       OptionalAttr<Hybrid_PlacementAttr>:$placement);
+  let results = (outs AnyRankedTensor:$next_hidden, AnyRankedTensor:$loss);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $hidden `,` $tokens `,` $labels `depth` $depth attr-dict `:`
+    type($hidden) `,` type($tokens) `,` type($labels) `->` type($next_hidden) `,` type($loss)
+    $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Hybrid_YieldOp : Hybrid_Op<"yield", [Terminator, HasParent<"MtpOp">, Pure]> {
+  let summary = "Ends an MTP body with its hidden states";
+  let arguments = (ins AnyRankedTensor:$hidden);
+  let assemblyFormat = "$hidden attr-dict `:` type($hidden)";
+}
+
+#endif // HYPIPE_HYBRID_OPS

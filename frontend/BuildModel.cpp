@@ -1,0 +1,81 @@
+//===- BuildModel.cpp -----------------------------------------------------===//
+#include "frontend/BuildModel.h"
+#include "dialects/hybrid/HybridOps.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace hypipe {
+
+using namespace mlir;
+
+namespace {
+
+/// Creates the layer op for pattern symbol `symbol`.
+Value buildLayer(OpBuilder &b, Location loc, char symbol, Value input,
+                 hybrid::PlacementAttr placement) {
+  Type type = input.getType();
+  switch (symbol) {
+  case 'M': return b.create<hybrid::MambaOp>(loc, type, input, placement);
+  case '*': return b.create<hybrid::AttentionOp>(loc, type, input, placement);
+  case '-': return b.create<hybrid::MlpOp>(loc, type, input, placement);
+  case 'E': return b.create<hybrid::MoeOp>(loc, type, input, placement);
+  case 'G': return b.create<hybrid::GdnOp>(loc, type, input, placement);
+  case 'D': return b.create<hybrid::DsaOp>(loc, type, input, placement);
+  case '+': return b.create<hybrid::MlaOp>(loc, type, input, placement);
+  }
+  llvm_unreachable("the pattern parser admits only layer symbols");
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
+  context.getOrLoadDialect<hybrid::HybridDialect>();
+  Location loc = FileLineColLoc::get(&context, spec.file, 1, 1);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder b(&context);
+  b.setInsertionPointToEnd(module->getBody());
+
+  const ParallelSpec &par = spec.parallel;
+  auto parallel = hybrid::ParallelAttr::get(&context, par.pp, par.vpp, par.dp, par.schedule,
+                                            par.microbatches, par.groupSize);
+  auto model = b.create<hybrid::ModelOp>(loc, spec.name,
+                                         hybrid::toDimsAttr(&context, spec.dims), parallel,
+                                         spec.pattern.text);
+
+  int64_t batch = spec.training.microBatchSize, seq = spec.training.seqLength;
+  auto tokensType = RankedTensorType::get({batch, seq}, b.getI64Type());
+  auto hiddenType = RankedTensorType::get({batch, seq, spec.dims.hidden}, b.getF32Type());
+  auto lossType = RankedTensorType::get({}, b.getF32Type());
+
+  Block *body = b.createBlock(&model.getBody(), {}, {tokensType, tokensType}, {loc, loc});
+  Value tokens = body->getArgument(0), labels = body->getArgument(1);
+  Value hidden = b.create<hybrid::EmbeddingOp>(loc, hiddenType, tokens);
+  for (const PatternStage &stage : spec.placement.stages) {
+    for (auto [i, symbol] : llvm::enumerate(stage.layers)) {
+      auto placement = hybrid::PlacementAttr::get(&context, stage.index, stage.ppRank,
+                                                  stage.vpStage, stage.layerNumbers[i]);
+      hidden = buildLayer(b, loc, symbol, hidden, placement);
+    }
+  }
+  Value mainHidden = hidden;
+  Value normed = b.create<hybrid::FinalNormOp>(loc, hiddenType, hidden);
+  SmallVector<Value> losses{
+      b.create<hybrid::OutputOp>(loc, lossType, normed, labels).getLoss()};
+
+  for (int depth = 1; depth <= spec.pattern.mtpDepths; ++depth) {
+    auto mtp = b.create<hybrid::MtpOp>(loc, hiddenType, lossType, mainHidden, tokens, labels,
+                                       depth, hybrid::PlacementAttr());
+    OpBuilder::InsertionGuard guard(b);
+    Block *mtpBody = b.createBlock(&mtp.getBody(), {}, {hiddenType}, {loc});
+    Value h = mtpBody->getArgument(0);
+    for (char symbol : spec.pattern.mtp)
+      h = buildLayer(b, loc, symbol, h, hybrid::PlacementAttr());
+    b.create<hybrid::YieldOp>(loc, h);
+    mainHidden = mtp.getNextHidden();
+    losses.push_back(mtp.getLoss());
+  }
+  b.create<hybrid::ReturnOp>(loc, losses);
+  return module;
+}
+
+} // namespace hypipe

@@ -1,0 +1,40 @@
+//===- Diagnostic.cpp -----------------------------------------------------===//
+#include "frontend/Diagnostic.h"
+
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace hypipe {
+
+char SourceError::ID = 0;
+
+void printError(llvm::raw_ostream &os, const llvm::SourceMgr &sm,
+                llvm::SMLoc loc, size_t length, llvm::StringRef message,
+                llvm::StringRef help) {
+  llvm::SmallVector<llvm::SMRange, 1> ranges;
+  if (length > 1)
+    ranges.push_back(llvm::SMRange(
+        loc, llvm::SMLoc::getFromPointer(loc.getPointer() + length)));
+  sm.PrintMessage(os, loc, llvm::SourceMgr::DK_Error, message, ranges);
+  if (!help.empty())
+    os << "help: " << help << "\n";
+}
+
+void printTextError(llvm::raw_ostream &os, llvm::StringRef what,
+                    llvm::StringRef text, llvm::Error err) {
+  llvm::handleAllErrors(
+      std::move(err),
+      [&](const SourceError &e) {
+        llvm::SourceMgr sm;
+        sm.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, what),
+                              llvm::SMLoc());
+        const char *start = sm.getMemoryBuffer(1)->getBufferStart();
+        size_t offset = std::min(e.offset, text.size());
+        size_t length = std::min(e.length, text.size() - offset);
+        printError(os, sm, llvm::SMLoc::getFromPointer(start + offset), length,
+                   e.message, e.help);
+      },
+      [&](const llvm::ErrorInfoBase &e) { os << "error: " << e.message() << "\n"; });
+}
+
+} // namespace hypipe

@@ -1,0 +1,376 @@
+//===- HybridPattern.cpp --------------------------------------------------===//
+#include "frontend/HybridPattern.h"
+#include "frontend/Diagnostic.h"
+
+#include <fmt/format.h>
+
+#include <cfenv>
+#include <cmath>
+
+namespace hypipe {
+
+namespace {
+
+constexpr const char *kSymbolHelp =
+    "layer symbols are M (Mamba-2), * (attention), - (MLP), E (MoE), "
+    "G (gated delta net), D (sparse attention), + (MLA); '|' separates "
+    "pipeline segments and '/' starts multi-token-prediction parts";
+
+bool isLayerSymbol(char c) { return c != '\0' && kLayerSymbols.contains(c); }
+
+/// Checks the symbols of `part` (at `offset` in the whole text) and that
+/// attention is not mixed with MLA/DSA in it.
+llvm::Error validatePart(llvm::StringRef part, size_t offset, bool allowPipe,
+                         llvm::StringRef partName) {
+  for (size_t i = 0; i < part.size(); ++i) {
+    char c = part[i];
+    if (isLayerSymbol(c) || (allowPipe && c == '|'))
+      continue;
+    if (c == '|')
+      return sourceError(offset + i,
+                         fmt::format("'|' cannot appear in the {} part", partName),
+                         "pipeline segments are set in the main pattern only; an MTP "
+                         "part runs with the last segment");
+    std::string shown = std::isprint(static_cast<unsigned char>(c))
+                            ? fmt::format("'{}'", c)
+                            : fmt::format("byte 0x{:02x}", static_cast<unsigned char>(c));
+    return sourceError(offset + i,
+                       fmt::format("{} is not a layer symbol ({} part)", shown, partName),
+                       kSymbolHelp);
+  }
+  size_t attention = part.find('*');
+  size_t latent = part.find_first_of("D+");
+  if (attention != llvm::StringRef::npos && latent != llvm::StringRef::npos)
+    return sourceError(offset + std::max(attention, latent),
+                       fmt::format("attention ('*' at column {}) cannot be mixed with "
+                                   "MLA/DSA ('{}' at column {}) in one model",
+                                   offset + attention + 1, part[latent], offset + latent + 1),
+                       "use either '*' or the MLA/DSA symbols 'D' and '+', not both");
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::StringRef layerSymbolName(char symbol) {
+  switch (symbol) {
+  case 'M': return "Mamba-2";
+  case '*': return "attention";
+  case '-': return "MLP";
+  case 'E': return "MoE";
+  case 'G': return "gated delta net";
+  case 'D': return "sparse attention";
+  case '+': return "MLA";
+  default: return "";
+  }
+}
+
+std::string HybridPattern::layers() const {
+  std::string out;
+  for (const std::string &segment : segments)
+    out += segment;
+  return out;
+}
+
+int64_t HybridPattern::numLayers() const {
+  int64_t n = 0;
+  for (const std::string &segment : segments)
+    n += static_cast<int64_t>(segment.size());
+  return n;
+}
+
+std::map<char, int64_t> HybridPattern::layerCounts() const {
+  std::map<char, int64_t> counts;
+  for (char c : kLayerSymbols)
+    counts[c] = 0;
+  for (char c : layers())
+    ++counts[c];
+  for (char c : mtp)
+    counts[c] += mtpDepths;
+  return counts;
+}
+
+llvm::Expected<HybridPattern> parseHybridPattern(llvm::StringRef text) {
+  HybridPattern result;
+  result.text = text.str();
+
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.split(parts, '/');
+  llvm::StringRef main = parts.front();
+  if (auto err = validatePart(main, 0, /*allowPipe=*/true, "main"))
+    return std::move(err);
+  result.main = main.str();
+
+  if (parts.size() > 1) {
+    llvm::ArrayRef<llvm::StringRef> mtpParts = llvm::ArrayRef(parts).drop_front();
+    bool allEmpty = llvm::all_of(mtpParts, [](llvm::StringRef p) { return p.empty(); });
+    if (!allEmpty) {
+      size_t firstOffset = main.size() + 1;
+      size_t offset = firstOffset;
+      for (size_t i = 0; i < mtpParts.size(); ++i) {
+        if (mtpParts[i] != mtpParts[0])
+          return sourceError(
+              offset,
+              fmt::format("all MTP parts must be identical: part 1 is '{}' but part {} "
+                          "is '{}'",
+                          mtpParts[0], i + 1, mtpParts[i]),
+              fmt::format("write every part after '/' as '{}' (one part per prediction "
+                          "depth), or remove the '/' parts to train without MTP",
+                          mtpParts[0]),
+              std::max<size_t>(mtpParts[i].size(), 1));
+        offset += mtpParts[i].size() + 1;
+      }
+      if (auto err = validatePart(mtpParts[0], firstOffset, /*allowPipe=*/false, "MTP"))
+        return std::move(err);
+      result.mtp = mtpParts[0].str();
+      result.mtpDepths = static_cast<int>(mtpParts.size());
+      result.mtpOffset = firstOffset;
+    }
+  }
+
+  size_t offset = 0;
+  llvm::SmallVector<llvm::StringRef> segments;
+  main.split(segments, '|');
+  for (llvm::StringRef segment : segments) {
+    result.segments.push_back(segment.str());
+    result.segmentOffsets.push_back(offset);
+    offset += segment.size() + 1;
+  }
+  return result;
+}
+
+llvm::Expected<const PatternStage &>
+PatternPlacement::stage(int64_t ppRank, int64_t vpStage) const {
+  int64_t index = vpStage * pp + ppRank;
+  if (ppRank < 0 || ppRank >= pp || vpStage < 0 ||
+      index >= static_cast<int64_t>(stages.size()))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("no pipeline segment for pp_rank={}, vp_stage={}: segment index {} is "
+                    "out of range for {} segments",
+                    ppRank, vpStage, index, stages.size()));
+  return stages[index];
+}
+
+namespace {
+
+/// Megatron's layer slicing for a pattern without `|` and pp > 1.
+llvm::Expected<std::vector<std::pair<int64_t, int64_t>>>
+splitWithoutPipes(const HybridPattern &pattern, const PlacementOptions &o) {
+  int64_t n = pattern.numLayers();
+  int64_t pp = o.pp;
+  std::vector<std::pair<int64_t, int64_t>> slices; // (offset, count) per rank
+  size_t end = pattern.main.size();
+  if (!o.firstStageLayers && !o.lastStageLayers) {
+    if (n % pp != 0)
+      return sourceError(
+          0,
+          fmt::format("{} layers cannot be split evenly over pp={} ranks", n, pp),
+          fmt::format("add '|' to place the layers yourself (for example '{}'), give "
+                      "first/last stage layer counts, or use a layer count divisible by {}",
+                      "M*M|*M*", pp),
+          std::max<size_t>(end, 1));
+    for (int64_t r = 0; r < pp; ++r)
+      slices.push_back({r * (n / pp), n / pp});
+    return slices;
+  }
+  int64_t first = o.firstStageLayers.value_or(0);
+  int64_t last = o.lastStageLayers.value_or(0);
+  if (first < 0 || last < 0)
+    return sourceError(0, "first/last stage layer counts cannot be negative",
+                       "give a count of layers between 0 and the number of layers",
+                       std::max<size_t>(end, 1));
+  if (first + last > n)
+    return sourceError(0,
+                       fmt::format("first ({}) + last ({}) stage layers exceed the {} layers "
+                                   "of the pattern",
+                                   first, last, n),
+                       "lower the first/last stage layer counts", std::max<size_t>(end, 1));
+  int64_t middleStages = pp - (o.firstStageLayers ? 1 : 0) - (o.lastStageLayers ? 1 : 0);
+  int64_t middle = n - first - last;
+  int64_t perMiddle = 0;
+  if (middleStages > 0) {
+    if (middle % middleStages != 0)
+      return sourceError(
+          0,
+          fmt::format("the {} middle layers cannot be split evenly over the {} middle "
+                      "pipeline stages",
+                      middle, middleStages),
+          fmt::format("choose first/last stage layer counts that leave a multiple of {} "
+                      "layers in the middle",
+                      middleStages),
+          std::max<size_t>(end, 1));
+    perMiddle = middle / middleStages;
+  } else if (middle != 0) {
+    return sourceError(0,
+                       fmt::format("first ({}) + last ({}) stage layers must add up to the {} "
+                                   "layers when pp={} has no middle stage",
+                                   first, last, n, pp),
+                       "make the two counts add up to the number of layers",
+                       std::max<size_t>(end, 1));
+  }
+  for (int64_t r = 0; r < pp; ++r) {
+    if (o.firstStageLayers && r == 0)
+      slices.push_back({0, first});
+    else if (o.lastStageLayers && r == pp - 1)
+      slices.push_back({n - last, last});
+    else {
+      int64_t middleRank = o.firstStageLayers ? r - 1 : r;
+      slices.push_back({middleRank * perMiddle + first, perMiddle});
+    }
+  }
+  return slices;
+}
+
+} // namespace
+
+llvm::Expected<PatternPlacement> placeHybridPattern(const HybridPattern &pattern,
+                                                    const PlacementOptions &o) {
+  PatternPlacement result;
+  int64_t pp = o.pp;
+  int64_t numSegments = pattern.numSegments();
+  size_t mainEnd = std::max<size_t>(pattern.main.size(), 1);
+  if (pp < 1)
+    return sourceError(0, fmt::format("pp must be at least 1, got {}", pp),
+                       "pass --pp N with N >= 1", mainEnd);
+  if (o.vpp && *o.vpp < 1)
+    return sourceError(0, fmt::format("vpp must be at least 1, got {}", *o.vpp),
+                       "pass --vpp N with N >= 1", mainEnd);
+  result.pp = pp;
+
+  bool uneven = o.firstStageLayers || o.lastStageLayers;
+  if (pattern.hasPipes() && uneven)
+    return sourceError(
+        pattern.segmentOffsets[1] - 1,
+        "first/last stage layer counts cannot be combined with '|' segments",
+        "the '|' separators already place every layer; drop the first/last stage "
+        "layer counts, or remove the '|'");
+
+  if (!pattern.hasPipes() && pp > 1) {
+    if (o.vpp && *o.vpp > 1)
+      return sourceError(0,
+                         fmt::format("virtual pipelining (vpp={}) needs '|' separators in the "
+                                     "pattern",
+                                     *o.vpp),
+                         fmt::format("split the pattern into pp*vpp = {} segments with '|' to "
+                                     "say which layers each virtual stage holds",
+                                     pp * *o.vpp),
+                         mainEnd);
+    auto slices = splitWithoutPipes(pattern, o);
+    if (!slices)
+      return slices.takeError();
+    std::string all = pattern.layers();
+    for (int64_t r = 0; r < pp; ++r) {
+      auto [offset, count] = (*slices)[r];
+      PatternStage stage{r, r, 0, all.substr(offset, count), offset, {}};
+      for (int64_t i = 0; i < count; ++i)
+        stage.layerNumbers.push_back(offset + i + 1);
+      result.stages.push_back(std::move(stage));
+    }
+  } else {
+    if (uneven)
+      return sourceError(0, "first/last stage layer counts need pp > 1",
+                         "drop them, or pass --pp greater than 1", mainEnd);
+    if (numSegments > 1 && numSegments % pp != 0) {
+      int64_t lower = numSegments / pp * pp;
+      return sourceError(
+          0,
+          fmt::format("the pattern has {} segments, which pp={} ranks cannot share: the "
+                      "number of segments must be pp * vpp",
+                      numSegments, pp),
+          fmt::format("use {} or {} segments (vpp={} or {}), or a pp that divides {}",
+                      lower > 0 ? lower : pp, lower + pp, std::max<int64_t>(lower / pp, 1),
+                      lower / pp + 1, numSegments),
+          mainEnd);
+    }
+    int64_t vpp = std::max<int64_t>(numSegments / pp, 1);
+    if (o.vpp && *o.vpp * pp != numSegments && numSegments > 1)
+      return sourceError(0,
+                         fmt::format("the pattern has {} segments but pp * vpp = {} * {} = {}",
+                                     numSegments, pp, *o.vpp, pp * *o.vpp),
+                         fmt::format("use vpp={} for this pattern, or add/remove '|'",
+                                     numSegments / pp),
+                         mainEnd);
+    if (o.vpp && numSegments == 1 && *o.vpp > 1)
+      return sourceError(0,
+                         fmt::format("vpp={} needs {} '|'-separated segments; the pattern has "
+                                     "none",
+                                     *o.vpp, pp * *o.vpp),
+                         "split the pattern with '|' into pp * vpp segments", mainEnd);
+    result.vpp = vpp;
+    result.virtualStages = vpp > 1;
+    int64_t offset = 0;
+    for (int64_t s = 0; s < numSegments; ++s) {
+      const std::string &layers = pattern.segments[s];
+      PatternStage stage{s, s % pp, s / pp, layers, offset, {}};
+      for (size_t i = 0; i < layers.size(); ++i)
+        stage.layerNumbers.push_back(offset + static_cast<int64_t>(i) + 1);
+      offset += static_cast<int64_t>(layers.size());
+      result.stages.push_back(std::move(stage));
+    }
+  }
+  if (pattern.hasMtp())
+    result.mtpOn = {pp - 1, result.vpp - 1};
+  return result;
+}
+
+llvm::Expected<std::string> patternFromRatios(int64_t numLayers, double attentionRatio,
+                                              double mlpRatio) {
+  auto bad = [](std::string message, std::string help) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   message + "\nhelp: " + help);
+  };
+  if (numLayers <= 0)
+    return bad(fmt::format("num_layers must be positive to allocate from ratios, got {}",
+                           numLayers),
+               "set model.num_layers");
+  if (!(attentionRatio >= 0.0 && attentionRatio <= 1.0))
+    return bad(fmt::format("attention_ratio must be within [0, 1], got {}", attentionRatio),
+               "it is the fraction of layers that are attention");
+  if (!(mlpRatio >= 0.0 && mlpRatio <= 1.0))
+    return bad(fmt::format("mlp_ratio must be within [0, 1], got {}", mlpRatio),
+               "it is the fraction of layers that are MLP");
+  if (attentionRatio + mlpRatio > 1.0)
+    return bad(fmt::format("attention_ratio + mlp_ratio = {} exceeds 1",
+                           attentionRatio + mlpRatio),
+               "the rest of the layers are Mamba; the two ratios can add up to 1 at most");
+
+  // Python's round() on a float: nearest, ties to even; that is nearbyint
+  // under the default rounding mode.
+  std::fesetround(FE_TONEAREST);
+  auto n = static_cast<double>(numLayers);
+  auto attentionCount = static_cast<int64_t>(std::nearbyint(n * attentionRatio));
+  int64_t mambaCount = numLayers - attentionCount;
+  double sectionLength =
+      static_cast<double>(mambaCount) / static_cast<double>(attentionCount + 1);
+
+  std::string layers(numLayers, 'M');
+  double x = sectionLength;
+  for (int64_t i = 0; i < numLayers; ++i) {
+    if (x < 0.5) {
+      layers[i] = '*';
+      x += sectionLength;
+    } else {
+      x -= 1;
+    }
+  }
+
+  auto mlpCount = static_cast<int64_t>(std::nearbyint(n * mlpRatio));
+  if (mlpCount > 0) {
+    mambaCount -= mlpCount;
+    double ratio = static_cast<double>(mambaCount) / static_cast<double>(mlpCount);
+    x = ratio;
+    for (int64_t i = 0; i < numLayers; ++i) {
+      if (layers[i] != 'M')
+        continue;
+      if (x < 0.5) {
+        layers[i] = '-';
+        x += ratio;
+      } else {
+        x -= 1;
+      }
+    }
+  }
+  return layers;
+}
+
+} // namespace hypipe

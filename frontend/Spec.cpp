@@ -1,0 +1,681 @@
+//===- Spec.cpp - YAML spec loader ----------------------------------------===//
+#include "frontend/Spec.h"
+#include "frontend/Diagnostic.h"
+#include "frontend/PipelineLayout.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/YAMLParser.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <variant>
+
+namespace hypipe {
+
+namespace {
+
+namespace yaml = llvm::yaml;
+
+/// What the loader collects before the whole spec can be checked.
+struct Draft {
+  ModelSpec spec;
+  std::string pattern;
+  std::optional<int64_t> numLayers;
+  std::optional<double> attentionRatio;
+  std::optional<double> mlpRatio;
+  std::optional<int64_t> vpp;
+  std::optional<int64_t> microbatches;
+};
+
+using FieldRef = std::variant<int64_t &(*)(Draft &), std::optional<int64_t> &(*)(Draft &),
+                              double &(*)(Draft &), std::optional<double> &(*)(Draft &),
+                              bool &(*)(Draft &), std::string &(*)(Draft &)>;
+
+struct Field {
+  llvm::StringLiteral name;
+  FieldRef ref;
+};
+
+#define HYPIPE_FIELD(key, member)                                                        \
+  Field {                                                                                \
+    key, +[](Draft &d) -> decltype(auto) { return (member); }                            \
+  }
+
+const std::vector<Field> &modelFields() {
+  static const std::vector<Field> fields = {
+      HYPIPE_FIELD("name", d.spec.name),
+      HYPIPE_FIELD("pattern", d.pattern),
+      HYPIPE_FIELD("num_layers", d.numLayers),
+      HYPIPE_FIELD("attention_ratio", d.attentionRatio),
+      HYPIPE_FIELD("mlp_ratio", d.mlpRatio),
+      HYPIPE_FIELD("hidden_size", d.spec.dims.hidden),
+      HYPIPE_FIELD("ffn_hidden_size", d.spec.dims.ffnHidden),
+      HYPIPE_FIELD("num_attention_heads", d.spec.dims.numHeads),
+      HYPIPE_FIELD("num_query_groups", d.spec.dims.numQueryGroups),
+      HYPIPE_FIELD("mamba_state_dim", d.spec.dims.mambaState),
+      HYPIPE_FIELD("mamba_num_heads", d.spec.dims.mambaNumHeads),
+      HYPIPE_FIELD("mamba_head_dim", d.spec.dims.mambaHeadDim),
+      HYPIPE_FIELD("mamba_num_groups", d.spec.dims.mambaNumGroups),
+      HYPIPE_FIELD("mamba_conv_width", d.spec.dims.mambaConvWidth),
+      HYPIPE_FIELD("num_experts", d.spec.dims.numExperts),
+      HYPIPE_FIELD("moe_router_topk", d.spec.dims.moeTopK),
+      HYPIPE_FIELD("moe_ffn_hidden_size", d.spec.dims.moeFfnHidden),
+      HYPIPE_FIELD("moe_aux_loss_coeff", d.spec.moeAuxLossCoeff),
+      HYPIPE_FIELD("vocab_size", d.spec.dims.vocab),
+      HYPIPE_FIELD("tie_embeddings", d.spec.dims.tieEmbeddings),
+      HYPIPE_FIELD("activation", d.spec.dims.activation),
+      HYPIPE_FIELD("position_embedding", d.spec.positionEmbedding),
+  };
+  return fields;
+}
+
+const std::vector<Field> &parallelFields() {
+  static const std::vector<Field> fields = {
+      HYPIPE_FIELD("pp", d.spec.parallel.pp),
+      HYPIPE_FIELD("vpp", d.vpp),
+      HYPIPE_FIELD("dp", d.spec.parallel.dp),
+      HYPIPE_FIELD("schedule", d.spec.parallel.schedule),
+      HYPIPE_FIELD("microbatches", d.microbatches),
+      HYPIPE_FIELD("microbatch_group_size_per_vp_stage", d.spec.parallel.groupSize),
+      HYPIPE_FIELD("first_stage_layers", d.spec.parallel.firstStageLayers),
+      HYPIPE_FIELD("last_stage_layers", d.spec.parallel.lastStageLayers),
+      HYPIPE_FIELD("layout", d.spec.parallel.layout),
+  };
+  return fields;
+}
+
+const std::vector<Field> &trainingFields() {
+  static const std::vector<Field> fields = {
+      HYPIPE_FIELD("seq_length", d.spec.training.seqLength),
+      HYPIPE_FIELD("micro_batch_size", d.spec.training.microBatchSize),
+      HYPIPE_FIELD("steps", d.spec.training.steps),
+      HYPIPE_FIELD("seed", d.spec.training.seed),
+      HYPIPE_FIELD("lr", d.spec.training.lr),
+      HYPIPE_FIELD("min_lr", d.spec.training.minLr),
+      HYPIPE_FIELD("warmup_steps", d.spec.training.warmupSteps),
+      HYPIPE_FIELD("weight_decay", d.spec.training.weightDecay),
+      HYPIPE_FIELD("grad_clip", d.spec.training.gradClip),
+      HYPIPE_FIELD("dtype", d.spec.training.dtype),
+  };
+  return fields;
+}
+
+const std::vector<Field> &dataFields() {
+  static const std::vector<Field> fields = {
+      HYPIPE_FIELD("path", d.spec.data.path),
+      HYPIPE_FIELD("format", d.spec.data.format),
+  };
+  return fields;
+}
+
+#undef HYPIPE_FIELD
+
+struct Section {
+  llvm::StringLiteral name;
+  const std::vector<Field> &(*fields)();
+};
+
+const Section kSections[] = {{"model", modelFields},
+                             {"parallel", parallelFields},
+                             {"training", trainingFields},
+                             {"data", dataFields}};
+
+const char *kSchedules[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"};
+
+/// The closest of `candidates` to `word`, if close enough to suggest.
+std::optional<std::string> closest(llvm::StringRef word,
+                                   llvm::ArrayRef<llvm::StringRef> candidates) {
+  std::optional<std::string> best;
+  unsigned bestDistance = std::max<unsigned>(2, word.size() / 3) + 1;
+  for (llvm::StringRef c : candidates) {
+    unsigned d = word.edit_distance(c, /*AllowReplacements=*/true, bestDistance);
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = c.str();
+    }
+  }
+  return best;
+}
+
+class Loader {
+public:
+  Loader(std::unique_ptr<llvm::MemoryBuffer> buffer) {
+    text = buffer->getBuffer();
+    file = buffer->getBufferIdentifier().str();
+    sm.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+    sm.setDiagHandler(
+        [](const llvm::SMDiagnostic &d, void *ctx) {
+          auto *self = static_cast<Loader *>(ctx);
+          if (!self->yamlError.empty())
+            return;
+          llvm::raw_string_ostream os(self->yamlError);
+          d.print(nullptr, os, /*ShowColors=*/false);
+          os << "help: this is a YAML syntax error; patterns that start with '*', '|' or "
+                "'-' must be quoted, e.g. pattern: \"*M-M\"\n";
+        },
+        this);
+  }
+
+  llvm::Expected<ModelSpec> load();
+
+private:
+  llvm::Error error(llvm::SMLoc loc, size_t length, llvm::StringRef message,
+                    llvm::StringRef help) {
+    std::string out;
+    llvm::raw_string_ostream os(out);
+    printError(os, sm, loc, length, message, help);
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), os.str());
+  }
+  llvm::Error error(yaml::Node *node, llvm::StringRef message, llvm::StringRef help) {
+    llvm::SMRange range = node->getSourceRange();
+    size_t length = range.End.getPointer() > range.Start.getPointer()
+                        ? range.End.getPointer() - range.Start.getPointer()
+                        : 1;
+    // Underline within one line only.
+    llvm::StringRef rest(range.Start.getPointer(), length);
+    length = std::max<size_t>(rest.take_until([](char c) { return c == '\n'; }).size(), 1);
+    return error(range.Start, length, message, help);
+  }
+  llvm::Error yamlFailure() {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), yamlError);
+  }
+
+  llvm::Error readSection(const Section &section, yaml::Node *value);
+  llvm::Error readField(const Section &section, const Field &field, yaml::Node *value);
+  llvm::Error check();
+
+  /// Location of byte `offset` of the value of the scalar `node`, if the
+  /// scalar's text maps one to one onto its value; else its start.
+  llvm::SMLoc locInScalar(yaml::Node *node, size_t offset);
+  /// Renders a SourceError whose offsets are into the scalar `node`.
+  llvm::Error scalarError(yaml::Node *node, llvm::Error err);
+  /// The value node of `section.key`, or the section's key node, or the
+  /// start of the file.
+  yaml::Node *nodeFor(llvm::StringRef section, llvm::StringRef key);
+
+  llvm::SourceMgr sm;
+  llvm::StringRef text;
+  std::string file;
+  std::string yamlError;
+  Draft draft;
+  std::map<std::string, yaml::Node *> valueNodes;   // "section.key" -> value
+  std::map<std::string, yaml::Node *> sectionNodes; // "section" -> key node
+  yaml::Node *rootNode = nullptr;
+};
+
+llvm::SMLoc Loader::locInScalar(yaml::Node *node, size_t offset) {
+  auto *scalar = llvm::dyn_cast_or_null<yaml::ScalarNode>(node);
+  if (!scalar)
+    return node ? node->getSourceRange().Start : llvm::SMLoc::getFromPointer(text.data());
+  llvm::StringRef raw = scalar->getRawValue();
+  llvm::StringRef inner = raw;
+  if (raw.size() >= 2 && (raw.front() == '"' || raw.front() == '\''))
+    inner = raw.drop_front().drop_back();
+  llvm::SmallString<64> storage;
+  if (scalar->getValue(storage) != inner)
+    return llvm::SMLoc::getFromPointer(raw.data());
+  return llvm::SMLoc::getFromPointer(inner.data() + std::min(offset, inner.size()));
+}
+
+llvm::Error Loader::scalarError(yaml::Node *node, llvm::Error err) {
+  std::string plain;
+  llvm::Error rest = llvm::handleErrors(std::move(err), [&](const SourceError &e) {
+    size_t length = e.length;
+    if (auto *scalar = llvm::dyn_cast_or_null<yaml::ScalarNode>(node)) {
+      llvm::SmallString<64> storage;
+      size_t size = scalar->getValue(storage).size();
+      length = std::max<size_t>(std::min(length, size > e.offset ? size - e.offset : 1), 1);
+    }
+    return error(locInScalar(node, e.offset), length, e.message, e.help);
+  });
+  return rest;
+}
+
+yaml::Node *Loader::nodeFor(llvm::StringRef section, llvm::StringRef key) {
+  auto it = valueNodes.find((section + "." + key).str());
+  if (it != valueNodes.end())
+    return it->second;
+  auto sec = sectionNodes.find(section.str());
+  if (sec != sectionNodes.end())
+    return sec->second;
+  return rootNode;
+}
+
+llvm::Error Loader::readField(const Section &section, const Field &field,
+                              yaml::Node *value) {
+  std::string where = fmt::format("{}.{}", section.name.str(), field.name.str());
+  if (llvm::isa<yaml::NullNode>(value))
+    return error(value, fmt::format("{} has no value", where),
+                 "give a value, or remove the key to use the default (docs/spec.md)");
+  auto *scalar = llvm::dyn_cast<yaml::ScalarNode>(value);
+  if (!scalar) {
+    value->skip();
+    return error(value, fmt::format("{} must be a single value, not a list or mapping", where),
+                 "write it as `key: value` on one line");
+  }
+  llvm::SmallString<64> storage;
+  llvm::StringRef v = scalar->getValue(storage);
+
+  auto asInt = [&](int64_t &out) -> llvm::Error {
+    if (v.getAsInteger(10, out))
+      return error(value, fmt::format("{} must be an integer, got '{}'", where, v),
+                   "write a whole number such as 4");
+    return llvm::Error::success();
+  };
+  auto asFloat = [&](double &out) -> llvm::Error {
+    std::string s = v.str();
+    char *end = nullptr;
+    out = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(out))
+      return error(value, fmt::format("{} must be a number, got '{}'", where, v),
+                   "write a number such as 0.001 or 1e-3");
+    return llvm::Error::success();
+  };
+
+  return std::visit(
+      [&](auto ref) -> llvm::Error {
+        auto &slot = ref(draft);
+        using T = std::decay_t<decltype(slot)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          return asInt(slot);
+        } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
+          int64_t x;
+          if (auto err = asInt(x))
+            return err;
+          slot = x;
+          return llvm::Error::success();
+        } else if constexpr (std::is_same_v<T, double>) {
+          return asFloat(slot);
+        } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+          double x;
+          if (auto err = asFloat(x))
+            return err;
+          slot = x;
+          return llvm::Error::success();
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (v == "true" || v == "false") {
+            slot = v == "true";
+            return llvm::Error::success();
+          }
+          return error(value, fmt::format("{} must be true or false, got '{}'", where, v),
+                       "write true or false");
+        } else {
+          slot = v.str();
+          return llvm::Error::success();
+        }
+      },
+      field.ref);
+}
+
+llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
+  if (llvm::isa<yaml::NullNode>(value))
+    return llvm::Error::success(); // An empty section: every default.
+  auto *map = llvm::dyn_cast<yaml::MappingNode>(value);
+  if (!map) {
+    value->skip();
+    return error(value, fmt::format("'{}' must be a mapping of keys to values", section.name.str()),
+                 fmt::format("write it as\n  {}:\n    key: value", section.name.str()));
+  }
+  llvm::SmallVector<llvm::StringRef> names;
+  for (const Field &f : section.fields())
+    names.push_back(f.name);
+
+  for (yaml::KeyValueNode &kv : *map) {
+    auto *keyNode = llvm::dyn_cast_or_null<yaml::ScalarNode>(kv.getKey());
+    if (!keyNode) {
+      if (kv.getKey())
+        kv.getKey()->skip();
+      if (kv.getValue())
+        kv.getValue()->skip();
+      if (!yamlError.empty())
+        return yamlFailure();
+      return error(kv.getKey() ? kv.getKey() : value, "keys must be plain names",
+                   "write `key: value`");
+    }
+    llvm::SmallString<32> keyStorage;
+    llvm::StringRef key = keyNode->getValue(keyStorage);
+    std::string keyCopy = key.str();
+    yaml::Node *fieldValue = kv.getValue();
+    if (!yamlError.empty())
+      return yamlFailure();
+    const Field *field = nullptr;
+    for (const Field &f : section.fields())
+      if (f.name == keyCopy)
+        field = &f;
+    if (!field) {
+      fieldValue->skip();
+      std::string help;
+      if (auto guess = closest(keyCopy, names))
+        help = fmt::format("did you mean '{}'?", *guess);
+      else {
+        for (const Section &other : kSections)
+          for (const Field &f : other.fields())
+            if (f.name == keyCopy)
+              help = fmt::format("'{}' belongs in the '{}' section", keyCopy, other.name.str());
+      }
+      if (help.empty())
+        help = fmt::format("keys of '{}' are: {}", section.name.str(),
+                           llvm::join(names, ", "));
+      return error(keyNode,
+                   fmt::format("unknown key '{}' in section '{}'", keyCopy, section.name.str()),
+                   help);
+    }
+    std::string path = fmt::format("{}.{}", section.name.str(), keyCopy);
+    if (valueNodes.count(path))
+      return error(keyNode, fmt::format("duplicate key '{}'", path),
+                   "give each key once; the earlier value is on line " +
+                       std::to_string(sm.getLineAndColumn(
+                                          valueNodes[path]->getSourceRange().Start)
+                                          .first));
+    valueNodes[path] = fieldValue;
+    if (auto err = readField(section, *field, fieldValue))
+      return err;
+    if (!yamlError.empty())
+      return yamlFailure();
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<ModelSpec> Loader::load() {
+  draft.spec.file = file;
+  yaml::Stream stream(sm.getMemoryBuffer(1)->getMemBufferRef(), sm, /*ShowColors=*/false);
+  auto doc = stream.begin();
+  if (doc == stream.end() || !doc->getRoot() || llvm::isa<yaml::NullNode>(doc->getRoot())) {
+    if (!yamlError.empty())
+      return yamlFailure();
+    return error(llvm::SMLoc::getFromPointer(text.data()), 1, "the spec is empty",
+                 "start from examples/hybrid-tiny.yaml; a spec needs at least model.pattern");
+  }
+  rootNode = doc->getRoot();
+  auto *root = llvm::dyn_cast<yaml::MappingNode>(rootNode);
+  if (!root) {
+    rootNode->skip();
+    if (!yamlError.empty())
+      return yamlFailure();
+    return error(rootNode, "the spec must be a mapping with the sections model, parallel, "
+                           "training and data",
+                 "see examples/hybrid-tiny.yaml");
+  }
+  llvm::SmallVector<llvm::StringRef> sectionNames;
+  for (const Section &s : kSections)
+    sectionNames.push_back(s.name);
+
+  for (yaml::KeyValueNode &kv : *root) {
+    auto *keyNode = llvm::dyn_cast_or_null<yaml::ScalarNode>(kv.getKey());
+    if (!yamlError.empty())
+      return yamlFailure();
+    if (!keyNode) {
+      if (kv.getValue())
+        kv.getValue()->skip();
+      if (!yamlError.empty())
+        return yamlFailure();
+      return error(kv.getKey() ? kv.getKey() : rootNode, "section names must be plain keys",
+                   "the sections are model, parallel, training and data");
+    }
+    llvm::SmallString<32> storage;
+    std::string key = keyNode->getValue(storage).str();
+    const Section *section = nullptr;
+    for (const Section &s : kSections)
+      if (s.name == key)
+        section = &s;
+    yaml::Node *value = kv.getValue();
+    if (!section) {
+      value->skip();
+      if (!yamlError.empty())
+        return yamlFailure();
+      std::string help;
+      if (auto guess = closest(key, sectionNames))
+        help = fmt::format("did you mean '{}'?", *guess);
+      for (const Section &s : kSections)
+        for (const Field &f : s.fields())
+          if (f.name == key)
+            help = fmt::format("'{}' is a key of the '{}' section: indent it under '{}:'", key,
+                               s.name.str(), s.name.str());
+      if (help.empty())
+        help = "the sections are model, parallel, training and data";
+      return error(keyNode, fmt::format("unknown section '{}'", key), help);
+    }
+    if (sectionNodes.count(key))
+      return error(keyNode, fmt::format("duplicate section '{}'", key),
+                   "merge the two into one section");
+    sectionNodes[key] = keyNode;
+    if (auto err = readSection(*section, value))
+      return std::move(err);
+  }
+  ++doc;
+  if (!yamlError.empty())
+    return yamlFailure();
+  if (doc != stream.end())
+    return error(llvm::SMLoc::getFromPointer(text.data()), 1,
+                 "the spec holds more than one YAML document",
+                 "keep one document: remove the '---' separators");
+  if (auto err = check())
+    return std::move(err);
+  return std::move(draft.spec);
+}
+
+llvm::Error Loader::check() {
+  ModelSpec &spec = draft.spec;
+
+  // The pattern: given, or allocated from ratios.
+  yaml::Node *patternNode = nullptr;
+  bool fromRatios = draft.attentionRatio || draft.mlpRatio;
+  if (valueNodes.count("model.pattern")) {
+    patternNode = valueNodes["model.pattern"];
+    if (fromRatios)
+      return error(nodeFor("model", draft.attentionRatio ? "attention_ratio" : "mlp_ratio"),
+                   "give either model.pattern or attention_ratio/mlp_ratio, not both",
+                   "remove the ratios; the pattern says exactly which layer is which");
+  } else if (fromRatios || draft.numLayers) {
+    yaml::Node *at = nodeFor("model", "num_layers");
+    if (!draft.numLayers)
+      return error(nodeFor("model", draft.attentionRatio ? "attention_ratio" : "mlp_ratio"),
+                   "attention_ratio/mlp_ratio need model.num_layers",
+                   "add num_layers: N under model:");
+    auto allocated = patternFromRatios(*draft.numLayers, draft.attentionRatio.value_or(0.0),
+                                       draft.mlpRatio.value_or(0.0));
+    if (!allocated) {
+      std::string message = llvm::toString(allocated.takeError());
+      auto [first, help] = llvm::StringRef(message).split("\nhelp: ");
+      return error(at, first, help);
+    }
+    draft.pattern = *allocated;
+  } else {
+    return error(nodeFor("model", "pattern"), "the model has no layers",
+                 "set model.pattern, e.g. pattern: \"M*M-|M*M-\" (see docs/languages.md)");
+  }
+
+  auto pattern = parseHybridPattern(draft.pattern);
+  if (!pattern)
+    return scalarError(patternNode, pattern.takeError());
+  spec.pattern = std::move(*pattern);
+  if (patternNode && draft.numLayers && *draft.numLayers != spec.pattern.numLayers())
+    return error(nodeFor("model", "num_layers"),
+                 fmt::format("model.num_layers is {} but the pattern has {} layers",
+                             *draft.numLayers, spec.pattern.numLayers()),
+                 "remove num_layers (the pattern defines it) or fix the pattern");
+  if (spec.pattern.numLayers() == 0)
+    return error(patternNode ? patternNode : nodeFor("model", "pattern"),
+                 "the pattern has no layers",
+                 "give at least one layer symbol, e.g. pattern: \"M*M-\"");
+
+  // Dimensions, then what each layer kind in use needs.
+  if (auto problem = checkModelDims(spec.dims))
+    return error(nodeFor("model", problem->field), problem->message, problem->help);
+  std::string used = spec.pattern.layers() + spec.pattern.mtp;
+  for (char symbol : kLayerSymbols) {
+    size_t at = used.find(symbol);
+    if (at == std::string::npos)
+      continue;
+    if (auto problem = checkLayerKindDims(symbol, spec.dims)) {
+      // Point at the value that is wrong, or else at the layer that needs it.
+      if (valueNodes.count("model." + problem->field) || !patternNode)
+        return error(nodeFor("model", problem->field), problem->message, problem->help);
+      size_t offset = spec.pattern.text.find(symbol);
+      return error(locInScalar(patternNode, offset), 1, problem->message, problem->help);
+    }
+  }
+  if (spec.positionEmbedding != "none" && spec.positionEmbedding != "rope")
+    return error(nodeFor("model", "position_embedding"),
+                 fmt::format("unknown position_embedding '{}'", spec.positionEmbedding),
+                 "use none (the hybrid-model default) or rope");
+  if (spec.moeAuxLossCoeff < 0)
+    return error(nodeFor("model", "moe_aux_loss_coeff"), "moe_aux_loss_coeff cannot be negative",
+                 "use 0 to switch the load-balancing loss off");
+
+  // Parallel layout.
+  ParallelSpec &par = spec.parallel;
+  for (auto [key, value] : {std::pair{"pp", par.pp}, {"dp", par.dp}})
+    if (value < 1)
+      return error(nodeFor("parallel", key), fmt::format("parallel.{} must be at least 1", key),
+                   "1 switches that kind of parallelism off");
+  if (draft.vpp && *draft.vpp < 1)
+    return error(nodeFor("parallel", "vpp"), "parallel.vpp must be at least 1",
+                 "1 switches virtual pipelining off");
+  if (llvm::find(kSchedules, par.schedule) == std::end(kSchedules)) {
+    llvm::SmallVector<llvm::StringRef> names(std::begin(kSchedules), std::end(kSchedules));
+    auto guess = closest(par.schedule, names);
+    return error(nodeFor("parallel", "schedule"),
+                 fmt::format("unknown schedule '{}'", par.schedule),
+                 guess ? fmt::format("did you mean '{}'?", *guess)
+                       : "use one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv");
+  }
+
+  PlacementOptions options{par.pp, draft.vpp, par.firstStageLayers, par.lastStageLayers};
+  if (!par.layout.empty()) {
+    yaml::Node *layoutNode = nodeFor("parallel", "layout");
+    if (spec.pattern.hasPipes())
+      return error(layoutNode, "parallel.layout cannot be combined with '|' in model.pattern",
+                   "place the layers one way: either '|' in the pattern or the layout string");
+    auto layout = parsePipelineLayout(par.layout, par.pp);
+    if (!layout)
+      return scalarError(layoutNode, layout.takeError());
+    std::optional<int64_t> mtpLayers;
+    if (spec.pattern.hasMtp())
+      mtpLayers = spec.pattern.mtpDepths;
+    if (auto valid = validatePipelineLayout(*layout, spec.pattern.numLayers(), mtpLayers);
+        !valid)
+      return scalarError(layoutNode, valid.takeError());
+    if (draft.vpp && *draft.vpp != layout->vpp)
+      return error(nodeFor("parallel", "vpp"),
+                   fmt::format("parallel.vpp is {} but the layout has {} stages = pp {} * vpp {}",
+                               *draft.vpp, layout->stages.size(), layout->pp, layout->vpp),
+                   "remove vpp (the layout defines it) or fix the layout");
+    // Turn the layout's decoder ids into a placement of the pattern's layers.
+    PatternPlacement placement;
+    placement.pp = layout->pp;
+    placement.vpp = layout->vpp;
+    placement.virtualStages = layout->vpp > 1;
+    std::string all = spec.pattern.layers();
+    for (const LayoutStage &ls : layout->stages) {
+      PatternStage stage{ls.index, ls.ppRank, ls.vpStage, "", 0, {}};
+      stage.layerOffset = ls.decoderLayerIds.empty() ? 0 : ls.decoderLayerIds.front();
+      for (int64_t id : ls.decoderLayerIds) {
+        stage.layers.push_back(all[id]);
+        stage.layerNumbers.push_back(id + 1);
+      }
+      if (!ls.mtpLayerIds.empty())
+        placement.mtpOn = {ls.ppRank, ls.vpStage};
+      placement.stages.push_back(std::move(stage));
+    }
+    if (spec.pattern.hasMtp() && !placement.mtpOn)
+      placement.mtpOn = {layout->pp - 1, layout->vpp - 1};
+    spec.placement = std::move(placement);
+  } else {
+    auto placement = placeHybridPattern(spec.pattern, options);
+    if (!placement) {
+      // Errors about pp/vpp or the uneven split are about the whole pattern.
+      return scalarError(patternNode ? patternNode : nodeFor("model", "num_layers"),
+                         placement.takeError());
+    }
+    spec.placement = std::move(*placement);
+  }
+  par.vpp = spec.placement.vpp;
+  if (par.schedule == "interleaved-1f1b" && par.vpp < 2)
+    return error(nodeFor("parallel", "schedule"),
+                 "interleaved-1f1b needs virtual stages (vpp > 1)",
+                 fmt::format("split the pattern into pp*vpp segments with '|' (e.g. {} for "
+                             "vpp=2), or use schedule: 1f1b",
+                             2 * par.pp));
+  if ((par.schedule == "1f1b" || par.schedule == "gpipe" || par.schedule == "zb-h1") &&
+      par.vpp > 1)
+    return error(nodeFor("parallel", "schedule"),
+                 fmt::format("schedule '{}' runs one stage per rank, but the pattern gives each "
+                             "rank vpp={} stages",
+                             par.schedule, par.vpp),
+                 "use schedule: interleaved-1f1b (or zbv for vpp=2)");
+  if (par.schedule == "zbv" && par.vpp != 2)
+    return error(nodeFor("parallel", "schedule"),
+                 fmt::format("zbv needs exactly two stages per rank, the pattern gives vpp={}",
+                             par.vpp),
+                 fmt::format("split the pattern into 2 * pp = {} segments", 2 * par.pp));
+  par.microbatches = draft.microbatches.value_or(par.pp);
+  if (par.microbatches < 1)
+    return error(nodeFor("parallel", "microbatches"), "parallel.microbatches must be at least 1",
+                 fmt::format("use at least pp = {} to keep every stage busy", par.pp));
+  if (par.groupSize < 0)
+    return error(nodeFor("parallel", "microbatch_group_size_per_vp_stage"),
+                 "microbatch_group_size_per_vp_stage cannot be negative",
+                 "leave it out to use pp");
+  if (par.groupSize == 0)
+    par.groupSize = par.pp;
+
+  // Training and data.
+  TrainingSpec &t = spec.training;
+  for (auto [key, value] : {std::pair{"seq_length", t.seqLength},
+                            {"micro_batch_size", t.microBatchSize},
+                            {"steps", t.steps}})
+    if (value < 1)
+      return error(nodeFor("training", key), fmt::format("training.{} must be at least 1", key),
+                   "give a positive count");
+  if (t.warmupSteps < 0)
+    return error(nodeFor("training", "warmup_steps"), "training.warmup_steps cannot be negative",
+                 "use 0 for no warm-up");
+  if (!(t.lr > 0))
+    return error(nodeFor("training", "lr"), "training.lr must be positive",
+                 "1e-3 is a reasonable start for small models");
+  if (t.minLr < 0 || t.minLr > t.lr)
+    return error(nodeFor("training", "min_lr"),
+                 fmt::format("training.min_lr must be between 0 and lr ({})", t.lr),
+                 "the cosine decay ends at min_lr");
+  if (t.weightDecay < 0)
+    return error(nodeFor("training", "weight_decay"), "training.weight_decay cannot be negative",
+                 "use 0 for no weight decay");
+  if (!(t.gradClip >= 0))
+    return error(nodeFor("training", "grad_clip"), "training.grad_clip cannot be negative",
+                 "use 0 to switch clipping off");
+  if (t.dtype != "fp32" && t.dtype != "bf16")
+    return error(nodeFor("training", "dtype"), fmt::format("unknown dtype '{}'", t.dtype),
+                 "use fp32 or bf16");
+  if (spec.data.format != "text" && spec.data.format != "indexed")
+    return error(nodeFor("data", "format"),
+                 fmt::format("unknown data format '{}'", spec.data.format),
+                 "use text (raw bytes) or indexed (Megatron .bin/.idx)");
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text, llvm::StringRef bufferName) {
+  Loader loader(llvm::MemoryBuffer::getMemBufferCopy(text, bufferName));
+  return loader.load();
+}
+
+llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return llvm::createStringError(
+        buffer.getError(),
+        fmt::format("error: cannot read spec '{}': {}\nhelp: check the path; bundled "
+                    "examples are in examples/",
+                    path.str(), buffer.getError().message()));
+  Loader loader(std::move(*buffer));
+  return loader.load();
+}
+
+} // namespace hypipe

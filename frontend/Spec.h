@@ -1,0 +1,76 @@
+//===- Spec.h - the YAML model spec ---------------------------------------===//
+//
+// A spec has four sections, `model`, `parallel`, `training` and `data`; every
+// field and its default is in docs/spec.md. Loading checks every field and
+// the consistency of the whole, and reports the first problem as
+// `file:line:col: error: ...` with the line, a caret and a `help:` line.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_FRONTEND_SPEC_H
+#define HYPIPE_FRONTEND_SPEC_H
+
+#include "frontend/HybridPattern.h"
+#include "frontend/ModelDims.h"
+
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+
+namespace hypipe {
+
+struct ParallelSpec {
+  int64_t pp = 1;
+  int64_t vpp = 1;
+  int64_t dp = 1;
+  std::string schedule = "1f1b";
+  int64_t microbatches = 1;
+  int64_t groupSize = 0; ///< microbatch_group_size_per_vp_stage; 0 = pp.
+  std::optional<int64_t> firstStageLayers;
+  std::optional<int64_t> lastStageLayers;
+  std::string layout; ///< Optional Megatron layout string (`E t m L`).
+};
+
+struct TrainingSpec {
+  int64_t seqLength = 128;
+  int64_t microBatchSize = 1;
+  int64_t steps = 100;
+  int64_t seed = 1234;
+  double lr = 1e-3;
+  double minLr = 1e-4;
+  int64_t warmupSteps = 10;
+  double weightDecay = 0.01;
+  double gradClip = 1.0;
+  std::string dtype = "fp32";
+};
+
+struct DataSpec {
+  std::string path;
+  std::string format = "text";
+};
+
+struct ModelSpec {
+  std::string file; ///< Where it was read from.
+  std::string name = "model";
+  HybridPattern pattern;
+  ModelDims dims;
+  std::string positionEmbedding = "none";
+  double moeAuxLossCoeff = 0.01;
+  ParallelSpec parallel;
+  TrainingSpec training;
+  DataSpec data;
+  /// Every main layer's (pp_rank, vp_stage), from `|`, the layout string, or
+  /// the even split.
+  PatternPlacement placement;
+};
+
+/// Loads and checks a spec. On failure the error's message is the complete
+/// rendered diagnostic (location, source line, caret, help).
+llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path);
+
+/// Same, from text in memory named `bufferName`.
+llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text, llvm::StringRef bufferName);
+
+} // namespace hypipe
+
+#endif

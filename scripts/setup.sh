@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian package hypipe needs. Idempotent: when everything is
+# already installed it only runs `dpkg-query` and returns in well under a second.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build ccache g++ python3
+  clang libclang-rt-14-dev                 # libFuzzer targets (optional build)
+  llvm-19-dev llvm-19-tools                # LLVM, lit, FileCheck
+  libmlir-19-dev mlir-19-tools             # MLIR 19, mlir-tblgen
+  libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev
+  libopenblas-dev libopenmpi-dev openmpi-bin
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == installed ]] || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,21 @@
+//===- Commands.h - the hypipe subcommands ---------------------------------===//
+#ifndef HYPIPE_TOOLS_HYPIPE_COMMANDS_H
+#define HYPIPE_TOOLS_HYPIPE_COMMANDS_H
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace hypipe::cli {
+
+/// Each subcommand registers its options and sets `run` to its body, which
+/// returns the process exit code (0 on success, 1 on rejected input).
+using Runner = std::function<int()>;
+
+void addLayoutCommand(CLI::App &app, Runner &run);
+void addCompileCommand(CLI::App &app, Runner &run);
+void addExplainCommand(CLI::App &app, Runner &run);
+
+} // namespace hypipe::cli
+
+#endif

@@ -1,0 +1,35 @@
+//===- Report.h - tables and JSON shared by the subcommands ---------------===//
+#ifndef HYPIPE_TOOLS_HYPIPE_REPORT_H
+#define HYPIPE_TOOLS_HYPIPE_REPORT_H
+
+#include "frontend/HybridPattern.h"
+#include "frontend/PipelineLayout.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace hypipe::cli {
+
+/// Prints rows as a table with right-aligned numeric-looking columns; the
+/// first row is the header.
+void printTable(const std::vector<std::vector<std::string>> &rows);
+
+/// "1-4", "5", or "-" for an empty list.
+std::string rangeText(const std::vector<int64_t> &numbers);
+
+/// The `hypipe layout --json` document of a hybrid pattern placement
+/// (docs/cli.md).
+nlohmann::json hybridLayoutJson(const HybridPattern &pattern, const PatternPlacement &placement);
+
+/// The `hypipe layout --kind layout --json` document.
+nlohmann::json pipelineLayoutJson(const PipelineLayout &layout, bool mtpStandalone);
+
+/// The pattern with `|` at the placement's stage boundaries, and the MTP
+/// parts after `/`: what a user pins to keep this split.
+std::string pinnedPattern(const HybridPattern &pattern, const PatternPlacement &placement);
+
+} // namespace hypipe::cli
+
+#endif
