@@ -15,7 +15,10 @@ void printError(llvm::raw_ostream &os, const llvm::SourceMgr &sm,
   if (length > 1)
     ranges.push_back(llvm::SMRange(
         loc, llvm::SMLoc::getFromPointer(loc.getPointer() + length)));
-  sm.PrintMessage(os, loc, llvm::SourceMgr::DK_Error, message, ranges);
+  // Print the diagnostic directly: a handler installed on `sm` (the YAML
+  // parser's) must not swallow it.
+  sm.GetMessage(loc, llvm::SourceMgr::DK_Error, message, ranges)
+      .print(/*ProgName=*/nullptr, os, /*ShowColors=*/false);
   if (!help.empty())
     os << "help: " << help << "\n";
 }

@@ -255,6 +255,8 @@ llvm::Error Loader::readField(const Section &section, const Field &field,
   auto *scalar = llvm::dyn_cast<yaml::ScalarNode>(value);
   if (!scalar) {
     value->skip();
+    if (!yamlError.empty())
+      return yamlFailure();
     return error(value, fmt::format("{} must be a single value, not a list or mapping", where),
                  "write it as `key: value` on one line");
   }
@@ -372,6 +374,12 @@ llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
                        std::to_string(sm.getLineAndColumn(
                                           valueNodes[path]->getSourceRange().Start)
                                           .first));
+    if (llvm::isa<yaml::AliasNode>(fieldValue))
+      return error(keyNode,
+                   fmt::format("the value of {} starts with '*', which YAML reads as an alias "
+                               "to an anchor, not as text",
+                               path),
+                   fmt::format("quote the value, e.g. {}: \"*M-M\"", keyCopy));
     valueNodes[path] = fieldValue;
     if (auto err = readField(section, *field, fieldValue))
       return err;
