@@ -204,7 +204,10 @@ LogicalResult ModelOp::verify() {
       segmentOfLayer.insert(segmentOfLayer.end(), segment.size(), static_cast<int64_t>(i));
     int64_t previousSegment = 0;
     for (auto [i, op] : llvm::enumerate(layers)) {
-      auto p = cast<PlacementAttr>(op->getAttr("placement"));
+      // The layer itself is verified after the model: check the attribute kind here.
+      auto p = dyn_cast<PlacementAttr>(op->getAttr("placement"));
+      if (!p)
+        return op->emitOpError() << "placement must be a #hybrid.placement";
       if (p.getPpRank() >= parallel.getPp() || p.getVpStage() >= parallel.getVpp() ||
           p.getSegment() != p.getVpStage() * parallel.getPp() + p.getPpRank())
         return op->emitOpError() << "placement " << p << " does not fit pp = "
@@ -246,8 +249,10 @@ LogicalResult ModelOp::verify() {
 LogicalResult ReturnOp::verify() {
   // (C1)
   ModelOp model = parentModel(*this);
-  auto output = *model.getBody().front().getOps<OutputOp>().begin();
-  SmallVector<Value> expected{output.getLoss()};
+  auto outputs = model.getBody().front().getOps<OutputOp>();
+  if (outputs.empty())
+    return emitOpError() << "the model has no hybrid.output to return the loss of";
+  SmallVector<Value> expected{(*outputs.begin()).getLoss()};
   for (MtpOp mtp : model.getBody().front().getOps<MtpOp>())
     expected.push_back(mtp.getLoss());
   if (SmallVector<Value>(getLosses()) != expected)
@@ -291,9 +296,6 @@ LogicalResult OutputOp::verify() {
 
 LogicalResult MtpOp::verify() {
   // (C1)
-  if (getDepth() < 1)
-    return emitOpError() << "depth must be at least 1";
-  // (C2)
   Block &block = getBody().front();
   Type hidden = getHidden().getType();
   auto yield = dyn_cast<YieldOp>(block.getTerminator());

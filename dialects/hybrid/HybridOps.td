@@ -157,8 +157,9 @@ def Hybrid_MtpOp : Hybrid_Op<"mtp", [HasParent<"ModelOp">, SingleBlock]> {
     tokens and the labels; its body maps hidden states through the MTP layer
     pattern. Returns the new hidden states and this depth's loss.
 
-    (C1) `depth` is at least 1.
-    (C2) The body has one block whose single argument has the type of `hidden`
+    `depth` counts from 1; the order of depths is (C7) of `hybrid.model`.
+
+    (C1) The body has one block whose single argument has the type of `hidden`
          and which ends in `hybrid.yield` of that same type; the first result
          has that type too and the second is a 0-d `f32` tensor.
   }];

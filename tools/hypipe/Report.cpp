@@ -11,21 +11,26 @@ namespace hypipe::cli {
 void printTable(const std::vector<std::vector<std::string>> &rows) {
   if (rows.empty())
     return;
-  std::vector<size_t> widths(rows.front().size(), 0);
-  for (const auto &row : rows)
-    for (size_t c = 0; c < row.size(); ++c)
-      widths[c] = std::max(widths[c], row[c].size());
+  size_t columns = rows.front().size();
+  std::vector<size_t> widths(columns, 0);
+  std::vector<bool> rightAligned(columns, true); // numbers, below the header
   auto numeric = [](const std::string &s) {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
       return std::isdigit(static_cast<unsigned char>(c)) || c == ',' || c == '.';
     });
   };
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (size_t c = 0; c < columns; ++c) {
+      widths[c] = std::max(widths[c], rows[r][c].size());
+      if (r > 0 && !numeric(rows[r][c]))
+        rightAligned[c] = false;
+    }
   for (const auto &row : rows) {
     std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
+    for (size_t c = 0; c < columns; ++c) {
       if (c)
         line += "  ";
-      line += numeric(row[c]) ? fmt::format("{:>{}}", row[c], widths[c])
+      line += rightAligned[c] ? fmt::format("{:>{}}", row[c], widths[c])
                               : fmt::format("{:<{}}", row[c], widths[c]);
     }
     while (!line.empty() && line.back() == ' ')
@@ -42,8 +47,8 @@ std::string rangeText(const std::vector<int64_t> &numbers) {
   return fmt::format("{}-{}", numbers.front(), numbers.back());
 }
 
-nlohmann::json hybridLayoutJson(const HybridPattern &pattern, const PatternPlacement &placement) {
-  nlohmann::json out;
+nlohmann::ordered_json hybridLayoutJson(const HybridPattern &pattern, const PatternPlacement &placement) {
+  nlohmann::ordered_json out;
   out["kind"] = "hybrid";
   out["num_layers"] = pattern.numLayers();
   out["num_segments"] = placement.stages.size();
@@ -57,11 +62,11 @@ nlohmann::json hybridLayoutJson(const HybridPattern &pattern, const PatternPlace
   } else {
     out["mtp"] = nullptr;
   }
-  nlohmann::json counts = nlohmann::json::object();
+  nlohmann::ordered_json counts = nlohmann::ordered_json::object();
   for (auto [symbol, count] : pattern.layerCounts())
     counts[std::string(1, symbol)] = count;
   out["layer_counts"] = counts;
-  out["stages"] = nlohmann::json::array();
+  out["stages"] = nlohmann::ordered_json::array();
   for (const PatternStage &s : placement.stages)
     out["stages"].push_back({{"index", s.index},
                              {"pp_rank", s.ppRank},
@@ -72,8 +77,8 @@ nlohmann::json hybridLayoutJson(const HybridPattern &pattern, const PatternPlace
   return out;
 }
 
-nlohmann::json pipelineLayoutJson(const PipelineLayout &layout, bool mtpStandalone) {
-  nlohmann::json out;
+nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout, bool mtpStandalone) {
+  nlohmann::ordered_json out;
   int64_t mtp = layout.count('m');
   out["kind"] = "layout";
   out["num_layers"] = layout.count('t');
@@ -85,7 +90,7 @@ nlohmann::json pipelineLayoutJson(const PipelineLayout &layout, bool mtpStandalo
     out["mtp"] = {{"pattern", "m"}, {"depths", mtp}, {"standalone", mtpStandalone}};
   else
     out["mtp"] = nullptr;
-  out["stages"] = nlohmann::json::array();
+  out["stages"] = nlohmann::ordered_json::array();
   int64_t offset = 0;
   for (const LayoutStage &s : layout.stages) {
     std::vector<int64_t> numbers;

@@ -21,10 +21,10 @@ std::string rangeText(const std::vector<int64_t> &numbers);
 
 /// The `hypipe layout --json` document of a hybrid pattern placement
 /// (docs/cli.md).
-nlohmann::json hybridLayoutJson(const HybridPattern &pattern, const PatternPlacement &placement);
+nlohmann::ordered_json hybridLayoutJson(const HybridPattern &pattern, const PatternPlacement &placement);
 
 /// The `hypipe layout --kind layout --json` document.
-nlohmann::json pipelineLayoutJson(const PipelineLayout &layout, bool mtpStandalone);
+nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout, bool mtpStandalone);
 
 /// The pattern with `|` at the placement's stage boundaries, and the MTP
 /// parts after `/`: what a user pins to keep this split.

@@ -125,7 +125,7 @@ int runExplain(const ExplainOptions &o) {
   std::string pinned = pinnedPattern(spec->pattern, placement);
 
   if (o.json) {
-    nlohmann::json out;
+    nlohmann::ordered_json out;
     out["spec"] = spec->file;
     out["model"] = spec->name;
     out["pattern"] = pinned;
@@ -135,7 +135,7 @@ int runExplain(const ExplainOptions &o) {
     out["schedule"] = spec->parallel.schedule;
     out["microbatches"] = spec->parallel.microbatches;
     out["parameters"] = total;
-    out["stages"] = nlohmann::json::array();
+    out["stages"] = nlohmann::ordered_json::array();
     for (const PatternStage &s : placement.stages)
       out["stages"].push_back({{"index", s.index},
                                {"pp_rank", s.ppRank},
@@ -147,7 +147,7 @@ int runExplain(const ExplainOptions &o) {
                                {"mtp", mtpStage && s.index == *mtpStage},
                                {"parameters", stageParams[s.index].params},
                                {"parameters_exact", !stageParams[s.index].approximate}});
-    out["ranks"] = nlohmann::json::array();
+    out["ranks"] = nlohmann::ordered_json::array();
     for (int64_t r = 0; r < placement.pp; ++r)
       out["ranks"].push_back({{"pp_rank", r}, {"parameters", rankParams[r]}});
     std::cout << out.dump(2) << "\n";
