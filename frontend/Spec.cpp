@@ -490,6 +490,10 @@ llvm::Error Loader::check() {
     if (!allocated) {
       std::string message = llvm::toString(allocated.takeError());
       auto [first, help] = llvm::StringRef(message).split("\nhelp: ");
+      if (first.starts_with("mlp_ratio"))
+        at = nodeFor("model", "mlp_ratio");
+      else if (!first.starts_with("num_layers"))
+        at = nodeFor("model", draft.attentionRatio ? "attention_ratio" : "mlp_ratio");
       return error(at, first, help);
     }
     draft.pattern = *allocated;
