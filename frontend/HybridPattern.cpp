@@ -323,6 +323,10 @@ llvm::Expected<std::string> patternFromRatios(int64_t numLayers, double attentio
     return bad(fmt::format("num_layers must be positive to allocate from ratios, got {}",
                            numLayers),
                "set model.num_layers");
+  if (numLayers > kMaxLayers)
+    return bad(fmt::format("num_layers {} is more than hypipe supports ({})", numLayers,
+                           kMaxLayers),
+               "check the number; real models have at most a few hundred layers");
   if (!(attentionRatio >= 0.0 && attentionRatio <= 1.0))
     return bad(fmt::format("attention_ratio must be within [0, 1], got {}", attentionRatio),
                "it is the fraction of layers that are attention");

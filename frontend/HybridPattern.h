@@ -24,6 +24,9 @@ namespace hypipe {
 /// The layer symbols, in the order Megatron lists them in its counts.
 inline constexpr llvm::StringLiteral kLayerSymbols = "*DGM+-E";
 
+/// Most layers a model may have (a bound on what a spec can make us allocate).
+inline constexpr int64_t kMaxLayers = 1 << 20;
+
 /// Human name of a layer symbol ("Mamba-2", ...), or "" if not a symbol.
 llvm::StringRef layerSymbolName(char symbol);
 

@@ -172,7 +172,12 @@ private:
     return llvm::createStringError(llvm::inconvertibleErrorCode(), os.str());
   }
   llvm::Error error(yaml::Node *node, llvm::StringRef message, llvm::StringRef help) {
-    llvm::SMRange range = node->getSourceRange();
+    llvm::SMRange range = node ? node->getSourceRange() : llvm::SMRange();
+    // Nodes the parser gave up on have no source range.
+    if (!range.Start.isValid())
+      return error(llvm::SMLoc::getFromPointer(text.data()), 1, message, help);
+    if (!range.End.isValid())
+      range.End = range.Start;
     size_t length = range.End.getPointer() > range.Start.getPointer()
                         ? range.End.getPointer() - range.Start.getPointer()
                         : 1;
@@ -183,6 +188,13 @@ private:
   }
   llvm::Error yamlFailure() {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), yamlError);
+  }
+  /// The YAML parser's own error if it reported one, else one at `near`.
+  llvm::Error brokenYaml(yaml::Node *near) {
+    if (!yamlError.empty())
+      return yamlFailure();
+    return error(near, "this entry is not valid YAML",
+                 "write `key: value`, one entry per line");
   }
 
   llvm::Error readSection(const Section &section, yaml::Node *value);
@@ -210,8 +222,10 @@ private:
 
 llvm::SMLoc Loader::locInScalar(yaml::Node *node, size_t offset) {
   auto *scalar = llvm::dyn_cast_or_null<yaml::ScalarNode>(node);
-  if (!scalar)
-    return node ? node->getSourceRange().Start : llvm::SMLoc::getFromPointer(text.data());
+  if (!scalar || !node->getSourceRange().Start.isValid())
+    return node && node->getSourceRange().Start.isValid()
+               ? node->getSourceRange().Start
+               : llvm::SMLoc::getFromPointer(text.data());
   llvm::StringRef raw = scalar->getRawValue();
   llvm::StringRef inner = raw;
   if (raw.size() >= 2 && (raw.front() == '"' || raw.front() == '\''))
@@ -343,8 +357,8 @@ llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
     llvm::StringRef key = keyNode->getValue(keyStorage);
     std::string keyCopy = key.str();
     yaml::Node *fieldValue = kv.getValue();
-    if (!yamlError.empty())
-      return yamlFailure();
+    if (!yamlError.empty() || !fieldValue)
+      return brokenYaml(keyNode);
     const Field *field = nullptr;
     for (const Field &f : section.fields())
       if (f.name == keyCopy)
@@ -432,6 +446,8 @@ llvm::Expected<ModelSpec> Loader::load() {
       if (s.name == key)
         section = &s;
     yaml::Node *value = kv.getValue();
+    if (!yamlError.empty() || !value)
+      return brokenYaml(keyNode);
     if (!section) {
       value->skip();
       if (!yamlError.empty())
@@ -455,6 +471,12 @@ llvm::Expected<ModelSpec> Loader::load() {
     if (auto err = readSection(*section, value))
       return std::move(err);
   }
+  if (!yamlError.empty())
+    return yamlFailure();
+  // Check while the document's nodes are alive: advancing the document
+  // iterator frees them.
+  if (auto err = check())
+    return std::move(err);
   ++doc;
   if (!yamlError.empty())
     return yamlFailure();
@@ -462,8 +484,6 @@ llvm::Expected<ModelSpec> Loader::load() {
     return error(llvm::SMLoc::getFromPointer(text.data()), 1,
                  "the spec holds more than one YAML document",
                  "keep one document: remove the '---' separators");
-  if (auto err = check())
-    return std::move(err);
   return std::move(draft.spec);
 }
 
