@@ -132,6 +132,22 @@ TEST(Spec, EmptyAndNonMappingSpecs) {
   EXPECT_NE(errorOf("model: 3\n").find("'model' must be a mapping"), std::string::npos);
 }
 
+TEST(Spec, HugeLayerCountIsRefusedNotAllocated) {
+  std::string e = errorOf("model:\n  num_layers: 139999999999\n  mlp_ratio: 0.2\n");
+  EXPECT_NE(e.find("spec.yaml:2:15: error: num_layers 139999999999 is more than hypipe supports"),
+            std::string::npos)
+      << e;
+}
+
+TEST(Spec, BrokenEntriesAreErrorsNotCrashes) {
+  // Inputs the spec fuzzer found crashing an earlier loader (null and range-less nodes).
+  for (const char *text : {"model:\n  ? [a\n", "model:\n  pattern: \"M*\"\n  :\n",
+                           "model: {pattern: M, : x}\n", "model:\n  pattern: !!str\n"}) {
+    std::string e = errorOf(text);
+    EXPECT_EQ(e.rfind("spec.yaml:", 0), 0u) << "input: " << text << "\nerror: " << e;
+  }
+}
+
 TEST(Spec, MissingFileIsAClearError) {
   auto spec = loadSpec("/nonexistent/spec.yaml");
   ASSERT_FALSE(static_cast<bool>(spec));
