@@ -1,4 +1,5 @@
-//===- bench_frontend.cpp - front end on a 10,000-layer, 1,024-segment model ===//
+//===- bench_frontend.cpp - front end on a 10,000-layer, 1,024-segment model
+//===//
 //
 // Times each step from spec text to printed MLIR for a pattern of 10,000
 // layers in 1,024 segments (pp=128, vpp=8): load + parse + place, build the
@@ -52,13 +53,16 @@ int main(int argc, char **argv) {
     std::ofstream(argv[2]) << pattern;
   }
   std::string spec = fmt::format(
-      "model:\n  pattern: \"{}\"\n  hidden_size: 1024\n  num_attention_heads: 8\n"
+      "model:\n  pattern: \"{}\"\n  hidden_size: 1024\n  num_attention_heads: "
+      "8\n"
       "  num_query_groups: 8\n  num_experts: 8\n  moe_router_topk: 2\n"
       "parallel:\n  pp: {}\n  schedule: interleaved-1f1b\n",
       pattern, pp);
 
   using clock = std::chrono::steady_clock;
-  auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  auto ms = [](clock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
   std::vector<double> load, build, verify, print, total;
   size_t printedBytes = 0;
   for (int r = 0; r < reps; ++r) {
@@ -87,11 +91,14 @@ int main(int argc, char **argv) {
     print.push_back(ms(t4 - t3));
     total.push_back(ms(t4 - t0));
   }
-  fmt::print("pattern: {} layers, {} segments (pp={}, vpp={}), {} chars; MLIR {} bytes; "
+  fmt::print("pattern: {} layers, {} segments (pp={}, vpp={}), {} chars; MLIR "
+             "{} bytes; "
              "median of {} runs\n",
-             layers, segments, pp, segments / pp, pattern.size(), printedBytes, reps);
+             layers, segments, pp, segments / pp, pattern.size(), printedBytes,
+             reps);
   fmt::print("{:<40} {:>10}\n", "step", "ms");
-  fmt::print("{:<40} {:>10.2f}\n", "load spec (YAML, parse, validate, place)", median(load));
+  fmt::print("{:<40} {:>10.2f}\n", "load spec (YAML, parse, validate, place)",
+             median(load));
   fmt::print("{:<40} {:>10.2f}\n", "build hybrid.model", median(build));
   fmt::print("{:<40} {:>10.2f}\n", "verify", median(verify));
   fmt::print("{:<40} {:>10.2f}\n", "print MLIR", median(print));

@@ -15,13 +15,20 @@ Value buildLayer(OpBuilder &b, Location loc, char symbol, Value input,
                  hybrid::PlacementAttr placement) {
   Type type = input.getType();
   switch (symbol) {
-  case 'M': return b.create<hybrid::MambaOp>(loc, type, input, placement);
-  case '*': return b.create<hybrid::AttentionOp>(loc, type, input, placement);
-  case '-': return b.create<hybrid::MlpOp>(loc, type, input, placement);
-  case 'E': return b.create<hybrid::MoeOp>(loc, type, input, placement);
-  case 'G': return b.create<hybrid::GdnOp>(loc, type, input, placement);
-  case 'D': return b.create<hybrid::DsaOp>(loc, type, input, placement);
-  case '+': return b.create<hybrid::MlaOp>(loc, type, input, placement);
+  case 'M':
+    return b.create<hybrid::MambaOp>(loc, type, input, placement);
+  case '*':
+    return b.create<hybrid::AttentionOp>(loc, type, input, placement);
+  case '-':
+    return b.create<hybrid::MlpOp>(loc, type, input, placement);
+  case 'E':
+    return b.create<hybrid::MoeOp>(loc, type, input, placement);
+  case 'G':
+    return b.create<hybrid::GdnOp>(loc, type, input, placement);
+  case 'D':
+    return b.create<hybrid::DsaOp>(loc, type, input, placement);
+  case '+':
+    return b.create<hybrid::MlaOp>(loc, type, input, placement);
   }
   llvm_unreachable("the pattern parser admits only layer symbols");
 }
@@ -36,24 +43,28 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
   b.setInsertionPointToEnd(module->getBody());
 
   const ParallelSpec &par = spec.parallel;
-  auto parallel = hybrid::ParallelAttr::get(&context, par.pp, par.vpp, par.dp, par.schedule,
-                                            par.microbatches, par.groupSize);
-  auto model = b.create<hybrid::ModelOp>(loc, spec.name,
-                                         hybrid::toDimsAttr(&context, spec.dims), parallel,
-                                         spec.pattern.text);
+  auto parallel =
+      hybrid::ParallelAttr::get(&context, par.pp, par.vpp, par.dp, par.schedule,
+                                par.microbatches, par.groupSize);
+  auto model = b.create<hybrid::ModelOp>(
+      loc, spec.name, hybrid::toDimsAttr(&context, spec.dims), parallel,
+      spec.pattern.text);
 
   int64_t batch = spec.training.microBatchSize, seq = spec.training.seqLength;
   auto tokensType = RankedTensorType::get({batch, seq}, b.getI64Type());
-  auto hiddenType = RankedTensorType::get({batch, seq, spec.dims.hidden}, b.getF32Type());
+  auto hiddenType =
+      RankedTensorType::get({batch, seq, spec.dims.hidden}, b.getF32Type());
   auto lossType = RankedTensorType::get({}, b.getF32Type());
 
-  Block *body = b.createBlock(&model.getBody(), {}, {tokensType, tokensType}, {loc, loc});
+  Block *body =
+      b.createBlock(&model.getBody(), {}, {tokensType, tokensType}, {loc, loc});
   Value tokens = body->getArgument(0), labels = body->getArgument(1);
   Value hidden = b.create<hybrid::EmbeddingOp>(loc, hiddenType, tokens);
   for (const PatternStage &stage : spec.placement.stages) {
     for (auto [i, symbol] : llvm::enumerate(stage.layers)) {
-      auto placement = hybrid::PlacementAttr::get(&context, stage.index, stage.ppRank,
-                                                  stage.vpStage, stage.layerNumbers[i]);
+      auto placement =
+          hybrid::PlacementAttr::get(&context, stage.index, stage.ppRank,
+                                     stage.vpStage, stage.layerNumbers[i]);
       hidden = buildLayer(b, loc, symbol, hidden, placement);
     }
   }
@@ -63,8 +74,9 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
       b.create<hybrid::OutputOp>(loc, lossType, normed, labels).getLoss()};
 
   for (int depth = 1; depth <= spec.pattern.mtpDepths; ++depth) {
-    auto mtp = b.create<hybrid::MtpOp>(loc, hiddenType, lossType, mainHidden, tokens, labels,
-                                       depth, hybrid::PlacementAttr());
+    auto mtp =
+        b.create<hybrid::MtpOp>(loc, hiddenType, lossType, mainHidden, tokens,
+                                labels, depth, hybrid::PlacementAttr());
     OpBuilder::InsertionGuard guard(b);
     Block *mtpBody = b.createBlock(&mtp.getBody(), {}, {hiddenType}, {loc});
     Value h = mtpBody->getArgument(0);

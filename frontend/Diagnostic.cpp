@@ -37,7 +37,9 @@ void printTextError(llvm::raw_ostream &os, llvm::StringRef what,
         printError(os, sm, llvm::SMLoc::getFromPointer(start + offset), length,
                    e.message, e.help);
       },
-      [&](const llvm::ErrorInfoBase &e) { os << "error: " << e.message() << "\n"; });
+      [&](const llvm::ErrorInfoBase &e) {
+        os << "error: " << e.message() << "\n";
+      });
 }
 
 } // namespace hypipe

@@ -27,25 +27,28 @@ llvm::Error validatePart(llvm::StringRef part, size_t offset, bool allowPipe,
     if (isLayerSymbol(c) || (allowPipe && c == '|'))
       continue;
     if (c == '|')
-      return sourceError(offset + i,
-                         fmt::format("'|' cannot appear in the {} part", partName),
-                         "pipeline segments are set in the main pattern only; an MTP "
-                         "part runs with the last segment");
-    std::string shown = std::isprint(static_cast<unsigned char>(c))
-                            ? fmt::format("'{}'", c)
-                            : fmt::format("byte 0x{:02x}", static_cast<unsigned char>(c));
-    return sourceError(offset + i,
-                       fmt::format("{} is not a layer symbol ({} part)", shown, partName),
-                       kSymbolHelp);
+      return sourceError(
+          offset + i, fmt::format("'|' cannot appear in the {} part", partName),
+          "pipeline segments are set in the main pattern only; an MTP "
+          "part runs with the last segment");
+    std::string shown =
+        std::isprint(static_cast<unsigned char>(c))
+            ? fmt::format("'{}'", c)
+            : fmt::format("byte 0x{:02x}", static_cast<unsigned char>(c));
+    return sourceError(
+        offset + i,
+        fmt::format("{} is not a layer symbol ({} part)", shown, partName),
+        kSymbolHelp);
   }
   size_t attention = part.find('*');
   size_t latent = part.find_first_of("D+");
   if (attention != llvm::StringRef::npos && latent != llvm::StringRef::npos)
-    return sourceError(offset + std::max(attention, latent),
-                       fmt::format("attention ('*' at column {}) cannot be mixed with "
-                                   "MLA/DSA ('{}' at column {}) in one model",
-                                   offset + attention + 1, part[latent], offset + latent + 1),
-                       "use either '*' or the MLA/DSA symbols 'D' and '+', not both");
+    return sourceError(
+        offset + std::max(attention, latent),
+        fmt::format("attention ('*' at column {}) cannot be mixed with "
+                    "MLA/DSA ('{}' at column {}) in one model",
+                    offset + attention + 1, part[latent], offset + latent + 1),
+        "use either '*' or the MLA/DSA symbols 'D' and '+', not both");
   return llvm::Error::success();
 }
 
@@ -53,14 +56,22 @@ llvm::Error validatePart(llvm::StringRef part, size_t offset, bool allowPipe,
 
 llvm::StringRef layerSymbolName(char symbol) {
   switch (symbol) {
-  case 'M': return "Mamba-2";
-  case '*': return "attention";
-  case '-': return "MLP";
-  case 'E': return "MoE";
-  case 'G': return "gated delta net";
-  case 'D': return "sparse attention";
-  case '+': return "MLA";
-  default: return "";
+  case 'M':
+    return "Mamba-2";
+  case '*':
+    return "attention";
+  case '-':
+    return "MLP";
+  case 'E':
+    return "MoE";
+  case 'G':
+    return "gated delta net";
+  case 'D':
+    return "sparse attention";
+  case '+':
+    return "MLA";
+  default:
+    return "";
   }
 }
 
@@ -101,8 +112,10 @@ llvm::Expected<HybridPattern> parseHybridPattern(llvm::StringRef text) {
   result.main = main.str();
 
   if (parts.size() > 1) {
-    llvm::ArrayRef<llvm::StringRef> mtpParts = llvm::ArrayRef(parts).drop_front();
-    bool allEmpty = llvm::all_of(mtpParts, [](llvm::StringRef p) { return p.empty(); });
+    llvm::ArrayRef<llvm::StringRef> mtpParts =
+        llvm::ArrayRef(parts).drop_front();
+    bool allEmpty =
+        llvm::all_of(mtpParts, [](llvm::StringRef p) { return p.empty(); });
     if (!allEmpty) {
       size_t firstOffset = main.size() + 1;
       size_t offset = firstOffset;
@@ -110,16 +123,19 @@ llvm::Expected<HybridPattern> parseHybridPattern(llvm::StringRef text) {
         if (mtpParts[i] != mtpParts[0])
           return sourceError(
               offset,
-              fmt::format("all MTP parts must be identical: part 1 is '{}' but part {} "
-                          "is '{}'",
-                          mtpParts[0], i + 1, mtpParts[i]),
-              fmt::format("write every part after '/' as '{}' (one part per prediction "
-                          "depth), or remove the '/' parts to train without MTP",
-                          mtpParts[0]),
+              fmt::format(
+                  "all MTP parts must be identical: part 1 is '{}' but part {} "
+                  "is '{}'",
+                  mtpParts[0], i + 1, mtpParts[i]),
+              fmt::format(
+                  "write every part after '/' as '{}' (one part per prediction "
+                  "depth), or remove the '/' parts to train without MTP",
+                  mtpParts[0]),
               std::max<size_t>(mtpParts[i].size(), 1));
         offset += mtpParts[i].size() + 1;
       }
-      if (auto err = validatePart(mtpParts[0], firstOffset, /*allowPipe=*/false, "MTP"))
+      if (auto err = validatePart(mtpParts[0], firstOffset, /*allowPipe=*/false,
+                                  "MTP"))
         return std::move(err);
       result.mtp = mtpParts[0].str();
       result.mtpDepths = static_cast<int>(mtpParts.size());
@@ -145,7 +161,8 @@ PatternPlacement::stage(int64_t ppRank, int64_t vpStage) const {
       index >= static_cast<int64_t>(stages.size()))
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        fmt::format("no pipeline segment for pp_rank={}, vp_stage={}: segment index {} is "
+        fmt::format("no pipeline segment for pp_rank={}, vp_stage={}: segment "
+                    "index {} is "
                     "out of range for {} segments",
                     ppRank, vpStage, index, stages.size()));
   return stages[index];
@@ -164,10 +181,13 @@ splitWithoutPipes(const HybridPattern &pattern, const PlacementOptions &o) {
     if (n % pp != 0)
       return sourceError(
           0,
-          fmt::format("{} layers cannot be split evenly over pp={} ranks", n, pp),
-          fmt::format("add '|' to place the layers yourself (for example '{}'), give "
-                      "first/last stage layer counts, or use a layer count divisible by {}",
-                      "M*M|*M*", pp),
+          fmt::format("{} layers cannot be split evenly over pp={} ranks", n,
+                      pp),
+          fmt::format(
+              "add '|' to place the layers yourself (for example '{}'), give "
+              "first/last stage layer counts, or use a layer count divisible "
+              "by {}",
+              "M*M|*M*", pp),
           std::max<size_t>(end, 1));
     for (int64_t r = 0; r < pp; ++r)
       slices.push_back({r * (n / pp), n / pp});
@@ -176,37 +196,43 @@ splitWithoutPipes(const HybridPattern &pattern, const PlacementOptions &o) {
   int64_t first = o.firstStageLayers.value_or(0);
   int64_t last = o.lastStageLayers.value_or(0);
   if (first < 0 || last < 0)
-    return sourceError(0, "first/last stage layer counts cannot be negative",
-                       "give a count of layers between 0 and the number of layers",
-                       std::max<size_t>(end, 1));
+    return sourceError(
+        0, "first/last stage layer counts cannot be negative",
+        "give a count of layers between 0 and the number of layers",
+        std::max<size_t>(end, 1));
   if (first + last > n)
-    return sourceError(0,
-                       fmt::format("first ({}) + last ({}) stage layers exceed the {} layers "
-                                   "of the pattern",
-                                   first, last, n),
-                       "lower the first/last stage layer counts", std::max<size_t>(end, 1));
-  int64_t middleStages = pp - (o.firstStageLayers ? 1 : 0) - (o.lastStageLayers ? 1 : 0);
+    return sourceError(
+        0,
+        fmt::format("first ({}) + last ({}) stage layers exceed the {} layers "
+                    "of the pattern",
+                    first, last, n),
+        "lower the first/last stage layer counts", std::max<size_t>(end, 1));
+  int64_t middleStages =
+      pp - (o.firstStageLayers ? 1 : 0) - (o.lastStageLayers ? 1 : 0);
   int64_t middle = n - first - last;
   int64_t perMiddle = 0;
   if (middleStages > 0) {
     if (middle % middleStages != 0)
       return sourceError(
           0,
-          fmt::format("the {} middle layers cannot be split evenly over the {} middle "
-                      "pipeline stages",
-                      middle, middleStages),
-          fmt::format("choose first/last stage layer counts that leave a multiple of {} "
+          fmt::format(
+              "the {} middle layers cannot be split evenly over the {} middle "
+              "pipeline stages",
+              middle, middleStages),
+          fmt::format("choose first/last stage layer counts that leave a "
+                      "multiple of {} "
                       "layers in the middle",
                       middleStages),
           std::max<size_t>(end, 1));
     perMiddle = middle / middleStages;
   } else if (middle != 0) {
-    return sourceError(0,
-                       fmt::format("first ({}) + last ({}) stage layers must add up to the {} "
-                                   "layers when pp={} has no middle stage",
-                                   first, last, n, pp),
-                       "make the two counts add up to the number of layers",
-                       std::max<size_t>(end, 1));
+    return sourceError(
+        0,
+        fmt::format("first ({}) + last ({}) stage layers must add up to the {} "
+                    "layers when pp={} has no middle stage",
+                    first, last, n, pp),
+        "make the two counts add up to the number of layers",
+        std::max<size_t>(end, 1));
   }
   for (int64_t r = 0; r < pp; ++r) {
     if (o.firstStageLayers && r == 0)
@@ -223,8 +249,8 @@ splitWithoutPipes(const HybridPattern &pattern, const PlacementOptions &o) {
 
 } // namespace
 
-llvm::Expected<PatternPlacement> placeHybridPattern(const HybridPattern &pattern,
-                                                    const PlacementOptions &o) {
+llvm::Expected<PatternPlacement>
+placeHybridPattern(const HybridPattern &pattern, const PlacementOptions &o) {
   PatternPlacement result;
   int64_t pp = o.pp;
   int64_t numSegments = pattern.numSegments();
@@ -242,19 +268,21 @@ llvm::Expected<PatternPlacement> placeHybridPattern(const HybridPattern &pattern
     return sourceError(
         pattern.segmentOffsets[1] - 1,
         "first/last stage layer counts cannot be combined with '|' segments",
-        "the '|' separators already place every layer; drop the first/last stage "
+        "the '|' separators already place every layer; drop the first/last "
+        "stage "
         "layer counts, or remove the '|'");
 
   if (!pattern.hasPipes() && pp > 1) {
     if (o.vpp && *o.vpp > 1)
-      return sourceError(0,
-                         fmt::format("virtual pipelining (vpp={}) needs '|' separators in the "
-                                     "pattern",
-                                     *o.vpp),
-                         fmt::format("split the pattern into pp*vpp = {} segments with '|' to "
-                                     "say which layers each virtual stage holds",
-                                     pp * *o.vpp),
-                         mainEnd);
+      return sourceError(
+          0,
+          fmt::format("virtual pipelining (vpp={}) needs '|' separators in the "
+                      "pattern",
+                      *o.vpp),
+          fmt::format("split the pattern into pp*vpp = {} segments with '|' to "
+                      "say which layers each virtual stage holds",
+                      pp * *o.vpp),
+          mainEnd);
     auto slices = splitWithoutPipes(pattern, o);
     if (!slices)
       return slices.takeError();
@@ -274,28 +302,32 @@ llvm::Expected<PatternPlacement> placeHybridPattern(const HybridPattern &pattern
       int64_t lower = numSegments / pp * pp;
       return sourceError(
           0,
-          fmt::format("the pattern has {} segments, which pp={} ranks cannot share: the "
+          fmt::format("the pattern has {} segments, which pp={} ranks cannot "
+                      "share: the "
                       "number of segments must be pp * vpp",
                       numSegments, pp),
-          fmt::format("use {} or {} segments (vpp={} or {}), or a pp that divides {}",
-                      lower > 0 ? lower : pp, lower + pp, std::max<int64_t>(lower / pp, 1),
-                      lower / pp + 1, numSegments),
+          fmt::format(
+              "use {} or {} segments (vpp={} or {}), or a pp that divides {}",
+              lower > 0 ? lower : pp, lower + pp,
+              std::max<int64_t>(lower / pp, 1), lower / pp + 1, numSegments),
           mainEnd);
     }
     int64_t vpp = std::max<int64_t>(numSegments / pp, 1);
     if (o.vpp && *o.vpp * pp != numSegments && numSegments > 1)
-      return sourceError(0,
-                         fmt::format("the pattern has {} segments but pp * vpp = {} * {} = {}",
-                                     numSegments, pp, *o.vpp, pp * *o.vpp),
-                         fmt::format("use vpp={} for this pattern, or add/remove '|'",
-                                     numSegments / pp),
-                         mainEnd);
+      return sourceError(
+          0,
+          fmt::format("the pattern has {} segments but pp * vpp = {} * {} = {}",
+                      numSegments, pp, *o.vpp, pp * *o.vpp),
+          fmt::format("use vpp={} for this pattern, or add/remove '|'",
+                      numSegments / pp),
+          mainEnd);
     if (o.vpp && numSegments == 1 && *o.vpp > 1)
-      return sourceError(0,
-                         fmt::format("vpp={} needs {} '|'-separated segments; the pattern has "
-                                     "none",
-                                     *o.vpp, pp * *o.vpp),
-                         "split the pattern with '|' into pp * vpp segments", mainEnd);
+      return sourceError(
+          0,
+          fmt::format("vpp={} needs {} '|'-separated segments; the pattern has "
+                      "none",
+                      *o.vpp, pp * *o.vpp),
+          "split the pattern with '|' into pp * vpp segments", mainEnd);
     result.vpp = vpp;
     result.virtualStages = vpp > 1;
     int64_t offset = 0;
@@ -313,22 +345,26 @@ llvm::Expected<PatternPlacement> placeHybridPattern(const HybridPattern &pattern
   return result;
 }
 
-llvm::Expected<std::string> patternFromRatios(int64_t numLayers, double attentionRatio,
-                                              double mlpRatio) {
+llvm::Expected<std::string>
+patternFromRatios(int64_t numLayers, double attentionRatio, double mlpRatio) {
   auto bad = [](std::string message, std::string help) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    message + "\nhelp: " + help);
   };
   if (numLayers <= 0)
-    return bad(fmt::format("num_layers must be positive to allocate from ratios, got {}",
-                           numLayers),
-               "set model.num_layers");
+    return bad(
+        fmt::format(
+            "num_layers must be positive to allocate from ratios, got {}",
+            numLayers),
+        "set model.num_layers");
   if (numLayers > kMaxLayers)
-    return bad(fmt::format("num_layers {} is more than hypipe supports ({})", numLayers,
-                           kMaxLayers),
-               "check the number; real models have at most a few hundred layers");
+    return bad(
+        fmt::format("num_layers {} is more than hypipe supports ({})",
+                    numLayers, kMaxLayers),
+        "check the number; real models have at most a few hundred layers");
   if (!(attentionRatio >= 0.0 && attentionRatio <= 1.0))
-    return bad(fmt::format("attention_ratio must be within [0, 1], got {}", attentionRatio),
+    return bad(fmt::format("attention_ratio must be within [0, 1], got {}",
+                           attentionRatio),
                "it is the fraction of layers that are attention");
   if (!(mlpRatio >= 0.0 && mlpRatio <= 1.0))
     return bad(fmt::format("mlp_ratio must be within [0, 1], got {}", mlpRatio),
@@ -336,13 +372,15 @@ llvm::Expected<std::string> patternFromRatios(int64_t numLayers, double attentio
   if (attentionRatio + mlpRatio > 1.0)
     return bad(fmt::format("attention_ratio + mlp_ratio = {} exceeds 1",
                            attentionRatio + mlpRatio),
-               "the rest of the layers are Mamba; the two ratios can add up to 1 at most");
+               "the rest of the layers are Mamba; the two ratios can add up to "
+               "1 at most");
 
   // Python's round() on a float: nearest, ties to even; that is nearbyint
   // under the default rounding mode.
   std::fesetround(FE_TONEAREST);
   auto n = static_cast<double>(numLayers);
-  auto attentionCount = static_cast<int64_t>(std::nearbyint(n * attentionRatio));
+  auto attentionCount =
+      static_cast<int64_t>(std::nearbyint(n * attentionRatio));
   int64_t mambaCount = numLayers - attentionCount;
   double sectionLength =
       static_cast<double>(mambaCount) / static_cast<double>(attentionCount + 1);
@@ -361,7 +399,8 @@ llvm::Expected<std::string> patternFromRatios(int64_t numLayers, double attentio
   auto mlpCount = static_cast<int64_t>(std::nearbyint(n * mlpRatio));
   if (mlpCount > 0) {
     mambaCount -= mlpCount;
-    double ratio = static_cast<double>(mambaCount) / static_cast<double>(mlpCount);
+    double ratio =
+        static_cast<double>(mambaCount) / static_cast<double>(mlpCount);
     x = ratio;
     for (int64_t i = 0; i < numLayers; ++i) {
       if (layers[i] != 'M')

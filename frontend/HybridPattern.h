@@ -31,13 +31,13 @@ inline constexpr int64_t kMaxLayers = 1 << 20;
 llvm::StringRef layerSymbolName(char symbol);
 
 struct HybridPattern {
-  std::string text;         ///< As given.
-  std::string main;         ///< Main part, with its `|` (may be empty).
-  std::string mtp;          ///< One MTP depth's layers ("" without MTP).
-  int mtpDepths = 0;        ///< Number of MTP parts; 0 without MTP.
-  size_t mtpOffset = 0;     ///< Offset of the first MTP part in `text`.
-  std::vector<std::string> segments;     ///< `main` split on `|` (>= 1).
-  std::vector<size_t> segmentOffsets;    ///< Offset of each segment in `text`.
+  std::string text;     ///< As given.
+  std::string main;     ///< Main part, with its `|` (may be empty).
+  std::string mtp;      ///< One MTP depth's layers ("" without MTP).
+  int mtpDepths = 0;    ///< Number of MTP parts; 0 without MTP.
+  size_t mtpOffset = 0; ///< Offset of the first MTP part in `text`.
+  std::vector<std::string> segments;  ///< `main` split on `|` (>= 1).
+  std::vector<size_t> segmentOffsets; ///< Offset of each segment in `text`.
 
   bool hasMtp() const { return mtpDepths > 0; }
   /// The main layers with `|` removed.
@@ -67,7 +67,7 @@ struct PatternPlacement {
   int64_t vpp = 1;
   /// False where Megatron runs without virtual pipelining (`vp_stage` None).
   bool virtualStages = false;
-  std::vector<PatternStage> stages; ///< By index.
+  std::vector<PatternStage> stages;                 ///< By index.
   std::optional<std::pair<int64_t, int64_t>> mtpOn; ///< (pp_rank, vp_stage).
 
   /// The stage of (`ppRank`, `vpStage`); an error if there is none.
@@ -85,15 +85,15 @@ struct PlacementOptions {
 /// Places every main layer on (pp_rank, vp_stage): from the `|` segments, or,
 /// for a pattern without `|` and pp > 1, by Megatron's even split (or the
 /// uneven one with first/last stage layer counts).
-llvm::Expected<PatternPlacement> placeHybridPattern(const HybridPattern &pattern,
-                                                    const PlacementOptions &options);
+llvm::Expected<PatternPlacement>
+placeHybridPattern(const HybridPattern &pattern,
+                   const PlacementOptions &options);
 
 /// Megatron's (deprecated) allocation of a pattern from an attention ratio and
 /// an MLP ratio: evenly spaced attention, then right-justified MLP layers.
 /// Rounding is Python's round-half-to-even.
-llvm::Expected<std::string> patternFromRatios(int64_t numLayers,
-                                              double attentionRatio,
-                                              double mlpRatio);
+llvm::Expected<std::string>
+patternFromRatios(int64_t numLayers, double attentionRatio, double mlpRatio);
 
 } // namespace hypipe
 

@@ -15,30 +15,39 @@ std::optional<DimsProblem> problem(std::string field, std::string message,
 std::optional<DimsProblem> checkModelDims(const ModelDims &d) {
   // (C1)
   if (d.hidden <= 0)
-    return problem("hidden_size", fmt::format("hidden_size must be positive, got {}", d.hidden),
-                   "set model.hidden_size to the width of the residual stream, e.g. 256");
+    return problem(
+        "hidden_size",
+        fmt::format("hidden_size must be positive, got {}", d.hidden),
+        "set model.hidden_size to the width of the residual stream, e.g. 256");
   if (d.vocab <= 0)
-    return problem("vocab_size", fmt::format("vocab_size must be positive, got {}", d.vocab),
+    return problem("vocab_size",
+                   fmt::format("vocab_size must be positive, got {}", d.vocab),
                    "use 256 for byte-level data");
   if (d.ffnHidden <= 0)
-    return problem("ffn_hidden_size",
-                   fmt::format("ffn_hidden_size must be positive, got {}", d.ffnHidden),
-                   "a common choice is 4 * hidden_size");
+    return problem(
+        "ffn_hidden_size",
+        fmt::format("ffn_hidden_size must be positive, got {}", d.ffnHidden),
+        "a common choice is 4 * hidden_size");
   // (C2)
   if (d.numHeads < 0 || d.numQueryGroups < 0)
-    return problem("num_attention_heads", "attention head counts cannot be negative",
+    return problem("num_attention_heads",
+                   "attention head counts cannot be negative",
                    "use 0 for a model without attention");
   if (d.numHeads > 0 && d.hidden % d.numHeads != 0)
-    return problem("num_attention_heads",
-                   fmt::format("num_attention_heads ({}) does not divide hidden_size ({})",
-                               d.numHeads, d.hidden),
-                   "choose a head count that divides hidden_size");
-  if (d.numHeads > 0 && (d.numQueryGroups <= 0 || d.numHeads % d.numQueryGroups != 0))
-    return problem("num_query_groups",
-                   fmt::format("num_query_groups ({}) must be positive and divide "
-                               "num_attention_heads ({})",
-                               d.numQueryGroups, d.numHeads),
-                   "use num_query_groups = num_attention_heads for plain multi-head attention");
+    return problem(
+        "num_attention_heads",
+        fmt::format("num_attention_heads ({}) does not divide hidden_size ({})",
+                    d.numHeads, d.hidden),
+        "choose a head count that divides hidden_size");
+  if (d.numHeads > 0 &&
+      (d.numQueryGroups <= 0 || d.numHeads % d.numQueryGroups != 0))
+    return problem(
+        "num_query_groups",
+        fmt::format("num_query_groups ({}) must be positive and divide "
+                    "num_attention_heads ({})",
+                    d.numQueryGroups, d.numHeads),
+        "use num_query_groups = num_attention_heads for plain multi-head "
+        "attention");
   // (C3)
   if (d.mambaNumHeads < 0)
     return problem("mamba_num_heads", "mamba_num_heads cannot be negative",
@@ -46,38 +55,47 @@ std::optional<DimsProblem> checkModelDims(const ModelDims &d) {
   if (d.mambaNumHeads > 0) {
     if (d.mambaHeadDim <= 0)
       return problem("mamba_head_dim",
-                     fmt::format("mamba_head_dim must be positive, got {}", d.mambaHeadDim),
+                     fmt::format("mamba_head_dim must be positive, got {}",
+                                 d.mambaHeadDim),
                      "Megatron's default is 64");
     if (d.mambaState <= 0)
-      return problem("mamba_state_dim",
-                     fmt::format("mamba_state_dim must be positive, got {}", d.mambaState),
-                     "Megatron's default is 128");
+      return problem(
+          "mamba_state_dim",
+          fmt::format("mamba_state_dim must be positive, got {}", d.mambaState),
+          "Megatron's default is 128");
     if (d.mambaConvWidth <= 0)
       return problem("mamba_conv_width",
-                     fmt::format("mamba_conv_width must be positive, got {}", d.mambaConvWidth),
+                     fmt::format("mamba_conv_width must be positive, got {}",
+                                 d.mambaConvWidth),
                      "the usual width is 4");
     if (d.mambaNumGroups <= 0 || d.mambaNumHeads % d.mambaNumGroups != 0)
-      return problem("mamba_num_groups",
-                     fmt::format("mamba_num_groups ({}) must be positive and divide "
-                                 "mamba_num_heads ({})",
-                                 d.mambaNumGroups, d.mambaNumHeads),
-                     "use 1, or a divisor of mamba_num_heads");
+      return problem(
+          "mamba_num_groups",
+          fmt::format("mamba_num_groups ({}) must be positive and divide "
+                      "mamba_num_heads ({})",
+                      d.mambaNumGroups, d.mambaNumHeads),
+          "use 1, or a divisor of mamba_num_heads");
   }
   // (C4)
   if (d.numExperts < 0)
     return problem("num_experts", "num_experts cannot be negative",
                    "use 0 for a model without MoE layers");
   if (d.numExperts > 0 && (d.moeTopK < 1 || d.moeTopK > d.numExperts))
-    return problem("moe_router_topk",
-                   fmt::format("moe_router_topk ({}) must be between 1 and num_experts ({})",
-                               d.moeTopK, d.numExperts),
-                   "top-2 routing is a common choice");
+    return problem(
+        "moe_router_topk",
+        fmt::format(
+            "moe_router_topk ({}) must be between 1 and num_experts ({})",
+            d.moeTopK, d.numExperts),
+        "top-2 routing is a common choice");
   if (d.moeFfnHidden < 0)
-    return problem("moe_ffn_hidden_size", "moe_ffn_hidden_size cannot be negative",
+    return problem("moe_ffn_hidden_size",
+                   "moe_ffn_hidden_size cannot be negative",
                    "leave it out to use ffn_hidden_size");
   // (C5)
-  if (d.activation != "squared_relu" && d.activation != "gelu" && d.activation != "swiglu")
-    return problem("activation", fmt::format("unknown activation '{}'", d.activation),
+  if (d.activation != "squared_relu" && d.activation != "gelu" &&
+      d.activation != "swiglu")
+    return problem("activation",
+                   fmt::format("unknown activation '{}'", d.activation),
                    "use one of squared_relu, gelu, swiglu");
   return std::nullopt;
 }
@@ -86,17 +104,19 @@ std::optional<DimsProblem> checkLayerKindDims(char symbol, const ModelDims &d) {
   switch (symbol) {
   case 'M':
     if (d.mambaNumHeads <= 0)
-      return problem("mamba_num_heads", "Mamba layers ('M') need mamba_num_heads > 0",
-                     "set model.mamba_num_heads (and mamba_head_dim, mamba_state_dim)");
+      return problem(
+          "mamba_num_heads", "Mamba layers ('M') need mamba_num_heads > 0",
+          "set model.mamba_num_heads (and mamba_head_dim, mamba_state_dim)");
     return std::nullopt;
   case '*':
   case 'G':
   case 'D':
   case '+':
     if (d.numHeads <= 0)
-      return problem("num_attention_heads",
-                     fmt::format("'{}' layers need num_attention_heads > 0", symbol),
-                     "set model.num_attention_heads");
+      return problem(
+          "num_attention_heads",
+          fmt::format("'{}' layers need num_attention_heads > 0", symbol),
+          "set model.num_attention_heads");
     return std::nullopt;
   case '-':
     return std::nullopt; // ffn_hidden_size > 0 is (C1) of the dims.

@@ -10,10 +10,12 @@ std::optional<int64_t> layerParameters(char symbol, const ModelDims &d) {
   case 'M': {
     int64_t inner = d.mambaInner();
     int64_t groupsState = d.mambaNumGroups * d.mambaState;
-    int64_t inProj = h * (2 * inner + 2 * groupsState + d.mambaNumHeads); // z, x, B, C, dt
+    int64_t inProj =
+        h * (2 * inner + 2 * groupsState + d.mambaNumHeads); // z, x, B, C, dt
     int64_t convChannels = inner + 2 * groupsState;
-    int64_t conv = convChannels * d.mambaConvWidth + convChannels; // depthwise weight + bias
-    int64_t perHead = 3 * d.mambaNumHeads;                         // A_log, D, dt_bias
+    int64_t conv = convChannels * d.mambaConvWidth +
+                   convChannels;           // depthwise weight + bias
+    int64_t perHead = 3 * d.mambaNumHeads; // A_log, D, dt_bias
     int64_t gatedNorm = inner;
     int64_t outProj = inner * h;
     return norm + inProj + conv + perHead + gatedNorm + outProj;

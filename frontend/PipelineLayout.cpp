@@ -30,17 +30,19 @@ bool isDigit(char c) { return c >= '0' && c <= '9'; }
 size_t readCount(const Text &s, size_t i, uint64_t &count) {
   count = 0;
   while (i < s.size() && isDigit(s[i].c)) {
-    count = std::min<uint64_t>(count * 10 + (s[i].c - '0'), kMaxLayoutLength + 1);
+    count =
+        std::min<uint64_t>(count * 10 + (s[i].c - '0'), kMaxLayoutLength + 1);
     ++i;
   }
   return i;
 }
 
 llvm::Error tooLong(size_t offset) {
-  return sourceError(offset,
-                     fmt::format("the layout expands to more than {} characters",
-                                 kMaxLayoutLength),
-                     "use a smaller repetition count");
+  return sourceError(
+      offset,
+      fmt::format("the layout expands to more than {} characters",
+                  kMaxLayoutLength),
+      "use a smaller repetition count");
 }
 
 /// One pass of Python's `re.sub(r'\(([^)]+)\)\*(\d+)', ...)`: scans left to
@@ -102,10 +104,12 @@ int64_t PipelineLayout::count(char letter) const {
   return n;
 }
 
-llvm::Expected<PipelineLayout> parsePipelineLayout(llvm::StringRef text, int64_t pp) {
+llvm::Expected<PipelineLayout> parsePipelineLayout(llvm::StringRef text,
+                                                   int64_t pp) {
   if (pp < 1)
     return sourceError(0, fmt::format("pp must be at least 1, got {}", pp),
-                       "pass --pp N with N >= 1", std::max<size_t>(text.size(), 1));
+                       "pass --pp N with N >= 1",
+                       std::max<size_t>(text.size(), 1));
   if (text.size() > kMaxLayoutLength)
     return tooLong(kMaxLayoutLength);
 
@@ -135,21 +139,24 @@ llvm::Expected<PipelineLayout> parsePipelineLayout(llvm::StringRef text, int64_t
       continue;
     }
     if (l.c != 'E' && l.c != 't' && l.c != 'm' && l.c != 'L') {
-      std::string shown = std::isprint(static_cast<unsigned char>(l.c))
-                              ? fmt::format("'{}'", l.c)
-                              : fmt::format("byte 0x{:02x}", static_cast<unsigned char>(l.c));
+      std::string shown =
+          std::isprint(static_cast<unsigned char>(l.c))
+              ? fmt::format("'{}'", l.c)
+              : fmt::format("byte 0x{:02x}", static_cast<unsigned char>(l.c));
       std::string extra;
       if (l.c == 'e' || l.c == 'T' || l.c == 'M' || l.c == 'l')
         extra = fmt::format(" (letters are case-sensitive: did you mean '{}'?)",
-                            static_cast<char>(std::isupper(l.c) ? std::tolower(l.c)
-                                                                 : std::toupper(l.c)));
+                            static_cast<char>(std::isupper(l.c)
+                                                  ? std::tolower(l.c)
+                                                  : std::toupper(l.c)));
       else if (l.c == ' ')
         extra = " (spaces are not allowed; use ',' to separate visually)";
       else if (l.c == '(' || l.c == ')' || l.c == '*')
-        extra = " (a repetition is 'x*n' or '(group)*n' with n a number; groups do not nest)";
-      return sourceError(l.offset,
-                         fmt::format("{} is not a layout letter{}", shown, extra),
-                         kLetterHelp);
+        extra = " (a repetition is 'x*n' or '(group)*n' with n a number; "
+                "groups do not nest)";
+      return sourceError(
+          l.offset, fmt::format("{} is not a layout letter{}", shown, extra),
+          kLetterHelp);
     }
     stages.back().push_back(l.c);
   }
@@ -158,9 +165,11 @@ llvm::Expected<PipelineLayout> parsePipelineLayout(llvm::StringRef text, int64_t
   if (numStages % pp != 0)
     return sourceError(
         0,
-        fmt::format("the layout has {} stages, which is not a multiple of pp={}",
-                    numStages, pp),
-        fmt::format("the number of '|'-separated stages must be pp * vpp: add or remove "
+        fmt::format(
+            "the layout has {} stages, which is not a multiple of pp={}",
+            numStages, pp),
+        fmt::format("the number of '|'-separated stages must be pp * vpp: add "
+                    "or remove "
                     "'|' to get {} or {} stages",
                     numStages / pp * pp == 0 ? pp : numStages / pp * pp,
                     (numStages / pp + 1) * pp),
@@ -222,21 +231,28 @@ validatePipelineLayout(const PipelineLayout &layout, int64_t numLayers,
 
   if (flat.empty())
     return sourceError(0, "the layout has no layers",
-                       "a layout starts with the embedding and ends with the loss, e.g. 'Et*4|t*4L'",
+                       "a layout starts with the embedding and ends with the "
+                       "loss, e.g. 'Et*4|t*4L'",
                        whole);
   if (flat.front() != 'E')
-    return sourceError(offsetOfLetter(layout, 0),
-                       fmt::format("the first layer must be the embedding 'E', got '{}'",
-                                   flat.front()),
-                       "start the layout with 'E' (it runs on pp_rank 0, vp_stage 0)");
+    return sourceError(
+        offsetOfLetter(layout, 0),
+        fmt::format("the first layer must be the embedding 'E', got '{}'",
+                    flat.front()),
+        "start the layout with 'E' (it runs on pp_rank 0, vp_stage 0)");
   if (flat.back() != 'L')
     return sourceError(
         offsetOfLetter(layout, flat.size() - 1),
-        fmt::format("the last layer must be the loss 'L', got '{}'", flat.back()),
+        fmt::format("the last layer must be the loss 'L', got '{}'",
+                    flat.back()),
         layout.stages.back().layers.empty()
-            ? "the last stage is empty (a trailing '|'?); end the layout with 'L'"
-            : "end the layout with 'L' (it runs on the last rank, last virtual stage)");
-  auto countOf = [&](char c) { return std::count(flat.begin(), flat.end(), c); };
+            ? "the last stage is empty (a trailing '|'?); end the layout with "
+              "'L'"
+            : "end the layout with 'L' (it runs on the last rank, last virtual "
+              "stage)");
+  auto countOf = [&](char c) {
+    return std::count(flat.begin(), flat.end(), c);
+  };
   auto nth = [&](char c, int k) {
     for (size_t i = 0; i < flat.size(); ++i)
       if (flat[i] == c && k-- == 0)
@@ -244,23 +260,26 @@ validatePipelineLayout(const PipelineLayout &layout, int64_t numLayers,
     return size_t(0);
   };
   if (countOf('E') != 1)
-    return sourceError(nth('E', 1), "the embedding 'E' must appear exactly once",
+    return sourceError(nth('E', 1),
+                       "the embedding 'E' must appear exactly once",
                        "remove the extra 'E'");
   if (countOf('L') != 1)
     return sourceError(nth('L', 0), "the loss 'L' must appear exactly once",
                        "remove the extra 'L'");
   if (countOf('t') != numLayers)
-    return sourceError(0,
-                       fmt::format("the layout has {} decoder layers 't' but the model has {}",
-                                   countOf('t'), numLayers),
-                       "make the number of 't' equal to the model's num_layers", whole);
+    return sourceError(
+        0,
+        fmt::format("the layout has {} decoder layers 't' but the model has {}",
+                    countOf('t'), numLayers),
+        "make the number of 't' equal to the model's num_layers", whole);
   int64_t mtpCount = countOf('m');
   if (!(mtpCount == mtpNumLayers.value_or(0)))
     return sourceError(
         mtpCount > 0 ? nth('m', 0) : 0,
-        fmt::format("the layout has {} MTP layers 'm' but the model has {}", mtpCount,
-                    mtpNumLayers.value_or(0)),
-        "make the number of 'm' equal to mtp_num_layers", mtpCount > 0 ? 1 : whole);
+        fmt::format("the layout has {} MTP layers 'm' but the model has {}",
+                    mtpCount, mtpNumLayers.value_or(0)),
+        "make the number of 'm' equal to mtp_num_layers",
+        mtpCount > 0 ? 1 : whole);
   size_t firstMtp = flat.find('m');
   if (firstMtp != std::string::npos) {
     size_t laterDecoder = flat.find('t', firstMtp);
@@ -273,13 +292,14 @@ validatePipelineLayout(const PipelineLayout &layout, int64_t numLayers,
   for (const LayoutStage &stage : layout.stages) {
     if (stage.vpStage == vpp - 1 || stage.layers.find('m') == std::string::npos)
       continue;
-    return sourceError(
-        offsetOfStage(layout, stage.index),
-        fmt::format("MTP layers must be in the last virtual stage of their rank, but stage {} "
-                    "(pp_rank {}, vp_stage {}) holds some",
-                    stage.index, stage.ppRank, stage.vpStage),
-        fmt::format("put the 'm' layers in a stage with vp_stage {} (stage index {} to {})",
-                    vpp - 1, (vpp - 1) * pp, vpp * pp - 1));
+    return sourceError(offsetOfStage(layout, stage.index),
+                       fmt::format("MTP layers must be in the last virtual "
+                                   "stage of their rank, but stage {} "
+                                   "(pp_rank {}, vp_stage {}) holds some",
+                                   stage.index, stage.ppRank, stage.vpStage),
+                       fmt::format("put the 'm' layers in a stage with "
+                                   "vp_stage {} (stage index {} to {})",
+                                   vpp - 1, (vpp - 1) * pp, vpp * pp - 1));
   }
   LayoutValidation result;
   for (const LayoutStage &stage : layout.stages) {

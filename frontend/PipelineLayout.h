@@ -27,7 +27,7 @@ struct LayoutStage {
   int64_t index = 0;
   int64_t ppRank = 0;
   int64_t vpStage = 0;
-  std::string layers;                  ///< Expanded letters (`E t m L`).
+  std::string layers;                   ///< Expanded letters (`E t m L`).
   std::vector<int64_t> decoderLayerIds; ///< 0-based, as Megatron numbers them.
   std::vector<int64_t> mtpLayerIds;
 };
@@ -46,7 +46,8 @@ struct PipelineLayout {
 
 /// Expands and parses `text` for `pp` ranks: every letter known and the
 /// number of stages a multiple of `pp`. Errors are `SourceError`s into `text`.
-llvm::Expected<PipelineLayout> parsePipelineLayout(llvm::StringRef text, int64_t pp);
+llvm::Expected<PipelineLayout> parsePipelineLayout(llvm::StringRef text,
+                                                   int64_t pp);
 
 struct LayoutValidation {
   /// MTP layers sit on a rank other than the last (Megatron's

@@ -32,18 +32,19 @@ struct Draft {
   std::optional<int64_t> microbatches;
 };
 
-using FieldRef = std::variant<int64_t &(*)(Draft &), std::optional<int64_t> &(*)(Draft &),
-                              double &(*)(Draft &), std::optional<double> &(*)(Draft &),
-                              bool &(*)(Draft &), std::string &(*)(Draft &)>;
+using FieldRef =
+    std::variant<int64_t &(*)(Draft &), std::optional<int64_t> &(*)(Draft &),
+                 double &(*)(Draft &), std::optional<double> &(*)(Draft &),
+                 bool &(*)(Draft &), std::string &(*)(Draft &)>;
 
 struct Field {
   llvm::StringLiteral name;
   FieldRef ref;
 };
 
-#define HYPIPE_FIELD(key, member)                                                        \
-  Field {                                                                                \
-    key, +[](Draft &d) -> decltype(auto) { return (member); }                            \
+#define HYPIPE_FIELD(key, member)                                              \
+  Field {                                                                      \
+    key, +[](Draft &d) -> decltype(auto) { return (member); }                  \
   }
 
 const std::vector<Field> &modelFields() {
@@ -81,7 +82,8 @@ const std::vector<Field> &parallelFields() {
       HYPIPE_FIELD("dp", d.spec.parallel.dp),
       HYPIPE_FIELD("schedule", d.spec.parallel.schedule),
       HYPIPE_FIELD("microbatches", d.microbatches),
-      HYPIPE_FIELD("microbatch_group_size_per_vp_stage", d.spec.parallel.groupSize),
+      HYPIPE_FIELD("microbatch_group_size_per_vp_stage",
+                   d.spec.parallel.groupSize),
       HYPIPE_FIELD("first_stage_layers", d.spec.parallel.firstStageLayers),
       HYPIPE_FIELD("last_stage_layers", d.spec.parallel.lastStageLayers),
       HYPIPE_FIELD("layout", d.spec.parallel.layout),
@@ -125,7 +127,8 @@ const Section kSections[] = {{"model", modelFields},
                              {"training", trainingFields},
                              {"data", dataFields}};
 
-const char *kSchedules[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"};
+const char *kSchedules[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
+                            "zbv"};
 
 /// The closest of `candidates` to `word`, if close enough to suggest.
 std::optional<std::string> closest(llvm::StringRef word,
@@ -133,7 +136,8 @@ std::optional<std::string> closest(llvm::StringRef word,
   std::optional<std::string> best;
   unsigned bestDistance = std::max<unsigned>(2, word.size() / 3) + 1;
   for (llvm::StringRef c : candidates) {
-    unsigned d = word.edit_distance(c, /*AllowReplacements=*/true, bestDistance);
+    unsigned d =
+        word.edit_distance(c, /*AllowReplacements=*/true, bestDistance);
     if (d < bestDistance) {
       bestDistance = d;
       best = c.str();
@@ -155,7 +159,8 @@ public:
             return;
           llvm::raw_string_ostream os(self->yamlError);
           d.print(nullptr, os, /*ShowColors=*/false);
-          os << "help: this is a YAML syntax error; patterns that start with '*', '|' or "
+          os << "help: this is a YAML syntax error; patterns that start with "
+                "'*', '|' or "
                 "'-' must be quoted, e.g. pattern: \"*M-M\"\n";
         },
         this);
@@ -171,7 +176,8 @@ private:
     printError(os, sm, loc, length, message, help);
     return llvm::createStringError(llvm::inconvertibleErrorCode(), os.str());
   }
-  llvm::Error error(yaml::Node *node, llvm::StringRef message, llvm::StringRef help) {
+  llvm::Error error(yaml::Node *node, llvm::StringRef message,
+                    llvm::StringRef help) {
     llvm::SMRange range = node ? node->getSourceRange() : llvm::SMRange();
     // Nodes the parser gave up on have no source range.
     if (!range.Start.isValid())
@@ -183,7 +189,8 @@ private:
                         : 1;
     // Underline within one line only.
     llvm::StringRef rest(range.Start.getPointer(), length);
-    length = std::max<size_t>(rest.take_until([](char c) { return c == '\n'; }).size(), 1);
+    length = std::max<size_t>(
+        rest.take_until([](char c) { return c == '\n'; }).size(), 1);
     return error(range.Start, length, message, help);
   }
   llvm::Error yamlFailure() {
@@ -198,7 +205,8 @@ private:
   }
 
   llvm::Error readSection(const Section &section, yaml::Node *value);
-  llvm::Error readField(const Section &section, const Field &field, yaml::Node *value);
+  llvm::Error readField(const Section &section, const Field &field,
+                        yaml::Node *value);
   llvm::Error check();
 
   /// Location of byte `offset` of the value of the scalar `node`, if the
@@ -233,20 +241,23 @@ llvm::SMLoc Loader::locInScalar(yaml::Node *node, size_t offset) {
   llvm::SmallString<64> storage;
   if (scalar->getValue(storage) != inner)
     return llvm::SMLoc::getFromPointer(raw.data());
-  return llvm::SMLoc::getFromPointer(inner.data() + std::min(offset, inner.size()));
+  return llvm::SMLoc::getFromPointer(inner.data() +
+                                     std::min(offset, inner.size()));
 }
 
 llvm::Error Loader::scalarError(yaml::Node *node, llvm::Error err) {
   std::string plain;
-  llvm::Error rest = llvm::handleErrors(std::move(err), [&](const SourceError &e) {
-    size_t length = e.length;
-    if (auto *scalar = llvm::dyn_cast_or_null<yaml::ScalarNode>(node)) {
-      llvm::SmallString<64> storage;
-      size_t size = scalar->getValue(storage).size();
-      length = std::max<size_t>(std::min(length, size > e.offset ? size - e.offset : 1), 1);
-    }
-    return error(locInScalar(node, e.offset), length, e.message, e.help);
-  });
+  llvm::Error rest =
+      llvm::handleErrors(std::move(err), [&](const SourceError &e) {
+        size_t length = e.length;
+        if (auto *scalar = llvm::dyn_cast_or_null<yaml::ScalarNode>(node)) {
+          llvm::SmallString<64> storage;
+          size_t size = scalar->getValue(storage).size();
+          length = std::max<size_t>(
+              std::min(length, size > e.offset ? size - e.offset : 1), 1);
+        }
+        return error(locInScalar(node, e.offset), length, e.message, e.help);
+      });
   return rest;
 }
 
@@ -262,24 +273,29 @@ yaml::Node *Loader::nodeFor(llvm::StringRef section, llvm::StringRef key) {
 
 llvm::Error Loader::readField(const Section &section, const Field &field,
                               yaml::Node *value) {
-  std::string where = fmt::format("{}.{}", section.name.str(), field.name.str());
+  std::string where =
+      fmt::format("{}.{}", section.name.str(), field.name.str());
   if (llvm::isa<yaml::NullNode>(value))
-    return error(value, fmt::format("{} has no value", where),
-                 "give a value, or remove the key to use the default (docs/spec.md)");
+    return error(
+        value, fmt::format("{} has no value", where),
+        "give a value, or remove the key to use the default (docs/spec.md)");
   auto *scalar = llvm::dyn_cast<yaml::ScalarNode>(value);
   if (!scalar) {
     value->skip();
     if (!yamlError.empty())
       return yamlFailure();
-    return error(value, fmt::format("{} must be a single value, not a list or mapping", where),
-                 "write it as `key: value` on one line");
+    return error(
+        value,
+        fmt::format("{} must be a single value, not a list or mapping", where),
+        "write it as `key: value` on one line");
   }
   llvm::SmallString<64> storage;
   llvm::StringRef v = scalar->getValue(storage);
 
   auto asInt = [&](int64_t &out) -> llvm::Error {
     if (v.getAsInteger(10, out))
-      return error(value, fmt::format("{} must be an integer, got '{}'", where, v),
+      return error(value,
+                   fmt::format("{} must be an integer, got '{}'", where, v),
                    "write a whole number such as 4");
     return llvm::Error::success();
   };
@@ -288,7 +304,8 @@ llvm::Error Loader::readField(const Section &section, const Field &field,
     char *end = nullptr;
     out = std::strtod(s.c_str(), &end);
     if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(out))
-      return error(value, fmt::format("{} must be a number, got '{}'", where, v),
+      return error(value,
+                   fmt::format("{} must be a number, got '{}'", where, v),
                    "write a number such as 0.001 or 1e-3");
     return llvm::Error::success();
   };
@@ -318,8 +335,10 @@ llvm::Error Loader::readField(const Section &section, const Field &field,
             slot = v == "true";
             return llvm::Error::success();
           }
-          return error(value, fmt::format("{} must be true or false, got '{}'", where, v),
-                       "write true or false");
+          return error(
+              value,
+              fmt::format("{} must be true or false, got '{}'", where, v),
+              "write true or false");
         } else {
           slot = v.str();
           return llvm::Error::success();
@@ -334,8 +353,11 @@ llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
   auto *map = llvm::dyn_cast<yaml::MappingNode>(value);
   if (!map) {
     value->skip();
-    return error(value, fmt::format("'{}' must be a mapping of keys to values", section.name.str()),
-                 fmt::format("write it as\n  {}:\n    key: value", section.name.str()));
+    return error(
+        value,
+        fmt::format("'{}' must be a mapping of keys to values",
+                    section.name.str()),
+        fmt::format("write it as\n  {}:\n    key: value", section.name.str()));
   }
   llvm::SmallVector<llvm::StringRef> names;
   for (const Field &f : section.fields())
@@ -350,8 +372,8 @@ llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
         kv.getValue()->skip();
       if (!yamlError.empty())
         return yamlFailure();
-      return error(kv.getKey() ? kv.getKey() : value, "keys must be plain names",
-                   "write `key: value`");
+      return error(kv.getKey() ? kv.getKey() : value,
+                   "keys must be plain names", "write `key: value`");
     }
     llvm::SmallString<32> keyStorage;
     llvm::StringRef key = keyNode->getValue(keyStorage);
@@ -372,28 +394,33 @@ llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
         for (const Section &other : kSections)
           for (const Field &f : other.fields())
             if (f.name == keyCopy)
-              help = fmt::format("'{}' belongs in the '{}' section", keyCopy, other.name.str());
+              help = fmt::format("'{}' belongs in the '{}' section", keyCopy,
+                                 other.name.str());
       }
       if (help.empty())
         help = fmt::format("keys of '{}' are: {}", section.name.str(),
                            llvm::join(names, ", "));
       return error(keyNode,
-                   fmt::format("unknown key '{}' in section '{}'", keyCopy, section.name.str()),
+                   fmt::format("unknown key '{}' in section '{}'", keyCopy,
+                               section.name.str()),
                    help);
     }
     std::string path = fmt::format("{}.{}", section.name.str(), keyCopy);
     if (valueNodes.count(path))
-      return error(keyNode, fmt::format("duplicate key '{}'", path),
-                   "give each key once; the earlier value is on line " +
-                       std::to_string(sm.getLineAndColumn(
-                                          valueNodes[path]->getSourceRange().Start)
-                                          .first));
+      return error(
+          keyNode, fmt::format("duplicate key '{}'", path),
+          "give each key once; the earlier value is on line " +
+              std::to_string(
+                  sm.getLineAndColumn(valueNodes[path]->getSourceRange().Start)
+                      .first));
     if (llvm::isa<yaml::AliasNode>(fieldValue))
-      return error(keyNode,
-                   fmt::format("the value of {} starts with '*', which YAML reads as an alias "
-                               "to an anchor, not as text",
-                               path),
-                   fmt::format("quote the value, e.g. {}: \"*M-M\"", keyCopy));
+      return error(
+          keyNode,
+          fmt::format(
+              "the value of {} starts with '*', which YAML reads as an alias "
+              "to an anchor, not as text",
+              path),
+          fmt::format("quote the value, e.g. {}: \"*M-M\"", keyCopy));
     valueNodes[path] = fieldValue;
     if (auto err = readField(section, *field, fieldValue))
       return err;
@@ -405,13 +432,17 @@ llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
 
 llvm::Expected<ModelSpec> Loader::load() {
   draft.spec.file = file;
-  yaml::Stream stream(sm.getMemoryBuffer(1)->getMemBufferRef(), sm, /*ShowColors=*/false);
+  yaml::Stream stream(sm.getMemoryBuffer(1)->getMemBufferRef(), sm,
+                      /*ShowColors=*/false);
   auto doc = stream.begin();
-  if (doc == stream.end() || !doc->getRoot() || llvm::isa<yaml::NullNode>(doc->getRoot())) {
+  if (doc == stream.end() || !doc->getRoot() ||
+      llvm::isa<yaml::NullNode>(doc->getRoot())) {
     if (!yamlError.empty())
       return yamlFailure();
-    return error(llvm::SMLoc::getFromPointer(text.data()), 1, "the spec is empty",
-                 "start from examples/hybrid-tiny.yaml; a spec needs at least model.pattern");
+    return error(llvm::SMLoc::getFromPointer(text.data()), 1,
+                 "the spec is empty",
+                 "start from examples/hybrid-tiny.yaml; a spec needs at least "
+                 "model.pattern");
   }
   rootNode = doc->getRoot();
   auto *root = llvm::dyn_cast<yaml::MappingNode>(rootNode);
@@ -419,9 +450,11 @@ llvm::Expected<ModelSpec> Loader::load() {
     rootNode->skip();
     if (!yamlError.empty())
       return yamlFailure();
-    return error(rootNode, "the spec must be a mapping with the sections model, parallel, "
-                           "training and data",
-                 "see examples/hybrid-tiny.yaml");
+    return error(
+        rootNode,
+        "the spec must be a mapping with the sections model, parallel, "
+        "training and data",
+        "see examples/hybrid-tiny.yaml");
   }
   llvm::SmallVector<llvm::StringRef> sectionNames;
   for (const Section &s : kSections)
@@ -436,7 +469,8 @@ llvm::Expected<ModelSpec> Loader::load() {
         kv.getValue()->skip();
       if (!yamlError.empty())
         return yamlFailure();
-      return error(kv.getKey() ? kv.getKey() : rootNode, "section names must be plain keys",
+      return error(kv.getKey() ? kv.getKey() : rootNode,
+                   "section names must be plain keys",
                    "the sections are model, parallel, training and data");
     }
     llvm::SmallString<32> storage;
@@ -458,8 +492,9 @@ llvm::Expected<ModelSpec> Loader::load() {
       for (const Section &s : kSections)
         for (const Field &f : s.fields())
           if (f.name == key)
-            help = fmt::format("'{}' is a key of the '{}' section: indent it under '{}:'", key,
-                               s.name.str(), s.name.str());
+            help = fmt::format(
+                "'{}' is a key of the '{}' section: indent it under '{}:'", key,
+                s.name.str(), s.name.str());
       if (help.empty())
         help = "the sections are model, parallel, training and data";
       return error(keyNode, fmt::format("unknown section '{}'", key), help);
@@ -496,41 +531,49 @@ llvm::Error Loader::check() {
   if (valueNodes.count("model.pattern")) {
     patternNode = valueNodes["model.pattern"];
     if (fromRatios)
-      return error(nodeFor("model", draft.attentionRatio ? "attention_ratio" : "mlp_ratio"),
-                   "give either model.pattern or attention_ratio/mlp_ratio, not both",
-                   "remove the ratios; the pattern says exactly which layer is which");
+      return error(
+          nodeFor("model",
+                  draft.attentionRatio ? "attention_ratio" : "mlp_ratio"),
+          "give either model.pattern or attention_ratio/mlp_ratio, not both",
+          "remove the ratios; the pattern says exactly which layer is which");
   } else if (fromRatios || draft.numLayers) {
     yaml::Node *at = nodeFor("model", "num_layers");
     if (!draft.numLayers)
-      return error(nodeFor("model", draft.attentionRatio ? "attention_ratio" : "mlp_ratio"),
+      return error(nodeFor("model", draft.attentionRatio ? "attention_ratio"
+                                                         : "mlp_ratio"),
                    "attention_ratio/mlp_ratio need model.num_layers",
                    "add num_layers: N under model:");
-    auto allocated = patternFromRatios(*draft.numLayers, draft.attentionRatio.value_or(0.0),
-                                       draft.mlpRatio.value_or(0.0));
+    auto allocated =
+        patternFromRatios(*draft.numLayers, draft.attentionRatio.value_or(0.0),
+                          draft.mlpRatio.value_or(0.0));
     if (!allocated) {
       std::string message = llvm::toString(allocated.takeError());
       auto [first, help] = llvm::StringRef(message).split("\nhelp: ");
       if (first.starts_with("mlp_ratio"))
         at = nodeFor("model", "mlp_ratio");
       else if (!first.starts_with("num_layers"))
-        at = nodeFor("model", draft.attentionRatio ? "attention_ratio" : "mlp_ratio");
+        at = nodeFor("model",
+                     draft.attentionRatio ? "attention_ratio" : "mlp_ratio");
       return error(at, first, help);
     }
     draft.pattern = *allocated;
   } else {
     return error(nodeFor("model", "pattern"), "the model has no layers",
-                 "set model.pattern, e.g. pattern: \"M*M-|M*M-\" (see docs/languages.md)");
+                 "set model.pattern, e.g. pattern: \"M*M-|M*M-\" (see "
+                 "docs/languages.md)");
   }
 
   auto pattern = parseHybridPattern(draft.pattern);
   if (!pattern)
     return scalarError(patternNode, pattern.takeError());
   spec.pattern = std::move(*pattern);
-  if (patternNode && draft.numLayers && *draft.numLayers != spec.pattern.numLayers())
-    return error(nodeFor("model", "num_layers"),
-                 fmt::format("model.num_layers is {} but the pattern has {} layers",
-                             *draft.numLayers, spec.pattern.numLayers()),
-                 "remove num_layers (the pattern defines it) or fix the pattern");
+  if (patternNode && draft.numLayers &&
+      *draft.numLayers != spec.pattern.numLayers())
+    return error(
+        nodeFor("model", "num_layers"),
+        fmt::format("model.num_layers is {} but the pattern has {} layers",
+                    *draft.numLayers, spec.pattern.numLayers()),
+        "remove num_layers (the pattern defines it) or fix the pattern");
   if (spec.pattern.numLayers() == 0)
     return error(patternNode ? patternNode : nodeFor("model", "pattern"),
                  "the pattern has no layers",
@@ -538,7 +581,8 @@ llvm::Error Loader::check() {
 
   // Dimensions, then what each layer kind in use needs.
   if (auto problem = checkModelDims(spec.dims))
-    return error(nodeFor("model", problem->field), problem->message, problem->help);
+    return error(nodeFor("model", problem->field), problem->message,
+                 problem->help);
   std::string used = spec.pattern.layers() + spec.pattern.mtp;
   for (char symbol : kLayerSymbols) {
     size_t at = used.find(symbol);
@@ -547,56 +591,70 @@ llvm::Error Loader::check() {
     if (auto problem = checkLayerKindDims(symbol, spec.dims)) {
       // Point at the value that is wrong, or else at the layer that needs it.
       if (valueNodes.count("model." + problem->field) || !patternNode)
-        return error(nodeFor("model", problem->field), problem->message, problem->help);
+        return error(nodeFor("model", problem->field), problem->message,
+                     problem->help);
       size_t offset = spec.pattern.text.find(symbol);
-      return error(locInScalar(patternNode, offset), 1, problem->message, problem->help);
+      return error(locInScalar(patternNode, offset), 1, problem->message,
+                   problem->help);
     }
   }
   if (spec.positionEmbedding != "none" && spec.positionEmbedding != "rope")
-    return error(nodeFor("model", "position_embedding"),
-                 fmt::format("unknown position_embedding '{}'", spec.positionEmbedding),
-                 "use none (the hybrid-model default) or rope");
+    return error(
+        nodeFor("model", "position_embedding"),
+        fmt::format("unknown position_embedding '{}'", spec.positionEmbedding),
+        "use none (the hybrid-model default) or rope");
   if (spec.moeAuxLossCoeff < 0)
-    return error(nodeFor("model", "moe_aux_loss_coeff"), "moe_aux_loss_coeff cannot be negative",
+    return error(nodeFor("model", "moe_aux_loss_coeff"),
+                 "moe_aux_loss_coeff cannot be negative",
                  "use 0 to switch the load-balancing loss off");
 
   // Parallel layout.
   ParallelSpec &par = spec.parallel;
   for (auto [key, value] : {std::pair{"pp", par.pp}, {"dp", par.dp}})
     if (value < 1)
-      return error(nodeFor("parallel", key), fmt::format("parallel.{} must be at least 1", key),
+      return error(nodeFor("parallel", key),
+                   fmt::format("parallel.{} must be at least 1", key),
                    "1 switches that kind of parallelism off");
   if (draft.vpp && *draft.vpp < 1)
     return error(nodeFor("parallel", "vpp"), "parallel.vpp must be at least 1",
                  "1 switches virtual pipelining off");
   if (llvm::find(kSchedules, par.schedule) == std::end(kSchedules)) {
-    llvm::SmallVector<llvm::StringRef> names(std::begin(kSchedules), std::end(kSchedules));
+    llvm::SmallVector<llvm::StringRef> names(std::begin(kSchedules),
+                                             std::end(kSchedules));
     auto guess = closest(par.schedule, names);
     return error(nodeFor("parallel", "schedule"),
                  fmt::format("unknown schedule '{}'", par.schedule),
-                 guess ? fmt::format("did you mean '{}'?", *guess)
-                       : "use one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv");
+                 guess
+                     ? fmt::format("did you mean '{}'?", *guess)
+                     : "use one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv");
   }
 
-  PlacementOptions options{par.pp, draft.vpp, par.firstStageLayers, par.lastStageLayers};
+  PlacementOptions options{par.pp, draft.vpp, par.firstStageLayers,
+                           par.lastStageLayers};
   if (!par.layout.empty()) {
     yaml::Node *layoutNode = nodeFor("parallel", "layout");
     if (spec.pattern.hasPipes())
-      return error(layoutNode, "parallel.layout cannot be combined with '|' in model.pattern",
-                   "place the layers one way: either '|' in the pattern or the layout string");
+      return error(
+          layoutNode,
+          "parallel.layout cannot be combined with '|' in model.pattern",
+          "place the layers one way: either '|' in the pattern or the layout "
+          "string");
     auto layout = parsePipelineLayout(par.layout, par.pp);
     if (!layout)
       return scalarError(layoutNode, layout.takeError());
     std::optional<int64_t> mtpLayers;
     if (spec.pattern.hasMtp())
       mtpLayers = spec.pattern.mtpDepths;
-    if (auto valid = validatePipelineLayout(*layout, spec.pattern.numLayers(), mtpLayers);
+    if (auto valid = validatePipelineLayout(*layout, spec.pattern.numLayers(),
+                                            mtpLayers);
         !valid)
       return scalarError(layoutNode, valid.takeError());
     if (draft.vpp && *draft.vpp != layout->vpp)
       return error(nodeFor("parallel", "vpp"),
-                   fmt::format("parallel.vpp is {} but the layout has {} stages = pp {} * vpp {}",
-                               *draft.vpp, layout->stages.size(), layout->pp, layout->vpp),
+                   fmt::format("parallel.vpp is {} but the layout has {} "
+                               "stages = pp {} * vpp {}",
+                               *draft.vpp, layout->stages.size(), layout->pp,
+                               layout->vpp),
                    "remove vpp (the layout defines it) or fix the layout");
     // Turn the layout's decoder ids into a placement of the pattern's layers.
     PatternPlacement placement;
@@ -606,7 +664,8 @@ llvm::Error Loader::check() {
     std::string all = spec.pattern.layers();
     for (const LayoutStage &ls : layout->stages) {
       PatternStage stage{ls.index, ls.ppRank, ls.vpStage, "", 0, {}};
-      stage.layerOffset = ls.decoderLayerIds.empty() ? 0 : ls.decoderLayerIds.front();
+      stage.layerOffset =
+          ls.decoderLayerIds.empty() ? 0 : ls.decoderLayerIds.front();
       for (int64_t id : ls.decoderLayerIds) {
         stage.layers.push_back(all[id]);
         stage.layerNumbers.push_back(id + 1);
@@ -622,34 +681,44 @@ llvm::Error Loader::check() {
     auto placement = placeHybridPattern(spec.pattern, options);
     if (!placement) {
       // Errors about pp/vpp or the uneven split are about the whole pattern.
-      return scalarError(patternNode ? patternNode : nodeFor("model", "num_layers"),
+      return scalarError(patternNode ? patternNode
+                                     : nodeFor("model", "num_layers"),
                          placement.takeError());
     }
     spec.placement = std::move(*placement);
   }
   par.vpp = spec.placement.vpp;
   if (par.schedule == "interleaved-1f1b" && par.vpp < 2)
-    return error(nodeFor("parallel", "schedule"),
-                 "interleaved-1f1b needs virtual stages (vpp > 1)",
-                 fmt::format("split the pattern into pp*vpp segments with '|' (e.g. {} for "
-                             "vpp=2), or use schedule: 1f1b",
-                             2 * par.pp));
-  if ((par.schedule == "1f1b" || par.schedule == "gpipe" || par.schedule == "zb-h1") &&
+    return error(
+        nodeFor("parallel", "schedule"),
+        "interleaved-1f1b needs virtual stages (vpp > 1)",
+        fmt::format(
+            "split the pattern into pp*vpp segments with '|' (e.g. {} for "
+            "vpp=2), or use schedule: 1f1b",
+            2 * par.pp));
+  if ((par.schedule == "1f1b" || par.schedule == "gpipe" ||
+       par.schedule == "zb-h1") &&
       par.vpp > 1)
-    return error(nodeFor("parallel", "schedule"),
-                 fmt::format("schedule '{}' runs one stage per rank, but the pattern gives each "
-                             "rank vpp={} stages",
-                             par.schedule, par.vpp),
-                 "use schedule: interleaved-1f1b (or zbv for vpp=2)");
+    return error(
+        nodeFor("parallel", "schedule"),
+        fmt::format(
+            "schedule '{}' runs one stage per rank, but the pattern gives each "
+            "rank vpp={} stages",
+            par.schedule, par.vpp),
+        "use schedule: interleaved-1f1b (or zbv for vpp=2)");
   if (par.schedule == "zbv" && par.vpp != 2)
-    return error(nodeFor("parallel", "schedule"),
-                 fmt::format("zbv needs exactly two stages per rank, the pattern gives vpp={}",
-                             par.vpp),
-                 fmt::format("split the pattern into 2 * pp = {} segments", 2 * par.pp));
+    return error(
+        nodeFor("parallel", "schedule"),
+        fmt::format(
+            "zbv needs exactly two stages per rank, the pattern gives vpp={}",
+            par.vpp),
+        fmt::format("split the pattern into 2 * pp = {} segments", 2 * par.pp));
   par.microbatches = draft.microbatches.value_or(par.pp);
   if (par.microbatches < 1)
-    return error(nodeFor("parallel", "microbatches"), "parallel.microbatches must be at least 1",
-                 fmt::format("use at least pp = {} to keep every stage busy", par.pp));
+    return error(
+        nodeFor("parallel", "microbatches"),
+        "parallel.microbatches must be at least 1",
+        fmt::format("use at least pp = {} to keep every stage busy", par.pp));
   if (par.groupSize < 0)
     return error(nodeFor("parallel", "microbatch_group_size_per_vp_stage"),
                  "microbatch_group_size_per_vp_stage cannot be negative",
@@ -663,26 +732,32 @@ llvm::Error Loader::check() {
                             {"micro_batch_size", t.microBatchSize},
                             {"steps", t.steps}})
     if (value < 1)
-      return error(nodeFor("training", key), fmt::format("training.{} must be at least 1", key),
+      return error(nodeFor("training", key),
+                   fmt::format("training.{} must be at least 1", key),
                    "give a positive count");
   if (t.warmupSteps < 0)
-    return error(nodeFor("training", "warmup_steps"), "training.warmup_steps cannot be negative",
+    return error(nodeFor("training", "warmup_steps"),
+                 "training.warmup_steps cannot be negative",
                  "use 0 for no warm-up");
   if (!(t.lr > 0))
     return error(nodeFor("training", "lr"), "training.lr must be positive",
                  "1e-3 is a reasonable start for small models");
   if (t.minLr < 0 || t.minLr > t.lr)
-    return error(nodeFor("training", "min_lr"),
-                 fmt::format("training.min_lr must be between 0 and lr ({})", t.lr),
-                 "the cosine decay ends at min_lr");
+    return error(
+        nodeFor("training", "min_lr"),
+        fmt::format("training.min_lr must be between 0 and lr ({})", t.lr),
+        "the cosine decay ends at min_lr");
   if (t.weightDecay < 0)
-    return error(nodeFor("training", "weight_decay"), "training.weight_decay cannot be negative",
+    return error(nodeFor("training", "weight_decay"),
+                 "training.weight_decay cannot be negative",
                  "use 0 for no weight decay");
   if (!(t.gradClip >= 0))
-    return error(nodeFor("training", "grad_clip"), "training.grad_clip cannot be negative",
+    return error(nodeFor("training", "grad_clip"),
+                 "training.grad_clip cannot be negative",
                  "use 0 to switch clipping off");
   if (t.dtype != "fp32" && t.dtype != "bf16")
-    return error(nodeFor("training", "dtype"), fmt::format("unknown dtype '{}'", t.dtype),
+    return error(nodeFor("training", "dtype"),
+                 fmt::format("unknown dtype '{}'", t.dtype),
                  "use fp32 or bf16");
   if (spec.data.format != "text" && spec.data.format != "indexed")
     return error(nodeFor("data", "format"),
@@ -693,7 +768,8 @@ llvm::Error Loader::check() {
 
 } // namespace
 
-llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text, llvm::StringRef bufferName) {
+llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,
+                                    llvm::StringRef bufferName) {
   Loader loader(llvm::MemoryBuffer::getMemBufferCopy(text, bufferName));
   return loader.load();
 }
@@ -703,9 +779,10 @@ llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path) {
   if (!buffer)
     return llvm::createStringError(
         buffer.getError(),
-        fmt::format("error: cannot read spec '{}': {}\nhelp: check the path; bundled "
-                    "examples are in examples/",
-                    path.str(), buffer.getError().message()));
+        fmt::format(
+            "error: cannot read spec '{}': {}\nhelp: check the path; bundled "
+            "examples are in examples/",
+            path.str(), buffer.getError().message()));
   Loader loader(std::move(*buffer));
   return loader.load();
 }

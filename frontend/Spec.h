@@ -69,7 +69,8 @@ struct ModelSpec {
 llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path);
 
 /// Same, from text in memory named `bufferName`.
-llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text, llvm::StringRef bufferName);
+llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,
+                                    llvm::StringRef bufferName);
 
 } // namespace hypipe
 

@@ -38,9 +38,10 @@ ModelDims toModelDims(DimsAttr a) {
 }
 
 DimsAttr toDimsAttr(MLIRContext *ctx, const ModelDims &d) {
-  return DimsAttr::get(ctx, d.hidden, d.ffnHidden, d.numHeads, d.numQueryGroups, d.mambaState,
-                       d.mambaNumHeads, d.mambaHeadDim, d.mambaNumGroups, d.mambaConvWidth,
-                       d.numExperts, d.moeTopK, d.moeFfnHidden, d.vocab, d.tieEmbeddings,
+  return DimsAttr::get(ctx, d.hidden, d.ffnHidden, d.numHeads, d.numQueryGroups,
+                       d.mambaState, d.mambaNumHeads, d.mambaHeadDim,
+                       d.mambaNumGroups, d.mambaConvWidth, d.numExperts,
+                       d.moeTopK, d.moeFfnHidden, d.vocab, d.tieEmbeddings,
                        d.activation);
 }
 
@@ -57,39 +58,48 @@ char layerSymbol(Operation *op) {
 // Attributes
 //===----------------------------------------------------------------------===//
 
-LogicalResult DimsAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t hidden,
-                               int64_t ffnHidden, int64_t numHeads, int64_t numQueryGroups,
-                               int64_t mambaState, int64_t mambaNumHeads, int64_t mambaHeadDim,
-                               int64_t mambaNumGroups, int64_t mambaConvWidth,
-                               int64_t numExperts, int64_t moeTopK, int64_t moeFfnHidden,
-                               int64_t vocab, bool tieEmbeddings, StringRef activation) {
-  ModelDims d{hidden,       ffnHidden,      numHeads,   numQueryGroups, mambaState,
-              mambaNumHeads, mambaHeadDim,  mambaNumGroups, mambaConvWidth, numExperts,
-              moeTopK,      moeFfnHidden,   vocab,      tieEmbeddings,  activation.str()};
+LogicalResult DimsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t hidden, int64_t ffnHidden,
+                               int64_t numHeads, int64_t numQueryGroups,
+                               int64_t mambaState, int64_t mambaNumHeads,
+                               int64_t mambaHeadDim, int64_t mambaNumGroups,
+                               int64_t mambaConvWidth, int64_t numExperts,
+                               int64_t moeTopK, int64_t moeFfnHidden,
+                               int64_t vocab, bool tieEmbeddings,
+                               StringRef activation) {
+  ModelDims d{hidden,         ffnHidden,     numHeads,        numQueryGroups,
+              mambaState,     mambaNumHeads, mambaHeadDim,    mambaNumGroups,
+              mambaConvWidth, numExperts,    moeTopK,         moeFfnHidden,
+              vocab,          tieEmbeddings, activation.str()};
   // (C1)-(C5)
   if (auto problem = hypipe::checkModelDims(d))
     return emitError() << problem->message;
   return success();
 }
 
-LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t pp,
-                                   int64_t vpp, int64_t dp, StringRef schedule,
-                                   int64_t microbatches, int64_t groupSize) {
+LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t pp, int64_t vpp, int64_t dp,
+                                   StringRef schedule, int64_t microbatches,
+                                   int64_t groupSize) {
   // (C1)
   if (pp < 1 || vpp < 1 || dp < 1 || microbatches < 1 || groupSize < 1)
-    return emitError() << "pp, vpp, dp, microbatches and group_size must be positive";
+    return emitError()
+           << "pp, vpp, dp, microbatches and group_size must be positive";
   // (C2)
-  if (!llvm::is_contained({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"}, schedule))
+  if (!llvm::is_contained({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"},
+                          schedule))
     return emitError() << "unknown schedule '" << schedule << "'";
   return success();
 }
 
-LogicalResult PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                    int64_t segment, int64_t ppRank, int64_t vpStage,
-                                    int64_t layer) {
+LogicalResult
+PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      int64_t segment, int64_t ppRank, int64_t vpStage,
+                      int64_t layer) {
   // (C1)
   if (segment < 0 || ppRank < 0 || vpStage < 0 || layer < 1)
-    return emitError() << "placement fields must be non-negative and layer must be positive";
+    return emitError() << "placement fields must be non-negative and layer "
+                          "must be positive";
   return success();
 }
 
@@ -103,7 +113,8 @@ ModelOp parentModel(Operation *op) { return op->getParentOfType<ModelOp>(); }
 
 bool isIntegerTensor(Type type, int64_t rank) {
   auto tensor = dyn_cast<RankedTensorType>(type);
-  return tensor && tensor.getRank() == rank && isa<IntegerType>(tensor.getElementType());
+  return tensor && tensor.getRank() == rank &&
+         isa<IntegerType>(tensor.getElementType());
 }
 
 /// A `BxSxH` f32 tensor with `H` the model's hidden size.
@@ -113,24 +124,25 @@ LogicalResult verifyHiddenType(Operation *op, Type type, StringRef what) {
   int64_t hidden = model ? model.getDims().getHidden() : ShapedType::kDynamic;
   if (!tensor || tensor.getRank() != 3 || !tensor.getElementType().isF32() ||
       (hidden != ShapedType::kDynamic && tensor.getDimSize(2) != hidden))
-    return op->emitOpError() << what << " must be a BxSx" << hidden
-                             << " f32 tensor (hidden size of the model), got " << type;
+    return op->emitOpError()
+           << what << " must be a BxSx" << hidden
+           << " f32 tensor (hidden size of the model), got " << type;
   return success();
 }
 
-template <typename LayerOp>
-LogicalResult verifyLayer(LayerOp op) {
+template <typename LayerOp> LogicalResult verifyLayer(LayerOp op) {
   // (C1)
   if (failed(verifyHiddenType(op, op.getInput().getType(), "input")))
     return failure();
   // (C2)
   ModelOp model = parentModel(op);
-  if (auto problem =
-          hypipe::checkLayerKindDims(LayerOp::kSymbol, toModelDims(model.getDims())))
+  if (auto problem = hypipe::checkLayerKindDims(LayerOp::kSymbol,
+                                                toModelDims(model.getDims())))
     return op.emitOpError() << problem->message;
   // (C3)
   if (op.getPlacement() && isa<MtpOp>(op->getParentOp()))
-    return op.emitOpError() << "layers inside hybrid.mtp take the placement of their block";
+    return op.emitOpError()
+           << "layers inside hybrid.mtp take the placement of their block";
   return success();
 }
 
@@ -151,77 +163,89 @@ SmallVector<Operation *> ModelOp::getMainLayers() {
 LogicalResult ModelOp::verify() {
   Block &body = getBody().front();
   // (C1)
-  if (body.getNumArguments() != 2 || !isIntegerTensor(body.getArgument(0).getType(), 2) ||
+  if (body.getNumArguments() != 2 ||
+      !isIntegerTensor(body.getArgument(0).getType(), 2) ||
       body.getArgument(0).getType() != body.getArgument(1).getType())
-    return emitOpError() << "body must take two rank-2 integer tensors of one shape "
-                            "(tokens, labels)";
+    return emitOpError()
+           << "body must take two rank-2 integer tensors of one shape "
+              "(tokens, labels)";
   // (C2)
   auto embeddings = body.getOps<EmbeddingOp>();
   auto first = dyn_cast<EmbeddingOp>(&body.front());
   if (!first || std::distance(embeddings.begin(), embeddings.end()) != 1 ||
       first.getTokens() != body.getArgument(0))
-    return emitOpError() << "first op must be the only hybrid.embedding, applied to the tokens";
+    return emitOpError() << "first op must be the only hybrid.embedding, "
+                            "applied to the tokens";
 
   auto pattern = hypipe::parseHybridPattern(getPattern());
   if (!pattern)
-    return emitOpError() << "pattern '" << getPattern()
-                         << "' is invalid: " << llvm::toString(pattern.takeError());
+    return emitOpError() << "pattern '" << getPattern() << "' is invalid: "
+                         << llvm::toString(pattern.takeError());
   // (C3)
   SmallVector<Operation *> layers = getMainLayers();
   std::string spelled;
   for (Operation *layer : layers)
     spelled.push_back(layerSymbol(layer));
   if (spelled != pattern->layers())
-    return emitOpError() << "layers spell '" << spelled << "' but the pattern's main part is '"
+    return emitOpError() << "layers spell '" << spelled
+                         << "' but the pattern's main part is '"
                          << pattern->layers() << "'";
   // (C4)
   auto norms = body.getOps<FinalNormOp>();
   auto outputs = body.getOps<OutputOp>();
   if (std::distance(norms.begin(), norms.end()) != 1 ||
       std::distance(outputs.begin(), outputs.end()) != 1)
-    return emitOpError() << "needs exactly one hybrid.final_norm and one hybrid.output";
+    return emitOpError()
+           << "needs exactly one hybrid.final_norm and one hybrid.output";
   Operation *norm = *norms.begin();
   Operation *output = *outputs.begin();
   if (!norm->isBeforeInBlock(output) ||
       (!layers.empty() && !layers.back()->isBeforeInBlock(norm)))
-    return emitOpError() << "hybrid.final_norm and then hybrid.output must follow the last layer";
+    return emitOpError() << "hybrid.final_norm and then hybrid.output must "
+                            "follow the last layer";
   // (C5)
   ParallelAttr parallel = getParallel();
   int64_t segments = pattern->numSegments();
   if (segments > 1 && segments != parallel.getPp() * parallel.getVpp())
-    return emitOpError() << "pattern has " << segments << " segments but pp * vpp = "
-                         << parallel.getPp() << " * " << parallel.getVpp();
+    return emitOpError() << "pattern has " << segments
+                         << " segments but pp * vpp = " << parallel.getPp()
+                         << " * " << parallel.getVpp();
   // (C6)
-  int64_t placed = llvm::count_if(layers, [](Operation *op) {
-    return op->hasAttr("placement");
-  });
+  int64_t placed = llvm::count_if(
+      layers, [](Operation *op) { return op->hasAttr("placement"); });
   if (placed != 0 && placed != static_cast<int64_t>(layers.size()))
-    return emitOpError() << "either every layer or none carries a placement (" << placed
-                         << " of " << layers.size() << " do)";
+    return emitOpError() << "either every layer or none carries a placement ("
+                         << placed << " of " << layers.size() << " do)";
   if (placed) {
     std::vector<int64_t> segmentOfLayer;
     for (auto [i, segment] : llvm::enumerate(pattern->segments))
-      segmentOfLayer.insert(segmentOfLayer.end(), segment.size(), static_cast<int64_t>(i));
+      segmentOfLayer.insert(segmentOfLayer.end(), segment.size(),
+                            static_cast<int64_t>(i));
     int64_t previousSegment = 0;
     for (auto [i, op] : llvm::enumerate(layers)) {
-      // The layer itself is verified after the model: check the attribute kind here.
+      // The layer itself is verified after the model: check the attribute kind
+      // here.
       auto p = dyn_cast<PlacementAttr>(op->getAttr("placement"));
       if (!p)
         return op->emitOpError() << "placement must be a #hybrid.placement";
-      if (p.getPpRank() >= parallel.getPp() || p.getVpStage() >= parallel.getVpp() ||
+      if (p.getPpRank() >= parallel.getPp() ||
+          p.getVpStage() >= parallel.getVpp() ||
           p.getSegment() != p.getVpStage() * parallel.getPp() + p.getPpRank())
-        return op->emitOpError() << "placement " << p << " does not fit pp = "
-                                 << parallel.getPp() << ", vpp = " << parallel.getVpp()
-                                 << " (segment must be vp_stage * pp + pp_rank)";
+        return op->emitOpError()
+               << "placement " << p << " does not fit pp = " << parallel.getPp()
+               << ", vpp = " << parallel.getVpp()
+               << " (segment must be vp_stage * pp + pp_rank)";
       if (p.getSegment() < previousSegment)
         return op->emitOpError() << "placement segment " << p.getSegment()
                                  << " comes after segment " << previousSegment
                                  << ": layers must be placed in pattern order";
       if (p.getLayer() != static_cast<int64_t>(i) + 1)
-        return op->emitOpError() << "layer number " << p.getLayer() << " should be " << i + 1;
+        return op->emitOpError()
+               << "layer number " << p.getLayer() << " should be " << i + 1;
       if (pattern->hasPipes() && p.getSegment() != segmentOfLayer[i])
-        return op->emitOpError() << "layer " << i + 1 << " is in segment " << segmentOfLayer[i]
-                                 << " of the pattern but placed in segment " << p.getSegment();
+        return op->emitOpError()
+               << "layer " << i + 1 << " is in segment " << segmentOfLayer[i]
+               << " of the pattern but placed in segment " << p.getSegment();
       previousSegment = p.getSegment();
     }
   }
@@ -230,18 +254,20 @@ LogicalResult ModelOp::verify() {
   for (MtpOp mtp : body.getOps<MtpOp>()) {
     ++depth;
     if (mtp.getDepth() != depth)
-      return mtp.emitOpError() << "depth " << mtp.getDepth() << " out of order, expected "
-                               << depth;
+      return mtp.emitOpError() << "depth " << mtp.getDepth()
+                               << " out of order, expected " << depth;
     std::string mtpSpelled;
     for (Operation &op : mtp.getBody().front())
       if (char c = layerSymbol(&op))
         mtpSpelled.push_back(c);
     if (mtpSpelled != pattern->mtp)
-      return mtp.emitOpError() << "layers spell '" << mtpSpelled
-                               << "' but the pattern's MTP part is '" << pattern->mtp << "'";
+      return mtp.emitOpError()
+             << "layers spell '" << mtpSpelled
+             << "' but the pattern's MTP part is '" << pattern->mtp << "'";
   }
   if (depth != pattern->mtpDepths)
-    return emitOpError() << "pattern has " << pattern->mtpDepths << " MTP depths but the body "
+    return emitOpError() << "pattern has " << pattern->mtpDepths
+                         << " MTP depths but the body "
                          << "has " << depth << " hybrid.mtp blocks";
   return success();
 }
@@ -251,13 +277,15 @@ LogicalResult ReturnOp::verify() {
   ModelOp model = parentModel(*this);
   auto outputs = model.getBody().front().getOps<OutputOp>();
   if (outputs.empty())
-    return emitOpError() << "the model has no hybrid.output to return the loss of";
+    return emitOpError()
+           << "the model has no hybrid.output to return the loss of";
   SmallVector<Value> expected{(*outputs.begin()).getLoss()};
   for (MtpOp mtp : model.getBody().front().getOps<MtpOp>())
     expected.push_back(mtp.getLoss());
   if (SmallVector<Value>(getLosses()) != expected)
-    return emitOpError() << "must return the loss of hybrid.output, then each MTP depth's "
-                            "loss in order";
+    return emitOpError()
+           << "must return the loss of hybrid.output, then each MTP depth's "
+              "loss in order";
   return success();
 }
 
@@ -270,7 +298,8 @@ LogicalResult EmbeddingOp::verify() {
     return failure();
   auto hidden = cast<RankedTensorType>(getHidden().getType());
   if (hidden.getShape().take_front(2) != tokens.getShape())
-    return emitOpError() << "result shape must be the tokens' shape plus the hidden size";
+    return emitOpError()
+           << "result shape must be the tokens' shape plus the hidden size";
   return success();
 }
 
@@ -287,7 +316,8 @@ LogicalResult OutputOp::verify() {
   if (!isIntegerTensor(getLabels().getType(), 2) ||
       cast<RankedTensorType>(getLabels().getType()).getShape() !=
           hidden.getShape().take_front(2))
-    return emitOpError() << "labels must be a BxS integer tensor matching the hidden states";
+    return emitOpError()
+           << "labels must be a BxS integer tensor matching the hidden states";
   auto loss = dyn_cast<RankedTensorType>(getLoss().getType());
   if (!loss || loss.getRank() != 0 || !loss.getElementType().isF32())
     return emitOpError() << "loss must be a 0-d f32 tensor";
@@ -299,9 +329,12 @@ LogicalResult MtpOp::verify() {
   Block &block = getBody().front();
   Type hidden = getHidden().getType();
   auto yield = dyn_cast<YieldOp>(block.getTerminator());
-  if (block.getNumArguments() != 1 || block.getArgument(0).getType() != hidden || !yield ||
-      yield.getHidden().getType() != hidden || getNextHidden().getType() != hidden)
-    return emitOpError() << "body must take and yield the hidden-state type " << hidden;
+  if (block.getNumArguments() != 1 ||
+      block.getArgument(0).getType() != hidden || !yield ||
+      yield.getHidden().getType() != hidden ||
+      getNextHidden().getType() != hidden)
+    return emitOpError() << "body must take and yield the hidden-state type "
+                         << hidden;
   auto loss = dyn_cast<RankedTensorType>(getLoss().getType());
   if (!loss || loss.getRank() != 0 || !loss.getElementType().isF32())
     return emitOpError() << "loss must be a 0-d f32 tensor";

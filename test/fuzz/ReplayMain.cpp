@@ -1,4 +1,5 @@
-//===- ReplayMain.cpp - run a fuzz target over its checked-in corpus -------===//
+//===- ReplayMain.cpp - run a fuzz target over its checked-in corpus
+//-------===//
 //
 // Links with one fuzz target in the normal (non-fuzzing) build, so the
 // interesting inputs found by fuzzing stay regression tests in ctest.
@@ -20,8 +21,10 @@ int main(int argc, char **argv) {
       if (!entry.is_regular_file())
         continue;
       std::ifstream in(entry.path(), std::ios::binary);
-      std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+      std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+      LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t *>(bytes.data()),
+                             bytes.size());
       ++runs;
     }
   }

@@ -48,7 +48,8 @@ TEST(Conformance, VectorFileHasEveryKind) {
 TEST(Conformance, PipelineLayouts) {
   for (const json &v : vectorsOfKind("layout")) {
     std::string input = v["input"];
-    SCOPED_TRACE("layout '" + input + "' pp=" + std::to_string(v["pp"].get<int>()));
+    SCOPED_TRACE("layout '" + input +
+                 "' pp=" + std::to_string(v["pp"].get<int>()));
     bool expectError = v.contains("error");
     auto layout = parsePipelineLayout(input, v["pp"].get<int64_t>());
     if (v["error_stage"] == "parse") {
@@ -56,10 +57,12 @@ TEST(Conformance, PipelineLayouts) {
       llvm::consumeError(layout.takeError());
       continue;
     }
-    ASSERT_TRUE(static_cast<bool>(layout)) << llvm::toString(layout.takeError());
+    ASSERT_TRUE(static_cast<bool>(layout))
+        << llvm::toString(layout.takeError());
     const json &expected = v["expected"];
     EXPECT_EQ(layout->expanded, expected["expanded"].get<std::string>());
-    EXPECT_EQ(static_cast<int64_t>(layout->stages.size()), expected["num_stages"].get<int64_t>());
+    EXPECT_EQ(static_cast<int64_t>(layout->stages.size()),
+              expected["num_stages"].get<int64_t>());
     EXPECT_EQ(layout->vpp, expected["vpp_size"].get<int64_t>());
     ASSERT_EQ(layout->stages.size(), expected["stages"].size());
     for (size_t i = 0; i < layout->stages.size(); ++i) {
@@ -69,21 +72,25 @@ TEST(Conformance, PipelineLayouts) {
       EXPECT_EQ(got.ppRank, want["pp_rank"].get<int64_t>());
       EXPECT_EQ(got.vpStage, want["vp_stage"].get<int64_t>());
       EXPECT_EQ(got.layers, want["layers"].get<std::string>());
-      EXPECT_EQ(got.decoderLayerIds, want["decoder_layer_ids"].get<std::vector<int64_t>>());
-      EXPECT_EQ(got.mtpLayerIds, want["mtp_layer_ids"].get<std::vector<int64_t>>());
+      EXPECT_EQ(got.decoderLayerIds,
+                want["decoder_layer_ids"].get<std::vector<int64_t>>());
+      EXPECT_EQ(got.mtpLayerIds,
+                want["mtp_layer_ids"].get<std::vector<int64_t>>());
     }
     if (!expected.contains("validate"))
       continue; // parse-only vector
     auto valid = validatePipelineLayout(*layout, v["num_layers"].get<int64_t>(),
                                         optionalInt(v, "mtp_num_layers"));
     if (expectError) {
-      EXPECT_FALSE(static_cast<bool>(valid)) << "Megatron rejects it: " << v["error"];
+      EXPECT_FALSE(static_cast<bool>(valid))
+          << "Megatron rejects it: " << v["error"];
       llvm::consumeError(valid.takeError());
       continue;
     }
     ASSERT_TRUE(static_cast<bool>(valid)) << llvm::toString(valid.takeError());
     EXPECT_TRUE(expected["validate"]["ok"].get<bool>());
-    EXPECT_EQ(valid->mtpStandalone, expected["validate"]["mtp_standalone"].get<bool>());
+    EXPECT_EQ(valid->mtpStandalone,
+              expected["validate"]["mtp_standalone"].get<bool>());
   }
 }
 
@@ -98,18 +105,22 @@ std::pair<int64_t, int64_t> requestedSegment(const std::string &error) {
 TEST(Conformance, HybridPatterns) {
   for (const json &v : vectorsOfKind("hybrid")) {
     std::string input = v["input"];
-    SCOPED_TRACE("pattern '" + input + "' pp=" + std::to_string(v["pp"].get<int>()));
+    SCOPED_TRACE("pattern '" + input +
+                 "' pp=" + std::to_string(v["pp"].get<int>()));
     auto pattern = parseHybridPattern(input);
     if (v.value("error_stage", "") == "parse_hybrid_pattern") {
-      EXPECT_FALSE(static_cast<bool>(pattern)) << "Megatron rejects it: " << v["error"];
+      EXPECT_FALSE(static_cast<bool>(pattern))
+          << "Megatron rejects it: " << v["error"];
       llvm::consumeError(pattern.takeError());
       continue;
     }
-    ASSERT_TRUE(static_cast<bool>(pattern)) << llvm::toString(pattern.takeError());
+    ASSERT_TRUE(static_cast<bool>(pattern))
+        << llvm::toString(pattern.takeError());
     const json &expected = v["expected"];
 
     // Parsing: main/MTP split, counts.
-    std::string main = expected["main_pattern"].is_null() ? "" : expected["main_pattern"];
+    std::string main =
+        expected["main_pattern"].is_null() ? "" : expected["main_pattern"];
     EXPECT_EQ(pattern->main, main);
     if (expected["mtp_pattern"].is_null())
       EXPECT_FALSE(pattern->hasMtp());
@@ -119,15 +130,18 @@ TEST(Conformance, HybridPatterns) {
     EXPECT_EQ(pattern->numLayers(), expected["num_layers"].get<int64_t>());
     EXPECT_EQ(pattern->numSegments(), expected["num_segments"].get<int64_t>());
     for (auto [symbol, count] : pattern->layerCounts())
-      EXPECT_EQ(count, expected["layer_counts"][std::string(1, symbol)].get<int64_t>())
+      EXPECT_EQ(count,
+                expected["layer_counts"][std::string(1, symbol)].get<int64_t>())
           << "count of '" << symbol << "'";
 
     // Placement.
     PlacementOptions options;
     options.pp = v["pp"];
     options.vpp = optionalInt(v, "vpp");
-    options.firstStageLayers = optionalInt(v, "num_layers_in_first_pipeline_stage");
-    options.lastStageLayers = optionalInt(v, "num_layers_in_last_pipeline_stage");
+    options.firstStageLayers =
+        optionalInt(v, "num_layers_in_first_pipeline_stage");
+    options.lastStageLayers =
+        optionalInt(v, "num_layers_in_last_pipeline_stage");
     std::string error = v.value("error", "");
     // Megatron's test asks for vp_stage 0 on a pattern without '|': that is
     // virtual pipelining requested, which hypipe spells vpp > 1.
@@ -135,11 +149,13 @@ TEST(Conformance, HybridPatterns) {
       options.vpp = 2;
     auto placement = placeHybridPattern(*pattern, options);
     if (!error.empty() && error.find("out of range") == std::string::npos) {
-      EXPECT_FALSE(static_cast<bool>(placement)) << "Megatron rejects it: " << error;
+      EXPECT_FALSE(static_cast<bool>(placement))
+          << "Megatron rejects it: " << error;
       llvm::consumeError(placement.takeError());
       continue;
     }
-    ASSERT_TRUE(static_cast<bool>(placement)) << llvm::toString(placement.takeError());
+    ASSERT_TRUE(static_cast<bool>(placement))
+        << llvm::toString(placement.takeError());
     if (!error.empty()) {
       // Megatron's test looks up a segment the pattern does not have.
       auto [ppRank, vpStage] = requestedSegment(error);
@@ -150,19 +166,22 @@ TEST(Conformance, HybridPatterns) {
     }
     ASSERT_EQ(placement->stages.size(), expected["stages"].size());
     for (const json &want : expected["stages"]) {
-      int64_t vpStage = want["vp_stage"].is_null() ? 0 : want["vp_stage"].get<int64_t>();
+      int64_t vpStage =
+          want["vp_stage"].is_null() ? 0 : want["vp_stage"].get<int64_t>();
       auto got = placement->stage(want["pp_rank"].get<int64_t>(), vpStage);
       ASSERT_TRUE(static_cast<bool>(got)) << llvm::toString(got.takeError());
       EXPECT_EQ(got->layers, want["layers"].get<std::string>());
       EXPECT_EQ(got->layerOffset, want["layer_offset"].get<int64_t>());
-      EXPECT_EQ(got->layerNumbers, want["layer_numbers"].get<std::vector<int64_t>>());
+      EXPECT_EQ(got->layerNumbers,
+                want["layer_numbers"].get<std::vector<int64_t>>());
       EXPECT_EQ(placement->virtualStages, !want["vp_stage"].is_null());
     }
     if (expected.contains("mtp_on")) {
       ASSERT_TRUE(placement->mtpOn.has_value());
       const json &on = expected["mtp_on"];
       EXPECT_EQ(placement->mtpOn->first, on["pp_rank"].get<int64_t>());
-      EXPECT_EQ(placement->mtpOn->second, on["vp_stage"].is_null() ? 0 : on["vp_stage"].get<int64_t>());
+      EXPECT_EQ(placement->mtpOn->second,
+                on["vp_stage"].is_null() ? 0 : on["vp_stage"].get<int64_t>());
     } else {
       EXPECT_FALSE(placement->mtpOn.has_value());
     }
@@ -171,10 +190,13 @@ TEST(Conformance, HybridPatterns) {
 
 TEST(Conformance, RatioAllocation) {
   for (const json &v : vectorsOfKind("hybrid_ratio")) {
-    auto pattern = patternFromRatios(v["num_layers"], v["attention_ratio"], v["mlp_ratio"]);
-    ASSERT_TRUE(static_cast<bool>(pattern)) << llvm::toString(pattern.takeError());
+    auto pattern = patternFromRatios(v["num_layers"], v["attention_ratio"],
+                                     v["mlp_ratio"]);
+    ASSERT_TRUE(static_cast<bool>(pattern))
+        << llvm::toString(pattern.takeError());
     EXPECT_EQ(*pattern, v["expected"].get<std::string>())
-        << "num_layers=" << v["num_layers"] << " attention_ratio=" << v["attention_ratio"]
+        << "num_layers=" << v["num_layers"]
+        << " attention_ratio=" << v["attention_ratio"]
         << " mlp_ratio=" << v["mlp_ratio"];
   }
 }

@@ -23,12 +23,14 @@ TEST(HybridPattern, SplitsSegmentsAndMtp) {
 TEST(HybridPattern, BadSymbolPointsAtIt) {
   SourceError e = expectSourceError(parseHybridPattern("M*Mx-"));
   EXPECT_EQ(e.offset, 3u);
-  EXPECT_NE(e.message.find("'x' is not a layer symbol"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("'x' is not a layer symbol"), std::string::npos)
+      << e.message;
   EXPECT_NE(e.help.find("M (Mamba-2)"), std::string::npos);
 }
 
 TEST(HybridPattern, NonPrintableSymbolIsShownAsByte) {
-  SourceError e = expectSourceError(parseHybridPattern(llvm::StringRef("M\0M", 3)));
+  SourceError e =
+      expectSourceError(parseHybridPattern(llvm::StringRef("M\0M", 3)));
   EXPECT_EQ(e.offset, 1u);
   EXPECT_NE(e.message.find("byte 0x00"), std::string::npos) << e.message;
 }
@@ -52,8 +54,10 @@ TEST(HybridPattern, AttentionWithMlaPointsAtTheLaterOne) {
 TEST(HybridPlacement, SegmentsGoVpMajor) {
   auto p = parseHybridPattern("ME|M*|E-|*M|MM|E*");
   ASSERT_TRUE(static_cast<bool>(p));
-  auto placement = placeHybridPattern(*p, {3, std::nullopt, std::nullopt, std::nullopt});
-  ASSERT_TRUE(static_cast<bool>(placement)) << llvm::toString(placement.takeError());
+  auto placement =
+      placeHybridPattern(*p, {3, std::nullopt, std::nullopt, std::nullopt});
+  ASSERT_TRUE(static_cast<bool>(placement))
+      << llvm::toString(placement.takeError());
   EXPECT_EQ(placement->vpp, 2);
   EXPECT_EQ(placement->stages[4].ppRank, 1);
   EXPECT_EQ(placement->stages[4].vpStage, 1);
@@ -63,26 +67,31 @@ TEST(HybridPlacement, SegmentsGoVpMajor) {
 TEST(HybridPlacement, ExplicitVppMustMatchSegments) {
   auto p = parseHybridPattern("M|M|M|M");
   ASSERT_TRUE(static_cast<bool>(p));
-  SourceError e = expectSourceError(placeHybridPattern(*p, {2, 4, std::nullopt, std::nullopt}));
-  EXPECT_NE(e.message.find("pp * vpp = 2 * 4 = 8"), std::string::npos) << e.message;
+  SourceError e = expectSourceError(
+      placeHybridPattern(*p, {2, 4, std::nullopt, std::nullopt}));
+  EXPECT_NE(e.message.find("pp * vpp = 2 * 4 = 8"), std::string::npos)
+      << e.message;
   EXPECT_NE(e.help.find("vpp=2"), std::string::npos) << e.help;
 }
 
 TEST(HybridPlacement, UnevenSplitBoundsAreChecked) {
   auto p = parseHybridPattern("MMMM");
   ASSERT_TRUE(static_cast<bool>(p));
-  SourceError e = expectSourceError(placeHybridPattern(*p, {2, std::nullopt, 3, 3}));
+  SourceError e =
+      expectSourceError(placeHybridPattern(*p, {2, std::nullopt, 3, 3}));
   EXPECT_NE(e.message.find("exceed"), std::string::npos) << e.message;
   e = expectSourceError(placeHybridPattern(*p, {2, std::nullopt, 1, 1}));
   EXPECT_NE(e.message.find("add up"), std::string::npos) << e.message;
-  e = expectSourceError(placeHybridPattern(*p, {1, std::nullopt, 1, std::nullopt}));
+  e = expectSourceError(
+      placeHybridPattern(*p, {1, std::nullopt, 1, std::nullopt}));
   EXPECT_NE(e.message.find("need pp > 1"), std::string::npos) << e.message;
 }
 
 TEST(HybridPlacement, OutOfRangeLookupIsAnError) {
   auto p = parseHybridPattern("M|M");
   ASSERT_TRUE(static_cast<bool>(p));
-  auto placement = placeHybridPattern(*p, {2, std::nullopt, std::nullopt, std::nullopt});
+  auto placement =
+      placeHybridPattern(*p, {2, std::nullopt, std::nullopt, std::nullopt});
   ASSERT_TRUE(static_cast<bool>(placement));
   auto stage = placement->stage(0, 1);
   EXPECT_FALSE(static_cast<bool>(stage));

@@ -16,9 +16,11 @@ TEST(PipelineLayout, ExpansionKeepsSourceOffsets) {
 }
 
 TEST(PipelineLayout, GroupsDoNotNest) {
-  // As in Megatron: '((t)*2)*2' unrolls the inner group once, leaving '(' and ')'.
+  // As in Megatron: '((t)*2)*2' unrolls the inner group once, leaving '(' and
+  // ')'.
   SourceError e = expectSourceError(parsePipelineLayout("E((t)*2)*2L", 1));
-  EXPECT_NE(e.message.find("'(' is not a layout letter"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("'(' is not a layout letter"), std::string::npos)
+      << e.message;
   EXPECT_EQ(e.offset, 2u); // the inner '(', copied out of the unrolled group
 }
 
@@ -29,9 +31,11 @@ TEST(PipelineLayout, CaseMistakeIsExplained) {
 }
 
 TEST(PipelineLayout, HugeRepetitionIsRefused) {
-  SourceError e = expectSourceError(parsePipelineLayout("Et*99999999999999999999|L", 2));
+  SourceError e =
+      expectSourceError(parsePipelineLayout("Et*99999999999999999999|L", 2));
   EXPECT_EQ(e.offset, 2u);
-  EXPECT_NE(e.message.find("expands to more than"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("expands to more than"), std::string::npos)
+      << e.message;
 }
 
 TEST(PipelineLayout, StageCountMustDivideByPp) {
@@ -43,14 +47,16 @@ TEST(PipelineLayout, StageCountMustDivideByPp) {
 TEST(PipelineLayoutValidation, EmptyLayoutIsAnErrorNotACrash) {
   auto l = parsePipelineLayout("|", 2);
   ASSERT_TRUE(static_cast<bool>(l));
-  SourceError e = expectSourceError(validatePipelineLayout(*l, 0, std::nullopt));
+  SourceError e =
+      expectSourceError(validatePipelineLayout(*l, 0, std::nullopt));
   EXPECT_NE(e.message.find("no layers"), std::string::npos) << e.message;
 }
 
 TEST(PipelineLayoutValidation, TrailingEmptyStageIsNamed) {
   auto l = parsePipelineLayout("Et|tt|tt|", 2);
   ASSERT_TRUE(static_cast<bool>(l));
-  SourceError e = expectSourceError(validatePipelineLayout(*l, 5, std::nullopt));
+  SourceError e =
+      expectSourceError(validatePipelineLayout(*l, 5, std::nullopt));
   EXPECT_NE(e.help.find("trailing '|'"), std::string::npos) << e.help;
 }
 

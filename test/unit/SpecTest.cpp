@@ -22,7 +22,8 @@ ModelSpec load(llvm::StringRef text) {
 
 TEST(Spec, DefaultsAndPlacement) {
   ModelSpec s = load("model:\n  pattern: \"M*|M-|ME|*M\"\n  num_experts: 4\n"
-                     "  moe_router_topk: 2\nparallel:\n  pp: 2\n  schedule: interleaved-1f1b\n");
+                     "  moe_router_topk: 2\nparallel:\n  pp: 2\n  schedule: "
+                     "interleaved-1f1b\n");
   EXPECT_EQ(s.parallel.vpp, 2);
   EXPECT_EQ(s.parallel.microbatches, 2); // defaults to pp
   EXPECT_EQ(s.parallel.groupSize, 2);
@@ -35,22 +36,27 @@ TEST(Spec, DefaultsAndPlacement) {
 
 TEST(Spec, UnknownKeySuggestsTheClosest) {
   std::string e = errorOf("model:\n  pattern: M*\n  hiden_size: 64\n");
-  EXPECT_NE(e.find("spec.yaml:3:3: error: unknown key 'hiden_size' in section 'model'"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find(
+          "spec.yaml:3:3: error: unknown key 'hiden_size' in section 'model'"),
+      std::string::npos)
       << e;
-  EXPECT_NE(e.find("help: did you mean 'hidden_size'?"), std::string::npos) << e;
+  EXPECT_NE(e.find("help: did you mean 'hidden_size'?"), std::string::npos)
+      << e;
 }
 
 TEST(Spec, KeyInTheWrongSectionIsNamed) {
   std::string e = errorOf("model:\n  pattern: M*\n  pp: 2\n");
-  EXPECT_NE(e.find("'pp' belongs in the 'parallel' section"), std::string::npos) << e;
+  EXPECT_NE(e.find("'pp' belongs in the 'parallel' section"), std::string::npos)
+      << e;
   e = errorOf("pp: 2\n");
   EXPECT_NE(e.find("indent it under 'parallel:'"), std::string::npos) << e;
 }
 
 TEST(Spec, WrongTypeNamesTheField) {
   std::string e = errorOf("model:\n  pattern: M*\n  hidden_size: big\n");
-  EXPECT_NE(e.find("spec.yaml:3:16: error: model.hidden_size must be an integer, got 'big'"),
+  EXPECT_NE(e.find("spec.yaml:3:16: error: model.hidden_size must be an "
+                   "integer, got 'big'"),
             std::string::npos)
       << e;
   e = errorOf("model:\n  pattern: M*\n  tie_embeddings: maybe\n");
@@ -59,69 +65,86 @@ TEST(Spec, WrongTypeNamesTheField) {
 
 TEST(Spec, CaretPointsIntoTheQuotedPattern) {
   std::string e = errorOf("model:\n  pattern: \"M*Mx\"\n");
-  EXPECT_NE(e.find("spec.yaml:2:16: error: 'x' is not a layer symbol"), std::string::npos) << e;
-  EXPECT_NE(e.find("  pattern: \"M*Mx\"\n               ^"), std::string::npos) << e;
+  EXPECT_NE(e.find("spec.yaml:2:16: error: 'x' is not a layer symbol"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("  pattern: \"M*Mx\"\n               ^"), std::string::npos)
+      << e;
 }
 
 TEST(Spec, HeadsMustDivideHidden) {
   std::string e = errorOf("model:\n  pattern: M*\n  hidden_size: 100\n"
                           "  num_attention_heads: 8\n");
-  EXPECT_NE(e.find("spec.yaml:4:24: error: num_attention_heads (8) does not divide "
-                   "hidden_size (100)"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find("spec.yaml:4:24: error: num_attention_heads (8) does not divide "
+             "hidden_size (100)"),
+      std::string::npos)
       << e;
 }
 
 TEST(Spec, SegmentsMustBePpTimesVpp) {
   std::string e = errorOf("model:\n  pattern: \"M|M|M\"\nparallel:\n  pp: 2\n");
-  EXPECT_NE(e.find("spec.yaml:2:13: error: the pattern has 3 segments"), std::string::npos)
+  EXPECT_NE(e.find("spec.yaml:2:13: error: the pattern has 3 segments"),
+            std::string::npos)
       << e;
 }
 
 TEST(Spec, LayerKindNeedsItsDimensions) {
   std::string e = errorOf("model:\n  pattern: \"MME\"\n");
-  EXPECT_NE(e.find("spec.yaml:2:15: error: MoE layers ('E') need num_experts > 0"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find("spec.yaml:2:15: error: MoE layers ('E') need num_experts > 0"),
+      std::string::npos)
       << e;
 }
 
 TEST(Spec, YamlSyntaxErrorIsReported) {
   std::string e = errorOf("model:\n  pattern: *M\n");
-  EXPECT_NE(e.find("spec.yaml:2:3: error: the value of model.pattern starts with '*'"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find(
+          "spec.yaml:2:3: error: the value of model.pattern starts with '*'"),
+      std::string::npos)
       << e;
   EXPECT_NE(e.find("quote the value"), std::string::npos) << e;
   e = errorOf("model:\n  pattern: [M\n");
-  EXPECT_NE(e.find("spec.yaml:2:14: error: Could not find closing ]"), std::string::npos) << e;
+  EXPECT_NE(e.find("spec.yaml:2:14: error: Could not find closing ]"),
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
 }
 
 TEST(Spec, DuplicateKey) {
   std::string e = errorOf("model:\n  pattern: M\n  pattern: MM\n");
-  EXPECT_NE(e.find("spec.yaml:3:3: error: duplicate key 'model.pattern'"), std::string::npos)
+  EXPECT_NE(e.find("spec.yaml:3:3: error: duplicate key 'model.pattern'"),
+            std::string::npos)
       << e;
 }
 
 TEST(Spec, RatiosAllocateAPattern) {
-  ModelSpec s = load("model:\n  num_layers: 10\n  attention_ratio: 0.3\n  mlp_ratio: 0.3\n");
+  ModelSpec s = load(
+      "model:\n  num_layers: 10\n  attention_ratio: 0.3\n  mlp_ratio: 0.3\n");
   EXPECT_EQ(s.pattern.text, "M-*MM*-*M-");
 }
 
 TEST(Spec, LayoutStringPlacesAPlainPattern) {
-  ModelSpec s = load("model:\n  pattern: \"MMMM\"\nparallel:\n  pp: 2\n  layout: \"Et|tt|t|L\"\n"
+  ModelSpec s = load("model:\n  pattern: \"MMMM\"\nparallel:\n  pp: 2\n  "
+                     "layout: \"Et|tt|t|L\"\n"
                      "  schedule: interleaved-1f1b\n");
   ASSERT_EQ(s.placement.stages.size(), 4u);
   EXPECT_EQ(s.placement.stages[1].layerNumbers, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(s.placement.stages[3].layers, "");
   std::string e = errorOf("model:\n  pattern: \"MMMM\"\nparallel:\n  pp: 2\n"
                           "  layout: \"Et|tt|tx|L\"\n");
-  EXPECT_NE(e.find("spec.yaml:5:19: error: 'x' is not a layout letter"), std::string::npos)
+  EXPECT_NE(e.find("spec.yaml:5:19: error: 'x' is not a layout letter"),
+            std::string::npos)
       << e;
 }
 
 TEST(Spec, ScheduleMustFitVirtualStages) {
-  std::string e = errorOf("model:\n  pattern: \"M|M|M|M\"\nparallel:\n  pp: 2\n");
-  EXPECT_NE(e.find("schedule '1f1b' runs one stage per rank"), std::string::npos) << e;
+  std::string e =
+      errorOf("model:\n  pattern: \"M|M|M|M\"\nparallel:\n  pp: 2\n");
+  EXPECT_NE(e.find("schedule '1f1b' runs one stage per rank"),
+            std::string::npos)
+      << e;
   e = errorOf("model:\n  pattern: \"MM\"\nparallel:\n  schedule: 1f1c\n");
   EXPECT_NE(e.find("did you mean '1f1b'?"), std::string::npos) << e;
 }
@@ -129,29 +152,36 @@ TEST(Spec, ScheduleMustFitVirtualStages) {
 TEST(Spec, EmptyAndNonMappingSpecs) {
   EXPECT_NE(errorOf("").find("the spec is empty"), std::string::npos);
   EXPECT_NE(errorOf("- a\n- b\n").find("must be a mapping"), std::string::npos);
-  EXPECT_NE(errorOf("model: 3\n").find("'model' must be a mapping"), std::string::npos);
+  EXPECT_NE(errorOf("model: 3\n").find("'model' must be a mapping"),
+            std::string::npos);
 }
 
 TEST(Spec, HugeLayerCountIsRefusedNotAllocated) {
-  std::string e = errorOf("model:\n  num_layers: 139999999999\n  mlp_ratio: 0.2\n");
-  EXPECT_NE(e.find("spec.yaml:2:15: error: num_layers 139999999999 is more than hypipe supports"),
+  std::string e =
+      errorOf("model:\n  num_layers: 139999999999\n  mlp_ratio: 0.2\n");
+  EXPECT_NE(e.find("spec.yaml:2:15: error: num_layers 139999999999 is more "
+                   "than hypipe supports"),
             std::string::npos)
       << e;
 }
 
 TEST(Spec, BrokenEntriesAreErrorsNotCrashes) {
-  // Inputs the spec fuzzer found crashing an earlier loader (null and range-less nodes).
-  for (const char *text : {"model:\n  ? [a\n", "model:\n  pattern: \"M*\"\n  :\n",
-                           "model: {pattern: M, : x}\n", "model:\n  pattern: !!str\n"}) {
+  // Inputs the spec fuzzer found crashing an earlier loader (null and
+  // range-less nodes).
+  for (const char *text :
+       {"model:\n  ? [a\n", "model:\n  pattern: \"M*\"\n  :\n",
+        "model: {pattern: M, : x}\n", "model:\n  pattern: !!str\n"}) {
     std::string e = errorOf(text);
-    EXPECT_EQ(e.rfind("spec.yaml:", 0), 0u) << "input: " << text << "\nerror: " << e;
+    EXPECT_EQ(e.rfind("spec.yaml:", 0), 0u)
+        << "input: " << text << "\nerror: " << e;
   }
 }
 
 TEST(Spec, MissingFileIsAClearError) {
   auto spec = loadSpec("/nonexistent/spec.yaml");
   ASSERT_FALSE(static_cast<bool>(spec));
-  EXPECT_NE(llvm::toString(spec.takeError()).find("cannot read spec '/nonexistent/spec.yaml'"),
+  EXPECT_NE(llvm::toString(spec.takeError())
+                .find("cannot read spec '/nonexistent/spec.yaml'"),
             std::string::npos);
 }
 

@@ -14,13 +14,16 @@ inline SourceError sourceErrorOf(llvm::Error err) {
   bool found = false;
   llvm::handleAllErrors(
       std::move(err), [&](const SourceError &e) { out = e, found = true; },
-      [&](const llvm::ErrorInfoBase &e) { ADD_FAILURE() << "not a SourceError: " << e.message(); });
+      [&](const llvm::ErrorInfoBase &e) {
+        ADD_FAILURE() << "not a SourceError: " << e.message();
+      });
   EXPECT_TRUE(found);
   return out;
 }
 
 template <typename T> SourceError expectSourceError(llvm::Expected<T> result) {
-  EXPECT_FALSE(static_cast<bool>(result)) << "expected the input to be rejected";
+  EXPECT_FALSE(static_cast<bool>(result))
+      << "expected the input to be rejected";
   if (result)
     return SourceError(0, "", "");
   return sourceErrorOf(result.takeError());

@@ -1,4 +1,5 @@
-//===- Commands.h - the hypipe subcommands ---------------------------------===//
+//===- Commands.h - the hypipe subcommands
+//---------------------------------===//
 #ifndef HYPIPE_TOOLS_HYPIPE_COMMANDS_H
 #define HYPIPE_TOOLS_HYPIPE_COMMANDS_H
 

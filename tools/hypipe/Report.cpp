@@ -16,7 +16,8 @@ void printTable(const std::vector<std::vector<std::string>> &rows) {
   std::vector<bool> rightAligned(columns, true); // numbers, below the header
   auto numeric = [](const std::string &s) {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-      return std::isdigit(static_cast<unsigned char>(c)) || c == ',' || c == '.';
+      return std::isdigit(static_cast<unsigned char>(c)) || c == ',' ||
+             c == '.';
     });
   };
   for (size_t r = 0; r < rows.size(); ++r)
@@ -47,7 +48,8 @@ std::string rangeText(const std::vector<int64_t> &numbers) {
   return fmt::format("{}-{}", numbers.front(), numbers.back());
 }
 
-nlohmann::ordered_json hybridLayoutJson(const HybridPattern &pattern, const PatternPlacement &placement) {
+nlohmann::ordered_json hybridLayoutJson(const HybridPattern &pattern,
+                                        const PatternPlacement &placement) {
   nlohmann::ordered_json out;
   out["kind"] = "hybrid";
   out["num_layers"] = pattern.numLayers();
@@ -77,7 +79,8 @@ nlohmann::ordered_json hybridLayoutJson(const HybridPattern &pattern, const Patt
   return out;
 }
 
-nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout, bool mtpStandalone) {
+nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout,
+                                          bool mtpStandalone) {
   nlohmann::ordered_json out;
   int64_t mtp = layout.count('m');
   out["kind"] = "layout";
@@ -87,7 +90,8 @@ nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout, bool mtp
   out["vpp"] = layout.vpp;
   out["expanded"] = layout.expanded;
   if (mtp > 0)
-    out["mtp"] = {{"pattern", "m"}, {"depths", mtp}, {"standalone", mtpStandalone}};
+    out["mtp"] = {
+        {"pattern", "m"}, {"depths", mtp}, {"standalone", mtpStandalone}};
   else
     out["mtp"] = nullptr;
   out["stages"] = nlohmann::ordered_json::array();
@@ -109,7 +113,8 @@ nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout, bool mtp
   return out;
 }
 
-std::string pinnedPattern(const HybridPattern &pattern, const PatternPlacement &placement) {
+std::string pinnedPattern(const HybridPattern &pattern,
+                          const PatternPlacement &placement) {
   std::string out;
   for (const PatternStage &s : placement.stages) {
     if (s.index > 0)

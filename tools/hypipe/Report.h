@@ -21,14 +21,17 @@ std::string rangeText(const std::vector<int64_t> &numbers);
 
 /// The `hypipe layout --json` document of a hybrid pattern placement
 /// (docs/cli.md).
-nlohmann::ordered_json hybridLayoutJson(const HybridPattern &pattern, const PatternPlacement &placement);
+nlohmann::ordered_json hybridLayoutJson(const HybridPattern &pattern,
+                                        const PatternPlacement &placement);
 
 /// The `hypipe layout --kind layout --json` document.
-nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout, bool mtpStandalone);
+nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout,
+                                          bool mtpStandalone);
 
 /// The pattern with `|` at the placement's stage boundaries, and the MTP
 /// parts after `/`: what a user pins to keep this split.
-std::string pinnedPattern(const HybridPattern &pattern, const PatternPlacement &placement);
+std::string pinnedPattern(const HybridPattern &pattern,
+                          const PatternPlacement &placement);
 
 } // namespace hypipe::cli
 

@@ -49,9 +49,11 @@ struct CompileOptions {
 
 int runCompile(const CompileOptions &o) {
   if (o.emit != "mlir") {
-    llvm::errs() << "error: only --emit=mlir is available in this version; the compiled "
-                    "artifact comes with the CPU lowering\n"
-                    "help: run `hypipe compile " << o.spec << " --emit=mlir`\n";
+    llvm::errs()
+        << "error: only --emit=mlir is available in this version; the compiled "
+           "artifact comes with the CPU lowering\n"
+           "help: run `hypipe compile "
+        << o.spec << " --emit=mlir`\n";
     return 1;
   }
   auto spec = load(o.spec);
@@ -137,16 +139,17 @@ int runExplain(const ExplainOptions &o) {
     out["parameters"] = total;
     out["stages"] = nlohmann::ordered_json::array();
     for (const PatternStage &s : placement.stages)
-      out["stages"].push_back({{"index", s.index},
-                               {"pp_rank", s.ppRank},
-                               {"vp_stage", s.vpStage},
-                               {"layers", s.layers},
-                               {"layer_numbers", s.layerNumbers},
-                               {"embedding", s.index == 0},
-                               {"head", s.index == last},
-                               {"mtp", mtpStage && s.index == *mtpStage},
-                               {"parameters", stageParams[s.index].params},
-                               {"parameters_exact", !stageParams[s.index].approximate}});
+      out["stages"].push_back(
+          {{"index", s.index},
+           {"pp_rank", s.ppRank},
+           {"vp_stage", s.vpStage},
+           {"layers", s.layers},
+           {"layer_numbers", s.layerNumbers},
+           {"embedding", s.index == 0},
+           {"head", s.index == last},
+           {"mtp", mtpStage && s.index == *mtpStage},
+           {"parameters", stageParams[s.index].params},
+           {"parameters_exact", !stageParams[s.index].approximate}});
     out["ranks"] = nlohmann::ordered_json::array();
     for (int64_t r = 0; r < placement.pp; ++r)
       out["ranks"].push_back({{"pp_rank", r}, {"parameters", rankParams[r]}});
@@ -154,14 +157,17 @@ int runExplain(const ExplainOptions &o) {
     return 0;
   }
 
-  std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n", spec->file,
-                           spec->name, spec->pattern.numLayers(), withCommas(total));
-  std::cout << fmt::format("parallel: pp={} vpp={} dp={} schedule={} microbatches={}\n",
-                           placement.pp, placement.vpp, spec->parallel.dp,
-                           spec->parallel.schedule, spec->parallel.microbatches);
+  std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n",
+                           spec->file, spec->name, spec->pattern.numLayers(),
+                           withCommas(total));
+  std::cout << fmt::format(
+      "parallel: pp={} vpp={} dp={} schedule={} microbatches={}\n",
+      placement.pp, placement.vpp, spec->parallel.dp, spec->parallel.schedule,
+      spec->parallel.microbatches);
   std::cout << fmt::format("pattern: {}\n\n", pinned);
-  std::vector<std::vector<std::string>> rows{
-      {"stage", "pp_rank", "vp_stage", "layers", "layer_numbers", "parameters"}};
+  std::vector<std::vector<std::string>> rows{{"stage", "pp_rank", "vp_stage",
+                                              "layers", "layer_numbers",
+                                              "parameters"}};
   for (const PatternStage &s : placement.stages) {
     std::string layers = s.layers;
     if (s.index == 0)
@@ -174,7 +180,8 @@ int runExplain(const ExplainOptions &o) {
     if (stageParams[s.index].approximate)
       params += " (+ G/D/+ layers, not counted)";
     rows.push_back({std::to_string(s.index), std::to_string(s.ppRank),
-                    std::to_string(s.vpStage), layers, rangeText(s.layerNumbers), params});
+                    std::to_string(s.vpStage), layers,
+                    rangeText(s.layerNumbers), params});
   }
   printTable(rows);
   std::cout << "\n";
@@ -191,16 +198,19 @@ void addCompileCommand(CLI::App &app, Runner &run) {
   auto o = std::make_shared<CompileOptions>();
   CLI::App *sub = app.add_subcommand("compile", "Compile a model spec");
   sub->add_option("spec", o->spec, "model spec (YAML)")->required();
-  sub->add_option("--emit", o->emit, "what to produce: mlir (the hybrid-dialect model)")
+  sub->add_option("--emit", o->emit,
+                  "what to produce: mlir (the hybrid-dialect model)")
       ->required();
-  sub->add_option("-o,--output", o->output, "output file ('-' for stdout)")->default_val("-");
+  sub->add_option("-o,--output", o->output, "output file ('-' for stdout)")
+      ->default_val("-");
   sub->callback([o, &run] { run = [o] { return runCompile(*o); }; });
 }
 
 void addExplainCommand(CLI::App &app, Runner &run) {
   auto o = std::make_shared<ExplainOptions>();
-  CLI::App *sub = app.add_subcommand(
-      "explain", "Show the stage table of a spec: layers and parameters per stage and rank");
+  CLI::App *sub =
+      app.add_subcommand("explain", "Show the stage table of a spec: layers "
+                                    "and parameters per stage and rank");
   sub->add_option("spec", o->spec, "model spec (YAML)")->required();
   sub->add_flag("--json", o->json, "print JSON (format in docs/cli.md)");
   sub->callback([o, &run] { run = [o] { return runExplain(*o); }; });
