@@ -87,6 +87,8 @@ const std::vector<Field> &parallelFields() {
       HYPIPE_FIELD("first_stage_layers", d.spec.parallel.firstStageLayers),
       HYPIPE_FIELD("last_stage_layers", d.spec.parallel.lastStageLayers),
       HYPIPE_FIELD("layout", d.spec.parallel.layout),
+      HYPIPE_FIELD("objective", d.spec.parallel.objective),
+      HYPIPE_FIELD("max_memory_gib", d.spec.parallel.maxMemoryGiB),
   };
   return fields;
 }
@@ -677,6 +679,12 @@ llvm::Error Loader::check() {
     if (spec.pattern.hasMtp() && !placement.mtpOn)
       placement.mtpOn = {layout->pp - 1, layout->vpp - 1};
     spec.placement = std::move(placement);
+  } else if (!spec.pattern.hasPipes() && !par.firstStageLayers && !par.lastStageLayers &&
+             par.pp * draft.vpp.value_or(1) > 1) {
+    // The compiler balances the stages; done once the rest is checked.
+    spec.autoPartitioned = true;
+    spec.placement.pp = par.pp;
+    spec.placement.vpp = draft.vpp.value_or(1);
   } else {
     auto placement = placeHybridPattern(spec.pattern, options);
     if (!placement) {
@@ -763,10 +771,53 @@ llvm::Error Loader::check() {
     return error(nodeFor("data", "format"),
                  fmt::format("unknown data format '{}'", spec.data.format),
                  "use text (raw bytes) or indexed (Megatron .bin/.idx)");
+
+  if (par.objective != "time" && par.objective != "params")
+    return error(nodeFor("parallel", "objective"),
+                 fmt::format("unknown partition objective '{}'", par.objective),
+                 "use time (balance FLOPs) or params (balance parameters)");
+  if (par.maxMemoryGiB && !(*par.maxMemoryGiB > 0))
+    return error(nodeFor("parallel", "max_memory_gib"), "parallel.max_memory_gib must be positive",
+                 "give the memory of one device in GiB, e.g. 80");
+  if (spec.autoPartitioned) {
+    auto balanced = autoPartition(spec.partitionRequest());
+    if (!balanced) {
+      yaml::Node *at = par.maxMemoryGiB ? nodeFor("parallel", "max_memory_gib")
+                                        : (patternNode ? patternNode : nodeFor("model", "pattern"));
+      std::string message = llvm::toString(balanced.takeError());
+      auto [first, help] = llvm::StringRef(message).split("; ");
+      return error(at, first, help);
+    }
+    spec.placement = std::move(balanced->placement);
+  } else if (par.maxMemoryGiB || valueNodes.count("parallel.objective")) {
+    return error(nodeFor("parallel", par.maxMemoryGiB ? "max_memory_gib" : "objective"),
+                 "objective and max_memory_gib steer the automatic split, but this spec "
+                 "places its layers itself",
+                 "remove them, or remove the '|' (or layout / first/last stage layers) to let "
+                 "hypipe split the pattern");
+  }
   return llvm::Error::success();
 }
 
 } // namespace
+
+AutoPartitionRequest ModelSpec::partitionRequest() const {
+  AutoPartitionRequest r;
+  r.dims = dims;
+  r.settings.seqLength = training.seqLength;
+  r.settings.microBatchSize = training.microBatchSize;
+  r.settings.bf16 = training.dtype == "bf16";
+  r.layers = pattern.layers();
+  r.mtpLayers = pattern.mtp;
+  r.mtpDepths = pattern.mtpDepths;
+  r.pp = placement.pp;
+  r.vpp = placement.vpp;
+  r.schedule = parallel.schedule;
+  r.microbatches = parallel.microbatches;
+  r.objective = parallel.objective;
+  r.maxMemoryGiB = parallel.maxMemoryGiB;
+  return r;
+}
 
 llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,
                                     llvm::StringRef bufferName) {

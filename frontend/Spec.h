@@ -9,6 +9,7 @@
 #ifndef HYPIPE_FRONTEND_SPEC_H
 #define HYPIPE_FRONTEND_SPEC_H
 
+#include "frontend/AutoPartition.h"
 #include "frontend/HybridPattern.h"
 #include "frontend/ModelDims.h"
 
@@ -29,6 +30,8 @@ struct ParallelSpec {
   std::optional<int64_t> firstStageLayers;
   std::optional<int64_t> lastStageLayers;
   std::string layout; ///< Optional Megatron layout string (`E t m L`).
+  std::string objective = "time";     ///< auto-partition objective
+  std::optional<double> maxMemoryGiB; ///< auto-partition memory cap per rank
 };
 
 struct TrainingSpec {
@@ -59,9 +62,14 @@ struct ModelSpec {
   ParallelSpec parallel;
   TrainingSpec training;
   DataSpec data;
-  /// Every main layer's (pp_rank, vp_stage), from `|`, the layout string, or
-  /// the even split.
+  /// Every main layer's (pp_rank, vp_stage), from `|`, the layout string,
+  /// Megatron's first/last split, or the balanced auto-partition.
   PatternPlacement placement;
+  /// True when the compiler chose the split (a pattern without `|`).
+  bool autoPartitioned = false;
+
+  /// The cost-model inputs of this spec, for its current placement's pp/vpp.
+  AutoPartitionRequest partitionRequest() const;
 };
 
 /// Loads and checks a spec. On failure the error's message is the complete

@@ -13,3 +13,4 @@ config.environment["PATH"] = os.pathsep.join(
     [config.hypipe_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%examples", os.path.join(config.hypipe_src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "cli", "Inputs")))
+config.substitutions.append(("%python", "/usr/bin/python3"))

@@ -16,6 +16,7 @@ using Runner = std::function<int()>;
 void addLayoutCommand(CLI::App &app, Runner &run);
 void addCompileCommand(CLI::App &app, Runner &run);
 void addExplainCommand(CLI::App &app, Runner &run);
+void addPartitionCommand(CLI::App &app, Runner &run);
 
 } // namespace hypipe::cli
 

@@ -1,6 +1,6 @@
 //===- SpecCommands.cpp - `hypipe compile` and `hypipe explain` -----------===//
 #include "frontend/BuildModel.h"
-#include "frontend/ParameterCount.h"
+#include "frontend/CostModel.h"
 #include "frontend/Spec.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
@@ -83,47 +83,45 @@ struct ExplainOptions {
   bool json = false;
 };
 
+std::string gflop(int64_t flops) { return fmt::format("{:.4g}", flops / 1e9); }
+std::string mib(int64_t bytes) { return fmt::format("{:.4g}", bytes / (1024.0 * 1024.0)); }
+std::string gib(int64_t bytes) {
+  return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
 int runExplain(const ExplainOptions &o) {
   auto spec = load(o.spec);
   if (!spec)
     return 1;
-  const ModelDims &dims = spec->dims;
   const PatternPlacement &placement = spec->placement;
-  int64_t last = static_cast<int64_t>(placement.stages.size()) - 1;
-  std::optional<int64_t> mtpStage;
-  if (placement.mtpOn)
-    mtpStage = placement.mtpOn->second * placement.pp + placement.mtpOn->first;
+  AutoPartitionRequest request = spec->partitionRequest();
+  std::vector<ItemCost> items =
+      modelItems(request.dims, request.settings, request.layers, request.mtpLayers,
+                 request.mtpDepths);
+  auto ranges = stageItemRanges(placement);
+  auto last = static_cast<int64_t>(placement.stages.size()) - 1;
 
-  struct StageParams {
-    int64_t params = 0;
-    bool approximate = false; // holds G/D/+ layers, not counted yet
-  };
-  std::vector<StageParams> stageParams(placement.stages.size());
-  std::vector<int64_t> rankParams(placement.pp, 0);
+  std::vector<ItemCost> stageCost(placement.stages.size());
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> rankRanges(placement.pp);
   for (const PatternStage &s : placement.stages) {
-    StageParams &p = stageParams[s.index];
-    if (s.index == 0)
-      p.params += embeddingParameters(dims);
-    for (char symbol : s.layers) {
-      if (auto n = layerParameters(symbol, dims))
-        p.params += *n;
-      else
-        p.approximate = true;
-    }
-    if (s.index == last)
-      p.params += headParameters(dims);
-    if (mtpStage && s.index == *mtpStage) {
-      for (int d = 0; d < spec->pattern.mtpDepths; ++d) {
-        p.params += mtpDepthParameters(dims);
-        for (char symbol : spec->pattern.mtp)
-          p.params += layerParameters(symbol, dims).value_or(0);
-      }
-    }
-    rankParams[s.ppRank] += p.params;
+    auto [begin, end] = ranges[s.index];
+    ItemCost &c = stageCost[s.index];
+    for (int64_t i = begin; i < end; ++i)
+      c += items[i];
+    c.sendBytes = s.index == last ? 0 : items[std::max<int64_t>(begin, end - 1)].sendBytes;
+    if (s.index != last && begin == end) // an empty stage passes the activations on
+      c.sendBytes = items[0].sendBytes;
+    rankRanges[s.ppRank].push_back(ranges[s.index]);
   }
+  std::vector<int64_t> rankParams(placement.pp, 0), rankMemory(placement.pp, 0);
   int64_t total = 0;
-  for (int64_t n : rankParams)
-    total += n;
+  for (const PatternStage &s : placement.stages)
+    rankParams[s.ppRank] += stageCost[s.index].params;
+  for (int64_t r = 0; r < placement.pp; ++r) {
+    rankMemory[r] = rankMemoryBytes(items, rankRanges[r], request, r);
+    total += rankParams[r];
+  }
+  bool exact = llvm::all_of(items, [](const ItemCost &c) { return c.modelled; });
   std::string pinned = pinnedPattern(spec->pattern, placement);
 
   if (o.json) {
@@ -131,68 +129,175 @@ int runExplain(const ExplainOptions &o) {
     out["spec"] = spec->file;
     out["model"] = spec->name;
     out["pattern"] = pinned;
+    out["auto_partitioned"] = spec->autoPartitioned;
     out["pp"] = placement.pp;
     out["vpp"] = placement.vpp;
     out["dp"] = spec->parallel.dp;
     out["schedule"] = spec->parallel.schedule;
     out["microbatches"] = spec->parallel.microbatches;
     out["parameters"] = total;
+    out["costs_exact"] = exact;
     out["stages"] = nlohmann::ordered_json::array();
-    for (const PatternStage &s : placement.stages)
-      out["stages"].push_back(
-          {{"index", s.index},
-           {"pp_rank", s.ppRank},
-           {"vp_stage", s.vpStage},
-           {"layers", s.layers},
-           {"layer_numbers", s.layerNumbers},
-           {"embedding", s.index == 0},
-           {"head", s.index == last},
-           {"mtp", mtpStage && s.index == *mtpStage},
-           {"parameters", stageParams[s.index].params},
-           {"parameters_exact", !stageParams[s.index].approximate}});
+    for (const PatternStage &s : placement.stages) {
+      const ItemCost &c = stageCost[s.index];
+      out["stages"].push_back({{"index", s.index},
+                               {"pp_rank", s.ppRank},
+                               {"vp_stage", s.vpStage},
+                               {"layers", s.layers},
+                               {"layer_numbers", s.layerNumbers},
+                               {"embedding", s.index == 0},
+                               {"head", s.index == last},
+                               {"parameters", c.params},
+                               {"forward_flops", c.forwardFlops},
+                               {"backward_input_flops", c.backwardInputFlops},
+                               {"backward_weight_flops", c.backwardWeightFlops},
+                               {"activation_bytes", c.activationBytes},
+                               {"send_bytes", c.sendBytes}});
+    }
     out["ranks"] = nlohmann::ordered_json::array();
     for (int64_t r = 0; r < placement.pp; ++r)
-      out["ranks"].push_back({{"pp_rank", r}, {"parameters", rankParams[r]}});
+      out["ranks"].push_back(
+          {{"pp_rank", r},
+           {"parameters", rankParams[r]},
+           {"microbatches_in_flight",
+            peakMicrobatchesInFlight(request.schedule, request.pp, request.vpp,
+                                     request.microbatches, r)},
+           {"memory_bytes", rankMemory[r]}});
     std::cout << out.dump(2) << "\n";
     return 0;
   }
 
-  std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n",
-                           spec->file, spec->name, spec->pattern.numLayers(),
-                           withCommas(total));
-  std::cout << fmt::format(
-      "parallel: pp={} vpp={} dp={} schedule={} microbatches={}\n",
-      placement.pp, placement.vpp, spec->parallel.dp, spec->parallel.schedule,
-      spec->parallel.microbatches);
-  std::cout << fmt::format("pattern: {}\n\n", pinned);
-  std::vector<std::vector<std::string>> rows{{"stage", "pp_rank", "vp_stage",
-                                              "layers", "layer_numbers",
-                                              "parameters"}};
+  std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n", spec->file,
+                           spec->name, spec->pattern.numLayers(), withCommas(total));
+  std::cout << fmt::format("parallel: pp={} vpp={} dp={} schedule={} microbatches={}; "
+                           "per microbatch: {} tokens, {}\n",
+                           placement.pp, placement.vpp, spec->parallel.dp,
+                           spec->parallel.schedule, spec->parallel.microbatches,
+                           request.settings.tokens(), spec->training.dtype);
+  std::cout << fmt::format("pattern: {}{}\n\n", pinned,
+                           spec->autoPartitioned
+                               ? fmt::format("   (balanced by {}; pin it to keep it)",
+                                             spec->parallel.objective)
+                               : "");
+  std::vector<std::vector<std::string>> rows{{"stage", "pp_rank", "vp_stage", "layers",
+                                              "layer_numbers", "parameters", "fwd_GFLOP",
+                                              "bwd_I_GFLOP", "bwd_W_GFLOP", "act_MiB",
+                                              "send_MiB"}};
   for (const PatternStage &s : placement.stages) {
+    const ItemCost &c = stageCost[s.index];
     std::string layers = s.layers;
     if (s.index == 0)
       layers = "[emb] " + layers;
     if (s.index == last)
-      layers += " [head]";
-    if (mtpStage && s.index == *mtpStage)
-      layers += fmt::format(" [mtp x{}]", spec->pattern.mtpDepths);
-    std::string params = withCommas(stageParams[s.index].params);
-    if (stageParams[s.index].approximate)
-      params += " (+ G/D/+ layers, not counted)";
+      layers += spec->pattern.hasMtp()
+                    ? fmt::format(" [head, mtp x{}]", spec->pattern.mtpDepths)
+                    : std::string(" [head]");
     rows.push_back({std::to_string(s.index), std::to_string(s.ppRank),
-                    std::to_string(s.vpStage), layers,
-                    rangeText(s.layerNumbers), params});
+                    std::to_string(s.vpStage), layers, rangeText(s.layerNumbers),
+                    withCommas(c.params), gflop(c.forwardFlops), gflop(c.backwardInputFlops),
+                    gflop(c.backwardWeightFlops), mib(c.activationBytes), mib(c.sendBytes)});
   }
   printTable(rows);
   std::cout << "\n";
-  std::vector<std::vector<std::string>> rankRows{{"pp_rank", "parameters"}};
+  std::vector<std::vector<std::string>> rankRows{
+      {"pp_rank", "parameters", "microbatches_in_flight", "memory_GiB"}};
   for (int64_t r = 0; r < placement.pp; ++r)
-    rankRows.push_back({std::to_string(r), withCommas(rankParams[r])});
+    rankRows.push_back({std::to_string(r), withCommas(rankParams[r]),
+                        fmt::format("{:.2f}", peakMicrobatchesInFlight(
+                                                  request.schedule, request.pp, request.vpp,
+                                                  request.microbatches, r)),
+                        gib(rankMemory[r])});
   printTable(rankRows);
+  if (!exact)
+    std::cout << "note: G, D and + layers are not in the cost model yet; their costs are "
+                 "counted as zero\n";
+  return 0;
+}
+
+struct PartitionOptions {
+  std::string spec;
+  std::optional<int64_t> pp, vpp;
+  std::optional<std::string> objective;
+  std::optional<double> maxMemoryGiB;
+  bool json = false;
+};
+
+int runPartition(const PartitionOptions &o) {
+  auto spec = load(o.spec);
+  if (!spec)
+    return 1;
+  AutoPartitionRequest request = spec->partitionRequest();
+  request.pp = o.pp.value_or(request.pp);
+  request.vpp = o.vpp.value_or(request.vpp);
+  request.objective = o.objective.value_or(request.objective);
+  if (o.maxMemoryGiB)
+    request.maxMemoryGiB = o.maxMemoryGiB;
+  if (request.pp < 1 || request.vpp < 1) {
+    llvm::errs() << "error: --pp and --vpp must be at least 1\n";
+    return 1;
+  }
+  auto result = autoPartition(request);
+  if (!result) {
+    std::string message = llvm::toString(result.takeError());
+    auto [first, help] = llvm::StringRef(message).split("; ");
+    llvm::errs() << "error: " << first << "\n";
+    if (!help.empty())
+      llvm::errs() << "help: " << help << "\n";
+    return 1;
+  }
+  if (o.json) {
+    nlohmann::ordered_json out;
+    out["objective"] = request.objective;
+    out["pp"] = request.pp;
+    out["vpp"] = request.vpp;
+    out["items"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < result->items.size(); ++i)
+      out["items"].push_back({{"name", result->items[i].name}, {"cost", result->costs[i]}});
+    out["segments"] = result->partition.segmentSizes;
+    out["max_segment_cost"] = result->partition.maxSegmentCost;
+    out["pattern"] = result->pattern;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{} items (embedding, {} layers, head) into {} segments (pp={} "
+                           "vpp={}), objective {}\n",
+                           result->items.size(), request.layers.size(),
+                           request.pp * request.vpp, request.pp, request.vpp, request.objective);
+  std::vector<std::vector<std::string>> rows{{"segment", "pp_rank", "vp_stage", "items", "cost"}};
+  size_t item = 0;
+  for (size_t s = 0; s < result->partition.segmentSizes.size(); ++s) {
+    int64_t cost = 0;
+    std::string names;
+    for (int64_t j = 0; j < result->partition.segmentSizes[s]; ++j, ++item) {
+      cost += result->costs[item];
+      names += result->items[item].name.size() == 1 ? result->items[item].name
+                                                     : "[" + result->items[item].name + "]";
+    }
+    rows.push_back({std::to_string(s), std::to_string(s % request.pp),
+                    std::to_string(s / request.pp), names.empty() ? "(empty)" : names,
+                    withCommas(cost)});
+  }
+  printTable(rows);
+  std::cout << fmt::format("max segment cost: {}\npattern: {}\n",
+                           withCommas(result->partition.maxSegmentCost), result->pattern);
   return 0;
 }
 
 } // namespace
+
+void addPartitionCommand(CLI::App &app, Runner &run) {
+  auto o = std::make_shared<PartitionOptions>();
+  CLI::App *sub = app.add_subcommand(
+      "partition", "Balance a pattern's layers over pp * vpp stages with the cost model");
+  sub->add_option("spec", o->spec, "model spec (YAML)")->required();
+  sub->add_option("--pp", o->pp, "pipeline-parallel size (default: the spec's)");
+  sub->add_option("--vpp", o->vpp, "virtual stages per rank (default: the spec's)");
+  sub->add_option("--objective", o->objective, "what to balance: time (FLOPs) or params")
+      ->check(CLI::IsMember({"time", "params"}));
+  sub->add_option("--max-memory-gib", o->maxMemoryGiB, "memory cap per rank in GiB");
+  sub->add_flag("--json", o->json, "print JSON (format in docs/cli.md)");
+  sub->callback([o, &run] { run = [o] { return runPartition(*o); }; });
+}
 
 void addCompileCommand(CLI::App &app, Runner &run) {
   auto o = std::make_shared<CompileOptions>();

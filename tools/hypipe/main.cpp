@@ -9,6 +9,7 @@ int main(int argc, char **argv) {
   hypipe::cli::addLayoutCommand(app, run);
   hypipe::cli::addCompileCommand(app, run);
   hypipe::cli::addExplainCommand(app, run);
+  hypipe::cli::addPartitionCommand(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {

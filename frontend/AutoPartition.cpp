@@ -1,0 +1,138 @@
+//===- AutoPartition.cpp --------------------------------------------------===//
+#include "frontend/AutoPartition.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace hypipe {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+llvm::Error fail(std::string message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+std::string describeItems(const std::vector<ItemCost> &items, int64_t begin, int64_t end) {
+  auto name = [&](int64_t i) {
+    if (i == 0)
+      return std::string("the embedding");
+    if (i + 1 == static_cast<int64_t>(items.size()))
+      return std::string("the head");
+    return fmt::format("layer {} ('{}')", i, items[i].name);
+  };
+  if (end - begin == 1)
+    return name(begin);
+  return fmt::format("{} to {}", name(begin), name(end - 1));
+}
+
+} // namespace
+
+int64_t rankMemoryBytes(const std::vector<ItemCost> &items,
+                        const std::vector<std::pair<int64_t, int64_t>> &ranges,
+                        const AutoPartitionRequest &r, int64_t ppRank) {
+  int64_t params = 0, activations = 0, stages = 0;
+  for (auto [begin, end] : ranges) {
+    for (int64_t i = begin; i < end; ++i) {
+      params += items[i].params;
+      activations += items[i].activationBytes;
+    }
+    ++stages;
+  }
+  double inFlight = peakMicrobatchesInFlight(r.schedule, r.pp, r.vpp, r.microbatches, ppRank);
+  int64_t p2p = 2 * stages * r.settings.tokens() * r.dims.hidden *
+                r.settings.activationBytesPerElement();
+  return params * trainingBytesPerParameter(r.settings.bf16) +
+         static_cast<int64_t>(std::ceil(inFlight * static_cast<double>(activations))) + p2p;
+}
+
+std::vector<std::pair<int64_t, int64_t>> stageItemRanges(const PatternPlacement &placement) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  int64_t next = 0;
+  auto last = static_cast<int64_t>(placement.stages.size()) - 1;
+  for (const PatternStage &stage : placement.stages) {
+    int64_t count = static_cast<int64_t>(stage.layers.size()) + (stage.index == 0 ? 1 : 0) +
+                    (stage.index == last ? 1 : 0);
+    ranges.push_back({next, next + count});
+    next += count;
+  }
+  return ranges;
+}
+
+llvm::Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
+  if (r.objective != "time" && r.objective != "params")
+    return fail(fmt::format("unknown partition objective '{}': use time or params", r.objective));
+  AutoPartitionResult result;
+  result.items = modelItems(r.dims, r.settings, r.layers, r.mtpLayers, r.mtpDepths);
+  for (const ItemCost &item : result.items) {
+    if (!item.modelled && r.objective == "time")
+      return fail(fmt::format("the cost model has no FLOP count for '{}' layers, so it cannot "
+                              "balance them by time; use objective params, or place the "
+                              "layers yourself with '|'",
+                              item.name));
+    result.costs.push_back(r.objective == "time" ? item.totalFlops() : item.params);
+  }
+
+  int64_t segments = r.pp * r.vpp;
+  SegmentFits fits;
+  std::optional<int64_t> capBytes;
+  if (r.maxMemoryGiB) {
+    capBytes = static_cast<int64_t>(*r.maxMemoryGiB * kGiB);
+    // A segment is one rank's stage; with vpp > 1 each stage gets an equal
+    // share of the rank's cap (sufficient, not necessary: see docs/passes.md).
+    fits = [&, cap = *capBytes](int64_t segment, int64_t begin, int64_t end) {
+      int64_t bytes = rankMemoryBytes(result.items, {{begin, end}}, r, segment % r.pp);
+      return bytes * r.vpp <= cap;
+    };
+  }
+  auto partition = partitionMinMax(result.costs, segments, fits);
+  if (!partition) {
+    std::string message;
+    llvm::handleAllErrors(
+        partition.takeError(),
+        [&](const PartitionInfeasible &e) {
+          int64_t rank = e.segment % r.pp;
+          int64_t needed =
+              rankMemoryBytes(result.items, {{e.begin, e.end}}, r, rank) * r.vpp;
+          message = fmt::format(
+              "pp_rank {} cannot fit {} under max_memory_gib {:.2f}: it needs {:.2f} GiB "
+              "({:.2f} GiB short)",
+              rank, describeItems(result.items, e.begin, e.end), *r.maxMemoryGiB,
+              needed / kGiB, (needed - *capBytes) / kGiB);
+        },
+        [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
+    return fail(message + "; raise max_memory_gib, or use more pipeline ranks");
+  }
+  result.partition = std::move(*partition);
+
+  // Layers per segment: the embedding and the head are not pattern layers.
+  auto numItems = static_cast<int64_t>(result.items.size());
+  PatternPlacement &placement = result.placement;
+  placement.pp = r.pp;
+  placement.vpp = r.vpp;
+  placement.virtualStages = r.vpp > 1;
+  int64_t item = 0, layerOffset = 0;
+  for (int64_t s = 0; s < segments; ++s) {
+    PatternStage stage{s, s % r.pp, s / r.pp, "", layerOffset, {}};
+    for (int64_t j = 0; j < result.partition.segmentSizes[s]; ++j, ++item) {
+      if (item == 0 || item == numItems - 1)
+        continue;
+      stage.layers.push_back(r.layers[item - 1]);
+      stage.layerNumbers.push_back(item);
+    }
+    layerOffset += static_cast<int64_t>(stage.layers.size());
+    if (s > 0)
+      result.pattern += '|';
+    result.pattern += stage.layers;
+    placement.stages.push_back(std::move(stage));
+  }
+  for (int d = 0; d < r.mtpDepths; ++d)
+    result.pattern += "/" + r.mtpLayers;
+  if (r.mtpDepths > 0)
+    placement.mtpOn = {r.pp - 1, r.vpp - 1};
+  return result;
+}
+
+} // namespace hypipe

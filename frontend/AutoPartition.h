@@ -1,0 +1,61 @@
+//===- AutoPartition.h - balanced stages from the cost model --------------===//
+//
+// Chooses where a pattern without `|` is split into pp * vpp segments: the
+// items are the embedding, every layer and the head (with MTP), their costs
+// come from the cost model (FLOPs for `time`, parameters for `params`), and
+// the split minimises the most expensive segment exactly, optionally under a
+// per-rank memory cap. Used by the spec loader, `hypipe partition` and the
+// `hybrid-auto-partition` pass.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_FRONTEND_AUTOPARTITION_H
+#define HYPIPE_FRONTEND_AUTOPARTITION_H
+
+#include "frontend/CostModel.h"
+#include "frontend/HybridPattern.h"
+#include "frontend/Partitioner.h"
+
+#include <optional>
+
+namespace hypipe {
+
+struct AutoPartitionRequest {
+  ModelDims dims;
+  CostSettings settings;
+  std::string layers;    ///< main layers, no `|`
+  std::string mtpLayers; ///< one MTP depth ("" without MTP)
+  int mtpDepths = 0;
+  int64_t pp = 1;
+  int64_t vpp = 1;
+  std::string schedule = "1f1b";
+  int64_t microbatches = 1;
+  std::string objective = "time"; ///< "time" (FLOPs) or "params"
+  std::optional<double> maxMemoryGiB;
+};
+
+struct AutoPartitionResult {
+  std::vector<ItemCost> items;
+  std::vector<int64_t> costs; ///< per item, by the objective
+  Partition partition;
+  std::string pattern;        ///< the layers with `|` (and `/` MTP parts)
+  PatternPlacement placement;
+};
+
+/// Estimated peak bytes of rank `ppRank` for segments of the given item
+/// ranges ([begin, end) per segment it holds): parameters with their
+/// gradients and optimizer state, activations of the microbatches in flight,
+/// and two p2p buffers per stage.
+int64_t rankMemoryBytes(const std::vector<ItemCost> &items,
+                        const std::vector<std::pair<int64_t, int64_t>> &ranges,
+                        const AutoPartitionRequest &request, int64_t ppRank);
+
+/// The item range [begin, end) of every stage of `placement`, in stage
+/// order: items are the embedding (0), layers 1..N and the head (N+1).
+std::vector<std::pair<int64_t, int64_t>> stageItemRanges(const PatternPlacement &placement);
+
+/// The balanced split. Errors are plain messages that say what to change.
+llvm::Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &request);
+
+} // namespace hypipe
+
+#endif

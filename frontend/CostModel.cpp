@@ -1,0 +1,194 @@
+//===- CostModel.cpp ------------------------------------------------------===//
+#include "frontend/CostModel.h"
+
+#include <algorithm>
+
+namespace hypipe {
+
+namespace {
+
+/// A bias-free linear layer `in -> out` applied to `tokens` tokens: forward,
+/// input gradient and weight gradient are each one GEMM of 2*T*in*out FLOPs.
+void addLinear(ItemCost &c, int64_t tokens, int64_t in, int64_t out) {
+  c.params += in * out;
+  c.forwardFlops += 2 * tokens * in * out;
+  c.backwardInputFlops += 2 * tokens * in * out;
+  c.backwardWeightFlops += 2 * tokens * in * out;
+}
+
+int64_t upWidth(const ModelDims &d, int64_t ffn) {
+  return d.activation == "swiglu" ? 2 * ffn : ffn;
+}
+
+} // namespace
+
+ItemCost &ItemCost::operator+=(const ItemCost &o) {
+  params += o.params;
+  forwardFlops += o.forwardFlops;
+  backwardInputFlops += o.backwardInputFlops;
+  backwardWeightFlops += o.backwardWeightFlops;
+  activationBytes += o.activationBytes;
+  sendBytes = o.sendBytes;
+  modelled = modelled && o.modelled;
+  return *this;
+}
+
+std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
+                                  const CostSettings &s) {
+  const int64_t t = s.tokens(), h = d.hidden;
+  const int64_t e = s.activationBytesPerElement();
+  ItemCost c;
+  c.name = std::string(1, symbol);
+  c.params = h; // the pre-norm
+  c.sendBytes = t * h * e;
+  switch (symbol) {
+  case 'M': {
+    const int64_t inner = d.mambaInner(), groupsState = d.mambaNumGroups * d.mambaState;
+    const int64_t heads = d.mambaNumHeads;
+    const int64_t inProj = 2 * inner + 2 * groupsState + heads; // z, x, B, C, dt
+    const int64_t convChannels = inner + 2 * groupsState;
+    addLinear(c, t, h, inProj);
+    // Depthwise causal conv (weight and bias) and SiLU.
+    c.params += convChannels * d.mambaConvWidth + convChannels;
+    c.forwardFlops += 2 * t * convChannels * d.mambaConvWidth;
+    c.backwardInputFlops += 2 * t * convChannels * d.mambaConvWidth;
+    c.backwardWeightFlops += 2 * t * convChannels * d.mambaConvWidth;
+    // SSD recurrence: state update dt*B*x (2*T*inner*N) and output C*h
+    // (2*T*inner*N); its backward is all input-gradient work (2x forward).
+    const int64_t scan = 4 * t * inner * d.mambaState;
+    c.forwardFlops += scan;
+    c.backwardInputFlops += 2 * scan;
+    c.params += 3 * heads + inner; // A_log, D, dt_bias; gated RMSNorm weight
+    addLinear(c, t, inner, h);
+    // Kept: norm input, in_proj input, in_proj output, conv output, scan
+    // output, gated-norm output.
+    c.activationBytes = t * (2 * h + inProj + convChannels + 2 * inner) * e;
+    return c;
+  }
+  case '*': {
+    const int64_t k = d.kvChannels(), q = d.numHeads * k, kv = d.numQueryGroups * k;
+    addLinear(c, t, h, q + 2 * kv);
+    // Causal attention: QK^T and PV over the lower triangle, b*heads*s*s*k
+    // multiply-adds each; backward recomputes nothing and costs 2x forward.
+    const int64_t core = 2 * s.microBatchSize * d.numHeads * s.seqLength * s.seqLength * k;
+    c.forwardFlops += core;
+    c.backwardInputFlops += 2 * core;
+    addLinear(c, t, q, h);
+    // Kept: norm input, QKV input, Q/K/V, attention output, and the softmax
+    // log-sum-exp per head and token (flash-style, no s*s probabilities).
+    c.activationBytes = t * (2 * h + q + 2 * kv + q) * e + t * d.numHeads * 4;
+    return c;
+  }
+  case '-': {
+    const int64_t up = upWidth(d, d.ffnHidden);
+    addLinear(c, t, h, up);
+    addLinear(c, t, d.ffnHidden, h);
+    c.activationBytes = t * (2 * h + up + d.ffnHidden) * e;
+    return c;
+  }
+  case 'E': {
+    const int64_t f = d.expertFfnHidden(), up = upWidth(d, f), k = d.moeTopK;
+    addLinear(c, t, h, d.numExperts); // router
+    // Every expert's weights exist; each token runs through k of them.
+    ItemCost expert;
+    addLinear(expert, t * k, h, up);
+    addLinear(expert, t * k, f, h);
+    c.params += d.numExperts * (h * up + f * h);
+    c.forwardFlops += expert.forwardFlops;
+    c.backwardInputFlops += expert.backwardInputFlops;
+    c.backwardWeightFlops += expert.backwardWeightFlops;
+    c.activationBytes = t * (2 * h + d.numExperts) * e + t * k * (h + up + f) * e;
+    return c;
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
+ItemCost embeddingCost(const ModelDims &d, const CostSettings &s) {
+  ItemCost c;
+  c.name = "embedding";
+  c.params = d.vocab * d.hidden;
+  // A lookup; its weight gradient is a scatter-add of T*H.
+  c.backwardWeightFlops = s.tokens() * d.hidden;
+  c.activationBytes = s.tokens() * 8; // the token ids
+  c.sendBytes = s.tokens() * d.hidden * s.activationBytesPerElement();
+  return c;
+}
+
+ItemCost headCost(const ModelDims &d, const CostSettings &s) {
+  ItemCost c;
+  c.name = "head";
+  const int64_t t = s.tokens(), e = s.activationBytesPerElement();
+  addLinear(c, t, d.hidden, d.vocab);
+  c.params = d.hidden + (d.tieEmbeddings ? 0 : d.vocab * d.hidden);
+  // Kept: final-norm input, output-layer input, logits for the softmax.
+  c.activationBytes = t * (2 * d.hidden) * e + t * d.vocab * 4;
+  return c;
+}
+
+ItemCost mtpDepthCost(const ModelDims &d, const CostSettings &s) {
+  ItemCost c;
+  c.name = "mtp";
+  const int64_t t = s.tokens(), h = d.hidden, e = s.activationBytesPerElement();
+  addLinear(c, t, 2 * h, h);
+  c.params += 2 * h + h; // two input norms, final norm
+  ItemCost output = headCost(d, s);
+  c.forwardFlops += output.forwardFlops;
+  c.backwardInputFlops += output.backwardInputFlops;
+  c.backwardWeightFlops += output.backwardWeightFlops;
+  c.activationBytes = t * (2 * h + 2 * h) * e + output.activationBytes;
+  return c;
+}
+
+std::vector<ItemCost> modelItems(const ModelDims &d, const CostSettings &s,
+                                 const std::string &layers,
+                                 const std::string &mtpLayers, int mtpDepths) {
+  std::vector<ItemCost> items;
+  items.push_back(embeddingCost(d, s));
+  for (char symbol : layers) {
+    if (auto c = layerCost(symbol, d, s)) {
+      items.push_back(*c);
+    } else {
+      ItemCost unknown;
+      unknown.name = std::string(1, symbol);
+      unknown.modelled = false;
+      unknown.sendBytes = s.tokens() * d.hidden * s.activationBytesPerElement();
+      items.push_back(unknown);
+    }
+  }
+  ItemCost head = headCost(d, s);
+  for (int depth = 0; depth < mtpDepths; ++depth) {
+    head += mtpDepthCost(d, s);
+    for (char symbol : mtpLayers) {
+      if (auto c = layerCost(symbol, d, s))
+        head += *c;
+      else
+        head.modelled = false;
+    }
+  }
+  head.sendBytes = 0;
+  items.push_back(head);
+  return items;
+}
+
+int64_t trainingBytesPerParameter(bool bf16) { return bf16 ? 18 : 16; }
+
+double peakMicrobatchesInFlight(const std::string &schedule, int64_t pp, int64_t vpp,
+                                int64_t microbatches, int64_t ppRank) {
+  double m = static_cast<double>(microbatches);
+  if (schedule == "gpipe")
+    return m;
+  if (schedule == "interleaved-1f1b") {
+    // Megatron's warm-up: (pp - rank - 1) * 2 + (vpp - 1) * pp chunks, plus
+    // the one in steady state; a chunk is 1/vpp of a microbatch here.
+    double chunks = static_cast<double>((pp - ppRank - 1) * 2 + (vpp - 1) * pp + 1);
+    return std::min(chunks, m * static_cast<double>(vpp)) / static_cast<double>(vpp);
+  }
+  if (schedule == "zbv")
+    return std::min(static_cast<double>(pp), m);
+  // 1f1b and zb-h1: rank r holds pp - r microbatches at the end of warm-up.
+  return std::min(static_cast<double>(pp - ppRank), m);
+}
+
+} // namespace hypipe

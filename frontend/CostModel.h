@@ -1,0 +1,81 @@
+//===- CostModel.h - parameters, FLOPs and memory per model part ----------===//
+//
+// The one cost model of hypipe: the partitioner, `hypipe explain`, and later
+// the schedule simulator and the runtime's accounting all call it. Every
+// formula is written out in docs/cost-model.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_FRONTEND_COSTMODEL_H
+#define HYPIPE_FRONTEND_COSTMODEL_H
+
+#include "frontend/ModelDims.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hypipe {
+
+/// What the costs depend on besides the model dimensions.
+struct CostSettings {
+  int64_t seqLength = 128;
+  int64_t microBatchSize = 1;
+  bool bf16 = false; ///< activations and weights in bf16, fp32 master copies
+
+  int64_t tokens() const { return seqLength * microBatchSize; }
+  int64_t activationBytesPerElement() const { return bf16 ? 2 : 4; }
+};
+
+/// Costs of one item of the partitioned sequence (the embedding, one layer,
+/// or the head with its loss and any MTP depths), per microbatch.
+struct ItemCost {
+  std::string name;                ///< "embedding", a layer symbol, or "head"
+  int64_t params = 0;              ///< trainable parameters
+  int64_t forwardFlops = 0;
+  int64_t backwardInputFlops = 0;  ///< `I`: gradient w.r.t. the input
+  int64_t backwardWeightFlops = 0; ///< `W`: gradient w.r.t. the weights
+  int64_t activationBytes = 0;     ///< kept from forward to backward
+  int64_t sendBytes = 0;           ///< tensor sent to the next item
+  bool modelled = true;            ///< false for kinds not costed yet (G, D, +)
+
+  int64_t totalFlops() const {
+    return forwardFlops + backwardInputFlops + backwardWeightFlops;
+  }
+  /// Accumulates `other` into this (names are kept).
+  ItemCost &operator+=(const ItemCost &other);
+};
+
+/// Costs of pattern layer `symbol`, or nullopt for a kind the model does not
+/// cost yet (`G`, `D`, `+`).
+std::optional<ItemCost> layerCost(char symbol, const ModelDims &dims,
+                                  const CostSettings &settings);
+ItemCost embeddingCost(const ModelDims &dims, const CostSettings &settings);
+/// Final norm, output layer and cross-entropy.
+ItemCost headCost(const ModelDims &dims, const CostSettings &settings);
+/// One MTP depth without its layers: two input norms, the 2H -> H projection,
+/// its final norm, and its pass through the (shared) output layer and loss.
+ItemCost mtpDepthCost(const ModelDims &dims, const CostSettings &settings);
+
+/// The sequence the partitioner splits: the embedding, every main layer of
+/// `layers` in order, and the head (which carries `mtpDepths` MTP depths of
+/// `mtpLayers`, since MTP runs with the last segment).
+std::vector<ItemCost> modelItems(const ModelDims &dims,
+                                 const CostSettings &settings,
+                                 const std::string &layers,
+                                 const std::string &mtpLayers, int mtpDepths);
+
+/// Bytes per parameter held by a rank for training with AdamW: weights,
+/// gradients and two moments (fp32: 4+4+8; bf16: 2 + 4 fp32 gradient + 12 for
+/// the fp32 master copy and moments).
+int64_t trainingBytesPerParameter(bool bf16);
+
+/// Closed-form peak number of microbatches whose activations one rank holds
+/// at once, in units of "one microbatch through all of this rank's stages".
+/// `schedule` is a schedule name of docs/spec.md.
+double peakMicrobatchesInFlight(const std::string &schedule, int64_t pp,
+                                int64_t vpp, int64_t microbatches,
+                                int64_t ppRank);
+
+} // namespace hypipe
+
+#endif

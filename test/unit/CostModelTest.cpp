@@ -1,0 +1,141 @@
+//===- CostModelTest.cpp - cost model against hand-computed values --------===//
+//
+// Small dimensions so every expected number below can be checked by hand;
+// the arithmetic is spelled out next to each.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/CostModel.h"
+
+#include <gtest/gtest.h>
+
+namespace hypipe {
+namespace {
+
+ModelDims smallDims() {
+  ModelDims d;
+  d.hidden = 8;
+  d.ffnHidden = 16;
+  d.numHeads = 2; // k = 4
+  d.numQueryGroups = 1;
+  d.mambaNumHeads = 2;
+  d.mambaHeadDim = 4; // inner = 8
+  d.mambaState = 3;
+  d.mambaNumGroups = 1;
+  d.mambaConvWidth = 4;
+  d.numExperts = 4;
+  d.moeTopK = 2;
+  d.vocab = 32;
+  d.tieEmbeddings = true;
+  d.activation = "squared_relu";
+  return d;
+}
+
+CostSettings settings() {
+  CostSettings s;
+  s.seqLength = 5;
+  s.microBatchSize = 2; // T = 10 tokens
+  return s;
+}
+
+TEST(CostModel, Mlp) {
+  ItemCost c = *layerCost('-', smallDims(), settings());
+  // norm 8 + fc1 8*16 + fc2 16*8
+  EXPECT_EQ(c.params, 8 + 128 + 128);
+  // 2*T*in*out per GEMM: 2*10*8*16 twice
+  EXPECT_EQ(c.forwardFlops, 2 * 2560);
+  EXPECT_EQ(c.backwardInputFlops, 2 * 2560);
+  EXPECT_EQ(c.backwardWeightFlops, 2 * 2560);
+  // T*(2H + F + F)*4 bytes = 10*(16+16+16)*4
+  EXPECT_EQ(c.activationBytes, 1920);
+  EXPECT_EQ(c.sendBytes, 10 * 8 * 4);
+}
+
+TEST(CostModel, SwigluDoublesTheUpProjection) {
+  ModelDims d = smallDims();
+  d.activation = "swiglu";
+  EXPECT_EQ(layerCost('-', d, settings())->params, 8 + 8 * 32 + 16 * 8);
+}
+
+TEST(CostModel, Attention) {
+  ItemCost c = *layerCost('*', smallDims(), settings());
+  // norm 8 + QKV 8*(2*4 + 2*1*4) + out (2*4)*8
+  EXPECT_EQ(c.params, 8 + 128 + 64);
+  // QKV 2*10*8*16 = 2560, out 2*10*8*8 = 1280, core 2*b*heads*s*s*k = 2*2*2*25*4 = 800
+  EXPECT_EQ(c.forwardFlops, 2560 + 1280 + 800);
+  EXPECT_EQ(c.backwardInputFlops, 2560 + 1280 + 1600);
+  EXPECT_EQ(c.backwardWeightFlops, 2560 + 1280);
+  // T*(2H + q + 2kv + q)*4 + T*heads*4 = 10*(16+8+8+8)*4 + 80
+  EXPECT_EQ(c.activationBytes, 1600 + 80);
+}
+
+TEST(CostModel, Mamba) {
+  ItemCost c = *layerCost('M', smallDims(), settings());
+  // in_proj width 2*8 + 2*1*3 + 2 = 24; conv channels 8 + 6 = 14
+  // norm 8 + in_proj 8*24 + conv 14*4 + 14 + A_log/D/dt_bias 6 + gated norm 8 + out 8*8
+  EXPECT_EQ(c.params, 8 + 192 + 56 + 14 + 6 + 8 + 64);
+  // in 2*10*8*24 = 3840, conv 2*10*14*4 = 1120, scan 4*10*8*3 = 960, out 2*10*8*8 = 1280
+  EXPECT_EQ(c.forwardFlops, 3840 + 1120 + 960 + 1280);
+  EXPECT_EQ(c.backwardInputFlops, 3840 + 1120 + 1920 + 1280);
+  EXPECT_EQ(c.backwardWeightFlops, 3840 + 1120 + 1280);
+  // T*(2H + 24 + 14 + 2*8)*4 = 10*70*4
+  EXPECT_EQ(c.activationBytes, 2800);
+}
+
+TEST(CostModel, Moe) {
+  ItemCost c = *layerCost('E', smallDims(), settings());
+  // norm 8 + router 8*4 + 4 experts * (8*16 + 16*8)
+  EXPECT_EQ(c.params, 8 + 32 + 4 * 256);
+  // router 2*10*8*4 = 640; experts over T*k = 20 tokens: 2*20*8*16*2 = 10240
+  EXPECT_EQ(c.forwardFlops, 640 + 10240);
+  EXPECT_EQ(c.backwardWeightFlops, 640 + 10240);
+  // T*(2H + E)*4 + T*k*(H + F + F)*4 = 10*20*4 + 20*40*4
+  EXPECT_EQ(c.activationBytes, 800 + 3200);
+}
+
+TEST(CostModel, EmbeddingHeadAndMtp) {
+  ModelDims d = smallDims();
+  EXPECT_EQ(embeddingCost(d, settings()).params, 32 * 8);
+  ItemCost head = headCost(d, settings());
+  EXPECT_EQ(head.params, 8); // tied: only the final norm
+  EXPECT_EQ(head.forwardFlops, 2 * 10 * 8 * 32);
+  // T*2H*4 + T*V*4 (logits)
+  EXPECT_EQ(head.activationBytes, 640 + 1280);
+  d.tieEmbeddings = false;
+  EXPECT_EQ(headCost(d, settings()).params, 8 + 256);
+  // two norms + 2H*H projection + final norm
+  EXPECT_EQ(mtpDepthCost(d, settings()).params, 16 + 128 + 8);
+}
+
+TEST(CostModel, UnknownKindsAreNotCosted) {
+  EXPECT_FALSE(layerCost('G', smallDims(), settings()).has_value());
+  auto items = modelItems(smallDims(), settings(), "M+", "", 0);
+  ASSERT_EQ(items.size(), 4u);
+  EXPECT_FALSE(items[2].modelled);
+}
+
+TEST(CostModel, ModelItemsCarryMtpOnTheHead) {
+  ModelDims d = smallDims();
+  auto items = modelItems(d, settings(), "M-", "*", 2);
+  ASSERT_EQ(items.size(), 4u);
+  EXPECT_EQ(items.front().name, "embedding");
+  EXPECT_EQ(items.back().name, "head");
+  EXPECT_EQ(items.back().params, headCost(d, settings()).params +
+                                     2 * (mtpDepthCost(d, settings()).params +
+                                          layerCost('*', d, settings())->params));
+  EXPECT_EQ(items.back().sendBytes, 0);
+}
+
+TEST(CostModel, MicrobatchesInFlight) {
+  EXPECT_EQ(peakMicrobatchesInFlight("1f1b", 4, 1, 8, 0), 4);
+  EXPECT_EQ(peakMicrobatchesInFlight("1f1b", 4, 1, 8, 3), 1);
+  EXPECT_EQ(peakMicrobatchesInFlight("1f1b", 4, 1, 2, 0), 2);
+  EXPECT_EQ(peakMicrobatchesInFlight("gpipe", 4, 1, 8, 3), 8);
+  // Megatron's interleaved warm-up on rank 0 of pp=4, vpp=2: 3*2 + 1*4 = 10
+  // chunks, +1 in steady state = 11 chunks = 5.5 microbatches.
+  EXPECT_EQ(peakMicrobatchesInFlight("interleaved-1f1b", 4, 2, 8, 0), 5.5);
+  EXPECT_EQ(trainingBytesPerParameter(false), 16);
+  EXPECT_EQ(trainingBytesPerParameter(true), 18);
+}
+
+} // namespace
+} // namespace hypipe
