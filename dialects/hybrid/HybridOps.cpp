@@ -111,6 +111,25 @@ namespace {
 
 ModelOp parentModel(Operation *op) { return op->getParentOfType<ModelOp>(); }
 
+/// (C0) of the model-part ops.
+LogicalResult verifyInsideModel(Operation *op) {
+  if (!parentModel(op))
+    return op->emitOpError() << "must be inside a hybrid.model";
+  return success();
+}
+
+/// The main stack in program order: looks into nested regions (pipe.stage)
+/// but not into hybrid.mtp bodies.
+void collectMainOps(Region &region, SmallVectorImpl<Operation *> &out) {
+  for (Block &block : region)
+    for (Operation &op : block) {
+      out.push_back(&op);
+      if (!isa<MtpOp>(op))
+        for (Region &nested : op.getRegions())
+          collectMainOps(nested, out);
+    }
+}
+
 bool isIntegerTensor(Type type, int64_t rank) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor && tensor.getRank() == rank &&
@@ -119,6 +138,8 @@ bool isIntegerTensor(Type type, int64_t rank) {
 
 /// A `BxSxH` f32 tensor with `H` the model's hidden size.
 LogicalResult verifyHiddenType(Operation *op, Type type, StringRef what) {
+  if (failed(verifyInsideModel(op)))
+    return failure();
   auto tensor = dyn_cast<RankedTensorType>(type);
   ModelOp model = parentModel(op);
   int64_t hidden = model ? model.getDims().getHidden() : ShapedType::kDynamic;
@@ -153,10 +174,11 @@ template <typename LayerOp> LogicalResult verifyLayer(LayerOp op) {
 //===----------------------------------------------------------------------===//
 
 SmallVector<Operation *> ModelOp::getMainLayers() {
-  SmallVector<Operation *> layers;
-  for (Operation &op : getBody().front())
-    if (layerSymbol(&op))
-      layers.push_back(&op);
+  SmallVector<Operation *> ops, layers;
+  collectMainOps(getBody(), ops);
+  for (Operation *op : ops)
+    if (layerSymbol(op))
+      layers.push_back(op);
   return layers;
 }
 
@@ -170,12 +192,17 @@ LogicalResult ModelOp::verify() {
            << "body must take two rank-2 integer tensors of one shape "
               "(tokens, labels)";
   // (C2)
-  auto embeddings = body.getOps<EmbeddingOp>();
-  auto first = dyn_cast<EmbeddingOp>(&body.front());
-  if (!first || std::distance(embeddings.begin(), embeddings.end()) != 1 ||
-      first.getTokens() != body.getArgument(0))
-    return emitOpError() << "first op must be the only hybrid.embedding, "
-                            "applied to the tokens";
+  SmallVector<Operation *> mainOps;
+  collectMainOps(getBody(), mainOps);
+  Operation *firstHybrid = nullptr;
+  int64_t embeddingCount = 0;
+  for (Operation *op : mainOps) {
+    if (!firstHybrid && isa<HybridDialect>(op->getDialect()))
+      firstHybrid = op;
+    embeddingCount += isa<EmbeddingOp>(op);
+  }
+  if (!isa_and_nonnull<EmbeddingOp>(firstHybrid) || embeddingCount != 1)
+    return emitOpError() << "the first op of the main stack must be its only hybrid.embedding";
 
   auto pattern = hypipe::parseHybridPattern(getPattern());
   if (!pattern)
@@ -191,18 +218,19 @@ LogicalResult ModelOp::verify() {
                          << "' but the pattern's main part is '"
                          << pattern->layers() << "'";
   // (C4)
-  auto norms = body.getOps<FinalNormOp>();
-  auto outputs = body.getOps<OutputOp>();
-  if (std::distance(norms.begin(), norms.end()) != 1 ||
-      std::distance(outputs.begin(), outputs.end()) != 1)
-    return emitOpError()
-           << "needs exactly one hybrid.final_norm and one hybrid.output";
-  Operation *norm = *norms.begin();
-  Operation *output = *outputs.begin();
-  if (!norm->isBeforeInBlock(output) ||
-      (!layers.empty() && !layers.back()->isBeforeInBlock(norm)))
-    return emitOpError() << "hybrid.final_norm and then hybrid.output must "
-                            "follow the last layer";
+  SmallVector<Operation *> norms, outputs;
+  for (Operation *op : mainOps) {
+    if (isa<FinalNormOp>(op))
+      norms.push_back(op);
+    if (isa<OutputOp>(op))
+      outputs.push_back(op);
+  }
+  if (norms.size() != 1 || outputs.size() != 1)
+    return emitOpError() << "needs exactly one hybrid.final_norm and one hybrid.output";
+  auto position = [&](Operation *op) { return llvm::find(mainOps, op) - mainOps.begin(); };
+  if (position(norms[0]) > position(outputs[0]) ||
+      (!layers.empty() && position(layers.back()) > position(norms[0])))
+    return emitOpError() << "hybrid.final_norm and then hybrid.output must follow the last layer";
   // (C5)
   ParallelAttr parallel = getParallel();
   int64_t segments = pattern->numSegments();
@@ -251,7 +279,11 @@ LogicalResult ModelOp::verify() {
   }
   // (C7)
   int64_t depth = 0;
-  for (MtpOp mtp : body.getOps<MtpOp>()) {
+  SmallVector<MtpOp> mtps;
+  for (Operation *op : mainOps)
+    if (auto mtp = dyn_cast<MtpOp>(op))
+      mtps.push_back(mtp);
+  for (MtpOp mtp : mtps) {
     ++depth;
     if (mtp.getDepth() != depth)
       return mtp.emitOpError() << "depth " << mtp.getDepth()
@@ -275,22 +307,36 @@ LogicalResult ModelOp::verify() {
 LogicalResult ReturnOp::verify() {
   // (C1)
   ModelOp model = parentModel(*this);
-  auto outputs = model.getBody().front().getOps<OutputOp>();
+  auto pattern = hypipe::parseHybridPattern(model.getPattern());
+  int64_t expected = 1 + (pattern ? pattern->mtpDepths : 0);
+  if (!pattern)
+    llvm::consumeError(pattern.takeError());
+  for (Value loss : getLosses()) {
+    auto type = dyn_cast<RankedTensorType>(loss.getType());
+    if (!type || type.getRank() != 0 || !type.getElementType().isF32())
+      return emitOpError() << "losses must be 0-d f32 tensors";
+  }
+  if (static_cast<int64_t>(getLosses().size()) != expected)
+    return emitOpError() << "must return " << expected
+                         << " losses (the main loss and one per MTP depth), got "
+                         << getLosses().size();
+  Block &body = model.getBody().front();
+  auto outputs = body.getOps<OutputOp>();
   if (outputs.empty())
-    return emitOpError()
-           << "the model has no hybrid.output to return the loss of";
-  SmallVector<Value> expected{(*outputs.begin()).getLoss()};
-  for (MtpOp mtp : model.getBody().front().getOps<MtpOp>())
-    expected.push_back(mtp.getLoss());
-  if (SmallVector<Value>(getLosses()) != expected)
-    return emitOpError()
-           << "must return the loss of hybrid.output, then each MTP depth's "
-              "loss in order";
+    return success(); // outlined into stages: the stages' results are returned
+  SmallVector<Value> direct{(*outputs.begin()).getLoss()};
+  for (MtpOp mtp : body.getOps<MtpOp>())
+    direct.push_back(mtp.getLoss());
+  if (SmallVector<Value>(getLosses()) != direct)
+    return emitOpError() << "must return the loss of hybrid.output, then each MTP depth's "
+                            "loss in order";
   return success();
 }
 
 LogicalResult EmbeddingOp::verify() {
-  // (C1)
+  // (C0), (C1)
+  if (failed(verifyInsideModel(*this)))
+    return failure();
   auto tokens = dyn_cast<RankedTensorType>(getTokens().getType());
   if (!isIntegerTensor(tokens, 2))
     return emitOpError() << "tokens must be a rank-2 integer tensor";
@@ -325,6 +371,9 @@ LogicalResult OutputOp::verify() {
 }
 
 LogicalResult MtpOp::verify() {
+  // (C0)
+  if (failed(verifyInsideModel(*this)))
+    return failure();
   // (C1)
   Block &block = getBody().front();
   Type hidden = getHidden().getType();

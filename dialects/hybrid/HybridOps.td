@@ -23,7 +23,10 @@ def Hybrid_ModelOp : Hybrid_Op<"model", [Symbol, IsolatedFromAbove, SingleBlock]
     Invariants:
     (C1) The body has one block with exactly two arguments, tokens and labels,
          both rank-2 integer tensors of one shape.
-    (C2) The first op is the only `hybrid.embedding`, and it embeds the tokens.
+    The main stack is the model's ops in program order, looking into
+    `pipe.stage` regions but not into `hybrid.mtp` bodies.
+
+    (C2) The first hybrid op of the main stack is its only `hybrid.embedding`.
     (C3) The layer ops of the main stack, in order, spell the main part of
          `pattern` with its `|` removed.
     (C4) Exactly one `hybrid.final_norm` and then one `hybrid.output` follow
@@ -54,8 +57,9 @@ def Hybrid_ModelOp : Hybrid_Op<"model", [Symbol, IsolatedFromAbove, SingleBlock]
 def Hybrid_ReturnOp : Hybrid_Op<"return", [Terminator, HasParent<"ModelOp">, Pure]> {
   let summary = "Returns the main loss and one loss per MTP depth";
   let description = [{
-    (C1) Every operand is a 0-d `f32` tensor; the first is the result of the
-         model's `hybrid.output`, then one result of each `hybrid.mtp` in order.
+    (C1) Every operand is a 0-d `f32` tensor, one per loss: the main loss and
+         one per `hybrid.mtp` depth. Before stages are outlined they are the
+         results of `hybrid.output` and of each `hybrid.mtp`, in order.
   }];
   let arguments = (ins Variadic<AnyRankedTensor>:$losses);
   let assemblyFormat = "$losses attr-dict `:` type($losses)";
@@ -66,9 +70,12 @@ def Hybrid_ReturnOp : Hybrid_Op<"return", [Terminator, HasParent<"ModelOp">, Pur
 // Embedding, head
 //===----------------------------------------------------------------------===//
 
-def Hybrid_EmbeddingOp : Hybrid_Op<"embedding", [HasParent<"ModelOp">, Pure]> {
+def Hybrid_EmbeddingOp : Hybrid_Op<"embedding", [Pure]> {
   let summary = "Word embedding lookup (pipeline rank 0, chunk 0)";
   let description = [{
+    Like every model-part op, it sits inside a `hybrid.model`, directly or in
+    a `pipe.stage` (checked as (C0)).
+
     (C1) The input is a rank-2 integer tensor `BxS`; the result is a `BxSxH`
          `f32` tensor with `H` the model's `hidden`.
   }];
@@ -79,9 +86,10 @@ def Hybrid_EmbeddingOp : Hybrid_Op<"embedding", [HasParent<"ModelOp">, Pure]> {
 }
 
 def Hybrid_FinalNormOp : Hybrid_Op<"final_norm",
-    [HasParent<"ModelOp">, Pure, SameOperandsAndResultType]> {
+    [Pure, SameOperandsAndResultType]> {
   let summary = "Final RMSNorm before the output layer";
   let description = [{
+    (C0) It is inside a `hybrid.model`.
     (C1) The input is a `BxSxH` `f32` tensor with `H` the model's `hidden`.
   }];
   let arguments = (ins AnyRankedTensor:$input);
@@ -90,9 +98,10 @@ def Hybrid_FinalNormOp : Hybrid_Op<"final_norm",
   let hasVerifier = 1;
 }
 
-def Hybrid_OutputOp : Hybrid_Op<"output", [HasParent<"ModelOp">, Pure]> {
+def Hybrid_OutputOp : Hybrid_Op<"output", [Pure]> {
   let summary = "Output layer (tied or untied to the embedding) and cross-entropy loss";
   let description = [{
+    (C0) It is inside a `hybrid.model`.
     (C1) `hidden` is `BxSxH` `f32` with `H` the model's `hidden`, `labels` is
          a `BxS` integer tensor, and the result is a 0-d `f32` tensor.
   }];
@@ -109,12 +118,13 @@ def Hybrid_OutputOp : Hybrid_Op<"output", [HasParent<"ModelOp">, Pure]> {
 //===----------------------------------------------------------------------===//
 
 class Hybrid_LayerOp<string mnemonic, string symbol, string what, string needs>
-    : Hybrid_Op<mnemonic, [ParentOneOf<["ModelOp", "MtpOp"]>, Pure,
-                           SameOperandsAndResultType]> {
+    : Hybrid_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
   let summary = "`" # symbol # "` layer: " # what;
   let description = [{
     A pre-norm residual layer, `x + Mixer(RMSNorm(x))`.
 
+    (C0) It is inside a `hybrid.model` (directly, in a `pipe.stage`, or in a
+         `hybrid.mtp` body).
     (C1) The input is a `BxSxH` `f32` tensor with `H` the model's `hidden`.
     (C2) The model's dimensions define this layer kind: }] # needs # [{.
     (C3) A `placement`, if present, is only on layers of the main stack.
@@ -150,7 +160,7 @@ def Hybrid_MlaOp : Hybrid_LayerOp<"mla", "+", "multi-latent attention (parses an
 // Multi-token prediction
 //===----------------------------------------------------------------------===//
 
-def Hybrid_MtpOp : Hybrid_Op<"mtp", [HasParent<"ModelOp">, SingleBlock]> {
+def Hybrid_MtpOp : Hybrid_Op<"mtp", [SingleBlock]> {
   let summary = "One multi-token-prediction depth: its layers and its loss";
   let description = [{
     Takes the hidden states of the previous depth (or the main stack), the
@@ -159,6 +169,7 @@ def Hybrid_MtpOp : Hybrid_Op<"mtp", [HasParent<"ModelOp">, SingleBlock]> {
 
     `depth` counts from 1; the order of depths is (C7) of `hybrid.model`.
 
+    (C0) It is inside a `hybrid.model`.
     (C1) The body has one block whose single argument has the type of `hidden`
          and which ends in `hybrid.yield` of that same type; the first result
          has that type too and the second is a 0-d `f32` tensor.

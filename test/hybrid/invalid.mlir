@@ -140,8 +140,8 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// hybrid.model (C2): the embedding comes first.
-// expected-error @+1 {{first op must be the only hybrid.embedding, applied to the tokens}}
+// hybrid.model (C2): the embedding comes first, once.
+// expected-error @+1 {{the first op of the main stack must be its only hybrid.embedding}}
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M*"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
@@ -303,9 +303,38 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %y = hybrid.mlp %x : tensor<1x4x8xf32>
     hybrid.yield %y : tensor<1x4x8xf32>
   }
-// expected-error @+1 {{must return the loss of hybrid.output, then each MTP depth's loss in order}}
+// expected-error @+1 {{must return 2 losses (the main loss and one per MTP depth), got 1}}
   hybrid.return %loss : tensor<f32>
 }
+
+// -----
+
+// hybrid.return (C1): the losses in order.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M*/-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+  %2 = hybrid.attention %1 : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  %h3, %l3 = hybrid.mtp %2, %tokens, %labels depth 1 : tensor<1x4x8xf32>, tensor<1x4xi64>, tensor<1x4xi64> -> tensor<1x4x8xf32>, tensor<f32> {
+  ^bb0(%x: tensor<1x4x8xf32>):
+    %y = hybrid.mlp %x : tensor<1x4x8xf32>
+    hybrid.yield %y : tensor<1x4x8xf32>
+  }
+// expected-error @+1 {{must return the loss of hybrid.output, then each MTP depth's loss in order}}
+  hybrid.return %l3, %loss : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// Model-part ops (C0): only inside a hybrid.model.
+"test.region"() ({
+  %x = "test.source"() : () -> tensor<1x4x8xf32>
+  // expected-error @+1 {{must be inside a hybrid.model}}
+  %y = hybrid.mamba %x : tensor<1x4x8xf32>
+  "test.end"() : () -> ()
+}) : () -> ()
 
 // -----
 
