@@ -1,6 +1,7 @@
 //===- PipelineLayout.cpp -------------------------------------------------===//
 #include "frontend/PipelineLayout.h"
 #include "frontend/Diagnostic.h"
+#include "frontend/HybridPattern.h"
 
 #include <fmt/format.h>
 
@@ -317,6 +318,28 @@ validatePipelineLayout(const PipelineLayout &layout, int64_t numLayers,
       result.mtpStandalone = true;
   }
   return result;
+}
+
+PatternPlacement placementFromLayout(const HybridPattern &pattern, const PipelineLayout &layout) {
+  PatternPlacement placement;
+  placement.pp = layout.pp;
+  placement.vpp = layout.vpp;
+  placement.virtualStages = layout.vpp > 1;
+  std::string all = pattern.layers();
+  for (const LayoutStage &ls : layout.stages) {
+    PatternStage stage{ls.index, ls.ppRank, ls.vpStage, "", 0, {}};
+    stage.layerOffset = ls.decoderLayerIds.empty() ? 0 : ls.decoderLayerIds.front();
+    for (int64_t id : ls.decoderLayerIds) {
+      stage.layers.push_back(all[id]);
+      stage.layerNumbers.push_back(id + 1);
+    }
+    if (!ls.mtpLayerIds.empty())
+      placement.mtpOn = {ls.ppRank, ls.vpStage};
+    placement.stages.push_back(std::move(stage));
+  }
+  if (pattern.hasMtp() && !placement.mtpOn)
+    placement.mtpOn = {layout.pp - 1, layout.vpp - 1};
+  return placement;
 }
 
 } // namespace hypipe

@@ -63,6 +63,14 @@ llvm::Expected<LayoutValidation>
 validatePipelineLayout(const PipelineLayout &layout, int64_t numLayers,
                        std::optional<int64_t> mtpNumLayers);
 
+struct HybridPattern;
+struct PatternPlacement;
+
+/// Places the main layers of a pattern without `|` with a validated layout:
+/// the k-th `t` is the k-th layer. MTP runs where the layout puts `m`, or
+/// with the last stage.
+PatternPlacement placementFromLayout(const HybridPattern &pattern, const PipelineLayout &layout);
+
 } // namespace hypipe
 
 #endif

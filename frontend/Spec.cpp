@@ -658,27 +658,7 @@ llvm::Error Loader::check() {
                                *draft.vpp, layout->stages.size(), layout->pp,
                                layout->vpp),
                    "remove vpp (the layout defines it) or fix the layout");
-    // Turn the layout's decoder ids into a placement of the pattern's layers.
-    PatternPlacement placement;
-    placement.pp = layout->pp;
-    placement.vpp = layout->vpp;
-    placement.virtualStages = layout->vpp > 1;
-    std::string all = spec.pattern.layers();
-    for (const LayoutStage &ls : layout->stages) {
-      PatternStage stage{ls.index, ls.ppRank, ls.vpStage, "", 0, {}};
-      stage.layerOffset =
-          ls.decoderLayerIds.empty() ? 0 : ls.decoderLayerIds.front();
-      for (int64_t id : ls.decoderLayerIds) {
-        stage.layers.push_back(all[id]);
-        stage.layerNumbers.push_back(id + 1);
-      }
-      if (!ls.mtpLayerIds.empty())
-        placement.mtpOn = {ls.ppRank, ls.vpStage};
-      placement.stages.push_back(std::move(stage));
-    }
-    if (spec.pattern.hasMtp() && !placement.mtpOn)
-      placement.mtpOn = {layout->pp - 1, layout->vpp - 1};
-    spec.placement = std::move(placement);
+    spec.placement = placementFromLayout(spec.pattern, *layout);
   } else if (!spec.pattern.hasPipes() && !par.firstStageLayers && !par.lastStageLayers &&
              par.pp * draft.vpp.value_or(1) > 1) {
     // The compiler balances the stages; done once the rest is checked.

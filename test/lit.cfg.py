@@ -7,7 +7,7 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.hypipe_obj_root, "test")
-config.excludes = ["unit", "conformance", "fuzz", "CMakeLists.txt", "lit.cfg.py"]
+config.excludes = ["unit", "conformance", "fuzz", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
 
 config.environment["PATH"] = os.pathsep.join(
     [config.hypipe_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])

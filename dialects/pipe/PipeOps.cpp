@@ -1,0 +1,176 @@
+//===- PipeOps.cpp - verifiers of the pipe dialect ------------------------===//
+//
+// Each check is tagged with the invariant it enforces, as numbered in
+// PipeOps.td.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/pipe/PipeOps.h"
+#include "dialects/hybrid/HybridOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace hypipe;
+using namespace hypipe::pipe;
+
+namespace {
+
+hybrid::ParallelAttr parallelOf(Operation *op) {
+  auto model = op->getParentOfType<hybrid::ModelOp>();
+  return model ? model.getParallel() : hybrid::ParallelAttr();
+}
+
+/// The stage an op is in, or an error on the op.
+FailureOr<StageOp> enclosingStage(Operation *op) {
+  auto stage = op->getParentOfType<StageOp>();
+  if (!stage || !stage->getParentOfType<hybrid::ModelOp>())
+    return op->emitOpError() << "must be inside a pipe.stage of a hybrid.model";
+  return stage;
+}
+
+/// The stage with `index` among the siblings of `stage`, if any.
+StageOp siblingStage(StageOp stage, int64_t index) {
+  for (Operation &op : *stage->getBlock())
+    if (auto other = dyn_cast<StageOp>(op); other && other.getIndex() == index)
+      return other;
+  return {};
+}
+
+/// `peer` is another rank of the model and runs stage `peerStage`.
+LogicalResult verifyPeer(Operation *op, StageOp stage, int64_t peer, int64_t peerStage,
+                         int64_t expectedStage) {
+  int64_t pp = parallelOf(op).getPp();
+  if (peer < 0 || peer >= pp || peer == static_cast<int64_t>(stage.getPpRank()))
+    return op->emitOpError() << "peer " << peer << " must be a rank in [0, " << pp
+                             << ") other than the stage's own (" << stage.getPpRank() << ")";
+  if (peerStage != expectedStage)
+    return op->emitOpError() << "peer_stage must be " << expectedStage << ", got " << peerStage;
+  if (static_cast<int64_t>(peerStage % pp) != peer)
+    return op->emitOpError() << "stage " << peerStage << " runs on rank " << peerStage % pp
+                             << ", not on " << peer;
+  return success();
+}
+
+} // namespace
+
+LogicalResult StageOp::verify() {
+  // (C1)
+  auto model = dyn_cast_or_null<hybrid::ModelOp>((*this)->getParentOp());
+  if (!model)
+    return emitOpError() << "must be directly inside a hybrid.model";
+  auto parallel = model.getParallel();
+  int64_t pp = parallel.getPp(), vpp = parallel.getVpp();
+  int64_t index = getIndex(), rank = getPpRank(), chunk = getVpStage();
+  if (rank >= pp || chunk >= vpp || index != chunk * pp + rank)
+    return emitOpError() << "stage " << index << " on rank " << rank << ", chunk " << chunk
+                         << " does not fit pp = " << pp << ", vpp = " << vpp
+                         << " (index must be vp_stage * pp + pp_rank)";
+  // (C2)
+  Block &body = getBody().front();
+  if (body.getArgumentTypes() != getInputs().getTypes())
+    return emitOpError() << "block arguments must have the types of the inputs";
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValues().getTypes() != getOutputs().getTypes())
+    return emitOpError() << "must end in pipe.yield of the result types";
+  // (C3)
+  StageOp previous, next;
+  for (Operation *op = (*this)->getPrevNode(); op && !previous; op = op->getPrevNode())
+    previous = dyn_cast<StageOp>(op);
+  for (Operation *op = (*this)->getNextNode(); op && !next; op = op->getNextNode())
+    next = dyn_cast<StageOp>(op);
+  int64_t expected = previous ? static_cast<int64_t>(previous.getIndex()) + 1 : 0;
+  if (index != expected)
+    return emitOpError() << "stage " << index << " out of order: expected stage " << expected;
+  if (!next && index != pp * vpp - 1)
+    return emitOpError() << "the last stage must be stage " << pp * vpp - 1 << ", got "
+                         << index;
+  // (C4)
+  for (Value input : getInputs()) {
+    if (auto arg = dyn_cast<BlockArgument>(input);
+        arg && arg.getOwner()->getParentOp() == model.getOperation())
+      continue;
+    auto producer = input.getDefiningOp<StageOp>();
+    if (!producer || producer.getIndex() >= getIndex())
+      return emitOpError() << "inputs must be model arguments or results of earlier stages";
+  }
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  // (C1)
+  auto stage = enclosingStage(*this);
+  if (failed(stage))
+    return failure();
+  return verifyPeer(*this, *stage, getPeer(), getPeerStage(), stage->getIndex() + 1);
+}
+
+LogicalResult RecvOp::verify() {
+  // (C1)
+  auto stage = enclosingStage(*this);
+  if (failed(stage))
+    return failure();
+  return verifyPeer(*this, *stage, getPeer(), getPeerStage(),
+                    static_cast<int64_t>(stage->getIndex()) - 1);
+}
+
+LogicalResult SendGradOp::verify() {
+  // (C1)
+  auto stage = enclosingStage(*this);
+  if (failed(stage))
+    return failure();
+  auto recv = getValue().getDefiningOp<RecvOp>();
+  if (!recv || recv->getParentOfType<StageOp>() != *stage || recv.getPeer() != getPeer() ||
+      recv.getPeerStage() != getPeerStage())
+    return emitOpError() << "must send the gradient of a pipe.recv of this stage, back to its "
+                            "peer and stage";
+  return success();
+}
+
+LogicalResult RecvGradOp::verify() {
+  // (C1)
+  auto stage = enclosingStage(*this);
+  if (failed(stage))
+    return failure();
+  for (Operation *user : getValue().getUsers())
+    if (auto send = dyn_cast<SendOp>(user);
+        send && send->getParentOfType<StageOp>() == *stage && send.getPeer() == getPeer() &&
+        send.getPeerStage() == getPeerStage())
+      return success();
+  return emitOpError() << "must receive the gradient of a value this stage sends to the same "
+                          "peer and stage";
+}
+
+LogicalResult GradAllReduceOp::verify() {
+  // (C1)
+  auto stage = enclosingStage(*this);
+  if (failed(stage))
+    return failure();
+  int64_t dp = parallelOf(*this).getDp();
+  if (dp < 2 || static_cast<int64_t>(getDp()) != dp)
+    return emitOpError() << "dp must equal the model's dp (" << dp << ") and be at least 2";
+  return success();
+}
+
+LogicalResult TiedEmbeddingAllReduceOp::verify() {
+  // (C1)
+  auto stage = enclosingStage(*this);
+  if (failed(stage))
+    return failure();
+  auto model = (*this)->getParentOfType<hybrid::ModelOp>();
+  if (!model.getDims().getTieEmbeddings())
+    return emitOpError() << "the model does not tie its embeddings";
+  auto parallel = model.getParallel();
+  int64_t last = parallel.getPp() * parallel.getVpp() - 1;
+  int64_t index = stage->getIndex();
+  if (index != 0 && index != last)
+    return emitOpError() << "must be in the first or the last stage";
+  int64_t other = index == 0 ? last % parallel.getPp() : 0;
+  if (static_cast<int64_t>(getPeer()) != other || other == static_cast<int64_t>(stage->getPpRank()))
+    return emitOpError() << "peer must be the rank of the other end (" << other
+                         << "), on a different rank";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/pipe/PipeOps.cpp.inc"

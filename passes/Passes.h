@@ -1,0 +1,34 @@
+//===- Passes.h - hypipe's passes and the functions they drive ------------===//
+#ifndef HYPIPE_PASSES_PASSES_H
+#define HYPIPE_PASSES_PASSES_H
+
+#include "dialects/hybrid/HybridOps.h"
+#include "dialects/pipe/PipeOps.h"
+#include "frontend/AutoPartition.h"
+
+#include "mlir/Pass/Pass.h"
+
+#include <memory>
+
+namespace hypipe {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+/// Sets `#hybrid.placement` on every main layer of `model` from `placement`
+/// (stage by stage, in order).
+mlir::LogicalResult applyPlacement(hybrid::ModelOp model, const PatternPlacement &placement);
+
+/// The work of each pass on one model; errors are emitted on the model.
+mlir::LogicalResult assignStages(hybrid::ModelOp model, llvm::StringRef layout);
+mlir::LogicalResult autoPartitionModel(hybrid::ModelOp model, llvm::StringRef objective,
+                                       std::optional<double> maxMemoryGiB, bool bf16);
+mlir::LogicalResult outlineStages(hybrid::ModelOp model);
+mlir::LogicalResult insertP2P(hybrid::ModelOp model);
+
+} // namespace hypipe
+
+#endif

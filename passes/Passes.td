@@ -1,0 +1,75 @@
+#ifndef HYPIPE_PASSES
+#define HYPIPE_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def HybridAssignStages : Pass<"hybrid-assign-stages", "::mlir::ModuleOp"> {
+  let summary = "Place every layer on its (pp_rank, vp_stage) from '|' or a layout string";
+  let description = [{
+    Requires: `hybrid.model`s whose `pattern` has `pp * vpp` `|`-separated
+    segments, or a single segment with `pp * vpp = 1`, or the `layout` option
+    (a Megatron pipeline layout string for a pattern without `|`).
+    Guarantees: every main layer carries `#hybrid.placement` with Megatron's
+    fVPP semantics (segment `s` on `pp_rank = s % pp`, `vp_stage = s / pp`);
+    with `layout`, the model's `pattern` is rewritten with `|` where the
+    layout puts its stage boundaries. A pattern without `|` and
+    `pp * vpp > 1` is an error that points at `hybrid-auto-partition`.
+  }];
+  let options = [
+    Option<"layout", "layout", "std::string", /*default=*/"\"\"",
+           "Megatron pipeline layout string (E t m L) placing a pattern without '|'">
+  ];
+}
+
+def HybridAutoPartition : Pass<"hybrid-auto-partition", "::mlir::ModuleOp"> {
+  let summary = "Split a pattern without '|' into pp * vpp balanced segments";
+  let description = [{
+    Requires: `hybrid.model`s with dims, parallel layout and the microbatch
+    shape in their block arguments. For a pattern without `|` and
+    `pp * vpp > 1`, splits the sequence (embedding, layers, head with MTP)
+    into exactly `pp * vpp` contiguous segments minimising the most expensive
+    one under the cost model (docs/cost-model.md), exactly, ties broken as in
+    docs/passes.md; with `max-memory-gib`, only splits whose every rank fits.
+    Guarantees: `pattern` is rewritten with `|` and every layer placed, as
+    `hybrid-assign-stages` would from that pattern. A pattern that already has
+    `|` keeps its placement.
+  }];
+  let options = [
+    Option<"objective", "objective", "std::string", /*default=*/"\"time\"",
+           "what to balance: time (FLOPs of forward and backward) or params">,
+    Option<"maxMemoryGiB", "max-memory-gib", "double", /*default=*/"0",
+           "memory cap per rank in GiB (0: none)">,
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"fp32\"",
+           "training precision for the memory model: fp32 or bf16">
+  ];
+}
+
+def PipeOutlineStages : Pass<"pipe-outline-stages", "::mlir::ModuleOp"> {
+  let summary = "Group the layers of each (pp_rank, vp_stage) into one pipe.stage";
+  let description = [{
+    Requires: every main layer placed (`hybrid-assign-stages` or
+    `hybrid-auto-partition`). Guarantees: the model body holds exactly
+    `pp * vpp` `pipe.stage` ops in index order, then `hybrid.return`; stage 0
+    holds the embedding, the last stage the final norm, output layer and MTP
+    blocks; empty segments become stages that pass their input through.
+    Values flow between stages as stage inputs and results.
+  }];
+  let dependentDialects = ["::hypipe::pipe::PipeDialect"];
+}
+
+def PipeInsertP2P : Pass<"pipe-insert-p2p", "::mlir::ModuleOp"> {
+  let summary = "Turn cross-rank stage boundaries into send/recv, add gradient reductions";
+  let description = [{
+    Requires: outlined stages. Guarantees: no stage takes an input produced on
+    another rank: the producer ends with `pipe.send` of the activations and
+    `pipe.recv_grad` of their gradient, the consumer begins with `pipe.recv`
+    and ends with `pipe.send_grad`, each naming its peer rank and stage.
+    Boundaries within one rank stay local hand-offs. With `dp > 1` every
+    non-empty stage gets `pipe.grad_allreduce`; with tied embeddings on
+    different first and last ranks, both ends get
+    `pipe.tied_embedding_allreduce`.
+  }];
+  let dependentDialects = ["::hypipe::pipe::PipeDialect"];
+}
+
+#endif // HYPIPE_PASSES

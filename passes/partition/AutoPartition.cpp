@@ -1,0 +1,65 @@
+//===- AutoPartition.cpp - hybrid-auto-partition --------------------------===//
+#include "frontend/AutoPartition.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace hypipe {
+
+#define GEN_PASS_DEF_HYBRIDAUTOPARTITION
+#include "passes/Passes.h.inc"
+
+using namespace mlir;
+
+LogicalResult autoPartitionModel(hybrid::ModelOp model, StringRef objective,
+                                 std::optional<double> maxMemoryGiB, bool bf16) {
+  auto pattern = parseHybridPattern(model.getPattern());
+  if (!pattern)
+    return model.emitOpError() << llvm::toString(pattern.takeError());
+  hybrid::ParallelAttr parallel = model.getParallel();
+  if (pattern->hasPipes() || parallel.getPp() * parallel.getVpp() == 1)
+    return assignStages(model, "");
+
+  auto tokens = cast<RankedTensorType>(model.getBody().front().getArgument(0).getType());
+  AutoPartitionRequest request;
+  request.dims = hybrid::toModelDims(model.getDims());
+  request.settings.microBatchSize = tokens.getDimSize(0);
+  request.settings.seqLength = tokens.getDimSize(1);
+  request.settings.bf16 = bf16;
+  request.layers = pattern->layers();
+  request.mtpLayers = pattern->mtp;
+  request.mtpDepths = pattern->mtpDepths;
+  request.pp = parallel.getPp();
+  request.vpp = parallel.getVpp();
+  request.schedule = parallel.getSchedule().str();
+  request.microbatches = parallel.getMicrobatches();
+  request.objective = objective.str();
+  request.maxMemoryGiB = maxMemoryGiB;
+  auto result = autoPartition(request);
+  if (!result)
+    return model.emitOpError() << llvm::toString(result.takeError());
+  model.setPattern(result->pattern);
+  return applyPlacement(model, result->placement);
+}
+
+namespace {
+struct HybridAutoPartitionPass : impl::HybridAutoPartitionBase<HybridAutoPartitionPass> {
+  using HybridAutoPartitionBase::HybridAutoPartitionBase;
+  void runOnOperation() override {
+    if (dtype != "fp32" && dtype != "bf16") {
+      getOperation().emitError() << "hybrid-auto-partition: dtype must be fp32 or bf16, got '"
+                                 << dtype << "'";
+      return signalPassFailure();
+    }
+    std::optional<double> cap;
+    if (maxMemoryGiB > 0)
+      cap = maxMemoryGiB;
+    getOperation().walk([&](hybrid::ModelOp model) {
+      if (failed(autoPartitionModel(model, objective, cap, dtype == "bf16")))
+        signalPassFailure();
+    });
+  }
+};
+} // namespace
+
+} // namespace hypipe

@@ -1,0 +1,81 @@
+// hybrid-auto-partition: an exact min-max split by the cost model.
+// RUN: hypipe-opt %s -split-input-file --hybrid-auto-partition="objective=params" | FileCheck %s
+// RUN: hypipe-opt %S/Inputs/eight-mamba.mlir --hybrid-auto-partition | FileCheck %s --check-prefix=TIME
+// RUN: not hypipe-opt %S/Inputs/eight-mamba.mlir --hybrid-auto-partition="max-memory-gib=0.0000001" 2>&1 | FileCheck %s --check-prefix=MEMORY
+// RUN: not hypipe-opt %S/Inputs/eight-mamba.mlir --hybrid-auto-partition="objective=speed" 2>&1 | FileCheck %s --check-prefix=OBJECTIVE
+// RUN: not hypipe-opt %S/Inputs/eight-mamba.mlir --hybrid-auto-partition="dtype=fp8" 2>&1 | FileCheck %s --check-prefix=DTYPE
+
+// By time, identical layers split evenly around the cheap embedding and head.
+// TIME: pattern = "MMMM|MMMM"
+// MEMORY: error: 'hybrid.model' op pp_rank 0 cannot fit the embedding under max_memory_gib 0.00: it needs {{.*}} GiB short); raise max_memory_gib, or use more pipeline ranks
+// OBJECTIVE: error: 'hybrid.model' op unknown partition objective 'speed': use time or params
+// DTYPE: error: hybrid-auto-partition: dtype must be fp32 or bf16, got 'fp8'
+
+// The embedding counts: with a large vocabulary, rank 0 takes one layer.
+// CHECK-LABEL: hybrid.model @embedding_counts
+// CHECK-SAME: pattern = "M|MMMMMMM"
+// CHECK: hybrid.mamba {{.*}}<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>
+// CHECK: hybrid.mamba {{.*}}<segment = 1, pp_rank = 1, vp_stage = 0, layer = 2>
+hybrid.model @embedding_counts attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 256, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "MMMMMMMM"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h0 = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %h1 = hybrid.mamba %h0 : tensor<1x4x8xf32>
+  %h2 = hybrid.mamba %h1 : tensor<1x4x8xf32>
+  %h3 = hybrid.mamba %h2 : tensor<1x4x8xf32>
+  %h4 = hybrid.mamba %h3 : tensor<1x4x8xf32>
+  %h5 = hybrid.mamba %h4 : tensor<1x4x8xf32>
+  %h6 = hybrid.mamba %h5 : tensor<1x4x8xf32>
+  %h7 = hybrid.mamba %h6 : tensor<1x4x8xf32>
+  %h8 = hybrid.mamba %h7 : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %h8 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// A pattern with its own '|' keeps its placement.
+// CHECK-LABEL: hybrid.model @pinned
+// CHECK-SAME: pattern = "MMMMMMM|M"
+// CHECK: hybrid.mamba {{.*}}<segment = 1, pp_rank = 1, vp_stage = 0, layer = 8>
+hybrid.model @pinned attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 256, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "MMMMMMM|M"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h0 = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %h1 = hybrid.mamba %h0 : tensor<1x4x8xf32>
+  %h2 = hybrid.mamba %h1 : tensor<1x4x8xf32>
+  %h3 = hybrid.mamba %h2 : tensor<1x4x8xf32>
+  %h4 = hybrid.mamba %h3 : tensor<1x4x8xf32>
+  %h5 = hybrid.mamba %h4 : tensor<1x4x8xf32>
+  %h6 = hybrid.mamba %h5 : tensor<1x4x8xf32>
+  %h7 = hybrid.mamba %h6 : tensor<1x4x8xf32>
+  %h8 = hybrid.mamba %h7 : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %h8 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pp * vpp = 4 segments; MTP parts stay after '/'.
+// CHECK-LABEL: hybrid.model @virtual
+// CHECK-SAME: pattern = "{{[M*-]+}}|{{[M*-]+}}|{{[M*-]+}}|{{[M*-]+}}/-"
+hybrid.model @virtual attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 2, dp = 1, schedule = "interleaved-1f1b", microbatches = 4, group_size = 2>, pattern = "M*M-M*M-/-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h0 = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %h1 = hybrid.mamba %h0 : tensor<1x4x8xf32>
+  %h2 = hybrid.attention %h1 : tensor<1x4x8xf32>
+  %h3 = hybrid.mamba %h2 : tensor<1x4x8xf32>
+  %h4 = hybrid.mlp %h3 : tensor<1x4x8xf32>
+  %h5 = hybrid.mamba %h4 : tensor<1x4x8xf32>
+  %h6 = hybrid.attention %h5 : tensor<1x4x8xf32>
+  %h7 = hybrid.mamba %h6 : tensor<1x4x8xf32>
+  %h8 = hybrid.mlp %h7 : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %h8 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  %m1, %l1 = hybrid.mtp %h8, %tokens, %labels depth 1 : tensor<1x4x8xf32>, tensor<1x4xi64>, tensor<1x4xi64> -> tensor<1x4x8xf32>, tensor<f32> {
+  ^bb0(%x1: tensor<1x4x8xf32>):
+    %y1_0 = hybrid.mlp %x1 : tensor<1x4x8xf32>
+    hybrid.yield %y1_0 : tensor<1x4x8xf32>
+  }
+  hybrid.return %loss, %l1 : tensor<f32>, tensor<f32>
+}
