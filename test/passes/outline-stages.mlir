@@ -3,7 +3,7 @@
 // RUN: not hypipe-opt %S/Inputs/eight-mamba.mlir --pipe-outline-stages 2>&1 | FileCheck %s --check-prefix=UNPLACED
 // RUN: not hypipe-opt %s -split-input-file --hybrid-assign-stages --pipe-outline-stages --pipe-outline-stages 2>&1 | FileCheck %s --check-prefix=TWICE
 
-// UNPLACED: error: 'hybrid.embedding' op has no stage: run hybrid-assign-stages or hybrid-auto-partition before pipe-outline-stages
+// UNPLACED: error: 'hybrid.mamba' op has no stage: run hybrid-assign-stages or hybrid-auto-partition before pipe-outline-stages
 // TWICE: error: 'hybrid.model' op is already outlined into pipe.stage ops
 
 // pp = 2, vpp = 2: stage 0 holds the embedding, the last the head; an empty
