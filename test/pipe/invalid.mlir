@@ -1,0 +1,357 @@
+// One case per numbered invariant of the pipe dialect (PipeOps.td).
+// RUN: hypipe-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
+
+// pipe.stage (C1): index = vp_stage * pp + pp_rank.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+// expected-error @+1 {{stage 0 on rank 1, chunk 0 does not fit pp = 2, vpp = 1 (index must be vp_stage * pp + pp_rank)}}
+  pipe.stage 0 rank 1 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 0 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 0 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.stage (C2): the yield has the result types.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+// expected-error @+1 {{must end in pipe.yield of the result types}}
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.stage (C3): stages in index order.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+// expected-error @+1 {{stage 1 out of order: expected stage 0}}
+  pipe.stage 1 rank 1 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.stage (C3): the last stage is pp * vpp - 1.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  // expected-error @+1 {{the last stage must be stage 1, got 0}}
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %1 : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.stage (C4): inputs come from the model or earlier stages.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  %bad = "test.source"() : () -> tensor<1x4xi64>
+// expected-error @+1 {{inputs must be model arguments or results of earlier stages}}
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%bad : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.send (C1): to another rank.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    // expected-error @+1 {{peer 0 must be a rank in [0, 2) other than the stage's own (0)}}
+    pipe.send %1 to 0 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.send (C1): to the next stage.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    // expected-error @+1 {{peer_stage must be 1, got 3}}
+    pipe.send %1 to 1 stage 3 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.recv (C1): from the previous stage, on its rank.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    // expected-error @+1 {{peer_stage must be 0, got 1}}
+    %x = pipe.recv from 0 stage 1 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.send_grad (C1): the gradient of a received value, back to its sender.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    // expected-error @+1 {{must send the gradient of a pipe.recv of this stage, back to its peer and stage}}
+    pipe.send_grad %2 to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.recv_grad (C1): the gradient of a value this stage sent.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
+    // expected-error @+1 {{must receive the gradient of a value this stage sends to the same peer and stage}}
+    pipe.recv_grad %h from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.grad_allreduce (C1): over the model's dp.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    // expected-error @+1 {{dp must equal the model's dp (2) and be at least 2}}
+    pipe.grad_allreduce dp 4
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.tied_embedding_allreduce (C1): only with tied embeddings.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    // expected-error @+1 {{the model does not tie its embeddings}}
+    pipe.tied_embedding_allreduce with 1
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.tied_embedding_allreduce (C1): with the rank of the other end.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    // expected-error @+1 {{peer must be the rank of the other end (1), on a different rank}}
+    pipe.tied_embedding_allreduce with 0
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
