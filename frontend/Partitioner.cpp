@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace hypipe {
@@ -23,14 +25,16 @@ struct Greedy {
   int64_t stuckItem = -1;
 };
 
-/// Fills segments left to right; each takes as many items as keep its cost at
-/// most `bound` and still fit, while leaving one item for each later segment.
-Greedy fill(const std::vector<int64_t> &costs, int64_t k, int64_t bound,
-            const SegmentFits &fits) {
+/// Fills segments `firstSegment`..k-1 with items `firstItem`..n-1, left to
+/// right; each takes as many items as keep its cost at most `bound` and still
+/// fit, while leaving one item for each later segment. For a given bound this
+/// covers the longest prefix possible, so it decides feasibility exactly.
+Greedy fill(const std::vector<int64_t> &costs, int64_t firstItem, int64_t firstSegment,
+            int64_t k, int64_t bound, const SegmentFits &fits) {
   Greedy g;
   auto n = static_cast<int64_t>(costs.size());
-  int64_t next = 0;
-  for (int64_t s = 0; s < k; ++s) {
+  int64_t next = firstItem;
+  for (int64_t s = firstSegment; s < k; ++s) {
     int64_t begin = next, sum = 0;
     int64_t laterSegments = k - 1 - s;
     while (next < n && n - (next + 1) >= laterSegments &&
@@ -46,6 +50,60 @@ Greedy fill(const std::vector<int64_t> &costs, int64_t k, int64_t bound,
   }
   g.complete = next == n;
   return g;
+}
+
+/// Among the splits whose every segment costs at most `bound` (the optimum)
+/// and fits, the one with the smallest sum of squared segment costs: the most
+/// even split of everything that is not the bottleneck. Dynamic programming
+/// over (segment, end) with a sliding window of starts; ties keep the earliest
+/// start. O(n * window * k) time, O(n * k) memory.
+std::vector<int64_t> balance(const std::vector<int64_t> &costs, int64_t k, int64_t bound,
+                             const SegmentFits &fits) {
+  auto n = static_cast<int64_t>(costs.size());
+  std::vector<int64_t> prefix(n + 1, 0);
+  for (int64_t i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + costs[i];
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[e]: smallest sum of squares splitting items [0, e) into s+1 segments.
+  std::vector<double> best(n + 1, inf), next(n + 1, inf);
+  std::vector<int32_t> parent(static_cast<size_t>(k) * (n + 1), -1);
+  for (int64_t e = 1; e <= n - (k - 1); ++e) {
+    int64_t sum = prefix[e];
+    if (sum > bound || (fits && !fits(0, 0, e)))
+      break;
+    best[e] = static_cast<double>(sum) * static_cast<double>(sum);
+    parent[e] = 0;
+  }
+  for (int64_t s = 1; s < k; ++s) {
+    std::fill(next.begin(), next.end(), inf);
+    // Segment s is [b, e) with b >= s, e <= n - (k - 1 - s), non-empty.
+    int64_t lo = s; // smallest start whose cost to e stays within the bound
+    for (int64_t e = s + 1; e <= n - (k - 1 - s); ++e) {
+      while (lo < e && prefix[e] - prefix[lo] > bound)
+        ++lo;
+      for (int64_t b = lo; b < e; ++b) {
+        if (best[b] == inf)
+          continue;
+        if (fits && !fits(s, b, e))
+          continue;
+        double cost = static_cast<double>(prefix[e] - prefix[b]);
+        double total = best[b] + cost * cost;
+        if (total < next[e]) {
+          next[e] = total;
+          parent[static_cast<size_t>(s) * (n + 1) + e] = static_cast<int32_t>(b);
+        }
+      }
+    }
+    std::swap(best, next);
+  }
+  std::vector<int64_t> sizes(k, 0);
+  int64_t end = n;
+  for (int64_t s = k - 1; s >= 0; --s) {
+    int64_t begin = parent[static_cast<size_t>(s) * (n + 1) + end];
+    sizes[s] = end - begin;
+    end = begin;
+  }
+  return sizes;
 }
 
 } // namespace
@@ -90,7 +148,7 @@ llvm::Expected<Partition> partitionMinMax(const std::vector<int64_t> &costs,
                                      "the total cost overflows 64 bits");
     hi += c;
   }
-  Greedy loose = fill(costs, k, hi, fits);
+  Greedy loose = fill(costs, 0, 0, k, hi, fits);
   if (!loose.complete) {
     if (loose.stuckSegment >= 0)
       return llvm::make_error<PartitionInfeasible>(loose.stuckSegment, loose.stuckItem,
@@ -102,15 +160,14 @@ llvm::Expected<Partition> partitionMinMax(const std::vector<int64_t> &costs,
   }
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
-    if (fill(costs, k, mid, fits).complete)
+    if (fill(costs, 0, 0, k, mid, fits).complete)
       hi = mid;
     else
       lo = mid + 1;
   }
-  Greedy best = fill(costs, k, lo, fits);
-  result.segmentSizes = best.sizes;
+  result.segmentSizes = balance(costs, k, lo, fits);
   int64_t item = 0;
-  for (int64_t size : best.sizes) {
+  for (int64_t size : result.segmentSizes) {
     int64_t sum = 0;
     for (int64_t j = 0; j < size; ++j)
       sum += costs[item++];

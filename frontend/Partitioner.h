@@ -7,9 +7,10 @@
 // Ties are broken by one documented rule (docs/passes.md):
 //   - the first item (the embedding) is in segment 0 and the last (the head)
 //     in segment K-1;
-//   - with at least K items, every segment is non-empty and each takes as many
-//     items as fit under the optimum from the left, leaving one item for each
-//     later segment;
+//   - with at least K items, every segment is non-empty, and among the splits
+//     that reach the optimum, the one with the smallest sum of squared segment
+//     costs is chosen (the segments that are not the bottleneck are as even as
+//     they can be); remaining ties keep the earliest segment starts;
 //   - with fewer items than segments, item i goes to segment i and the last
 //     item to segment K-1, the segments between stay empty.
 //

@@ -4,17 +4,26 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 namespace hypipe {
 namespace {
 
+struct Optimum {
+  int64_t maxCost = INT64_MAX;
+  /// With at least k items: the smallest sum of squared segment costs among
+  /// the splits into non-empty segments that reach `maxCost`.
+  double sumOfSquares = std::numeric_limits<double>::infinity();
+};
+
 /// The optimum by trying every split of `costs` into `k` contiguous
 /// segments (empty ones allowed) that keeps the first item in segment 0 and
 /// the last in segment k-1.
-int64_t bruteForce(const std::vector<int64_t> &costs, int64_t k) {
+Optimum bruteForce(const std::vector<int64_t> &costs, int64_t k) {
   auto n = static_cast<int64_t>(costs.size());
-  int64_t best = INT64_MAX;
+  Optimum best;
+  std::vector<std::pair<int64_t, double>> nonEmpty; // (max, sum of squares)
   std::vector<int64_t> cuts(k + 1, 0); // segment s is [cuts[s], cuts[s+1])
   cuts[k] = n;
   std::function<void(int64_t, int64_t)> place = [&](int64_t s, int64_t from) {
@@ -22,13 +31,19 @@ int64_t bruteForce(const std::vector<int64_t> &costs, int64_t k) {
       if (cuts[1] == 0 || cuts[k - 1] == n) // item 0 in segment 0, last in k-1
         return;
       int64_t worst = 0;
+      double squares = 0;
+      bool allNonEmpty = true;
       for (int64_t i = 0; i < k; ++i) {
         int64_t sum = 0;
         for (int64_t j = cuts[i]; j < cuts[i + 1]; ++j)
           sum += costs[j];
         worst = std::max(worst, sum);
+        squares += static_cast<double>(sum) * static_cast<double>(sum);
+        allNonEmpty = allNonEmpty && cuts[i + 1] > cuts[i];
       }
-      best = std::min(best, worst);
+      best.maxCost = std::min(best.maxCost, worst);
+      if (allNonEmpty)
+        nonEmpty.push_back({worst, squares});
       return;
     }
     for (int64_t c = from; c <= n; ++c) {
@@ -38,6 +53,9 @@ int64_t bruteForce(const std::vector<int64_t> &costs, int64_t k) {
   };
   cuts[0] = 0;
   place(1, 0);
+  for (auto [worst, squares] : nonEmpty)
+    if (worst == best.maxCost)
+      best.sumOfSquares = std::min(best.sumOfSquares, squares);
   return best;
 }
 
@@ -50,7 +68,8 @@ TEST(Partitioner, MatchesBruteForceOnRandomInstances) {
       c = rng() % 4 == 0 ? 0 : static_cast<int64_t>(rng() % 100);
     auto got = partitionMinMax(costs, k);
     ASSERT_TRUE(static_cast<bool>(got)) << llvm::toString(got.takeError());
-    EXPECT_EQ(got->maxSegmentCost, bruteForce(costs, k)) << "trial " << trial;
+    Optimum optimum = bruteForce(costs, k);
+    EXPECT_EQ(got->maxSegmentCost, optimum.maxCost) << "trial " << trial;
     ASSERT_EQ(static_cast<int64_t>(got->segmentSizes.size()), k);
     int64_t total = 0, worst = 0, item = 0;
     for (int64_t size : got->segmentSizes) {
@@ -62,6 +81,17 @@ TEST(Partitioner, MatchesBruteForceOnRandomInstances) {
     }
     EXPECT_EQ(total, n);
     EXPECT_EQ(worst, got->maxSegmentCost);
+    if (n >= k) {
+      double squares = 0;
+      item = 0;
+      for (int64_t size : got->segmentSizes) {
+        int64_t sum = 0;
+        for (int64_t j = 0; j < size; ++j)
+          sum += costs[item++];
+        squares += static_cast<double>(sum) * static_cast<double>(sum);
+      }
+      EXPECT_EQ(squares, optimum.sumOfSquares) << "trial " << trial << ": not the most even";
+    }
     EXPECT_GT(got->segmentSizes.front(), 0);
     EXPECT_GT(got->segmentSizes.back(), 0);
     if (n >= k)

@@ -177,6 +177,37 @@ TEST(Spec, BrokenEntriesAreErrorsNotCrashes) {
   }
 }
 
+TEST(Spec, PatternWithoutPipesIsBalanced) {
+  ModelSpec s = load("model:\n  pattern: \"MMMMMMMM\"\n  vocab_size: 100000\n"
+                     "parallel:\n  pp: 2\n  vpp: 2\n  schedule: interleaved-1f1b\n");
+  EXPECT_TRUE(s.autoPartitioned);
+  ASSERT_EQ(s.placement.stages.size(), 4u);
+  // The output layer over a 100,000-token vocabulary costs more FLOPs than any
+  // layer: the last stage holds the head alone, the others share the layers
+  // as evenly as they can, the embedding's small cost tipping rank 0 to 2.
+  EXPECT_EQ(s.placement.stages[3].layers, "");
+  EXPECT_EQ(s.placement.stages[0].layers.size(), 2u);
+  EXPECT_EQ(s.placement.stages[1].layers.size(), 3u);
+  EXPECT_EQ(s.placement.stages[2].layers.size(), 3u);
+  size_t placed = 0;
+  for (const PatternStage &stage : s.placement.stages)
+    placed += stage.layers.size();
+  EXPECT_EQ(placed, 8u);
+}
+
+TEST(Spec, PartitionKnobsAreChecked) {
+  std::string e = errorOf("model:\n  pattern: \"MM\"\nparallel:\n  pp: 2\n  objective: speed\n");
+  EXPECT_NE(e.find("spec.yaml:5:14: error: unknown partition objective 'speed'"),
+            std::string::npos)
+      << e;
+  e = errorOf("model:\n  pattern: \"M|M\"\nparallel:\n  pp: 2\n  max_memory_gib: 80\n");
+  EXPECT_NE(e.find("objective and max_memory_gib steer the automatic split"), std::string::npos)
+      << e;
+  e = errorOf("model:\n  pattern: \"MM\"\nparallel:\n  pp: 2\n  max_memory_gib: 0.000001\n");
+  EXPECT_NE(e.find("spec.yaml:5:19: error: pp_rank 0 cannot fit"), std::string::npos) << e;
+  EXPECT_NE(e.find("help: raise max_memory_gib"), std::string::npos) << e;
+}
+
 TEST(Spec, MissingFileIsAClearError) {
   auto spec = loadSpec("/nonexistent/spec.yaml");
   ASSERT_FALSE(static_cast<bool>(spec));
