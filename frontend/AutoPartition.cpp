@@ -30,22 +30,42 @@ std::string describeItems(const std::vector<ItemCost> &items, int64_t begin, int
 
 } // namespace
 
+namespace {
+
+/// The per-rank memory estimate with the request's terms computed once.
+struct MemoryModel {
+  explicit MemoryModel(const AutoPartitionRequest &r)
+      : bytesPerParam(trainingBytesPerParameter(r.settings.bf16)),
+        p2pPerStage(2 * r.settings.tokens() * r.dims.hidden *
+                    r.settings.activationBytesPerElement()) {
+    for (int64_t rank = 0; rank < r.pp; ++rank)
+      inFlight.push_back(peakMicrobatchesInFlight(r.schedule, r.pp, r.vpp, r.microbatches, rank));
+  }
+
+  /// Peak bytes of `ppRank` holding `stages` stages with these parameter and
+  /// activation totals: weights, gradients and optimizer state; activations
+  /// of the microbatches in flight; a send and a receive buffer per stage.
+  int64_t bytes(int64_t params, int64_t activations, int64_t stages, int64_t ppRank) const {
+    double kept = inFlight[ppRank] * static_cast<double>(activations);
+    return params * bytesPerParam + static_cast<int64_t>(std::ceil(kept)) + stages * p2pPerStage;
+  }
+
+  int64_t bytesPerParam, p2pPerStage;
+  std::vector<double> inFlight;
+};
+
+} // namespace
+
 int64_t rankMemoryBytes(const std::vector<ItemCost> &items,
                         const std::vector<std::pair<int64_t, int64_t>> &ranges,
                         const AutoPartitionRequest &r, int64_t ppRank) {
-  int64_t params = 0, activations = 0, stages = 0;
-  for (auto [begin, end] : ranges) {
+  int64_t params = 0, activations = 0;
+  for (auto [begin, end] : ranges)
     for (int64_t i = begin; i < end; ++i) {
       params += items[i].params;
       activations += items[i].activationBytes;
     }
-    ++stages;
-  }
-  double inFlight = peakMicrobatchesInFlight(r.schedule, r.pp, r.vpp, r.microbatches, ppRank);
-  int64_t p2p = 2 * stages * r.settings.tokens() * r.dims.hidden *
-                r.settings.activationBytesPerElement();
-  return params * trainingBytesPerParameter(r.settings.bf16) +
-         static_cast<int64_t>(std::ceil(inFlight * static_cast<double>(activations))) + p2p;
+  return MemoryModel(r).bytes(params, activations, static_cast<int64_t>(ranges.size()), ppRank);
 }
 
 std::vector<std::pair<int64_t, int64_t>> stageItemRanges(const PatternPlacement &placement) {
@@ -82,8 +102,16 @@ llvm::Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r)
     capBytes = static_cast<int64_t>(*r.maxMemoryGiB * kGiB);
     // A segment is one rank's stage; with vpp > 1 each stage gets an equal
     // share of the rank's cap (sufficient, not necessary: see docs/passes.md).
-    fits = [&, cap = *capBytes](int64_t segment, int64_t begin, int64_t end) {
-      int64_t bytes = rankMemoryBytes(result.items, {{begin, end}}, r, segment % r.pp);
+    // O(1) per query from prefix sums: the partitioner asks often.
+    std::vector<int64_t> params(result.items.size() + 1, 0), acts(result.items.size() + 1, 0);
+    for (size_t i = 0; i < result.items.size(); ++i) {
+      params[i + 1] = params[i] + result.items[i].params;
+      acts[i + 1] = acts[i] + result.items[i].activationBytes;
+    }
+    fits = [&r, cap = *capBytes, params = std::move(params), acts = std::move(acts),
+            memory = MemoryModel(r)](int64_t segment, int64_t begin, int64_t end) {
+      int64_t bytes = memory.bytes(params[end] - params[begin], acts[end] - acts[begin], 1,
+                                   segment % r.pp);
       return bytes * r.vpp <= cap;
     };
   }
