@@ -67,9 +67,11 @@ struct HybridPattern;
 struct PatternPlacement;
 
 /// Places the main layers of a pattern without `|` with a validated layout:
-/// the k-th `t` is the k-th layer. MTP runs where the layout puts `m`, or
-/// with the last stage.
-PatternPlacement placementFromLayout(const HybridPattern &pattern, const PipelineLayout &layout);
+/// the k-th `t` is the k-th layer. hypipe runs MTP with the loss, so `m`
+/// layers anywhere but the last stage (Megatron's standalone MTP) are a
+/// `SourceError` into the layout text.
+llvm::Expected<PatternPlacement> placementFromLayout(const HybridPattern &pattern,
+                                                     const PipelineLayout &layout);
 
 } // namespace hypipe
 

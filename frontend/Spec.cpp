@@ -658,7 +658,10 @@ llvm::Error Loader::check() {
                                *draft.vpp, layout->stages.size(), layout->pp,
                                layout->vpp),
                    "remove vpp (the layout defines it) or fix the layout");
-    spec.placement = placementFromLayout(spec.pattern, *layout);
+    auto placement = placementFromLayout(spec.pattern, *layout);
+    if (!placement)
+      return scalarError(layoutNode, placement.takeError());
+    spec.placement = std::move(*placement);
   } else if (!spec.pattern.hasPipes() && !par.firstStageLayers && !par.lastStageLayers &&
              par.pp * draft.vpp.value_or(1) > 1) {
     // The compiler balances the stages; done once the rest is checked.

@@ -53,7 +53,11 @@ LogicalResult assignStages(hybrid::ModelOp model, StringRef layoutText) {
     if (layout->vpp != vpp)
       return model.emitOpError() << "layout '" << layoutText << "' has " << layout->vpp
                                  << " virtual stages per rank but the model has vpp = " << vpp;
-    placement = placementFromLayout(*pattern, *layout);
+    auto placed = placementFromLayout(*pattern, *layout);
+    if (!placed)
+      return model.emitOpError() << "layout '" << layoutText
+                                 << "': " << llvm::toString(placed.takeError());
+    placement = std::move(*placed);
     // Write the boundaries into the pattern so the IR says where they are.
     std::string withPipes;
     for (const PatternStage &s : placement.stages)
