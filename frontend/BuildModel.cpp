@@ -48,7 +48,7 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
                                 par.microbatches, par.groupSize);
   auto model = b.create<hybrid::ModelOp>(
       loc, spec.name, hybrid::toDimsAttr(&context, spec.dims), parallel,
-      spec.pattern.text);
+      patternWithStages(spec.pattern, spec.placement));
 
   int64_t batch = spec.training.microBatchSize, seq = spec.training.seqLength;
   auto tokensType = RankedTensorType::get({batch, seq}, b.getI64Type());

@@ -345,6 +345,18 @@ placeHybridPattern(const HybridPattern &pattern, const PlacementOptions &o) {
   return result;
 }
 
+std::string patternWithStages(const HybridPattern &pattern, const PatternPlacement &placement) {
+  std::string out;
+  for (const PatternStage &stage : placement.stages) {
+    if (stage.index > 0)
+      out += '|';
+    out += stage.layers;
+  }
+  for (int depth = 0; depth < pattern.mtpDepths; ++depth)
+    out += "/" + pattern.mtp;
+  return out;
+}
+
 llvm::Expected<std::string>
 patternFromRatios(int64_t numLayers, double attentionRatio, double mlpRatio) {
   auto bad = [](std::string message, std::string help) {

@@ -71,7 +71,7 @@ int runHybrid(const LayoutOptions &o) {
         pattern->mtpDepths, placement->mtpOn->first, placement->mtpOn->second);
   if (!pattern->hasPipes() && placement->pp > 1)
     std::cout << fmt::format("pinned: '{}'\n",
-                             pinnedPattern(*pattern, *placement));
+                             patternWithStages(*pattern, *placement));
   return 0;
 }
 

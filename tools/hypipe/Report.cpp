@@ -113,17 +113,4 @@ nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout,
   return out;
 }
 
-std::string pinnedPattern(const HybridPattern &pattern,
-                          const PatternPlacement &placement) {
-  std::string out;
-  for (const PatternStage &s : placement.stages) {
-    if (s.index > 0)
-      out += '|';
-    out += s.layers;
-  }
-  for (int d = 0; d < pattern.mtpDepths; ++d)
-    out += "/" + pattern.mtp;
-  return out;
-}
-
 } // namespace hypipe::cli

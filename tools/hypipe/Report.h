@@ -28,11 +28,6 @@ nlohmann::ordered_json hybridLayoutJson(const HybridPattern &pattern,
 nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout,
                                           bool mtpStandalone);
 
-/// The pattern with `|` at the placement's stage boundaries, and the MTP
-/// parts after `/`: what a user pins to keep this split.
-std::string pinnedPattern(const HybridPattern &pattern,
-                          const PatternPlacement &placement);
-
 } // namespace hypipe::cli
 
 #endif

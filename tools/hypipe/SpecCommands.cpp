@@ -122,7 +122,7 @@ int runExplain(const ExplainOptions &o) {
     total += rankParams[r];
   }
   bool exact = llvm::all_of(items, [](const ItemCost &c) { return c.modelled; });
-  std::string pinned = pinnedPattern(spec->pattern, placement);
+  std::string pinned = patternWithStages(spec->pattern, placement);
 
   if (o.json) {
     nlohmann::ordered_json out;
