@@ -99,7 +99,8 @@ int main(int argc, char **argv) {
       std::exit(1);
     }
     auto r = spec->partitionRequest();
-    auto items = hypipe::modelItems(r.dims, r.settings, r.layers, r.mtpLayers, r.mtpDepths);
+    auto items = hypipe::modelItems(r.dims, r.settings, r.layers, r.mtpLayers,
+                                    r.mtpDepths);
     auto ranges = hypipe::stageItemRanges(spec->placement);
     int64_t total = 0;
     for (int64_t rank = 0; rank < r.pp; ++rank)
@@ -112,10 +113,10 @@ int main(int argc, char **argv) {
   fmt::print("{:<62} {:>10}\n", "case", "ms");
   fmt::print("{:<62} {:>10.2f}\n",
              "partition 10,000 layers into 1,024 segments (time)", plain);
+  fmt::print("{:<62} {:>10.2f}\n", "  same, with max_memory_gib 64", withCap);
   fmt::print("{:<62} {:>10.2f}\n",
-             "  same, with max_memory_gib 64", withCap);
-  fmt::print("{:<62} {:>10.2f}\n",
-             "explain the 56-layer 8B hybrid (load, auto-partition, costs)", explain8b);
+             "explain the 56-layer 8B hybrid (load, auto-partition, costs)",
+             explain8b);
   fmt::print("bottleneck segment: {} FLOPs\n", maxCost);
   return 0;
 }

@@ -15,7 +15,8 @@ llvm::Error fail(std::string message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-std::string describeItems(const std::vector<ItemCost> &items, int64_t begin, int64_t end) {
+std::string describeItems(const std::vector<ItemCost> &items, int64_t begin,
+                          int64_t end) {
   auto name = [&](int64_t i) {
     if (i == 0)
       return std::string("the embedding");
@@ -39,15 +40,18 @@ struct MemoryModel {
         p2pPerStage(2 * r.settings.tokens() * r.dims.hidden *
                     r.settings.activationBytesPerElement()) {
     for (int64_t rank = 0; rank < r.pp; ++rank)
-      inFlight.push_back(peakMicrobatchesInFlight(r.schedule, r.pp, r.vpp, r.microbatches, rank));
+      inFlight.push_back(peakMicrobatchesInFlight(r.schedule, r.pp, r.vpp,
+                                                  r.microbatches, rank));
   }
 
   /// Peak bytes of `ppRank` holding `stages` stages with these parameter and
   /// activation totals: weights, gradients and optimizer state; activations
   /// of the microbatches in flight; a send and a receive buffer per stage.
-  int64_t bytes(int64_t params, int64_t activations, int64_t stages, int64_t ppRank) const {
+  int64_t bytes(int64_t params, int64_t activations, int64_t stages,
+                int64_t ppRank) const {
     double kept = inFlight[ppRank] * static_cast<double>(activations);
-    return params * bytesPerParam + static_cast<int64_t>(std::ceil(kept)) + stages * p2pPerStage;
+    return params * bytesPerParam + static_cast<int64_t>(std::ceil(kept)) +
+           stages * p2pPerStage;
   }
 
   int64_t bytesPerParam, p2pPerStage;
@@ -65,34 +69,41 @@ int64_t rankMemoryBytes(const std::vector<ItemCost> &items,
       params += items[i].params;
       activations += items[i].activationBytes;
     }
-  return MemoryModel(r).bytes(params, activations, static_cast<int64_t>(ranges.size()), ppRank);
+  return MemoryModel(r).bytes(params, activations,
+                              static_cast<int64_t>(ranges.size()), ppRank);
 }
 
-std::vector<std::pair<int64_t, int64_t>> stageItemRanges(const PatternPlacement &placement) {
+std::vector<std::pair<int64_t, int64_t>>
+stageItemRanges(const PatternPlacement &placement) {
   std::vector<std::pair<int64_t, int64_t>> ranges;
   int64_t next = 0;
   auto last = static_cast<int64_t>(placement.stages.size()) - 1;
   for (const PatternStage &stage : placement.stages) {
-    int64_t count = static_cast<int64_t>(stage.layers.size()) + (stage.index == 0 ? 1 : 0) +
-                    (stage.index == last ? 1 : 0);
+    int64_t count = static_cast<int64_t>(stage.layers.size()) +
+                    (stage.index == 0 ? 1 : 0) + (stage.index == last ? 1 : 0);
     ranges.push_back({next, next + count});
     next += count;
   }
   return ranges;
 }
 
-llvm::Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
+llvm::Expected<AutoPartitionResult>
+autoPartition(const AutoPartitionRequest &r) {
   if (r.objective != "time" && r.objective != "params")
-    return fail(fmt::format("unknown partition objective '{}': use time or params", r.objective));
+    return fail(fmt::format(
+        "unknown partition objective '{}': use time or params", r.objective));
   AutoPartitionResult result;
-  result.items = modelItems(r.dims, r.settings, r.layers, r.mtpLayers, r.mtpDepths);
+  result.items =
+      modelItems(r.dims, r.settings, r.layers, r.mtpLayers, r.mtpDepths);
   for (const ItemCost &item : result.items) {
     if (!item.modelled && r.objective == "time")
-      return fail(fmt::format("the cost model has no FLOP count for '{}' layers, so it cannot "
-                              "balance them by time; use objective params, or place the "
-                              "layers yourself with '|'",
-                              item.name));
-    result.costs.push_back(r.objective == "time" ? item.totalFlops() : item.params);
+      return fail(fmt::format(
+          "the cost model has no FLOP count for '{}' layers, so it cannot "
+          "balance them by time; use objective params, or place the "
+          "layers yourself with '|'",
+          item.name));
+    result.costs.push_back(r.objective == "time" ? item.totalFlops()
+                                                 : item.params);
   }
 
   int64_t segments = r.pp * r.vpp;
@@ -103,15 +114,17 @@ llvm::Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r)
     // A segment is one rank's stage; with vpp > 1 each stage gets an equal
     // share of the rank's cap (sufficient, not necessary: see docs/passes.md).
     // O(1) per query from prefix sums: the partitioner asks often.
-    std::vector<int64_t> params(result.items.size() + 1, 0), acts(result.items.size() + 1, 0);
+    std::vector<int64_t> params(result.items.size() + 1, 0),
+        acts(result.items.size() + 1, 0);
     for (size_t i = 0; i < result.items.size(); ++i) {
       params[i + 1] = params[i] + result.items[i].params;
       acts[i + 1] = acts[i] + result.items[i].activationBytes;
     }
-    fits = [&r, cap = *capBytes, params = std::move(params), acts = std::move(acts),
-            memory = MemoryModel(r)](int64_t segment, int64_t begin, int64_t end) {
-      int64_t bytes = memory.bytes(params[end] - params[begin], acts[end] - acts[begin], 1,
-                                   segment % r.pp);
+    fits = [&r, cap = *capBytes, params = std::move(params),
+            acts = std::move(acts), memory = MemoryModel(r)](
+               int64_t segment, int64_t begin, int64_t end) {
+      int64_t bytes = memory.bytes(params[end] - params[begin],
+                                   acts[end] - acts[begin], 1, segment % r.pp);
       return bytes * r.vpp <= cap;
     };
   }
@@ -123,12 +136,14 @@ llvm::Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r)
         [&](const PartitionInfeasible &e) {
           int64_t rank = e.segment % r.pp;
           int64_t needed =
-              rankMemoryBytes(result.items, {{e.begin, e.end}}, r, rank) * r.vpp;
+              rankMemoryBytes(result.items, {{e.begin, e.end}}, r, rank) *
+              r.vpp;
           message = fmt::format(
-              "pp_rank {} cannot fit {} under max_memory_gib {:.2f}: it needs {:.2f} GiB "
+              "pp_rank {} cannot fit {} under max_memory_gib {:.2f}: it needs "
+              "{:.2f} GiB "
               "({:.2f} GiB short)",
-              rank, describeItems(result.items, e.begin, e.end), *r.maxMemoryGiB,
-              needed / kGiB, (needed - *capBytes) / kGiB);
+              rank, describeItems(result.items, e.begin, e.end),
+              *r.maxMemoryGiB, needed / kGiB, (needed - *capBytes) / kGiB);
         },
         [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
     return fail(message + "; raise max_memory_gib, or use more pipeline ranks");

@@ -37,7 +37,7 @@ struct AutoPartitionResult {
   std::vector<ItemCost> items;
   std::vector<int64_t> costs; ///< per item, by the objective
   Partition partition;
-  std::string pattern;        ///< the layers with `|` (and `/` MTP parts)
+  std::string pattern; ///< the layers with `|` (and `/` MTP parts)
   PatternPlacement placement;
 };
 
@@ -51,10 +51,12 @@ int64_t rankMemoryBytes(const std::vector<ItemCost> &items,
 
 /// The item range [begin, end) of every stage of `placement`, in stage
 /// order: items are the embedding (0), layers 1..N and the head (N+1).
-std::vector<std::pair<int64_t, int64_t>> stageItemRanges(const PatternPlacement &placement);
+std::vector<std::pair<int64_t, int64_t>>
+stageItemRanges(const PatternPlacement &placement);
 
 /// The balanced split. Errors are plain messages that say what to change.
-llvm::Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &request);
+llvm::Expected<AutoPartitionResult>
+autoPartition(const AutoPartitionRequest &request);
 
 } // namespace hypipe
 

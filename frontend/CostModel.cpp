@@ -43,9 +43,11 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
   c.sendBytes = t * h * e;
   switch (symbol) {
   case 'M': {
-    const int64_t inner = d.mambaInner(), groupsState = d.mambaNumGroups * d.mambaState;
+    const int64_t inner = d.mambaInner(),
+                  groupsState = d.mambaNumGroups * d.mambaState;
     const int64_t heads = d.mambaNumHeads;
-    const int64_t inProj = 2 * inner + 2 * groupsState + heads; // z, x, B, C, dt
+    const int64_t inProj =
+        2 * inner + 2 * groupsState + heads; // z, x, B, C, dt
     const int64_t convChannels = inner + 2 * groupsState;
     addLinear(c, t, h, inProj);
     // Depthwise causal conv (weight and bias) and SiLU.
@@ -66,11 +68,13 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     return c;
   }
   case '*': {
-    const int64_t k = d.kvChannels(), q = d.numHeads * k, kv = d.numQueryGroups * k;
+    const int64_t k = d.kvChannels(), q = d.numHeads * k,
+                  kv = d.numQueryGroups * k;
     addLinear(c, t, h, q + 2 * kv);
     // Causal attention: QK^T and PV over the lower triangle, b*heads*s*s*k
     // multiply-adds each; backward recomputes nothing and costs 2x forward.
-    const int64_t core = 2 * s.microBatchSize * d.numHeads * s.seqLength * s.seqLength * k;
+    const int64_t core =
+        2 * s.microBatchSize * d.numHeads * s.seqLength * s.seqLength * k;
     c.forwardFlops += core;
     c.backwardInputFlops += 2 * core;
     addLinear(c, t, q, h);
@@ -97,7 +101,8 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     c.forwardFlops += expert.forwardFlops;
     c.backwardInputFlops += expert.backwardInputFlops;
     c.backwardWeightFlops += expert.backwardWeightFlops;
-    c.activationBytes = t * (2 * h + d.numExperts) * e + t * k * (h + up + f) * e;
+    c.activationBytes =
+        t * (2 * h + d.numExperts) * e + t * k * (h + up + f) * e;
     return c;
   }
   default:
@@ -174,16 +179,19 @@ std::vector<ItemCost> modelItems(const ModelDims &d, const CostSettings &s,
 
 int64_t trainingBytesPerParameter(bool bf16) { return bf16 ? 18 : 16; }
 
-double peakMicrobatchesInFlight(const std::string &schedule, int64_t pp, int64_t vpp,
-                                int64_t microbatches, int64_t ppRank) {
+double peakMicrobatchesInFlight(const std::string &schedule, int64_t pp,
+                                int64_t vpp, int64_t microbatches,
+                                int64_t ppRank) {
   double m = static_cast<double>(microbatches);
   if (schedule == "gpipe")
     return m;
   if (schedule == "interleaved-1f1b") {
     // Megatron's warm-up: (pp - rank - 1) * 2 + (vpp - 1) * pp chunks, plus
     // the one in steady state; a chunk is 1/vpp of a microbatch here.
-    double chunks = static_cast<double>((pp - ppRank - 1) * 2 + (vpp - 1) * pp + 1);
-    return std::min(chunks, m * static_cast<double>(vpp)) / static_cast<double>(vpp);
+    double chunks =
+        static_cast<double>((pp - ppRank - 1) * 2 + (vpp - 1) * pp + 1);
+    return std::min(chunks, m * static_cast<double>(vpp)) /
+           static_cast<double>(vpp);
   }
   if (schedule == "zbv")
     return std::min(static_cast<double>(pp), m);

@@ -29,8 +29,8 @@ struct CostSettings {
 /// Costs of one item of the partitioned sequence (the embedding, one layer,
 /// or the head with its loss and any MTP depths), per microbatch.
 struct ItemCost {
-  std::string name;                ///< "embedding", a layer symbol, or "head"
-  int64_t params = 0;              ///< trainable parameters
+  std::string name;   ///< "embedding", a layer symbol, or "head"
+  int64_t params = 0; ///< trainable parameters
   int64_t forwardFlops = 0;
   int64_t backwardInputFlops = 0;  ///< `I`: gradient w.r.t. the input
   int64_t backwardWeightFlops = 0; ///< `W`: gradient w.r.t. the weights

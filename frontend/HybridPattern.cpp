@@ -345,7 +345,8 @@ placeHybridPattern(const HybridPattern &pattern, const PlacementOptions &o) {
   return result;
 }
 
-std::string patternWithStages(const HybridPattern &pattern, const PatternPlacement &placement) {
+std::string patternWithStages(const HybridPattern &pattern,
+                              const PatternPlacement &placement) {
   std::string out;
   for (const PatternStage &stage : placement.stages) {
     if (stage.index > 0)

@@ -91,7 +91,8 @@ placeHybridPattern(const HybridPattern &pattern,
 
 /// The pattern with `|` at the placement's stage boundaries and the MTP parts
 /// after `/`: what a user pins to keep this split, and what the IR records.
-std::string patternWithStages(const HybridPattern &pattern, const PatternPlacement &placement);
+std::string patternWithStages(const HybridPattern &pattern,
+                              const PatternPlacement &placement);
 
 /// Megatron's (deprecated) allocation of a pattern from an attention ratio and
 /// an MLP ratio: evenly spaced attention, then right-justified MLP layers.

@@ -13,15 +13,16 @@ namespace hypipe {
 char PartitionInfeasible::ID = 0;
 
 void PartitionInfeasible::log(llvm::raw_ostream &os) const {
-  os << fmt::format("segment {} cannot hold items {}..{}", segment, begin, end - 1);
+  os << fmt::format("segment {} cannot hold items {}..{}", segment, begin,
+                    end - 1);
 }
 
 namespace {
 
 struct Greedy {
   std::vector<int64_t> sizes;
-  bool complete = false;      ///< every item placed
-  int64_t stuckSegment = -1;  ///< a segment that could not take one more item
+  bool complete = false;     ///< every item placed
+  int64_t stuckSegment = -1; ///< a segment that could not take one more item
   int64_t stuckItem = -1;
 };
 
@@ -29,8 +30,9 @@ struct Greedy {
 /// right; each takes as many items as keep its cost at most `bound` and still
 /// fit, while leaving one item for each later segment. For a given bound this
 /// covers the longest prefix possible, so it decides feasibility exactly.
-Greedy fill(const std::vector<int64_t> &costs, int64_t firstItem, int64_t firstSegment,
-            int64_t k, int64_t bound, const SegmentFits &fits) {
+Greedy fill(const std::vector<int64_t> &costs, int64_t firstItem,
+            int64_t firstSegment, int64_t k, int64_t bound,
+            const SegmentFits &fits) {
   Greedy g;
   auto n = static_cast<int64_t>(costs.size());
   int64_t next = firstItem;
@@ -57,8 +59,8 @@ Greedy fill(const std::vector<int64_t> &costs, int64_t firstItem, int64_t firstS
 /// even split of everything that is not the bottleneck. Dynamic programming
 /// over (segment, end) with a sliding window of starts; ties keep the earliest
 /// start. O(n * window * k) time, O(n * k) memory.
-std::vector<int64_t> balance(const std::vector<int64_t> &costs, int64_t k, int64_t bound,
-                             const SegmentFits &fits) {
+std::vector<int64_t> balance(const std::vector<int64_t> &costs, int64_t k,
+                             int64_t bound, const SegmentFits &fits) {
   auto n = static_cast<int64_t>(costs.size());
   std::vector<int64_t> prefix(n + 1, 0);
   for (int64_t i = 0; i < n; ++i)
@@ -90,7 +92,8 @@ std::vector<int64_t> balance(const std::vector<int64_t> &costs, int64_t k, int64
         double total = best[b] + cost * cost;
         if (total < next[e]) {
           next[e] = total;
-          parent[static_cast<size_t>(s) * (n + 1) + e] = static_cast<int32_t>(b);
+          parent[static_cast<size_t>(s) * (n + 1) + e] =
+              static_cast<int32_t>(b);
         }
       }
     }
@@ -115,11 +118,13 @@ llvm::Expected<Partition> partitionMinMax(const std::vector<int64_t> &costs,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "the number of segments must be at least 1");
   if (n < 2)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the sequence must hold at least the embedding and the head");
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "the sequence must hold at least the embedding and the head");
   for (int64_t c : costs)
     if (c < 0)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(), "costs must be non-negative");
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "costs must be non-negative");
 
   Partition result;
   if (n < k) {
@@ -134,7 +139,8 @@ llvm::Expected<Partition> partitionMinMax(const std::vector<int64_t> &costs,
         if (fits && !fits(s, item, item + 1))
           return llvm::make_error<PartitionInfeasible>(s, item, item + 1);
       if (result.segmentSizes[s])
-        result.maxSegmentCost = std::max(result.maxSegmentCost, costs[item - 1]);
+        result.maxSegmentCost =
+            std::max(result.maxSegmentCost, costs[item - 1]);
     }
     return result;
   }
@@ -151,8 +157,8 @@ llvm::Expected<Partition> partitionMinMax(const std::vector<int64_t> &costs,
   Greedy loose = fill(costs, 0, 0, k, hi, fits);
   if (!loose.complete) {
     if (loose.stuckSegment >= 0)
-      return llvm::make_error<PartitionInfeasible>(loose.stuckSegment, loose.stuckItem,
-                                                   loose.stuckItem + 1);
+      return llvm::make_error<PartitionInfeasible>(
+          loose.stuckSegment, loose.stuckItem, loose.stuckItem + 1);
     int64_t placed = 0;
     for (size_t s = 0; s + 1 < loose.sizes.size(); ++s)
       placed += loose.sizes[s];

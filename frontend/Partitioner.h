@@ -33,7 +33,8 @@ struct Partition {
 
 /// Whether items [begin, end) fit in segment `segment` (e.g. a memory cap).
 /// Must be monotone: if a range fits, every sub-range fits.
-using SegmentFits = std::function<bool(int64_t segment, int64_t begin, int64_t end)>;
+using SegmentFits =
+    std::function<bool(int64_t segment, int64_t begin, int64_t end)>;
 
 /// No split satisfies `fits`: segment `segment` would have to hold items
 /// [begin, end) (a single item it cannot hold, or everything left over).

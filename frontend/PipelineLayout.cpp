@@ -320,8 +320,9 @@ validatePipelineLayout(const PipelineLayout &layout, int64_t numLayers,
   return result;
 }
 
-llvm::Expected<PatternPlacement> placementFromLayout(const HybridPattern &pattern,
-                                                     const PipelineLayout &layout) {
+llvm::Expected<PatternPlacement>
+placementFromLayout(const HybridPattern &pattern,
+                    const PipelineLayout &layout) {
   PatternPlacement placement;
   placement.pp = layout.pp;
   placement.vpp = layout.vpp;
@@ -330,15 +331,18 @@ llvm::Expected<PatternPlacement> placementFromLayout(const HybridPattern &patter
   auto last = static_cast<int64_t>(layout.stages.size()) - 1;
   for (const LayoutStage &ls : layout.stages) {
     if (!ls.mtpLayerIds.empty() && ls.index != last)
-      return sourceError(offsetOfStage(layout, ls.index),
-                         fmt::format("hypipe runs the MTP layers with the loss, in the last "
-                                     "stage; this layout puts them in stage {} (pp_rank {}, "
-                                     "vp_stage {})",
-                                     ls.index, ls.ppRank, ls.vpStage),
-                         "move the 'm' layers next to 'L' (Megatron's standalone MTP placement "
-                         "is not supported yet)");
+      return sourceError(
+          offsetOfStage(layout, ls.index),
+          fmt::format("hypipe runs the MTP layers with the loss, in the last "
+                      "stage; this layout puts them in stage {} (pp_rank {}, "
+                      "vp_stage {})",
+                      ls.index, ls.ppRank, ls.vpStage),
+          "move the 'm' layers next to 'L' (Megatron's standalone MTP "
+          "placement "
+          "is not supported yet)");
     PatternStage stage{ls.index, ls.ppRank, ls.vpStage, "", 0, {}};
-    stage.layerOffset = ls.decoderLayerIds.empty() ? 0 : ls.decoderLayerIds.front();
+    stage.layerOffset =
+        ls.decoderLayerIds.empty() ? 0 : ls.decoderLayerIds.front();
     for (int64_t id : ls.decoderLayerIds) {
       stage.layers.push_back(all[id]);
       stage.layerNumbers.push_back(id + 1);

@@ -70,8 +70,8 @@ struct PatternPlacement;
 /// the k-th `t` is the k-th layer. hypipe runs MTP with the loss, so `m`
 /// layers anywhere but the last stage (Megatron's standalone MTP) are a
 /// `SourceError` into the layout text.
-llvm::Expected<PatternPlacement> placementFromLayout(const HybridPattern &pattern,
-                                                     const PipelineLayout &layout);
+llvm::Expected<PatternPlacement>
+placementFromLayout(const HybridPattern &pattern, const PipelineLayout &layout);
 
 } // namespace hypipe
 

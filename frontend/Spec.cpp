@@ -662,8 +662,8 @@ llvm::Error Loader::check() {
     if (!placement)
       return scalarError(layoutNode, placement.takeError());
     spec.placement = std::move(*placement);
-  } else if (!spec.pattern.hasPipes() && !par.firstStageLayers && !par.lastStageLayers &&
-             par.pp * draft.vpp.value_or(1) > 1) {
+  } else if (!spec.pattern.hasPipes() && !par.firstStageLayers &&
+             !par.lastStageLayers && par.pp * draft.vpp.value_or(1) > 1) {
     // The compiler balances the stages; done once the rest is checked.
     spec.autoPartitioned = true;
     spec.placement.pp = par.pp;
@@ -760,24 +760,29 @@ llvm::Error Loader::check() {
                  fmt::format("unknown partition objective '{}'", par.objective),
                  "use time (balance FLOPs) or params (balance parameters)");
   if (par.maxMemoryGiB && !(*par.maxMemoryGiB > 0))
-    return error(nodeFor("parallel", "max_memory_gib"), "parallel.max_memory_gib must be positive",
+    return error(nodeFor("parallel", "max_memory_gib"),
+                 "parallel.max_memory_gib must be positive",
                  "give the memory of one device in GiB, e.g. 80");
   if (spec.autoPartitioned) {
     auto balanced = autoPartition(spec.partitionRequest());
     if (!balanced) {
-      yaml::Node *at = par.maxMemoryGiB ? nodeFor("parallel", "max_memory_gib")
-                                        : (patternNode ? patternNode : nodeFor("model", "pattern"));
+      yaml::Node *at =
+          par.maxMemoryGiB
+              ? nodeFor("parallel", "max_memory_gib")
+              : (patternNode ? patternNode : nodeFor("model", "pattern"));
       std::string message = llvm::toString(balanced.takeError());
       auto [first, help] = llvm::StringRef(message).split("; ");
       return error(at, first, help);
     }
     spec.placement = std::move(balanced->placement);
   } else if (par.maxMemoryGiB || valueNodes.count("parallel.objective")) {
-    return error(nodeFor("parallel", par.maxMemoryGiB ? "max_memory_gib" : "objective"),
-                 "objective and max_memory_gib steer the automatic split, but this spec "
-                 "places its layers itself",
-                 "remove them, or remove the '|' (or layout / first/last stage layers) to let "
-                 "hypipe split the pattern");
+    return error(
+        nodeFor("parallel", par.maxMemoryGiB ? "max_memory_gib" : "objective"),
+        "objective and max_memory_gib steer the automatic split, but this spec "
+        "places its layers itself",
+        "remove them, or remove the '|' (or layout / first/last stage layers) "
+        "to let "
+        "hypipe split the pattern");
   }
   return llvm::Error::success();
 }

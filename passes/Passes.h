@@ -20,12 +20,15 @@ namespace hypipe {
 
 /// Sets `#hybrid.placement` on every main layer of `model` from `placement`
 /// (stage by stage, in order).
-mlir::LogicalResult applyPlacement(hybrid::ModelOp model, const PatternPlacement &placement);
+mlir::LogicalResult applyPlacement(hybrid::ModelOp model,
+                                   const PatternPlacement &placement);
 
 /// The work of each pass on one model; errors are emitted on the model.
 mlir::LogicalResult assignStages(hybrid::ModelOp model, llvm::StringRef layout);
-mlir::LogicalResult autoPartitionModel(hybrid::ModelOp model, llvm::StringRef objective,
-                                       std::optional<double> maxMemoryGiB, bool bf16);
+mlir::LogicalResult autoPartitionModel(hybrid::ModelOp model,
+                                       llvm::StringRef objective,
+                                       std::optional<double> maxMemoryGiB,
+                                       bool bf16);
 mlir::LogicalResult outlineStages(hybrid::ModelOp model);
 mlir::LogicalResult insertP2P(hybrid::ModelOp model);
 

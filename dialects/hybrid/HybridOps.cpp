@@ -202,7 +202,8 @@ LogicalResult ModelOp::verify() {
     embeddingCount += isa<EmbeddingOp>(op);
   }
   if (!isa_and_nonnull<EmbeddingOp>(firstHybrid) || embeddingCount != 1)
-    return emitOpError() << "the first op of the main stack must be its only hybrid.embedding";
+    return emitOpError() << "the first op of the main stack must be its only "
+                            "hybrid.embedding";
 
   auto pattern = hypipe::parseHybridPattern(getPattern());
   if (!pattern)
@@ -226,11 +227,15 @@ LogicalResult ModelOp::verify() {
       outputs.push_back(op);
   }
   if (norms.size() != 1 || outputs.size() != 1)
-    return emitOpError() << "needs exactly one hybrid.final_norm and one hybrid.output";
-  auto position = [&](Operation *op) { return llvm::find(mainOps, op) - mainOps.begin(); };
+    return emitOpError()
+           << "needs exactly one hybrid.final_norm and one hybrid.output";
+  auto position = [&](Operation *op) {
+    return llvm::find(mainOps, op) - mainOps.begin();
+  };
   if (position(norms[0]) > position(outputs[0]) ||
       (!layers.empty() && position(layers.back()) > position(norms[0])))
-    return emitOpError() << "hybrid.final_norm and then hybrid.output must follow the last layer";
+    return emitOpError() << "hybrid.final_norm and then hybrid.output must "
+                            "follow the last layer";
   // (C5)
   ParallelAttr parallel = getParallel();
   int64_t segments = pattern->numSegments();
@@ -317,9 +322,10 @@ LogicalResult ReturnOp::verify() {
       return emitOpError() << "losses must be 0-d f32 tensors";
   }
   if (static_cast<int64_t>(getLosses().size()) != expected)
-    return emitOpError() << "must return " << expected
-                         << " losses (the main loss and one per MTP depth), got "
-                         << getLosses().size();
+    return emitOpError()
+           << "must return " << expected
+           << " losses (the main loss and one per MTP depth), got "
+           << getLosses().size();
   Block &body = model.getBody().front();
   auto outputs = body.getOps<OutputOp>();
   if (outputs.empty())
@@ -328,8 +334,9 @@ LogicalResult ReturnOp::verify() {
   for (MtpOp mtp : body.getOps<MtpOp>())
     direct.push_back(mtp.getLoss());
   if (SmallVector<Value>(getLosses()) != direct)
-    return emitOpError() << "must return the loss of hybrid.output, then each MTP depth's "
-                            "loss in order";
+    return emitOpError()
+           << "must return the loss of hybrid.output, then each MTP depth's "
+              "loss in order";
   return success();
 }
 

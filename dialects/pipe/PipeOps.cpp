@@ -38,17 +38,19 @@ StageOp siblingStage(StageOp stage, int64_t index) {
 }
 
 /// `peer` is another rank of the model and runs stage `peerStage`.
-LogicalResult verifyPeer(Operation *op, StageOp stage, int64_t peer, int64_t peerStage,
-                         int64_t expectedStage) {
+LogicalResult verifyPeer(Operation *op, StageOp stage, int64_t peer,
+                         int64_t peerStage, int64_t expectedStage) {
   int64_t pp = parallelOf(op).getPp();
   if (peer < 0 || peer >= pp || peer == static_cast<int64_t>(stage.getPpRank()))
-    return op->emitOpError() << "peer " << peer << " must be a rank in [0, " << pp
-                             << ") other than the stage's own (" << stage.getPpRank() << ")";
+    return op->emitOpError()
+           << "peer " << peer << " must be a rank in [0, " << pp
+           << ") other than the stage's own (" << stage.getPpRank() << ")";
   if (peerStage != expectedStage)
-    return op->emitOpError() << "peer_stage must be " << expectedStage << ", got " << peerStage;
+    return op->emitOpError()
+           << "peer_stage must be " << expectedStage << ", got " << peerStage;
   if (static_cast<int64_t>(peerStage % pp) != peer)
-    return op->emitOpError() << "stage " << peerStage << " runs on rank " << peerStage % pp
-                             << ", not on " << peer;
+    return op->emitOpError() << "stage " << peerStage << " runs on rank "
+                             << peerStage % pp << ", not on " << peer;
   return success();
 }
 
@@ -63,8 +65,9 @@ LogicalResult StageOp::verify() {
   int64_t pp = parallel.getPp(), vpp = parallel.getVpp();
   int64_t index = getIndex(), rank = getPpRank(), chunk = getVpStage();
   if (rank >= pp || chunk >= vpp || index != chunk * pp + rank)
-    return emitOpError() << "stage " << index << " on rank " << rank << ", chunk " << chunk
-                         << " does not fit pp = " << pp << ", vpp = " << vpp
+    return emitOpError() << "stage " << index << " on rank " << rank
+                         << ", chunk " << chunk << " does not fit pp = " << pp
+                         << ", vpp = " << vpp
                          << " (index must be vp_stage * pp + pp_rank)";
   // (C2)
   Block &body = getBody().front();
@@ -75,16 +78,20 @@ LogicalResult StageOp::verify() {
     return emitOpError() << "must end in pipe.yield of the result types";
   // (C3)
   StageOp previous, next;
-  for (Operation *op = (*this)->getPrevNode(); op && !previous; op = op->getPrevNode())
+  for (Operation *op = (*this)->getPrevNode(); op && !previous;
+       op = op->getPrevNode())
     previous = dyn_cast<StageOp>(op);
-  for (Operation *op = (*this)->getNextNode(); op && !next; op = op->getNextNode())
+  for (Operation *op = (*this)->getNextNode(); op && !next;
+       op = op->getNextNode())
     next = dyn_cast<StageOp>(op);
-  int64_t expected = previous ? static_cast<int64_t>(previous.getIndex()) + 1 : 0;
+  int64_t expected =
+      previous ? static_cast<int64_t>(previous.getIndex()) + 1 : 0;
   if (index != expected)
-    return emitOpError() << "stage " << index << " out of order: expected stage " << expected;
+    return emitOpError() << "stage " << index
+                         << " out of order: expected stage " << expected;
   if (!next && index != pp * vpp - 1)
-    return emitOpError() << "the last stage must be stage " << pp * vpp - 1 << ", got "
-                         << index;
+    return emitOpError() << "the last stage must be stage " << pp * vpp - 1
+                         << ", got " << index;
   // (C4)
   for (Value input : getInputs()) {
     if (auto arg = dyn_cast<BlockArgument>(input);
@@ -92,7 +99,8 @@ LogicalResult StageOp::verify() {
       continue;
     auto producer = input.getDefiningOp<StageOp>();
     if (!producer || producer.getIndex() >= getIndex())
-      return emitOpError() << "inputs must be model arguments or results of earlier stages";
+      return emitOpError()
+             << "inputs must be model arguments or results of earlier stages";
   }
   return success();
 }
@@ -102,7 +110,8 @@ LogicalResult SendOp::verify() {
   auto stage = enclosingStage(*this);
   if (failed(stage))
     return failure();
-  return verifyPeer(*this, *stage, getPeer(), getPeerStage(), stage->getIndex() + 1);
+  return verifyPeer(*this, *stage, getPeer(), getPeerStage(),
+                    stage->getIndex() + 1);
 }
 
 LogicalResult RecvOp::verify() {
@@ -120,9 +129,10 @@ LogicalResult SendGradOp::verify() {
   if (failed(stage))
     return failure();
   auto recv = getValue().getDefiningOp<RecvOp>();
-  if (!recv || recv->getParentOfType<StageOp>() != *stage || recv.getPeer() != getPeer() ||
-      recv.getPeerStage() != getPeerStage())
-    return emitOpError() << "must send the gradient of a pipe.recv of this stage, back to its "
+  if (!recv || recv->getParentOfType<StageOp>() != *stage ||
+      recv.getPeer() != getPeer() || recv.getPeerStage() != getPeerStage())
+    return emitOpError() << "must send the gradient of a pipe.recv of this "
+                            "stage, back to its "
                             "peer and stage";
   return success();
 }
@@ -134,11 +144,12 @@ LogicalResult RecvGradOp::verify() {
     return failure();
   for (Operation *user : getValue().getUsers())
     if (auto send = dyn_cast<SendOp>(user);
-        send && send->getParentOfType<StageOp>() == *stage && send.getPeer() == getPeer() &&
-        send.getPeerStage() == getPeerStage())
+        send && send->getParentOfType<StageOp>() == *stage &&
+        send.getPeer() == getPeer() && send.getPeerStage() == getPeerStage())
       return success();
-  return emitOpError() << "must receive the gradient of a value this stage sends to the same "
-                          "peer and stage";
+  return emitOpError()
+         << "must receive the gradient of a value this stage sends to the same "
+            "peer and stage";
 }
 
 LogicalResult GradAllReduceOp::verify() {
@@ -148,7 +159,8 @@ LogicalResult GradAllReduceOp::verify() {
     return failure();
   int64_t dp = parallelOf(*this).getDp();
   if (dp < 2 || static_cast<int64_t>(getDp()) != dp)
-    return emitOpError() << "dp must equal the model's dp (" << dp << ") and be at least 2";
+    return emitOpError() << "dp must equal the model's dp (" << dp
+                         << ") and be at least 2";
   return success();
 }
 
@@ -166,7 +178,8 @@ LogicalResult TiedEmbeddingAllReduceOp::verify() {
   if (index != 0 && index != last)
     return emitOpError() << "must be in the first or the last stage";
   int64_t other = index == 0 ? last % parallel.getPp() : 0;
-  if (static_cast<int64_t>(getPeer()) != other || other == static_cast<int64_t>(stage->getPpRank()))
+  if (static_cast<int64_t>(getPeer()) != other ||
+      other == static_cast<int64_t>(stage->getPpRank()))
     return emitOpError() << "peer must be the rank of the other end (" << other
                          << "), on a different rank";
   return success();

@@ -11,21 +11,24 @@ namespace hypipe {
 
 using namespace mlir;
 
-LogicalResult applyPlacement(hybrid::ModelOp model, const PatternPlacement &placement) {
+LogicalResult applyPlacement(hybrid::ModelOp model,
+                             const PatternPlacement &placement) {
   SmallVector<Operation *> layers = model.getMainLayers();
   size_t next = 0;
   for (const PatternStage &stage : placement.stages) {
     for (int64_t number : stage.layerNumbers) {
       if (next >= layers.size())
-        return model.emitOpError() << "the placement has more layers than the model";
+        return model.emitOpError()
+               << "the placement has more layers than the model";
       layers[next++]->setAttr(
-          "placement", hybrid::PlacementAttr::get(model.getContext(), stage.index,
-                                                  stage.ppRank, stage.vpStage, number));
+          "placement",
+          hybrid::PlacementAttr::get(model.getContext(), stage.index,
+                                     stage.ppRank, stage.vpStage, number));
     }
   }
   if (next != layers.size())
-    return model.emitOpError() << "the placement covers " << next << " of " << layers.size()
-                               << " layers";
+    return model.emitOpError() << "the placement covers " << next << " of "
+                               << layers.size() << " layers";
   return success();
 }
 
@@ -39,20 +42,24 @@ LogicalResult assignStages(hybrid::ModelOp model, StringRef layoutText) {
   PatternPlacement placement;
   if (!layoutText.empty()) {
     if (pattern->hasPipes())
-      return model.emitOpError() << "a layout string places a pattern without '|'; this "
-                                    "pattern already has its segments";
+      return model.emitOpError()
+             << "a layout string places a pattern without '|'; this "
+                "pattern already has its segments";
     auto layout = parsePipelineLayout(layoutText, pp);
     std::optional<int64_t> mtp;
     if (pattern->hasMtp())
       mtp = pattern->mtpDepths;
-    llvm::Error err = layout ? validatePipelineLayout(*layout, pattern->numLayers(), mtp)
-                                   .takeError()
-                             : layout.takeError();
+    llvm::Error err =
+        layout ? validatePipelineLayout(*layout, pattern->numLayers(), mtp)
+                     .takeError()
+               : layout.takeError();
     if (err)
-      return model.emitOpError() << "layout '" << layoutText << "': " << llvm::toString(std::move(err));
+      return model.emitOpError() << "layout '" << layoutText
+                                 << "': " << llvm::toString(std::move(err));
     if (layout->vpp != vpp)
-      return model.emitOpError() << "layout '" << layoutText << "' has " << layout->vpp
-                                 << " virtual stages per rank but the model has vpp = " << vpp;
+      return model.emitOpError()
+             << "layout '" << layoutText << "' has " << layout->vpp
+             << " virtual stages per rank but the model has vpp = " << vpp;
     auto placed = placementFromLayout(*pattern, *layout);
     if (!placed)
       return model.emitOpError() << "layout '" << layoutText
@@ -67,11 +74,13 @@ LogicalResult assignStages(hybrid::ModelOp model, StringRef layoutText) {
     model.setPattern(withPipes);
   } else {
     if (!pattern->hasPipes() && pp * vpp > 1)
-      return model.emitOpError() << "pattern '" << model.getPattern() << "' has no '|' but pp * vpp = "
-                                 << pp * vpp
-                                 << "; run hybrid-auto-partition to choose the split, or give "
-                                    "layout=<Megatron layout string>";
-    auto placed = placeHybridPattern(*pattern, PlacementOptions{pp, vpp, {}, {}});
+      return model.emitOpError()
+             << "pattern '" << model.getPattern()
+             << "' has no '|' but pp * vpp = " << pp * vpp
+             << "; run hybrid-auto-partition to choose the split, or give "
+                "layout=<Megatron layout string>";
+    auto placed =
+        placeHybridPattern(*pattern, PlacementOptions{pp, vpp, {}, {}});
     if (!placed)
       return model.emitOpError() << llvm::toString(placed.takeError());
     placement = std::move(*placed);
@@ -80,7 +89,8 @@ LogicalResult assignStages(hybrid::ModelOp model, StringRef layoutText) {
 }
 
 namespace {
-struct HybridAssignStagesPass : impl::HybridAssignStagesBase<HybridAssignStagesPass> {
+struct HybridAssignStagesPass
+    : impl::HybridAssignStagesBase<HybridAssignStagesPass> {
   using HybridAssignStagesBase::HybridAssignStagesBase;
   void runOnOperation() override {
     getOperation().walk([&](hybrid::ModelOp model) {

@@ -12,7 +12,8 @@ namespace hypipe {
 using namespace mlir;
 
 LogicalResult autoPartitionModel(hybrid::ModelOp model, StringRef objective,
-                                 std::optional<double> maxMemoryGiB, bool bf16) {
+                                 std::optional<double> maxMemoryGiB,
+                                 bool bf16) {
   auto pattern = parseHybridPattern(model.getPattern());
   if (!pattern)
     return model.emitOpError() << llvm::toString(pattern.takeError());
@@ -20,7 +21,8 @@ LogicalResult autoPartitionModel(hybrid::ModelOp model, StringRef objective,
   if (pattern->hasPipes() || parallel.getPp() * parallel.getVpp() == 1)
     return assignStages(model, "");
 
-  auto tokens = cast<RankedTensorType>(model.getBody().front().getArgument(0).getType());
+  auto tokens =
+      cast<RankedTensorType>(model.getBody().front().getArgument(0).getType());
   AutoPartitionRequest request;
   request.dims = hybrid::toModelDims(model.getDims());
   request.settings.microBatchSize = tokens.getDimSize(0);
@@ -43,12 +45,14 @@ LogicalResult autoPartitionModel(hybrid::ModelOp model, StringRef objective,
 }
 
 namespace {
-struct HybridAutoPartitionPass : impl::HybridAutoPartitionBase<HybridAutoPartitionPass> {
+struct HybridAutoPartitionPass
+    : impl::HybridAutoPartitionBase<HybridAutoPartitionPass> {
   using HybridAutoPartitionBase::HybridAutoPartitionBase;
   void runOnOperation() override {
     if (dtype != "fp32" && dtype != "bf16") {
-      getOperation().emitError() << "hybrid-auto-partition: dtype must be fp32 or bf16, got '"
-                                 << dtype << "'";
+      getOperation().emitError()
+          << "hybrid-auto-partition: dtype must be fp32 or bf16, got '" << dtype
+          << "'";
       return signalPassFailure();
     }
     std::optional<double> cap;

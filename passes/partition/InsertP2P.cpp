@@ -29,15 +29,16 @@ void dropUnusedResults(pipe::StageOp stage) {
     yielded.push_back(yield.getValues()[i]);
   }
   OpBuilder b(stage);
-  auto replacement = b.create<pipe::StageOp>(stage.getLoc(), types, stage.getIndex(),
-                                             stage.getPpRank(), stage.getVpStage(),
-                                             stage.getInputs());
+  auto replacement = b.create<pipe::StageOp>(
+      stage.getLoc(), types, stage.getIndex(), stage.getPpRank(),
+      stage.getVpStage(), stage.getInputs());
   replacement.getBody().takeBody(stage.getBody());
   OpBuilder inside(yield);
   inside.create<pipe::YieldOp>(yield.getLoc(), yielded);
   yield.erase();
   for (auto [newIndex, oldIndex] : llvm::enumerate(kept))
-    stage.getResult(oldIndex).replaceAllUsesWith(replacement.getResult(newIndex));
+    stage.getResult(oldIndex).replaceAllUsesWith(
+        replacement.getResult(newIndex));
   stage.erase();
 }
 
@@ -55,11 +56,13 @@ LogicalResult insertP2P(hybrid::ModelOp model) {
   Block &body = model.getBody().front();
   SmallVector<pipe::StageOp> stages(body.getOps<pipe::StageOp>());
   if (stages.empty())
-    return model.emitOpError() << "has no pipe.stage ops: run pipe-outline-stages first";
+    return model.emitOpError()
+           << "has no pipe.stage ops: run pipe-outline-stages first";
   for (pipe::StageOp stage : stages)
     if (!stage.getBody().getOps<pipe::RecvOp>().empty() ||
         !stage.getBody().getOps<pipe::SendOp>().empty())
-      return model.emitOpError() << "already has send/recv: run pipe-insert-p2p once";
+      return model.emitOpError()
+             << "already has send/recv: run pipe-insert-p2p once";
   Location loc = model.getLoc();
 
   for (pipe::StageOp consumer : stages) {
@@ -72,18 +75,22 @@ LogicalResult insertP2P(hybrid::ModelOp model) {
         continue; // a model argument, or a local hand-off on one rank
       int64_t from = producer.getPpRank(), to = consumer.getPpRank();
       // Producer: send the activations, receive their gradient.
-      auto producerYield = cast<pipe::YieldOp>(producer.getBody().front().getTerminator());
-      Value sent = producerYield.getValues()[cast<OpResult>(input).getResultNumber()];
+      auto producerYield =
+          cast<pipe::YieldOp>(producer.getBody().front().getTerminator());
+      Value sent =
+          producerYield.getValues()[cast<OpResult>(input).getResultNumber()];
       OpBuilder atProducerEnd(producerYield);
       atProducerEnd.create<pipe::SendOp>(loc, sent, to, consumer.getIndex());
-      atProducerEnd.create<pipe::RecvGradOp>(loc, sent, to, consumer.getIndex());
+      atProducerEnd.create<pipe::RecvGradOp>(loc, sent, to,
+                                             consumer.getIndex());
       // Consumer: receive the activations, send their gradient back.
       OpBuilder atConsumerStart = OpBuilder::atBlockBegin(&block);
-      auto recv = atConsumerStart.create<pipe::RecvOp>(loc, input.getType(), from,
-                                                       producer.getIndex());
+      auto recv = atConsumerStart.create<pipe::RecvOp>(
+          loc, input.getType(), from, producer.getIndex());
       block.getArgument(i).replaceAllUsesWith(recv.getValue());
       OpBuilder atConsumerEnd(consumerYield);
-      atConsumerEnd.create<pipe::SendGradOp>(loc, recv.getValue(), from, producer.getIndex());
+      atConsumerEnd.create<pipe::SendGradOp>(loc, recv.getValue(), from,
+                                             producer.getIndex());
       block.eraseArgument(i);
       consumer->eraseOperand(i);
     }
@@ -97,14 +104,16 @@ LogicalResult insertP2P(hybrid::ModelOp model) {
       atEnd.create<pipe::GradAllReduceOp>(loc, parallel.getDp());
   }
   pipe::StageOp first = stages.front(), last = stages.back();
-  if (model.getDims().getTieEmbeddings() && first.getPpRank() != last.getPpRank()) {
+  if (model.getDims().getTieEmbeddings() &&
+      first.getPpRank() != last.getPpRank()) {
     OpBuilder(first.getBody().front().getTerminator())
         .create<pipe::TiedEmbeddingAllReduceOp>(loc, last.getPpRank());
     OpBuilder(last.getBody().front().getTerminator())
         .create<pipe::TiedEmbeddingAllReduceOp>(loc, first.getPpRank());
   }
 
-  for (pipe::StageOp stage : SmallVector<pipe::StageOp>(body.getOps<pipe::StageOp>()))
+  for (pipe::StageOp stage :
+       SmallVector<pipe::StageOp>(body.getOps<pipe::StageOp>()))
     dropUnusedResults(stage);
   return success();
 }

@@ -46,8 +46,9 @@ LogicalResult outlineStages(hybrid::ModelOp model) {
   for (Operation &op : body.without_terminator()) {
     int64_t stage = stageOf(op, numStages - 1);
     if (stage < 0 || stage >= numStages)
-      return op.emitOpError() << "has no stage: run hybrid-assign-stages or "
-                                 "hybrid-auto-partition before pipe-outline-stages";
+      return op.emitOpError()
+             << "has no stage: run hybrid-assign-stages or "
+                "hybrid-auto-partition before pipe-outline-stages";
     opsOfStage[stage].push_back(&op);
   }
 
@@ -66,8 +67,9 @@ LogicalResult outlineStages(hybrid::ModelOp model) {
       op->walk([&](Operation *nested) {
         for (Value operand : nested->getOperands()) {
           Operation *def = operand.getDefiningOp();
-          bool external = def ? def->getBlock() == &body && !inStage.contains(def)
-                              : cast<BlockArgument>(operand).getOwner() == &body;
+          bool external =
+              def ? def->getBlock() == &body && !inStage.contains(def)
+                  : cast<BlockArgument>(operand).getOwner() == &body;
           if (external)
             inputs.insert(operand);
         }
@@ -79,7 +81,8 @@ LogicalResult outlineStages(hybrid::ModelOp model) {
             outputs.insert(result);
     if (ops.empty()) {
       if (!current)
-        return model.emitOpError() << "stage 0 is empty: it must hold the embedding";
+        return model.emitOpError()
+               << "stage 0 is empty: it must hold the embedding";
       inputs.insert(current);
     }
 
@@ -88,8 +91,8 @@ LogicalResult outlineStages(hybrid::ModelOp model) {
       outputTypes.push_back(current.getType());
     for (Value v : outputs)
       outputTypes.push_back(v.getType());
-    auto stage = b.create<pipe::StageOp>(loc, outputTypes, index, index % pp, index / pp,
-                                         inputs.getArrayRef());
+    auto stage = b.create<pipe::StageOp>(loc, outputTypes, index, index % pp,
+                                         index / pp, inputs.getArrayRef());
     Block *block = b.createBlock(&stage.getBody());
     for (Value input : inputs)
       block->addArgument(input.getType(), loc);
@@ -104,7 +107,8 @@ LogicalResult outlineStages(hybrid::ModelOp model) {
     if (ops.empty())
       yielded.push_back(block->getArgument(0));
     inside.create<pipe::YieldOp>(loc, yielded);
-    for (auto [value, result] : llvm::zip(outputs, stage.getResults().take_back(outputs.size())))
+    for (auto [value, result] :
+         llvm::zip(outputs, stage.getResults().take_back(outputs.size())))
       Value(value).replaceUsesWithIf(result, [&](OpOperand &use) {
         return !stage->isProperAncestor(use.getOwner());
       });
@@ -119,7 +123,8 @@ LogicalResult outlineStages(hybrid::ModelOp model) {
       if (isHiddenState(result.getType()))
         next = result;
     if (!next)
-      return model.emitOpError() << "stage " << index << " passes no hidden states on";
+      return model.emitOpError()
+             << "stage " << index << " passes no hidden states on";
     if (ops.empty())
       current.replaceUsesWithIf(next, [&](OpOperand &use) {
         Operation *ancestor = body.findAncestorOpInBlock(*use.getOwner());
@@ -131,7 +136,8 @@ LogicalResult outlineStages(hybrid::ModelOp model) {
 }
 
 namespace {
-struct PipeOutlineStagesPass : impl::PipeOutlineStagesBase<PipeOutlineStagesPass> {
+struct PipeOutlineStagesPass
+    : impl::PipeOutlineStagesBase<PipeOutlineStagesPass> {
   void runOnOperation() override {
     getOperation().walk([&](hybrid::ModelOp model) {
       if (failed(outlineStages(model)))

@@ -60,7 +60,8 @@ TEST(CostModel, Attention) {
   ItemCost c = *layerCost('*', smallDims(), settings());
   // norm 8 + QKV 8*(2*4 + 2*1*4) + out (2*4)*8
   EXPECT_EQ(c.params, 8 + 128 + 64);
-  // QKV 2*10*8*16 = 2560, out 2*10*8*8 = 1280, core 2*b*heads*s*s*k = 2*2*2*25*4 = 800
+  // QKV 2*10*8*16 = 2560, out 2*10*8*8 = 1280, core 2*b*heads*s*s*k =
+  // 2*2*2*25*4 = 800
   EXPECT_EQ(c.forwardFlops, 2560 + 1280 + 800);
   EXPECT_EQ(c.backwardInputFlops, 2560 + 1280 + 1600);
   EXPECT_EQ(c.backwardWeightFlops, 2560 + 1280);
@@ -71,9 +72,11 @@ TEST(CostModel, Attention) {
 TEST(CostModel, Mamba) {
   ItemCost c = *layerCost('M', smallDims(), settings());
   // in_proj width 2*8 + 2*1*3 + 2 = 24; conv channels 8 + 6 = 14
-  // norm 8 + in_proj 8*24 + conv 14*4 + 14 + A_log/D/dt_bias 6 + gated norm 8 + out 8*8
+  // norm 8 + in_proj 8*24 + conv 14*4 + 14 + A_log/D/dt_bias 6 + gated norm 8 +
+  // out 8*8
   EXPECT_EQ(c.params, 8 + 192 + 56 + 14 + 6 + 8 + 64);
-  // in 2*10*8*24 = 3840, conv 2*10*14*4 = 1120, scan 4*10*8*3 = 960, out 2*10*8*8 = 1280
+  // in 2*10*8*24 = 3840, conv 2*10*14*4 = 1120, scan 4*10*8*3 = 960, out
+  // 2*10*8*8 = 1280
   EXPECT_EQ(c.forwardFlops, 3840 + 1120 + 960 + 1280);
   EXPECT_EQ(c.backwardInputFlops, 3840 + 1120 + 1920 + 1280);
   EXPECT_EQ(c.backwardWeightFlops, 3840 + 1120 + 1280);
@@ -119,9 +122,10 @@ TEST(CostModel, ModelItemsCarryMtpOnTheHead) {
   ASSERT_EQ(items.size(), 4u);
   EXPECT_EQ(items.front().name, "embedding");
   EXPECT_EQ(items.back().name, "head");
-  EXPECT_EQ(items.back().params, headCost(d, settings()).params +
-                                     2 * (mtpDepthCost(d, settings()).params +
-                                          layerCost('*', d, settings())->params));
+  EXPECT_EQ(items.back().params,
+            headCost(d, settings()).params +
+                2 * (mtpDepthCost(d, settings()).params +
+                     layerCost('*', d, settings())->params));
   EXPECT_EQ(items.back().sendBytes, 0);
 }
 

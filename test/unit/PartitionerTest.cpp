@@ -1,6 +1,6 @@
 //===- PartitionerTest.cpp - exact min-max partitioning -------------------===//
-#include "frontend/AutoPartition.h"
 #include "frontend/Partitioner.h"
+#include "frontend/AutoPartition.h"
 
 #include <gtest/gtest.h>
 
@@ -90,7 +90,8 @@ TEST(Partitioner, MatchesBruteForceOnRandomInstances) {
           sum += costs[item++];
         squares += static_cast<double>(sum) * static_cast<double>(sum);
       }
-      EXPECT_EQ(squares, optimum.sumOfSquares) << "trial " << trial << ": not the most even";
+      EXPECT_EQ(squares, optimum.sumOfSquares)
+          << "trial " << trial << ": not the most even";
     }
     EXPECT_GT(got->segmentSizes.front(), 0);
     EXPECT_GT(got->segmentSizes.back(), 0);
@@ -111,7 +112,9 @@ TEST(Partitioner, FitsConstraintIsRespectedAndExplained) {
   EXPECT_EQ(got->segmentSizes, (std::vector<int64_t>{2, 4}));
   EXPECT_EQ(got->maxSegmentCost, 4);
 
-  SegmentFits tight = [](int64_t, int64_t begin, int64_t end) { return end - begin <= 2; };
+  SegmentFits tight = [](int64_t, int64_t begin, int64_t end) {
+    return end - begin <= 2;
+  };
   auto none = partitionMinMax(costs, 2, tight);
   ASSERT_FALSE(static_cast<bool>(none));
   llvm::handleAllErrors(none.takeError(), [](const PartitionInfeasible &e) {
@@ -156,7 +159,9 @@ TEST(AutoPartition, ImpossibleMemoryCapNamesTheRank) {
   auto got = autoPartition(r);
   ASSERT_FALSE(static_cast<bool>(got));
   std::string message = llvm::toString(got.takeError());
-  EXPECT_NE(message.find("pp_rank 0 cannot fit the embedding"), std::string::npos) << message;
+  EXPECT_NE(message.find("pp_rank 0 cannot fit the embedding"),
+            std::string::npos)
+      << message;
   EXPECT_NE(message.find("GiB short"), std::string::npos) << message;
 }
 

@@ -6,8 +6,8 @@
 // the pipeline of passes must produce stages that verify.
 //
 //===----------------------------------------------------------------------===//
-#include "frontend/BuildModel.h"
 #include "passes/Passes.h"
+#include "frontend/BuildModel.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -22,11 +22,12 @@ namespace hypipe {
 namespace {
 
 std::string specFor(const std::string &pattern, int64_t pp, int64_t vpp) {
-  return fmt::format("model:\n  pattern: \"{}\"\n  hidden_size: 16\n  num_attention_heads: 2\n"
-                     "  num_query_groups: 1\n  mamba_num_heads: 2\n  mamba_head_dim: 8\n"
-                     "  num_experts: 2\n  moe_router_topk: 1\nparallel:\n  pp: {}\n"
-                     "  schedule: {}\ntraining:\n  seq_length: 4\n",
-                     pattern, pp, vpp > 1 ? "interleaved-1f1b" : "1f1b");
+  return fmt::format(
+      "model:\n  pattern: \"{}\"\n  hidden_size: 16\n  num_attention_heads: 2\n"
+      "  num_query_groups: 1\n  mamba_num_heads: 2\n  mamba_head_dim: 8\n"
+      "  num_experts: 2\n  moe_router_topk: 1\nparallel:\n  pp: {}\n"
+      "  schedule: {}\ntraining:\n  seq_length: 4\n",
+      pattern, pp, vpp > 1 ? "interleaved-1f1b" : "1f1b");
 }
 
 TEST(Passes, AutoPartitionKeepsMegatronsOwnSegments) {
@@ -44,7 +45,8 @@ TEST(Passes, AutoPartitionKeepsMegatronsOwnSegments) {
       continue;
     int64_t pp = v["pp"];
     SCOPED_TRACE(input);
-    auto spec = parseSpec(specFor(input, pp, pattern->numSegments() / pp), "vector.yaml");
+    auto spec = parseSpec(specFor(input, pp, pattern->numSegments() / pp),
+                          "vector.yaml");
     ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
 
     mlir::MLIRContext context;
@@ -57,9 +59,11 @@ TEST(Passes, AutoPartitionKeepsMegatronsOwnSegments) {
       megatron.push_back(layer->getAttr("placement"));
       layer->removeAttr("placement");
     }
-    ASSERT_TRUE(succeeded(autoPartitionModel(model, "time", std::nullopt, false)));
+    ASSERT_TRUE(
+        succeeded(autoPartitionModel(model, "time", std::nullopt, false)));
     for (size_t i = 0; i < layers.size(); ++i)
-      EXPECT_EQ(layers[i]->getAttr("placement"), megatron[i]) << "layer " << i + 1;
+      EXPECT_EQ(layers[i]->getAttr("placement"), megatron[i])
+          << "layer " << i + 1;
     ASSERT_TRUE(succeeded(outlineStages(model)));
     ASSERT_TRUE(succeeded(insertP2P(model)));
     EXPECT_TRUE(succeeded(mlir::verify(*module)));

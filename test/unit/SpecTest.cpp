@@ -178,8 +178,9 @@ TEST(Spec, BrokenEntriesAreErrorsNotCrashes) {
 }
 
 TEST(Spec, PatternWithoutPipesIsBalanced) {
-  ModelSpec s = load("model:\n  pattern: \"MMMMMMMM\"\n  vocab_size: 100000\n"
-                     "parallel:\n  pp: 2\n  vpp: 2\n  schedule: interleaved-1f1b\n");
+  ModelSpec s =
+      load("model:\n  pattern: \"MMMMMMMM\"\n  vocab_size: 100000\n"
+           "parallel:\n  pp: 2\n  vpp: 2\n  schedule: interleaved-1f1b\n");
   EXPECT_TRUE(s.autoPartitioned);
   ASSERT_EQ(s.placement.stages.size(), 4u);
   // The output layer over a 100,000-token vocabulary costs more FLOPs than any
@@ -196,15 +197,22 @@ TEST(Spec, PatternWithoutPipesIsBalanced) {
 }
 
 TEST(Spec, PartitionKnobsAreChecked) {
-  std::string e = errorOf("model:\n  pattern: \"MM\"\nparallel:\n  pp: 2\n  objective: speed\n");
-  EXPECT_NE(e.find("spec.yaml:5:14: error: unknown partition objective 'speed'"),
+  std::string e = errorOf(
+      "model:\n  pattern: \"MM\"\nparallel:\n  pp: 2\n  objective: speed\n");
+  EXPECT_NE(
+      e.find("spec.yaml:5:14: error: unknown partition objective 'speed'"),
+      std::string::npos)
+      << e;
+  e = errorOf(
+      "model:\n  pattern: \"M|M\"\nparallel:\n  pp: 2\n  max_memory_gib: 80\n");
+  EXPECT_NE(e.find("objective and max_memory_gib steer the automatic split"),
             std::string::npos)
       << e;
-  e = errorOf("model:\n  pattern: \"M|M\"\nparallel:\n  pp: 2\n  max_memory_gib: 80\n");
-  EXPECT_NE(e.find("objective and max_memory_gib steer the automatic split"), std::string::npos)
+  e = errorOf("model:\n  pattern: \"MM\"\nparallel:\n  pp: 2\n  "
+              "max_memory_gib: 0.000001\n");
+  EXPECT_NE(e.find("spec.yaml:5:19: error: pp_rank 0 cannot fit"),
+            std::string::npos)
       << e;
-  e = errorOf("model:\n  pattern: \"MM\"\nparallel:\n  pp: 2\n  max_memory_gib: 0.000001\n");
-  EXPECT_NE(e.find("spec.yaml:5:19: error: pp_rank 0 cannot fit"), std::string::npos) << e;
   EXPECT_NE(e.find("help: raise max_memory_gib"), std::string::npos) << e;
 }
 

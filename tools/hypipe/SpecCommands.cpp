@@ -84,7 +84,9 @@ struct ExplainOptions {
 };
 
 std::string gflop(int64_t flops) { return fmt::format("{:.4g}", flops / 1e9); }
-std::string mib(int64_t bytes) { return fmt::format("{:.4g}", bytes / (1024.0 * 1024.0)); }
+std::string mib(int64_t bytes) {
+  return fmt::format("{:.4g}", bytes / (1024.0 * 1024.0));
+}
 std::string gib(int64_t bytes) {
   return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0 * 1024.0));
 }
@@ -96,20 +98,24 @@ int runExplain(const ExplainOptions &o) {
   const PatternPlacement &placement = spec->placement;
   AutoPartitionRequest request = spec->partitionRequest();
   std::vector<ItemCost> items =
-      modelItems(request.dims, request.settings, request.layers, request.mtpLayers,
-                 request.mtpDepths);
+      modelItems(request.dims, request.settings, request.layers,
+                 request.mtpLayers, request.mtpDepths);
   auto ranges = stageItemRanges(placement);
   auto last = static_cast<int64_t>(placement.stages.size()) - 1;
 
   std::vector<ItemCost> stageCost(placement.stages.size());
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> rankRanges(placement.pp);
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> rankRanges(
+      placement.pp);
   for (const PatternStage &s : placement.stages) {
     auto [begin, end] = ranges[s.index];
     ItemCost &c = stageCost[s.index];
     for (int64_t i = begin; i < end; ++i)
       c += items[i];
-    c.sendBytes = s.index == last ? 0 : items[std::max<int64_t>(begin, end - 1)].sendBytes;
-    if (s.index != last && begin == end) // an empty stage passes the activations on
+    c.sendBytes = s.index == last
+                      ? 0
+                      : items[std::max<int64_t>(begin, end - 1)].sendBytes;
+    if (s.index != last &&
+        begin == end) // an empty stage passes the activations on
       c.sendBytes = items[0].sendBytes;
     rankRanges[s.ppRank].push_back(ranges[s.index]);
   }
@@ -121,7 +127,8 @@ int runExplain(const ExplainOptions &o) {
     rankMemory[r] = rankMemoryBytes(items, rankRanges[r], request, r);
     total += rankParams[r];
   }
-  bool exact = llvm::all_of(items, [](const ItemCost &c) { return c.modelled; });
+  bool exact =
+      llvm::all_of(items, [](const ItemCost &c) { return c.modelled; });
   std::string pinned = patternWithStages(spec->pattern, placement);
 
   if (o.json) {
@@ -167,22 +174,24 @@ int runExplain(const ExplainOptions &o) {
     return 0;
   }
 
-  std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n", spec->file,
-                           spec->name, spec->pattern.numLayers(), withCommas(total));
-  std::cout << fmt::format("parallel: pp={} vpp={} dp={} schedule={} microbatches={}; "
-                           "per microbatch: {} tokens, {}\n",
-                           placement.pp, placement.vpp, spec->parallel.dp,
-                           spec->parallel.schedule, spec->parallel.microbatches,
-                           request.settings.tokens(), spec->training.dtype);
-  std::cout << fmt::format("pattern: {}{}\n\n", pinned,
-                           spec->autoPartitioned
-                               ? fmt::format("   (balanced by {}; pin it to keep it)",
-                                             spec->parallel.objective)
-                               : "");
-  std::vector<std::vector<std::string>> rows{{"stage", "pp_rank", "vp_stage", "layers",
-                                              "layer_numbers", "parameters", "fwd_GFLOP",
-                                              "bwd_I_GFLOP", "bwd_W_GFLOP", "act_MiB",
-                                              "send_MiB"}};
+  std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n",
+                           spec->file, spec->name, spec->pattern.numLayers(),
+                           withCommas(total));
+  std::cout << fmt::format(
+      "parallel: pp={} vpp={} dp={} schedule={} microbatches={}; "
+      "per microbatch: {} tokens, {}\n",
+      placement.pp, placement.vpp, spec->parallel.dp, spec->parallel.schedule,
+      spec->parallel.microbatches, request.settings.tokens(),
+      spec->training.dtype);
+  std::cout << fmt::format(
+      "pattern: {}{}\n\n", pinned,
+      spec->autoPartitioned
+          ? fmt::format("   (balanced by {}; pin it to keep it)",
+                        spec->parallel.objective)
+          : "");
+  std::vector<std::vector<std::string>> rows{
+      {"stage", "pp_rank", "vp_stage", "layers", "layer_numbers", "parameters",
+       "fwd_GFLOP", "bwd_I_GFLOP", "bwd_W_GFLOP", "act_MiB", "send_MiB"}};
   for (const PatternStage &s : placement.stages) {
     const ItemCost &c = stageCost[s.index];
     std::string layers = s.layers;
@@ -193,23 +202,27 @@ int runExplain(const ExplainOptions &o) {
                     ? fmt::format(" [head, mtp x{}]", spec->pattern.mtpDepths)
                     : std::string(" [head]");
     rows.push_back({std::to_string(s.index), std::to_string(s.ppRank),
-                    std::to_string(s.vpStage), layers, rangeText(s.layerNumbers),
-                    withCommas(c.params), gflop(c.forwardFlops), gflop(c.backwardInputFlops),
-                    gflop(c.backwardWeightFlops), mib(c.activationBytes), mib(c.sendBytes)});
+                    std::to_string(s.vpStage), layers,
+                    rangeText(s.layerNumbers), withCommas(c.params),
+                    gflop(c.forwardFlops), gflop(c.backwardInputFlops),
+                    gflop(c.backwardWeightFlops), mib(c.activationBytes),
+                    mib(c.sendBytes)});
   }
   printTable(rows);
   std::cout << "\n";
   std::vector<std::vector<std::string>> rankRows{
       {"pp_rank", "parameters", "microbatches_in_flight", "memory_GiB"}};
   for (int64_t r = 0; r < placement.pp; ++r)
-    rankRows.push_back({std::to_string(r), withCommas(rankParams[r]),
-                        fmt::format("{:.2f}", peakMicrobatchesInFlight(
-                                                  request.schedule, request.pp, request.vpp,
-                                                  request.microbatches, r)),
-                        gib(rankMemory[r])});
+    rankRows.push_back(
+        {std::to_string(r), withCommas(rankParams[r]),
+         fmt::format("{:.2f}", peakMicrobatchesInFlight(
+                                   request.schedule, request.pp, request.vpp,
+                                   request.microbatches, r)),
+         gib(rankMemory[r])});
   printTable(rankRows);
   if (!exact)
-    std::cout << "note: G, D and + layers are not in the cost model yet; their costs are "
+    std::cout << "note: G, D and + layers are not in the cost model yet; their "
+                 "costs are "
                  "counted as zero\n";
   return 0;
 }
@@ -252,34 +265,39 @@ int runPartition(const PartitionOptions &o) {
     out["vpp"] = request.vpp;
     out["items"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < result->items.size(); ++i)
-      out["items"].push_back({{"name", result->items[i].name}, {"cost", result->costs[i]}});
+      out["items"].push_back(
+          {{"name", result->items[i].name}, {"cost", result->costs[i]}});
     out["segments"] = result->partition.segmentSizes;
     out["max_segment_cost"] = result->partition.maxSegmentCost;
     out["pattern"] = result->pattern;
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("{} items (embedding, {} layers, head) into {} segments (pp={} "
-                           "vpp={}), objective {}\n",
-                           result->items.size(), request.layers.size(),
-                           request.pp * request.vpp, request.pp, request.vpp, request.objective);
-  std::vector<std::vector<std::string>> rows{{"segment", "pp_rank", "vp_stage", "items", "cost"}};
+  std::cout << fmt::format(
+      "{} items (embedding, {} layers, head) into {} segments (pp={} "
+      "vpp={}), objective {}\n",
+      result->items.size(), request.layers.size(), request.pp * request.vpp,
+      request.pp, request.vpp, request.objective);
+  std::vector<std::vector<std::string>> rows{
+      {"segment", "pp_rank", "vp_stage", "items", "cost"}};
   size_t item = 0;
   for (size_t s = 0; s < result->partition.segmentSizes.size(); ++s) {
     int64_t cost = 0;
     std::string names;
     for (int64_t j = 0; j < result->partition.segmentSizes[s]; ++j, ++item) {
       cost += result->costs[item];
-      names += result->items[item].name.size() == 1 ? result->items[item].name
-                                                     : "[" + result->items[item].name + "]";
+      names += result->items[item].name.size() == 1
+                   ? result->items[item].name
+                   : "[" + result->items[item].name + "]";
     }
     rows.push_back({std::to_string(s), std::to_string(s % request.pp),
-                    std::to_string(s / request.pp), names.empty() ? "(empty)" : names,
-                    withCommas(cost)});
+                    std::to_string(s / request.pp),
+                    names.empty() ? "(empty)" : names, withCommas(cost)});
   }
   printTable(rows);
   std::cout << fmt::format("max segment cost: {}\npattern: {}\n",
-                           withCommas(result->partition.maxSegmentCost), result->pattern);
+                           withCommas(result->partition.maxSegmentCost),
+                           result->pattern);
   return 0;
 }
 
@@ -288,13 +306,18 @@ int runPartition(const PartitionOptions &o) {
 void addPartitionCommand(CLI::App &app, Runner &run) {
   auto o = std::make_shared<PartitionOptions>();
   CLI::App *sub = app.add_subcommand(
-      "partition", "Balance a pattern's layers over pp * vpp stages with the cost model");
+      "partition",
+      "Balance a pattern's layers over pp * vpp stages with the cost model");
   sub->add_option("spec", o->spec, "model spec (YAML)")->required();
-  sub->add_option("--pp", o->pp, "pipeline-parallel size (default: the spec's)");
-  sub->add_option("--vpp", o->vpp, "virtual stages per rank (default: the spec's)");
-  sub->add_option("--objective", o->objective, "what to balance: time (FLOPs) or params")
+  sub->add_option("--pp", o->pp,
+                  "pipeline-parallel size (default: the spec's)");
+  sub->add_option("--vpp", o->vpp,
+                  "virtual stages per rank (default: the spec's)");
+  sub->add_option("--objective", o->objective,
+                  "what to balance: time (FLOPs) or params")
       ->check(CLI::IsMember({"time", "params"}));
-  sub->add_option("--max-memory-gib", o->maxMemoryGiB, "memory cap per rank in GiB");
+  sub->add_option("--max-memory-gib", o->maxMemoryGiB,
+                  "memory cap per rank in GiB");
   sub->add_flag("--json", o->json, "print JSON (format in docs/cli.md)");
   sub->callback([o, &run] { run = [o] { return runPartition(*o); }; });
 }
