@@ -79,3 +79,19 @@ hybrid.model @virtual attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 1
   }
   hybrid.return %loss, %l1 : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// More segments than items (embedding, one layer, head over pp = 4): item i in
+// segment i, the head in the last, an empty segment between.
+// CHECK-LABEL: hybrid.model @fewer_items
+// CHECK-SAME: pattern = "|M||"
+// CHECK: hybrid.mamba {{.*}}<segment = 1, pp_rank = 1, vp_stage = 0, layer = 1>
+hybrid.model @fewer_items attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 256, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 4, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 4, group_size = 4>, pattern = "M"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h0 = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %h1 = hybrid.mamba %h0 : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %h1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
