@@ -17,6 +17,7 @@ void addLayoutCommand(CLI::App &app, Runner &run);
 void addCompileCommand(CLI::App &app, Runner &run);
 void addExplainCommand(CLI::App &app, Runner &run);
 void addPartitionCommand(CLI::App &app, Runner &run);
+void addScheduleCommand(CLI::App &app, Runner &run);
 
 } // namespace hypipe::cli
 

@@ -10,6 +10,7 @@ int main(int argc, char **argv) {
   hypipe::cli::addCompileCommand(app, run);
   hypipe::cli::addExplainCommand(app, run);
   hypipe::cli::addPartitionCommand(app, run);
+  hypipe::cli::addScheduleCommand(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {

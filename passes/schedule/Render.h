@@ -1,0 +1,21 @@
+//===- Render.h - pictures of a simulated schedule ------------------------===//
+#ifndef HYPIPE_PASSES_SCHEDULE_RENDER_H
+#define HYPIPE_PASSES_SCHEDULE_RENDER_H
+
+#include "passes/schedule/Simulate.h"
+
+#include <string>
+
+namespace hypipe::schedule {
+
+/// Chrome trace (chrome://tracing, Perfetto): one thread per rank, one
+/// complete event per compute action; one time unit of the costs is 1 ms.
+std::string chromeTrace(const Schedule &schedule, const Simulation &simulation);
+
+/// An SVG timeline: one row per rank, one box per compute action coloured by
+/// kind and labelled with microbatch and chunk; bubbles are the gaps.
+std::string svgTimeline(const Schedule &schedule, const Simulation &simulation);
+
+} // namespace hypipe::schedule
+
+#endif

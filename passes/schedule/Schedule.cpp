@@ -1,0 +1,440 @@
+//===- Schedule.cpp - schedule generators and communication ---------------===//
+#include "passes/schedule/Schedule.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <deque>
+#include <optional>
+#include <set>
+
+namespace hypipe::schedule {
+
+namespace {
+
+llvm::Error refuse(std::string message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+} // namespace
+
+llvm::StringRef opName(Op op) {
+  switch (op) {
+  case Op::F: return "F";
+  case Op::B: return "B";
+  case Op::I: return "I";
+  case Op::W: return "W";
+  case Op::SendF: return "SEND_F";
+  case Op::RecvF: return "RECV_F";
+  case Op::SendB: return "SEND_B";
+  case Op::RecvB: return "RECV_B";
+  }
+  return "?";
+}
+
+bool isCompute(Op op) { return op == Op::F || op == Op::B || op == Op::I || op == Op::W; }
+
+int64_t Schedule::rankOf(int64_t stage) const {
+  if (placement == Placement::VShape)
+    return stage < pp ? stage : 2 * pp - 1 - stage;
+  return stage % pp;
+}
+
+int64_t Schedule::chunkOf(int64_t stage) const {
+  if (placement == Placement::VShape)
+    return stage < pp ? 0 : 1;
+  return stage / pp;
+}
+
+int64_t Schedule::stageOf(int64_t rank, int64_t chunk) const {
+  if (placement == Placement::VShape)
+    return chunk == 0 ? rank : 2 * pp - 1 - rank;
+  return chunk * pp + rank;
+}
+
+bool Schedule::splitBackward() const {
+  for (const auto &program : ranks)
+    for (const Action &a : program)
+      if (a.op == Op::I || a.op == Op::W)
+        return true;
+  return false;
+}
+
+std::string Schedule::megatronText(const Action &a) const {
+  return fmt::format("{}{}.{}", opName(a.op).str(), a.microbatch, chunkOf(a.stage));
+}
+
+std::string pytorchText(const Action &a) {
+  return fmt::format("{}{}{}", a.stage, opName(a.op).str(), a.microbatch);
+}
+
+llvm::Expected<Action> parsePytorchAction(llvm::StringRef text, const Schedule &s) {
+  llvm::StringRef rest = text.trim();
+  size_t digits = rest.find_if_not([](char c) { return llvm::isDigit(c); });
+  int64_t stage = 0, microbatch = 0;
+  if (digits == 0 || digits == llvm::StringRef::npos ||
+      rest.take_front(digits).getAsInteger(10, stage))
+    return refuse(fmt::format("'{}' is not an action: expected <stage><op><microbatch>, e.g. "
+                              "2F0 or 1SEND_F3",
+                              text.str()));
+  rest = rest.drop_front(digits);
+  static const std::pair<const char *, Op> names[] = {
+      {"SEND_F", Op::SendF}, {"RECV_F", Op::RecvF}, {"SEND_B", Op::SendB},
+      {"RECV_B", Op::RecvB}, {"F", Op::F},          {"B", Op::B},
+      {"I", Op::I},          {"W", Op::W}};
+  for (auto [name, op] : names) {
+    if (!rest.consume_front(name))
+      continue;
+    if (rest.empty() || rest.getAsInteger(10, microbatch))
+      return refuse(fmt::format("'{}': the microbatch number after {} is missing or not a "
+                                "number",
+                                text.str(), name));
+    if (stage < 0 || stage >= s.numStages())
+      return refuse(fmt::format("'{}': stage {} is out of range for {} stages", text.str(),
+                                stage, s.numStages()));
+    if (microbatch < 0 || microbatch >= s.microbatches)
+      return refuse(fmt::format("'{}': microbatch {} is out of range for {} microbatches",
+                                text.str(), microbatch, s.microbatches));
+    Action a{op, static_cast<int32_t>(stage), static_cast<int32_t>(microbatch)};
+    if (op == Op::SendF || op == Op::RecvB)
+      a.peer = stage + 1 < s.numStages() ? static_cast<int32_t>(s.rankOf(stage + 1)) : -1;
+    if (op == Op::RecvF || op == Op::SendB)
+      a.peer = stage > 0 ? static_cast<int32_t>(s.rankOf(stage - 1)) : -1;
+    return a;
+  }
+  return refuse(fmt::format("'{}' has no known op: use F, B, I, W, SEND_F, RECV_F, SEND_B or "
+                            "RECV_B",
+                            text.str()));
+}
+
+const std::vector<std::string> &scheduleNames() {
+  static const std::vector<std::string> names = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
+                                                 "zbv"};
+  return names;
+}
+
+int64_t megatronWarmup(int64_t pp, int64_t vpp, int64_t m, int64_t groupSize, int64_t rank,
+                       bool interleaved) {
+  int64_t total = m * vpp;
+  // Megatron runs pp = 1 without a pipeline; the interleaved formula still
+  // holds for several chunks on one rank (its warm-up is the first group).
+  int64_t warmup = interleaved ? (pp - rank - 1) * 2 + (vpp - 1) * groupSize : pp - rank - 1;
+  return std::min(warmup, total);
+}
+
+std::vector<std::pair<int64_t, int64_t>> interleavedTable(int64_t m, int64_t vpp,
+                                                          int64_t groupSize) {
+  std::vector<std::pair<int64_t, int64_t>> table;
+  for (int64_t first = 0; first < m; first += groupSize) {
+    int64_t last = first + groupSize >= m ? m : first + groupSize;
+    for (int64_t c = 0; c < vpp; ++c)
+      for (int64_t mb = first; mb < last; ++mb)
+        table.push_back({mb, c});
+  }
+  return table;
+}
+
+namespace {
+
+using Program = std::vector<Action>;
+
+Action compute(Op op, int64_t stage, int64_t microbatch) {
+  return Action{op, static_cast<int32_t>(stage), static_cast<int32_t>(microbatch)};
+}
+
+void buildGpipe(Schedule &s) {
+  for (int64_t r = 0; r < s.pp; ++r) {
+    Program &p = s.ranks[r];
+    for (int64_t c = 0; c < s.vpp; ++c)
+      for (int64_t mb = 0; mb < s.microbatches; ++mb)
+        p.push_back(compute(Op::F, s.stageOf(r, c), mb));
+    for (int64_t c = s.vpp - 1; c >= 0; --c)
+      for (int64_t mb = 0; mb < s.microbatches; ++mb)
+        p.push_back(compute(Op::B, s.stageOf(r, c), mb));
+  }
+}
+
+/// Megatron's forward_backward_pipelining_without_interleaving; with
+/// `splitW`, each backward is I followed by W delayed by `rank` steps (ZB-H1).
+void buildOneFOneB(Schedule &s, bool zeroBubble) {
+  int64_t m = s.microbatches;
+  for (int64_t r = 0; r < s.pp; ++r) {
+    Program &p = s.ranks[r];
+    int64_t warmup = megatronWarmup(s.pp, 1, m, s.pp, r, /*interleaved=*/false);
+    int64_t remaining = m - warmup;
+    int64_t nextW = 0;
+    auto backward = [&](int64_t mb) {
+      if (!zeroBubble) {
+        p.push_back(compute(Op::B, r, mb));
+        return;
+      }
+      p.push_back(compute(Op::I, r, mb));
+      // Rank r keeps r weight gradients pending: they fill its end bubble
+      // while the input gradients travel on to rank 0, and its activations
+      // alive never exceed rank 0's (pp microbatches).
+      if (mb - nextW >= r)
+        p.push_back(compute(Op::W, r, nextW++));
+    };
+    for (int64_t i = 0; i < warmup; ++i)
+      p.push_back(compute(Op::F, r, i));
+    for (int64_t i = 0; i < remaining; ++i) {
+      p.push_back(compute(Op::F, r, warmup + i));
+      backward(i);
+    }
+    for (int64_t i = remaining; i < m; ++i)
+      backward(i);
+    while (zeroBubble && nextW < m)
+      p.push_back(compute(Op::W, r, nextW++));
+  }
+}
+
+/// Megatron's forward_backward_pipelining_with_interleaving.
+void buildInterleaved(Schedule &s, int64_t groupSize) {
+  int64_t m = s.microbatches, vpp = s.vpp;
+  auto table = interleavedTable(m, vpp, groupSize);
+  int64_t total = m * vpp;
+  for (int64_t r = 0; r < s.pp; ++r) {
+    Program &p = s.ranks[r];
+    int64_t warmup = megatronWarmup(s.pp, vpp, m, groupSize, r, /*interleaved=*/true);
+    int64_t remaining = total - warmup;
+    auto forward = [&](int64_t k) {
+      p.push_back(compute(Op::F, s.stageOf(r, table[k].second), table[k].first));
+    };
+    auto backward = [&](int64_t k) {
+      p.push_back(compute(Op::B, s.stageOf(r, vpp - 1 - table[k].second), table[k].first));
+    };
+    for (int64_t k = 0; k < warmup; ++k)
+      forward(k);
+    for (int64_t k = 0; k < remaining; ++k) {
+      forward(k + warmup);
+      backward(k);
+    }
+    for (int64_t k = remaining; k < total; ++k)
+      backward(k);
+  }
+}
+
+/// ZB-V: two stages per rank in a V, backward split into I and W, ordered by
+/// a list scheduler over unit-time steps (docs/schedules.md): each rank runs
+/// the ready input gradient of the lowest microbatch first, else a forward
+/// while it holds fewer than 2*pp stage activations, else a pending weight
+/// gradient.
+void buildZbv(Schedule &s) {
+  int64_t pp = s.pp, m = s.microbatches, stages = s.numStages();
+  auto idx = [&](int64_t stage, int64_t mb) { return stage * m + mb; };
+  std::vector<int64_t> fDone(stages * m, -1), iDone(stages * m, -1);
+  std::vector<std::deque<std::pair<int64_t, int64_t>>> pendingW(pp);
+  std::vector<int64_t> live(pp, 0), nextF0(pp, 0), nextF1(pp, 0);
+  std::vector<std::set<std::pair<int64_t, int64_t>>> readyI(pp); // (mb, -stage)
+  int64_t remaining = pp * 2 * m * 3;
+  for (int64_t step = 0; remaining > 0; ++step) {
+    std::vector<Action> chosen(pp, Action{Op::F, -1, -1});
+    for (int64_t r = 0; r < pp; ++r) {
+      // Input gradients whose inputs are in: on the last stage (stage
+      // 2pp-1, chunk 1 of rank 0) as soon as its forward is done.
+      int64_t sLow = s.stageOf(r, 0), sHigh = s.stageOf(r, 1);
+      std::optional<Action> pick;
+      for (auto [mb, negStage] : readyI[r]) {
+        pick = compute(Op::I, -negStage, mb);
+        break;
+      }
+      if (!pick && live[r] < 2 * pp) {
+        // Forward on chunk 1 first (deeper stage), then chunk 0.
+        int64_t mb1 = nextF1[r];
+        if (mb1 < m && fDone[idx(sHigh - 1, mb1)] >= 0 && fDone[idx(sHigh - 1, mb1)] < step)
+          pick = compute(Op::F, sHigh, mb1);
+        else if (nextF0[r] < m &&
+                 (sLow == 0 || (fDone[idx(sLow - 1, nextF0[r])] >= 0 &&
+                                fDone[idx(sLow - 1, nextF0[r])] < step)))
+          pick = compute(Op::F, sLow, nextF0[r]);
+      }
+      if (!pick && !pendingW[r].empty()) {
+        auto [stage, mb] = pendingW[r].front();
+        pick = compute(Op::W, stage, mb);
+      }
+      if (pick)
+        chosen[r] = *pick;
+    }
+    if (std::all_of(chosen.begin(), chosen.end(), [](const Action &a) { return a.stage < 0; }))
+      break; // cannot happen; the simulator would report the missing actions
+    for (int64_t r = 0; r < pp; ++r) {
+      Action a = chosen[r];
+      if (a.stage < 0)
+        continue;
+      s.ranks[r].push_back(a);
+      --remaining;
+      if (a.op == Op::F) {
+        fDone[idx(a.stage, a.microbatch)] = step;
+        ++live[r];
+        (a.stage == s.stageOf(r, 1) ? nextF1[r] : nextF0[r])++;
+        if (a.stage == stages - 1)
+          readyI[r].insert({a.microbatch, -a.stage});
+      } else if (a.op == Op::I) {
+        readyI[r].erase({a.microbatch, -a.stage});
+        iDone[idx(a.stage, a.microbatch)] = step;
+        pendingW[r].push_back({a.stage, a.microbatch});
+        if (a.stage > 0) {
+          int64_t below = a.stage - 1, peer = s.rankOf(below);
+          // Ready next step on the rank that holds the previous stage.
+          readyI[peer].insert({a.microbatch, -below});
+        }
+      } else {
+        pendingW[r].pop_front();
+        --live[r];
+      }
+    }
+  }
+  (void)iDone;
+}
+
+} // namespace
+
+llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
+  const auto &names = scheduleNames();
+  if (std::find(names.begin(), names.end(), q.name) == names.end())
+    return refuse(fmt::format("unknown schedule '{}': use one of {}", q.name,
+                              llvm::join(names, ", ")));
+  if (q.pp < 1 || q.vpp < 1 || q.microbatches < 1)
+    return refuse(fmt::format("pp ({}), vpp ({}) and microbatches ({}) must be at least 1",
+                              q.pp, q.vpp, q.microbatches));
+  if (q.pp * q.vpp > (1 << 20) || q.microbatches > (1 << 20) ||
+      q.pp * q.vpp * q.microbatches > (int64_t(1) << 26))
+    return refuse("the schedule would have more than 2^26 stage-microbatches; use fewer "
+                  "stages or microbatches");
+  Schedule s;
+  s.name = q.name;
+  s.pp = q.pp;
+  s.vpp = q.vpp;
+  s.microbatches = q.microbatches;
+  s.ranks.resize(q.pp);
+
+  if (q.name == "gpipe") {
+    buildGpipe(s);
+  } else if (q.name == "1f1b" || q.name == "zb-h1") {
+    if (q.vpp != 1)
+      return refuse(fmt::format("{} runs one stage per rank (vpp = 1), got vpp = {}: use "
+                                "interleaved-1f1b (or zbv for vpp = 2)",
+                                q.name, q.vpp));
+    buildOneFOneB(s, q.name == "zb-h1");
+  } else if (q.name == "interleaved-1f1b") {
+    int64_t g = q.groupSize > 0 ? q.groupSize : q.pp;
+    if (q.vpp < 2)
+      return refuse("interleaved-1f1b needs vpp > 1 (virtual stages per rank); with vpp = 1 "
+                    "use 1f1b");
+    if (g < q.pp || g > q.microbatches)
+      return refuse(fmt::format(
+          "microbatch_group_size_per_vp_stage must be between pp = {} and microbatches = {}, "
+          "got {}{}",
+          q.pp, q.microbatches, g,
+          q.microbatches < q.pp
+              ? fmt::format(": use at least {} microbatches", q.pp)
+              : fmt::format(": use a group size in [{}, {}]", q.pp, q.microbatches)));
+    int64_t finalGroup = q.microbatches % g;
+    if (finalGroup > 0 && finalGroup < q.pp) {
+      std::vector<std::string> fixes;
+      for (int64_t alt = q.pp; alt <= q.microbatches && fixes.size() < 3; ++alt)
+        if (q.microbatches % alt == 0 || q.microbatches % alt >= q.pp)
+          fixes.push_back(std::to_string(alt));
+      return refuse(fmt::format(
+          "the last microbatch group would hold {} microbatches ({} % {}), fewer than pp = "
+          "{}: that stalls the pipeline (Megatron refuses it too); use a group size of {} or "
+          "a microbatch count that leaves 0 or at least pp in the last group",
+          finalGroup, q.microbatches, g, q.pp, llvm::join(fixes, " or ")));
+    }
+    buildInterleaved(s, g);
+  } else { // zbv
+    if (q.vpp != 2)
+      return refuse(fmt::format("zbv runs exactly two stages per rank in a V (vpp = 2), got "
+                                "vpp = {}",
+                                q.vpp));
+    s.placement = Placement::VShape;
+    buildZbv(s);
+  }
+  return s;
+}
+
+void insertCommunication(Schedule &s) {
+  int64_t last = s.numStages() - 1;
+  for (int64_t r = 0; r < s.pp; ++r) {
+    std::vector<Action> out;
+    out.reserve(s.ranks[r].size() * 2);
+    auto peer = [&](int64_t stage) { return static_cast<int32_t>(s.rankOf(stage)); };
+    for (const Action &a : s.ranks[r]) {
+      if (!isCompute(a.op))
+        continue; // re-insertion starts from the compute order
+      int64_t st = a.stage;
+      if (a.op == Op::F) {
+        if (st > 0 && s.rankOf(st - 1) != r)
+          out.push_back({Op::RecvF, a.stage, a.microbatch, peer(st - 1)});
+        out.push_back(a);
+        if (st < last && s.rankOf(st + 1) != r)
+          out.push_back({Op::SendF, a.stage, a.microbatch, peer(st + 1)});
+      } else if (a.op == Op::B || a.op == Op::I) {
+        if (st < last && s.rankOf(st + 1) != r)
+          out.push_back({Op::RecvB, a.stage, a.microbatch, peer(st + 1)});
+        out.push_back(a);
+        if (st > 0 && s.rankOf(st - 1) != r)
+          out.push_back({Op::SendB, a.stage, a.microbatch, peer(st - 1)});
+      } else {
+        out.push_back(a);
+      }
+    }
+    for (size_t i = 0; i + 1 < out.size(); ++i) {
+      bool send = out[i].op == Op::SendF || out[i].op == Op::SendB;
+      bool recv = out[i + 1].op == Op::RecvF || out[i + 1].op == Op::RecvB;
+      if (send && recv && out[i].peer == out[i + 1].peer)
+        out[i].batched = true;
+    }
+    s.ranks[r] = std::move(out);
+  }
+}
+
+std::string toCsv(const Schedule &s) {
+  std::string out;
+  for (const auto &program : s.ranks) {
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (i)
+        out += ',';
+      out += pytorchText(program[i]);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+llvm::Expected<Schedule> fromCsv(llvm::StringRef text, int64_t pp, int64_t vpp,
+                                 int64_t microbatches, Placement placement) {
+  Schedule s;
+  s.name = "csv";
+  s.pp = pp;
+  s.vpp = vpp;
+  s.microbatches = microbatches;
+  s.placement = placement;
+  llvm::SmallVector<llvm::StringRef> lines;
+  text.split(lines, '\n');
+  while (!lines.empty() && lines.back().trim().empty())
+    lines.pop_back();
+  if (static_cast<int64_t>(lines.size()) != pp)
+    return refuse(fmt::format("the CSV has {} rows but pp = {}: write one row per rank",
+                              lines.size(), pp));
+  for (auto [rank, line] : llvm::enumerate(lines)) {
+    std::vector<Action> program;
+    llvm::SmallVector<llvm::StringRef> cells;
+    line.split(cells, ',');
+    for (auto [column, cell] : llvm::enumerate(cells)) {
+      if (cell.trim().empty())
+        continue; // an idle slot
+      auto action = parsePytorchAction(cell, s);
+      if (!action)
+        return refuse(fmt::format("row {} (rank {}), column {}: {}", rank + 1, rank, column + 1,
+                                  llvm::toString(action.takeError())));
+      program.push_back(*action);
+    }
+    s.ranks.push_back(std::move(program));
+  }
+  return s;
+}
+
+} // namespace hypipe::schedule

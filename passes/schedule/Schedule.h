@@ -1,0 +1,120 @@
+//===- Schedule.h - pipeline schedules as data ----------------------------===//
+//
+// A schedule is, per rank, an ordered list of actions. Compute actions are
+// `F` (forward), `B` (full backward), or `I` and `W` (backward split into the
+// input gradient and the weight gradient, for zero-bubble schedules) of one
+// microbatch on one stage; communication actions are `SEND_F`, `RECV_F`,
+// `SEND_B`, `RECV_B` with the peer rank. Stages are numbered globally
+// (0..pp*vpp-1); a rank holds `vpp` of them (its chunks).
+//
+// This is a pure library: `(schedule name, pp, vpp, microbatches, options)`
+// to action lists, communication insertion, and the simulator that verifies
+// and times a program (Simulate.h). The CLI, the passes and the runtime call
+// it. See docs/schedules.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_PASSES_SCHEDULE_SCHEDULE_H
+#define HYPIPE_PASSES_SCHEDULE_SCHEDULE_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hypipe::schedule {
+
+enum class Op : uint8_t { F, B, I, W, SendF, RecvF, SendB, RecvB };
+
+/// PyTorch pipelining's name of an op: F, B, I, W, SEND_F, RECV_F, ...
+llvm::StringRef opName(Op op);
+bool isCompute(Op op);
+
+struct Action {
+  Op op;
+  int32_t stage;
+  int32_t microbatch;
+  int32_t peer = -1; ///< the other rank, for communication actions
+  /// A send fused with the receive that follows it into one exchange with the
+  /// same peer (Megatron's send_forward_recv_backward and friends).
+  bool batched = false;
+
+  bool operator==(const Action &o) const {
+    return op == o.op && stage == o.stage && microbatch == o.microbatch && peer == o.peer;
+  }
+};
+
+/// Which rank and chunk run each stage.
+enum class Placement : uint8_t {
+  Interleaved, ///< stage s on rank s % pp, chunk s / pp (Megatron)
+  VShape,      ///< vpp = 2: rank r runs stages r and 2*pp-1-r (ZB-V)
+};
+
+struct Schedule {
+  std::string name;
+  int64_t pp = 1;
+  int64_t vpp = 1;
+  int64_t microbatches = 1;
+  Placement placement = Placement::Interleaved;
+  std::vector<std::vector<Action>> ranks; ///< one program per rank
+
+  int64_t numStages() const { return pp * vpp; }
+  int64_t rankOf(int64_t stage) const;
+  int64_t chunkOf(int64_t stage) const;
+  int64_t stageOf(int64_t rank, int64_t chunk) const;
+  bool splitBackward() const;
+  /// Megatron's notation of a compute action: `F3.1` is the forward of
+  /// microbatch 3 on chunk 1 of its rank.
+  std::string megatronText(const Action &action) const;
+};
+
+/// PyTorch pipelining's text of an action: `2F0`, `1SEND_F3`, `3W1`.
+std::string pytorchText(const Action &action);
+/// Parses PyTorch's text of an action; the peer of a communication action is
+/// derived from the stage by `schedule`.
+llvm::Expected<Action> parsePytorchAction(llvm::StringRef text, const Schedule &schedule);
+
+struct ScheduleRequest {
+  std::string name;           ///< gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv
+  int64_t pp = 1;
+  int64_t vpp = 1;
+  int64_t microbatches = 1;
+  int64_t groupSize = 0;      ///< microbatch_group_size_per_vp_stage; 0 = pp
+};
+
+/// The known schedule names, in the order docs/schedules.md presents them.
+const std::vector<std::string> &scheduleNames();
+
+/// The compute-only programs of a schedule. Refused configurations (Megatron's
+/// among them) are errors that name the constraint and values that work.
+llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &request);
+
+/// Adds the sends and receives every cross-rank dependency needs: a stage's
+/// activations are sent right after its forward and received right before the
+/// next stage's forward on the peer; gradients likewise backwards. A send
+/// followed directly by a receive from the same peer is marked `batched`.
+/// Same-rank boundaries are local hand-offs and get nothing.
+void insertCommunication(Schedule &schedule);
+
+/// Megatron's warm-up count of `ppRank` (the vectors' `num_warmup`), for the
+/// 1f1b and interleaved-1f1b generators; exposed for tests and docs.
+int64_t megatronWarmup(int64_t pp, int64_t vpp, int64_t microbatches, int64_t groupSize,
+                       int64_t ppRank, bool interleaved);
+
+/// Megatron's get_schedule_table: the (microbatch, chunk) order in which an
+/// interleaved rank runs its forwards — groups of `groupSize` microbatches,
+/// each group through every chunk before the next.
+std::vector<std::pair<int64_t, int64_t>> interleavedTable(int64_t microbatches, int64_t vpp,
+                                                          int64_t groupSize);
+
+/// PyTorch pipelining's CSV text of a schedule: one row per rank, one action
+/// per cell.
+std::string toCsv(const Schedule &schedule);
+/// Reads that CSV for a schedule shape (compute-only or with communication).
+llvm::Expected<Schedule> fromCsv(llvm::StringRef text, int64_t pp, int64_t vpp,
+                                 int64_t microbatches, Placement placement);
+
+} // namespace hypipe::schedule
+
+#endif

@@ -1,0 +1,372 @@
+//===- Simulate.cpp - the all-ranks simulator -----------------------------===//
+#include "passes/schedule/Simulate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace hypipe::schedule {
+
+double Costs::cost(Op op, int64_t stage) const {
+  auto pick = [&](const std::vector<double> &perStage, double uniform) {
+    return stage < static_cast<int64_t>(perStage.size()) ? perStage[stage] : uniform;
+  };
+  switch (op) {
+  case Op::F: return pick(stageF, f);
+  case Op::B: return pick(stageB, b);
+  case Op::I: return pick(stageI, i);
+  case Op::W: return pick(stageW, w);
+  default: return 0;
+  }
+}
+
+llvm::Error parseCosts(llvm::StringRef text, Costs &costs) {
+  llvm::SmallVector<llvm::StringRef> items;
+  text.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef item : items) {
+    auto [key, value] = item.trim().split('=');
+    double v;
+    if (value.trim().getAsDouble(v) || !(v >= 0))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("cost '{}' needs a non-negative number, e.g. F=1", item.str()));
+    key = key.trim();
+    if (key == "F") costs.f = v;
+    else if (key == "B") costs.b = v;
+    else if (key == "I") costs.i = v;
+    else if (key == "W") costs.w = v;
+    else
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     fmt::format("unknown cost '{}': use F, B, I or W, e.g. "
+                                                 "--costs F=1,B=2,I=1,W=1",
+                                                 key.str()));
+  }
+  return llvm::Error::success();
+}
+
+namespace {
+
+constexpr double kNotYet = -1;
+
+class Simulator {
+public:
+  Simulator(const Schedule &s, const Costs &c)
+      : s(s), c(c), stages(s.numStages()), m(s.microbatches) {
+    size_t n = static_cast<size_t>(stages * m);
+    for (auto *v : {&fEnd, &bEnd, &wEnd, &fArrive, &bArrive, &recvFEnd, &recvBEnd})
+      v->assign(n, kNotYet);
+    splitDone.assign(n, false);
+    for (const auto &program : s.ranks)
+      for (const Action &a : program)
+        hasComm = hasComm || !isCompute(a.op);
+    pc.assign(s.pp, 0);
+    clock.assign(s.pp, 0);
+    result.busy.assign(s.pp, 0);
+    result.peakActivations.assign(s.pp, 0);
+    result.peakActivationBytes.assign(s.pp, 0);
+    live.assign(s.pp, 0);
+    liveBytes.assign(s.pp, 0);
+    result.timings.resize(s.pp);
+    for (int64_t r = 0; r < s.pp; ++r)
+      result.timings[r].resize(s.ranks[r].size());
+  }
+
+  llvm::Expected<Simulation> run();
+
+private:
+  size_t at(int64_t stage, int64_t mb) const { return static_cast<size_t>(stage * m + mb); }
+  std::string text(const Action &a) const {
+    return isCompute(a.op) ? s.megatronText(a) : pytorchText(a);
+  }
+  llvm::Error fail(std::string message) const {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  }
+  /// What `a` on `rank` waits for, or the time it can start after.
+  /// Returns false (and fills `waitingFor`) when a dependency is not done.
+  llvm::Expected<bool> ready(int64_t rank, const Action &a, double &after,
+                             std::string &waitingFor);
+  llvm::Error execute(int64_t rank, const Action &a, double start, size_t step);
+  std::string grid() const;
+
+  const Schedule &s;
+  const Costs &c;
+  int64_t stages, m;
+  bool hasComm = false;
+  std::vector<double> fEnd, bEnd, wEnd, fArrive, bArrive, recvFEnd, recvBEnd;
+  std::vector<bool> splitDone; ///< the backward ran as I (so W must follow)
+  std::vector<size_t> pc;
+  std::vector<double> clock, liveBytes;
+  std::vector<int64_t> live;
+  Simulation result;
+};
+
+llvm::Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
+                                      std::string &waitingFor) {
+  int64_t st = a.stage, mb = a.microbatch;
+  if (st < 0 || st >= stages || mb < 0 || mb >= m)
+    return fail(fmt::format("rank {} step {}: {} names stage {} / microbatch {}, out of range "
+                            "({} stages, {} microbatches)",
+                            r, pc[r], pytorchText(a), st, mb, stages, m));
+  if (s.rankOf(st) != r)
+    return fail(fmt::format("rank {} step {}: {} runs stage {}, which belongs to rank {}", r,
+                            pc[r], text(a), st, s.rankOf(st)));
+  auto need = [&](double time, std::string what) {
+    if (time == kNotYet) {
+      waitingFor = std::move(what);
+      return false;
+    }
+    after = std::max(after, time);
+    return true;
+  };
+  auto peerCheck = [&](int64_t expected) -> llvm::Error {
+    if (a.peer != expected)
+      return fail(fmt::format("rank {} step {}: {} names peer {} but stage {} is on rank {}", r,
+                              pc[r], pytorchText(a), a.peer,
+                              a.op == Op::SendF || a.op == Op::RecvB ? st + 1 : st - 1,
+                              expected));
+    return llvm::Error::success();
+  };
+  after = clock[r];
+  switch (a.op) {
+  case Op::F:
+    if (st == 0)
+      return true;
+    if (s.rankOf(st - 1) == r || !hasComm)
+      return need(fEnd[at(st - 1, mb)] == kNotYet
+                      ? kNotYet
+                      : fEnd[at(st - 1, mb)] + (s.rankOf(st - 1) == r ? 0 : c.transfer()),
+                  fmt::format("the forward of microbatch {} on stage {}", mb, st - 1));
+    return need(recvFEnd[at(st, mb)], fmt::format("RECV_F of microbatch {} for stage {}", mb, st));
+  case Op::B:
+  case Op::I: {
+    if (!need(fEnd[at(st, mb)], fmt::format("its own forward (F{}.{})", mb, s.chunkOf(st))))
+      return false;
+    if (st == stages - 1)
+      return true;
+    if (s.rankOf(st + 1) == r || !hasComm)
+      return need(bEnd[at(st + 1, mb)] == kNotYet
+                      ? kNotYet
+                      : bEnd[at(st + 1, mb)] + (s.rankOf(st + 1) == r ? 0 : c.transfer()),
+                  fmt::format("the backward of microbatch {} on stage {}", mb, st + 1));
+    return need(recvBEnd[at(st, mb)], fmt::format("RECV_B of microbatch {} for stage {}", mb, st));
+  }
+  case Op::W:
+    return need(bEnd[at(st, mb)], fmt::format("its input gradient (I{}.{})", mb, s.chunkOf(st)));
+  case Op::SendF:
+    if (st == stages - 1)
+      return fail(fmt::format("rank {} step {}: {} sends past the last stage", r, pc[r],
+                              pytorchText(a)));
+    if (auto err = peerCheck(s.rankOf(st + 1)))
+      return std::move(err);
+    return need(fEnd[at(st, mb)], fmt::format("the forward it sends (F{}.{})", mb, s.chunkOf(st)));
+  case Op::SendB:
+    if (st == 0)
+      return fail(fmt::format("rank {} step {}: {} sends before the first stage", r, pc[r],
+                              pytorchText(a)));
+    if (auto err = peerCheck(s.rankOf(st - 1)))
+      return std::move(err);
+    return need(bEnd[at(st, mb)], fmt::format("the backward it sends (B{}.{})", mb, s.chunkOf(st)));
+  case Op::RecvF:
+    if (st == 0)
+      return fail(fmt::format("rank {} step {}: {} receives before the first stage", r, pc[r],
+                              pytorchText(a)));
+    if (auto err = peerCheck(s.rankOf(st - 1)))
+      return std::move(err);
+    return need(fArrive[at(st - 1, mb)],
+                fmt::format("SEND_F of microbatch {} from stage {} on rank {}", mb, st - 1,
+                            s.rankOf(st - 1)));
+  case Op::RecvB:
+    if (st == stages - 1)
+      return fail(fmt::format("rank {} step {}: {} receives past the last stage", r, pc[r],
+                              pytorchText(a)));
+    if (auto err = peerCheck(s.rankOf(st + 1)))
+      return std::move(err);
+    return need(bArrive[at(st + 1, mb)],
+                fmt::format("SEND_B of microbatch {} from stage {} on rank {}", mb, st + 1,
+                            s.rankOf(st + 1)));
+  }
+  return true;
+}
+
+llvm::Error Simulator::execute(int64_t r, const Action &a, double start, size_t step) {
+  size_t k = at(a.stage, a.microbatch);
+  double end = start + c.cost(a.op, a.stage);
+  auto once = [&](std::vector<double> &slot, const char *what) -> llvm::Error {
+    if (slot[k] != kNotYet)
+      return fail(fmt::format("rank {} step {}: {} of microbatch {} on stage {} runs twice", r,
+                              step, what, a.microbatch, a.stage));
+    slot[k] = end;
+    return llvm::Error::success();
+  };
+  double activation =
+      a.stage < static_cast<int64_t>(c.activationBytes.size()) ? c.activationBytes[a.stage] : 0;
+  switch (a.op) {
+  case Op::F:
+    if (auto err = once(fEnd, "the forward"))
+      return err;
+    ++live[r];
+    liveBytes[r] += activation;
+    result.peakActivations[r] = std::max(result.peakActivations[r], live[r]);
+    result.peakActivationBytes[r] = std::max(result.peakActivationBytes[r], liveBytes[r]);
+    break;
+  case Op::B:
+  case Op::I:
+    if (auto err = once(bEnd, a.op == Op::B ? "the backward" : "the input gradient"))
+      return err;
+    splitDone[k] = a.op == Op::I;
+    if (a.op == Op::B) {
+      --live[r];
+      liveBytes[r] -= activation;
+    }
+    break;
+  case Op::W:
+    if (!splitDone[k])
+      return fail(fmt::format("rank {} step {}: W of microbatch {} on stage {} follows a full "
+                              "backward B; split backwards run I then W",
+                              r, step, a.microbatch, a.stage));
+    if (auto err = once(wEnd, "the weight gradient"))
+      return err;
+    --live[r];
+    liveBytes[r] -= activation;
+    break;
+  case Op::SendF:
+    if (auto err = once(fArrive, "SEND_F"))
+      return err;
+    fArrive[k] = start + c.transfer();
+    end = start;
+    break;
+  case Op::SendB:
+    if (auto err = once(bArrive, "SEND_B"))
+      return err;
+    bArrive[k] = start + c.transfer();
+    end = start;
+    break;
+  case Op::RecvF:
+    if (auto err = once(recvFEnd, "RECV_F"))
+      return err;
+    break;
+  case Op::RecvB:
+    if (auto err = once(recvBEnd, "RECV_B"))
+      return err;
+    break;
+  }
+  result.timings[r][step] = {start, end};
+  if (isCompute(a.op))
+    result.busy[r] += end - start;
+  clock[r] = end;
+  return llvm::Error::success();
+}
+
+std::string Simulator::grid() const {
+  size_t lo = SIZE_MAX;
+  for (int64_t r = 0; r < s.pp; ++r)
+    if (pc[r] < s.ranks[r].size())
+      lo = std::min(lo, pc[r]);
+  size_t first = lo > 4 ? lo - 4 : 0, last = lo + 4;
+  std::string out = fmt::format("{:>8}", "step");
+  for (size_t k = first; k <= last; ++k)
+    out += fmt::format(" {:>12}", k);
+  out += "\n";
+  for (int64_t r = 0; r < s.pp; ++r) {
+    out += fmt::format("{:>8}", fmt::format("rank {}", r));
+    for (size_t k = first; k <= last; ++k) {
+      std::string cell;
+      if (k < s.ranks[r].size()) {
+        cell = text(s.ranks[r][k]);
+        if (k == pc[r])
+          cell = "[" + cell + "]";
+      } else if (k == s.ranks[r].size() && pc[r] == k) {
+        cell = "(done)";
+      }
+      out += fmt::format(" {:>12}", cell);
+    }
+    out += "\n";
+  }
+  return out + "[X] = the action each rank is stuck at";
+}
+
+llvm::Expected<Simulation> Simulator::run() {
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int64_t r = 0; r < s.pp; ++r) {
+      const auto &program = s.ranks[r];
+      while (pc[r] < program.size()) {
+        const Action &a = program[pc[r]];
+        double after = 0;
+        std::string waitingFor;
+        auto ok = ready(r, a, after, waitingFor);
+        if (!ok)
+          return ok.takeError();
+        if (!*ok)
+          break;
+        if (auto err = execute(r, a, after, pc[r]))
+          return std::move(err);
+        ++pc[r];
+        progress = true;
+      }
+    }
+  }
+  bool stuck = false;
+  std::string why;
+  for (int64_t r = 0; r < s.pp; ++r) {
+    if (pc[r] >= s.ranks[r].size())
+      continue;
+    stuck = true;
+    const Action &a = s.ranks[r][pc[r]];
+    double after = 0;
+    std::string waitingFor;
+    auto ok = ready(r, a, after, waitingFor);
+    if (!ok)
+      return ok.takeError();
+    why += fmt::format("  rank {} waits at step {} ({}) for {}\n", r, pc[r], text(a), waitingFor);
+  }
+  if (stuck)
+    return fail(fmt::format("the schedule deadlocks: no rank can go on\n{}{}", why, grid()));
+
+  // Every microbatch ran forward and backward on every stage, once.
+  for (int64_t st = 0; st < stages; ++st)
+    for (int64_t mb = 0; mb < m; ++mb) {
+      size_t k = at(st, mb);
+      std::string missing;
+      if (fEnd[k] == kNotYet)
+        missing = "F";
+      else if (bEnd[k] == kNotYet)
+        missing = "B (or I)";
+      else if (splitDone[k] && wEnd[k] == kNotYet)
+        missing = "W";
+      if (!missing.empty())
+        return fail(fmt::format("microbatch {} never runs {} on stage {} (rank {}, chunk {})", mb,
+                                missing, st, s.rankOf(st), s.chunkOf(st)));
+      if (hasComm && st + 1 < stages && s.rankOf(st + 1) != s.rankOf(st) &&
+          recvFEnd[at(st + 1, mb)] == kNotYet)
+        return fail(fmt::format("the activations of microbatch {} from stage {} are never "
+                                "received by stage {}",
+                                mb, st, st + 1));
+      if (hasComm && st > 0 && s.rankOf(st - 1) != s.rankOf(st) && recvBEnd[at(st - 1, mb)] == kNotYet)
+        return fail(fmt::format("the gradient of microbatch {} from stage {} is never received "
+                                "by stage {}",
+                                mb, st, st - 1));
+    }
+
+  for (double t : clock)
+    result.makespan = std::max(result.makespan, t);
+  for (int64_t r = 0; r < s.pp; ++r)
+    result.bubbleFraction.push_back(
+        result.makespan > 0 ? 1.0 - result.busy[r] / result.makespan : 0.0);
+  return std::move(result);
+}
+
+} // namespace
+
+llvm::Expected<Simulation> simulate(const Schedule &schedule, const Costs &costs) {
+  if (static_cast<int64_t>(schedule.ranks.size()) != schedule.pp)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   fmt::format("the schedule has {} rank programs but pp = {}",
+                                               schedule.ranks.size(), schedule.pp));
+  Simulator simulator(schedule, costs);
+  return simulator.run();
+}
+
+} // namespace hypipe::schedule

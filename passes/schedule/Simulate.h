@@ -1,0 +1,58 @@
+//===- Simulate.h - verify and time a schedule by running all ranks -------===//
+//
+// Runs every rank's program together: each action waits for what it needs
+// (the previous stage's forward, the next stage's backward, the matching send
+// of a receive) and takes its cost. A program that would hang, runs an action
+// twice, misses one, or sends what nobody receives is rejected with the rank x
+// step grid around the first stuck action. Given per-action costs it predicts
+// start and end of every action, the makespan, each rank's bubble, and peak
+// live activations.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_PASSES_SCHEDULE_SIMULATE_H
+#define HYPIPE_PASSES_SCHEDULE_SIMULATE_H
+
+#include "passes/schedule/Schedule.h"
+
+#include <vector>
+
+namespace hypipe::schedule {
+
+struct Costs {
+  double f = 1, b = 2, i = 1, w = 1; ///< per stage, unless overridden below
+  /// Optional per-stage costs (size numStages) replacing f/b/i/w.
+  std::vector<double> stageF, stageB, stageI, stageW;
+  double latency = 0;       ///< per transfer, in the same time unit
+  double bandwidth = 0;     ///< bytes per time unit; 0: transfers take no time
+  double sendBytes = 0;     ///< bytes of one transfer
+  std::vector<double> activationBytes; ///< per stage, for peak bytes (optional)
+
+  double cost(Op op, int64_t stage) const;
+  double transfer() const { return latency + (bandwidth > 0 ? sendBytes / bandwidth : 0); }
+};
+
+struct Timing {
+  double start = 0, end = 0;
+};
+
+struct Simulation {
+  double makespan = 0;
+  std::vector<double> busy;           ///< compute time per rank
+  std::vector<double> bubbleFraction; ///< 1 - busy / makespan, per rank
+  /// Peak (stage, microbatch) activation sets alive at once per rank: from a
+  /// forward until its backward (or its W when split).
+  std::vector<int64_t> peakActivations;
+  std::vector<double> peakActivationBytes;
+  std::vector<std::vector<Timing>> timings; ///< per rank, per action
+};
+
+/// Verifies `schedule` and times it with `costs`. Errors explain what is
+/// wrong and show the rank x step grid around it.
+llvm::Expected<Simulation> simulate(const Schedule &schedule, const Costs &costs = {});
+
+/// Parses `F=1,B=2,I=1,W=1` (any subset) into `costs`.
+llvm::Error parseCosts(llvm::StringRef text, Costs &costs);
+
+} // namespace hypipe::schedule
+
+#endif

@@ -1,0 +1,277 @@
+//===- ScheduleTest.cpp - schedules, communication, verifier, simulator ---===//
+#include "passes/schedule/Render.h"
+#include "passes/schedule/Simulate.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+namespace hypipe::schedule {
+namespace {
+
+using nlohmann::json;
+
+json vectors() {
+  std::ifstream in(HYPIPE_CONFORMANCE_DIR "/schedule_vectors.json");
+  EXPECT_TRUE(in.good());
+  return json::parse(in);
+}
+
+std::vector<std::string> opsOf(const Schedule &s, int64_t rank, bool forwardOnly = false) {
+  std::vector<std::string> ops;
+  for (const Action &a : s.ranks[rank])
+    if (isCompute(a.op) && (!forwardOnly || a.op == Op::F))
+      ops.push_back(s.megatronText(a));
+  return ops;
+}
+
+Schedule build(const std::string &name, int64_t pp, int64_t vpp, int64_t m, int64_t g = 0) {
+  auto s = buildSchedule({name, pp, vpp, m, g});
+  EXPECT_TRUE(static_cast<bool>(s)) << llvm::toString(s.takeError());
+  return s ? std::move(*s) : Schedule{};
+}
+
+TEST(ScheduleConformance, MegatronOpOrders) {
+  int checked = 0, refused = 0;
+  json all = vectors();
+  for (const json &v : all["schedules"]) {
+    bool interleaved = v["schedule"] == "interleaved_1f1b";
+    int64_t pp = v["pp"], m = v["num_microbatches"];
+    int64_t vpp = v["vpp"].is_null() ? 1 : v["vpp"].get<int64_t>();
+    int64_t g = v.contains("microbatch_group_size_per_vp_stage")
+                    ? v["microbatch_group_size_per_vp_stage"].get<int64_t>()
+                    : 0;
+    SCOPED_TRACE(v.dump().substr(0, 120));
+    auto s = buildSchedule({interleaved ? "interleaved-1f1b" : "1f1b", pp, vpp, m, g});
+    if (v.contains("error")) {
+      EXPECT_FALSE(static_cast<bool>(s)) << "Megatron refuses it: " << v["error"];
+      if (!s)
+        EXPECT_FALSE(llvm::toString(s.takeError()).empty());
+      ++refused;
+      continue;
+    }
+    ASSERT_TRUE(static_cast<bool>(s)) << llvm::toString(s.takeError());
+    for (const json &rank : v["ranks"]) {
+      int64_t r = rank["pp_rank"];
+      auto expected = rank["ops"].get<std::vector<std::string>>();
+      EXPECT_EQ(opsOf(*s, r, v["forward_only"].get<bool>()), expected) << "rank " << r;
+      if (!v["forward_only"].get<bool>())
+        EXPECT_EQ(megatronWarmup(pp, vpp, m, g ? g : pp, r, interleaved),
+                  rank["num_warmup"].get<int64_t>());
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 10);
+  EXPECT_EQ(refused, 3);
+}
+
+TEST(ScheduleConformance, WarmupTable) {
+  json d = vectors();
+  for (const json &row : d["warmup_table"]) {
+    int64_t pp = row[0], m = row[2], g = row[3], rank = row[4];
+    bool interleaved = !row[1].is_null();
+    int64_t vpp = interleaved ? row[1].get<int64_t>() : 1;
+    int64_t warmup = megatronWarmup(pp, vpp, m, g, rank, interleaved);
+    EXPECT_EQ(warmup, row[5].get<int64_t>()) << row.dump();
+    EXPECT_EQ(m * vpp - warmup, row[6].get<int64_t>()) << row.dump();
+    int64_t raw = interleaved ? (pp - rank - 1) * 2 + (vpp - 1) * g : pp - rank - 1;
+    EXPECT_EQ(raw >= m * vpp, row[7].get<bool>()) << row.dump();
+  }
+}
+
+TEST(ScheduleConformance, ScheduleTables) {
+  json all = vectors();
+  for (const json &t : all["schedule_tables"]) {
+    int64_t m = t["num_microbatches"], vpp = t["num_model_chunks"],
+            g = t["microbatch_group_size_per_vp_stage"];
+    std::vector<std::vector<int64_t>> order;
+    for (auto [mb, chunk] : interleavedTable(m, vpp, g))
+      order.push_back({mb, chunk});
+    EXPECT_EQ(order, t["expected"].get<std::vector<std::vector<int64_t>>>()) << t.dump();
+    // And it is the forward order of every rank of a schedule that uses it.
+    auto s = buildSchedule({"interleaved-1f1b", 1, vpp, m, g});
+    if (!s) {
+      llvm::consumeError(s.takeError()); // g > m: Megatron refuses the schedule too
+      continue;
+    }
+    std::vector<std::vector<int64_t>> forwards;
+    for (const Action &a : s->ranks[0])
+      if (a.op == Op::F)
+        forwards.push_back({a.microbatch, s->chunkOf(a.stage)});
+    EXPECT_EQ(forwards, order);
+  }
+}
+
+TEST(Schedule, RefusalsSayWhatWouldWork) {
+  auto s = buildSchedule({"interleaved-1f1b", 4, 2, 7, 4});
+  ASSERT_FALSE(static_cast<bool>(s));
+  std::string message = llvm::toString(s.takeError());
+  EXPECT_NE(message.find("the last microbatch group would hold 3 microbatches (7 % 4)"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("use a group size of 7"), std::string::npos) << message;
+  s = buildSchedule({"1f1b", 4, 2, 8});
+  ASSERT_FALSE(static_cast<bool>(s));
+  EXPECT_NE(llvm::toString(s.takeError()).find("use interleaved-1f1b"), std::string::npos);
+  s = buildSchedule({"zbv", 4, 3, 8});
+  ASSERT_FALSE(static_cast<bool>(s));
+  llvm::consumeError(s.takeError());
+  s = buildSchedule({"2f2b", 4, 1, 8});
+  ASSERT_FALSE(static_cast<bool>(s));
+  EXPECT_NE(llvm::toString(s.takeError()).find("unknown schedule '2f2b'"), std::string::npos);
+}
+
+Simulation run(Schedule s, const Costs &costs = {}) {
+  insertCommunication(s);
+  auto sim = simulate(s, costs);
+  EXPECT_TRUE(static_cast<bool>(sim)) << llvm::toString(sim.takeError());
+  return sim ? std::move(*sim) : Simulation{};
+}
+
+TEST(Simulate, BubbleOf1F1BIsExact) {
+  for (int64_t p : {2, 3, 4, 8})
+    for (int64_t m : {1, 4, 7, 16}) {
+      Simulation sim = run(build("1f1b", p, 1, m));
+      double expected = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
+      for (double bubble : sim.bubbleFraction)
+        EXPECT_NEAR(bubble, expected, 1e-12) << "p=" << p << " m=" << m;
+      EXPECT_DOUBLE_EQ(sim.makespan, 3.0 * static_cast<double>(m + p - 1));
+    }
+}
+
+TEST(Simulate, BubbleOfInterleavedIsExact) {
+  // A chunk costs 1/v of a stage: F = 1/v, B = 2/v.
+  for (int64_t p : {2, 4})
+    for (int64_t v : {2, 3, 4})
+      for (int64_t m : {p, 2 * p, 4 * p}) {
+        Costs costs;
+        costs.f = 1.0 / static_cast<double>(v);
+        costs.b = 2.0 / static_cast<double>(v);
+        Simulation sim = run(build("interleaved-1f1b", p, v, m), costs);
+        double expected =
+            static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);
+        for (double bubble : sim.bubbleFraction)
+          EXPECT_NEAR(bubble, expected, 1e-9) << "p=" << p << " v=" << v << " m=" << m;
+      }
+}
+
+TEST(Simulate, ZeroBubbleH1BeatsOneFOneBAtTheSameMemory) {
+  for (int64_t p : {2, 4, 8})
+    for (int64_t m : {p, 2 * p, 3 * p}) {
+      Simulation base = run(build("1f1b", p, 1, m));
+      Simulation zb = run(build("zb-h1", p, 1, m)); // I = W = 1, B = 2
+      double baseBubble = *std::max_element(base.bubbleFraction.begin(), base.bubbleFraction.end());
+      double zbBubble = *std::max_element(zb.bubbleFraction.begin(), zb.bubbleFraction.end());
+      EXPECT_LT(zbBubble, baseBubble) << "p=" << p << " m=" << m;
+      EXPECT_EQ(*std::max_element(zb.peakActivations.begin(), zb.peakActivations.end()),
+                *std::max_element(base.peakActivations.begin(), base.peakActivations.end()));
+    }
+}
+
+TEST(Simulate, EverySchedulePassesTheVerifier) {
+  for (const std::string &name : scheduleNames())
+    for (int64_t p : {1, 2, 3, 4})
+      for (int64_t m : {4, 8, 12}) {
+        int64_t v = name == "interleaved-1f1b" || name == "zbv" ? 2 : 1;
+        auto s = buildSchedule({name, p, v, m});
+        if (!s) { // interleaved refuses some shapes; that is tested above
+          llvm::consumeError(s.takeError());
+          continue;
+        }
+        Schedule withComm = *s;
+        insertCommunication(withComm);
+        auto sim = simulate(withComm);
+        EXPECT_TRUE(static_cast<bool>(sim))
+            << name << " p=" << p << " m=" << m << ": " << llvm::toString(sim.takeError());
+        auto computeOnly = simulate(*s);
+        EXPECT_TRUE(static_cast<bool>(computeOnly)) << llvm::toString(computeOnly.takeError());
+      }
+}
+
+std::string simulationError(const Schedule &s) {
+  auto sim = simulate(s);
+  EXPECT_FALSE(static_cast<bool>(sim)) << "expected the program to be rejected";
+  return sim ? "" : llvm::toString(sim.takeError());
+}
+
+TEST(Verifier, DeadlockShowsTheGrid) {
+  Schedule s = build("1f1b", 2, 1, 2);
+  insertCommunication(s);
+  // Rank 1 waits for a gradient before doing the forward that produces it.
+  std::swap(s.ranks[1][0], s.ranks[1][1]); // RECV_F after F: F has no input yet
+  std::string e = simulationError(s);
+  EXPECT_NE(e.find("the schedule deadlocks"), std::string::npos) << e;
+  EXPECT_NE(e.find("rank 1 waits at step 0 (F0.0) for RECV_F of microbatch 0 for stage 1"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("[F0.0]"), std::string::npos) << e;
+}
+
+TEST(Verifier, MissingDuplicateAndUnreceived) {
+  Schedule s = build("1f1b", 2, 1, 2);
+  s.ranks[1].pop_back(); // B1.0 on rank 1 never runs
+  std::string e = simulationError(s);
+  EXPECT_NE(e.find("deadlocks"), std::string::npos) << e; // rank 0 waits for it
+
+  Schedule dup = build("1f1b", 1, 1, 2);
+  dup.ranks[0].push_back(dup.ranks[0].front());
+  e = simulationError(dup);
+  EXPECT_NE(e.find("the forward of microbatch 0 on stage 0 runs twice"), std::string::npos) << e;
+
+  Schedule unreceived = build("1f1b", 2, 1, 1);
+  insertCommunication(unreceived);
+  // Drop the receive of the gradient and the backward that needs it.
+  auto &r0 = unreceived.ranks[0];
+  r0.erase(std::remove_if(r0.begin(), r0.end(), [](const Action &a) { return a.op == Op::RecvB; }),
+           r0.end());
+  e = simulationError(unreceived);
+  EXPECT_NE(e.find("RECV_B of microbatch 0 for stage 0"), std::string::npos) << e;
+
+  Schedule wrongRank = build("1f1b", 2, 1, 1);
+  wrongRank.ranks[0][0].stage = 1;
+  e = simulationError(wrongRank);
+  EXPECT_NE(e.find("runs stage 1, which belongs to rank 1"), std::string::npos) << e;
+}
+
+TEST(Csv, RoundTripAndErrors) {
+  Schedule s = build("interleaved-1f1b", 2, 2, 4);
+  insertCommunication(s);
+  std::string csv = toCsv(s);
+  EXPECT_EQ(csv.substr(0, 12), "0F0,0SEND_F0");
+  auto back = fromCsv(csv, 2, 2, 4, Placement::Interleaved);
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->ranks, s.ranks);
+  EXPECT_TRUE(static_cast<bool>(simulate(*back)));
+
+  auto bad = fromCsv("0F0,0X1\n1F0\n", 2, 1, 2, Placement::Interleaved);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("row 1 (rank 0), column 2: '0X1' has no known op"),
+            std::string::npos);
+  bad = fromCsv("0F0\n", 2, 1, 2, Placement::Interleaved);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("the CSV has 1 rows but pp = 2"), std::string::npos);
+  bad = fromCsv("0F9\n1F0\n", 2, 1, 2, Placement::Interleaved);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("microbatch 9 is out of range"), std::string::npos);
+}
+
+TEST(Render, TraceAndSvgHoldEveryComputeAction) {
+  Schedule s = build("1f1b", 2, 1, 3);
+  insertCommunication(s);
+  Simulation sim = run(build("1f1b", 2, 1, 3));
+  auto trace = json::parse(chromeTrace(s, sim));
+  int complete = 0;
+  for (const json &e : trace["traceEvents"])
+    complete += e["ph"] == "X";
+  EXPECT_EQ(complete, 2 * 2 * 3); // F and B of 3 microbatches on 2 ranks
+  std::string svg = svgTimeline(s, sim);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  size_t boxes = 0;
+  for (size_t at = svg.find("<title>"); at != std::string::npos; at = svg.find("<title>", at + 1))
+    ++boxes;
+  EXPECT_EQ(boxes, 12u);
+}
+
+} // namespace
+} // namespace hypipe::schedule

@@ -1,0 +1,163 @@
+//===- ScheduleCommand.cpp - `hypipe schedule` ----------------------------===//
+#include "passes/schedule/Render.h"
+#include "tools/hypipe/Commands.h"
+#include "tools/hypipe/Report.h"
+
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+namespace hypipe::cli {
+
+namespace {
+
+using namespace hypipe::schedule;
+
+struct ScheduleOptions {
+  std::string name = "1f1b";
+  int64_t pp = 1, vpp = 1, microbatches = 1, groupSize = 0;
+  std::string costs;
+  double latency = 0, bandwidth = 0, sendBytes = 0;
+  bool json = false, computeOnly = false;
+  std::string csvOut, svgOut, traceOut, csvIn;
+};
+
+int fail(const std::string &message) {
+  llvm::errs() << "error: " << message << "\n";
+  return 1;
+}
+
+bool writeFile(const std::string &path, const std::string &text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  return static_cast<bool>(out);
+}
+
+int runSchedule(const ScheduleOptions &o) {
+  Schedule schedule;
+  if (!o.csvIn.empty()) {
+    auto buffer = llvm::MemoryBuffer::getFile(o.csvIn, /*IsText=*/true);
+    if (!buffer)
+      return fail(fmt::format("cannot read '{}': {}", o.csvIn, buffer.getError().message()));
+    auto loaded = fromCsv((*buffer)->getBuffer(), o.pp, o.vpp, o.microbatches,
+                          o.name == "zbv" ? Placement::VShape : Placement::Interleaved);
+    if (!loaded)
+      return fail(fmt::format("{}: {}", o.csvIn, llvm::toString(loaded.takeError())));
+    schedule = std::move(*loaded);
+    schedule.name = o.csvIn;
+  } else {
+    auto built = buildSchedule({o.name, o.pp, o.vpp, o.microbatches, o.groupSize});
+    if (!built)
+      return fail(llvm::toString(built.takeError()));
+    schedule = std::move(*built);
+  }
+  Schedule computeOnly = schedule;
+  for (auto &program : computeOnly.ranks)
+    program.erase(std::remove_if(program.begin(), program.end(),
+                                 [](const Action &a) { return !isCompute(a.op); }),
+                  program.end());
+  // An imported program with its own communication is checked as written.
+  bool imported = !o.csvIn.empty();
+  bool hasComm = false;
+  for (const auto &program : schedule.ranks)
+    for (const Action &a : program)
+      hasComm = hasComm || !isCompute(a.op);
+  if (!imported || !hasComm)
+    insertCommunication(schedule);
+
+  Costs costs;
+  if (auto err = parseCosts(o.costs, costs))
+    return fail(llvm::toString(std::move(err)));
+  costs.latency = o.latency;
+  costs.bandwidth = o.bandwidth;
+  costs.sendBytes = o.sendBytes;
+  auto simulation = simulate(schedule, costs);
+  if (!simulation)
+    return fail(llvm::toString(simulation.takeError()));
+
+  if (!o.csvOut.empty() && !writeFile(o.csvOut, toCsv(o.computeOnly ? computeOnly : schedule)))
+    return fail(fmt::format("cannot write '{}'", o.csvOut));
+  if (!o.svgOut.empty() && !writeFile(o.svgOut, svgTimeline(schedule, *simulation)))
+    return fail(fmt::format("cannot write '{}'", o.svgOut));
+  if (!o.traceOut.empty() && !writeFile(o.traceOut, chromeTrace(schedule, *simulation)))
+    return fail(fmt::format("cannot write '{}'", o.traceOut));
+
+  if (o.json) {
+    nlohmann::ordered_json out;
+    out["schedule"] = schedule.name;
+    out["pp"] = schedule.pp;
+    out["vpp"] = schedule.vpp;
+    out["microbatches"] = schedule.microbatches;
+    out["ranks"] = nlohmann::ordered_json::array();
+    for (int64_t r = 0; r < schedule.pp; ++r) {
+      nlohmann::ordered_json ops = nlohmann::ordered_json::array(),
+                             program = nlohmann::ordered_json::array();
+      for (const Action &a : computeOnly.ranks[r])
+        ops.push_back(schedule.megatronText(a));
+      for (const Action &a : schedule.ranks[r])
+        program.push_back(pytorchText(a));
+      out["ranks"].push_back({{"pp_rank", r}, {"ops", ops}, {"program", program}});
+    }
+    out["simulation"] = {{"makespan", simulation->makespan},
+                         {"bubble_fraction", simulation->bubbleFraction},
+                         {"peak_activations", simulation->peakActivations}};
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}: pp={} vpp={} microbatches={}; makespan {:.4g} (F={:g} B={:g} "
+                           "I={:g} W={:g})\n",
+                           schedule.name, schedule.pp, schedule.vpp, schedule.microbatches,
+                           simulation->makespan, costs.f, costs.b, costs.i, costs.w);
+  std::vector<std::vector<std::string>> rows{
+      {"pp_rank", "actions", "busy", "bubble", "peak_activations", "first ops"}};
+  for (int64_t r = 0; r < schedule.pp; ++r) {
+    std::string first;
+    const auto &ops = computeOnly.ranks[r];
+    for (size_t k = 0; k < ops.size() && k < 12; ++k)
+      first += (k ? " " : "") + schedule.megatronText(ops[k]);
+    if (ops.size() > 12)
+      first += " ...";
+    rows.push_back({std::to_string(r), std::to_string(schedule.ranks[r].size()),
+                    fmt::format("{:.4g}", simulation->busy[r]),
+                    fmt::format("{:.1f}%", 100 * simulation->bubbleFraction[r]),
+                    std::to_string(simulation->peakActivations[r]), first});
+  }
+  printTable(rows);
+  std::cout << "verified: every send meets its receive, every microbatch runs forward and "
+               "backward on every stage, no rank waits forever\n";
+  return 0;
+}
+
+} // namespace
+
+void addScheduleCommand(CLI::App &app, Runner &run) {
+  auto o = std::make_shared<ScheduleOptions>();
+  CLI::App *sub = app.add_subcommand(
+      "schedule", "Generate, verify and simulate a pipeline schedule; draw it");
+  sub->add_option("--schedule", o->name, "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv")
+      ->default_val("1f1b");
+  sub->add_option("--pp", o->pp, "pipeline-parallel size")->required();
+  sub->add_option("--vpp", o->vpp, "virtual stages per rank")->default_val(1);
+  sub->add_option("--microbatches", o->microbatches, "microbatches per step")->required();
+  sub->add_option("--group-size", o->groupSize,
+                  "microbatch_group_size_per_vp_stage (interleaved-1f1b; default pp)");
+  sub->add_option("--costs", o->costs, "per-action costs, e.g. F=1,B=2,I=1,W=1");
+  sub->add_option("--latency", o->latency, "time of one transfer (same unit as the costs)");
+  sub->add_option("--bandwidth", o->bandwidth, "bytes per time unit (with --send-bytes)");
+  sub->add_option("--send-bytes", o->sendBytes, "bytes of one transfer");
+  sub->add_flag("--json", o->json, "print JSON (format in docs/cli.md)");
+  sub->add_option("--csv", o->csvOut, "write PyTorch pipelining's CSV text");
+  sub->add_flag("--compute-only", o->computeOnly, "with --csv: only F/B/I/W actions");
+  sub->add_option("--svg", o->svgOut, "write an SVG timeline");
+  sub->add_option("--trace", o->traceOut, "write a Chrome trace (chrome://tracing, Perfetto)");
+  sub->add_option("--import-csv", o->csvIn,
+                  "verify and simulate a program from PyTorch's CSV text instead");
+  sub->callback([o, &run] { run = [o] { return runSchedule(*o); }; });
+}
+
+} // namespace hypipe::cli
