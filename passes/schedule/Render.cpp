@@ -81,7 +81,7 @@ std::string svgTimeline(const Schedule &s, const Simulation &sim) {
                          "{:.4g}]</title></rect>\n",
                          x, y + 2, std::max(w, 0.5), rowHeight - 4, colour(a.op), label,
                          t.start, t.end);
-      if (w > 6.0 * static_cast<double>(label.size()))
+      if (w > 5.5 * static_cast<double>(label.size()))
         out += fmt::format("<text x=\"{:.2f}\" y=\"{:.1f}\" fill=\"white\">{}</text>\n", x + 2,
                            y + rowHeight * 0.65, label);
     }
