@@ -2,6 +2,7 @@
 #include "frontend/Spec.h"
 #include "frontend/Diagnostic.h"
 #include "frontend/PipelineLayout.h"
+#include "passes/schedule/Schedule.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -716,6 +717,15 @@ llvm::Error Loader::check() {
                  "leave it out to use pp");
   if (par.groupSize == 0)
     par.groupSize = par.pp;
+  // The schedule must exist for this shape (Megatron's refusals among others).
+  if (auto built = schedule::buildSchedule(
+          {par.schedule, par.pp, par.vpp, par.microbatches, par.groupSize});
+      !built)
+    return error(nodeFor("parallel", valueNodes.count("parallel.microbatches")
+                                         ? "microbatches"
+                                         : "schedule"),
+                 llvm::toString(built.takeError()),
+                 "see docs/schedules.md for what each schedule accepts");
 
   // Training and data.
   TrainingSpec &t = spec.training;
