@@ -31,6 +31,9 @@ mlir::LogicalResult autoPartitionModel(hybrid::ModelOp model,
                                        bool bf16);
 mlir::LogicalResult outlineStages(hybrid::ModelOp model);
 mlir::LogicalResult insertP2P(hybrid::ModelOp model);
+mlir::LogicalResult buildSchedulePrograms(hybrid::ModelOp model);
+mlir::LogicalResult insertComms(hybrid::ModelOp model);
+mlir::LogicalResult verifySchedule(hybrid::ModelOp model, llvm::StringRef costs);
 
 } // namespace hypipe
 

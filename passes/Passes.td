@@ -72,4 +72,47 @@ def PipeInsertP2P : Pass<"pipe-insert-p2p", "::mlir::ModuleOp"> {
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
 
+def PipeBuildSchedule : Pass<"pipe-build-schedule", "::mlir::ModuleOp"> {
+  let summary = "Make one pipe.program per rank: the schedule's compute order";
+  let description = [{
+    Requires: outlined stages (fVPP placement: stage s on rank s % pp).
+    Guarantees: one `pipe.program` per rank, in rank order, holding the
+    compute-only order (F/B, or F/I/W) of the model's schedule for its pp,
+    vpp, microbatches and group size — Megatron's exact order for 1f1b and
+    interleaved-1f1b (docs/schedules.md). A configuration the schedule
+    refuses is an error naming the constraint. `zbv` places its two stages
+    per rank in a V, which the outlined stages do not follow: refused here.
+  }];
+  let dependentDialects = ["::hypipe::pipe::PipeDialect"];
+}
+
+def PipeInsertComms : Pass<"pipe-insert-comms", "::mlir::ModuleOp"> {
+  let summary = "Add the sends and receives to every pipe.program";
+  let description = [{
+    Requires: `pipe.program`s with compute actions. Guarantees: every
+    cross-rank dependency has its `SEND_F`/`RECV_F` (activations) or
+    `SEND_B`/`RECV_B` (gradients) with the peer's, placed right after the
+    producing and right before the consuming action, so sends never wait for
+    receives; a send directly followed by a receive from the same peer is
+    marked batched (`batched` attribute: the indices of such sends).
+  }];
+  let dependentDialects = ["::hypipe::pipe::PipeDialect"];
+}
+
+def PipeVerifySchedule : Pass<"pipe-verify-schedule", "::mlir::ModuleOp"> {
+  let summary = "Prove the pipe.programs free of deadlock by simulating all ranks";
+  let description = [{
+    Requires: one `pipe.program` per rank. Guarantees (or fails with the rank
+    x step grid around the first stuck action): every send meets its
+    receive, each microbatch runs F before B (I before W) on every stage
+    exactly once, no rank waits forever. With `costs`, annotates each program
+    with its predicted bubble fraction and the model with the makespan.
+  }];
+  let options = [
+    Option<"costs", "costs", "std::string", /*default=*/"\"F=1,B=2,I=1,W=1\"",
+           "per-action costs for the prediction">
+  ];
+  let dependentDialects = ["::hypipe::pipe::PipeDialect"];
+}
+
 #endif // HYPIPE_PASSES

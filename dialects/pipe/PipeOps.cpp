@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/pipe/PipeOps.h"
 #include "dialects/hybrid/HybridOps.h"
+#include "passes/schedule/Schedule.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -182,6 +183,37 @@ LogicalResult TiedEmbeddingAllReduceOp::verify() {
       other == static_cast<int64_t>(stage->getPpRank()))
     return emitOpError() << "peer must be the rank of the other end (" << other
                          << "), on a different rank";
+  return success();
+}
+
+LogicalResult ProgramOp::verify() {
+  // (C1)
+  auto model = dyn_cast_or_null<hybrid::ModelOp>((*this)->getParentOp());
+  if (!model || model.getBody().front().getOps<StageOp>().empty())
+    return emitOpError() << "must be directly inside a hybrid.model with pipe.stage ops";
+  auto parallel = model.getParallel();
+  int64_t pp = parallel.getPp(), rank = getPpRank();
+  int64_t previous = -1;
+  for (Operation *op = (*this)->getPrevNode(); op && previous < 0; op = op->getPrevNode())
+    if (auto program = dyn_cast<ProgramOp>(op))
+      previous = program.getPpRank();
+  if (rank >= pp || rank != previous + 1)
+    return emitOpError() << "program of rank " << rank << " out of order: expected rank "
+                         << previous + 1 << " (pp = " << pp << ")";
+  // (C2)
+  schedule::Schedule shape;
+  shape.pp = pp;
+  shape.vpp = parallel.getVpp();
+  shape.microbatches = parallel.getMicrobatches();
+  for (auto [index, text] : llvm::enumerate(getActions().getAsValueRange<StringAttr>())) {
+    auto action = schedule::parsePytorchAction(text, shape);
+    if (!action)
+      return emitOpError() << "action " << index << ": " << llvm::toString(action.takeError());
+    if (shape.rankOf(action->stage) != rank)
+      return emitOpError() << "action " << index << " ('" << text << "') runs stage "
+                           << action->stage << ", which is on rank "
+                           << shape.rankOf(action->stage);
+  }
   return success();
 }
 

@@ -109,4 +109,24 @@ def Pipe_TiedEmbeddingAllReduceOp : Pipe_TransferOp<"tied_embedding_allreduce"> 
   let assemblyFormat = "`with` $peer attr-dict";
 }
 
+def Pipe_ProgramOp : Pipe_Op<"program"> {
+  let summary = "One rank's schedule: its ordered actions";
+  let description = [{
+    The ordered actions of rank `pp_rank` in PyTorch pipelining's text
+    (`2F0`, `1SEND_F3`, `0RECV_B1`, `3I1`, `3W1`; stages are the model's
+    `pipe.stage` indices), produced by `pipe-build-schedule` and
+    `pipe-insert-comms` and checked by `pipe-verify-schedule`
+    (docs/schedules.md).
+
+    (C1) It is directly in a `hybrid.model` that has `pipe.stage` ops;
+         `pp_rank` is a rank of the model, programs appear in rank order, one
+         per rank.
+    (C2) Every action parses and names a stage that runs on `pp_rank` and a
+         microbatch below the model's `microbatches`.
+  }];
+  let arguments = (ins I64Attr:$pp_rank, StrAttr:$schedule, StrArrayAttr:$actions);
+  let assemblyFormat = "`rank` $pp_rank $schedule $actions attr-dict";
+  let hasVerifier = 1;
+}
+
 #endif // HYPIPE_PIPE_OPS

@@ -355,3 +355,91 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
   }
   hybrid.return %loss : tensor<f32>
 }
+
+// -----
+
+// pipe.program (C1): one program per rank, in rank order.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  pipe.program rank 0 "1f1b" ["0F0"]
+  // expected-error @+1 {{program of rank 0 out of order: expected rank 1 (pp = 2)}}
+  pipe.program rank 0 "1f1b" ["0F1"]
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.program (C2): actions parse.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  // expected-error @+1 {{action 1: '0X0' has no known op}}
+  pipe.program rank 0 "1f1b" ["0F0", "0X0"]
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// pipe.program (C2): actions run on the program's rank.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
+  ^bb0(%t: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+    pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
+    pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield
+  }
+  %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%l: tensor<1x4xi64>):
+    %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %x : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.send_grad %x to 0 stage 0 : tensor<1x4x8xf32>
+    pipe.grad_allreduce dp 2
+    pipe.yield %o : tensor<f32>
+  }
+  // expected-error @+1 {{action 0 ('1F0') runs stage 1, which is on rank 1}}
+  pipe.program rank 0 "1f1b" ["1F0"]
+  hybrid.return %loss : tensor<f32>
+}
