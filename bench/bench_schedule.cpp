@@ -54,8 +54,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   auto t3 = std::chrono::steady_clock::now();
-  double expected = static_cast<double>(pp - 1) / static_cast<double>(vpp * m + pp - 1);
-  fmt::print("interleaved-1f1b pp={} vpp={} microbatches={}: {} compute actions, {} with "
+  double expected =
+      static_cast<double>(pp - 1) / static_cast<double>(vpp * m + pp - 1);
+  fmt::print("interleaved-1f1b pp={} vpp={} microbatches={}: {} compute "
+             "actions, {} with "
              "communication\n",
              pp, vpp, m, compute, all);
   fmt::print("{:<44} {:>10}\n", "step", "ms");
@@ -63,8 +65,8 @@ int main(int argc, char **argv) {
   fmt::print("{:<44} {:>10.1f}\n", "insert communication", ms(t2 - t1));
   fmt::print("{:<44} {:>10.1f}\n", "verify + simulate", ms(t3 - t2));
   fmt::print("{:<44} {:>10.1f}\n", "total", ms(t3 - t0));
-  fmt::print("peak resident memory: {} MiB ({:.0f} bytes per action)\n", peakRssMiB(),
-             peakRssMiB() * 1048576.0 / static_cast<double>(all));
+  fmt::print("peak resident memory: {} MiB ({:.0f} bytes per action)\n",
+             peakRssMiB(), peakRssMiB() * 1048576.0 / static_cast<double>(all));
   fmt::print("bubble: simulated {:.6f}, closed form (p-1)/(v*m+p-1) = {:.6f}\n",
              simulation->bubbleFraction[0], expected);
   return 0;

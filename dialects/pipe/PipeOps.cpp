@@ -190,28 +190,34 @@ LogicalResult ProgramOp::verify() {
   // (C1)
   auto model = dyn_cast_or_null<hybrid::ModelOp>((*this)->getParentOp());
   if (!model || model.getBody().front().getOps<StageOp>().empty())
-    return emitOpError() << "must be directly inside a hybrid.model with pipe.stage ops";
+    return emitOpError()
+           << "must be directly inside a hybrid.model with pipe.stage ops";
   auto parallel = model.getParallel();
   int64_t pp = parallel.getPp(), rank = getPpRank();
   int64_t previous = -1;
-  for (Operation *op = (*this)->getPrevNode(); op && previous < 0; op = op->getPrevNode())
+  for (Operation *op = (*this)->getPrevNode(); op && previous < 0;
+       op = op->getPrevNode())
     if (auto program = dyn_cast<ProgramOp>(op))
       previous = program.getPpRank();
   if (rank >= pp || rank != previous + 1)
-    return emitOpError() << "program of rank " << rank << " out of order: expected rank "
-                         << previous + 1 << " (pp = " << pp << ")";
+    return emitOpError() << "program of rank " << rank
+                         << " out of order: expected rank " << previous + 1
+                         << " (pp = " << pp << ")";
   // (C2)
   schedule::Schedule shape;
   shape.pp = pp;
   shape.vpp = parallel.getVpp();
   shape.microbatches = parallel.getMicrobatches();
-  for (auto [index, text] : llvm::enumerate(getActions().getAsValueRange<StringAttr>())) {
+  for (auto [index, text] :
+       llvm::enumerate(getActions().getAsValueRange<StringAttr>())) {
     auto action = schedule::parsePytorchAction(text, shape);
     if (!action)
-      return emitOpError() << "action " << index << ": " << llvm::toString(action.takeError());
+      return emitOpError() << "action " << index << ": "
+                           << llvm::toString(action.takeError());
     if (shape.rankOf(action->stage) != rank)
-      return emitOpError() << "action " << index << " ('" << text << "') runs stage "
-                           << action->stage << ", which is on rank "
+      return emitOpError() << "action " << index << " ('" << text
+                           << "') runs stage " << action->stage
+                           << ", which is on rank "
                            << shape.rankOf(action->stage);
   }
   return success();

@@ -22,19 +22,29 @@ llvm::Error refuse(std::string message) {
 
 llvm::StringRef opName(Op op) {
   switch (op) {
-  case Op::F: return "F";
-  case Op::B: return "B";
-  case Op::I: return "I";
-  case Op::W: return "W";
-  case Op::SendF: return "SEND_F";
-  case Op::RecvF: return "RECV_F";
-  case Op::SendB: return "SEND_B";
-  case Op::RecvB: return "RECV_B";
+  case Op::F:
+    return "F";
+  case Op::B:
+    return "B";
+  case Op::I:
+    return "I";
+  case Op::W:
+    return "W";
+  case Op::SendF:
+    return "SEND_F";
+  case Op::RecvF:
+    return "RECV_F";
+  case Op::SendB:
+    return "SEND_B";
+  case Op::RecvB:
+    return "RECV_B";
   }
   return "?";
 }
 
-bool isCompute(Op op) { return op == Op::F || op == Op::B || op == Op::I || op == Op::W; }
+bool isCompute(Op op) {
+  return op == Op::F || op == Op::B || op == Op::I || op == Op::W;
+}
 
 int64_t Schedule::rankOf(int64_t stage) const {
   if (placement == Placement::VShape)
@@ -63,22 +73,25 @@ bool Schedule::splitBackward() const {
 }
 
 std::string Schedule::megatronText(const Action &a) const {
-  return fmt::format("{}{}.{}", opName(a.op).str(), a.microbatch, chunkOf(a.stage));
+  return fmt::format("{}{}.{}", opName(a.op).str(), a.microbatch,
+                     chunkOf(a.stage));
 }
 
 std::string pytorchText(const Action &a) {
   return fmt::format("{}{}{}", a.stage, opName(a.op).str(), a.microbatch);
 }
 
-llvm::Expected<Action> parsePytorchAction(llvm::StringRef text, const Schedule &s) {
+llvm::Expected<Action> parsePytorchAction(llvm::StringRef text,
+                                          const Schedule &s) {
   llvm::StringRef rest = text.trim();
   size_t digits = rest.find_if_not([](char c) { return llvm::isDigit(c); });
   int64_t stage = 0, microbatch = 0;
   if (digits == 0 || digits == llvm::StringRef::npos ||
       rest.take_front(digits).getAsInteger(10, stage))
-    return refuse(fmt::format("'{}' is not an action: expected <stage><op><microbatch>, e.g. "
-                              "2F0 or 1SEND_F3",
-                              text.str()));
+    return refuse(fmt::format(
+        "'{}' is not an action: expected <stage><op><microbatch>, e.g. "
+        "2F0 or 1SEND_F3",
+        text.str()));
   rest = rest.drop_front(digits);
   static const std::pair<const char *, Op> names[] = {
       {"SEND_F", Op::SendF}, {"RECV_F", Op::RecvF}, {"SEND_B", Op::SendB},
@@ -88,44 +101,50 @@ llvm::Expected<Action> parsePytorchAction(llvm::StringRef text, const Schedule &
     if (!rest.consume_front(name))
       continue;
     if (rest.empty() || rest.getAsInteger(10, microbatch))
-      return refuse(fmt::format("'{}': the microbatch number after {} is missing or not a "
-                                "number",
-                                text.str(), name));
+      return refuse(fmt::format(
+          "'{}': the microbatch number after {} is missing or not a "
+          "number",
+          text.str(), name));
     if (stage < 0 || stage >= s.numStages())
-      return refuse(fmt::format("'{}': stage {} is out of range for {} stages", text.str(),
-                                stage, s.numStages()));
+      return refuse(fmt::format("'{}': stage {} is out of range for {} stages",
+                                text.str(), stage, s.numStages()));
     if (microbatch < 0 || microbatch >= s.microbatches)
-      return refuse(fmt::format("'{}': microbatch {} is out of range for {} microbatches",
-                                text.str(), microbatch, s.microbatches));
+      return refuse(
+          fmt::format("'{}': microbatch {} is out of range for {} microbatches",
+                      text.str(), microbatch, s.microbatches));
     Action a{op, static_cast<int32_t>(stage), static_cast<int32_t>(microbatch)};
     if (op == Op::SendF || op == Op::RecvB)
-      a.peer = stage + 1 < s.numStages() ? static_cast<int32_t>(s.rankOf(stage + 1)) : -1;
+      a.peer = stage + 1 < s.numStages()
+                   ? static_cast<int32_t>(s.rankOf(stage + 1))
+                   : -1;
     if (op == Op::RecvF || op == Op::SendB)
       a.peer = stage > 0 ? static_cast<int32_t>(s.rankOf(stage - 1)) : -1;
     return a;
   }
-  return refuse(fmt::format("'{}' has no known op: use F, B, I, W, SEND_F, RECV_F, SEND_B or "
-                            "RECV_B",
-                            text.str()));
+  return refuse(fmt::format(
+      "'{}' has no known op: use F, B, I, W, SEND_F, RECV_F, SEND_B or "
+      "RECV_B",
+      text.str()));
 }
 
 const std::vector<std::string> &scheduleNames() {
-  static const std::vector<std::string> names = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
-                                                 "zbv"};
+  static const std::vector<std::string> names = {
+      "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"};
   return names;
 }
 
-int64_t megatronWarmup(int64_t pp, int64_t vpp, int64_t m, int64_t groupSize, int64_t rank,
-                       bool interleaved) {
+int64_t megatronWarmup(int64_t pp, int64_t vpp, int64_t m, int64_t groupSize,
+                       int64_t rank, bool interleaved) {
   int64_t total = m * vpp;
   // Megatron runs pp = 1 without a pipeline; the interleaved formula still
   // holds for several chunks on one rank (its warm-up is the first group).
-  int64_t warmup = interleaved ? (pp - rank - 1) * 2 + (vpp - 1) * groupSize : pp - rank - 1;
+  int64_t warmup =
+      interleaved ? (pp - rank - 1) * 2 + (vpp - 1) * groupSize : pp - rank - 1;
   return std::min(warmup, total);
 }
 
-std::vector<std::pair<int64_t, int64_t>> interleavedTable(int64_t m, int64_t vpp,
-                                                          int64_t groupSize) {
+std::vector<std::pair<int64_t, int64_t>>
+interleavedTable(int64_t m, int64_t vpp, int64_t groupSize) {
   std::vector<std::pair<int64_t, int64_t>> table;
   for (int64_t first = 0; first < m; first += groupSize) {
     int64_t last = first + groupSize >= m ? m : first + groupSize;
@@ -141,7 +160,8 @@ namespace {
 using Program = std::vector<Action>;
 
 Action compute(Op op, int64_t stage, int64_t microbatch) {
-  return Action{op, static_cast<int32_t>(stage), static_cast<int32_t>(microbatch)};
+  return Action{op, static_cast<int32_t>(stage),
+                static_cast<int32_t>(microbatch)};
 }
 
 void buildGpipe(Schedule &s) {
@@ -197,13 +217,16 @@ void buildInterleaved(Schedule &s, int64_t groupSize) {
   int64_t total = m * vpp;
   for (int64_t r = 0; r < s.pp; ++r) {
     Program &p = s.ranks[r];
-    int64_t warmup = megatronWarmup(s.pp, vpp, m, groupSize, r, /*interleaved=*/true);
+    int64_t warmup =
+        megatronWarmup(s.pp, vpp, m, groupSize, r, /*interleaved=*/true);
     int64_t remaining = total - warmup;
     auto forward = [&](int64_t k) {
-      p.push_back(compute(Op::F, s.stageOf(r, table[k].second), table[k].first));
+      p.push_back(
+          compute(Op::F, s.stageOf(r, table[k].second), table[k].first));
     };
     auto backward = [&](int64_t k) {
-      p.push_back(compute(Op::B, s.stageOf(r, vpp - 1 - table[k].second), table[k].first));
+      p.push_back(compute(Op::B, s.stageOf(r, vpp - 1 - table[k].second),
+                          table[k].first));
     };
     for (int64_t k = 0; k < warmup; ++k)
       forward(k);
@@ -243,7 +266,8 @@ void buildZbv(Schedule &s) {
       if (!pick && live[r] < 2 * pp) {
         // Forward on chunk 1 first (deeper stage), then chunk 0.
         int64_t mb1 = nextF1[r];
-        if (mb1 < m && fDone[idx(sHigh - 1, mb1)] >= 0 && fDone[idx(sHigh - 1, mb1)] < step)
+        if (mb1 < m && fDone[idx(sHigh - 1, mb1)] >= 0 &&
+            fDone[idx(sHigh - 1, mb1)] < step)
           pick = compute(Op::F, sHigh, mb1);
         else if (nextF0[r] < m &&
                  (sLow == 0 || (fDone[idx(sLow - 1, nextF0[r])] >= 0 &&
@@ -257,7 +281,8 @@ void buildZbv(Schedule &s) {
       if (pick)
         chosen[r] = *pick;
     }
-    if (std::all_of(chosen.begin(), chosen.end(), [](const Action &a) { return a.stage < 0; }))
+    if (std::all_of(chosen.begin(), chosen.end(),
+                    [](const Action &a) { return a.stage < 0; }))
       break; // cannot happen; the simulator would report the missing actions
     for (int64_t r = 0; r < pp; ++r) {
       Action a = chosen[r];
@@ -297,12 +322,14 @@ llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
     return refuse(fmt::format("unknown schedule '{}': use one of {}", q.name,
                               llvm::join(names, ", ")));
   if (q.pp < 1 || q.vpp < 1 || q.microbatches < 1)
-    return refuse(fmt::format("pp ({}), vpp ({}) and microbatches ({}) must be at least 1",
-                              q.pp, q.vpp, q.microbatches));
+    return refuse(fmt::format(
+        "pp ({}), vpp ({}) and microbatches ({}) must be at least 1", q.pp,
+        q.vpp, q.microbatches));
   if (q.pp * q.vpp > (1 << 20) || q.microbatches > (1 << 20) ||
       q.pp * q.vpp * q.microbatches > (int64_t(1) << 26))
-    return refuse("the schedule would have more than 2^26 stage-microbatches; use fewer "
-                  "stages or microbatches");
+    return refuse(
+        "the schedule would have more than 2^26 stage-microbatches; use fewer "
+        "stages or microbatches");
   Schedule s;
   s.name = q.name;
   s.pp = q.pp;
@@ -314,23 +341,27 @@ llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
     buildGpipe(s);
   } else if (q.name == "1f1b" || q.name == "zb-h1") {
     if (q.vpp != 1)
-      return refuse(fmt::format("{} runs one stage per rank (vpp = 1), got vpp = {}: use "
-                                "interleaved-1f1b (or zbv for vpp = 2)",
-                                q.name, q.vpp));
+      return refuse(
+          fmt::format("{} runs one stage per rank (vpp = 1), got vpp = {}: use "
+                      "interleaved-1f1b (or zbv for vpp = 2)",
+                      q.name, q.vpp));
     buildOneFOneB(s, q.name == "zb-h1");
   } else if (q.name == "interleaved-1f1b") {
     int64_t g = q.groupSize > 0 ? q.groupSize : q.pp;
     if (q.vpp < 2)
-      return refuse("interleaved-1f1b needs vpp > 1 (virtual stages per rank); with vpp = 1 "
+      return refuse("interleaved-1f1b needs vpp > 1 (virtual stages per rank); "
+                    "with vpp = 1 "
                     "use 1f1b");
     if (g < q.pp || g > q.microbatches)
-      return refuse(fmt::format(
-          "microbatch_group_size_per_vp_stage must be between pp = {} and microbatches = {}, "
-          "got {}{}",
-          q.pp, q.microbatches, g,
-          q.microbatches < q.pp
-              ? fmt::format(": use at least {} microbatches", q.pp)
-              : fmt::format(": use a group size in [{}, {}]", q.pp, q.microbatches)));
+      return refuse(
+          fmt::format("microbatch_group_size_per_vp_stage must be between pp = "
+                      "{} and microbatches = {}, "
+                      "got {}{}",
+                      q.pp, q.microbatches, g,
+                      q.microbatches < q.pp
+                          ? fmt::format(": use at least {} microbatches", q.pp)
+                          : fmt::format(": use a group size in [{}, {}]", q.pp,
+                                        q.microbatches)));
     int64_t finalGroup = q.microbatches % g;
     if (finalGroup > 0 && finalGroup < q.pp) {
       std::vector<std::string> fixes;
@@ -338,17 +369,20 @@ llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
         if (q.microbatches % alt == 0 || q.microbatches % alt >= q.pp)
           fixes.push_back(std::to_string(alt));
       return refuse(fmt::format(
-          "the last microbatch group would hold {} microbatches ({} % {}), fewer than pp = "
-          "{}: that stalls the pipeline (Megatron refuses it too); use a group size of {} or "
+          "the last microbatch group would hold {} microbatches ({} % {}), "
+          "fewer than pp = "
+          "{}: that stalls the pipeline (Megatron refuses it too); use a group "
+          "size of {} or "
           "a microbatch count that leaves 0 or at least pp in the last group",
           finalGroup, q.microbatches, g, q.pp, llvm::join(fixes, " or ")));
     }
     buildInterleaved(s, g);
   } else { // zbv
     if (q.vpp != 2)
-      return refuse(fmt::format("zbv runs exactly two stages per rank in a V (vpp = 2), got "
-                                "vpp = {}",
-                                q.vpp));
+      return refuse(fmt::format(
+          "zbv runs exactly two stages per rank in a V (vpp = 2), got "
+          "vpp = {}",
+          q.vpp));
     s.placement = Placement::VShape;
     buildZbv(s);
   }
@@ -360,7 +394,9 @@ void insertCommunication(Schedule &s) {
   for (int64_t r = 0; r < s.pp; ++r) {
     std::vector<Action> out;
     out.reserve(s.ranks[r].size() * 2);
-    auto peer = [&](int64_t stage) { return static_cast<int32_t>(s.rankOf(stage)); };
+    auto peer = [&](int64_t stage) {
+      return static_cast<int32_t>(s.rankOf(stage));
+    };
     for (const Action &a : s.ranks[r]) {
       if (!isCompute(a.op))
         continue; // re-insertion starts from the compute order
@@ -417,8 +453,9 @@ llvm::Expected<Schedule> fromCsv(llvm::StringRef text, int64_t pp, int64_t vpp,
   while (!lines.empty() && lines.back().trim().empty())
     lines.pop_back();
   if (static_cast<int64_t>(lines.size()) != pp)
-    return refuse(fmt::format("the CSV has {} rows but pp = {}: write one row per rank",
-                              lines.size(), pp));
+    return refuse(
+        fmt::format("the CSV has {} rows but pp = {}: write one row per rank",
+                    lines.size(), pp));
   for (auto [rank, line] : llvm::enumerate(lines)) {
     std::vector<Action> program;
     llvm::SmallVector<llvm::StringRef> cells;
@@ -428,7 +465,8 @@ llvm::Expected<Schedule> fromCsv(llvm::StringRef text, int64_t pp, int64_t vpp,
         continue; // an idle slot
       auto action = parsePytorchAction(cell, s);
       if (!action)
-        return refuse(fmt::format("row {} (rank {}), column {}: {}", rank + 1, rank, column + 1,
+        return refuse(fmt::format("row {} (rank {}), column {}: {}", rank + 1,
+                                  rank, column + 1,
                                   llvm::toString(action.takeError())));
       program.push_back(*action);
     }

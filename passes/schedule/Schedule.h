@@ -41,7 +41,8 @@ struct Action {
   bool batched = false;
 
   bool operator==(const Action &o) const {
-    return op == o.op && stage == o.stage && microbatch == o.microbatch && peer == o.peer;
+    return op == o.op && stage == o.stage && microbatch == o.microbatch &&
+           peer == o.peer;
   }
 };
 
@@ -73,14 +74,15 @@ struct Schedule {
 std::string pytorchText(const Action &action);
 /// Parses PyTorch's text of an action; the peer of a communication action is
 /// derived from the stage by `schedule`.
-llvm::Expected<Action> parsePytorchAction(llvm::StringRef text, const Schedule &schedule);
+llvm::Expected<Action> parsePytorchAction(llvm::StringRef text,
+                                          const Schedule &schedule);
 
 struct ScheduleRequest {
-  std::string name;           ///< gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv
+  std::string name; ///< gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv
   int64_t pp = 1;
   int64_t vpp = 1;
   int64_t microbatches = 1;
-  int64_t groupSize = 0;      ///< microbatch_group_size_per_vp_stage; 0 = pp
+  int64_t groupSize = 0; ///< microbatch_group_size_per_vp_stage; 0 = pp
 };
 
 /// The known schedule names, in the order docs/schedules.md presents them.
@@ -99,14 +101,14 @@ void insertCommunication(Schedule &schedule);
 
 /// Megatron's warm-up count of `ppRank` (the vectors' `num_warmup`), for the
 /// 1f1b and interleaved-1f1b generators; exposed for tests and docs.
-int64_t megatronWarmup(int64_t pp, int64_t vpp, int64_t microbatches, int64_t groupSize,
-                       int64_t ppRank, bool interleaved);
+int64_t megatronWarmup(int64_t pp, int64_t vpp, int64_t microbatches,
+                       int64_t groupSize, int64_t ppRank, bool interleaved);
 
 /// Megatron's get_schedule_table: the (microbatch, chunk) order in which an
 /// interleaved rank runs its forwards — groups of `groupSize` microbatches,
 /// each group through every chunk before the next.
-std::vector<std::pair<int64_t, int64_t>> interleavedTable(int64_t microbatches, int64_t vpp,
-                                                          int64_t groupSize);
+std::vector<std::pair<int64_t, int64_t>>
+interleavedTable(int64_t microbatches, int64_t vpp, int64_t groupSize);
 
 /// PyTorch pipelining's CSV text of a schedule: one row per rank, one action
 /// per cell.

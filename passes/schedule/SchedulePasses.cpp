@@ -36,16 +36,18 @@ llvm::Expected<Schedule> readPrograms(hybrid::ModelOp model) {
     s.ranks.push_back(std::move(actions));
   }
   if (static_cast<int64_t>(s.ranks.size()) != s.pp)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the model has " + std::to_string(s.ranks.size()) +
-                                       " pipe.program ops but pp = " + std::to_string(s.pp) +
-                                       ": run pipe-build-schedule");
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "the model has " + std::to_string(s.ranks.size()) +
+            " pipe.program ops but pp = " + std::to_string(s.pp) +
+            ": run pipe-build-schedule");
   return s;
 }
 
 void writePrograms(hybrid::ModelOp model, const Schedule &s) {
   Block &body = model.getBody().front();
-  for (auto program : llvm::make_early_inc_range(body.getOps<pipe::ProgramOp>()))
+  for (auto program :
+       llvm::make_early_inc_range(body.getOps<pipe::ProgramOp>()))
     program.erase();
   OpBuilder b(body.getTerminator());
   for (int64_t r = 0; r < s.pp; ++r) {
@@ -59,7 +61,8 @@ void writePrograms(hybrid::ModelOp model, const Schedule &s) {
     }
     for (const std::string &t : storage)
       texts.push_back(t);
-    auto program = b.create<pipe::ProgramOp>(model.getLoc(), r, s.name, b.getStrArrayAttr(texts));
+    auto program = b.create<pipe::ProgramOp>(model.getLoc(), r, s.name,
+                                             b.getStrArrayAttr(texts));
     if (!batched.empty())
       program->setAttr("batched", b.getDenseI64ArrayAttr(batched));
   }
@@ -69,17 +72,19 @@ void writePrograms(hybrid::ModelOp model, const Schedule &s) {
 
 LogicalResult buildSchedulePrograms(hybrid::ModelOp model) {
   if (model.getBody().front().getOps<pipe::StageOp>().empty())
-    return model.emitOpError() << "has no pipe.stage ops: run pipe-outline-stages first";
+    return model.emitOpError()
+           << "has no pipe.stage ops: run pipe-outline-stages first";
   if (!model.getBody().front().getOps<pipe::ProgramOp>().empty())
     return model.emitOpError() << "already has pipe.program ops";
   hybrid::ParallelAttr parallel = model.getParallel();
   if (parallel.getSchedule() == "zbv")
-    return model.emitOpError() << "zbv places two stages per rank in a V, but the outlined "
-                                  "stages follow the fVPP placement (stage s on rank s % pp); "
-                                  "use interleaved-1f1b, or zb-h1 with vpp = 1";
-  auto built = schedule::buildSchedule({parallel.getSchedule().str(), parallel.getPp(),
-                                        parallel.getVpp(), parallel.getMicrobatches(),
-                                        parallel.getGroupSize()});
+    return model.emitOpError()
+           << "zbv places two stages per rank in a V, but the outlined "
+              "stages follow the fVPP placement (stage s on rank s % pp); "
+              "use interleaved-1f1b, or zb-h1 with vpp = 1";
+  auto built = schedule::buildSchedule(
+      {parallel.getSchedule().str(), parallel.getPp(), parallel.getVpp(),
+       parallel.getMicrobatches(), parallel.getGroupSize()});
   if (!built)
     return model.emitOpError() << llvm::toString(built.takeError());
   schedule::writePrograms(model, *built);
@@ -106,14 +111,17 @@ LogicalResult verifySchedule(hybrid::ModelOp model, StringRef costText) {
   if (!simulation)
     return model.emitOpError() << llvm::toString(simulation.takeError());
   Builder b(model.getContext());
-  for (auto [r, program] : llvm::enumerate(model.getBody().front().getOps<pipe::ProgramOp>()))
-    program->setAttr("bubble_fraction", b.getF64FloatAttr(simulation->bubbleFraction[r]));
+  for (auto [r, program] :
+       llvm::enumerate(model.getBody().front().getOps<pipe::ProgramOp>()))
+    program->setAttr("bubble_fraction",
+                     b.getF64FloatAttr(simulation->bubbleFraction[r]));
   model->setAttr("makespan", b.getF64FloatAttr(simulation->makespan));
   return success();
 }
 
 namespace {
-template <typename Derived, typename Base, LogicalResult (*Work)(hybrid::ModelOp)>
+template <typename Derived, typename Base,
+          LogicalResult (*Work)(hybrid::ModelOp)>
 struct ModelPass : Base {
   void runOnOperation() override {
     this->getOperation().walk([&](hybrid::ModelOp model) {
@@ -124,12 +132,14 @@ struct ModelPass : Base {
 };
 
 struct PipeBuildSchedulePass
-    : ModelPass<PipeBuildSchedulePass, impl::PipeBuildScheduleBase<PipeBuildSchedulePass>,
+    : ModelPass<PipeBuildSchedulePass,
+                impl::PipeBuildScheduleBase<PipeBuildSchedulePass>,
                 buildSchedulePrograms> {};
 struct PipeInsertCommsPass
-    : ModelPass<PipeInsertCommsPass, impl::PipeInsertCommsBase<PipeInsertCommsPass>,
-                insertComms> {};
-struct PipeVerifySchedulePass : impl::PipeVerifyScheduleBase<PipeVerifySchedulePass> {
+    : ModelPass<PipeInsertCommsPass,
+                impl::PipeInsertCommsBase<PipeInsertCommsPass>, insertComms> {};
+struct PipeVerifySchedulePass
+    : impl::PipeVerifyScheduleBase<PipeVerifySchedulePass> {
   using PipeVerifyScheduleBase::PipeVerifyScheduleBase;
   void runOnOperation() override {
     getOperation().walk([&](hybrid::ModelOp model) {

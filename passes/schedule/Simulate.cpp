@@ -10,14 +10,20 @@ namespace hypipe::schedule {
 
 double Costs::cost(Op op, int64_t stage) const {
   auto pick = [&](const std::vector<double> &perStage, double uniform) {
-    return stage < static_cast<int64_t>(perStage.size()) ? perStage[stage] : uniform;
+    return stage < static_cast<int64_t>(perStage.size()) ? perStage[stage]
+                                                         : uniform;
   };
   switch (op) {
-  case Op::F: return pick(stageF, f);
-  case Op::B: return pick(stageB, b);
-  case Op::I: return pick(stageI, i);
-  case Op::W: return pick(stageW, w);
-  default: return 0;
+  case Op::F:
+    return pick(stageF, f);
+  case Op::B:
+    return pick(stageB, b);
+  case Op::I:
+    return pick(stageI, i);
+  case Op::W:
+    return pick(stageW, w);
+  default:
+    return 0;
   }
 }
 
@@ -30,17 +36,23 @@ llvm::Error parseCosts(llvm::StringRef text, Costs &costs) {
     if (value.trim().getAsDouble(v) || !(v >= 0))
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          fmt::format("cost '{}' needs a non-negative number, e.g. F=1", item.str()));
+          fmt::format("cost '{}' needs a non-negative number, e.g. F=1",
+                      item.str()));
     key = key.trim();
-    if (key == "F") costs.f = v;
-    else if (key == "B") costs.b = v;
-    else if (key == "I") costs.i = v;
-    else if (key == "W") costs.w = v;
+    if (key == "F")
+      costs.f = v;
+    else if (key == "B")
+      costs.b = v;
+    else if (key == "I")
+      costs.i = v;
+    else if (key == "W")
+      costs.w = v;
     else
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     fmt::format("unknown cost '{}': use F, B, I or W, e.g. "
-                                                 "--costs F=1,B=2,I=1,W=1",
-                                                 key.str()));
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("unknown cost '{}': use F, B, I or W, e.g. "
+                      "--costs F=1,B=2,I=1,W=1",
+                      key.str()));
   }
   return llvm::Error::success();
 }
@@ -54,7 +66,8 @@ public:
   Simulator(const Schedule &s, const Costs &c)
       : s(s), c(c), stages(s.numStages()), m(s.microbatches) {
     size_t n = static_cast<size_t>(stages * m);
-    for (auto *v : {&fEnd, &bEnd, &wEnd, &fArrive, &bArrive, &recvFEnd, &recvBEnd})
+    for (auto *v :
+         {&fEnd, &bEnd, &wEnd, &fArrive, &bArrive, &recvFEnd, &recvBEnd})
       v->assign(n, kNotYet);
     splitDone.assign(n, false);
     for (const auto &program : s.ranks)
@@ -75,7 +88,9 @@ public:
   llvm::Expected<Simulation> run();
 
 private:
-  size_t at(int64_t stage, int64_t mb) const { return static_cast<size_t>(stage * m + mb); }
+  size_t at(int64_t stage, int64_t mb) const {
+    return static_cast<size_t>(stage * m + mb);
+  }
   std::string text(const Action &a) const {
     return isCompute(a.op) ? s.megatronText(a) : pytorchText(a);
   }
@@ -105,12 +120,14 @@ llvm::Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
                                       std::string &waitingFor) {
   int64_t st = a.stage, mb = a.microbatch;
   if (st < 0 || st >= stages || mb < 0 || mb >= m)
-    return fail(fmt::format("rank {} step {}: {} names stage {} / microbatch {}, out of range "
-                            "({} stages, {} microbatches)",
-                            r, pc[r], pytorchText(a), st, mb, stages, m));
+    return fail(fmt::format(
+        "rank {} step {}: {} names stage {} / microbatch {}, out of range "
+        "({} stages, {} microbatches)",
+        r, pc[r], pytorchText(a), st, mb, stages, m));
   if (s.rankOf(st) != r)
-    return fail(fmt::format("rank {} step {}: {} runs stage {}, which belongs to rank {}", r,
-                            pc[r], text(a), st, s.rankOf(st)));
+    return fail(fmt::format(
+        "rank {} step {}: {} runs stage {}, which belongs to rank {}", r, pc[r],
+        text(a), st, s.rankOf(st)));
   auto need = [&](double time, std::string what) {
     if (time == kNotYet) {
       waitingFor = std::move(what);
@@ -121,10 +138,10 @@ llvm::Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
   };
   auto peerCheck = [&](int64_t expected) -> llvm::Error {
     if (a.peer != expected)
-      return fail(fmt::format("rank {} step {}: {} names peer {} but stage {} is on rank {}", r,
-                              pc[r], pytorchText(a), a.peer,
-                              a.op == Op::SendF || a.op == Op::RecvB ? st + 1 : st - 1,
-                              expected));
+      return fail(fmt::format(
+          "rank {} step {}: {} names peer {} but stage {} is on rank {}", r,
+          pc[r], pytorchText(a), a.peer,
+          a.op == Op::SendF || a.op == Op::RecvB ? st + 1 : st - 1, expected));
     return llvm::Error::success();
   };
   after = clock[r];
@@ -133,74 +150,90 @@ llvm::Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
     if (st == 0)
       return true;
     if (s.rankOf(st - 1) == r || !hasComm)
-      return need(fEnd[at(st - 1, mb)] == kNotYet
-                      ? kNotYet
-                      : fEnd[at(st - 1, mb)] + (s.rankOf(st - 1) == r ? 0 : c.transfer()),
-                  fmt::format("the forward of microbatch {} on stage {}", mb, st - 1));
-    return need(recvFEnd[at(st, mb)], fmt::format("RECV_F of microbatch {} for stage {}", mb, st));
+      return need(
+          fEnd[at(st - 1, mb)] == kNotYet
+              ? kNotYet
+              : fEnd[at(st - 1, mb)] +
+                    (s.rankOf(st - 1) == r ? 0 : c.transfer()),
+          fmt::format("the forward of microbatch {} on stage {}", mb, st - 1));
+    return need(recvFEnd[at(st, mb)],
+                fmt::format("RECV_F of microbatch {} for stage {}", mb, st));
   case Op::B:
   case Op::I: {
-    if (!need(fEnd[at(st, mb)], fmt::format("its own forward (F{}.{})", mb, s.chunkOf(st))))
+    if (!need(fEnd[at(st, mb)],
+              fmt::format("its own forward (F{}.{})", mb, s.chunkOf(st))))
       return false;
     if (st == stages - 1)
       return true;
     if (s.rankOf(st + 1) == r || !hasComm)
-      return need(bEnd[at(st + 1, mb)] == kNotYet
-                      ? kNotYet
-                      : bEnd[at(st + 1, mb)] + (s.rankOf(st + 1) == r ? 0 : c.transfer()),
-                  fmt::format("the backward of microbatch {} on stage {}", mb, st + 1));
-    return need(recvBEnd[at(st, mb)], fmt::format("RECV_B of microbatch {} for stage {}", mb, st));
+      return need(
+          bEnd[at(st + 1, mb)] == kNotYet
+              ? kNotYet
+              : bEnd[at(st + 1, mb)] +
+                    (s.rankOf(st + 1) == r ? 0 : c.transfer()),
+          fmt::format("the backward of microbatch {} on stage {}", mb, st + 1));
+    return need(recvBEnd[at(st, mb)],
+                fmt::format("RECV_B of microbatch {} for stage {}", mb, st));
   }
   case Op::W:
-    return need(bEnd[at(st, mb)], fmt::format("its input gradient (I{}.{})", mb, s.chunkOf(st)));
+    return need(bEnd[at(st, mb)],
+                fmt::format("its input gradient (I{}.{})", mb, s.chunkOf(st)));
   case Op::SendF:
     if (st == stages - 1)
-      return fail(fmt::format("rank {} step {}: {} sends past the last stage", r, pc[r],
-                              pytorchText(a)));
+      return fail(fmt::format("rank {} step {}: {} sends past the last stage",
+                              r, pc[r], pytorchText(a)));
     if (auto err = peerCheck(s.rankOf(st + 1)))
       return std::move(err);
-    return need(fEnd[at(st, mb)], fmt::format("the forward it sends (F{}.{})", mb, s.chunkOf(st)));
+    return need(fEnd[at(st, mb)], fmt::format("the forward it sends (F{}.{})",
+                                              mb, s.chunkOf(st)));
   case Op::SendB:
     if (st == 0)
-      return fail(fmt::format("rank {} step {}: {} sends before the first stage", r, pc[r],
-                              pytorchText(a)));
+      return fail(
+          fmt::format("rank {} step {}: {} sends before the first stage", r,
+                      pc[r], pytorchText(a)));
     if (auto err = peerCheck(s.rankOf(st - 1)))
       return std::move(err);
-    return need(bEnd[at(st, mb)], fmt::format("the backward it sends (B{}.{})", mb, s.chunkOf(st)));
+    return need(bEnd[at(st, mb)], fmt::format("the backward it sends (B{}.{})",
+                                              mb, s.chunkOf(st)));
   case Op::RecvF:
     if (st == 0)
-      return fail(fmt::format("rank {} step {}: {} receives before the first stage", r, pc[r],
-                              pytorchText(a)));
+      return fail(
+          fmt::format("rank {} step {}: {} receives before the first stage", r,
+                      pc[r], pytorchText(a)));
     if (auto err = peerCheck(s.rankOf(st - 1)))
       return std::move(err);
     return need(fArrive[at(st - 1, mb)],
-                fmt::format("SEND_F of microbatch {} from stage {} on rank {}", mb, st - 1,
-                            s.rankOf(st - 1)));
+                fmt::format("SEND_F of microbatch {} from stage {} on rank {}",
+                            mb, st - 1, s.rankOf(st - 1)));
   case Op::RecvB:
     if (st == stages - 1)
-      return fail(fmt::format("rank {} step {}: {} receives past the last stage", r, pc[r],
-                              pytorchText(a)));
+      return fail(
+          fmt::format("rank {} step {}: {} receives past the last stage", r,
+                      pc[r], pytorchText(a)));
     if (auto err = peerCheck(s.rankOf(st + 1)))
       return std::move(err);
     return need(bArrive[at(st + 1, mb)],
-                fmt::format("SEND_B of microbatch {} from stage {} on rank {}", mb, st + 1,
-                            s.rankOf(st + 1)));
+                fmt::format("SEND_B of microbatch {} from stage {} on rank {}",
+                            mb, st + 1, s.rankOf(st + 1)));
   }
   return true;
 }
 
-llvm::Error Simulator::execute(int64_t r, const Action &a, double start, size_t step) {
+llvm::Error Simulator::execute(int64_t r, const Action &a, double start,
+                               size_t step) {
   size_t k = at(a.stage, a.microbatch);
   double end = start + c.cost(a.op, a.stage);
   auto once = [&](std::vector<double> &slot, const char *what) -> llvm::Error {
     if (slot[k] != kNotYet)
-      return fail(fmt::format("rank {} step {}: {} of microbatch {} on stage {} runs twice", r,
-                              step, what, a.microbatch, a.stage));
+      return fail(fmt::format(
+          "rank {} step {}: {} of microbatch {} on stage {} runs twice", r,
+          step, what, a.microbatch, a.stage));
     slot[k] = end;
     return llvm::Error::success();
   };
-  double activation =
-      a.stage < static_cast<int64_t>(c.activationBytes.size()) ? c.activationBytes[a.stage] : 0;
+  double activation = a.stage < static_cast<int64_t>(c.activationBytes.size())
+                          ? c.activationBytes[a.stage]
+                          : 0;
   switch (a.op) {
   case Op::F:
     if (auto err = once(fEnd, "the forward"))
@@ -208,11 +241,13 @@ llvm::Error Simulator::execute(int64_t r, const Action &a, double start, size_t 
     ++live[r];
     liveBytes[r] += activation;
     result.peakActivations[r] = std::max(result.peakActivations[r], live[r]);
-    result.peakActivationBytes[r] = std::max(result.peakActivationBytes[r], liveBytes[r]);
+    result.peakActivationBytes[r] =
+        std::max(result.peakActivationBytes[r], liveBytes[r]);
     break;
   case Op::B:
   case Op::I:
-    if (auto err = once(bEnd, a.op == Op::B ? "the backward" : "the input gradient"))
+    if (auto err =
+            once(bEnd, a.op == Op::B ? "the backward" : "the input gradient"))
       return err;
     splitDone[k] = a.op == Op::I;
     if (a.op == Op::B) {
@@ -222,9 +257,10 @@ llvm::Error Simulator::execute(int64_t r, const Action &a, double start, size_t 
     break;
   case Op::W:
     if (!splitDone[k])
-      return fail(fmt::format("rank {} step {}: W of microbatch {} on stage {} follows a full "
-                              "backward B; split backwards run I then W",
-                              r, step, a.microbatch, a.stage));
+      return fail(fmt::format(
+          "rank {} step {}: W of microbatch {} on stage {} follows a full "
+          "backward B; split backwards run I then W",
+          r, step, a.microbatch, a.stage));
     if (auto err = once(wEnd, "the weight gradient"))
       return err;
     --live[r];
@@ -320,10 +356,12 @@ llvm::Expected<Simulation> Simulator::run() {
     auto ok = ready(r, a, after, waitingFor);
     if (!ok)
       return ok.takeError();
-    why += fmt::format("  rank {} waits at step {} ({}) for {}\n", r, pc[r], text(a), waitingFor);
+    why += fmt::format("  rank {} waits at step {} ({}) for {}\n", r, pc[r],
+                       text(a), waitingFor);
   }
   if (stuck)
-    return fail(fmt::format("the schedule deadlocks: no rank can go on\n{}{}", why, grid()));
+    return fail(fmt::format("the schedule deadlocks: no rank can go on\n{}{}",
+                            why, grid()));
 
   // Every microbatch ran forward and backward on every stage, once.
   for (int64_t st = 0; st < stages; ++st)
@@ -337,17 +375,21 @@ llvm::Expected<Simulation> Simulator::run() {
       else if (splitDone[k] && wEnd[k] == kNotYet)
         missing = "W";
       if (!missing.empty())
-        return fail(fmt::format("microbatch {} never runs {} on stage {} (rank {}, chunk {})", mb,
-                                missing, st, s.rankOf(st), s.chunkOf(st)));
+        return fail(fmt::format(
+            "microbatch {} never runs {} on stage {} (rank {}, chunk {})", mb,
+            missing, st, s.rankOf(st), s.chunkOf(st)));
       if (hasComm && st + 1 < stages && s.rankOf(st + 1) != s.rankOf(st) &&
           recvFEnd[at(st + 1, mb)] == kNotYet)
-        return fail(fmt::format("the activations of microbatch {} from stage {} are never "
-                                "received by stage {}",
-                                mb, st, st + 1));
-      if (hasComm && st > 0 && s.rankOf(st - 1) != s.rankOf(st) && recvBEnd[at(st - 1, mb)] == kNotYet)
-        return fail(fmt::format("the gradient of microbatch {} from stage {} is never received "
-                                "by stage {}",
-                                mb, st, st - 1));
+        return fail(fmt::format(
+            "the activations of microbatch {} from stage {} are never "
+            "received by stage {}",
+            mb, st, st + 1));
+      if (hasComm && st > 0 && s.rankOf(st - 1) != s.rankOf(st) &&
+          recvBEnd[at(st - 1, mb)] == kNotYet)
+        return fail(fmt::format(
+            "the gradient of microbatch {} from stage {} is never received "
+            "by stage {}",
+            mb, st, st - 1));
     }
 
   for (double t : clock)
@@ -360,11 +402,13 @@ llvm::Expected<Simulation> Simulator::run() {
 
 } // namespace
 
-llvm::Expected<Simulation> simulate(const Schedule &schedule, const Costs &costs) {
+llvm::Expected<Simulation> simulate(const Schedule &schedule,
+                                    const Costs &costs) {
   if (static_cast<int64_t>(schedule.ranks.size()) != schedule.pp)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   fmt::format("the schedule has {} rank programs but pp = {}",
-                                               schedule.ranks.size(), schedule.pp));
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        fmt::format("the schedule has {} rank programs but pp = {}",
+                    schedule.ranks.size(), schedule.pp));
   Simulator simulator(schedule, costs);
   return simulator.run();
 }

@@ -22,13 +22,15 @@ struct Costs {
   double f = 1, b = 2, i = 1, w = 1; ///< per stage, unless overridden below
   /// Optional per-stage costs (size numStages) replacing f/b/i/w.
   std::vector<double> stageF, stageB, stageI, stageW;
-  double latency = 0;       ///< per transfer, in the same time unit
-  double bandwidth = 0;     ///< bytes per time unit; 0: transfers take no time
-  double sendBytes = 0;     ///< bytes of one transfer
+  double latency = 0;   ///< per transfer, in the same time unit
+  double bandwidth = 0; ///< bytes per time unit; 0: transfers take no time
+  double sendBytes = 0; ///< bytes of one transfer
   std::vector<double> activationBytes; ///< per stage, for peak bytes (optional)
 
   double cost(Op op, int64_t stage) const;
-  double transfer() const { return latency + (bandwidth > 0 ? sendBytes / bandwidth : 0); }
+  double transfer() const {
+    return latency + (bandwidth > 0 ? sendBytes / bandwidth : 0);
+  }
 };
 
 struct Timing {
@@ -48,7 +50,8 @@ struct Simulation {
 
 /// Verifies `schedule` and times it with `costs`. Errors explain what is
 /// wrong and show the rank x step grid around it.
-llvm::Expected<Simulation> simulate(const Schedule &schedule, const Costs &costs = {});
+llvm::Expected<Simulation> simulate(const Schedule &schedule,
+                                    const Costs &costs = {});
 
 /// Parses `F=1,B=2,I=1,W=1` (any subset) into `costs`.
 llvm::Error parseCosts(llvm::StringRef text, Costs &costs);

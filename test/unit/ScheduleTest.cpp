@@ -18,7 +18,8 @@ json vectors() {
   return json::parse(in);
 }
 
-std::vector<std::string> opsOf(const Schedule &s, int64_t rank, bool forwardOnly = false) {
+std::vector<std::string> opsOf(const Schedule &s, int64_t rank,
+                               bool forwardOnly = false) {
   std::vector<std::string> ops;
   for (const Action &a : s.ranks[rank])
     if (isCompute(a.op) && (!forwardOnly || a.op == Op::F))
@@ -26,7 +27,8 @@ std::vector<std::string> opsOf(const Schedule &s, int64_t rank, bool forwardOnly
   return ops;
 }
 
-Schedule build(const std::string &name, int64_t pp, int64_t vpp, int64_t m, int64_t g = 0) {
+Schedule build(const std::string &name, int64_t pp, int64_t vpp, int64_t m,
+               int64_t g = 0) {
   auto s = buildSchedule({name, pp, vpp, m, g});
   EXPECT_TRUE(static_cast<bool>(s)) << llvm::toString(s.takeError());
   return s ? std::move(*s) : Schedule{};
@@ -43,9 +45,11 @@ TEST(ScheduleConformance, MegatronOpOrders) {
                     ? v["microbatch_group_size_per_vp_stage"].get<int64_t>()
                     : 0;
     SCOPED_TRACE(v.dump().substr(0, 120));
-    auto s = buildSchedule({interleaved ? "interleaved-1f1b" : "1f1b", pp, vpp, m, g});
+    auto s = buildSchedule(
+        {interleaved ? "interleaved-1f1b" : "1f1b", pp, vpp, m, g});
     if (v.contains("error")) {
-      EXPECT_FALSE(static_cast<bool>(s)) << "Megatron refuses it: " << v["error"];
+      EXPECT_FALSE(static_cast<bool>(s))
+          << "Megatron refuses it: " << v["error"];
       if (!s)
         EXPECT_FALSE(llvm::toString(s.takeError()).empty());
       ++refused;
@@ -55,7 +59,8 @@ TEST(ScheduleConformance, MegatronOpOrders) {
     for (const json &rank : v["ranks"]) {
       int64_t r = rank["pp_rank"];
       auto expected = rank["ops"].get<std::vector<std::string>>();
-      EXPECT_EQ(opsOf(*s, r, v["forward_only"].get<bool>()), expected) << "rank " << r;
+      EXPECT_EQ(opsOf(*s, r, v["forward_only"].get<bool>()), expected)
+          << "rank " << r;
       if (!v["forward_only"].get<bool>())
         EXPECT_EQ(megatronWarmup(pp, vpp, m, g ? g : pp, r, interleaved),
                   rank["num_warmup"].get<int64_t>());
@@ -75,7 +80,8 @@ TEST(ScheduleConformance, WarmupTable) {
     int64_t warmup = megatronWarmup(pp, vpp, m, g, rank, interleaved);
     EXPECT_EQ(warmup, row[5].get<int64_t>()) << row.dump();
     EXPECT_EQ(m * vpp - warmup, row[6].get<int64_t>()) << row.dump();
-    int64_t raw = interleaved ? (pp - rank - 1) * 2 + (vpp - 1) * g : pp - rank - 1;
+    int64_t raw =
+        interleaved ? (pp - rank - 1) * 2 + (vpp - 1) * g : pp - rank - 1;
     EXPECT_EQ(raw >= m * vpp, row[7].get<bool>()) << row.dump();
   }
 }
@@ -88,11 +94,13 @@ TEST(ScheduleConformance, ScheduleTables) {
     std::vector<std::vector<int64_t>> order;
     for (auto [mb, chunk] : interleavedTable(m, vpp, g))
       order.push_back({mb, chunk});
-    EXPECT_EQ(order, t["expected"].get<std::vector<std::vector<int64_t>>>()) << t.dump();
+    EXPECT_EQ(order, t["expected"].get<std::vector<std::vector<int64_t>>>())
+        << t.dump();
     // And it is the forward order of every rank of a schedule that uses it.
     auto s = buildSchedule({"interleaved-1f1b", 1, vpp, m, g});
     if (!s) {
-      llvm::consumeError(s.takeError()); // g > m: Megatron refuses the schedule too
+      llvm::consumeError(
+          s.takeError()); // g > m: Megatron refuses the schedule too
       continue;
     }
     std::vector<std::vector<int64_t>> forwards;
@@ -107,19 +115,23 @@ TEST(Schedule, RefusalsSayWhatWouldWork) {
   auto s = buildSchedule({"interleaved-1f1b", 4, 2, 7, 4});
   ASSERT_FALSE(static_cast<bool>(s));
   std::string message = llvm::toString(s.takeError());
-  EXPECT_NE(message.find("the last microbatch group would hold 3 microbatches (7 % 4)"),
+  EXPECT_NE(message.find(
+                "the last microbatch group would hold 3 microbatches (7 % 4)"),
             std::string::npos)
       << message;
-  EXPECT_NE(message.find("use a group size of 7"), std::string::npos) << message;
+  EXPECT_NE(message.find("use a group size of 7"), std::string::npos)
+      << message;
   s = buildSchedule({"1f1b", 4, 2, 8});
   ASSERT_FALSE(static_cast<bool>(s));
-  EXPECT_NE(llvm::toString(s.takeError()).find("use interleaved-1f1b"), std::string::npos);
+  EXPECT_NE(llvm::toString(s.takeError()).find("use interleaved-1f1b"),
+            std::string::npos);
   s = buildSchedule({"zbv", 4, 3, 8});
   ASSERT_FALSE(static_cast<bool>(s));
   llvm::consumeError(s.takeError());
   s = buildSchedule({"2f2b", 4, 1, 8});
   ASSERT_FALSE(static_cast<bool>(s));
-  EXPECT_NE(llvm::toString(s.takeError()).find("unknown schedule '2f2b'"), std::string::npos);
+  EXPECT_NE(llvm::toString(s.takeError()).find("unknown schedule '2f2b'"),
+            std::string::npos);
 }
 
 Simulation run(Schedule s, const Costs &costs = {}) {
@@ -133,7 +145,8 @@ TEST(Simulate, BubbleOf1F1BIsExact) {
   for (int64_t p : {2, 3, 4, 8})
     for (int64_t m : {1, 4, 7, 16}) {
       Simulation sim = run(build("1f1b", p, 1, m));
-      double expected = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
+      double expected =
+          static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
       for (double bubble : sim.bubbleFraction)
         EXPECT_NEAR(bubble, expected, 1e-12) << "p=" << p << " m=" << m;
       EXPECT_DOUBLE_EQ(sim.makespan, 3.0 * static_cast<double>(m + p - 1));
@@ -152,7 +165,8 @@ TEST(Simulate, BubbleOfInterleavedIsExact) {
         double expected =
             static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);
         for (double bubble : sim.bubbleFraction)
-          EXPECT_NEAR(bubble, expected, 1e-9) << "p=" << p << " v=" << v << " m=" << m;
+          EXPECT_NEAR(bubble, expected, 1e-9)
+              << "p=" << p << " v=" << v << " m=" << m;
       }
 }
 
@@ -161,11 +175,15 @@ TEST(Simulate, ZeroBubbleH1BeatsOneFOneBAtTheSameMemory) {
     for (int64_t m : {p, 2 * p, 3 * p}) {
       Simulation base = run(build("1f1b", p, 1, m));
       Simulation zb = run(build("zb-h1", p, 1, m)); // I = W = 1, B = 2
-      double baseBubble = *std::max_element(base.bubbleFraction.begin(), base.bubbleFraction.end());
-      double zbBubble = *std::max_element(zb.bubbleFraction.begin(), zb.bubbleFraction.end());
+      double baseBubble = *std::max_element(base.bubbleFraction.begin(),
+                                            base.bubbleFraction.end());
+      double zbBubble =
+          *std::max_element(zb.bubbleFraction.begin(), zb.bubbleFraction.end());
       EXPECT_LT(zbBubble, baseBubble) << "p=" << p << " m=" << m;
-      EXPECT_EQ(*std::max_element(zb.peakActivations.begin(), zb.peakActivations.end()),
-                *std::max_element(base.peakActivations.begin(), base.peakActivations.end()));
+      EXPECT_EQ(*std::max_element(zb.peakActivations.begin(),
+                                  zb.peakActivations.end()),
+                *std::max_element(base.peakActivations.begin(),
+                                  base.peakActivations.end()));
     }
 }
 
@@ -183,9 +201,11 @@ TEST(Simulate, EverySchedulePassesTheVerifier) {
         insertCommunication(withComm);
         auto sim = simulate(withComm);
         EXPECT_TRUE(static_cast<bool>(sim))
-            << name << " p=" << p << " m=" << m << ": " << llvm::toString(sim.takeError());
+            << name << " p=" << p << " m=" << m << ": "
+            << llvm::toString(sim.takeError());
         auto computeOnly = simulate(*s);
-        EXPECT_TRUE(static_cast<bool>(computeOnly)) << llvm::toString(computeOnly.takeError());
+        EXPECT_TRUE(static_cast<bool>(computeOnly))
+            << llvm::toString(computeOnly.takeError());
       }
 }
 
@@ -202,7 +222,8 @@ TEST(Verifier, DeadlockShowsTheGrid) {
   std::swap(s.ranks[1][0], s.ranks[1][1]); // RECV_F after F: F has no input yet
   std::string e = simulationError(s);
   EXPECT_NE(e.find("the schedule deadlocks"), std::string::npos) << e;
-  EXPECT_NE(e.find("rank 1 waits at step 0 (F0.0) for RECV_F of microbatch 0 for stage 1"),
+  EXPECT_NE(e.find("rank 1 waits at step 0 (F0.0) for RECV_F of microbatch 0 "
+                   "for stage 1"),
             std::string::npos)
       << e;
   EXPECT_NE(e.find("[F0.0]"), std::string::npos) << e;
@@ -217,21 +238,26 @@ TEST(Verifier, MissingDuplicateAndUnreceived) {
   Schedule dup = build("1f1b", 1, 1, 2);
   dup.ranks[0].push_back(dup.ranks[0].front());
   e = simulationError(dup);
-  EXPECT_NE(e.find("the forward of microbatch 0 on stage 0 runs twice"), std::string::npos) << e;
+  EXPECT_NE(e.find("the forward of microbatch 0 on stage 0 runs twice"),
+            std::string::npos)
+      << e;
 
   Schedule unreceived = build("1f1b", 2, 1, 1);
   insertCommunication(unreceived);
   // Drop the receive of the gradient and the backward that needs it.
   auto &r0 = unreceived.ranks[0];
-  r0.erase(std::remove_if(r0.begin(), r0.end(), [](const Action &a) { return a.op == Op::RecvB; }),
+  r0.erase(std::remove_if(r0.begin(), r0.end(),
+                          [](const Action &a) { return a.op == Op::RecvB; }),
            r0.end());
   e = simulationError(unreceived);
-  EXPECT_NE(e.find("RECV_B of microbatch 0 for stage 0"), std::string::npos) << e;
+  EXPECT_NE(e.find("RECV_B of microbatch 0 for stage 0"), std::string::npos)
+      << e;
 
   Schedule wrongRank = build("1f1b", 2, 1, 1);
   wrongRank.ranks[0][0].stage = 1;
   e = simulationError(wrongRank);
-  EXPECT_NE(e.find("runs stage 1, which belongs to rank 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("runs stage 1, which belongs to rank 1"), std::string::npos)
+      << e;
 }
 
 TEST(Csv, RoundTripAndErrors) {
@@ -246,14 +272,19 @@ TEST(Csv, RoundTripAndErrors) {
 
   auto bad = fromCsv("0F0,0X1\n1F0\n", 2, 1, 2, Placement::Interleaved);
   ASSERT_FALSE(static_cast<bool>(bad));
-  EXPECT_NE(llvm::toString(bad.takeError()).find("row 1 (rank 0), column 2: '0X1' has no known op"),
+  EXPECT_NE(llvm::toString(bad.takeError())
+                .find("row 1 (rank 0), column 2: '0X1' has no known op"),
             std::string::npos);
   bad = fromCsv("0F0\n", 2, 1, 2, Placement::Interleaved);
   ASSERT_FALSE(static_cast<bool>(bad));
-  EXPECT_NE(llvm::toString(bad.takeError()).find("the CSV has 1 rows but pp = 2"), std::string::npos);
+  EXPECT_NE(
+      llvm::toString(bad.takeError()).find("the CSV has 1 rows but pp = 2"),
+      std::string::npos);
   bad = fromCsv("0F9\n1F0\n", 2, 1, 2, Placement::Interleaved);
   ASSERT_FALSE(static_cast<bool>(bad));
-  EXPECT_NE(llvm::toString(bad.takeError()).find("microbatch 9 is out of range"), std::string::npos);
+  EXPECT_NE(
+      llvm::toString(bad.takeError()).find("microbatch 9 is out of range"),
+      std::string::npos);
 }
 
 TEST(Render, TraceAndSvgHoldEveryComputeAction) {
@@ -268,7 +299,8 @@ TEST(Render, TraceAndSvgHoldEveryComputeAction) {
   std::string svg = svgTimeline(s, sim);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   size_t boxes = 0;
-  for (size_t at = svg.find("<title>"); at != std::string::npos; at = svg.find("<title>", at + 1))
+  for (size_t at = svg.find("<title>"); at != std::string::npos;
+       at = svg.find("<title>", at + 1))
     ++boxes;
   EXPECT_EQ(boxes, 12u);
 }

@@ -43,24 +43,29 @@ int runSchedule(const ScheduleOptions &o) {
   if (!o.csvIn.empty()) {
     auto buffer = llvm::MemoryBuffer::getFile(o.csvIn, /*IsText=*/true);
     if (!buffer)
-      return fail(fmt::format("cannot read '{}': {}", o.csvIn, buffer.getError().message()));
-    auto loaded = fromCsv((*buffer)->getBuffer(), o.pp, o.vpp, o.microbatches,
-                          o.name == "zbv" ? Placement::VShape : Placement::Interleaved);
+      return fail(fmt::format("cannot read '{}': {}", o.csvIn,
+                              buffer.getError().message()));
+    auto loaded =
+        fromCsv((*buffer)->getBuffer(), o.pp, o.vpp, o.microbatches,
+                o.name == "zbv" ? Placement::VShape : Placement::Interleaved);
     if (!loaded)
-      return fail(fmt::format("{}: {}", o.csvIn, llvm::toString(loaded.takeError())));
+      return fail(
+          fmt::format("{}: {}", o.csvIn, llvm::toString(loaded.takeError())));
     schedule = std::move(*loaded);
     schedule.name = o.csvIn;
   } else {
-    auto built = buildSchedule({o.name, o.pp, o.vpp, o.microbatches, o.groupSize});
+    auto built =
+        buildSchedule({o.name, o.pp, o.vpp, o.microbatches, o.groupSize});
     if (!built)
       return fail(llvm::toString(built.takeError()));
     schedule = std::move(*built);
   }
   Schedule computeOnly = schedule;
   for (auto &program : computeOnly.ranks)
-    program.erase(std::remove_if(program.begin(), program.end(),
-                                 [](const Action &a) { return !isCompute(a.op); }),
-                  program.end());
+    program.erase(
+        std::remove_if(program.begin(), program.end(),
+                       [](const Action &a) { return !isCompute(a.op); }),
+        program.end());
   // An imported program with its own communication is checked as written.
   bool imported = !o.csvIn.empty();
   bool hasComm = false;
@@ -80,11 +85,14 @@ int runSchedule(const ScheduleOptions &o) {
   if (!simulation)
     return fail(llvm::toString(simulation.takeError()));
 
-  if (!o.csvOut.empty() && !writeFile(o.csvOut, toCsv(o.computeOnly ? computeOnly : schedule)))
+  if (!o.csvOut.empty() &&
+      !writeFile(o.csvOut, toCsv(o.computeOnly ? computeOnly : schedule)))
     return fail(fmt::format("cannot write '{}'", o.csvOut));
-  if (!o.svgOut.empty() && !writeFile(o.svgOut, svgTimeline(schedule, *simulation)))
+  if (!o.svgOut.empty() &&
+      !writeFile(o.svgOut, svgTimeline(schedule, *simulation)))
     return fail(fmt::format("cannot write '{}'", o.svgOut));
-  if (!o.traceOut.empty() && !writeFile(o.traceOut, chromeTrace(schedule, *simulation)))
+  if (!o.traceOut.empty() &&
+      !writeFile(o.traceOut, chromeTrace(schedule, *simulation)))
     return fail(fmt::format("cannot write '{}'", o.traceOut));
 
   if (o.json) {
@@ -101,7 +109,8 @@ int runSchedule(const ScheduleOptions &o) {
         ops.push_back(schedule.megatronText(a));
       for (const Action &a : schedule.ranks[r])
         program.push_back(pytorchText(a));
-      out["ranks"].push_back({{"pp_rank", r}, {"ops", ops}, {"program", program}});
+      out["ranks"].push_back(
+          {{"pp_rank", r}, {"ops", ops}, {"program", program}});
     }
     out["simulation"] = {{"makespan", simulation->makespan},
                          {"bubble_fraction", simulation->bubbleFraction},
@@ -109,12 +118,14 @@ int runSchedule(const ScheduleOptions &o) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("{}: pp={} vpp={} microbatches={}; makespan {:.4g} (F={:g} B={:g} "
-                           "I={:g} W={:g})\n",
-                           schedule.name, schedule.pp, schedule.vpp, schedule.microbatches,
-                           simulation->makespan, costs.f, costs.b, costs.i, costs.w);
-  std::vector<std::vector<std::string>> rows{
-      {"pp_rank", "actions", "busy", "bubble", "peak_activations", "first ops"}};
+  std::cout << fmt::format(
+      "{}: pp={} vpp={} microbatches={}; makespan {:.4g} (F={:g} B={:g} "
+      "I={:g} W={:g})\n",
+      schedule.name, schedule.pp, schedule.vpp, schedule.microbatches,
+      simulation->makespan, costs.f, costs.b, costs.i, costs.w);
+  std::vector<std::vector<std::string>> rows{{"pp_rank", "actions", "busy",
+                                              "bubble", "peak_activations",
+                                              "first ops"}};
   for (int64_t r = 0; r < schedule.pp; ++r) {
     std::string first;
     const auto &ops = computeOnly.ranks[r];
@@ -128,7 +139,8 @@ int runSchedule(const ScheduleOptions &o) {
                     std::to_string(simulation->peakActivations[r]), first});
   }
   printTable(rows);
-  std::cout << "verified: every send meets its receive, every microbatch runs forward and "
+  std::cout << "verified: every send meets its receive, every microbatch runs "
+               "forward and "
                "backward on every stage, no rank waits forever\n";
   return 0;
 }
@@ -139,24 +151,33 @@ void addScheduleCommand(CLI::App &app, Runner &run) {
   auto o = std::make_shared<ScheduleOptions>();
   CLI::App *sub = app.add_subcommand(
       "schedule", "Generate, verify and simulate a pipeline schedule; draw it");
-  sub->add_option("--schedule", o->name, "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv")
+  sub->add_option("--schedule", o->name,
+                  "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv")
       ->default_val("1f1b");
   sub->add_option("--pp", o->pp, "pipeline-parallel size")->required();
   sub->add_option("--vpp", o->vpp, "virtual stages per rank")->default_val(1);
-  sub->add_option("--microbatches", o->microbatches, "microbatches per step")->required();
-  sub->add_option("--group-size", o->groupSize,
-                  "microbatch_group_size_per_vp_stage (interleaved-1f1b; default pp)");
-  sub->add_option("--costs", o->costs, "per-action costs, e.g. F=1,B=2,I=1,W=1");
-  sub->add_option("--latency", o->latency, "time of one transfer (same unit as the costs)");
-  sub->add_option("--bandwidth", o->bandwidth, "bytes per time unit (with --send-bytes)");
+  sub->add_option("--microbatches", o->microbatches, "microbatches per step")
+      ->required();
+  sub->add_option(
+      "--group-size", o->groupSize,
+      "microbatch_group_size_per_vp_stage (interleaved-1f1b; default pp)");
+  sub->add_option("--costs", o->costs,
+                  "per-action costs, e.g. F=1,B=2,I=1,W=1");
+  sub->add_option("--latency", o->latency,
+                  "time of one transfer (same unit as the costs)");
+  sub->add_option("--bandwidth", o->bandwidth,
+                  "bytes per time unit (with --send-bytes)");
   sub->add_option("--send-bytes", o->sendBytes, "bytes of one transfer");
   sub->add_flag("--json", o->json, "print JSON (format in docs/cli.md)");
   sub->add_option("--csv", o->csvOut, "write PyTorch pipelining's CSV text");
-  sub->add_flag("--compute-only", o->computeOnly, "with --csv: only F/B/I/W actions");
+  sub->add_flag("--compute-only", o->computeOnly,
+                "with --csv: only F/B/I/W actions");
   sub->add_option("--svg", o->svgOut, "write an SVG timeline");
-  sub->add_option("--trace", o->traceOut, "write a Chrome trace (chrome://tracing, Perfetto)");
-  sub->add_option("--import-csv", o->csvIn,
-                  "verify and simulate a program from PyTorch's CSV text instead");
+  sub->add_option("--trace", o->traceOut,
+                  "write a Chrome trace (chrome://tracing, Perfetto)");
+  sub->add_option(
+      "--import-csv", o->csvIn,
+      "verify and simulate a program from PyTorch's CSV text instead");
   sub->callback([o, &run] { run = [o] { return runSchedule(*o); }; });
 }
 

@@ -95,8 +95,8 @@ std::string gib(int64_t bytes) {
 
 /// The spec's schedule simulated with the cost model's per-stage FLOPs (one
 /// GFLOP = one time unit; transfers free) and activation bytes.
-llvm::Expected<schedule::Simulation> simulateSpec(const ModelSpec &spec,
-                                                  const std::vector<ItemCost> &stageCost) {
+llvm::Expected<schedule::Simulation>
+simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost) {
   const ParallelSpec &par = spec.parallel;
   auto built = schedule::buildSchedule(
       {par.schedule, par.pp, par.vpp, par.microbatches, par.groupSize});
@@ -108,8 +108,9 @@ llvm::Expected<schedule::Simulation> simulateSpec(const ModelSpec &spec,
     costs.stageF.push_back(static_cast<double>(c.forwardFlops) / 1e9);
     costs.stageI.push_back(static_cast<double>(c.backwardInputFlops) / 1e9);
     costs.stageW.push_back(static_cast<double>(c.backwardWeightFlops) / 1e9);
-    costs.stageB.push_back(static_cast<double>(c.backwardInputFlops + c.backwardWeightFlops) /
-                           1e9);
+    costs.stageB.push_back(
+        static_cast<double>(c.backwardInputFlops + c.backwardWeightFlops) /
+        1e9);
     costs.activationBytes.push_back(static_cast<double>(c.activationBytes));
   }
   return schedule::simulate(*built, costs);
@@ -199,11 +200,12 @@ int runExplain(const ExplainOptions &o) {
             peakMicrobatchesInFlight(request.schedule, request.pp, request.vpp,
                                      request.microbatches, r)},
            {"memory_bytes", rankMemory[r]}});
-    out["simulation"] = {{"time_unit", "GFLOP of one rank"},
-                         {"makespan", simulation->makespan},
-                         {"bubble_fraction", simulation->bubbleFraction},
-                         {"peak_activations", simulation->peakActivations},
-                         {"peak_activation_bytes", simulation->peakActivationBytes}};
+    out["simulation"] = {
+        {"time_unit", "GFLOP of one rank"},
+        {"makespan", simulation->makespan},
+        {"bubble_fraction", simulation->bubbleFraction},
+        {"peak_activations", simulation->peakActivations},
+        {"peak_activation_bytes", simulation->peakActivationBytes}};
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -256,16 +258,18 @@ int runExplain(const ExplainOptions &o) {
   printTable(rankRows);
   double worst = *std::max_element(simulation->bubbleFraction.begin(),
                                    simulation->bubbleFraction.end());
-  std::cout << fmt::format("\nschedule {} simulated with these FLOPs (1 GFLOP = 1 time unit, "
-                           "transfers free): makespan {:.4g}, bubble {:.1f}% on the worst rank\n",
-                           spec->parallel.schedule, simulation->makespan, 100 * worst);
+  std::cout << fmt::format(
+      "\nschedule {} simulated with these FLOPs (1 GFLOP = 1 time unit, "
+      "transfers free): makespan {:.4g}, bubble {:.1f}% on the worst rank\n",
+      spec->parallel.schedule, simulation->makespan, 100 * worst);
   std::vector<std::vector<std::string>> simRows{
       {"pp_rank", "bubble", "peak_activations", "peak_activation_MiB"}};
   for (int64_t r = 0; r < placement.pp; ++r)
-    simRows.push_back({std::to_string(r),
-                       fmt::format("{:.1f}%", 100 * simulation->bubbleFraction[r]),
-                       std::to_string(simulation->peakActivations[r]),
-                       mib(static_cast<int64_t>(simulation->peakActivationBytes[r]))});
+    simRows.push_back(
+        {std::to_string(r),
+         fmt::format("{:.1f}%", 100 * simulation->bubbleFraction[r]),
+         std::to_string(simulation->peakActivations[r]),
+         mib(static_cast<int64_t>(simulation->peakActivationBytes[r]))});
   printTable(simRows);
   if (!exact)
     std::cout << "note: G, D and + layers are not in the cost model yet; their "
