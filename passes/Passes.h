@@ -6,6 +6,7 @@
 #include "dialects/pipe/PipeOps.h"
 #include "frontend/AutoPartition.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 #include <memory>
@@ -17,6 +18,12 @@ namespace hypipe {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// Runs `work` on every `hybrid.model` of `module`; fails if any run fails
+/// (every pass is this over one of the functions below).
+mlir::LogicalResult
+forEachModel(mlir::ModuleOp module,
+             llvm::function_ref<mlir::LogicalResult(hybrid::ModelOp)> work);
 
 /// Sets `#hybrid.placement` on every main layer of `model` from `placement`
 /// (stage by stage, in order).

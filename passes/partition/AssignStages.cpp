@@ -11,6 +11,15 @@ namespace hypipe {
 
 using namespace mlir;
 
+LogicalResult
+forEachModel(ModuleOp module,
+             llvm::function_ref<LogicalResult(hybrid::ModelOp)> work) {
+  bool ok = true;
+  module.walk(
+      [&](hybrid::ModelOp model) { ok = succeeded(work(model)) && ok; });
+  return success(ok);
+}
+
 LogicalResult applyPlacement(hybrid::ModelOp model,
                              const PatternPlacement &placement) {
   SmallVector<Operation *> layers = model.getMainLayers();
@@ -93,10 +102,10 @@ struct HybridAssignStagesPass
     : impl::HybridAssignStagesBase<HybridAssignStagesPass> {
   using HybridAssignStagesBase::HybridAssignStagesBase;
   void runOnOperation() override {
-    getOperation().walk([&](hybrid::ModelOp model) {
-      if (failed(assignStages(model, layout)))
-        signalPassFailure();
-    });
+    if (failed(forEachModel(getOperation(), [&](hybrid::ModelOp model) {
+          return assignStages(model, layout);
+        })))
+      signalPassFailure();
   }
 };
 } // namespace

@@ -58,10 +58,10 @@ struct HybridAutoPartitionPass
     std::optional<double> cap;
     if (maxMemoryGiB > 0)
       cap = maxMemoryGiB;
-    getOperation().walk([&](hybrid::ModelOp model) {
-      if (failed(autoPartitionModel(model, objective, cap, dtype == "bf16")))
-        signalPassFailure();
-    });
+    if (failed(forEachModel(getOperation(), [&](hybrid::ModelOp model) {
+          return autoPartitionModel(model, objective, cap, dtype == "bf16");
+        })))
+      signalPassFailure();
   }
 };
 } // namespace

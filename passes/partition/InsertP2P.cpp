@@ -121,10 +121,10 @@ LogicalResult insertP2P(hybrid::ModelOp model) {
 namespace {
 struct PipeInsertP2PPass : impl::PipeInsertP2PBase<PipeInsertP2PPass> {
   void runOnOperation() override {
-    getOperation().walk([&](hybrid::ModelOp model) {
-      if (failed(insertP2P(model)))
-        signalPassFailure();
-    });
+    if (failed(forEachModel(getOperation(), [&](hybrid::ModelOp model) {
+          return insertP2P(model);
+        })))
+      signalPassFailure();
   }
 };
 } // namespace

@@ -139,10 +139,10 @@ namespace {
 struct PipeOutlineStagesPass
     : impl::PipeOutlineStagesBase<PipeOutlineStagesPass> {
   void runOnOperation() override {
-    getOperation().walk([&](hybrid::ModelOp model) {
-      if (failed(outlineStages(model)))
-        signalPassFailure();
-    });
+    if (failed(forEachModel(getOperation(), [&](hybrid::ModelOp model) {
+          return outlineStages(model);
+        })))
+      signalPassFailure();
   }
 };
 } // namespace

@@ -124,10 +124,10 @@ template <typename Derived, typename Base,
           LogicalResult (*Work)(hybrid::ModelOp)>
 struct ModelPass : Base {
   void runOnOperation() override {
-    this->getOperation().walk([&](hybrid::ModelOp model) {
-      if (failed(Work(model)))
-        this->signalPassFailure();
-    });
+    if (failed(forEachModel(this->getOperation(), [&](hybrid::ModelOp model) {
+          return Work(model);
+        })))
+      this->signalPassFailure();
   }
 };
 
@@ -142,10 +142,10 @@ struct PipeVerifySchedulePass
     : impl::PipeVerifyScheduleBase<PipeVerifySchedulePass> {
   using PipeVerifyScheduleBase::PipeVerifyScheduleBase;
   void runOnOperation() override {
-    getOperation().walk([&](hybrid::ModelOp model) {
-      if (failed(verifySchedule(model, costs)))
-        signalPassFailure();
-    });
+    if (failed(forEachModel(getOperation(), [&](hybrid::ModelOp model) {
+          return verifySchedule(model, costs);
+        })))
+      signalPassFailure();
   }
 };
 } // namespace
