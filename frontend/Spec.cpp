@@ -718,13 +718,13 @@ llvm::Error Loader::check() {
   if (par.groupSize == 0)
     par.groupSize = par.pp;
   // The schedule must exist for this shape (Megatron's refusals among others).
-  if (auto built = schedule::buildSchedule(
+  if (llvm::Error refused = schedule::checkSchedule(
           {par.schedule, par.pp, par.vpp, par.microbatches, par.groupSize});
-      !built)
+      refused)
     return error(nodeFor("parallel", valueNodes.count("parallel.microbatches")
                                          ? "microbatches"
                                          : "schedule"),
-                 llvm::toString(built.takeError()),
+                 llvm::toString(std::move(refused)),
                  "see docs/schedules.md for what each schedule accepts");
 
   // Training and data.

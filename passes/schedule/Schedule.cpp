@@ -316,7 +316,7 @@ void buildZbv(Schedule &s) {
 
 } // namespace
 
-llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
+llvm::Error checkSchedule(const ScheduleRequest &q) {
   const auto &names = scheduleNames();
   if (std::find(names.begin(), names.end(), q.name) == names.end())
     return refuse(fmt::format("unknown schedule '{}': use one of {}", q.name,
@@ -325,64 +325,77 @@ llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
     return refuse(fmt::format(
         "pp ({}), vpp ({}) and microbatches ({}) must be at least 1", q.pp,
         q.vpp, q.microbatches));
-  if (q.pp * q.vpp > (1 << 20) || q.microbatches > (1 << 20) ||
-      q.pp * q.vpp * q.microbatches > (int64_t(1) << 26))
+  // A bound on what one schedule may allocate (about 100 bytes per
+  // stage-microbatch with its communication).
+  constexpr int64_t kMaxStageMicrobatches = int64_t(1) << 22;
+  if (q.pp * q.vpp > kMaxStageMicrobatches ||
+      q.microbatches > kMaxStageMicrobatches ||
+      q.pp * q.vpp * q.microbatches > kMaxStageMicrobatches)
+    return refuse(fmt::format(
+        "pp * vpp * microbatches = {} * {} * {} is more than the {} "
+        "stage-microbatches a schedule may hold; use fewer stages or "
+        "microbatches",
+        q.pp, q.vpp, q.microbatches, kMaxStageMicrobatches));
+  if ((q.name == "1f1b" || q.name == "zb-h1") && q.vpp != 1)
     return refuse(
-        "the schedule would have more than 2^26 stage-microbatches; use fewer "
-        "stages or microbatches");
+        fmt::format("{} runs one stage per rank (vpp = 1), got vpp = {}: use "
+                    "interleaved-1f1b (or zbv for vpp = 2)",
+                    q.name, q.vpp));
+  if (q.name == "zbv" && q.vpp != 2)
+    return refuse(fmt::format(
+        "zbv runs exactly two stages per rank in a V (vpp = 2), got "
+        "vpp = {}",
+        q.vpp));
+  if (q.name != "interleaved-1f1b")
+    return llvm::Error::success();
+  int64_t g = q.groupSize > 0 ? q.groupSize : q.pp;
+  if (q.vpp < 2)
+    return refuse("interleaved-1f1b needs vpp > 1 (virtual stages per rank); "
+                  "with vpp = 1 "
+                  "use 1f1b");
+  if (g < q.pp || g > q.microbatches)
+    return refuse(
+        fmt::format("microbatch_group_size_per_vp_stage must be between pp = "
+                    "{} and microbatches = {}, "
+                    "got {}{}",
+                    q.pp, q.microbatches, g,
+                    q.microbatches < q.pp
+                        ? fmt::format(": use at least {} microbatches", q.pp)
+                        : fmt::format(": use a group size in [{}, {}]", q.pp,
+                                      q.microbatches)));
+  int64_t finalGroup = q.microbatches % g;
+  if (finalGroup > 0 && finalGroup < q.pp) {
+    std::vector<std::string> fixes;
+    for (int64_t alt = q.pp; alt <= q.microbatches && fixes.size() < 3; ++alt)
+      if (q.microbatches % alt == 0 || q.microbatches % alt >= q.pp)
+        fixes.push_back(std::to_string(alt));
+    return refuse(fmt::format(
+        "the last microbatch group would hold {} microbatches ({} % {}), fewer "
+        "than pp = {}: "
+        "that stalls the pipeline (Megatron refuses it too); use a group size "
+        "of {} or a "
+        "microbatch count that leaves 0 or at least pp in the last group",
+        finalGroup, q.microbatches, g, q.pp, llvm::join(fixes, " or ")));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
+  if (auto err = checkSchedule(q))
+    return std::move(err);
   Schedule s;
   s.name = q.name;
   s.pp = q.pp;
   s.vpp = q.vpp;
   s.microbatches = q.microbatches;
   s.ranks.resize(q.pp);
-
   if (q.name == "gpipe") {
     buildGpipe(s);
   } else if (q.name == "1f1b" || q.name == "zb-h1") {
-    if (q.vpp != 1)
-      return refuse(
-          fmt::format("{} runs one stage per rank (vpp = 1), got vpp = {}: use "
-                      "interleaved-1f1b (or zbv for vpp = 2)",
-                      q.name, q.vpp));
     buildOneFOneB(s, q.name == "zb-h1");
   } else if (q.name == "interleaved-1f1b") {
-    int64_t g = q.groupSize > 0 ? q.groupSize : q.pp;
-    if (q.vpp < 2)
-      return refuse("interleaved-1f1b needs vpp > 1 (virtual stages per rank); "
-                    "with vpp = 1 "
-                    "use 1f1b");
-    if (g < q.pp || g > q.microbatches)
-      return refuse(
-          fmt::format("microbatch_group_size_per_vp_stage must be between pp = "
-                      "{} and microbatches = {}, "
-                      "got {}{}",
-                      q.pp, q.microbatches, g,
-                      q.microbatches < q.pp
-                          ? fmt::format(": use at least {} microbatches", q.pp)
-                          : fmt::format(": use a group size in [{}, {}]", q.pp,
-                                        q.microbatches)));
-    int64_t finalGroup = q.microbatches % g;
-    if (finalGroup > 0 && finalGroup < q.pp) {
-      std::vector<std::string> fixes;
-      for (int64_t alt = q.pp; alt <= q.microbatches && fixes.size() < 3; ++alt)
-        if (q.microbatches % alt == 0 || q.microbatches % alt >= q.pp)
-          fixes.push_back(std::to_string(alt));
-      return refuse(fmt::format(
-          "the last microbatch group would hold {} microbatches ({} % {}), "
-          "fewer than pp = "
-          "{}: that stalls the pipeline (Megatron refuses it too); use a group "
-          "size of {} or "
-          "a microbatch count that leaves 0 or at least pp in the last group",
-          finalGroup, q.microbatches, g, q.pp, llvm::join(fixes, " or ")));
-    }
-    buildInterleaved(s, g);
+    buildInterleaved(s, q.groupSize > 0 ? q.groupSize : q.pp);
   } else { // zbv
-    if (q.vpp != 2)
-      return refuse(fmt::format(
-          "zbv runs exactly two stages per rank in a V (vpp = 2), got "
-          "vpp = {}",
-          q.vpp));
     s.placement = Placement::VShape;
     buildZbv(s);
   }

@@ -88,8 +88,13 @@ struct ScheduleRequest {
 /// The known schedule names, in the order docs/schedules.md presents them.
 const std::vector<std::string> &scheduleNames();
 
-/// The compute-only programs of a schedule. Refused configurations (Megatron's
-/// among them) are errors that name the constraint and values that work.
+/// Whether `buildSchedule(request)` would succeed, without building it.
+/// Refused configurations (Megatron's among them) are errors that name the
+/// constraint and values that work.
+llvm::Error checkSchedule(const ScheduleRequest &request);
+
+/// The compute-only programs of a schedule; refuses what `checkSchedule`
+/// refuses.
 llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &request);
 
 /// Adds the sends and receives every cross-rank dependency needs: a stage's

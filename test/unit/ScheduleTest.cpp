@@ -128,6 +128,13 @@ TEST(Schedule, RefusalsSayWhatWouldWork) {
   s = buildSchedule({"zbv", 4, 3, 8});
   ASSERT_FALSE(static_cast<bool>(s));
   llvm::consumeError(s.takeError());
+  s = buildSchedule(
+      {"1f1b", 6311, 1, 6311}); // a spec the fuzzer wrote: bounded, not built
+  ASSERT_FALSE(static_cast<bool>(s));
+  EXPECT_NE(llvm::toString(s.takeError())
+                .find("stage-microbatches a schedule may hold"),
+            std::string::npos);
+  EXPECT_FALSE(static_cast<bool>(checkSchedule({"1f1b", 4, 1, 8})));
   s = buildSchedule({"2f2b", 4, 1, 8});
   ASSERT_FALSE(static_cast<bool>(s));
   EXPECT_NE(llvm::toString(s.takeError()).find("unknown schedule '2f2b'"),
