@@ -247,7 +247,7 @@ void buildInterleaved(Schedule &s, int64_t groupSize) {
 void buildZbv(Schedule &s) {
   int64_t pp = s.pp, m = s.microbatches, stages = s.numStages();
   auto idx = [&](int64_t stage, int64_t mb) { return stage * m + mb; };
-  std::vector<int64_t> fDone(stages * m, -1), iDone(stages * m, -1);
+  std::vector<int64_t> fDone(stages * m, -1);
   std::vector<std::deque<std::pair<int64_t, int64_t>>> pendingW(pp);
   std::vector<int64_t> live(pp, 0), nextF0(pp, 0), nextF1(pp, 0);
   std::vector<std::set<std::pair<int64_t, int64_t>>> readyI(pp); // (mb, -stage)
@@ -298,7 +298,6 @@ void buildZbv(Schedule &s) {
           readyI[r].insert({a.microbatch, -a.stage});
       } else if (a.op == Op::I) {
         readyI[r].erase({a.microbatch, -a.stage});
-        iDone[idx(a.stage, a.microbatch)] = step;
         pendingW[r].push_back({a.stage, a.microbatch});
         if (a.stage > 0) {
           int64_t below = a.stage - 1, peer = s.rankOf(below);
@@ -311,7 +310,6 @@ void buildZbv(Schedule &s) {
       }
     }
   }
-  (void)iDone;
 }
 
 } // namespace

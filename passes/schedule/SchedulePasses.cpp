@@ -120,8 +120,7 @@ LogicalResult verifySchedule(hybrid::ModelOp model, StringRef costText) {
 }
 
 namespace {
-template <typename Derived, typename Base,
-          LogicalResult (*Work)(hybrid::ModelOp)>
+template <typename Base, LogicalResult (*Work)(hybrid::ModelOp)>
 struct ModelPass : Base {
   void runOnOperation() override {
     if (failed(forEachModel(this->getOperation(), [&](hybrid::ModelOp model) {
@@ -132,12 +131,10 @@ struct ModelPass : Base {
 };
 
 struct PipeBuildSchedulePass
-    : ModelPass<PipeBuildSchedulePass,
-                impl::PipeBuildScheduleBase<PipeBuildSchedulePass>,
+    : ModelPass<impl::PipeBuildScheduleBase<PipeBuildSchedulePass>,
                 buildSchedulePrograms> {};
 struct PipeInsertCommsPass
-    : ModelPass<PipeInsertCommsPass,
-                impl::PipeInsertCommsBase<PipeInsertCommsPass>, insertComms> {};
+    : ModelPass<impl::PipeInsertCommsBase<PipeInsertCommsPass>, insertComms> {};
 struct PipeVerifySchedulePass
     : impl::PipeVerifyScheduleBase<PipeVerifySchedulePass> {
   using PipeVerifyScheduleBase::PipeVerifyScheduleBase;
