@@ -49,6 +49,13 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
   auto model = b.create<hybrid::ModelOp>(
       loc, spec.name, hybrid::toDimsAttr(&context, spec.dims), parallel,
       patternWithStages(spec.pattern, spec.placement));
+  // Settings only the kernels need ride along as discardable attributes.
+  if (spec.positionEmbedding != "none")
+    model->setAttr(kPositionEmbeddingAttr,
+                   b.getStringAttr(spec.positionEmbedding));
+  if (spec.dims.numExperts > 0)
+    model->setAttr(kMoeAuxLossCoeffAttr,
+                   b.getF64FloatAttr(spec.moeAuxLossCoeff));
 
   int64_t batch = spec.training.microBatchSize, seq = spec.training.seqLength;
   auto tokensType = RankedTensorType::get({batch, seq}, b.getI64Type());

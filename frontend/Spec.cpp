@@ -151,7 +151,9 @@ std::optional<std::string> closest(llvm::StringRef word,
 
 class Loader {
 public:
-  Loader(std::unique_ptr<llvm::MemoryBuffer> buffer) {
+  Loader(std::unique_ptr<llvm::MemoryBuffer> buffer,
+         SpecOverrides overrides = {})
+      : overrides(std::move(overrides)) {
     text = buffer->getBuffer();
     file = buffer->getBufferIdentifier().str();
     sm.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
@@ -226,6 +228,28 @@ private:
   std::string file;
   std::string yamlError;
   Draft draft;
+  SpecOverrides overrides;
+
+  /// Command-line values win over the file's; the checks that follow treat
+  /// them as if the file said so.
+  void applyOverrides() {
+    ParallelSpec &par = draft.spec.parallel;
+    TrainingSpec &tr = draft.spec.training;
+    if (overrides.pp)
+      par.pp = *overrides.pp;
+    if (overrides.vpp)
+      draft.vpp = *overrides.vpp;
+    if (overrides.dp)
+      par.dp = *overrides.dp;
+    if (overrides.schedule)
+      par.schedule = *overrides.schedule;
+    if (overrides.microbatches)
+      draft.microbatches = *overrides.microbatches;
+    if (overrides.steps)
+      tr.steps = *overrides.steps;
+    if (overrides.seed)
+      tr.seed = *overrides.seed;
+  }
   std::map<std::string, yaml::Node *> valueNodes;   // "section.key" -> value
   std::map<std::string, yaml::Node *> sectionNodes; // "section" -> key node
   yaml::Node *rootNode = nullptr;
@@ -511,6 +535,7 @@ llvm::Expected<ModelSpec> Loader::load() {
   }
   if (!yamlError.empty())
     return yamlFailure();
+  applyOverrides();
   // Check while the document's nodes are alive: advancing the document
   // iterator frees them.
   if (auto err = check())
@@ -823,7 +848,8 @@ llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,
   return loader.load();
 }
 
-llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path) {
+llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path,
+                                   const SpecOverrides &overrides) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer)
     return llvm::createStringError(
@@ -832,7 +858,7 @@ llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path) {
             "error: cannot read spec '{}': {}\nhelp: check the path; bundled "
             "examples are in examples/",
             path.str(), buffer.getError().message()));
-  Loader loader(std::move(*buffer));
+  Loader loader(std::move(*buffer), overrides);
   return loader.load();
 }
 

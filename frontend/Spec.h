@@ -72,9 +72,16 @@ struct ModelSpec {
   AutoPartitionRequest partitionRequest() const;
 };
 
+/// Values given on the command line (`--pp 2`) in place of the file's.
+struct SpecOverrides {
+  std::optional<int64_t> pp, vpp, dp, microbatches, steps, seed;
+  std::optional<std::string> schedule;
+};
+
 /// Loads and checks a spec. On failure the error's message is the complete
 /// rendered diagnostic (location, source line, caret, help).
-llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path);
+llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path,
+                                   const SpecOverrides &overrides = {});
 
 /// Same, from text in memory named `bufferName`.
 llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,

@@ -40,6 +40,7 @@ mlir::LogicalResult outlineStages(hybrid::ModelOp model);
 mlir::LogicalResult insertP2P(hybrid::ModelOp model);
 mlir::LogicalResult buildSchedulePrograms(hybrid::ModelOp model);
 mlir::LogicalResult insertComms(hybrid::ModelOp model);
+mlir::LogicalResult planBuffers(hybrid::ModelOp model);
 mlir::LogicalResult verifySchedule(hybrid::ModelOp model,
                                    llvm::StringRef costs);
 

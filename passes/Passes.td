@@ -116,3 +116,19 @@ def PipeVerifySchedule : Pass<"pipe-verify-schedule", "::mlir::ModuleOp"> {
 }
 
 #endif // HYPIPE_PASSES
+
+def PipePlanBuffers : Pass<"pipe-plan-buffers", "::mlir::ModuleOp"> {
+  let summary = "Lower every pipe.stage to CPU kernel calls with a buffer plan";
+  let description = [{
+    Requires: outlined stages (`pipe-outline-stages`). For each stage, picks
+    the kernel of every layer with its static shape and lays out three
+    buffers: parameters (in Megatron order, one range per layer), the saved
+    tensors one in-flight microbatch keeps between F and its I/W, and a
+    workspace shared by all microbatches. Guarantees: every layer op carries
+    `pipe.kernel = {kind, params = [offset, floats], saved = [offset,
+    floats]}` and every stage `pipe.buffer_plan = {params, saved,
+    workspace}` (floats), or the pass fails at the first layer the CPU target
+    cannot lower (G, D, +, MTP).
+  }];
+  let dependentDialects = ["::hypipe::pipe::PipeDialect"];
+}

@@ -3,6 +3,8 @@
 #ifndef HYPIPE_TOOLS_HYPIPE_COMMANDS_H
 #define HYPIPE_TOOLS_HYPIPE_COMMANDS_H
 
+#include "frontend/Spec.h"
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -15,6 +17,8 @@ using Runner = std::function<int()>;
 
 void addLayoutCommand(CLI::App &app, Runner &run);
 void addCompileCommand(CLI::App &app, Runner &run);
+/// --pp, --vpp, --dp, --schedule, --microbatches, --steps, --seed.
+void addOverrideOptions(CLI::App *sub, SpecOverrides &overrides);
 void addExplainCommand(CLI::App &app, Runner &run);
 void addPartitionCommand(CLI::App &app, Runner &run);
 void addScheduleCommand(CLI::App &app, Runner &run);

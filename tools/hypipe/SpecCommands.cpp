@@ -3,6 +3,7 @@
 #include "frontend/CostModel.h"
 #include "frontend/Spec.h"
 #include "passes/schedule/Simulate.h"
+#include "targets/Artifact.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
 
@@ -45,22 +46,33 @@ std::string withCommas(int64_t n) {
 
 struct CompileOptions {
   std::string spec;
-  std::string emit;
-  std::string output = "-";
+  std::string emit = "artifact";
+  std::string output;
+  SpecOverrides overrides;
 };
 
 int runCompile(const CompileOptions &o) {
-  if (o.emit != "mlir") {
-    llvm::errs()
-        << "error: only --emit=mlir is available in this version; the compiled "
-           "artifact comes with the CPU lowering\n"
-           "help: run `hypipe compile "
-        << o.spec << " --emit=mlir`\n";
+  if (o.emit != "mlir" && o.emit != "artifact") {
+    llvm::errs() << "error: unknown --emit value '" << o.emit
+                 << "'\nhelp: use --emit=artifact (a directory hypipe-run "
+                    "executes) or --emit=mlir (the hybrid-dialect model)\n";
     return 1;
   }
-  auto spec = load(o.spec);
-  if (!spec)
+  if (o.emit == "artifact" && (o.output.empty() || o.output == "-")) {
+    llvm::errs() << "error: an artifact is a directory: give it with -o\n"
+                    "help: hypipe compile "
+                 << o.spec << " -o out/model.hpa\n";
     return 1;
+  }
+  std::optional<ModelSpec> spec;
+  {
+    auto loaded = loadSpec(o.spec, o.overrides);
+    if (!loaded) {
+      llvm::errs() << llvm::toString(loaded.takeError());
+      return 1;
+    }
+    spec = std::move(*loaded);
+  }
   mlir::MLIRContext context;
   auto module = buildModel(context, *spec);
   if (failed(mlir::verify(*module))) {
@@ -68,8 +80,19 @@ int runCompile(const CompileOptions &o) {
                  << " does not verify (please report this)\n";
     return 1;
   }
+  if (o.emit == "artifact") {
+    if (auto err = writeArtifact(*module, *spec, o.output,
+                                 defaultArtifactOptions())) {
+      llvm::errs() << llvm::toString(std::move(err)) << "\n";
+      return 1;
+    }
+    llvm::outs() << "wrote " << o.output << " (" << spec->parallel.pp
+                 << " pipeline ranks x " << spec->parallel.dp
+                 << " data-parallel, " << spec->parallel.schedule << ")\n";
+    return 0;
+  }
   std::string error;
-  auto out = mlir::openOutputFile(o.output, &error);
+  auto out = mlir::openOutputFile(o.output.empty() ? "-" : o.output, &error);
   if (!out) {
     llvm::errs() << "error: " << error << "\n";
     return 1;
@@ -373,15 +396,34 @@ void addPartitionCommand(CLI::App &app, Runner &run) {
   sub->callback([o, &run] { run = [o] { return runPartition(*o); }; });
 }
 
+void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
+  auto opt = [&](const char *name, std::optional<int64_t> &slot,
+                 const char *what) {
+    sub->add_option_function<int64_t>(
+        name, [&slot](const int64_t &v) { slot = v; }, what);
+  };
+  opt("--pp", o.pp, "pipeline-parallel size (instead of the spec's)");
+  opt("--vpp", o.vpp, "virtual stages per rank");
+  opt("--dp", o.dp, "data-parallel size");
+  opt("--microbatches", o.microbatches, "microbatches per step");
+  opt("--steps", o.steps, "training steps");
+  opt("--seed", o.seed, "seed of the initial weights and of the data order");
+  sub->add_option_function<std::string>(
+      "--schedule", [&o](const std::string &v) { o.schedule = v; },
+      "pipeline schedule");
+}
+
 void addCompileCommand(CLI::App &app, Runner &run) {
   auto o = std::make_shared<CompileOptions>();
   CLI::App *sub = app.add_subcommand("compile", "Compile a model spec");
   sub->add_option("spec", o->spec, "model spec (YAML)")->required();
   sub->add_option("--emit", o->emit,
-                  "what to produce: mlir (the hybrid-dialect model)")
-      ->required();
-  sub->add_option("-o,--output", o->output, "output file ('-' for stdout)")
-      ->default_val("-");
+                  "what to produce: artifact (a directory for hypipe-run) or "
+                  "mlir (the hybrid-dialect model)")
+      ->default_val("artifact");
+  sub->add_option("-o,--output", o->output,
+                  "artifact directory, or MLIR file ('-' for stdout)");
+  addOverrideOptions(sub, o->overrides);
   sub->callback([o, &run] { run = [o] { return runCompile(*o); }; });
 }
 

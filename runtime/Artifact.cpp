@@ -1,0 +1,230 @@
+//===- Artifact.cpp - load a compiled artifact (runtime side) -------------===//
+
+#include "runtime/Artifact.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+using json = nlohmann::json;
+
+namespace hypipe::rt {
+
+namespace {
+
+constexpr int kArtifactVersion = 1;
+
+[[noreturn]] void fail(const std::string &message, const std::string &help) {
+  throw RuntimeError(fmt::format("error: {}\nhelp: {}", message, help));
+}
+
+template <typename T>
+T field(const json &j, const char *key, const std::string &where) {
+  auto it = j.find(key);
+  if (it == j.end())
+    fail(fmt::format("{}: missing field '{}'", where, key),
+         "the artifact is incomplete or from another tool; recompile it with "
+         "`hypipe compile SPEC -o DIR`");
+  try {
+    return it->get<T>();
+  } catch (const json::exception &) {
+    fail(fmt::format("{}: field '{}' has the wrong type", where, key),
+         "recompile the artifact with `hypipe compile SPEC -o DIR`");
+  }
+}
+
+ActionEntry::Kind actionKind(const std::string &op, const std::string &where) {
+  static const std::pair<const char *, ActionEntry::Kind> kinds[] = {
+      {"F", ActionEntry::F},           {"B", ActionEntry::B},
+      {"I", ActionEntry::I},           {"W", ActionEntry::W},
+      {"SEND_F", ActionEntry::SendF}, {"RECV_F", ActionEntry::RecvF},
+      {"SEND_B", ActionEntry::SendB}, {"RECV_B", ActionEntry::RecvB}};
+  for (auto &[name, kind] : kinds)
+    if (op == name)
+      return kind;
+  fail(fmt::format("{}: unknown action '{}'", where, op),
+       "recompile the artifact with this version of hypipe");
+}
+
+} // namespace
+
+std::vector<StageEntry *> Artifact::stagesOf(int64_t ppRank) {
+  std::vector<StageEntry *> out;
+  for (StageEntry &s : stages)
+    if (s.ppRank == ppRank)
+      out.push_back(&s);
+  return out;
+}
+
+Artifact loadArtifact(const std::string &dir) {
+  std::string path = dir + "/manifest.json";
+  std::ifstream in(path);
+  if (!in)
+    fail(fmt::format("cannot open '{}'", path),
+         "pass the directory written by `hypipe compile SPEC -o DIR`");
+  json m;
+  try {
+    m = json::parse(in);
+  } catch (const json::parse_error &e) {
+    fail(fmt::format("'{}' is not valid JSON (byte {}): the manifest is "
+                     "truncated or corrupt",
+                     path, e.byte),
+         "recompile the artifact with `hypipe compile SPEC -o DIR`");
+  }
+  if (!m.is_object() || m.value("format", "") != "hypipe-artifact")
+    fail(fmt::format("'{}' is not a hypipe artifact manifest", path),
+         "pass the directory written by `hypipe compile SPEC -o DIR`");
+  int version = field<int>(m, "version", path);
+  if (version != kArtifactVersion)
+    fail(fmt::format("'{}' has artifact version {}, this hypipe-run reads "
+                     "version {}",
+                     path, version, kArtifactVersion),
+         "recompile the spec with the hypipe that ships with this "
+         "hypipe-run");
+
+  Artifact a;
+  a.dir = dir;
+  const json &model = field<json>(m, "model", path);
+  a.modelName = field<std::string>(model, "name", path);
+  a.pattern = field<std::string>(model, "pattern", path);
+  a.vocab = field<int64_t>(model, "vocab_size", path);
+  const json &par = field<json>(m, "parallel", path);
+  a.pp = field<int64_t>(par, "pp", path);
+  a.vpp = field<int64_t>(par, "vpp", path);
+  a.dp = field<int64_t>(par, "dp", path);
+  a.schedule = field<std::string>(par, "schedule", path);
+  a.microbatches = field<int64_t>(par, "microbatches", path);
+  const json &tr = field<json>(m, "training", path);
+  TrainingConfig &t = a.training;
+  t.seqLength = field<int64_t>(tr, "seq_length", path);
+  t.microBatchSize = field<int64_t>(tr, "micro_batch_size", path);
+  t.steps = field<int64_t>(tr, "steps", path);
+  t.seed = field<int64_t>(tr, "seed", path);
+  t.lr = field<double>(tr, "lr", path);
+  t.minLr = field<double>(tr, "min_lr", path);
+  t.warmupSteps = field<int64_t>(tr, "warmup_steps", path);
+  t.weightDecay = field<double>(tr, "weight_decay", path);
+  t.gradClip = field<double>(tr, "grad_clip", path);
+  t.beta1 = field<double>(tr, "adam_beta1", path);
+  t.beta2 = field<double>(tr, "adam_beta2", path);
+  t.eps = field<double>(tr, "adam_eps", path);
+  const json &data = field<json>(m, "data", path);
+  a.dataPath = field<std::string>(data, "path", path);
+  a.dataFormat = field<std::string>(data, "format", path);
+
+  for (const json &s : field<json>(m, "stages", path)) {
+    StageEntry e;
+    e.index = field<int64_t>(s, "index", path);
+    std::string where = fmt::format("{} (stage {})", path, e.index);
+    e.ppRank = field<int64_t>(s, "pp_rank", where);
+    e.vpStage = field<int64_t>(s, "vp_stage", where);
+    e.library = field<std::string>(s, "library", where);
+    e.hasEmbedding = field<bool>(s, "has_embedding", where);
+    e.hasHead = field<bool>(s, "has_head", where);
+    e.batch = field<int64_t>(s, "batch", where);
+    e.seq = field<int64_t>(s, "seq", where);
+    e.hidden = field<int64_t>(s, "hidden", where);
+    e.numParams = field<int64_t>(s, "num_params", where);
+    e.savedFloats = field<int64_t>(s, "saved_floats", where);
+    e.workspaceFloats = field<int64_t>(s, "workspace_floats", where);
+    for (const json &p : field<json>(s, "params", where)) {
+      ParamEntry pe;
+      pe.name = field<std::string>(p, "name", where);
+      pe.shape = field<std::vector<int64_t>>(p, "shape", where);
+      pe.offset = field<int64_t>(p, "offset", where);
+      pe.numel = 1;
+      for (int64_t d : pe.shape)
+        pe.numel *= d;
+      pe.init = field<std::string>(p, "init", where);
+      auto args = field<std::vector<double>>(p, "init_args", where);
+      pe.initA = args.size() > 0 ? args[0] : 0;
+      pe.initB = args.size() > 1 ? args[1] : 0;
+      pe.weightDecay = field<bool>(p, "weight_decay", where);
+      if (pe.offset < 0 || pe.offset + pe.numel > e.numParams)
+        fail(fmt::format("{}: parameter '{}' lies outside the stage's {} "
+                         "parameters",
+                         where, pe.name, e.numParams),
+             "the manifest is corrupt; recompile the artifact");
+      e.params.push_back(std::move(pe));
+    }
+    if (e.index != int64_t(a.stages.size()))
+      fail(fmt::format("{}: stages are out of order", where),
+           "the manifest is corrupt; recompile the artifact");
+    a.stages.push_back(std::move(e));
+  }
+  a.numStages = int64_t(a.stages.size());
+  if (a.numStages != a.pp * a.vpp)
+    fail(fmt::format("{}: {} stages for pp {} x vpp {}", path, a.numStages,
+                     a.pp, a.vpp),
+         "the manifest is corrupt; recompile the artifact");
+  for (const json &prog : field<json>(m, "programs", path)) {
+    std::vector<ActionEntry> actions;
+    for (const json &act : field<json>(prog, "actions", path)) {
+      ActionEntry e;
+      e.kind = actionKind(field<std::string>(act, "op", path), path);
+      e.stage = field<int32_t>(act, "stage", path);
+      e.mb = field<int32_t>(act, "mb", path);
+      e.peer = act.value("peer", -1);
+      e.text = act.value("text", "");
+      if (e.stage < 0 || e.stage >= a.numStages || e.mb < 0 ||
+          e.mb >= a.microbatches)
+        fail(fmt::format("{}: action '{}' names a stage or microbatch that "
+                         "does not exist",
+                         path, e.text),
+             "the manifest is corrupt; recompile the artifact");
+      actions.push_back(e);
+    }
+    a.programs.push_back(std::move(actions));
+  }
+  if (int64_t(a.programs.size()) != a.pp)
+    fail(fmt::format("{}: {} programs for pp {}", path, a.programs.size(),
+                     a.pp),
+         "the manifest is corrupt; recompile the artifact");
+  return a;
+}
+
+void loadStageLibraries(Artifact &a, int64_t ppRank) {
+  for (StageEntry *s : a.stagesOf(ppRank)) {
+    std::string path = a.dir + "/" + s->library;
+    s->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!s->handle)
+      fail(fmt::format("cannot load stage library '{}': {}", path, dlerror()),
+           "the artifact is incomplete or was built for another machine; "
+           "recompile it with `hypipe compile SPEC -o DIR`");
+    auto info = reinterpret_cast<hypipe_stage_info_fn>(
+        dlsym(s->handle, HYPIPE_STAGE_INFO));
+    s->forward = reinterpret_cast<hypipe_stage_fn>(
+        dlsym(s->handle, HYPIPE_STAGE_FORWARD));
+    s->backwardInput = reinterpret_cast<hypipe_stage_fn>(
+        dlsym(s->handle, HYPIPE_STAGE_BACKWARD_INPUT));
+    s->backwardWeight = reinterpret_cast<hypipe_stage_fn>(
+        dlsym(s->handle, HYPIPE_STAGE_BACKWARD_WEIGHT));
+    if (!info || !s->forward || !s->backwardInput || !s->backwardWeight)
+      fail(fmt::format("'{}' is not a hypipe stage library (missing "
+                       "hypipe_stage_* symbols)",
+                       path),
+           "recompile the artifact with `hypipe compile SPEC -o DIR`");
+    hypipe_stage_info_t i = info();
+    if (i.abi_version != HYPIPE_STAGE_ABI_VERSION)
+      fail(fmt::format("'{}' has stage ABI {}, this hypipe-run needs {}", path,
+                       i.abi_version, HYPIPE_STAGE_ABI_VERSION),
+           "recompile the artifact with this version of hypipe");
+    if (i.stage != s->index || i.num_params != s->numParams ||
+        i.saved_floats != s->savedFloats ||
+        i.workspace_floats != s->workspaceFloats || i.batch != s->batch ||
+        i.seq != s->seq || i.hidden != s->hidden ||
+        bool(i.has_embedding) != s->hasEmbedding ||
+        bool(i.has_head) != s->hasHead)
+      fail(fmt::format("'{}' does not match the manifest (library: stage {}, "
+                       "{} params, [{}x{}x{}]; manifest: stage {}, {} params, "
+                       "[{}x{}x{}])",
+                       path, i.stage, i.num_params, i.batch, i.seq, i.hidden,
+                       s->index, s->numParams, s->batch, s->seq, s->hidden),
+           "the stage libraries and the manifest come from different "
+           "compilations; recompile the artifact");
+  }
+}
+
+} // namespace hypipe::rt

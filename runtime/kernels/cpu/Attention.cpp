@@ -1,0 +1,183 @@
+//===- Attention.cpp - causal grouped-query self-attention on the CPU -----===//
+//
+// linear_qkv with Megatron's per-group interleaving: for each query group
+// [q heads of the group | k | v], each head_dim wide. Optional RoPE
+// (rotate-half, base 10000) on q and k. Scores and probabilities per
+// (sequence, head) with OpenBLAS; probabilities are kept for backward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Primitives.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace hypipe::rt::cpu {
+namespace {
+
+struct AttnSaved {
+  float *x, *xn, *rstd, *qkv, *probs, *ctx, *dqkv, *dout;
+};
+
+AttnSaved attnSaved(const AttentionShape &s, const TokenShape &t, float *p) {
+  int64_t T = t.tokens();
+  AttnSaved a;
+  a.x = p, p += T * s.hidden;
+  a.xn = p, p += T * s.hidden;
+  a.rstd = p, p += T;
+  a.qkv = p, p += T * s.qkvWidth();
+  a.probs = p, p += t.batch * s.heads * t.seq * t.seq;
+  a.ctx = p, p += T * s.contextWidth();
+  a.dqkv = p, p += T * s.qkvWidth();
+  a.dout = p;
+  return a;
+}
+
+/// Rotates q and k of every head in place by +angle (forward) or -angle
+/// (the transpose, for gradients).
+void applyRope(const AttentionShape &s, const TokenShape &t, float *qkv,
+               float sign) {
+  const int64_t D = s.headDim, half = D / 2, Wd = s.qkvWidth();
+  const int64_t qpg = s.heads / s.groups;
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < t.tokens(); ++row) {
+    int64_t pos = row % t.seq;
+    for (int64_t g = 0; g < s.groups; ++g)
+      for (int64_t j = 0; j < qpg + 1; ++j) { // q heads then k
+        float *v = qkv + row * Wd + (g * (qpg + 2) + j) * D;
+        for (int64_t i = 0; i < half; ++i) {
+          double invFreq = std::pow(s.ropeBase, -2.0 * double(i) / double(D));
+          double ang = double(pos) * invFreq;
+          float c = float(std::cos(ang)), sn = sign * float(std::sin(ang));
+          float a = v[i], b = v[i + half];
+          v[i] = a * c - b * sn;
+          v[i + half] = b * c + a * sn;
+        }
+      }
+  }
+}
+
+} // namespace
+
+void attentionForward(const AttentionShape &s, const TokenShape &t,
+                      const float *params, const float *x, float *y,
+                      float *saved, float *ws) {
+  (void)ws;
+  const int64_t T = t.tokens(), S = t.seq, D = s.headDim, Wd = s.qkvWidth(),
+                Cw = s.contextWidth(), qpg = s.heads / s.groups;
+  const float *norm = params, *wQkv = norm + s.hidden,
+              *wProj = wQkv + Wd * s.hidden;
+  AttnSaved a = attnSaved(s, t, saved);
+  std::memcpy(a.x, x, sizeof(float) * T * s.hidden);
+  rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
+  linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
+  if (s.rope)
+    applyRope(s, t, a.qkv, 1.0f);
+
+  const float scale = 1.0f / std::sqrt(float(D));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < t.batch; ++b)
+    for (int64_t h = 0; h < s.heads; ++h) {
+      int64_t g = h / qpg;
+      const float *q = a.qkv + b * S * Wd + (g * (qpg + 2) + h % qpg) * D;
+      const float *k = a.qkv + b * S * Wd + (g * (qpg + 2) + qpg) * D;
+      const float *v = k + D;
+      float *P = a.probs + (b * s.heads + h) * S * S;
+      gemm(false, true, S, S, D, scale, q, Wd, k, Wd, 0.0f, P, S);
+      for (int64_t i = 0; i < S; ++i) {
+        float *r = P + i * S;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j <= i; ++j)
+          mx = std::max(mx, r[j]);
+        double sum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          r[j] = std::exp(r[j] - mx);
+          sum += r[j];
+        }
+        float inv = float(1.0 / sum);
+        for (int64_t j = 0; j <= i; ++j)
+          r[j] *= inv;
+        for (int64_t j = i + 1; j < S; ++j)
+          r[j] = 0.0f;
+      }
+      gemm(false, false, S, D, S, 1.0f, P, S, v, Wd, 0.0f,
+           a.ctx + b * S * Cw + h * D, Cw);
+    }
+  linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
+  for (int64_t i = 0; i < T * s.hidden; ++i)
+    y[i] += x[i];
+}
+
+void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
+                            const float *params, float *grads, float *saved,
+                            const float *dy, float *dx, float *ws) {
+  const int64_t T = t.tokens(), S = t.seq, D = s.headDim, Wd = s.qkvWidth(),
+                Cw = s.contextWidth(), qpg = s.heads / s.groups;
+  const float *norm = params, *wQkv = norm + s.hidden,
+              *wProj = wQkv + Wd * s.hidden;
+  AttnSaved a = attnSaved(s, t, saved);
+  float *dctx = ws;               // [T, Cw]
+  float *dxn = dctx + T * Cw; // [T, hidden]
+
+  std::memcpy(a.dout, dy, sizeof(float) * T * s.hidden);
+  linearBackwardInput(T, Cw, s.hidden, dy, wProj, dctx);
+  std::memset(a.dqkv, 0, sizeof(float) * T * Wd);
+
+  const float scale = 1.0f / std::sqrt(float(D));
+  // Heads of one sequence share k and v gradients, so parallelism is over
+  // sequences only.
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < t.batch; ++b) {
+    std::vector<float> dPScratch(S * S);
+    float *dPb = dPScratch.data();
+    for (int64_t h = 0; h < s.heads; ++h) {
+      int64_t g = h / qpg;
+      int64_t qOff = (g * (qpg + 2) + h % qpg) * D,
+              kOff = (g * (qpg + 2) + qpg) * D, vOff = kOff + D;
+      const float *base = a.qkv + b * S * Wd;
+      float *dbase = a.dqkv + b * S * Wd;
+      const float *P = a.probs + (b * s.heads + h) * S * S;
+      const float *dc = dctx + b * S * Cw + h * D;
+      // dV += P^T dctx; dP = dctx V^T.
+      gemm(true, false, S, D, S, 1.0f, P, S, dc, Cw, 1.0f, dbase + vOff, Wd);
+      gemm(false, true, S, S, D, 1.0f, dc, Cw, base + vOff, Wd, 0.0f, dPb, S);
+      for (int64_t i = 0; i < S; ++i) {
+        const float *pr = P + i * S;
+        float *dr = dPb + i * S;
+        double dot = 0;
+        for (int64_t j = 0; j <= i; ++j)
+          dot += double(pr[j]) * dr[j];
+        for (int64_t j = 0; j <= i; ++j)
+          dr[j] = pr[j] * (dr[j] - float(dot)) * scale;
+        for (int64_t j = i + 1; j < S; ++j)
+          dr[j] = 0.0f;
+      }
+      // dQ = dS K; dK += dS^T Q.
+      gemm(false, false, S, D, S, 1.0f, dPb, S, base + kOff, Wd, 0.0f,
+           dbase + qOff, Wd);
+      gemm(true, false, S, D, S, 1.0f, dPb, S, base + qOff, Wd, 1.0f,
+           dbase + kOff, Wd);
+    }
+  }
+  if (s.rope)
+    applyRope(s, t, a.dqkv, -1.0f);
+
+  linearBackwardInput(T, s.hidden, Wd, a.dqkv, wQkv, dxn);
+  std::memcpy(dx, dy, sizeof(float) * T * s.hidden);
+  rmsnormBackward(T, s.hidden, a.x, norm, a.rstd, dxn, dx, grads, true);
+}
+
+void attentionBackwardWeight(const AttentionShape &s, const TokenShape &t,
+                             const float *saved, float *grads) {
+  const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
+  AttnSaved a = attnSaved(s, t, const_cast<float *>(saved));
+  float *gQkv = grads + s.hidden, *gProj = gQkv + Wd * s.hidden;
+  linearBackwardWeight(T, s.hidden, Wd, a.dqkv, a.xn, gQkv);
+  linearBackwardWeight(T, Cw, s.hidden, a.dout, a.ctx, gProj);
+}
+
+} // namespace hypipe::rt::cpu

@@ -1,0 +1,292 @@
+//===- LayerShapes.h - static shapes, parameters and buffers of each layer ===//
+//
+// The one description of what every layer kind owns: its static shape, its
+// parameters (Megatron-LM names, shapes, initialisation, weight decay) and
+// how many floats its forward pass keeps for the backward pass. The compiler
+// reads it to plan buffers and write the manifest; the CPU kernels read it
+// to find their parameters and saved tensors. Header-only and dependency-free
+// so that both sides (and the runtime, which links no LLVM) can include it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_KERNELS_CPU_LAYERSHAPES_H
+#define HYPIPE_RUNTIME_KERNELS_CPU_LAYERSHAPES_H
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hypipe::rt {
+
+enum class Activation { SquaredRelu, Gelu, Swiglu };
+
+inline const char *activationName(Activation a) {
+  switch (a) {
+  case Activation::SquaredRelu:
+    return "squared_relu";
+  case Activation::Gelu:
+    return "gelu";
+  case Activation::Swiglu:
+    return "swiglu";
+  }
+  return "?";
+}
+
+/// How a parameter gets its first value (docs/model.md). `a`, `b` are the
+/// distribution's arguments.
+enum class Init { Normal, Uniform, Ones, Zeros, MambaALog, MambaDtBias };
+
+inline const char *initName(Init i) {
+  switch (i) {
+  case Init::Normal:
+    return "normal";
+  case Init::Uniform:
+    return "uniform";
+  case Init::Ones:
+    return "ones";
+  case Init::Zeros:
+    return "zeros";
+  case Init::MambaALog:
+    return "mamba_a_log";
+  case Init::MambaDtBias:
+    return "mamba_dt_bias";
+  }
+  return "?";
+}
+
+struct ParamSpec {
+  std::string name; ///< Relative to the layer, e.g. `mixer.in_proj.weight`.
+  std::vector<int64_t> shape;
+  Init init = Init::Normal;
+  double a = 0, b = 0;
+  /// Megatron's rule: no weight decay on 1-D parameters (norms, biases).
+  bool decay() const { return shape.size() > 1; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+/// Tokens of one microbatch: `batch` sequences of `seq` tokens, row-major
+/// [batch, seq, hidden] activations.
+struct TokenShape {
+  int64_t batch = 1;
+  int64_t seq = 1;
+  int64_t tokens() const { return batch * seq; }
+};
+
+/// Megatron's std for every linear and embedding weight.
+constexpr double kInitStd = 0.02;
+/// RMSNorm epsilon everywhere.
+constexpr float kNormEps = 1e-5f;
+
+/// Output projections are scaled by 1/sqrt(2 * num_layers) (Megatron's
+/// scaled_init_method_normal).
+inline double scaledStd(int64_t numLayers) {
+  return kInitStd / std::sqrt(2.0 * double(numLayers > 0 ? numLayers : 1));
+}
+
+struct MambaShape {
+  int64_t hidden, heads, headDim, state, groups, convWidth;
+  int64_t inner() const { return heads * headDim; }
+  int64_t groupState() const { return groups * state; }
+  int64_t convChannels() const { return inner() + 2 * groupState(); }
+  int64_t inProj() const { return 2 * inner() + 2 * groupState() + heads; }
+  /// Scan checkpoint interval: states are kept every `kScanChunk` steps and
+  /// recomputed inside a chunk during the backward pass.
+  static constexpr int64_t kScanChunk = 64;
+  int64_t scanChunks(const TokenShape &t) const {
+    return (t.seq + kScanChunk - 1) / kScanChunk;
+  }
+
+  std::vector<ParamSpec> params(int64_t numLayers) const {
+    double convBound = 1.0 / std::sqrt(double(convWidth));
+    return {
+        {"norm.weight", {hidden}, Init::Ones},
+        {"mixer.in_proj.weight", {inProj(), hidden}, Init::Normal, kInitStd},
+        {"mixer.conv1d.weight",
+         {convChannels(), 1, convWidth},
+         Init::Uniform,
+         -convBound,
+         convBound},
+        {"mixer.conv1d.bias",
+         {convChannels()},
+         Init::Uniform,
+         -convBound,
+         convBound},
+        {"mixer.dt_bias", {heads}, Init::MambaDtBias, 0.001, 0.1},
+        {"mixer.A_log", {heads}, Init::MambaALog, 1, 16},
+        {"mixer.D", {heads}, Init::Ones},
+        {"mixer.norm.weight", {inner()}, Init::Ones},
+        {"mixer.out_proj.weight",
+         {hidden, inner()},
+         Init::Normal,
+         scaledStd(numLayers)},
+    };
+  }
+
+  /// Saved for backward, per microbatch: layer input, normed input, in_proj
+  /// output, conv output (post-SiLU), dt after softplus, scan output y,
+  /// gated-norm input and its rstd, gated-norm output (out_proj input), the
+  /// per-chunk scan states, and room for the gradients the weight pass needs
+  /// (in_proj and out_proj output gradients).
+  int64_t savedFloats(const TokenShape &t) const {
+    int64_t T = t.tokens();
+    int64_t states = t.batch * heads * (scanChunks(t) + 1) * headDim * state;
+    return T * (hidden /*x*/ + hidden /*xn*/ + 1 /*rstd*/ + inProj() +
+                convChannels() + heads /*dt*/ + inner() /*y*/ +
+                inner() /*gated*/ + groups /*rstd*/ + inner() /*normed*/) +
+           states + T * (inProj() + hidden) /*grad stash*/;
+  }
+  int64_t workspaceFloats(const TokenShape &t) const {
+    int64_t T = t.tokens();
+    int64_t chunkStates = (kScanChunk + 2) * headDim * state;
+    return T * (2 * inner() + convChannels() + heads + hidden) +
+           2 * t.batch * heads + t.batch * chunkStates;
+  }
+};
+
+struct AttentionShape {
+  int64_t hidden, heads, groups, headDim;
+  bool rope = false;
+  double ropeBase = 10000.0;
+  int64_t qkvWidth() const { return (heads + 2 * groups) * headDim; }
+  int64_t contextWidth() const { return heads * headDim; }
+
+  std::vector<ParamSpec> params(int64_t numLayers) const {
+    return {
+        {"self_attention.linear_qkv.layer_norm_weight", {hidden}, Init::Ones},
+        {"self_attention.linear_qkv.weight",
+         {qkvWidth(), hidden},
+         Init::Normal,
+         kInitStd},
+        {"self_attention.linear_proj.weight",
+         {hidden, contextWidth()},
+         Init::Normal,
+         scaledStd(numLayers)},
+    };
+  }
+  /// x, xn, rstd, qkv (after RoPE), probabilities, context, grad stash.
+  int64_t savedFloats(const TokenShape &t) const {
+    int64_t T = t.tokens();
+    return T * (2 * hidden + 1 + qkvWidth() + contextWidth()) +
+           t.batch * heads * t.seq * t.seq + T * (qkvWidth() + hidden);
+  }
+  int64_t workspaceFloats(const TokenShape &t) const {
+    int64_t T = t.tokens();
+    return T * (hidden + contextWidth());
+  }
+};
+
+struct MlpShape {
+  int64_t hidden, ffn;
+  Activation act = Activation::SquaredRelu;
+  int64_t fc1Width() const {
+    return act == Activation::Swiglu ? 2 * ffn : ffn;
+  }
+
+  std::vector<ParamSpec> params(int64_t numLayers) const {
+    return {
+        {"mlp.linear_fc1.layer_norm_weight", {hidden}, Init::Ones},
+        {"mlp.linear_fc1.weight", {fc1Width(), hidden}, Init::Normal, kInitStd},
+        {"mlp.linear_fc2.weight",
+         {hidden, ffn},
+         Init::Normal,
+         scaledStd(numLayers)},
+    };
+  }
+  /// x, xn, rstd, fc1 output, activation output, grad stash.
+  int64_t savedFloats(const TokenShape &t) const {
+    int64_t T = t.tokens();
+    return T * (2 * hidden + 1 + fc1Width() + ffn) + T * (fc1Width() + hidden);
+  }
+  int64_t workspaceFloats(const TokenShape &t) const {
+    return t.tokens() * (ffn + hidden);
+  }
+};
+
+struct MoeShape {
+  int64_t hidden, ffn, experts, topk;
+  Activation act = Activation::SquaredRelu;
+  double auxLossCoeff = 0.0;
+  int64_t fc1Width() const {
+    return act == Activation::Swiglu ? 2 * ffn : ffn;
+  }
+
+  std::vector<ParamSpec> params(int64_t numLayers) const {
+    std::vector<ParamSpec> p = {
+        {"pre_mlp_layernorm.weight", {hidden}, Init::Ones},
+        {"mlp.router.weight", {experts, hidden}, Init::Normal, kInitStd},
+    };
+    for (int64_t e = 0; e < experts; ++e) {
+      std::string pre = "mlp.experts.local_experts." + std::to_string(e);
+      p.push_back(
+          {pre + ".linear_fc1.weight", {fc1Width(), hidden}, Init::Normal,
+           kInitStd});
+      p.push_back({pre + ".linear_fc2.weight",
+                   {hidden, ffn},
+                   Init::Normal,
+                   scaledStd(numLayers)});
+    }
+    return p;
+  }
+  /// Dropless: the T*topk routed rows are kept whatever the routing; per
+  /// row its gathered input, fc1 output, activation, fc2 output, and the
+  /// fc1/fc2 output gradients for the weight pass. Plus x, xn, rstd, router
+  /// probabilities, chosen experts and weights.
+  int64_t savedFloats(const TokenShape &t) const {
+    int64_t T = t.tokens(), R = T * topk;
+    return T * (2 * hidden + 1 + experts + 2 * topk) + experts + 1 +
+           R * (hidden + 2 * fc1Width() + ffn + 2 * hidden) + R /*row map*/;
+  }
+  int64_t workspaceFloats(const TokenShape &t) const {
+    int64_t T = t.tokens(), R = T * topk;
+    return T * (2 * experts + topk + hidden) + R * (hidden + ffn);
+  }
+};
+
+struct EmbeddingShape {
+  int64_t vocab, hidden;
+  std::vector<ParamSpec> params() const {
+    return {{"embedding.word_embeddings.weight",
+             {vocab, hidden},
+             Init::Normal,
+             kInitStd}};
+  }
+  /// Tokens (as int32) and, after I, the output gradient for W.
+  int64_t savedFloats(const TokenShape &t) const {
+    return t.tokens() * (1 + hidden);
+  }
+  int64_t workspaceFloats(const TokenShape &) const { return 0; }
+};
+
+/// Final RMSNorm, output layer and cross-entropy.
+struct HeadShape {
+  int64_t vocab, hidden;
+  bool tied = true;
+  std::vector<ParamSpec> params() const {
+    std::vector<ParamSpec> p = {{"decoder.final_norm.weight", {hidden}, Init::Ones}};
+    // A tied head shares the embedding table: it gets the embedding's name
+    // (so the same initial values) and its gradient is summed with it.
+    p.push_back({tied ? "embedding.word_embeddings.weight" : "output_layer.weight",
+                 {vocab, hidden},
+                 Init::Normal,
+                 kInitStd});
+    return p;
+  }
+  /// x, xn, rstd, probabilities (overwritten by the logits' gradient for
+  /// the weight pass), loss mask, labels.
+  int64_t savedFloats(const TokenShape &t) const {
+    int64_t T = t.tokens();
+    return T * (2 * hidden + 1 + vocab) + 2 * T;
+  }
+  int64_t workspaceFloats(const TokenShape &t) const {
+    return t.tokens() * hidden;
+  }
+};
+
+} // namespace hypipe::rt
+
+#endif

@@ -1,0 +1,350 @@
+//===- Mamba.cpp - the Mamba-2 mixer on the CPU ---------------------------===//
+//
+// in_proj -> [z | x B C | dt]; depthwise causal conv1d + SiLU over xBC;
+// dt = softplus(dt + dt_bias); A = -exp(A_log); the SSD recurrence
+//   h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T,  y_t = h_t C_t + D x_t
+// run as a sequential scan per (sequence, head); gated RMSNorm
+// rmsnorm(y * silu(z)) per group; out_proj. The scan keeps its state every
+// kScanChunk steps and recomputes the states inside a chunk when going
+// backward, so saved memory grows with seq / kScanChunk, not seq.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Primitives.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace hypipe::rt::cpu {
+namespace {
+
+struct MambaParams {
+  const float *norm, *inProj, *convW, *convB, *dtBias, *aLog, *d, *gnorm,
+      *outProj;
+};
+
+template <typename P> MambaParams mambaParams(const MambaShape &s, P *base) {
+  MambaParams p;
+  const float *q = base;
+  p.norm = q, q += s.hidden;
+  p.inProj = q, q += s.inProj() * s.hidden;
+  p.convW = q, q += s.convChannels() * s.convWidth;
+  p.convB = q, q += s.convChannels();
+  p.dtBias = q, q += s.heads;
+  p.aLog = q, q += s.heads;
+  p.d = q, q += s.heads;
+  p.gnorm = q, q += s.inner();
+  p.outProj = q;
+  return p;
+}
+
+struct MambaSaved {
+  float *x, *xn, *rstd, *zxbcdt, *xbc, *dt, *y, *gated, *grstd, *normed,
+      *states, *dzxbcdt, *dout;
+};
+
+MambaSaved mambaSaved(const MambaShape &s, const TokenShape &t, float *p) {
+  int64_t T = t.tokens();
+  MambaSaved m;
+  m.x = p, p += T * s.hidden;
+  m.xn = p, p += T * s.hidden;
+  m.rstd = p, p += T;
+  m.zxbcdt = p, p += T * s.inProj();
+  m.xbc = p, p += T * s.convChannels();
+  m.dt = p, p += T * s.heads;
+  m.y = p, p += T * s.inner();
+  m.gated = p, p += T * s.inner();
+  m.grstd = p, p += T * s.groups;
+  m.normed = p, p += T * s.inner();
+  m.states = p, p += t.batch * s.heads * (s.scanChunks(t) + 1) * s.headDim *
+                     s.state;
+  m.dzxbcdt = p, p += T * s.inProj();
+  m.dout = p;
+  return m;
+}
+
+/// Pre-activation of the causal depthwise conv at (token row, channel).
+inline float convAt(const MambaShape &s, const TokenShape &t,
+                    const float *zxbcdt, const float *w, const float *bias,
+                    int64_t b, int64_t pos, int64_t c) {
+  const int64_t K = s.convWidth, W = s.inProj(), off = s.inner();
+  float acc = bias[c];
+  for (int64_t k = 0; k < K; ++k) {
+    int64_t src = pos - (K - 1) + k;
+    if (src >= 0)
+      acc += w[c * K + k] * zxbcdt[(b * t.seq + src) * W + off + c];
+  }
+  return acc;
+}
+
+} // namespace
+
+void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
+                  const float *x, float *y, float *saved, float *ws) {
+  (void)ws;
+  const int64_t T = t.tokens(), H = s.heads, P = s.headDim, N = s.state,
+                G = s.groups, I = s.inner(), Cc = s.convChannels(),
+                W = s.inProj(), L = MambaShape::kScanChunk;
+  MambaParams p = mambaParams(s, params);
+  MambaSaved m = mambaSaved(s, t, saved);
+
+  std::memcpy(m.x, x, sizeof(float) * T * s.hidden);
+  rmsnormForward(T, s.hidden, x, p.norm, m.xn, m.rstd);
+  linearForward(T, s.hidden, W, m.xn, p.inProj, m.zxbcdt);
+
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < t.batch; ++b)
+    for (int64_t pos = 0; pos < t.seq; ++pos) {
+      int64_t row = b * t.seq + pos;
+      for (int64_t c = 0; c < Cc; ++c)
+        m.xbc[row * Cc + c] =
+            silu(convAt(s, t, m.zxbcdt, p.convW, p.convB, b, pos, c));
+      for (int64_t h = 0; h < H; ++h)
+        m.dt[row * H + h] =
+            softplus(m.zxbcdt[row * W + 2 * I + 2 * G * N + h] + p.dtBias[h]);
+    }
+
+  const int64_t chunks = s.scanChunks(t), headsPerGroup = H / G;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < t.batch; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / headsPerGroup;
+      const float A = -std::exp(p.aLog[h]), D = p.d[h];
+      float *stateBase =
+          m.states + ((b * H + h) * (chunks + 1)) * P * N;
+      std::vector<float> st(P * N, 0.0f);
+      for (int64_t pos = 0; pos < t.seq; ++pos) {
+        if (pos % L == 0)
+          std::memcpy(stateBase + (pos / L) * P * N, st.data(),
+                      sizeof(float) * P * N);
+        int64_t row = b * t.seq + pos;
+        const float *xr = m.xbc + row * Cc + h * P;
+        const float *Br = m.xbc + row * Cc + I + g * N;
+        const float *Cr = m.xbc + row * Cc + I + G * N + g * N;
+        float dt = m.dt[row * H + h], a = std::exp(dt * A);
+        float *yr = m.y + row * I + h * P;
+        for (int64_t i = 0; i < P; ++i) {
+          float *si = st.data() + i * N;
+          float dx = dt * xr[i], acc = 0;
+          for (int64_t n = 0; n < N; ++n) {
+            si[n] = a * si[n] + dx * Br[n];
+            acc += si[n] * Cr[n];
+          }
+          yr[i] = acc + D * xr[i];
+        }
+      }
+    }
+
+  // Gate, then group RMSNorm (norm_before_gate = False).
+  const int64_t gs = I / G;
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < T; ++row) {
+    const float *z = m.zxbcdt + row * W;
+    float *gr = m.gated + row * I;
+    for (int64_t i = 0; i < I; ++i)
+      gr[i] = m.y[row * I + i] * silu(z[i]);
+    for (int64_t g = 0; g < G; ++g) {
+      double ss = 0;
+      for (int64_t i = g * gs; i < (g + 1) * gs; ++i)
+        ss += double(gr[i]) * gr[i];
+      float r = float(1.0 / std::sqrt(ss / double(gs) + kNormEps));
+      m.grstd[row * G + g] = r;
+      for (int64_t i = g * gs; i < (g + 1) * gs; ++i)
+        m.normed[row * I + i] = gr[i] * r * p.gnorm[i];
+    }
+  }
+
+  linearForward(T, I, s.hidden, m.normed, p.outProj, y);
+  for (int64_t i = 0; i < T * s.hidden; ++i)
+    y[i] += x[i];
+}
+
+void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
+                        const float *params, float *grads, float *saved,
+                        const float *dy, float *dx, float *ws) {
+  const int64_t T = t.tokens(), H = s.heads, P = s.headDim, N = s.state,
+                G = s.groups, I = s.inner(), Cc = s.convChannels(),
+                W = s.inProj(), K = s.convWidth, L = MambaShape::kScanChunk;
+  MambaParams p = mambaParams(s, params);
+  MambaParams gp = mambaParams(s, grads);
+  float *gNorm = grads, *gConvW = const_cast<float *>(gp.convW),
+        *gConvB = const_cast<float *>(gp.convB),
+        *gDtBias = const_cast<float *>(gp.dtBias),
+        *gALog = const_cast<float *>(gp.aLog), *gD = const_cast<float *>(gp.d),
+        *gGnorm = const_cast<float *>(gp.gnorm);
+  MambaSaved m = mambaSaved(s, t, saved);
+
+  float *dnormed = ws;                 // [T, I]
+  float *dyScan = dnormed + T * I;     // [T, I]
+  float *dxbc = dyScan + T * I;        // [T, Cc] post-SiLU gradient
+  float *dtGrad = dxbc + T * Cc;       // [T, H]
+  float *scratch = dtGrad + T * H;     // per-(b,h) partials and chunk states
+
+  std::memcpy(m.dout, dy, sizeof(float) * T * s.hidden);
+  linearBackwardInput(T, I, s.hidden, dy, p.outProj, dnormed);
+
+  // Group RMSNorm and gate backward.
+  const int64_t gs = I / G;
+  float *dz = m.dzxbcdt; // z occupies the first I columns of dzxbcdt rows
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < T; ++row) {
+    const float *gr = m.gated + row * I, *dn = dnormed + row * I;
+    const float *z = m.zxbcdt + row * W;
+    for (int64_t g = 0; g < G; ++g) {
+      float r = m.grstd[row * G + g];
+      double dot = 0;
+      for (int64_t i = g * gs; i < (g + 1) * gs; ++i)
+        dot += double(p.gnorm[i]) * dn[i] * gr[i];
+      float c = float(dot / double(gs)) * r * r;
+      for (int64_t i = g * gs; i < (g + 1) * gs; ++i) {
+        float dg = r * (p.gnorm[i] * dn[i] - gr[i] * c);
+        dyScan[row * I + i] = dg * silu(z[i]);
+        dz[row * W + i] = dg * m.y[row * I + i] * siluGrad(z[i]);
+      }
+    }
+  }
+  for (int64_t row = 0; row < T; ++row)
+    for (int64_t i = 0; i < I; ++i)
+      gGnorm[i] += dnormed[row * I + i] * m.gated[row * I + i] *
+                   m.grstd[row * G + i / gs];
+
+  // Scan backward, per (sequence, head); B and C gradients are shared by
+  // the heads of a group, so heads run in order inside one sequence.
+  std::memset(dxbc, 0, sizeof(float) * T * Cc);
+  const int64_t chunks = s.scanChunks(t), headsPerGroup = H / G;
+  const int64_t chunkStates = (L + 1) * P * N;
+  float *partialA = scratch;               // [batch, H]
+  float *partialD = partialA + t.batch * H; // [batch, H]
+  float *stateBuf = partialD + t.batch * H; // [batch, chunkStates + P*N]
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < t.batch; ++b) {
+    float *hs = stateBuf + b * (chunkStates + P * N);
+    float *dh = hs + chunkStates;
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / headsPerGroup;
+      const float A = -std::exp(p.aLog[h]), D = p.d[h];
+      const float *stateBase =
+          m.states + ((b * H + h) * (chunks + 1)) * P * N;
+      std::memset(dh, 0, sizeof(float) * P * N);
+      double dA = 0, dD = 0;
+      for (int64_t c = chunks - 1; c >= 0; --c) {
+        int64_t t0 = c * L, t1 = std::min(t.seq, t0 + L);
+        std::memcpy(hs, stateBase + c * P * N, sizeof(float) * P * N);
+        for (int64_t pos = t0; pos < t1; ++pos) {
+          int64_t row = b * t.seq + pos;
+          const float *xr = m.xbc + row * Cc + h * P;
+          const float *Br = m.xbc + row * Cc + I + g * N;
+          float dt = m.dt[row * H + h], a = std::exp(dt * A);
+          const float *prev = hs + (pos - t0) * P * N;
+          float *cur = hs + (pos - t0 + 1) * P * N;
+          for (int64_t i = 0; i < P; ++i)
+            for (int64_t n = 0; n < N; ++n)
+              cur[i * N + n] = a * prev[i * N + n] + dt * xr[i] * Br[n];
+        }
+        for (int64_t pos = t1 - 1; pos >= t0; --pos) {
+          int64_t row = b * t.seq + pos;
+          const float *xr = m.xbc + row * Cc + h * P;
+          const float *Br = m.xbc + row * Cc + I + g * N;
+          const float *Cr = m.xbc + row * Cc + I + G * N + g * N;
+          float *dxr = dxbc + row * Cc + h * P;
+          float *dBr = dxbc + row * Cc + I + g * N;
+          float *dCr = dxbc + row * Cc + I + G * N + g * N;
+          const float *dyr = dyScan + row * I + h * P;
+          float dt = m.dt[row * H + h], a = std::exp(dt * A);
+          const float *hcur = hs + (pos - t0 + 1) * P * N;
+          const float *hprev = hs + (pos - t0) * P * N;
+          double dDt = 0, da = 0;
+          for (int64_t i = 0; i < P; ++i) {
+            float *dhi = dh + i * N;
+            const float *hci = hcur + i * N, *hpi = hprev + i * N;
+            float dyi = dyr[i], xi = xr[i], dhB = 0;
+            for (int64_t n = 0; n < N; ++n) {
+              dhi[n] += dyi * Cr[n];
+              dCr[n] += dyi * hci[n];
+              dhB += dhi[n] * Br[n];
+              dBr[n] += dt * dhi[n] * xi;
+              da += double(dhi[n]) * hpi[n];
+              dhi[n] *= a;
+            }
+            dD += double(dyi) * xi;
+            dxr[i] += D * dyi + dt * dhB;
+            dDt += double(dhB) * xi;
+          }
+          dDt += da * a * A;
+          dA += da * a * dt;
+          dtGrad[row * H + h] = float(dDt);
+        }
+      }
+      partialA[b * H + h] = float(dA);
+      partialD[b * H + h] = float(dD);
+    }
+  }
+  for (int64_t b = 0; b < t.batch; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      gALog[h] += partialA[b * H + h] * -std::exp(p.aLog[h]);
+      gD[h] += partialD[b * H + h];
+    }
+
+  // dt = softplus(raw + dt_bias); conv + SiLU backward into dzxbcdt.
+  for (int64_t row = 0; row < T; ++row)
+    for (int64_t h = 0; h < H; ++h) {
+      float raw = m.zxbcdt[row * W + 2 * I + 2 * G * N + h] + p.dtBias[h];
+      float d = dtGrad[row * H + h] * sigmoid(raw);
+      m.dzxbcdt[row * W + 2 * I + 2 * G * N + h] = d;
+      gDtBias[h] += d;
+    }
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < t.batch; ++b) {
+    for (int64_t pos = 0; pos < t.seq; ++pos)
+      for (int64_t c = 0; c < Cc; ++c)
+        m.dzxbcdt[(b * t.seq + pos) * W + I + c] = 0.0f;
+    for (int64_t pos = 0; pos < t.seq; ++pos) {
+      int64_t row = b * t.seq + pos;
+      for (int64_t c = 0; c < Cc; ++c) {
+        float pre = convAt(s, t, m.zxbcdt, p.convW, p.convB, b, pos, c);
+        float dpre = dxbc[row * Cc + c] * siluGrad(pre);
+        dxbc[row * Cc + c] = dpre; // reused below for the conv weights
+        for (int64_t k = 0; k < K; ++k) {
+          int64_t src = pos - (K - 1) + k;
+          if (src >= 0)
+            m.dzxbcdt[(b * t.seq + src) * W + I + c] += p.convW[c * K + k] * dpre;
+        }
+      }
+    }
+  }
+  for (int64_t b = 0; b < t.batch; ++b)
+    for (int64_t pos = 0; pos < t.seq; ++pos) {
+      int64_t row = b * t.seq + pos;
+      for (int64_t c = 0; c < Cc; ++c) {
+        float dpre = dxbc[row * Cc + c];
+        gConvB[c] += dpre;
+        for (int64_t k = 0; k < K; ++k) {
+          int64_t src = pos - (K - 1) + k;
+          if (src >= 0)
+            gConvW[c * K + k] +=
+                dpre * m.zxbcdt[(b * t.seq + src) * W + I + c];
+        }
+      }
+    }
+
+  // in_proj input gradient, then the pre-norm with the residual fused in.
+  float *dxn = stateBuf + t.batch * (chunkStates + P * N); // [T, hidden]
+  linearBackwardInput(T, s.hidden, W, m.dzxbcdt, p.inProj, dxn);
+  std::memcpy(dx, dy, sizeof(float) * T * s.hidden);
+  rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gNorm, true);
+}
+
+void mambaBackwardWeight(const MambaShape &s, const TokenShape &t,
+                         const float *saved, float *grads) {
+  const int64_t T = t.tokens();
+  MambaSaved m = mambaSaved(s, t, const_cast<float *>(saved));
+  MambaParams gp = mambaParams(s, grads);
+  linearBackwardWeight(T, s.hidden, s.inProj(), m.dzxbcdt, m.xn,
+                       const_cast<float *>(gp.inProj));
+  linearBackwardWeight(T, s.inner(), s.hidden, m.dout, m.normed,
+                       const_cast<float *>(gp.outProj));
+}
+
+} // namespace hypipe::rt::cpu

@@ -1,0 +1,71 @@
+//===- Mlp.cpp - the dense MLP on the CPU ----------------------------------===//
+
+#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Primitives.h"
+
+#include <cstring>
+
+namespace hypipe::rt::cpu {
+namespace {
+
+struct MlpSaved {
+  float *x, *xn, *rstd, *h1, *act, *dh1, *dout;
+};
+
+MlpSaved mlpSaved(const MlpShape &s, const TokenShape &t, float *p) {
+  int64_t T = t.tokens();
+  MlpSaved m;
+  m.x = p, p += T * s.hidden;
+  m.xn = p, p += T * s.hidden;
+  m.rstd = p, p += T;
+  m.h1 = p, p += T * s.fc1Width();
+  m.act = p, p += T * s.ffn;
+  m.dh1 = p, p += T * s.fc1Width();
+  m.dout = p;
+  return m;
+}
+
+} // namespace
+
+void mlpForward(const MlpShape &s, const TokenShape &t, const float *params,
+                const float *x, float *y, float *saved, float *ws) {
+  (void)ws;
+  const int64_t T = t.tokens();
+  const float *norm = params, *w1 = norm + s.hidden,
+              *w2 = w1 + s.fc1Width() * s.hidden;
+  MlpSaved m = mlpSaved(s, t, saved);
+  std::memcpy(m.x, x, sizeof(float) * T * s.hidden);
+  rmsnormForward(T, s.hidden, x, norm, m.xn, m.rstd);
+  linearForward(T, s.hidden, s.fc1Width(), m.xn, w1, m.h1);
+  activationForward(s.act, T, s.ffn, m.h1, m.act);
+  linearForward(T, s.ffn, s.hidden, m.act, w2, y);
+  for (int64_t i = 0; i < T * s.hidden; ++i)
+    y[i] += x[i];
+}
+
+void mlpBackwardInput(const MlpShape &s, const TokenShape &t,
+                      const float *params, float *grads, float *saved,
+                      const float *dy, float *dx, float *ws) {
+  const int64_t T = t.tokens();
+  const float *norm = params, *w1 = norm + s.hidden,
+              *w2 = w1 + s.fc1Width() * s.hidden;
+  MlpSaved m = mlpSaved(s, t, saved);
+  float *dact = ws, *dxn = dact + T * s.ffn;
+  std::memcpy(m.dout, dy, sizeof(float) * T * s.hidden);
+  linearBackwardInput(T, s.ffn, s.hidden, dy, w2, dact);
+  activationBackward(s.act, T, s.ffn, m.h1, dact, m.dh1);
+  linearBackwardInput(T, s.hidden, s.fc1Width(), m.dh1, w1, dxn);
+  std::memcpy(dx, dy, sizeof(float) * T * s.hidden);
+  rmsnormBackward(T, s.hidden, m.x, norm, m.rstd, dxn, dx, grads, true);
+}
+
+void mlpBackwardWeight(const MlpShape &s, const TokenShape &t,
+                       const float *saved, float *grads) {
+  const int64_t T = t.tokens();
+  MlpSaved m = mlpSaved(s, t, const_cast<float *>(saved));
+  float *g1 = grads + s.hidden, *g2 = g1 + s.fc1Width() * s.hidden;
+  linearBackwardWeight(T, s.hidden, s.fc1Width(), m.dh1, m.xn, g1);
+  linearBackwardWeight(T, s.ffn, s.hidden, m.dout, m.act, g2);
+}
+
+} // namespace hypipe::rt::cpu

@@ -1,0 +1,255 @@
+//===- Moe.cpp - dropless mixture of experts on the CPU -------------------===//
+//
+// Router: logits = xn Wr^T, p = softmax(logits), the top-k experts of each
+// token (ties to the lower index) with weights p / sum(top-k p). Every
+// routed (token, slot) pair becomes one row; rows are grouped by expert in
+// token order, so each expert runs two GEMMs over its rows. Load-balancing
+// loss (Switch/Megatron): coeff * E * sum_e f_e P_e with f_e the fraction of
+// the T*k assignments that went to e and P_e the mean router probability.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Primitives.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace hypipe::rt::cpu {
+namespace {
+
+struct MoeSaved {
+  float *x, *xn, *rstd, *probs, *topIdx, *topW, *counts, *aux, *xr, *h1,
+      *dh1, *act, *yr, *dyr, *rowMap;
+};
+
+MoeSaved moeSaved(const MoeShape &s, const TokenShape &t, float *p) {
+  int64_t T = t.tokens(), R = T * s.topk;
+  MoeSaved m;
+  m.x = p, p += T * s.hidden;
+  m.xn = p, p += T * s.hidden;
+  m.rstd = p, p += T;
+  m.probs = p, p += T * s.experts;
+  m.topIdx = p, p += T * s.topk;
+  m.topW = p, p += T * s.topk;
+  m.counts = p, p += s.experts;
+  m.aux = p, p += 1;
+  m.xr = p, p += R * s.hidden;
+  m.h1 = p, p += R * s.fc1Width();
+  m.dh1 = p, p += R * s.fc1Width();
+  m.act = p, p += R * s.ffn;
+  m.yr = p, p += R * s.hidden;
+  m.dyr = p, p += R * s.hidden;
+  m.rowMap = p;
+  return m;
+}
+
+struct MoeParams {
+  const float *norm, *router;
+  const float *w1(const MoeShape &s, int64_t e) const {
+    return router + s.experts * s.hidden +
+           e * (s.fc1Width() * s.hidden + s.hidden * s.ffn);
+  }
+  const float *w2(const MoeShape &s, int64_t e) const {
+    return w1(s, e) + s.fc1Width() * s.hidden;
+  }
+};
+
+MoeParams moeParams(const MoeShape &s, const float *base) {
+  return {base, base + s.hidden};
+}
+
+/// First row of each expert's group, from the saved counts.
+std::vector<int64_t> expertOffsets(const MoeShape &s, const float *counts) {
+  std::vector<int64_t> off(s.experts + 1, 0);
+  for (int64_t e = 0; e < s.experts; ++e)
+    off[e + 1] = off[e] + int64_t(counts[e]);
+  return off;
+}
+
+} // namespace
+
+float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
+                 const float *x, float *y, float *saved, float *ws) {
+  const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
+  MoeParams p = moeParams(s, params);
+  MoeSaved m = moeSaved(s, t, saved);
+  float *logits = ws;           // [T, E]
+  float *slotRow = logits + T * E; // [T, k] row of each (token, slot)
+
+  std::memcpy(m.x, x, sizeof(float) * T * Hd);
+  rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
+  linearForward(T, Hd, E, m.xn, p.router, logits);
+
+  std::fill(m.counts, m.counts + E, 0.0f);
+  for (int64_t tok = 0; tok < T; ++tok) {
+    const float *l = logits + tok * E;
+    float *pr = m.probs + tok * E;
+    float mx = *std::max_element(l, l + E);
+    double sum = 0;
+    for (int64_t e = 0; e < E; ++e)
+      sum += std::exp(double(l[e] - mx));
+    for (int64_t e = 0; e < E; ++e)
+      pr[e] = float(std::exp(double(l[e] - mx)) / sum);
+    // Top-k by probability, ties to the lower expert index.
+    std::vector<int64_t> order(E);
+    for (int64_t e = 0; e < E; ++e)
+      order[e] = e;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return pr[a] > pr[b]; });
+    double z = 0;
+    for (int64_t j = 0; j < k; ++j)
+      z += pr[order[j]];
+    for (int64_t j = 0; j < k; ++j) {
+      m.topIdx[tok * k + j] = float(order[j]);
+      m.topW[tok * k + j] = float(pr[order[j]] / z);
+      m.counts[order[j]] += 1.0f;
+    }
+  }
+
+  // Load-balancing loss.
+  double aux = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    double pe = 0;
+    for (int64_t tok = 0; tok < T; ++tok)
+      pe += m.probs[tok * E + e];
+    aux += pe * m.counts[e];
+  }
+  aux *= s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k));
+  m.aux[0] = float(aux);
+
+  // Group rows by expert, in token order.
+  std::vector<int64_t> off = expertOffsets(s, m.counts), fill(off);
+  for (int64_t tok = 0; tok < T; ++tok)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t e = int64_t(m.topIdx[tok * k + j]);
+      int64_t r = fill[e]++;
+      m.rowMap[r] = float(tok * k + j);
+      slotRow[tok * k + j] = float(r);
+      std::memcpy(m.xr + r * Hd, m.xn + tok * Hd, sizeof(float) * Hd);
+    }
+
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t r0 = off[e], n = off[e + 1] - off[e];
+    if (n == 0)
+      continue;
+    linearForward(n, Hd, s.fc1Width(), m.xr + r0 * Hd, p.w1(s, e),
+                  m.h1 + r0 * s.fc1Width());
+    activationForward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
+                      m.act + r0 * s.ffn);
+    linearForward(n, s.ffn, Hd, m.act + r0 * s.ffn, p.w2(s, e),
+                  m.yr + r0 * Hd);
+  }
+
+#pragma omp parallel for schedule(static)
+  for (int64_t tok = 0; tok < T; ++tok) {
+    float *yt = y + tok * Hd;
+    std::memcpy(yt, x + tok * Hd, sizeof(float) * Hd);
+    for (int64_t j = 0; j < k; ++j) {
+      const float *yr = m.yr + int64_t(slotRow[tok * k + j]) * Hd;
+      float w = m.topW[tok * k + j];
+      for (int64_t i = 0; i < Hd; ++i)
+        yt[i] += w * yr[i];
+    }
+  }
+  return float(aux);
+}
+
+void moeBackwardInput(const MoeShape &s, const TokenShape &t,
+                      const float *params, float *grads, float *saved,
+                      const float *dy, float *dx, float *ws, float lossScale) {
+  const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
+  MoeParams p = moeParams(s, params);
+  MoeSaved m = moeSaved(s, t, saved);
+  float *gRouter = grads + Hd;
+  float *dlogits = ws;            // [T, E]
+  float *dprobs = dlogits + T * E; // [T, E]
+  float *dxn = dprobs + T * E;     // [T, Hd]
+  float *dxr = dxn + T * Hd;       // [R, Hd]
+  float *dact = dxr + T * k * Hd;  // [R, ffn]
+
+  std::vector<int64_t> off = expertOffsets(s, m.counts);
+  std::fill(dprobs, dprobs + T * E, 0.0f);
+  // Output = x + sum_j w_j y_j: rows get w * dy, weights get <dy, y_j>.
+  std::vector<float> dTopW(T * k);
+  for (int64_t r = 0; r < T * k; ++r) {
+    int64_t slot = int64_t(m.rowMap[r]), tok = slot / k;
+    float w = m.topW[slot];
+    const float *dyt = dy + tok * Hd, *yr = m.yr + r * Hd;
+    float *dyr = m.dyr + r * Hd;
+    double dot = 0;
+    for (int64_t i = 0; i < Hd; ++i) {
+      dyr[i] = w * dyt[i];
+      dot += double(dyt[i]) * yr[i];
+    }
+    dTopW[slot] = float(dot);
+  }
+
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t r0 = off[e], n = off[e + 1] - off[e];
+    if (n == 0)
+      continue;
+    linearBackwardInput(n, s.ffn, Hd, m.dyr + r0 * Hd, p.w2(s, e),
+                        dact + r0 * s.ffn);
+    activationBackward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
+                       dact + r0 * s.ffn, m.dh1 + r0 * s.fc1Width());
+    linearBackwardInput(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
+                        p.w1(s, e), dxr + r0 * Hd);
+  }
+  std::fill(dxn, dxn + T * Hd, 0.0f);
+  for (int64_t r = 0; r < T * k; ++r) {
+    int64_t tok = int64_t(m.rowMap[r]) / k;
+    for (int64_t i = 0; i < Hd; ++i)
+      dxn[tok * Hd + i] += dxr[r * Hd + i];
+  }
+
+  // Renormalisation w_j = p_j / Z over the chosen experts, then the
+  // load-balancing loss, then softmax.
+  const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
+                          (double(T) * double(T) * double(k));
+  for (int64_t tok = 0; tok < T; ++tok) {
+    const float *pr = m.probs + tok * E;
+    float *dp = dprobs + tok * E;
+    double z = 0, wdw = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      z += pr[int64_t(m.topIdx[tok * k + j])];
+      wdw += double(m.topW[tok * k + j]) * dTopW[tok * k + j];
+    }
+    for (int64_t j = 0; j < k; ++j)
+      dp[int64_t(m.topIdx[tok * k + j])] +=
+          float((dTopW[tok * k + j] - wdw) / z);
+    for (int64_t e = 0; e < E; ++e)
+      dp[e] += float(auxScale * m.counts[e]);
+    double dot = 0;
+    for (int64_t e = 0; e < E; ++e)
+      dot += double(dp[e]) * pr[e];
+    for (int64_t e = 0; e < E; ++e)
+      dlogits[tok * E + e] = pr[e] * (dp[e] - float(dot));
+  }
+  linearBackwardInput(T, Hd, E, dlogits, p.router, dxn, /*accumulate=*/true);
+  linearBackwardWeight(T, Hd, E, dlogits, m.xn, gRouter);
+
+  std::memcpy(dx, dy, sizeof(float) * T * Hd);
+  rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, grads, true);
+}
+
+void moeBackwardWeight(const MoeShape &s, const TokenShape &t,
+                       const float *saved, float *grads) {
+  const int64_t Hd = s.hidden;
+  MoeSaved m = moeSaved(s, t, const_cast<float *>(saved));
+  MoeParams gp = moeParams(s, grads);
+  std::vector<int64_t> off = expertOffsets(s, m.counts);
+  for (int64_t e = 0; e < s.experts; ++e) {
+    int64_t r0 = off[e], n = off[e + 1] - off[e];
+    if (n == 0)
+      continue;
+    linearBackwardWeight(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
+                         m.xr + r0 * Hd, const_cast<float *>(gp.w1(s, e)));
+    linearBackwardWeight(n, s.ffn, Hd, m.dyr + r0 * Hd, m.act + r0 * s.ffn,
+                         const_cast<float *>(gp.w2(s, e)));
+  }
+}
+
+} // namespace hypipe::rt::cpu

@@ -1,0 +1,165 @@
+//===- Primitives.cpp - GEMM, norms and activations on the CPU ------------===//
+
+#include "runtime/kernels/cpu/Primitives.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace hypipe::rt::cpu {
+
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+          float alpha, const float *A, int64_t lda, const float *B,
+          int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M == 0 || N == 0)
+    return;
+  if (K == 0) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
+              alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+
+void linearForward(int64_t T, int64_t in, int64_t out, const float *x,
+                   const float *W, float *y) {
+  gemm(false, true, T, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+}
+
+void linearBackwardInput(int64_t T, int64_t in, int64_t out, const float *dy,
+                         const float *W, float *dx, bool accumulate) {
+  gemm(false, false, T, in, out, 1.0f, dy, out, W, in, accumulate ? 1.0f : 0.0f,
+       dx, in);
+}
+
+void linearBackwardWeight(int64_t T, int64_t in, int64_t out, const float *dy,
+                          const float *x, float *dW) {
+  gemm(true, false, out, in, T, 1.0f, dy, out, x, in, 1.0f, dW, in);
+}
+
+void rmsnormForward(int64_t T, int64_t n, const float *x, const float *w,
+                    float *y, float *rstd) {
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    const float *xr = x + t * n;
+    float *yr = y + t * n;
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i)
+      ss += double(xr[i]) * xr[i];
+    float r = float(1.0 / std::sqrt(ss / double(n) + kNormEps));
+    rstd[t] = r;
+    for (int64_t i = 0; i < n; ++i)
+      yr[i] = xr[i] * r * w[i];
+  }
+}
+
+void rmsnormBackward(int64_t T, int64_t n, const float *x, const float *w,
+                     const float *rstd, const float *dy, float *dx, float *dw,
+                     bool accumulate) {
+  // y_i = x_i r w_i, r = (mean x^2 + eps)^-1/2:
+  // dx_i = r (w_i dy_i - x_i r^2 mean_j(w_j dy_j x_j)).
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    const float *xr = x + t * n, *dyr = dy + t * n;
+    float *dxr = dx + t * n;
+    float r = rstd[t];
+    double dot = 0;
+    for (int64_t i = 0; i < n; ++i)
+      dot += double(w[i]) * dyr[i] * xr[i];
+    float c = float(dot / double(n)) * r * r;
+    for (int64_t i = 0; i < n; ++i) {
+      float g = r * (w[i] * dyr[i] - xr[i] * c);
+      dxr[i] = accumulate ? dxr[i] + g : g;
+    }
+  }
+  // Weight gradient: a column reduction, kept serial over rows so the sum
+  // order never depends on the thread count.
+  for (int64_t t = 0; t < T; ++t) {
+    const float *xr = x + t * n, *dyr = dy + t * n;
+    float r = rstd[t];
+    for (int64_t i = 0; i < n; ++i)
+      dw[i] += dyr[i] * xr[i] * r;
+  }
+}
+
+namespace {
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+} // namespace
+
+void activationForward(Activation act, int64_t T, int64_t ffn, const float *h,
+                       float *a) {
+  switch (act) {
+  case Activation::SquaredRelu:
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < T * ffn; ++i) {
+      float r = std::max(h[i], 0.0f);
+      a[i] = r * r;
+    }
+    return;
+  case Activation::Gelu:
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < T * ffn; ++i)
+      a[i] = 0.5f * h[i] * (1.0f + std::erf(h[i] * kInvSqrt2));
+    return;
+  case Activation::Swiglu:
+    // fc1 output rows are [gate | up], Megatron's chunk order.
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      const float *g = h + t * 2 * ffn, *u = g + ffn;
+      float *ar = a + t * ffn;
+      for (int64_t i = 0; i < ffn; ++i)
+        ar[i] = silu(g[i]) * u[i];
+    }
+    return;
+  }
+}
+
+void activationBackward(Activation act, int64_t T, int64_t ffn,
+                        const float *h, const float *da, float *dh) {
+  switch (act) {
+  case Activation::SquaredRelu:
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < T * ffn; ++i)
+      dh[i] = 2.0f * std::max(h[i], 0.0f) * da[i];
+    return;
+  case Activation::Gelu:
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < T * ffn; ++i) {
+      float x = h[i];
+      float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
+      float pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
+      dh[i] = (cdf + x * pdf) * da[i];
+    }
+    return;
+  case Activation::Swiglu:
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      const float *g = h + t * 2 * ffn, *u = g + ffn;
+      const float *dar = da + t * ffn;
+      float *dg = dh + t * 2 * ffn, *du = dg + ffn;
+      for (int64_t i = 0; i < ffn; ++i) {
+        dg[i] = dar[i] * u[i] * siluGrad(g[i]);
+        du[i] = dar[i] * silu(g[i]);
+      }
+    }
+    return;
+  }
+}
+
+
+void setNumThreads(int threads) {
+  threads = std::max(threads, 1);
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+int numThreads() { return omp_get_max_threads(); }
+
+} // namespace hypipe::rt::cpu

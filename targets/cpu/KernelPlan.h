@@ -1,0 +1,68 @@
+//===- KernelPlan.h - a pipe.stage as kernel calls with a buffer plan -----===//
+//
+// The lowering of one `pipe.stage` for the CPU target: its layers in order,
+// each with the static shape its kernel takes, its parameters (Megatron
+// names, shapes, initialisation) and its place in the stage's parameter
+// buffer and per-microbatch saved buffer. `pipe-plan-buffers` records the
+// plan on the IR; the C++ translation and the artifact writer read it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_TARGETS_CPU_KERNELPLAN_H
+#define HYPIPE_TARGETS_CPU_KERNELPLAN_H
+
+#include "dialects/pipe/PipeOps.h"
+#include "runtime/kernels/cpu/LayerShapes.h"
+
+#include "mlir/Support/LogicalResult.h"
+
+#include <string>
+#include <vector>
+
+namespace hypipe::cpu {
+
+enum class KernelKind { Embedding, Mamba, Attention, Mlp, Moe, Head };
+
+const char *kernelKindName(KernelKind kind);
+
+struct KernelLayer {
+  KernelKind kind;
+  mlir::Operation *op = nullptr;
+  /// 1-based layer number in the pattern (0 for embedding and head).
+  int64_t layer = 0;
+  /// Parameter name prefix, e.g. `decoder.layers.3.` (Megatron numbers
+  /// layers from 0).
+  std::string prefix;
+  rt::MambaShape mamba{};
+  rt::AttentionShape attention{};
+  rt::MlpShape mlp{};
+  rt::MoeShape moe{};
+  rt::EmbeddingShape embedding{};
+  rt::HeadShape head{};
+  std::vector<rt::ParamSpec> params; ///< names without the prefix
+  int64_t paramFloats = 0, savedFloats = 0, workspaceFloats = 0;
+  int64_t paramOffset = 0, savedOffset = 0;
+};
+
+struct StagePlan {
+  int64_t index = 0, ppRank = 0, vpStage = 0;
+  rt::TokenShape tokens;
+  int64_t hidden = 0;
+  bool hasEmbedding = false, hasHead = false;
+  std::vector<KernelLayer> layers;
+  int64_t paramFloats = 0, savedFloats = 0;
+  /// Layer workspace (the largest any layer needs) plus two activation
+  /// buffers the stage ping-pongs between layers.
+  int64_t workspaceFloats = 0;
+};
+
+/// Plans `stage`. Fails (with an error at the op) on layers the CPU target
+/// cannot lower yet: G, D, +, and MTP blocks.
+mlir::FailureOr<StagePlan> planStage(pipe::StageOp stage);
+
+/// Discardable attribute names written by `pipe-plan-buffers`.
+inline constexpr const char *kStagePlanAttr = "pipe.buffer_plan";
+inline constexpr const char *kLayerPlanAttr = "pipe.kernel";
+
+} // namespace hypipe::cpu
+
+#endif

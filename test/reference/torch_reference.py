@@ -1,0 +1,232 @@
+#!/usr/bin/python3
+"""Independent PyTorch reference for a compiled hypipe model.
+
+Reads an artifact's manifest (layer kinds, shapes, parameter names) and the
+safetensors file `hypipe-run --dump-step` wrote (initial parameters, the
+first step's batch, hypipe's loss and gradients). Rebuilds the model from
+docs/model.md in float64 with autograd, and compares the loss and every
+parameter gradient. Exits 1 when any relative error (norm-wise) exceeds the
+tolerance.
+
+usage: torch_reference.py ARTIFACT DUMP [--tol 1e-4]
+"""
+import argparse
+import json
+import math
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+EPS = 1e-5
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    base = 8 + n
+    out = {}
+    for name, t in header.items():
+        lo, hi = t["data_offsets"]
+        dtype = {"F32": torch.float32, "I32": torch.int32}[t["dtype"]]
+        buf = bytearray(raw[base + lo:base + hi])
+        out[name] = torch.frombuffer(buf, dtype=dtype).reshape(t["shape"]).clone()
+    return out, meta
+
+
+def rmsnorm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
+
+
+def activation(name, h):
+    if name == "squared_relu":
+        return F.relu(h).pow(2)
+    if name == "gelu":
+        return F.gelu(h)
+    if name == "swiglu":
+        g, u = torch.chunk(h, 2, dim=-1)
+        return F.silu(g) * u
+    raise ValueError(name)
+
+
+def mamba(x, p, d):
+    B, S, _ = x.shape
+    H, P, N, G, K = d["heads"], d["head_dim"], d["state"], d["groups"], d["conv"]
+    I = H * P
+    zxbcdt = x @ p["mixer.in_proj.weight"].T
+    z, xbc, dt = torch.split(zxbcdt, [I, I + 2 * G * N, H], dim=-1)
+    conv = F.conv1d(xbc.transpose(1, 2), p["mixer.conv1d.weight"],
+                    p["mixer.conv1d.bias"], padding=K - 1, groups=xbc.shape[-1])
+    xbc = F.silu(conv[..., :S].transpose(1, 2))
+    xs, Bm, Cm = torch.split(xbc, [I, G * N, G * N], dim=-1)
+    xs = xs.reshape(B, S, H, P)
+    Bm = Bm.reshape(B, S, G, N).repeat_interleave(H // G, dim=2)
+    Cm = Cm.reshape(B, S, G, N).repeat_interleave(H // G, dim=2)
+    dt = F.softplus(dt + p["mixer.dt_bias"])
+    A = -torch.exp(p["mixer.A_log"])
+    h = torch.zeros(B, H, P, N, dtype=x.dtype)
+    ys = []
+    for t in range(S):
+        a = torch.exp(dt[:, t] * A)[..., None, None]
+        h = a * h + (dt[:, t, :, None] * xs[:, t])[..., None] * Bm[:, t, :, None, :]
+        ys.append((h * Cm[:, t, :, None, :]).sum(-1) + p["mixer.D"][None, :, None] * xs[:, t])
+    y = torch.stack(ys, dim=1).reshape(B, S, I)
+    g = (y * F.silu(z)).reshape(B, S, G, I // G)
+    g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + EPS)
+    g = g.reshape(B, S, I) * p["mixer.norm.weight"]
+    return g @ p["mixer.out_proj.weight"].T
+
+
+def rope(t, base=10000.0):
+    B, S, Hh, D = t.shape
+    inv = base ** (-torch.arange(0, D // 2, dtype=torch.float64) * 2.0 / D)
+    ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]
+    cos = torch.cat([ang.cos(), ang.cos()], -1)[None, :, None, :]
+    sin = torch.cat([ang.sin(), ang.sin()], -1)[None, :, None, :]
+    rot = torch.cat([-t[..., D // 2:], t[..., :D // 2]], -1)
+    return t * cos + rot * sin
+
+
+def attention(x, p, d):
+    B, S, _ = x.shape
+    H, G, D = d["heads"], d["groups"], d["head_dim"]
+    qpg = H // G
+    qkv = (x @ p["self_attention.linear_qkv.weight"].T).reshape(B, S, G, qpg + 2, D)
+    q = qkv[:, :, :, :qpg].reshape(B, S, H, D)
+    k = qkv[:, :, :, qpg]
+    v = qkv[:, :, :, qpg + 1]
+    if d["rope"]:
+        q, k = rope(q), rope(k)
+    k = k.repeat_interleave(qpg, dim=2)
+    v = v.repeat_interleave(qpg, dim=2)
+    s = torch.einsum("bshd,bthd->bhst", q, k) / math.sqrt(D)
+    mask = torch.ones(S, S, dtype=torch.bool).triu(1)
+    s = s.masked_fill(mask, float("-inf")).softmax(-1)
+    ctx = torch.einsum("bhst,bthd->bshd", s, v).reshape(B, S, H * D)
+    return ctx @ p["self_attention.linear_proj.weight"].T
+
+
+def mlp(x, p, act):
+    return activation(act, x @ p["mlp.linear_fc1.weight"].T) @ p["mlp.linear_fc2.weight"].T
+
+
+def moe(x, p, d, act):
+    B, S, Hd = x.shape
+    E, k, coeff = d["experts"], d["topk"], d["aux_coeff"]
+    xt = x.reshape(-1, Hd)
+    T = xt.shape[0]
+    probs = (xt @ p["mlp.router.weight"].T).softmax(-1)
+    topv, topi = probs.topk(k, dim=-1)
+    w = topv / topv.sum(-1, keepdim=True)
+    out = torch.zeros_like(xt)
+    counts = torch.zeros(E, dtype=x.dtype)
+    for e in range(E):
+        chosen = topi == e
+        counts[e] = chosen.sum()
+        we = (w * chosen).sum(-1)
+        pre = "mlp.experts.local_experts.%d." % e
+        ye = activation(act, xt @ p[pre + "linear_fc1.weight"].T) @ p[pre + "linear_fc2.weight"].T
+        out = out + we[:, None] * ye
+    aux = coeff * E / (T * T * k) * (probs.sum(0) * counts).sum()
+    return out.reshape(B, S, Hd), aux
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("artifact")
+    ap.add_argument("dump")
+    ap.add_argument("--tol", type=float, default=1e-4)
+    args = ap.parse_args()
+    manifest = json.load(open(args.artifact + "/manifest.json"))
+    spec_dims = manifest["model"]
+    tensors, meta = load_safetensors(args.dump)
+    params = {n[len("param."):]: t.double().requires_grad_(True)
+              for n, t in tensors.items() if n.startswith("param.")}
+
+    # Dimensions come from the manifest's model section (the spec's values).
+    m = spec_dims
+    dims = {
+        "mamba": {"heads": m["mamba_num_heads"], "head_dim": m["mamba_head_dim"],
+                  "state": m["mamba_state_dim"], "groups": m["mamba_num_groups"],
+                  "conv": m["mamba_conv_width"]},
+        "attention": {"heads": m["num_attention_heads"], "groups": m["num_query_groups"],
+                      "head_dim": m["kv_channels"], "rope": m["position_embedding"] == "rope"},
+        "moe": {"experts": m["num_experts"], "topk": m["moe_router_topk"],
+                "aux_coeff": m["moe_aux_loss_coeff"]},
+    }
+    act = m["activation"]
+
+    def layer_params(prefix):
+        return {n[len(prefix):]: t for n, t in params.items() if n.startswith(prefix)}
+
+    layers = [(l["kind"], l["layer"]) for s in manifest["stages"] for l in s["layers"]]
+    tokens, labels = tensors["tokens"].long(), tensors["labels"].long()
+    M = tokens.shape[0]
+    total = 0.0
+    lm_total = 0.0
+    aux_total = 0.0
+    for mb in range(M):
+        x = None
+        aux = 0.0
+        for kind, layer in layers:
+            pre = "decoder.layers.%d." % (layer - 1)
+            lp = layer_params(pre)
+            if kind == "embedding":
+                x = params["embedding.word_embeddings.weight"][tokens[mb]]
+            elif kind == "mamba":
+                x = x + mamba(rmsnorm(x, lp["norm.weight"]), lp, dims["mamba"])
+            elif kind == "attention":
+                x = x + attention(rmsnorm(x, lp["self_attention.linear_qkv.layer_norm_weight"]),
+                                  lp, dims["attention"])
+            elif kind == "mlp":
+                x = x + mlp(rmsnorm(x, lp["mlp.linear_fc1.layer_norm_weight"]), lp, act)
+            elif kind == "moe":
+                y, a = moe(rmsnorm(x, lp["pre_mlp_layernorm.weight"]), lp, dims["moe"], act)
+                x = x + y
+                aux = aux + a
+            elif kind == "head":
+                h = rmsnorm(x, params["decoder.final_norm.weight"])
+                w = params["embedding.word_embeddings.weight" if spec_dims["tie_embeddings"]
+                           else "output_layer.weight"]
+                logits = h @ w.T
+                lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[mb].reshape(-1))
+        total = total + (lm + aux) / M
+        lm_total += float(lm) / M
+        aux_total += float(aux) / M
+    total.backward()
+
+    worst = 0.0
+    failures = []
+
+    def check(name, got, want):
+        nonlocal worst
+        err = (got.double() - want).norm().item() / max(want.norm().item(), 1e-12)
+        worst = max(worst, err)
+        if not err <= args.tol:
+            failures.append("%s: relative error %.3e" % (name, err))
+
+    check("loss", torch.tensor(float(meta["loss"])), torch.tensor(lm_total))
+    if aux_total != 0.0:
+        check("aux_loss", torch.tensor(float(meta["aux_loss"])), torch.tensor(aux_total))
+    unused = []
+    for name, p in params.items():
+        if p.grad is None:
+            unused.append(name)
+            continue
+        check("grad " + name, tensors["grad." + name], p.grad)
+    if unused:
+        failures.append("parameters the reference never used: " + ", ".join(unused))
+    print("reference: %d parameters, %d microbatches, loss %.6f (hypipe %s), "
+          "max relative error %.2e (tolerance %.0e)"
+          % (len(params), M, lm_total, meta["loss"], worst, args.tol))
+    for f in failures:
+        print("MISMATCH " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
