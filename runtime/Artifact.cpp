@@ -3,9 +3,11 @@
 #include "runtime/Artifact.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <fstream>
 
 using json = nlohmann::json;
@@ -46,6 +48,38 @@ ActionEntry::Kind actionKind(const std::string &op, const std::string &where) {
       return kind;
   fail(fmt::format("{}: unknown action '{}'", where, op),
        "recompile the artifact with this version of hypipe");
+}
+
+/// dlopen maps a library by its headers, so a truncated file crashes the
+/// loader (SIGBUS) instead of failing: check that every segment and the
+/// section table lie inside the file first.
+void checkElfComplete(const std::string &path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    fail(fmt::format("cannot open stage library '{}'", path),
+         "the artifact is incomplete; recompile it with `hypipe compile SPEC "
+         "-o DIR`");
+  const uint64_t size = uint64_t(in.tellg());
+  in.seekg(0);
+  Elf64_Ehdr eh{};
+  bool ok = size >= sizeof(eh) &&
+            bool(in.read(reinterpret_cast<char *>(&eh), sizeof(eh))) &&
+            std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+            eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+            eh.e_shoff + uint64_t(eh.e_shnum) * eh.e_shentsize <= size &&
+            eh.e_phoff + uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr) <= size;
+  for (int i = 0; ok && i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph{};
+    in.seekg(std::streamoff(eh.e_phoff + i * sizeof(Elf64_Phdr)));
+    ok = bool(in.read(reinterpret_cast<char *>(&ph), sizeof(ph))) &&
+         ph.p_offset + ph.p_filesz <= size;
+  }
+  if (!ok)
+    fail(fmt::format("cannot load stage library '{}': the file is truncated "
+                     "or not a 64-bit shared library ({} bytes)",
+                     path, size),
+         "the artifact is incomplete or corrupt; recompile it with `hypipe "
+         "compile SPEC -o DIR`");
 }
 
 } // namespace
@@ -188,6 +222,7 @@ Artifact loadArtifact(const std::string &dir) {
 void loadStageLibraries(Artifact &a, int64_t ppRank) {
   for (StageEntry *s : a.stagesOf(ppRank)) {
     std::string path = a.dir + "/" + s->library;
+    checkElfComplete(path);
     s->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!s->handle)
       fail(fmt::format("cannot load stage library '{}': {}", path, dlerror()),

@@ -7,10 +7,12 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.hypipe_obj_root, "test")
-config.excludes = ["unit", "conformance", "fuzz", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
+config.excludes = ["check_training.py", "unit", "conformance", "fuzz", "reference", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
 
 config.environment["PATH"] = os.pathsep.join(
     [config.hypipe_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%examples", os.path.join(config.hypipe_src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "cli", "Inputs")))
 config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(("%e2e", os.path.join(config.test_source_root, "e2e", "Inputs")))
+config.substitutions.append(("%reference", os.path.join(config.test_source_root, "reference")))

@@ -43,6 +43,13 @@ int defaultThreads() {
 } // namespace
 
 int main(int argc, char **argv) {
+  // OpenMP threads that spin between the kernels' parallel loops starve
+  // OpenBLAS's own threads (measured: 10x slower steps on 2 cores). libgomp
+  // reads its policy when it loads, so set it and start again.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);
+  }
   CLI::App app{"hypipe-run: train the model of a compiled hypipe artifact"};
   std::string dir, dataPath, jsonLog, dump;
   int64_t steps = 0, seed = -1;
