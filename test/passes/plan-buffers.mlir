@@ -1,0 +1,36 @@
+// pipe-plan-buffers: every layer gets its kernel and its ranges in the
+// stage's parameter and saved buffers. The numbers are worked out from the
+// dims of Inputs/two-stages.mlir (hidden 8, vocab 16, 1x4 tokens):
+//   embedding  params 16*8 = 128; saved tokens + dy stash 4*(1+8) = 36
+//   mamba      inner 8, conv channels 8+2*4 = 16, in_proj 2*8+2*4+2 = 26:
+//              params 8 + 26*8 + 16*4 + 16 + 2+2+2 + 8 + 8*8 = 374
+//   attention  qkv (2+2)*4 = 16: params 8 + 16*8 + 8*8 = 200;
+//              saved 4*(2*8+1+16+8) + 2*4*4 + 4*(16+8) = 292
+//   head       params 8 + 16*8 = 136; saved 4*(2*8+1+16) + 2*4 = 140
+// RUN: hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-plan-buffers | FileCheck %s
+// RUN: not hypipe-opt %s --pipe-outline-stages --pipe-plan-buffers 2>&1 | FileCheck %s --check-prefix=GDN
+
+// CHECK-LABEL: pipe.stage 0 rank 0 chunk 0
+// CHECK-SAME: pipe.buffer_plan = {params = 502 : i64, saved = 580 : i64
+// CHECK: hybrid.embedding
+// CHECK-SAME: pipe.kernel = {kind = "embedding", params = array<i64: 0, 128>, saved = array<i64: 0, 36>}
+// CHECK: hybrid.mamba
+// CHECK-SAME: pipe.kernel = {kind = "mamba", params = array<i64: 128, 374>, saved = array<i64: 36, 544>}
+// CHECK-LABEL: pipe.stage 1 rank 1 chunk 0
+// CHECK-SAME: pipe.buffer_plan = {params = 336 : i64, saved = 432 : i64
+// CHECK: hybrid.attention
+// CHECK-SAME: pipe.kernel = {kind = "attention", params = array<i64: 0, 200>, saved = array<i64: 0, 292>}
+// CHECK-NOT: hybrid.final_norm {{.*}}pipe.kernel
+// CHECK: hybrid.output
+// CHECK-SAME: pipe.kernel = {kind = "head", params = array<i64: 200, 136>, saved = array<i64: 292, 140>}
+
+// A layer kind the CPU target has no kernel for is an error at its op.
+hybrid.model @gdn attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 0, moe_top_k = 0, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "G"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h0 = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  // GDN: error: the CPU target cannot lower 'hybrid.gdn' yet
+  %h1 = hybrid.gdn %h0 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %h1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}

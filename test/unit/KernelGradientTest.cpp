@@ -1,0 +1,189 @@
+//===- KernelGradientTest.cpp - CPU kernels against finite differences ----===//
+//
+// For each layer kind on small shapes: L = sum(y * r) for a fixed random r;
+// the analytic input and parameter gradients (I then W) must match central
+// differences of L. Kernels run in fp32, so the tolerance is loose; the
+// PyTorch reference (test/e2e/reference.test) is the tight check.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cpu/Layers.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+using namespace hypipe::rt;
+using namespace hypipe::rt::cpu;
+
+namespace {
+
+struct Layer {
+  int64_t params, saved, workspace, hidden;
+  TokenShape tokens;
+  /// Returns a scalar loss term of its own (the MoE load-balancing loss).
+  std::function<float(const float *p, const float *x, float *y, float *saved,
+                      float *ws)>
+      forward;
+  std::function<void(const float *p, float *g, float *saved, const float *dy,
+                     float *dx, float *ws)>
+      backwardInput;
+  std::function<void(const float *saved, float *g)> backwardWeight;
+};
+
+template <typename Shape> int64_t countParams(const Shape &s) {
+  int64_t n = 0;
+  for (const ParamSpec &p : s.params(4))
+    n += p.numel();
+  return n;
+}
+
+void checkGradients(const Layer &L, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  const int64_t act = L.tokens.tokens() * L.hidden;
+  std::vector<float> p(L.params), x(act), r(act);
+  for (float &v : p)
+    v = u(rng);
+  for (float &v : x)
+    v = u(rng);
+  for (float &v : r)
+    v = u(rng);
+  std::vector<float> saved(L.saved), ws(L.workspace), y(act);
+
+  auto loss = [&](const std::vector<float> &pp, const std::vector<float> &xx) {
+    double s = L.forward(pp.data(), xx.data(), y.data(), saved.data(),
+                         ws.data());
+    for (int64_t i = 0; i < act; ++i)
+      s += double(y[i]) * r[i];
+    return s;
+  };
+
+  loss(p, x);
+  std::vector<float> g(L.params, 0.0f), dx(act);
+  L.backwardInput(p.data(), g.data(), saved.data(), r.data(), dx.data(),
+                  ws.data());
+  L.backwardWeight(saved.data(), g.data());
+
+  const float eps = 1e-2f;
+  auto fd = [&](std::vector<float> &vec, int64_t i, bool isParam) {
+    float keep = vec[i];
+    vec[i] = keep + eps;
+    double up = isParam ? loss(vec, x) : loss(p, vec);
+    vec[i] = keep - eps;
+    double down = isParam ? loss(vec, x) : loss(p, vec);
+    vec[i] = keep;
+    return (up - down) / (2.0 * eps);
+  };
+  std::uniform_int_distribution<int64_t> pickX(0, act - 1),
+      pickP(0, L.params - 1);
+  for (int k = 0; k < 12; ++k) {
+    int64_t i = pickX(rng);
+    double want = fd(x, i, false);
+    EXPECT_NEAR(dx[i], want, 1e-2 + 2e-2 * std::abs(want)) << "dx[" << i << "]";
+    int64_t j = pickP(rng);
+    want = fd(p, j, true);
+    EXPECT_NEAR(g[j], want, 1e-2 + 2e-2 * std::abs(want))
+        << "dparam[" << j << "]";
+  }
+}
+
+const TokenShape kTokens{2, 7};
+
+TEST(KernelGradient, Mamba) {
+  // Two groups, a sequence shorter than one scan chunk.
+  MambaShape s{8, 4, 3, 5, 2, 3};
+  checkGradients({countParams(s), s.savedFloats(kTokens),
+                  s.workspaceFloats(kTokens), s.hidden, kTokens,
+                  [&](auto p, auto x, auto y, auto sv, auto ws) {
+                    mambaForward(s, kTokens, p, x, y, sv, ws);
+                    return 0.0f;
+                  },
+                  [&](auto p, auto g, auto sv, auto dy, auto dx, auto ws) {
+                    mambaBackwardInput(s, kTokens, p, g, sv, dy, dx, ws);
+                  },
+                  [&](auto sv, auto g) {
+                    mambaBackwardWeight(s, kTokens, sv, g);
+                  }},
+                 1);
+}
+
+TEST(KernelGradient, MambaAcrossScanChunks) {
+  // 70 steps: the backward recomputes states from two checkpoints.
+  TokenShape t{1, 70};
+  MambaShape s{4, 2, 2, 3, 1, 4};
+  checkGradients({countParams(s), s.savedFloats(t), s.workspaceFloats(t),
+                  s.hidden, t,
+                  [&](auto p, auto x, auto y, auto sv, auto ws) {
+                    mambaForward(s, t, p, x, y, sv, ws);
+                    return 0.0f;
+                  },
+                  [&](auto p, auto g, auto sv, auto dy, auto dx, auto ws) {
+                    mambaBackwardInput(s, t, p, g, sv, dy, dx, ws);
+                  },
+                  [&](auto sv, auto g) { mambaBackwardWeight(s, t, sv, g); }},
+                 2);
+}
+
+TEST(KernelGradient, AttentionWithRope) {
+  AttentionShape s{8, 4, 2, 2, true};
+  checkGradients({countParams(s), s.savedFloats(kTokens),
+                  s.workspaceFloats(kTokens), s.hidden, kTokens,
+                  [&](auto p, auto x, auto y, auto sv, auto ws) {
+                    attentionForward(s, kTokens, p, x, y, sv, ws);
+                    return 0.0f;
+                  },
+                  [&](auto p, auto g, auto sv, auto dy, auto dx, auto ws) {
+                    attentionBackwardInput(s, kTokens, p, g, sv, dy, dx, ws);
+                  },
+                  [&](auto sv, auto g) {
+                    attentionBackwardWeight(s, kTokens, sv, g);
+                  }},
+                 3);
+}
+
+class MlpGradient : public ::testing::TestWithParam<Activation> {};
+
+TEST_P(MlpGradient, EveryActivation) {
+  MlpShape s{6, 10, GetParam()};
+  checkGradients({countParams(s), s.savedFloats(kTokens),
+                  s.workspaceFloats(kTokens), s.hidden, kTokens,
+                  [&](auto p, auto x, auto y, auto sv, auto ws) {
+                    mlpForward(s, kTokens, p, x, y, sv, ws);
+                    return 0.0f;
+                  },
+                  [&](auto p, auto g, auto sv, auto dy, auto dx, auto ws) {
+                    mlpBackwardInput(s, kTokens, p, g, sv, dy, dx, ws);
+                  },
+                  [&](auto sv, auto g) {
+                    mlpBackwardWeight(s, kTokens, sv, g);
+                  }},
+                 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, MlpGradient,
+                         ::testing::Values(Activation::SquaredRelu,
+                                           Activation::Gelu,
+                                           Activation::Swiglu));
+
+TEST(KernelGradient, MoeWithAuxLoss) {
+  // The load-balancing loss enters L with weight 1 (lossScale = 1).
+  MoeShape s{6, 8, 4, 2, Activation::Gelu, 0.1};
+  checkGradients({countParams(s), s.savedFloats(kTokens),
+                  s.workspaceFloats(kTokens), s.hidden, kTokens,
+                  [&](auto p, auto x, auto y, auto sv, auto ws) {
+                    return moeForward(s, kTokens, p, x, y, sv, ws);
+                  },
+                  [&](auto p, auto g, auto sv, auto dy, auto dx, auto ws) {
+                    moeBackwardInput(s, kTokens, p, g, sv, dy, dx, ws, 1.0f);
+                  },
+                  [&](auto sv, auto g) {
+                    moeBackwardWeight(s, kTokens, sv, g);
+                  }},
+                 5);
+}
+
+} // namespace
