@@ -68,6 +68,9 @@ int main(int argc, char **argv) {
                  "write the first step's parameters, gradients and batch to "
                  "this safetensors file (for reference checks)");
   app.add_flag("-q,--quiet", quiet, "print only the summary");
+  bool profile = false;
+  app.add_flag("--profile", profile,
+               "report the share of step time spent in OpenBLAS GEMMs");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -148,6 +151,10 @@ int main(int argc, char **argv) {
     fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, byte "
                "unigram entropy {:.4f}\n",
                total, elapsed, firstLoss, lastLoss, data.unigramEntropy());
+    if (profile)
+      fmt::print("profile: GEMM (OpenBLAS, top-level calls) {:.2f}s = {:.1f}% "
+                 "of step time\n",
+                 cpu::gemmSeconds(), 100.0 * cpu::gemmSeconds() / elapsed);
   } catch (const RuntimeError &e) {
     std::cerr << e.what() << "\n";
     return 1;

@@ -6,10 +6,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
 namespace hypipe::rt::cpu {
+
+static std::atomic<int64_t> gemmNanos{0};
 
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const float *A, int64_t lda, const float *B,
@@ -22,10 +26,21 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
         C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
+  // Time only GEMMs issued outside the kernels' own parallel loops, so the
+  // total is wall time, not a sum over threads.
+  const bool timed = !omp_in_parallel();
+  auto start = timed ? std::chrono::steady_clock::now()
+                     : std::chrono::steady_clock::time_point();
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
               transB ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
               alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+  if (timed)
+    gemmNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
 }
+
+double gemmSeconds() { return double(gemmNanos.load()) * 1e-9; }
 
 void linearForward(int64_t T, int64_t in, int64_t out, const float *x,
                    const float *W, float *y) {

@@ -1,0 +1,33 @@
+//===- bench_sgemm.cpp - the machine's OpenBLAS sgemm rate ----------------===//
+//
+// The yardstick for bench/run_train.sh: GFLOP/s of a square fp32 GEMM with
+// the given thread count. Usage: bench-sgemm THREADS [N]
+//
+//===----------------------------------------------------------------------===//
+#include <cblas.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+int main(int argc, char **argv) {
+  int threads = argc > 1 ? std::atoi(argv[1]) : 1;
+  int n = argc > 2 ? std::atoi(argv[2]) : 1024;
+  openblas_set_num_threads(threads);
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f),
+      c(size_t(n) * n);
+  auto run = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f,
+                a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  };
+  run();
+  int reps = 10;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i)
+    run();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                 .count();
+  std::printf("%.1f\n", 2.0 * n * n * double(n) * reps / s / 1e9);
+  return c[0] == 0.5f * 0.25f * n ? 0 : 1;
+}
