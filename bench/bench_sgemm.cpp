@@ -26,8 +26,9 @@ int main(int argc, char **argv) {
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < reps; ++i)
     run();
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                 .count();
+  double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   std::printf("%.1f\n", 2.0 * n * n * double(n) * reps / s / 1e9);
   return c[0] == 0.5f * 0.25f * n ? 0 : 1;
 }

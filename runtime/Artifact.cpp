@@ -39,8 +39,8 @@ T field(const json &j, const char *key, const std::string &where) {
 
 ActionEntry::Kind actionKind(const std::string &op, const std::string &where) {
   static const std::pair<const char *, ActionEntry::Kind> kinds[] = {
-      {"F", ActionEntry::F},           {"B", ActionEntry::B},
-      {"I", ActionEntry::I},           {"W", ActionEntry::W},
+      {"F", ActionEntry::F},          {"B", ActionEntry::B},
+      {"I", ActionEntry::I},          {"W", ActionEntry::W},
       {"SEND_F", ActionEntry::SendF}, {"RECV_F", ActionEntry::RecvF},
       {"SEND_B", ActionEntry::SendB}, {"RECV_B", ActionEntry::RecvB}};
   for (auto &[name, kind] : kinds)
@@ -213,9 +213,9 @@ Artifact loadArtifact(const std::string &dir) {
     a.programs.push_back(std::move(actions));
   }
   if (int64_t(a.programs.size()) != a.pp)
-    fail(fmt::format("{}: {} programs for pp {}", path, a.programs.size(),
-                     a.pp),
-         "the manifest is corrupt; recompile the artifact");
+    fail(
+        fmt::format("{}: {} programs for pp {}", path, a.programs.size(), a.pp),
+        "the manifest is corrupt; recompile the artifact");
   return a;
 }
 

@@ -65,7 +65,7 @@ struct Artifact {
   int64_t numStages = 0;
   TrainingConfig training;
   std::string dataPath, dataFormat;
-  std::vector<StageEntry> stages;                ///< all stages, by index
+  std::vector<StageEntry> stages;                 ///< all stages, by index
   std::vector<std::vector<ActionEntry>> programs; ///< per pp rank
 
   /// Stages of `ppRank`, in vp_stage order.

@@ -1,4 +1,5 @@
-//===- Data.cpp - training data: text as bytes -----------------------------===//
+//===- Data.cpp - training data: text as bytes
+//-----------------------------===//
 
 #include "runtime/Data.h"
 

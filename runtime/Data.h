@@ -1,4 +1,5 @@
-//===- Data.h - training data: text as bytes -------------------------------===//
+//===- Data.h - training data: text as bytes
+//-------------------------------===//
 //
 // A text file read as bytes (vocabulary 256). Sample i of the run is the
 // window at a pseudo-random offset that depends only on (seed, i), so a

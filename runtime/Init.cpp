@@ -60,8 +60,9 @@ void initParameter(const ParamEntry &p, int64_t seed, float *dst) {
   } else if (p.init == "mamba_dt_bias") {
     // dt log-uniform in [dt_min, dt_max], stored as softplus^-1(dt).
     for (int64_t i = 0; i < p.numel; ++i) {
-      double dt = std::exp(std::log(p.initA) +
-                           s.uniform() * (std::log(p.initB) - std::log(p.initA)));
+      double dt =
+          std::exp(std::log(p.initA) +
+                   s.uniform() * (std::log(p.initB) - std::log(p.initA)));
       dt = std::max(dt, 1e-4);
       dst[i] = float(dt + std::log(-std::expm1(-dt)));
     }

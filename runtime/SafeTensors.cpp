@@ -1,4 +1,5 @@
-//===- SafeTensors.cpp - read and write the safetensors format -------------===//
+//===- SafeTensors.cpp - read and write the safetensors format
+//-------------===//
 
 #include "runtime/SafeTensors.h"
 

@@ -1,4 +1,5 @@
-//===- SafeTensors.h - read and write the safetensors format ---------------===//
+//===- SafeTensors.h - read and write the safetensors format
+//---------------===//
 //
 // 8-byte little-endian header length, a JSON header naming every tensor's
 // dtype, shape and byte range, then the raw data. Only F32 and I32 are

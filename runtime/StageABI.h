@@ -34,15 +34,15 @@ typedef struct {
   float *grads; /* accumulated (+=) */
   float *saved; /* this microbatch's slot: written by F, read by I and W */
   float *workspace;
-  const int32_t *tokens; /* [batch*seq], first stage */
-  const int32_t *labels; /* [batch*seq], last stage */
-  const float *loss_mask; /* [batch*seq] or NULL, last stage */
-  const float *input;     /* [batch*seq, hidden] from the previous stage */
-  float *output;          /* [batch*seq, hidden] to the next stage */
+  const int32_t *tokens;    /* [batch*seq], first stage */
+  const int32_t *labels;    /* [batch*seq], last stage */
+  const float *loss_mask;   /* [batch*seq] or NULL, last stage */
+  const float *input;       /* [batch*seq, hidden] from the previous stage */
+  float *output;            /* [batch*seq, hidden] to the next stage */
   const float *grad_output; /* gradient of `output`, from the next stage */
   float *grad_input;        /* gradient of `input`, to the previous stage */
   float loss_scale;         /* d objective / d this microbatch's loss */
-  float loss;     /* out: language-model loss (last stage) */
+  float loss;               /* out: language-model loss (last stage) */
   float aux_loss; /* out: load-balancing losses of this stage's MoE layers */
 } hypipe_stage_args_t;
 

@@ -1,4 +1,5 @@
-//===- Trainer.cpp - run one rank's schedule program, step after step ------===//
+//===- Trainer.cpp - run one rank's schedule program, step after step
+//------===//
 
 #include "runtime/Trainer.h"
 
@@ -17,7 +18,8 @@ double learningRate(const TrainingConfig &c, int64_t step) {
   if (c.warmupSteps > 0 && step <= c.warmupSteps)
     return c.lr * double(step) / double(c.warmupSteps);
   int64_t decaySteps = std::max<int64_t>(1, c.steps - c.warmupSteps);
-  double ratio = std::min(1.0, double(step - c.warmupSteps) / double(decaySteps));
+  double ratio =
+      std::min(1.0, double(step - c.warmupSteps) / double(decaySteps));
   return c.minLr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (c.lr - c.minLr);
 }
 
@@ -48,7 +50,8 @@ Trainer::Trainer(Artifact &artifact, int64_t ppRank, const TextDataset &data)
 
 void Trainer::runProgram(int64_t step, double &loss, double &aux) {
   const TrainingConfig &t = artifact.training;
-  const int64_t M = artifact.microbatches, perMb = t.microBatchSize * t.seqLength;
+  const int64_t M = artifact.microbatches,
+                perMb = t.microBatchSize * t.seqLength;
   const int64_t activation = perMb * artifact.stages[0].hidden;
   // Every rank draws the same global batch, so first and last stages agree
   // on tokens and labels without sending them.
@@ -229,9 +232,9 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   }
   st.lr = learningRate(t, step);
   optimizerStep(step, st.lr, clip);
-  st.seconds = std::chrono::duration<double>(
-                   std::chrono::steady_clock::now() - start)
-                   .count();
+  st.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   double tokensPerStep =
       double(artifact.microbatches * t.microBatchSize * t.seqLength);
   st.tokensPerSecond = tokensPerStep / st.seconds;

@@ -1,4 +1,5 @@
-//===- Trainer.h - run one rank's schedule program, step after step --------===//
+//===- Trainer.h - run one rank's schedule program, step after step
+//--------===//
 //
 // Interprets the rank's program (F, B, I, W on its stages, in the verified
 // order), accumulates gradients over the microbatches, reduces tied
@@ -56,7 +57,7 @@ private:
   Artifact &artifact;
   int64_t ppRank;
   const TextDataset &data;
-  std::vector<StageState> stages; ///< this rank's, by vp_stage
+  std::vector<StageState> stages;      ///< this rank's, by vp_stage
   std::vector<int32_t> tokens, labels; ///< [microbatches][batch * seq]
   /// Parameters that appear in more than one local stage (tied embedding):
   /// (stage, offset) of each copy, by name.

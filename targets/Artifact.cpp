@@ -35,7 +35,8 @@ llvm::Error writeFile(const std::string &path, const std::string &text) {
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec);
   if (ec)
-    return fail(fmt::format("error: cannot write '{}': {}", path, ec.message()));
+    return fail(
+        fmt::format("error: cannot write '{}': {}", path, ec.message()));
   os << text;
   return llvm::Error::success();
 }
@@ -132,15 +133,15 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
 
   std::string stagesDir = dir + "/stages";
   if (auto ec = llvm::sys::fs::create_directories(stagesDir))
-    return fail(fmt::format("error: cannot create '{}': {}", stagesDir,
-                            ec.message()));
+    return fail(
+        fmt::format("error: cannot create '{}': {}", stagesDir, ec.message()));
 
   auto cxx = llvm::sys::findProgramByName(options.cxx);
   if (!cxx)
-    return fail(fmt::format(
-        "error: C++ compiler '{}' not found\nhelp: install g++ "
-        "(scripts/setup.sh) or point HYPIPE_CXX at a compiler",
-        options.cxx));
+    return fail(
+        fmt::format("error: C++ compiler '{}' not found\nhelp: install g++ "
+                    "(scripts/setup.sh) or point HYPIPE_CXX at a compiler",
+                    options.cxx));
 
   json stages = json::array();
   struct Job {
@@ -153,29 +154,34 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
     if (failed(plan))
       return fail("error: the stages cannot be lowered to CPU kernels");
     std::string base = fmt::format("{}/stage_{}", stagesDir, plan->index);
-    if (auto err = writeFile(base + ".cpp",
-                             cpu::emitStageCpp(*plan, model.getSymName().str())))
+    if (auto err = writeFile(
+            base + ".cpp", cpu::emitStageCpp(*plan, model.getSymName().str())))
       return err;
     stages.push_back(stageJson(*plan));
 
-    std::vector<std::string> argStore = {
-        *cxx,       "-std=c++17",
-        "-O2",      "-march=native",
-        "-fPIC",    "-shared",
-        "-I",       options.includeDir,
-        "-o",       base + ".so",
-        base + ".cpp", "-L" + options.libDir,
-        "-lhypipe_kernels_cpu", "-Wl,-rpath," + options.libDir};
+    std::vector<std::string> argStore = {*cxx,
+                                         "-std=c++17",
+                                         "-O2",
+                                         "-march=native",
+                                         "-fPIC",
+                                         "-shared",
+                                         "-I",
+                                         options.includeDir,
+                                         "-o",
+                                         base + ".so",
+                                         base + ".cpp",
+                                         "-L" + options.libDir,
+                                         "-lhypipe_kernels_cpu",
+                                         "-Wl,-rpath," + options.libDir};
     std::vector<llvm::StringRef> args(argStore.begin(), argStore.end());
     Job job;
     job.source = base + ".cpp";
     job.log = base + ".log";
-    std::optional<llvm::StringRef> redirects[] = {std::nullopt,
-                                                  llvm::StringRef(job.log),
-                                                  llvm::StringRef(job.log)};
+    std::optional<llvm::StringRef> redirects[] = {
+        std::nullopt, llvm::StringRef(job.log), llvm::StringRef(job.log)};
     std::string error;
-    job.process = llvm::sys::ExecuteNoWait(*cxx, args, std::nullopt,
-                                           redirects, 0, &error);
+    job.process = llvm::sys::ExecuteNoWait(*cxx, args, std::nullopt, redirects,
+                                           0, &error);
     if (job.process.Pid == llvm::sys::ProcessInfo::InvalidPid)
       return fail(fmt::format("error: cannot run '{}': {}", *cxx, error));
     jobs.push_back(std::move(job));

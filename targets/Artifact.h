@@ -1,4 +1,5 @@
-//===- Artifact.h - write the compiled artifact directory ------------------===//
+//===- Artifact.h - write the compiled artifact directory
+//------------------===//
 //
 // An artifact (format in docs/artifact.md) is a directory:
 //   manifest.json        spec, layout, rank grid, per-stage parameter

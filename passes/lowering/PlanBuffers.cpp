@@ -1,4 +1,5 @@
-//===- PlanBuffers.cpp - pipe-plan-buffers ---------------------------------===//
+//===- PlanBuffers.cpp - pipe-plan-buffers
+//---------------------------------===//
 
 #include "passes/Passes.h"
 #include "targets/cpu/KernelPlan.h"
@@ -40,8 +41,7 @@ LogicalResult planBuffers(hybrid::ModelOp model) {
 }
 
 namespace {
-struct PipePlanBuffersPass
-    : impl::PipePlanBuffersBase<PipePlanBuffersPass> {
+struct PipePlanBuffersPass : impl::PipePlanBuffersBase<PipePlanBuffersPass> {
   void runOnOperation() override {
     if (failed(forEachModel(getOperation(), planBuffers)))
       signalPassFailure();

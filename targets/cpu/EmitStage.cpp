@@ -91,12 +91,12 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
                    act));
   for (size_t i = 0; i < plan.layers.size(); ++i) {
     const KernelLayer &l = plan.layers[i];
-    line(fmt::format("// {}{}: params [{}, +{}), saved [{}, +{})",
-                     kernelKindName(l.kind),
-                     l.layer ? fmt::format(" (layer {})", l.layer) : "",
-                     l.paramOffset, l.paramFloats, l.savedOffset,
-                     l.savedFloats));
-    line(fmt::format("const {} kL{} = {};", shapeLiteral(l).substr(0, shapeLiteral(l).find('{')), i,
+    line(fmt::format(
+        "// {}{}: params [{}, +{}), saved [{}, +{})", kernelKindName(l.kind),
+        l.layer ? fmt::format(" (layer {})", l.layer) : "", l.paramOffset,
+        l.paramFloats, l.savedOffset, l.savedFloats));
+    line(fmt::format("const {} kL{} = {};",
+                     shapeLiteral(l).substr(0, shapeLiteral(l).find('{')), i,
                      shapeLiteral(l)));
   }
   line("} // namespace");
@@ -173,7 +173,8 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
     std::string g = fmt::format("a->grads + {}", l.paramOffset);
     std::string s = fmt::format("a->saved + {}", l.savedOffset);
     bool firstMixer = !plan.hasEmbedding && n == 0;
-    std::string dst = firstMixer ? "a->grad_input" : fmt::format("buf[{}]", cur);
+    std::string dst =
+        firstMixer ? "a->grad_input" : fmt::format("buf[{}]", cur);
     switch (l.kind) {
     case KernelKind::Embedding:
       line(fmt::format("  embeddingBackwardInput(kL{}, kTokens, dy, {});", n,

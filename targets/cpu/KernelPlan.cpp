@@ -117,8 +117,8 @@ FailureOr<StagePlan> planStage(pipe::StageOp stage) {
         })
         .Case([&](hybrid::MambaOp) {
           layer.kind = KernelKind::Mamba;
-          layer.mamba = {dims.hidden,        dims.mambaNumHeads,
-                         dims.mambaHeadDim,  dims.mambaState,
+          layer.mamba = {dims.hidden,         dims.mambaNumHeads,
+                         dims.mambaHeadDim,   dims.mambaState,
                          dims.mambaNumGroups, dims.mambaConvWidth};
           layer.params = layer.mamba.params(numLayers);
           layer.savedFloats = layer.mamba.savedFloats(t);
@@ -141,8 +141,12 @@ FailureOr<StagePlan> planStage(pipe::StageOp stage) {
         })
         .Case([&](hybrid::MoeOp) {
           layer.kind = KernelKind::Moe;
-          layer.moe = {dims.hidden, dims.expertFfnHidden(), dims.numExperts,
-                       dims.moeTopK, act, auxCoeff};
+          layer.moe = {dims.hidden,
+                       dims.expertFfnHidden(),
+                       dims.numExperts,
+                       dims.moeTopK,
+                       act,
+                       auxCoeff};
           layer.params = layer.moe.params(numLayers);
           layer.savedFloats = layer.moe.savedFloats(t);
           layer.workspaceFloats = layer.moe.workspaceFloats(t);
@@ -181,7 +185,8 @@ FailureOr<StagePlan> planStage(pipe::StageOp stage) {
     layer.savedOffset = plan.savedFloats;
     plan.paramFloats += layer.paramFloats;
     plan.savedFloats += layer.savedFloats;
-    plan.workspaceFloats = std::max(plan.workspaceFloats, layer.workspaceFloats);
+    plan.workspaceFloats =
+        std::max(plan.workspaceFloats, layer.workspaceFloats);
     plan.layers.push_back(std::move(layer));
     return WalkResult::skip();
   });

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 using namespace hypipe::rt;
@@ -55,8 +56,8 @@ void checkGradients(const Layer &L, unsigned seed) {
   std::vector<float> saved(L.saved), ws(L.workspace), y(act);
 
   auto loss = [&](const std::vector<float> &pp, const std::vector<float> &xx) {
-    double s = L.forward(pp.data(), xx.data(), y.data(), saved.data(),
-                         ws.data());
+    double s =
+        L.forward(pp.data(), xx.data(), y.data(), saved.data(), ws.data());
     for (int64_t i = 0; i < act; ++i)
       s += double(y[i]) * r[i];
     return s;
@@ -91,76 +92,62 @@ void checkGradients(const Layer &L, unsigned seed) {
   }
 }
 
+/// The Layer of kernels `fwd`, `bwdI`, `bwdW` on shape `s`.
+template <typename Shape, typename Fwd, typename BwdI, typename BwdW>
+Layer makeLayer(const Shape &s, TokenShape t, Fwd fwd, BwdI bwdI, BwdW bwdW) {
+  Layer l{countParams(s),
+          s.savedFloats(t),
+          s.workspaceFloats(t),
+          s.hidden,
+          t,
+          nullptr,
+          nullptr,
+          nullptr};
+  l.forward = [=](const float *p, const float *x, float *y, float *sv,
+                  float *ws) -> float {
+    if constexpr (std::is_void_v<decltype(fwd(s, t, p, x, y, sv, ws))>) {
+      fwd(s, t, p, x, y, sv, ws);
+      return 0.0f;
+    } else {
+      return fwd(s, t, p, x, y, sv, ws);
+    }
+  };
+  l.backwardInput = [=](const float *p, float *g, float *sv, const float *dy,
+                        float *dx,
+                        float *ws) { bwdI(s, t, p, g, sv, dy, dx, ws); };
+  l.backwardWeight = [=](const float *sv, float *g) { bwdW(s, t, sv, g); };
+  return l;
+}
+
 const TokenShape kTokens{2, 7};
 
 TEST(KernelGradient, Mamba) {
   // Two groups, a sequence shorter than one scan chunk.
-  MambaShape s{8, 4, 3, 5, 2, 3};
-  checkGradients({countParams(s), s.savedFloats(kTokens),
-                  s.workspaceFloats(kTokens), s.hidden, kTokens,
-                  [&](auto p, auto x, auto y, auto sv, auto ws) {
-                    mambaForward(s, kTokens, p, x, y, sv, ws);
-                    return 0.0f;
-                  },
-                  [&](auto p, auto g, auto sv, auto dy, auto dx, auto ws) {
-                    mambaBackwardInput(s, kTokens, p, g, sv, dy, dx, ws);
-                  },
-                  [&](auto sv, auto g) {
-                    mambaBackwardWeight(s, kTokens, sv, g);
-                  }},
+  checkGradients(makeLayer(MambaShape{8, 4, 3, 5, 2, 3}, kTokens, mambaForward,
+                           mambaBackwardInput, mambaBackwardWeight),
                  1);
 }
 
 TEST(KernelGradient, MambaAcrossScanChunks) {
   // 70 steps: the backward recomputes states from two checkpoints.
-  TokenShape t{1, 70};
-  MambaShape s{4, 2, 2, 3, 1, 4};
-  checkGradients({countParams(s), s.savedFloats(t), s.workspaceFloats(t),
-                  s.hidden, t,
-                  [&](auto p, auto x, auto y, auto sv, auto ws) {
-                    mambaForward(s, t, p, x, y, sv, ws);
-                    return 0.0f;
-                  },
-                  [&](auto p, auto g, auto sv, auto dy, auto dx, auto ws) {
-                    mambaBackwardInput(s, t, p, g, sv, dy, dx, ws);
-                  },
-                  [&](auto sv, auto g) { mambaBackwardWeight(s, t, sv, g); }},
+  checkGradients(makeLayer(MambaShape{4, 2, 2, 3, 1, 4}, TokenShape{1, 70},
+                           mambaForward, mambaBackwardInput,
+                           mambaBackwardWeight),
                  2);
 }
 
 TEST(KernelGradient, AttentionWithRope) {
-  AttentionShape s{8, 4, 2, 2, true};
-  checkGradients({countParams(s), s.savedFloats(kTokens),
-                  s.workspaceFloats(kTokens), s.hidden, kTokens,
-                  [&](auto p, auto x, auto y, auto sv, auto ws) {
-                    attentionForward(s, kTokens, p, x, y, sv, ws);
-                    return 0.0f;
-                  },
-                  [&](auto p, auto g, auto sv, auto dy, auto dx, auto ws) {
-                    attentionBackwardInput(s, kTokens, p, g, sv, dy, dx, ws);
-                  },
-                  [&](auto sv, auto g) {
-                    attentionBackwardWeight(s, kTokens, sv, g);
-                  }},
+  checkGradients(makeLayer(AttentionShape{8, 4, 2, 2, true}, kTokens,
+                           attentionForward, attentionBackwardInput,
+                           attentionBackwardWeight),
                  3);
 }
 
 class MlpGradient : public ::testing::TestWithParam<Activation> {};
 
 TEST_P(MlpGradient, EveryActivation) {
-  MlpShape s{6, 10, GetParam()};
-  checkGradients({countParams(s), s.savedFloats(kTokens),
-                  s.workspaceFloats(kTokens), s.hidden, kTokens,
-                  [&](auto p, auto x, auto y, auto sv, auto ws) {
-                    mlpForward(s, kTokens, p, x, y, sv, ws);
-                    return 0.0f;
-                  },
-                  [&](auto p, auto g, auto sv, auto dy, auto dx, auto ws) {
-                    mlpBackwardInput(s, kTokens, p, g, sv, dy, dx, ws);
-                  },
-                  [&](auto sv, auto g) {
-                    mlpBackwardWeight(s, kTokens, sv, g);
-                  }},
+  checkGradients(makeLayer(MlpShape{6, 10, GetParam()}, kTokens, mlpForward,
+                           mlpBackwardInput, mlpBackwardWeight),
                  4);
 }
 
@@ -171,18 +158,12 @@ INSTANTIATE_TEST_SUITE_P(Activations, MlpGradient,
 
 TEST(KernelGradient, MoeWithAuxLoss) {
   // The load-balancing loss enters L with weight 1 (lossScale = 1).
-  MoeShape s{6, 8, 4, 2, Activation::Gelu, 0.1};
-  checkGradients({countParams(s), s.savedFloats(kTokens),
-                  s.workspaceFloats(kTokens), s.hidden, kTokens,
-                  [&](auto p, auto x, auto y, auto sv, auto ws) {
-                    return moeForward(s, kTokens, p, x, y, sv, ws);
-                  },
-                  [&](auto p, auto g, auto sv, auto dy, auto dx, auto ws) {
-                    moeBackwardInput(s, kTokens, p, g, sv, dy, dx, ws, 1.0f);
-                  },
-                  [&](auto sv, auto g) {
-                    moeBackwardWeight(s, kTokens, sv, g);
-                  }},
+  auto bwdI = [](const MoeShape &s, const TokenShape &t, const float *p,
+                 float *g, float *sv, const float *dy, float *dx, float *ws) {
+    moeBackwardInput(s, t, p, g, sv, dy, dx, ws, 1.0f);
+  };
+  checkGradients(makeLayer(MoeShape{6, 8, 4, 2, Activation::Gelu, 0.1}, kTokens,
+                           moeForward, bwdI, moeBackwardWeight),
                  5);
 }
 

@@ -1,4 +1,5 @@
-//===- hypipe-run.cpp - execute a compiled artifact ------------------------===//
+//===- hypipe-run.cpp - execute a compiled artifact
+//------------------------===//
 //
 // Links no LLVM or MLIR: the artifact, the runtime, OpenBLAS.
 //
@@ -99,9 +100,8 @@ int main(int argc, char **argv) {
     if (!jsonLog.empty()) {
       log.open(jsonLog);
       if (!log)
-        throw RuntimeError(
-            fmt::format("error: cannot write '{}'\nhelp: check the path",
-                        jsonLog));
+        throw RuntimeError(fmt::format(
+            "error: cannot write '{}'\nhelp: check the path", jsonLog));
     }
     const bool tty = isatty(STDOUT_FILENO);
     const int64_t total = artifact.training.steps;
@@ -110,8 +110,8 @@ int main(int argc, char **argv) {
                  "microbatches x {} x {} tokens, {} threads\n",
                  artifact.modelName, artifact.pattern, artifact.numStages,
                  artifact.schedule, artifact.microbatches,
-                 artifact.training.microBatchSize,
-                 artifact.training.seqLength, threads);
+                 artifact.training.microBatchSize, artifact.training.seqLength,
+                 threads);
     double elapsed = 0, firstLoss = 0, lastLoss = 0;
     for (int64_t s = 1; s <= total; ++s) {
       StepStats st = trainer.step(s, s == 1 ? dump : "");

@@ -81,8 +81,8 @@ int runCompile(const CompileOptions &o) {
     return 1;
   }
   if (o.emit == "artifact") {
-    if (auto err = writeArtifact(*module, *spec, o.output,
-                                 defaultArtifactOptions())) {
+    if (auto err =
+            writeArtifact(*module, *spec, o.output, defaultArtifactOptions())) {
       llvm::errs() << llvm::toString(std::move(err)) << "\n";
       return 1;
     }

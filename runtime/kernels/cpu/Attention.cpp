@@ -120,7 +120,7 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
   const float *norm = params, *wQkv = norm + s.hidden,
               *wProj = wQkv + Wd * s.hidden;
   AttnSaved a = attnSaved(s, t, saved);
-  float *dctx = ws;               // [T, Cw]
+  float *dctx = ws;           // [T, Cw]
   float *dxn = dctx + T * Cw; // [T, hidden]
 
   std::memcpy(a.dout, dy, sizeof(float) * T * s.hidden);

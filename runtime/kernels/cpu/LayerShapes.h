@@ -183,9 +183,7 @@ struct AttentionShape {
 struct MlpShape {
   int64_t hidden, ffn;
   Activation act = Activation::SquaredRelu;
-  int64_t fc1Width() const {
-    return act == Activation::Swiglu ? 2 * ffn : ffn;
-  }
+  int64_t fc1Width() const { return act == Activation::Swiglu ? 2 * ffn : ffn; }
 
   std::vector<ParamSpec> params(int64_t numLayers) const {
     return {
@@ -211,9 +209,7 @@ struct MoeShape {
   int64_t hidden, ffn, experts, topk;
   Activation act = Activation::SquaredRelu;
   double auxLossCoeff = 0.0;
-  int64_t fc1Width() const {
-    return act == Activation::Swiglu ? 2 * ffn : ffn;
-  }
+  int64_t fc1Width() const { return act == Activation::Swiglu ? 2 * ffn : ffn; }
 
   std::vector<ParamSpec> params(int64_t numLayers) const {
     std::vector<ParamSpec> p = {
@@ -222,9 +218,10 @@ struct MoeShape {
     };
     for (int64_t e = 0; e < experts; ++e) {
       std::string pre = "mlp.experts.local_experts." + std::to_string(e);
-      p.push_back(
-          {pre + ".linear_fc1.weight", {fc1Width(), hidden}, Init::Normal,
-           kInitStd});
+      p.push_back({pre + ".linear_fc1.weight",
+                   {fc1Width(), hidden},
+                   Init::Normal,
+                   kInitStd});
       p.push_back({pre + ".linear_fc2.weight",
                    {hidden, ffn},
                    Init::Normal,
@@ -267,13 +264,15 @@ struct HeadShape {
   int64_t vocab, hidden;
   bool tied = true;
   std::vector<ParamSpec> params() const {
-    std::vector<ParamSpec> p = {{"decoder.final_norm.weight", {hidden}, Init::Ones}};
+    std::vector<ParamSpec> p = {
+        {"decoder.final_norm.weight", {hidden}, Init::Ones}};
     // A tied head shares the embedding table: it gets the embedding's name
     // (so the same initial values) and its gradient is summed with it.
-    p.push_back({tied ? "embedding.word_embeddings.weight" : "output_layer.weight",
-                 {vocab, hidden},
-                 Init::Normal,
-                 kInitStd});
+    p.push_back(
+        {tied ? "embedding.word_embeddings.weight" : "output_layer.weight",
+         {vocab, hidden},
+         Init::Normal,
+         kInitStd});
     return p;
   }
   /// x, xn, rstd, probabilities (overwritten by the logits' gradient for

@@ -58,8 +58,8 @@ MambaSaved mambaSaved(const MambaShape &s, const TokenShape &t, float *p) {
   m.gated = p, p += T * s.inner();
   m.grstd = p, p += T * s.groups;
   m.normed = p, p += T * s.inner();
-  m.states = p, p += t.batch * s.heads * (s.scanChunks(t) + 1) * s.headDim *
-                     s.state;
+  m.states = p,
+  p += t.batch * s.heads * (s.scanChunks(t) + 1) * s.headDim * s.state;
   m.dzxbcdt = p, p += T * s.inProj();
   m.dout = p;
   return m;
@@ -112,8 +112,7 @@ void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / headsPerGroup;
       const float A = -std::exp(p.aLog[h]), D = p.d[h];
-      float *stateBase =
-          m.states + ((b * H + h) * (chunks + 1)) * P * N;
+      float *stateBase = m.states + ((b * H + h) * (chunks + 1)) * P * N;
       std::vector<float> st(P * N, 0.0f);
       for (int64_t pos = 0; pos < t.seq; ++pos) {
         if (pos % L == 0)
@@ -176,11 +175,11 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
         *gGnorm = const_cast<float *>(gp.gnorm);
   MambaSaved m = mambaSaved(s, t, saved);
 
-  float *dnormed = ws;                 // [T, I]
-  float *dyScan = dnormed + T * I;     // [T, I]
-  float *dxbc = dyScan + T * I;        // [T, Cc] post-SiLU gradient
-  float *dtGrad = dxbc + T * Cc;       // [T, H]
-  float *scratch = dtGrad + T * H;     // per-(b,h) partials and chunk states
+  float *dnormed = ws;             // [T, I]
+  float *dyScan = dnormed + T * I; // [T, I]
+  float *dxbc = dyScan + T * I;    // [T, Cc] post-SiLU gradient
+  float *dtGrad = dxbc + T * Cc;   // [T, H]
+  float *scratch = dtGrad + T * H; // per-(b,h) partials and chunk states
 
   std::memcpy(m.dout, dy, sizeof(float) * T * s.hidden);
   linearBackwardInput(T, I, s.hidden, dy, p.outProj, dnormed);
@@ -215,7 +214,7 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
   std::memset(dxbc, 0, sizeof(float) * T * Cc);
   const int64_t chunks = s.scanChunks(t), headsPerGroup = H / G;
   const int64_t chunkStates = (L + 1) * P * N;
-  float *partialA = scratch;               // [batch, H]
+  float *partialA = scratch;                // [batch, H]
   float *partialD = partialA + t.batch * H; // [batch, H]
   float *stateBuf = partialD + t.batch * H; // [batch, chunkStates + P*N]
 #pragma omp parallel for schedule(static)
@@ -225,8 +224,7 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / headsPerGroup;
       const float A = -std::exp(p.aLog[h]), D = p.d[h];
-      const float *stateBase =
-          m.states + ((b * H + h) * (chunks + 1)) * P * N;
+      const float *stateBase = m.states + ((b * H + h) * (chunks + 1)) * P * N;
       std::memset(dh, 0, sizeof(float) * P * N);
       double dA = 0, dD = 0;
       for (int64_t c = chunks - 1; c >= 0; --c) {
@@ -309,7 +307,8 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
         for (int64_t k = 0; k < K; ++k) {
           int64_t src = pos - (K - 1) + k;
           if (src >= 0)
-            m.dzxbcdt[(b * t.seq + src) * W + I + c] += p.convW[c * K + k] * dpre;
+            m.dzxbcdt[(b * t.seq + src) * W + I + c] +=
+                p.convW[c * K + k] * dpre;
         }
       }
     }
@@ -323,8 +322,7 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
         for (int64_t k = 0; k < K; ++k) {
           int64_t src = pos - (K - 1) + k;
           if (src >= 0)
-            gConvW[c * K + k] +=
-                dpre * m.zxbcdt[(b * t.seq + src) * W + I + c];
+            gConvW[c * K + k] += dpre * m.zxbcdt[(b * t.seq + src) * W + I + c];
         }
       }
     }

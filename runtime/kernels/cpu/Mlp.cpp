@@ -1,4 +1,5 @@
-//===- Mlp.cpp - the dense MLP on the CPU ----------------------------------===//
+//===- Mlp.cpp - the dense MLP on the CPU
+//----------------------------------===//
 
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"

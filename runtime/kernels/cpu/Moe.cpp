@@ -21,8 +21,8 @@ namespace hypipe::rt::cpu {
 namespace {
 
 struct MoeSaved {
-  float *x, *xn, *rstd, *probs, *topIdx, *topW, *counts, *aux, *xr, *h1,
-      *dh1, *act, *yr, *dyr, *rowMap;
+  float *x, *xn, *rstd, *probs, *topIdx, *topW, *counts, *aux, *xr, *h1, *dh1,
+      *act, *yr, *dyr, *rowMap;
 };
 
 MoeSaved moeSaved(const MoeShape &s, const TokenShape &t, float *p) {
@@ -76,7 +76,7 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   MoeParams p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
-  float *logits = ws;           // [T, E]
+  float *logits = ws;              // [T, E]
   float *slotRow = logits + T * E; // [T, k] row of each (token, slot)
 
   std::memcpy(m.x, x, sizeof(float) * T * Hd);
@@ -139,8 +139,7 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
                   m.h1 + r0 * s.fc1Width());
     activationForward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
                       m.act + r0 * s.ffn);
-    linearForward(n, s.ffn, Hd, m.act + r0 * s.ffn, p.w2(s, e),
-                  m.yr + r0 * Hd);
+    linearForward(n, s.ffn, Hd, m.act + r0 * s.ffn, p.w2(s, e), m.yr + r0 * Hd);
   }
 
 #pragma omp parallel for schedule(static)
@@ -164,7 +163,7 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
   MoeParams p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
   float *gRouter = grads + Hd;
-  float *dlogits = ws;            // [T, E]
+  float *dlogits = ws;             // [T, E]
   float *dprobs = dlogits + T * E; // [T, E]
   float *dxn = dprobs + T * E;     // [T, Hd]
   float *dxr = dxn + T * Hd;       // [R, Hd]

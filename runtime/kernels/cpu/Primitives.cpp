@@ -16,8 +16,8 @@ namespace hypipe::rt::cpu {
 static std::atomic<int64_t> gemmNanos{0};
 
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-          float alpha, const float *A, int64_t lda, const float *B,
-          int64_t ldb, float beta, float *C, int64_t ldc) {
+          float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+          float beta, float *C, int64_t ldc) {
   if (M == 0 || N == 0)
     return;
   if (K == 0) {
@@ -32,8 +32,8 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   auto start = timed ? std::chrono::steady_clock::now()
                      : std::chrono::steady_clock::time_point();
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+              transB ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), alpha,
+              A, int(lda), B, int(ldb), beta, C, int(ldc));
   if (timed)
     gemmNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
                      std::chrono::steady_clock::now() - start)
@@ -136,8 +136,8 @@ void activationForward(Activation act, int64_t T, int64_t ffn, const float *h,
   }
 }
 
-void activationBackward(Activation act, int64_t T, int64_t ffn,
-                        const float *h, const float *da, float *dh) {
+void activationBackward(Activation act, int64_t T, int64_t ffn, const float *h,
+                        const float *da, float *dh) {
   switch (act) {
   case Activation::SquaredRelu:
 #pragma omp parallel for schedule(static)
@@ -167,7 +167,6 @@ void activationBackward(Activation act, int64_t T, int64_t ffn,
     return;
   }
 }
-
 
 void setNumThreads(int threads) {
   threads = std::max(threads, 1);

@@ -16,8 +16,8 @@ namespace hypipe::rt::cpu {
 
 /// C[M,N] = alpha * op(A) * op(B) + beta * C, row-major (cblas_sgemm).
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-          float alpha, const float *A, int64_t lda, const float *B,
-          int64_t ldb, float beta, float *C, int64_t ldc);
+          float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+          float beta, float *C, int64_t ldc);
 
 /// Wall seconds spent in top-level GEMMs since the process started (the
 /// per-head attention GEMMs inside parallel loops are not counted).
@@ -46,8 +46,8 @@ void rmsnormBackward(int64_t T, int64_t n, const float *x, const float *w,
 void activationForward(Activation act, int64_t T, int64_t ffn, const float *h,
                        float *a);
 /// dh = d act(h) / dh * da.
-void activationBackward(Activation act, int64_t T, int64_t ffn,
-                        const float *h, const float *da, float *dh);
+void activationBackward(Activation act, int64_t T, int64_t ffn, const float *h,
+                        const float *da, float *dh);
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float silu(float x) { return x * sigmoid(x); }
