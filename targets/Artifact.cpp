@@ -124,6 +124,12 @@ LogicalResult lowerForArtifact(ModuleOp module) {
 llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
                           const std::string &dir,
                           const ArtifactOptions &options) {
+  if (spec.training.dtype != "fp32")
+    return fail(fmt::format(
+        "error: {}: training.dtype is '{}', but the CPU target trains in fp32 "
+        "only\nhelp: set training.dtype: fp32 (bf16 is understood by the cost "
+        "model and `hypipe explain`)",
+        spec.file, spec.training.dtype));
   if (failed(lowerForArtifact(module)))
     return fail("error: lowering failed (the diagnostics above say where)");
   auto models = module.getOps<hybrid::ModelOp>();
