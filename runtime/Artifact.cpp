@@ -16,8 +16,6 @@ namespace hypipe::rt {
 
 namespace {
 
-constexpr int kArtifactVersion = 1;
-
 [[noreturn]] void fail(const std::string &message, const std::string &help) {
   throw RuntimeError(fmt::format("error: {}\nhelp: {}", message, help));
 }

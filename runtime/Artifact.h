@@ -17,6 +17,10 @@
 
 namespace hypipe::rt {
 
+/// Manifest format version: `hypipe compile` writes it, hypipe-run refuses
+/// any other (docs/artifact.md).
+inline constexpr int kArtifactVersion = 1;
+
 /// A user-facing runtime error: the message is complete (what, where, what
 /// to do); tools print it and exit 1.
 struct RuntimeError : std::runtime_error {

@@ -229,7 +229,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
 
   json manifest = {
       {"format", "hypipe-artifact"},
-      {"version", kArtifactVersion},
+      {"version", rt::kArtifactVersion},
       {"target", "cpu"},
       {"model",
        {{"name", spec.name},

@@ -13,6 +13,7 @@
 #define HYPIPE_TARGETS_ARTIFACT_H
 
 #include "frontend/Spec.h"
+#include "runtime/Artifact.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
@@ -20,9 +21,6 @@
 #include <string>
 
 namespace hypipe {
-
-/// Manifest format version; hypipe-run refuses any other.
-inline constexpr int kArtifactVersion = 1;
 
 struct ArtifactOptions {
   /// C++ compiler for the stage libraries (`$HYPIPE_CXX`, else `c++`).

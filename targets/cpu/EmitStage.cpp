@@ -7,6 +7,18 @@
 namespace hypipe::cpu {
 namespace {
 
+const char *activationEnumerator(rt::Activation act) {
+  switch (act) {
+  case rt::Activation::SquaredRelu:
+    return "SquaredRelu";
+  case rt::Activation::Gelu:
+    return "Gelu";
+  case rt::Activation::Swiglu:
+    return "Swiglu";
+  }
+  return "";
+}
+
 std::string shapeLiteral(const KernelLayer &l) {
   switch (l.kind) {
   case KernelKind::Embedding:
@@ -24,40 +36,16 @@ std::string shapeLiteral(const KernelLayer &l) {
   }
   case KernelKind::Mlp:
     return fmt::format("MlpShape{{{}, {}, Activation::{}}}", l.mlp.hidden,
-                       l.mlp.ffn,
-                       l.mlp.act == rt::Activation::Swiglu ? "Swiglu"
-                       : l.mlp.act == rt::Activation::Gelu ? "Gelu"
-                                                           : "SquaredRelu");
+                       l.mlp.ffn, activationEnumerator(l.mlp.act));
   case KernelKind::Moe: {
     const rt::MoeShape &m = l.moe;
-    return fmt::format("MoeShape{{{}, {}, {}, {}, Activation::{}, {}}}",
+    return fmt::format("MoeShape{{{}, {}, {}, {}, Activation::{}, {:.17g}}}",
                        m.hidden, m.ffn, m.experts, m.topk,
-                       m.act == rt::Activation::Swiglu ? "Swiglu"
-                       : m.act == rt::Activation::Gelu ? "Gelu"
-                                                       : "SquaredRelu",
-                       fmt::format("{:.17g}", m.auxLossCoeff));
+                       activationEnumerator(m.act), m.auxLossCoeff);
   }
   case KernelKind::Head:
     return fmt::format("HeadShape{{{}, {}, {}}}", l.head.vocab, l.head.hidden,
                        l.head.tied ? "true" : "false");
-  }
-  return "";
-}
-
-const char *kernelPrefix(KernelKind kind) {
-  switch (kind) {
-  case KernelKind::Embedding:
-    return "embedding";
-  case KernelKind::Mamba:
-    return "mamba";
-  case KernelKind::Attention:
-    return "attention";
-  case KernelKind::Mlp:
-    return "mlp";
-  case KernelKind::Moe:
-    return "moe";
-  case KernelKind::Head:
-    return "head";
   }
   return "";
 }
@@ -95,9 +83,7 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
         "// {}{}: params [{}, +{}), saved [{}, +{})", kernelKindName(l.kind),
         l.layer ? fmt::format(" (layer {})", l.layer) : "", l.paramOffset,
         l.paramFloats, l.savedOffset, l.savedFloats));
-    line(fmt::format("const {} kL{} = {};",
-                     shapeLiteral(l).substr(0, shapeLiteral(l).find('{')), i,
-                     shapeLiteral(l)));
+    line(fmt::format("const auto kL{} = {};", i, shapeLiteral(l)));
   }
   line("} // namespace");
   line("");
@@ -144,7 +130,7 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
       break;
     default:
       line(fmt::format("  {}Forward(kL{}, kTokens, {}, x, {}, {}, ws);",
-                       kernelPrefix(l.kind), i, p, dst, s));
+                       kernelKindName(l.kind), i, p, dst, s));
       break;
     }
     wroteOutput |= lastMixer;
@@ -193,7 +179,7 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
     default:
       line(fmt::format("  {}BackwardInput(kL{}, kTokens, {}, {}, {}, dy, {}, "
                        "ws);",
-                       kernelPrefix(l.kind), n, p, g, s, dst));
+                       kernelKindName(l.kind), n, p, g, s, dst));
       break;
     }
     wroteGradInput |= firstMixer;
@@ -214,7 +200,7 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
     const KernelLayer &l = plan.layers[n];
     line(fmt::format("  {}BackwardWeight(kL{}, kTokens, a->saved + {}, "
                      "a->grads + {});",
-                     kernelPrefix(l.kind), n, l.savedOffset, l.paramOffset));
+                     kernelKindName(l.kind), n, l.savedOffset, l.paramOffset));
   }
   line("  (void)a;");
   line("}");

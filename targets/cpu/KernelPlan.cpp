@@ -97,22 +97,24 @@ FailureOr<StagePlan> planStage(pipe::StageOp stage) {
 
   bool failed = false;
   stage.getBody().front().walk<WalkOrder::PreOrder>([&](Operation *op) {
-    if (failed)
-      return WalkResult::skip();
     KernelLayer layer;
     layer.op = op;
     layer.layer = layerNumber(op);
     layer.prefix = "decoder.layers." + std::to_string(layer.layer - 1) + ".";
     const rt::TokenShape &t = plan.tokens;
     bool isLayer = true;
+    // A layer's parameters and buffer sizes, all from its shape.
+    auto size = [&](const auto &shape, std::vector<rt::ParamSpec> params) {
+      layer.params = std::move(params);
+      layer.savedFloats = shape.savedFloats(t);
+      layer.workspaceFloats = shape.workspaceFloats(t);
+    };
     llvm::TypeSwitch<Operation *>(op)
         .Case([&](hybrid::EmbeddingOp) {
           layer.kind = KernelKind::Embedding;
           layer.prefix.clear();
           layer.embedding = {dims.vocab, dims.hidden};
-          layer.params = layer.embedding.params();
-          layer.savedFloats = layer.embedding.savedFloats(t);
-          layer.workspaceFloats = layer.embedding.workspaceFloats(t);
+          size(layer.embedding, layer.embedding.params());
           plan.hasEmbedding = true;
         })
         .Case([&](hybrid::MambaOp) {
@@ -120,24 +122,18 @@ FailureOr<StagePlan> planStage(pipe::StageOp stage) {
           layer.mamba = {dims.hidden,         dims.mambaNumHeads,
                          dims.mambaHeadDim,   dims.mambaState,
                          dims.mambaNumGroups, dims.mambaConvWidth};
-          layer.params = layer.mamba.params(numLayers);
-          layer.savedFloats = layer.mamba.savedFloats(t);
-          layer.workspaceFloats = layer.mamba.workspaceFloats(t);
+          size(layer.mamba, layer.mamba.params(numLayers));
         })
         .Case([&](hybrid::AttentionOp) {
           layer.kind = KernelKind::Attention;
           layer.attention = {dims.hidden, dims.numHeads, dims.numQueryGroups,
                              dims.kvChannels(), rope};
-          layer.params = layer.attention.params(numLayers);
-          layer.savedFloats = layer.attention.savedFloats(t);
-          layer.workspaceFloats = layer.attention.workspaceFloats(t);
+          size(layer.attention, layer.attention.params(numLayers));
         })
         .Case([&](hybrid::MlpOp) {
           layer.kind = KernelKind::Mlp;
           layer.mlp = {dims.hidden, dims.ffnHidden, act};
-          layer.params = layer.mlp.params(numLayers);
-          layer.savedFloats = layer.mlp.savedFloats(t);
-          layer.workspaceFloats = layer.mlp.workspaceFloats(t);
+          size(layer.mlp, layer.mlp.params(numLayers));
         })
         .Case([&](hybrid::MoeOp) {
           layer.kind = KernelKind::Moe;
@@ -147,18 +143,14 @@ FailureOr<StagePlan> planStage(pipe::StageOp stage) {
                        dims.moeTopK,
                        act,
                        auxCoeff};
-          layer.params = layer.moe.params(numLayers);
-          layer.savedFloats = layer.moe.savedFloats(t);
-          layer.workspaceFloats = layer.moe.workspaceFloats(t);
+          size(layer.moe, layer.moe.params(numLayers));
         })
         .Case([&](hybrid::FinalNormOp) { isLayer = false; })
         .Case([&](hybrid::OutputOp) {
           layer.kind = KernelKind::Head;
           layer.prefix.clear();
           layer.head = {dims.vocab, dims.hidden, dims.tieEmbeddings};
-          layer.params = layer.head.params();
-          layer.savedFloats = layer.head.savedFloats(t);
-          layer.workspaceFloats = layer.head.workspaceFloats(t);
+          size(layer.head, layer.head.params());
           plan.hasHead = true;
         })
         .Case<hybrid::GdnOp, hybrid::DsaOp, hybrid::MlaOp>([&](Operation *) {

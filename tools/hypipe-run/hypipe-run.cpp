@@ -7,6 +7,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/Data.h"
+#include "runtime/NumberFormat.h"
 #include "runtime/Trainer.h"
 #include "runtime/kernels/cpu/Primitives.h"
 
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -23,16 +25,6 @@
 using namespace hypipe::rt;
 
 namespace {
-
-std::string withCommas(double value) {
-  std::string digits = std::to_string(int64_t(value + 0.5)), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 int defaultThreads() {
   if (const char *env = std::getenv("OMP_NUM_THREADS"))
@@ -135,7 +127,7 @@ int main(int argc, char **argv) {
           "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {} "
           "tokens/s",
           s, std::to_string(total).size(), total, st.loss, st.lr, st.gradNorm,
-          withCommas(st.tokensPerSecond));
+          hypipe::withCommas(std::llround(st.tokensPerSecond)));
       if (tty) {
         int width = 20, done = int(width * s / total);
         double eta = elapsed / double(s) * double(total - s);

@@ -3,6 +3,7 @@
 #include "frontend/CostModel.h"
 #include "frontend/Spec.h"
 #include "passes/schedule/Simulate.h"
+#include "runtime/NumberFormat.h"
 #include "targets/Artifact.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
@@ -25,23 +26,14 @@ namespace hypipe::cli {
 namespace {
 
 /// Loads a spec or prints why not (the error text is already rendered).
-std::optional<ModelSpec> load(const std::string &path) {
-  auto spec = loadSpec(path);
+std::optional<ModelSpec> load(const std::string &path,
+                              const SpecOverrides &overrides = {}) {
+  auto spec = loadSpec(path, overrides);
   if (!spec) {
     llvm::errs() << llvm::toString(spec.takeError());
     return std::nullopt;
   }
   return std::move(*spec);
-}
-
-std::string withCommas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
 }
 
 struct CompileOptions {
@@ -64,15 +56,9 @@ int runCompile(const CompileOptions &o) {
                  << o.spec << " -o out/model.hpa\n";
     return 1;
   }
-  std::optional<ModelSpec> spec;
-  {
-    auto loaded = loadSpec(o.spec, o.overrides);
-    if (!loaded) {
-      llvm::errs() << llvm::toString(loaded.takeError());
-      return 1;
-    }
-    spec = std::move(*loaded);
-  }
+  auto spec = load(o.spec, o.overrides);
+  if (!spec)
+    return 1;
   mlir::MLIRContext context;
   auto module = buildModel(context, *spec);
   if (failed(mlir::verify(*module))) {

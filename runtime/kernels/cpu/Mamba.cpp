@@ -20,14 +20,15 @@
 namespace hypipe::rt::cpu {
 namespace {
 
-struct MambaParams {
-  const float *norm, *inProj, *convW, *convB, *dtBias, *aLog, *d, *gnorm,
-      *outProj;
+/// The layer's parameters (or, with T = float, their gradients), in the
+/// order of MambaShape::params().
+template <typename T> struct MambaParams {
+  T *norm, *inProj, *convW, *convB, *dtBias, *aLog, *d, *gnorm, *outProj;
 };
 
-template <typename P> MambaParams mambaParams(const MambaShape &s, P *base) {
-  MambaParams p;
-  const float *q = base;
+template <typename T> MambaParams<T> mambaParams(const MambaShape &s, T *base) {
+  MambaParams<T> p;
+  T *q = base;
   p.norm = q, q += s.hidden;
   p.inProj = q, q += s.inProj() * s.hidden;
   p.convW = q, q += s.convChannels() * s.convWidth;
@@ -87,7 +88,7 @@ void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
   const int64_t T = t.tokens(), H = s.heads, P = s.headDim, N = s.state,
                 G = s.groups, I = s.inner(), Cc = s.convChannels(),
                 W = s.inProj(), L = MambaShape::kScanChunk;
-  MambaParams p = mambaParams(s, params);
+  MambaParams<const float> p = mambaParams(s, params);
   MambaSaved m = mambaSaved(s, t, saved);
 
   std::memcpy(m.x, x, sizeof(float) * T * s.hidden);
@@ -166,13 +167,8 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
   const int64_t T = t.tokens(), H = s.heads, P = s.headDim, N = s.state,
                 G = s.groups, I = s.inner(), Cc = s.convChannels(),
                 W = s.inProj(), K = s.convWidth, L = MambaShape::kScanChunk;
-  MambaParams p = mambaParams(s, params);
-  MambaParams gp = mambaParams(s, grads);
-  float *gNorm = grads, *gConvW = const_cast<float *>(gp.convW),
-        *gConvB = const_cast<float *>(gp.convB),
-        *gDtBias = const_cast<float *>(gp.dtBias),
-        *gALog = const_cast<float *>(gp.aLog), *gD = const_cast<float *>(gp.d),
-        *gGnorm = const_cast<float *>(gp.gnorm);
+  MambaParams<const float> p = mambaParams(s, params);
+  MambaParams<float> gp = mambaParams(s, grads);
   MambaSaved m = mambaSaved(s, t, saved);
 
   float *dnormed = ws;             // [T, I]
@@ -206,8 +202,8 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
   }
   for (int64_t row = 0; row < T; ++row)
     for (int64_t i = 0; i < I; ++i)
-      gGnorm[i] += dnormed[row * I + i] * m.gated[row * I + i] *
-                   m.grstd[row * G + i / gs];
+      gp.gnorm[i] += dnormed[row * I + i] * m.gated[row * I + i] *
+                     m.grstd[row * G + i / gs];
 
   // Scan backward, per (sequence, head); B and C gradients are shared by
   // the heads of a group, so heads run in order inside one sequence.
@@ -281,8 +277,8 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
   }
   for (int64_t b = 0; b < t.batch; ++b)
     for (int64_t h = 0; h < H; ++h) {
-      gALog[h] += partialA[b * H + h] * -std::exp(p.aLog[h]);
-      gD[h] += partialD[b * H + h];
+      gp.aLog[h] += partialA[b * H + h] * -std::exp(p.aLog[h]);
+      gp.d[h] += partialD[b * H + h];
     }
 
   // dt = softplus(raw + dt_bias); conv + SiLU backward into dzxbcdt.
@@ -291,7 +287,7 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
       float raw = m.zxbcdt[row * W + 2 * I + 2 * G * N + h] + p.dtBias[h];
       float d = dtGrad[row * H + h] * sigmoid(raw);
       m.dzxbcdt[row * W + 2 * I + 2 * G * N + h] = d;
-      gDtBias[h] += d;
+      gp.dtBias[h] += d;
     }
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < t.batch; ++b) {
@@ -318,11 +314,12 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
       int64_t row = b * t.seq + pos;
       for (int64_t c = 0; c < Cc; ++c) {
         float dpre = dxbc[row * Cc + c];
-        gConvB[c] += dpre;
+        gp.convB[c] += dpre;
         for (int64_t k = 0; k < K; ++k) {
           int64_t src = pos - (K - 1) + k;
           if (src >= 0)
-            gConvW[c * K + k] += dpre * m.zxbcdt[(b * t.seq + src) * W + I + c];
+            gp.convW[c * K + k] +=
+                dpre * m.zxbcdt[(b * t.seq + src) * W + I + c];
         }
       }
     }
@@ -331,18 +328,16 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
   float *dxn = stateBuf + t.batch * (chunkStates + P * N); // [T, hidden]
   linearBackwardInput(T, s.hidden, W, m.dzxbcdt, p.inProj, dxn);
   std::memcpy(dx, dy, sizeof(float) * T * s.hidden);
-  rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gNorm, true);
+  rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
 }
 
 void mambaBackwardWeight(const MambaShape &s, const TokenShape &t,
                          const float *saved, float *grads) {
   const int64_t T = t.tokens();
   MambaSaved m = mambaSaved(s, t, const_cast<float *>(saved));
-  MambaParams gp = mambaParams(s, grads);
-  linearBackwardWeight(T, s.hidden, s.inProj(), m.dzxbcdt, m.xn,
-                       const_cast<float *>(gp.inProj));
-  linearBackwardWeight(T, s.inner(), s.hidden, m.dout, m.normed,
-                       const_cast<float *>(gp.outProj));
+  MambaParams<float> gp = mambaParams(s, grads);
+  linearBackwardWeight(T, s.hidden, s.inProj(), m.dzxbcdt, m.xn, gp.inProj);
+  linearBackwardWeight(T, s.inner(), s.hidden, m.dout, m.normed, gp.outProj);
 }
 
 } // namespace hypipe::rt::cpu

@@ -46,18 +46,20 @@ MoeSaved moeSaved(const MoeShape &s, const TokenShape &t, float *p) {
   return m;
 }
 
-struct MoeParams {
-  const float *norm, *router;
-  const float *w1(const MoeShape &s, int64_t e) const {
+/// The layer's parameters (or, with T = float, their gradients), in the
+/// order of MoeShape::params().
+template <typename T> struct MoeParams {
+  T *norm, *router;
+  T *w1(const MoeShape &s, int64_t e) const {
     return router + s.experts * s.hidden +
            e * (s.fc1Width() * s.hidden + s.hidden * s.ffn);
   }
-  const float *w2(const MoeShape &s, int64_t e) const {
+  T *w2(const MoeShape &s, int64_t e) const {
     return w1(s, e) + s.fc1Width() * s.hidden;
   }
 };
 
-MoeParams moeParams(const MoeShape &s, const float *base) {
+template <typename T> MoeParams<T> moeParams(const MoeShape &s, T *base) {
   return {base, base + s.hidden};
 }
 
@@ -74,7 +76,7 @@ std::vector<int64_t> expertOffsets(const MoeShape &s, const float *counts) {
 float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
                  const float *x, float *y, float *saved, float *ws) {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
-  MoeParams p = moeParams(s, params);
+  MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
   float *logits = ws;              // [T, E]
   float *slotRow = logits + T * E; // [T, k] row of each (token, slot)
@@ -160,9 +162,9 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
                       const float *params, float *grads, float *saved,
                       const float *dy, float *dx, float *ws, float lossScale) {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
-  MoeParams p = moeParams(s, params);
+  MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
-  float *gRouter = grads + Hd;
+  MoeParams<float> gp = moeParams(s, grads);
   float *dlogits = ws;             // [T, E]
   float *dprobs = dlogits + T * E; // [T, E]
   float *dxn = dprobs + T * E;     // [T, Hd]
@@ -228,26 +230,26 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
       dlogits[tok * E + e] = pr[e] * (dp[e] - float(dot));
   }
   linearBackwardInput(T, Hd, E, dlogits, p.router, dxn, /*accumulate=*/true);
-  linearBackwardWeight(T, Hd, E, dlogits, m.xn, gRouter);
+  linearBackwardWeight(T, Hd, E, dlogits, m.xn, gp.router);
 
   std::memcpy(dx, dy, sizeof(float) * T * Hd);
-  rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, grads, true);
+  rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
 }
 
 void moeBackwardWeight(const MoeShape &s, const TokenShape &t,
                        const float *saved, float *grads) {
   const int64_t Hd = s.hidden;
   MoeSaved m = moeSaved(s, t, const_cast<float *>(saved));
-  MoeParams gp = moeParams(s, grads);
+  MoeParams<float> gp = moeParams(s, grads);
   std::vector<int64_t> off = expertOffsets(s, m.counts);
   for (int64_t e = 0; e < s.experts; ++e) {
     int64_t r0 = off[e], n = off[e + 1] - off[e];
     if (n == 0)
       continue;
     linearBackwardWeight(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
-                         m.xr + r0 * Hd, const_cast<float *>(gp.w1(s, e)));
+                         m.xr + r0 * Hd, gp.w1(s, e));
     linearBackwardWeight(n, s.ffn, Hd, m.dyr + r0 * Hd, m.act + r0 * s.ffn,
-                         const_cast<float *>(gp.w2(s, e)));
+                         gp.w2(s, e));
   }
 }
 
