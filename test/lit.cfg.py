@@ -7,7 +7,7 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.hypipe_obj_root, "test")
-config.excludes = ["check_training.py", "unit", "conformance", "fuzz", "reference", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
+config.excludes = ["check_training.py", "compare_logs.py", "unit", "conformance", "fuzz", "reference", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
 
 config.environment["PATH"] = os.pathsep.join(
     [config.hypipe_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
