@@ -27,6 +27,13 @@ struct RuntimeError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// An error every rank of the run raises at the same point with the same
+/// message (a diverged loss, a failed checkpoint): rank 0 prints it and all
+/// ranks exit together instead of aborting one another.
+struct CollectiveError : RuntimeError {
+  using RuntimeError::RuntimeError;
+};
+
 struct ParamEntry {
   std::string name;
   std::vector<int64_t> shape;

@@ -3,14 +3,23 @@
 
 #include "runtime/Trainer.h"
 
+#include "runtime/Checkpoint.h"
 #include "runtime/Init.h"
 #include "runtime/SafeTensors.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <set>
+#include <sys/stat.h>
 
 namespace hypipe::rt {
 
@@ -23,8 +32,30 @@ double learningRate(const TrainingConfig &c, int64_t step) {
   return c.minLr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (c.lr - c.minLr);
 }
 
-Trainer::Trainer(Artifact &artifact, int64_t ppRank, const TextDataset &data)
-    : artifact(artifact), ppRank(ppRank), data(data) {
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Tags name the receiving stage, the microbatch and the direction, so a
+/// transfer can only match its own receive.
+int transferTag(int64_t receivingStage, int64_t mb, int64_t microbatches,
+                bool backward) {
+  return int(((receivingStage * microbatches + mb) * 2 + backward) % 32768);
+}
+
+/// Gradients are reduced over data parallelism in buckets of at most this
+/// many floats (16 MiB), each started as soon as its stage's last backward
+/// action of the step has run.
+constexpr int64_t kBucketFloats = int64_t(4) << 20;
+
+} // namespace
+
+Trainer::Trainer(Artifact &artifact, Comm &comm, const TextDataset &data)
+    : artifact(artifact), comm(comm), ppRank(comm.ppRank()), data(data) {
   loadStageLibraries(artifact, ppRank);
   for (StageEntry *e : artifact.stagesOf(ppRank)) {
     StageState s;
@@ -42,30 +73,79 @@ Trainer::Trainer(Artifact &artifact, int64_t ppRank, const TextDataset &data)
   }
   for (auto it = copies.begin(); it != copies.end();)
     it = it->second.size() > 1 ? std::next(it) : copies.erase(it);
+
+  // Parameters held by several pipeline ranks (the tied embedding between
+  // first and last stage): every rank creates the groups in name order.
+  std::map<std::string, std::vector<int64_t>> holders; // name -> stages
+  for (const StageEntry &e : artifact.stages)
+    for (const ParamEntry &p : e.params)
+      holders[p.name].push_back(e.index);
+  for (auto &[name, stageIndices] : holders) {
+    std::vector<int64_t> ranks;
+    for (int64_t st : stageIndices)
+      ranks.push_back(artifact.stages[st].ppRank);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    bool local = false;
+    for (const StageState &s : stages)
+      for (const ParamEntry &p : s.entry->params)
+        local |= p.name == name;
+    if (stageIndices.size() > 1)
+      firstStage[name] = stageIndices.front();
+    if (ranks.size() < 2)
+      continue;
+    MPI_Comm group = comm.group(ranks);
+    if (local)
+      tiedGroups.push_back({name, group});
+  }
+
   const TrainingConfig &t = artifact.training;
   int64_t perMb = t.microBatchSize * t.seqLength;
   tokens.resize(artifact.microbatches * perMb);
   labels.resize(artifact.microbatches * perMb);
+  if (const char *kill = std::getenv("HYPIPE_FAULT_KILL"))
+    std::sscanf(kill, "%d:%ld", &faultKillRank, &faultKillStep);
+  if (const char *nan = std::getenv("HYPIPE_FAULT_NAN_STEP"))
+    faultNanStep = std::atol(nan);
+  comm.barrier();
+  epoch = now();
+}
+
+void Trainer::startDpReduction(StageState &s) {
+  if (comm.dpSize() == 1)
+    return;
+  for (int64_t at = 0; at < int64_t(s.grads.size()); at += kBucketFloats)
+    dpRequests.push_back(comm.iallreduceDp(
+        s.grads.data() + at,
+        std::min<int64_t>(kBucketFloats, int64_t(s.grads.size()) - at)));
 }
 
 void Trainer::runProgram(int64_t step, double &loss, double &aux) {
   const TrainingConfig &t = artifact.training;
-  const int64_t M = artifact.microbatches,
+  const int64_t M = artifact.microbatches, dp = comm.dpSize(),
                 perMb = t.microBatchSize * t.seqLength;
   const int64_t activation = perMb * artifact.stages[0].hidden;
-  // Every rank draws the same global batch, so first and last stages agree
-  // on tokens and labels without sending them.
+  // The global batch is dp x M microbatches; this replica takes microbatches
+  // [dpRank * M, (dpRank + 1) * M) of it. Every pipeline rank draws the
+  // replica's samples, so first and last stages agree on tokens and labels
+  // without sending them.
   for (int64_t mb = 0; mb < M; ++mb)
     for (int64_t row = 0; row < t.microBatchSize; ++row) {
-      int64_t index = ((step - 1) * M + mb) * t.microBatchSize + row;
+      int64_t globalMb = (step - 1) * dp * M + comm.dpRank() * M + mb;
+      int64_t index = globalMb * t.microBatchSize + row;
       int64_t at = mb * perMb + row * t.seqLength;
       data.sample(uint64_t(t.seed), index, tokens.data() + at,
                   labels.data() + at);
     }
+  // Each microbatch's loss enters the step's loss with weight 1 / (dp M),
+  // so the data-parallel sum of gradients is already their mean.
+  const double scale = 1.0 / double(M * dp);
 
   auto key = [](int64_t stage, int64_t mb) { return stage * (1 << 20) + mb; };
   std::map<int64_t, std::vector<float>> acts, grads; // outputs, input grads
   std::map<int64_t, int> slotOf;
+  std::vector<Comm::Request> sends;
+  std::vector<std::vector<float>> sendBuffers;
   auto local = [&](int64_t stage) -> StageState & {
     for (StageState &s : stages)
       if (s.entry->index == stage)
@@ -75,15 +155,65 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
         "help: the artifact is corrupt; recompile it",
         ppRank, stage));
   };
+  for (StageState &s : stages)
+    s.backwardsDone = 0;
+  lastTimings.clear();
 
   for (const ActionEntry &a : artifact.programs[ppRank]) {
-    if (a.kind != ActionEntry::F && a.kind != ActionEntry::B &&
-        a.kind != ActionEntry::I && a.kind != ActionEntry::W)
-      throw RuntimeError(fmt::format(
-          "error: action '{}' exchanges tensors with rank {}; this run has a "
-          "single process\nhelp: launch {} ranks with mpirun (or compile "
-          "with --pp 1)",
-          a.text, a.peer, artifact.pp * artifact.dp));
+    double begin = now() - epoch;
+    auto record = [&](char kind) {
+      lastTimings.push_back({a.text, kind, begin, now() - epoch});
+    };
+    switch (a.kind) {
+    case ActionEntry::SendF:
+    case ActionEntry::SendB: {
+      if (!comm.distributed())
+        throw RuntimeError(fmt::format(
+            "error: action '{}' exchanges tensors with rank {}; this run has "
+            "a single process\nhelp: launch {} ranks with mpirun (or compile "
+            "with --pp 1)",
+            a.text, a.peer, artifact.pp * artifact.dp));
+      bool backward = a.kind == ActionEntry::SendB;
+      auto &from = backward ? grads : acts;
+      auto it = from.find(key(a.stage, a.mb));
+      if (it == from.end())
+        throw RuntimeError(fmt::format(
+            "error: rank {} has nothing to send at '{}'\nhelp: the artifact's "
+            "program is out of order; recompile it",
+            ppRank, a.text));
+      sendBuffers.push_back(std::move(it->second));
+      from.erase(it);
+      sends.push_back(comm.isend(
+          sendBuffers.back().data(), activation, comm.worldRankOf(a.peer),
+          transferTag(backward ? a.stage - 1 : a.stage + 1, a.mb, M,
+                      backward)));
+      record('S');
+      continue;
+    }
+    case ActionEntry::RecvF:
+    case ActionEntry::RecvB: {
+      if (!comm.distributed())
+        throw RuntimeError(fmt::format(
+            "error: action '{}' exchanges tensors with rank {}; this run has "
+            "a single process\nhelp: launch {} ranks with mpirun (or compile "
+            "with --pp 1)",
+            a.text, a.peer, artifact.pp * artifact.dp));
+      bool backward = a.kind == ActionEntry::RecvB;
+      // Stored as if the producing stage had run here.
+      auto &into = backward ? grads : acts;
+      std::vector<float> &buffer =
+          into.emplace(key(backward ? a.stage + 1 : a.stage - 1, a.mb),
+                       std::vector<float>(activation))
+              .first->second;
+      comm.recv(buffer.data(), activation, comm.worldRankOf(a.peer),
+                transferTag(a.stage, a.mb, M, backward));
+      record('R');
+      continue;
+    }
+    default:
+      break;
+    }
+
     StageState &s = local(a.stage);
     StageEntry &e = *s.entry;
     hypipe_stage_args_t args{};
@@ -92,7 +222,7 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
     args.workspace = s.workspace.data();
     args.tokens = tokens.data() + a.mb * perMb;
     args.labels = labels.data() + a.mb * perMb;
-    args.loss_scale = float(1.0 / double(M));
+    args.loss_scale = float(scale);
     int64_t k = key(a.stage, a.mb);
 
     if (a.kind == ActionEntry::F) {
@@ -115,30 +245,45 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
       if (!e.hasEmbedding)
         acts.erase(key(a.stage - 1, a.mb));
       if (e.hasHead)
-        loss += args.loss / double(M);
-      aux += args.aux_loss / double(M);
-      continue;
+        loss += args.loss * scale;
+      aux += args.aux_loss * scale;
+      record('F');
+    } else {
+      args.saved = s.slots.at(slotOf.at(k)).data();
+      if (a.kind == ActionEntry::B || a.kind == ActionEntry::I) {
+        if (!e.hasHead)
+          args.grad_output = grads.at(key(a.stage + 1, a.mb)).data();
+        if (!e.hasEmbedding)
+          args.grad_input = grads.emplace(k, std::vector<float>(activation))
+                                .first->second.data();
+        e.backwardInput(&args);
+        if (!e.hasHead)
+          grads.erase(key(a.stage + 1, a.mb));
+      }
+      if (a.kind == ActionEntry::B || a.kind == ActionEntry::W) {
+        e.backwardWeight(&args);
+        s.freeSlots.push_back(slotOf.at(k));
+        slotOf.erase(k);
+        if (++s.backwardsDone == M)
+          startDpReduction(s);
+      }
+      record(a.kind == ActionEntry::B   ? 'B'
+             : a.kind == ActionEntry::I ? 'I'
+                                        : 'W');
     }
-    args.saved = s.slots.at(slotOf.at(k)).data();
-    if (a.kind == ActionEntry::B || a.kind == ActionEntry::I) {
-      if (!e.hasHead)
-        args.grad_output = grads.at(key(a.stage + 1, a.mb)).data();
-      if (!e.hasEmbedding)
-        args.grad_input = grads.emplace(k, std::vector<float>(activation))
-                              .first->second.data();
-      e.backwardInput(&args);
-      if (!e.hasHead)
-        grads.erase(key(a.stage + 1, a.mb));
-    }
-    if (a.kind == ActionEntry::B || a.kind == ActionEntry::W) {
-      e.backwardWeight(&args);
-      s.freeSlots.push_back(slotOf.at(k));
-      slotOf.erase(k);
+    // Let MPI move pending sends and reductions along between kernels.
+    if (comm.distributed()) {
+      comm.testAll(sends);
+      comm.testAll(dpRequests);
     }
   }
+  comm.waitAll(sends);
+  comm.waitAll(dpRequests);
 }
 
 void Trainer::reduceTiedGradients() {
+  // Copies on this rank first (in stage order), then across ranks: a group
+  // of two adds a + b on both members, so the copies stay bit-identical.
   for (auto &[name, where] : copies) {
     const StageState &first = stages[where[0].first];
     int64_t n = 0;
@@ -153,21 +298,39 @@ void Trainer::reduceTiedGradients() {
       std::memcpy(stages[stage].grads.data() + offset, sum.data(),
                   sizeof(float) * n);
   }
+  for (const TiedGroup &g : tiedGroups) {
+    float *first = nullptr;
+    int64_t n = 0;
+    for (StageState &s : stages)
+      for (const ParamEntry &p : s.entry->params)
+        if (p.name == g.name) {
+          if (!first) {
+            first = s.grads.data() + p.offset;
+            n = p.numel;
+            comm.allreduce(g.group, first, n);
+          } else {
+            std::memcpy(s.grads.data() + p.offset, first, sizeof(float) * n);
+          }
+        }
+  }
 }
 
-double Trainer::gradNorm() const {
-  // Each parameter once: a tied copy after its first is skipped.
+double Trainer::localGradNormSquared() const {
+  // Each parameter once over the pipeline: a tied copy counts only on the
+  // first stage that holds it.
   double sq = 0;
-  for (size_t si = 0; si < stages.size(); ++si)
-    for (const ParamEntry &p : stages[si].entry->params) {
-      auto it = copies.find(p.name);
-      if (it != copies.end() && it->second[0].first != si)
+  std::set<std::string> counted;
+  for (const StageState &s : stages)
+    for (const ParamEntry &p : s.entry->params) {
+      auto it = firstStage.find(p.name);
+      if (it != firstStage.end() &&
+          (it->second != s.entry->index || !counted.insert(p.name).second))
         continue;
-      const float *g = stages[si].grads.data() + p.offset;
+      const float *g = s.grads.data() + p.offset;
       for (int64_t i = 0; i < p.numel; ++i)
         sq += double(g[i]) * g[i];
     }
-  return std::sqrt(sq);
+  return sq;
 }
 
 void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
@@ -188,6 +351,157 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
         w[i] = float(w[i] * decay - lr * update);
       }
     }
+}
+
+int64_t Trainer::globalBatch() const {
+  return comm.dpSize() * artifact.microbatches *
+         artifact.training.microBatchSize;
+}
+
+namespace {
+
+/// Every rank's `error` ("" = none): when any is set, all ranks throw the
+/// same CollectiveError listing them.
+void agree(Comm &comm, const std::string &error, const std::string &what) {
+  std::vector<double> failed = comm.allgather({error.empty() ? 0.0 : 1.0});
+  bool any = false;
+  for (double f : failed)
+    any |= f != 0;
+  if (!any)
+    return;
+  // Rank 0 lists each distinct message once with the ranks that raised it.
+  std::vector<std::string> messages = comm.gatherToRoot(error);
+  std::vector<std::pair<std::string, std::vector<size_t>>> distinct;
+  for (size_t r = 0; r < messages.size(); ++r) {
+    std::string m = messages[r];
+    if (m.empty())
+      continue;
+    if (m.rfind("error: ", 0) == 0)
+      m = m.substr(7);
+    auto it = std::find_if(distinct.begin(), distinct.end(),
+                           [&](const auto &d) { return d.first == m; });
+    if (it == distinct.end())
+      distinct.push_back({m, {r}});
+    else
+      it->second.push_back(r);
+  }
+  std::string text = what;
+  for (const auto &[m, ranks] : distinct)
+    text += fmt::format("\n[rank{} {}] {}", ranks.size() > 1 ? "s" : "",
+                        fmt::join(ranks, ","), m);
+  throw CollectiveError(text);
+}
+
+} // namespace
+
+void Trainer::save(const std::string &root, int64_t step) {
+  const TrainingConfig &t = artifact.training;
+  CheckpointInfo info;
+  info.step = step;
+  info.globalBatch = globalBatch();
+  info.consumedSamples = step * info.globalBatch;
+  info.seed = t.seed;
+  info.model = artifact.modelName;
+  info.pattern = artifact.pattern;
+  info.layout = fmt::format("pp={},vpp={},dp={},schedule={},microbatches={}",
+                            artifact.pp, artifact.vpp, artifact.dp,
+                            artifact.schedule, artifact.microbatches);
+  const std::string name = stepDirectoryName(step), dir = root + "/" + name;
+  const std::string what =
+      fmt::format("error: saving the checkpoint of step {} to '{}' failed; "
+                  "the previous checkpoint is intact",
+                  step, dir);
+  std::string error;
+  if (comm.rank() == 0)
+    for (const std::string &d : {root, dir})
+      if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
+        error = fmt::format("cannot create '{}': {}", d, std::strerror(errno));
+        break;
+      }
+  agree(comm, error, what);
+  // Data-parallel replicas hold the same state: replica 0 writes it.
+  if (comm.dpRank() == 0) {
+    SafeTensorsWriter w;
+    std::set<std::string> written;
+    for (StageState &s : stages)
+      for (const ParamEntry &p : s.entry->params) {
+        if (!written.insert(p.name).second)
+          continue;
+        w.add(p.name, p.shape, s.params.data() + p.offset);
+        w.add("optimizer.exp_avg." + p.name, p.shape,
+              s.adamM.data() + p.offset);
+        w.add("optimizer.exp_avg_sq." + p.name, p.shape,
+              s.adamV.data() + p.offset);
+      }
+    for (auto &[k, v] : info.metadata())
+      w.metadata(k, v);
+    try {
+      w.write(fmt::format("{}/pp{}.safetensors", dir, ppRank));
+    } catch (const RuntimeError &e) {
+      error = e.what();
+    }
+  }
+  agree(comm, error, what);
+  if (comm.rank() == 0) {
+    std::map<std::string, std::string> weightMap;
+    for (const StageEntry &e : artifact.stages)
+      for (const ParamEntry &p : e.params) {
+        std::string file = fmt::format("pp{}.safetensors", e.ppRank);
+        for (const std::string &prefix :
+             {"", "optimizer.exp_avg.", "optimizer.exp_avg_sq."})
+          weightMap.emplace(prefix + p.name, file);
+      }
+    try {
+      writeCheckpointIndex(dir, info, weightMap, artifact.pp, artifact.vpp,
+                           artifact.dp, artifact.schedule,
+                           artifact.microbatches);
+      markLatest(root, name);
+    } catch (const RuntimeError &e) {
+      error = e.what();
+    }
+  }
+  agree(comm, error, what);
+}
+
+int64_t Trainer::resume(const std::string &path) {
+  std::string error;
+  int64_t step = 0;
+  try {
+    CheckpointReader ckpt(path);
+    const CheckpointInfo &info = ckpt.info();
+    const TrainingConfig &t = artifact.training;
+    if (info.model != artifact.modelName || info.pattern != artifact.pattern)
+      throw RuntimeError(fmt::format(
+          "checkpoint '{}' is of model '{}' ({}), this artifact of '{}' "
+          "({})\nhelp: resume with the spec that wrote it",
+          ckpt.location(), info.model, info.pattern, artifact.modelName,
+          artifact.pattern));
+    if (info.globalBatch != globalBatch() || info.seed != t.seed)
+      throw RuntimeError(fmt::format(
+          "checkpoint '{}' was trained with global batch {} and seed {}, "
+          "this run has {} and {}; the data order would change\nhelp: keep "
+          "dp x microbatches x micro_batch_size and the seed of the run that "
+          "saved it (pp, vpp and the schedule may change)",
+          ckpt.location(), info.globalBatch, info.seed, globalBatch(), t.seed));
+    if (info.step >= t.steps)
+      throw RuntimeError(fmt::format(
+          "checkpoint '{}' is at step {}, and this run ends at step {}\n"
+          "help: pass --steps N with N > {}",
+          ckpt.location(), info.step, t.steps, info.step));
+    for (StageState &s : stages)
+      for (const ParamEntry &p : s.entry->params) {
+        ckpt.read(p.name, p.shape, s.params.data() + p.offset);
+        ckpt.read("optimizer.exp_avg." + p.name, p.shape,
+                  s.adamM.data() + p.offset);
+        ckpt.read("optimizer.exp_avg_sq." + p.name, p.shape,
+                  s.adamV.data() + p.offset);
+      }
+    step = info.step;
+  } catch (const RuntimeError &e) {
+    error = e.what();
+  }
+  agree(comm, error, fmt::format("error: cannot resume from '{}'", path));
+  return step;
 }
 
 void Trainer::dump(const std::string &path, double loss, double aux) {
@@ -213,15 +527,34 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
     std::fill(s.grads.begin(), s.grads.end(), 0.0f);
   StepStats st;
   st.step = step;
-  runProgram(step, st.loss, st.auxLoss);
+  // Fault injection for the tests (docs/runtime.md): this rank dies at the
+  // start of a step, or a step's loss turns into NaN.
+  if (faultKillRank == comm.rank() && faultKillStep == step)
+    std::raise(SIGKILL);
+  double loss = 0, aux = 0;
+  runProgram(step, loss, aux);
+  if (faultNanStep == step)
+    loss = std::nan("");
   reduceTiedGradients();
   if (!dumpPath.empty())
-    dump(dumpPath, st.loss, st.auxLoss);
-  st.gradNorm = gradNorm();
+    dump(dumpPath, loss, aux);
+  // Loss, aux loss and squared norm of every rank, added in rank order so
+  // every rank computes the same bits. Data-parallel replicas hold the same
+  // reduced gradients: only replica 0 counts them.
+  std::vector<double> all = comm.allgather(
+      {loss, aux, comm.dpRank() == 0 ? localGradNormSquared() : 0.0});
+  double sq = 0;
+  for (size_t r = 0; r < all.size(); r += 3) {
+    st.loss += all[r];
+    st.auxLoss += all[r + 1];
+    sq += all[r + 2];
+  }
+  st.gradNorm = std::sqrt(sq);
   if (!std::isfinite(st.loss) || !std::isfinite(st.gradNorm))
-    throw RuntimeError(fmt::format(
+    throw CollectiveError(fmt::format(
         "error: step {}: the loss is {} and the gradient norm {}; training "
-        "diverged\nhelp: lower training.lr or raise warmup_steps",
+        "diverged (no update was applied; the last checkpoint is kept)\n"
+        "help: lower training.lr or raise warmup_steps",
         step, st.loss, st.gradNorm));
   const TrainingConfig &t = artifact.training;
   double clip = 1.0;

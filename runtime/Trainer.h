@@ -11,6 +11,7 @@
 #define HYPIPE_RUNTIME_TRAINER_H
 
 #include "runtime/Artifact.h"
+#include "runtime/Comm.h"
 #include "runtime/Data.h"
 
 #include <map>
@@ -32,13 +33,36 @@ double learningRate(const TrainingConfig &config, int64_t step);
 
 class Trainer {
 public:
-  /// Loads `ppRank`'s stage libraries and initialises its parameters.
-  Trainer(Artifact &artifact, int64_t ppRank, const TextDataset &data);
+  /// Loads the stage libraries of `comm`'s pipeline rank and initialises
+  /// its parameters; collective (creates the tied-parameter groups).
+  Trainer(Artifact &artifact, Comm &comm, const TextDataset &data);
 
   /// Runs training step `step` (1-based). With `dumpPath`, writes the
   /// parameters before the update, the gradients and the batch to a
   /// safetensors file (for reference checks) before clipping.
   StepStats step(int64_t step, const std::string &dumpPath = "");
+
+  /// Saves parameters and AdamW state after step `step` to
+  /// `root`/step_NNNNNNNN and points `root`/latest at it (collective;
+  /// Checkpoint.h). Throws CollectiveError, leaving the previous checkpoint
+  /// as it was, when any rank fails to write.
+  void save(const std::string &root, int64_t step);
+  /// Restores parameters and AdamW state from a checkpoint (root, step
+  /// directory or merged file, of any layout of the same model) and returns
+  /// the step it was saved after. Throws CollectiveError.
+  int64_t resume(const std::string &path);
+
+  /// Samples per step: dp x microbatches x micro_batch_size.
+  int64_t globalBatch() const;
+
+  /// One compute or transfer action of the last step, in seconds since the
+  /// trainer started (for traces).
+  struct Timing {
+    std::string name;
+    char kind; ///< 'F', 'B', 'I', 'W', 'S' (send), 'R' (receive)
+    double start, end;
+  };
+  const std::vector<Timing> &timings() const { return lastTimings; }
 
 private:
   struct StageState {
@@ -46,15 +70,18 @@ private:
     std::vector<float> params, grads, adamM, adamV, workspace;
     std::vector<std::vector<float>> slots;
     std::vector<int> freeSlots;
+    int64_t backwardsDone = 0; ///< B or W actions this step
   };
 
   void runProgram(int64_t step, double &loss, double &aux);
+  void startDpReduction(StageState &s);
   void reduceTiedGradients();
-  double gradNorm() const;
+  double localGradNormSquared() const;
   void optimizerStep(int64_t step, double lr, double clipScale);
   void dump(const std::string &path, double loss, double aux);
 
   Artifact &artifact;
+  Comm &comm;
   int64_t ppRank;
   const TextDataset &data;
   std::vector<StageState> stages;      ///< this rank's, by vp_stage
@@ -62,6 +89,20 @@ private:
   /// Parameters that appear in more than one local stage (tied embedding):
   /// (stage, offset) of each copy, by name.
   std::map<std::string, std::vector<std::pair<size_t, int64_t>>> copies;
+  /// Tied parameters with copies on other pipeline ranks and the group that
+  /// sums them.
+  struct TiedGroup {
+    std::string name;
+    MPI_Comm group;
+  };
+  std::vector<TiedGroup> tiedGroups;
+  /// First stage (over all ranks) of each parameter held by several stages.
+  std::map<std::string, int64_t> firstStage;
+  std::vector<Comm::Request> dpRequests;
+  std::vector<Timing> lastTimings;
+  double epoch = 0;
+  int faultKillRank = -1;
+  long faultKillStep = -1, faultNanStep = -1;
 };
 
 } // namespace hypipe::rt

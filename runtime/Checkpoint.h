@@ -1,0 +1,79 @@
+//===- Checkpoint.h - save, find, read and merge checkpoints --------------===//
+//
+// A checkpoint is a directory ROOT/step_NNNNNNNN holding one safetensors
+// file per pipeline rank (pp<r>.safetensors: parameters under their
+// Megatron names, AdamW moments under optimizer.exp_avg.<name> and
+// optimizer.exp_avg_sq.<name>) and index.json naming the file of every
+// tensor. ROOT/latest names the newest complete step directory; it is
+// replaced (atomically) only after every file of the step is on disk.
+// docs/runtime.md describes the format.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_CHECKPOINT_H
+#define HYPIPE_RUNTIME_CHECKPOINT_H
+
+#include "runtime/SafeTensors.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hypipe::rt {
+
+/// What a checkpoint says about the run that wrote it.
+struct CheckpointInfo {
+  int64_t step = 0;            ///< optimizer steps taken
+  int64_t consumedSamples = 0; ///< samples drawn so far
+  int64_t globalBatch = 0;     ///< samples per step
+  int64_t seed = 0;            ///< weights and data order
+  std::string model, pattern, layout;
+
+  /// As safetensors metadata (all values strings).
+  std::map<std::string, std::string> metadata() const;
+};
+
+std::string stepDirectoryName(int64_t step);
+
+/// Opens a checkpoint: a root (through its `latest`), a step directory, or
+/// a merged .safetensors file. Throws RuntimeError naming what is missing,
+/// truncated or corrupt.
+class CheckpointReader {
+public:
+  explicit CheckpointReader(const std::string &path);
+
+  const CheckpointInfo &info() const { return meta; }
+  /// Where the tensors come from (the step directory or the file).
+  const std::string &location() const { return where; }
+  bool has(const std::string &name) const { return byName.count(name); }
+  /// Names of the model's parameters (not optimizer state), sorted.
+  std::vector<std::string> parameterNames() const;
+  const std::vector<int64_t> &shape(const std::string &name) const;
+  void read(const std::string &name, const std::vector<int64_t> &shape,
+            float *out) const;
+
+private:
+  std::string where;
+  CheckpointInfo meta;
+  std::vector<std::unique_ptr<SafeTensorsFile>> files;
+  std::map<std::string, const SafeTensorsFile *> byName;
+};
+
+/// Writes `dir`/index.json for a step whose rank files are complete.
+void writeCheckpointIndex(const std::string &dir, const CheckpointInfo &info,
+                          const std::map<std::string, std::string> &weightMap,
+                          int64_t pp, int64_t vpp, int64_t dp,
+                          const std::string &schedule, int64_t microbatches);
+
+/// Points `root`/latest at `stepDir` (a name inside root), atomically.
+void markLatest(const std::string &root, const std::string &stepDir);
+
+/// Writes every tensor of the checkpoint at `path` into one safetensors
+/// file `out` (parameters under their own names, optimizer state under
+/// optimizer.*), with the checkpoint's metadata. Returns the tensor count.
+int64_t mergeCheckpoint(const std::string &path, const std::string &out);
+
+} // namespace hypipe::rt
+
+#endif
