@@ -49,9 +49,11 @@ LogicalResult verifyPeer(Operation *op, StageOp stage, int64_t peer,
   if (peerStage != expectedStage)
     return op->emitOpError()
            << "peer_stage must be " << expectedStage << ", got " << peerStage;
-  if (static_cast<int64_t>(peerStage % pp) != peer)
+  int64_t peerRank = schedule::rankOfStage(
+      schedule::placementOf(parallelOf(op).getSchedule()), pp, peerStage);
+  if (peerRank != peer)
     return op->emitOpError() << "stage " << peerStage << " runs on rank "
-                             << peerStage % pp << ", not on " << peer;
+                             << peerRank << ", not on " << peer;
   return success();
 }
 
@@ -65,11 +67,18 @@ LogicalResult StageOp::verify() {
   auto parallel = model.getParallel();
   int64_t pp = parallel.getPp(), vpp = parallel.getVpp();
   int64_t index = getIndex(), rank = getPpRank(), chunk = getVpStage();
-  if (rank >= pp || chunk >= vpp || index != chunk * pp + rank)
+  auto placement = schedule::placementOf(parallel.getSchedule());
+  if (rank >= pp || chunk >= vpp || index >= pp * vpp ||
+      rank != schedule::rankOfStage(placement, pp, index) ||
+      chunk != schedule::chunkOfStage(placement, pp, index))
     return emitOpError() << "stage " << index << " on rank " << rank
                          << ", chunk " << chunk << " does not fit pp = " << pp
                          << ", vpp = " << vpp
-                         << " (index must be vp_stage * pp + pp_rank)";
+                         << (placement == schedule::Placement::VShape
+                                 ? " (zbv: stage s < pp on rank s, chunk 0; "
+                                   "stage s >= pp on rank 2 pp - 1 - s, "
+                                   "chunk 1)"
+                                 : " (index must be vp_stage * pp + pp_rank)");
   // (C2)
   Block &body = getBody().front();
   if (body.getArgumentTypes() != getInputs().getTypes())
@@ -178,7 +187,11 @@ LogicalResult TiedEmbeddingAllReduceOp::verify() {
   int64_t index = stage->getIndex();
   if (index != 0 && index != last)
     return emitOpError() << "must be in the first or the last stage";
-  int64_t other = index == 0 ? last % parallel.getPp() : 0;
+  int64_t other =
+      index == 0
+          ? schedule::rankOfStage(schedule::placementOf(parallel.getSchedule()),
+                                  parallel.getPp(), last)
+          : 0;
   if (static_cast<int64_t>(getPeer()) != other ||
       other == static_cast<int64_t>(stage->getPpRank()))
     return emitOpError() << "peer must be the rank of the other end (" << other
@@ -208,6 +221,7 @@ LogicalResult ProgramOp::verify() {
   shape.pp = pp;
   shape.vpp = parallel.getVpp();
   shape.microbatches = parallel.getMicrobatches();
+  shape.placement = schedule::placementOf(parallel.getSchedule());
   for (auto [index, text] :
        llvm::enumerate(getActions().getAsValueRange<StringAttr>())) {
     auto action = schedule::parsePytorchAction(text, shape);

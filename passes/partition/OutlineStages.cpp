@@ -1,5 +1,6 @@
 //===- OutlineStages.cpp - pipe-outline-stages ----------------------------===//
 #include "passes/Passes.h"
+#include "passes/schedule/Schedule.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -91,8 +92,11 @@ LogicalResult outlineStages(hybrid::ModelOp model) {
       outputTypes.push_back(current.getType());
     for (Value v : outputs)
       outputTypes.push_back(v.getType());
-    auto stage = b.create<pipe::StageOp>(loc, outputTypes, index, index % pp,
-                                         index / pp, inputs.getArrayRef());
+    // zbv runs on a V (rank r holds stages r and 2 pp - 1 - r).
+    auto placement = schedule::placementOf(parallel.getSchedule());
+    auto stage = b.create<pipe::StageOp>(
+        loc, outputTypes, index, schedule::rankOfStage(placement, pp, index),
+        schedule::chunkOfStage(placement, pp, index), inputs.getArrayRef());
     Block *block = b.createBlock(&stage.getBody());
     for (Value input : inputs)
       block->addArgument(input.getType(), loc);

@@ -47,15 +47,11 @@ bool isCompute(Op op) {
 }
 
 int64_t Schedule::rankOf(int64_t stage) const {
-  if (placement == Placement::VShape)
-    return stage < pp ? stage : 2 * pp - 1 - stage;
-  return stage % pp;
+  return rankOfStage(placement, pp, stage);
 }
 
 int64_t Schedule::chunkOf(int64_t stage) const {
-  if (placement == Placement::VShape)
-    return stage < pp ? 0 : 1;
-  return stage / pp;
+  return chunkOfStage(placement, pp, stage);
 }
 
 int64_t Schedule::stageOf(int64_t rank, int64_t chunk) const {

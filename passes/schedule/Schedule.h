@@ -52,6 +52,23 @@ enum class Placement : uint8_t {
   VShape,      ///< vpp = 2: rank r runs stages r and 2*pp-1-r (ZB-V)
 };
 
+/// The placement a schedule runs on: zbv's V, Megatron's interleaving for
+/// every other schedule. Header-only so that the dialects' verifiers can use
+/// it.
+inline Placement placementOf(llvm::StringRef scheduleName) {
+  return scheduleName == "zbv" ? Placement::VShape : Placement::Interleaved;
+}
+inline int64_t rankOfStage(Placement placement, int64_t pp, int64_t stage) {
+  if (placement == Placement::VShape)
+    return stage < pp ? stage : 2 * pp - 1 - stage;
+  return stage % pp;
+}
+inline int64_t chunkOfStage(Placement placement, int64_t pp, int64_t stage) {
+  if (placement == Placement::VShape)
+    return stage < pp ? 0 : 1;
+  return stage / pp;
+}
+
 struct Schedule {
   std::string name;
   int64_t pp = 1;

@@ -25,6 +25,7 @@ llvm::Expected<Schedule> readPrograms(hybrid::ModelOp model) {
   s.vpp = parallel.getVpp();
   s.microbatches = parallel.getMicrobatches();
   s.name = parallel.getSchedule().str();
+  s.placement = placementOf(s.name);
   for (auto program : model.getBody().front().getOps<pipe::ProgramOp>()) {
     std::vector<Action> actions;
     for (StringRef text : program.getActions().getAsValueRange<StringAttr>()) {
@@ -77,11 +78,6 @@ LogicalResult buildSchedulePrograms(hybrid::ModelOp model) {
   if (!model.getBody().front().getOps<pipe::ProgramOp>().empty())
     return model.emitOpError() << "already has pipe.program ops";
   hybrid::ParallelAttr parallel = model.getParallel();
-  if (parallel.getSchedule() == "zbv")
-    return model.emitOpError()
-           << "zbv places two stages per rank in a V, but the outlined "
-              "stages follow the fVPP placement (stage s on rank s % pp); "
-              "use interleaved-1f1b, or zb-h1 with vpp = 1";
   auto built = schedule::buildSchedule(
       {parallel.getSchedule().str(), parallel.getPp(), parallel.getVpp(),
        parallel.getMicrobatches(), parallel.getGroupSize()});

@@ -3,7 +3,7 @@
 // RUN: hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-build-schedule | FileCheck %s --check-prefix=BUILD
 // RUN: hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-build-schedule --pipe-insert-comms --pipe-verify-schedule | FileCheck %s --check-prefix=COMMS
 // RUN: hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-build-schedule --pipe-insert-comms --pipe-verify-schedule | hypipe-opt | FileCheck %s --check-prefix=COMMS
-// RUN: not hypipe-opt %S/Inputs/two-stages-zbv.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-build-schedule 2>&1 | FileCheck %s --check-prefix=ZBV
+// RUN: hypipe-opt %S/Inputs/two-stages-zbv.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-build-schedule --pipe-insert-comms --pipe-verify-schedule | FileCheck %s --check-prefix=ZBV
 // RUN: not hypipe-opt %S/Inputs/two-stages.mlir --pipe-build-schedule 2>&1 | FileCheck %s --check-prefix=NOSTAGES
 // RUN: not hypipe-opt %s --pipe-verify-schedule 2>&1 | FileCheck %s --check-prefix=DEADLOCK
 
@@ -17,7 +17,14 @@
 // COMMS: pipe.program rank 0 "1f1b" ["0F0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B0", "0B0", "0RECV_B1", "0B1"] {batched = array<i64: 3>, bubble_fraction = 0.33333333333333337 : f64}
 // COMMS-NEXT: pipe.program rank 1 "1f1b" ["1RECV_F0", "1F0", "1B0", "1SEND_B0", "1RECV_F1", "1F1", "1B1", "1SEND_B1"] {batched = array<i64: 3>, bubble_fraction = 0.33333333333333337 : f64}
 
-// ZBV: error: 'hybrid.model' op zbv places two stages per rank in a V
+// zbv places the stages on a V: rank 0 holds the first and the last stage,
+// rank 1 the middle two, so the hand-off 1 -> 2 is local (no transfer).
+// ZBV: pipe.stage 0 rank 0 chunk 0
+// ZBV: pipe.stage 1 rank 1 chunk 0
+// ZBV: pipe.stage 2 rank 1 chunk 1
+// ZBV: pipe.stage 3 rank 0 chunk 1
+// ZBV: pipe.program rank 0 "zbv" ["0F0", "0SEND_F0", "0F1", "0SEND_F1", "3RECV_F0", "3F0", "3I0", "3SEND_B0",
+// ZBV: pipe.program rank 1 "zbv" ["1RECV_F0", "1F0", "2F0", "2SEND_F0",
 // NOSTAGES: error: 'hybrid.model' op has no pipe.stage ops: run pipe-outline-stages first
 
 // A hand-written program where rank 1 runs its backward before it receives
