@@ -14,5 +14,8 @@ config.environment["PATH"] = os.pathsep.join(
 config.substitutions.append(("%examples", os.path.join(config.hypipe_src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "cli", "Inputs")))
 config.substitutions.append(("%python", "/usr/bin/python3"))
+# Real multi-process runs; as root Open MPI needs the flag, and the tests
+# start more ranks than this machine has cores.
+config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
 config.substitutions.append(("%e2e", os.path.join(config.test_source_root, "e2e", "Inputs")))
 config.substitutions.append(("%reference", os.path.join(config.test_source_root, "reference")))

@@ -1,12 +1,36 @@
 #!/usr/bin/python3
 """Compares the losses of two hypipe-run --json-log files.
 
-usage: compare_logs.py A B same|different"""
+usage: compare_logs.py A B same|different
+       compare_logs.py A B within TOL   (loss and grad_norm, relative)
+       compare_logs.py A B tail N       (B's steps equal A's last N, bit for bit)"""
 import json
 import sys
 
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
-same = a == b
-print("losses %s: %s vs %s" % ("identical" if same else "differ", a, b))
-sys.exit(0 if same == (sys.argv[3] == "same") else 1)
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+mode = sys.argv[3]
+if mode == "within":
+    tol = float(sys.argv[4])
+    if len(a) != len(b) or not a:
+        print("step counts differ: %d vs %d" % (len(a), len(b)))
+        sys.exit(1)
+    worst = 0.0
+    for x, y in zip(a, b):
+        for key in ("loss", "grad_norm"):
+            worst = max(worst, abs(x[key] - y[key]) / abs(x[key]))
+    print("%d steps, max relative difference %.3g (%s %g)"
+          % (len(a), worst, "within" if worst <= tol else "ABOVE", tol))
+    sys.exit(0 if worst <= tol else 1)
+if mode == "tail":
+    n = int(sys.argv[4])
+    want = [(r["step"], r["loss"], r["grad_norm"]) for r in a[-n:]]
+    got = [(r["step"], r["loss"], r["grad_norm"]) for r in b[-n:]]
+    same = len(a) >= n and want == got
+    print("last %d steps %s: %s vs %s" % (n, "identical" if same else "differ", want, got))
+    sys.exit(0 if same else 1)
+la = [r["loss"] for r in a]
+lb = [r["loss"] for r in b]
+same = la == lb
+print("losses %s: %s vs %s" % ("identical" if same else "differ", la, lb))
+sys.exit(0 if same == (mode == "same") else 1)
