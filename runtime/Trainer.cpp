@@ -470,12 +470,18 @@ int64_t Trainer::resume(const std::string &path) {
     CheckpointReader ckpt(path);
     const CheckpointInfo &info = ckpt.info();
     const TrainingConfig &t = artifact.training;
-    if (info.model != artifact.modelName || info.pattern != artifact.pattern)
+    // The layers must match; where the stage boundaries fall may not.
+    auto layers = [](std::string p) {
+      p.erase(std::remove(p.begin(), p.end(), '|'), p.end());
+      return p;
+    };
+    if (info.model != artifact.modelName ||
+        layers(info.pattern) != layers(artifact.pattern))
       throw RuntimeError(fmt::format(
           "checkpoint '{}' is of model '{}' ({}), this artifact of '{}' "
           "({})\nhelp: resume with the spec that wrote it",
-          ckpt.location(), info.model, info.pattern, artifact.modelName,
-          artifact.pattern));
+          ckpt.location(), info.model, layers(info.pattern), artifact.modelName,
+          layers(artifact.pattern)));
     if (info.globalBatch != globalBatch() || info.seed != t.seed)
       throw RuntimeError(fmt::format(
           "checkpoint '{}' was trained with global batch {} and seed {}, "

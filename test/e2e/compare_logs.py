@@ -3,7 +3,8 @@
 
 usage: compare_logs.py A B same|different
        compare_logs.py A B within TOL   (loss and grad_norm, relative)
-       compare_logs.py A B tail N       (B's steps equal A's last N, bit for bit)"""
+       compare_logs.py A B tail N [TOL] (B's last N steps equal A's: bit for bit,
+                                         or loss and grad_norm within TOL)"""
 import json
 import sys
 
@@ -26,6 +27,13 @@ if mode == "tail":
     n = int(sys.argv[4])
     want = [(r["step"], r["loss"], r["grad_norm"]) for r in a[-n:]]
     got = [(r["step"], r["loss"], r["grad_norm"]) for r in b[-n:]]
+    if len(sys.argv) > 5:
+        tol = float(sys.argv[5])
+        same = len(a) >= n and len(b) >= n and all(
+            x[0] == y[0] and abs(x[1] - y[1]) <= tol * abs(x[1])
+            and abs(x[2] - y[2]) <= tol * abs(x[2]) for x, y in zip(want, got))
+        print("last %d steps %s %g" % (n, "within" if same else "NOT within", tol))
+        sys.exit(0 if same else 1)
     same = len(a) >= n and want == got
     print("last %d steps %s: %s vs %s" % (n, "identical" if same else "differ", want, got))
     sys.exit(0 if same else 1)

@@ -138,6 +138,11 @@ int main(int argc, char **argv) {
                  "stop cleanly (after the current step, saving) once this "
                  "file exists (hypipe train uses it for Ctrl-C)");
   app.add_flag("-q,--quiet", quiet, "print only the summary");
+  std::string progress = "auto";
+  app.add_option("--progress", progress,
+                 "bar (one updating line), lines (a line per step) or auto "
+                 "(bar on a terminal)")
+      ->check(CLI::IsMember({"auto", "bar", "lines"}));
   bool profile = false;
   app.add_flag("--profile", profile,
                "report the share of step time spent in OpenBLAS GEMMs");
@@ -193,7 +198,10 @@ int main(int argc, char **argv) {
         throw RuntimeError(fmt::format(
             "error: cannot write '{}'\nhelp: check the path", jsonLog));
     }
-    const bool tty = isatty(STDOUT_FILENO);
+    // mpirun gives ranks a pseudo-terminal even when its own output is a
+    // file, so hypipe train says which it wants.
+    const bool tty =
+        progress == "auto" ? isatty(STDOUT_FILENO) != 0 : progress == "bar";
     const int64_t total = artifact.training.steps;
     if (root && !quiet) {
       fmt::print("hypipe-run: {} ({}), {} stages on {} rank{} (pp {} x dp "

@@ -22,6 +22,8 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &overrides);
 void addExplainCommand(CLI::App &app, Runner &run);
 void addPartitionCommand(CLI::App &app, Runner &run);
 void addScheduleCommand(CLI::App &app, Runner &run);
+void addTrainCommand(CLI::App &app, Runner &run);
+void addCheckpointCommand(CLI::App &app, Runner &run);
 
 } // namespace hypipe::cli
 

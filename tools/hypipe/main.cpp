@@ -11,6 +11,8 @@ int main(int argc, char **argv) {
   hypipe::cli::addExplainCommand(app, run);
   hypipe::cli::addPartitionCommand(app, run);
   hypipe::cli::addScheduleCommand(app, run);
+  hypipe::cli::addTrainCommand(app, run);
+  hypipe::cli::addCheckpointCommand(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {

@@ -1,0 +1,560 @@
+//===- TrainCommand.cpp - `hypipe train` and `hypipe ckpt merge` ----------===//
+//
+// `hypipe train SPEC` compiles the spec into RUN/artifact (reused while the
+// spec, the overrides and this hypipe are unchanged), launches pp x dp ranks
+// of hypipe-run with mpirun (one process when the grid is a single rank),
+// streams their progress, and afterwards writes RUN/loss.svg and
+// RUN/summary.json and prints the summary: losses, tokens/s, the measured
+// pipeline bubble next to the simulator's prediction for the measured costs,
+// and peak memory per rank next to the estimate.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/BuildModel.h"
+#include "frontend/Spec.h"
+#include "passes/schedule/Render.h"
+#include "passes/schedule/Simulate.h"
+#include "runtime/Checkpoint.h"
+#include "runtime/NumberFormat.h"
+#include "runtime/SafeTensors.h"
+#include "targets/Artifact.h"
+#include "tools/hypipe/Commands.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace hypipe::cli {
+
+namespace {
+
+struct TrainOptions {
+  std::string spec, runDir, jsonLog, data, resume;
+  SpecOverrides overrides;
+  int64_t saveInterval = 0;
+  int threads = 0;
+  bool noSave = false;
+};
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string selfDirectory() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return ".";
+  std::string path(buf, size_t(n));
+  return path.substr(0, path.find_last_of('/'));
+}
+
+/// Identifies a compiled artifact: the spec's text and path, the overrides
+/// and the hypipe binary that compiles it.
+std::string cacheKey(const TrainOptions &o) {
+  struct stat st {};
+  ::stat("/proc/self/exe", &st);
+  char real[PATH_MAX];
+  std::string spec = ::realpath(o.spec.c_str(), real) ? real : o.spec;
+  const SpecOverrides &v = o.overrides;
+  auto opt = [](const std::optional<int64_t> &x) {
+    return x ? std::to_string(*x) : std::string("-");
+  };
+  std::string text = fmt::format(
+      "{}\n{}\npp={} vpp={} dp={} mb={} steps={} seed={} schedule={}\n{} {}\n",
+      spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp),
+      opt(v.microbatches), opt(v.steps), opt(v.seed), v.schedule.value_or("-"),
+      int64_t(st.st_mtime), int64_t(st.st_size));
+  return fmt::format("{:016x}", std::hash<std::string>{}(text));
+}
+
+// Ctrl-C: the first asks the ranks to stop after their step (and save), a
+// second one ends them.
+volatile sig_atomic_t interrupts = 0;
+void onInterrupt(int) { interrupts = interrupts + 1; }
+
+/// Runs `argv` in its own process group (so the terminal's Ctrl-C reaches
+/// only us) and returns its exit status (128 + signal when killed).
+int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
+  pid_t child = ::fork();
+  if (child < 0) {
+    std::cerr << "error: cannot start " << argv[0] << ": "
+              << std::strerror(errno) << "\n";
+    return 1;
+  }
+  if (child == 0) {
+    ::setpgid(0, 0);
+    std::vector<char *> args;
+    for (const std::string &a : argv)
+      args.push_back(const_cast<char *>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    std::cerr << "error: cannot run '" << argv[0]
+              << "': " << std::strerror(errno)
+              << "\nhelp: install Open MPI (scripts/setup.sh does) or set "
+                 "HYPIPE_MPIRUN\n";
+    ::_exit(127);
+  }
+  ::setpgid(child, child);
+  struct sigaction sa {};
+  sa.sa_handler = onInterrupt;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  int seen = 0, status = 0;
+  while (true) {
+    pid_t r = ::waitpid(child, &status, 0);
+    if (r == child)
+      break;
+    if (r < 0 && errno != EINTR)
+      return 1;
+    if (interrupts > seen) {
+      seen = interrupts;
+      if (seen == 1) {
+        std::ofstream(stopFile) << "stop\n";
+        std::cerr << "\nhypipe train: stopping after the current step (the "
+                     "ranks save a checkpoint); Ctrl-C again ends them now\n";
+      } else {
+        ::kill(-child, SIGTERM);
+      }
+    }
+  }
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+/// A loss curve: loss against step, with the axes' ranges written out.
+std::string lossSvg(const std::vector<std::pair<int64_t, double>> &points,
+                    const std::string &title) {
+  const double w = 640, h = 360, left = 60, right = 20, top = 30, bottom = 40;
+  int64_t s0 = points.front().first, s1 = points.back().first;
+  double lo = points[0].second, hi = lo;
+  for (auto [s, l] : points) {
+    lo = std::min(lo, l);
+    hi = std::max(hi, l);
+  }
+  if (hi - lo < 1e-9)
+    hi = lo + 1;
+  auto x = [&](int64_t s) {
+    return left + (w - left - right) * double(s - s0) /
+                      double(std::max<int64_t>(1, s1 - s0));
+  };
+  auto y = [&](double l) {
+    return top + (h - top - bottom) * (hi - l) / (hi - lo);
+  };
+  std::string line;
+  for (auto [s, l] : points)
+    line += fmt::format("{:.1f},{:.1f} ", x(s), y(l));
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" "
+      "height=\"{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
+      "<text x=\"{2}\" y=\"18\">{3}</text>\n"
+      "<line x1=\"{2}\" y1=\"{4}\" x2=\"{2}\" y2=\"{5}\" stroke=\"black\"/>\n"
+      "<line x1=\"{2}\" y1=\"{5}\" x2=\"{6}\" y2=\"{5}\" stroke=\"black\"/>\n",
+      w, h, left, title, top, h - bottom, w - right);
+  svg +=
+      fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.3f}</text>\n"
+                  "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.3f}</text>\n",
+                  left - 4, top + 4, hi, left - 4, h - bottom, lo);
+  svg += fmt::format(
+      "<text x=\"{}\" y=\"{}\">step {}</text>\n"
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">step {}</text>\n"
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">loss "
+      "(nats/token) per step</text>\n",
+      left, h - bottom + 16, s0, w - right, h - bottom + 16, s1, w / 2, h - 8);
+  svg += fmt::format("<polyline fill=\"none\" stroke=\"#1f77b4\" "
+                     "stroke-width=\"1.5\" points=\"{}\"/>\n</svg>\n",
+                     line);
+  return svg;
+}
+
+struct BubbleReport {
+  std::vector<double> measured, predicted; ///< per pp rank
+  int64_t step = 0;
+};
+
+/// Measured bubble of the last step in `trace` (hypipe-run --trace) next to
+/// the simulator's for the same programs with the measured mean cost of each
+/// stage's F, B, I and W. Writes the simulated trace to `simTrace`.
+std::optional<BubbleReport> compareBubbles(const std::string &tracePath,
+                                           const nlohmann::json &manifest,
+                                           const std::string &simTrace) {
+  std::ifstream in(tracePath);
+  nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
+  if (trace.is_discarded() || !trace.contains("traceEvents"))
+    return std::nullopt;
+  schedule::Schedule s;
+  const nlohmann::json &par = manifest["parallel"];
+  s.name = par["schedule"].get<std::string>();
+  s.pp = par["pp"].get<int64_t>();
+  s.vpp = par["vpp"].get<int64_t>();
+  s.microbatches = par["microbatches"].get<int64_t>();
+  s.placement = schedule::placementOf(s.name);
+  for (const nlohmann::json &prog : manifest["programs"]) {
+    std::vector<schedule::Action> actions;
+    for (const nlohmann::json &a : prog["actions"]) {
+      auto action =
+          schedule::parsePytorchAction(a["text"].get<std::string>(), s);
+      if (!action) {
+        llvm::consumeError(action.takeError());
+        return std::nullopt;
+      }
+      actions.push_back(*action);
+    }
+    s.ranks.push_back(std::move(actions));
+  }
+  // Per stage and kind: summed duration and count over steps after the
+  // first (which pays for first-touch page faults); the last step's spans.
+  int64_t lastStep = 0;
+  for (const nlohmann::json &e : trace["traceEvents"])
+    if (e.value("ph", "") == "X")
+      lastStep = std::max<int64_t>(lastStep, e["args"]["step"].get<int64_t>());
+  int64_t n = s.numStages();
+  std::map<char, std::vector<double>> sum, count;
+  for (char k : {'F', 'B', 'I', 'W'}) {
+    sum[k].assign(n, 0);
+    count[k].assign(n, 0);
+  }
+  std::vector<double> busy(s.pp, 0), first(s.pp, 1e300), last(s.pp, 0);
+  for (const nlohmann::json &e : trace["traceEvents"]) {
+    if (e.value("ph", "") != "X" || e["tid"].get<int64_t>() != 0)
+      continue;
+    std::string cat = e["cat"].get<std::string>(), name = e["name"];
+    int64_t step = e["args"]["step"].get<int64_t>();
+    int64_t rank = e["pid"].get<int64_t>();
+    double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
+    if (step == lastStep) {
+      first[rank] = std::min(first[rank], ts);
+      last[rank] = std::max(last[rank], ts + dur);
+    }
+    if (cat.size() != 1 || !std::strchr("FBIW", cat[0]))
+      continue;
+    if (step == lastStep)
+      busy[rank] += dur;
+    if (step == 1 && lastStep > 1)
+      continue;
+    auto action = schedule::parsePytorchAction(name, s);
+    if (!action) {
+      llvm::consumeError(action.takeError());
+      continue;
+    }
+    sum[cat[0]][action->stage] += dur;
+    count[cat[0]][action->stage] += 1;
+  }
+  schedule::Costs costs;
+  for (char k : {'F', 'B', 'I', 'W'}) {
+    std::vector<double> mean(n, 0);
+    for (int64_t i = 0; i < n; ++i)
+      mean[i] = count[k][i] > 0 ? sum[k][i] / count[k][i] / 1000.0 : 0.0;
+    (k == 'F'   ? costs.stageF
+     : k == 'B' ? costs.stageB
+     : k == 'I' ? costs.stageI
+                : costs.stageW) = mean;
+  }
+  auto sim = schedule::simulate(s, costs);
+  if (!sim) {
+    llvm::consumeError(sim.takeError());
+    return std::nullopt;
+  }
+  std::ofstream(simTrace) << schedule::chromeTrace(s, *sim);
+  BubbleReport report;
+  report.step = lastStep;
+  double begin = *std::min_element(first.begin(), first.end());
+  double end = *std::max_element(last.begin(), last.end());
+  for (int64_t r = 0; r < s.pp; ++r) {
+    report.measured.push_back(1.0 - busy[r] / std::max(1e-9, end - begin));
+    report.predicted.push_back(sim->bubbleFraction[r]);
+  }
+  return report;
+}
+
+/// Estimated peak bytes per pp rank: parameters, gradients and two AdamW
+/// moments, the stage workspaces, and the saved activations of the most
+/// microbatches the schedule keeps alive at once (the simulator's count).
+std::vector<double> estimateMemory(const nlohmann::json &manifest) {
+  int64_t pp = manifest["parallel"]["pp"].get<int64_t>();
+  std::vector<double> bytes(pp, 0), saved(pp, 0);
+  std::vector<int64_t> stagesOn(pp, 0);
+  for (const nlohmann::json &st : manifest["stages"]) {
+    int64_t r = st["pp_rank"].get<int64_t>();
+    bytes[r] += 4.0 * (4.0 * st["num_params"].get<double>() +
+                       st["workspace_floats"].get<double>());
+    saved[r] += st["saved_floats"].get<double>();
+    stagesOn[r] += 1;
+  }
+  for (int64_t r = 0; r < pp; ++r) {
+    // The most forwards the rank's program has run whose backward (or W)
+    // has not: the saved-activation slots it needs at once.
+    int64_t live = 0;
+    for (const nlohmann::json &prog : manifest["programs"])
+      if (prog["pp_rank"].get<int64_t>() == r) {
+        int64_t alive = 0;
+        for (const nlohmann::json &a : prog["actions"]) {
+          std::string op = a["op"];
+          if (op == "F")
+            live = std::max(live, ++alive);
+          else if (op == "B" || op == "W")
+            --alive;
+        }
+      }
+    bytes[r] += 4.0 * double(live) * saved[r] /
+                double(std::max<int64_t>(1, stagesOn[r]));
+  }
+  return bytes;
+}
+
+int runTrain(const TrainOptions &o) {
+  auto spec = loadSpec(o.spec, o.overrides);
+  if (!spec) {
+    llvm::errs() << llvm::toString(spec.takeError());
+    return 1;
+  }
+  std::string run = o.runDir.empty() ? "runs/" + spec->name : o.runDir;
+  std::string artifact = run + "/artifact";
+  if (::system(fmt::format("mkdir -p '{}'", run).c_str()) != 0) {
+    std::cerr << "error: cannot create the run directory '" << run
+              << "'\nhelp: pass --run-dir DIR somewhere writable\n";
+    return 1;
+  }
+  // 1. Compile, unless this spec was compiled by this hypipe already.
+  std::string key = cacheKey(o);
+  if (readFile(run + "/artifact.key") == key &&
+      ::access((artifact + "/manifest.json").c_str(), R_OK) == 0) {
+    fmt::print("compile: cached ({})\n", artifact);
+  } else {
+    mlir::MLIRContext context;
+    auto module = buildModel(context, *spec);
+    if (failed(mlir::verify(*module))) {
+      std::cerr << "error: internal: the model built from " << o.spec
+                << " does not verify (please report this)\n";
+      return 1;
+    }
+    ::unlink((run + "/artifact.key").c_str());
+    if (auto err =
+            writeArtifact(*module, *spec, artifact, defaultArtifactOptions())) {
+      llvm::errs() << llvm::toString(std::move(err)) << "\n";
+      return 1;
+    }
+    std::ofstream(run + "/artifact.key") << key;
+    fmt::print("compile: {} -> {}\n", o.spec, artifact);
+  }
+
+  // 2. Launch pp x dp ranks.
+  const int64_t ranks = spec->parallel.pp * spec->parallel.dp;
+  std::string log = o.jsonLog.empty() ? run + "/log.jsonl" : o.jsonLog;
+  std::string trace = run + "/trace.json", stopFile = run + "/.stop";
+  ::unlink(stopFile.c_str());
+  std::vector<std::string> argv;
+  if (ranks > 1) {
+    if (const char *custom = std::getenv("HYPIPE_MPIRUN")) {
+      std::istringstream words(custom);
+      for (std::string w; words >> w;)
+        argv.push_back(w);
+    } else {
+      argv = {"mpirun", "-np", std::to_string(ranks)};
+      if (::geteuid() == 0)
+        argv.push_back("--allow-run-as-root");
+      if (ranks > int64_t(std::thread::hardware_concurrency()))
+        argv.push_back("--oversubscribe");
+    }
+  }
+  argv.push_back(selfDirectory() + "/hypipe-run");
+  argv.push_back("--progress");
+  argv.push_back(::isatty(STDOUT_FILENO) ? "bar" : "lines");
+  for (const std::string &a :
+       {artifact, std::string("--json-log"), log, std::string("--trace"), trace,
+        std::string("--stop-file"), stopFile})
+    argv.push_back(a);
+  if (!o.noSave) {
+    argv.push_back("--save");
+    argv.push_back(run + "/ckpt");
+  }
+  if (o.saveInterval > 0) {
+    argv.push_back("--save-interval");
+    argv.push_back(std::to_string(o.saveInterval));
+  }
+  if (!o.resume.empty()) {
+    argv.push_back("--resume");
+    argv.push_back(o.resume == "auto" ? run + "/ckpt" : o.resume);
+  }
+  if (!o.data.empty()) {
+    argv.push_back("--data");
+    argv.push_back(o.data);
+  }
+  if (o.threads > 0) {
+    argv.push_back("--threads");
+    argv.push_back(std::to_string(o.threads));
+  }
+  fmt::print("launch: {}\n", fmt::join(argv, " "));
+  std::fflush(stdout);
+  int status = launch(argv, stopFile);
+  bool stopped = status == 130 && ::access(stopFile.c_str(), F_OK) == 0;
+  ::unlink(stopFile.c_str());
+  if (status != 0 && !stopped) {
+    std::cerr << fmt::format(
+        "error: training failed: {} exited with status {}{}\nhelp: the "
+        "messages above name the rank and the cause; resume from the last "
+        "checkpoint with: hypipe train {} --resume auto\n",
+        ranks > 1 ? argv[0] : "hypipe-run", status,
+        status > 128 ? fmt::format(" (signal {})", status - 128) : "", o.spec);
+    return 1;
+  }
+
+  // 3. Summary: losses, throughput, bubble, memory; the loss curve.
+  std::vector<std::pair<int64_t, double>> losses;
+  double tokensPerSecond = 0;
+  int64_t timed = 0;
+  {
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded())
+        continue;
+      losses.push_back({j["step"].get<int64_t>(), j["loss"].get<double>()});
+      if (losses.size() > 1) {
+        tokensPerSecond += j["tokens_per_s"].get<double>();
+        ++timed;
+      }
+    }
+  }
+  if (losses.empty()) {
+    std::cerr << "error: " << log << " has no steps\n";
+    return 1;
+  }
+  std::ifstream mf(artifact + "/manifest.json");
+  nlohmann::json manifest = nlohmann::json::parse(mf, nullptr, false);
+  nlohmann::ordered_json summary;
+  summary["spec"] = o.spec;
+  summary["layout"] = {{"pp", spec->parallel.pp},
+                       {"vpp", spec->parallel.vpp},
+                       {"dp", spec->parallel.dp},
+                       {"schedule", spec->parallel.schedule},
+                       {"microbatches", spec->parallel.microbatches}};
+  summary["steps"] = losses.back().first;
+  summary["first_loss"] = losses.front().second;
+  summary["last_loss"] = losses.back().second;
+  summary["tokens_per_s"] = timed ? tokensPerSecond / double(timed) : 0.0;
+  fmt::print("\nsummary ({}):\n  steps {}..{}: loss {:.4f} -> {:.4f}, mean "
+             "{} tokens/s (steps after the first)\n",
+             run, losses.front().first, losses.back().first,
+             losses.front().second, losses.back().second,
+             withCommas(std::llround(summary["tokens_per_s"].get<double>())));
+  if (!manifest.is_discarded()) {
+    if (auto b = compareBubbles(trace, manifest, run + "/trace.sim.json")) {
+      summary["bubble"] = {{"step", b->step},
+                           {"measured", b->measured},
+                           {"predicted", b->predicted}};
+      std::string rows;
+      for (size_t r = 0; r < b->measured.size(); ++r)
+        rows += fmt::format("{}rank {} {:.1f}% vs {:.1f}%", r ? ", " : "", r,
+                            100 * b->measured[r], 100 * b->predicted[r]);
+      fmt::print("  bubble (step {}, measured vs simulated with the measured "
+                 "stage costs): {}\n",
+                 b->step, rows);
+    }
+    std::vector<double> estimate = estimateMemory(manifest);
+    summary["memory_estimate_mib"] = estimate;
+    std::string rows;
+    for (size_t r = 0; r < estimate.size(); ++r)
+      rows += fmt::format("{}{:.1f}", r ? " " : "", estimate[r] / (1 << 20));
+    fmt::print("  memory estimate per pp rank (tensors, MiB): {} (hypipe-run "
+               "printed the measured peak RSS above)\n",
+               rows);
+  }
+  std::string svg =
+      lossSvg(losses, fmt::format("{} ({}), pp {} vpp {} dp {}, "
+                                  "{}",
+                                  spec->name, spec->pattern.text,
+                                  spec->parallel.pp, spec->parallel.vpp,
+                                  spec->parallel.dp, spec->parallel.schedule));
+  std::ofstream(run + "/loss.svg") << svg;
+  std::ofstream(run + "/summary.json") << summary.dump(2) << "\n";
+  fmt::print("  wrote {0}/loss.svg, {0}/summary.json, {1}, {0}/trace.json "
+             "(measured) and {0}/trace.sim.json (simulated){2}\n",
+             run, log,
+             o.noSave ? "" : fmt::format(", checkpoints in {}/ckpt", run));
+  if (stopped) {
+    fmt::print("stopped on Ctrl-C; continue with: hypipe train {} --resume "
+               "auto\n",
+               o.spec);
+    return 130;
+  }
+  return 0;
+}
+
+} // namespace
+
+void addTrainCommand(CLI::App &app, Runner &run) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App *sub = app.add_subcommand(
+      "train", "Compile a spec (cached) and train it on pp x dp ranks "
+               "(mpirun), with progress, checkpoints and a summary");
+  sub->add_option("spec", o->spec, "model spec (YAML)")->required();
+  addOverrideOptions(sub, o->overrides);
+  sub->add_option("--run-dir", o->runDir,
+                  "where the artifact, log, checkpoints, trace and summary "
+                  "go (default: runs/<model name>)");
+  sub->add_option("--json-log", o->jsonLog,
+                  "one JSON object per step (default: RUN/log.jsonl)");
+  sub->add_option("--save-interval", o->saveInterval,
+                  "checkpoint every N steps (always after the last)");
+  sub->add_flag("--no-save", o->noSave, "write no checkpoints");
+  sub->add_option("--resume", o->resume,
+                  "continue from a checkpoint ('auto': RUN/ckpt)");
+  sub->add_option("--data", o->data, "training data instead of data.path");
+  sub->add_option("--threads", o->threads, "CPU threads per rank");
+  sub->callback([o, &run] { run = [o] { return runTrain(*o); }; });
+}
+
+void addCheckpointCommand(CLI::App &app, Runner &run) {
+  auto path = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  CLI::App *ckpt = app.add_subcommand("ckpt", "Work with checkpoints");
+  ckpt->require_subcommand(1);
+  CLI::App *merge = ckpt->add_subcommand(
+      "merge", "Write one safetensors file with every parameter (Megatron "
+               "names) and the optimizer state of a checkpoint");
+  merge
+      ->add_option("checkpoint", *path,
+                   "a --save directory, or one of its step_N directories")
+      ->required();
+  merge->add_option("-o,--output", *out, "the merged .safetensors file")
+      ->required();
+  merge->callback([path, out, &run] {
+    run = [path, out] {
+      try {
+        int64_t n = rt::mergeCheckpoint(*path, *out);
+        fmt::print("wrote {} ({} tensors)\n", *out, n);
+        return 0;
+      } catch (const rt::RuntimeError &e) {
+        std::cerr << e.what() << "\n";
+        return 1;
+      }
+    };
+  });
+}
+
+} // namespace hypipe::cli
