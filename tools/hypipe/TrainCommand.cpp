@@ -382,10 +382,11 @@ int runTrain(const TrainOptions &o) {
     }
   }
   argv.push_back(selfDirectory() + "/hypipe-run");
+  argv.push_back(artifact);
   argv.push_back("--progress");
   argv.push_back(::isatty(STDOUT_FILENO) ? "bar" : "lines");
   for (const std::string &a :
-       {artifact, std::string("--json-log"), log, std::string("--trace"), trace,
+       {std::string("--json-log"), log, std::string("--trace"), trace,
         std::string("--stop-file"), stopFile})
     argv.push_back(a);
   if (!o.noSave) {

@@ -1,0 +1,40 @@
+#!/usr/bin/python3
+"""Ctrl-C on `hypipe train`: starts it, waits for a few steps, sends SIGINT
+as a terminal would, and checks that every rank stopped cleanly after a
+step, saved a checkpoint, and left no process behind.
+
+usage: interrupt.py RUN_DIR hypipe train SPEC [options...]"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+run_dir, cmd = sys.argv[1], sys.argv[2:]
+proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+log = os.path.join(run_dir, "log.jsonl")
+deadline = time.time() + 60
+while time.time() < deadline:
+    if os.path.exists(log) and len(open(log).readlines()) >= 3:
+        break
+    time.sleep(0.05)
+else:
+    proc.kill()
+    sys.exit("FAIL: no 3 steps logged within 60 s")
+proc.send_signal(signal.SIGINT)
+try:
+    out, _ = proc.communicate(timeout=60)
+except subprocess.TimeoutExpired:
+    proc.kill()
+    sys.exit("FAIL: hypipe train still running 60 s after Ctrl-C")
+print(out)
+steps = [json.loads(l)["step"] for l in open(log)]
+latest = open(os.path.join(run_dir, "ckpt", "latest")).read().strip()
+left = subprocess.run(["pgrep", "-f", "hypipe-run " + os.path.join(run_dir, "artifact")],
+                      capture_output=True, text=True).stdout.split()
+print("exit code %d, last logged step %d, latest checkpoint %s, %d ranks left"
+      % (proc.returncode, steps[-1], latest, len(left)))
+ok = (proc.returncode == 130 and latest == "step_%08d" % steps[-1] and not left
+      and steps[-1] < 400)
+sys.exit(0 if ok else 1)
