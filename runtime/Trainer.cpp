@@ -54,7 +54,7 @@ constexpr int64_t kBucketFloats = int64_t(4) << 20;
 
 } // namespace
 
-Trainer::Trainer(Artifact &artifact, Comm &comm, const TextDataset &data)
+Trainer::Trainer(Artifact &artifact, Comm &comm, const Dataset &data)
     : artifact(artifact), comm(comm), ppRank(comm.ppRank()), data(data) {
   loadStageLibraries(artifact, ppRank);
   for (StageEntry *e : artifact.stagesOf(ppRank)) {

@@ -35,7 +35,7 @@ class Trainer {
 public:
   /// Loads the stage libraries of `comm`'s pipeline rank and initialises
   /// its parameters; collective (creates the tied-parameter groups).
-  Trainer(Artifact &artifact, Comm &comm, const TextDataset &data);
+  Trainer(Artifact &artifact, Comm &comm, const Dataset &data);
 
   /// Runs training step `step` (1-based). With `dumpPath`, writes the
   /// parameters before the update, the gradients and the batch to a
@@ -83,7 +83,7 @@ private:
   Artifact &artifact;
   Comm &comm;
   int64_t ppRank;
-  const TextDataset &data;
+  const Dataset &data;
   std::vector<StageState> stages;      ///< this rank's, by vp_stage
   std::vector<int32_t> tokens, labels; ///< [microbatches][batch * seq]
   /// Parameters that appear in more than one local stage (tied embedding):

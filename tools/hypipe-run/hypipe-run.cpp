@@ -175,17 +175,14 @@ int main(int argc, char **argv) {
       artifact.training.steps = steps;
     if (seed >= 0)
       artifact.training.seed = seed;
-    if (artifact.dataFormat != "text")
-      throw RuntimeError(fmt::format(
-          "error: data format '{}' is not supported by this hypipe-run\n"
-          "help: use data.format: text",
-          artifact.dataFormat));
     if (!dump.empty() && ranks != 1)
       throw CollectiveError("error: --dump-step needs a single-rank artifact\n"
                             "help: recompile with --pp 1 --dp 1");
     cpu::setNumThreads(threads);
-    TextDataset data(dataPath.empty() ? artifact.dataPath : dataPath,
-                     artifact.training.seqLength, artifact.vocab);
+    std::unique_ptr<Dataset> dataset = openDataset(
+        dataPath.empty() ? artifact.dataPath : dataPath, artifact.dataFormat,
+        artifact.training.seqLength, artifact.vocab);
+    const Dataset &data = *dataset;
     Trainer trainer(artifact, comm, data);
     int64_t first = 1;
     if (!resume.empty())
@@ -284,8 +281,8 @@ int main(int argc, char **argv) {
       if (stopped)
         fmt::print("stopped after step {} on request{}\n", last,
                    save.empty() ? "" : fmt::format(" (saved to {})", save));
-      fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, byte "
-                 "unigram entropy {:.4f}\n",
+      fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, "
+                 "unigram entropy of the data {:.4f}\n",
                  last - first + 1, elapsed, firstLoss, lastLoss,
                  data.unigramEntropy());
       std::string peaks;
