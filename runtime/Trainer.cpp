@@ -574,8 +574,8 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   st.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  double tokensPerStep =
-      double(artifact.microbatches * t.microBatchSize * t.seqLength);
+  // The global batch: every data-parallel replica's microbatches.
+  double tokensPerStep = double(globalBatch() * t.seqLength);
   st.tokensPerSecond = tokensPerStep / st.seconds;
   return st;
 }
