@@ -435,8 +435,10 @@ int runTrain(const TrainOptions &o) {
       if (j.is_discarded())
         continue;
       losses.push_back({j["step"].get<int64_t>(), j["loss"].get<double>()});
+      // Every step has the same tokens: the mean rate is the harmonic
+      // mean of the steps' rates.
       if (losses.size() > 1) {
-        tokensPerSecond += j["tokens_per_s"].get<double>();
+        tokensPerSecond += 1.0 / j["tokens_per_s"].get<double>();
         ++timed;
       }
     }
@@ -457,7 +459,7 @@ int runTrain(const TrainOptions &o) {
   summary["steps"] = losses.back().first;
   summary["first_loss"] = losses.front().second;
   summary["last_loss"] = losses.back().second;
-  summary["tokens_per_s"] = timed ? tokensPerSecond / double(timed) : 0.0;
+  summary["tokens_per_s"] = timed ? double(timed) / tokensPerSecond : 0.0;
   fmt::print("\nsummary ({}):\n  steps {}..{}: loss {:.4f} -> {:.4f}, mean "
              "{} tokens/s (steps after the first)\n",
              run, losses.front().first, losses.back().first,
