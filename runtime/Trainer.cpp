@@ -163,6 +163,10 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
     double begin = now() - epoch;
     auto record = [&](char kind) {
       lastTimings.push_back({a.text, kind, begin, now() - epoch});
+      peakTransientFloats = std::max<int64_t>(
+          peakTransientFloats,
+          int64_t(acts.size() + grads.size() + sendBuffers.size()) *
+              activation);
     };
     switch (a.kind) {
     case ActionEntry::SendF:
@@ -351,6 +355,14 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
         w[i] = float(w[i] * decay - lr * update);
       }
     }
+}
+
+int64_t Trainer::peakTensorBytes() const {
+  int64_t floats = peakTransientFloats;
+  for (const StageState &s : stages)
+    floats += 4 * int64_t(s.params.size()) + int64_t(s.workspace.size()) +
+              int64_t(s.slots.size()) * s.entry->savedFloats;
+  return floats * int64_t(sizeof(float));
 }
 
 int64_t Trainer::globalBatch() const {

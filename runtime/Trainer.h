@@ -52,6 +52,11 @@ public:
   /// the step it was saved after. Throws CollectiveError.
   int64_t resume(const std::string &path);
 
+  /// Peak bytes of this rank's tensors so far: parameters, gradients, AdamW
+  /// moments, workspaces, saved-activation slots and the most activation
+  /// and gradient buffers alive at once (including pending sends).
+  int64_t peakTensorBytes() const;
+
   /// Samples per step: dp x microbatches x micro_batch_size.
   int64_t globalBatch() const;
 
@@ -101,6 +106,7 @@ private:
   std::vector<Comm::Request> dpRequests;
   std::vector<Timing> lastTimings;
   double epoch = 0;
+  int64_t peakTransientFloats = 0;
   int faultKillRank = -1;
   long faultKillStep = -1, faultNanStep = -1;
 };

@@ -49,7 +49,7 @@ int defaultThreads() {
 /// Chrome trace (chrome://tracing, Perfetto) of every rank's actions:
 /// one process per pipeline rank, one thread per data-parallel rank.
 std::string chromeTrace(const std::vector<std::string> &perRank,
-                        const Artifact &a) {
+                        const Artifact &a, const std::vector<double> &memory) {
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
   for (size_t r = 0; r < perRank.size(); ++r) {
     int64_t pp = int64_t(r) / a.dp, dp = int64_t(r) % a.dp;
@@ -80,6 +80,11 @@ std::string chromeTrace(const std::vector<std::string> &perRank,
                         {"vpp", a.vpp},
                         {"dp", a.dp},
                         {"microbatches", a.microbatches}};
+  // Per world rank: [peak tensor MiB, peak RSS MiB].
+  nlohmann::json mem = nlohmann::json::array();
+  for (size_t r = 0; r + 1 < memory.size(); r += 2)
+    mem.push_back({memory[r], memory[r + 1]});
+  trace["otherData"]["memory_mib"] = mem;
   return trace.dump() + "\n";
 }
 
@@ -267,16 +272,18 @@ int main(int argc, char **argv) {
       if (exiting)
         break;
     }
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    std::vector<double> memory =
+        comm.allgather({double(trainer.peakTensorBytes()) / (1 << 20),
+                        double(usage.ru_maxrss) / 1024});
     if (!trace.empty()) {
       std::vector<std::string> all = comm.gatherToRoot(traceEvents.dump());
       if (root) {
-        std::string text = chromeTrace(all, artifact);
+        std::string text = chromeTrace(all, artifact, memory);
         writeFileAtomically(trace, {{text.data(), text.size()}});
       }
     }
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    std::vector<double> rss = comm.allgather({double(usage.ru_maxrss) / 1024});
     if (root) {
       if (stopped)
         fmt::print("stopped after step {} on request{}\n", last,
@@ -285,10 +292,13 @@ int main(int argc, char **argv) {
                  "unigram entropy of the data {:.4f}\n",
                  last - first + 1, elapsed, firstLoss, lastLoss,
                  data.unigramEntropy());
-      std::string peaks;
-      for (size_t r = 0; r < rss.size(); ++r)
-        peaks += fmt::format("{}{:.0f}", r ? " " : "", rss[r]);
-      fmt::print("memory: peak RSS per rank (MiB): {}\n", peaks);
+      std::string tensors, rss;
+      for (size_t r = 0; r + 1 < memory.size(); r += 2) {
+        tensors += fmt::format("{}{:.1f}", r ? " " : "", memory[r]);
+        rss += fmt::format("{}{:.0f}", r ? " " : "", memory[r + 1]);
+      }
+      fmt::print("memory per rank (MiB): tensors {} | peak RSS {}\n", tensors,
+                 rss);
       if (profile)
         fmt::print(
             "profile: GEMM (OpenBLAS, top-level calls) {:.2f}s = {:.1f}% "

@@ -326,6 +326,43 @@ std::vector<double> estimateMemory(const nlohmann::json &manifest) {
   return bytes;
 }
 
+/// Peak tensor memory per pipeline rank: what hypipe-run measured (the
+/// trace's otherData.memory_mib, per world rank [tensors, RSS]) next to the
+/// manifest's estimate; printed and returned for summary.json.
+nlohmann::json memoryReport(const nlohmann::json &manifest,
+                            const std::string &trace, int64_t dp) {
+  std::vector<double> estimate = estimateMemory(manifest);
+  std::ifstream in(trace);
+  nlohmann::json t = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::json measured;
+  if (!t.is_discarded() && t.contains("otherData") &&
+      t["otherData"].contains("memory_mib"))
+    measured = t["otherData"]["memory_mib"];
+  std::string rows;
+  nlohmann::json perRank = nlohmann::json::array();
+  for (size_t r = 0; r < estimate.size(); ++r) {
+    double est = estimate[r] / (1 << 20);
+    size_t world = r * size_t(dp); // data-parallel replica 0
+    nlohmann::json entry;
+    entry["estimate"] = est;
+    if (measured.is_array() && world < measured.size()) {
+      double tensors = measured[world][0].get<double>();
+      double rss = measured[world][1].get<double>();
+      entry["tensors"] = tensors;
+      entry["peak_rss"] = rss;
+      rows += fmt::format("{}rank {} {:.1f} (estimate {:.1f}, RSS {:.0f})",
+                          r ? ", " : "", r, tensors, est, rss);
+    } else {
+      rows += fmt::format("{}rank {} estimate {:.1f}", r ? ", " : "", r, est);
+    }
+    perRank.push_back(entry);
+  }
+  fmt::print("  peak tensor memory per pp rank, MiB (the estimate from the "
+             "manifest; the process's peak RSS): {}\n",
+             rows);
+  return perRank;
+}
+
 int runTrain(const TrainOptions &o) {
   auto spec = loadSpec(o.spec, o.overrides);
   if (!spec) {
@@ -478,14 +515,7 @@ int runTrain(const TrainOptions &o) {
                  "stage costs): {}\n",
                  b->step, rows);
     }
-    std::vector<double> estimate = estimateMemory(manifest);
-    summary["memory_estimate_mib"] = estimate;
-    std::string rows;
-    for (size_t r = 0; r < estimate.size(); ++r)
-      rows += fmt::format("{}{:.1f}", r ? " " : "", estimate[r] / (1 << 20));
-    fmt::print("  memory estimate per pp rank (tensors, MiB): {} (hypipe-run "
-               "printed the measured peak RSS above)\n",
-               rows);
+    summary["memory_mib"] = memoryReport(manifest, trace, spec->parallel.dp);
   }
   std::string svg =
       lossSvg(losses, fmt::format("{} ({}), pp {} vpp {} dp {}, "
