@@ -168,15 +168,18 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
           int64_t(acts.size() + grads.size() + sendBuffers.size()) *
               activation);
     };
+    bool transfer =
+        a.kind == ActionEntry::SendF || a.kind == ActionEntry::SendB ||
+        a.kind == ActionEntry::RecvF || a.kind == ActionEntry::RecvB;
+    if (transfer && !comm.distributed())
+      throw RuntimeError(fmt::format(
+          "error: action '{}' exchanges tensors with rank {}; this run has a "
+          "single process\nhelp: launch {} ranks with mpirun (or compile "
+          "with --pp 1)",
+          a.text, a.peer, artifact.pp * artifact.dp));
     switch (a.kind) {
     case ActionEntry::SendF:
     case ActionEntry::SendB: {
-      if (!comm.distributed())
-        throw RuntimeError(fmt::format(
-            "error: action '{}' exchanges tensors with rank {}; this run has "
-            "a single process\nhelp: launch {} ranks with mpirun (or compile "
-            "with --pp 1)",
-            a.text, a.peer, artifact.pp * artifact.dp));
       bool backward = a.kind == ActionEntry::SendB;
       auto &from = backward ? grads : acts;
       auto it = from.find(key(a.stage, a.mb));
@@ -196,12 +199,6 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
     }
     case ActionEntry::RecvF:
     case ActionEntry::RecvB: {
-      if (!comm.distributed())
-        throw RuntimeError(fmt::format(
-            "error: action '{}' exchanges tensors with rank {}; this run has "
-            "a single process\nhelp: launch {} ranks with mpirun (or compile "
-            "with --pp 1)",
-            a.text, a.peer, artifact.pp * artifact.dp));
       bool backward = a.kind == ActionEntry::RecvB;
       // Stored as if the producing stage had run here.
       auto &into = backward ? grads : acts;

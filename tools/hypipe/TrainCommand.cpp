@@ -21,6 +21,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
@@ -191,33 +192,18 @@ std::string lossSvg(const std::vector<std::pair<int64_t, double>> &points,
   return svg;
 }
 
-struct BubbleReport {
-  std::vector<double> measured, predicted; ///< per pp rank
-  int64_t step = 0;
-};
-
-/// Measured bubble of the last step in `trace` (hypipe-run --trace) next to
-/// the simulator's for the same programs with the measured mean cost of each
-/// stage's F, B, I and W. Writes the simulated trace to `simTrace`.
-std::optional<BubbleReport> compareBubbles(const std::string &tracePath,
-                                           const nlohmann::json &manifest,
-                                           const std::string &simTrace) {
-  std::ifstream in(tracePath);
-  nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
-  if (trace.is_discarded() || !trace.contains("traceEvents"))
-    return std::nullopt;
+/// The artifact's per-rank programs as a schedule the simulator runs.
+std::optional<schedule::Schedule> scheduleOf(const rt::Artifact &a) {
   schedule::Schedule s;
-  const nlohmann::json &par = manifest["parallel"];
-  s.name = par["schedule"].get<std::string>();
-  s.pp = par["pp"].get<int64_t>();
-  s.vpp = par["vpp"].get<int64_t>();
-  s.microbatches = par["microbatches"].get<int64_t>();
+  s.name = a.schedule;
+  s.pp = a.pp;
+  s.vpp = a.vpp;
+  s.microbatches = a.microbatches;
   s.placement = schedule::placementOf(s.name);
-  for (const nlohmann::json &prog : manifest["programs"]) {
+  for (const std::vector<rt::ActionEntry> &program : a.programs) {
     std::vector<schedule::Action> actions;
-    for (const nlohmann::json &a : prog["actions"]) {
-      auto action =
-          schedule::parsePytorchAction(a["text"].get<std::string>(), s);
+    for (const rt::ActionEntry &e : program) {
+      auto action = schedule::parsePytorchAction(e.text, s);
       if (!action) {
         llvm::consumeError(action.takeError());
         return std::nullopt;
@@ -226,12 +212,26 @@ std::optional<BubbleReport> compareBubbles(const std::string &tracePath,
     }
     s.ranks.push_back(std::move(actions));
   }
-  // Per stage and kind: summed duration and count over steps after the
-  // first (which pays for first-touch page faults); the last step's spans.
-  int64_t lastStep = 0;
+  return s;
+}
+
+/// What the trace (hypipe-run --trace) says: the mean cost of each stage's
+/// F, B, I and W over the steps after the first (which pays for first-touch
+/// page faults), and the bubble of each pipeline rank in the last step.
+struct Measured {
+  schedule::Costs costs;
+  std::vector<double> bubble;
+  int64_t step = 0;
+};
+
+std::optional<Measured> measure(const nlohmann::json &trace,
+                                const schedule::Schedule &s) {
+  if (trace.is_discarded() || !trace.contains("traceEvents"))
+    return std::nullopt;
+  Measured m;
   for (const nlohmann::json &e : trace["traceEvents"])
     if (e.value("ph", "") == "X")
-      lastStep = std::max<int64_t>(lastStep, e["args"]["step"].get<int64_t>());
+      m.step = std::max<int64_t>(m.step, e["args"]["step"].get<int64_t>());
   int64_t n = s.numStages();
   std::map<char, std::vector<double>> sum, count;
   for (char k : {'F', 'B', 'I', 'W'}) {
@@ -246,15 +246,15 @@ std::optional<BubbleReport> compareBubbles(const std::string &tracePath,
     int64_t step = e["args"]["step"].get<int64_t>();
     int64_t rank = e["pid"].get<int64_t>();
     double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
-    if (step == lastStep) {
+    if (step == m.step) {
       first[rank] = std::min(first[rank], ts);
       last[rank] = std::max(last[rank], ts + dur);
     }
     if (cat.size() != 1 || !std::strchr("FBIW", cat[0]))
       continue;
-    if (step == lastStep)
+    if (step == m.step)
       busy[rank] += dur;
-    if (step == 1 && lastStep > 1)
+    if (step == 1 && m.step > 1)
       continue;
     auto action = schedule::parsePytorchAction(name, s);
     if (!action) {
@@ -264,85 +264,47 @@ std::optional<BubbleReport> compareBubbles(const std::string &tracePath,
     sum[cat[0]][action->stage] += dur;
     count[cat[0]][action->stage] += 1;
   }
-  schedule::Costs costs;
   for (char k : {'F', 'B', 'I', 'W'}) {
     std::vector<double> mean(n, 0);
     for (int64_t i = 0; i < n; ++i)
       mean[i] = count[k][i] > 0 ? sum[k][i] / count[k][i] / 1000.0 : 0.0;
-    (k == 'F'   ? costs.stageF
-     : k == 'B' ? costs.stageB
-     : k == 'I' ? costs.stageI
-                : costs.stageW) = mean;
+    (k == 'F'   ? m.costs.stageF
+     : k == 'B' ? m.costs.stageB
+     : k == 'I' ? m.costs.stageI
+                : m.costs.stageW) = mean;
   }
-  auto sim = schedule::simulate(s, costs);
-  if (!sim) {
-    llvm::consumeError(sim.takeError());
-    return std::nullopt;
-  }
-  std::ofstream(simTrace) << schedule::chromeTrace(s, *sim);
-  BubbleReport report;
-  report.step = lastStep;
   double begin = *std::min_element(first.begin(), first.end());
   double end = *std::max_element(last.begin(), last.end());
-  for (int64_t r = 0; r < s.pp; ++r) {
-    report.measured.push_back(1.0 - busy[r] / std::max(1e-9, end - begin));
-    report.predicted.push_back(sim->bubbleFraction[r]);
-  }
-  return report;
-}
-
-/// Estimated peak bytes per pp rank: parameters, gradients and two AdamW
-/// moments, the stage workspaces, and the saved activations of the most
-/// microbatches the schedule keeps alive at once (the simulator's count).
-std::vector<double> estimateMemory(const nlohmann::json &manifest) {
-  int64_t pp = manifest["parallel"]["pp"].get<int64_t>();
-  std::vector<double> bytes(pp, 0), saved(pp, 0);
-  std::vector<int64_t> stagesOn(pp, 0);
-  for (const nlohmann::json &st : manifest["stages"]) {
-    int64_t r = st["pp_rank"].get<int64_t>();
-    bytes[r] += 4.0 * (4.0 * st["num_params"].get<double>() +
-                       st["workspace_floats"].get<double>());
-    saved[r] += st["saved_floats"].get<double>();
-    stagesOn[r] += 1;
-  }
-  for (int64_t r = 0; r < pp; ++r) {
-    // The most forwards the rank's program has run whose backward (or W)
-    // has not: the saved-activation slots it needs at once.
-    int64_t live = 0;
-    for (const nlohmann::json &prog : manifest["programs"])
-      if (prog["pp_rank"].get<int64_t>() == r) {
-        int64_t alive = 0;
-        for (const nlohmann::json &a : prog["actions"]) {
-          std::string op = a["op"];
-          if (op == "F")
-            live = std::max(live, ++alive);
-          else if (op == "B" || op == "W")
-            --alive;
-        }
-      }
-    bytes[r] += 4.0 * double(live) * saved[r] /
-                double(std::max<int64_t>(1, stagesOn[r]));
-  }
-  return bytes;
+  for (int64_t r = 0; r < s.pp; ++r)
+    m.bubble.push_back(1.0 - busy[r] / std::max(1e-9, end - begin));
+  return m;
 }
 
 /// Peak tensor memory per pipeline rank: what hypipe-run measured (the
-/// trace's otherData.memory_mib, per world rank [tensors, RSS]) next to the
-/// manifest's estimate; printed and returned for summary.json.
-nlohmann::json memoryReport(const nlohmann::json &manifest,
-                            const std::string &trace, int64_t dp) {
-  std::vector<double> estimate = estimateMemory(manifest);
-  std::ifstream in(trace);
-  nlohmann::json t = nlohmann::json::parse(in, nullptr, false);
+/// trace's otherData.memory_mib, per world rank [tensors, RSS]) next to an
+/// estimate — parameters, gradients and two AdamW moments, the workspaces,
+/// and the saved activations of the most microbatches the rank keeps alive
+/// at once (the simulator's count). Printed and returned for summary.json.
+nlohmann::json memoryReport(const rt::Artifact &a,
+                            const schedule::Simulation &sim,
+                            const nlohmann::json &trace) {
   nlohmann::json measured;
-  if (!t.is_discarded() && t.contains("otherData") &&
-      t["otherData"].contains("memory_mib"))
-    measured = t["otherData"]["memory_mib"];
+  if (!trace.is_discarded() && trace.contains("otherData") &&
+      trace["otherData"].contains("memory_mib"))
+    measured = trace["otherData"]["memory_mib"];
   std::string rows;
   nlohmann::json perRank = nlohmann::json::array();
-  for (size_t r = 0; r < estimate.size(); ++r) {
-    double est = estimate[r] / (1 << 20);
-    size_t world = r * size_t(dp); // data-parallel replica 0
+  for (int64_t r = 0; r < a.pp; ++r) {
+    double floats = 0, saved = 0, stages = 0;
+    for (const rt::StageEntry &st : a.stages)
+      if (st.ppRank == r) {
+        floats += 4.0 * double(st.numParams) + double(st.workspaceFloats);
+        saved += double(st.savedFloats);
+        stages += 1;
+      }
+    floats += double(sim.peakActivations[r]) * saved / std::max(1.0, stages);
+    double est = 4.0 * floats / (1 << 20);
+    size_t world = size_t(r * a.dp); // data-parallel replica 0
     nlohmann::json entry;
     entry["estimate"] = est;
     if (measured.is_array() && world < measured.size()) {
@@ -371,7 +333,7 @@ int runTrain(const TrainOptions &o) {
   }
   std::string run = o.runDir.empty() ? "runs/" + spec->name : o.runDir;
   std::string artifact = run + "/artifact";
-  if (::system(fmt::format("mkdir -p '{}'", run).c_str()) != 0) {
+  if (llvm::sys::fs::create_directories(run)) {
     std::cerr << "error: cannot create the run directory '" << run
               << "'\nhelp: pass --run-dir DIR somewhere writable\n";
     return 1;
@@ -484,8 +446,6 @@ int runTrain(const TrainOptions &o) {
     std::cerr << "error: " << log << " has no steps\n";
     return 1;
   }
-  std::ifstream mf(artifact + "/manifest.json");
-  nlohmann::json manifest = nlohmann::json::parse(mf, nullptr, false);
   nlohmann::ordered_json summary;
   summary["spec"] = o.spec;
   summary["layout"] = {{"pp", spec->parallel.pp},
@@ -502,20 +462,38 @@ int runTrain(const TrainOptions &o) {
              run, losses.front().first, losses.back().first,
              losses.front().second, losses.back().second,
              withCommas(std::llround(summary["tokens_per_s"].get<double>())));
-  if (!manifest.is_discarded()) {
-    if (auto b = compareBubbles(trace, manifest, run + "/trace.sim.json")) {
-      summary["bubble"] = {{"step", b->step},
-                           {"measured", b->measured},
-                           {"predicted", b->predicted}};
-      std::string rows;
-      for (size_t r = 0; r < b->measured.size(); ++r)
-        rows += fmt::format("{}rank {} {:.1f}% vs {:.1f}%", r ? ", " : "", r,
-                            100 * b->measured[r], 100 * b->predicted[r]);
-      fmt::print("  bubble (step {}, measured vs simulated with the measured "
-                 "stage costs): {}\n",
-                 b->step, rows);
+  // The measured bubble next to the simulator's for the same programs fed
+  // the measured stage costs; memory next to its estimate.
+  std::ifstream traceIn(trace);
+  nlohmann::json traceJson = nlohmann::json::parse(traceIn, nullptr, false);
+  try {
+    rt::Artifact art = rt::loadArtifact(artifact);
+    if (std::optional<schedule::Schedule> s = scheduleOf(art)) {
+      std::optional<Measured> m = measure(traceJson, *s);
+      auto sim = schedule::simulate(*s, m ? m->costs : schedule::Costs{});
+      if (!sim) {
+        llvm::consumeError(sim.takeError());
+      } else {
+        if (m) {
+          std::ofstream(run + "/trace.sim.json")
+              << schedule::chromeTrace(*s, *sim);
+          summary["bubble"] = {{"step", m->step},
+                               {"measured", m->bubble},
+                               {"predicted", sim->bubbleFraction}};
+          std::string rows;
+          for (int64_t r = 0; r < art.pp; ++r)
+            rows +=
+                fmt::format("{}rank {} {:.1f}% vs {:.1f}%", r ? ", " : "", r,
+                            100 * m->bubble[r], 100 * sim->bubbleFraction[r]);
+          fmt::print("  bubble (step {}, measured vs simulated with the "
+                     "measured stage costs): {}\n",
+                     m->step, rows);
+        }
+        summary["memory_mib"] = memoryReport(art, *sim, traceJson);
+      }
     }
-    summary["memory_mib"] = memoryReport(manifest, trace, spec->parallel.dp);
+  } catch (const rt::RuntimeError &e) {
+    std::cerr << e.what() << "\n";
   }
   std::string svg =
       lossSvg(losses, fmt::format("{} ({}), pp {} vpp {} dp {}, "
