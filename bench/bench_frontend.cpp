@@ -7,7 +7,7 @@
 // Run through bench/run_frontend.sh, which also times the Python peer.
 //
 //===----------------------------------------------------------------------===//
-#include "frontend/BuildModel.h"
+#include "conversion/SpecToHybrid.h"
 #include "frontend/Spec.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     auto t0 = clock::now();
     auto loaded = hypipe::parseSpec(spec, "bench.yaml");
     if (!loaded) {
-      llvm::errs() << llvm::toString(loaded.takeError());
+      llvm::errs() << toString(loaded.takeError());
       return 1;
     }
     auto t1 = clock::now();

@@ -8,7 +8,7 @@
 // Median of --reps runs; run through bench/run_partition.sh.
 //
 //===----------------------------------------------------------------------===//
-#include "frontend/AutoPartition.h"
+#include "core/partition/AutoPartition.h"
 #include "frontend/Spec.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
   double plain = medianMs(reps, [&] {
     auto result = hypipe::autoPartition(request);
     if (!result) {
-      llvm::errs() << llvm::toString(result.takeError()) << "\n";
+      llvm::errs() << toString(result.takeError()) << "\n";
       std::exit(1);
     }
     maxCost = result->partition.maxSegmentCost;
@@ -88,14 +88,14 @@ int main(int argc, char **argv) {
   double withCap = medianMs(reps, [&] {
     auto result = hypipe::autoPartition(capped);
     if (!result) {
-      llvm::errs() << llvm::toString(result.takeError()) << "\n";
+      llvm::errs() << toString(result.takeError()) << "\n";
       std::exit(1);
     }
   });
   double explain8b = medianMs(reps, [&] {
     auto spec = hypipe::parseSpec(k8bSpec, "8b.yaml");
     if (!spec) {
-      llvm::errs() << llvm::toString(spec.takeError()) << "\n";
+      llvm::errs() << toString(spec.takeError()) << "\n";
       std::exit(1);
     }
     auto r = spec->partitionRequest();

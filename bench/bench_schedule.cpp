@@ -6,9 +6,9 @@
 // resident memory. Run through bench/run_schedule.sh.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/schedule/Simulate.h"
+#include "core/schedule/Simulate.h"
 
-#include "llvm/Support/raw_ostream.h"
+#include <iostream>
 
 #include <fmt/format.h>
 
@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
   auto t0 = std::chrono::steady_clock::now();
   auto schedule = buildSchedule({"interleaved-1f1b", pp, vpp, m, 0});
   if (!schedule) {
-    llvm::errs() << llvm::toString(schedule.takeError()) << "\n";
+    std::cerr << toString(schedule.takeError()) << "\n";
     return 1;
   }
   auto t1 = std::chrono::steady_clock::now();
@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
   costs.b = 2.0 / static_cast<double>(vpp);
   auto simulation = simulate(*schedule, costs);
   if (!simulation) {
-    llvm::errs() << llvm::toString(simulation.takeError()) << "\n";
+    std::cerr << toString(simulation.takeError()) << "\n";
     return 1;
   }
   auto t3 = std::chrono::steady_clock::now();

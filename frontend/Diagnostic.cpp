@@ -6,8 +6,6 @@
 
 namespace hypipe {
 
-char SourceError::ID = 0;
-
 void printError(llvm::raw_ostream &os, const llvm::SourceMgr &sm,
                 llvm::SMLoc loc, size_t length, llvm::StringRef message,
                 llvm::StringRef help) {
@@ -24,22 +22,32 @@ void printError(llvm::raw_ostream &os, const llvm::SourceMgr &sm,
 }
 
 void printTextError(llvm::raw_ostream &os, llvm::StringRef what,
-                    llvm::StringRef text, llvm::Error err) {
-  llvm::handleAllErrors(
-      std::move(err),
-      [&](const SourceError &e) {
-        llvm::SourceMgr sm;
-        sm.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, what),
-                              llvm::SMLoc());
-        const char *start = sm.getMemoryBuffer(1)->getBufferStart();
-        size_t offset = std::min(e.offset, text.size());
-        size_t length = std::min(e.length, text.size() - offset);
-        printError(os, sm, llvm::SMLoc::getFromPointer(start + offset), length,
-                   e.message, e.help);
-      },
-      [&](const llvm::ErrorInfoBase &e) {
-        os << "error: " << e.message() << "\n";
-      });
+                    llvm::StringRef text, const Error &err) {
+  const Problem &p = err.problem();
+  if (!p.offset) {
+    os << "error: " << p.message << "\n";
+    if (!p.help.empty())
+      os << "help: " << p.help << "\n";
+    return;
+  }
+  llvm::SourceMgr sm;
+  sm.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, what),
+                        llvm::SMLoc());
+  const char *start = sm.getMemoryBuffer(1)->getBufferStart();
+  size_t offset = std::min(*p.offset, text.size());
+  size_t length = std::min(p.length, text.size() - offset);
+  printError(os, sm, llvm::SMLoc::getFromPointer(start + offset), length,
+             p.message, p.help);
+}
+
+llvm::Error toLlvmError(Error err) {
+  if (!err)
+    return llvm::Error::success();
+  const Problem &p = err.problem();
+  std::string text = p.message;
+  if (!p.help.empty())
+    text += "\nhelp: " + p.help;
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), text);
 }
 
 } // namespace hypipe

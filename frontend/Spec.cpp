@@ -1,8 +1,8 @@
 //===- Spec.cpp - YAML spec loader ----------------------------------------===//
 #include "frontend/Spec.h"
+#include "core/lang/PipelineLayout.h"
+#include "core/schedule/Schedule.h"
 #include "frontend/Diagnostic.h"
-#include "frontend/PipelineLayout.h"
-#include "passes/schedule/Schedule.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -130,9 +130,6 @@ const Section kSections[] = {{"model", modelFields},
                              {"training", trainingFields},
                              {"data", dataFields}};
 
-const char *kSchedules[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
-                            "zbv"};
-
 /// The closest of `candidates` to `word`, if close enough to suggest.
 std::optional<std::string> closest(llvm::StringRef word,
                                    llvm::ArrayRef<llvm::StringRef> candidates) {
@@ -218,7 +215,7 @@ private:
   /// scalar's text maps one to one onto its value; else its start.
   llvm::SMLoc locInScalar(yaml::Node *node, size_t offset);
   /// Renders a SourceError whose offsets are into the scalar `node`.
-  llvm::Error scalarError(yaml::Node *node, llvm::Error err);
+  llvm::Error scalarError(yaml::Node *node, Error err);
   /// The value node of `section.key`, or the section's key node, or the
   /// start of the file.
   yaml::Node *nodeFor(llvm::StringRef section, llvm::StringRef key);
@@ -272,20 +269,18 @@ llvm::SMLoc Loader::locInScalar(yaml::Node *node, size_t offset) {
                                      std::min(offset, inner.size()));
 }
 
-llvm::Error Loader::scalarError(yaml::Node *node, llvm::Error err) {
-  std::string plain;
-  llvm::Error rest =
-      llvm::handleErrors(std::move(err), [&](const SourceError &e) {
-        size_t length = e.length;
-        if (auto *scalar = llvm::dyn_cast_or_null<yaml::ScalarNode>(node)) {
-          llvm::SmallString<64> storage;
-          size_t size = scalar->getValue(storage).size();
-          length = std::max<size_t>(
-              std::min(length, size > e.offset ? size - e.offset : 1), 1);
-        }
-        return error(locInScalar(node, e.offset), length, e.message, e.help);
-      });
-  return rest;
+llvm::Error Loader::scalarError(yaml::Node *node, Error err) {
+  const Problem &e = err.problem();
+  if (!e.offset)
+    return toLlvmError(std::move(err));
+  size_t length = e.length;
+  if (auto *scalar = llvm::dyn_cast_or_null<yaml::ScalarNode>(node)) {
+    llvm::SmallString<64> storage;
+    size_t size = scalar->getValue(storage).size();
+    length = std::max<size_t>(
+        std::min(length, size > *e.offset ? size - *e.offset : 1), 1);
+  }
+  return error(locInScalar(node, *e.offset), length, e.message, e.help);
 }
 
 yaml::Node *Loader::nodeFor(llvm::StringRef section, llvm::StringRef key) {
@@ -575,7 +570,7 @@ llvm::Error Loader::check() {
         patternFromRatios(*draft.numLayers, draft.attentionRatio.value_or(0.0),
                           draft.mlpRatio.value_or(0.0));
     if (!allocated) {
-      std::string message = llvm::toString(allocated.takeError());
+      std::string message = toString(allocated.takeError());
       auto [first, help] = llvm::StringRef(message).split("\nhelp: ");
       if (first.starts_with("mlp_ratio"))
         at = nodeFor("model", "mlp_ratio");
@@ -646,15 +641,14 @@ llvm::Error Loader::check() {
   if (draft.vpp && *draft.vpp < 1)
     return error(nodeFor("parallel", "vpp"), "parallel.vpp must be at least 1",
                  "1 switches virtual pipelining off");
-  if (llvm::find(kSchedules, par.schedule) == std::end(kSchedules)) {
-    llvm::SmallVector<llvm::StringRef> names(std::begin(kSchedules),
-                                             std::end(kSchedules));
+  if (!schedule::parseScheduleKind(par.schedule)) {
+    llvm::SmallVector<llvm::StringRef> names(schedule::scheduleNames().begin(),
+                                             schedule::scheduleNames().end());
     auto guess = closest(par.schedule, names);
     return error(nodeFor("parallel", "schedule"),
                  fmt::format("unknown schedule '{}'", par.schedule),
-                 guess
-                     ? fmt::format("did you mean '{}'?", *guess)
-                     : "use one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv");
+                 guess ? fmt::format("did you mean '{}'?", *guess)
+                       : "use one of " + schedule::scheduleNameList());
   }
 
   PlacementOptions options{par.pp, draft.vpp, par.firstStageLayers,
@@ -705,31 +699,11 @@ llvm::Error Loader::check() {
     spec.placement = std::move(*placement);
   }
   par.vpp = spec.placement.vpp;
-  if (par.schedule == "interleaved-1f1b" && par.vpp < 2)
-    return error(
-        nodeFor("parallel", "schedule"),
-        "interleaved-1f1b needs virtual stages (vpp > 1)",
-        fmt::format(
-            "split the pattern into pp*vpp segments with '|' (e.g. {} for "
-            "vpp=2), or use schedule: 1f1b",
-            2 * par.pp));
-  if ((par.schedule == "1f1b" || par.schedule == "gpipe" ||
-       par.schedule == "zb-h1") &&
-      par.vpp > 1)
-    return error(
-        nodeFor("parallel", "schedule"),
-        fmt::format(
-            "schedule '{}' runs one stage per rank, but the pattern gives each "
-            "rank vpp={} stages",
-            par.schedule, par.vpp),
-        "use schedule: interleaved-1f1b (or zbv for vpp=2)");
-  if (par.schedule == "zbv" && par.vpp != 2)
-    return error(
-        nodeFor("parallel", "schedule"),
-        fmt::format(
-            "zbv needs exactly two stages per rank, the pattern gives vpp={}",
-            par.vpp),
-        fmt::format("split the pattern into 2 * pp = {} segments", 2 * par.pp));
+  // Which shapes a schedule runs (stages per rank, microbatch groups) is
+  // the schedule library's to say; the spec points at the key to change.
+  if (Error refused = schedule::checkScheduleShape(par.schedule, par.vpp))
+    return error(nodeFor("parallel", "schedule"), refused.message(),
+                 refused.problem().help);
   par.microbatches = draft.microbatches.value_or(par.pp);
   if (par.microbatches < 1)
     return error(
@@ -743,14 +717,15 @@ llvm::Error Loader::check() {
   if (par.groupSize == 0)
     par.groupSize = par.pp;
   // The schedule must exist for this shape (Megatron's refusals among others).
-  if (llvm::Error refused = schedule::checkSchedule(
-          {par.schedule, par.pp, par.vpp, par.microbatches, par.groupSize});
-      refused)
+  if (Error refused = schedule::checkSchedule(
+          {par.schedule, par.pp, par.vpp, par.microbatches, par.groupSize}))
     return error(nodeFor("parallel", valueNodes.count("parallel.microbatches")
                                          ? "microbatches"
                                          : "schedule"),
-                 llvm::toString(std::move(refused)),
-                 "see docs/schedules.md for what each schedule accepts");
+                 refused.message(),
+                 refused.problem().help.empty()
+                     ? "see docs/schedules.md for what each schedule accepts"
+                     : refused.problem().help);
 
   // Training and data.
   TrainingSpec &t = spec.training;
@@ -805,7 +780,7 @@ llvm::Error Loader::check() {
           par.maxMemoryGiB
               ? nodeFor("parallel", "max_memory_gib")
               : (patternNode ? patternNode : nodeFor("model", "pattern"));
-      std::string message = llvm::toString(balanced.takeError());
+      std::string message = toString(balanced.takeError());
       auto [first, help] = llvm::StringRef(message).split("; ");
       return error(at, first, help);
     }

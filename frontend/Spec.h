@@ -9,9 +9,9 @@
 #ifndef HYPIPE_FRONTEND_SPEC_H
 #define HYPIPE_FRONTEND_SPEC_H
 
-#include "frontend/AutoPartition.h"
-#include "frontend/HybridPattern.h"
-#include "frontend/ModelDims.h"
+#include "core/lang/HybridPattern.h"
+#include "core/model/ModelDims.h"
+#include "core/partition/AutoPartition.h"
 
 #include "llvm/Support/Error.h"
 

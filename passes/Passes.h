@@ -2,9 +2,9 @@
 #ifndef HYPIPE_PASSES_PASSES_H
 #define HYPIPE_PASSES_PASSES_H
 
+#include "core/partition/AutoPartition.h"
 #include "dialects/hybrid/HybridOps.h"
 #include "dialects/pipe/PipeOps.h"
-#include "frontend/AutoPartition.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

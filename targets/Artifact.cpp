@@ -3,10 +3,11 @@
 #include "targets/Artifact.h"
 
 #include "dialects/hybrid/HybridOps.h"
+#include "frontend/Diagnostic.h"
 #include "passes/Passes.h"
+#include "passes/lowering/KernelPlan.h"
 #include "passes/schedule/Programs.h"
 #include "targets/cpu/EmitStage.h"
-#include "targets/cpu/KernelPlan.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
@@ -86,7 +87,7 @@ json stageJson(const cpu::StagePlan &plan) {
 json programJson(const schedule::Schedule &s, int64_t rank) {
   json actions = json::array();
   for (const schedule::Action &a : s.ranks[rank]) {
-    json action = {{"op", schedule::opName(a.op).str()},
+    json action = {{"op", std::string(schedule::opName(a.op))},
                    {"stage", a.stage},
                    {"mb", a.microbatch},
                    {"text", schedule::pytorchText(a)}};
@@ -209,7 +210,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
 
   auto programs = schedule::readPrograms(model);
   if (!programs)
-    return programs.takeError();
+    return toLlvmError(programs.takeError());
   json ranks = json::array();
   for (int64_t r = 0; r < programs->pp; ++r)
     ranks.push_back(programJson(*programs, r));

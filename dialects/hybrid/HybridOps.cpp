@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/hybrid/HybridOps.h"
-#include "frontend/HybridPattern.h"
+#include "core/lang/HybridPattern.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -207,8 +207,8 @@ LogicalResult ModelOp::verify() {
 
   auto pattern = hypipe::parseHybridPattern(getPattern());
   if (!pattern)
-    return emitOpError() << "pattern '" << getPattern() << "' is invalid: "
-                         << llvm::toString(pattern.takeError());
+    return emitOpError() << "pattern '" << getPattern()
+                         << "' is invalid: " << toString(pattern.takeError());
   // (C3)
   SmallVector<Operation *> layers = getMainLayers();
   std::string spelled;
@@ -314,8 +314,6 @@ LogicalResult ReturnOp::verify() {
   ModelOp model = parentModel(*this);
   auto pattern = hypipe::parseHybridPattern(model.getPattern());
   int64_t expected = 1 + (pattern ? pattern->mtpDepths : 0);
-  if (!pattern)
-    llvm::consumeError(pattern.takeError());
   for (Value loss : getLosses()) {
     auto type = dyn_cast<RankedTensorType>(loss.getType());
     if (!type || type.getRank() != 0 || !type.getElementType().isF32())

@@ -2,8 +2,8 @@
 #ifndef HYPIPE_DIALECTS_HYBRID_HYBRIDOPS_H
 #define HYPIPE_DIALECTS_HYBRID_HYBRIDOPS_H
 
+#include "core/model/ModelDims.h"
 #include "dialects/hybrid/HybridDialect.h"
-#include "frontend/ModelDims.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Attributes.h"

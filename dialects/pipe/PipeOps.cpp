@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/pipe/PipeOps.h"
+#include "core/schedule/Schedule.h"
 #include "dialects/hybrid/HybridOps.h"
-#include "passes/schedule/Schedule.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -74,7 +74,7 @@ LogicalResult StageOp::verify() {
     return emitOpError() << "stage " << index << " on rank " << rank
                          << ", chunk " << chunk << " does not fit pp = " << pp
                          << ", vpp = " << vpp
-                         << (placement == schedule::Placement::VShape
+                         << (placement == schedule::Placement::V
                                  ? " (zbv: stage s < pp on rank s, chunk 0; "
                                    "stage s >= pp on rank 2 pp - 1 - s, "
                                    "chunk 1)"
@@ -224,10 +224,10 @@ LogicalResult ProgramOp::verify() {
   shape.placement = schedule::placementOf(parallel.getSchedule());
   for (auto [index, text] :
        llvm::enumerate(getActions().getAsValueRange<StringAttr>())) {
-    auto action = schedule::parsePytorchAction(text, shape);
+    auto action = schedule::parsePytorchAction(text, shape.actionContext());
     if (!action)
       return emitOpError() << "action " << index << ": "
-                           << llvm::toString(action.takeError());
+                           << toString(action.takeError());
     if (shape.rankOf(action->stage) != rank)
       return emitOpError() << "action " << index << " ('" << text
                            << "') runs stage " << action->stage

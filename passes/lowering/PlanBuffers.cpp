@@ -2,7 +2,7 @@
 //---------------------------------===//
 
 #include "passes/Passes.h"
-#include "targets/cpu/KernelPlan.h"
+#include "passes/lowering/KernelPlan.h"
 
 #include "mlir/IR/Builders.h"
 

@@ -1,5 +1,5 @@
 //===- AssignStages.cpp - hybrid-assign-stages ----------------------------===//
-#include "frontend/PipelineLayout.h"
+#include "core/lang/PipelineLayout.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -44,7 +44,7 @@ LogicalResult applyPlacement(hybrid::ModelOp model,
 LogicalResult assignStages(hybrid::ModelOp model, StringRef layoutText) {
   auto pattern = parseHybridPattern(model.getPattern());
   if (!pattern)
-    return model.emitOpError() << llvm::toString(pattern.takeError());
+    return model.emitOpError() << toString(pattern.takeError());
   hybrid::ParallelAttr parallel = model.getParallel();
   int64_t pp = parallel.getPp(), vpp = parallel.getVpp();
 
@@ -58,13 +58,13 @@ LogicalResult assignStages(hybrid::ModelOp model, StringRef layoutText) {
     std::optional<int64_t> mtp;
     if (pattern->hasMtp())
       mtp = pattern->mtpDepths;
-    llvm::Error err =
-        layout ? validatePipelineLayout(*layout, pattern->numLayers(), mtp)
-                     .takeError()
-               : layout.takeError();
+    Error err = layout
+                    ? validatePipelineLayout(*layout, pattern->numLayers(), mtp)
+                          .takeError()
+                    : layout.takeError();
     if (err)
-      return model.emitOpError() << "layout '" << layoutText
-                                 << "': " << llvm::toString(std::move(err));
+      return model.emitOpError()
+             << "layout '" << layoutText << "': " << toString(std::move(err));
     if (layout->vpp != vpp)
       return model.emitOpError()
              << "layout '" << layoutText << "' has " << layout->vpp
@@ -72,7 +72,7 @@ LogicalResult assignStages(hybrid::ModelOp model, StringRef layoutText) {
     auto placed = placementFromLayout(*pattern, *layout);
     if (!placed)
       return model.emitOpError() << "layout '" << layoutText
-                                 << "': " << llvm::toString(placed.takeError());
+                                 << "': " << toString(placed.takeError());
     placement = std::move(*placed);
     // Write the boundaries into the pattern so the IR says where they are.
     std::string withPipes;
@@ -91,7 +91,7 @@ LogicalResult assignStages(hybrid::ModelOp model, StringRef layoutText) {
     auto placed =
         placeHybridPattern(*pattern, PlacementOptions{pp, vpp, {}, {}});
     if (!placed)
-      return model.emitOpError() << llvm::toString(placed.takeError());
+      return model.emitOpError() << toString(placed.takeError());
     placement = std::move(*placed);
   }
   return applyPlacement(model, placement);

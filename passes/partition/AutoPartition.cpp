@@ -1,5 +1,5 @@
 //===- AutoPartition.cpp - hybrid-auto-partition --------------------------===//
-#include "frontend/AutoPartition.h"
+#include "core/partition/AutoPartition.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -16,7 +16,7 @@ LogicalResult autoPartitionModel(hybrid::ModelOp model, StringRef objective,
                                  bool bf16) {
   auto pattern = parseHybridPattern(model.getPattern());
   if (!pattern)
-    return model.emitOpError() << llvm::toString(pattern.takeError());
+    return model.emitOpError() << toString(pattern.takeError());
   hybrid::ParallelAttr parallel = model.getParallel();
   if (pattern->hasPipes() || parallel.getPp() * parallel.getVpp() == 1)
     return assignStages(model, "");
@@ -39,7 +39,7 @@ LogicalResult autoPartitionModel(hybrid::ModelOp model, StringRef objective,
   request.maxMemoryGiB = maxMemoryGiB;
   auto result = autoPartition(request);
   if (!result)
-    return model.emitOpError() << llvm::toString(result.takeError());
+    return model.emitOpError() << toString(result.takeError());
   model.setPattern(result->pattern);
   return applyPlacement(model, result->placement);
 }

@@ -1,6 +1,6 @@
 //===- OutlineStages.cpp - pipe-outline-stages ----------------------------===//
+#include "core/schedule/Schedule.h"
 #include "passes/Passes.h"
-#include "passes/schedule/Schedule.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -1,8 +1,8 @@
 //===- SchedulePasses.cpp - pipe-build-schedule, -insert-comms, -verify ---===//
+#include "core/schedule/Simulate.h"
 #include "dialects/pipe/PipeOps.h"
 #include "passes/Passes.h"
 #include "passes/schedule/Programs.h"
-#include "passes/schedule/Simulate.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -18,7 +18,7 @@ using namespace mlir;
 
 namespace schedule {
 
-llvm::Expected<Schedule> readPrograms(hybrid::ModelOp model) {
+Expected<Schedule> readPrograms(hybrid::ModelOp model) {
   hybrid::ParallelAttr parallel = model.getParallel();
   Schedule s;
   s.pp = parallel.getPp();
@@ -29,7 +29,7 @@ llvm::Expected<Schedule> readPrograms(hybrid::ModelOp model) {
   for (auto program : model.getBody().front().getOps<pipe::ProgramOp>()) {
     std::vector<Action> actions;
     for (StringRef text : program.getActions().getAsValueRange<StringAttr>()) {
-      auto action = parsePytorchAction(text, s);
+      auto action = parsePytorchAction(text, s.actionContext());
       if (!action)
         return action.takeError();
       actions.push_back(*action);
@@ -37,11 +37,9 @@ llvm::Expected<Schedule> readPrograms(hybrid::ModelOp model) {
     s.ranks.push_back(std::move(actions));
   }
   if (static_cast<int64_t>(s.ranks.size()) != s.pp)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "the model has " + std::to_string(s.ranks.size()) +
-            " pipe.program ops but pp = " + std::to_string(s.pp) +
-            ": run pipe-build-schedule");
+    return makeError("the model has " + std::to_string(s.ranks.size()) +
+                     " pipe.program ops but pp = " + std::to_string(s.pp) +
+                     ": run pipe-build-schedule");
   return s;
 }
 
@@ -82,7 +80,7 @@ LogicalResult buildSchedulePrograms(hybrid::ModelOp model) {
       {parallel.getSchedule().str(), parallel.getPp(), parallel.getVpp(),
        parallel.getMicrobatches(), parallel.getGroupSize()});
   if (!built)
-    return model.emitOpError() << llvm::toString(built.takeError());
+    return model.emitOpError() << toString(built.takeError());
   schedule::writePrograms(model, *built);
   return success();
 }
@@ -90,7 +88,7 @@ LogicalResult buildSchedulePrograms(hybrid::ModelOp model) {
 LogicalResult insertComms(hybrid::ModelOp model) {
   auto programs = schedule::readPrograms(model);
   if (!programs)
-    return model.emitOpError() << llvm::toString(programs.takeError());
+    return model.emitOpError() << toString(programs.takeError());
   schedule::insertCommunication(*programs);
   schedule::writePrograms(model, *programs);
   return success();
@@ -99,13 +97,13 @@ LogicalResult insertComms(hybrid::ModelOp model) {
 LogicalResult verifySchedule(hybrid::ModelOp model, StringRef costText) {
   auto programs = schedule::readPrograms(model);
   if (!programs)
-    return model.emitOpError() << llvm::toString(programs.takeError());
+    return model.emitOpError() << toString(programs.takeError());
   schedule::Costs costs;
   if (auto err = schedule::parseCosts(costText, costs))
-    return model.emitOpError() << llvm::toString(std::move(err));
+    return model.emitOpError() << toString(std::move(err));
   auto simulation = schedule::simulate(*programs, costs);
   if (!simulation)
-    return model.emitOpError() << llvm::toString(simulation.takeError());
+    return model.emitOpError() << toString(simulation.takeError());
   Builder b(model.getContext());
   for (auto [r, program] :
        llvm::enumerate(model.getBody().front().getOps<pipe::ProgramOp>()))

@@ -8,7 +8,7 @@
 #ifndef HYPIPE_TARGETS_CPU_EMITSTAGE_H
 #define HYPIPE_TARGETS_CPU_EMITSTAGE_H
 
-#include "targets/cpu/KernelPlan.h"
+#include "passes/lowering/KernelPlan.h"
 
 #include <string>
 

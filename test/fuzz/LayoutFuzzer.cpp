@@ -1,6 +1,6 @@
 //===- LayoutFuzzer.cpp - libFuzzer target: pipeline layout strings -------===//
+#include "core/lang/PipelineLayout.h"
 #include "frontend/Diagnostic.h"
-#include "frontend/PipelineLayout.h"
 
 #include "llvm/Support/raw_ostream.h"
 

@@ -4,8 +4,8 @@
 // input must either place or be rejected with an error that renders.
 //
 //===----------------------------------------------------------------------===//
+#include "core/lang/HybridPattern.h"
 #include "frontend/Diagnostic.h"
-#include "frontend/HybridPattern.h"
 
 #include "llvm/Support/raw_ostream.h"
 

@@ -4,7 +4,7 @@
 // the arithmetic is spelled out next to each.
 //
 //===----------------------------------------------------------------------===//
-#include "frontend/CostModel.h"
+#include "core/model/CostModel.h"
 
 #include <gtest/gtest.h>
 

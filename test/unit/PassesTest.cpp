@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
-#include "frontend/BuildModel.h"
+#include "conversion/SpecToHybrid.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -47,7 +47,7 @@ TEST(Passes, AutoPartitionKeepsMegatronsOwnSegments) {
     SCOPED_TRACE(input);
     auto spec = parseSpec(specFor(input, pp, pattern->numSegments() / pp),
                           "vector.yaml");
-    ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+    ASSERT_TRUE(static_cast<bool>(spec)) << toString(spec.takeError());
 
     mlir::MLIRContext context;
     context.loadDialect<pipe::PipeDialect>();

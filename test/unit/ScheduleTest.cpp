@@ -1,6 +1,6 @@
 //===- ScheduleTest.cpp - schedules, communication, verifier, simulator ---===//
-#include "passes/schedule/Render.h"
-#include "passes/schedule/Simulate.h"
+#include "core/schedule/Render.h"
+#include "core/schedule/Simulate.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -30,7 +30,7 @@ std::vector<std::string> opsOf(const Schedule &s, int64_t rank,
 Schedule build(const std::string &name, int64_t pp, int64_t vpp, int64_t m,
                int64_t g = 0) {
   auto s = buildSchedule({name, pp, vpp, m, g});
-  EXPECT_TRUE(static_cast<bool>(s)) << llvm::toString(s.takeError());
+  EXPECT_TRUE(static_cast<bool>(s)) << toString(s.takeError());
   return s ? std::move(*s) : Schedule{};
 }
 
@@ -51,11 +51,11 @@ TEST(ScheduleConformance, MegatronOpOrders) {
       EXPECT_FALSE(static_cast<bool>(s))
           << "Megatron refuses it: " << v["error"];
       if (!s)
-        EXPECT_FALSE(llvm::toString(s.takeError()).empty());
+        EXPECT_FALSE(toString(s.takeError()).empty());
       ++refused;
       continue;
     }
-    ASSERT_TRUE(static_cast<bool>(s)) << llvm::toString(s.takeError());
+    ASSERT_TRUE(static_cast<bool>(s)) << toString(s.takeError());
     for (const json &rank : v["ranks"]) {
       int64_t r = rank["pp_rank"];
       auto expected = rank["ops"].get<std::vector<std::string>>();
@@ -98,11 +98,8 @@ TEST(ScheduleConformance, ScheduleTables) {
         << t.dump();
     // And it is the forward order of every rank of a schedule that uses it.
     auto s = buildSchedule({"interleaved-1f1b", 1, vpp, m, g});
-    if (!s) {
-      llvm::consumeError(
-          s.takeError()); // g > m: Megatron refuses the schedule too
-      continue;
-    }
+    if (!s)
+      continue; // g > m: Megatron refuses the schedule too
     std::vector<std::vector<int64_t>> forwards;
     for (const Action &a : s->ranks[0])
       if (a.op == Op::F)
@@ -114,7 +111,7 @@ TEST(ScheduleConformance, ScheduleTables) {
 TEST(Schedule, RefusalsSayWhatWouldWork) {
   auto s = buildSchedule({"interleaved-1f1b", 4, 2, 7, 4});
   ASSERT_FALSE(static_cast<bool>(s));
-  std::string message = llvm::toString(s.takeError());
+  std::string message = toString(s.takeError());
   EXPECT_NE(message.find(
                 "the last microbatch group would hold 3 microbatches (7 % 4)"),
             std::string::npos)
@@ -123,28 +120,28 @@ TEST(Schedule, RefusalsSayWhatWouldWork) {
       << message;
   s = buildSchedule({"1f1b", 4, 2, 8});
   ASSERT_FALSE(static_cast<bool>(s));
-  EXPECT_NE(llvm::toString(s.takeError()).find("use interleaved-1f1b"),
+  EXPECT_NE(toString(s.takeError()).find("use interleaved-1f1b"),
             std::string::npos);
   s = buildSchedule({"zbv", 4, 3, 8});
   ASSERT_FALSE(static_cast<bool>(s));
-  llvm::consumeError(s.takeError());
+  EXPECT_FALSE(s.problem().message.empty());
   s = buildSchedule(
       {"1f1b", 6311, 1, 6311}); // a spec the fuzzer wrote: bounded, not built
   ASSERT_FALSE(static_cast<bool>(s));
-  EXPECT_NE(llvm::toString(s.takeError())
-                .find("stage-microbatches a schedule may hold"),
-            std::string::npos);
+  EXPECT_NE(
+      toString(s.takeError()).find("stage-microbatches a schedule may hold"),
+      std::string::npos);
   EXPECT_FALSE(static_cast<bool>(checkSchedule({"1f1b", 4, 1, 8})));
   s = buildSchedule({"2f2b", 4, 1, 8});
   ASSERT_FALSE(static_cast<bool>(s));
-  EXPECT_NE(llvm::toString(s.takeError()).find("unknown schedule '2f2b'"),
+  EXPECT_NE(toString(s.takeError()).find("unknown schedule '2f2b'"),
             std::string::npos);
 }
 
 Simulation run(Schedule s, const Costs &costs = {}) {
   insertCommunication(s);
   auto sim = simulate(s, costs);
-  EXPECT_TRUE(static_cast<bool>(sim)) << llvm::toString(sim.takeError());
+  EXPECT_TRUE(static_cast<bool>(sim)) << toString(sim.takeError());
   return sim ? std::move(*sim) : Simulation{};
 }
 
@@ -201,7 +198,7 @@ TEST(Simulate, EverySchedulePassesTheVerifier) {
         int64_t v = name == "interleaved-1f1b" || name == "zbv" ? 2 : 1;
         auto s = buildSchedule({name, p, v, m});
         if (!s) { // interleaved refuses some shapes; that is tested above
-          llvm::consumeError(s.takeError());
+          EXPECT_FALSE(s.problem().message.empty());
           continue;
         }
         Schedule withComm = *s;
@@ -209,17 +206,17 @@ TEST(Simulate, EverySchedulePassesTheVerifier) {
         auto sim = simulate(withComm);
         EXPECT_TRUE(static_cast<bool>(sim))
             << name << " p=" << p << " m=" << m << ": "
-            << llvm::toString(sim.takeError());
+            << toString(sim.takeError());
         auto computeOnly = simulate(*s);
         EXPECT_TRUE(static_cast<bool>(computeOnly))
-            << llvm::toString(computeOnly.takeError());
+            << toString(computeOnly.takeError());
       }
 }
 
 std::string simulationError(const Schedule &s) {
   auto sim = simulate(s);
   EXPECT_FALSE(static_cast<bool>(sim)) << "expected the program to be rejected";
-  return sim ? "" : llvm::toString(sim.takeError());
+  return sim ? "" : toString(sim.takeError());
 }
 
 TEST(Verifier, DeadlockShowsTheGrid) {
@@ -272,26 +269,24 @@ TEST(Csv, RoundTripAndErrors) {
   insertCommunication(s);
   std::string csv = toCsv(s);
   EXPECT_EQ(csv.substr(0, 12), "0F0,0SEND_F0");
-  auto back = fromCsv(csv, 2, 2, 4, Placement::Interleaved);
-  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  auto back = fromCsv(csv, 2, 2, 4, Placement::Loop);
+  ASSERT_TRUE(static_cast<bool>(back)) << toString(back.takeError());
   EXPECT_EQ(back->ranks, s.ranks);
   EXPECT_TRUE(static_cast<bool>(simulate(*back)));
 
-  auto bad = fromCsv("0F0,0X1\n1F0\n", 2, 1, 2, Placement::Interleaved);
+  auto bad = fromCsv("0F0,0X1\n1F0\n", 2, 1, 2, Placement::Loop);
   ASSERT_FALSE(static_cast<bool>(bad));
-  EXPECT_NE(llvm::toString(bad.takeError())
+  EXPECT_NE(toString(bad.takeError())
                 .find("row 1 (rank 0), column 2: '0X1' has no known op"),
             std::string::npos);
-  bad = fromCsv("0F0\n", 2, 1, 2, Placement::Interleaved);
+  bad = fromCsv("0F0\n", 2, 1, 2, Placement::Loop);
   ASSERT_FALSE(static_cast<bool>(bad));
-  EXPECT_NE(
-      llvm::toString(bad.takeError()).find("the CSV has 1 rows but pp = 2"),
-      std::string::npos);
-  bad = fromCsv("0F9\n1F0\n", 2, 1, 2, Placement::Interleaved);
+  EXPECT_NE(toString(bad.takeError()).find("the CSV has 1 rows but pp = 2"),
+            std::string::npos);
+  bad = fromCsv("0F9\n1F0\n", 2, 1, 2, Placement::Loop);
   ASSERT_FALSE(static_cast<bool>(bad));
-  EXPECT_NE(
-      llvm::toString(bad.takeError()).find("microbatch 9 is out of range"),
-      std::string::npos);
+  EXPECT_NE(toString(bad.takeError()).find("microbatch 9 is out of range"),
+            std::string::npos);
 }
 
 TEST(Render, TraceAndSvgHoldEveryComputeAction) {

@@ -11,12 +11,12 @@ std::string errorOf(llvm::StringRef text) {
   auto spec = parseSpec(text, "spec.yaml");
   if (spec)
     return "";
-  return llvm::toString(spec.takeError());
+  return toString(spec.takeError());
 }
 
 ModelSpec load(llvm::StringRef text) {
   auto spec = parseSpec(text, "spec.yaml");
-  EXPECT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_TRUE(static_cast<bool>(spec)) << toString(spec.takeError());
   return spec ? std::move(*spec) : ModelSpec{};
 }
 
@@ -219,7 +219,7 @@ TEST(Spec, PartitionKnobsAreChecked) {
 TEST(Spec, MissingFileIsAClearError) {
   auto spec = loadSpec("/nonexistent/spec.yaml");
   ASSERT_FALSE(static_cast<bool>(spec));
-  EXPECT_NE(llvm::toString(spec.takeError())
+  EXPECT_NE(toString(spec.takeError())
                 .find("cannot read spec '/nonexistent/spec.yaml'"),
             std::string::npos);
 }

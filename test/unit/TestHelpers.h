@@ -2,31 +2,22 @@
 #ifndef HYPIPE_TEST_UNIT_TESTHELPERS_H
 #define HYPIPE_TEST_UNIT_TESTHELPERS_H
 
-#include "frontend/Diagnostic.h"
+#include "core/Error.h"
 
 #include <gtest/gtest.h>
 
 namespace hypipe::testing {
 
-/// The SourceError inside `err` (consumed); fails the test if there is none.
-inline SourceError sourceErrorOf(llvm::Error err) {
-  SourceError out(0, "", "");
-  bool found = false;
-  llvm::handleAllErrors(
-      std::move(err), [&](const SourceError &e) { out = e, found = true; },
-      [&](const llvm::ErrorInfoBase &e) {
-        ADD_FAILURE() << "not a SourceError: " << e.message();
-      });
-  EXPECT_TRUE(found);
-  return out;
-}
-
-template <typename T> SourceError expectSourceError(llvm::Expected<T> result) {
+/// The located problem of a rejected `result`; fails the test if the input
+/// was accepted or the problem has no location in the text.
+template <typename T> Problem expectSourceError(const Expected<T> &result) {
   EXPECT_FALSE(static_cast<bool>(result))
       << "expected the input to be rejected";
   if (result)
-    return SourceError(0, "", "");
-  return sourceErrorOf(result.takeError());
+    return Problem{};
+  EXPECT_TRUE(result.problem().offset.has_value())
+      << "not located: " << result.problem().message;
+  return result.problem();
 }
 
 } // namespace hypipe::testing

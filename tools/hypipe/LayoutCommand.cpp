@@ -26,9 +26,9 @@ struct LayoutOptions {
   bool json = false;
 };
 
-int fail(const LayoutOptions &o, llvm::Error err) {
+int fail(const LayoutOptions &o, const Error &err) {
   printTextError(llvm::errs(), o.kind == "hybrid" ? "<pattern>" : "<layout>",
-                 o.text, std::move(err));
+                 o.text, err);
   return 1;
 }
 
@@ -36,8 +36,7 @@ int runHybrid(const LayoutOptions &o) {
   if (o.numLayers || o.mtpNumLayers)
     return fail(
         o,
-        llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
+        makeError(
             "--num-layers and --mtp-num-layers apply to --kind layout only; a "
             "hybrid pattern defines its own layer counts"));
   auto pattern = parseHybridPattern(o.text);
@@ -77,12 +76,11 @@ int runHybrid(const LayoutOptions &o) {
 
 int runLayout(const LayoutOptions &o) {
   if (o.firstStageLayers || o.lastStageLayers || o.vpp)
-    return fail(o,
-                llvm::createStringError(
-                    llvm::inconvertibleErrorCode(),
-                    "--first-stage-layers, --last-stage-layers and --vpp apply "
-                    "to --kind "
-                    "hybrid only; a layout string places every layer itself"));
+    return fail(
+        o,
+        makeError("--first-stage-layers, --last-stage-layers and --vpp apply "
+                  "to --kind "
+                  "hybrid only; a layout string places every layer itself"));
   auto layout = parsePipelineLayout(o.text, o.pp);
   if (!layout)
     return fail(o, layout.takeError());

@@ -2,8 +2,8 @@
 #ifndef HYPIPE_TOOLS_HYPIPE_REPORT_H
 #define HYPIPE_TOOLS_HYPIPE_REPORT_H
 
-#include "frontend/HybridPattern.h"
-#include "frontend/PipelineLayout.h"
+#include "core/lang/HybridPattern.h"
+#include "core/lang/PipelineLayout.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,5 @@
 //===- ScheduleCommand.cpp - `hypipe schedule` ----------------------------===//
-#include "passes/schedule/Render.h"
+#include "core/schedule/Render.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
 
@@ -45,19 +45,17 @@ int runSchedule(const ScheduleOptions &o) {
     if (!buffer)
       return fail(fmt::format("cannot read '{}': {}", o.csvIn,
                               buffer.getError().message()));
-    auto loaded =
-        fromCsv((*buffer)->getBuffer(), o.pp, o.vpp, o.microbatches,
-                o.name == "zbv" ? Placement::VShape : Placement::Interleaved);
+    auto loaded = fromCsv((*buffer)->getBuffer(), o.pp, o.vpp, o.microbatches,
+                          o.name == "zbv" ? Placement::V : Placement::Loop);
     if (!loaded)
-      return fail(
-          fmt::format("{}: {}", o.csvIn, llvm::toString(loaded.takeError())));
+      return fail(fmt::format("{}: {}", o.csvIn, toString(loaded.takeError())));
     schedule = std::move(*loaded);
     schedule.name = o.csvIn;
   } else {
     auto built =
         buildSchedule({o.name, o.pp, o.vpp, o.microbatches, o.groupSize});
     if (!built)
-      return fail(llvm::toString(built.takeError()));
+      return fail(toString(built.takeError()));
     schedule = std::move(*built);
   }
   Schedule computeOnly = schedule;
@@ -77,13 +75,13 @@ int runSchedule(const ScheduleOptions &o) {
 
   Costs costs;
   if (auto err = parseCosts(o.costs, costs))
-    return fail(llvm::toString(std::move(err)));
+    return fail(toString(std::move(err)));
   costs.latency = o.latency;
   costs.bandwidth = o.bandwidth;
   costs.sendBytes = o.sendBytes;
   auto simulation = simulate(schedule, costs);
   if (!simulation)
-    return fail(llvm::toString(simulation.takeError()));
+    return fail(toString(simulation.takeError()));
 
   if (!o.csvOut.empty() &&
       !writeFile(o.csvOut, toCsv(o.computeOnly ? computeOnly : schedule)))

@@ -1,8 +1,8 @@
 //===- SpecCommands.cpp - `hypipe compile` and `hypipe explain` -----------===//
-#include "frontend/BuildModel.h"
-#include "frontend/CostModel.h"
+#include "conversion/SpecToHybrid.h"
+#include "core/model/CostModel.h"
+#include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
-#include "passes/schedule/Simulate.h"
 #include "runtime/NumberFormat.h"
 #include "targets/Artifact.h"
 #include "tools/hypipe/Commands.h"
@@ -30,7 +30,7 @@ std::optional<ModelSpec> load(const std::string &path,
                               const SpecOverrides &overrides = {}) {
   auto spec = loadSpec(path, overrides);
   if (!spec) {
-    llvm::errs() << llvm::toString(spec.takeError());
+    llvm::errs() << toString(spec.takeError());
     return std::nullopt;
   }
   return std::move(*spec);
@@ -69,7 +69,7 @@ int runCompile(const CompileOptions &o) {
   if (o.emit == "artifact") {
     if (auto err =
             writeArtifact(*module, *spec, o.output, defaultArtifactOptions())) {
-      llvm::errs() << llvm::toString(std::move(err)) << "\n";
+      llvm::errs() << toString(std::move(err)) << "\n";
       return 1;
     }
     llvm::outs() << "wrote " << o.output << " (" << spec->parallel.pp
@@ -104,7 +104,7 @@ std::string gib(int64_t bytes) {
 
 /// The spec's schedule simulated with the cost model's per-stage FLOPs (one
 /// GFLOP = one time unit; transfers free) and activation bytes.
-llvm::Expected<schedule::Simulation>
+Expected<schedule::Simulation>
 simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost) {
   const ParallelSpec &par = spec.parallel;
   auto built = schedule::buildSchedule(
@@ -166,7 +166,7 @@ int runExplain(const ExplainOptions &o) {
   std::string pinned = patternWithStages(spec->pattern, placement);
   auto simulation = simulateSpec(*spec, stageCost);
   if (!simulation) {
-    llvm::errs() << "error: " << llvm::toString(simulation.takeError()) << "\n";
+    llvm::errs() << "error: " << toString(simulation.takeError()) << "\n";
     return 1;
   }
 
@@ -311,7 +311,7 @@ int runPartition(const PartitionOptions &o) {
   }
   auto result = autoPartition(request);
   if (!result) {
-    std::string message = llvm::toString(result.takeError());
+    std::string message = toString(result.takeError());
     auto [first, help] = llvm::StringRef(message).split("; ");
     llvm::errs() << "error: " << first << "\n";
     if (!help.empty())

@@ -9,10 +9,10 @@
 // and peak memory per rank next to the estimate.
 //
 //===----------------------------------------------------------------------===//
-#include "frontend/BuildModel.h"
+#include "conversion/SpecToHybrid.h"
+#include "core/schedule/Render.h"
+#include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
-#include "passes/schedule/Render.h"
-#include "passes/schedule/Simulate.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/NumberFormat.h"
 #include "runtime/SafeTensors.h"
@@ -203,11 +203,9 @@ std::optional<schedule::Schedule> scheduleOf(const rt::Artifact &a) {
   for (const std::vector<rt::ActionEntry> &program : a.programs) {
     std::vector<schedule::Action> actions;
     for (const rt::ActionEntry &e : program) {
-      auto action = schedule::parsePytorchAction(e.text, s);
-      if (!action) {
-        llvm::consumeError(action.takeError());
+      auto action = schedule::parsePytorchAction(e.text, s.actionContext());
+      if (!action)
         return std::nullopt;
-      }
       actions.push_back(*action);
     }
     s.ranks.push_back(std::move(actions));
@@ -256,11 +254,9 @@ std::optional<Measured> measure(const nlohmann::json &trace,
       busy[rank] += dur;
     if (step == 1 && m.step > 1)
       continue;
-    auto action = schedule::parsePytorchAction(name, s);
-    if (!action) {
-      llvm::consumeError(action.takeError());
+    auto action = schedule::parsePytorchAction(name, s.actionContext());
+    if (!action)
       continue;
-    }
     sum[cat[0]][action->stage] += dur;
     count[cat[0]][action->stage] += 1;
   }
@@ -328,7 +324,7 @@ nlohmann::json memoryReport(const rt::Artifact &a,
 int runTrain(const TrainOptions &o) {
   auto spec = loadSpec(o.spec, o.overrides);
   if (!spec) {
-    llvm::errs() << llvm::toString(spec.takeError());
+    llvm::errs() << toString(spec.takeError());
     return 1;
   }
   std::string run = o.runDir.empty() ? "runs/" + spec->name : o.runDir;
@@ -354,7 +350,7 @@ int runTrain(const TrainOptions &o) {
     ::unlink((run + "/artifact.key").c_str());
     if (auto err =
             writeArtifact(*module, *spec, artifact, defaultArtifactOptions())) {
-      llvm::errs() << llvm::toString(std::move(err)) << "\n";
+      llvm::errs() << toString(std::move(err)) << "\n";
       return 1;
     }
     std::ofstream(run + "/artifact.key") << key;
@@ -471,9 +467,7 @@ int runTrain(const TrainOptions &o) {
     if (std::optional<schedule::Schedule> s = scheduleOf(art)) {
       std::optional<Measured> m = measure(traceJson, *s);
       auto sim = schedule::simulate(*s, m ? m->costs : schedule::Costs{});
-      if (!sim) {
-        llvm::consumeError(sim.takeError());
-      } else {
+      if (sim) {
         if (m) {
           std::ofstream(run + "/trace.sim.json")
               << schedule::chromeTrace(*s, *sim);

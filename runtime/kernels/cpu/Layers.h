@@ -16,7 +16,7 @@
 #ifndef HYPIPE_RUNTIME_KERNELS_CPU_LAYERS_H
 #define HYPIPE_RUNTIME_KERNELS_CPU_LAYERS_H
 
-#include "runtime/kernels/cpu/LayerShapes.h"
+#include "core/model/LayerShapes.h"
 
 #include <cstdint>
 

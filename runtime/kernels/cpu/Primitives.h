@@ -8,7 +8,7 @@
 #ifndef HYPIPE_RUNTIME_KERNELS_CPU_PRIMITIVES_H
 #define HYPIPE_RUNTIME_KERNELS_CPU_PRIMITIVES_H
 
-#include "runtime/kernels/cpu/LayerShapes.h"
+#include "core/model/LayerShapes.h"
 
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 //===- AutoPartition.cpp --------------------------------------------------===//
-#include "frontend/AutoPartition.h"
+#include "core/partition/AutoPartition.h"
 
 #include <fmt/format.h>
 
@@ -11,9 +11,7 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-llvm::Error fail(std::string message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
+Error fail(std::string message) { return makeError(message); }
 
 std::string describeItems(const std::vector<ItemCost> &items, int64_t begin,
                           int64_t end) {
@@ -87,8 +85,7 @@ stageItemRanges(const PatternPlacement &placement) {
   return ranges;
 }
 
-llvm::Expected<AutoPartitionResult>
-autoPartition(const AutoPartitionRequest &r) {
+Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
   if (r.objective != "time" && r.objective != "params")
     return fail(fmt::format(
         "unknown partition objective '{}': use time or params", r.objective));
@@ -128,24 +125,21 @@ autoPartition(const AutoPartitionRequest &r) {
       return bytes * r.vpp <= cap;
     };
   }
-  auto partition = partitionMinMax(result.costs, segments, fits);
+  PartitionInfeasible infeasible{-1, 0, 0};
+  auto partition = partitionMinMax(result.costs, segments, fits, &infeasible);
   if (!partition) {
-    std::string message;
-    llvm::handleAllErrors(
-        partition.takeError(),
-        [&](const PartitionInfeasible &e) {
-          int64_t rank = e.segment % r.pp;
-          int64_t needed =
-              rankMemoryBytes(result.items, {{e.begin, e.end}}, r, rank) *
-              r.vpp;
-          message = fmt::format(
-              "pp_rank {} cannot fit {} under max_memory_gib {:.2f}: it needs "
-              "{:.2f} GiB "
-              "({:.2f} GiB short)",
-              rank, describeItems(result.items, e.begin, e.end),
-              *r.maxMemoryGiB, needed / kGiB, (needed - *capBytes) / kGiB);
-        },
-        [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
+    std::string message = partition.problem().message;
+    if (infeasible.segment >= 0) {
+      const PartitionInfeasible &e = infeasible;
+      int64_t rank = e.segment % r.pp;
+      int64_t needed =
+          rankMemoryBytes(result.items, {{e.begin, e.end}}, r, rank) * r.vpp;
+      message = fmt::format(
+          "pp_rank {} cannot fit {} under max_memory_gib {:.2f}: it needs "
+          "{:.2f} GiB ({:.2f} GiB short)",
+          rank, describeItems(result.items, e.begin, e.end), *r.maxMemoryGiB,
+          needed / kGiB, (needed - *capBytes) / kGiB);
+    }
     return fail(message + "; raise max_memory_gib, or use more pipeline ranks");
   }
   result.partition = std::move(*partition);

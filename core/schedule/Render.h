@@ -1,8 +1,8 @@
 //===- Render.h - pictures of a simulated schedule ------------------------===//
-#ifndef HYPIPE_PASSES_SCHEDULE_RENDER_H
-#define HYPIPE_PASSES_SCHEDULE_RENDER_H
+#ifndef HYPIPE_CORE_SCHEDULE_RENDER_H
+#define HYPIPE_CORE_SCHEDULE_RENDER_H
 
-#include "passes/schedule/Simulate.h"
+#include "core/schedule/Simulate.h"
 
 #include <string>
 

@@ -1,5 +1,5 @@
 //===- CostModel.cpp ------------------------------------------------------===//
-#include "frontend/CostModel.h"
+#include "core/model/CostModel.h"
 
 #include <algorithm>
 

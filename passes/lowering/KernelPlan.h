@@ -10,8 +10,8 @@
 #ifndef HYPIPE_TARGETS_CPU_KERNELPLAN_H
 #define HYPIPE_TARGETS_CPU_KERNELPLAN_H
 
+#include "core/model/LayerShapes.h"
 #include "dialects/pipe/PipeOps.h"
-#include "runtime/kernels/cpu/LayerShapes.h"
 
 #include "mlir/Support/LogicalResult.h"
 

@@ -7,11 +7,12 @@
 // follow Megatron-LM's `pipeline_parallel_layer_layout.py`.
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_FRONTEND_PIPELINELAYOUT_H
-#define HYPIPE_FRONTEND_PIPELINELAYOUT_H
+#ifndef HYPIPE_CORE_PIPELINELAYOUT_H
+#define HYPIPE_CORE_PIPELINELAYOUT_H
 
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
+#include "core/Error.h"
+
+#include <string_view>
 
 #include <optional>
 #include <string>
@@ -46,8 +47,7 @@ struct PipelineLayout {
 
 /// Expands and parses `text` for `pp` ranks: every letter known and the
 /// number of stages a multiple of `pp`. Errors are `SourceError`s into `text`.
-llvm::Expected<PipelineLayout> parsePipelineLayout(llvm::StringRef text,
-                                                   int64_t pp);
+Expected<PipelineLayout> parsePipelineLayout(std::string_view text, int64_t pp);
 
 struct LayoutValidation {
   /// MTP layers sit on a rank other than the last (Megatron's
@@ -59,7 +59,7 @@ struct LayoutValidation {
 /// once, `numLayers` decoder layers, `mtpNumLayers` MTP layers (none when
 /// unset), all MTP layers after every decoder layer, in one stage, on the last
 /// virtual stage of a rank that is not the first.
-llvm::Expected<LayoutValidation>
+Expected<LayoutValidation>
 validatePipelineLayout(const PipelineLayout &layout, int64_t numLayers,
                        std::optional<int64_t> mtpNumLayers);
 
@@ -70,8 +70,8 @@ struct PatternPlacement;
 /// the k-th `t` is the k-th layer. hypipe runs MTP with the loss, so `m`
 /// layers anywhere but the last stage (Megatron's standalone MTP) are a
 /// `SourceError` into the layout text.
-llvm::Expected<PatternPlacement>
-placementFromLayout(const HybridPattern &pattern, const PipelineLayout &layout);
+Expected<PatternPlacement> placementFromLayout(const HybridPattern &pattern,
+                                               const PipelineLayout &layout);
 
 } // namespace hypipe
 

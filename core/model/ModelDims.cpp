@@ -1,5 +1,5 @@
 //===- ModelDims.cpp ------------------------------------------------------===//
-#include "frontend/ModelDims.h"
+#include "core/model/ModelDims.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,7 @@
 //===- Simulate.cpp - the all-ranks simulator -----------------------------===//
-#include "passes/schedule/Simulate.h"
+#include "core/schedule/Simulate.h"
+
+#include "core/Text.h"
 
 #include <fmt/format.h>
 
@@ -27,18 +29,20 @@ double Costs::cost(Op op, int64_t stage) const {
   }
 }
 
-llvm::Error parseCosts(llvm::StringRef text, Costs &costs) {
-  llvm::SmallVector<llvm::StringRef> items;
-  text.split(items, ',', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef item : items) {
-    auto [key, value] = item.trim().split('=');
+Error parseCosts(std::string_view text, Costs &costs) {
+  for (std::string_view item : text::split(text, ',')) {
+    if (item.empty())
+      continue;
+    item = text::trim(item);
+    size_t eq = item.find('=');
+    std::string_view key = item.substr(0, eq);
+    std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
     double v;
-    if (value.trim().getAsDouble(v) || !(v >= 0))
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          fmt::format("cost '{}' needs a non-negative number, e.g. F=1",
-                      item.str()));
-    key = key.trim();
+    if (!text::parseDouble(text::trim(value), v) || !(v >= 0))
+      return makeError(
+          fmt::format("cost '{}' needs a non-negative number, e.g. F=1", item));
+    key = text::trim(key);
     if (key == "F")
       costs.f = v;
     else if (key == "B")
@@ -48,13 +52,11 @@ llvm::Error parseCosts(llvm::StringRef text, Costs &costs) {
     else if (key == "W")
       costs.w = v;
     else
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          fmt::format("unknown cost '{}': use F, B, I or W, e.g. "
-                      "--costs F=1,B=2,I=1,W=1",
-                      key.str()));
+      return makeError(fmt::format("unknown cost '{}': use F, B, I or W, e.g. "
+                                   "--costs F=1,B=2,I=1,W=1",
+                                   key));
   }
-  return llvm::Error::success();
+  return Error::success();
 }
 
 namespace {
@@ -85,7 +87,7 @@ public:
       result.timings[r].resize(s.ranks[r].size());
   }
 
-  llvm::Expected<Simulation> run();
+  Expected<Simulation> run();
 
 private:
   size_t at(int64_t stage, int64_t mb) const {
@@ -94,14 +96,12 @@ private:
   std::string text(const Action &a) const {
     return isCompute(a.op) ? s.megatronText(a) : pytorchText(a);
   }
-  llvm::Error fail(std::string message) const {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-  }
+  Error fail(std::string message) const { return makeError(message); }
   /// What `a` on `rank` waits for, or the time it can start after.
   /// Returns false (and fills `waitingFor`) when a dependency is not done.
-  llvm::Expected<bool> ready(int64_t rank, const Action &a, double &after,
-                             std::string &waitingFor);
-  llvm::Error execute(int64_t rank, const Action &a, double start, size_t step);
+  Expected<bool> ready(int64_t rank, const Action &a, double &after,
+                       std::string &waitingFor);
+  Error execute(int64_t rank, const Action &a, double start, size_t step);
   std::string grid() const;
 
   const Schedule &s;
@@ -116,8 +116,8 @@ private:
   Simulation result;
 };
 
-llvm::Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
-                                      std::string &waitingFor) {
+Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
+                                std::string &waitingFor) {
   int64_t st = a.stage, mb = a.microbatch;
   if (st < 0 || st >= stages || mb < 0 || mb >= m)
     return fail(fmt::format(
@@ -136,13 +136,13 @@ llvm::Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
     after = std::max(after, time);
     return true;
   };
-  auto peerCheck = [&](int64_t expected) -> llvm::Error {
+  auto peerCheck = [&](int64_t expected) -> Error {
     if (a.peer != expected)
       return fail(fmt::format(
           "rank {} step {}: {} names peer {} but stage {} is on rank {}", r,
           pc[r], pytorchText(a), a.peer,
           a.op == Op::SendF || a.op == Op::RecvB ? st + 1 : st - 1, expected));
-    return llvm::Error::success();
+    return Error::success();
   };
   after = clock[r];
   switch (a.op) {
@@ -219,17 +219,17 @@ llvm::Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
   return true;
 }
 
-llvm::Error Simulator::execute(int64_t r, const Action &a, double start,
-                               size_t step) {
+Error Simulator::execute(int64_t r, const Action &a, double start,
+                         size_t step) {
   size_t k = at(a.stage, a.microbatch);
   double end = start + c.cost(a.op, a.stage);
-  auto once = [&](std::vector<double> &slot, const char *what) -> llvm::Error {
+  auto once = [&](std::vector<double> &slot, const char *what) -> Error {
     if (slot[k] != kNotYet)
       return fail(fmt::format(
           "rank {} step {}: {} of microbatch {} on stage {} runs twice", r,
           step, what, a.microbatch, a.stage));
     slot[k] = end;
-    return llvm::Error::success();
+    return Error::success();
   };
   double activation = a.stage < static_cast<int64_t>(c.activationBytes.size())
                           ? c.activationBytes[a.stage]
@@ -291,7 +291,7 @@ llvm::Error Simulator::execute(int64_t r, const Action &a, double start,
   if (isCompute(a.op))
     result.busy[r] += end - start;
   clock[r] = end;
-  return llvm::Error::success();
+  return Error::success();
 }
 
 std::string Simulator::grid() const {
@@ -322,7 +322,7 @@ std::string Simulator::grid() const {
   return out + "[X] = the action each rank is stuck at";
 }
 
-llvm::Expected<Simulation> Simulator::run() {
+Expected<Simulation> Simulator::run() {
   bool progress = true;
   while (progress) {
     progress = false;
@@ -402,11 +402,9 @@ llvm::Expected<Simulation> Simulator::run() {
 
 } // namespace
 
-llvm::Expected<Simulation> simulate(const Schedule &schedule,
-                                    const Costs &costs) {
+Expected<Simulation> simulate(const Schedule &schedule, const Costs &costs) {
   if (static_cast<int64_t>(schedule.ranks.size()) != schedule.pp)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
+    return makeError(
         fmt::format("the schedule has {} rank programs but pp = {}",
                     schedule.ranks.size(), schedule.pp));
   Simulator simulator(schedule, costs);

@@ -9,10 +9,10 @@
 // live activations.
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_PASSES_SCHEDULE_SIMULATE_H
-#define HYPIPE_PASSES_SCHEDULE_SIMULATE_H
+#ifndef HYPIPE_CORE_SCHEDULE_SIMULATE_H
+#define HYPIPE_CORE_SCHEDULE_SIMULATE_H
 
-#include "passes/schedule/Schedule.h"
+#include "core/schedule/Schedule.h"
 
 #include <vector>
 
@@ -50,11 +50,11 @@ struct Simulation {
 
 /// Verifies `schedule` and times it with `costs`. Errors explain what is
 /// wrong and show the rank x step grid around it.
-llvm::Expected<Simulation> simulate(const Schedule &schedule,
-                                    const Costs &costs = {});
+Expected<Simulation> simulate(const Schedule &schedule,
+                              const Costs &costs = {});
 
 /// Parses `F=1,B=2,I=1,W=1` (any subset) into `costs`.
-llvm::Error parseCosts(llvm::StringRef text, Costs &costs);
+Error parseCosts(std::string_view text, Costs &costs);
 
 } // namespace hypipe::schedule
 

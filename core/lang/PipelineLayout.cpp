@@ -1,7 +1,7 @@
 //===- PipelineLayout.cpp -------------------------------------------------===//
-#include "frontend/PipelineLayout.h"
-#include "frontend/Diagnostic.h"
-#include "frontend/HybridPattern.h"
+#include "core/lang/PipelineLayout.h"
+#include "core/Text.h"
+#include "core/lang/HybridPattern.h"
 
 #include <fmt/format.h>
 
@@ -38,7 +38,7 @@ size_t readCount(const Text &s, size_t i, uint64_t &count) {
   return i;
 }
 
-llvm::Error tooLong(size_t offset) {
+Error tooLong(size_t offset) {
   return sourceError(
       offset,
       fmt::format("the layout expands to more than {} characters",
@@ -48,7 +48,7 @@ llvm::Error tooLong(size_t offset) {
 
 /// One pass of Python's `re.sub(r'\(([^)]+)\)\*(\d+)', ...)`: scans left to
 /// right, replaces each non-overlapping match by its group repeated.
-llvm::Expected<Text> unrollGroups(const Text &s) {
+Expected<Text> unrollGroups(const Text &s) {
   Text out;
   size_t i = 0;
   while (i < s.size()) {
@@ -76,7 +76,7 @@ llvm::Expected<Text> unrollGroups(const Text &s) {
 }
 
 /// One pass of Python's `re.sub(r'(.)\*(\d+)', ...)`.
-llvm::Expected<Text> unrollSingles(const Text &s) {
+Expected<Text> unrollSingles(const Text &s) {
   Text out;
   size_t i = 0;
   while (i < s.size()) {
@@ -105,8 +105,8 @@ int64_t PipelineLayout::count(char letter) const {
   return n;
 }
 
-llvm::Expected<PipelineLayout> parsePipelineLayout(llvm::StringRef text,
-                                                   int64_t pp) {
+Expected<PipelineLayout> parsePipelineLayout(std::string_view text,
+                                             int64_t pp) {
   if (pp < 1)
     return sourceError(0, fmt::format("pp must be at least 1, got {}", pp),
                        "pass --pp N with N >= 1",
@@ -126,7 +126,7 @@ llvm::Expected<PipelineLayout> parsePipelineLayout(llvm::StringRef text,
     return singles.takeError();
 
   PipelineLayout layout;
-  layout.text = text.str();
+  layout.text = std::string(text);
   layout.pp = pp;
   for (const Located &l : *singles) {
     layout.expanded.push_back(l.c);
@@ -222,7 +222,7 @@ size_t offsetOfStage(const PipelineLayout &layout, int64_t index) {
 
 } // namespace
 
-llvm::Expected<LayoutValidation>
+Expected<LayoutValidation>
 validatePipelineLayout(const PipelineLayout &layout, int64_t numLayers,
                        std::optional<int64_t> mtpNumLayers) {
   std::string flat;
@@ -320,9 +320,8 @@ validatePipelineLayout(const PipelineLayout &layout, int64_t numLayers,
   return result;
 }
 
-llvm::Expected<PatternPlacement>
-placementFromLayout(const HybridPattern &pattern,
-                    const PipelineLayout &layout) {
+Expected<PatternPlacement> placementFromLayout(const HybridPattern &pattern,
+                                               const PipelineLayout &layout) {
   PatternPlacement placement;
   placement.pp = layout.pp;
   placement.vpp = layout.vpp;

@@ -8,8 +8,8 @@
 // so that both sides (and the runtime, which links no LLVM) can include it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_RUNTIME_KERNELS_CPU_LAYERSHAPES_H
-#define HYPIPE_RUNTIME_KERNELS_CPU_LAYERSHAPES_H
+#ifndef HYPIPE_CORE_MODEL_LAYERSHAPES_H
+#define HYPIPE_CORE_MODEL_LAYERSHAPES_H
 
 #include <cmath>
 #include <cstdint>

@@ -15,10 +15,10 @@
 //     item to segment K-1, the segments between stay empty.
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_FRONTEND_PARTITIONER_H
-#define HYPIPE_FRONTEND_PARTITIONER_H
+#ifndef HYPIPE_CORE_PARTITIONER_H
+#define HYPIPE_CORE_PARTITIONER_H
 
-#include "llvm/Support/Error.h"
+#include "core/Error.h"
 
 #include <cstdint>
 #include <functional>
@@ -38,24 +38,18 @@ using SegmentFits =
 
 /// No split satisfies `fits`: segment `segment` would have to hold items
 /// [begin, end) (a single item it cannot hold, or everything left over).
-class PartitionInfeasible : public llvm::ErrorInfo<PartitionInfeasible> {
-public:
-  static char ID;
-  PartitionInfeasible(int64_t segment, int64_t begin, int64_t end)
-      : segment(segment), begin(begin), end(end) {}
-  void log(llvm::raw_ostream &os) const override;
-  std::error_code convertToErrorCode() const override {
-    return llvm::inconvertibleErrorCode();
-  }
-  int64_t segment, begin, end;
+struct PartitionInfeasible {
+  int64_t segment = 0, begin = 0, end = 0;
 };
 
 /// The optimal split of `costs` into `numSegments` segments. With `fits`,
 /// only splits whose every segment fits are considered; if none exists, the
-/// error is a `PartitionInfeasible`.
-llvm::Expected<Partition> partitionMinMax(const std::vector<int64_t> &costs,
-                                          int64_t numSegments,
-                                          const SegmentFits &fits = nullptr);
+/// error says which segment cannot hold which items, and `infeasible` (when
+/// given) receives them.
+Expected<Partition> partitionMinMax(const std::vector<int64_t> &costs,
+                                    int64_t numSegments,
+                                    const SegmentFits &fits = nullptr,
+                                    PartitionInfeasible *infeasible = nullptr);
 
 } // namespace hypipe
 

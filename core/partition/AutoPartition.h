@@ -8,12 +8,12 @@
 // `hybrid-auto-partition` pass.
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_FRONTEND_AUTOPARTITION_H
-#define HYPIPE_FRONTEND_AUTOPARTITION_H
+#ifndef HYPIPE_CORE_AUTOPARTITION_H
+#define HYPIPE_CORE_AUTOPARTITION_H
 
-#include "frontend/CostModel.h"
-#include "frontend/HybridPattern.h"
-#include "frontend/Partitioner.h"
+#include "core/lang/HybridPattern.h"
+#include "core/model/CostModel.h"
+#include "core/partition/Partitioner.h"
 
 #include <optional>
 
@@ -55,7 +55,7 @@ std::vector<std::pair<int64_t, int64_t>>
 stageItemRanges(const PatternPlacement &placement);
 
 /// The balanced split. Errors are plain messages that say what to change.
-llvm::Expected<AutoPartitionResult>
+Expected<AutoPartitionResult>
 autoPartition(const AutoPartitionRequest &request);
 
 } // namespace hypipe

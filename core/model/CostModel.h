@@ -5,10 +5,10 @@
 // formula is written out in docs/cost-model.md.
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_FRONTEND_COSTMODEL_H
-#define HYPIPE_FRONTEND_COSTMODEL_H
+#ifndef HYPIPE_CORE_COSTMODEL_H
+#define HYPIPE_CORE_COSTMODEL_H
 
-#include "frontend/ModelDims.h"
+#include "core/model/ModelDims.h"
 
 #include <optional>
 #include <string>

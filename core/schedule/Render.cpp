@@ -1,5 +1,5 @@
 //===- Render.cpp ---------------------------------------------------------===//
-#include "passes/schedule/Render.h"
+#include "core/schedule/Render.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -23,7 +23,7 @@ std::string chromeTrace(const Schedule &s, const Simulation &sim) {
       const Timing &t = sim.timings[r][k];
       events.push_back(
           {{"name", s.megatronText(a)},
-           {"cat", opName(a.op).str()},
+           {"cat", std::string(opName(a.op))},
            {"ph", "X"},
            {"pid", 0},
            {"tid", r},
@@ -105,7 +105,7 @@ std::string svgTimeline(const Schedule &s, const Simulation &sim) {
     out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"12\" "
                        "height=\"12\" fill=\"{}\"/>"
                        "<text x=\"{:.0f}\" y=\"{:.0f}\">{}</text>\n",
-                       lx, ly - 10, colour(op), lx + 16, ly, opName(op).str());
+                       lx, ly - 10, colour(op), lx + 16, ly, opName(op));
     lx += 50;
   }
   out += fmt::format(

@@ -1,5 +1,5 @@
 //===- BuildModel.cpp -----------------------------------------------------===//
-#include "frontend/BuildModel.h"
+#include "conversion/SpecToHybrid.h"
 #include "dialects/hybrid/HybridOps.h"
 
 #include "mlir/IR/Builders.h"

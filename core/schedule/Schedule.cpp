@@ -1,7 +1,7 @@
 //===- Schedule.cpp - schedule generators and communication ---------------===//
-#include "passes/schedule/Schedule.h"
+#include "core/schedule/Schedule.h"
 
-#include "llvm/ADT/StringExtras.h"
+#include "core/Text.h"
 
 #include <fmt/format.h>
 
@@ -14,37 +14,9 @@ namespace hypipe::schedule {
 
 namespace {
 
-llvm::Error refuse(std::string message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
+Error refuse(std::string message) { return makeError(message); }
 
 } // namespace
-
-llvm::StringRef opName(Op op) {
-  switch (op) {
-  case Op::F:
-    return "F";
-  case Op::B:
-    return "B";
-  case Op::I:
-    return "I";
-  case Op::W:
-    return "W";
-  case Op::SendF:
-    return "SEND_F";
-  case Op::RecvF:
-    return "RECV_F";
-  case Op::SendB:
-    return "SEND_B";
-  case Op::RecvB:
-    return "RECV_B";
-  }
-  return "?";
-}
-
-bool isCompute(Op op) {
-  return op == Op::F || op == Op::B || op == Op::I || op == Op::W;
-}
 
 int64_t Schedule::rankOf(int64_t stage) const {
   return rankOfStage(placement, pp, stage);
@@ -55,9 +27,7 @@ int64_t Schedule::chunkOf(int64_t stage) const {
 }
 
 int64_t Schedule::stageOf(int64_t rank, int64_t chunk) const {
-  if (placement == Placement::VShape)
-    return chunk == 0 ? rank : 2 * pp - 1 - rank;
-  return chunk * pp + rank;
+  return stageOfChunk(placement, pp, rank, chunk);
 }
 
 bool Schedule::splitBackward() const {
@@ -69,64 +39,7 @@ bool Schedule::splitBackward() const {
 }
 
 std::string Schedule::megatronText(const Action &a) const {
-  return fmt::format("{}{}.{}", opName(a.op).str(), a.microbatch,
-                     chunkOf(a.stage));
-}
-
-std::string pytorchText(const Action &a) {
-  return fmt::format("{}{}{}", a.stage, opName(a.op).str(), a.microbatch);
-}
-
-llvm::Expected<Action> parsePytorchAction(llvm::StringRef text,
-                                          const Schedule &s) {
-  llvm::StringRef rest = text.trim();
-  size_t digits = rest.find_if_not([](char c) { return llvm::isDigit(c); });
-  int64_t stage = 0, microbatch = 0;
-  if (digits == 0 || digits == llvm::StringRef::npos ||
-      rest.take_front(digits).getAsInteger(10, stage))
-    return refuse(fmt::format(
-        "'{}' is not an action: expected <stage><op><microbatch>, e.g. "
-        "2F0 or 1SEND_F3",
-        text.str()));
-  rest = rest.drop_front(digits);
-  static const std::pair<const char *, Op> names[] = {
-      {"SEND_F", Op::SendF}, {"RECV_F", Op::RecvF}, {"SEND_B", Op::SendB},
-      {"RECV_B", Op::RecvB}, {"F", Op::F},          {"B", Op::B},
-      {"I", Op::I},          {"W", Op::W}};
-  for (auto [name, op] : names) {
-    if (!rest.consume_front(name))
-      continue;
-    if (rest.empty() || rest.getAsInteger(10, microbatch))
-      return refuse(fmt::format(
-          "'{}': the microbatch number after {} is missing or not a "
-          "number",
-          text.str(), name));
-    if (stage < 0 || stage >= s.numStages())
-      return refuse(fmt::format("'{}': stage {} is out of range for {} stages",
-                                text.str(), stage, s.numStages()));
-    if (microbatch < 0 || microbatch >= s.microbatches)
-      return refuse(
-          fmt::format("'{}': microbatch {} is out of range for {} microbatches",
-                      text.str(), microbatch, s.microbatches));
-    Action a{op, static_cast<int32_t>(stage), static_cast<int32_t>(microbatch)};
-    if (op == Op::SendF || op == Op::RecvB)
-      a.peer = stage + 1 < s.numStages()
-                   ? static_cast<int32_t>(s.rankOf(stage + 1))
-                   : -1;
-    if (op == Op::RecvF || op == Op::SendB)
-      a.peer = stage > 0 ? static_cast<int32_t>(s.rankOf(stage - 1)) : -1;
-    return a;
-  }
-  return refuse(fmt::format(
-      "'{}' has no known op: use F, B, I, W, SEND_F, RECV_F, SEND_B or "
-      "RECV_B",
-      text.str()));
-}
-
-const std::vector<std::string> &scheduleNames() {
-  static const std::vector<std::string> names = {
-      "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"};
-  return names;
+  return schedule::megatronText(a, placement, pp);
 }
 
 int64_t megatronWarmup(int64_t pp, int64_t vpp, int64_t m, int64_t groupSize,
@@ -310,11 +223,46 @@ void buildZbv(Schedule &s) {
 
 } // namespace
 
-llvm::Error checkSchedule(const ScheduleRequest &q) {
-  const auto &names = scheduleNames();
-  if (std::find(names.begin(), names.end(), q.name) == names.end())
+Error checkScheduleShape(std::string_view name, int64_t vpp) {
+  auto kind = parseScheduleKind(name);
+  if (!kind)
+    return Error(Problem{fmt::format("unknown schedule '{}'", name),
+                         "use one of " + scheduleNameList()});
+  switch (*kind) {
+  case ScheduleKind::OneFOneB:
+  case ScheduleKind::ZbH1:
+    if (vpp == 1)
+      return Error::success();
+    return Error(Problem{
+        fmt::format("schedule '{}' runs one stage per rank (vpp = 1), got "
+                    "vpp = {}",
+                    name, vpp),
+        "use interleaved-1f1b (or zbv for vpp = 2)"});
+  case ScheduleKind::ZbV:
+    if (vpp == 2)
+      return Error::success();
+    return Error(Problem{
+        fmt::format("zbv runs exactly two stages per rank in a V (vpp = 2), "
+                    "got vpp = {}",
+                    vpp),
+        "split the model into 2 * pp stages"});
+  case ScheduleKind::Interleaved1F1B:
+    if (vpp > 1)
+      return Error::success();
+    return Error(Problem{"interleaved-1f1b needs virtual stages (vpp > 1), "
+                         "got vpp = 1",
+                         "split the model into pp * vpp stages with vpp > 1 "
+                         "(in a pattern: '|' between them), or use 1f1b"});
+  case ScheduleKind::GPipe:
+    return Error::success();
+  }
+  return Error::success();
+}
+
+Error checkSchedule(const ScheduleRequest &q) {
+  if (!parseScheduleKind(q.name))
     return refuse(fmt::format("unknown schedule '{}': use one of {}", q.name,
-                              llvm::join(names, ", ")));
+                              scheduleNameList()));
   if (q.pp < 1 || q.vpp < 1 || q.microbatches < 1)
     return refuse(fmt::format(
         "pp ({}), vpp ({}) and microbatches ({}) must be at least 1", q.pp,
@@ -330,23 +278,11 @@ llvm::Error checkSchedule(const ScheduleRequest &q) {
         "stage-microbatches a schedule may hold; use fewer stages or "
         "microbatches",
         q.pp, q.vpp, q.microbatches, kMaxStageMicrobatches));
-  if ((q.name == "1f1b" || q.name == "zb-h1") && q.vpp != 1)
-    return refuse(
-        fmt::format("{} runs one stage per rank (vpp = 1), got vpp = {}: use "
-                    "interleaved-1f1b (or zbv for vpp = 2)",
-                    q.name, q.vpp));
-  if (q.name == "zbv" && q.vpp != 2)
-    return refuse(fmt::format(
-        "zbv runs exactly two stages per rank in a V (vpp = 2), got "
-        "vpp = {}",
-        q.vpp));
+  if (Error refused = checkScheduleShape(q.name, q.vpp))
+    return refused;
   if (q.name != "interleaved-1f1b")
-    return llvm::Error::success();
+    return Error::success();
   int64_t g = q.groupSize > 0 ? q.groupSize : q.pp;
-  if (q.vpp < 2)
-    return refuse("interleaved-1f1b needs vpp > 1 (virtual stages per rank); "
-                  "with vpp = 1 "
-                  "use 1f1b");
   if (g < q.pp || g > q.microbatches)
     return refuse(
         fmt::format("microbatch_group_size_per_vp_stage must be between pp = "
@@ -369,12 +305,12 @@ llvm::Error checkSchedule(const ScheduleRequest &q) {
         "that stalls the pipeline (Megatron refuses it too); use a group size "
         "of {} or a "
         "microbatch count that leaves 0 or at least pp in the last group",
-        finalGroup, q.microbatches, g, q.pp, llvm::join(fixes, " or ")));
+        finalGroup, q.microbatches, g, q.pp, text::join(fixes, " or ")));
   }
-  return llvm::Error::success();
+  return Error::success();
 }
 
-llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
+Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
   if (auto err = checkSchedule(q))
     return std::move(err);
   Schedule s;
@@ -390,7 +326,7 @@ llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
   } else if (q.name == "interleaved-1f1b") {
     buildInterleaved(s, q.groupSize > 0 ? q.groupSize : q.pp);
   } else { // zbv
-    s.placement = Placement::VShape;
+    s.placement = Placement::V;
     buildZbv(s);
   }
   return s;
@@ -447,34 +383,31 @@ std::string toCsv(const Schedule &s) {
   return out;
 }
 
-llvm::Expected<Schedule> fromCsv(llvm::StringRef text, int64_t pp, int64_t vpp,
-                                 int64_t microbatches, Placement placement) {
+Expected<Schedule> fromCsv(std::string_view text, int64_t pp, int64_t vpp,
+                           int64_t microbatches, Placement placement) {
   Schedule s;
   s.name = "csv";
   s.pp = pp;
   s.vpp = vpp;
   s.microbatches = microbatches;
   s.placement = placement;
-  llvm::SmallVector<llvm::StringRef> lines;
-  text.split(lines, '\n');
-  while (!lines.empty() && lines.back().trim().empty())
+  std::vector<std::string_view> lines = text::split(text, '\n');
+  while (!lines.empty() && text::trim(lines.back()).empty())
     lines.pop_back();
   if (static_cast<int64_t>(lines.size()) != pp)
     return refuse(
         fmt::format("the CSV has {} rows but pp = {}: write one row per rank",
                     lines.size(), pp));
-  for (auto [rank, line] : llvm::enumerate(lines)) {
+  for (size_t rank = 0; rank < lines.size(); ++rank) {
     std::vector<Action> program;
-    llvm::SmallVector<llvm::StringRef> cells;
-    line.split(cells, ',');
-    for (auto [column, cell] : llvm::enumerate(cells)) {
-      if (cell.trim().empty())
+    std::vector<std::string_view> cells = text::split(lines[rank], ',');
+    for (size_t column = 0; column < cells.size(); ++column) {
+      if (text::trim(cells[column]).empty())
         continue; // an idle slot
-      auto action = parsePytorchAction(cell, s);
+      auto action = parsePytorchAction(cells[column], s.actionContext());
       if (!action)
         return refuse(fmt::format("row {} (rank {}), column {}: {}", rank + 1,
-                                  rank, column + 1,
-                                  llvm::toString(action.takeError())));
+                                  rank, column + 1, action.problem().message));
       program.push_back(*action);
     }
     s.ranks.push_back(std::move(program));

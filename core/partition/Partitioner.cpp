@@ -1,5 +1,5 @@
 //===- Partitioner.cpp ----------------------------------------------------===//
-#include "frontend/Partitioner.h"
+#include "core/partition/Partitioner.h"
 
 #include <fmt/format.h>
 
@@ -9,13 +9,6 @@
 #include <numeric>
 
 namespace hypipe {
-
-char PartitionInfeasible::ID = 0;
-
-void PartitionInfeasible::log(llvm::raw_ostream &os) const {
-  os << fmt::format("segment {} cannot hold items {}..{}", segment, begin,
-                    end - 1);
-}
 
 namespace {
 
@@ -111,20 +104,24 @@ std::vector<int64_t> balance(const std::vector<int64_t> &costs, int64_t k,
 
 } // namespace
 
-llvm::Expected<Partition> partitionMinMax(const std::vector<int64_t> &costs,
-                                          int64_t k, const SegmentFits &fits) {
+Expected<Partition> partitionMinMax(const std::vector<int64_t> &costs,
+                                    int64_t k, const SegmentFits &fits,
+                                    PartitionInfeasible *infeasible) {
   auto n = static_cast<int64_t>(costs.size());
+  auto cannotHold = [&](int64_t segment, int64_t begin, int64_t end) {
+    if (infeasible)
+      *infeasible = {segment, begin, end};
+    return makeError(fmt::format("segment {} cannot hold items {}..{}", segment,
+                                 begin, end - 1));
+  };
   if (k < 1)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the number of segments must be at least 1");
+    return makeError("the number of segments must be at least 1");
   if (n < 2)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
+    return makeError(
         "the sequence must hold at least the embedding and the head");
   for (int64_t c : costs)
     if (c < 0)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "costs must be non-negative");
+      return makeError("costs must be non-negative");
 
   Partition result;
   if (n < k) {
@@ -137,7 +134,7 @@ llvm::Expected<Partition> partitionMinMax(const std::vector<int64_t> &costs,
     for (int64_t s = 0; s < k; ++s) {
       for (int64_t j = 0; j < result.segmentSizes[s]; ++j, ++item)
         if (fits && !fits(s, item, item + 1))
-          return llvm::make_error<PartitionInfeasible>(s, item, item + 1);
+          return cannotHold(s, item, item + 1);
       if (result.segmentSizes[s])
         result.maxSegmentCost =
             std::max(result.maxSegmentCost, costs[item - 1]);
@@ -150,19 +147,18 @@ llvm::Expected<Partition> partitionMinMax(const std::vector<int64_t> &costs,
   int64_t hi = 0;
   for (int64_t c : costs) {
     if (hi > INT64_MAX - c)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "the total cost overflows 64 bits");
+      return makeError("the total cost overflows 64 bits");
     hi += c;
   }
   Greedy loose = fill(costs, 0, 0, k, hi, fits);
   if (!loose.complete) {
     if (loose.stuckSegment >= 0)
-      return llvm::make_error<PartitionInfeasible>(
-          loose.stuckSegment, loose.stuckItem, loose.stuckItem + 1);
+      return cannotHold(loose.stuckSegment, loose.stuckItem,
+                        loose.stuckItem + 1);
     int64_t placed = 0;
     for (size_t s = 0; s + 1 < loose.sizes.size(); ++s)
       placed += loose.sizes[s];
-    return llvm::make_error<PartitionInfeasible>(k - 1, placed, n);
+    return cannotHold(k - 1, placed, n);
   }
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;

@@ -5,8 +5,8 @@
 // attribute verifier calls it, and so do the layer-op verifiers.
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_FRONTEND_MODELDIMS_H
-#define HYPIPE_FRONTEND_MODELDIMS_H
+#ifndef HYPIPE_CORE_MODELDIMS_H
+#define HYPIPE_CORE_MODELDIMS_H
 
 #include <cstdint>
 #include <optional>

@@ -8,11 +8,12 @@
 // Megatron-LM's `hybrid_layer_allocation.py`; see docs/languages.md.
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_FRONTEND_HYBRIDPATTERN_H
-#define HYPIPE_FRONTEND_HYBRIDPATTERN_H
+#ifndef HYPIPE_CORE_HYBRIDPATTERN_H
+#define HYPIPE_CORE_HYBRIDPATTERN_H
 
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
+#include "core/Error.h"
+
+#include <string_view>
 
 #include <map>
 #include <optional>
@@ -22,13 +23,13 @@
 namespace hypipe {
 
 /// The layer symbols, in the order Megatron lists them in its counts.
-inline constexpr llvm::StringLiteral kLayerSymbols = "*DGM+-E";
+inline constexpr std::string_view kLayerSymbols = "*DGM+-E";
 
 /// Most layers a model may have (a bound on what a spec can make us allocate).
 inline constexpr int64_t kMaxLayers = 1 << 20;
 
 /// Human name of a layer symbol ("Mamba-2", ...), or "" if not a symbol.
-llvm::StringRef layerSymbolName(char symbol);
+std::string_view layerSymbolName(char symbol);
 
 struct HybridPattern {
   std::string text;     ///< As given.
@@ -51,7 +52,7 @@ struct HybridPattern {
 
 /// Parses and validates a pattern (symbols, MTP parts, no attention mixed
 /// with MLA/DSA). Errors are `SourceError`s with offsets into `text`.
-llvm::Expected<HybridPattern> parseHybridPattern(llvm::StringRef text);
+Expected<HybridPattern> parseHybridPattern(std::string_view text);
 
 struct PatternStage {
   int64_t index = 0; ///< Segment index (vp-major: `vp_stage * pp + pp_rank`).
@@ -71,8 +72,7 @@ struct PatternPlacement {
   std::optional<std::pair<int64_t, int64_t>> mtpOn; ///< (pp_rank, vp_stage).
 
   /// The stage of (`ppRank`, `vpStage`); an error if there is none.
-  llvm::Expected<const PatternStage &> stage(int64_t ppRank,
-                                             int64_t vpStage) const;
+  Expected<const PatternStage &> stage(int64_t ppRank, int64_t vpStage) const;
 };
 
 struct PlacementOptions {
@@ -85,9 +85,8 @@ struct PlacementOptions {
 /// Places every main layer on (pp_rank, vp_stage): from the `|` segments, or,
 /// for a pattern without `|` and pp > 1, by Megatron's even split (or the
 /// uneven one with first/last stage layer counts).
-llvm::Expected<PatternPlacement>
-placeHybridPattern(const HybridPattern &pattern,
-                   const PlacementOptions &options);
+Expected<PatternPlacement> placeHybridPattern(const HybridPattern &pattern,
+                                              const PlacementOptions &options);
 
 /// The pattern with `|` at the placement's stage boundaries and the MTP parts
 /// after `/`: what a user pins to keep this split, and what the IR records.
@@ -97,8 +96,8 @@ std::string patternWithStages(const HybridPattern &pattern,
 /// Megatron's (deprecated) allocation of a pattern from an attention ratio and
 /// an MLP ratio: evenly spaced attention, then right-justified MLP layers.
 /// Rounding is Python's round-half-to-even.
-llvm::Expected<std::string>
-patternFromRatios(int64_t numLayers, double attentionRatio, double mlpRatio);
+Expected<std::string> patternFromRatios(int64_t numLayers,
+                                        double attentionRatio, double mlpRatio);
 
 } // namespace hypipe
 

@@ -1,9 +1,10 @@
 //===- HybridPattern.cpp --------------------------------------------------===//
-#include "frontend/HybridPattern.h"
-#include "frontend/Diagnostic.h"
+#include "core/lang/HybridPattern.h"
+#include "core/Text.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cfenv>
 #include <cmath>
 
@@ -16,12 +17,14 @@ constexpr const char *kSymbolHelp =
     "G (gated delta net), D (sparse attention), + (MLA); '|' separates "
     "pipeline segments and '/' starts multi-token-prediction parts";
 
-bool isLayerSymbol(char c) { return c != '\0' && kLayerSymbols.contains(c); }
+bool isLayerSymbol(char c) {
+  return c != '\0' && kLayerSymbols.find(c) != std::string_view::npos;
+}
 
 /// Checks the symbols of `part` (at `offset` in the whole text) and that
 /// attention is not mixed with MLA/DSA in it.
-llvm::Error validatePart(llvm::StringRef part, size_t offset, bool allowPipe,
-                         llvm::StringRef partName) {
+Error validatePart(std::string_view part, size_t offset, bool allowPipe,
+                   std::string_view partName) {
   for (size_t i = 0; i < part.size(); ++i) {
     char c = part[i];
     if (isLayerSymbol(c) || (allowPipe && c == '|'))
@@ -42,19 +45,19 @@ llvm::Error validatePart(llvm::StringRef part, size_t offset, bool allowPipe,
   }
   size_t attention = part.find('*');
   size_t latent = part.find_first_of("D+");
-  if (attention != llvm::StringRef::npos && latent != llvm::StringRef::npos)
+  if (attention != std::string_view::npos && latent != std::string_view::npos)
     return sourceError(
         offset + std::max(attention, latent),
         fmt::format("attention ('*' at column {}) cannot be mixed with "
                     "MLA/DSA ('{}' at column {}) in one model",
                     offset + attention + 1, part[latent], offset + latent + 1),
         "use either '*' or the MLA/DSA symbols 'D' and '+', not both");
-  return llvm::Error::success();
+  return Error::success();
 }
 
 } // namespace
 
-llvm::StringRef layerSymbolName(char symbol) {
+std::string_view layerSymbolName(char symbol) {
   switch (symbol) {
   case 'M':
     return "Mamba-2";
@@ -100,22 +103,20 @@ std::map<char, int64_t> HybridPattern::layerCounts() const {
   return counts;
 }
 
-llvm::Expected<HybridPattern> parseHybridPattern(llvm::StringRef text) {
+Expected<HybridPattern> parseHybridPattern(std::string_view text) {
   HybridPattern result;
-  result.text = text.str();
+  result.text = std::string(text);
 
-  llvm::SmallVector<llvm::StringRef> parts;
-  text.split(parts, '/');
-  llvm::StringRef main = parts.front();
+  std::vector<std::string_view> parts = text::split(text, '/');
+  std::string_view main = parts.front();
   if (auto err = validatePart(main, 0, /*allowPipe=*/true, "main"))
     return std::move(err);
-  result.main = main.str();
+  result.main = std::string(main);
 
   if (parts.size() > 1) {
-    llvm::ArrayRef<llvm::StringRef> mtpParts =
-        llvm::ArrayRef(parts).drop_front();
-    bool allEmpty =
-        llvm::all_of(mtpParts, [](llvm::StringRef p) { return p.empty(); });
+    std::vector<std::string_view> mtpParts(parts.begin() + 1, parts.end());
+    bool allEmpty = std::all_of(mtpParts.begin(), mtpParts.end(),
+                                [](std::string_view p) { return p.empty(); });
     if (!allEmpty) {
       size_t firstOffset = main.size() + 1;
       size_t offset = firstOffset;
@@ -137,30 +138,27 @@ llvm::Expected<HybridPattern> parseHybridPattern(llvm::StringRef text) {
       if (auto err = validatePart(mtpParts[0], firstOffset, /*allowPipe=*/false,
                                   "MTP"))
         return std::move(err);
-      result.mtp = mtpParts[0].str();
+      result.mtp = std::string(mtpParts[0]);
       result.mtpDepths = static_cast<int>(mtpParts.size());
       result.mtpOffset = firstOffset;
     }
   }
 
   size_t offset = 0;
-  llvm::SmallVector<llvm::StringRef> segments;
-  main.split(segments, '|');
-  for (llvm::StringRef segment : segments) {
-    result.segments.push_back(segment.str());
+  for (std::string_view segment : text::split(main, '|')) {
+    result.segments.push_back(std::string(segment));
     result.segmentOffsets.push_back(offset);
     offset += segment.size() + 1;
   }
   return result;
 }
 
-llvm::Expected<const PatternStage &>
-PatternPlacement::stage(int64_t ppRank, int64_t vpStage) const {
+Expected<const PatternStage &> PatternPlacement::stage(int64_t ppRank,
+                                                       int64_t vpStage) const {
   int64_t index = vpStage * pp + ppRank;
   if (ppRank < 0 || ppRank >= pp || vpStage < 0 ||
       index >= static_cast<int64_t>(stages.size()))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
+    return makeError(
         fmt::format("no pipeline segment for pp_rank={}, vp_stage={}: segment "
                     "index {} is "
                     "out of range for {} segments",
@@ -171,7 +169,7 @@ PatternPlacement::stage(int64_t ppRank, int64_t vpStage) const {
 namespace {
 
 /// Megatron's layer slicing for a pattern without `|` and pp > 1.
-llvm::Expected<std::vector<std::pair<int64_t, int64_t>>>
+Expected<std::vector<std::pair<int64_t, int64_t>>>
 splitWithoutPipes(const HybridPattern &pattern, const PlacementOptions &o) {
   int64_t n = pattern.numLayers();
   int64_t pp = o.pp;
@@ -249,8 +247,8 @@ splitWithoutPipes(const HybridPattern &pattern, const PlacementOptions &o) {
 
 } // namespace
 
-llvm::Expected<PatternPlacement>
-placeHybridPattern(const HybridPattern &pattern, const PlacementOptions &o) {
+Expected<PatternPlacement> placeHybridPattern(const HybridPattern &pattern,
+                                              const PlacementOptions &o) {
   PatternPlacement result;
   int64_t pp = o.pp;
   int64_t numSegments = pattern.numSegments();
@@ -358,11 +356,10 @@ std::string patternWithStages(const HybridPattern &pattern,
   return out;
 }
 
-llvm::Expected<std::string>
+Expected<std::string>
 patternFromRatios(int64_t numLayers, double attentionRatio, double mlpRatio) {
   auto bad = [](std::string message, std::string help) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   message + "\nhelp: " + help);
+    return makeError(message + "\nhelp: " + help);
   };
   if (numLayers <= 0)
     return bad(

@@ -13,11 +13,13 @@
 // it. See docs/schedules.md.
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_PASSES_SCHEDULE_SCHEDULE_H
-#define HYPIPE_PASSES_SCHEDULE_SCHEDULE_H
+#ifndef HYPIPE_CORE_SCHEDULE_SCHEDULE_H
+#define HYPIPE_CORE_SCHEDULE_SCHEDULE_H
 
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
+#include "core/Error.h"
+#include "core/schedule/Vocabulary.h"
+
+#include <string_view>
 
 #include <cstdint>
 #include <string>
@@ -25,56 +27,12 @@
 
 namespace hypipe::schedule {
 
-enum class Op : uint8_t { F, B, I, W, SendF, RecvF, SendB, RecvB };
-
-/// PyTorch pipelining's name of an op: F, B, I, W, SEND_F, RECV_F, ...
-llvm::StringRef opName(Op op);
-bool isCompute(Op op);
-
-struct Action {
-  Op op;
-  int32_t stage;
-  int32_t microbatch;
-  int32_t peer = -1; ///< the other rank, for communication actions
-  /// A send fused with the receive that follows it into one exchange with the
-  /// same peer (Megatron's send_forward_recv_backward and friends).
-  bool batched = false;
-
-  bool operator==(const Action &o) const {
-    return op == o.op && stage == o.stage && microbatch == o.microbatch &&
-           peer == o.peer;
-  }
-};
-
-/// Which rank and chunk run each stage.
-enum class Placement : uint8_t {
-  Interleaved, ///< stage s on rank s % pp, chunk s / pp (Megatron)
-  VShape,      ///< vpp = 2: rank r runs stages r and 2*pp-1-r (ZB-V)
-};
-
-/// The placement a schedule runs on: zbv's V, Megatron's interleaving for
-/// every other schedule. Header-only so that the dialects' verifiers can use
-/// it.
-inline Placement placementOf(llvm::StringRef scheduleName) {
-  return scheduleName == "zbv" ? Placement::VShape : Placement::Interleaved;
-}
-inline int64_t rankOfStage(Placement placement, int64_t pp, int64_t stage) {
-  if (placement == Placement::VShape)
-    return stage < pp ? stage : 2 * pp - 1 - stage;
-  return stage % pp;
-}
-inline int64_t chunkOfStage(Placement placement, int64_t pp, int64_t stage) {
-  if (placement == Placement::VShape)
-    return stage < pp ? 0 : 1;
-  return stage / pp;
-}
-
 struct Schedule {
   std::string name;
   int64_t pp = 1;
   int64_t vpp = 1;
   int64_t microbatches = 1;
-  Placement placement = Placement::Interleaved;
+  Placement placement = Placement::Loop;
   std::vector<std::vector<Action>> ranks; ///< one program per rank
 
   int64_t numStages() const { return pp * vpp; }
@@ -85,14 +43,11 @@ struct Schedule {
   /// Megatron's notation of a compute action: `F3.1` is the forward of
   /// microbatch 3 on chunk 1 of its rank.
   std::string megatronText(const Action &action) const;
+  /// What an action's text of this schedule is read against.
+  ActionContext actionContext() const {
+    return {pp, vpp, microbatches, placement};
+  }
 };
-
-/// PyTorch pipelining's text of an action: `2F0`, `1SEND_F3`, `3W1`.
-std::string pytorchText(const Action &action);
-/// Parses PyTorch's text of an action; the peer of a communication action is
-/// derived from the stage by `schedule`.
-llvm::Expected<Action> parsePytorchAction(llvm::StringRef text,
-                                          const Schedule &schedule);
 
 struct ScheduleRequest {
   std::string name; ///< gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv
@@ -102,17 +57,19 @@ struct ScheduleRequest {
   int64_t groupSize = 0; ///< microbatch_group_size_per_vp_stage; 0 = pp
 };
 
-/// The known schedule names, in the order docs/schedules.md presents them.
-const std::vector<std::string> &scheduleNames();
+/// Whether schedule `name` runs `vpp` stages per rank (1f1b and zb-h1 one,
+/// zbv two in a V, interleaved-1f1b more than one, gpipe any): the one
+/// statement of these rules, with a help line.
+Error checkScheduleShape(std::string_view name, int64_t vpp);
 
 /// Whether `buildSchedule(request)` would succeed, without building it.
 /// Refused configurations (Megatron's among them) are errors that name the
 /// constraint and values that work.
-llvm::Error checkSchedule(const ScheduleRequest &request);
+Error checkSchedule(const ScheduleRequest &request);
 
 /// The compute-only programs of a schedule; refuses what `checkSchedule`
 /// refuses.
-llvm::Expected<Schedule> buildSchedule(const ScheduleRequest &request);
+Expected<Schedule> buildSchedule(const ScheduleRequest &request);
 
 /// Adds the sends and receives every cross-rank dependency needs: a stage's
 /// activations are sent right after its forward and received right before the
@@ -136,8 +93,8 @@ interleavedTable(int64_t microbatches, int64_t vpp, int64_t groupSize);
 /// per cell.
 std::string toCsv(const Schedule &schedule);
 /// Reads that CSV for a schedule shape (compute-only or with communication).
-llvm::Expected<Schedule> fromCsv(llvm::StringRef text, int64_t pp, int64_t vpp,
-                                 int64_t microbatches, Placement placement);
+Expected<Schedule> fromCsv(std::string_view text, int64_t pp, int64_t vpp,
+                           int64_t microbatches, Placement placement);
 
 } // namespace hypipe::schedule
 

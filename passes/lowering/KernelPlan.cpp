@@ -1,9 +1,9 @@
 //===- KernelPlan.cpp - lower a pipe.stage to planned kernel calls --------===//
 
-#include "targets/cpu/KernelPlan.h"
+#include "passes/lowering/KernelPlan.h"
 
+#include "conversion/SpecToHybrid.h"
 #include "dialects/hybrid/HybridOps.h"
-#include "frontend/BuildModel.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/TypeSwitch.h"

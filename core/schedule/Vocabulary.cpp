@@ -1,0 +1,170 @@
+//===- Vocabulary.cpp - schedule, action and placement words --------------===//
+#include "core/schedule/Vocabulary.h"
+
+#include "core/Text.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <utility>
+
+namespace hypipe::schedule {
+
+namespace {
+
+constexpr std::array<std::pair<ScheduleKind, const char *>, 5> kSchedules = {{
+    {ScheduleKind::GPipe, "gpipe"},
+    {ScheduleKind::OneFOneB, "1f1b"},
+    {ScheduleKind::Interleaved1F1B, "interleaved-1f1b"},
+    {ScheduleKind::ZbH1, "zb-h1"},
+    {ScheduleKind::ZbV, "zbv"},
+}};
+
+/// Longest names first, so that parsing `SEND_F` does not stop at a prefix.
+constexpr std::array<std::pair<Op, const char *>, 8> kOps = {{
+    {Op::SendF, "SEND_F"},
+    {Op::RecvF, "RECV_F"},
+    {Op::SendB, "SEND_B"},
+    {Op::RecvB, "RECV_B"},
+    {Op::F, "F"},
+    {Op::B, "B"},
+    {Op::I, "I"},
+    {Op::W, "W"},
+}};
+
+} // namespace
+
+const char *scheduleName(ScheduleKind kind) {
+  for (auto [k, name] : kSchedules)
+    if (k == kind)
+      return name;
+  return "?";
+}
+
+const std::vector<std::string> &scheduleNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (auto [kind, name] : kSchedules)
+      out.push_back(name);
+    return out;
+  }();
+  return names;
+}
+
+std::optional<ScheduleKind> parseScheduleKind(std::string_view name) {
+  for (auto [kind, n] : kSchedules)
+    if (name == n)
+      return kind;
+  return std::nullopt;
+}
+
+std::string scheduleNameList() { return text::join(scheduleNames(), ", "); }
+
+const char *opName(Op op) {
+  for (auto [o, name] : kOps)
+    if (o == op)
+      return name;
+  return "?";
+}
+
+std::optional<Op> parseOpName(std::string_view name) {
+  for (auto [op, n] : kOps)
+    if (name == n)
+      return op;
+  return std::nullopt;
+}
+
+bool isCompute(Op op) {
+  return op == Op::F || op == Op::B || op == Op::I || op == Op::W;
+}
+bool isSend(Op op) { return op == Op::SendF || op == Op::SendB; }
+bool isRecv(Op op) { return op == Op::RecvF || op == Op::RecvB; }
+bool isBackwardTransfer(Op op) { return op == Op::SendB || op == Op::RecvB; }
+
+Placement placementOf(ScheduleKind kind) {
+  return kind == ScheduleKind::ZbV ? Placement::V : Placement::Loop;
+}
+
+Placement placementOf(std::string_view scheduleName) {
+  auto kind = parseScheduleKind(scheduleName);
+  return kind ? placementOf(*kind) : Placement::Loop;
+}
+
+const char *placementName(Placement placement) {
+  return placement == Placement::V ? "v" : "loop";
+}
+
+int64_t rankOfStage(Placement placement, int64_t pp, int64_t stage) {
+  if (placement == Placement::V)
+    return stage < pp ? stage : 2 * pp - 1 - stage;
+  return stage % pp;
+}
+
+int64_t chunkOfStage(Placement placement, int64_t pp, int64_t stage) {
+  if (placement == Placement::V)
+    return stage < pp ? 0 : 1;
+  return stage / pp;
+}
+
+int64_t stageOfChunk(Placement placement, int64_t pp, int64_t rank,
+                     int64_t chunk) {
+  if (placement == Placement::V)
+    return chunk == 0 ? rank : 2 * pp - 1 - rank;
+  return chunk * pp + rank;
+}
+
+std::string pytorchText(const Action &a) {
+  return fmt::format("{}{}{}", a.stage, opName(a.op), a.microbatch);
+}
+
+std::string megatronText(const Action &a, Placement placement, int64_t pp) {
+  return fmt::format("{}{}.{}", opName(a.op), a.microbatch,
+                     chunkOfStage(placement, pp, a.stage));
+}
+
+Expected<Action> parsePytorchAction(std::string_view text,
+                                    const ActionContext &c) {
+  std::string_view rest = text::trim(text);
+  size_t digits = 0;
+  while (digits < rest.size() && text::isDigit(rest[digits]))
+    ++digits;
+  int64_t stage = 0, microbatch = 0;
+  if (digits == 0 || digits == rest.size() ||
+      !text::parseInt(rest.substr(0, digits), stage))
+    return makeError(fmt::format(
+        "'{}' is not an action: expected <stage><op><microbatch>, e.g. "
+        "2F0 or 1SEND_F3",
+        text));
+  rest.remove_prefix(digits);
+  for (auto [op, name] : kOps) {
+    if (!text::consumeFront(rest, name))
+      continue;
+    if (!text::parseInt(rest, microbatch))
+      return makeError(fmt::format(
+          "'{}': the microbatch number after {} is missing or not a number",
+          text, name));
+    if (stage < 0 || stage >= c.numStages())
+      return makeError(
+          fmt::format("'{}': stage {} is out of range for {} stages", text,
+                      stage, c.numStages()));
+    if (microbatch < 0 || microbatch >= c.microbatches)
+      return makeError(
+          fmt::format("'{}': microbatch {} is out of range for {} microbatches",
+                      text, microbatch, c.microbatches));
+    Action a{op, static_cast<int32_t>(stage), static_cast<int32_t>(microbatch)};
+    auto rankOf = [&](int64_t s) {
+      return static_cast<int32_t>(rankOfStage(c.placement, c.pp, s));
+    };
+    if (op == Op::SendF || op == Op::RecvB)
+      a.peer = stage + 1 < c.numStages() ? rankOf(stage + 1) : -1;
+    if (op == Op::RecvF || op == Op::SendB)
+      a.peer = stage > 0 ? rankOf(stage - 1) : -1;
+    return a;
+  }
+  return makeError(fmt::format(
+      "'{}' has no known op: use F, B, I, W, SEND_F, RECV_F, SEND_B or "
+      "RECV_B",
+      text));
+}
+
+} // namespace hypipe::schedule
