@@ -652,7 +652,8 @@ llvm::Error Loader::check() {
   }
 
   PlacementOptions options{par.pp, draft.vpp, par.firstStageLayers,
-                           par.lastStageLayers};
+                           par.lastStageLayers,
+                           schedule::placementOf(par.schedule)};
   if (!par.layout.empty()) {
     yaml::Node *layoutNode = nodeFor("parallel", "layout");
     if (spec.pattern.hasPipes())

@@ -9,8 +9,9 @@ def HybridAssignStages : Pass<"hybrid-assign-stages", "::mlir::ModuleOp"> {
     Requires: `hybrid.model`s whose `pattern` has `pp * vpp` `|`-separated
     segments, or a single segment with `pp * vpp = 1`, or the `layout` option
     (a Megatron pipeline layout string for a pattern without `|`).
-    Guarantees: every main layer carries `#hybrid.placement` with Megatron's
-    fVPP semantics (segment `s` on `pp_rank = s % pp`, `vp_stage = s / pp`);
+    Guarantees: every main layer carries `#hybrid.placement` on the
+    schedule's placement: Megatron's fVPP loop (segment `s` on
+    `pp_rank = s % pp`, `vp_stage = s / pp`), or zbv's V;
     with `layout`, the model's `pattern` is rewritten with `|` where the
     layout puts its stage boundaries. A pattern without `|` and
     `pp * vpp > 1` is an error that points at `hybrid-auto-partition`.
@@ -75,13 +76,13 @@ def PipeInsertP2P : Pass<"pipe-insert-p2p", "::mlir::ModuleOp"> {
 def PipeBuildSchedule : Pass<"pipe-build-schedule", "::mlir::ModuleOp"> {
   let summary = "Make one pipe.program per rank: the schedule's compute order";
   let description = [{
-    Requires: outlined stages (fVPP placement: stage s on rank s % pp).
+    Requires: outlined stages, placed as the schedule places them (the loop,
+    stage s on rank s % pp; zbv's V, stages r and 2 pp - 1 - r on rank r).
     Guarantees: one `pipe.program` per rank, in rank order, holding the
     compute-only order (F/B, or F/I/W) of the model's schedule for its pp,
     vpp, microbatches and group size — Megatron's exact order for 1f1b and
     interleaved-1f1b (docs/schedules.md). A configuration the schedule
-    refuses is an error naming the constraint. `zbv` places its two stages
-    per rank in a V, which the outlined stages do not follow: refused here.
+    refuses is an error naming the constraint.
   }];
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
@@ -115,8 +116,6 @@ def PipeVerifySchedule : Pass<"pipe-verify-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
 
-#endif // HYPIPE_PASSES
-
 def PipePlanBuffers : Pass<"pipe-plan-buffers", "::mlir::ModuleOp"> {
   let summary = "Lower every pipe.stage to CPU kernel calls with a buffer plan";
   let description = [{
@@ -132,3 +131,6 @@ def PipePlanBuffers : Pass<"pipe-plan-buffers", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
+
+#endif // HYPIPE_PASSES
+

@@ -331,15 +331,23 @@ Expected<PatternPlacement> placeHybridPattern(const HybridPattern &pattern,
     int64_t offset = 0;
     for (int64_t s = 0; s < numSegments; ++s) {
       const std::string &layers = pattern.segments[s];
-      PatternStage stage{s, s % pp, s / pp, layers, offset, {}};
+      PatternStage stage{s,
+                         schedule::rankOfStage(o.style, pp, s),
+                         schedule::chunkOfStage(o.style, pp, s),
+                         layers,
+                         offset,
+                         {}};
       for (size_t i = 0; i < layers.size(); ++i)
         stage.layerNumbers.push_back(offset + static_cast<int64_t>(i) + 1);
       offset += static_cast<int64_t>(layers.size());
       result.stages.push_back(std::move(stage));
     }
   }
-  if (pattern.hasMtp())
-    result.mtpOn = {pp - 1, result.vpp - 1};
+  if (pattern.hasMtp()) {
+    // MTP runs with the last segment, wherever the placement puts it.
+    const PatternStage &last = result.stages.back();
+    result.mtpOn = {last.ppRank, last.vpStage};
+  }
   return result;
 }
 

@@ -12,6 +12,7 @@
 #define HYPIPE_CORE_HYBRIDPATTERN_H
 
 #include "core/Error.h"
+#include "core/schedule/Vocabulary.h"
 
 #include <string_view>
 
@@ -80,6 +81,9 @@ struct PlacementOptions {
   std::optional<int64_t> vpp;
   std::optional<int64_t> firstStageLayers;
   std::optional<int64_t> lastStageLayers;
+  /// Which rank and chunk run each segment: Megatron's loop (segment s on
+  /// s % pp), or zbv's V. The languages alone mean the loop.
+  schedule::Placement style = schedule::Placement::Loop;
 };
 
 /// Places every main layer on (pp_rank, vp_stage): from the `|` segments, or,

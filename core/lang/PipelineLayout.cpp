@@ -181,8 +181,9 @@ Expected<PipelineLayout> parsePipelineLayout(std::string_view text,
   for (int64_t i = 0; i < numStages; ++i) {
     LayoutStage stage;
     stage.index = i;
-    stage.ppRank = i % pp;
-    stage.vpStage = i / pp;
+    // The layout language places stages on Megatron's loop.
+    stage.ppRank = schedule::rankOfStage(schedule::Placement::Loop, pp, i);
+    stage.vpStage = schedule::chunkOfStage(schedule::Placement::Loop, pp, i);
     stage.layers = stages[i];
     for (char c : stage.layers) {
       if (c == 't')

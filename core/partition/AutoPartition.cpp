@@ -104,6 +104,10 @@ Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
   }
 
   int64_t segments = r.pp * r.vpp;
+  const schedule::Placement style = schedule::placementOf(r.schedule);
+  auto rankOf = [&](int64_t segment) {
+    return schedule::rankOfStage(style, r.pp, segment);
+  };
   SegmentFits fits;
   std::optional<int64_t> capBytes;
   if (r.maxMemoryGiB) {
@@ -117,11 +121,11 @@ Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
       params[i + 1] = params[i] + result.items[i].params;
       acts[i + 1] = acts[i] + result.items[i].activationBytes;
     }
-    fits = [&r, cap = *capBytes, params = std::move(params),
+    fits = [&r, rankOf, cap = *capBytes, params = std::move(params),
             acts = std::move(acts), memory = MemoryModel(r)](
                int64_t segment, int64_t begin, int64_t end) {
       int64_t bytes = memory.bytes(params[end] - params[begin],
-                                   acts[end] - acts[begin], 1, segment % r.pp);
+                                   acts[end] - acts[begin], 1, rankOf(segment));
       return bytes * r.vpp <= cap;
     };
   }
@@ -131,7 +135,7 @@ Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
     std::string message = partition.problem().message;
     if (infeasible.segment >= 0) {
       const PartitionInfeasible &e = infeasible;
-      int64_t rank = e.segment % r.pp;
+      int64_t rank = rankOf(e.segment);
       int64_t needed =
           rankMemoryBytes(result.items, {{e.begin, e.end}}, r, rank) * r.vpp;
       message = fmt::format(
@@ -152,7 +156,8 @@ Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
   placement.virtualStages = r.vpp > 1;
   int64_t item = 0, layerOffset = 0;
   for (int64_t s = 0; s < segments; ++s) {
-    PatternStage stage{s, s % r.pp, s / r.pp, "", layerOffset, {}};
+    PatternStage stage{s,  rankOf(s),   schedule::chunkOfStage(style, r.pp, s),
+                       "", layerOffset, {}};
     for (int64_t j = 0; j < result.partition.segmentSizes[s]; ++j, ++item) {
       if (item == 0 || item == numItems - 1)
         continue;
@@ -168,7 +173,8 @@ Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
   for (int d = 0; d < r.mtpDepths; ++d)
     result.pattern += "/" + r.mtpLayers;
   if (r.mtpDepths > 0)
-    placement.mtpOn = {r.pp - 1, r.vpp - 1};
+    placement.mtpOn = {rankOf(segments - 1),
+                       schedule::chunkOfStage(style, r.pp, segments - 1)};
   return result;
 }
 

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/hybrid/HybridOps.h"
 #include "core/lang/HybridPattern.h"
+#include "core/schedule/Vocabulary.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -86,8 +87,7 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError()
            << "pp, vpp, dp, microbatches and group_size must be positive";
   // (C2)
-  if (!llvm::is_contained({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"},
-                          schedule))
+  if (!schedule::parseScheduleKind(schedule))
     return emitError() << "unknown schedule '" << schedule << "'";
   return success();
 }
@@ -255,6 +255,8 @@ LogicalResult ModelOp::verify() {
       segmentOfLayer.insert(segmentOfLayer.end(), segment.size(),
                             static_cast<int64_t>(i));
     int64_t previousSegment = 0;
+    const schedule::Placement style =
+        schedule::placementOf(parallel.getSchedule());
     for (auto [i, op] : llvm::enumerate(layers)) {
       // The layer itself is verified after the model: check the attribute kind
       // here.
@@ -263,11 +265,17 @@ LogicalResult ModelOp::verify() {
         return op->emitOpError() << "placement must be a #hybrid.placement";
       if (p.getPpRank() >= parallel.getPp() ||
           p.getVpStage() >= parallel.getVpp() ||
-          p.getSegment() != p.getVpStage() * parallel.getPp() + p.getPpRank())
+          p.getPpRank() !=
+              schedule::rankOfStage(style, parallel.getPp(), p.getSegment()) ||
+          p.getVpStage() !=
+              schedule::chunkOfStage(style, parallel.getPp(), p.getSegment()))
         return op->emitOpError()
                << "placement " << p << " does not fit pp = " << parallel.getPp()
                << ", vpp = " << parallel.getVpp()
-               << " (segment must be vp_stage * pp + pp_rank)";
+               << (style == schedule::Placement::V
+                       ? " (zbv's V: segment s < pp on pp_rank s, vp_stage 0; "
+                         "s >= pp on pp_rank 2 pp - 1 - s, vp_stage 1)"
+                       : " (segment must be vp_stage * pp + pp_rank)");
       if (p.getSegment() < previousSegment)
         return op->emitOpError() << "placement segment " << p.getSegment()
                                  << " comes after segment " << previousSegment

@@ -33,7 +33,9 @@ def Hybrid_ModelOp : Hybrid_Op<"model", [Symbol, IsolatedFromAbove, SingleBlock]
          the last main layer.
     (C5) `pattern` has either no `|` or exactly `pp * vpp` segments.
     (C6) Either no main layer carries a `placement` or all do; then each has
-         `pp_rank < pp`, `vp_stage < vpp`, `segment = vp_stage * pp + pp_rank`,
+         `pp_rank < pp`, `vp_stage < vpp`, `(pp_rank, vp_stage)` is where the
+         schedule's placement puts `segment` (the loop `segment = vp_stage * pp
+         + pp_rank`; zbv's V: segment s on rank s, or 2 pp - 1 - s when s >= pp),
          segments never decrease in layer order, layers are numbered 1..N, and
          with `|` in `pattern` each layer sits in the segment the pattern gives it.
     (C7) `hybrid.mtp` blocks have depths 1..D in order, D is the number of MTP

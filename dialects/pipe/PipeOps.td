@@ -12,7 +12,9 @@ def Pipe_StageOp : Pipe_Op<"stage", [SingleBlock]> {
     `hybrid.return` need.
 
     (C1) It is directly in a `hybrid.model`; `pp_rank < pp`, `vp_stage < vpp`
-         and `index = vp_stage * pp + pp_rank` for the model's `parallel`.
+         and `(pp_rank, vp_stage)` is where the schedule's placement puts
+         stage `index` (core/schedule/Vocabulary.h: the loop,
+         `index = vp_stage * pp + pp_rank`, or zbv's V).
     (C2) The body's block arguments have the types of the inputs and its
          `pipe.yield` the types of the results.
     (C3) The stages of a model appear in index order, 0 to `pp * vpp - 1`.

@@ -88,8 +88,10 @@ LogicalResult assignStages(hybrid::ModelOp model, StringRef layoutText) {
              << "' has no '|' but pp * vpp = " << pp * vpp
              << "; run hybrid-auto-partition to choose the split, or give "
                 "layout=<Megatron layout string>";
-    auto placed =
-        placeHybridPattern(*pattern, PlacementOptions{pp, vpp, {}, {}});
+    auto placed = placeHybridPattern(
+        *pattern,
+        PlacementOptions{
+            pp, vpp, {}, {}, schedule::placementOf(parallel.getSchedule())});
     if (!placed)
       return model.emitOpError() << toString(placed.takeError());
     placement = std::move(*placed);
