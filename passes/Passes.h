@@ -19,6 +19,13 @@ namespace hypipe {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// The passes from a placed `hybrid.model` to planned, scheduled stages:
+/// what `hypipe compile` runs before the translation to a target
+/// (`--hypipe-artifact-pipeline` in hypipe-opt).
+void buildArtifactPassPipeline(mlir::OpPassManager &pm);
+/// Registers the pipelines above with the pass registry.
+void registerHypipePassPipelines();
+
 /// Runs `work` on every `hybrid.model` of `module`; fails if any run fails
 /// (every pass is this over one of the functions below).
 mlir::LogicalResult

@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 using json = nlohmann::json;
 
@@ -33,19 +34,6 @@ T field(const json &j, const char *key, const std::string &where) {
     fail(fmt::format("{}: field '{}' has the wrong type", where, key),
          "recompile the artifact with `hypipe compile SPEC -o DIR`");
   }
-}
-
-ActionEntry::Kind actionKind(const std::string &op, const std::string &where) {
-  static const std::pair<const char *, ActionEntry::Kind> kinds[] = {
-      {"F", ActionEntry::F},          {"B", ActionEntry::B},
-      {"I", ActionEntry::I},          {"W", ActionEntry::W},
-      {"SEND_F", ActionEntry::SendF}, {"RECV_F", ActionEntry::RecvF},
-      {"SEND_B", ActionEntry::SendB}, {"RECV_B", ActionEntry::RecvB}};
-  for (auto &[name, kind] : kinds)
-    if (op == name)
-      return kind;
-  fail(fmt::format("{}: unknown action '{}'", where, op),
-       "recompile the artifact with this version of hypipe");
 }
 
 /// dlopen maps a library by its headers, so a truncated file crashes the
@@ -90,21 +78,114 @@ std::vector<StageEntry *> Artifact::stagesOf(int64_t ppRank) {
   return out;
 }
 
-Artifact loadArtifact(const std::string &dir) {
-  std::string path = dir + "/manifest.json";
-  std::ifstream in(path);
-  if (!in)
-    fail(fmt::format("cannot open '{}'", path),
-         "pass the directory written by `hypipe compile SPEC -o DIR`");
-  json m;
-  try {
-    m = json::parse(in);
-  } catch (const json::parse_error &e) {
-    fail(fmt::format("'{}' is not valid JSON (byte {}): the manifest is "
-                     "truncated or corrupt",
-                     path, e.byte),
-         "recompile the artifact with `hypipe compile SPEC -o DIR`");
+// The schema, written and read in the same order. A key added to one side
+// must be added to the other; ArtifactSchemaTest round-trips them.
+
+nlohmann::json manifestToJson(const Artifact &a) {
+  const ModelInfo &d = a.model;
+  json stages = json::array();
+  for (const StageEntry &e : a.stages) {
+    json layers = json::array();
+    for (const LayerEntry &l : e.layers)
+      layers.push_back({{"kind", l.kind},
+                        {"layer", l.layer},
+                        {"params", {l.paramOffset, l.paramFloats}},
+                        {"saved", {l.savedOffset, l.savedFloats}}});
+    json params = json::array();
+    for (const ParamEntry &p : e.params)
+      params.push_back({{"name", p.name},
+                        {"shape", p.shape},
+                        {"offset", p.offset},
+                        {"init", p.init},
+                        {"init_args", {p.initA, p.initB}},
+                        {"weight_decay", p.weightDecay}});
+    stages.push_back({{"index", e.index},
+                      {"pp_rank", e.ppRank},
+                      {"vp_stage", e.vpStage},
+                      {"source", e.source},
+                      {"library", e.library},
+                      {"has_embedding", e.hasEmbedding},
+                      {"has_head", e.hasHead},
+                      {"batch", e.batch},
+                      {"seq", e.seq},
+                      {"hidden", e.hidden},
+                      {"num_params", e.numParams},
+                      {"saved_floats", e.savedFloats},
+                      {"workspace_floats", e.workspaceFloats},
+                      {"layers", layers},
+                      {"params", params}});
   }
+  json programs = json::array();
+  for (size_t rank = 0; rank < a.programs.size(); ++rank) {
+    json actions = json::array();
+    for (const ActionEntry &act : a.programs[rank]) {
+      json action = {{"op", schedule::opName(act.op)},
+                     {"stage", act.stage},
+                     {"mb", act.microbatch},
+                     {"text", schedule::pytorchText(act)}};
+      if (act.peer >= 0)
+        action["peer"] = act.peer;
+      if (act.batched)
+        action["batched"] = true;
+      actions.push_back(action);
+    }
+    programs.push_back(
+        {{"pp_rank", rank}, {"schedule", a.schedule}, {"actions", actions}});
+  }
+  const TrainingConfig &t = a.training;
+  return {
+      {"format", "hypipe-artifact"},
+      {"version", kArtifactVersion},
+      {"target", a.target},
+      {"model",
+       {{"name", d.name},
+        {"pattern", d.pattern},
+        {"num_layers", d.numLayers},
+        {"hidden_size", d.hidden},
+        {"vocab_size", d.vocab},
+        {"tie_embeddings", d.tieEmbeddings},
+        {"position_embedding", d.positionEmbedding},
+        {"moe_aux_loss_coeff", d.moeAuxLossCoeff},
+        {"ffn_hidden_size", d.ffnHidden},
+        {"num_attention_heads", d.numHeads},
+        {"num_query_groups", d.numQueryGroups},
+        {"kv_channels", d.kvChannels},
+        {"mamba_num_heads", d.mambaNumHeads},
+        {"mamba_head_dim", d.mambaHeadDim},
+        {"mamba_state_dim", d.mambaState},
+        {"mamba_num_groups", d.mambaNumGroups},
+        {"mamba_conv_width", d.mambaConvWidth},
+        {"num_experts", d.numExperts},
+        {"moe_router_topk", d.moeTopK},
+        {"moe_ffn_hidden_size", d.moeFfnHidden},
+        {"activation", d.activation}}},
+      {"parallel",
+       {{"pp", a.pp},
+        {"vpp", a.vpp},
+        {"dp", a.dp},
+        {"schedule", a.schedule},
+        {"microbatches", a.microbatches}}},
+      {"training",
+       {{"seq_length", t.seqLength},
+        {"micro_batch_size", t.microBatchSize},
+        {"steps", t.steps},
+        {"seed", t.seed},
+        {"lr", t.lr},
+        {"min_lr", t.minLr},
+        {"warmup_steps", t.warmupSteps},
+        {"weight_decay", t.weightDecay},
+        {"grad_clip", t.gradClip},
+        {"adam_beta1", t.beta1},
+        {"adam_beta2", t.beta2},
+        {"adam_eps", t.eps}}},
+      {"data", {{"path", a.dataPath}, {"format", a.dataFormat}}},
+      {"spec", {{"file", a.specFile}, {"text", a.specText}}},
+      {"stages", stages},
+      {"programs", programs},
+  };
+}
+
+Artifact artifactFromJson(const json &m, const std::string &path) {
   if (!m.is_object() || m.value("format", "") != "hypipe-artifact")
     fail(fmt::format("'{}' is not a hypipe artifact manifest", path),
          "pass the directory written by `hypipe compile SPEC -o DIR`");
@@ -117,11 +198,33 @@ Artifact loadArtifact(const std::string &dir) {
          "hypipe-run");
 
   Artifact a;
-  a.dir = dir;
+  a.target = field<std::string>(m, "target", path);
   const json &model = field<json>(m, "model", path);
-  a.modelName = field<std::string>(model, "name", path);
-  a.pattern = field<std::string>(model, "pattern", path);
-  a.vocab = field<int64_t>(model, "vocab_size", path);
+  ModelInfo &d = a.model;
+  d.name = field<std::string>(model, "name", path);
+  d.pattern = field<std::string>(model, "pattern", path);
+  d.numLayers = field<int64_t>(model, "num_layers", path);
+  d.hidden = field<int64_t>(model, "hidden_size", path);
+  d.vocab = field<int64_t>(model, "vocab_size", path);
+  d.tieEmbeddings = field<bool>(model, "tie_embeddings", path);
+  d.positionEmbedding = field<std::string>(model, "position_embedding", path);
+  d.moeAuxLossCoeff = field<double>(model, "moe_aux_loss_coeff", path);
+  d.ffnHidden = field<int64_t>(model, "ffn_hidden_size", path);
+  d.numHeads = field<int64_t>(model, "num_attention_heads", path);
+  d.numQueryGroups = field<int64_t>(model, "num_query_groups", path);
+  d.kvChannels = field<int64_t>(model, "kv_channels", path);
+  d.mambaNumHeads = field<int64_t>(model, "mamba_num_heads", path);
+  d.mambaHeadDim = field<int64_t>(model, "mamba_head_dim", path);
+  d.mambaState = field<int64_t>(model, "mamba_state_dim", path);
+  d.mambaNumGroups = field<int64_t>(model, "mamba_num_groups", path);
+  d.mambaConvWidth = field<int64_t>(model, "mamba_conv_width", path);
+  d.numExperts = field<int64_t>(model, "num_experts", path);
+  d.moeTopK = field<int64_t>(model, "moe_router_topk", path);
+  d.moeFfnHidden = field<int64_t>(model, "moe_ffn_hidden_size", path);
+  d.activation = field<std::string>(model, "activation", path);
+  a.modelName = d.name;
+  a.pattern = d.pattern;
+  a.vocab = d.vocab;
   const json &par = field<json>(m, "parallel", path);
   a.pp = field<int64_t>(par, "pp", path);
   a.vpp = field<int64_t>(par, "vpp", path);
@@ -145,6 +248,9 @@ Artifact loadArtifact(const std::string &dir) {
   const json &data = field<json>(m, "data", path);
   a.dataPath = field<std::string>(data, "path", path);
   a.dataFormat = field<std::string>(data, "format", path);
+  const json &spec = field<json>(m, "spec", path);
+  a.specFile = field<std::string>(spec, "file", path);
+  a.specText = field<std::string>(spec, "text", path);
 
   for (const json &s : field<json>(m, "stages", path)) {
     StageEntry e;
@@ -152,6 +258,7 @@ Artifact loadArtifact(const std::string &dir) {
     std::string where = fmt::format("{} (stage {})", path, e.index);
     e.ppRank = field<int64_t>(s, "pp_rank", where);
     e.vpStage = field<int64_t>(s, "vp_stage", where);
+    e.source = field<std::string>(s, "source", where);
     e.library = field<std::string>(s, "library", where);
     e.hasEmbedding = field<bool>(s, "has_embedding", where);
     e.hasHead = field<bool>(s, "has_head", where);
@@ -161,14 +268,31 @@ Artifact loadArtifact(const std::string &dir) {
     e.numParams = field<int64_t>(s, "num_params", where);
     e.savedFloats = field<int64_t>(s, "saved_floats", where);
     e.workspaceFloats = field<int64_t>(s, "workspace_floats", where);
+    for (const json &l : field<json>(s, "layers", where)) {
+      LayerEntry le;
+      le.kind = field<std::string>(l, "kind", where);
+      le.layer = field<int64_t>(l, "layer", where);
+      auto params = field<std::vector<int64_t>>(l, "params", where);
+      auto saved = field<std::vector<int64_t>>(l, "saved", where);
+      if (params.size() != 2 || saved.size() != 2)
+        fail(fmt::format("{}: a layer's params and saved must be [offset, "
+                         "floats]",
+                         where),
+             "the manifest is corrupt; recompile the artifact");
+      le.paramOffset = params[0];
+      le.paramFloats = params[1];
+      le.savedOffset = saved[0];
+      le.savedFloats = saved[1];
+      e.layers.push_back(std::move(le));
+    }
     for (const json &p : field<json>(s, "params", where)) {
       ParamEntry pe;
       pe.name = field<std::string>(p, "name", where);
       pe.shape = field<std::vector<int64_t>>(p, "shape", where);
       pe.offset = field<int64_t>(p, "offset", where);
       pe.numel = 1;
-      for (int64_t d : pe.shape)
-        pe.numel *= d;
+      for (int64_t n : pe.shape)
+        pe.numel *= n;
       pe.init = field<std::string>(p, "init", where);
       auto args = field<std::vector<double>>(p, "init_args", where);
       pe.initA = args.size() > 0 ? args[0] : 0;
@@ -194,17 +318,19 @@ Artifact loadArtifact(const std::string &dir) {
   for (const json &prog : field<json>(m, "programs", path)) {
     std::vector<ActionEntry> actions;
     for (const json &act : field<json>(prog, "actions", path)) {
-      ActionEntry e;
-      e.kind = actionKind(field<std::string>(act, "op", path), path);
-      e.stage = field<int32_t>(act, "stage", path);
-      e.mb = field<int32_t>(act, "mb", path);
-      e.peer = act.value("peer", -1);
-      e.text = act.value("text", "");
-      if (e.stage < 0 || e.stage >= a.numStages || e.mb < 0 ||
-          e.mb >= a.microbatches)
+      std::string op = field<std::string>(act, "op", path);
+      std::optional<schedule::Op> kind = schedule::parseOpName(op);
+      if (!kind)
+        fail(fmt::format("{}: unknown action '{}'", path, op),
+             "recompile the artifact with this version of hypipe");
+      ActionEntry e{*kind, field<int32_t>(act, "stage", path),
+                    field<int32_t>(act, "mb", path), act.value("peer", -1),
+                    act.value("batched", false)};
+      if (e.stage < 0 || e.stage >= a.numStages || e.microbatch < 0 ||
+          e.microbatch >= a.microbatches)
         fail(fmt::format("{}: action '{}' names a stage or microbatch that "
                          "does not exist",
-                         path, e.text),
+                         path, act.value("text", "")),
              "the manifest is corrupt; recompile the artifact");
       actions.push_back(e);
     }
@@ -214,6 +340,26 @@ Artifact loadArtifact(const std::string &dir) {
     fail(
         fmt::format("{}: {} programs for pp {}", path, a.programs.size(), a.pp),
         "the manifest is corrupt; recompile the artifact");
+  return a;
+}
+
+Artifact loadArtifact(const std::string &dir) {
+  std::string path = dir + "/manifest.json";
+  std::ifstream in(path);
+  if (!in)
+    fail(fmt::format("cannot open '{}'", path),
+         "pass the directory written by `hypipe compile SPEC -o DIR`");
+  json m;
+  try {
+    m = json::parse(in);
+  } catch (const json::parse_error &e) {
+    fail(fmt::format("'{}' is not valid JSON (byte {}): the manifest is "
+                     "truncated or corrupt",
+                     path, e.byte),
+         "recompile the artifact with `hypipe compile SPEC -o DIR`");
+  }
+  Artifact a = artifactFromJson(m, path);
+  a.dir = dir;
   return a;
 }
 

@@ -1,14 +1,19 @@
 //===- Artifact.h - load a compiled artifact (runtime side) ---------------===//
 //
-// Reads manifest.json, checks its format and version, and loads the stage
-// libraries one rank needs, checking each against the manifest. No LLVM or
-// MLIR here: only nlohmann-json and dlopen.
+// The one schema of manifest.json: `manifestToJson` (what `hypipe compile`
+// writes) and `loadArtifact` (what hypipe-run reads, checking every field)
+// sit side by side in Artifact.cpp, and a unit test round-trips them. Also
+// loads the stage libraries one rank needs, checking each against the
+// manifest. No LLVM or MLIR here: only the core, nlohmann-json and dlopen.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_ARTIFACT_H
 #define HYPIPE_RUNTIME_ARTIFACT_H
 
+#include "core/schedule/Vocabulary.h"
 #include "runtime/StageABI.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <stdexcept>
@@ -43,18 +48,33 @@ struct ParamEntry {
   bool weightDecay = false;
 };
 
-struct ActionEntry {
-  enum Kind { F, B, I, W, SendF, RecvF, SendB, RecvB } kind;
-  int32_t stage = 0, mb = 0, peer = -1;
-  std::string text;
+/// One action of a rank's program: the schedule vocabulary's own type.
+using ActionEntry = schedule::Action;
+
+/// What the kernel planner decided for one layer of a stage
+/// (`pipe.kernel`): the kernel, the 1-based layer number (0 for embedding
+/// and head), and its [offset, floats] ranges in the stage's parameter and
+/// saved buffers.
+struct LayerEntry {
+  std::string kind;
+  int64_t layer = 0;
+  int64_t paramOffset = 0, paramFloats = 0;
+  int64_t savedOffset = 0, savedFloats = 0;
+
+  bool operator==(const LayerEntry &o) const {
+    return kind == o.kind && layer == o.layer && paramOffset == o.paramOffset &&
+           paramFloats == o.paramFloats && savedOffset == o.savedOffset &&
+           savedFloats == o.savedFloats;
+  }
 };
 
 struct StageEntry {
   int64_t index = 0, ppRank = 0, vpStage = 0;
-  std::string library;
+  std::string source, library;
   bool hasEmbedding = false, hasHead = false;
   int64_t batch = 0, seq = 0, hidden = 0;
   int64_t numParams = 0, savedFloats = 0, workspaceFloats = 0;
+  std::vector<LayerEntry> layers;
   std::vector<ParamEntry> params;
   // Loaded from `library`.
   void *handle = nullptr;
@@ -66,22 +86,49 @@ struct TrainingConfig {
   int64_t seqLength = 0, microBatchSize = 0, steps = 0, seed = 0;
   double lr = 0, minLr = 0, weightDecay = 0, gradClip = 0;
   int64_t warmupSteps = 0;
+  /// AdamW's betas and epsilon: Megatron's defaults, stated here only.
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+/// The model's dimensions as the manifest records them (for tools and the
+/// PyTorch reference, which rebuild the model from them).
+struct ModelInfo {
+  std::string name, pattern;
+  int64_t numLayers = 0, hidden = 0, vocab = 0;
+  bool tieEmbeddings = true;
+  std::string positionEmbedding;
+  double moeAuxLossCoeff = 0;
+  int64_t ffnHidden = 0, numHeads = 0, numQueryGroups = 0, kvChannels = 0;
+  int64_t mambaNumHeads = 0, mambaHeadDim = 0, mambaState = 0,
+          mambaNumGroups = 0, mambaConvWidth = 0;
+  int64_t numExperts = 0, moeTopK = 0, moeFfnHidden = 0;
+  std::string activation;
 };
 
 struct Artifact {
   std::string dir;
-  std::string modelName, pattern, schedule;
+  std::string target = "cpu";
+  ModelInfo model;
+  std::string modelName, pattern, schedule; ///< = model.name, model.pattern
   int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1, vocab = 0;
   int64_t numStages = 0;
   TrainingConfig training;
   std::string dataPath, dataFormat;
+  std::string specFile, specText;
   std::vector<StageEntry> stages;                 ///< all stages, by index
   std::vector<std::vector<ActionEntry>> programs; ///< per pp rank
 
   /// Stages of `ppRank`, in vp_stage order.
   std::vector<StageEntry *> stagesOf(int64_t ppRank);
 };
+
+/// manifest.json's content for `artifact` (what `hypipe compile` writes).
+nlohmann::json manifestToJson(const Artifact &artifact);
+
+/// Reads and checks a manifest's content; `path` names it in errors. Throws
+/// RuntimeError.
+Artifact artifactFromJson(const nlohmann::json &manifest,
+                          const std::string &path);
 
 /// Reads and checks `dir`/manifest.json. Throws RuntimeError.
 Artifact loadArtifact(const std::string &dir);

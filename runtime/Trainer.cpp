@@ -162,52 +162,53 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
   for (const ActionEntry &a : artifact.programs[ppRank]) {
     double begin = now() - epoch;
     auto record = [&](char kind) {
-      lastTimings.push_back({a.text, kind, begin, now() - epoch});
+      lastTimings.push_back(
+          {schedule::pytorchText(a), kind, begin, now() - epoch});
       peakTransientFloats = std::max<int64_t>(
           peakTransientFloats,
           int64_t(acts.size() + grads.size() + sendBuffers.size()) *
               activation);
     };
-    bool transfer =
-        a.kind == ActionEntry::SendF || a.kind == ActionEntry::SendB ||
-        a.kind == ActionEntry::RecvF || a.kind == ActionEntry::RecvB;
+    bool transfer = a.op == schedule::Op::SendF ||
+                    a.op == schedule::Op::SendB ||
+                    a.op == schedule::Op::RecvF || a.op == schedule::Op::RecvB;
     if (transfer && !comm.distributed())
       throw RuntimeError(fmt::format(
           "error: action '{}' exchanges tensors with rank {}; this run has a "
           "single process\nhelp: launch {} ranks with mpirun (or compile "
           "with --pp 1)",
-          a.text, a.peer, artifact.pp * artifact.dp));
-    switch (a.kind) {
-    case ActionEntry::SendF:
-    case ActionEntry::SendB: {
-      bool backward = a.kind == ActionEntry::SendB;
+          schedule::pytorchText(a), a.peer, artifact.pp * artifact.dp));
+    switch (a.op) {
+    case schedule::Op::SendF:
+    case schedule::Op::SendB: {
+      bool backward = a.op == schedule::Op::SendB;
       auto &from = backward ? grads : acts;
-      auto it = from.find(key(a.stage, a.mb));
+      auto it = from.find(key(a.stage, a.microbatch));
       if (it == from.end())
         throw RuntimeError(fmt::format(
             "error: rank {} has nothing to send at '{}'\nhelp: the artifact's "
             "program is out of order; recompile it",
-            ppRank, a.text));
+            ppRank, schedule::pytorchText(a)));
       sendBuffers.push_back(std::move(it->second));
       from.erase(it);
       sends.push_back(comm.isend(
           sendBuffers.back().data(), activation, comm.worldRankOf(a.peer),
-          transferTag(backward ? a.stage - 1 : a.stage + 1, a.mb, M,
+          transferTag(backward ? a.stage - 1 : a.stage + 1, a.microbatch, M,
                       backward)));
       record('S');
       continue;
     }
-    case ActionEntry::RecvF:
-    case ActionEntry::RecvB: {
-      bool backward = a.kind == ActionEntry::RecvB;
+    case schedule::Op::RecvF:
+    case schedule::Op::RecvB: {
+      bool backward = a.op == schedule::Op::RecvB;
       // Stored as if the producing stage had run here.
       auto &into = backward ? grads : acts;
       std::vector<float> &buffer =
-          into.emplace(key(backward ? a.stage + 1 : a.stage - 1, a.mb),
+          into.emplace(key(backward ? a.stage + 1 : a.stage - 1, a.microbatch),
                        std::vector<float>(activation))
               .first->second;
       comm.recv(buffer.data(), activation, comm.worldRankOf(a.peer),
-                transferTag(a.stage, a.mb, M, backward));
+                transferTag(a.stage, a.microbatch, M, backward));
       record('R');
       continue;
     }
@@ -221,12 +222,12 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
     args.params = s.params.data();
     args.grads = s.grads.data();
     args.workspace = s.workspace.data();
-    args.tokens = tokens.data() + a.mb * perMb;
-    args.labels = labels.data() + a.mb * perMb;
+    args.tokens = tokens.data() + a.microbatch * perMb;
+    args.labels = labels.data() + a.microbatch * perMb;
     args.loss_scale = float(scale);
-    int64_t k = key(a.stage, a.mb);
+    int64_t k = key(a.stage, a.microbatch);
 
-    if (a.kind == ActionEntry::F) {
+    if (a.op == schedule::Op::F) {
       int slot;
       if (s.freeSlots.empty()) {
         slot = int(s.slots.size());
@@ -238,39 +239,39 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
       slotOf[k] = slot;
       args.saved = s.slots[slot].data();
       if (!e.hasEmbedding)
-        args.input = acts.at(key(a.stage - 1, a.mb)).data();
+        args.input = acts.at(key(a.stage - 1, a.microbatch)).data();
       if (!e.hasHead)
         args.output = acts.emplace(k, std::vector<float>(activation))
                           .first->second.data();
       e.forward(&args);
       if (!e.hasEmbedding)
-        acts.erase(key(a.stage - 1, a.mb));
+        acts.erase(key(a.stage - 1, a.microbatch));
       if (e.hasHead)
         loss += args.loss * scale;
       aux += args.aux_loss * scale;
       record('F');
     } else {
       args.saved = s.slots.at(slotOf.at(k)).data();
-      if (a.kind == ActionEntry::B || a.kind == ActionEntry::I) {
+      if (a.op == schedule::Op::B || a.op == schedule::Op::I) {
         if (!e.hasHead)
-          args.grad_output = grads.at(key(a.stage + 1, a.mb)).data();
+          args.grad_output = grads.at(key(a.stage + 1, a.microbatch)).data();
         if (!e.hasEmbedding)
           args.grad_input = grads.emplace(k, std::vector<float>(activation))
                                 .first->second.data();
         e.backwardInput(&args);
         if (!e.hasHead)
-          grads.erase(key(a.stage + 1, a.mb));
+          grads.erase(key(a.stage + 1, a.microbatch));
       }
-      if (a.kind == ActionEntry::B || a.kind == ActionEntry::W) {
+      if (a.op == schedule::Op::B || a.op == schedule::Op::W) {
         e.backwardWeight(&args);
         s.freeSlots.push_back(slotOf.at(k));
         slotOf.erase(k);
         if (++s.backwardsDone == M)
           startDpReduction(s);
       }
-      record(a.kind == ActionEntry::B   ? 'B'
-             : a.kind == ActionEntry::I ? 'I'
-                                        : 'W');
+      record(a.op == schedule::Op::B   ? 'B'
+             : a.op == schedule::Op::I ? 'I'
+                                       : 'W');
     }
     // Let MPI move pending sends and reductions along between kernels.
     if (comm.distributed()) {

@@ -42,62 +42,43 @@ llvm::Error writeFile(const std::string &path, const std::string &text) {
   return llvm::Error::success();
 }
 
-json paramTable(const cpu::StagePlan &plan) {
-  json params = json::array();
+/// The manifest's entry of a planned stage.
+rt::StageEntry stageEntry(const cpu::StagePlan &plan) {
+  rt::StageEntry e;
+  e.index = plan.index;
+  e.ppRank = plan.ppRank;
+  e.vpStage = plan.vpStage;
+  std::string base = fmt::format("stages/stage_{}", plan.index);
+  e.source = base + ".cpp";
+  e.library = base + ".so";
+  e.hasEmbedding = plan.hasEmbedding;
+  e.hasHead = plan.hasHead;
+  e.batch = plan.tokens.batch;
+  e.seq = plan.tokens.seq;
+  e.hidden = plan.hidden;
+  e.numParams = plan.paramFloats;
+  e.savedFloats = plan.savedFloats;
+  e.workspaceFloats = plan.workspaceFloats;
   for (const cpu::KernelLayer &layer : plan.layers) {
+    e.layers.push_back({cpu::kernelKindName(layer.kind), layer.layer,
+                        layer.paramOffset, layer.paramFloats, layer.savedOffset,
+                        layer.savedFloats});
     int64_t offset = layer.paramOffset;
     for (const rt::ParamSpec &p : layer.params) {
-      params.push_back({{"name", layer.prefix + p.name},
-                        {"shape", p.shape},
-                        {"offset", offset},
-                        {"init", rt::initName(p.init)},
-                        {"init_args", {p.a, p.b}},
-                        {"weight_decay", p.decay()}});
+      rt::ParamEntry pe;
+      pe.name = layer.prefix + p.name;
+      pe.shape = p.shape;
+      pe.offset = offset;
+      pe.numel = p.numel();
+      pe.init = rt::initName(p.init);
+      pe.initA = p.a;
+      pe.initB = p.b;
+      pe.weightDecay = p.decay();
+      e.params.push_back(std::move(pe));
       offset += p.numel();
     }
   }
-  return params;
-}
-
-json stageJson(const cpu::StagePlan &plan) {
-  json layers = json::array();
-  for (const cpu::KernelLayer &l : plan.layers)
-    layers.push_back({{"kind", cpu::kernelKindName(l.kind)},
-                      {"layer", l.layer},
-                      {"params", {l.paramOffset, l.paramFloats}},
-                      {"saved", {l.savedOffset, l.savedFloats}}});
-  std::string base = fmt::format("stages/stage_{}", plan.index);
-  return {{"index", plan.index},
-          {"pp_rank", plan.ppRank},
-          {"vp_stage", plan.vpStage},
-          {"source", base + ".cpp"},
-          {"library", base + ".so"},
-          {"has_embedding", plan.hasEmbedding},
-          {"has_head", plan.hasHead},
-          {"batch", plan.tokens.batch},
-          {"seq", plan.tokens.seq},
-          {"hidden", plan.hidden},
-          {"num_params", plan.paramFloats},
-          {"saved_floats", plan.savedFloats},
-          {"workspace_floats", plan.workspaceFloats},
-          {"layers", layers},
-          {"params", paramTable(plan)}};
-}
-
-json programJson(const schedule::Schedule &s, int64_t rank) {
-  json actions = json::array();
-  for (const schedule::Action &a : s.ranks[rank]) {
-    json action = {{"op", std::string(schedule::opName(a.op))},
-                   {"stage", a.stage},
-                   {"mb", a.microbatch},
-                   {"text", schedule::pytorchText(a)}};
-    if (a.peer >= 0)
-      action["peer"] = a.peer;
-    if (a.batched)
-      action["batched"] = true;
-    actions.push_back(action);
-  }
-  return {{"pp_rank", rank}, {"schedule", s.name}, {"actions", actions}};
+  return e;
 }
 
 } // namespace
@@ -113,12 +94,7 @@ ArtifactOptions defaultArtifactOptions() {
 
 LogicalResult lowerForArtifact(ModuleOp module) {
   PassManager pm(module.getContext());
-  pm.addPass(createPipeOutlineStages());
-  pm.addPass(createPipeInsertP2P());
-  pm.addPass(createPipeBuildSchedule());
-  pm.addPass(createPipeInsertComms());
-  pm.addPass(createPipeVerifySchedule());
-  pm.addPass(createPipePlanBuffers());
+  buildArtifactPassPipeline(pm);
   return pm.run(module);
 }
 
@@ -150,21 +126,21 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
                     "(scripts/setup.sh) or point HYPIPE_CXX at a compiler",
                     options.cxx));
 
-  json stages = json::array();
+  rt::Artifact artifact;
   struct Job {
     llvm::sys::ProcessInfo process;
     std::string source, log;
   };
   std::vector<Job> jobs;
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>()) {
-    FailureOr<cpu::StagePlan> plan = cpu::planStage(stage);
+    FailureOr<cpu::StagePlan> plan = cpu::readStagePlan(stage);
     if (failed(plan))
       return fail("error: the stages cannot be lowered to CPU kernels");
     std::string base = fmt::format("{}/stage_{}", stagesDir, plan->index);
     if (auto err = writeFile(
             base + ".cpp", cpu::emitStageCpp(*plan, model.getSymName().str())))
       return err;
-    stages.push_back(stageJson(*plan));
+    artifact.stages.push_back(stageEntry(*plan));
 
     std::vector<std::string> argStore = {*cxx,
                                          "-std=c++17",
@@ -211,9 +187,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   auto programs = schedule::readPrograms(model);
   if (!programs)
     return toLlvmError(programs.takeError());
-  json ranks = json::array();
-  for (int64_t r = 0; r < programs->pp; ++r)
-    ranks.push_back(programJson(*programs, r));
+  artifact.programs = programs->ranks;
 
   const ModelDims &d = spec.dims;
   const TrainingSpec &tr = spec.training;
@@ -224,60 +198,58 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
     llvm::sys::path::append(base, dataPath);
     dataPath = base;
   }
-  std::string specText;
   if (auto buffer = llvm::MemoryBuffer::getFile(spec.file))
-    specText = (*buffer)->getBuffer().str();
+    artifact.specText = (*buffer)->getBuffer().str();
+  artifact.specFile = specPath.str().str();
+  artifact.target = "cpu";
 
-  json manifest = {
-      {"format", "hypipe-artifact"},
-      {"version", rt::kArtifactVersion},
-      {"target", "cpu"},
-      {"model",
-       {{"name", spec.name},
-        {"pattern", model.getPattern().str()},
-        {"num_layers", int64_t(model.getMainLayers().size())},
-        {"hidden_size", d.hidden},
-        {"vocab_size", d.vocab},
-        {"tie_embeddings", d.tieEmbeddings},
-        {"position_embedding", spec.positionEmbedding},
-        {"moe_aux_loss_coeff", spec.moeAuxLossCoeff},
-        {"ffn_hidden_size", d.ffnHidden},
-        {"num_attention_heads", d.numHeads},
-        {"num_query_groups", d.numQueryGroups},
-        {"kv_channels", d.kvChannels()},
-        {"mamba_num_heads", d.mambaNumHeads},
-        {"mamba_head_dim", d.mambaHeadDim},
-        {"mamba_state_dim", d.mambaState},
-        {"mamba_num_groups", d.mambaNumGroups},
-        {"mamba_conv_width", d.mambaConvWidth},
-        {"num_experts", d.numExperts},
-        {"moe_router_topk", d.moeTopK},
-        {"moe_ffn_hidden_size", d.expertFfnHidden()},
-        {"activation", d.activation}}},
-      {"parallel",
-       {{"pp", spec.parallel.pp},
-        {"vpp", spec.parallel.vpp},
-        {"dp", spec.parallel.dp},
-        {"schedule", spec.parallel.schedule},
-        {"microbatches", spec.parallel.microbatches}}},
-      {"training",
-       {{"seq_length", tr.seqLength},
-        {"micro_batch_size", tr.microBatchSize},
-        {"steps", tr.steps},
-        {"seed", tr.seed},
-        {"lr", tr.lr},
-        {"min_lr", tr.minLr},
-        {"warmup_steps", tr.warmupSteps},
-        {"weight_decay", tr.weightDecay},
-        {"grad_clip", tr.gradClip},
-        {"adam_beta1", 0.9},
-        {"adam_beta2", 0.999},
-        {"adam_eps", 1e-8}}},
-      {"data", {{"path", dataPath.str().str()}, {"format", spec.data.format}}},
-      {"spec", {{"file", specPath.str().str()}, {"text", specText}}},
-      {"stages", stages},
-      {"programs", ranks},
-  };
+  rt::ModelInfo &m = artifact.model;
+  m.name = spec.name;
+  m.pattern = model.getPattern().str();
+  m.numLayers = int64_t(model.getMainLayers().size());
+  m.hidden = d.hidden;
+  m.vocab = d.vocab;
+  m.tieEmbeddings = d.tieEmbeddings;
+  m.positionEmbedding = spec.positionEmbedding;
+  m.moeAuxLossCoeff = spec.moeAuxLossCoeff;
+  m.ffnHidden = d.ffnHidden;
+  m.numHeads = d.numHeads;
+  m.numQueryGroups = d.numQueryGroups;
+  m.kvChannels = d.kvChannels();
+  m.mambaNumHeads = d.mambaNumHeads;
+  m.mambaHeadDim = d.mambaHeadDim;
+  m.mambaState = d.mambaState;
+  m.mambaNumGroups = d.mambaNumGroups;
+  m.mambaConvWidth = d.mambaConvWidth;
+  m.numExperts = d.numExperts;
+  m.moeTopK = d.moeTopK;
+  m.moeFfnHidden = d.expertFfnHidden();
+  m.activation = d.activation;
+  artifact.modelName = m.name;
+  artifact.pattern = m.pattern;
+  artifact.vocab = m.vocab;
+
+  artifact.pp = spec.parallel.pp;
+  artifact.vpp = spec.parallel.vpp;
+  artifact.dp = spec.parallel.dp;
+  artifact.schedule = spec.parallel.schedule;
+  artifact.microbatches = spec.parallel.microbatches;
+  artifact.numStages = int64_t(artifact.stages.size());
+
+  rt::TrainingConfig &t = artifact.training; // Adam's betas: its defaults
+  t.seqLength = tr.seqLength;
+  t.microBatchSize = tr.microBatchSize;
+  t.steps = tr.steps;
+  t.seed = tr.seed;
+  t.lr = tr.lr;
+  t.minLr = tr.minLr;
+  t.warmupSteps = tr.warmupSteps;
+  t.weightDecay = tr.weightDecay;
+  t.gradClip = tr.gradClip;
+  artifact.dataPath = dataPath.str().str();
+  artifact.dataFormat = spec.data.format;
+
+  json manifest = rt::manifestToJson(artifact);
   if (auto err = writeFile(dir + "/manifest.json", manifest.dump(1) + "\n"))
     return err;
 

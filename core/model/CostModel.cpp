@@ -1,6 +1,8 @@
 //===- CostModel.cpp ------------------------------------------------------===//
 #include "core/model/CostModel.h"
 
+#include "core/model/LayerShapes.h"
+
 #include <algorithm>
 
 namespace hypipe {
@@ -9,6 +11,7 @@ namespace {
 
 /// A bias-free linear layer `in -> out` applied to `tokens` tokens: forward,
 /// input gradient and weight gradient are each one GEMM of 2*T*in*out FLOPs.
+/// (Parameter counts are taken from the layer shapes the kernels use.)
 void addLinear(ItemCost &c, int64_t tokens, int64_t in, int64_t out) {
   c.params += in * out;
   c.forwardFlops += 2 * tokens * in * out;
@@ -65,6 +68,7 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     // Kept: norm input, in_proj input, in_proj output, conv output, scan
     // output, gated-norm output.
     c.activationBytes = t * (2 * h + inProj + convChannels + 2 * inner) * e;
+    c.params = rt::numel(rt::mambaShape(d).params(1));
     return c;
   }
   case '*': {
@@ -81,6 +85,7 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     // Kept: norm input, QKV input, Q/K/V, attention output, and the softmax
     // log-sum-exp per head and token (flash-style, no s*s probabilities).
     c.activationBytes = t * (2 * h + q + 2 * kv + q) * e + t * d.numHeads * 4;
+    c.params = rt::numel(rt::attentionShape(d).params(1));
     return c;
   }
   case '-': {
@@ -88,6 +93,7 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     addLinear(c, t, h, up);
     addLinear(c, t, d.ffnHidden, h);
     c.activationBytes = t * (2 * h + up + d.ffnHidden) * e;
+    c.params = rt::numel(rt::mlpShape(d).params(1));
     return c;
   }
   case 'E': {
@@ -97,12 +103,13 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     ItemCost expert;
     addLinear(expert, t * k, h, up);
     addLinear(expert, t * k, f, h);
-    c.params += d.numExperts * (h * up + f * h);
+
     c.forwardFlops += expert.forwardFlops;
     c.backwardInputFlops += expert.backwardInputFlops;
     c.backwardWeightFlops += expert.backwardWeightFlops;
     c.activationBytes =
         t * (2 * h + d.numExperts) * e + t * k * (h + up + f) * e;
+    c.params = rt::numel(rt::moeShape(d).params(1));
     return c;
   }
   default:
@@ -113,7 +120,7 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
 ItemCost embeddingCost(const ModelDims &d, const CostSettings &s) {
   ItemCost c;
   c.name = "embedding";
-  c.params = d.vocab * d.hidden;
+  c.params = rt::numel(rt::embeddingShape(d).params());
   // A lookup; its weight gradient is a scatter-add of T*H.
   c.backwardWeightFlops = s.tokens() * d.hidden;
   c.activationBytes = s.tokens() * 8; // the token ids
@@ -126,7 +133,9 @@ ItemCost headCost(const ModelDims &d, const CostSettings &s) {
   c.name = "head";
   const int64_t t = s.tokens(), e = s.activationBytesPerElement();
   addLinear(c, t, d.hidden, d.vocab);
-  c.params = d.hidden + (d.tieEmbeddings ? 0 : d.vocab * d.hidden);
+  // A tied head names the embedding's table, which the embedding counts.
+  c.params = rt::numel(rt::headShape(d).params()) -
+             (d.tieEmbeddings ? d.vocab * d.hidden : 0);
   // Kept: final-norm input, output-layer input, logits for the softmax.
   c.activationBytes = t * (2 * d.hidden) * e + t * d.vocab * 4;
   return c;

@@ -11,6 +11,8 @@
 #ifndef HYPIPE_CORE_MODEL_LAYERSHAPES_H
 #define HYPIPE_CORE_MODEL_LAYERSHAPES_H
 
+#include "core/model/ModelDims.h"
+
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -285,6 +287,47 @@ struct HeadShape {
     return t.tokens() * hidden;
   }
 };
+
+//===----------------------------------------------------------------------===//
+// Shapes from the model's dimensions: what the kernel planner lowers and
+// what the cost model counts, so the two cannot disagree on a parameter.
+//===----------------------------------------------------------------------===//
+
+inline Activation activationOf(const ModelDims &d) {
+  if (d.activation == "gelu")
+    return Activation::Gelu;
+  if (d.activation == "swiglu")
+    return Activation::Swiglu;
+  return Activation::SquaredRelu;
+}
+
+inline MambaShape mambaShape(const ModelDims &d) {
+  return {d.hidden,     d.mambaNumHeads,  d.mambaHeadDim,
+          d.mambaState, d.mambaNumGroups, d.mambaConvWidth};
+}
+inline AttentionShape attentionShape(const ModelDims &d, bool rope = false) {
+  return {d.hidden, d.numHeads, d.numQueryGroups, d.kvChannels(), rope};
+}
+inline MlpShape mlpShape(const ModelDims &d) {
+  return {d.hidden, d.ffnHidden, activationOf(d)};
+}
+inline MoeShape moeShape(const ModelDims &d, double auxLossCoeff = 0.0) {
+  return {d.hidden,  d.expertFfnHidden(), d.numExperts,
+          d.moeTopK, activationOf(d),     auxLossCoeff};
+}
+inline EmbeddingShape embeddingShape(const ModelDims &d) {
+  return {d.vocab, d.hidden};
+}
+inline HeadShape headShape(const ModelDims &d) {
+  return {d.vocab, d.hidden, d.tieEmbeddings};
+}
+
+inline int64_t numel(const std::vector<ParamSpec> &params) {
+  int64_t n = 0;
+  for (const ParamSpec &p : params)
+    n += p.numel();
+  return n;
+}
 
 } // namespace hypipe::rt
 

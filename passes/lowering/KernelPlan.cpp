@@ -34,14 +34,6 @@ const char *kernelKindName(KernelKind kind) {
 
 namespace {
 
-rt::Activation activationOf(const ModelDims &d) {
-  if (d.activation == "gelu")
-    return rt::Activation::Gelu;
-  if (d.activation == "swiglu")
-    return rt::Activation::Swiglu;
-  return rt::Activation::SquaredRelu;
-}
-
 /// (batch, seq, hidden) of the stage, from the first hidden-state tensor
 /// it touches, or from the model's token arguments for a stage without one.
 rt::TokenShape tokenShapeOf(pipe::StageOp stage, hybrid::ModelOp model) {
@@ -67,7 +59,11 @@ rt::TokenShape tokenShapeOf(pipe::StageOp stage, hybrid::ModelOp model) {
 
 } // namespace
 
-FailureOr<StagePlan> planStage(pipe::StageOp stage) {
+namespace {
+
+/// The stage's layers with their kernels, shapes and parameters: everything
+/// but the buffer offsets, which are the plan.
+FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
   auto model = stage->getParentOfType<hybrid::ModelOp>();
   if (!model)
     return stage.emitError("pipe.stage must sit inside a hybrid.model to be "
@@ -80,7 +76,6 @@ FailureOr<StagePlan> planStage(pipe::StageOp stage) {
   double auxCoeff = 0.0;
   if (auto c = model->getAttrOfType<FloatAttr>(kMoeAuxLossCoeffAttr))
     auxCoeff = c.getValueAsDouble();
-  const rt::Activation act = activationOf(dims);
 
   StagePlan plan;
   plan.index = int64_t(stage.getIndex());
@@ -113,43 +108,35 @@ FailureOr<StagePlan> planStage(pipe::StageOp stage) {
         .Case([&](hybrid::EmbeddingOp) {
           layer.kind = KernelKind::Embedding;
           layer.prefix.clear();
-          layer.embedding = {dims.vocab, dims.hidden};
+          layer.embedding = rt::embeddingShape(dims);
           size(layer.embedding, layer.embedding.params());
           plan.hasEmbedding = true;
         })
         .Case([&](hybrid::MambaOp) {
           layer.kind = KernelKind::Mamba;
-          layer.mamba = {dims.hidden,         dims.mambaNumHeads,
-                         dims.mambaHeadDim,   dims.mambaState,
-                         dims.mambaNumGroups, dims.mambaConvWidth};
+          layer.mamba = rt::mambaShape(dims);
           size(layer.mamba, layer.mamba.params(numLayers));
         })
         .Case([&](hybrid::AttentionOp) {
           layer.kind = KernelKind::Attention;
-          layer.attention = {dims.hidden, dims.numHeads, dims.numQueryGroups,
-                             dims.kvChannels(), rope};
+          layer.attention = rt::attentionShape(dims, rope);
           size(layer.attention, layer.attention.params(numLayers));
         })
         .Case([&](hybrid::MlpOp) {
           layer.kind = KernelKind::Mlp;
-          layer.mlp = {dims.hidden, dims.ffnHidden, act};
+          layer.mlp = rt::mlpShape(dims);
           size(layer.mlp, layer.mlp.params(numLayers));
         })
         .Case([&](hybrid::MoeOp) {
           layer.kind = KernelKind::Moe;
-          layer.moe = {dims.hidden,
-                       dims.expertFfnHidden(),
-                       dims.numExperts,
-                       dims.moeTopK,
-                       act,
-                       auxCoeff};
+          layer.moe = rt::moeShape(dims, auxCoeff);
           size(layer.moe, layer.moe.params(numLayers));
         })
         .Case([&](hybrid::FinalNormOp) { isLayer = false; })
         .Case([&](hybrid::OutputOp) {
           layer.kind = KernelKind::Head;
           layer.prefix.clear();
-          layer.head = {dims.vocab, dims.hidden, dims.tieEmbeddings};
+          layer.head = rt::headShape(dims);
           size(layer.head, layer.head.params());
           plan.hasHead = true;
         })
@@ -171,20 +158,79 @@ FailureOr<StagePlan> planStage(pipe::StageOp stage) {
       return WalkResult::interrupt();
     if (!isLayer)
       return WalkResult::skip();
-    for (const rt::ParamSpec &p : layer.params)
-      layer.paramFloats += p.numel();
-    layer.paramOffset = plan.paramFloats;
-    layer.savedOffset = plan.savedFloats;
-    plan.paramFloats += layer.paramFloats;
-    plan.savedFloats += layer.savedFloats;
-    plan.workspaceFloats =
-        std::max(plan.workspaceFloats, layer.workspaceFloats);
+    layer.paramFloats = rt::numel(layer.params);
     plan.layers.push_back(std::move(layer));
     return WalkResult::skip();
   });
   if (failed)
     return failure();
-  plan.workspaceFloats += 2 * plan.tokens.tokens() * plan.hidden;
+  return plan;
+}
+
+} // namespace
+
+FailureOr<StagePlan> planStage(pipe::StageOp stage) {
+  FailureOr<StagePlan> plan = describeStage(stage);
+  if (failed(plan))
+    return failure();
+  // Parameters and saved tensors: one range per layer, in layer order;
+  // the workspace: the largest any layer needs plus the two activation
+  // buffers the stage ping-pongs between layers.
+  for (KernelLayer &layer : plan->layers) {
+    layer.paramOffset = plan->paramFloats;
+    layer.savedOffset = plan->savedFloats;
+    plan->paramFloats += layer.paramFloats;
+    plan->savedFloats += layer.savedFloats;
+    plan->workspaceFloats =
+        std::max(plan->workspaceFloats, layer.workspaceFloats);
+  }
+  plan->workspaceFloats += 2 * plan->tokens.tokens() * plan->hidden;
+  return plan;
+}
+
+FailureOr<StagePlan> readStagePlan(pipe::StageOp stage) {
+  FailureOr<StagePlan> plan = describeStage(stage);
+  if (failed(plan))
+    return failure();
+  auto totals = stage->getAttrOfType<DictionaryAttr>(kStagePlanAttr);
+  auto integer = [](DictionaryAttr dict,
+                    StringRef key) -> std::optional<int64_t> {
+    if (auto a = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr())
+      return a.getInt();
+    return std::nullopt;
+  };
+  auto params = integer(totals, "params"), saved = integer(totals, "saved"),
+       workspace = integer(totals, "workspace");
+  if (!params || !saved || !workspace)
+    return stage.emitError() << "has no complete '" << kStagePlanAttr
+                             << "': run pipe-plan-buffers first";
+  plan->paramFloats = *params;
+  plan->savedFloats = *saved;
+  plan->workspaceFloats = *workspace;
+  for (KernelLayer &layer : plan->layers) {
+    auto kernel = layer.op->getAttrOfType<DictionaryAttr>(kLayerPlanAttr);
+    auto range = [&](StringRef key) -> ArrayRef<int64_t> {
+      if (auto a = kernel ? kernel.getAs<DenseI64ArrayAttr>(key)
+                          : DenseI64ArrayAttr())
+        return a.asArrayRef();
+      return {};
+    };
+    ArrayRef<int64_t> p = range("params"), v = range("saved");
+    auto kind = kernel ? kernel.getAs<StringAttr>("kind") : StringAttr();
+    if (p.size() != 2 || v.size() != 2 || !kind)
+      return layer.op->emitError() << "has no complete '" << kLayerPlanAttr
+                                   << "': run pipe-plan-buffers first";
+    if (kind.getValue() != kernelKindName(layer.kind) ||
+        p[1] != layer.paramFloats || v[1] != layer.savedFloats || p[0] < 0 ||
+        v[0] < 0 || p[0] + p[1] > *params || v[0] + v[1] > *saved)
+      return layer.op->emitError()
+             << "'" << kLayerPlanAttr << "' " << kernel
+             << " does not match the layer's " << kernelKindName(layer.kind)
+             << " kernel (" << layer.paramFloats << " parameter and "
+             << layer.savedFloats << " saved floats) or its stage's buffers";
+    layer.paramOffset = p[0];
+    layer.savedOffset = v[0];
+  }
   return plan;
 }
 

@@ -1,6 +1,7 @@
 //===- KernelPlan.h - a pipe.stage as kernel calls with a buffer plan -----===//
 //
-// The lowering of one `pipe.stage` for the CPU target: its layers in order,
+// The lowering of one `pipe.stage` for a target (one planner, one emitter
+// per target): its layers in order,
 // each with the static shape its kernel takes, its parameters (Megatron
 // names, shapes, initialisation) and its place in the stage's parameter
 // buffer and per-microbatch saved buffer. `pipe-plan-buffers` records the
@@ -55,9 +56,15 @@ struct StagePlan {
   int64_t workspaceFloats = 0;
 };
 
-/// Plans `stage`. Fails (with an error at the op) on layers the CPU target
-/// cannot lower yet: G, D, +, and MTP blocks.
+/// Plans `stage` (what pipe-plan-buffers runs). Fails (with an error at the
+/// op) on layers the targets cannot lower yet: G, D, +, and MTP blocks.
 mlir::FailureOr<StagePlan> planStage(pipe::StageOp stage);
+
+/// The plan pipe-plan-buffers recorded on `stage` (`pipe.buffer_plan` and
+/// each layer's `pipe.kernel`), with the layers' shapes and parameters: what
+/// a translation reads. Never plans: a stage without the attributes, or
+/// with attributes that do not fit its layers, is an error at the op.
+mlir::FailureOr<StagePlan> readStagePlan(pipe::StageOp stage);
 
 /// Discardable attribute names written by `pipe-plan-buffers`.
 inline constexpr const char *kStagePlanAttr = "pipe.buffer_plan";

@@ -10,6 +10,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<hypipe::hybrid::HybridDialect, hypipe::pipe::PipeDialect>();
   hypipe::registerHypipePasses();
+  hypipe::registerHypipePassPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "hypipe optimizer driver\n", registry));
 }

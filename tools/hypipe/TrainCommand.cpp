@@ -200,16 +200,7 @@ std::optional<schedule::Schedule> scheduleOf(const rt::Artifact &a) {
   s.vpp = a.vpp;
   s.microbatches = a.microbatches;
   s.placement = schedule::placementOf(s.name);
-  for (const std::vector<rt::ActionEntry> &program : a.programs) {
-    std::vector<schedule::Action> actions;
-    for (const rt::ActionEntry &e : program) {
-      auto action = schedule::parsePytorchAction(e.text, s.actionContext());
-      if (!action)
-        return std::nullopt;
-      actions.push_back(*action);
-    }
-    s.ranks.push_back(std::move(actions));
-  }
+  s.ranks = a.programs;
   return s;
 }
 
