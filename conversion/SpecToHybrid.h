@@ -9,13 +9,6 @@
 
 namespace hypipe {
 
-/// Discardable attributes of `hybrid.model` read by the kernel lowering:
-/// `position_embedding` ("none" when absent) and the MoE load-balancing
-/// loss coefficient (0 when absent).
-inline constexpr const char *kPositionEmbeddingAttr =
-    "hybrid.position_embedding";
-inline constexpr const char *kMoeAuxLossCoeffAttr = "hybrid.moe_aux_loss_coeff";
-
 /// Builds a module holding one `hybrid.model` for `spec`, with every main
 /// layer placed on its (pp_rank, vp_stage) and the model's `pattern` written
 /// with `|` where that placement puts the stage boundaries (however the spec

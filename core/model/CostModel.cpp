@@ -4,6 +4,7 @@
 #include "core/model/LayerShapes.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace hypipe {
 
@@ -188,6 +189,14 @@ std::vector<ItemCost> modelItems(const ModelDims &d, const CostSettings &s,
 
 int64_t trainingBytesPerParameter(bool bf16) { return bf16 ? 18 : 16; }
 
+int64_t rankMemoryEstimate(int64_t params, int64_t bytesPerParameter,
+                           double activationBytes, double inFlight,
+                           int64_t fixedBytes) {
+  return params * bytesPerParameter +
+         static_cast<int64_t>(std::ceil(inFlight * activationBytes)) +
+         fixedBytes;
+}
+
 double peakMicrobatchesInFlight(const std::string &schedule, int64_t pp,
                                 int64_t vpp, int64_t microbatches,
                                 int64_t ppRank) {
@@ -202,9 +211,11 @@ double peakMicrobatchesInFlight(const std::string &schedule, int64_t pp,
     return std::min(chunks, m * static_cast<double>(vpp)) /
            static_cast<double>(vpp);
   }
-  if (schedule == "zbv")
+  // zbv, and zb-h1, whose rank r delays each W by r steps: a W frees its
+  // activations, so every rank holds as many as rank 0 (pp).
+  if (schedule == "zbv" || schedule == "zb-h1")
     return std::min(static_cast<double>(pp), m);
-  // 1f1b and zb-h1: rank r holds pp - r microbatches at the end of warm-up.
+  // 1f1b: rank r holds pp - r microbatches at the end of warm-up.
   return std::min(static_cast<double>(pp - ppRank), m);
 }
 

@@ -69,6 +69,16 @@ std::vector<ItemCost> modelItems(const ModelDims &dims,
 /// the fp32 master copy and moments).
 int64_t trainingBytesPerParameter(bool bf16);
 
+/// The one memory estimate of a pipeline rank, in bytes: its parameters
+/// with their gradients and optimizer state (`bytesPerParameter` each), the
+/// activations of `inFlight` microbatches (`activationBytes` per microbatch
+/// through all of the rank's stages), and `fixedBytes` (p2p buffers,
+/// workspaces). The partitioner and `hypipe explain` feed it the cost
+/// model's activations; `hypipe train` the compiled plan's saved buffers.
+int64_t rankMemoryEstimate(int64_t params, int64_t bytesPerParameter,
+                           double activationBytes, double inFlight,
+                           int64_t fixedBytes);
+
 /// Closed-form peak number of microbatches whose activations one rank holds
 /// at once, in units of "one microbatch through all of this rank's stages".
 /// `schedule` is a schedule name of docs/spec.md.

@@ -47,9 +47,9 @@ struct MemoryModel {
   /// of the microbatches in flight; a send and a receive buffer per stage.
   int64_t bytes(int64_t params, int64_t activations, int64_t stages,
                 int64_t ppRank) const {
-    double kept = inFlight[ppRank] * static_cast<double>(activations);
-    return params * bytesPerParam + static_cast<int64_t>(std::ceil(kept)) +
-           stages * p2pPerStage;
+    return rankMemoryEstimate(params, bytesPerParam,
+                              static_cast<double>(activations),
+                              inFlight[ppRank], stages * p2pPerStage);
   }
 
   int64_t bytesPerParam, p2pPerStage;

@@ -31,4 +31,15 @@ char layerSymbol(mlir::Operation *op);
 
 } // namespace hypipe::hybrid
 
+namespace hypipe {
+
+/// Discardable attributes of `hybrid.model` read by the kernel lowering:
+/// `position_embedding` ("none" when absent) and the MoE load-balancing
+/// loss coefficient (0 when absent).
+inline constexpr const char *kPositionEmbeddingAttr =
+    "hybrid.position_embedding";
+inline constexpr const char *kMoeAuxLossCoeffAttr = "hybrid.moe_aux_loss_coeff";
+
+} // namespace hypipe
+
 #endif

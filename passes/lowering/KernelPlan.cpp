@@ -2,7 +2,6 @@
 
 #include "passes/lowering/KernelPlan.h"
 
-#include "conversion/SpecToHybrid.h"
 #include "dialects/hybrid/HybridOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"

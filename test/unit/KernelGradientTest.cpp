@@ -154,7 +154,10 @@ TEST_P(MlpGradient, EveryActivation) {
 INSTANTIATE_TEST_SUITE_P(Activations, MlpGradient,
                          ::testing::Values(Activation::SquaredRelu,
                                            Activation::Gelu,
-                                           Activation::Swiglu));
+                                           Activation::Swiglu),
+                         [](const auto &info) {
+                           return std::string(activationName(info.param));
+                         });
 
 TEST(KernelGradient, MoeWithAuxLoss) {
   // The load-balancing loss enters L with weight 1 (lossScale = 1).

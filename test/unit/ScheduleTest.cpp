@@ -307,5 +307,49 @@ TEST(Render, TraceAndSvgHoldEveryComputeAction) {
   EXPECT_EQ(boxes, 12u);
 }
 
+// The vocabulary's text of an action and its parser are exact inverses over
+// every action (communication included) of every schedule, and the names of
+// schedules and ops round-trip too.
+TEST(Vocabulary, TextRoundTripsEveryAction) {
+  int actions = 0;
+  for (const std::string &name : scheduleNames()) {
+    ASSERT_TRUE(parseScheduleKind(name).has_value()) << name;
+    EXPECT_EQ(scheduleName(*parseScheduleKind(name)), name);
+    for (auto [pp, vpp] : {std::pair<int64_t, int64_t>{4, 1}, {3, 2}}) {
+      auto s = buildSchedule({name, pp, vpp, 6, 0});
+      if (!s)
+        continue;
+      insertCommunication(*s);
+      for (const auto &program : s->ranks)
+        for (const Action &a : program) {
+          auto back = parsePytorchAction(pytorchText(a), s->actionContext());
+          ASSERT_TRUE(static_cast<bool>(back)) << pytorchText(a);
+          EXPECT_EQ(*back, a) << pytorchText(a);
+          EXPECT_EQ(parseOpName(opName(a.op)), a.op);
+          ++actions;
+        }
+    }
+  }
+  EXPECT_GT(actions, 500);
+  EXPECT_FALSE(parseScheduleKind("2f2b").has_value());
+  EXPECT_FALSE(parseOpName("SEND").has_value());
+}
+
+// The loop and V placements are inverse mappings between a stage and its
+// (rank, chunk).
+TEST(Vocabulary, StageToRankMappingsAreInverse) {
+  for (Placement p : {Placement::Loop, Placement::V})
+    for (int64_t pp : {1, 2, 4}) {
+      int64_t vpp = p == Placement::V ? 2 : 3;
+      for (int64_t s = 0; s < pp * vpp; ++s)
+        EXPECT_EQ(
+            stageOfChunk(p, pp, rankOfStage(p, pp, s), chunkOfStage(p, pp, s)),
+            s);
+    }
+  EXPECT_EQ(rankOfStage(Placement::V, 4, 7), 0);
+  EXPECT_EQ(rankOfStage(Placement::Loop, 4, 7), 3);
+  EXPECT_EQ(placementOf(ScheduleKind::ZbV), Placement::V);
+}
+
 } // namespace
 } // namespace hypipe::schedule

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "conversion/SpecToHybrid.h"
+#include "core/model/CostModel.h"
 #include "core/schedule/Render.h"
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
@@ -282,15 +283,23 @@ nlohmann::json memoryReport(const rt::Artifact &a,
   std::string rows;
   nlohmann::json perRank = nlohmann::json::array();
   for (int64_t r = 0; r < a.pp; ++r) {
-    double floats = 0, saved = 0, stages = 0;
+    int64_t params = 0, workspace = 0, stages = 0;
+    double saved = 0;
     for (const rt::StageEntry &st : a.stages)
       if (st.ppRank == r) {
-        floats += 4.0 * double(st.numParams) + double(st.workspaceFloats);
+        params += st.numParams;
+        workspace += st.workspaceFloats;
         saved += double(st.savedFloats);
         stages += 1;
       }
-    floats += double(sim.peakActivations[r]) * saved / std::max(1.0, stages);
-    double est = 4.0 * floats / (1 << 20);
+    // fp32: a parameter, its gradient and two moments; a microbatch in
+    // flight keeps every stage's saved buffer (the simulator counts stage
+    // activations, so per stage).
+    double est = double(rankMemoryEstimate(
+                     params, trainingBytesPerParameter(false),
+                     4.0 * saved / double(std::max<int64_t>(1, stages)),
+                     double(sim.peakActivations[r]), 4 * workspace)) /
+                 (1 << 20);
     size_t world = size_t(r * a.dp); // data-parallel replica 0
     nlohmann::json entry;
     entry["estimate"] = est;

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Checks the include graph against the library graph (docs/layout.md).
+
+Every folder may include only the folders listed for it below (and itself);
+the runtime and the core include no LLVM or MLIR header. Prints each
+violation as file:line and exits 1 if there is any.
+"""
+import pathlib
+import re
+import sys
+
+# folder -> folders it may include (besides itself). Lower layers first.
+ALLOWED = {
+    "core": [],
+    "runtime": ["core"],
+    "frontend": ["core"],
+    "dialects": ["core"],
+    "conversion": ["core", "frontend", "dialects"],
+    "passes": ["core", "frontend", "dialects"],
+    "targets": ["core", "frontend", "dialects", "passes", "runtime"],
+    "tools": ["core", "frontend", "dialects", "conversion", "passes",
+              "targets", "runtime"],
+}
+NO_LLVM = {"core", "runtime"}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SYSTEM = re.compile(r'^\s*#\s*include\s+<((llvm|mlir)/[^>]+)>|'
+                    r'^\s*#\s*include\s+"((llvm|mlir)/[^"]+)"')
+
+
+def main(root: pathlib.Path) -> int:
+    problems = []
+    checked = 0
+    for folder, allowed in ALLOWED.items():
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix not in {".h", ".cpp", ".td"}:
+                continue
+            checked += 1
+            rel = path.relative_to(root)
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if folder in NO_LLVM and SYSTEM.match(line):
+                    problems.append(f"{rel}:{number}: {folder}/ must not "
+                                    f"include LLVM or MLIR: {line.strip()}")
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                top = m.group(1).split("/")[0]
+                if top not in ALLOWED or top == folder:
+                    continue
+                if top not in allowed:
+                    problems.append(f"{rel}:{number}: {folder}/ includes "
+                                    f"{m.group(1)} ({top}/ is not below "
+                                    f"{folder}/)")
+    for p in problems:
+        print(p)
+    print(f"layering: {checked} files, {len(problems)} violations")
+    return 1 if problems or checked < 50 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(pathlib.Path(sys.argv[1])))

@@ -1,0 +1,114 @@
+//===- ArtifactSchemaTest.cpp - manifest writer and reader agree ----------===//
+//
+// The manifest's one schema is written by rt::manifestToJson and read by
+// rt::artifactFromJson: every field written must come back, and a missing
+// field is refused with its name.
+//
+//===----------------------------------------------------------------------===//
+#include "core/schedule/Schedule.h"
+#include "runtime/Artifact.h"
+
+#include <gtest/gtest.h>
+
+namespace hypipe::rt {
+namespace {
+
+Artifact sample() {
+  Artifact a;
+  a.target = "cpu";
+  a.model.name = "m";
+  a.model.pattern = "M*|-E";
+  a.model.numLayers = 4;
+  a.model.hidden = 16;
+  a.model.vocab = 256;
+  a.model.tieEmbeddings = false;
+  a.model.positionEmbedding = "rope";
+  a.model.moeAuxLossCoeff = 0.01;
+  a.model.ffnHidden = 64;
+  a.model.numHeads = 4;
+  a.model.numQueryGroups = 2;
+  a.model.kvChannels = 4;
+  a.model.mambaNumHeads = 4;
+  a.model.mambaHeadDim = 8;
+  a.model.mambaState = 16;
+  a.model.mambaNumGroups = 1;
+  a.model.mambaConvWidth = 4;
+  a.model.numExperts = 4;
+  a.model.moeTopK = 2;
+  a.model.moeFfnHidden = 32;
+  a.model.activation = "swiglu";
+  a.pp = 2;
+  a.vpp = 1;
+  a.dp = 3;
+  a.schedule = "zb-h1";
+  a.microbatches = 4;
+  a.training = {256, 2, 10, 7, 1e-3, 1e-4, 0.1, 1.0, 2, 0.8, 0.95, 1e-6};
+  a.dataPath = "/data/x.bin";
+  a.dataFormat = "indexed";
+  a.specFile = "/specs/m.yaml";
+  a.specText = "model: {}\n";
+  for (int64_t s = 0; s < 2; ++s) {
+    StageEntry e;
+    e.index = s;
+    e.ppRank = s;
+    e.source = "stages/stage_" + std::to_string(s) + ".cpp";
+    e.library = "stages/stage_" + std::to_string(s) + ".so";
+    e.hasEmbedding = s == 0;
+    e.hasHead = s == 1;
+    e.batch = 2;
+    e.seq = 256;
+    e.hidden = 16;
+    e.numParams = 100;
+    e.savedFloats = 50 + s;
+    e.workspaceFloats = 30;
+    e.layers.push_back({"mamba", 1 + 2 * s, 0, 60, 0, 40});
+    e.params.push_back(
+        {"decoder.layers.0.norm.weight", {16}, 4, 16, "ones", 0, 0, false});
+    e.params.push_back({"w", {4, 6}, 20, 24, "normal", 0, 0.02, true});
+    a.stages.push_back(e);
+  }
+  a.numStages = 2;
+  auto built = schedule::buildSchedule({"zb-h1", 2, 1, 4, 0});
+  EXPECT_TRUE(static_cast<bool>(built));
+  schedule::insertCommunication(*built);
+  a.programs = built->ranks;
+  return a;
+}
+
+TEST(ArtifactSchema, EveryFieldWrittenIsRead) {
+  Artifact a = sample();
+  Artifact b = artifactFromJson(manifestToJson(a), "<test>");
+  EXPECT_EQ(b.target, a.target);
+  EXPECT_EQ(manifestToJson(b), manifestToJson(a));
+  EXPECT_EQ(b.model.moeFfnHidden, 32);
+  EXPECT_EQ(b.training.beta2, 0.95);
+  EXPECT_EQ(b.training.eps, 1e-6);
+  EXPECT_EQ(b.specText, a.specText);
+  ASSERT_EQ(b.stages.size(), 2u);
+  EXPECT_EQ(b.stages[1].layers, a.stages[1].layers);
+  EXPECT_EQ(b.stages[1].params[1].numel, 24);
+  ASSERT_EQ(b.programs.size(), 2u);
+  EXPECT_EQ(b.programs, a.programs);
+  bool batched = false;
+  for (size_t i = 0; i < a.programs[0].size(); ++i) {
+    EXPECT_EQ(b.programs[0][i].batched, a.programs[0][i].batched);
+    batched = batched || a.programs[0][i].batched;
+  }
+  EXPECT_TRUE(batched) << "the sample should exercise batched transfers";
+}
+
+TEST(ArtifactSchema, MissingFieldIsNamed) {
+  nlohmann::json m = manifestToJson(sample());
+  m["training"].erase("adam_beta2");
+  try {
+    artifactFromJson(m, "<test>");
+    FAIL() << "a manifest without adam_beta2 was accepted";
+  } catch (const RuntimeError &e) {
+    EXPECT_NE(std::string(e.what()).find("missing field 'adam_beta2'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+} // namespace
+} // namespace hypipe::rt
