@@ -1,6 +1,8 @@
 //===- Render.cpp ---------------------------------------------------------===//
 #include "core/schedule/Render.h"
 
+#include "core/schedule/Trace.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -9,37 +11,26 @@
 namespace hypipe::schedule {
 
 std::string chromeTrace(const Schedule &s, const Simulation &sim) {
-  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  ChromeTrace trace;
   for (int64_t r = 0; r < s.pp; ++r) {
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", 0},
-                      {"tid", r},
-                      {"args", {{"name", fmt::format("rank {}", r)}}}});
+    trace.nameProcess(r, fmt::format("rank {}", r));
     for (size_t k = 0; k < s.ranks[r].size(); ++k) {
       const Action &a = s.ranks[r][k];
       if (!isCompute(a.op))
         continue;
       const Timing &t = sim.timings[r][k];
-      events.push_back(
-          {{"name", s.megatronText(a)},
-           {"cat", std::string(opName(a.op))},
-           {"ph", "X"},
-           {"pid", 0},
-           {"tid", r},
-           {"ts", t.start * 1000.0},
-           {"dur", (t.end - t.start) * 1000.0},
-           {"args", {{"stage", a.stage}, {"microbatch", a.microbatch}}}});
+      // One time unit of the costs is shown as 1 ms.
+      trace.complete(s.megatronText(a), opName(a.op), r, 0, t.start * 1000.0,
+                     (t.end - t.start) * 1000.0,
+                     {{"stage", a.stage}, {"microbatch", a.microbatch}});
     }
   }
-  nlohmann::ordered_json trace;
-  trace["traceEvents"] = std::move(events);
-  trace["displayTimeUnit"] = "ms";
-  trace["otherData"] = {{"schedule", s.name},
-                        {"pp", s.pp},
-                        {"vpp", s.vpp},
-                        {"microbatches", s.microbatches},
-                        {"makespan", sim.makespan}};
+  trace.otherData() = {{"source", "simulator"},
+                       {"schedule", s.name},
+                       {"pp", s.pp},
+                       {"vpp", s.vpp},
+                       {"microbatches", s.microbatches},
+                       {"makespan", sim.makespan}};
   return trace.dump(1);
 }
 

@@ -8,8 +8,8 @@
 
 namespace hypipe::schedule {
 
-/// Chrome trace (chrome://tracing, Perfetto): one thread per rank, one
-/// complete event per compute action; one time unit of the costs is 1 ms.
+/// Chrome trace (Trace.h's conventions): one process per rank, one complete
+/// event per compute action; one time unit of the costs is 1 ms.
 std::string chromeTrace(const Schedule &schedule, const Simulation &simulation);
 
 /// An SVG timeline: one row per rank, one box per compute action coloured by

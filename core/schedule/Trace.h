@@ -1,0 +1,45 @@
+//===- Trace.h - Chrome traces, written in one place ----------------------===//
+//
+// The Chrome trace format (chrome://tracing, Perfetto) for both the
+// simulator's predictions (`hypipe schedule --trace`, `hypipe train`'s
+// trace.sim.json) and the runtime's measurements (`hypipe-run --trace`), so
+// the two open side by side with the same conventions: one process per
+// pipeline rank, one thread per data-parallel rank, complete ("X") events
+// whose `cat` is the action kind, times in microseconds.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_CORE_SCHEDULE_TRACE_H
+#define HYPIPE_CORE_SCHEDULE_TRACE_H
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace hypipe::schedule {
+
+class ChromeTrace {
+public:
+  /// Names the track of pipeline rank `pid` (a trace process).
+  void nameProcess(int64_t pid, const std::string &name);
+  /// Names the track of data-parallel rank `tid` within `pid`.
+  void nameThread(int64_t pid, int64_t tid, const std::string &name);
+  /// One action that ran (or is predicted to run) from `startUs` for
+  /// `durationUs` microseconds; `category` is its kind (F, B, I, W, ...).
+  void complete(const std::string &name, const std::string &category,
+                int64_t pid, int64_t tid, double startUs, double durationUs,
+                nlohmann::ordered_json args = nlohmann::ordered_json::object());
+  /// Free-form metadata (schedule, shape, measured memory, ...).
+  nlohmann::ordered_json &otherData() { return other_; }
+
+  /// The trace as JSON text; `indent` < 0 writes one line.
+  std::string dump(int indent = -1) const;
+
+private:
+  nlohmann::ordered_json events_ = nlohmann::ordered_json::array();
+  nlohmann::ordered_json other_ = nlohmann::ordered_json::object();
+};
+
+} // namespace hypipe::schedule
+
+#endif

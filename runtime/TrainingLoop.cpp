@@ -1,0 +1,211 @@
+//===- TrainingLoop.cpp - hypipe-run's loop over training steps -----------===//
+#include "runtime/TrainingLoop.h"
+
+#include "core/schedule/Trace.h"
+#include "runtime/Artifact.h"
+#include "runtime/Data.h"
+#include "runtime/NumberFormat.h"
+#include "runtime/SafeTensors.h"
+#include "runtime/Trainer.h"
+#include "runtime/kernels/cpu/Primitives.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+namespace hypipe::rt {
+
+namespace {
+
+/// Chrome trace (core/schedule/Trace.h) of every rank's measured actions:
+/// one process per pipeline rank, one thread per data-parallel rank.
+std::string chromeTrace(const std::vector<std::string> &perRank,
+                        const Artifact &a, const std::vector<double> &memory) {
+  schedule::ChromeTrace trace;
+  for (size_t r = 0; r < perRank.size(); ++r) {
+    int64_t pp = int64_t(r) / a.dp, dp = int64_t(r) % a.dp;
+    if (dp == 0)
+      trace.nameProcess(pp, fmt::format("pp rank {}", pp));
+    trace.nameThread(pp, dp, fmt::format("rank {} (dp {})", r, dp));
+    for (const nlohmann::json &e : nlohmann::json::parse(perRank[r]))
+      trace.complete(e[0], e[1], pp, dp, e[2], e[3], {{"step", e[4]}});
+  }
+  trace.otherData() = {{"source", "hypipe-run"},
+                       {"schedule", a.schedule},
+                       {"pp", a.pp},
+                       {"vpp", a.vpp},
+                       {"dp", a.dp},
+                       {"microbatches", a.microbatches}};
+  // Per world rank: [peak tensor MiB, peak RSS MiB].
+  nlohmann::json mem = nlohmann::json::array();
+  for (size_t r = 0; r + 1 < memory.size(); r += 2)
+    mem.push_back({memory[r], memory[r + 1]});
+  trace.otherData()["memory_mib"] = mem;
+  return trace.dump();
+}
+
+bool fileExists(const std::string &path) {
+  return !path.empty() && ::access(path.c_str(), F_OK) == 0;
+}
+
+} // namespace
+
+int runTraining(const RunOptions &o, Comm &comm) {
+  const auto &[dir, dataPath, jsonLog, dump, save, resume, trace, stopFile,
+               steps, seed, saveInterval, exitInterval, threads, quiet,
+               progress, profile] = o;
+  const bool root = comm.rank() == 0;
+  Artifact artifact = loadArtifact(dir);
+  const int64_t ranks = artifact.pp * artifact.dp;
+  if (!comm.distributed() && ranks != 1)
+    throw RuntimeError(fmt::format(
+        "error: {} was compiled for pp {} x dp {} = {} ranks, and this "
+        "hypipe-run is a single process\nhelp: mpirun -np {} hypipe-run {} "
+        "(or: hypipe train SPEC, which launches it)",
+        dir, artifact.pp, artifact.dp, ranks, ranks, dir));
+  if (comm.size() != ranks)
+    throw CollectiveError(fmt::format(
+        "error: {} was compiled for pp {} x dp {} = {} ranks, but the "
+        "launcher started {}\nhelp: mpirun -np {} hypipe-run {} (or "
+        "recompile with --pp/--dp for {} ranks)",
+        dir, artifact.pp, artifact.dp, ranks, comm.size(), ranks, dir,
+        comm.size()));
+  comm.setGrid(artifact.pp, artifact.dp);
+  if (steps > 0)
+    artifact.training.steps = steps;
+  if (seed >= 0)
+    artifact.training.seed = seed;
+  if (!dump.empty() && ranks != 1)
+    throw CollectiveError("error: --dump-step needs a single-rank artifact\n"
+                          "help: recompile with --pp 1 --dp 1");
+  cpu::setNumThreads(threads);
+  std::unique_ptr<Dataset> dataset = openDataset(
+      dataPath.empty() ? artifact.dataPath : dataPath, artifact.dataFormat,
+      artifact.training.seqLength, artifact.vocab);
+  const Dataset &data = *dataset;
+  Trainer trainer(artifact, comm, data);
+  int64_t first = 1;
+  if (!resume.empty())
+    first = trainer.resume(resume) + 1;
+
+  std::ofstream log;
+  if (root && !jsonLog.empty()) {
+    log.open(jsonLog, first > 1 ? std::ios::app : std::ios::trunc);
+    if (!log)
+      throw RuntimeError(fmt::format(
+          "error: cannot write '{}'\nhelp: check the path", jsonLog));
+  }
+  // mpirun gives ranks a pseudo-terminal even when its own output is a
+  // file, so hypipe train says which it wants.
+  const bool tty =
+      progress == "auto" ? isatty(STDOUT_FILENO) != 0 : progress == "bar";
+  const int64_t total = artifact.training.steps;
+  if (root && !quiet) {
+    fmt::print("hypipe-run: {} ({}), {} stages on {} rank{} (pp {} x dp "
+               "{}), schedule {}, {} microbatches x {} x {} tokens, {} "
+               "threads per rank\n",
+               artifact.modelName, artifact.pattern, artifact.numStages, ranks,
+               ranks > 1 ? "s" : "", artifact.pp, artifact.dp,
+               artifact.schedule, artifact.microbatches,
+               artifact.training.microBatchSize, artifact.training.seqLength,
+               threads);
+    if (first > 1)
+      fmt::print("resumed from {} at step {}\n", resume, first - 1);
+    std::fflush(stdout);
+  }
+  double elapsed = 0, firstLoss = 0, lastLoss = 0;
+  nlohmann::json traceEvents = nlohmann::json::array();
+  int64_t last = first - 1;
+  bool stopped = false;
+  for (int64_t s = first; s <= total; ++s) {
+    StepStats st = trainer.step(s, s == 1 ? dump : "");
+    last = s;
+    elapsed += st.seconds;
+    if (s == first)
+      firstLoss = st.loss;
+    lastLoss = st.loss;
+    if (!trace.empty())
+      for (const Trainer::Timing &t : trainer.timings())
+        traceEvents.push_back({t.name, std::string(1, t.kind), t.start * 1e6,
+                               (t.end - t.start) * 1e6, s});
+    if (log)
+      log << nlohmann::json{{"step", st.step},
+                            {"loss", st.loss},
+                            {"aux_loss", st.auxLoss},
+                            {"lr", st.lr},
+                            {"grad_norm", st.gradNorm},
+                            {"tokens_per_s", st.tokensPerSecond}}
+                 .dump()
+          << "\n"
+          << std::flush;
+    // Rank 0 decides whether to stop; everyone follows after this step.
+    std::vector<double> stop =
+        comm.allgather({root && fileExists(stopFile) ? 1.0 : 0.0});
+    stopped = stop[0] != 0;
+    bool exiting = stopped || (exitInterval > 0 && s == exitInterval);
+    if (!save.empty() &&
+        (s == total || exiting || (saveInterval > 0 && s % saveInterval == 0)))
+      trainer.save(save, s);
+    if (root && !quiet) {
+      std::string line = fmt::format(
+          "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {} "
+          "tokens/s",
+          s, std::to_string(total).size(), total, st.loss, st.lr, st.gradNorm,
+          hypipe::withCommas(std::llround(st.tokensPerSecond)));
+      if (tty) {
+        int width = 20, done = int(width * s / total);
+        double eta = elapsed / double(s - first + 1) * double(total - s);
+        fmt::print("\r[{}{}] {} | ETA {:.0f}s\x1b[K", std::string(done, '#'),
+                   std::string(width - done, '.'), line, eta);
+        if (s == total || exiting)
+          fmt::print("\n");
+      } else {
+        fmt::print("{}\n", line);
+      }
+      std::fflush(stdout);
+    }
+    if (exiting)
+      break;
+  }
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  std::vector<double> memory =
+      comm.allgather({double(trainer.peakTensorBytes()) / (1 << 20),
+                      double(usage.ru_maxrss) / 1024});
+  if (!trace.empty()) {
+    std::vector<std::string> all = comm.gatherToRoot(traceEvents.dump());
+    if (root) {
+      std::string text = chromeTrace(all, artifact, memory);
+      writeFileAtomically(trace, {{text.data(), text.size()}});
+    }
+  }
+  if (root) {
+    if (stopped)
+      fmt::print("stopped after step {} on request{}\n", last,
+                 save.empty() ? "" : fmt::format(" (saved to {})", save));
+    fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, "
+               "unigram entropy of the data {:.4f}\n",
+               last - first + 1, elapsed, firstLoss, lastLoss,
+               data.unigramEntropy());
+    std::string tensors, rss;
+    for (size_t r = 0; r + 1 < memory.size(); r += 2) {
+      tensors += fmt::format("{}{:.1f}", r ? " " : "", memory[r]);
+      rss += fmt::format("{}{:.0f}", r ? " " : "", memory[r + 1]);
+    }
+    fmt::print("memory per rank (MiB): tensors {} | peak RSS {}\n", tensors,
+               rss);
+    if (profile)
+      fmt::print("profile: GEMM (OpenBLAS, top-level calls) {:.2f}s = {:.1f}% "
+                 "of step time\n",
+                 cpu::gemmSeconds(), 100.0 * cpu::gemmSeconds() / elapsed);
+  }
+  return stopped ? 130 : 0;
+}
+
+} // namespace hypipe::rt
