@@ -67,12 +67,26 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
       b.createBlock(&model.getBody(), {}, {tokensType, tokensType}, {loc, loc});
   Value tokens = body->getArgument(0), labels = body->getArgument(1);
   Value hidden = b.create<hybrid::EmbeddingOp>(loc, hiddenType, tokens);
+  // Each layer is located at its character of the pattern in the spec, so
+  // that errors of later passes point into the pattern.
+  std::vector<size_t> layerOffsets; // offset in the pattern text, by layer
+  for (size_t i = 0; i < spec.pattern.main.size(); ++i)
+    if (spec.pattern.main[i] != '|')
+      layerOffsets.push_back(i);
+  auto locAt = [&](size_t offset) -> Location {
+    if (spec.patternLine == 0)
+      return loc;
+    return FileLineColLoc::get(&context, spec.file, spec.patternLine,
+                               spec.patternColumn + unsigned(offset));
+  };
   for (const PatternStage &stage : spec.placement.stages) {
     for (auto [i, symbol] : llvm::enumerate(stage.layers)) {
       auto placement =
           hybrid::PlacementAttr::get(&context, stage.index, stage.ppRank,
                                      stage.vpStage, stage.layerNumbers[i]);
-      hidden = buildLayer(b, loc, symbol, hidden, placement);
+      size_t k = size_t(stage.layerNumbers[i] - 1);
+      Location at = k < layerOffsets.size() ? locAt(layerOffsets[k]) : loc;
+      hidden = buildLayer(b, at, symbol, hidden, placement);
     }
   }
   Value mainHidden = hidden;
@@ -87,8 +101,10 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
     OpBuilder::InsertionGuard guard(b);
     Block *mtpBody = b.createBlock(&mtp.getBody(), {}, {hiddenType}, {loc});
     Value h = mtpBody->getArgument(0);
-    for (char symbol : spec.pattern.mtp)
-      h = buildLayer(b, loc, symbol, h, hybrid::PlacementAttr());
+    size_t part = spec.pattern.mtpOffset +
+                  size_t(depth - 1) * (spec.pattern.mtp.size() + 1);
+    for (auto [j, symbol] : llvm::enumerate(spec.pattern.mtp))
+      h = buildLayer(b, locAt(part + j), symbol, h, hybrid::PlacementAttr());
     b.create<hybrid::YieldOp>(loc, h);
     mainHidden = mtp.getNextHidden();
     losses.push_back(mtp.getLoss());

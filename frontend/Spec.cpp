@@ -590,6 +590,18 @@ llvm::Error Loader::check() {
   if (!pattern)
     return scalarError(patternNode, pattern.takeError());
   spec.pattern = std::move(*pattern);
+  if (auto *scalar = llvm::dyn_cast_or_null<yaml::ScalarNode>(patternNode)) {
+    llvm::StringRef raw = scalar->getRawValue();
+    llvm::StringRef inner = raw;
+    if (raw.size() >= 2 && (raw.front() == '"' || raw.front() == '\''))
+      inner = raw.drop_front().drop_back();
+    if (inner == draft.pattern && !inner.contains('\n')) {
+      auto [line, column] =
+          sm.getLineAndColumn(llvm::SMLoc::getFromPointer(inner.data()));
+      spec.patternLine = line;
+      spec.patternColumn = column;
+    }
+  }
   if (patternNode && draft.numLayers &&
       *draft.numLayers != spec.pattern.numLayers())
     return error(

@@ -56,6 +56,10 @@ struct ModelSpec {
   std::string file; ///< Where it was read from.
   std::string name = "model";
   HybridPattern pattern;
+  /// Line and column (1-based) of the pattern's first character in `file`
+  /// when the file holds it verbatim on one line (no escapes), so the
+  /// compiler can locate each layer at its character; 0 otherwise.
+  unsigned patternLine = 0, patternColumn = 0;
   ModelDims dims;
   std::string positionEmbedding = "none";
   double moeAuxLossCoeff = 0.01;

@@ -8,10 +8,12 @@
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -60,6 +62,10 @@ int runCompile(const CompileOptions &o) {
   if (!spec)
     return 1;
   mlir::MLIRContext context;
+  // Errors at a layer print the spec line with a caret under its symbol.
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  context.printOpOnDiagnostic(false);
   auto module = buildModel(context, *spec);
   if (failed(mlir::verify(*module))) {
     llvm::errs() << "error: internal: the model built from " << o.spec

@@ -20,9 +20,11 @@
 #include "targets/Artifact.h"
 #include "tools/hypipe/Commands.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
@@ -341,6 +343,10 @@ int runTrain(const TrainOptions &o) {
     fmt::print("compile: cached ({})\n", artifact);
   } else {
     mlir::MLIRContext context;
+    // Errors at a layer print the spec line with a caret under its symbol.
+    llvm::SourceMgr sourceMgr;
+    mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+    context.printOpOnDiagnostic(false);
     auto module = buildModel(context, *spec);
     if (failed(mlir::verify(*module))) {
       std::cerr << "error: internal: the model built from " << o.spec
