@@ -120,11 +120,15 @@ void Trainer::startDpReduction(StageState &s) {
         std::min<int64_t>(kBucketFloats, int64_t(s.grads.size()) - at)));
 }
 
-void Trainer::runProgram(int64_t step, double &loss, double &aux) {
+namespace {
+/// Key of a (stage, microbatch) tensor in a step's maps.
+int64_t tensorKey(int64_t stage, int64_t mb) { return stage * (1 << 20) + mb; }
+} // namespace
+
+void Trainer::loadBatch(int64_t step) {
   const TrainingConfig &t = artifact.training;
   const int64_t M = artifact.microbatches, dp = comm.dpSize(),
                 perMb = t.microBatchSize * t.seqLength;
-  const int64_t activation = perMb * artifact.stages[0].hidden;
   // The global batch is dp x M microbatches; this replica takes microbatches
   // [dpRank * M, (dpRank + 1) * M) of it. Every pipeline rank draws the
   // replica's samples, so first and last stages agree on tokens and labels
@@ -137,150 +141,176 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
       data.sample(uint64_t(t.seed), index, tokens.data() + at,
                   labels.data() + at);
     }
+}
+
+Trainer::StageState &Trainer::localStage(int64_t stage) {
+  for (StageState &s : stages)
+    if (s.entry->index == stage)
+      return s;
+  throw RuntimeError(fmt::format(
+      "error: rank {}'s program names stage {}, which runs on another rank\n"
+      "help: the artifact is corrupt; recompile it",
+      ppRank, stage));
+}
+
+void Trainer::send(const ActionEntry &a, StepState &st) {
+  bool backward = a.op == schedule::Op::SendB;
+  auto &from = backward ? st.grads : st.acts;
+  auto it = from.find(tensorKey(a.stage, a.microbatch));
+  if (it == from.end())
+    throw RuntimeError(fmt::format(
+        "error: rank {} has nothing to send at '{}'\nhelp: the artifact's "
+        "program is out of order; recompile it",
+        ppRank, schedule::pytorchText(a)));
+  st.sendBuffers.push_back(std::move(it->second));
+  from.erase(it);
+  st.sends.push_back(comm.isend(
+      st.sendBuffers.back().data(), st.activation, comm.worldRankOf(a.peer),
+      transferTag(backward ? a.stage - 1 : a.stage + 1, a.microbatch,
+                  artifact.microbatches, backward)));
+}
+
+void Trainer::receive(const ActionEntry &a, StepState &st) {
+  bool backward = a.op == schedule::Op::RecvB;
+  // Stored as if the producing stage had run here.
+  auto &into = backward ? st.grads : st.acts;
+  std::vector<float> &buffer =
+      into.emplace(
+              tensorKey(backward ? a.stage + 1 : a.stage - 1, a.microbatch),
+              std::vector<float>(st.activation))
+          .first->second;
+  comm.recv(
+      buffer.data(), st.activation, comm.worldRankOf(a.peer),
+      transferTag(a.stage, a.microbatch, artifact.microbatches, backward));
+}
+
+hypipe_stage_args_t Trainer::stageArgs(StageState &s, const ActionEntry &a,
+                                       const StepState &st) {
+  hypipe_stage_args_t args{};
+  args.params = s.params.data();
+  args.grads = s.grads.data();
+  args.workspace = s.workspace.data();
+  args.tokens = tokens.data() + a.microbatch * st.perMb;
+  args.labels = labels.data() + a.microbatch * st.perMb;
+  args.loss_scale = float(st.scale);
+  return args;
+}
+
+void Trainer::forward(const ActionEntry &a, StepState &st) {
+  StageState &s = localStage(a.stage);
+  StageEntry &e = *s.entry;
+  hypipe_stage_args_t args = stageArgs(s, a, st);
+  int slot;
+  if (s.freeSlots.empty()) {
+    slot = int(s.slots.size());
+    s.slots.emplace_back(e.savedFloats);
+  } else {
+    slot = s.freeSlots.back();
+    s.freeSlots.pop_back();
+  }
+  int64_t k = tensorKey(a.stage, a.microbatch);
+  st.slotOf[k] = slot;
+  args.saved = s.slots[slot].data();
+  if (!e.hasEmbedding)
+    args.input = st.acts.at(tensorKey(a.stage - 1, a.microbatch)).data();
+  if (!e.hasHead)
+    args.output = st.acts.emplace(k, std::vector<float>(st.activation))
+                      .first->second.data();
+  e.forward(&args);
+  if (!e.hasEmbedding)
+    st.acts.erase(tensorKey(a.stage - 1, a.microbatch));
+  if (e.hasHead)
+    st.loss += args.loss * st.scale;
+  st.aux += args.aux_loss * st.scale;
+}
+
+void Trainer::backward(const ActionEntry &a, StepState &st) {
+  StageState &s = localStage(a.stage);
+  StageEntry &e = *s.entry;
+  hypipe_stage_args_t args = stageArgs(s, a, st);
+  int64_t k = tensorKey(a.stage, a.microbatch);
+  args.saved = s.slots.at(st.slotOf.at(k)).data();
+  if (a.op == schedule::Op::B || a.op == schedule::Op::I) {
+    if (!e.hasHead)
+      args.grad_output =
+          st.grads.at(tensorKey(a.stage + 1, a.microbatch)).data();
+    if (!e.hasEmbedding)
+      args.grad_input = st.grads.emplace(k, std::vector<float>(st.activation))
+                            .first->second.data();
+    e.backwardInput(&args);
+    if (!e.hasHead)
+      st.grads.erase(tensorKey(a.stage + 1, a.microbatch));
+  }
+  if (a.op == schedule::Op::B || a.op == schedule::Op::W) {
+    e.backwardWeight(&args);
+    s.freeSlots.push_back(st.slotOf.at(k));
+    st.slotOf.erase(k);
+    if (++s.backwardsDone == artifact.microbatches)
+      startDpReduction(s);
+  }
+}
+
+void Trainer::runProgram(int64_t step, double &loss, double &aux) {
+  const TrainingConfig &t = artifact.training;
+  loadBatch(step);
+  StepState st;
+  st.perMb = t.microBatchSize * t.seqLength;
+  st.activation = st.perMb * artifact.stages[0].hidden;
   // Each microbatch's loss enters the step's loss with weight 1 / (dp M),
   // so the data-parallel sum of gradients is already their mean.
-  const double scale = 1.0 / double(M * dp);
-
-  auto key = [](int64_t stage, int64_t mb) { return stage * (1 << 20) + mb; };
-  std::map<int64_t, std::vector<float>> acts, grads; // outputs, input grads
-  std::map<int64_t, int> slotOf;
-  std::vector<Comm::Request> sends;
-  std::vector<std::vector<float>> sendBuffers;
-  auto local = [&](int64_t stage) -> StageState & {
-    for (StageState &s : stages)
-      if (s.entry->index == stage)
-        return s;
-    throw RuntimeError(fmt::format(
-        "error: rank {}'s program names stage {}, which runs on another rank\n"
-        "help: the artifact is corrupt; recompile it",
-        ppRank, stage));
-  };
+  st.scale = 1.0 / double(artifact.microbatches * comm.dpSize());
   for (StageState &s : stages)
     s.backwardsDone = 0;
   lastTimings.clear();
 
   for (const ActionEntry &a : artifact.programs[ppRank]) {
     double begin = now() - epoch;
-    auto record = [&](char kind) {
-      lastTimings.push_back(
-          {schedule::pytorchText(a), kind, begin, now() - epoch});
-      peakTransientFloats = std::max<int64_t>(
-          peakTransientFloats,
-          int64_t(acts.size() + grads.size() + sendBuffers.size()) *
-              activation);
-    };
-    bool transfer = a.op == schedule::Op::SendF ||
-                    a.op == schedule::Op::SendB ||
-                    a.op == schedule::Op::RecvF || a.op == schedule::Op::RecvB;
-    if (transfer && !comm.distributed())
+    if (!schedule::isCompute(a.op) && !comm.distributed())
       throw RuntimeError(fmt::format(
           "error: action '{}' exchanges tensors with rank {}; this run has a "
           "single process\nhelp: launch {} ranks with mpirun (or compile "
           "with --pp 1)",
           schedule::pytorchText(a), a.peer, artifact.pp * artifact.dp));
+    char kind = 'F';
     switch (a.op) {
     case schedule::Op::SendF:
-    case schedule::Op::SendB: {
-      bool backward = a.op == schedule::Op::SendB;
-      auto &from = backward ? grads : acts;
-      auto it = from.find(key(a.stage, a.microbatch));
-      if (it == from.end())
-        throw RuntimeError(fmt::format(
-            "error: rank {} has nothing to send at '{}'\nhelp: the artifact's "
-            "program is out of order; recompile it",
-            ppRank, schedule::pytorchText(a)));
-      sendBuffers.push_back(std::move(it->second));
-      from.erase(it);
-      sends.push_back(comm.isend(
-          sendBuffers.back().data(), activation, comm.worldRankOf(a.peer),
-          transferTag(backward ? a.stage - 1 : a.stage + 1, a.microbatch, M,
-                      backward)));
-      record('S');
-      continue;
-    }
+    case schedule::Op::SendB:
+      send(a, st);
+      kind = 'S';
+      break;
     case schedule::Op::RecvF:
-    case schedule::Op::RecvB: {
-      bool backward = a.op == schedule::Op::RecvB;
-      // Stored as if the producing stage had run here.
-      auto &into = backward ? grads : acts;
-      std::vector<float> &buffer =
-          into.emplace(key(backward ? a.stage + 1 : a.stage - 1, a.microbatch),
-                       std::vector<float>(activation))
-              .first->second;
-      comm.recv(buffer.data(), activation, comm.worldRankOf(a.peer),
-                transferTag(a.stage, a.microbatch, M, backward));
-      record('R');
-      continue;
-    }
-    default:
+    case schedule::Op::RecvB:
+      receive(a, st);
+      kind = 'R';
+      break;
+    case schedule::Op::F:
+      forward(a, st);
+      kind = 'F';
+      break;
+    case schedule::Op::B:
+    case schedule::Op::I:
+    case schedule::Op::W:
+      backward(a, st);
+      kind = schedule::opName(a.op)[0];
       break;
     }
-
-    StageState &s = local(a.stage);
-    StageEntry &e = *s.entry;
-    hypipe_stage_args_t args{};
-    args.params = s.params.data();
-    args.grads = s.grads.data();
-    args.workspace = s.workspace.data();
-    args.tokens = tokens.data() + a.microbatch * perMb;
-    args.labels = labels.data() + a.microbatch * perMb;
-    args.loss_scale = float(scale);
-    int64_t k = key(a.stage, a.microbatch);
-
-    if (a.op == schedule::Op::F) {
-      int slot;
-      if (s.freeSlots.empty()) {
-        slot = int(s.slots.size());
-        s.slots.emplace_back(e.savedFloats);
-      } else {
-        slot = s.freeSlots.back();
-        s.freeSlots.pop_back();
-      }
-      slotOf[k] = slot;
-      args.saved = s.slots[slot].data();
-      if (!e.hasEmbedding)
-        args.input = acts.at(key(a.stage - 1, a.microbatch)).data();
-      if (!e.hasHead)
-        args.output = acts.emplace(k, std::vector<float>(activation))
-                          .first->second.data();
-      e.forward(&args);
-      if (!e.hasEmbedding)
-        acts.erase(key(a.stage - 1, a.microbatch));
-      if (e.hasHead)
-        loss += args.loss * scale;
-      aux += args.aux_loss * scale;
-      record('F');
-    } else {
-      args.saved = s.slots.at(slotOf.at(k)).data();
-      if (a.op == schedule::Op::B || a.op == schedule::Op::I) {
-        if (!e.hasHead)
-          args.grad_output = grads.at(key(a.stage + 1, a.microbatch)).data();
-        if (!e.hasEmbedding)
-          args.grad_input = grads.emplace(k, std::vector<float>(activation))
-                                .first->second.data();
-        e.backwardInput(&args);
-        if (!e.hasHead)
-          grads.erase(key(a.stage + 1, a.microbatch));
-      }
-      if (a.op == schedule::Op::B || a.op == schedule::Op::W) {
-        e.backwardWeight(&args);
-        s.freeSlots.push_back(slotOf.at(k));
-        slotOf.erase(k);
-        if (++s.backwardsDone == M)
-          startDpReduction(s);
-      }
-      record(a.op == schedule::Op::B   ? 'B'
-             : a.op == schedule::Op::I ? 'I'
-                                       : 'W');
-    }
-    // Let MPI move pending sends and reductions along between kernels.
-    if (comm.distributed()) {
-      comm.testAll(sends);
+    lastTimings.push_back(
+        {schedule::pytorchText(a), kind, begin, now() - epoch});
+    peakTransientFloats = std::max<int64_t>(
+        peakTransientFloats,
+        int64_t(st.acts.size() + st.grads.size() + st.sendBuffers.size()) *
+            st.activation);
+    // Let MPI move pending sends and reductions along between kernels; a
+    // transfer needs no progress call of its own.
+    if (comm.distributed() && schedule::isCompute(a.op)) {
+      comm.testAll(st.sends);
       comm.testAll(dpRequests);
     }
   }
-  comm.waitAll(sends);
+  comm.waitAll(st.sends);
   comm.waitAll(dpRequests);
+  loss += st.loss;
+  aux += st.aux;
 }
 
 void Trainer::reduceTiedGradients() {

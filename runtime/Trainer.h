@@ -78,7 +78,28 @@ private:
     int64_t backwardsDone = 0; ///< B or W actions this step
   };
 
+  /// What one step's program moves between actions: activations and
+  /// input gradients by (stage, microbatch), saved slots, pending sends.
+  struct StepState {
+    std::map<int64_t, std::vector<float>> acts, grads;
+    std::map<int64_t, int> slotOf;
+    std::vector<Comm::Request> sends;
+    std::vector<std::vector<float>> sendBuffers;
+    int64_t perMb = 0, activation = 0;
+    double scale = 1, loss = 0, aux = 0;
+  };
+
+  /// Runs the rank's program for step `step`: one handler per action kind.
   void runProgram(int64_t step, double &loss, double &aux);
+  void loadBatch(int64_t step);
+  StageState &localStage(int64_t stage);
+  hypipe_stage_args_t stageArgs(StageState &s, const ActionEntry &a,
+                                const StepState &st);
+  void send(const ActionEntry &a, StepState &st);
+  void receive(const ActionEntry &a, StepState &st);
+  void forward(const ActionEntry &a, StepState &st);
+  /// B, or its halves I (input gradients) and W (weight gradients).
+  void backward(const ActionEntry &a, StepState &st);
   void startDpReduction(StageState &s);
   void reduceTiedGradients();
   double localGradNormSquared() const;
