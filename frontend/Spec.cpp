@@ -209,7 +209,15 @@ private:
   llvm::Error readSection(const Section &section, yaml::Node *value);
   llvm::Error readField(const Section &section, const Field &field,
                         yaml::Node *value);
+  /// Checks the draft section by section, filling in what follows from it.
   llvm::Error check();
+  llvm::Error checkPattern();
+  llvm::Error checkModel();
+  llvm::Error checkParallel();
+  llvm::Error checkTraining();
+  llvm::Error checkPartition();
+  /// The pattern's value node, if the spec gives one.
+  yaml::Node *patternNode = nullptr;
 
   /// Location of byte `offset` of the value of the scalar `node`, if the
   /// scalar's text maps one to one onto its value; else its start.
@@ -546,10 +554,18 @@ llvm::Expected<ModelSpec> Loader::load() {
 }
 
 llvm::Error Loader::check() {
+  for (llvm::Error (Loader::*section)() :
+       {&Loader::checkPattern, &Loader::checkModel, &Loader::checkParallel,
+        &Loader::checkTraining, &Loader::checkPartition})
+    if (llvm::Error err = (this->*section)())
+      return err;
+  return llvm::Error::success();
+}
+
+llvm::Error Loader::checkPattern() {
   ModelSpec &spec = draft.spec;
 
   // The pattern: given, or allocated from ratios.
-  yaml::Node *patternNode = nullptr;
   bool fromRatios = draft.attentionRatio || draft.mlpRatio;
   if (valueNodes.count("model.pattern")) {
     patternNode = valueNodes["model.pattern"];
@@ -613,8 +629,12 @@ llvm::Error Loader::check() {
     return error(patternNode ? patternNode : nodeFor("model", "pattern"),
                  "the pattern has no layers",
                  "give at least one layer symbol, e.g. pattern: \"M*M-\"");
+  return llvm::Error::success();
+}
 
-  // Dimensions, then what each layer kind in use needs.
+/// Dimensions, then what each layer kind in use needs.
+llvm::Error Loader::checkModel() {
+  ModelSpec &spec = draft.spec;
   if (auto problem = checkModelDims(spec.dims))
     return error(nodeFor("model", problem->field), problem->message,
                  problem->help);
@@ -642,8 +662,12 @@ llvm::Error Loader::check() {
     return error(nodeFor("model", "moe_aux_loss_coeff"),
                  "moe_aux_loss_coeff cannot be negative",
                  "use 0 to switch the load-balancing loss off");
+  return llvm::Error::success();
+}
 
-  // Parallel layout.
+/// The parallel layout: sizes, the placement of the layers, the schedule.
+llvm::Error Loader::checkParallel() {
+  ModelSpec &spec = draft.spec;
   ParallelSpec &par = spec.parallel;
   for (auto [key, value] : {std::pair{"pp", par.pp}, {"dp", par.dp}})
     if (value < 1)
@@ -739,8 +763,12 @@ llvm::Error Loader::check() {
                  refused.problem().help.empty()
                      ? "see docs/schedules.md for what each schedule accepts"
                      : refused.problem().help);
+  return llvm::Error::success();
+}
 
-  // Training and data.
+/// Training and data.
+llvm::Error Loader::checkTraining() {
+  ModelSpec &spec = draft.spec;
   TrainingSpec &t = spec.training;
   for (auto [key, value] : {std::pair{"seq_length", t.seqLength},
                             {"micro_batch_size", t.microBatchSize},
@@ -777,7 +805,13 @@ llvm::Error Loader::check() {
     return error(nodeFor("data", "format"),
                  fmt::format("unknown data format '{}'", spec.data.format),
                  "use text (raw bytes) or indexed (Megatron .bin/.idx)");
+  return llvm::Error::success();
+}
 
+/// The automatic split, for a pattern without `|`.
+llvm::Error Loader::checkPartition() {
+  ModelSpec &spec = draft.spec;
+  ParallelSpec &par = spec.parallel;
   if (par.objective != "time" && par.objective != "params")
     return error(nodeFor("parallel", "objective"),
                  fmt::format("unknown partition objective '{}'", par.objective),
