@@ -323,20 +323,10 @@ nlohmann::json memoryReport(const rt::Artifact &a,
   return perRank;
 }
 
-int runTrain(const TrainOptions &o) {
-  auto spec = loadSpec(o.spec, o.overrides);
-  if (!spec) {
-    llvm::errs() << toString(spec.takeError());
-    return 1;
-  }
-  std::string run = o.runDir.empty() ? "runs/" + spec->name : o.runDir;
-  std::string artifact = run + "/artifact";
-  if (llvm::sys::fs::create_directories(run)) {
-    std::cerr << "error: cannot create the run directory '" << run
-              << "'\nhelp: pass --run-dir DIR somewhere writable\n";
-    return 1;
-  }
-  // 1. Compile, unless this spec was compiled by this hypipe already.
+/// Step 1 of `hypipe train`: compiles `spec` into RUN/artifact unless this
+/// hypipe compiled the same spec with the same overrides there already.
+bool compileRun(const TrainOptions &o, const ModelSpec &spec,
+                const std::string &run, const std::string &artifact) {
   std::string key = cacheKey(o);
   if (readFile(run + "/artifact.key") == key &&
       ::access((artifact + "/manifest.json").c_str(), R_OK) == 0) {
@@ -347,26 +337,37 @@ int runTrain(const TrainOptions &o) {
     llvm::SourceMgr sourceMgr;
     mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
     context.printOpOnDiagnostic(false);
-    auto module = buildModel(context, *spec);
+    auto module = buildModel(context, spec);
     if (failed(mlir::verify(*module))) {
       std::cerr << "error: internal: the model built from " << o.spec
                 << " does not verify (please report this)\n";
-      return 1;
+      return false;
     }
     ::unlink((run + "/artifact.key").c_str());
     if (auto err =
-            writeArtifact(*module, *spec, artifact, defaultArtifactOptions())) {
+            writeArtifact(*module, spec, artifact, defaultArtifactOptions())) {
       llvm::errs() << toString(std::move(err)) << "\n";
-      return 1;
+      return false;
     }
     std::ofstream(run + "/artifact.key") << key;
     fmt::print("compile: {} -> {}\n", o.spec, artifact);
   }
+  return true;
+}
 
-  // 2. Launch pp x dp ranks.
-  const int64_t ranks = spec->parallel.pp * spec->parallel.dp;
-  std::string log = o.jsonLog.empty() ? run + "/log.jsonl" : o.jsonLog;
-  std::string trace = run + "/trace.json", stopFile = run + "/.stop";
+struct LaunchResult {
+  int status = 0;
+  bool stopped = false; ///< ended by Ctrl-C (the stop file), not a failure
+  std::string launcher;
+};
+
+/// Step 2 of `hypipe train`: launches pp x dp ranks of hypipe-run on the
+/// artifact (mpirun, or HYPIPE_MPIRUN, or one process) and waits for them.
+LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
+                       const std::string &run, const std::string &artifact,
+                       const std::string &log, const std::string &trace) {
+  const int64_t ranks = spec.parallel.pp * spec.parallel.dp;
+  std::string stopFile = run + "/.stop";
   ::unlink(stopFile.c_str());
   std::vector<std::string> argv;
   if (ranks > 1) {
@@ -415,17 +416,16 @@ int runTrain(const TrainOptions &o) {
   int status = launch(argv, stopFile);
   bool stopped = status == 130 && ::access(stopFile.c_str(), F_OK) == 0;
   ::unlink(stopFile.c_str());
-  if (status != 0 && !stopped) {
-    std::cerr << fmt::format(
-        "error: training failed: {} exited with status {}{}\nhelp: the "
-        "messages above name the rank and the cause; resume from the last "
-        "checkpoint with: hypipe train {} --resume auto\n",
-        ranks > 1 ? argv[0] : "hypipe-run", status,
-        status > 128 ? fmt::format(" (signal {})", status - 128) : "", o.spec);
-    return 1;
-  }
+  return {status, stopped, ranks > 1 ? argv[0] : "hypipe-run"};
+}
 
-  // 3. Summary: losses, throughput, bubble, memory; the loss curve.
+/// Step 3 of `hypipe train`: the summary (losses, throughput, measured
+/// bubble next to the simulator's, memory next to its estimate), the loss
+/// curve and the simulated trace; returns the exit code.
+int summariseRun(const TrainOptions &o, const ModelSpec &spec,
+                 const std::string &run, const std::string &artifact,
+                 const std::string &log, const std::string &trace,
+                 bool stopped) {
   std::vector<std::pair<int64_t, double>> losses;
   double tokensPerSecond = 0;
   int64_t timed = 0;
@@ -450,11 +450,11 @@ int runTrain(const TrainOptions &o) {
   }
   nlohmann::ordered_json summary;
   summary["spec"] = o.spec;
-  summary["layout"] = {{"pp", spec->parallel.pp},
-                       {"vpp", spec->parallel.vpp},
-                       {"dp", spec->parallel.dp},
-                       {"schedule", spec->parallel.schedule},
-                       {"microbatches", spec->parallel.microbatches}};
+  summary["layout"] = {{"pp", spec.parallel.pp},
+                       {"vpp", spec.parallel.vpp},
+                       {"dp", spec.parallel.dp},
+                       {"schedule", spec.parallel.schedule},
+                       {"microbatches", spec.parallel.microbatches}};
   summary["steps"] = losses.back().first;
   summary["first_loss"] = losses.front().second;
   summary["last_loss"] = losses.back().second;
@@ -498,9 +498,9 @@ int runTrain(const TrainOptions &o) {
   std::string svg =
       lossSvg(losses, fmt::format("{} ({}), pp {} vpp {} dp {}, "
                                   "{}",
-                                  spec->name, spec->pattern.text,
-                                  spec->parallel.pp, spec->parallel.vpp,
-                                  spec->parallel.dp, spec->parallel.schedule));
+                                  spec.name, spec.pattern.text,
+                                  spec.parallel.pp, spec.parallel.vpp,
+                                  spec.parallel.dp, spec.parallel.schedule));
   std::ofstream(run + "/loss.svg") << svg;
   std::ofstream(run + "/summary.json") << summary.dump(2) << "\n";
   fmt::print("  wrote {0}/loss.svg, {0}/summary.json, {1}, {0}/trace.json "
@@ -514,6 +514,39 @@ int runTrain(const TrainOptions &o) {
     return 130;
   }
   return 0;
+}
+
+int runTrain(const TrainOptions &o) {
+  auto spec = loadSpec(o.spec, o.overrides);
+  if (!spec) {
+    llvm::errs() << toString(spec.takeError());
+    return 1;
+  }
+  std::string run = o.runDir.empty() ? "runs/" + spec->name : o.runDir;
+  std::string artifact = run + "/artifact";
+  if (llvm::sys::fs::create_directories(run)) {
+    std::cerr << "error: cannot create the run directory '" << run
+              << "'\nhelp: pass --run-dir DIR somewhere writable\n";
+    return 1;
+  }
+  std::string log = o.jsonLog.empty() ? run + "/log.jsonl" : o.jsonLog;
+  std::string trace = run + "/trace.json";
+  if (!compileRun(o, *spec, run, artifact))
+    return 1;
+  LaunchResult launched = launchRun(o, *spec, run, artifact, log, trace);
+  int status = launched.status;
+  bool stopped = launched.stopped;
+  if (status != 0 && !stopped) {
+    std::cerr << fmt::format(
+        "error: training failed: {} exited with status {}{}\nhelp: the "
+        "messages above name the rank and the cause; resume from the last "
+        "checkpoint with: hypipe train {} --resume auto\n",
+        launched.launcher, status,
+        status > 128 ? fmt::format(" (signal {})", status - 128) : "", o.spec);
+    return 1;
+  }
+
+  return summariseRun(o, *spec, run, artifact, log, trace, stopped);
 }
 
 } // namespace
