@@ -1,7 +1,12 @@
 #!/usr/bin/python3
 """Peer for bench/run_train.sh: the same model trained by eager PyTorch on
-CPU (the reference model of test/reference/torch_reference.py, in float32),
-same shapes, AdamW, same thread count. Prints: tokens_per_s params.
+CPU, in float32, same shapes, AdamW, same thread count, written for speed as
+a PyTorch user without custom kernels writes it: Mamba-2's scan in its
+chunked SSD form (bench/fast_mamba.py: batched matmuls per chunk, states
+passed between chunks only; test/e2e/fast-peer.test shows it is the same
+function as the reference's per-step recurrence), the other layers as in
+test/reference/torch_reference.py (GEMMs, einsum attention: PyTorch 1.13 has
+no fused attention), AdamW with foreach. Prints: tokens_per_s params.
 
 usage: peer_train.py ARTIFACT THREADS STEPS"""
 import os
@@ -12,6 +17,9 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "reference"))
 import torch_reference as ref  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+import fast_mamba  # noqa: E402
 
 artifact, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 torch.set_num_threads(threads)
@@ -44,7 +52,7 @@ dims = {
             "aux_coeff": m["moe_aux_loss_coeff"]},
 }
 layers = [(l["kind"], l["layer"]) for s in manifest["stages"] for l in s["layers"]]
-opt = torch.optim.AdamW(params.values(), lr=1e-3)
+opt = torch.optim.AdamW(params.values(), lr=1e-3, foreach=True)
 data = open(manifest["data"]["path"], "rb").read()
 
 
@@ -56,7 +64,7 @@ def forward(tokens, labels):
         if kind == "embedding":
             x = params["embedding.word_embeddings.weight"][tokens]
         elif kind == "mamba":
-            x = x + ref.mamba(ref.rmsnorm(x, lp["norm.weight"]), lp, dims["mamba"])
+            x = x + fast_mamba.mamba(ref.rmsnorm(x, lp["norm.weight"]), lp, dims["mamba"])
         elif kind == "attention":
             x = x + ref.attention(ref.rmsnorm(x, lp["self_attention.linear_qkv.layer_norm_weight"]),
                                   lp, dims["attention"])
