@@ -4,7 +4,8 @@ same function as the correctness reference's (torch_reference.mamba, the
 per-step recurrence): output and every input and parameter gradient agree in
 float64, for a sequence that is not a multiple of the chunk, several chunks,
 several groups; and a wrong chunk boundary would be caught (a broken variant
-must disagree). Prints PASS or FAIL with the worst relative error."""
+must disagree). The projections, conv and gated norm around the scan are
+shared code; the check is about the scan. Prints PASS or FAIL with the worst relative error."""
 import os
 import sys
 

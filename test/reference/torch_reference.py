@@ -53,7 +53,20 @@ def activation(name, h):
     raise ValueError(name)
 
 
-def mamba(x, p, d):
+def sequential_scan(xs, dt, A, Bm, Cm):
+    """The SSD recurrence one time step at a time (the definition):
+    xs [b, s, h, p], dt [b, s, h], A [h], Bm/Cm [b, s, h, n] -> y without D."""
+    B, S, H, P = xs.shape
+    h = torch.zeros(B, H, P, Bm.shape[-1], dtype=xs.dtype)
+    ys = []
+    for t in range(S):
+        a = torch.exp(dt[:, t] * A)[..., None, None]
+        h = a * h + (dt[:, t, :, None] * xs[:, t])[..., None] * Bm[:, t, :, None, :]
+        ys.append((h * Cm[:, t, :, None, :]).sum(-1))
+    return torch.stack(ys, dim=1)
+
+
+def mamba(x, p, d, scan=sequential_scan):
     B, S, _ = x.shape
     H, P, N, G, K = d["heads"], d["head_dim"], d["state"], d["groups"], d["conv"]
     I = H * P
@@ -68,13 +81,8 @@ def mamba(x, p, d):
     Cm = Cm.reshape(B, S, G, N).repeat_interleave(H // G, dim=2)
     dt = F.softplus(dt + p["mixer.dt_bias"])
     A = -torch.exp(p["mixer.A_log"])
-    h = torch.zeros(B, H, P, N, dtype=x.dtype)
-    ys = []
-    for t in range(S):
-        a = torch.exp(dt[:, t] * A)[..., None, None]
-        h = a * h + (dt[:, t, :, None] * xs[:, t])[..., None] * Bm[:, t, :, None, :]
-        ys.append((h * Cm[:, t, :, None, :]).sum(-1) + p["mixer.D"][None, :, None] * xs[:, t])
-    y = torch.stack(ys, dim=1).reshape(B, S, I)
+    y = scan(xs, dt, A, Bm, Cm) + p["mixer.D"][None, None, :, None] * xs
+    y = y.reshape(B, S, I)
     g = (y * F.silu(z)).reshape(B, S, G, I // G)
     g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + EPS)
     g = g.reshape(B, S, I) * p["mixer.norm.weight"]
