@@ -33,9 +33,6 @@ struct Problem {
   /// pattern and layout languages; the owner of the text renders the caret.
   std::optional<size_t> offset;
   size_t length = 1; ///< bytes to underline at `offset` (at least 1)
-  /// A machine-readable reason for callers that react to one kind of
-  /// failure (e.g. "infeasible" from the partitioner); "" otherwise.
-  std::string reason;
 };
 
 /// Success, or a `Problem`. True when it holds a problem, like `llvm::Error`.
@@ -64,17 +61,14 @@ private:
 
 /// A plain error: a message that already says what to do.
 inline Error makeError(std::string message) {
-  return Error(Problem{std::move(message), {}, std::nullopt, 1, {}});
+  return Error(Problem{std::move(message), {}, std::nullopt, 1});
 }
 
 /// An error at `offset` (length `length`) of the text being parsed.
 inline Error sourceError(size_t offset, std::string message, std::string help,
                          size_t length = 1) {
-  return Error(Problem{std::move(message),
-                       std::move(help),
-                       offset,
-                       length < 1 ? 1 : length,
-                       {}});
+  return Error(Problem{std::move(message), std::move(help), offset,
+                       length < 1 ? 1 : length});
 }
 
 /// A value of type T, or a `Problem`. True when it holds a value. T may be a
@@ -99,7 +93,6 @@ public:
   const Value *operator->() const {
     return &static_cast<const Value &>(std::get<0>(state_));
   }
-  Value &get() { return std::get<0>(state_); }
 
   /// The problem; only when `!*this`.
   const Problem &problem() const { return std::get<1>(state_); }

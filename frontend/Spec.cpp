@@ -219,6 +219,9 @@ private:
   /// The pattern's value node, if the spec gives one.
   yaml::Node *patternNode = nullptr;
 
+  /// The text of the scalar `node` in the file, without quotes, if it maps
+  /// one to one onto the scalar's value (no escapes); else nullopt.
+  std::optional<llvm::StringRef> verbatimScalar(yaml::Node *node);
   /// Location of byte `offset` of the value of the scalar `node`, if the
   /// scalar's text maps one to one onto its value; else its start.
   llvm::SMLoc locInScalar(yaml::Node *node, size_t offset);
@@ -260,21 +263,30 @@ private:
   yaml::Node *rootNode = nullptr;
 };
 
-llvm::SMLoc Loader::locInScalar(yaml::Node *node, size_t offset) {
+std::optional<llvm::StringRef> Loader::verbatimScalar(yaml::Node *node) {
   auto *scalar = llvm::dyn_cast_or_null<yaml::ScalarNode>(node);
   if (!scalar || !node->getSourceRange().Start.isValid())
-    return node && node->getSourceRange().Start.isValid()
-               ? node->getSourceRange().Start
-               : llvm::SMLoc::getFromPointer(text.data());
+    return std::nullopt;
   llvm::StringRef raw = scalar->getRawValue();
   llvm::StringRef inner = raw;
   if (raw.size() >= 2 && (raw.front() == '"' || raw.front() == '\''))
     inner = raw.drop_front().drop_back();
   llvm::SmallString<64> storage;
   if (scalar->getValue(storage) != inner)
-    return llvm::SMLoc::getFromPointer(raw.data());
-  return llvm::SMLoc::getFromPointer(inner.data() +
-                                     std::min(offset, inner.size()));
+    return std::nullopt;
+  return inner;
+}
+
+llvm::SMLoc Loader::locInScalar(yaml::Node *node, size_t offset) {
+  if (std::optional<llvm::StringRef> inner = verbatimScalar(node))
+    return llvm::SMLoc::getFromPointer(inner->data() +
+                                       std::min(offset, inner->size()));
+  if (auto *scalar = llvm::dyn_cast_or_null<yaml::ScalarNode>(node);
+      scalar && node->getSourceRange().Start.isValid())
+    return llvm::SMLoc::getFromPointer(scalar->getRawValue().data());
+  return node && node->getSourceRange().Start.isValid()
+             ? node->getSourceRange().Start
+             : llvm::SMLoc::getFromPointer(text.data());
 }
 
 llvm::Error Loader::scalarError(yaml::Node *node, Error err) {
@@ -606,17 +618,12 @@ llvm::Error Loader::checkPattern() {
   if (!pattern)
     return scalarError(patternNode, pattern.takeError());
   spec.pattern = std::move(*pattern);
-  if (auto *scalar = llvm::dyn_cast_or_null<yaml::ScalarNode>(patternNode)) {
-    llvm::StringRef raw = scalar->getRawValue();
-    llvm::StringRef inner = raw;
-    if (raw.size() >= 2 && (raw.front() == '"' || raw.front() == '\''))
-      inner = raw.drop_front().drop_back();
-    if (inner == draft.pattern && !inner.contains('\n')) {
-      auto [line, column] =
-          sm.getLineAndColumn(llvm::SMLoc::getFromPointer(inner.data()));
-      spec.patternLine = line;
-      spec.patternColumn = column;
-    }
+  if (std::optional<llvm::StringRef> inner = verbatimScalar(patternNode);
+      inner && !inner->contains('\n')) {
+    auto [line, column] =
+        sm.getLineAndColumn(llvm::SMLoc::getFromPointer(inner->data()));
+    spec.patternLine = line;
+    spec.patternColumn = column;
   }
   if (patternNode && draft.numLayers &&
       *draft.numLayers != spec.pattern.numLayers())
@@ -677,7 +684,9 @@ llvm::Error Loader::checkParallel() {
   if (draft.vpp && *draft.vpp < 1)
     return error(nodeFor("parallel", "vpp"), "parallel.vpp must be at least 1",
                  "1 switches virtual pipelining off");
-  if (!schedule::parseScheduleKind(par.schedule)) {
+  std::optional<schedule::ScheduleKind> kind =
+      schedule::parseScheduleKind(par.schedule);
+  if (!kind) {
     llvm::SmallVector<llvm::StringRef> names(schedule::scheduleNames().begin(),
                                              schedule::scheduleNames().end());
     auto guess = closest(par.schedule, names);
@@ -738,7 +747,7 @@ llvm::Error Loader::checkParallel() {
   par.vpp = spec.placement.vpp;
   // Which shapes a schedule runs (stages per rank, microbatch groups) is
   // the schedule library's to say; the spec points at the key to change.
-  if (Error refused = schedule::checkScheduleShape(par.schedule, par.vpp))
+  if (Error refused = schedule::checkScheduleShape(*kind, par.vpp))
     return error(nodeFor("parallel", "schedule"), refused.message(),
                  refused.problem().help);
   par.microbatches = draft.microbatches.value_or(par.pp);

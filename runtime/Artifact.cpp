@@ -222,9 +222,6 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   d.moeTopK = field<int64_t>(model, "moe_router_topk", path);
   d.moeFfnHidden = field<int64_t>(model, "moe_ffn_hidden_size", path);
   d.activation = field<std::string>(model, "activation", path);
-  a.modelName = d.name;
-  a.pattern = d.pattern;
-  a.vocab = d.vocab;
   const json &par = field<json>(m, "parallel", path);
   a.pp = field<int64_t>(par, "pp", path);
   a.vpp = field<int64_t>(par, "vpp", path);

@@ -109,8 +109,8 @@ struct Artifact {
   std::string dir;
   std::string target = "cpu";
   ModelInfo model;
-  std::string modelName, pattern, schedule; ///< = model.name, model.pattern
-  int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1, vocab = 0;
+  std::string schedule;
+  int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;
   int64_t numStages = 0;
   TrainingConfig training;
   std::string dataPath, dataFormat;

@@ -107,6 +107,9 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, const Dataset &data)
     std::sscanf(kill, "%d:%ld", &faultKillRank, &faultKillStep);
   if (const char *nan = std::getenv("HYPIPE_FAULT_NAN_STEP"))
     faultNanStep = std::atol(nan);
+  // Trace names, formatted once rather than in every step.
+  for (const ActionEntry &a : artifact.programs[ppRank])
+    actionText.push_back(schedule::pytorchText(a));
   comm.barrier();
   epoch = now();
 }
@@ -263,14 +266,16 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
     s.backwardsDone = 0;
   lastTimings.clear();
 
-  for (const ActionEntry &a : artifact.programs[ppRank]) {
+  const std::vector<ActionEntry> &program = artifact.programs[ppRank];
+  for (size_t i = 0; i < program.size(); ++i) {
+    const ActionEntry &a = program[i];
     double begin = now() - epoch;
     if (!schedule::isCompute(a.op) && !comm.distributed())
       throw RuntimeError(fmt::format(
           "error: action '{}' exchanges tensors with rank {}; this run has a "
           "single process\nhelp: launch {} ranks with mpirun (or compile "
           "with --pp 1)",
-          schedule::pytorchText(a), a.peer, artifact.pp * artifact.dp));
+          actionText[i], a.peer, artifact.pp * artifact.dp));
     char kind = 'F';
     switch (a.op) {
     case schedule::Op::SendF:
@@ -294,8 +299,7 @@ void Trainer::runProgram(int64_t step, double &loss, double &aux) {
       kind = schedule::opName(a.op)[0];
       break;
     }
-    lastTimings.push_back(
-        {schedule::pytorchText(a), kind, begin, now() - epoch});
+    lastTimings.push_back({actionText[i], kind, begin, now() - epoch});
     peakTransientFloats = std::max<int64_t>(
         peakTransientFloats,
         int64_t(st.acts.size() + st.grads.size() + st.sendBuffers.size()) *
@@ -441,8 +445,8 @@ void Trainer::save(const std::string &root, int64_t step) {
   info.globalBatch = globalBatch();
   info.consumedSamples = step * info.globalBatch;
   info.seed = t.seed;
-  info.model = artifact.modelName;
-  info.pattern = artifact.pattern;
+  info.model = artifact.model.name;
+  info.pattern = artifact.model.pattern;
   info.layout = fmt::format("pp={},vpp={},dp={},schedule={},microbatches={}",
                             artifact.pp, artifact.vpp, artifact.dp,
                             artifact.schedule, artifact.microbatches);
@@ -515,13 +519,13 @@ int64_t Trainer::resume(const std::string &path) {
       p.erase(std::remove(p.begin(), p.end(), '|'), p.end());
       return p;
     };
-    if (info.model != artifact.modelName ||
-        layers(info.pattern) != layers(artifact.pattern))
+    if (info.model != artifact.model.name ||
+        layers(info.pattern) != layers(artifact.model.pattern))
       throw RuntimeError(fmt::format(
           "checkpoint '{}' is of model '{}' ({}), this artifact of '{}' "
           "({})\nhelp: resume with the spec that wrote it",
-          ckpt.location(), info.model, layers(info.pattern), artifact.modelName,
-          layers(artifact.pattern)));
+          ckpt.location(), info.model, layers(info.pattern),
+          artifact.model.name, layers(artifact.model.pattern)));
     if (info.globalBatch != globalBatch() || info.seed != t.seed)
       throw RuntimeError(fmt::format(
           "checkpoint '{}' was trained with global batch {} and seed {}, "

@@ -126,6 +126,8 @@ private:
   std::map<std::string, int64_t> firstStage;
   std::vector<Comm::Request> dpRequests;
   std::vector<Timing> lastTimings;
+  /// PyTorch's text of each action of this rank's program, by position.
+  std::vector<std::string> actionText;
   double epoch = 0;
   int64_t peakTransientFloats = 0;
   int faultKillRank = -1;

@@ -57,66 +57,63 @@ bool fileExists(const std::string &path) {
 } // namespace
 
 int runTraining(const RunOptions &o, Comm &comm) {
-  const auto &[dir, dataPath, jsonLog, dump, save, resume, trace, stopFile,
-               steps, seed, saveInterval, exitInterval, threads, quiet,
-               progress, profile] = o;
   const bool root = comm.rank() == 0;
-  Artifact artifact = loadArtifact(dir);
+  Artifact artifact = loadArtifact(o.dir);
   const int64_t ranks = artifact.pp * artifact.dp;
   if (!comm.distributed() && ranks != 1)
     throw RuntimeError(fmt::format(
         "error: {} was compiled for pp {} x dp {} = {} ranks, and this "
         "hypipe-run is a single process\nhelp: mpirun -np {} hypipe-run {} "
         "(or: hypipe train SPEC, which launches it)",
-        dir, artifact.pp, artifact.dp, ranks, ranks, dir));
+        o.dir, artifact.pp, artifact.dp, ranks, ranks, o.dir));
   if (comm.size() != ranks)
     throw CollectiveError(fmt::format(
         "error: {} was compiled for pp {} x dp {} = {} ranks, but the "
         "launcher started {}\nhelp: mpirun -np {} hypipe-run {} (or "
         "recompile with --pp/--dp for {} ranks)",
-        dir, artifact.pp, artifact.dp, ranks, comm.size(), ranks, dir,
+        o.dir, artifact.pp, artifact.dp, ranks, comm.size(), ranks, o.dir,
         comm.size()));
   comm.setGrid(artifact.pp, artifact.dp);
-  if (steps > 0)
-    artifact.training.steps = steps;
-  if (seed >= 0)
-    artifact.training.seed = seed;
-  if (!dump.empty() && ranks != 1)
+  if (o.steps > 0)
+    artifact.training.steps = o.steps;
+  if (o.seed >= 0)
+    artifact.training.seed = o.seed;
+  if (!o.dump.empty() && ranks != 1)
     throw CollectiveError("error: --dump-step needs a single-rank artifact\n"
                           "help: recompile with --pp 1 --dp 1");
-  cpu::setNumThreads(threads);
+  cpu::setNumThreads(o.threads);
   std::unique_ptr<Dataset> dataset = openDataset(
-      dataPath.empty() ? artifact.dataPath : dataPath, artifact.dataFormat,
-      artifact.training.seqLength, artifact.vocab);
+      o.dataPath.empty() ? artifact.dataPath : o.dataPath, artifact.dataFormat,
+      artifact.training.seqLength, artifact.model.vocab);
   const Dataset &data = *dataset;
   Trainer trainer(artifact, comm, data);
   int64_t first = 1;
-  if (!resume.empty())
-    first = trainer.resume(resume) + 1;
+  if (!o.resume.empty())
+    first = trainer.resume(o.resume) + 1;
 
   std::ofstream log;
-  if (root && !jsonLog.empty()) {
-    log.open(jsonLog, first > 1 ? std::ios::app : std::ios::trunc);
+  if (root && !o.jsonLog.empty()) {
+    log.open(o.jsonLog, first > 1 ? std::ios::app : std::ios::trunc);
     if (!log)
       throw RuntimeError(fmt::format(
-          "error: cannot write '{}'\nhelp: check the path", jsonLog));
+          "error: cannot write '{}'\nhelp: check the path", o.jsonLog));
   }
   // mpirun gives ranks a pseudo-terminal even when its own output is a
   // file, so hypipe train says which it wants.
   const bool tty =
-      progress == "auto" ? isatty(STDOUT_FILENO) != 0 : progress == "bar";
+      o.progress == "auto" ? isatty(STDOUT_FILENO) != 0 : o.progress == "bar";
   const int64_t total = artifact.training.steps;
-  if (root && !quiet) {
+  if (root && !o.quiet) {
     fmt::print("hypipe-run: {} ({}), {} stages on {} rank{} (pp {} x dp "
                "{}), schedule {}, {} microbatches x {} x {} tokens, {} "
                "threads per rank\n",
-               artifact.modelName, artifact.pattern, artifact.numStages, ranks,
-               ranks > 1 ? "s" : "", artifact.pp, artifact.dp,
+               artifact.model.name, artifact.model.pattern, artifact.numStages,
+               ranks, ranks > 1 ? "s" : "", artifact.pp, artifact.dp,
                artifact.schedule, artifact.microbatches,
                artifact.training.microBatchSize, artifact.training.seqLength,
-               threads);
+               o.threads);
     if (first > 1)
-      fmt::print("resumed from {} at step {}\n", resume, first - 1);
+      fmt::print("resumed from {} at step {}\n", o.resume, first - 1);
     std::fflush(stdout);
   }
   double elapsed = 0, firstLoss = 0, lastLoss = 0;
@@ -124,13 +121,13 @@ int runTraining(const RunOptions &o, Comm &comm) {
   int64_t last = first - 1;
   bool stopped = false;
   for (int64_t s = first; s <= total; ++s) {
-    StepStats st = trainer.step(s, s == 1 ? dump : "");
+    StepStats st = trainer.step(s, s == 1 ? o.dump : "");
     last = s;
     elapsed += st.seconds;
     if (s == first)
       firstLoss = st.loss;
     lastLoss = st.loss;
-    if (!trace.empty())
+    if (!o.trace.empty())
       for (const Trainer::Timing &t : trainer.timings())
         traceEvents.push_back({t.name, std::string(1, t.kind), t.start * 1e6,
                                (t.end - t.start) * 1e6, s});
@@ -146,13 +143,13 @@ int runTraining(const RunOptions &o, Comm &comm) {
           << std::flush;
     // Rank 0 decides whether to stop; everyone follows after this step.
     std::vector<double> stop =
-        comm.allgather({root && fileExists(stopFile) ? 1.0 : 0.0});
+        comm.allgather({root && fileExists(o.stopFile) ? 1.0 : 0.0});
     stopped = stop[0] != 0;
-    bool exiting = stopped || (exitInterval > 0 && s == exitInterval);
-    if (!save.empty() &&
-        (s == total || exiting || (saveInterval > 0 && s % saveInterval == 0)))
-      trainer.save(save, s);
-    if (root && !quiet) {
+    bool exiting = stopped || (o.exitInterval > 0 && s == o.exitInterval);
+    if (!o.save.empty() && (s == total || exiting ||
+                            (o.saveInterval > 0 && s % o.saveInterval == 0)))
+      trainer.save(o.save, s);
+    if (root && !o.quiet) {
       std::string line = fmt::format(
           "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {} "
           "tokens/s",
@@ -178,17 +175,17 @@ int runTraining(const RunOptions &o, Comm &comm) {
   std::vector<double> memory =
       comm.allgather({double(trainer.peakTensorBytes()) / (1 << 20),
                       double(usage.ru_maxrss) / 1024});
-  if (!trace.empty()) {
+  if (!o.trace.empty()) {
     std::vector<std::string> all = comm.gatherToRoot(traceEvents.dump());
     if (root) {
       std::string text = chromeTrace(all, artifact, memory);
-      writeFileAtomically(trace, {{text.data(), text.size()}});
+      writeFileAtomically(o.trace, {{text.data(), text.size()}});
     }
   }
   if (root) {
     if (stopped)
       fmt::print("stopped after step {} on request{}\n", last,
-                 save.empty() ? "" : fmt::format(" (saved to {})", save));
+                 o.save.empty() ? "" : fmt::format(" (saved to {})", o.save));
     fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, "
                "unigram entropy of the data {:.4f}\n",
                last - first + 1, elapsed, firstLoss, lastLoss,
@@ -200,7 +197,7 @@ int runTraining(const RunOptions &o, Comm &comm) {
     }
     fmt::print("memory per rank (MiB): tensors {} | peak RSS {}\n", tensors,
                rss);
-    if (profile)
+    if (o.profile)
       fmt::print("profile: GEMM (OpenBLAS, top-level calls) {:.2f}s = {:.1f}% "
                  "of step time\n",
                  cpu::gemmSeconds(), 100.0 * cpu::gemmSeconds() / elapsed);

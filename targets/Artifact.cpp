@@ -225,9 +225,6 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   m.moeTopK = d.moeTopK;
   m.moeFfnHidden = d.expertFfnHidden();
   m.activation = d.activation;
-  artifact.modelName = m.name;
-  artifact.pattern = m.pattern;
-  artifact.vocab = m.vocab;
 
   artifact.pp = spec.parallel.pp;
   artifact.vpp = spec.parallel.vpp;

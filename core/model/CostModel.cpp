@@ -12,9 +12,9 @@ namespace {
 
 /// A bias-free linear layer `in -> out` applied to `tokens` tokens: forward,
 /// input gradient and weight gradient are each one GEMM of 2*T*in*out FLOPs.
-/// (Parameter counts are taken from the layer shapes the kernels use.)
+/// (Parameter counts are not counted here: they are the sizes of the
+/// parameters the layer shapes the kernels use declare.)
 void addLinear(ItemCost &c, int64_t tokens, int64_t in, int64_t out) {
-  c.params += in * out;
   c.forwardFlops += 2 * tokens * in * out;
   c.backwardInputFlops += 2 * tokens * in * out;
   c.backwardWeightFlops += 2 * tokens * in * out;
@@ -43,7 +43,6 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
   const int64_t e = s.activationBytesPerElement();
   ItemCost c;
   c.name = std::string(1, symbol);
-  c.params = h; // the pre-norm
   c.sendBytes = t * h * e;
   switch (symbol) {
   case 'M': {
@@ -55,7 +54,6 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     const int64_t convChannels = inner + 2 * groupsState;
     addLinear(c, t, h, inProj);
     // Depthwise causal conv (weight and bias) and SiLU.
-    c.params += convChannels * d.mambaConvWidth + convChannels;
     c.forwardFlops += 2 * t * convChannels * d.mambaConvWidth;
     c.backwardInputFlops += 2 * t * convChannels * d.mambaConvWidth;
     c.backwardWeightFlops += 2 * t * convChannels * d.mambaConvWidth;
@@ -64,7 +62,6 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     const int64_t scan = 4 * t * inner * d.mambaState;
     c.forwardFlops += scan;
     c.backwardInputFlops += 2 * scan;
-    c.params += 3 * heads + inner; // A_log, D, dt_bias; gated RMSNorm weight
     addLinear(c, t, inner, h);
     // Kept: norm input, in_proj input, in_proj output, conv output, scan
     // output, gated-norm output.
@@ -147,7 +144,9 @@ ItemCost mtpDepthCost(const ModelDims &d, const CostSettings &s) {
   c.name = "mtp";
   const int64_t t = s.tokens(), h = d.hidden, e = s.activationBytesPerElement();
   addLinear(c, t, 2 * h, h);
-  c.params += 2 * h + h; // two input norms, final norm
+  // No kernel yet, so no layer shape: the 2H -> H projection, two input
+  // norms and the final norm, counted here.
+  c.params = 2 * h * h + 2 * h + h;
   ItemCost output = headCost(d, s);
   c.forwardFlops += output.forwardFlops;
   c.backwardInputFlops += output.backwardInputFlops;

@@ -223,12 +223,9 @@ void buildZbv(Schedule &s) {
 
 } // namespace
 
-Error checkScheduleShape(std::string_view name, int64_t vpp) {
-  auto kind = parseScheduleKind(name);
-  if (!kind)
-    return Error(Problem{fmt::format("unknown schedule '{}'", name),
-                         "use one of " + scheduleNameList()});
-  switch (*kind) {
+Error checkScheduleShape(ScheduleKind kind, int64_t vpp) {
+  const char *name = scheduleName(kind);
+  switch (kind) {
   case ScheduleKind::OneFOneB:
   case ScheduleKind::ZbH1:
     if (vpp == 1)
@@ -260,7 +257,8 @@ Error checkScheduleShape(std::string_view name, int64_t vpp) {
 }
 
 Error checkSchedule(const ScheduleRequest &q) {
-  if (!parseScheduleKind(q.name))
+  std::optional<ScheduleKind> kind = parseScheduleKind(q.name);
+  if (!kind)
     return refuse(fmt::format("unknown schedule '{}': use one of {}", q.name,
                               scheduleNameList()));
   if (q.pp < 1 || q.vpp < 1 || q.microbatches < 1)
@@ -278,7 +276,7 @@ Error checkSchedule(const ScheduleRequest &q) {
         "stage-microbatches a schedule may hold; use fewer stages or "
         "microbatches",
         q.pp, q.vpp, q.microbatches, kMaxStageMicrobatches));
-  if (Error refused = checkScheduleShape(q.name, q.vpp))
+  if (Error refused = checkScheduleShape(*kind, q.vpp))
     return refused;
   if (q.name != "interleaved-1f1b")
     return Error::success();

@@ -57,10 +57,10 @@ struct ScheduleRequest {
   int64_t groupSize = 0; ///< microbatch_group_size_per_vp_stage; 0 = pp
 };
 
-/// Whether schedule `name` runs `vpp` stages per rank (1f1b and zb-h1 one,
+/// Whether schedule `kind` runs `vpp` stages per rank (1f1b and zb-h1 one,
 /// zbv two in a V, interleaved-1f1b more than one, gpipe any): the one
 /// statement of these rules, with a help line.
-Error checkScheduleShape(std::string_view name, int64_t vpp);
+Error checkScheduleShape(ScheduleKind kind, int64_t vpp);
 
 /// Whether `buildSchedule(request)` would succeed, without building it.
 /// Refused configurations (Megatron's among them) are errors that name the

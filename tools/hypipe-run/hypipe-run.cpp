@@ -62,44 +62,43 @@ int main(int argc, char **argv) {
                "(one process, or every rank under mpirun/srun)"};
   RunOptions options;
   options.threads = defaultThreads();
-  auto &[dir, dataPath, jsonLog, dump, save, resume, trace, stopFile, steps,
-         seed, saveInterval, exitInterval, threads, quiet, progress, profile] =
-      options;
-  app.add_option("artifact", dir, "artifact directory (hypipe compile -o)")
+  app.add_option("artifact", options.dir,
+                 "artifact directory (hypipe compile -o)")
       ->required();
-  app.add_option("--data", dataPath,
+  app.add_option("--data", options.dataPath,
                  "training text (bytes); default: the spec's data.path");
-  app.add_option("--steps", steps, "training steps (default: the spec's)");
-  app.add_option("--seed", seed, "seed of weights and data order");
-  app.add_option("--threads", threads,
+  app.add_option("--steps", options.steps,
+                 "training steps (default: the spec's)");
+  app.add_option("--seed", options.seed, "seed of weights and data order");
+  app.add_option("--threads", options.threads,
                  "CPU threads per rank (default: the node's cores / ranks "
                  "on the node)");
-  app.add_option("--json-log", jsonLog,
+  app.add_option("--json-log", options.jsonLog,
                  "write one JSON object per step to this file");
-  app.add_option("--dump-step", dump,
+  app.add_option("--dump-step", options.dump,
                  "write the first step's parameters, gradients and batch to "
                  "this safetensors file (for reference checks; one rank)");
-  app.add_option("--save", save,
+  app.add_option("--save", options.save,
                  "checkpoint directory: a step_N directory per save and "
                  "'latest'");
-  app.add_option("--save-interval", saveInterval,
+  app.add_option("--save-interval", options.saveInterval,
                  "save every N steps (default: only after the last step)");
-  app.add_option("--exit-interval", exitInterval,
+  app.add_option("--exit-interval", options.exitInterval,
                  "stop after step N (saving first when --save is given)");
-  app.add_option("--resume", resume,
+  app.add_option("--resume", options.resume,
                  "continue from a checkpoint: a --save directory, a step_N "
                  "directory or a merged file (any pp/vpp/schedule)");
-  app.add_option("--trace", trace,
+  app.add_option("--trace", options.trace,
                  "write a Chrome trace of every rank's actions to this file");
-  app.add_option("--stop-file", stopFile,
+  app.add_option("--stop-file", options.stopFile,
                  "stop cleanly (after the current step, saving) once this "
                  "file exists (hypipe train uses it for Ctrl-C)");
-  app.add_flag("-q,--quiet", quiet, "print only the summary");
-  app.add_option("--progress", progress,
+  app.add_flag("-q,--quiet", options.quiet, "print only the summary");
+  app.add_option("--progress", options.progress,
                  "bar (one updating line), lines (a line per step) or auto "
                  "(bar on a terminal)")
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
-  app.add_flag("--profile", profile,
+  app.add_flag("--profile", options.profile,
                "report the share of step time spent in OpenBLAS GEMMs");
   try {
     app.parse(argc, argv);
