@@ -8,7 +8,10 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "conversion/SpecToHybrid.h"
+#include "passes/lowering/KernelPlan.h"
 
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 
@@ -70,6 +73,53 @@ TEST(Passes, AutoPartitionKeepsMegatronsOwnSegments) {
     ++checked;
   }
   EXPECT_GE(checked, 8);
+}
+
+// Tests that the translation reads back exactly what pipe-plan-buffers
+// planned, and refuses a stage with no plan or a plan that does not fit its
+// layers instead of planning again.
+TEST(Passes, ReadStagePlanReadsThePlanAndNothingElse) {
+  auto spec = parseSpec(specFor("M*|-E", 2, 1), "plan.yaml");
+  ASSERT_TRUE(static_cast<bool>(spec)) << toString(spec.takeError());
+  mlir::MLIRContext context;
+  context.loadDialect<pipe::PipeDialect>();
+  auto module = buildModel(context, *spec);
+  auto model = *module->getOps<hybrid::ModelOp>().begin();
+  ASSERT_TRUE(succeeded(outlineStages(model)));
+  auto stage = *model.getBody().front().getOps<pipe::StageOp>().begin();
+
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &d) {
+    diagnostics += d.str() + "\n";
+    return mlir::success();
+  });
+  EXPECT_TRUE(failed(cpu::readStagePlan(stage)));
+  EXPECT_NE(diagnostics.find("run pipe-plan-buffers first"), std::string::npos)
+      << diagnostics;
+
+  ASSERT_TRUE(succeeded(planBuffers(model)));
+  auto planned = cpu::planStage(stage);
+  auto read = cpu::readStagePlan(stage);
+  ASSERT_TRUE(succeeded(planned) && succeeded(read));
+  EXPECT_EQ(read->paramFloats, planned->paramFloats);
+  EXPECT_EQ(read->savedFloats, planned->savedFloats);
+  EXPECT_EQ(read->workspaceFloats, planned->workspaceFloats);
+  ASSERT_EQ(read->layers.size(), planned->layers.size());
+  for (size_t i = 0; i < read->layers.size(); ++i) {
+    EXPECT_EQ(read->layers[i].paramOffset, planned->layers[i].paramOffset);
+    EXPECT_EQ(read->layers[i].savedOffset, planned->layers[i].savedOffset);
+  }
+
+  // A plan that says the stage holds fewer parameters than its layers need.
+  mlir::Builder b(&context);
+  auto totals = stage->getAttrOfType<mlir::DictionaryAttr>(cpu::kStagePlanAttr);
+  mlir::NamedAttrList fields(totals);
+  fields.set("params", b.getI64IntegerAttr(planned->paramFloats - 1));
+  stage->setAttr(cpu::kStagePlanAttr, fields.getDictionary(&context));
+  diagnostics.clear();
+  EXPECT_TRUE(failed(cpu::readStagePlan(stage)));
+  EXPECT_NE(diagnostics.find("does not match the layer's"), std::string::npos)
+      << diagnostics;
 }
 
 } // namespace
