@@ -71,12 +71,29 @@ struct ParamSpec {
   }
 };
 
-/// Tokens of one microbatch: `batch` sequences of `seq` tokens, row-major
-/// [batch, seq, hidden] activations.
+/// Tokens of one microbatch, row-major [tokens, hidden] activations. Without
+/// boundaries: `batch` sequences of `seq` tokens. With `cuSeqlens` (THD, a
+/// packed microbatch): `numSeqs` samples, sample i the rows [cuSeqlens[i],
+/// cuSeqlens[i + 1]), at most batch x seq tokens in all. The compiler plans
+/// buffers for batch x seq; kernels touch only tokens(), and attention, the
+/// Mamba conv and the scan never look across a sample boundary.
 struct TokenShape {
   int64_t batch = 1;
   int64_t seq = 1;
-  int64_t tokens() const { return batch * seq; }
+  const int32_t *cuSeqlens = nullptr;
+  int64_t numSeqs = 0;
+
+  int64_t tokens() const {
+    return cuSeqlens ? cuSeqlens[numSeqs] : batch * seq;
+  }
+  int64_t sequences() const { return cuSeqlens ? numSeqs : batch; }
+  /// First row and length of sequence i.
+  int64_t start(int64_t i) const { return cuSeqlens ? cuSeqlens[i] : i * seq; }
+  int64_t length(int64_t i) const {
+    return cuSeqlens ? cuSeqlens[i + 1] - cuSeqlens[i] : seq;
+  }
+  /// The most tokens the buffers hold.
+  int64_t capacity() const { return batch * seq; }
 };
 
 /// Megatron's std for every linear and embedding weight.
@@ -96,11 +113,12 @@ struct MambaShape {
   int64_t groupState() const { return groups * state; }
   int64_t convChannels() const { return inner() + 2 * groupState(); }
   int64_t inProj() const { return 2 * inner() + 2 * groupState() + heads; }
-  /// Scan checkpoint interval: states are kept every `kScanChunk` steps and
-  /// recomputed inside a chunk during the backward pass.
+  /// Scan checkpoint interval: the state is kept at every `kScanChunk`-th
+  /// row of the microbatch and recomputed inside a chunk during the
+  /// backward pass.
   static constexpr int64_t kScanChunk = 64;
   int64_t scanChunks(const TokenShape &t) const {
-    return (t.seq + kScanChunk - 1) / kScanChunk;
+    return (t.tokens() + kScanChunk - 1) / kScanChunk;
   }
 
   std::vector<ParamSpec> params(int64_t numLayers) const {
@@ -136,17 +154,14 @@ struct MambaShape {
   /// (in_proj and out_proj output gradients).
   int64_t savedFloats(const TokenShape &t) const {
     int64_t T = t.tokens();
-    int64_t states = t.batch * heads * (scanChunks(t) + 1) * headDim * state;
+    int64_t states = scanChunks(t) * heads * headDim * state;
     return T * (hidden /*x*/ + hidden /*xn*/ + 1 /*rstd*/ + inProj() +
                 convChannels() + heads /*dt*/ + inner() /*y*/ +
                 inner() /*gated*/ + groups /*rstd*/ + inner() /*normed*/) +
            states + T * (inProj() + hidden) /*grad stash*/;
   }
   int64_t workspaceFloats(const TokenShape &t) const {
-    int64_t T = t.tokens();
-    int64_t chunkStates = (kScanChunk + 2) * headDim * state;
-    return T * (2 * inner() + convChannels() + heads + hidden) +
-           2 * t.batch * heads + t.batch * chunkStates;
+    return t.tokens() * (2 * inner() + convChannels() + heads + hidden);
   }
 };
 
@@ -170,11 +185,18 @@ struct AttentionShape {
          scaledStd(numLayers)},
     };
   }
+  /// Floats of the probabilities: [heads, len, len] per sequence.
+  int64_t probFloats(const TokenShape &t) const {
+    int64_t n = 0;
+    for (int64_t q = 0; q < t.sequences(); ++q)
+      n += heads * t.length(q) * t.length(q);
+    return n;
+  }
   /// x, xn, rstd, qkv (after RoPE), probabilities, context, grad stash.
   int64_t savedFloats(const TokenShape &t) const {
     int64_t T = t.tokens();
-    return T * (2 * hidden + 1 + qkvWidth() + contextWidth()) +
-           t.batch * heads * t.seq * t.seq + T * (qkvWidth() + hidden);
+    return T * (2 * hidden + 1 + qkvWidth() + contextWidth()) + probFloats(t) +
+           T * (qkvWidth() + hidden);
   }
   int64_t workspaceFloats(const TokenShape &t) const {
     int64_t T = t.tokens();

@@ -6,7 +6,7 @@
 // RUN: hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --hypipe-artifact-pipeline | FileCheck %s
 
 // CHECK-LABEL: pipe.stage 0 rank 0 chunk 0
-// CHECK-SAME: pipe.buffer_plan = {params = 502 : i64, saved = 580 : i64
+// CHECK-SAME: pipe.buffer_plan = {params = 502 : i64, saved = 548 : i64
 // CHECK: pipe.send
 // CHECK-LABEL: pipe.stage 1 rank 1 chunk 0
 // CHECK-SAME: pipe.buffer_plan = {params = 336 : i64, saved = 432 : i64

@@ -170,4 +170,86 @@ TEST(KernelGradient, MoeWithAuxLoss) {
                  5);
 }
 
+/// Samples of 5, 70, 1 and 9 tokens packed into one microbatch of at most
+/// 96 (THD): the 70-token sample crosses the scan's checkpoint at row 64.
+const int32_t kCuSeqlens[] = {0, 5, 75, 76, 85};
+TokenShape packedTokens() {
+  TokenShape t{1, 96};
+  t.cuSeqlens = kCuSeqlens;
+  t.numSeqs = 4;
+  return t;
+}
+
+TEST(KernelGradient, MambaPacked) {
+  checkGradients(makeLayer(MambaShape{4, 2, 2, 3, 1, 4}, packedTokens(),
+                           mambaForward, mambaBackwardInput,
+                           mambaBackwardWeight),
+                 6);
+}
+
+TEST(KernelGradient, AttentionWithRopePacked) {
+  checkGradients(makeLayer(AttentionShape{8, 4, 2, 2, true}, packedTokens(),
+                           attentionForward, attentionBackwardInput,
+                           attentionBackwardWeight),
+                 7);
+}
+
+/// Runs `layer` on the packed microbatch and on each of its samples alone
+/// (its own microbatch of exactly its length): outputs, input gradients and
+/// the summed parameter gradients must agree, so no sample sees another.
+template <typename Shape, typename Fwd, typename BwdI, typename BwdW>
+void checkPackedEqualsSeparate(const Shape &s, Fwd fwd, BwdI bwdI, BwdW bwdW) {
+  const TokenShape packed = packedTokens();
+  const int64_t T = packed.tokens(), Hd = s.hidden, P = countParams(s);
+  // Buffers planned for the capacity hold any packing of it.
+  const TokenShape capacity{packed.batch, packed.seq};
+  EXPECT_LE(s.savedFloats(packed), s.savedFloats(capacity));
+  EXPECT_LE(s.workspaceFloats(packed), s.workspaceFloats(capacity));
+
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  std::vector<float> p(P), x(T * Hd), dy(T * Hd);
+  for (auto *v : {&p, &x, &dy})
+    for (float &f : *v)
+      f = u(rng);
+
+  std::vector<float> saved(s.savedFloats(capacity)),
+      ws(s.workspaceFloats(capacity)), y(T * Hd), dx(T * Hd), g(P, 0.0f);
+  fwd(s, packed, p.data(), x.data(), y.data(), saved.data(), ws.data());
+  bwdI(s, packed, p.data(), g.data(), saved.data(), dy.data(), dx.data(),
+       ws.data());
+  bwdW(s, packed, saved.data(), g.data());
+
+  std::vector<float> gAlone(P, 0.0f);
+  for (int64_t q = 0; q < packed.numSeqs; ++q) {
+    const TokenShape alone{1, packed.length(q)};
+    const int64_t at = packed.start(q) * Hd, n = alone.tokens() * Hd;
+    std::vector<float> sv(s.savedFloats(alone)), w(s.workspaceFloats(alone)),
+        yq(n), dxq(n);
+    fwd(s, alone, p.data(), x.data() + at, yq.data(), sv.data(), w.data());
+    bwdI(s, alone, p.data(), gAlone.data(), sv.data(), dy.data() + at,
+         dxq.data(), w.data());
+    bwdW(s, alone, sv.data(), gAlone.data());
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(y[at + i], yq[i], 1e-5 * (1 + std::abs(yq[i])))
+          << "sample " << q << " y[" << i << "]";
+      EXPECT_NEAR(dx[at + i], dxq[i], 1e-5 * (1 + std::abs(dxq[i])))
+          << "sample " << q << " dx[" << i << "]";
+    }
+  }
+  for (int64_t j = 0; j < P; ++j)
+    EXPECT_NEAR(g[j], gAlone[j], 1e-4 * (1 + std::abs(gAlone[j])))
+        << "dparam[" << j << "]";
+}
+
+TEST(PackedKernels, MambaSamplesDoNotSeeEachOther) {
+  checkPackedEqualsSeparate(MambaShape{8, 4, 3, 5, 2, 3}, mambaForward,
+                            mambaBackwardInput, mambaBackwardWeight);
+}
+
+TEST(PackedKernels, AttentionSamplesDoNotSeeEachOther) {
+  checkPackedEqualsSeparate(AttentionShape{8, 4, 2, 2, true}, attentionForward,
+                            attentionBackwardInput, attentionBackwardWeight);
+}
+
 } // namespace

@@ -30,7 +30,7 @@ AttnSaved attnSaved(const AttentionShape &s, const TokenShape &t, float *p) {
   a.xn = p, p += T * s.hidden;
   a.rstd = p, p += T;
   a.qkv = p, p += T * s.qkvWidth();
-  a.probs = p, p += t.batch * s.heads * t.seq * t.seq;
+  a.probs = p, p += s.probFloats(t);
   a.ctx = p, p += T * s.contextWidth();
   a.dqkv = p, p += T * s.qkvWidth();
   a.dout = p;
@@ -43,9 +43,10 @@ void applyRope(const AttentionShape &s, const TokenShape &t, float *qkv,
                float sign) {
   const int64_t D = s.headDim, half = D / 2, Wd = s.qkvWidth();
   const int64_t qpg = s.heads / s.groups;
+  const std::vector<int64_t> first = sequenceStartOfRows(t);
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < t.tokens(); ++row) {
-    int64_t pos = row % t.seq;
+    int64_t pos = row - first[row]; // positions restart at every sample
     for (int64_t g = 0; g < s.groups; ++g)
       for (int64_t j = 0; j < qpg + 1; ++j) { // q heads then k
         float *v = qkv + row * Wd + (g * (qpg + 2) + j) * D;
@@ -61,17 +62,26 @@ void applyRope(const AttentionShape &s, const TokenShape &t, float *qkv,
   }
 }
 
+/// Offset of sequence q's [heads, len, len] probabilities.
+std::vector<int64_t> probOffsets(const AttentionShape &s, const TokenShape &t) {
+  std::vector<int64_t> off(t.sequences() + 1, 0);
+  for (int64_t q = 0; q < t.sequences(); ++q)
+    off[q + 1] = off[q] + s.heads * t.length(q) * t.length(q);
+  return off;
+}
+
 } // namespace
 
 void attentionForward(const AttentionShape &s, const TokenShape &t,
                       const float *params, const float *x, float *y,
                       float *saved, float *ws) {
   (void)ws;
-  const int64_t T = t.tokens(), S = t.seq, D = s.headDim, Wd = s.qkvWidth(),
+  const int64_t T = t.tokens(), D = s.headDim, Wd = s.qkvWidth(),
                 Cw = s.contextWidth(), qpg = s.heads / s.groups;
   const float *norm = params, *wQkv = norm + s.hidden,
               *wProj = wQkv + Wd * s.hidden;
   AttnSaved a = attnSaved(s, t, saved);
+  const std::vector<int64_t> probOff = probOffsets(s, t);
   std::memcpy(a.x, x, sizeof(float) * T * s.hidden);
   rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
   linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
@@ -79,14 +89,15 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
     applyRope(s, t, a.qkv, 1.0f);
 
   const float scale = 1.0f / std::sqrt(float(D));
+  // One causal block per sequence: a sample attends only to itself.
 #pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < t.batch; ++b)
+  for (int64_t b = 0; b < t.sequences(); ++b)
     for (int64_t h = 0; h < s.heads; ++h) {
-      int64_t g = h / qpg;
-      const float *q = a.qkv + b * S * Wd + (g * (qpg + 2) + h % qpg) * D;
-      const float *k = a.qkv + b * S * Wd + (g * (qpg + 2) + qpg) * D;
+      const int64_t S = t.length(b), row0 = t.start(b), g = h / qpg;
+      const float *q = a.qkv + row0 * Wd + (g * (qpg + 2) + h % qpg) * D;
+      const float *k = a.qkv + row0 * Wd + (g * (qpg + 2) + qpg) * D;
       const float *v = k + D;
-      float *P = a.probs + (b * s.heads + h) * S * S;
+      float *P = a.probs + probOff[b] + h * S * S;
       gemm(false, true, S, S, D, scale, q, Wd, k, Wd, 0.0f, P, S);
       for (int64_t i = 0; i < S; ++i) {
         float *r = P + i * S;
@@ -105,7 +116,7 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
           r[j] = 0.0f;
       }
       gemm(false, false, S, D, S, 1.0f, P, S, v, Wd, 0.0f,
-           a.ctx + b * S * Cw + h * D, Cw);
+           a.ctx + row0 * Cw + h * D, Cw);
     }
   linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
   for (int64_t i = 0; i < T * s.hidden; ++i)
@@ -115,11 +126,12 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
 void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
                             const float *params, float *grads, float *saved,
                             const float *dy, float *dx, float *ws) {
-  const int64_t T = t.tokens(), S = t.seq, D = s.headDim, Wd = s.qkvWidth(),
+  const int64_t T = t.tokens(), D = s.headDim, Wd = s.qkvWidth(),
                 Cw = s.contextWidth(), qpg = s.heads / s.groups;
   const float *norm = params, *wQkv = norm + s.hidden,
               *wProj = wQkv + Wd * s.hidden;
   AttnSaved a = attnSaved(s, t, saved);
+  const std::vector<int64_t> probOff = probOffsets(s, t);
   float *dctx = ws;           // [T, Cw]
   float *dxn = dctx + T * Cw; // [T, hidden]
 
@@ -131,17 +143,18 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
   // Heads of one sequence share k and v gradients, so parallelism is over
   // sequences only.
 #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < t.batch; ++b) {
+  for (int64_t b = 0; b < t.sequences(); ++b) {
+    const int64_t S = t.length(b), row0 = t.start(b);
     std::vector<float> dPScratch(S * S);
     float *dPb = dPScratch.data();
     for (int64_t h = 0; h < s.heads; ++h) {
       int64_t g = h / qpg;
       int64_t qOff = (g * (qpg + 2) + h % qpg) * D,
               kOff = (g * (qpg + 2) + qpg) * D, vOff = kOff + D;
-      const float *base = a.qkv + b * S * Wd;
-      float *dbase = a.dqkv + b * S * Wd;
-      const float *P = a.probs + (b * s.heads + h) * S * S;
-      const float *dc = dctx + b * S * Cw + h * D;
+      const float *base = a.qkv + row0 * Wd;
+      float *dbase = a.dqkv + row0 * Wd;
+      const float *P = a.probs + probOff[b] + h * S * S;
+      const float *dc = dctx + row0 * Cw + h * D;
       // dV += P^T dctx; dP = dctx V^T.
       gemm(true, false, S, D, S, 1.0f, P, S, dc, Cw, 1.0f, dbase + vOff, Wd);
       gemm(false, true, S, S, D, 1.0f, dc, Cw, base + vOff, Wd, 0.0f, dPb, S);

@@ -4,9 +4,11 @@
 // dt = softplus(dt + dt_bias); A = -exp(A_log); the SSD recurrence
 //   h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T,  y_t = h_t C_t + D x_t
 // run as a sequential scan per (sequence, head); gated RMSNorm
-// rmsnorm(y * silu(z)) per group; out_proj. The scan keeps its state every
-// kScanChunk steps and recomputes the states inside a chunk when going
-// backward, so saved memory grows with seq / kScanChunk, not seq.
+// rmsnorm(y * silu(z)) per group; out_proj. The scan keeps its state at
+// every kScanChunk-th row of the microbatch and recomputes the states inside
+// a chunk when going backward, so saved memory grows with tokens /
+// kScanChunk. The conv and the scan start from zero at every sequence start,
+// so packed samples (TokenShape::cuSeqlens) never see one another.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,25 +61,32 @@ MambaSaved mambaSaved(const MambaShape &s, const TokenShape &t, float *p) {
   m.gated = p, p += T * s.inner();
   m.grstd = p, p += T * s.groups;
   m.normed = p, p += T * s.inner();
-  m.states = p,
-  p += t.batch * s.heads * (s.scanChunks(t) + 1) * s.headDim * s.state;
+  m.states = p, p += s.scanChunks(t) * s.heads * s.headDim * s.state;
   m.dzxbcdt = p, p += T * s.inProj();
   m.dout = p;
   return m;
 }
 
-/// Pre-activation of the causal depthwise conv at (token row, channel).
-inline float convAt(const MambaShape &s, const TokenShape &t,
-                    const float *zxbcdt, const float *w, const float *bias,
-                    int64_t b, int64_t pos, int64_t c) {
+/// Pre-activation of the causal depthwise conv at (token row, channel);
+/// `first` is the first row of the row's sequence.
+inline float convAt(const MambaShape &s, const float *zxbcdt, const float *w,
+                    const float *bias, int64_t row, int64_t first, int64_t c) {
   const int64_t K = s.convWidth, W = s.inProj(), off = s.inner();
   float acc = bias[c];
   for (int64_t k = 0; k < K; ++k) {
-    int64_t src = pos - (K - 1) + k;
-    if (src >= 0)
-      acc += w[c * K + k] * zxbcdt[(b * t.seq + src) * W + off + c];
+    int64_t src = row - (K - 1) + k;
+    if (src >= first)
+      acc += w[c * K + k] * zxbcdt[src * W + off + c];
   }
   return acc;
+}
+
+/// The scan's state at row r (before it), saved when r % kScanChunk == 0:
+/// [chunk][head][headDim * state].
+inline float *savedState(const MambaShape &s, float *states, int64_t row,
+                         int64_t h) {
+  return states +
+         ((row / MambaShape::kScanChunk) * s.heads + h) * s.headDim * s.state;
 }
 
 } // namespace
@@ -95,31 +104,28 @@ void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
   rmsnormForward(T, s.hidden, x, p.norm, m.xn, m.rstd);
   linearForward(T, s.hidden, W, m.xn, p.inProj, m.zxbcdt);
 
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < t.batch; ++b)
-    for (int64_t pos = 0; pos < t.seq; ++pos) {
-      int64_t row = b * t.seq + pos;
-      for (int64_t c = 0; c < Cc; ++c)
-        m.xbc[row * Cc + c] =
-            silu(convAt(s, t, m.zxbcdt, p.convW, p.convB, b, pos, c));
-      for (int64_t h = 0; h < H; ++h)
-        m.dt[row * H + h] =
-            softplus(m.zxbcdt[row * W + 2 * I + 2 * G * N + h] + p.dtBias[h]);
-    }
+  const std::vector<int64_t> first = sequenceStartOfRows(t);
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < T; ++row) {
+    for (int64_t c = 0; c < Cc; ++c)
+      m.xbc[row * Cc + c] =
+          silu(convAt(s, m.zxbcdt, p.convW, p.convB, row, first[row], c));
+    for (int64_t h = 0; h < H; ++h)
+      m.dt[row * H + h] =
+          softplus(m.zxbcdt[row * W + 2 * I + 2 * G * N + h] + p.dtBias[h]);
+  }
 
-  const int64_t chunks = s.scanChunks(t), headsPerGroup = H / G;
+  const int64_t headsPerGroup = H / G;
 #pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < t.batch; ++b)
+  for (int64_t q = 0; q < t.sequences(); ++q)
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / headsPerGroup;
       const float A = -std::exp(p.aLog[h]), D = p.d[h];
-      float *stateBase = m.states + ((b * H + h) * (chunks + 1)) * P * N;
       std::vector<float> st(P * N, 0.0f);
-      for (int64_t pos = 0; pos < t.seq; ++pos) {
-        if (pos % L == 0)
-          std::memcpy(stateBase + (pos / L) * P * N, st.data(),
+      for (int64_t row = t.start(q); row < t.start(q) + t.length(q); ++row) {
+        if (row % L == 0)
+          std::memcpy(savedState(s, m.states, row, h), st.data(),
                       sizeof(float) * P * N);
-        int64_t row = b * t.seq + pos;
         const float *xr = m.xbc + row * Cc + h * P;
         const float *Br = m.xbc + row * Cc + I + g * N;
         const float *Cr = m.xbc + row * Cc + I + G * N + g * N;
@@ -175,7 +181,7 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
   float *dyScan = dnormed + T * I; // [T, I]
   float *dxbc = dyScan + T * I;    // [T, Cc] post-SiLU gradient
   float *dtGrad = dxbc + T * Cc;   // [T, H]
-  float *scratch = dtGrad + T * H; // per-(b,h) partials and chunk states
+  float *dxn = dtGrad + T * H;     // [T, hidden]
 
   std::memcpy(m.dout, dy, sizeof(float) * T * s.hidden);
   linearBackwardInput(T, I, s.hidden, dy, p.outProj, dnormed);
@@ -205,40 +211,43 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
       gp.gnorm[i] += dnormed[row * I + i] * m.gated[row * I + i] *
                      m.grstd[row * G + i / gs];
 
-  // Scan backward, per (sequence, head); B and C gradients are shared by
-  // the heads of a group, so heads run in order inside one sequence.
+  // Scan backward, per (sequence, head), one chunk of rows at a time from
+  // the last: the chunk's states are recomputed from the saved one (or from
+  // zero at the sequence start). B and C gradients are shared by the heads
+  // of a group, so heads run in order inside one sequence.
   std::memset(dxbc, 0, sizeof(float) * T * Cc);
-  const int64_t chunks = s.scanChunks(t), headsPerGroup = H / G;
-  const int64_t chunkStates = (L + 1) * P * N;
-  float *partialA = scratch;                // [batch, H]
-  float *partialD = partialA + t.batch * H; // [batch, H]
-  float *stateBuf = partialD + t.batch * H; // [batch, chunkStates + P*N]
+  const int64_t headsPerGroup = H / G, numSeqs = t.sequences();
+  std::vector<double> partialA(numSeqs * H), partialD(numSeqs * H);
 #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < t.batch; ++b) {
-    float *hs = stateBuf + b * (chunkStates + P * N);
-    float *dh = hs + chunkStates;
+  for (int64_t q = 0; q < numSeqs; ++q) {
+    thread_local std::vector<float> scratch;
+    scratch.resize((L + 2) * P * N);
+    float *hs = scratch.data();       // [L + 1][P * N] chunk states
+    float *dh = hs + (L + 1) * P * N; // [P * N]
+    const int64_t begin = t.start(q), end = begin + t.length(q);
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / headsPerGroup;
       const float A = -std::exp(p.aLog[h]), D = p.d[h];
-      const float *stateBase = m.states + ((b * H + h) * (chunks + 1)) * P * N;
       std::memset(dh, 0, sizeof(float) * P * N);
       double dA = 0, dD = 0;
-      for (int64_t c = chunks - 1; c >= 0; --c) {
-        int64_t t0 = c * L, t1 = std::min(t.seq, t0 + L);
-        std::memcpy(hs, stateBase + c * P * N, sizeof(float) * P * N);
-        for (int64_t pos = t0; pos < t1; ++pos) {
-          int64_t row = b * t.seq + pos;
+      for (int64_t t1 = end; t1 > begin;) {
+        const int64_t t0 = std::max(begin, (t1 - 1) / L * L);
+        if (t0 == begin)
+          std::memset(hs, 0, sizeof(float) * P * N);
+        else
+          std::memcpy(hs, savedState(s, m.states, t0, h),
+                      sizeof(float) * P * N);
+        for (int64_t row = t0; row < t1; ++row) {
           const float *xr = m.xbc + row * Cc + h * P;
           const float *Br = m.xbc + row * Cc + I + g * N;
           float dt = m.dt[row * H + h], a = std::exp(dt * A);
-          const float *prev = hs + (pos - t0) * P * N;
-          float *cur = hs + (pos - t0 + 1) * P * N;
+          const float *prev = hs + (row - t0) * P * N;
+          float *cur = hs + (row - t0 + 1) * P * N;
           for (int64_t i = 0; i < P; ++i)
             for (int64_t n = 0; n < N; ++n)
               cur[i * N + n] = a * prev[i * N + n] + dt * xr[i] * Br[n];
         }
-        for (int64_t pos = t1 - 1; pos >= t0; --pos) {
-          int64_t row = b * t.seq + pos;
+        for (int64_t row = t1 - 1; row >= t0; --row) {
           const float *xr = m.xbc + row * Cc + h * P;
           const float *Br = m.xbc + row * Cc + I + g * N;
           const float *Cr = m.xbc + row * Cc + I + G * N + g * N;
@@ -247,8 +256,8 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
           float *dCr = dxbc + row * Cc + I + G * N + g * N;
           const float *dyr = dyScan + row * I + h * P;
           float dt = m.dt[row * H + h], a = std::exp(dt * A);
-          const float *hcur = hs + (pos - t0 + 1) * P * N;
-          const float *hprev = hs + (pos - t0) * P * N;
+          const float *hcur = hs + (row - t0 + 1) * P * N;
+          const float *hprev = hs + (row - t0) * P * N;
           double dDt = 0, da = 0;
           for (int64_t i = 0; i < P; ++i) {
             float *dhi = dh + i * N;
@@ -270,15 +279,16 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
           dA += da * a * dt;
           dtGrad[row * H + h] = float(dDt);
         }
+        t1 = t0;
       }
-      partialA[b * H + h] = float(dA);
-      partialD[b * H + h] = float(dD);
+      partialA[q * H + h] = dA;
+      partialD[q * H + h] = dD;
     }
   }
-  for (int64_t b = 0; b < t.batch; ++b)
+  for (int64_t q = 0; q < numSeqs; ++q)
     for (int64_t h = 0; h < H; ++h) {
-      gp.aLog[h] += partialA[b * H + h] * -std::exp(p.aLog[h]);
-      gp.d[h] += partialD[b * H + h];
+      gp.aLog[h] += float(partialA[q * H + h]) * -std::exp(p.aLog[h]);
+      gp.d[h] += float(partialD[q * H + h]);
     }
 
   // dt = softplus(raw + dt_bias); conv + SiLU backward into dzxbcdt.
@@ -290,42 +300,37 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
       gp.dtBias[h] += d;
     }
 #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < t.batch; ++b) {
-    for (int64_t pos = 0; pos < t.seq; ++pos)
+  for (int64_t q = 0; q < numSeqs; ++q) {
+    const int64_t begin = t.start(q), end = begin + t.length(q);
+    for (int64_t row = begin; row < end; ++row)
       for (int64_t c = 0; c < Cc; ++c)
-        m.dzxbcdt[(b * t.seq + pos) * W + I + c] = 0.0f;
-    for (int64_t pos = 0; pos < t.seq; ++pos) {
-      int64_t row = b * t.seq + pos;
+        m.dzxbcdt[row * W + I + c] = 0.0f;
+    for (int64_t row = begin; row < end; ++row) {
       for (int64_t c = 0; c < Cc; ++c) {
-        float pre = convAt(s, t, m.zxbcdt, p.convW, p.convB, b, pos, c);
+        float pre = convAt(s, m.zxbcdt, p.convW, p.convB, row, begin, c);
         float dpre = dxbc[row * Cc + c] * siluGrad(pre);
         dxbc[row * Cc + c] = dpre; // reused below for the conv weights
         for (int64_t k = 0; k < K; ++k) {
-          int64_t src = pos - (K - 1) + k;
-          if (src >= 0)
-            m.dzxbcdt[(b * t.seq + src) * W + I + c] +=
-                p.convW[c * K + k] * dpre;
+          int64_t src = row - (K - 1) + k;
+          if (src >= begin)
+            m.dzxbcdt[src * W + I + c] += p.convW[c * K + k] * dpre;
         }
       }
     }
   }
-  for (int64_t b = 0; b < t.batch; ++b)
-    for (int64_t pos = 0; pos < t.seq; ++pos) {
-      int64_t row = b * t.seq + pos;
-      for (int64_t c = 0; c < Cc; ++c) {
-        float dpre = dxbc[row * Cc + c];
-        gp.convB[c] += dpre;
-        for (int64_t k = 0; k < K; ++k) {
-          int64_t src = pos - (K - 1) + k;
-          if (src >= 0)
-            gp.convW[c * K + k] +=
-                dpre * m.zxbcdt[(b * t.seq + src) * W + I + c];
-        }
+  const std::vector<int64_t> first = sequenceStartOfRows(t);
+  for (int64_t row = 0; row < T; ++row)
+    for (int64_t c = 0; c < Cc; ++c) {
+      float dpre = dxbc[row * Cc + c];
+      gp.convB[c] += dpre;
+      for (int64_t k = 0; k < K; ++k) {
+        int64_t src = row - (K - 1) + k;
+        if (src >= first[row])
+          gp.convW[c * K + k] += dpre * m.zxbcdt[src * W + I + c];
       }
     }
 
   // in_proj input gradient, then the pre-norm with the residual fused in.
-  float *dxn = stateBuf + t.batch * (chunkStates + P * N); // [T, hidden]
   linearBackwardInput(T, s.hidden, W, m.dzxbcdt, p.inProj, dxn);
   std::memcpy(dx, dy, sizeof(float) * T * s.hidden);
   rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);

@@ -176,4 +176,12 @@ void setNumThreads(int threads) {
 
 int numThreads() { return omp_get_max_threads(); }
 
+std::vector<int64_t> sequenceStartOfRows(const TokenShape &t) {
+  std::vector<int64_t> first(t.tokens());
+  for (int64_t q = 0; q < t.sequences(); ++q)
+    for (int64_t r = t.start(q); r < t.start(q) + t.length(q); ++r)
+      first[r] = t.start(q);
+  return first;
+}
+
 } // namespace hypipe::rt::cpu

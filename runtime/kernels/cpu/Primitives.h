@@ -11,6 +11,7 @@
 #include "core/model/LayerShapes.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace hypipe::rt::cpu {
 
@@ -62,6 +63,9 @@ inline float softplus(float x) {
 /// Number of threads the kernels' own loops use (OpenMP), also given to
 /// OpenBLAS.
 void setNumThreads(int threads);
+
+/// First row of the sequence each of the t.tokens() rows belongs to.
+std::vector<int64_t> sequenceStartOfRows(const TokenShape &t);
 int numThreads();
 
 } // namespace hypipe::rt::cpu
