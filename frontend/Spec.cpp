@@ -1,5 +1,8 @@
 //===- Spec.cpp - YAML spec loader ----------------------------------------===//
 #include "frontend/Spec.h"
+
+#include "core/data/MockSft.h"
+#include "core/data/Packing.h"
 #include "core/lang/PipelineLayout.h"
 #include "core/schedule/Schedule.h"
 #include "frontend/Diagnostic.h"
@@ -114,6 +117,15 @@ const std::vector<Field> &dataFields() {
   static const std::vector<Field> fields = {
       HYPIPE_FIELD("path", d.spec.data.path),
       HYPIPE_FIELD("format", d.spec.data.format),
+      HYPIPE_FIELD("packing", d.spec.data.packing),
+      HYPIPE_FIELD("max_tokens_per_microbatch",
+                   d.spec.data.maxTokensPerMicrobatch),
+      HYPIPE_FIELD("scheduler", d.spec.data.scheduler),
+      HYPIPE_FIELD("global_batch_size", d.spec.data.globalBatchSize),
+      HYPIPE_FIELD("min_bin_count", d.spec.data.minBinCount),
+      HYPIPE_FIELD("bin_count_multiple", d.spec.data.binCountMultiple),
+      HYPIPE_FIELD("truncate", d.spec.data.truncate),
+      HYPIPE_FIELD("mock", d.spec.data.mock),
   };
   return fields;
 }
@@ -215,6 +227,7 @@ private:
   llvm::Error checkModel();
   llvm::Error checkParallel();
   llvm::Error checkTraining();
+  llvm::Error checkPacking();
   llvm::Error checkPartition();
   /// The pattern's value node, if the spec gives one.
   yaml::Node *patternNode = nullptr;
@@ -810,10 +823,114 @@ llvm::Error Loader::checkTraining() {
     return error(nodeFor("training", "dtype"),
                  fmt::format("unknown dtype '{}'", t.dtype),
                  "use fp32 or bf16");
-  if (spec.data.format != "text" && spec.data.format != "indexed")
+  if (spec.data.format != "text" && spec.data.format != "indexed" &&
+      spec.data.format != "jsonl" && spec.data.format != "mock")
     return error(nodeFor("data", "format"),
                  fmt::format("unknown data format '{}'", spec.data.format),
-                 "use text (raw bytes) or indexed (Megatron .bin/.idx)");
+                 "use text (raw bytes), indexed (Megatron .bin/.idx), jsonl "
+                 "(one sample per line) or mock (Megatron's mock SFT data)");
+  return checkPacking();
+}
+
+/// Sequence packing (docs/data.md).
+llvm::Error Loader::checkPacking() {
+  ModelSpec &spec = draft.spec;
+  DataSpec &d = spec.data;
+  const int64_t ranks = spec.parallel.dp * spec.parallel.pp;
+  if (!d.packing) {
+    for (const char *key :
+         {"max_tokens_per_microbatch", "scheduler", "global_batch_size",
+          "min_bin_count", "bin_count_multiple", "truncate"})
+      if (valueNodes.count(std::string("data.") + key))
+        return error(nodeFor("data", key),
+                     fmt::format("data.{} is a packing option, and packing "
+                                 "is off",
+                                 key),
+                     "set data.packing: true");
+    if (d.format == "jsonl" || d.format == "mock")
+      return error(nodeFor("data", "format"),
+                   fmt::format("{} data has samples of many lengths, which "
+                               "hypipe trains packed",
+                               d.format),
+                   "set data.packing: true");
+    if (!d.mock.empty())
+      return error(nodeFor("data", "mock"),
+                   "data.mock configures the mock dataset of data.format: "
+                   "mock",
+                   "set data.format: mock and data.packing: true");
+    return llvm::Error::success();
+  }
+  if (d.format == "text")
+    return error(nodeFor("data", "format"),
+                 "text data is one stream of bytes without samples to pack",
+                 "use jsonl, indexed (one sample per document) or mock data, "
+                 "or set data.packing: false");
+  if (spec.training.microBatchSize != 1)
+    return error(nodeFor("training", "micro_batch_size"),
+                 "a packed microbatch is one row of samples (THD), so "
+                 "training.micro_batch_size must be 1",
+                 "size microbatches with data.max_tokens_per_microbatch");
+  int64_t budget = d.maxTokensPerMicrobatch.value_or(spec.training.seqLength);
+  if (budget < 1)
+    return error(nodeFor("data", "max_tokens_per_microbatch"),
+                 "data.max_tokens_per_microbatch must be at least 1",
+                 "give the tokens one microbatch holds, e.g. 4096");
+  // The compiled shapes are [budget, hidden]: a microbatch holds up to
+  // `budget` tokens of any number of samples.
+  spec.training.seqLength = budget;
+  d.maxTokensPerMicrobatch = budget;
+  if (!packing::parseScheduler(d.scheduler))
+    return error(nodeFor("data", "scheduler"),
+                 fmt::format("unknown packing scheduler '{}'", d.scheduler),
+                 fmt::format("use {}", packing::schedulerNames()));
+  for (auto [key, value] : {std::pair{"global_batch_size", d.globalBatchSize},
+                            {"min_bin_count", d.minBinCount},
+                            {"bin_count_multiple", d.binCountMultiple}})
+    if (value && *value < 1)
+      return error(nodeFor("data", key),
+                   fmt::format("data.{} must be at least 1", key),
+                   "give a positive count");
+  if (!d.minBinCount)
+    d.minBinCount = ranks;
+  if (!d.binCountMultiple)
+    d.binCountMultiple = ranks;
+  if (*d.binCountMultiple % spec.parallel.dp != 0)
+    return error(nodeFor("data", "bin_count_multiple"),
+                 fmt::format("data.bin_count_multiple ({}) must be a multiple "
+                             "of dp ({}) so that every data-parallel rank "
+                             "gets as many microbatches",
+                             *d.binCountMultiple, spec.parallel.dp),
+                 fmt::format("use {} (dp x pp) or another multiple of {}",
+                             ranks, spec.parallel.dp));
+  yaml::Node *batchNode = valueNodes.count("data.global_batch_size")
+                              ? nodeFor("data", "global_batch_size")
+                              : nullptr;
+  if (!d.globalBatchSize)
+    d.globalBatchSize = spec.parallel.dp * spec.parallel.microbatches *
+                        spec.training.microBatchSize;
+  if (*d.globalBatchSize < *d.minBinCount)
+    return error(batchNode ? batchNode : nodeFor("data", "packing"),
+                 fmt::format("a step of {} samples cannot fill {} "
+                             "microbatches (each holds at least one sample)",
+                             *d.globalBatchSize, *d.minBinCount),
+                 "raise data.global_batch_size");
+  if (d.format == "mock") {
+    if (d.mock.empty())
+      return error(nodeFor("data", "format"),
+                   "mock data needs its configuration in data.mock",
+                   "data.mock: '{\"mode\": \"distribution\", \"type\": "
+                   "\"lognormal\", \"min_seq_len\": 16, \"max_seq_len\": "
+                   "512, \"mean_seq_len\": 128, \"lognormal_sigma\": 1.0}'");
+    auto mock = packing::parseMockSftConfig(d.mock, budget);
+    if (!mock) {
+      const Problem &p = mock.problem();
+      return error(nodeFor("data", "mock"), "data.mock: " + p.message, p.help);
+    }
+  } else if (!d.mock.empty()) {
+    return error(nodeFor("data", "mock"),
+                 "data.mock configures the mock dataset of data.format: mock",
+                 "set data.format: mock");
+  }
   return llvm::Error::success();
 }
 

@@ -50,6 +50,16 @@ struct TrainingSpec {
 struct DataSpec {
   std::string path;
   std::string format = "text";
+  /// Sequence packing (docs/data.md): variable-length samples packed into
+  /// microbatches of at most maxTokensPerMicrobatch tokens.
+  bool packing = false;
+  std::optional<int64_t> maxTokensPerMicrobatch; ///< default seq_length
+  std::string scheduler = "balanced";
+  std::optional<int64_t> globalBatchSize;  ///< samples per step
+  std::optional<int64_t> minBinCount;      ///< default dp x pp
+  std::optional<int64_t> binCountMultiple; ///< default dp x pp
+  bool truncate = false;
+  std::string mock; ///< the mock SFT dataset's JSON (format mock)
 };
 
 struct ModelSpec {

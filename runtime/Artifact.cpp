@@ -164,7 +164,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
         {"vpp", a.vpp},
         {"dp", a.dp},
         {"schedule", a.schedule},
-        {"microbatches", a.microbatches}}},
+        {"microbatches", a.microbatches},
+        {"microbatch_group_size", a.groupSize}}},
       {"training",
        {{"seq_length", t.seqLength},
         {"micro_batch_size", t.microBatchSize},
@@ -178,7 +179,20 @@ nlohmann::json manifestToJson(const Artifact &a) {
         {"adam_beta1", t.beta1},
         {"adam_beta2", t.beta2},
         {"adam_eps", t.eps}}},
-      {"data", {{"path", a.dataPath}, {"format", a.dataFormat}}},
+      {"data",
+       {{"path", a.dataPath},
+        {"format", a.dataFormat},
+        {"packing",
+         {{"enabled", a.packing.enabled},
+          {"max_tokens_per_microbatch", a.packing.maxTokens},
+          {"global_batch_size", a.packing.globalBatchSize},
+          {"min_bin_count", a.packing.minBins},
+          {"bin_count_multiple", a.packing.binMultiple},
+          {"scheduler", a.packing.scheduler},
+          {"truncate", a.packing.truncate},
+          {"mock", a.packing.mock},
+          {"cost_per_token", a.packing.costPerToken},
+          {"cost_per_squared_token", a.packing.costPerSquaredToken}}}}},
       {"spec", {{"file", a.specFile}, {"text", a.specText}}},
       {"stages", stages},
       {"programs", programs},
@@ -228,6 +242,7 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   a.dp = field<int64_t>(par, "dp", path);
   a.schedule = field<std::string>(par, "schedule", path);
   a.microbatches = field<int64_t>(par, "microbatches", path);
+  a.groupSize = field<int64_t>(par, "microbatch_group_size", path);
   const json &tr = field<json>(m, "training", path);
   TrainingConfig &t = a.training;
   t.seqLength = field<int64_t>(tr, "seq_length", path);
@@ -245,6 +260,18 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   const json &data = field<json>(m, "data", path);
   a.dataPath = field<std::string>(data, "path", path);
   a.dataFormat = field<std::string>(data, "format", path);
+  const json &pk = field<json>(data, "packing", path);
+  PackingConfig &p = a.packing;
+  p.enabled = field<bool>(pk, "enabled", path);
+  p.maxTokens = field<int64_t>(pk, "max_tokens_per_microbatch", path);
+  p.globalBatchSize = field<int64_t>(pk, "global_batch_size", path);
+  p.minBins = field<int64_t>(pk, "min_bin_count", path);
+  p.binMultiple = field<int64_t>(pk, "bin_count_multiple", path);
+  p.scheduler = field<std::string>(pk, "scheduler", path);
+  p.truncate = field<bool>(pk, "truncate", path);
+  p.mock = field<std::string>(pk, "mock", path);
+  p.costPerToken = field<double>(pk, "cost_per_token", path);
+  p.costPerSquaredToken = field<double>(pk, "cost_per_squared_token", path);
   const json &spec = field<json>(m, "spec", path);
   a.specFile = field<std::string>(spec, "file", path);
   a.specText = field<std::string>(spec, "text", path);

@@ -105,15 +105,30 @@ struct ModelInfo {
   std::string activation;
 };
 
+/// Sequence packing (docs/data.md): samples of `globalBatchSize` per step
+/// packed into microbatches of at most `maxTokens` tokens.
+struct PackingConfig {
+  bool enabled = false;
+  int64_t maxTokens = 0, globalBatchSize = 0, minBins = 0, binMultiple = 0;
+  std::string scheduler = "balanced";
+  bool truncate = false;
+  std::string mock; ///< the mock dataset's JSON (data format mock)
+  /// A sample of n tokens costs perToken n + perSquaredToken n^2 (the cost
+  /// model's training FLOPs): what the balanced scheduler evens out.
+  double costPerToken = 0, costPerSquaredToken = 0;
+};
+
 struct Artifact {
   std::string dir;
   std::string target = "cpu";
   ModelInfo model;
   std::string schedule;
   int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;
+  int64_t groupSize = 0; ///< microbatch_group_size_per_vp_stage; 0 = pp
   int64_t numStages = 0;
   TrainingConfig training;
   std::string dataPath, dataFormat;
+  PackingConfig packing;
   std::string specFile, specText;
   std::vector<StageEntry> stages;                 ///< all stages, by index
   std::vector<std::vector<ActionEntry>> programs; ///< per pp rank

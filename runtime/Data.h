@@ -64,6 +64,12 @@ public:
 
   int64_t numSequences() const { return int64_t(lengths.size()); }
   int64_t numDocuments() const { return int64_t(documents.size()) - 1; }
+  /// Document d's tokens: positions [first, first + count) of the stream.
+  int64_t documentStart(int64_t d) const { return starts[documents[d]]; }
+  int64_t documentTokens(int64_t d) const {
+    return starts[documents[d + 1]] - starts[documents[d]];
+  }
+  int64_t token(int64_t position) const { return at(position); }
 
 private:
   int64_t at(int64_t position) const override;

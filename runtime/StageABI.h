@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#define HYPIPE_STAGE_ABI_VERSION 1
+#define HYPIPE_STAGE_ABI_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,6 +44,11 @@ typedef struct {
   float loss_scale;         /* d objective / d this microbatch's loss */
   float loss;               /* out: language-model loss (last stage) */
   float aux_loss; /* out: load-balancing losses of this stage's MoE layers */
+  /* Sample boundaries of a packed microbatch (THD): num_seqs + 1 offsets
+   * into its rows, at most batch*seq tokens; the tensors above then hold
+   * cu_seqlens[num_seqs] rows. NULL: batch sequences of seq tokens. */
+  const int32_t *cu_seqlens;
+  int64_t num_seqs;
 } hypipe_stage_args_t;
 
 typedef hypipe_stage_info_t (*hypipe_stage_info_fn)(void);

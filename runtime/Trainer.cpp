@@ -3,6 +3,9 @@
 
 #include "runtime/Trainer.h"
 
+#include "core/data/Packing.h"
+#include "core/schedule/Schedule.h"
+#include "core/schedule/Simulate.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Init.h"
 #include "runtime/SafeTensors.h"
@@ -54,7 +57,7 @@ constexpr int64_t kBucketFloats = int64_t(4) << 20;
 
 } // namespace
 
-Trainer::Trainer(Artifact &artifact, Comm &comm, const Dataset &data)
+Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
     : artifact(artifact), comm(comm), ppRank(comm.ppRank()), data(data) {
   loadStageLibraries(artifact, ppRank);
   for (StageEntry *e : artifact.stagesOf(ppRank)) {
@@ -99,17 +102,11 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, const Dataset &data)
       tiedGroups.push_back({name, group});
   }
 
-  const TrainingConfig &t = artifact.training;
-  int64_t perMb = t.microBatchSize * t.seqLength;
-  tokens.resize(artifact.microbatches * perMb);
-  labels.resize(artifact.microbatches * perMb);
   if (const char *kill = std::getenv("HYPIPE_FAULT_KILL"))
     std::sscanf(kill, "%d:%ld", &faultKillRank, &faultKillStep);
   if (const char *nan = std::getenv("HYPIPE_FAULT_NAN_STEP"))
     faultNanStep = std::atol(nan);
-  // Trace names, formatted once rather than in every step.
-  for (const ActionEntry &a : artifact.programs[ppRank])
-    actionText.push_back(schedule::pytorchText(a));
+  programFor(artifact.microbatches);
   comm.barrier();
   epoch = now();
 }
@@ -128,10 +125,49 @@ namespace {
 int64_t tensorKey(int64_t stage, int64_t mb) { return stage * (1 << 20) + mb; }
 } // namespace
 
+const Trainer::Program &Trainer::programFor(int64_t microbatches) {
+  auto it = programs.find(microbatches);
+  if (it != programs.end())
+    return it->second;
+  Program p;
+  if (microbatches == artifact.microbatches) {
+    p.actions = artifact.programs[ppRank];
+  } else {
+    // Every rank builds the same schedule from the same request, so a
+    // refusal is collective.
+    Expected<schedule::Schedule> built =
+        schedule::buildSchedule({artifact.schedule, artifact.pp, artifact.vpp,
+                                 microbatches, artifact.groupSize});
+    if (!built)
+      throw CollectiveError(fmt::format(
+          "error: no {} schedule for {} microbatches: {}\nhelp: set "
+          "data.bin_count_multiple (and min_bin_count) to counts the "
+          "schedule accepts",
+          artifact.schedule, microbatches, toString(built.takeError())));
+    schedule::insertCommunication(*built);
+    // The verifier the compiler runs (pipe-verify-schedule): every
+    // transfer matched, no deadlock.
+    if (auto sim = schedule::simulate(*built); !sim)
+      throw CollectiveError(fmt::format(
+          "error: the {} schedule for {} microbatches does not verify: "
+          "{}\nhelp: this is a bug in hypipe's schedule library; please "
+          "report it",
+          artifact.schedule, microbatches, toString(sim.takeError())));
+    p.actions = built->ranks[ppRank];
+  }
+  // Trace names, formatted once rather than in every step.
+  for (const ActionEntry &a : p.actions)
+    p.texts.push_back(schedule::pytorchText(a));
+  return programs.emplace(microbatches, std::move(p)).first->second;
+}
+
 void Trainer::loadBatch(int64_t step) {
   const TrainingConfig &t = artifact.training;
   const int64_t M = artifact.microbatches, dp = comm.dpSize(),
                 perMb = t.microBatchSize * t.seqLength;
+  tokens.resize(M * perMb);
+  labels.resize(M * perMb);
+  batch.assign(M, Microbatch{});
   // The global batch is dp x M microbatches; this replica takes microbatches
   // [dpRank * M, (dpRank + 1) * M) of it. Every pipeline rank draws the
   // replica's samples, so first and last stages agree on tokens and labels
@@ -141,9 +177,93 @@ void Trainer::loadBatch(int64_t step) {
       int64_t globalMb = (step - 1) * dp * M + comm.dpRank() * M + mb;
       int64_t index = globalMb * t.microBatchSize + row;
       int64_t at = mb * perMb + row * t.seqLength;
-      data.sample(uint64_t(t.seed), index, tokens.data() + at,
-                  labels.data() + at);
+      data.stream->sample(uint64_t(t.seed), index, tokens.data() + at,
+                          labels.data() + at);
     }
+  // Each microbatch's loss enters the step's loss with weight 1 / (dp M),
+  // so the data-parallel sum of gradients is already their mean.
+  for (int64_t mb = 0; mb < M; ++mb) {
+    batch[mb].offset = mb * perMb;
+    batch[mb].tokens = perMb;
+    batch[mb].scale = 1.0 / double(M * dp);
+  }
+}
+
+void Trainer::loadPackedBatch(int64_t step, StepStats &stats) {
+  const PackingConfig &pc = artifact.packing;
+  const uint64_t seed = uint64_t(artifact.training.seed);
+  const int64_t G = pc.globalBatchSize;
+  std::vector<int64_t> index(G), lengths(G);
+  int64_t longest = 0;
+  for (int64_t g = 0; g < G; ++g) {
+    index[g] = data.samples->sampleAt(seed, (step - 1) * G + g);
+    lengths[g] = data.samples->length(index[g]);
+    longest = std::max(longest, lengths[g]);
+  }
+  packing::Options o;
+  o.budget = pc.maxTokens;
+  o.dp = comm.dpSize();
+  o.minBins = pc.minBins;
+  o.binMultiple = pc.binMultiple;
+  o.scheduler = *packing::parseScheduler(pc.scheduler);
+  o.cost = {pc.costPerToken, pc.costPerSquaredToken};
+  Expected<packing::Plan> plan = packing::pack(lengths, o);
+  if (!plan)
+    throw CollectiveError(fmt::format(
+        "error: step {}: cannot pack its {} samples into microbatches of {} "
+        "tokens: {}\nhelp: raise data.global_batch_size or lower "
+        "data.min_bin_count / bin_count_multiple",
+        step, G, pc.maxTokens, toString(plan.takeError())));
+
+  // The loss is the mean over every real (unmasked) token of the global
+  // batch, however it was packed: a microbatch's mean loss enters with
+  // weight (its loss tokens) / (the global batch's).
+  auto lossTokens = [&](const packing::Bin &bin) {
+    double n = 0;
+    for (int64_t g : bin.samples)
+      n += data.samples->lossTokens(index[g]);
+    return n;
+  };
+  double globalLossTokens = 0;
+  for (const packing::Bin &bin : plan->bins)
+    globalLossTokens += lossTokens(bin);
+  if (!(globalLossTokens > 0))
+    throw CollectiveError(fmt::format(
+        "error: step {}: every label of the global batch is masked out\n"
+        "help: check the samples' loss_mask",
+        step));
+
+  const std::vector<int64_t> &mine = plan->ranks[comm.dpRank()];
+  int64_t total = 0;
+  for (int64_t b : mine)
+    total += plan->bins[b].tokens;
+  tokens.resize(total);
+  labels.resize(total);
+  lossMask.resize(total);
+  batch.assign(mine.size(), Microbatch{});
+  int64_t at = 0;
+  for (size_t mb = 0; mb < mine.size(); ++mb) {
+    const packing::Bin &bin = plan->bins[mine[mb]];
+    Microbatch &m = batch[mb];
+    m.offset = at;
+    m.tokens = bin.tokens;
+    m.cuSeqlens.push_back(0);
+    for (int64_t g : bin.samples) {
+      data.samples->read(index[g], tokens.data() + at, labels.data() + at,
+                         lossMask.data() + at);
+      at += lengths[g];
+      m.cuSeqlens.push_back(int32_t(at - m.offset));
+    }
+    double n = lossTokens(bin);
+    m.scale = n / globalLossTokens;
+  }
+  stats.microbatches = int64_t(mine.size());
+  stats.tokens = plan->tokens();
+  stats.paddedTokens = G * longest;
+}
+
+int64_t Trainer::activationFloats(const ActionEntry &a) const {
+  return batch.at(a.microbatch).tokens * artifact.stages[0].hidden;
 }
 
 Trainer::StageState &Trainer::localStage(int64_t stage) {
@@ -167,10 +287,11 @@ void Trainer::send(const ActionEntry &a, StepState &st) {
         ppRank, schedule::pytorchText(a)));
   st.sendBuffers.push_back(std::move(it->second));
   from.erase(it);
-  st.sends.push_back(comm.isend(
-      st.sendBuffers.back().data(), st.activation, comm.worldRankOf(a.peer),
-      transferTag(backward ? a.stage - 1 : a.stage + 1, a.microbatch,
-                  artifact.microbatches, backward)));
+  st.sends.push_back(
+      comm.isend(st.sendBuffers.back().data(), activationFloats(a),
+                 comm.worldRankOf(a.peer),
+                 transferTag(backward ? a.stage - 1 : a.stage + 1, a.microbatch,
+                             st.microbatches, backward)));
 }
 
 void Trainer::receive(const ActionEntry &a, StepState &st) {
@@ -182,9 +303,8 @@ void Trainer::receive(const ActionEntry &a, StepState &st) {
               tensorKey(backward ? a.stage + 1 : a.stage - 1, a.microbatch),
               std::vector<float>(st.activation))
           .first->second;
-  comm.recv(
-      buffer.data(), st.activation, comm.worldRankOf(a.peer),
-      transferTag(a.stage, a.microbatch, artifact.microbatches, backward));
+  comm.recv(buffer.data(), activationFloats(a), comm.worldRankOf(a.peer),
+            transferTag(a.stage, a.microbatch, st.microbatches, backward));
 }
 
 hypipe_stage_args_t Trainer::stageArgs(StageState &s, const ActionEntry &a,
@@ -193,9 +313,16 @@ hypipe_stage_args_t Trainer::stageArgs(StageState &s, const ActionEntry &a,
   args.params = s.params.data();
   args.grads = s.grads.data();
   args.workspace = s.workspace.data();
-  args.tokens = tokens.data() + a.microbatch * st.perMb;
-  args.labels = labels.data() + a.microbatch * st.perMb;
-  args.loss_scale = float(st.scale);
+  const Microbatch &mb = batch.at(a.microbatch);
+  args.tokens = tokens.data() + mb.offset;
+  args.labels = labels.data() + mb.offset;
+  args.loss_scale = float(mb.scale);
+  if (!mb.cuSeqlens.empty()) {
+    args.loss_mask = lossMask.data() + mb.offset;
+    args.cu_seqlens = mb.cuSeqlens.data();
+    args.num_seqs = int64_t(mb.cuSeqlens.size()) - 1;
+  }
+  (void)st;
   return args;
 }
 
@@ -222,9 +349,10 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
   e.forward(&args);
   if (!e.hasEmbedding)
     st.acts.erase(tensorKey(a.stage - 1, a.microbatch));
+  const double scale = batch[a.microbatch].scale;
   if (e.hasHead)
-    st.loss += args.loss * st.scale;
-  st.aux += args.aux_loss * st.scale;
+    st.loss += args.loss * scale;
+  st.aux += args.aux_loss * scale;
 }
 
 void Trainer::backward(const ActionEntry &a, StepState &st) {
@@ -248,25 +376,24 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
     e.backwardWeight(&args);
     s.freeSlots.push_back(st.slotOf.at(k));
     st.slotOf.erase(k);
-    if (++s.backwardsDone == artifact.microbatches)
+    if (++s.backwardsDone == st.microbatches)
       startDpReduction(s);
   }
 }
 
 void Trainer::runProgram(int64_t step, double &loss, double &aux) {
+  (void)step;
   const TrainingConfig &t = artifact.training;
-  loadBatch(step);
   StepState st;
-  st.perMb = t.microBatchSize * t.seqLength;
-  st.activation = st.perMb * artifact.stages[0].hidden;
-  // Each microbatch's loss enters the step's loss with weight 1 / (dp M),
-  // so the data-parallel sum of gradients is already their mean.
-  st.scale = 1.0 / double(artifact.microbatches * comm.dpSize());
+  st.microbatches = int64_t(batch.size());
+  st.activation = t.microBatchSize * t.seqLength * artifact.stages[0].hidden;
   for (StageState &s : stages)
     s.backwardsDone = 0;
   lastTimings.clear();
 
-  const std::vector<ActionEntry> &program = artifact.programs[ppRank];
+  const Program &prog = programFor(st.microbatches);
+  const std::vector<ActionEntry> &program = prog.actions;
+  const std::vector<std::string> &actionText = prog.texts;
   for (size_t i = 0; i < program.size(); ++i) {
     const ActionEntry &a = program[i];
     double begin = now() - epoch;
@@ -398,6 +525,8 @@ int64_t Trainer::peakTensorBytes() const {
 }
 
 int64_t Trainer::globalBatch() const {
+  if (artifact.packing.enabled)
+    return artifact.packing.globalBatchSize;
   return comm.dpSize() * artifact.microbatches *
          artifact.training.microBatchSize;
 }
@@ -562,10 +691,23 @@ void Trainer::dump(const std::string &path, double loss, double aux) {
       w.add("grad." + p.name, p.shape, s.grads.data() + p.offset);
     }
   const TrainingConfig &t = artifact.training;
-  std::vector<int64_t> shape = {artifact.microbatches, t.microBatchSize,
-                                t.seqLength};
-  w.add("tokens", shape, tokens.data());
-  w.add("labels", shape, labels.data());
+  std::vector<int32_t> starts; // the writer keeps pointers until write()
+  if (artifact.packing.enabled) {
+    // This step's microbatches back to back, and where each sample starts.
+    std::vector<int64_t> shape = {int64_t(tokens.size())};
+    w.add("tokens", shape, tokens.data());
+    w.add("labels", shape, labels.data());
+    w.add("loss_mask", shape, lossMask.data());
+    for (const Microbatch &mb : batch)
+      for (size_t i = 0; i + 1 < mb.cuSeqlens.size(); ++i)
+        starts.push_back(int32_t(mb.offset) + mb.cuSeqlens[i]);
+    w.add("sample_starts", {int64_t(starts.size())}, starts.data());
+  } else {
+    std::vector<int64_t> shape = {artifact.microbatches, t.microBatchSize,
+                                  t.seqLength};
+    w.add("tokens", shape, tokens.data());
+    w.add("labels", shape, labels.data());
+  }
   w.metadata("loss", fmt::format("{:.9g}", loss));
   w.metadata("aux_loss", fmt::format("{:.9g}", aux));
   w.write(path);
@@ -582,6 +724,13 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   if (faultKillRank == comm.rank() && faultKillStep == step)
     std::raise(SIGKILL);
   double loss = 0, aux = 0;
+  if (artifact.packing.enabled) {
+    loadPackedBatch(step, st);
+  } else {
+    loadBatch(step);
+    st.microbatches = artifact.microbatches;
+    st.tokens = st.paddedTokens = globalBatch() * artifact.training.seqLength;
+  }
   runProgram(step, loss, aux);
   if (faultNanStep == step)
     loss = std::nan("");
@@ -618,9 +767,8 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   st.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  // The global batch: every data-parallel replica's microbatches.
-  double tokensPerStep = double(globalBatch() * t.seqLength);
-  st.tokensPerSecond = tokensPerStep / st.seconds;
+  // The global batch's real tokens: every data-parallel replica's.
+  st.tokensPerSecond = double(st.tokens) / st.seconds;
   return st;
 }
 

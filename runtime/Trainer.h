@@ -13,6 +13,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/Comm.h"
 #include "runtime/Data.h"
+#include "runtime/Samples.h"
 
 #include <map>
 #include <memory>
@@ -25,6 +26,19 @@ struct StepStats {
   int64_t step = 0;
   double loss = 0, auxLoss = 0, lr = 0, gradNorm = 0;
   double seconds = 0, tokensPerSecond = 0;
+  /// The step's microbatches per data-parallel rank (packing varies it).
+  int64_t microbatches = 0;
+  /// Real tokens of the global batch, and what padding every sample to the
+  /// longest of the step would have cost (equal without packing).
+  int64_t tokens = 0, paddedTokens = 0;
+};
+
+/// Where a run's samples come from: one stream of tokens cut into windows
+/// of seq_length (`stream`), or variable-length samples packed into
+/// microbatches (`samples`, docs/data.md).
+struct TrainingData {
+  const Dataset *stream = nullptr;
+  const SampleSource *samples = nullptr;
 };
 
 /// Learning rate of step `step` (1-based): linear warm-up from 0, then
@@ -35,7 +49,7 @@ class Trainer {
 public:
   /// Loads the stage libraries of `comm`'s pipeline rank and initialises
   /// its parameters; collective (creates the tied-parameter groups).
-  Trainer(Artifact &artifact, Comm &comm, const Dataset &data);
+  Trainer(Artifact &artifact, Comm &comm, TrainingData data);
 
   /// Runs training step `step` (1-based). With `dumpPath`, writes the
   /// parameters before the update, the gradients and the batch to a
@@ -57,7 +71,8 @@ public:
   /// and gradient buffers alive at once (including pending sends).
   int64_t peakTensorBytes() const;
 
-  /// Samples per step: dp x microbatches x micro_batch_size.
+  /// Samples per step: dp x microbatches x micro_batch_size, or
+  /// data.global_batch_size when packing.
   int64_t globalBatch() const;
 
   /// One compute or transfer action of the last step, in seconds since the
@@ -85,13 +100,36 @@ private:
     std::map<int64_t, int> slotOf;
     std::vector<Comm::Request> sends;
     std::vector<std::vector<float>> sendBuffers;
-    int64_t perMb = 0, activation = 0;
-    double scale = 1, loss = 0, aux = 0;
+    int64_t microbatches = 0; ///< this step's, per data-parallel rank
+    int64_t activation = 0;   ///< floats of a planned activation buffer
+    double loss = 0, aux = 0;
+  };
+
+  /// One microbatch of this rank's step: where its tokens, labels and mask
+  /// start, how many rows it has, its sample boundaries (packed) and the
+  /// weight of its loss in the step's objective.
+  struct Microbatch {
+    int64_t offset = 0, tokens = 0;
+    std::vector<int32_t> cuSeqlens; ///< empty: batch x seq rows
+    double scale = 1;
+  };
+
+  /// A rank's program for some microbatch count, with its actions' texts.
+  struct Program {
+    std::vector<ActionEntry> actions;
+    std::vector<std::string> texts;
   };
 
   /// Runs the rank's program for step `step`: one handler per action kind.
   void runProgram(int64_t step, double &loss, double &aux);
   void loadBatch(int64_t step);
+  /// Packs the step's samples (every rank the same way) and loads this
+  /// data-parallel rank's microbatches; fills the token counts of `stats`.
+  void loadPackedBatch(int64_t step, StepStats &stats);
+  /// This rank's program for `microbatches` microbatches: the compiled one,
+  /// or built and verified with the schedule library the compiler uses.
+  const Program &programFor(int64_t microbatches);
+  int64_t activationFloats(const ActionEntry &a) const;
   StageState &localStage(int64_t stage);
   hypipe_stage_args_t stageArgs(StageState &s, const ActionEntry &a,
                                 const StepState &st);
@@ -109,9 +147,12 @@ private:
   Artifact &artifact;
   Comm &comm;
   int64_t ppRank;
-  const Dataset &data;
+  TrainingData data;
   std::vector<StageState> stages;      ///< this rank's, by vp_stage
-  std::vector<int32_t> tokens, labels; ///< [microbatches][batch * seq]
+  std::vector<int32_t> tokens, labels; ///< this step's microbatches, in order
+  std::vector<float> lossMask;         ///< packed runs only
+  std::vector<Microbatch> batch;       ///< this step's, this dp rank's
+  std::map<int64_t, Program> programs; ///< by microbatch count
   /// Parameters that appear in more than one local stage (tied embedding):
   /// (stage, offset) of each copy, by name.
   std::map<std::string, std::vector<std::pair<size_t, int64_t>>> copies;
@@ -126,8 +167,6 @@ private:
   std::map<std::string, int64_t> firstStage;
   std::vector<Comm::Request> dpRequests;
   std::vector<Timing> lastTimings;
-  /// PyTorch's text of each action of this rank's program, by position.
-  std::vector<std::string> actionText;
   double epoch = 0;
   int64_t peakTransientFloats = 0;
   int faultKillRank = -1;

@@ -50,6 +50,12 @@ std::string chromeTrace(const std::vector<std::string> &perRank,
   return trace.dump();
 }
 
+/// "dir" of "dir/file" ("." when there is no slash).
+std::string parentDirectory(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
 bool fileExists(const std::string &path) {
   return !path.empty() && ::access(path.c_str(), F_OK) == 0;
 }
@@ -82,11 +88,26 @@ int runTraining(const RunOptions &o, Comm &comm) {
     throw CollectiveError("error: --dump-step needs a single-rank artifact\n"
                           "help: recompile with --pp 1 --dp 1");
   cpu::setNumThreads(o.threads);
-  std::unique_ptr<Dataset> dataset = openDataset(
-      o.dataPath.empty() ? artifact.dataPath : o.dataPath, artifact.dataFormat,
-      artifact.training.seqLength, artifact.model.vocab);
-  const Dataset &data = *dataset;
-  Trainer trainer(artifact, comm, data);
+  const std::string dataPath =
+      o.dataPath.empty() ? artifact.dataPath : o.dataPath;
+  std::unique_ptr<Dataset> stream;
+  std::unique_ptr<SampleSource> samples;
+  if (artifact.packing.enabled) {
+    SampleOptions so;
+    so.format = artifact.dataFormat;
+    so.path = dataPath;
+    so.mockConfig = artifact.packing.mock;
+    so.specDir = parentDirectory(artifact.specFile);
+    so.vocab = artifact.model.vocab;
+    so.budget = artifact.packing.maxTokens;
+    so.truncate = artifact.packing.truncate;
+    so.seed = uint64_t(artifact.training.seed);
+    samples = openSamples(so);
+  } else {
+    stream = openDataset(dataPath, artifact.dataFormat,
+                         artifact.training.seqLength, artifact.model.vocab);
+  }
+  Trainer trainer(artifact, comm, {stream.get(), samples.get()});
   int64_t first = 1;
   if (!o.resume.empty())
     first = trainer.resume(o.resume) + 1;
@@ -112,11 +133,21 @@ int runTraining(const RunOptions &o, Comm &comm) {
                artifact.schedule, artifact.microbatches,
                artifact.training.microBatchSize, artifact.training.seqLength,
                o.threads);
+    if (samples)
+      fmt::print("packing: {}; {} samples per step into microbatches of up "
+                 "to {} tokens ({} scheduler){}\n",
+                 samples->description(), artifact.packing.globalBatchSize,
+                 artifact.packing.maxTokens, artifact.packing.scheduler,
+                 samples->truncatedSamples() > 0
+                     ? fmt::format(", {} samples truncated to fit",
+                                   samples->truncatedSamples())
+                     : "");
     if (first > 1)
       fmt::print("resumed from {} at step {}\n", o.resume, first - 1);
     std::fflush(stdout);
   }
   double elapsed = 0, firstLoss = 0, lastLoss = 0;
+  int64_t realTokens = 0, paddedTokens = 0;
   nlohmann::json traceEvents = nlohmann::json::array();
   int64_t last = first - 1;
   bool stopped = false;
@@ -124,6 +155,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
     StepStats st = trainer.step(s, s == 1 ? o.dump : "");
     last = s;
     elapsed += st.seconds;
+    realTokens += st.tokens;
+    paddedTokens += st.paddedTokens;
     if (s == first)
       firstLoss = st.loss;
     lastLoss = st.loss;
@@ -137,6 +170,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
                             {"aux_loss", st.auxLoss},
                             {"lr", st.lr},
                             {"grad_norm", st.gradNorm},
+                            {"microbatches", st.microbatches},
+                            {"tokens", st.tokens},
                             {"tokens_per_s", st.tokensPerSecond}}
                  .dump()
           << "\n"
@@ -186,10 +221,20 @@ int runTraining(const RunOptions &o, Comm &comm) {
     if (stopped)
       fmt::print("stopped after step {} on request{}\n", last,
                  o.save.empty() ? "" : fmt::format(" (saved to {})", o.save));
-    fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, "
-               "unigram entropy of the data {:.4f}\n",
-               last - first + 1, elapsed, firstLoss, lastLoss,
-               data.unigramEntropy());
+    if (stream)
+      fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, "
+                 "unigram entropy of the data {:.4f}\n",
+                 last - first + 1, elapsed, firstLoss, lastLoss,
+                 stream->unigramEntropy());
+    else
+      fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, {} real "
+                 "tokens ({:.1f}% of the {} that padding every sample to the "
+                 "step's longest would compute)\n",
+                 last - first + 1, elapsed, firstLoss, lastLoss,
+                 hypipe::withCommas(realTokens),
+                 100.0 * double(realTokens) /
+                     double(std::max<int64_t>(1, paddedTokens)),
+                 hypipe::withCommas(paddedTokens));
     std::string tensors, rss;
     for (size_t r = 0; r + 1 < memory.size(); r += 2) {
       tensors += fmt::format("{}{:.1f}", r ? " " : "", memory[r]);

@@ -2,6 +2,7 @@
 
 #include "targets/Artifact.h"
 
+#include "core/data/Packing.h"
 #include "dialects/hybrid/HybridOps.h"
 #include "frontend/Diagnostic.h"
 #include "passes/Passes.h"
@@ -231,6 +232,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.dp = spec.parallel.dp;
   artifact.schedule = spec.parallel.schedule;
   artifact.microbatches = spec.parallel.microbatches;
+  artifact.groupSize = spec.parallel.groupSize;
   artifact.numStages = int64_t(artifact.stages.size());
 
   rt::TrainingConfig &t = artifact.training; // Adam's betas: its defaults
@@ -245,6 +247,22 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   t.gradClip = tr.gradClip;
   artifact.dataPath = dataPath.str().str();
   artifact.dataFormat = spec.data.format;
+  if (spec.data.packing) {
+    const DataSpec &ds = spec.data;
+    rt::PackingConfig &p = artifact.packing;
+    p.enabled = true;
+    p.maxTokens = *ds.maxTokensPerMicrobatch;
+    p.globalBatchSize = *ds.globalBatchSize;
+    p.minBins = *ds.minBinCount;
+    p.binMultiple = *ds.binCountMultiple;
+    p.scheduler = ds.scheduler;
+    p.truncate = ds.truncate;
+    p.mock = ds.mock;
+    packing::SampleCost cost = packing::modelSampleCost(
+        d, spec.pattern.layers(), spec.pattern.mtp, spec.pattern.mtpDepths);
+    p.costPerToken = cost.perToken;
+    p.costPerSquaredToken = cost.perSquaredToken;
+  }
 
   json manifest = rt::manifestToJson(artifact);
   if (auto err = writeFile(dir + "/manifest.json", manifest.dump(1) + "\n"))

@@ -2,6 +2,8 @@
 
 #include "core/data/Packing.h"
 
+#include "core/model/CostModel.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -35,6 +37,26 @@ Expected<Scheduler> parseScheduler(const std::string &name) {
   return makeError(fmt::format("unknown packing scheduler '{}'; the "
                                "schedulers are {}",
                                name, schedulerNames()));
+}
+
+SampleCost modelSampleCost(const ModelDims &dims, const std::string &layers,
+                           const std::string &mtpLayers, int mtpDepths) {
+  // FLOPs are a*n + b*n^2 in the length n; two lengths determine a and b.
+  auto flops = [&](int64_t n) {
+    CostSettings settings;
+    settings.seqLength = n;
+    settings.microBatchSize = 1;
+    double total = 0;
+    for (const ItemCost &item :
+         modelItems(dims, settings, layers, mtpLayers, mtpDepths))
+      total += double(item.totalFlops());
+    return total;
+  };
+  const double n1 = 64, n2 = 128, f1 = flops(64), f2 = flops(128);
+  SampleCost c;
+  c.perSquaredToken = (f2 - f1 * n2 / n1) / (n2 * n2 - n1 * n2);
+  c.perToken = (f1 - c.perSquaredToken * n1 * n1) / n1;
+  return c;
 }
 
 int64_t Plan::tokens() const {

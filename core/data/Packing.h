@@ -18,6 +18,7 @@
 #define HYPIPE_CORE_DATA_PACKING_H
 
 #include "core/Error.h"
+#include "core/model/ModelDims.h"
 
 #include <cstdint>
 #include <string>
@@ -44,6 +45,12 @@ struct SampleCost {
     return perToken * double(n) + perSquaredToken * double(n) * double(n);
   }
 };
+
+/// The cost model's training FLOPs (forward and backward) of one sample of
+/// the model, split exactly into its linear and quadratic parts in the
+/// sample's length (attention's core is the only quadratic term).
+SampleCost modelSampleCost(const ModelDims &dims, const std::string &layers,
+                           const std::string &mtpLayers, int mtpDepths);
 
 struct Options {
   int64_t budget = 0; ///< tokens per microbatch

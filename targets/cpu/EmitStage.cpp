@@ -77,6 +77,7 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
   line(fmt::format("constexpr long kActivation = {}; // floats of one [batch, "
                    "seq, hidden] tensor",
                    act));
+  line(fmt::format("constexpr long kHidden = {};", plan.hidden));
   for (size_t i = 0; i < plan.layers.size(); ++i) {
     const KernelLayer &l = plan.layers[i];
     line(fmt::format(
@@ -100,6 +101,8 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
   // Forward: activations ping-pong between two workspace buffers; the
   // first layer reads the stage input, the last writes the stage output.
   line("extern \"C\" void hypipe_stage_forward(hypipe_stage_args_t *a) {");
+  line("  const TokenShape t = withBoundaries(kTokens, a->cu_seqlens, "
+       "a->num_seqs);");
   line("  float *buf[2] = {a->workspace, a->workspace + kActivation};");
   line("  float *ws = a->workspace + 2 * kActivation;");
   line("  const float *x = a->input;");
@@ -114,22 +117,22 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
     std::string dst = lastMixer ? "a->output" : fmt::format("buf[{}]", cur);
     switch (l.kind) {
     case KernelKind::Embedding:
-      line(fmt::format("  embeddingForward(kL{}, kTokens, {}, a->tokens, {}, "
+      line(fmt::format("  embeddingForward(kL{}, t, {}, a->tokens, {}, "
                        "{});",
                        i, p, dst, s));
       break;
     case KernelKind::Head:
-      line(fmt::format("  a->loss = headForward(kL{}, kTokens, {}, x, "
+      line(fmt::format("  a->loss = headForward(kL{}, t, {}, x, "
                        "a->labels, a->loss_mask, {}, ws);",
                        i, p, s));
       continue;
     case KernelKind::Moe:
-      line(fmt::format("  a->aux_loss += moeForward(kL{}, kTokens, {}, x, {}, "
+      line(fmt::format("  a->aux_loss += moeForward(kL{}, t, {}, x, {}, "
                        "{}, ws);",
                        i, p, dst, s));
       break;
     default:
-      line(fmt::format("  {}Forward(kL{}, kTokens, {}, x, {}, {}, ws);",
+      line(fmt::format("  {}Forward(kL{}, t, {}, x, {}, {}, ws);",
                        kernelKindName(l.kind), i, p, dst, s));
       break;
     }
@@ -138,7 +141,7 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
     cur ^= 1;
   }
   if (!plan.hasHead && !wroteOutput)
-    line("  std::memcpy(a->output, x, sizeof(float) * kActivation);");
+    line("  std::memcpy(a->output, x, sizeof(float) * t.tokens() * kHidden);");
   line("  (void)buf;");
   line("  (void)ws;");
   line("  (void)x;");
@@ -148,6 +151,8 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
   // Input-gradient pass, layers in reverse.
   line("extern \"C\" void hypipe_stage_backward_input(hypipe_stage_args_t "
        "*a) {");
+  line("  const TokenShape t = withBoundaries(kTokens, a->cu_seqlens, "
+       "a->num_seqs);");
   line("  float *buf[2] = {a->workspace, a->workspace + kActivation};");
   line("  float *ws = a->workspace + 2 * kActivation;");
   line("  const float *dy = a->grad_output;");
@@ -163,21 +168,20 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
         firstMixer ? "a->grad_input" : fmt::format("buf[{}]", cur);
     switch (l.kind) {
     case KernelKind::Embedding:
-      line(fmt::format("  embeddingBackwardInput(kL{}, kTokens, dy, {});", n,
-                       s));
+      line(fmt::format("  embeddingBackwardInput(kL{}, t, dy, {});", n, s));
       continue;
     case KernelKind::Head:
-      line(fmt::format("  headBackwardInput(kL{}, kTokens, {}, {}, {}, "
+      line(fmt::format("  headBackwardInput(kL{}, t, {}, {}, {}, "
                        "a->loss_scale, {}, ws);",
                        n, p, g, s, dst));
       break;
     case KernelKind::Moe:
-      line(fmt::format("  moeBackwardInput(kL{}, kTokens, {}, {}, {}, dy, {}, "
+      line(fmt::format("  moeBackwardInput(kL{}, t, {}, {}, {}, dy, {}, "
                        "ws, a->loss_scale);",
                        n, p, g, s, dst));
       break;
     default:
-      line(fmt::format("  {}BackwardInput(kL{}, kTokens, {}, {}, {}, dy, {}, "
+      line(fmt::format("  {}BackwardInput(kL{}, t, {}, {}, {}, dy, {}, "
                        "ws);",
                        kernelKindName(l.kind), n, p, g, s, dst));
       break;
@@ -187,7 +191,8 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
     cur ^= 1;
   }
   if (!plan.hasEmbedding && !wroteGradInput)
-    line("  std::memcpy(a->grad_input, dy, sizeof(float) * kActivation);");
+    line("  std::memcpy(a->grad_input, dy, sizeof(float) * t.tokens() * "
+         "kHidden);");
   line("  (void)buf;");
   line("  (void)ws;");
   line("  (void)dy;");
@@ -196,13 +201,16 @@ std::string emitStageCpp(const StagePlan &plan, const std::string &modelName) {
 
   line("extern \"C\" void hypipe_stage_backward_weight(hypipe_stage_args_t "
        "*a) {");
+  line("  const TokenShape t = withBoundaries(kTokens, a->cu_seqlens, "
+       "a->num_seqs);");
   for (size_t n = plan.layers.size(); n-- > 0;) {
     const KernelLayer &l = plan.layers[n];
-    line(fmt::format("  {}BackwardWeight(kL{}, kTokens, a->saved + {}, "
+    line(fmt::format("  {}BackwardWeight(kL{}, t, a->saved + {}, "
                      "a->grads + {});",
                      kernelKindName(l.kind), n, l.savedOffset, l.paramOffset));
   }
   line("  (void)a;");
+  line("  (void)t;");
   line("}");
   return out;
 }

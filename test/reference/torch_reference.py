@@ -172,19 +172,16 @@ def main():
         return {n[len(prefix):]: t for n, t in params.items() if n.startswith(prefix)}
 
     layers = [(l["kind"], l["layer"]) for s in manifest["stages"] for l in s["layers"]]
-    tokens, labels = tensors["tokens"].long(), tensors["labels"].long()
-    M = tokens.shape[0]
-    total = 0.0
-    lm_total = 0.0
-    aux_total = 0.0
-    for mb in range(M):
+    def logits_of(tok):
+        """The model on a [batch, seq] block of token ids: logits, aux loss."""
         x = None
         aux = 0.0
+        logits = None
         for kind, layer in layers:
             pre = "decoder.layers.%d." % (layer - 1)
             lp = layer_params(pre)
             if kind == "embedding":
-                x = params["embedding.word_embeddings.weight"][tokens[mb]]
+                x = params["embedding.word_embeddings.weight"][tok]
             elif kind == "mamba":
                 x = x + mamba(rmsnorm(x, lp["norm.weight"]), lp, dims["mamba"])
             elif kind == "attention":
@@ -201,10 +198,34 @@ def main():
                 w = params["embedding.word_embeddings.weight" if spec_dims["tie_embeddings"]
                            else "output_layer.weight"]
                 logits = h @ w.T
-                lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[mb].reshape(-1))
-        total = total + (lm + aux) / M
-        lm_total += float(lm) / M
-        aux_total += float(aux) / M
+        return logits, aux
+
+    tokens, labels = tensors["tokens"].long(), tensors["labels"].long()
+    total = 0.0
+    lm_total = 0.0
+    aux_total = 0.0
+    if "sample_starts" in tensors:
+        # A packed step: each sample alone, as its own sequence; the loss is
+        # the mean over the masked-in labels of all samples.
+        if dims["moe"]["experts"] and layers and any(k == "moe" for k, _ in layers):
+            sys.exit("the packed reference has no MoE (its aux loss is per microbatch)")
+        mask = tensors["loss_mask"].double()
+        starts = tensors["sample_starts"].long().tolist() + [tokens.shape[0]]
+        summed = 0.0
+        for a, b in zip(starts[:-1], starts[1:]):
+            logits, _ = logits_of(tokens[a:b][None, :])
+            ce = F.cross_entropy(logits[0], labels[a:b], reduction="none")
+            summed = summed + (ce * mask[a:b]).sum()
+        total = summed / mask.sum()
+        lm_total = float(total)
+    else:
+        M = tokens.shape[0]
+        for mb in range(M):
+            logits, aux = logits_of(tokens[mb])
+            lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[mb].reshape(-1))
+            total = total + (lm + aux) / M
+            lm_total += float(lm) / M
+            aux_total += float(aux) / M
     total.backward()
 
     worst = 0.0
@@ -228,9 +249,11 @@ def main():
         check("grad " + name, tensors["grad." + name], p.grad)
     if unused:
         failures.append("parameters the reference never used: " + ", ".join(unused))
-    print("reference: %d parameters, %d microbatches, loss %.6f (hypipe %s), "
+    what = ("%d samples" % (len(starts) - 1) if "sample_starts" in tensors
+            else "%d microbatches" % tokens.shape[0])
+    print("reference: %d parameters, %s, loss %.6f (hypipe %s), "
           "max relative error %.2e (tolerance %.0e)"
-          % (len(params), M, lm_total, meta["loss"], worst, args.tol))
+          % (len(params), what, lm_total, meta["loss"], worst, args.tol))
     for f in failures:
         print("MISMATCH " + f)
     return 1 if failures else 0

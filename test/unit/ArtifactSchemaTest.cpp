@@ -42,6 +42,12 @@ Artifact sample() {
   a.dp = 3;
   a.schedule = "zb-h1";
   a.microbatches = 4;
+  a.groupSize = 2;
+  a.packing = {true,  512,
+               64,    6,
+               6,     "first-fit-decreasing",
+               true,  "{\"mode\": \"file\", \"path\": \"l.csv\"}",
+               1.5e6, 40.25};
   a.training = {256, 2, 10, 7, 1e-3, 1e-4, 0.1, 1.0, 2, 0.8, 0.95, 1e-6};
   a.dataPath = "/data/x.bin";
   a.dataFormat = "indexed";
@@ -84,6 +90,11 @@ TEST(ArtifactSchema, EveryFieldWrittenIsRead) {
   EXPECT_EQ(b.training.beta2, 0.95);
   EXPECT_EQ(b.training.eps, 1e-6);
   EXPECT_EQ(b.specText, a.specText);
+  EXPECT_EQ(b.groupSize, 2);
+  EXPECT_TRUE(b.packing.enabled);
+  EXPECT_EQ(b.packing.scheduler, "first-fit-decreasing");
+  EXPECT_EQ(b.packing.mock, a.packing.mock);
+  EXPECT_EQ(b.packing.costPerSquaredToken, 40.25);
   ASSERT_EQ(b.stages.size(), 2u);
   EXPECT_EQ(b.stages[1].layers, a.stages[1].layers);
   EXPECT_EQ(b.stages[1].params[1].numel, 24);

@@ -22,6 +22,15 @@
 
 namespace hypipe::rt::cpu {
 
+/// A stage's token shape for one call: its planned capacity, with the
+/// microbatch's sample boundaries when it is packed (`cuSeqlens` non-null).
+inline TokenShape withBoundaries(TokenShape capacity, const int32_t *cuSeqlens,
+                                 int64_t numSeqs) {
+  capacity.cuSeqlens = cuSeqlens;
+  capacity.numSeqs = cuSeqlens ? numSeqs : 0;
+  return capacity;
+}
+
 void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
                   const float *x, float *y, float *saved, float *ws);
 void mambaBackwardInput(const MambaShape &s, const TokenShape &t,

@@ -1,0 +1,159 @@
+//===- MockSft.cpp - the mock SFT dataset's sample lengths ----------------===//
+
+#include "core/data/MockSft.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace hypipe::packing {
+
+namespace {
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/// Uniform in (0, 1) from 53 random bits.
+double unit(uint64_t bits) {
+  return (double(bits >> 11) + 0.5) / 9007199254740992.0;
+}
+
+const char *kHelp =
+    "the mock dataset is {\"mode\": \"distribution\", \"type\": "
+    "\"lognormal\", \"min_seq_len\": N, \"max_seq_len\": N, "
+    "\"mean_seq_len\": N, \"lognormal_sigma\": X} or {\"mode\": \"file\", "
+    "\"path\": \"seqlens.csv\"}";
+
+} // namespace
+
+Expected<MockSftConfig> parseMockSftConfig(const std::string &text,
+                                           int64_t budget) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  auto fail = [&](const std::string &what) -> Expected<MockSftConfig> {
+    return Error(Problem{what, kHelp, std::nullopt, 1});
+  };
+  if (j.is_discarded() || !j.is_object())
+    return fail("the mock dataset configuration is not a JSON object");
+  MockSftConfig c;
+  auto str = [&](const char *key, std::string &out) {
+    if (!j.contains(key) || !j[key].is_string())
+      return false;
+    out = j[key].get<std::string>();
+    return true;
+  };
+  std::string mode;
+  if (!str("mode", mode))
+    return fail("the mock dataset configuration needs \"mode\"");
+  if (mode == "file") {
+    c.fromFile = true;
+    if (!str("path", c.path) || c.path.empty())
+      return fail("the mock dataset's mode \"file\" needs \"path\"");
+    for (auto &[key, value] : j.items())
+      if (key != "mode" && key != "path")
+        return fail(fmt::format("unknown key \"{}\" for mode \"file\"", key));
+    return c;
+  }
+  if (mode != "distribution")
+    return fail(fmt::format("unknown mock dataset mode \"{}\"", mode));
+  std::string type;
+  if (!str("type", type) || type != "lognormal")
+    return fail("the mock dataset's distribution \"type\" must be "
+                "\"lognormal\"");
+  for (auto &[key, value] : j.items())
+    if (key != "mode" && key != "type" && key != "min_seq_len" &&
+        key != "max_seq_len" && key != "mean_seq_len" &&
+        key != "lognormal_sigma")
+      return fail(
+          fmt::format("unknown key \"{}\" for mode \"distribution\"", key));
+  for (const char *key :
+       {"min_seq_len", "max_seq_len", "mean_seq_len", "lognormal_sigma"})
+    if (!j.contains(key) || !j[key].is_number())
+      return fail(fmt::format("the mock dataset needs a number \"{}\"", key));
+  for (const char *key : {"min_seq_len", "max_seq_len"})
+    if (!j[key].is_number_integer())
+      return fail(fmt::format("\"{}\" must be an integer", key));
+  c.minLen = j["min_seq_len"].get<int64_t>();
+  c.maxLen = j["max_seq_len"].get<int64_t>();
+  c.mean = j["mean_seq_len"].get<double>();
+  c.sigma = j["lognormal_sigma"].get<double>();
+  if (c.minLen < 1 || c.maxLen < c.minLen)
+    return fail(fmt::format("the mock lengths need 1 <= min_seq_len <= "
+                            "max_seq_len, got {} and {}",
+                            c.minLen, c.maxLen));
+  if (c.maxLen > budget)
+    return Error(Problem{
+        fmt::format("max_seq_len {} exceeds the {} tokens a microbatch holds",
+                    c.maxLen, budget),
+        "raise data.max_tokens_per_microbatch or lower max_seq_len",
+        std::nullopt, 1});
+  if (!(c.mean > 0) || !(c.sigma >= 0))
+    return fail(fmt::format("mean_seq_len must be positive and "
+                            "lognormal_sigma non-negative, got {} and {}",
+                            c.mean, c.sigma));
+  return c;
+}
+
+Error readMockLengths(const std::string &text, std::vector<int64_t> &lengths) {
+  lengths.clear();
+  size_t i = 0;
+  while (i < text.size()) {
+    unsigned char ch = static_cast<unsigned char>(text[i]);
+    if (std::isspace(ch) || ch == ',') {
+      ++i;
+      continue;
+    }
+    size_t start = i;
+    int64_t value = 0;
+    bool digits = false;
+    while (i < text.size() &&
+           std::isdigit(static_cast<unsigned char>(text[i]))) {
+      value = value * 10 + (text[i] - '0');
+      digits = true;
+      if (value > (int64_t(1) << 40))
+        break;
+      ++i;
+    }
+    bool endsWell = i == text.size() ||
+                    std::isspace(static_cast<unsigned char>(text[i])) ||
+                    text[i] == ',';
+    if (!digits || !endsWell || value < 1) {
+      size_t end = start;
+      while (end < text.size() &&
+             !std::isspace(static_cast<unsigned char>(text[end])) &&
+             text[end] != ',')
+        ++end;
+      return sourceError(
+          start,
+          fmt::format("'{}' is not a positive sequence length",
+                      text.substr(start, std::min<size_t>(end - start, 40))),
+          "a lengths file holds positive integers separated by commas, "
+          "spaces or newlines",
+          end - start);
+    }
+    lengths.push_back(value);
+  }
+  if (lengths.empty())
+    return makeError("the lengths file holds no sequence length");
+  return Error::success();
+}
+
+int64_t mockSftLength(const MockSftConfig &c, uint64_t seed, int64_t index) {
+  if (c.fromFile)
+    return c.lengths[size_t(index) % c.lengths.size()];
+  uint64_t base = mix(mix(seed ^ 0x6d6f636bULL) ^ uint64_t(index));
+  // Box-Muller: one standard normal from two uniforms.
+  double u1 = unit(mix(base)), u2 = unit(mix(base ^ 1));
+  double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  double mu = std::log(c.mean) - 0.5 * c.sigma * c.sigma;
+  double len = std::round(std::exp(mu + c.sigma * z));
+  return std::clamp<int64_t>(int64_t(std::min(len, 1e15)), c.minLen, c.maxLen);
+}
+
+} // namespace hypipe::packing
