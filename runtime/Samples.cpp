@@ -76,6 +76,13 @@ RuntimeError located(const std::string &path, const std::string &text,
                   std::string(prefix.size() + column - from, ' '), help));
 }
 
+/// Where `value` first appears in `line` after `from` (0 if it does not).
+size_t columnOf(const std::string &line, const std::string &value,
+                size_t from) {
+  size_t at = line.find(value, from == std::string::npos ? 0 : from);
+  return at == std::string::npos ? 0 : at;
+}
+
 /// Samples held in memory: the JSONL file's, token ids and masks.
 class MemorySamples : public SampleSource {
 public:
@@ -150,8 +157,9 @@ std::unique_ptr<SampleSource> openJsonl(const SampleOptions &o) {
                     "JSON Lines data holds one object per line, e.g. "
                     "{\"tokens\": [1, 2, 3]} or {\"text\": \"...\"}");
     }
-    auto fail = [&](const std::string &message, const std::string &help) {
-      return located(o.path, text, lineAt, message, help);
+    auto fail = [&](const std::string &message, const std::string &help,
+                    size_t column = 0) {
+      return located(o.path, text, lineAt + column, message, help);
     };
     if (!j.is_object())
       throw fail(
@@ -171,7 +179,8 @@ std::unique_ptr<SampleSource> openJsonl(const SampleOptions &o) {
                                  "vocabulary [0, {})",
                                  k, t[k].dump(), o.vocab),
                      fmt::format("set model.vocab_size to the tokenizer's "
-                                 "size, or fix the sample"));
+                                 "size, or fix the sample"),
+                     columnOf(line, t[k].dump(), line.find("\"tokens\"")));
         ids.push_back(int32_t(t[k].get<int64_t>()));
       }
     } else if (j.contains("text")) {

@@ -125,14 +125,17 @@ int runTraining(const RunOptions &o, Comm &comm) {
       o.progress == "auto" ? isatty(STDOUT_FILENO) != 0 : o.progress == "bar";
   const int64_t total = artifact.training.steps;
   if (root && !o.quiet) {
+    std::string batching =
+        samples ? std::string("packed microbatches (count per step varies)")
+                : fmt::format("{} microbatches x {} x {} tokens",
+                              artifact.microbatches,
+                              artifact.training.microBatchSize,
+                              artifact.training.seqLength);
     fmt::print("hypipe-run: {} ({}), {} stages on {} rank{} (pp {} x dp "
-               "{}), schedule {}, {} microbatches x {} x {} tokens, {} "
-               "threads per rank\n",
+               "{}), schedule {}, {}, {} threads per rank\n",
                artifact.model.name, artifact.model.pattern, artifact.numStages,
                ranks, ranks > 1 ? "s" : "", artifact.pp, artifact.dp,
-               artifact.schedule, artifact.microbatches,
-               artifact.training.microBatchSize, artifact.training.seqLength,
-               o.threads);
+               artifact.schedule, batching, o.threads);
     if (samples)
       fmt::print("packing: {}; {} samples per step into microbatches of up "
                  "to {} tokens ({} scheduler){}\n",
