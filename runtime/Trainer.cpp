@@ -233,6 +233,24 @@ void Trainer::loadPackedBatch(int64_t step, StepStats &stats) {
         "help: check the samples' loss_mask",
         step));
 
+  // Every rank packed alone; a rank that read other data (another file on
+  // another node) would disagree on the bins and deadlock. One small
+  // collective per step makes that an error instead.
+  uint64_t digest = 1469598103934665603ULL;
+  for (const packing::Bin &bin : plan->bins)
+    for (int64_t g : bin.samples)
+      digest =
+          (digest ^ uint64_t(index[g] * 8191 + lengths[g])) * 1099511628211ULL;
+  std::vector<double> all = comm.allgather(
+      {double(plan->bins.size()), double(digest >> 12), globalLossTokens});
+  for (size_t r = 3; r < all.size(); r += 3)
+    if (all[r] != all[0] || all[r + 1] != all[1] || all[r + 2] != all[2])
+      throw CollectiveError(fmt::format(
+          "error: step {}: the ranks packed different microbatches (rank {} "
+          "made {} bins, rank 0 {})\nhelp: every rank must read the same "
+          "data: check data.path on every node",
+          step, r / 3, all[r], all[0]));
+
   const std::vector<int64_t> &mine = plan->ranks[comm.dpRank()];
   int64_t total = 0;
   for (int64_t b : mine)
