@@ -2,6 +2,8 @@
 
 #include "runtime/Artifact.h"
 
+#include "core/data/Packing.h"
+
 #include <dlfcn.h>
 #include <elf.h>
 #include <fmt/format.h>
@@ -268,6 +270,10 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   p.minBins = field<int64_t>(pk, "min_bin_count", path);
   p.binMultiple = field<int64_t>(pk, "bin_count_multiple", path);
   p.scheduler = field<std::string>(pk, "scheduler", path);
+  if (p.enabled && !packing::parseScheduler(p.scheduler))
+    fail(fmt::format("{}: unknown packing scheduler '{}'", path, p.scheduler),
+         fmt::format("the schedulers are {}; recompile the artifact",
+                     packing::schedulerNames()));
   p.truncate = field<bool>(pk, "truncate", path);
   p.mock = field<std::string>(pk, "mock", path);
   p.costPerToken = field<double>(pk, "cost_per_token", path);

@@ -8,13 +8,6 @@
 
 namespace hypipe::rt {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 namespace {
 
 uint64_t fnv1a(const std::string &s) {
@@ -28,12 +21,11 @@ uint64_t fnv1a(const std::string &s) {
 struct Stream {
   uint64_t key, counter = 0;
   double uniform() { // in (0, 1)
-    uint64_t bits = splitmix64(key ^ splitmix64(counter++));
-    return (double(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    return unitInterval(splitmix64(key ^ splitmix64(counter++)));
   }
-  double normal() { // Box-Muller, one value per pair of uniforms
+  double normal() { // one value per pair of uniforms
     double u1 = uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    return standardNormal(u1, u2);
   }
 };
 

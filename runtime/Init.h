@@ -8,14 +8,14 @@
 #ifndef HYPIPE_RUNTIME_INIT_H
 #define HYPIPE_RUNTIME_INIT_H
 
+#include "core/Random.h"
 #include "runtime/Artifact.h"
 
 #include <cstdint>
 
 namespace hypipe::rt {
 
-/// splitmix64: the mixing function of every random stream here.
-uint64_t splitmix64(uint64_t x);
+using hypipe::splitmix64;
 
 /// Fills `dst` (param.numel floats) with the parameter's initial values.
 void initParameter(const ParamEntry &param, int64_t seed, float *dst);

@@ -55,11 +55,8 @@ RuntimeError located(const std::string &path, const std::string &text,
                      size_t offset, const std::string &message,
                      const std::string &help) {
   offset = std::min(offset, text.size());
-  size_t lineStart = text.rfind('\n', offset ? offset - 1 : 0);
-  lineStart =
-      (lineStart == std::string::npos || offset == 0) ? 0 : lineStart + 1;
-  if (offset > 0 && text[offset - 1] == '\n')
-    lineStart = offset;
+  size_t newline = offset ? text.rfind('\n', offset - 1) : std::string::npos;
+  size_t lineStart = newline == std::string::npos ? 0 : newline + 1;
   size_t lineEnd = text.find('\n', lineStart);
   if (lineEnd == std::string::npos)
     lineEnd = text.size();
@@ -97,8 +94,8 @@ public:
   }
   void read(int64_t i, int32_t *tokens, int32_t *labels,
             float *lossMask) const override {
-    const int64_t at = starts[i];
-    for (int64_t k = 0; k < lengths[i]; ++k) {
+    const int64_t at = starts[i], n = lengths[i];
+    for (int64_t k = 0; k < n; ++k) {
       tokens[k] = ids[at + k];
       labels[k] = ids[at + k + 1];
       lossMask[k] = masks.empty() ? 1.0f : masks[at + k + 1];
@@ -112,17 +109,17 @@ public:
       n = budget;
       ++truncated;
     }
-    if (!mask.empty() && masks.size() < ids.size())
-      masks.resize(ids.size(), 1.0f);
+    // Masks are kept from the first masked sample on; the samples before
+    // it count every label.
+    if (!mask.empty() && masks.empty())
+      masks.assign(ids.size(), 1.0f);
     starts.push_back(int64_t(ids.size()));
     lengths.push_back(n);
     ids.insert(ids.end(), sample.begin(), sample.end());
-    if (!mask.empty() || !masks.empty()) {
-      if (mask.empty())
-        masks.resize(ids.size(), 1.0f);
-      else
-        masks.insert(masks.end(), mask.begin(), mask.end());
-    }
+    if (!mask.empty())
+      masks.insert(masks.end(), mask.begin(), mask.end());
+    else if (!masks.empty())
+      masks.resize(ids.size(), 1.0f);
     count = int64_t(lengths.size());
   }
   void describe(std::string text) { about = std::move(text); }
@@ -269,8 +266,8 @@ public:
   }
   void read(int64_t i, int32_t *tokens, int32_t *labels,
             float *lossMask) const override {
-    const int64_t at = data.documentStart(i);
-    for (int64_t k = 0; k < length(i); ++k) {
+    const int64_t at = data.documentStart(i), n = length(i);
+    for (int64_t k = 0; k < n; ++k) {
       tokens[k] = int32_t(data.token(at + k));
       labels[k] = int32_t(data.token(at + k + 1));
       lossMask[k] = 1.0f;
@@ -303,8 +300,10 @@ public:
   }
   void read(int64_t i, int32_t *tokens, int32_t *labels,
             float *lossMask) const override {
-    int64_t start = int64_t(splitmix64(seed ^ uint64_t(i)) % uint64_t(vocab));
-    for (int64_t k = 0; k < length(i); ++k) {
+    const int64_t start =
+        int64_t(splitmix64(seed ^ uint64_t(i)) % uint64_t(vocab));
+    const int64_t n = length(i); // a lognormal draw: once, not per token
+    for (int64_t k = 0; k < n; ++k) {
       tokens[k] = int32_t((start + k) % vocab);
       labels[k] = int32_t((start + k + 1) % vocab);
       lossMask[k] = 1.0f;

@@ -3,7 +3,6 @@
 
 #include "runtime/Trainer.h"
 
-#include "core/data/Packing.h"
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Simulate.h"
 #include "runtime/Checkpoint.h"
@@ -106,6 +105,15 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
     std::sscanf(kill, "%d:%ld", &faultKillRank, &faultKillStep);
   if (const char *nan = std::getenv("HYPIPE_FAULT_NAN_STEP"))
     faultNanStep = std::atol(nan);
+  if (artifact.packing.enabled) {
+    const PackingConfig &pc = artifact.packing;
+    packOptions.budget = pc.maxTokens;
+    packOptions.dp = comm.dpSize();
+    packOptions.minBins = pc.minBins;
+    packOptions.binMultiple = pc.binMultiple;
+    packOptions.scheduler = *packing::parseScheduler(pc.scheduler);
+    packOptions.cost = {pc.costPerToken, pc.costPerSquaredToken};
+  }
   programFor(artifact.microbatches);
   comm.barrier();
   epoch = now();
@@ -161,7 +169,7 @@ const Trainer::Program &Trainer::programFor(int64_t microbatches) {
   return programs.emplace(microbatches, std::move(p)).first->second;
 }
 
-void Trainer::loadBatch(int64_t step) {
+void Trainer::loadBatch(int64_t step, StepStats &stats) {
   const TrainingConfig &t = artifact.training;
   const int64_t M = artifact.microbatches, dp = comm.dpSize(),
                 perMb = t.microBatchSize * t.seqLength;
@@ -187,6 +195,8 @@ void Trainer::loadBatch(int64_t step) {
     batch[mb].tokens = perMb;
     batch[mb].scale = 1.0 / double(M * dp);
   }
+  stats.microbatches = M;
+  stats.tokens = stats.paddedTokens = globalBatch() * t.seqLength;
 }
 
 void Trainer::loadPackedBatch(int64_t step, StepStats &stats) {
@@ -200,14 +210,7 @@ void Trainer::loadPackedBatch(int64_t step, StepStats &stats) {
     lengths[g] = data.samples->length(index[g]);
     longest = std::max(longest, lengths[g]);
   }
-  packing::Options o;
-  o.budget = pc.maxTokens;
-  o.dp = comm.dpSize();
-  o.minBins = pc.minBins;
-  o.binMultiple = pc.binMultiple;
-  o.scheduler = *packing::parseScheduler(pc.scheduler);
-  o.cost = {pc.costPerToken, pc.costPerSquaredToken};
-  Expected<packing::Plan> plan = packing::pack(lengths, o);
+  Expected<packing::Plan> plan = packing::pack(lengths, packOptions);
   if (!plan)
     throw CollectiveError(fmt::format(
         "error: step {}: cannot pack its {} samples into microbatches of {} "
@@ -218,15 +221,13 @@ void Trainer::loadPackedBatch(int64_t step, StepStats &stats) {
   // The loss is the mean over every real (unmasked) token of the global
   // batch, however it was packed: a microbatch's mean loss enters with
   // weight (its loss tokens) / (the global batch's).
-  auto lossTokens = [&](const packing::Bin &bin) {
-    double n = 0;
-    for (int64_t g : bin.samples)
-      n += data.samples->lossTokens(index[g]);
-    return n;
-  };
+  std::vector<double> binLossTokens(plan->bins.size(), 0.0);
   double globalLossTokens = 0;
-  for (const packing::Bin &bin : plan->bins)
-    globalLossTokens += lossTokens(bin);
+  for (size_t b = 0; b < plan->bins.size(); ++b) {
+    for (int64_t g : plan->bins[b].samples)
+      binLossTokens[b] += data.samples->lossTokens(index[g]);
+    globalLossTokens += binLossTokens[b];
+  }
   if (!(globalLossTokens > 0))
     throw CollectiveError(fmt::format(
         "error: step {}: every label of the global batch is masked out\n"
@@ -272,8 +273,7 @@ void Trainer::loadPackedBatch(int64_t step, StepStats &stats) {
       at += lengths[g];
       m.cuSeqlens.push_back(int32_t(at - m.offset));
     }
-    double n = lossTokens(bin);
-    m.scale = n / globalLossTokens;
+    m.scale = binLossTokens[mine[mb]] / globalLossTokens;
   }
   stats.microbatches = int64_t(mine.size());
   stats.tokens = plan->tokens();
@@ -325,8 +325,7 @@ void Trainer::receive(const ActionEntry &a, StepState &st) {
             transferTag(a.stage, a.microbatch, st.microbatches, backward));
 }
 
-hypipe_stage_args_t Trainer::stageArgs(StageState &s, const ActionEntry &a,
-                                       const StepState &st) {
+hypipe_stage_args_t Trainer::stageArgs(StageState &s, const ActionEntry &a) {
   hypipe_stage_args_t args{};
   args.params = s.params.data();
   args.grads = s.grads.data();
@@ -340,14 +339,13 @@ hypipe_stage_args_t Trainer::stageArgs(StageState &s, const ActionEntry &a,
     args.cu_seqlens = mb.cuSeqlens.data();
     args.num_seqs = int64_t(mb.cuSeqlens.size()) - 1;
   }
-  (void)st;
   return args;
 }
 
 void Trainer::forward(const ActionEntry &a, StepState &st) {
   StageState &s = localStage(a.stage);
   StageEntry &e = *s.entry;
-  hypipe_stage_args_t args = stageArgs(s, a, st);
+  hypipe_stage_args_t args = stageArgs(s, a);
   int slot;
   if (s.freeSlots.empty()) {
     slot = int(s.slots.size());
@@ -376,7 +374,7 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
 void Trainer::backward(const ActionEntry &a, StepState &st) {
   StageState &s = localStage(a.stage);
   StageEntry &e = *s.entry;
-  hypipe_stage_args_t args = stageArgs(s, a, st);
+  hypipe_stage_args_t args = stageArgs(s, a);
   int64_t k = tensorKey(a.stage, a.microbatch);
   args.saved = s.slots.at(st.slotOf.at(k)).data();
   if (a.op == schedule::Op::B || a.op == schedule::Op::I) {
@@ -399,8 +397,7 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
   }
 }
 
-void Trainer::runProgram(int64_t step, double &loss, double &aux) {
-  (void)step;
+void Trainer::runProgram(double &loss, double &aux) {
   const TrainingConfig &t = artifact.training;
   StepState st;
   st.microbatches = int64_t(batch.size());
@@ -742,14 +739,11 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   if (faultKillRank == comm.rank() && faultKillStep == step)
     std::raise(SIGKILL);
   double loss = 0, aux = 0;
-  if (artifact.packing.enabled) {
+  if (artifact.packing.enabled)
     loadPackedBatch(step, st);
-  } else {
-    loadBatch(step);
-    st.microbatches = artifact.microbatches;
-    st.tokens = st.paddedTokens = globalBatch() * artifact.training.seqLength;
-  }
-  runProgram(step, loss, aux);
+  else
+    loadBatch(step, st);
+  runProgram(loss, aux);
   if (faultNanStep == step)
     loss = std::nan("");
   reduceTiedGradients();

@@ -10,6 +10,7 @@
 #ifndef HYPIPE_RUNTIME_TRAINER_H
 #define HYPIPE_RUNTIME_TRAINER_H
 
+#include "core/data/Packing.h"
 #include "runtime/Artifact.h"
 #include "runtime/Comm.h"
 #include "runtime/Data.h"
@@ -120,19 +121,20 @@ private:
     std::vector<std::string> texts;
   };
 
-  /// Runs the rank's program for step `step`: one handler per action kind.
-  void runProgram(int64_t step, double &loss, double &aux);
-  void loadBatch(int64_t step);
-  /// Packs the step's samples (every rank the same way) and loads this
-  /// data-parallel rank's microbatches; fills the token counts of `stats`.
+  /// Runs the rank's program for the loaded batch: one handler per action
+  /// kind.
+  void runProgram(double &loss, double &aux);
+  /// Load this data-parallel rank's microbatches of step `step` and fill
+  /// the microbatch and token counts of `stats`: windows of the token
+  /// stream, or the step's samples packed (every rank the same way).
+  void loadBatch(int64_t step, StepStats &stats);
   void loadPackedBatch(int64_t step, StepStats &stats);
   /// This rank's program for `microbatches` microbatches: the compiled one,
   /// or built and verified with the schedule library the compiler uses.
   const Program &programFor(int64_t microbatches);
   int64_t activationFloats(const ActionEntry &a) const;
   StageState &localStage(int64_t stage);
-  hypipe_stage_args_t stageArgs(StageState &s, const ActionEntry &a,
-                                const StepState &st);
+  hypipe_stage_args_t stageArgs(StageState &s, const ActionEntry &a);
   void send(const ActionEntry &a, StepState &st);
   void receive(const ActionEntry &a, StepState &st);
   void forward(const ActionEntry &a, StepState &st);
@@ -153,6 +155,7 @@ private:
   std::vector<float> lossMask;         ///< packed runs only
   std::vector<Microbatch> batch;       ///< this step's, this dp rank's
   std::map<int64_t, Program> programs; ///< by microbatch count
+  packing::Options packOptions;        ///< packed runs only
   /// Parameters that appear in more than one local stage (tied embedding):
   /// (stage, offset) of each copy, by name.
   std::map<std::string, std::vector<std::pair<size_t, int64_t>>> copies;

@@ -2,6 +2,8 @@
 
 #include "core/data/MockSft.h"
 
+#include "core/Random.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -12,18 +14,6 @@
 namespace hypipe::packing {
 
 namespace {
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-/// Uniform in (0, 1) from 53 random bits.
-double unit(uint64_t bits) {
-  return (double(bits >> 11) + 0.5) / 9007199254740992.0;
-}
 
 const char *kHelp =
     "the mock dataset is {\"mode\": \"distribution\", \"type\": "
@@ -147,10 +137,10 @@ Error readMockLengths(const std::string &text, std::vector<int64_t> &lengths) {
 int64_t mockSftLength(const MockSftConfig &c, uint64_t seed, int64_t index) {
   if (c.fromFile)
     return c.lengths[size_t(index) % c.lengths.size()];
-  uint64_t base = mix(mix(seed ^ 0x6d6f636bULL) ^ uint64_t(index));
-  // Box-Muller: one standard normal from two uniforms.
-  double u1 = unit(mix(base)), u2 = unit(mix(base ^ 1));
-  double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  uint64_t base =
+      splitmix64(splitmix64(seed ^ 0x6d6f636bULL) ^ uint64_t(index));
+  double z = standardNormal(unitInterval(splitmix64(base)),
+                            unitInterval(splitmix64(base ^ 1)));
   double mu = std::log(c.mean) - 0.5 * c.sigma * c.sigma;
   double len = std::round(std::exp(mu + c.sigma * z));
   return std::clamp<int64_t>(int64_t(std::min(len, 1e15)), c.minLen, c.maxLen);

@@ -92,8 +92,6 @@ struct TokenShape {
   int64_t length(int64_t i) const {
     return cuSeqlens ? cuSeqlens[i + 1] - cuSeqlens[i] : seq;
   }
-  /// The most tokens the buffers hold.
-  int64_t capacity() const { return batch * seq; }
 };
 
 /// Megatron's std for every linear and embedding weight.
