@@ -298,6 +298,12 @@ public:
   int64_t length(int64_t i) const override {
     return packing::mockSftLength(config, seed, i);
   }
+  /// Says how many entries of the lengths file were cut to the budget (the
+  /// file's samples recur, so these are entries, not samples).
+  void lengthsCut(int64_t cut) {
+    if (cut > 0)
+      about += fmt::format(" ({} of its lengths cut to the budget)", cut);
+  }
   void read(int64_t i, int32_t *tokens, int32_t *labels,
             float *lossMask) const override {
     const int64_t start =
@@ -341,16 +347,24 @@ std::unique_ptr<SampleSource> openSamples(const SampleOptions &o) {
                                        "positive length per line",
                                        path, p.message));
       }
-      for (size_t i = 0; i < config->lengths.size(); ++i)
-        if (config->lengths[i] > o.budget && !o.truncate)
+      int64_t cut = 0;
+      for (size_t i = 0; i < config->lengths.size(); ++i) {
+        if (config->lengths[i] <= o.budget)
+          continue;
+        if (!o.truncate)
           throw RuntimeError(fmt::format(
               "error: '{}': length {} (entry {}) exceeds the {} tokens a "
               "microbatch holds\nhelp: raise data.max_tokens_per_microbatch, "
               "or set data.truncate: true",
               path, config->lengths[i], i + 1, o.budget));
-        else if (config->lengths[i] > o.budget)
-          config->lengths[i] = o.budget;
+        config->lengths[i] = o.budget;
+        ++cut;
+      }
       config->path = path;
+      auto samples =
+          std::make_unique<MockSamples>(std::move(*config), o.vocab, o.seed);
+      samples->lengthsCut(cut);
+      return samples;
     }
     return std::make_unique<MockSamples>(std::move(*config), o.vocab, o.seed);
   }
