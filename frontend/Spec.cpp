@@ -109,6 +109,7 @@ const std::vector<Field> &trainingFields() {
       HYPIPE_FIELD("weight_decay", d.spec.training.weightDecay),
       HYPIPE_FIELD("grad_clip", d.spec.training.gradClip),
       HYPIPE_FIELD("dtype", d.spec.training.dtype),
+      HYPIPE_FIELD("target", d.spec.training.target),
   };
   return fields;
 }
@@ -270,6 +271,8 @@ private:
       tr.steps = *overrides.steps;
     if (overrides.seed)
       tr.seed = *overrides.seed;
+    if (overrides.target)
+      tr.target = *overrides.target;
   }
   std::map<std::string, yaml::Node *> valueNodes;   // "section.key" -> value
   std::map<std::string, yaml::Node *> sectionNodes; // "section" -> key node
@@ -823,6 +826,10 @@ llvm::Error Loader::checkTraining() {
     return error(nodeFor("training", "dtype"),
                  fmt::format("unknown dtype '{}'", t.dtype),
                  "use fp32 or bf16");
+  if (t.target != "cpu" && t.target != "cuda")
+    return error(nodeFor("training", "target"),
+                 fmt::format("unknown target '{}'", t.target),
+                 "use cpu (C++ over OpenBLAS) or cuda (CUDA C++ over cuBLAS)");
   if (spec.data.format != "text" && spec.data.format != "indexed" &&
       spec.data.format != "jsonl" && spec.data.format != "mock")
     return error(nodeFor("data", "format"),

@@ -45,6 +45,9 @@ struct TrainingSpec {
   double weightDecay = 0.01;
   double gradClip = 1.0;
   std::string dtype = "fp32";
+  /// What the stages are compiled for: cpu (C++ over OpenBLAS) or cuda
+  /// (CUDA C++ over cuBLAS, docs/cuda.md).
+  std::string target = "cpu";
 };
 
 struct DataSpec {
@@ -89,7 +92,7 @@ struct ModelSpec {
 /// Values given on the command line (`--pp 2`) in place of the file's.
 struct SpecOverrides {
   std::optional<int64_t> pp, vpp, dp, microbatches, steps, seed;
-  std::optional<std::string> schedule;
+  std::optional<std::string> schedule, target;
 };
 
 /// Loads and checks a spec. On failure the error's message is the complete

@@ -139,6 +139,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
       {"format", "hypipe-artifact"},
       {"version", kArtifactVersion},
       {"target", a.target},
+      {"precision", a.precision},
+      {"compute_capability", a.computeCapability},
       {"model",
        {{"name", d.name},
         {"pattern", d.pattern},
@@ -215,6 +217,13 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
 
   Artifact a;
   a.target = field<std::string>(m, "target", path);
+  if (a.target != "cpu" && a.target != "cuda")
+    fail(fmt::format("'{}' has target '{}'; this hypipe-run knows cpu and cuda",
+                     path, a.target),
+         "recompile the spec with the hypipe that ships with this "
+         "hypipe-run");
+  a.precision = m.value("precision", std::string("fp32"));
+  a.computeCapability = m.value("compute_capability", 0);
   const json &model = field<json>(m, "model", path);
   ModelInfo &d = a.model;
   d.name = field<std::string>(model, "name", path);
@@ -420,6 +429,13 @@ void loadStageLibraries(Artifact &a, int64_t ppRank) {
       fail(fmt::format("'{}' has stage ABI {}, this hypipe-run needs {}", path,
                        i.abi_version, HYPIPE_STAGE_ABI_VERSION),
            "recompile the artifact with this version of hypipe");
+    const char *built = i.target == HYPIPE_TARGET_CUDA ? "cuda" : "cpu";
+    if (a.target != built)
+      fail(fmt::format("'{}' is a {} stage, and the manifest says the "
+                       "artifact is for {}",
+                       path, built, a.target),
+           "the stage libraries and the manifest come from different "
+           "compilations; recompile the artifact");
     if (i.stage != s->index || i.num_params != s->numParams ||
         i.saved_floats != s->savedFloats ||
         i.workspace_floats != s->workspaceFloats || i.batch != s->batch ||

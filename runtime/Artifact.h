@@ -120,7 +120,11 @@ struct PackingConfig {
 
 struct Artifact {
   std::string dir;
-  std::string target = "cpu";
+  std::string target = "cpu"; ///< cpu or cuda
+  std::string precision = "fp32";
+  /// cuda: the oldest compute capability the stages run on (major * 10 +
+  /// minor); 0 on cpu.
+  int computeCapability = 0;
   ModelInfo model;
   std::string schedule;
   int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;

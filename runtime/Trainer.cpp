@@ -54,23 +54,64 @@ int transferTag(int64_t receivingStage, int64_t mb, int64_t microbatches,
 /// action of the step has run.
 constexpr int64_t kBucketFloats = int64_t(4) << 20;
 
+/// The GPU index of this process among those of its node: the launcher's
+/// local rank (Open MPI, Slurm), 0 when started by hand.
+int localRank() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                           "MPI_LOCALRANKID", "LOCAL_RANK"})
+    if (const char *v = std::getenv(name))
+      return std::atoi(v);
+  return 0;
+}
+
+std::unique_ptr<Device> openDevice(const Artifact &artifact, Comm &comm) {
+  if (artifact.target != "cuda")
+    return makeHostDevice();
+  if (comm.size() > 1)
+    throw CollectiveError(fmt::format(
+        "error: this cuda artifact needs {} ranks, and hypipe trains cuda "
+        "artifacts on one GPU for now (NCCL between ranks is not there "
+        "yet)\nhelp: compile with pp 1 and dp 1 for one GPU, or with "
+        "--target cpu to train over MPI",
+        comm.size()));
+  std::unique_ptr<Device> device;
+  try {
+    device = makeCudaDevice(localRank());
+  } catch (const std::runtime_error &e) {
+    throw RuntimeError(e.what());
+  }
+  const int built = artifact.computeCapability;
+  const int found = device->computeCapability();
+  if (built && found < built)
+    throw RuntimeError(fmt::format(
+        "error: the stages of '{}' are built for compute capability {}.{} "
+        "and later; {} is {}.{}\nhelp: run on a newer GPU (hypipe builds "
+        "sm_90a with compute_90 PTX)",
+        artifact.dir, built / 10, built % 10, device->describe(), found / 10,
+        found % 10));
+  return device;
+}
+
 } // namespace
 
 Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
-    : artifact(artifact), comm(comm), ppRank(comm.ppRank()), data(data) {
+    : artifact(artifact), comm(comm), device(openDevice(artifact, comm)),
+      ppRank(comm.ppRank()), data(data) {
   loadStageLibraries(artifact, ppRank);
   for (StageEntry *e : artifact.stagesOf(ppRank)) {
     StageState s;
     s.entry = e;
-    s.params.assign(e->numParams, 0.0f);
-    s.grads.assign(e->numParams, 0.0f);
-    s.adamM.assign(e->numParams, 0.0f);
-    s.adamV.assign(e->numParams, 0.0f);
-    s.workspace.assign(e->workspaceFloats, 0.0f);
+    s.params = Buffer(*device, e->numParams);
+    s.grads = Buffer(*device, e->numParams);
+    s.adamM = Buffer(*device, e->numParams);
+    s.adamV = Buffer(*device, e->numParams);
+    s.workspace = Buffer(*device, e->workspaceFloats);
+    std::vector<float> init(e->numParams, 0.0f);
     for (const ParamEntry &p : e->params) {
-      initParameter(p, artifact.training.seed, s.params.data() + p.offset);
+      initParameter(p, artifact.training.seed, init.data() + p.offset);
       copies[p.name].push_back({stages.size(), p.offset});
     }
+    s.params.upload(init.data(), e->numParams);
     stages.push_back(std::move(s));
   }
   for (auto it = copies.begin(); it != copies.end();)
@@ -122,10 +163,10 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
 void Trainer::startDpReduction(StageState &s) {
   if (comm.dpSize() == 1)
     return;
-  for (int64_t at = 0; at < int64_t(s.grads.size()); at += kBucketFloats)
+  for (int64_t at = 0; at < s.grads.size(); at += kBucketFloats)
     dpRequests.push_back(comm.iallreduceDp(
         s.grads.data() + at,
-        std::min<int64_t>(kBucketFloats, int64_t(s.grads.size()) - at)));
+        std::min<int64_t>(kBucketFloats, s.grads.size() - at)));
 }
 
 namespace {
@@ -316,11 +357,10 @@ void Trainer::receive(const ActionEntry &a, StepState &st) {
   bool backward = a.op == schedule::Op::RecvB;
   // Stored as if the producing stage had run here.
   auto &into = backward ? st.grads : st.acts;
-  std::vector<float> &buffer =
-      into.emplace(
-              tensorKey(backward ? a.stage + 1 : a.stage - 1, a.microbatch),
-              std::vector<float>(st.activation))
-          .first->second;
+  Buffer &buffer = into.emplace(tensorKey(backward ? a.stage + 1 : a.stage - 1,
+                                          a.microbatch),
+                                takeActivation(st.activation))
+                       .first->second;
   comm.recv(buffer.data(), activationFloats(a), comm.worldRankOf(a.peer),
             transferTag(a.stage, a.microbatch, st.microbatches, backward));
 }
@@ -331,15 +371,59 @@ hypipe_stage_args_t Trainer::stageArgs(StageState &s, const ActionEntry &a) {
   args.grads = s.grads.data();
   args.workspace = s.workspace.data();
   const Microbatch &mb = batch.at(a.microbatch);
-  args.tokens = tokens.data() + mb.offset;
-  args.labels = labels.data() + mb.offset;
+  args.tokens = batchTokens + mb.offset;
+  args.labels = batchLabels + mb.offset;
   args.loss_scale = float(mb.scale);
   if (!mb.cuSeqlens.empty()) {
-    args.loss_mask = lossMask.data() + mb.offset;
+    args.loss_mask = batchLossMask + mb.offset;
     args.cu_seqlens = mb.cuSeqlens.data();
     args.num_seqs = int64_t(mb.cuSeqlens.size()) - 1;
+    if (batchCuSeqlens)
+      args.cu_seqlens_device = batchCuSeqlens + mb.cuOffset;
   }
   return args;
+}
+
+Trainer::Buffer Trainer::takeActivation(int64_t floats) {
+  if (activationPool.empty() || activationPool.back().size() != floats)
+    return Buffer(*device, floats);
+  Buffer b = std::move(activationPool.back());
+  activationPool.pop_back();
+  return b;
+}
+
+void Trainer::giveBack(Buffer &&buffer) {
+  activationPool.push_back(std::move(buffer));
+}
+
+void Trainer::stageBatch() {
+  if (device->host()) {
+    batchTokens = tokens.data();
+    batchLabels = labels.data();
+    batchLossMask = lossMask.data();
+    return;
+  }
+  auto fit = [&](auto &array, int64_t n) {
+    if (array.size() < n)
+      array = std::decay_t<decltype(array)>(*device, n);
+  };
+  std::vector<int32_t> cu;
+  for (Microbatch &mb : batch) {
+    mb.cuOffset = int64_t(cu.size());
+    cu.insert(cu.end(), mb.cuSeqlens.begin(), mb.cuSeqlens.end());
+  }
+  fit(deviceTokens, int64_t(tokens.size()));
+  fit(deviceLabels, int64_t(labels.size()));
+  fit(deviceLossMask, int64_t(lossMask.size()));
+  fit(deviceCuSeqlens, int64_t(cu.size()));
+  deviceTokens.upload(tokens.data(), int64_t(tokens.size()));
+  deviceLabels.upload(labels.data(), int64_t(labels.size()));
+  deviceLossMask.upload(lossMask.data(), int64_t(lossMask.size()));
+  deviceCuSeqlens.upload(cu.data(), int64_t(cu.size()));
+  batchTokens = deviceTokens.data();
+  batchLabels = deviceLabels.data();
+  batchLossMask = deviceLossMask.data();
+  batchCuSeqlens = cu.empty() ? nullptr : deviceCuSeqlens.data();
 }
 
 void Trainer::forward(const ActionEntry &a, StepState &st) {
@@ -349,7 +433,7 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
   int slot;
   if (s.freeSlots.empty()) {
     slot = int(s.slots.size());
-    s.slots.emplace_back(e.savedFloats);
+    s.slots.emplace_back(*device, e.savedFloats);
   } else {
     slot = s.freeSlots.back();
     s.freeSlots.pop_back();
@@ -360,11 +444,14 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
   if (!e.hasEmbedding)
     args.input = st.acts.at(tensorKey(a.stage - 1, a.microbatch)).data();
   if (!e.hasHead)
-    args.output = st.acts.emplace(k, std::vector<float>(st.activation))
-                      .first->second.data();
+    args.output =
+        st.acts.emplace(k, takeActivation(st.activation)).first->second.data();
   e.forward(&args);
-  if (!e.hasEmbedding)
-    st.acts.erase(tensorKey(a.stage - 1, a.microbatch));
+  if (!e.hasEmbedding) {
+    auto in = st.acts.find(tensorKey(a.stage - 1, a.microbatch));
+    giveBack(std::move(in->second));
+    st.acts.erase(in);
+  }
   const double scale = batch[a.microbatch].scale;
   if (e.hasHead)
     st.loss += args.loss * scale;
@@ -382,11 +469,14 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
       args.grad_output =
           st.grads.at(tensorKey(a.stage + 1, a.microbatch)).data();
     if (!e.hasEmbedding)
-      args.grad_input = st.grads.emplace(k, std::vector<float>(st.activation))
+      args.grad_input = st.grads.emplace(k, takeActivation(st.activation))
                             .first->second.data();
     e.backwardInput(&args);
-    if (!e.hasHead)
-      st.grads.erase(tensorKey(a.stage + 1, a.microbatch));
+    if (!e.hasHead) {
+      auto in = st.grads.find(tensorKey(a.stage + 1, a.microbatch));
+      giveBack(std::move(in->second));
+      st.grads.erase(in);
+    }
   }
   if (a.op == schedule::Op::B || a.op == schedule::Op::W) {
     e.backwardWeight(&args);
@@ -455,6 +545,8 @@ void Trainer::runProgram(double &loss, double &aux) {
   }
   comm.waitAll(st.sends);
   comm.waitAll(dpRequests);
+  for (Buffer &b : st.sendBuffers)
+    giveBack(std::move(b));
   loss += st.loss;
   aux += st.aux;
 }
@@ -468,13 +560,13 @@ void Trainer::reduceTiedGradients() {
     for (const ParamEntry &p : first.entry->params)
       if (p.name == name)
         n = p.numel;
-    std::vector<float> sum(n, 0.0f);
-    for (auto [stage, offset] : where)
-      for (int64_t i = 0; i < n; ++i)
-        sum[i] += stages[stage].grads[offset + i];
-    for (auto [stage, offset] : where)
-      std::memcpy(stages[stage].grads.data() + offset, sum.data(),
-                  sizeof(float) * n);
+    float *sum = stages[where[0].first].grads.data() + where[0].second;
+    for (size_t c = 1; c < where.size(); ++c)
+      device->add(sum, stages[where[c].first].grads.data() + where[c].second,
+                  n);
+    for (size_t c = 1; c < where.size(); ++c)
+      device->copy(stages[where[c].first].grads.data() + where[c].second, sum,
+                   int64_t(sizeof(float)) * n);
   }
   for (const TiedGroup &g : tiedGroups) {
     float *first = nullptr;
@@ -487,7 +579,8 @@ void Trainer::reduceTiedGradients() {
             n = p.numel;
             comm.allreduce(g.group, first, n);
           } else {
-            std::memcpy(s.grads.data() + p.offset, first, sizeof(float) * n);
+            device->copy(s.grads.data() + p.offset, first,
+                         int64_t(sizeof(float)) * n);
           }
         }
   }
@@ -504,9 +597,7 @@ double Trainer::localGradNormSquared() const {
       if (it != firstStage.end() &&
           (it->second != s.entry->index || !counted.insert(p.name).second))
         continue;
-      const float *g = s.grads.data() + p.offset;
-      for (int64_t i = 0; i < p.numel; ++i)
-        sq += double(g[i]) * g[i];
+      sq = device->sumSquares(s.grads.data() + p.offset, p.numel, sq);
     }
   return sq;
 }
@@ -518,23 +609,24 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
                c2 = 1.0 - std::pow(b2, double(step));
   for (StageState &s : stages)
     for (const ParamEntry &p : s.entry->params) {
-      float decay = p.weightDecay ? float(1.0 - lr * t.weightDecay) : 1.0f;
-      float *w = s.params.data() + p.offset, *g = s.grads.data() + p.offset;
-      float *m = s.adamM.data() + p.offset, *v = s.adamV.data() + p.offset;
-      for (int64_t i = 0; i < p.numel; ++i) {
-        float gi = float(g[i] * clipScale);
-        m[i] = float(b1 * m[i] + (1 - b1) * gi);
-        v[i] = float(b2 * v[i] + (1 - b2) * double(gi) * gi);
-        double update = (m[i] / c1) / (std::sqrt(v[i] / c2) + t.eps);
-        w[i] = float(w[i] * decay - lr * update);
-      }
+      AdamWStep a{lr,
+                  b1,
+                  b2,
+                  t.eps,
+                  c1,
+                  c2,
+                  p.weightDecay ? float(1.0 - lr * t.weightDecay) : 1.0f,
+                  clipScale};
+      device->adamw(a, s.params.data() + p.offset, s.grads.data() + p.offset,
+                    s.adamM.data() + p.offset, s.adamV.data() + p.offset,
+                    p.numel);
     }
 }
 
 int64_t Trainer::peakTensorBytes() const {
   int64_t floats = peakTransientFloats;
   for (const StageState &s : stages)
-    floats += 4 * int64_t(s.params.size()) + int64_t(s.workspace.size()) +
+    floats += 4 * s.params.size() + s.workspace.size() +
               int64_t(s.slots.size()) * s.entry->savedFloats;
   return floats * int64_t(sizeof(float));
 }
@@ -611,16 +703,23 @@ void Trainer::save(const std::string &root, int64_t step) {
   if (comm.dpRank() == 0) {
     SafeTensorsWriter w;
     std::set<std::string> written;
-    for (StageState &s : stages)
+    // Host copies, alive until write().
+    std::vector<std::vector<float>> host;
+    for (StageState &s : stages) {
+      host.push_back(s.params.download());
+      const float *params = host.back().data();
+      host.push_back(s.adamM.download());
+      const float *m = host.back().data();
+      host.push_back(s.adamV.download());
+      const float *v = host.back().data();
       for (const ParamEntry &p : s.entry->params) {
         if (!written.insert(p.name).second)
           continue;
-        w.add(p.name, p.shape, s.params.data() + p.offset);
-        w.add("optimizer.exp_avg." + p.name, p.shape,
-              s.adamM.data() + p.offset);
-        w.add("optimizer.exp_avg_sq." + p.name, p.shape,
-              s.adamV.data() + p.offset);
+        w.add(p.name, p.shape, params + p.offset);
+        w.add("optimizer.exp_avg." + p.name, p.shape, m + p.offset);
+        w.add("optimizer.exp_avg_sq." + p.name, p.shape, v + p.offset);
       }
+    }
     for (auto &[k, v] : info.metadata())
       w.metadata(k, v);
     try {
@@ -682,14 +781,19 @@ int64_t Trainer::resume(const std::string &path) {
           "checkpoint '{}' is at step {}, and this run ends at step {}\n"
           "help: pass --steps N with N > {}",
           ckpt.location(), info.step, t.steps, info.step));
-    for (StageState &s : stages)
+    for (StageState &s : stages) {
+      std::vector<float> w = s.params.download(), m = s.adamM.download(),
+                         v = s.adamV.download();
       for (const ParamEntry &p : s.entry->params) {
-        ckpt.read(p.name, p.shape, s.params.data() + p.offset);
-        ckpt.read("optimizer.exp_avg." + p.name, p.shape,
-                  s.adamM.data() + p.offset);
+        ckpt.read(p.name, p.shape, w.data() + p.offset);
+        ckpt.read("optimizer.exp_avg." + p.name, p.shape, m.data() + p.offset);
         ckpt.read("optimizer.exp_avg_sq." + p.name, p.shape,
-                  s.adamV.data() + p.offset);
+                  v.data() + p.offset);
       }
+      s.params.upload(w.data(), s.params.size());
+      s.adamM.upload(m.data(), s.adamM.size());
+      s.adamV.upload(v.data(), s.adamV.size());
+    }
     step = info.step;
   } catch (const RuntimeError &e) {
     error = e.what();
@@ -700,11 +804,17 @@ int64_t Trainer::resume(const std::string &path) {
 
 void Trainer::dump(const std::string &path, double loss, double aux) {
   SafeTensorsWriter w;
-  for (StageState &s : stages)
+  std::vector<std::vector<float>> host; // alive until write()
+  for (StageState &s : stages) {
+    host.push_back(s.params.download());
+    const float *params = host.back().data();
+    host.push_back(s.grads.download());
+    const float *grads = host.back().data();
     for (const ParamEntry &p : s.entry->params) {
-      w.add("param." + p.name, p.shape, s.params.data() + p.offset);
-      w.add("grad." + p.name, p.shape, s.grads.data() + p.offset);
+      w.add("param." + p.name, p.shape, params + p.offset);
+      w.add("grad." + p.name, p.shape, grads + p.offset);
     }
+  }
   const TrainingConfig &t = artifact.training;
   std::vector<int32_t> starts; // the writer keeps pointers until write()
   if (artifact.packing.enabled) {
@@ -731,7 +841,7 @@ void Trainer::dump(const std::string &path, double loss, double aux) {
 StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   auto start = std::chrono::steady_clock::now();
   for (StageState &s : stages)
-    std::fill(s.grads.begin(), s.grads.end(), 0.0f);
+    device->zero(s.grads.data(), s.grads.size());
   StepStats st;
   st.step = step;
   // Fault injection for the tests (docs/runtime.md): this rank dies at the
@@ -743,6 +853,7 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
     loadPackedBatch(step, st);
   else
     loadBatch(step, st);
+  stageBatch();
   runProgram(loss, aux);
   if (faultNanStep == step)
     loss = std::nan("");

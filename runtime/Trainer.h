@@ -14,6 +14,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/Comm.h"
 #include "runtime/Data.h"
+#include "runtime/Device.h"
 #include "runtime/Samples.h"
 
 #include <map>
@@ -48,9 +49,14 @@ double learningRate(const TrainingConfig &config, int64_t step);
 
 class Trainer {
 public:
-  /// Loads the stage libraries of `comm`'s pipeline rank and initialises
-  /// its parameters; collective (creates the tied-parameter groups).
+  /// Loads the stage libraries of `comm`'s pipeline rank, opens the device
+  /// of the artifact's target (the GPU of the launcher's local rank for
+  /// cuda) and initialises its parameters there; collective (creates the
+  /// tied-parameter groups).
   Trainer(Artifact &artifact, Comm &comm, TrainingData data);
+
+  /// Where this rank's tensors live ("cpu", "cuda:0 (...)").
+  std::string deviceName() const { return device->describe(); }
 
   /// Runs training step `step` (1-based). With `dumpPath`, writes the
   /// parameters before the update, the gradients and the batch to a
@@ -86,10 +92,11 @@ public:
   const std::vector<Timing> &timings() const { return lastTimings; }
 
 private:
+  using Buffer = DeviceArray<float>;
   struct StageState {
     StageEntry *entry;
-    std::vector<float> params, grads, adamM, adamV, workspace;
-    std::vector<std::vector<float>> slots;
+    Buffer params, grads, adamM, adamV, workspace;
+    std::vector<Buffer> slots;
     std::vector<int> freeSlots;
     int64_t backwardsDone = 0; ///< B or W actions this step
   };
@@ -97,10 +104,10 @@ private:
   /// What one step's program moves between actions: activations and
   /// input gradients by (stage, microbatch), saved slots, pending sends.
   struct StepState {
-    std::map<int64_t, std::vector<float>> acts, grads;
+    std::map<int64_t, Buffer> acts, grads;
     std::map<int64_t, int> slotOf;
     std::vector<Comm::Request> sends;
-    std::vector<std::vector<float>> sendBuffers;
+    std::vector<Buffer> sendBuffers;
     int64_t microbatches = 0; ///< this step's, per data-parallel rank
     int64_t activation = 0;   ///< floats of a planned activation buffer
     double loss = 0, aux = 0;
@@ -112,6 +119,7 @@ private:
   struct Microbatch {
     int64_t offset = 0, tokens = 0;
     std::vector<int32_t> cuSeqlens; ///< empty: batch x seq rows
+    int64_t cuOffset = 0;           ///< of its cuSeqlens in the device copy
     double scale = 1;
   };
 
@@ -124,6 +132,11 @@ private:
   /// Runs the rank's program for the loaded batch: one handler per action
   /// kind.
   void runProgram(double &loss, double &aux);
+  /// Puts the loaded batch where the stages read it (the device's memory).
+  void stageBatch();
+  /// An activation-sized buffer from the pool (allocated once, reused).
+  Buffer takeActivation(int64_t floats);
+  void giveBack(Buffer &&buffer);
   /// Load this data-parallel rank's microbatches of step `step` and fill
   /// the microbatch and token counts of `stats`: windows of the token
   /// stream, or the step's samples packed (every rank the same way).
@@ -148,6 +161,14 @@ private:
 
   Artifact &artifact;
   Comm &comm;
+  std::unique_ptr<Device> device;
+  std::vector<Buffer> activationPool;
+  /// The batch in device memory (cuda), and where the stages read it.
+  DeviceArray<int32_t> deviceTokens, deviceLabels, deviceCuSeqlens;
+  Buffer deviceLossMask;
+  const int32_t *batchTokens = nullptr, *batchLabels = nullptr,
+                *batchCuSeqlens = nullptr;
+  const float *batchLossMask = nullptr;
   int64_t ppRank;
   TrainingData data;
   std::vector<StageState> stages;      ///< this rank's, by vp_stage

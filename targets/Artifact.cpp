@@ -9,6 +9,7 @@
 #include "passes/lowering/KernelPlan.h"
 #include "passes/schedule/Programs.h"
 #include "targets/cpu/EmitStage.h"
+#include "targets/cuda/EmitStage.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
@@ -44,13 +45,14 @@ llvm::Error writeFile(const std::string &path, const std::string &text) {
 }
 
 /// The manifest's entry of a planned stage.
-rt::StageEntry stageEntry(const cpu::StagePlan &plan) {
+rt::StageEntry stageEntry(const cpu::StagePlan &plan,
+                          const std::string &extension) {
   rt::StageEntry e;
   e.index = plan.index;
   e.ppRank = plan.ppRank;
   e.vpStage = plan.vpStage;
   std::string base = fmt::format("stages/stage_{}", plan.index);
-  e.source = base + ".cpp";
+  e.source = base + extension;
   e.library = base + ".so";
   e.hasEmbedding = plan.hasEmbedding;
   e.hasHead = plan.hasHead;
@@ -90,6 +92,9 @@ ArtifactOptions defaultArtifactOptions() {
   o.cxx = cxx && *cxx ? cxx : "c++";
   o.includeDir = HYPIPE_RUNTIME_INCLUDE_DIR;
   o.libDir = HYPIPE_KERNELS_LIB_DIR;
+#if HYPIPE_CUDA_KERNELS_BUILT
+  o.nvcc = HYPIPE_NVCC;
+#endif
   return o;
 }
 
@@ -102,12 +107,25 @@ LogicalResult lowerForArtifact(ModuleOp module) {
 llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
                           const std::string &dir,
                           const ArtifactOptions &options) {
+  const bool cuda = spec.training.target == "cuda";
   if (spec.training.dtype != "fp32")
     return fail(fmt::format(
-        "error: {}: training.dtype is '{}', but the CPU target trains in fp32 "
-        "only\nhelp: set training.dtype: fp32 (bf16 is understood by the cost "
-        "model and `hypipe explain`)",
-        spec.file, spec.training.dtype));
+        "error: {}: training.dtype is '{}', but the {} target trains in fp32 "
+        "only for now\nhelp: set training.dtype: fp32 (bf16 is understood by "
+        "the cost model and `hypipe explain`)",
+        spec.file, spec.training.dtype, cuda ? "CUDA" : "CPU"));
+  if (cuda && options.nvcc.empty())
+    return fail(fmt::format(
+        "error: {}: the target is cuda, and this hypipe was built without the "
+        "CUDA toolkit (no nvcc and cuBLAS were found, so there are no CUDA "
+        "kernels to link the stages against)\nhelp: install CUDA 13 at "
+        "/usr/local/cuda (or set CUDAToolkit_ROOT) and rebuild hypipe, or "
+        "compile with --target cpu",
+        spec.file));
+  for (auto model : module.getOps<hybrid::ModelOp>())
+    model->setAttr(
+        cpu::kTargetAttr,
+        mlir::StringAttr::get(module.getContext(), spec.training.target));
   if (failed(lowerForArtifact(module)))
     return fail("error: lowering failed (the diagnostics above say where)");
   auto models = module.getOps<hybrid::ModelOp>();
@@ -120,12 +138,14 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
     return fail(
         fmt::format("error: cannot create '{}': {}", stagesDir, ec.message()));
 
-  auto cxx = llvm::sys::findProgramByName(options.cxx);
+  auto cxx = llvm::sys::findProgramByName(cuda ? options.nvcc : options.cxx);
   if (!cxx)
-    return fail(
-        fmt::format("error: C++ compiler '{}' not found\nhelp: install g++ "
-                    "(scripts/setup.sh) or point HYPIPE_CXX at a compiler",
-                    options.cxx));
+    return fail(fmt::format(
+        "error: {} compiler '{}' not found\nhelp: {}", cuda ? "CUDA" : "C++",
+        cuda ? options.nvcc : options.cxx,
+        cuda ? "reinstall the CUDA toolkit hypipe was built with"
+             : "install g++ (scripts/setup.sh) or point HYPIPE_CXX at a "
+               "compiler"));
 
   rt::Artifact artifact;
   struct Job {
@@ -138,28 +158,53 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
     if (failed(plan))
       return fail("error: the stages cannot be lowered to CPU kernels");
     std::string base = fmt::format("{}/stage_{}", stagesDir, plan->index);
-    if (auto err = writeFile(
-            base + ".cpp", cpu::emitStageCpp(*plan, model.getSymName().str())))
+    const std::string extension = cuda ? ".cu" : ".cpp";
+    const std::string name = model.getSymName().str();
+    if (auto err = writeFile(base + extension,
+                             cuda ? hypipe::cuda::emitStageCuda(*plan, name)
+                                  : cpu::emitStageCpp(*plan, name)))
       return err;
-    artifact.stages.push_back(stageEntry(*plan));
+    artifact.stages.push_back(stageEntry(*plan, extension));
 
-    std::vector<std::string> argStore = {*cxx,
-                                         "-std=c++17",
-                                         "-O2",
-                                         "-march=native",
-                                         "-fPIC",
-                                         "-shared",
-                                         "-I",
-                                         options.includeDir,
-                                         "-o",
-                                         base + ".so",
-                                         base + ".cpp",
-                                         "-L" + options.libDir,
-                                         "-lhypipe_kernels_cpu",
-                                         "-Wl,-rpath," + options.libDir};
+    std::vector<std::string> argStore;
+    if (cuda)
+      // Host code calling libhypipe_kernels_cuda: built for Hopper (sm_90a)
+      // with compute_90 PTX, like the kernels.
+      argStore = {*cxx,
+                  "-std=c++17",
+                  "-O2",
+                  "-gencode=arch=compute_90a,code=sm_90a",
+                  "-gencode=arch=compute_90,code=compute_90",
+                  "-Xcompiler",
+                  "-fPIC",
+                  "-shared",
+                  "-I",
+                  options.includeDir,
+                  "-o",
+                  base + ".so",
+                  base + extension,
+                  "-L" + options.libDir,
+                  "-lhypipe_kernels_cuda",
+                  "-Xlinker",
+                  "-rpath," + options.libDir};
+    else
+      argStore = {*cxx,
+                  "-std=c++17",
+                  "-O2",
+                  "-march=native",
+                  "-fPIC",
+                  "-shared",
+                  "-I",
+                  options.includeDir,
+                  "-o",
+                  base + ".so",
+                  base + extension,
+                  "-L" + options.libDir,
+                  "-lhypipe_kernels_cpu",
+                  "-Wl,-rpath," + options.libDir};
     std::vector<llvm::StringRef> args(argStore.begin(), argStore.end());
     Job job;
-    job.source = base + ".cpp";
+    job.source = base + extension;
     job.log = base + ".log";
     std::optional<llvm::StringRef> redirects[] = {
         std::nullopt, llvm::StringRef(job.log), llvm::StringRef(job.log)};
@@ -182,7 +227,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
       llvm::sys::fs::remove(job.log);
   }
   if (!failures.empty())
-    return fail(failures + "help: this is a bug in hypipe's CPU lowering if "
+    return fail(failures + "help: this is a bug in hypipe's lowering if "
                            "the compiler itself works; please report it");
 
   auto programs = schedule::readPrograms(model);
@@ -202,7 +247,9 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   if (auto buffer = llvm::MemoryBuffer::getFile(spec.file))
     artifact.specText = (*buffer)->getBuffer().str();
   artifact.specFile = specPath.str().str();
-  artifact.target = "cpu";
+  artifact.target = spec.training.target;
+  artifact.precision = spec.training.dtype;
+  artifact.computeCapability = cuda ? 90 : 0;
 
   rt::ModelInfo &m = artifact.model;
   m.name = spec.name;

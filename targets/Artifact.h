@@ -5,8 +5,9 @@
 //   manifest.json        spec, layout, rank grid, per-stage parameter
 //                        tables and buffer plans, per-rank schedule programs
 //   model.mlir           the final IR, for inspection
-//   stages/stage_N.cpp   the generated C++ of stage N
-//   stages/stage_N.so    ... compiled by the host compiler
+//   stages/stage_N.cpp   the generated C++ of stage N (cpu target)
+//   stages/stage_N.cu    ... or CUDA C++ (cuda target)
+//   stages/stage_N.so    ... compiled by the host compiler or nvcc
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_TARGETS_ARTIFACT_H
@@ -27,6 +28,9 @@ struct ArtifactOptions {
   std::string cxx;
   /// Where runtime/ headers and libhypipe_kernels_cpu live.
   std::string includeDir, libDir;
+  /// nvcc for cuda stages (empty: hypipe was built without CUDA, so there
+  /// is no libhypipe_kernels_cuda to link them against).
+  std::string nvcc;
 };
 
 /// The defaults this build was configured with.

@@ -22,6 +22,16 @@ namespace hypipe::rt {
 
 enum class Activation { SquaredRelu, Gelu, Swiglu };
 
+/// What the stage code is compiled for. The kernels of both targets keep the
+/// same parameter layout and, but for attention, the same saved tensors;
+/// the CUDA kernels keep attention's log-sum-exp instead of its
+/// probabilities and need a little more workspace (docs/cuda.md).
+enum class Target { Cpu, Cuda };
+
+inline const char *targetName(Target t) {
+  return t == Target::Cuda ? "cuda" : "cpu";
+}
+
 inline const char *activationName(Activation a) {
   switch (a) {
   case Activation::SquaredRelu:
@@ -150,7 +160,7 @@ struct MambaShape {
   /// gated-norm input and its rstd, gated-norm output (out_proj input), the
   /// per-chunk scan states, and room for the gradients the weight pass needs
   /// (in_proj and out_proj output gradients).
-  int64_t savedFloats(const TokenShape &t) const {
+  int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens();
     int64_t states = scanChunks(t) * heads * headDim * state;
     return T * (hidden /*x*/ + hidden /*xn*/ + 1 /*rstd*/ + inProj() +
@@ -158,8 +168,12 @@ struct MambaShape {
                 inner() /*gated*/ + groups /*rstd*/ + inner() /*normed*/) +
            states + T * (inProj() + hidden) /*grad stash*/;
   }
-  int64_t workspaceFloats(const TokenShape &t) const {
-    return t.tokens() * (2 * inner() + convChannels() + heads + hidden);
+  int64_t workspaceFloats(const TokenShape &t,
+                          Target target = Target::Cpu) const {
+    int64_t n = t.tokens() * (2 * inner() + convChannels() + heads + hidden);
+    if (target == Target::Cuda) // chunk state gradients, decays, partials
+      n += scanChunks(t) * heads * (headDim * state + 3);
+    return n;
   }
 };
 
@@ -190,15 +204,18 @@ struct AttentionShape {
       n += heads * t.length(q) * t.length(q);
     return n;
   }
-  /// x, xn, rstd, qkv (after RoPE), probabilities, context, grad stash.
-  int64_t savedFloats(const TokenShape &t) const {
+  /// x, xn, rstd, qkv (after RoPE), probabilities (CPU) or the log-sum-exp
+  /// of every row and head (CUDA), context, grad stash.
+  int64_t savedFloats(const TokenShape &t, Target target = Target::Cpu) const {
     int64_t T = t.tokens();
-    return T * (2 * hidden + 1 + qkvWidth() + contextWidth()) + probFloats(t) +
+    return T * (2 * hidden + 1 + qkvWidth() + contextWidth()) +
+           (target == Target::Cuda ? T * heads : probFloats(t)) +
            T * (qkvWidth() + hidden);
   }
-  int64_t workspaceFloats(const TokenShape &t) const {
+  int64_t workspaceFloats(const TokenShape &t,
+                          Target target = Target::Cpu) const {
     int64_t T = t.tokens();
-    return T * (hidden + contextWidth());
+    return T * (hidden + contextWidth() + (target == Target::Cuda ? heads : 0));
   }
 };
 
@@ -218,11 +235,11 @@ struct MlpShape {
     };
   }
   /// x, xn, rstd, fc1 output, activation output, grad stash.
-  int64_t savedFloats(const TokenShape &t) const {
+  int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens();
     return T * (2 * hidden + 1 + fc1Width() + ffn) + T * (fc1Width() + hidden);
   }
-  int64_t workspaceFloats(const TokenShape &t) const {
+  int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
     return t.tokens() * (ffn + hidden);
   }
 };
@@ -255,12 +272,12 @@ struct MoeShape {
   /// row its gathered input, fc1 output, activation, fc2 output, and the
   /// fc1/fc2 output gradients for the weight pass. Plus x, xn, rstd, router
   /// probabilities, chosen experts and weights.
-  int64_t savedFloats(const TokenShape &t) const {
+  int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens(), R = T * topk;
     return T * (2 * hidden + 1 + experts + 2 * topk) + experts + 1 +
            R * (hidden + 2 * fc1Width() + ffn + 2 * hidden) + R /*row map*/;
   }
-  int64_t workspaceFloats(const TokenShape &t) const {
+  int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens(), R = T * topk;
     return T * (2 * experts + topk + hidden) + R * (hidden + ffn);
   }
@@ -275,10 +292,12 @@ struct EmbeddingShape {
              kInitStd}};
   }
   /// Tokens (as int32) and, after I, the output gradient for W.
-  int64_t savedFloats(const TokenShape &t) const {
+  int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     return t.tokens() * (1 + hidden);
   }
-  int64_t workspaceFloats(const TokenShape &) const { return 0; }
+  int64_t workspaceFloats(const TokenShape &, Target = Target::Cpu) const {
+    return 0;
+  }
 };
 
 /// Final RMSNorm, output layer and cross-entropy.
@@ -299,12 +318,13 @@ struct HeadShape {
   }
   /// x, xn, rstd, probabilities (overwritten by the logits' gradient for
   /// the weight pass), loss mask, labels.
-  int64_t savedFloats(const TokenShape &t) const {
+  int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens();
     return T * (2 * hidden + 1 + vocab) + 2 * T;
   }
-  int64_t workspaceFloats(const TokenShape &t) const {
-    return t.tokens() * hidden;
+  int64_t workspaceFloats(const TokenShape &t,
+                          Target target = Target::Cpu) const {
+    return t.tokens() * hidden + (target == Target::Cuda ? 2 : 0);
   }
 };
 

@@ -75,8 +75,17 @@ FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
   double auxCoeff = 0.0;
   if (auto c = model->getAttrOfType<FloatAttr>(kMoeAuxLossCoeffAttr))
     auxCoeff = c.getValueAsDouble();
+  rt::Target target = rt::Target::Cpu;
+  if (auto t = model->getAttrOfType<StringAttr>(kTargetAttr)) {
+    if (t.getValue() == "cuda")
+      target = rt::Target::Cuda;
+    else if (t.getValue() != "cpu")
+      return model.emitError() << "'" << kTargetAttr << "' is '" << t.getValue()
+                               << "'; expected cpu or cuda";
+  }
 
   StagePlan plan;
+  plan.target = target;
   plan.index = int64_t(stage.getIndex());
   plan.ppRank = int64_t(stage.getPpRank());
   plan.vpStage = int64_t(stage.getVpStage());
@@ -100,8 +109,8 @@ FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
     // A layer's parameters and buffer sizes, all from its shape.
     auto size = [&](const auto &shape, std::vector<rt::ParamSpec> params) {
       layer.params = std::move(params);
-      layer.savedFloats = shape.savedFloats(t);
-      layer.workspaceFloats = shape.workspaceFloats(t);
+      layer.savedFloats = shape.savedFloats(t, target);
+      layer.workspaceFloats = shape.workspaceFloats(t, target);
     };
     llvm::TypeSwitch<Operation *>(op)
         .Case([&](hybrid::EmbeddingOp) {

@@ -46,6 +46,9 @@ struct KernelLayer {
 
 struct StagePlan {
   int64_t index = 0, ppRank = 0, vpStage = 0;
+  /// The model's `pipe.target` (default cpu): attention's saved tensors and
+  /// some workspaces differ between the targets' kernels.
+  rt::Target target = rt::Target::Cpu;
   rt::TokenShape tokens;
   int64_t hidden = 0;
   bool hasEmbedding = false, hasHead = false;
@@ -69,6 +72,8 @@ mlir::FailureOr<StagePlan> readStagePlan(pipe::StageOp stage);
 /// Discardable attribute names written by `pipe-plan-buffers`.
 inline constexpr const char *kStagePlanAttr = "pipe.buffer_plan";
 inline constexpr const char *kLayerPlanAttr = "pipe.kernel";
+/// On the hybrid.model: the target its stages are planned for (cpu, cuda).
+inline constexpr const char *kTargetAttr = "pipe.target";
 
 } // namespace hypipe::cpu
 

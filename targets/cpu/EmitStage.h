@@ -14,6 +14,21 @@
 
 namespace hypipe::cpu {
 
+/// What differs between the targets' stage sources; the statements, the
+/// constants and the buffer offsets come from the plan alone.
+struct StageFlavour {
+  const char *kernelsHeader;  ///< the Layers.h the calls go to
+  const char *kernelsNs;      ///< its namespace
+  const char *targetMacro;    ///< HYPIPE_TARGET_* in hypipe_stage_info
+  const char *tokensDecl;     ///< the per-call token shape `t`
+  const char *copyActivation; ///< fmt: {dst}, {src} of t.tokens() rows
+};
+
+/// The source of one stage for `flavour`'s kernels.
+std::string emitStage(const StagePlan &plan, const std::string &modelName,
+                      const StageFlavour &flavour);
+
+/// The C++ of a cpu stage (runtime/kernels/cpu).
 std::string emitStageCpp(const StagePlan &plan, const std::string &modelName);
 
 } // namespace hypipe::cpu

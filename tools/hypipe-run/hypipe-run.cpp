@@ -114,8 +114,9 @@ int main(int argc, char **argv) {
     if (root)
       std::cerr << e.what() << "\n";
     return 1;
-  } catch (const RuntimeError &e) {
-    // Raised by this rank alone: the others may wait for it forever.
+  } catch (const std::runtime_error &e) {
+    // Raised by this rank alone (RuntimeError, or a CUDA or cuBLAS failure
+    // inside a stage): the others may wait for it forever.
     if (comm.distributed())
       std::cerr << "[rank " << comm.rank() << "] ";
     std::cerr << e.what() << "\n";

@@ -403,6 +403,10 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
   sub->add_option_function<std::string>(
       "--schedule", [&o](const std::string &v) { o.schedule = v; },
       "pipeline schedule");
+  sub->add_option_function<std::string>(
+      "--target", [&o](const std::string &v) { o.target = v; },
+      "what the stages are compiled for: cpu or cuda (instead of "
+      "training.target)");
 }
 
 void addCompileCommand(CLI::App &app, Runner &run) {

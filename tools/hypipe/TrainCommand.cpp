@@ -85,10 +85,11 @@ std::string cacheKey(const TrainOptions &o) {
     return x ? std::to_string(*x) : std::string("-");
   };
   std::string text = fmt::format(
-      "{}\n{}\npp={} vpp={} dp={} mb={} steps={} seed={} schedule={}\n{} {}\n",
+      "{}\n{}\npp={} vpp={} dp={} mb={} steps={} seed={} schedule={} "
+      "target={}\n{} {}\n",
       spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp),
       opt(v.microbatches), opt(v.steps), opt(v.seed), v.schedule.value_or("-"),
-      int64_t(st.st_mtime), int64_t(st.st_size));
+      v.target.value_or("-"), int64_t(st.st_mtime), int64_t(st.st_size));
   return fmt::format("{:016x}", std::hash<std::string>{}(text));
 }
 

@@ -1,0 +1,407 @@
+//===- Attention.cu - causal grouped-query attention on the GPU -----------===//
+//
+// linear_qkv with Megatron's per-group interleaving ([q heads | k | v] per
+// query group), optional RoPE, then a tiled online-softmax kernel: one
+// thread per query row, key/value tiles staged in shared memory, running
+// max and sum per row, so no [seq, seq] matrix ever exists. Forward keeps
+// the log-sum-exp of every (row, head); backward recomputes the
+// probabilities from it (dK/dV per key row, dQ per query row). One causal
+// block per sequence: packed samples never see one another.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cuda/Primitives.cuh"
+
+#include <cfloat>
+#include <string>
+
+namespace hypipe::rt::cuda {
+namespace {
+
+constexpr int kRows = 64; // query (or key) rows per block, one per thread
+constexpr int kTile = 32; // rows staged per shared-memory tile
+
+struct AttnSaved {
+  float *x, *xn, *rstd, *qkv, *lse, *ctx, *dqkv, *dout;
+};
+
+AttnSaved attnSaved(const AttentionShape &s, const Tokens &t, float *p) {
+  int64_t T = t.tokens();
+  AttnSaved a;
+  a.x = p, p += T * s.hidden;
+  a.xn = p, p += T * s.hidden;
+  a.rstd = p, p += T;
+  a.qkv = p, p += T * s.qkvWidth();
+  a.lse = p, p += T * s.heads;
+  a.ctx = p, p += T * s.contextWidth();
+  a.dqkv = p, p += T * s.qkvWidth();
+  a.dout = p;
+  return a;
+}
+
+/// Where head h's q, and its group's k and v, start in a qkv row.
+struct Heads {
+  int heads, groups, D, Wd, Cw;
+  __device__ int qOffset(int h) const {
+    int qpg = heads / groups, g = h / qpg;
+    return (g * (qpg + 2) + h % qpg) * D;
+  }
+  __device__ int kOffset(int g) const {
+    return (g * (heads / groups + 2) + heads / groups) * D;
+  }
+};
+
+__global__ void ropeKernel(int64_t T, Seqs seqs, int groups, int qpg, int D,
+                           int Wd, double base, float sign, float *qkv) {
+  const int half = D / 2;
+  int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t perRow = int64_t(groups) * (qpg + 1) * half;
+  if (idx >= T * perRow)
+    return;
+  const int row = int(idx / perRow);
+  int rest = int(idx % perRow);
+  const int i = rest % half, head = rest / half; // head over groups*(qpg+1)
+  const int g = head / (qpg + 1), j = head % (qpg + 1);
+  const int pos = row - seqs.firstRow(row);
+  double invFreq = pow(base, -2.0 * double(i) / double(D));
+  double ang = double(pos) * invFreq;
+  float c = float(cos(ang)), sn = sign * float(sin(ang));
+  float *v = qkv + int64_t(row) * Wd + (g * (qpg + 2) + j) * D;
+  float a = v[i], b = v[i + half];
+  v[i] = a * c - b * sn;
+  v[i + half] = b * c + a * sn;
+}
+
+template <int D>
+__global__ void forwardKernel(Seqs seqs, Heads hd, float scale,
+                              const float *qkv, float *ctx, float *lse) {
+  __shared__ float Ks[kTile][D], Vs[kTile][D];
+  const int seq = blockIdx.z, h = blockIdx.y;
+  const int len = seqs.length(seq), row0 = seqs.start(seq);
+  const int qi = blockIdx.x * kRows + threadIdx.x;
+  if (int(blockIdx.x) * kRows >= len)
+    return;
+  const bool active = qi < len;
+  const int g = h / (hd.heads / hd.groups);
+  float q[D], acc[D];
+  const float *qr =
+      qkv + int64_t(row0 + (active ? qi : 0)) * hd.Wd + hd.qOffset(h);
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    q[d] = qr[d] * scale;
+    acc[d] = 0;
+  }
+  float m = -FLT_MAX, l = 0;
+  const int lastKey = min(len, (int(blockIdx.x) + 1) * kRows);
+  for (int k0 = 0; k0 < lastKey; k0 += kTile) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
+      int r = e / D, d = e % D, key = k0 + r;
+      const float *kr =
+          qkv + int64_t(row0 + (key < len ? key : 0)) * hd.Wd + hd.kOffset(g);
+      Ks[r][d] = kr[d];
+      Vs[r][d] = kr[D + d];
+    }
+    __syncthreads();
+    if (!active)
+      continue;
+    const int end = min(kTile, qi - k0 + 1);
+    for (int r = 0; r < end; ++r) {
+      float s = 0;
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+        s += q[d] * Ks[r][d];
+      if (s > m) {
+        float c = expf(m - s);
+        l *= c;
+#pragma unroll
+        for (int d = 0; d < D; ++d)
+          acc[d] *= c;
+        m = s;
+      }
+      float p = expf(s - m);
+      l += p;
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+        acc[d] += p * Vs[r][d];
+    }
+  }
+  if (!active)
+    return;
+  const int64_t row = row0 + qi;
+  float inv = 1.0f / l;
+  float *out = ctx + row * hd.Cw + int64_t(h) * D;
+#pragma unroll
+  for (int d = 0; d < D; ++d)
+    out[d] = acc[d] * inv;
+  lse[row * hd.heads + h] = m + logf(l);
+}
+
+/// delta[row, h] = <dctx, ctx> of the row's head h.
+__global__ void deltaKernel(int64_t T, int heads, int D, const float *dctx,
+                            const float *ctx, float *delta) {
+  int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= T * heads)
+    return;
+  const float *a = dctx + idx * D, *b = ctx + idx * D; // [T, heads*D]
+  float s = 0;
+  for (int d = 0; d < D; ++d)
+    s += a[d] * b[d];
+  delta[idx] = s;
+}
+
+/// dK, dV of one key row per thread, summed over the group's query heads.
+template <int D>
+__global__ void keyGradKernel(Seqs seqs, Heads hd, float scale,
+                              const float *qkv, const float *dctx,
+                              const float *lse, const float *delta,
+                              float *dqkv) {
+  __shared__ float Qs[kTile][D], Os[kTile][D], L[kTile], Dl[kTile];
+  const int seq = blockIdx.z, g = blockIdx.y;
+  const int len = seqs.length(seq), row0 = seqs.start(seq);
+  const int kj = blockIdx.x * kRows + threadIdx.x;
+  if (int(blockIdx.x) * kRows >= len)
+    return;
+  const bool active = kj < len;
+  const int qpg = hd.heads / hd.groups;
+  float k[D], v[D], dk[D], dv[D];
+  const float *kr =
+      qkv + int64_t(row0 + (active ? kj : 0)) * hd.Wd + hd.kOffset(g);
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    k[d] = kr[d];
+    v[d] = kr[D + d];
+    dk[d] = dv[d] = 0;
+  }
+  for (int hh = 0; hh < qpg; ++hh) {
+    const int h = g * qpg + hh;
+    for (int q0 = int(blockIdx.x) * kRows; q0 < len; q0 += kTile) {
+      __syncthreads();
+      for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
+        int r = e / D, d = e % D, qrow = q0 + r;
+        int64_t row = row0 + (qrow < len ? qrow : 0);
+        Qs[r][d] = qkv[row * hd.Wd + hd.qOffset(h) + d];
+        Os[r][d] = dctx[row * hd.Cw + int64_t(h) * D + d];
+      }
+      for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
+        int64_t row = row0 + (q0 + r < len ? q0 + r : 0);
+        L[r] = lse[row * hd.heads + h];
+        Dl[r] = delta[row * hd.heads + h];
+      }
+      __syncthreads();
+      if (!active)
+        continue;
+      for (int r = max(0, kj - q0); r < kTile && q0 + r < len; ++r) {
+        float s = 0, dp = 0;
+#pragma unroll
+        for (int d = 0; d < D; ++d) {
+          s += Qs[r][d] * k[d];
+          dp += Os[r][d] * v[d];
+        }
+        float p = expf(s * scale - L[r]);
+        float ds = p * (dp - Dl[r]) * scale;
+#pragma unroll
+        for (int d = 0; d < D; ++d) {
+          dv[d] += p * Os[r][d];
+          dk[d] += ds * Qs[r][d];
+        }
+      }
+    }
+  }
+  if (!active)
+    return;
+  float *out = dqkv + int64_t(row0 + kj) * hd.Wd + hd.kOffset(g);
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    out[d] = dk[d];
+    out[D + d] = dv[d];
+  }
+}
+
+/// dQ of one query row per thread.
+template <int D>
+__global__ void queryGradKernel(Seqs seqs, Heads hd, float scale,
+                                const float *qkv, const float *dctx,
+                                const float *lse, const float *delta,
+                                float *dqkv) {
+  __shared__ float Ks[kTile][D], Vs[kTile][D];
+  const int seq = blockIdx.z, h = blockIdx.y;
+  const int len = seqs.length(seq), row0 = seqs.start(seq);
+  const int qi = blockIdx.x * kRows + threadIdx.x;
+  if (int(blockIdx.x) * kRows >= len)
+    return;
+  const bool active = qi < len;
+  const int g = h / (hd.heads / hd.groups);
+  const int64_t row = row0 + (active ? qi : 0);
+  float q[D], o[D], dq[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    q[d] = qkv[row * hd.Wd + hd.qOffset(h) + d];
+    o[d] = dctx[row * hd.Cw + int64_t(h) * D + d];
+    dq[d] = 0;
+  }
+  const float L = lse[row * hd.heads + h], Dl = delta[row * hd.heads + h];
+  const int lastKey = min(len, (int(blockIdx.x) + 1) * kRows);
+  for (int k0 = 0; k0 < lastKey; k0 += kTile) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
+      int r = e / D, d = e % D, key = k0 + r;
+      const float *kr =
+          qkv + int64_t(row0 + (key < len ? key : 0)) * hd.Wd + hd.kOffset(g);
+      Ks[r][d] = kr[d];
+      Vs[r][d] = kr[D + d];
+    }
+    __syncthreads();
+    if (!active)
+      continue;
+    const int end = min(kTile, qi - k0 + 1);
+    for (int r = 0; r < end; ++r) {
+      float s = 0, dp = 0;
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        s += q[d] * Ks[r][d];
+        dp += o[d] * Vs[r][d];
+      }
+      float p = expf(s * scale - L);
+      float ds = p * (dp - Dl) * scale;
+#pragma unroll
+      for (int d = 0; d < D; ++d)
+        dq[d] += ds * Ks[r][d];
+    }
+  }
+  if (!active)
+    return;
+  float *out = dqkv + row * hd.Wd + hd.qOffset(h);
+#pragma unroll
+  for (int d = 0; d < D; ++d)
+    out[d] = dq[d];
+}
+
+template <template <int> class Launch, typename... Args>
+void byHeadDim(int64_t D, Args... args) {
+  switch (D) {
+  case 8:
+    return Launch<8>::run(args...);
+  case 16:
+    return Launch<16>::run(args...);
+  case 32:
+    return Launch<32>::run(args...);
+  case 64:
+    return Launch<64>::run(args...);
+  case 128:
+    return Launch<128>::run(args...);
+  }
+  throw CudaError("error: the CUDA attention kernel takes head dimensions "
+                  "8, 16, 32, 64 and 128, not " +
+                  std::to_string(D) +
+                  "\nhelp: choose hidden_size / num_attention_heads (or "
+                  "kv_channels) among them");
+}
+
+struct Geometry {
+  dim3 grid;
+  Seqs seqs;
+  Heads hd;
+  float scale;
+};
+
+Geometry geometry(const AttentionShape &s, const Tokens &t, int64_t perSeq) {
+  Geometry g;
+  g.grid = dim3(unsigned((t.maxLength() + kRows - 1) / kRows), unsigned(perSeq),
+                unsigned(t.shape.sequences()));
+  g.seqs = seqsOf(t);
+  g.hd = {int(s.heads), int(s.groups), int(s.headDim), int(s.qkvWidth()),
+          int(s.contextWidth())};
+  g.scale = 1.0f / sqrtf(float(s.headDim));
+  return g;
+}
+
+template <int D> struct Forward {
+  static void run(const Geometry &g, const float *qkv, float *ctx, float *lse) {
+    forwardKernel<D>
+        <<<g.grid, kRows, 0, stream()>>>(g.seqs, g.hd, g.scale, qkv, ctx, lse);
+    launched("attention forward");
+  }
+};
+
+template <int D> struct Backward {
+  static void run(const Geometry &keys, const Geometry &queries,
+                  const float *qkv, const float *dctx, const float *lse,
+                  const float *delta, float *dqkv) {
+    keyGradKernel<D><<<keys.grid, kRows, 0, stream()>>>(
+        keys.seqs, keys.hd, keys.scale, qkv, dctx, lse, delta, dqkv);
+    launched("attention backward (keys)");
+    queryGradKernel<D><<<queries.grid, kRows, 0, stream()>>>(
+        queries.seqs, queries.hd, queries.scale, qkv, dctx, lse, delta, dqkv);
+    launched("attention backward (queries)");
+  }
+};
+
+void rope(const AttentionShape &s, const Tokens &t, float *qkv, float sign) {
+  const int64_t qpg = s.heads / s.groups,
+                n = t.tokens() * s.groups * (qpg + 1) * (s.headDim / 2);
+  if (n == 0)
+    return;
+  ropeKernel<<<blocksFor(n), 256, 0, stream()>>>(
+      t.tokens(), seqsOf(t), int(s.groups), int(qpg), int(s.headDim),
+      int(s.qkvWidth()), s.ropeBase, sign, qkv);
+  launched("rope");
+}
+
+} // namespace
+
+void attentionForward(const AttentionShape &s, const Tokens &t,
+                      const float *params, const float *x, float *y,
+                      float *saved, float *) {
+  const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
+  const float *norm = params, *wQkv = norm + s.hidden,
+              *wProj = wQkv + Wd * s.hidden;
+  AttnSaved a = attnSaved(s, t, saved);
+  copyFloats(a.x, x, T * s.hidden);
+  rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
+  linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
+  if (s.rope)
+    rope(s, t, a.qkv, 1.0f);
+  if (T > 0)
+    byHeadDim<Forward>(s.headDim, geometry(s, t, s.heads), a.qkv, a.ctx, a.lse);
+  linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
+  addInPlace(y, x, T * s.hidden);
+}
+
+void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
+                            const float *params, float *grads, float *saved,
+                            const float *dy, float *dx, float *ws) {
+  const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
+  const float *norm = params, *wQkv = norm + s.hidden,
+              *wProj = wQkv + Wd * s.hidden;
+  AttnSaved a = attnSaved(s, t, saved);
+  float *dctx = ws;                  // [T, Cw]
+  float *dxn = dctx + T * Cw;        // [T, hidden]
+  float *delta = dxn + T * s.hidden; // [T, heads]
+  copyFloats(a.dout, dy, T * s.hidden);
+  linearBackwardInput(T, Cw, s.hidden, dy, wProj, dctx);
+  if (T > 0) {
+    deltaKernel<<<blocksFor(T * s.heads), 256, 0, stream()>>>(
+        T, int(s.heads), int(s.headDim), dctx, a.ctx, delta);
+    launched("attention delta");
+    byHeadDim<Backward>(s.headDim, geometry(s, t, s.groups),
+                        geometry(s, t, s.heads), a.qkv, dctx, a.lse, delta,
+                        a.dqkv);
+  }
+  if (s.rope)
+    rope(s, t, a.dqkv, -1.0f);
+  linearBackwardInput(T, s.hidden, Wd, a.dqkv, wQkv, dxn);
+  copyFloats(dx, dy, T * s.hidden);
+  rmsnormBackward(T, s.hidden, a.x, norm, a.rstd, dxn, dx, grads, true);
+}
+
+void attentionBackwardWeight(const AttentionShape &s, const Tokens &t,
+                             const float *saved, float *grads) {
+  const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
+  AttnSaved a = attnSaved(s, t, const_cast<float *>(saved));
+  float *gQkv = grads + s.hidden, *gProj = gQkv + Wd * s.hidden;
+  linearBackwardWeight(T, s.hidden, Wd, a.dqkv, a.xn, gQkv);
+  linearBackwardWeight(T, Cw, s.hidden, a.dout, a.ctx, gProj);
+}
+
+} // namespace hypipe::rt::cuda

@@ -1,0 +1,160 @@
+//===- Device.cu - the CUDA device of the runtime -------------------------===//
+//
+// Memory is cudaMalloc'ed once per buffer (the trainer reuses its buffers
+// every step); copies and kernels go on the context's stream. The squared
+// norm is reduced in double, in a fixed order, so it does not depend on
+// timing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Device.h"
+#include "runtime/kernels/cuda/Primitives.cuh"
+
+#include <cstdio>
+#include <string>
+
+namespace hypipe::rt {
+namespace {
+
+using cuda::blocksFor;
+using cuda::check;
+using cuda::launched;
+using cuda::stream;
+
+__global__ void addKernel(float *dst, const float *src, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    dst[i] += src[i];
+}
+
+constexpr int kNormBlocks = 256;
+
+__global__ void sumSquaresKernel(const float *x, int64_t n, double *partial) {
+  __shared__ double part[256];
+  double s = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    s += double(x[i]) * x[i];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+    if (int(threadIdx.x) < o)
+      part[threadIdx.x] += part[threadIdx.x + o];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = part[0];
+}
+
+__global__ void adamwKernel(AdamWStep s, float *w, const float *g, float *m,
+                            float *v, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  float gi = float(g[i] * s.clipScale);
+  m[i] = float(s.beta1 * m[i] + (1 - s.beta1) * gi);
+  v[i] = float(s.beta2 * v[i] + (1 - s.beta2) * double(gi) * gi);
+  double update = (m[i] / s.c1) / (sqrt(v[i] / s.c2) + s.eps);
+  w[i] = float(w[i] * s.decay - s.lr * update);
+}
+
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f GiB", double(bytes) / (1 << 30));
+  return buf;
+}
+
+class CudaDevice final : public Device {
+public:
+  explicit CudaDevice(int localRank) : info(cuda::open(localRank)) {
+    check(cudaMalloc(&partial, sizeof(double) * kNormBlocks), "cudaMalloc");
+  }
+  ~CudaDevice() override { cudaFree(partial); }
+
+  std::string describe() const override {
+    return "cuda:" + std::to_string(info.ordinal) + " (" + info.name + ", sm_" +
+           std::to_string(info.major) + std::to_string(info.minor) + ")";
+  }
+  bool host() const override { return false; }
+  void *allocate(int64_t bytes) override {
+    void *p = nullptr;
+    cudaError_t status = cudaMalloc(&p, size_t(bytes));
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      size_t freeBytes = 0, totalBytes = 0;
+      cudaMemGetInfo(&freeBytes, &totalBytes);
+      throw cuda::CudaError(
+          "error: the model does not fit in GPU memory: " + gib(allocated) +
+          " allocated, " + gib(bytes) + " more asked, " +
+          gib(int64_t(freeBytes)) + " free of " + gib(int64_t(totalBytes)) +
+          " on " + describe() +
+          "\nhelp: use more pipeline stages (pp), fewer microbatches in "
+          "flight, or a smaller micro_batch_size / seq_length");
+    }
+    check(cudaMemsetAsync(p, 0, size_t(bytes), stream()), "cudaMemset");
+    allocated += bytes;
+    return p;
+  }
+  void release(void *p) override { cudaFree(p); }
+  void toDevice(void *dst, const void *src, int64_t bytes) override {
+    check(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyHostToDevice,
+                          stream()),
+          "copy to the GPU");
+    // The host buffer may change right after: wait for the copy.
+    synchronize();
+  }
+  void toHost(void *dst, const void *src, int64_t bytes) override {
+    check(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToHost,
+                          stream()),
+          "copy from the GPU");
+    synchronize();
+  }
+  void copy(void *dst, const void *src, int64_t bytes) override {
+    check(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice,
+                          stream()),
+          "copy on the GPU");
+  }
+  void zero(float *x, int64_t n) override { cuda::zero(x, n); }
+  void add(float *dst, const float *src, int64_t n) override {
+    if (!n)
+      return;
+    addKernel<<<blocksFor(n), 256, 0, stream()>>>(dst, src, n);
+    launched("add");
+  }
+  int computeCapability() const override {
+    return info.major * 10 + info.minor;
+  }
+  double sumSquares(const float *x, int64_t n, double start) override {
+    if (!n)
+      return start;
+    sumSquaresKernel<<<kNormBlocks, 256, 0, stream()>>>(x, n, partial);
+    launched("squared norm");
+    double host[kNormBlocks];
+    toHost(host, partial, sizeof(host));
+    double s = 0;
+    for (double p : host)
+      s += p;
+    return start + s;
+  }
+  void adamw(const AdamWStep &s, float *w, const float *g, float *m, float *v,
+             int64_t n) override {
+    if (!n)
+      return;
+    adamwKernel<<<blocksFor(n), 256, 0, stream()>>>(s, w, g, m, v, n);
+    launched("adamw");
+  }
+  void synchronize() override { cuda::synchronize(); }
+
+private:
+  cuda::DeviceInfo info;
+  double *partial = nullptr;
+  int64_t allocated = 0;
+};
+
+} // namespace
+
+std::unique_ptr<Device> makeCudaDevice(int localRank) {
+  return std::make_unique<CudaDevice>(localRank);
+}
+
+} // namespace hypipe::rt

@@ -1,0 +1,105 @@
+//===- Layers.h - the CUDA kernels the generated stage code calls ---------===//
+//
+// The same entry points as runtime/kernels/cpu/Layers.h, with the same
+// parameter and saved-buffer layouts (LayerShapes.h with Target::Cuda), on
+// device pointers: F, I (input gradients, small-parameter gradients, the
+// stash for W) and W (weight-gradient GEMMs). Every pointer is device
+// memory; the work goes on the stream of cuda::context(). GEMMs are cuBLAS.
+// Kernels read sample boundaries (THD) from `Tokens::cuSeqlens`, a device
+// copy of the host boundaries in `Tokens::shape`.
+//
+// This header is plain C++: the runtime and the generated stages include it
+// without CUDA headers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_KERNELS_CUDA_LAYERS_H
+#define HYPIPE_RUNTIME_KERNELS_CUDA_LAYERS_H
+
+#include "core/model/LayerShapes.h"
+
+#include <cstdint>
+
+namespace hypipe::rt::cuda {
+
+/// One call's tokens: the host shape (counts, boundaries) and the device
+/// copy of its boundaries (null when the microbatch is not packed).
+struct Tokens {
+  TokenShape shape;
+  const int32_t *cuSeqlens = nullptr;
+  int64_t tokens() const { return shape.tokens(); }
+  /// The longest sequence of the call.
+  int64_t maxLength() const {
+    int64_t n = 0;
+    for (int64_t i = 0; i < shape.sequences(); ++i)
+      n = shape.length(i) > n ? shape.length(i) : n;
+    return n;
+  }
+};
+
+inline Tokens withBoundaries(TokenShape capacity, const int32_t *hostCuSeqlens,
+                             const int32_t *deviceCuSeqlens, int64_t numSeqs) {
+  capacity.cuSeqlens = hostCuSeqlens;
+  capacity.numSeqs = hostCuSeqlens ? numSeqs : 0;
+  return {capacity, hostCuSeqlens ? deviceCuSeqlens : nullptr};
+}
+
+/// Copies `floats` floats between device buffers (the stage's last copy).
+void copyFloats(float *dst, const float *src, int64_t floats);
+
+void mambaForward(const MambaShape &s, const Tokens &t, const float *params,
+                  const float *x, float *y, float *saved, float *ws);
+void mambaBackwardInput(const MambaShape &s, const Tokens &t,
+                        const float *params, float *grads, float *saved,
+                        const float *dy, float *dx, float *ws);
+void mambaBackwardWeight(const MambaShape &s, const Tokens &t,
+                         const float *saved, float *grads);
+
+void attentionForward(const AttentionShape &s, const Tokens &t,
+                      const float *params, const float *x, float *y,
+                      float *saved, float *ws);
+void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
+                            const float *params, float *grads, float *saved,
+                            const float *dy, float *dx, float *ws);
+void attentionBackwardWeight(const AttentionShape &s, const Tokens &t,
+                             const float *saved, float *grads);
+
+void mlpForward(const MlpShape &s, const Tokens &t, const float *params,
+                const float *x, float *y, float *saved, float *ws);
+void mlpBackwardInput(const MlpShape &s, const Tokens &t, const float *params,
+                      float *grads, float *saved, const float *dy, float *dx,
+                      float *ws);
+void mlpBackwardWeight(const MlpShape &s, const Tokens &t, const float *saved,
+                       float *grads);
+
+/// Returns the layer's load-balancing loss (read back: the dispatch sizes
+/// need the host anyway, as in Megatron's dropless MoE).
+float moeForward(const MoeShape &s, const Tokens &t, const float *params,
+                 const float *x, float *y, float *saved, float *ws);
+void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
+                      float *grads, float *saved, const float *dy, float *dx,
+                      float *ws, float lossScale);
+void moeBackwardWeight(const MoeShape &s, const Tokens &t, const float *saved,
+                       float *grads);
+
+void embeddingForward(const EmbeddingShape &s, const Tokens &t,
+                      const float *params, const int32_t *tokens, float *y,
+                      float *saved);
+void embeddingBackwardInput(const EmbeddingShape &s, const Tokens &t,
+                            const float *dy, float *saved);
+void embeddingBackwardWeight(const EmbeddingShape &s, const Tokens &t,
+                             const float *saved, float *grads);
+
+/// Returns the microbatch's mean loss (the one value read back per step
+/// and microbatch).
+float headForward(const HeadShape &s, const Tokens &t, const float *params,
+                  const float *x, const int32_t *labels, const float *lossMask,
+                  float *saved, float *ws);
+void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
+                       float *grads, float *saved, float lossScale, float *dx,
+                       float *ws);
+void headBackwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
+                        float *grads);
+
+} // namespace hypipe::rt::cuda
+
+#endif

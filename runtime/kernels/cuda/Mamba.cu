@@ -1,0 +1,687 @@
+//===- Mamba.cu - the Mamba-2 mixer on the GPU, with the chunked SSD scan -===//
+//
+// The CPU kernel's mixer (runtime/kernels/cpu/Mamba.cpp) with the scan in
+// its chunked (SSD) form over chunks of kScanChunk = 64 microbatch rows:
+//   1. per (chunk, head): the chunk's own final state from its rows,
+//   2. per head: states passed from chunk to chunk (the only serial loop,
+//      over chunks, not tokens); the state entering every chunk is what
+//      the CPU kernel saves, in the same layout,
+//   3. per (chunk, head): outputs = intra-chunk part (the masked, decayed
+//      C B^T matrix times x) + the entering state read out by C.
+// Backward mirrors it: state gradients passed backwards over chunks, then
+// every chunk's x, B, C, dt gradients from the chunk's L x L products.
+// A sample boundary inside a chunk splits it into segments that never mix,
+// and a chunk that starts a sample takes no state from the one before.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cuda/Primitives.cuh"
+
+namespace hypipe::rt::cuda {
+namespace {
+
+constexpr int L = int(MambaShape::kScanChunk);
+
+template <typename T> struct MambaParams {
+  T *norm, *inProj, *convW, *convB, *dtBias, *aLog, *d, *gnorm, *outProj;
+};
+
+template <typename T> MambaParams<T> mambaParams(const MambaShape &s, T *base) {
+  MambaParams<T> p;
+  T *q = base;
+  p.norm = q, q += s.hidden;
+  p.inProj = q, q += s.inProj() * s.hidden;
+  p.convW = q, q += s.convChannels() * s.convWidth;
+  p.convB = q, q += s.convChannels();
+  p.dtBias = q, q += s.heads;
+  p.aLog = q, q += s.heads;
+  p.d = q, q += s.heads;
+  p.gnorm = q, q += s.inner();
+  p.outProj = q;
+  return p;
+}
+
+struct MambaSaved {
+  float *x, *xn, *rstd, *zxbcdt, *xbc, *dt, *y, *gated, *grstd, *normed,
+      *states, *dzxbcdt, *dout;
+};
+
+MambaSaved mambaSaved(const MambaShape &s, const Tokens &t, float *p) {
+  int64_t T = t.tokens();
+  MambaSaved m;
+  m.x = p, p += T * s.hidden;
+  m.xn = p, p += T * s.hidden;
+  m.rstd = p, p += T;
+  m.zxbcdt = p, p += T * s.inProj();
+  m.xbc = p, p += T * s.convChannels();
+  m.dt = p, p += T * s.heads;
+  m.y = p, p += T * s.inner();
+  m.gated = p, p += T * s.inner();
+  m.grstd = p, p += T * s.groups;
+  m.normed = p, p += T * s.inner();
+  m.states = p, p += s.scanChunks(t.shape) * s.heads * s.headDim * s.state;
+  m.dzxbcdt = p, p += T * s.inProj();
+  m.dout = p;
+  return m;
+}
+
+/// Static sizes every kernel needs.
+struct Dims {
+  int T, H, P, N, G, I, Cc, W, K;
+  float *states;
+};
+
+Dims dimsOf(const MambaShape &s, const Tokens &t) {
+  return {
+      int(t.tokens()),  int(s.heads),   int(s.headDim),        int(s.state),
+      int(s.groups),    int(s.inner()), int(s.convChannels()), int(s.inProj()),
+      int(s.convWidth), nullptr};
+}
+
+__device__ float convPre(const Dims &d, const float *zxbcdt, const float *w,
+                         const float *bias, int row, int first, int c) {
+  float acc = bias[c];
+  for (int k = 0; k < d.K; ++k) {
+    int src = row - (d.K - 1) + k;
+    if (src >= first)
+      acc += w[c * d.K + k] * zxbcdt[int64_t(src) * d.W + d.I + c];
+  }
+  return acc;
+}
+
+/// xbc = SiLU(conv(xBC)), dt = softplus(raw + dt_bias).
+__global__ void convForwardKernel(Dims d, Seqs seqs, const float *zxbcdt,
+                                  const float *w, const float *bias,
+                                  const float *dtBias, float *xbc, float *dt) {
+  int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int per = d.Cc + d.H;
+  if (idx >= int64_t(d.T) * per)
+    return;
+  const int row = int(idx / per), c = int(idx % per);
+  if (c < d.Cc) {
+    xbc[int64_t(row) * d.Cc + c] =
+        siluf(convPre(d, zxbcdt, w, bias, row, seqs.firstRow(row), c));
+  } else {
+    const int h = c - d.Cc;
+    dt[int64_t(row) * d.H + h] = softplusf(
+        zxbcdt[int64_t(row) * d.W + 2 * d.I + 2 * d.G * d.N + h] + dtBias[h]);
+  }
+}
+
+/// The chunk's rows: count, and per row its dt, dt*A cumulated within its
+/// segment (inclusive) and the segment's first row (chunk-local).
+struct Chunk {
+  int r0, n;
+  float dt[L], cum[L];
+  int seg[L];
+};
+
+__device__ void loadChunk(const Dims &d, const Seqs &seqs, const float *dtAll,
+                          float A, int c, int h, Chunk &ch) {
+  ch.r0 = c * L;
+  ch.n = min(L, d.T - ch.r0);
+  for (int i = threadIdx.x; i < ch.n; i += blockDim.x) {
+    int row = ch.r0 + i;
+    ch.dt[i] = dtAll[int64_t(row) * d.H + h];
+    ch.seg[i] = max(seqs.firstRow(row) - ch.r0, 0);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float run = 0;
+    for (int i = 0; i < ch.n; ++i) {
+      float a = ch.dt[i] * A;
+      run = ch.seg[i] == i ? a : run + a;
+      ch.cum[i] = run;
+    }
+  }
+  __syncthreads();
+}
+
+__device__ inline const float *xOf(const Dims &d, const float *xbc, int row,
+                                   int h) {
+  return xbc + int64_t(row) * d.Cc + h * d.P;
+}
+__device__ inline const float *bOf(const Dims &d, const float *xbc, int row,
+                                   int g) {
+  return xbc + int64_t(row) * d.Cc + d.I + g * d.N;
+}
+__device__ inline const float *cOf(const Dims &d, const float *xbc, int row,
+                                   int g) {
+  return xbc + int64_t(row) * d.Cc + d.I + d.G * d.N + g * d.N;
+}
+
+/// Step 1: the chunk's own final state (its last segment's rows) and how
+/// much of the entering state survives the chunk.
+__global__ void chunkStateKernel(Dims d, Seqs seqs, const float *xbc,
+                                 const float *dtAll, const float *aLog,
+                                 float *local, float *decay) {
+  __shared__ Chunk ch;
+  const int c = blockIdx.x, h = blockIdx.y, g = h / (d.H / d.G);
+  loadChunk(d, seqs, dtAll, -expf(aLog[h]), c, h, ch);
+  const int last = ch.n - 1, first = ch.seg[last];
+  float *S = local + (int64_t(c) * d.H + h) * d.P * d.N;
+  for (int e = threadIdx.x; e < d.P * d.N; e += blockDim.x) {
+    const int p = e / d.N, nn = e % d.N;
+    float acc = 0;
+    for (int j = first; j <= last; ++j) {
+      const int row = ch.r0 + j;
+      acc += expf(ch.cum[last] - ch.cum[j]) * ch.dt[j] *
+             xOf(d, xbc, row, h)[p] * bOf(d, xbc, row, g)[nn];
+    }
+    S[e] = acc;
+  }
+  if (threadIdx.x == 0)
+    decay[c * d.H + h] = first == 0 ? expf(ch.cum[last]) : 0.0f;
+}
+
+/// Step 2: the state entering every chunk (saved), serial over chunks.
+__global__ void statePassKernel(Dims d, Seqs seqs, int chunks,
+                                const float *local, const float *decay,
+                                float *states) {
+  const int h = blockIdx.y;
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t PN = int64_t(d.P) * d.N;
+  if (e >= PN)
+    return;
+  float s = 0;
+  for (int c = 0; c < chunks; ++c) {
+    const int64_t at = (int64_t(c) * d.H + h) * PN + e;
+    states[at] = s;
+    const int next = (c + 1) * L;
+    s = decay[c * d.H + h] * s + local[at];
+    if (next < d.T && seqs.firstRow(next) == next)
+      s = 0;
+  }
+}
+
+/// Step 3: outputs of the chunk's rows.
+__global__ void chunkOutputKernel(Dims d, Seqs seqs, const float *xbc,
+                                  const float *dtAll, const float *aLog,
+                                  const float *Dp, float *y) {
+  __shared__ Chunk ch;
+  __shared__ float M[L][L + 1];
+  const int c = blockIdx.x, h = blockIdx.y, g = h / (d.H / d.G);
+  loadChunk(d, seqs, dtAll, -expf(aLog[h]), c, h, ch);
+  const float *S = d.states + (int64_t(c) * d.H + h) * d.P * d.N;
+  for (int e = threadIdx.x; e < ch.n * ch.n; e += blockDim.x) {
+    const int i = e / ch.n, j = e % ch.n;
+    float v = 0;
+    if (j <= i && ch.seg[i] == ch.seg[j]) {
+      const float *Ci = cOf(d, xbc, ch.r0 + i, g),
+                  *Bj = bOf(d, xbc, ch.r0 + j, g);
+      float dot = 0;
+      for (int nn = 0; nn < d.N; ++nn)
+        dot += Ci[nn] * Bj[nn];
+      v = expf(ch.cum[i] - ch.cum[j]) * ch.dt[j] * dot;
+    }
+    M[i][j] = v;
+  }
+  __syncthreads();
+  const float D = Dp[h];
+  for (int e = threadIdx.x; e < ch.n * d.P; e += blockDim.x) {
+    const int i = e / d.P, p = e % d.P, row = ch.r0 + i;
+    float acc = 0;
+    for (int j = ch.seg[i]; j <= i; ++j)
+      acc += M[i][j] * xOf(d, xbc, ch.r0 + j, h)[p];
+    if (ch.seg[i] == 0) {
+      const float *Ci = cOf(d, xbc, row, g), *Sp = S + int64_t(p) * d.N;
+      float inter = 0;
+      for (int nn = 0; nn < d.N; ++nn)
+        inter += Sp[nn] * Ci[nn];
+      acc += expf(ch.cum[i]) * inter;
+    }
+    y[int64_t(row) * d.I + h * d.P + p] = acc + D * xOf(d, xbc, row, h)[p];
+  }
+}
+
+/// Gate, then RMSNorm per group: one block per (row, group).
+__global__ void gatedNormForwardKernel(Dims d, const float *y,
+                                       const float *zxbcdt, const float *w,
+                                       float *gated, float *grstd,
+                                       float *normed) {
+  const int row = blockIdx.x, g = blockIdx.y, gs = d.I / d.G;
+  const int64_t base = int64_t(row) * d.I + g * gs;
+  const float *z = zxbcdt + int64_t(row) * d.W + g * gs;
+  float ss = 0;
+  for (int i = threadIdx.x; i < gs; i += blockDim.x) {
+    float v = y[base + i] * siluf(z[i]);
+    gated[base + i] = v;
+    ss += v * v;
+  }
+  ss = blockSum(ss);
+  const float r = rsqrtf(ss / float(gs) + kNormEps);
+  if (threadIdx.x == 0)
+    grstd[int64_t(row) * d.G + g] = r;
+  for (int i = threadIdx.x; i < gs; i += blockDim.x)
+    normed[base + i] = gated[base + i] * r * w[g * gs + i];
+}
+
+__global__ void gatedNormBackwardKernel(Dims d, const float *dn,
+                                        const float *gated, const float *grstd,
+                                        const float *y, const float *w,
+                                        const float *zxbcdt, float *dyScan,
+                                        float *dzxbcdt) {
+  const int row = blockIdx.x, g = blockIdx.y, gs = d.I / d.G;
+  const int64_t base = int64_t(row) * d.I + g * gs;
+  const float *z = zxbcdt + int64_t(row) * d.W + g * gs;
+  const float r = grstd[int64_t(row) * d.G + g];
+  float dot = 0;
+  for (int i = threadIdx.x; i < gs; i += blockDim.x)
+    dot += w[g * gs + i] * dn[base + i] * gated[base + i];
+  dot = blockSum(dot);
+  const float cc = dot / float(gs) * r * r;
+  for (int i = threadIdx.x; i < gs; i += blockDim.x) {
+    float dg = r * (w[g * gs + i] * dn[base + i] - gated[base + i] * cc);
+    dyScan[base + i] = dg * siluf(z[i]);
+    dzxbcdt[int64_t(row) * d.W + g * gs + i] =
+        dg * y[base + i] * siluGradf(z[i]);
+  }
+}
+
+/// Backward step 1: the gradient of each chunk's entering state from the
+/// chunk's own outputs, and the chunk's decay.
+__global__ void chunkStateGradKernel(Dims d, Seqs seqs, const float *xbc,
+                                     const float *dtAll, const float *aLog,
+                                     const float *dy, float *dS, float *decay) {
+  __shared__ Chunk ch;
+  const int c = blockIdx.x, h = blockIdx.y, g = h / (d.H / d.G);
+  loadChunk(d, seqs, dtAll, -expf(aLog[h]), c, h, ch);
+  float *out = dS + (int64_t(c) * d.H + h) * d.P * d.N;
+  for (int e = threadIdx.x; e < d.P * d.N; e += blockDim.x) {
+    const int p = e / d.N, nn = e % d.N;
+    float acc = 0;
+    for (int i = 0; i < ch.n && ch.seg[i] == 0; ++i) {
+      const int row = ch.r0 + i;
+      acc += expf(ch.cum[i]) * dy[int64_t(row) * d.I + h * d.P + p] *
+             cOf(d, xbc, row, g)[nn];
+    }
+    out[e] = acc;
+  }
+  if (threadIdx.x == 0) {
+    const int last = ch.n - 1;
+    decay[c * d.H + h] = ch.seg[last] == 0 ? expf(ch.cum[last]) : 0.0f;
+  }
+}
+
+/// Backward step 2: turns dS (own-output gradients) into the gradient of
+/// each chunk's leaving state, serial over chunks from the last.
+__global__ void statePassBackwardKernel(Dims d, Seqs seqs, int chunks,
+                                        const float *decay, float *dS) {
+  const int h = blockIdx.y;
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t PN = int64_t(d.P) * d.N;
+  if (e >= PN)
+    return;
+  float gOut = 0;
+  for (int c = chunks - 1; c >= 0; --c) {
+    const int64_t at = (int64_t(c) * d.H + h) * PN + e;
+    const float own = dS[at];
+    dS[at] = gOut;
+    const float gIn = own + decay[c * d.H + h] * gOut;
+    gOut = seqs.firstRow(c * L) == c * L ? 0.0f : gIn;
+  }
+}
+
+/// Backward step 3: x, B, C and dt gradients of one (chunk, head), and its
+/// share of the A and D gradients.
+__global__ void chunkBackwardKernel(Dims d, Seqs seqs, const float *xbc,
+                                    const float *dtAll, const float *aLog,
+                                    const float *Dp, const float *dy,
+                                    const float *dSout, float *dxbc,
+                                    float *dtGrad, float *partials) {
+  __shared__ Chunk ch;
+  __shared__ float CB[L][L + 1], XD[L][L + 1];
+  __shared__ float rowT[L], colE[L], U[L], Vraw[L], dcum[L], diag[L];
+  __shared__ float Wsum;
+  const int c = blockIdx.x, h = blockIdx.y, g = h / (d.H / d.G);
+  const float A = -expf(aLog[h]), D = Dp[h];
+  loadChunk(d, seqs, dtAll, A, c, h, ch);
+  const int n = ch.n, last = n - 1;
+  const int64_t PN = int64_t(d.P) * d.N;
+  const float *Sin = d.states + (int64_t(c) * d.H + h) * PN;
+  const float *dS = dSout + (int64_t(c) * d.H + h) * PN;
+  auto dyOf = [&](int row) { return dy + int64_t(row) * d.I + h * d.P; };
+
+  for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
+    const int i = e / n, j = e % n;
+    const int ri = ch.r0 + i, rj = ch.r0 + j;
+    const float *Ci = cOf(d, xbc, ri, g), *Bj = bOf(d, xbc, rj, g);
+    const float *dyi = dyOf(ri), *xj = xOf(d, xbc, rj, h);
+    float cb = 0, xd = 0;
+    for (int nn = 0; nn < d.N; ++nn)
+      cb += Ci[nn] * Bj[nn];
+    for (int p = 0; p < d.P; ++p)
+      xd += dyi[p] * xj[p];
+    CB[i][j] = cb;
+    XD[i][j] = xd;
+  }
+  __syncthreads();
+  // Row and column sums of the pair terms E dt CB XD, the direct dt term.
+  for (int k = threadIdx.x; k < n; k += blockDim.x) {
+    float r = 0, col = 0;
+    for (int j = ch.seg[k]; j <= k; ++j)
+      r += expf(ch.cum[k] - ch.cum[j]) * ch.dt[j] * CB[k][j] * XD[k][j];
+    for (int i = k; i < n && ch.seg[i] == ch.seg[k]; ++i)
+      col += expf(ch.cum[i] - ch.cum[k]) * CB[i][k] * XD[i][k];
+    rowT[k] = r;
+    colE[k] = col;
+    diag[k] = XD[k][k];
+  }
+  // Entering-state readout (U) and leaving-state (V) terms, a warp per row.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32,
+            warps = blockDim.x / 32;
+  for (int k = warp; k < n; k += warps) {
+    const int row = ch.r0 + k;
+    const float *Ck = cOf(d, xbc, row, g), *Bk = bOf(d, xbc, row, g);
+    const float *dyk = dyOf(row), *xk = xOf(d, xbc, row, h);
+    float u = 0, v = 0;
+    for (int p = lane; p < d.P; p += 32) {
+      float sc = 0, sb = 0;
+      for (int nn = 0; nn < d.N; ++nn) {
+        sc += Sin[int64_t(p) * d.N + nn] * Ck[nn];
+        sb += dS[int64_t(p) * d.N + nn] * Bk[nn];
+      }
+      u += dyk[p] * sc;
+      v += xk[p] * sb;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      u += __shfl_xor_sync(0xffffffffu, u, o);
+      v += __shfl_xor_sync(0xffffffffu, v, o);
+    }
+    if (lane == 0) {
+      U[k] = ch.seg[k] == 0 ? expf(ch.cum[k]) * u : 0.0f;
+      Vraw[k] =
+          ch.seg[k] == ch.seg[last] ? expf(ch.cum[last] - ch.cum[k]) * v : 0.0f;
+    }
+  }
+  float w = 0;
+  if (ch.seg[last] == 0)
+    for (int64_t e = threadIdx.x; e < PN; e += blockDim.x)
+      w += dS[e] * Sin[e];
+  w = blockSum(w);
+  if (threadIdx.x == 0)
+    Wsum = ch.seg[last] == 0 ? expf(ch.cum[last]) * w : 0.0f;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float vTotal = 0;
+    for (int k = 0; k < n; ++k)
+      vTotal += ch.dt[k] * Vraw[k];
+    for (int k = 0; k < n; ++k)
+      dcum[k] = rowT[k] - ch.dt[k] * colE[k] + U[k] - ch.dt[k] * Vraw[k] +
+                (k == last ? vTotal + Wsum : 0.0f);
+    // d(dt*A)_k = the dcum of every later row of its segment.
+    float run = 0, dA = 0, dD = 0;
+    for (int k = last; k >= 0; --k) {
+      run = (k == last || ch.seg[k + 1] != ch.seg[k]) ? dcum[k] : run + dcum[k];
+      const int row = ch.r0 + k;
+      dtGrad[int64_t(row) * d.H + h] = colE[k] + Vraw[k] + run * A;
+      dA += run * ch.dt[k];
+      dD += diag[k];
+    }
+    partials[2 * (c * d.H + h)] = dA;
+    partials[2 * (c * d.H + h) + 1] = dD;
+  }
+  __syncthreads();
+  // CB -> R = mask E dt CB, XD -> Q = mask E dt XD.
+  for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
+    const int i = e / n, j = e % n;
+    const float f = (j <= i && ch.seg[i] == ch.seg[j])
+                        ? expf(ch.cum[i] - ch.cum[j]) * ch.dt[j]
+                        : 0.0f;
+    CB[i][j] *= f;
+    XD[i][j] *= f;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < n * d.P; e += blockDim.x) {
+    const int j = e / d.P, p = e % d.P, row = ch.r0 + j;
+    float acc = D * dyOf(row)[p];
+    for (int i = j; i < n; ++i)
+      acc += CB[i][j] * dyOf(ch.r0 + i)[p];
+    if (ch.seg[j] == ch.seg[last]) {
+      const float *Bj = bOf(d, xbc, row, g);
+      float sb = 0;
+      for (int nn = 0; nn < d.N; ++nn)
+        sb += dS[int64_t(p) * d.N + nn] * Bj[nn];
+      acc += expf(ch.cum[last] - ch.cum[j]) * ch.dt[j] * sb;
+    }
+    dxbc[int64_t(row) * d.Cc + h * d.P + p] = acc;
+  }
+  for (int e = threadIdx.x; e < n * d.N; e += blockDim.x) {
+    const int k = e / d.N, nn = e % d.N, row = ch.r0 + k;
+    float dC = 0, dB = 0;
+    for (int j = ch.seg[k]; j <= k; ++j)
+      dC += XD[k][j] * bOf(d, xbc, ch.r0 + j, g)[nn];
+    for (int i = k; i < n; ++i)
+      dB += XD[i][k] * cOf(d, xbc, ch.r0 + i, g)[nn];
+    if (ch.seg[k] == 0) {
+      const float *dyk = dyOf(row);
+      float s = 0;
+      for (int p = 0; p < d.P; ++p)
+        s += dyk[p] * Sin[int64_t(p) * d.N + nn];
+      dC += expf(ch.cum[k]) * s;
+    }
+    if (ch.seg[k] == ch.seg[last]) {
+      const float *xk = xOf(d, xbc, row, h);
+      float s = 0;
+      for (int p = 0; p < d.P; ++p)
+        s += xk[p] * dS[int64_t(p) * d.N + nn];
+      dB += expf(ch.cum[last] - ch.cum[k]) * ch.dt[k] * s;
+    }
+    atomicAdd(dxbc + int64_t(row) * d.Cc + d.I + g * d.N + nn, dB);
+    atomicAdd(dxbc + int64_t(row) * d.Cc + d.I + d.G * d.N + g * d.N + nn, dC);
+  }
+}
+
+/// A_log and D gradients: the chunks' partials summed in order.
+__global__ void scanParamGradKernel(Dims d, int chunks, const float *partials,
+                                    const float *aLog, float *gALog,
+                                    float *gD) {
+  const int h = blockIdx.x * blockDim.x + threadIdx.x;
+  if (h >= d.H)
+    return;
+  float dA = 0, dD = 0;
+  for (int c = 0; c < chunks; ++c) {
+    dA += partials[2 * (c * d.H + h)];
+    dD += partials[2 * (c * d.H + h) + 1];
+  }
+  gALog[h] += dA * -expf(aLog[h]);
+  gD[h] += dD;
+}
+
+/// dt = softplus(raw + bias) backward into dzxbcdt's dt columns.
+__global__ void dtBackwardKernel(Dims d, const float *zxbcdt,
+                                 const float *dtBias, const float *dtGrad,
+                                 float *dzxbcdt) {
+  int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= int64_t(d.T) * d.H)
+    return;
+  const int64_t row = idx / d.H;
+  const int h = int(idx % d.H);
+  const int64_t at = row * d.W + 2 * d.I + 2 * d.G * d.N + h;
+  dzxbcdt[at] = dtGrad[idx] * sigmoidf(zxbcdt[at] + dtBias[h]);
+}
+
+/// dxbc (post-SiLU) -> pre-activation gradient, in place.
+__global__ void siluBackwardKernel(Dims d, Seqs seqs, const float *zxbcdt,
+                                   const float *w, const float *bias,
+                                   float *dxbc) {
+  int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= int64_t(d.T) * d.Cc)
+    return;
+  const int row = int(idx / d.Cc), c = int(idx % d.Cc);
+  dxbc[idx] *=
+      siluGradf(convPre(d, zxbcdt, w, bias, row, seqs.firstRow(row), c));
+}
+
+/// Conv input gradient into dzxbcdt's xBC columns (a gather over the rows
+/// each input feeds, inside its sample).
+__global__ void convInputGradKernel(Dims d, Seqs seqs, const float *w,
+                                    const float *dpre, float *dzxbcdt) {
+  int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= int64_t(d.T) * d.Cc)
+    return;
+  const int src = int(idx / d.Cc), c = int(idx % d.Cc);
+  float acc = 0;
+  for (int k = 0; k < d.K; ++k) {
+    const int row = src + (d.K - 1) - k;
+    if (row < d.T && seqs.firstRow(row) <= src)
+      acc += w[c * d.K + k] * dpre[int64_t(row) * d.Cc + c];
+  }
+  dzxbcdt[int64_t(src) * d.W + d.I + c] = acc;
+}
+
+/// Conv weight (k < K) and bias (k == K) gradients: 32 channels per block,
+/// 8 row lanes reduced in a fixed order.
+__global__ void convWeightGradKernel(Dims d, Seqs seqs, const float *zxbcdt,
+                                     const float *dpre, float *gW, float *gB) {
+  __shared__ float part[8][33];
+  const int c = blockIdx.x * 32 + threadIdx.x, k = blockIdx.y;
+  float acc = 0;
+  if (c < d.Cc)
+    for (int row = threadIdx.y; row < d.T; row += 8) {
+      const float g = dpre[int64_t(row) * d.Cc + c];
+      if (k == d.K) {
+        acc += g;
+      } else {
+        const int src = row - (d.K - 1) + k;
+        if (src >= seqs.firstRow(row))
+          acc += g * zxbcdt[int64_t(src) * d.W + d.I + c];
+      }
+    }
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < d.Cc) {
+    float s = 0;
+    for (int r = 0; r < 8; ++r)
+      s += part[r][threadIdx.x];
+    if (k == d.K)
+      gB[c] += s;
+    else
+      gW[c * d.K + k] += s;
+  }
+}
+
+int64_t chunksOf(const Tokens &t) { return (t.tokens() + L - 1) / L; }
+
+} // namespace
+
+void mambaForward(const MambaShape &s, const Tokens &t, const float *params,
+                  const float *x, float *y, float *saved, float *ws) {
+  const int64_t T = t.tokens();
+  if (T == 0)
+    return;
+  MambaParams<const float> p = mambaParams(s, params);
+  MambaSaved m = mambaSaved(s, t, saved);
+  Dims d = dimsOf(s, t);
+  d.states = m.states;
+  const Seqs seqs = seqsOf(t);
+  const int chunks = int(chunksOf(t));
+  const int64_t PN = s.headDim * s.state;
+  float *local = ws, *decay = ws + chunks * s.heads * PN;
+
+  copyFloats(m.x, x, T * s.hidden);
+  rmsnormForward(T, s.hidden, x, p.norm, m.xn, m.rstd);
+  linearForward(T, s.hidden, s.inProj(), m.xn, p.inProj, m.zxbcdt);
+  convForwardKernel<<<blocksFor(T * (d.Cc + d.H)), 256, 0, stream()>>>(
+      d, seqs, m.zxbcdt, p.convW, p.convB, p.dtBias, m.xbc, m.dt);
+  launched("mamba conv");
+  const dim3 perChunk{unsigned(chunks), unsigned(s.heads)};
+  chunkStateKernel<<<perChunk, 256, 0, stream()>>>(d, seqs, m.xbc, m.dt, p.aLog,
+                                                   local, decay);
+  launched("mamba chunk states");
+  statePassKernel<<<dim3(blocksFor(PN), unsigned(s.heads)), 256, 0, stream()>>>(
+      d, seqs, chunks, local, decay, m.states);
+  launched("mamba state passing");
+  chunkOutputKernel<<<perChunk, 256, 0, stream()>>>(d, seqs, m.xbc, m.dt,
+                                                    p.aLog, p.d, m.y);
+  launched("mamba chunk outputs");
+  gatedNormForwardKernel<<<dim3(unsigned(T), unsigned(s.groups)), 128, 0,
+                           stream()>>>(d, m.y, m.zxbcdt, p.gnorm, m.gated,
+                                       m.grstd, m.normed);
+  launched("mamba gated norm");
+  linearForward(T, s.inner(), s.hidden, m.normed, p.outProj, y);
+  addInPlace(y, x, T * s.hidden);
+}
+
+void mambaBackwardInput(const MambaShape &s, const Tokens &t,
+                        const float *params, float *grads, float *saved,
+                        const float *dy, float *dx, float *ws) {
+  const int64_t T = t.tokens();
+  if (T == 0)
+    return;
+  const int64_t I = s.inner(), Cc = s.convChannels(), H = s.heads,
+                PN = s.headDim * s.state;
+  MambaParams<const float> p = mambaParams(s, params);
+  MambaParams<float> gp = mambaParams(s, grads);
+  MambaSaved m = mambaSaved(s, t, saved);
+  Dims d = dimsOf(s, t);
+  d.states = m.states;
+  const Seqs seqs = seqsOf(t);
+  const int chunks = int(chunksOf(t));
+
+  float *dnormed = ws;                  // [T, I]
+  float *dyScan = dnormed + T * I;      // [T, I]
+  float *dxbc = dyScan + T * I;         // [T, Cc]
+  float *dtGrad = dxbc + T * Cc;        // [T, H]
+  float *dxn = dtGrad + T * H;          // [T, hidden]
+  float *dS = dxn + T * s.hidden;       // [chunks, H, P*N]
+  float *decay = dS + chunks * H * PN;  // [chunks, H]
+  float *partials = decay + chunks * H; // [chunks, H, 2]
+
+  copyFloats(m.dout, dy, T * s.hidden);
+  linearBackwardInput(T, I, s.hidden, dy, p.outProj, dnormed);
+  gatedNormBackwardKernel<<<dim3(unsigned(T), unsigned(s.groups)), 128, 0,
+                            stream()>>>(d, dnormed, m.gated, m.grstd, m.y,
+                                        p.gnorm, m.zxbcdt, dyScan, m.dzxbcdt);
+  launched("mamba gated norm backward");
+  const int64_t gs = I / s.groups;
+  for (int64_t g = 0; g < s.groups; ++g)
+    columnDot(T, gs, dnormed + g * gs, I, m.gated + g * gs, I, m.grstd + g,
+              s.groups, gp.gnorm + g * gs);
+
+  const dim3 perChunk{unsigned(chunks), unsigned(H)};
+  chunkStateGradKernel<<<perChunk, 256, 0, stream()>>>(
+      d, seqs, m.xbc, m.dt, p.aLog, dyScan, dS, decay);
+  launched("mamba state gradients");
+  statePassBackwardKernel<<<dim3(blocksFor(PN), unsigned(H)), 256, 0,
+                            stream()>>>(d, seqs, chunks, decay, dS);
+  launched("mamba state passing backward");
+  zero(dxbc, T * Cc);
+  chunkBackwardKernel<<<perChunk, 256, 0, stream()>>>(
+      d, seqs, m.xbc, m.dt, p.aLog, p.d, dyScan, dS, dxbc, dtGrad, partials);
+  launched("mamba chunk backward");
+  scanParamGradKernel<<<blocksFor(H, 64), 64, 0, stream()>>>(
+      d, chunks, partials, p.aLog, gp.aLog, gp.d);
+  launched("mamba A and D gradients");
+
+  dtBackwardKernel<<<blocksFor(T * H), 256, 0, stream()>>>(
+      d, m.zxbcdt, p.dtBias, dtGrad, m.dzxbcdt);
+  launched("mamba dt backward");
+  columnDot(T, H, m.dzxbcdt + 2 * I + 2 * s.groupState(), s.inProj(), nullptr,
+            0, nullptr, 0, gp.dtBias);
+  siluBackwardKernel<<<blocksFor(T * Cc), 256, 0, stream()>>>(
+      d, seqs, m.zxbcdt, p.convW, p.convB, dxbc);
+  launched("mamba conv activation backward");
+  convInputGradKernel<<<blocksFor(T * Cc), 256, 0, stream()>>>(d, seqs, p.convW,
+                                                               dxbc, m.dzxbcdt);
+  launched("mamba conv input gradient");
+  convWeightGradKernel<<<dim3(blocksFor(Cc, 32), unsigned(s.convWidth + 1)),
+                         dim3(32, 8), 0, stream()>>>(d, seqs, m.zxbcdt, dxbc,
+                                                     gp.convW, gp.convB);
+  launched("mamba conv weight gradient");
+
+  linearBackwardInput(T, s.hidden, s.inProj(), m.dzxbcdt, p.inProj, dxn);
+  copyFloats(dx, dy, T * s.hidden);
+  rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
+}
+
+void mambaBackwardWeight(const MambaShape &s, const Tokens &t,
+                         const float *saved, float *grads) {
+  const int64_t T = t.tokens();
+  MambaSaved m = mambaSaved(s, t, const_cast<float *>(saved));
+  MambaParams<float> gp = mambaParams(s, grads);
+  linearBackwardWeight(T, s.hidden, s.inProj(), m.dzxbcdt, m.xn, gp.inProj);
+  linearBackwardWeight(T, s.inner(), s.hidden, m.dout, m.normed, gp.outProj);
+}
+
+} // namespace hypipe::rt::cuda

@@ -1,0 +1,331 @@
+//===- Moe.cu - dropless mixture of experts on the GPU --------------------===//
+//
+// The CPU kernel's routing (runtime/kernels/cpu/Moe.cpp): softmax router,
+// top-k with ties to the lower index, weights renormalised over the chosen
+// experts, Switch load-balancing loss. Routing runs on the device; the
+// expert assignment comes back to the host, which groups the routed rows by
+// expert in token order (the dispatch sizes a dropless MoE needs on the host
+// anyway, as in Megatron), and every expert runs its two cuBLAS GEMMs over
+// its contiguous rows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/cuda/Primitives.cuh"
+
+#include <cfloat>
+#include <vector>
+
+namespace hypipe::rt::cuda {
+namespace {
+
+struct MoeSaved {
+  float *x, *xn, *rstd, *probs, *topIdx, *topW, *counts, *aux, *xr, *h1, *dh1,
+      *act, *yr, *dyr, *rowMap;
+};
+
+MoeSaved moeSaved(const MoeShape &s, const Tokens &t, float *p) {
+  int64_t T = t.tokens(), R = T * s.topk;
+  MoeSaved m;
+  m.x = p, p += T * s.hidden;
+  m.xn = p, p += T * s.hidden;
+  m.rstd = p, p += T;
+  m.probs = p, p += T * s.experts;
+  m.topIdx = p, p += T * s.topk;
+  m.topW = p, p += T * s.topk;
+  m.counts = p, p += s.experts;
+  m.aux = p, p += 1;
+  m.xr = p, p += R * s.hidden;
+  m.h1 = p, p += R * s.fc1Width();
+  m.dh1 = p, p += R * s.fc1Width();
+  m.act = p, p += R * s.ffn;
+  m.yr = p, p += R * s.hidden;
+  m.dyr = p, p += R * s.hidden;
+  m.rowMap = p;
+  return m;
+}
+
+template <typename T> struct MoeParams {
+  T *norm, *router;
+  T *w1(const MoeShape &s, int64_t e) const {
+    return router + s.experts * s.hidden +
+           e * (s.fc1Width() * s.hidden + s.hidden * s.ffn);
+  }
+  T *w2(const MoeShape &s, int64_t e) const {
+    return w1(s, e) + s.fc1Width() * s.hidden;
+  }
+};
+
+template <typename T> MoeParams<T> moeParams(const MoeShape &s, T *base) {
+  return {base, base + s.hidden};
+}
+
+/// One thread per token: softmax, top-k (ties to the lower index), weights.
+__global__ void routeKernel(int64_t T, int E, int k, const float *logits,
+                            float *probs, float *topIdx, float *topW) {
+  int64_t tok = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tok >= T)
+    return;
+  const float *l = logits + tok * E;
+  float *pr = probs + tok * E;
+  float mx = -FLT_MAX;
+  for (int e = 0; e < E; ++e)
+    mx = fmaxf(mx, l[e]);
+  double sum = 0;
+  for (int e = 0; e < E; ++e)
+    sum += exp(double(l[e] - mx));
+  for (int e = 0; e < E; ++e)
+    pr[e] = float(exp(double(l[e] - mx)) / sum);
+  double z = 0;
+  unsigned long long taken = 0; // E <= 64 (checked on the host)
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    for (int e = 0; e < E; ++e)
+      if (!(taken >> e & 1ull) && (best < 0 || pr[e] > pr[best]))
+        best = e;
+    taken |= 1ull << best;
+    topIdx[tok * k + j] = float(best);
+    z += pr[best];
+  }
+  for (int j = 0; j < k; ++j)
+    topW[tok * k + j] = float(pr[int(topIdx[tok * k + j])] / z);
+}
+
+__global__ void gatherRowsKernel(int64_t hidden, int k, const float *rowMap,
+                                 const float *xn, float *xr) {
+  const int64_t r = blockIdx.x, tok = int64_t(rowMap[r]) / k;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x)
+    xr[r * hidden + i] = xn[tok * hidden + i];
+}
+
+__global__ void slotRowKernel(int64_t R, const float *rowMap, float *slotRow) {
+  int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < R)
+    slotRow[int64_t(rowMap[r])] = float(r);
+}
+
+/// y = x + sum_j w_j y_j, per token.
+__global__ void combineKernel(int64_t hidden, int k, const float *x,
+                              const float *yr, const float *slotRow,
+                              const float *topW, float *y) {
+  const int64_t tok = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+    float acc = x[tok * hidden + i];
+    for (int j = 0; j < k; ++j)
+      acc += topW[tok * k + j] * yr[int64_t(slotRow[tok * k + j]) * hidden + i];
+    y[tok * hidden + i] = acc;
+  }
+}
+
+/// Routed row r: dyr = w dy[tok], dTopW[slot] = <dy[tok], yr>.
+__global__ void rowGradKernel(int64_t hidden, int k, const float *rowMap,
+                              const float *topW, const float *dy,
+                              const float *yr, float *dyr, float *dTopW) {
+  const int64_t r = blockIdx.x, slot = int64_t(rowMap[r]), tok = slot / k;
+  const float w = topW[slot];
+  float dot = 0;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+    const float g = dy[tok * hidden + i];
+    dyr[r * hidden + i] = w * g;
+    dot += g * yr[r * hidden + i];
+  }
+  dot = blockSum(dot);
+  if (threadIdx.x == 0)
+    dTopW[slot] = dot;
+}
+
+/// dxn[tok] = sum of its routed rows' input gradients.
+__global__ void scatterRowsKernel(int64_t hidden, int k, const float *slotRow,
+                                  const float *dxr, float *dxn) {
+  const int64_t tok = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+    float acc = 0;
+    for (int j = 0; j < k; ++j)
+      acc += dxr[int64_t(slotRow[tok * k + j]) * hidden + i];
+    dxn[tok * hidden + i] = acc;
+  }
+}
+
+/// Renormalisation, load-balancing loss and softmax backward, per token.
+__global__ void routerGradKernel(int64_t T, int E, int k, const float *probs,
+                                 const float *topIdx, const float *topW,
+                                 const float *dTopW, const float *counts,
+                                 double auxScale, float *dlogits) {
+  int64_t tok = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tok >= T)
+    return;
+  const float *pr = probs + tok * E;
+  float *dl = dlogits + tok * E;
+  double z = 0, wdw = 0;
+  for (int j = 0; j < k; ++j) {
+    z += pr[int(topIdx[tok * k + j])];
+    wdw += double(topW[tok * k + j]) * dTopW[tok * k + j];
+  }
+  for (int e = 0; e < E; ++e)
+    dl[e] = float(auxScale * counts[e]);
+  for (int j = 0; j < k; ++j)
+    dl[int(topIdx[tok * k + j])] += float((dTopW[tok * k + j] - wdw) / z);
+  double dot = 0;
+  for (int e = 0; e < E; ++e)
+    dot += double(dl[e]) * pr[e];
+  for (int e = 0; e < E; ++e)
+    dl[e] = pr[e] * (dl[e] - float(dot));
+}
+
+std::vector<float> download(const float *src, int64_t n) {
+  std::vector<float> out(n);
+  if (n)
+    check(cudaMemcpyAsync(out.data(), src, sizeof(float) * n,
+                          cudaMemcpyDeviceToHost, stream()),
+          "reading the expert assignment");
+  synchronize();
+  return out;
+}
+
+void upload(float *dst, const std::vector<float> &src) {
+  if (src.empty())
+    return;
+  check(cudaMemcpyAsync(dst, src.data(), sizeof(float) * src.size(),
+                        cudaMemcpyHostToDevice, stream()),
+        "writing the dispatch");
+  synchronize(); // src is a temporary
+}
+
+std::vector<int64_t> expertOffsets(const std::vector<float> &counts) {
+  std::vector<int64_t> off(counts.size() + 1, 0);
+  for (size_t e = 0; e < counts.size(); ++e)
+    off[e + 1] = off[e] + int64_t(counts[e]);
+  return off;
+}
+
+} // namespace
+
+float moeForward(const MoeShape &s, const Tokens &t, const float *params,
+                 const float *x, float *y, float *saved, float *ws) {
+  const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
+  if (E > 64)
+    throw CudaError("error: the CUDA MoE router takes at most 64 experts");
+  if (T == 0)
+    return 0.0f;
+  MoeParams<const float> p = moeParams(s, params);
+  MoeSaved m = moeSaved(s, t, saved);
+  float *logits = ws;               // [T, E]
+  float *slotRow = logits + T * E;  // [T, k]
+  float *probSum = slotRow + T * k; // [E]
+
+  copyFloats(m.x, x, T * Hd);
+  rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
+  linearForward(T, Hd, E, m.xn, p.router, logits);
+  routeKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
+      T, int(E), int(k), logits, m.probs, m.topIdx, m.topW);
+  launched("moe routing");
+  zero(probSum, E);
+  columnDot(T, E, m.probs, E, nullptr, 0, nullptr, 0, probSum);
+
+  // Group the routed rows by expert, in token order, on the host.
+  std::vector<float> top = download(m.topIdx, T * k);
+  std::vector<float> pe = download(probSum, E);
+  std::vector<float> counts(E, 0.0f), rowMap(T * k);
+  for (float e : top)
+    counts[int64_t(e)] += 1.0f;
+  std::vector<int64_t> off = expertOffsets(counts), fill(off);
+  for (int64_t slot = 0; slot < T * k; ++slot)
+    rowMap[fill[int64_t(top[slot])]++] = float(slot);
+  double aux = 0;
+  for (int64_t e = 0; e < E; ++e)
+    aux += double(pe[e]) * counts[e];
+  aux *= s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k));
+  counts.push_back(float(aux)); // m.aux follows m.counts
+  upload(m.counts, counts);
+  upload(m.rowMap, rowMap);
+
+  gatherRowsKernel<<<unsigned(T * k), 128, 0, stream()>>>(Hd, int(k), m.rowMap,
+                                                          m.xn, m.xr);
+  launched("moe dispatch");
+  slotRowKernel<<<blocksFor(T * k), 256, 0, stream()>>>(T * k, m.rowMap,
+                                                        slotRow);
+  launched("moe slots");
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t r0 = off[e], n = off[e + 1] - off[e];
+    if (n == 0)
+      continue;
+    linearForward(n, Hd, s.fc1Width(), m.xr + r0 * Hd, p.w1(s, e),
+                  m.h1 + r0 * s.fc1Width());
+    activationForward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
+                      m.act + r0 * s.ffn);
+    linearForward(n, s.ffn, Hd, m.act + r0 * s.ffn, p.w2(s, e), m.yr + r0 * Hd);
+  }
+  combineKernel<<<unsigned(T), 128, 0, stream()>>>(Hd, int(k), x, m.yr, slotRow,
+                                                   m.topW, y);
+  launched("moe combine");
+  return float(aux);
+}
+
+void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
+                      float *grads, float *saved, const float *dy, float *dx,
+                      float *ws, float lossScale) {
+  const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden,
+                R = T * k;
+  if (T == 0)
+    return;
+  MoeParams<const float> p = moeParams(s, params);
+  MoeSaved m = moeSaved(s, t, saved);
+  MoeParams<float> gp = moeParams(s, grads);
+  float *dlogits = ws;               // [T, E]
+  float *dTopW = dlogits + T * E;    // [T, k] (of a [T, E] region)
+  float *dxn = dTopW + T * E;        // [T, Hd]
+  float *dxr = dxn + T * Hd;         // [R, Hd]
+  float *dact = dxr + R * Hd;        // [R, ffn]
+  float *slotRow = dact + R * s.ffn; // [T, k]
+
+  std::vector<int64_t> off = expertOffsets(download(m.counts, E));
+  slotRowKernel<<<blocksFor(R), 256, 0, stream()>>>(R, m.rowMap, slotRow);
+  launched("moe slots");
+  rowGradKernel<<<unsigned(R), 128, 0, stream()>>>(Hd, int(k), m.rowMap, m.topW,
+                                                   dy, m.yr, m.dyr, dTopW);
+  launched("moe combine backward");
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t r0 = off[e], n = off[e + 1] - off[e];
+    if (n == 0)
+      continue;
+    linearBackwardInput(n, s.ffn, Hd, m.dyr + r0 * Hd, p.w2(s, e),
+                        dact + r0 * s.ffn);
+    activationBackward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
+                       dact + r0 * s.ffn, m.dh1 + r0 * s.fc1Width());
+    linearBackwardInput(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
+                        p.w1(s, e), dxr + r0 * Hd);
+  }
+  scatterRowsKernel<<<unsigned(T), 128, 0, stream()>>>(Hd, int(k), slotRow, dxr,
+                                                       dxn);
+  launched("moe dispatch backward");
+  const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
+                          (double(T) * double(T) * double(k));
+  routerGradKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
+      T, int(E), int(k), m.probs, m.topIdx, m.topW, dTopW, m.counts, auxScale,
+      dlogits);
+  launched("moe router backward");
+  linearBackwardInput(T, Hd, E, dlogits, p.router, dxn, /*accumulate=*/true);
+  linearBackwardWeight(T, Hd, E, dlogits, m.xn, gp.router);
+  copyFloats(dx, dy, T * Hd);
+  rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
+}
+
+void moeBackwardWeight(const MoeShape &s, const Tokens &t, const float *saved,
+                       float *grads) {
+  const int64_t Hd = s.hidden;
+  if (t.tokens() == 0)
+    return;
+  MoeSaved m = moeSaved(s, t, const_cast<float *>(saved));
+  MoeParams<float> gp = moeParams(s, grads);
+  std::vector<int64_t> off = expertOffsets(download(m.counts, s.experts));
+  for (int64_t e = 0; e < s.experts; ++e) {
+    int64_t r0 = off[e], n = off[e + 1] - off[e];
+    if (n == 0)
+      continue;
+    linearBackwardWeight(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
+                         m.xr + r0 * Hd, gp.w1(s, e));
+    linearBackwardWeight(n, s.ffn, Hd, m.dyr + r0 * Hd, m.act + r0 * s.ffn,
+                         gp.w2(s, e));
+  }
+}
+
+} // namespace hypipe::rt::cuda
