@@ -95,9 +95,10 @@ std::unique_ptr<Device> openDevice(const Artifact &artifact, Comm &comm) {
 } // namespace
 
 Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
-    : artifact(artifact), comm(comm), device(openDevice(artifact, comm)),
-      ppRank(comm.ppRank()), data(data) {
+    : artifact(artifact), comm(comm), ppRank(comm.ppRank()), data(data) {
+  // The libraries first: whether they fit the manifest needs no GPU.
   loadStageLibraries(artifact, ppRank);
+  device = openDevice(artifact, comm);
   for (StageEntry *e : artifact.stagesOf(ppRank)) {
     StageState s;
     s.entry = e;

@@ -19,3 +19,7 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
 config.substitutions.append(("%e2e", os.path.join(config.test_source_root, "e2e", "Inputs")))
 config.substitutions.append(("%reference", os.path.join(config.test_source_root, "reference")))
+# Built with the CUDA toolkit: the cuda target compiles (tests that need a
+# GPU run under ctest's `gpu` label instead, test/gpu).
+if config.hypipe_cuda == "ON":
+    config.available_features.add("cuda")
