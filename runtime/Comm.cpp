@@ -32,6 +32,14 @@ bool launchedByMpi() {
   return false;
 }
 
+int localRank() {
+  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                          "MPI_LOCALRANKID", "LOCAL_RANK"})
+    if (const char *value = std::getenv(var))
+      return std::atoi(value);
+  return 0;
+}
+
 Comm::Comm(int *argc, char ***argv) {
   if (!launchedByMpi())
     return;

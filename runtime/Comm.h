@@ -26,6 +26,10 @@ namespace hypipe::rt {
 /// Slurm), so MPI must be initialised.
 bool launchedByMpi();
 
+/// This process's index among the ranks of its node (Open MPI, Slurm,
+/// MPICH, torchrun's variable); 0 when started by hand. Picks its GPU.
+int localRank();
+
 class Comm {
 public:
   /// Initialises MPI when launchedByMpi(); otherwise a single process.

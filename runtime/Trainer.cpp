@@ -54,16 +54,6 @@ int transferTag(int64_t receivingStage, int64_t mb, int64_t microbatches,
 /// action of the step has run.
 constexpr int64_t kBucketFloats = int64_t(4) << 20;
 
-/// The GPU index of this process among those of its node: the launcher's
-/// local rank (Open MPI, Slurm), 0 when started by hand.
-int localRank() {
-  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
-                           "MPI_LOCALRANKID", "LOCAL_RANK"})
-    if (const char *v = std::getenv(name))
-      return std::atoi(v);
-  return 0;
-}
-
 std::unique_ptr<Device> openDevice(const Artifact &artifact, Comm &comm) {
   if (artifact.target != "cuda")
     return makeHostDevice();

@@ -166,42 +166,25 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
       return err;
     artifact.stages.push_back(stageEntry(*plan, extension));
 
+    // Host code calling the target's kernel library; cuda stages are built
+    // for Hopper (sm_90a) with compute_90 PTX, like the kernels.
+    const std::string rpath = "-rpath," + options.libDir;
     std::vector<std::string> argStore;
     if (cuda)
-      // Host code calling libhypipe_kernels_cuda: built for Hopper (sm_90a)
-      // with compute_90 PTX, like the kernels.
       argStore = {*cxx,
-                  "-std=c++17",
-                  "-O2",
                   "-gencode=arch=compute_90a,code=sm_90a",
                   "-gencode=arch=compute_90,code=compute_90",
                   "-Xcompiler",
                   "-fPIC",
-                  "-shared",
-                  "-I",
-                  options.includeDir,
-                  "-o",
-                  base + ".so",
-                  base + extension,
-                  "-L" + options.libDir,
-                  "-lhypipe_kernels_cuda",
                   "-Xlinker",
-                  "-rpath," + options.libDir};
+                  rpath};
     else
-      argStore = {*cxx,
-                  "-std=c++17",
-                  "-O2",
-                  "-march=native",
-                  "-fPIC",
-                  "-shared",
-                  "-I",
-                  options.includeDir,
-                  "-o",
-                  base + ".so",
-                  base + extension,
-                  "-L" + options.libDir,
-                  "-lhypipe_kernels_cpu",
-                  "-Wl,-rpath," + options.libDir};
+      argStore = {*cxx, "-march=native", "-fPIC", "-Wl," + rpath};
+    argStore.insert(argStore.end(),
+                    {"-std=c++17", "-O2", "-shared", "-I", options.includeDir,
+                     "-o", base + ".so", base + extension,
+                     "-L" + options.libDir,
+                     cuda ? "-lhypipe_kernels_cuda" : "-lhypipe_kernels_cpu"});
     std::vector<llvm::StringRef> args(argStore.begin(), argStore.end());
     Job job;
     job.source = base + extension;

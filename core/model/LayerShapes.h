@@ -3,8 +3,8 @@
 // The one description of what every layer kind owns: its static shape, its
 // parameters (Megatron-LM names, shapes, initialisation, weight decay) and
 // how many floats its forward pass keeps for the backward pass. The compiler
-// reads it to plan buffers and write the manifest; the CPU kernels read it
-// to find their parameters and saved tensors. Header-only and dependency-free
+// reads it to plan buffers and write the manifest; the kernels (CPU and
+// CUDA) cut their buffers with BufferLayouts.h. Header-only and dependency-free
 // so that both sides (and the runtime, which links no LLVM) can include it.
 //
 //===----------------------------------------------------------------------===//

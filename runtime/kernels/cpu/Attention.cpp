@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
 
@@ -18,24 +19,6 @@
 
 namespace hypipe::rt::cpu {
 namespace {
-
-struct AttnSaved {
-  float *x, *xn, *rstd, *qkv, *probs, *ctx, *dqkv, *dout;
-};
-
-AttnSaved attnSaved(const AttentionShape &s, const TokenShape &t, float *p) {
-  int64_t T = t.tokens();
-  AttnSaved a;
-  a.x = p, p += T * s.hidden;
-  a.xn = p, p += T * s.hidden;
-  a.rstd = p, p += T;
-  a.qkv = p, p += T * s.qkvWidth();
-  a.probs = p, p += s.probFloats(t);
-  a.ctx = p, p += T * s.contextWidth();
-  a.dqkv = p, p += T * s.qkvWidth();
-  a.dout = p;
-  return a;
-}
 
 /// Rotates q and k of every head in place by +angle (forward) or -angle
 /// (the transpose, for gradients).
@@ -80,7 +63,7 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
                 Cw = s.contextWidth(), qpg = s.heads / s.groups;
   const float *norm = params, *wQkv = norm + s.hidden,
               *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t, saved);
+  AttnSaved a = attnSaved(s, t, saved, Target::Cpu);
   const std::vector<int64_t> probOff = probOffsets(s, t);
   std::memcpy(a.x, x, sizeof(float) * T * s.hidden);
   rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
@@ -97,7 +80,7 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
       const float *q = a.qkv + row0 * Wd + (g * (qpg + 2) + h % qpg) * D;
       const float *k = a.qkv + row0 * Wd + (g * (qpg + 2) + qpg) * D;
       const float *v = k + D;
-      float *P = a.probs + probOff[b] + h * S * S;
+      float *P = a.softmax + probOff[b] + h * S * S;
       gemm(false, true, S, S, D, scale, q, Wd, k, Wd, 0.0f, P, S);
       for (int64_t i = 0; i < S; ++i) {
         float *r = P + i * S;
@@ -130,7 +113,7 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
                 Cw = s.contextWidth(), qpg = s.heads / s.groups;
   const float *norm = params, *wQkv = norm + s.hidden,
               *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t, saved);
+  AttnSaved a = attnSaved(s, t, saved, Target::Cpu);
   const std::vector<int64_t> probOff = probOffsets(s, t);
   float *dctx = ws;           // [T, Cw]
   float *dxn = dctx + T * Cw; // [T, hidden]
@@ -153,7 +136,7 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
               kOff = (g * (qpg + 2) + qpg) * D, vOff = kOff + D;
       const float *base = a.qkv + row0 * Wd;
       float *dbase = a.dqkv + row0 * Wd;
-      const float *P = a.probs + probOff[b] + h * S * S;
+      const float *P = a.softmax + probOff[b] + h * S * S;
       const float *dc = dctx + row0 * Cw + h * D;
       // dV += P^T dctx; dP = dctx V^T.
       gemm(true, false, S, D, S, 1.0f, P, S, dc, Cw, 1.0f, dbase + vOff, Wd);
@@ -187,7 +170,7 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
 void attentionBackwardWeight(const AttentionShape &s, const TokenShape &t,
                              const float *saved, float *grads) {
   const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
-  AttnSaved a = attnSaved(s, t, const_cast<float *>(saved));
+  AttnSaved a = attnSaved(s, t, const_cast<float *>(saved), Target::Cpu);
   float *gQkv = grads + s.hidden, *gProj = gQkv + Wd * s.hidden;
   linearBackwardWeight(T, s.hidden, Wd, a.dqkv, a.xn, gQkv);
   linearBackwardWeight(T, Cw, s.hidden, a.dout, a.ctx, gProj);

@@ -1,5 +1,6 @@
 //===- Head.cpp - embedding, final norm, output layer and loss on the CPU -===//
 
+#include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
 
@@ -36,24 +37,6 @@ void embeddingBackwardWeight(const EmbeddingShape &s, const TokenShape &t,
       g[j] += dy[i * s.hidden + j];
   }
 }
-
-namespace {
-struct HeadSaved {
-  float *x, *xn, *rstd, *probs, *mask;
-  int32_t *labels;
-};
-HeadSaved headSaved(const HeadShape &s, const TokenShape &t, float *p) {
-  int64_t T = t.tokens();
-  HeadSaved h;
-  h.x = p, p += T * s.hidden;
-  h.xn = p, p += T * s.hidden;
-  h.rstd = p, p += T;
-  h.probs = p, p += T * s.vocab;
-  h.mask = p, p += T;
-  h.labels = reinterpret_cast<int32_t *>(p);
-  return h;
-}
-} // namespace
 
 float headForward(const HeadShape &s, const TokenShape &t, const float *params,
                   const float *x, const int32_t *labels, const float *lossMask,

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
 
@@ -24,49 +25,6 @@ namespace {
 
 /// The layer's parameters (or, with T = float, their gradients), in the
 /// order of MambaShape::params().
-template <typename T> struct MambaParams {
-  T *norm, *inProj, *convW, *convB, *dtBias, *aLog, *d, *gnorm, *outProj;
-};
-
-template <typename T> MambaParams<T> mambaParams(const MambaShape &s, T *base) {
-  MambaParams<T> p;
-  T *q = base;
-  p.norm = q, q += s.hidden;
-  p.inProj = q, q += s.inProj() * s.hidden;
-  p.convW = q, q += s.convChannels() * s.convWidth;
-  p.convB = q, q += s.convChannels();
-  p.dtBias = q, q += s.heads;
-  p.aLog = q, q += s.heads;
-  p.d = q, q += s.heads;
-  p.gnorm = q, q += s.inner();
-  p.outProj = q;
-  return p;
-}
-
-struct MambaSaved {
-  float *x, *xn, *rstd, *zxbcdt, *xbc, *dt, *y, *gated, *grstd, *normed,
-      *states, *dzxbcdt, *dout;
-};
-
-MambaSaved mambaSaved(const MambaShape &s, const TokenShape &t, float *p) {
-  int64_t T = t.tokens();
-  MambaSaved m;
-  m.x = p, p += T * s.hidden;
-  m.xn = p, p += T * s.hidden;
-  m.rstd = p, p += T;
-  m.zxbcdt = p, p += T * s.inProj();
-  m.xbc = p, p += T * s.convChannels();
-  m.dt = p, p += T * s.heads;
-  m.y = p, p += T * s.inner();
-  m.gated = p, p += T * s.inner();
-  m.grstd = p, p += T * s.groups;
-  m.normed = p, p += T * s.inner();
-  m.states = p, p += s.scanChunks(t) * s.heads * s.headDim * s.state;
-  m.dzxbcdt = p, p += T * s.inProj();
-  m.dout = p;
-  return m;
-}
-
 /// Pre-activation of the causal depthwise conv at (token row, channel);
 /// `first` is the first row of the row's sequence.
 inline float convAt(const MambaShape &s, const float *zxbcdt, const float *w,

@@ -1,32 +1,13 @@
 //===- Mlp.cpp - the dense MLP on the CPU
 //----------------------------------===//
 
+#include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
 
 #include <cstring>
 
 namespace hypipe::rt::cpu {
-namespace {
-
-struct MlpSaved {
-  float *x, *xn, *rstd, *h1, *act, *dh1, *dout;
-};
-
-MlpSaved mlpSaved(const MlpShape &s, const TokenShape &t, float *p) {
-  int64_t T = t.tokens();
-  MlpSaved m;
-  m.x = p, p += T * s.hidden;
-  m.xn = p, p += T * s.hidden;
-  m.rstd = p, p += T;
-  m.h1 = p, p += T * s.fc1Width();
-  m.act = p, p += T * s.ffn;
-  m.dh1 = p, p += T * s.fc1Width();
-  m.dout = p;
-  return m;
-}
-
-} // namespace
 
 void mlpForward(const MlpShape &s, const TokenShape &t, const float *params,
                 const float *x, float *y, float *saved, float *ws) {

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
 
@@ -20,57 +21,9 @@
 namespace hypipe::rt::cpu {
 namespace {
 
-struct MoeSaved {
-  float *x, *xn, *rstd, *probs, *topIdx, *topW, *counts, *aux, *xr, *h1, *dh1,
-      *act, *yr, *dyr, *rowMap;
-};
-
-MoeSaved moeSaved(const MoeShape &s, const TokenShape &t, float *p) {
-  int64_t T = t.tokens(), R = T * s.topk;
-  MoeSaved m;
-  m.x = p, p += T * s.hidden;
-  m.xn = p, p += T * s.hidden;
-  m.rstd = p, p += T;
-  m.probs = p, p += T * s.experts;
-  m.topIdx = p, p += T * s.topk;
-  m.topW = p, p += T * s.topk;
-  m.counts = p, p += s.experts;
-  m.aux = p, p += 1;
-  m.xr = p, p += R * s.hidden;
-  m.h1 = p, p += R * s.fc1Width();
-  m.dh1 = p, p += R * s.fc1Width();
-  m.act = p, p += R * s.ffn;
-  m.yr = p, p += R * s.hidden;
-  m.dyr = p, p += R * s.hidden;
-  m.rowMap = p;
-  return m;
-}
-
 /// The layer's parameters (or, with T = float, their gradients), in the
 /// order of MoeShape::params().
-template <typename T> struct MoeParams {
-  T *norm, *router;
-  T *w1(const MoeShape &s, int64_t e) const {
-    return router + s.experts * s.hidden +
-           e * (s.fc1Width() * s.hidden + s.hidden * s.ffn);
-  }
-  T *w2(const MoeShape &s, int64_t e) const {
-    return w1(s, e) + s.fc1Width() * s.hidden;
-  }
-};
-
-template <typename T> MoeParams<T> moeParams(const MoeShape &s, T *base) {
-  return {base, base + s.hidden};
-}
-
 /// First row of each expert's group, from the saved counts.
-std::vector<int64_t> expertOffsets(const MoeShape &s, const float *counts) {
-  std::vector<int64_t> off(s.experts + 1, 0);
-  for (int64_t e = 0; e < s.experts; ++e)
-    off[e + 1] = off[e] + int64_t(counts[e]);
-  return off;
-}
-
 } // namespace
 
 float moeForward(const MoeShape &s, const TokenShape &t, const float *params,

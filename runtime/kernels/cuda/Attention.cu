@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 
 #include <cfloat>
@@ -20,24 +21,6 @@ namespace {
 
 constexpr int kRows = 64; // query (or key) rows per block, one per thread
 constexpr int kTile = 32; // rows staged per shared-memory tile
-
-struct AttnSaved {
-  float *x, *xn, *rstd, *qkv, *lse, *ctx, *dqkv, *dout;
-};
-
-AttnSaved attnSaved(const AttentionShape &s, const Tokens &t, float *p) {
-  int64_t T = t.tokens();
-  AttnSaved a;
-  a.x = p, p += T * s.hidden;
-  a.xn = p, p += T * s.hidden;
-  a.rstd = p, p += T;
-  a.qkv = p, p += T * s.qkvWidth();
-  a.lse = p, p += T * s.heads;
-  a.ctx = p, p += T * s.contextWidth();
-  a.dqkv = p, p += T * s.qkvWidth();
-  a.dout = p;
-  return a;
-}
 
 /// Where head h's q, and its group's k and v, start in a qkv row.
 struct Heads {
@@ -72,6 +55,23 @@ __global__ void ropeKernel(int64_t T, Seqs seqs, int groups, int qpg, int D,
   v[i + half] = b * c + a * sn;
 }
 
+/// Stages keys and values [k0, k0 + kTile) of group g of one sequence in
+/// shared memory (rows past its end repeat row 0 and are never read), with
+/// the barriers around it.
+template <int D>
+__device__ void loadKeyTile(const float *qkv, const Heads &hd, int g, int row0,
+                            int len, int k0, float (*Ks)[D], float (*Vs)[D]) {
+  __syncthreads();
+  for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
+    int r = e / D, d = e % D, key = k0 + r;
+    const float *kr =
+        qkv + int64_t(row0 + (key < len ? key : 0)) * hd.Wd + hd.kOffset(g);
+    Ks[r][d] = kr[d];
+    Vs[r][d] = kr[D + d];
+  }
+  __syncthreads();
+}
+
 template <int D>
 __global__ void forwardKernel(Seqs seqs, Heads hd, float scale,
                               const float *qkv, float *ctx, float *lse) {
@@ -94,15 +94,7 @@ __global__ void forwardKernel(Seqs seqs, Heads hd, float scale,
   float m = -FLT_MAX, l = 0;
   const int lastKey = min(len, (int(blockIdx.x) + 1) * kRows);
   for (int k0 = 0; k0 < lastKey; k0 += kTile) {
-    __syncthreads();
-    for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
-      int r = e / D, d = e % D, key = k0 + r;
-      const float *kr =
-          qkv + int64_t(row0 + (key < len ? key : 0)) * hd.Wd + hd.kOffset(g);
-      Ks[r][d] = kr[d];
-      Vs[r][d] = kr[D + d];
-    }
-    __syncthreads();
+    loadKeyTile<D>(qkv, hd, g, row0, len, k0, Ks, Vs);
     if (!active)
       continue;
     const int end = min(kTile, qi - k0 + 1);
@@ -243,15 +235,7 @@ __global__ void queryGradKernel(Seqs seqs, Heads hd, float scale,
   const float L = lse[row * hd.heads + h], Dl = delta[row * hd.heads + h];
   const int lastKey = min(len, (int(blockIdx.x) + 1) * kRows);
   for (int k0 = 0; k0 < lastKey; k0 += kTile) {
-    __syncthreads();
-    for (int e = threadIdx.x; e < kTile * D; e += blockDim.x) {
-      int r = e / D, d = e % D, key = k0 + r;
-      const float *kr =
-          qkv + int64_t(row0 + (key < len ? key : 0)) * hd.Wd + hd.kOffset(g);
-      Ks[r][d] = kr[d];
-      Vs[r][d] = kr[D + d];
-    }
-    __syncthreads();
+    loadKeyTile<D>(qkv, hd, g, row0, len, k0, Ks, Vs);
     if (!active)
       continue;
     const int end = min(kTile, qi - k0 + 1);
@@ -356,14 +340,15 @@ void attentionForward(const AttentionShape &s, const Tokens &t,
   const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
   const float *norm = params, *wQkv = norm + s.hidden,
               *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t, saved);
+  AttnSaved a = attnSaved(s, t.shape, saved, Target::Cuda);
   copyFloats(a.x, x, T * s.hidden);
   rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
   linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
   if (s.rope)
     rope(s, t, a.qkv, 1.0f);
   if (T > 0)
-    byHeadDim<Forward>(s.headDim, geometry(s, t, s.heads), a.qkv, a.ctx, a.lse);
+    byHeadDim<Forward>(s.headDim, geometry(s, t, s.heads), a.qkv, a.ctx,
+                       a.softmax);
   linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
   addInPlace(y, x, T * s.hidden);
 }
@@ -374,7 +359,7 @@ void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
   const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
   const float *norm = params, *wQkv = norm + s.hidden,
               *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t, saved);
+  AttnSaved a = attnSaved(s, t.shape, saved, Target::Cuda);
   float *dctx = ws;                  // [T, Cw]
   float *dxn = dctx + T * Cw;        // [T, hidden]
   float *delta = dxn + T * s.hidden; // [T, heads]
@@ -385,7 +370,7 @@ void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
         T, int(s.heads), int(s.headDim), dctx, a.ctx, delta);
     launched("attention delta");
     byHeadDim<Backward>(s.headDim, geometry(s, t, s.groups),
-                        geometry(s, t, s.heads), a.qkv, dctx, a.lse, delta,
+                        geometry(s, t, s.heads), a.qkv, dctx, a.softmax, delta,
                         a.dqkv);
   }
   if (s.rope)
@@ -398,7 +383,7 @@ void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
 void attentionBackwardWeight(const AttentionShape &s, const Tokens &t,
                              const float *saved, float *grads) {
   const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
-  AttnSaved a = attnSaved(s, t, const_cast<float *>(saved));
+  AttnSaved a = attnSaved(s, t.shape, const_cast<float *>(saved), Target::Cuda);
   float *gQkv = grads + s.hidden, *gProj = gQkv + Wd * s.hidden;
   linearBackwardWeight(T, s.hidden, Wd, a.dqkv, a.xn, gQkv);
   linearBackwardWeight(T, Cw, s.hidden, a.dout, a.ctx, gProj);

@@ -21,12 +21,6 @@ using cuda::check;
 using cuda::launched;
 using cuda::stream;
 
-__global__ void addKernel(float *dst, const float *src, int64_t n) {
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n)
-    dst[i] += src[i];
-}
-
 constexpr int kNormBlocks = 256;
 
 __global__ void sumSquaresKernel(const float *x, int64_t n, double *partial) {
@@ -116,10 +110,7 @@ public:
   }
   void zero(float *x, int64_t n) override { cuda::zero(x, n); }
   void add(float *dst, const float *src, int64_t n) override {
-    if (!n)
-      return;
-    addKernel<<<blocksFor(n), 256, 0, stream()>>>(dst, src, n);
-    launched("add");
+    cuda::addInPlace(dst, src, n);
   }
   int computeCapability() const override {
     return info.major * 10 + info.minor;

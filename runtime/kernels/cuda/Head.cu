@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 
 #include <cfloat>
@@ -30,23 +31,6 @@ __global__ void scatterAddKernel(int64_t hidden, const int32_t *tokens,
   float *g = grads + int64_t(tokens[row]) * hidden;
   for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x)
     atomicAdd(g + j, dy[row * hidden + j]);
-}
-
-struct HeadSaved {
-  float *x, *xn, *rstd, *probs, *mask;
-  int32_t *labels;
-};
-
-HeadSaved headSaved(const HeadShape &s, const Tokens &t, float *p) {
-  int64_t T = t.tokens();
-  HeadSaved h;
-  h.x = p, p += T * s.hidden;
-  h.xn = p, p += T * s.hidden;
-  h.rstd = p, p += T;
-  h.probs = p, p += T * s.vocab;
-  h.mask = p, p += T;
-  h.labels = reinterpret_cast<int32_t *>(p);
-  return h;
 }
 
 /// Softmax of one row in place; the row's masked loss into rowLoss.
@@ -155,7 +139,7 @@ float headForward(const HeadShape &s, const Tokens &t, const float *params,
                   float *saved, float *ws) {
   const int64_t T = t.tokens(), V = s.vocab;
   const float *norm = params, *wOut = norm + s.hidden;
-  HeadSaved h = headSaved(s, t, saved);
+  HeadSaved h = headSaved(s, t.shape, saved);
   copyFloats(h.x, x, T * s.hidden);
   rmsnormForward(T, s.hidden, x, norm, h.xn, h.rstd);
   linearForward(T, s.hidden, V, h.xn, wOut, h.probs);
@@ -178,7 +162,7 @@ void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
                        float *ws) {
   const int64_t T = t.tokens(), V = s.vocab;
   const float *norm = params, *wOut = norm + s.hidden;
-  HeadSaved h = headSaved(s, t, saved);
+  HeadSaved h = headSaved(s, t.shape, saved);
   float *dxn = ws, *sums = ws + T * s.hidden;
   sumTwoKernel<<<1, 1024, 0, stream()>>>(T, nullptr, h.mask, sums);
   launched("mask count");
@@ -191,7 +175,7 @@ void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
 
 void headBackwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
                         float *grads) {
-  HeadSaved h = headSaved(s, t, const_cast<float *>(saved));
+  HeadSaved h = headSaved(s, t.shape, const_cast<float *>(saved));
   linearBackwardWeight(t.tokens(), s.hidden, s.vocab, h.probs, h.xn,
                        grads + s.hidden);
 }

@@ -15,55 +15,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 
 namespace hypipe::rt::cuda {
 namespace {
 
 constexpr int L = int(MambaShape::kScanChunk);
-
-template <typename T> struct MambaParams {
-  T *norm, *inProj, *convW, *convB, *dtBias, *aLog, *d, *gnorm, *outProj;
-};
-
-template <typename T> MambaParams<T> mambaParams(const MambaShape &s, T *base) {
-  MambaParams<T> p;
-  T *q = base;
-  p.norm = q, q += s.hidden;
-  p.inProj = q, q += s.inProj() * s.hidden;
-  p.convW = q, q += s.convChannels() * s.convWidth;
-  p.convB = q, q += s.convChannels();
-  p.dtBias = q, q += s.heads;
-  p.aLog = q, q += s.heads;
-  p.d = q, q += s.heads;
-  p.gnorm = q, q += s.inner();
-  p.outProj = q;
-  return p;
-}
-
-struct MambaSaved {
-  float *x, *xn, *rstd, *zxbcdt, *xbc, *dt, *y, *gated, *grstd, *normed,
-      *states, *dzxbcdt, *dout;
-};
-
-MambaSaved mambaSaved(const MambaShape &s, const Tokens &t, float *p) {
-  int64_t T = t.tokens();
-  MambaSaved m;
-  m.x = p, p += T * s.hidden;
-  m.xn = p, p += T * s.hidden;
-  m.rstd = p, p += T;
-  m.zxbcdt = p, p += T * s.inProj();
-  m.xbc = p, p += T * s.convChannels();
-  m.dt = p, p += T * s.heads;
-  m.y = p, p += T * s.inner();
-  m.gated = p, p += T * s.inner();
-  m.grstd = p, p += T * s.groups;
-  m.normed = p, p += T * s.inner();
-  m.states = p, p += s.scanChunks(t.shape) * s.heads * s.headDim * s.state;
-  m.dzxbcdt = p, p += T * s.inProj();
-  m.dout = p;
-  return m;
-}
 
 /// Static sizes every kernel needs.
 struct Dims {
@@ -571,7 +529,7 @@ void mambaForward(const MambaShape &s, const Tokens &t, const float *params,
   if (T == 0)
     return;
   MambaParams<const float> p = mambaParams(s, params);
-  MambaSaved m = mambaSaved(s, t, saved);
+  MambaSaved m = mambaSaved(s, t.shape, saved);
   Dims d = dimsOf(s, t);
   d.states = m.states;
   const Seqs seqs = seqsOf(t);
@@ -613,7 +571,7 @@ void mambaBackwardInput(const MambaShape &s, const Tokens &t,
                 PN = s.headDim * s.state;
   MambaParams<const float> p = mambaParams(s, params);
   MambaParams<float> gp = mambaParams(s, grads);
-  MambaSaved m = mambaSaved(s, t, saved);
+  MambaSaved m = mambaSaved(s, t.shape, saved);
   Dims d = dimsOf(s, t);
   d.states = m.states;
   const Seqs seqs = seqsOf(t);
@@ -678,7 +636,7 @@ void mambaBackwardInput(const MambaShape &s, const Tokens &t,
 void mambaBackwardWeight(const MambaShape &s, const Tokens &t,
                          const float *saved, float *grads) {
   const int64_t T = t.tokens();
-  MambaSaved m = mambaSaved(s, t, const_cast<float *>(saved));
+  MambaSaved m = mambaSaved(s, t.shape, const_cast<float *>(saved));
   MambaParams<float> gp = mambaParams(s, grads);
   linearBackwardWeight(T, s.hidden, s.inProj(), m.dzxbcdt, m.xn, gp.inProj);
   linearBackwardWeight(T, s.inner(), s.hidden, m.dout, m.normed, gp.outProj);

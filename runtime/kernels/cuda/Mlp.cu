@@ -6,36 +6,17 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 
 namespace hypipe::rt::cuda {
-namespace {
-
-struct MlpSaved {
-  float *x, *xn, *rstd, *h1, *act, *dh1, *dout;
-};
-
-MlpSaved mlpSaved(const MlpShape &s, const Tokens &t, float *p) {
-  int64_t T = t.tokens();
-  MlpSaved m;
-  m.x = p, p += T * s.hidden;
-  m.xn = p, p += T * s.hidden;
-  m.rstd = p, p += T;
-  m.h1 = p, p += T * s.fc1Width();
-  m.act = p, p += T * s.ffn;
-  m.dh1 = p, p += T * s.fc1Width();
-  m.dout = p;
-  return m;
-}
-
-} // namespace
 
 void mlpForward(const MlpShape &s, const Tokens &t, const float *params,
                 const float *x, float *y, float *saved, float *) {
   const int64_t T = t.tokens();
   const float *norm = params, *w1 = norm + s.hidden,
               *w2 = w1 + s.fc1Width() * s.hidden;
-  MlpSaved m = mlpSaved(s, t, saved);
+  MlpSaved m = mlpSaved(s, t.shape, saved);
   copyFloats(m.x, x, T * s.hidden);
   rmsnormForward(T, s.hidden, x, norm, m.xn, m.rstd);
   linearForward(T, s.hidden, s.fc1Width(), m.xn, w1, m.h1);
@@ -50,7 +31,7 @@ void mlpBackwardInput(const MlpShape &s, const Tokens &t, const float *params,
   const int64_t T = t.tokens();
   const float *norm = params, *w1 = norm + s.hidden,
               *w2 = w1 + s.fc1Width() * s.hidden;
-  MlpSaved m = mlpSaved(s, t, saved);
+  MlpSaved m = mlpSaved(s, t.shape, saved);
   float *dact = ws, *dxn = dact + T * s.ffn;
   copyFloats(m.dout, dy, T * s.hidden);
   linearBackwardInput(T, s.ffn, s.hidden, dy, w2, dact);
@@ -63,7 +44,7 @@ void mlpBackwardInput(const MlpShape &s, const Tokens &t, const float *params,
 void mlpBackwardWeight(const MlpShape &s, const Tokens &t, const float *saved,
                        float *grads) {
   const int64_t T = t.tokens();
-  MlpSaved m = mlpSaved(s, t, const_cast<float *>(saved));
+  MlpSaved m = mlpSaved(s, t.shape, const_cast<float *>(saved));
   float *g1 = grads + s.hidden, *g2 = g1 + s.fc1Width() * s.hidden;
   linearBackwardWeight(T, s.hidden, s.fc1Width(), m.dh1, m.xn, g1);
   linearBackwardWeight(T, s.ffn, s.hidden, m.dout, m.act, g2);

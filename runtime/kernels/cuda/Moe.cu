@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 
 #include <cfloat>
@@ -17,47 +18,6 @@
 
 namespace hypipe::rt::cuda {
 namespace {
-
-struct MoeSaved {
-  float *x, *xn, *rstd, *probs, *topIdx, *topW, *counts, *aux, *xr, *h1, *dh1,
-      *act, *yr, *dyr, *rowMap;
-};
-
-MoeSaved moeSaved(const MoeShape &s, const Tokens &t, float *p) {
-  int64_t T = t.tokens(), R = T * s.topk;
-  MoeSaved m;
-  m.x = p, p += T * s.hidden;
-  m.xn = p, p += T * s.hidden;
-  m.rstd = p, p += T;
-  m.probs = p, p += T * s.experts;
-  m.topIdx = p, p += T * s.topk;
-  m.topW = p, p += T * s.topk;
-  m.counts = p, p += s.experts;
-  m.aux = p, p += 1;
-  m.xr = p, p += R * s.hidden;
-  m.h1 = p, p += R * s.fc1Width();
-  m.dh1 = p, p += R * s.fc1Width();
-  m.act = p, p += R * s.ffn;
-  m.yr = p, p += R * s.hidden;
-  m.dyr = p, p += R * s.hidden;
-  m.rowMap = p;
-  return m;
-}
-
-template <typename T> struct MoeParams {
-  T *norm, *router;
-  T *w1(const MoeShape &s, int64_t e) const {
-    return router + s.experts * s.hidden +
-           e * (s.fc1Width() * s.hidden + s.hidden * s.ffn);
-  }
-  T *w2(const MoeShape &s, int64_t e) const {
-    return w1(s, e) + s.fc1Width() * s.hidden;
-  }
-};
-
-template <typename T> MoeParams<T> moeParams(const MoeShape &s, T *base) {
-  return {base, base + s.hidden};
-}
 
 /// One thread per token: softmax, top-k (ties to the lower index), weights.
 __global__ void routeKernel(int64_t T, int E, int k, const float *logits,
@@ -190,13 +150,6 @@ void upload(float *dst, const std::vector<float> &src) {
   synchronize(); // src is a temporary
 }
 
-std::vector<int64_t> expertOffsets(const std::vector<float> &counts) {
-  std::vector<int64_t> off(counts.size() + 1, 0);
-  for (size_t e = 0; e < counts.size(); ++e)
-    off[e + 1] = off[e] + int64_t(counts[e]);
-  return off;
-}
-
 } // namespace
 
 float moeForward(const MoeShape &s, const Tokens &t, const float *params,
@@ -207,7 +160,7 @@ float moeForward(const MoeShape &s, const Tokens &t, const float *params,
   if (T == 0)
     return 0.0f;
   MoeParams<const float> p = moeParams(s, params);
-  MoeSaved m = moeSaved(s, t, saved);
+  MoeSaved m = moeSaved(s, t.shape, saved);
   float *logits = ws;               // [T, E]
   float *slotRow = logits + T * E;  // [T, k]
   float *probSum = slotRow + T * k; // [E]
@@ -227,7 +180,7 @@ float moeForward(const MoeShape &s, const Tokens &t, const float *params,
   std::vector<float> counts(E, 0.0f), rowMap(T * k);
   for (float e : top)
     counts[int64_t(e)] += 1.0f;
-  std::vector<int64_t> off = expertOffsets(counts), fill(off);
+  std::vector<int64_t> off = expertOffsets(s, counts.data()), fill(off);
   for (int64_t slot = 0; slot < T * k; ++slot)
     rowMap[fill[int64_t(top[slot])]++] = float(slot);
   double aux = 0;
@@ -268,7 +221,7 @@ void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
   if (T == 0)
     return;
   MoeParams<const float> p = moeParams(s, params);
-  MoeSaved m = moeSaved(s, t, saved);
+  MoeSaved m = moeSaved(s, t.shape, saved);
   MoeParams<float> gp = moeParams(s, grads);
   float *dlogits = ws;               // [T, E]
   float *dTopW = dlogits + T * E;    // [T, k] (of a [T, E] region)
@@ -277,7 +230,7 @@ void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
   float *dact = dxr + R * Hd;        // [R, ffn]
   float *slotRow = dact + R * s.ffn; // [T, k]
 
-  std::vector<int64_t> off = expertOffsets(download(m.counts, E));
+  std::vector<int64_t> off = expertOffsets(s, download(m.counts, E).data());
   slotRowKernel<<<blocksFor(R), 256, 0, stream()>>>(R, m.rowMap, slotRow);
   launched("moe slots");
   rowGradKernel<<<unsigned(R), 128, 0, stream()>>>(Hd, int(k), m.rowMap, m.topW,
@@ -314,9 +267,10 @@ void moeBackwardWeight(const MoeShape &s, const Tokens &t, const float *saved,
   const int64_t Hd = s.hidden;
   if (t.tokens() == 0)
     return;
-  MoeSaved m = moeSaved(s, t, const_cast<float *>(saved));
+  MoeSaved m = moeSaved(s, t.shape, const_cast<float *>(saved));
   MoeParams<float> gp = moeParams(s, grads);
-  std::vector<int64_t> off = expertOffsets(download(m.counts, s.experts));
+  std::vector<int64_t> off =
+      expertOffsets(s, download(m.counts, s.experts).data());
   for (int64_t e = 0; e < s.experts; ++e) {
     int64_t r0 = off[e], n = off[e + 1] - off[e];
     if (n == 0)

@@ -1,0 +1,185 @@
+//===- BufferLayouts.h - where each layer's tensors sit in its buffers ----===//
+//
+// The one description, shared by the CPU and CUDA kernels, of how a layer's
+// parameter range (in the order of `Shape::params()`) and its saved range
+// (`Shape::savedFloats()` floats) are cut into tensors. With T = float the
+// parameter views also cut the gradient buffer. Only attention's saved
+// tensors differ between the targets: the CPU kernel keeps the
+// probabilities, the CUDA kernel one log-sum-exp per row and head
+// (LayerShapes.h, Target).
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_CORE_MODEL_BUFFERLAYOUTS_H
+#define HYPIPE_CORE_MODEL_BUFFERLAYOUTS_H
+
+#include "core/model/LayerShapes.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace hypipe::rt {
+
+template <typename T> struct MambaParams {
+  T *norm, *inProj, *convW, *convB, *dtBias, *aLog, *d, *gnorm, *outProj;
+};
+
+template <typename T> MambaParams<T> mambaParams(const MambaShape &s, T *base) {
+  MambaParams<T> p;
+  T *q = base;
+  p.norm = q, q += s.hidden;
+  p.inProj = q, q += s.inProj() * s.hidden;
+  p.convW = q, q += s.convChannels() * s.convWidth;
+  p.convB = q, q += s.convChannels();
+  p.dtBias = q, q += s.heads;
+  p.aLog = q, q += s.heads;
+  p.d = q, q += s.heads;
+  p.gnorm = q, q += s.inner();
+  p.outProj = q;
+  return p;
+}
+
+/// Layer input, normed input and its rstd, in_proj output, conv output
+/// (post-SiLU), dt, scan output, gated-norm input, its rstd and output, the
+/// scan state entering every kScanChunk-th row, and the in_proj and
+/// out_proj output gradients for W.
+struct MambaSaved {
+  float *x, *xn, *rstd, *zxbcdt, *xbc, *dt, *y, *gated, *grstd, *normed,
+      *states, *dzxbcdt, *dout;
+};
+
+inline MambaSaved mambaSaved(const MambaShape &s, const TokenShape &t,
+                             float *p) {
+  int64_t T = t.tokens();
+  MambaSaved m;
+  m.x = p, p += T * s.hidden;
+  m.xn = p, p += T * s.hidden;
+  m.rstd = p, p += T;
+  m.zxbcdt = p, p += T * s.inProj();
+  m.xbc = p, p += T * s.convChannels();
+  m.dt = p, p += T * s.heads;
+  m.y = p, p += T * s.inner();
+  m.gated = p, p += T * s.inner();
+  m.grstd = p, p += T * s.groups;
+  m.normed = p, p += T * s.inner();
+  m.states = p, p += s.scanChunks(t) * s.heads * s.headDim * s.state;
+  m.dzxbcdt = p, p += T * s.inProj();
+  m.dout = p;
+  return m;
+}
+
+/// x, xn, rstd, qkv (after RoPE), the softmax state (CPU: probabilities,
+/// `probFloats`; CUDA: log-sum-exp [T, heads]), context, the qkv and
+/// output gradients for W.
+struct AttnSaved {
+  float *x, *xn, *rstd, *qkv, *softmax, *ctx, *dqkv, *dout;
+};
+
+inline AttnSaved attnSaved(const AttentionShape &s, const TokenShape &t,
+                           float *p, Target target) {
+  int64_t T = t.tokens();
+  AttnSaved a;
+  a.x = p, p += T * s.hidden;
+  a.xn = p, p += T * s.hidden;
+  a.rstd = p, p += T;
+  a.qkv = p, p += T * s.qkvWidth();
+  a.softmax = p, p += target == Target::Cuda ? T * s.heads : s.probFloats(t);
+  a.ctx = p, p += T * s.contextWidth();
+  a.dqkv = p, p += T * s.qkvWidth();
+  a.dout = p;
+  return a;
+}
+
+/// x, xn, rstd, fc1 output, activation, fc1 and fc2 output gradients.
+struct MlpSaved {
+  float *x, *xn, *rstd, *h1, *act, *dh1, *dout;
+};
+
+inline MlpSaved mlpSaved(const MlpShape &s, const TokenShape &t, float *p) {
+  int64_t T = t.tokens();
+  MlpSaved m;
+  m.x = p, p += T * s.hidden;
+  m.xn = p, p += T * s.hidden;
+  m.rstd = p, p += T;
+  m.h1 = p, p += T * s.fc1Width();
+  m.act = p, p += T * s.ffn;
+  m.dh1 = p, p += T * s.fc1Width();
+  m.dout = p;
+  return m;
+}
+
+template <typename T> struct MoeParams {
+  T *norm, *router;
+  T *w1(const MoeShape &s, int64_t e) const {
+    return router + s.experts * s.hidden +
+           e * (s.fc1Width() * s.hidden + s.hidden * s.ffn);
+  }
+  T *w2(const MoeShape &s, int64_t e) const {
+    return w1(s, e) + s.fc1Width() * s.hidden;
+  }
+};
+
+template <typename T> MoeParams<T> moeParams(const MoeShape &s, T *base) {
+  return {base, base + s.hidden};
+}
+
+/// x, xn, rstd, router probabilities, chosen experts and weights, tokens
+/// per expert, the aux loss, then per routed row (grouped by expert): its
+/// input, fc1 output and gradient, activation, fc2 output and gradient,
+/// and which (token, slot) it is.
+struct MoeSaved {
+  float *x, *xn, *rstd, *probs, *topIdx, *topW, *counts, *aux, *xr, *h1, *dh1,
+      *act, *yr, *dyr, *rowMap;
+};
+
+inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t, float *p) {
+  int64_t T = t.tokens(), R = T * s.topk;
+  MoeSaved m;
+  m.x = p, p += T * s.hidden;
+  m.xn = p, p += T * s.hidden;
+  m.rstd = p, p += T;
+  m.probs = p, p += T * s.experts;
+  m.topIdx = p, p += T * s.topk;
+  m.topW = p, p += T * s.topk;
+  m.counts = p, p += s.experts;
+  m.aux = p, p += 1;
+  m.xr = p, p += R * s.hidden;
+  m.h1 = p, p += R * s.fc1Width();
+  m.dh1 = p, p += R * s.fc1Width();
+  m.act = p, p += R * s.ffn;
+  m.yr = p, p += R * s.hidden;
+  m.dyr = p, p += R * s.hidden;
+  m.rowMap = p;
+  return m;
+}
+
+/// First routed row of each expert, from its token count (host memory).
+inline std::vector<int64_t> expertOffsets(const MoeShape &s,
+                                          const float *counts) {
+  std::vector<int64_t> off(s.experts + 1, 0);
+  for (int64_t e = 0; e < s.experts; ++e)
+    off[e + 1] = off[e] + int64_t(counts[e]);
+  return off;
+}
+
+/// x, xn, rstd, logits turned probabilities (then their gradient for W),
+/// loss mask, labels (int32).
+struct HeadSaved {
+  float *x, *xn, *rstd, *probs, *mask;
+  int32_t *labels;
+};
+
+inline HeadSaved headSaved(const HeadShape &s, const TokenShape &t, float *p) {
+  int64_t T = t.tokens();
+  HeadSaved h;
+  h.x = p, p += T * s.hidden;
+  h.xn = p, p += T * s.hidden;
+  h.rstd = p, p += T;
+  h.probs = p, p += T * s.vocab;
+  h.mask = p, p += T;
+  h.labels = reinterpret_cast<int32_t *>(p);
+  return h;
+}
+
+} // namespace hypipe::rt
+
+#endif
