@@ -8,6 +8,7 @@
 #include "frontend/Diagnostic.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/ConvertUTF.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/YAMLParser.h"
@@ -220,6 +221,10 @@ private:
   }
 
   llvm::Error readSection(const Section &section, yaml::Node *value);
+  /// Text fields: bounded, UTF-8, one line of printable characters (the
+  /// mock JSON may span lines); model.name a file-like name.
+  llvm::Error checkText(const Section &section, const Field &field,
+                        yaml::Node *value, llvm::StringRef v);
   llvm::Error readField(const Section &section, const Field &field,
                         yaml::Node *value);
   /// Checks the draft section by section, filling in what follows from it.
@@ -329,6 +334,61 @@ yaml::Node *Loader::nodeFor(llvm::StringRef section, llvm::StringRef key) {
   return rootNode;
 }
 
+llvm::Error Loader::checkText(const Section &section, const Field &field,
+                              yaml::Node *value, llvm::StringRef v) {
+  std::string where =
+      fmt::format("{}.{}", section.name.str(), field.name.str());
+  // The mock dataset's JSON may span lines; it is parsed, never emitted.
+  const bool multiline = where == "data.mock";
+  const size_t limit = multiline ? size_t(1) << 20 : 4096;
+  if (v.size() > limit)
+    return error(value,
+                 fmt::format("{} is {} bytes long; at most {} are accepted",
+                             where, v.size(), limit),
+                 "shorten it");
+  const auto *begin = reinterpret_cast<const llvm::UTF8 *>(v.data());
+  const llvm::UTF8 *cursor = begin;
+  if (!llvm::isLegalUTF8String(&cursor, begin + v.size()))
+    return error(
+        locInScalar(value, size_t(cursor - begin)), 1,
+        fmt::format("{} is not valid UTF-8 (byte {})", where, cursor - begin),
+        "save the spec as UTF-8");
+  for (size_t i = 0; i < v.size(); ++i) {
+    unsigned char c = v[i];
+    bool allowed = c >= 0x20 && c != 0x7f;
+    if (multiline)
+      allowed |= c == '\n' || c == '\r' || c == '\t';
+    if (!allowed)
+      return error(locInScalar(value, i), 1,
+                   fmt::format("{} contains the control character {:#04x} "
+                               "at byte {}",
+                               where, c, i),
+                   "names, paths and other text in a spec are one line of "
+                   "printable characters; remove it");
+  }
+  if (where == "model.name") {
+    // The name becomes a directory (runs/<name>), a symbol and a comment.
+    auto ok = [](char c) {
+      return llvm::isAlnum(c) || c == '_' || c == '-' || c == '.';
+    };
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!ok(v[i]) || (i == 0 && (v[i] == '.' || v[i] == '-')))
+        return error(
+            locInScalar(value, i), 1,
+            fmt::format("model.name may hold letters, digits, '_', "
+                        "'-' and '.' (not first), got {} at byte {}",
+                        (unsigned char)v[i] < 0x80
+                            ? fmt::format("'{}'", v[i])
+                            : fmt::format("{:#04x}", (unsigned char)v[i]),
+                        i),
+            "name the model like a file, e.g. hybrid-tiny");
+    if (v.empty() || v.size() > 128)
+      return error(value, "model.name must be 1 to 128 characters long",
+                   "name the model like a file, e.g. hybrid-tiny");
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error Loader::readField(const Section &section, const Field &field,
                               yaml::Node *value) {
   std::string where =
@@ -398,6 +458,8 @@ llvm::Error Loader::readField(const Section &section, const Field &field,
               fmt::format("{} must be true or false, got '{}'", where, v),
               "write true or false");
         } else {
+          if (auto err = checkText(section, field, value, v))
+            return err;
           slot = v.str();
           return llvm::Error::success();
         }

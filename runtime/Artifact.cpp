@@ -3,6 +3,7 @@
 #include "runtime/Artifact.h"
 
 #include "core/data/Packing.h"
+#include "runtime/FileCheck.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -106,6 +107,7 @@ nlohmann::json manifestToJson(const Artifact &a) {
                       {"vp_stage", e.vpStage},
                       {"source", e.source},
                       {"library", e.library},
+                      {"library_checksum", e.libraryChecksum},
                       {"has_embedding", e.hasEmbedding},
                       {"has_head", e.hasHead},
                       {"batch", e.batch},
@@ -299,6 +301,7 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
     e.vpStage = field<int64_t>(s, "vp_stage", where);
     e.source = field<std::string>(s, "source", where);
     e.library = field<std::string>(s, "library", where);
+    e.libraryChecksum = field<std::string>(s, "library_checksum", where);
     e.hasEmbedding = field<bool>(s, "has_embedding", where);
     e.hasHead = field<bool>(s, "has_head", where);
     e.batch = field<int64_t>(s, "batch", where);
@@ -404,8 +407,18 @@ Artifact loadArtifact(const std::string &dir) {
 
 void loadStageLibraries(Artifact &a, int64_t ppRank) {
   for (StageEntry *s : a.stagesOf(ppRank)) {
-    std::string path = a.dir + "/" + s->library;
+    std::string path = confinedPath(
+        a.dir, s->library, "the stage library",
+        fmt::format("{}/manifest.json (stage {})", a.dir, s->index));
     checkElfComplete(path);
+    std::string actual = fileChecksum(path);
+    if (actual != s->libraryChecksum)
+      fail(fmt::format("stage library '{}' is {}, but the manifest recorded "
+                       "{}: it is not the library this artifact was compiled "
+                       "with",
+                       path, actual, s->libraryChecksum.substr(0, 80)),
+           "the stage libraries were replaced, corrupted or copied from "
+           "another artifact; recompile with `hypipe compile SPEC -o DIR`");
     s->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!s->handle)
       fail(fmt::format("cannot load stage library '{}': {}", path, dlerror()),

@@ -24,7 +24,7 @@ namespace hypipe::rt {
 
 /// Manifest format version: `hypipe compile` writes it, hypipe-run refuses
 /// any other (docs/artifact.md).
-inline constexpr int kArtifactVersion = 1;
+inline constexpr int kArtifactVersion = 2;
 
 /// A user-facing runtime error: the message is complete (what, where, what
 /// to do); tools print it and exit 1.
@@ -70,7 +70,9 @@ struct LayerEntry {
 
 struct StageEntry {
   int64_t index = 0, ppRank = 0, vpStage = 0;
-  std::string source, library;
+  std::string source, library; ///< relative to the artifact directory
+  /// FileCheck's checksum of `library`, checked before it is loaded.
+  std::string libraryChecksum;
   bool hasEmbedding = false, hasHead = false;
   int64_t batch = 0, seq = 0, hidden = 0;
   int64_t numParams = 0, savedFloats = 0, workspaceFloats = 0;
@@ -153,7 +155,9 @@ Artifact artifactFromJson(const nlohmann::json &manifest,
 Artifact loadArtifact(const std::string &dir);
 
 /// dlopens the libraries of `ppRank`'s stages and checks each library's
-/// hypipe_stage_info against the manifest. Throws RuntimeError.
+/// hypipe_stage_info against the manifest. Before dlopen (which runs the
+/// library's code) each library must lie inside the artifact directory and
+/// match the checksum the manifest recorded for it. Throws RuntimeError.
 void loadStageLibraries(Artifact &artifact, int64_t ppRank);
 
 } // namespace hypipe::rt

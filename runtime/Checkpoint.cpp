@@ -3,19 +3,24 @@
 #include "runtime/Checkpoint.h"
 
 #include "runtime/Artifact.h"
+#include "runtime/FileCheck.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include <fstream>
+#include <iterator>
 
 namespace hypipe::rt {
 
 namespace {
 
 constexpr const char *kFormat = "hypipe-checkpoint";
-constexpr int kVersion = 1;
+/// Version 2 records every file's size and checksum in index.json; version
+/// 1 (no checksums) is still read.
+constexpr int kVersion = 2;
+constexpr int kOldestVersion = 1;
 
 bool isDirectory(const std::string &path) {
   struct stat st;
@@ -50,11 +55,12 @@ CheckpointInfo infoFrom(const std::map<std::string, std::string> &m,
         "metadata)\nhelp: pass a directory written by hypipe-run --save, or a "
         "file written by hypipe ckpt merge",
         file, kFormat));
-  if (toInt(m, "version", file) != kVersion)
+  int64_t version = toInt(m, "version", file);
+  if (version < kOldestVersion || version > kVersion)
     throw RuntimeError(fmt::format(
-        "error: '{}' is checkpoint version {}; this hypipe reads version "
-        "{}\nhelp: resume with the hypipe that wrote it",
-        file, m.at("version"), kVersion));
+        "error: '{}' is checkpoint version {}; this hypipe reads versions "
+        "{} to {}\nhelp: resume with the hypipe that wrote it",
+        file, version, kOldestVersion, kVersion));
   CheckpointInfo info;
   info.step = toInt(m, "step", file);
   info.consumedSamples = toInt(m, "consumed_samples", file);
@@ -68,6 +74,30 @@ CheckpointInfo infoFrom(const std::map<std::string, std::string> &m,
   info.pattern = get("pattern");
   info.layout = get("layout");
   return info;
+}
+
+/// A file against the size and checksum index.json recorded for it.
+void checkFile(const std::string &file, const WrittenFile &expected,
+               const std::string &indexPath) {
+  struct stat st;
+  if (::stat(file.c_str(), &st) != 0)
+    throw RuntimeError(fmt::format(
+        "error: cannot read '{}', which '{}' lists\nhelp: the checkpoint is "
+        "incomplete; use an earlier one",
+        file, indexPath));
+  if (uint64_t(st.st_size) != expected.bytes)
+    throw RuntimeError(fmt::format(
+        "error: '{}' has {} bytes, '{}' recorded {}\nhelp: the file was "
+        "truncated or replaced after it was written; use an earlier "
+        "checkpoint",
+        file, uint64_t(st.st_size), indexPath, expected.bytes));
+  std::string actual = fileChecksum(file);
+  if (actual != expected.checksum)
+    throw RuntimeError(fmt::format(
+        "error: '{}' fails its checksum: the file is {}, '{}' recorded {}\n"
+        "help: the file was corrupted after it was written (disk, copy or "
+        "edit); use an earlier checkpoint",
+        file, actual, indexPath, expected.checksum.substr(0, 80)));
 }
 
 } // namespace
@@ -86,6 +116,60 @@ std::map<std::string, std::string> CheckpointInfo::metadata() const {
 
 std::string stepDirectoryName(int64_t step) {
   return fmt::format("step_{:08d}", step);
+}
+
+CheckpointReader::Index
+CheckpointReader::parseIndex(const std::string &text,
+                             const std::string &indexPath) {
+  auto corrupt = [&](const std::string &why) {
+    return RuntimeError(fmt::format(
+        "error: '{}' is corrupt: {}\nhelp: use an earlier checkpoint (step "
+        "directories are complete once latest names them)",
+        indexPath, why));
+  };
+  nlohmann::json index = nlohmann::json::parse(text, nullptr, false);
+  if (index.is_discarded() || !index.is_object())
+    throw corrupt("it is not a JSON object (truncated?)");
+  Index out;
+  auto object = [&](const char *key) -> const nlohmann::json & {
+    auto it = index.find(key);
+    if (it == index.end() || !it->is_object())
+      throw corrupt(fmt::format("it has no '{}' object", key));
+    return *it;
+  };
+  for (auto &[k, v] : object("metadata").items())
+    if (v.is_string())
+      out.metadata[k] = v.get<std::string>();
+  int64_t version = toInt(out.metadata, "version", indexPath);
+  for (auto &[name, file] : object("weight_map").items()) {
+    if (!file.is_string() || !isPlainName(file.get<std::string>()))
+      throw RuntimeError(fmt::format(
+          "error: '{}' maps tensor '{}' to {}, which is not a file name "
+          "inside the step directory\nhelp: index.json was not written by "
+          "hypipe or was tampered with; use another checkpoint",
+          indexPath, name.substr(0, 80), file.dump().substr(0, 200)));
+    out.weightMap[name] = file.get<std::string>();
+  }
+  if (version < 2)
+    return out;
+  for (auto &[name, f] : object("files").items()) {
+    if (!isPlainName(name))
+      throw corrupt(fmt::format("'files' names '{}', which is not a file name "
+                                "inside the step directory",
+                                name.substr(0, 200)));
+    auto checksum = f.find("checksum");
+    auto bytes = f.find("bytes");
+    if (!f.is_object() || checksum == f.end() || !checksum->is_string() ||
+        bytes == f.end() || !bytes->is_number_unsigned())
+      throw corrupt(fmt::format("file '{}' has no checksum and size", name));
+    out.files[name] = {checksum->get<std::string>(), bytes->get<uint64_t>()};
+  }
+  for (const auto &[tensor, file] : out.weightMap)
+    if (!out.files.count(file))
+      throw corrupt(fmt::format("tensor '{}' lies in '{}', which has no "
+                                "checksum in 'files'",
+                                tensor.substr(0, 80), file));
+  return out;
 }
 
 CheckpointReader::CheckpointReader(const std::string &path) {
@@ -112,32 +196,34 @@ CheckpointReader::CheckpointReader(const std::string &path) {
           "directory written by hypipe-run --save (a run that never saved "
           "leaves none)",
           path));
-    dir += "/" + name;
+    if (!isPlainName(name) || name.rfind("step_", 0) != 0)
+      throw RuntimeError(fmt::format(
+          "error: '{}/latest' names '{}', which is not a step directory of "
+          "this checkpoint\nhelp: latest holds one name such as {}; the file "
+          "was not written by hypipe or was tampered with",
+          path, name.substr(0, 200), stepDirectoryName(1)));
+    dir = confinedPath(dir, name, "the step directory", dir + "/latest");
   }
   where = dir;
   std::string indexPath = dir + "/index.json";
   std::ifstream in(indexPath);
-  nlohmann::json index = nlohmann::json::parse(in, nullptr, false);
-  if (!in || index.is_discarded() || !index.is_object() ||
-      !index.contains("metadata") || !index.contains("weight_map"))
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (!in && !in.eof())
     throw RuntimeError(fmt::format(
-        "error: '{}' is missing, truncated or corrupt\nhelp: use an earlier "
-        "checkpoint (step directories are complete once latest names them)",
+        "error: cannot read '{}'\nhelp: use an earlier checkpoint (step "
+        "directories are complete once latest names them)",
         indexPath));
-  std::map<std::string, std::string> m;
-  for (auto &[k, v] : index["metadata"].items())
-    if (v.is_string())
-      m[k] = v.get<std::string>();
-  meta = infoFrom(m, indexPath);
+  Index index = parseIndex(text, indexPath);
+  meta = infoFrom(index.metadata, indexPath);
   std::map<std::string, const SafeTensorsFile *> opened;
-  for (auto &[name, file] : index["weight_map"].items()) {
-    if (!file.is_string())
-      throw RuntimeError(fmt::format(
-          "error: '{}' maps '{}' to no file\nhelp: use an earlier checkpoint",
-          indexPath, name));
-    std::string f = file.get<std::string>();
+  for (const auto &[name, f] : index.weightMap) {
     if (!opened.count(f)) {
-      files.push_back(std::make_unique<SafeTensorsFile>(dir + "/" + f));
+      std::string file = confinedPath(dir, f, "the tensor file", indexPath);
+      bool checked = index.files.count(f) > 0;
+      if (checked)
+        checkFile(file, index.files.at(f), indexPath);
+      files.push_back(std::make_unique<SafeTensorsFile>(file, !checked));
       opened[f] = files.back().get();
     }
     if (!opened[f]->has(name))
@@ -176,6 +262,7 @@ void CheckpointReader::read(const std::string &name,
 
 void writeCheckpointIndex(const std::string &dir, const CheckpointInfo &info,
                           const std::map<std::string, std::string> &weightMap,
+                          const std::map<std::string, WrittenFile> &files,
                           int64_t pp, int64_t vpp, int64_t dp,
                           const std::string &schedule, int64_t microbatches) {
   nlohmann::ordered_json index;
@@ -186,6 +273,10 @@ void writeCheckpointIndex(const std::string &dir, const CheckpointInfo &info,
                      {"schedule", schedule},
                      {"microbatches", microbatches}};
   index["weight_map"] = weightMap;
+  nlohmann::ordered_json sums = nlohmann::ordered_json::object();
+  for (const auto &[name, f] : files)
+    sums[name] = {{"bytes", f.bytes}, {"checksum", f.checksum}};
+  index["files"] = sums;
   std::string text = index.dump(1) + "\n";
   writeFileAtomically(dir + "/index.json", {{text.data(), text.size()}});
 }

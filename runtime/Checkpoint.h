@@ -4,9 +4,12 @@
 // file per pipeline rank (pp<r>.safetensors: parameters under their
 // Megatron names, AdamW moments under optimizer.exp_avg.<name> and
 // optimizer.exp_avg_sq.<name>) and index.json naming the file of every
-// tensor. ROOT/latest names the newest complete step directory; it is
-// replaced (atomically) only after every file of the step is on disk.
-// docs/runtime.md describes the format.
+// tensor and each file's size and checksum. ROOT/latest names the newest
+// complete step directory; it is replaced (atomically) only after every
+// file of the step is on disk. Every name read from index.json or latest
+// must stay inside its directory, and every file is checked against its
+// checksum before a tensor is read. docs/runtime.md describes the format,
+// docs/security.md the checks.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_CHECKPOINT_H
@@ -43,6 +46,17 @@ class CheckpointReader {
 public:
   explicit CheckpointReader(const std::string &path);
 
+  /// Parses and checks index.json's text (`indexPath` names it in errors):
+  /// metadata, a weight map of plain file names, and (version 2) the size
+  /// and checksum of every file. Throws RuntimeError.
+  struct Index {
+    std::map<std::string, std::string> metadata;
+    std::map<std::string, std::string> weightMap; ///< tensor -> file
+    std::map<std::string, WrittenFile> files;     ///< empty for version 1
+  };
+  static Index parseIndex(const std::string &text,
+                          const std::string &indexPath);
+
   const CheckpointInfo &info() const { return meta; }
   /// Where the tensors come from (the step directory or the file).
   const std::string &location() const { return where; }
@@ -60,9 +74,11 @@ private:
   std::map<std::string, const SafeTensorsFile *> byName;
 };
 
-/// Writes `dir`/index.json for a step whose rank files are complete.
+/// Writes `dir`/index.json for a step whose rank files (`files`, by name)
+/// are complete.
 void writeCheckpointIndex(const std::string &dir, const CheckpointInfo &info,
                           const std::map<std::string, std::string> &weightMap,
+                          const std::map<std::string, WrittenFile> &files,
                           int64_t pp, int64_t vpp, int64_t dp,
                           const std::string &schedule, int64_t microbatches);
 

@@ -4,6 +4,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/Init.h"
+#include "runtime/MegatronIndex.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -76,25 +77,6 @@ TextDataset::TextDataset(const std::string &path, int64_t seqLength,
 
 namespace {
 
-/// Megatron's DType codes and their item sizes; 0 for the float types,
-/// which cannot hold token ids.
-int itemSizeOf(int code) {
-  switch (code) {
-  case 1: // uint8
-  case 2: // int8
-    return 1;
-  case 3: // int16
-  case 8: // uint16
-    return 2;
-  case 4: // int32
-    return 4;
-  case 5: // int64
-    return 8;
-  default:
-    return 0;
-  }
-}
-
 std::string withoutSuffix(const std::string &path) {
   for (const char *suffix : {".bin", ".idx"})
     if (path.size() > 4 && path.compare(path.size() - 4, 4, suffix) == 0)
@@ -109,51 +91,15 @@ IndexedDataset::IndexedDataset(const std::string &path, int64_t seqLength,
     : Dataset(seqLength) {
   const std::string prefix = withoutSuffix(path);
   const std::string idx = prefix + ".idx", binPath = prefix + ".bin";
-  auto bad = [&](const std::string &file, const std::string &why) {
-    return RuntimeError(fmt::format(
-        "error: '{}' is not a Megatron indexed dataset: {}\nhelp: write it "
-        "with Megatron-LM's tools/preprocess_data.py (or IndexedDatasetBuilder"
-        "); data.path names the prefix without .bin/.idx",
-        file, why));
-  };
-  std::ifstream in(idx, std::ios::binary | std::ios::ate);
+  std::ifstream in(idx, std::ios::binary);
   if (!in)
     throw RuntimeError(fmt::format(
         "error: cannot read '{}'\nhelp: data.path of an indexed dataset is "
         "the prefix of PREFIX.bin and PREFIX.idx",
         idx));
-  const uint64_t idxBytes = uint64_t(in.tellg());
-  in.seekg(0);
-  char magic[9];
-  uint64_t version = 0, sequences = 0, docs = 0;
-  uint8_t code = 0;
-  auto get = [&](void *p, size_t n) {
-    return bool(in.read(static_cast<char *>(p), std::streamsize(n)));
-  };
-  if (!get(magic, 9) || std::memcmp(magic, "MMIDIDX\0\0", 9) != 0)
-    throw bad(idx, "it does not start with MMIDIDX");
-  if (!get(&version, 8) || version != 1)
-    throw bad(idx, fmt::format("version {}, this reader knows 1", version));
-  if (!get(&code, 1) || !(itemSize = itemSizeOf(code)))
-    throw bad(idx, fmt::format("dtype code {} is not an integer type "
-                               "(1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, "
-                               "8 uint16)",
-                               int(code)));
-  dtypeCode = code;
-  if (!get(&sequences, 8) || !get(&docs, 8))
-    throw bad(idx, "the header is truncated");
-  const uint64_t header = 9 + 8 + 1 + 8 + 8;
-  if (docs < 1 || (idxBytes - header) / 20 < sequences ||
-      idxBytes != header + sequences * 12 + docs * 8)
-    throw bad(idx, fmt::format("{} bytes do not hold {} sequences and {} "
-                               "document boundaries (truncated?)",
-                               idxBytes, sequences, docs));
-  lengths.resize(sequences);
-  pointers.resize(sequences);
-  documents.resize(docs);
-  get(lengths.data(), sequences * 4);
-  get(pointers.data(), sequences * 8);
-  get(documents.data(), docs * 8);
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
+  MegatronIndex index = parseMegatronIndex(bytes, idx);
 
   int fd = ::open(binPath.c_str(), O_RDONLY);
   if (fd < 0)
@@ -162,20 +108,25 @@ IndexedDataset::IndexedDataset(const std::string &path, int64_t seqLength,
         idx));
   struct stat st {};
   ::fstat(fd, &st);
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw RuntimeError(
+        fmt::format("error: '{}' is not a regular file\nhelp: {}", binPath,
+                    kMegatronIndexHelp));
+  }
   binBytes = size_t(st.st_size);
-  starts.resize(sequences + 1, 0);
-  for (uint64_t s = 0; s < sequences; ++s) {
-    if (lengths[s] < 0 || pointers[s] < 0 ||
-        uint64_t(pointers[s]) + uint64_t(lengths[s]) * itemSize > binBytes) {
-      ::close(fd);
-      throw bad(binPath,
-                fmt::format("sequence {} ({} tokens at byte {}) runs past the "
-                            "end of the {}-byte file (truncated?)",
-                            s, lengths[s], pointers[s], binBytes));
-    }
-    starts[s + 1] = starts[s] + lengths[s];
+  try {
+    starts = checkMegatronBin(index, binBytes, binPath);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   count = starts.back();
+  itemSize = index.itemSize;
+  dtypeCode = index.dtypeCode;
+  lengths = std::move(index.lengths);
+  pointers = std::move(index.pointers);
+  documents = std::move(index.documents);
   if (binBytes > 0) {
     void *m = ::mmap(nullptr, binBytes, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED) {

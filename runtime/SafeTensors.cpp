@@ -4,6 +4,7 @@
 #include "runtime/SafeTensors.h"
 
 #include "runtime/Artifact.h"
+#include "runtime/FileCheck.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -11,7 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -39,7 +42,7 @@ void SafeTensorsWriter::add(const std::string &name,
   tensors[name] = {"I32", shape, data, numel(shape) * sizeof(int32_t)};
 }
 
-void SafeTensorsWriter::write(const std::string &path) const {
+WrittenFile SafeTensorsWriter::write(const std::string &path) const {
   nlohmann::json header = nlohmann::json::object();
   size_t offset = 0;
   for (const auto &[name, t] : tensors) {
@@ -48,16 +51,23 @@ void SafeTensorsWriter::write(const std::string &path) const {
                     {"data_offsets", {offset, offset + t.bytes}}};
     offset += t.bytes;
   }
-  if (!meta.empty())
-    header["__metadata__"] = meta;
+  std::vector<std::pair<const void *, size_t>> data;
+  for (const auto &[name, t] : tensors)
+    data.push_back({t.data, t.bytes});
+  std::map<std::string, std::string> withChecksum = meta;
+  withChecksum["checksum"] = checksumOf(data);
+  header["__metadata__"] = withChecksum;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   uint64_t length = text.size();
   std::vector<std::pair<const void *, size_t>> pieces = {
       {&length, sizeof(length)}, {text.data(), text.size()}};
-  for (const auto &[name, t] : tensors)
-    pieces.push_back({t.data, t.bytes});
+  pieces.insert(pieces.end(), data.begin(), data.end());
   writeFileAtomically(path, pieces);
+  WrittenFile written{checksumOf(pieces), 0};
+  for (auto [p, n] : pieces)
+    written.bytes += n;
+  return written;
 }
 
 void writeFileAtomically(
@@ -108,90 +118,232 @@ void writeFileAtomically(
   }
 }
 
-SafeTensorsFile::SafeTensorsFile(const std::string &path) : path(path) {
+namespace {
+
+size_t dtypeBytes(const std::string &dtype) {
+  static const std::map<std::string, size_t> sizes = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"I64", 8}, {"U64", 8},     {"F64", 8}};
+  auto it = sizes.find(dtype);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+/// The name as it may appear in a message: at most 80 bytes.
+std::string shown(const std::string &name) {
+  return name.size() <= 80 ? name : name.substr(0, 77) + "...";
+}
+
+} // namespace
+
+SafeTensorsHeader parseSafeTensorsHeader(std::string_view start,
+                                         uint64_t fileSize,
+                                         const std::string &path) {
   auto corrupt = [&](const std::string &why) {
     return RuntimeError(fmt::format(
         "error: '{}' is not a valid safetensors file: {}\nhelp: the file is "
-        "truncated or corrupt; use an earlier checkpoint",
+        "truncated, corrupt or was not written as safetensors; use an "
+        "earlier checkpoint",
         path, why));
   };
+  if (fileSize < 8 || start.size() < 8)
+    throw corrupt("shorter than its 8-byte header length");
+  uint64_t length = 0;
+  std::memcpy(&length, start.data(), 8);
+  if (length > kMaxSafeTensorsHeader)
+    throw corrupt(fmt::format("a header of {} bytes (at most {} are read)",
+                              length, kMaxSafeTensorsHeader));
+  if (length > fileSize - 8 || length > start.size() - 8)
+    throw corrupt(
+        fmt::format("header of {} bytes in a file of {}", length, fileSize));
+  std::string_view text = start.substr(8, length);
+
+  // Duplicate names are ambiguous (JSON parsers keep the first or the last);
+  // the callback sees every key before the DOM merges them.
+  std::vector<std::vector<std::string>> keys;
+  std::string duplicate;
+  int deepest = 0;
+  auto callback = [&](int depth, nlohmann::json::parse_event_t event,
+                      nlohmann::json &parsed) {
+    using E = nlohmann::json::parse_event_t;
+    deepest = std::max(deepest, depth);
+    if (event == E::object_start)
+      keys.emplace_back();
+    else if (event == E::object_end && !keys.empty())
+      keys.pop_back();
+    else if (event == E::key && !keys.empty() && parsed.is_string()) {
+      std::string k = parsed.get<std::string>();
+      auto &seen = keys.back();
+      if (duplicate.empty() &&
+          std::find(seen.begin(), seen.end(), k) != seen.end())
+        duplicate = k;
+      seen.push_back(std::move(k));
+    }
+    return true;
+  };
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text.begin(), text.end(), callback);
+  } catch (const nlohmann::json::exception &e) {
+    std::string what = e.what();
+    throw corrupt(
+        fmt::format("the header is not valid JSON ({})", what.substr(0, 200)));
+  }
+  if (!header.is_object())
+    throw corrupt("the header is not a JSON object");
+  if (!duplicate.empty())
+    throw corrupt(fmt::format("the header names '{}' twice", shown(duplicate)));
+  if (deepest > 3)
+    throw corrupt("the header nests deeper than tensor entries do");
+
+  SafeTensorsHeader h;
+  h.dataStart = 8 + length;
+  h.dataBytes = fileSize - h.dataStart;
+  std::vector<std::pair<uint64_t, const std::string *>> order;
+  for (auto &item : header.items()) {
+    const std::string &name = item.key();
+    const nlohmann::json &t = item.value();
+    if (name == "__metadata__") {
+      if (!t.is_object())
+        throw corrupt("__metadata__ is not an object of strings");
+      for (auto &[k, v] : t.items()) {
+        if (!v.is_string())
+          throw corrupt(fmt::format("metadata '{}' is not a string", shown(k)));
+        h.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string &why) {
+      return corrupt(fmt::format("tensor '{}' {}", shown(name), why));
+    };
+    if (!t.is_object() || !t.contains("dtype") || !t.contains("shape") ||
+        !t.contains("data_offsets"))
+      throw bad("lacks dtype, shape or data_offsets");
+    const auto &dtype = t["dtype"], &shape = t["shape"],
+               &offsets = t["data_offsets"];
+    if (!dtype.is_string() || !dtypeBytes(dtype.get<std::string>()))
+      throw bad(
+          fmt::format("has unknown dtype {}", dtype.dump().substr(0, 40)));
+    SafeTensorsEntry e;
+    e.dtype = dtype.get<std::string>();
+    if (!shape.is_array())
+      throw bad("has a shape that is not a list");
+    uint64_t bytes = dtypeBytes(e.dtype);
+    for (const auto &d : shape) {
+      if (!d.is_number_integer() ||
+          (d.is_number_unsigned() && d.get<uint64_t>() > uint64_t(INT64_MAX)) ||
+          d.get<int64_t>() < 0)
+        throw bad(fmt::format("has a shape entry {} that is not a "
+                              "non-negative integer",
+                              d.dump().substr(0, 40)));
+      e.shape.push_back(d.get<int64_t>());
+      if (__builtin_mul_overflow(bytes, uint64_t(e.shape.back()), &bytes))
+        throw bad("has a shape whose size overflows 64 bits");
+    }
+    if (!offsets.is_array() || offsets.size() != 2 ||
+        !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+      throw bad("has data_offsets that are not [begin, end]");
+    e.begin = offsets[0].get<uint64_t>();
+    e.end = offsets[1].get<uint64_t>();
+    if (e.end < e.begin)
+      throw bad(fmt::format("ends (byte {}) before it begins (byte {})", e.end,
+                            e.begin));
+    if (e.end - e.begin != bytes)
+      throw bad(fmt::format("spans {} bytes, but {} {} needs {}",
+                            e.end - e.begin, e.dtype, fmt::join(e.shape, "x"),
+                            bytes));
+    if (e.end > h.dataBytes)
+      throw bad(fmt::format("runs past the end of the file (byte {} of a "
+                            "{}-byte data section)",
+                            e.end, h.dataBytes));
+    auto [it, inserted] = h.entries.emplace(name, std::move(e));
+    order.push_back({it->second.begin, &it->first});
+  }
+  // In order, no overlap, no gap, nothing after the last tensor.
+  std::sort(order.begin(), order.end(), [&](const auto &a, const auto &b) {
+    const SafeTensorsEntry &x = h.entries.at(*a.second),
+                           &y = h.entries.at(*b.second);
+    return x.begin != y.begin ? x.begin < y.begin : x.end < y.end;
+  });
+  uint64_t at = 0;
+  for (const auto &[begin, name] : order) {
+    const SafeTensorsEntry &e = h.entries.at(*name);
+    if (e.begin != at)
+      throw corrupt(fmt::format(
+          "tensor '{}' begins at byte {} of the data section, where {} was "
+          "expected ({})",
+          shown(*name), e.begin, at,
+          e.begin < at ? "it overlaps the tensor before it"
+                       : "bytes between tensors belong to none"));
+    at = e.end;
+  }
+  if (at != h.dataBytes)
+    throw corrupt(fmt::format("the tensors cover {} bytes of a {}-byte data "
+                              "section",
+                              at, h.dataBytes));
+  return h;
+}
+
+SafeTensorsFile::SafeTensorsFile(const std::string &path, bool verifyChecksum)
+    : path(path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
     throw RuntimeError(
         fmt::format("error: cannot read '{}'\nhelp: check the path", path));
-  uint64_t size = uint64_t(in.tellg()), length = 0;
+  const uint64_t size = uint64_t(in.tellg());
   in.seekg(0);
-  if (size < 8 || !in.read(reinterpret_cast<char *>(&length), 8))
-    throw corrupt("shorter than its 8-byte header length");
-  if (length > size - 8)
-    throw corrupt(
-        fmt::format("header of {} bytes in a file of {}", length, size));
-  std::string text(length, '\0');
-  in.read(text.data(), std::streamsize(length));
-  nlohmann::json header = nlohmann::json::parse(text, nullptr, false);
-  if (header.is_discarded() || !header.is_object())
-    throw corrupt("the header is not a JSON object");
-  dataStart = 8 + length;
-  for (auto &[name, t] : header.items()) {
-    if (name == "__metadata__") {
-      if (t.is_object())
-        for (auto &[k, v] : t.items())
-          if (v.is_string())
-            meta[k] = v.get<std::string>();
-      continue;
+  std::string start(std::min<uint64_t>(size, 8), '\0');
+  in.read(start.data(), std::streamsize(start.size()));
+  if (start.size() == 8) {
+    uint64_t length = 0;
+    std::memcpy(&length, start.data(), 8);
+    if (length <= std::min(kMaxSafeTensorsHeader, size - 8)) {
+      start.resize(8 + length);
+      in.read(start.data() + 8, std::streamsize(length));
     }
-    Entry e;
-    try {
-      e.dtype = t.at("dtype").get<std::string>();
-      e.shape = t.at("shape").get<std::vector<int64_t>>();
-      auto offsets = t.at("data_offsets").get<std::vector<uint64_t>>();
-      if (offsets.size() != 2)
-        throw corrupt(fmt::format("tensor '{}' has no [begin, end]", name));
-      e.begin = offsets[0];
-      e.end = offsets[1];
-    } catch (const nlohmann::json::exception &) {
-      throw corrupt(
-          fmt::format("tensor '{}' lacks dtype, shape or offsets", name));
-    }
-    size_t itemBytes = e.dtype == "F32" || e.dtype == "I32" ? 4 : 0;
-    if (e.end < e.begin || dataStart + e.end > size ||
-        (itemBytes && e.end - e.begin != numel(e.shape) * itemBytes))
-      throw corrupt(fmt::format("tensor '{}' runs past the end of the file "
-                                "or does not match its shape",
-                                name));
-    entries[name] = e;
+  }
+  header = parseSafeTensorsHeader(start, size, path);
+  auto recorded = header.metadata.find("checksum");
+  if (verifyChecksum && recorded != header.metadata.end()) {
+    std::string actual = fileChecksum(path, header.dataStart, header.dataBytes);
+    if (actual != recorded->second)
+      throw RuntimeError(fmt::format(
+          "error: '{}' fails its checksum: the data is {}, the header "
+          "recorded {}\nhelp: the file was corrupted after it was written "
+          "(disk, copy or edit); use an earlier checkpoint",
+          path, actual, recorded->second.substr(0, 80)));
   }
 }
 
 std::vector<std::string> SafeTensorsFile::names() const {
   std::vector<std::string> out;
-  for (const auto &[name, e] : entries)
+  for (const auto &[name, e] : header.entries)
     out.push_back(name);
   return out;
 }
 
 const std::vector<int64_t> &
 SafeTensorsFile::shape(const std::string &name) const {
-  return entries.at(name).shape;
+  return header.entries.at(name).shape;
 }
 
 void SafeTensorsFile::read(const std::string &name,
                            const std::vector<int64_t> &shape,
                            float *out) const {
-  auto it = entries.find(name);
-  if (it == entries.end())
+  auto it = header.entries.find(name);
+  if (it == header.entries.end())
     throw RuntimeError(fmt::format(
         "error: '{}' has no tensor '{}'\nhelp: the checkpoint belongs to "
         "another model; check the spec",
         path, name));
-  const Entry &e = it->second;
+  const SafeTensorsEntry &e = it->second;
   if (e.dtype != "F32" || e.shape != shape)
     throw RuntimeError(fmt::format(
         "error: tensor '{}' in '{}' is {} {}, the model needs F32 {}\nhelp: "
         "the checkpoint belongs to another model; check the spec",
         name, path, e.dtype, fmt::join(e.shape, "x"), fmt::join(shape, "x")));
   std::ifstream in(path, std::ios::binary);
-  in.seekg(std::streamoff(dataStart + e.begin));
+  in.seekg(std::streamoff(header.dataStart + e.begin));
   if (!in.read(reinterpret_cast<char *>(out), std::streamsize(e.end - e.begin)))
     throw RuntimeError(fmt::format(
         "error: cannot read tensor '{}' from '{}'\nhelp: the file is "

@@ -691,9 +691,10 @@ void Trainer::save(const std::string &root, int64_t step) {
       }
   agree(comm, error, what);
   // Data-parallel replicas hold the same state: replica 0 writes it.
+  std::string written; // "FILE BYTES CHECKSUM" on the ranks that write
   if (comm.dpRank() == 0) {
     SafeTensorsWriter w;
-    std::set<std::string> written;
+    std::set<std::string> seen;
     // Host copies, alive until write().
     std::vector<std::vector<float>> host;
     for (StageState &s : stages) {
@@ -704,7 +705,7 @@ void Trainer::save(const std::string &root, int64_t step) {
       host.push_back(s.adamV.download());
       const float *v = host.back().data();
       for (const ParamEntry &p : s.entry->params) {
-        if (!written.insert(p.name).second)
+        if (!seen.insert(p.name).second)
           continue;
         w.add(p.name, p.shape, params + p.offset);
         w.add("optimizer.exp_avg." + p.name, p.shape, m + p.offset);
@@ -714,13 +715,25 @@ void Trainer::save(const std::string &root, int64_t step) {
     for (auto &[k, v] : info.metadata())
       w.metadata(k, v);
     try {
-      w.write(fmt::format("{}/pp{}.safetensors", dir, ppRank));
+      WrittenFile f = w.write(fmt::format("{}/pp{}.safetensors", dir, ppRank));
+      written =
+          fmt::format("pp{}.safetensors {} {}", ppRank, f.bytes, f.checksum);
     } catch (const RuntimeError &e) {
       error = e.what();
     }
   }
   agree(comm, error, what);
+  // Each writer's file size and checksum, for the index.
+  std::vector<std::string> writtenByRank = comm.gatherToRoot(written);
   if (comm.rank() == 0) {
+    std::map<std::string, WrittenFile> files;
+    for (const std::string &line : writtenByRank) {
+      char name[64] = {0}, checksum[128] = {0};
+      unsigned long long bytes = 0;
+      if (std::sscanf(line.c_str(), "%63s %llu %127s", name, &bytes,
+                      checksum) == 3)
+        files[name] = {checksum, bytes};
+    }
     std::map<std::string, std::string> weightMap;
     for (const StageEntry &e : artifact.stages)
       for (const ParamEntry &p : e.params) {
@@ -730,8 +743,8 @@ void Trainer::save(const std::string &root, int64_t step) {
           weightMap.emplace(prefix + p.name, file);
       }
     try {
-      writeCheckpointIndex(dir, info, weightMap, artifact.pp, artifact.vpp,
-                           artifact.dp, artifact.schedule,
+      writeCheckpointIndex(dir, info, weightMap, files, artifact.pp,
+                           artifact.vpp, artifact.dp, artifact.schedule,
                            artifact.microbatches);
       markLatest(root, name);
     } catch (const RuntimeError &e) {

@@ -10,6 +10,7 @@ packages=(
   libmlir-19-dev mlir-19-tools             # MLIR 19, mlir-tblgen
   libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
+  libxxhash-dev                            # checkpoint and stage-library checksums
   openssh-client                           # Open MPI's launcher wants an rsh agent, even on one node
   procps                                   # pgrep, used by the Ctrl-C test
   python3-torch                            # the numerical reference in tests and the bench peer

@@ -8,6 +8,7 @@
 #include "passes/Passes.h"
 #include "passes/lowering/KernelPlan.h"
 #include "passes/schedule/Programs.h"
+#include "runtime/FileCheck.h"
 #include "targets/cpu/EmitStage.h"
 #include "targets/cuda/EmitStage.h"
 
@@ -212,6 +213,14 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   if (!failures.empty())
     return fail(failures + "help: this is a bug in hypipe's lowering if "
                            "the compiler itself works; please report it");
+  // The runtime loads only the libraries compiled here (docs/security.md).
+  for (rt::StageEntry &e : artifact.stages) {
+    try {
+      e.libraryChecksum = rt::fileChecksum(dir + "/" + e.library);
+    } catch (const rt::RuntimeError &err) {
+      return fail(err.what());
+    }
+  }
 
   auto programs = schedule::readPrograms(model);
   if (!programs)

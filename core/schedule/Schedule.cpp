@@ -256,26 +256,34 @@ Error checkScheduleShape(ScheduleKind kind, int64_t vpp) {
   return Error::success();
 }
 
+Error checkScheduleSize(int64_t pp, int64_t vpp, int64_t microbatches) {
+  if (pp < 1 || vpp < 1 || microbatches < 1)
+    return refuse(fmt::format(
+        "pp ({}), vpp ({}) and microbatches ({}) must be at least 1", pp, vpp,
+        microbatches));
+  // A bound on what one schedule may allocate (about 100 bytes per
+  // stage-microbatch with its communication). Each factor is bounded before
+  // any product is taken, so none can overflow.
+  constexpr int64_t kMaxStageMicrobatches = int64_t(1) << 22;
+  if (pp > kMaxStageMicrobatches || vpp > kMaxStageMicrobatches ||
+      microbatches > kMaxStageMicrobatches ||
+      pp * vpp > kMaxStageMicrobatches ||
+      pp * vpp * microbatches > kMaxStageMicrobatches)
+    return refuse(fmt::format(
+        "pp * vpp * microbatches = {} * {} * {} is more than the {} "
+        "stage-microbatches a schedule may hold; use fewer stages or "
+        "microbatches",
+        pp, vpp, microbatches, kMaxStageMicrobatches));
+  return Error::success();
+}
+
 Error checkSchedule(const ScheduleRequest &q) {
   std::optional<ScheduleKind> kind = parseScheduleKind(q.name);
   if (!kind)
     return refuse(fmt::format("unknown schedule '{}': use one of {}", q.name,
                               scheduleNameList()));
-  if (q.pp < 1 || q.vpp < 1 || q.microbatches < 1)
-    return refuse(fmt::format(
-        "pp ({}), vpp ({}) and microbatches ({}) must be at least 1", q.pp,
-        q.vpp, q.microbatches));
-  // A bound on what one schedule may allocate (about 100 bytes per
-  // stage-microbatch with its communication).
-  constexpr int64_t kMaxStageMicrobatches = int64_t(1) << 22;
-  if (q.pp * q.vpp > kMaxStageMicrobatches ||
-      q.microbatches > kMaxStageMicrobatches ||
-      q.pp * q.vpp * q.microbatches > kMaxStageMicrobatches)
-    return refuse(fmt::format(
-        "pp * vpp * microbatches = {} * {} * {} is more than the {} "
-        "stage-microbatches a schedule may hold; use fewer stages or "
-        "microbatches",
-        q.pp, q.vpp, q.microbatches, kMaxStageMicrobatches));
+  if (Error refused = checkScheduleSize(q.pp, q.vpp, q.microbatches))
+    return refused;
   if (Error refused = checkScheduleShape(*kind, q.vpp))
     return refused;
   if (q.name != "interleaved-1f1b")
@@ -383,6 +391,8 @@ std::string toCsv(const Schedule &s) {
 
 Expected<Schedule> fromCsv(std::string_view text, int64_t pp, int64_t vpp,
                            int64_t microbatches, Placement placement) {
+  if (Error refused = checkScheduleSize(pp, vpp, microbatches))
+    return refused;
   Schedule s;
   s.name = "csv";
   s.pp = pp;

@@ -62,6 +62,10 @@ struct ScheduleRequest {
 /// statement of these rules, with a help line.
 Error checkScheduleShape(ScheduleKind kind, int64_t vpp);
 
+/// pp, vpp and microbatches of at least 1 whose stage-microbatches fit
+/// the bound every schedule (generated or imported) is held to.
+Error checkScheduleSize(int64_t pp, int64_t vpp, int64_t microbatches);
+
 /// Whether `buildSchedule(request)` would succeed, without building it.
 /// Refused configurations (Megatron's among them) are errors that name the
 /// constraint and values that work.

@@ -11,6 +11,7 @@
 #include "passes/lowering/KernelPlan.h"
 
 #include <string>
+#include <string_view>
 
 namespace hypipe::cpu {
 
@@ -27,6 +28,10 @@ struct StageFlavour {
 /// The source of one stage for `flavour`'s kernels.
 std::string emitStage(const StagePlan &plan, const std::string &modelName,
                       const StageFlavour &flavour);
+
+/// `text` as a C++ string literal holding exactly its bytes: printable
+/// ASCII as is (but '?'), everything else an octal escape.
+std::string cppStringLiteral(std::string_view text);
 
 /// The C++ of a cpu stage (runtime/kernels/cpu).
 std::string emitStageCpp(const StagePlan &plan, const std::string &modelName);

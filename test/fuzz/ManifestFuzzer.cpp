@@ -1,0 +1,31 @@
+//===- ManifestFuzzer.cpp - libFuzzer target: artifact manifests ----------===//
+//
+// The input is manifest.json: it loads into an artifact whose programs name
+// only its stages and microbatches, or is refused with a message. No other
+// exception may escape (the runtime turns only RuntimeError into an error
+// line).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Artifact.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string_view>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  nlohmann::json m = nlohmann::json::parse(data, data + size, nullptr, false);
+  if (m.is_discarded())
+    return 0;
+  try {
+    hypipe::rt::Artifact a =
+        hypipe::rt::artifactFromJson(m, "fuzz/manifest.json");
+    for (const auto &program : a.programs)
+      for (const auto &action : program)
+        if (action.stage < 0 || action.stage >= a.numStages)
+          __builtin_trap();
+  } catch (const hypipe::rt::RuntimeError &e) {
+    if (std::string_view(e.what()).empty())
+      __builtin_trap();
+  }
+  return 0;
+}

@@ -1,0 +1,39 @@
+//===- ScheduleCsvFuzzer.cpp - libFuzzer target: PyTorch schedule CSVs ----===//
+//
+// The first two bytes choose pp (1-8), vpp (1-4), microbatches (1-16) and
+// the placement; the rest is the CSV. What imports is then verified and
+// simulated as `hypipe schedule --import-csv` does.
+//
+//===----------------------------------------------------------------------===//
+#include "core/schedule/Schedule.h"
+#include "core/schedule/Simulate.h"
+
+#include <string_view>
+
+using namespace hypipe::schedule;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 2)
+    return 0;
+  int64_t pp = 1 + (data[0] & 7), vpp = 1 + ((data[0] >> 3) & 3);
+  int64_t microbatches = 1 + (data[1] & 15);
+  Placement placement = data[1] & 16 ? Placement::V : Placement::Loop;
+  std::string_view text(reinterpret_cast<const char *>(data + 2), size - 2);
+  auto loaded = fromCsv(text, pp, vpp, microbatches, placement);
+  if (!loaded) {
+    if (toString(loaded.takeError()).empty())
+      __builtin_trap();
+    return 0;
+  }
+  Schedule schedule = std::move(*loaded);
+  bool hasComm = false;
+  for (const auto &program : schedule.ranks)
+    for (const Action &a : program)
+      hasComm = hasComm || !isCompute(a.op);
+  if (!hasComm)
+    insertCommunication(schedule);
+  auto simulated = simulate(schedule, Costs{});
+  if (!simulated && toString(simulated.takeError()).empty())
+    __builtin_trap();
+  return 0;
+}
