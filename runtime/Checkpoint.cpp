@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -284,6 +286,66 @@ void writeCheckpointIndex(const std::string &dir, const CheckpointInfo &info,
 void markLatest(const std::string &root, const std::string &stepDir) {
   std::string text = stepDir + "\n";
   writeFileAtomically(root + "/latest", {{text.data(), text.size()}});
+}
+
+namespace {
+
+/// The step_NNNNNNNN directories of `root`, oldest first.
+std::vector<std::string> stepDirectories(const std::string &root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(root, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.size() == 13 && name.rfind("step_", 0) == 0 &&
+        name.find_first_not_of("0123456789", 5) == std::string::npos &&
+        entry.is_directory(ec) && !entry.is_symlink(ec))
+      out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string latestName(const std::string &root) {
+  std::ifstream in(root + "/latest");
+  std::string name;
+  in >> name;
+  return name;
+}
+
+} // namespace
+
+std::vector<std::string> pruneCheckpoints(const std::string &root,
+                                          int64_t keep) {
+  std::vector<std::string> steps = stepDirectories(root), removed;
+  const std::string latest = latestName(root);
+  int64_t excess = int64_t(steps.size()) - keep;
+  for (const std::string &name : steps) {
+    if (excess <= 0)
+      break;
+    if (name == latest)
+      continue;
+    std::error_code ec;
+    std::filesystem::remove_all(root + "/" + name, ec);
+    if (!ec) {
+      removed.push_back(name);
+      --excess;
+    }
+  }
+  return removed;
+}
+
+std::vector<std::string> removeIncompleteSteps(const std::string &root) {
+  std::vector<std::string> removed;
+  const std::string latest = latestName(root);
+  for (const std::string &name : stepDirectories(root)) {
+    if (name == latest || exists(root + "/" + name + "/index.json"))
+      continue;
+    std::error_code ec;
+    std::filesystem::remove_all(root + "/" + name, ec);
+    if (!ec)
+      removed.push_back(name);
+  }
+  return removed;
 }
 
 int64_t mergeCheckpoint(const std::string &path, const std::string &out) {

@@ -85,6 +85,15 @@ void writeCheckpointIndex(const std::string &dir, const CheckpointInfo &info,
 /// Points `root`/latest at `stepDir` (a name inside root), atomically.
 void markLatest(const std::string &root, const std::string &stepDir);
 
+/// Removes the oldest step directories of `root` so that `keep` remain
+/// (never the one `latest` names); returns the names removed.
+std::vector<std::string> pruneCheckpoints(const std::string &root,
+                                          int64_t keep);
+
+/// Removes step directories of `root` that have no index.json (a save that
+/// did not finish; `latest` never named them); returns their names.
+std::vector<std::string> removeIncompleteSteps(const std::string &root);
+
 /// Writes every tensor of the checkpoint at `path` into one safetensors
 /// file `out` (parameters under their own names, optimizer state under
 /// optimizer.*), with the checkpoint's metadata. Returns the tensor count.

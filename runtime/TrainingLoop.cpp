@@ -3,6 +3,7 @@
 
 #include "core/schedule/Trace.h"
 #include "runtime/Artifact.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
 #include "runtime/NumberFormat.h"
 #include "runtime/SafeTensors.h"
@@ -22,6 +23,34 @@
 namespace hypipe::rt {
 
 namespace {
+
+/// A resumed run appends to its log; steps the log holds from `first` on
+/// were run after the checkpoint and are replayed now, so they go (said
+/// unless quiet) instead of appearing twice.
+void dropLoggedStepsFrom(const std::string &path, int64_t first, bool quiet) {
+  std::ifstream in(path);
+  if (!in)
+    return;
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("step") &&
+        j["step"].is_number_integer() && j["step"].get<int64_t>() >= first) {
+      ++dropped;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  if (dropped == 0)
+    return;
+  writeFileAtomically(path, {{kept.data(), kept.size()}});
+  if (!quiet)
+    fmt::print("log: {} dropped {} step{} logged after the checkpoint (from "
+               "step {}); those steps run again now\n",
+               path, dropped, dropped == 1 ? "" : "s", first);
+}
 
 /// Chrome trace (core/schedule/Trace.h) of every rank's measured actions:
 /// one process per pipeline rank, one thread per data-parallel rank.
@@ -107,6 +136,13 @@ int runTraining(const RunOptions &o, Comm &comm) {
     stream = openDataset(dataPath, artifact.dataFormat,
                          artifact.training.seqLength, artifact.model.vocab);
   }
+  // A save that died half-way left a step directory without index.json:
+  // it was never `latest` and nothing can resume from it.
+  if (root && !o.save.empty())
+    for (const std::string &gone : removeIncompleteSteps(o.save))
+      fmt::print("checkpoint: removed the incomplete {}/{} (a save that did "
+                 "not finish)\n",
+                 o.save, gone);
   Trainer trainer(artifact, comm, {stream.get(), samples.get()});
   int64_t first = 1;
   if (!o.resume.empty())
@@ -114,6 +150,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
 
   std::ofstream log;
   if (root && !o.jsonLog.empty()) {
+    if (first > 1)
+      dropLoggedStepsFrom(o.jsonLog, first, o.quiet);
     log.open(o.jsonLog, first > 1 ? std::ios::app : std::ios::trunc);
     if (!log)
       throw RuntimeError(fmt::format(
@@ -185,8 +223,14 @@ int runTraining(const RunOptions &o, Comm &comm) {
     stopped = stop[0] != 0;
     bool exiting = stopped || (o.exitInterval > 0 && s == o.exitInterval);
     if (!o.save.empty() && (s == total || exiting ||
-                            (o.saveInterval > 0 && s % o.saveInterval == 0)))
+                            (o.saveInterval > 0 && s % o.saveInterval == 0))) {
       trainer.save(o.save, s);
+      if (root && o.keepLast > 0)
+        for (const std::string &gone : pruneCheckpoints(o.save, o.keepLast))
+          if (!o.quiet)
+            fmt::print("checkpoint: removed {}/{} (--keep-last {})\n", o.save,
+                       gone, o.keepLast);
+    }
     if (root && !o.quiet) {
       std::string line = fmt::format(
           "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {} "

@@ -9,6 +9,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/Comm.h"
 #include "runtime/TrainingLoop.h"
+#include "tools/Version.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -60,6 +61,8 @@ int main(int argc, char **argv) {
 
   CLI::App app{"hypipe-run: train the model of a compiled hypipe artifact "
                "(one process, or every rank under mpirun/srun)"};
+  app.set_version_flag("--version", "hypipe-run " HYPIPE_VERSION
+                                    " (git " HYPIPE_GIT_REVISION ")");
   RunOptions options;
   options.threads = defaultThreads();
   app.add_option("artifact", options.dir,
@@ -72,7 +75,8 @@ int main(int argc, char **argv) {
   app.add_option("--seed", options.seed, "seed of weights and data order");
   app.add_option("--threads", options.threads,
                  "CPU threads per rank (default: the node's cores / ranks "
-                 "on the node)");
+                 "on the node)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--json-log", options.jsonLog,
                  "write one JSON object per step to this file");
   app.add_option("--dump-step", options.dump,
@@ -82,9 +86,15 @@ int main(int argc, char **argv) {
                  "checkpoint directory: a step_N directory per save and "
                  "'latest'");
   app.add_option("--save-interval", options.saveInterval,
-                 "save every N steps (default: only after the last step)");
+                 "save every N steps (default: only after the last step)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--keep-last", options.keepLast,
+                 "keep only the newest N step directories of --save "
+                 "(default: all)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--exit-interval", options.exitInterval,
-                 "stop after step N (saving first when --save is given)");
+                 "stop after step N (saving first when --save is given)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--resume", options.resume,
                  "continue from a checkpoint: a --save directory, a step_N "
                  "directory or a merged file (any pp/vpp/schedule)");
@@ -103,8 +113,9 @@ int main(int argc, char **argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
-    int code = comm.rank() == 0 ? app.exit(e) : (e.get_exit_code() != 0);
-    return code;
+    // --help and --version succeed; a usage error exits 2, as in hypipe.
+    int code = comm.rank() == 0 ? app.exit(e) : e.get_exit_code();
+    return code == 0 ? 0 : 2;
   }
 
   const bool root = comm.rank() == 0;

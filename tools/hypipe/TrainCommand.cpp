@@ -27,18 +27,23 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -52,9 +57,9 @@ namespace {
 struct TrainOptions {
   std::string spec, runDir, jsonLog, data, resume;
   SpecOverrides overrides;
-  int64_t saveInterval = 0;
+  int64_t saveInterval = 0, keepLast = 0;
   int threads = 0;
-  bool noSave = false;
+  bool noSave = false, overwrite = false;
 };
 
 std::string readFile(const std::string &path) {
@@ -62,6 +67,128 @@ std::string readFile(const std::string &path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+/// `word` as one shell word (quoted only where it needs to be).
+std::string shellWord(const std::string &word) {
+  if (!word.empty() &&
+      word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
+                             "VWXYZ0123456789_-./=:,+@%") == std::string::npos)
+    return word;
+  std::string out = "'";
+  for (char c : word)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+/// The command that continues this run from its last checkpoint: the same
+/// spec, run directory and options, with --resume auto.
+std::string resumeCommand(const TrainOptions &o, const std::string &run) {
+  std::vector<std::string> words = {"hypipe", "train", o.spec, "--run-dir",
+                                    run};
+  const SpecOverrides &v = o.overrides;
+  auto add = [&](const char *flag, const auto &value) {
+    if (value)
+      words.insert(words.end(), {flag, fmt::format("{}", *value)});
+  };
+  add("--pp", v.pp);
+  add("--vpp", v.vpp);
+  add("--dp", v.dp);
+  add("--microbatches", v.microbatches);
+  add("--steps", v.steps);
+  add("--seed", v.seed);
+  add("--schedule", v.schedule);
+  add("--target", v.target);
+  auto addIf = [&](const char *flag, const std::string &value, bool given) {
+    if (given)
+      words.insert(words.end(), {flag, value});
+  };
+  addIf("--json-log", o.jsonLog, !o.jsonLog.empty());
+  addIf("--data", o.data, !o.data.empty());
+  addIf("--save-interval", std::to_string(o.saveInterval), o.saveInterval > 0);
+  addIf("--keep-last", std::to_string(o.keepLast), o.keepLast > 0);
+  addIf("--threads", std::to_string(o.threads), o.threads > 0);
+  words.insert(words.end(), {"--resume", "auto"});
+  std::string out;
+  for (const std::string &w : words)
+    out += (out.empty() ? "" : " ") + shellWord(w);
+  return out;
+}
+
+/// The step of RUN/ckpt's latest checkpoint, if it has one that loads.
+std::optional<int64_t> latestCheckpointStep(const std::string &run) {
+  if (::access((run + "/ckpt/latest").c_str(), R_OK) != 0)
+    return std::nullopt;
+  try {
+    return rt::CheckpointReader(run + "/ckpt").info().step;
+  } catch (const rt::RuntimeError &) {
+    return std::nullopt;
+  }
+}
+
+/// Holds RUN/.lock for the life of this process (and of the launcher,
+/// which inherits it), so that two `hypipe train` never share a run
+/// directory. Returns false, having said who holds it, when it is taken.
+bool lockRunDirectory(const std::string &run) {
+  const std::string path = run + "/.lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+  if (fd < 0) {
+    std::cerr << fmt::format("error: cannot create '{}': {}\nhelp: pass "
+                             "--run-dir DIR somewhere writable\n",
+                             path, std::strerror(errno));
+    return false;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    std::string holder = readFile(path);
+    while (!holder.empty() && std::isspace((unsigned char)holder.back()))
+      holder.pop_back();
+    std::cerr << fmt::format(
+        "error: the run directory '{}' is in use by another run{}\nhelp: "
+        "wait for that run to end, or train into another --run-dir\n",
+        run,
+        holder.empty() ? std::string() : " (" + path + ": " + holder + ")");
+    ::close(fd);
+    return false;
+  }
+  char host[256] = "";
+  ::gethostname(host, sizeof(host) - 1);
+  std::string who = fmt::format("pid {} on {}\n", ::getpid(), host);
+  if (::ftruncate(fd, 0) == 0)
+    (void)!::write(fd, who.data(), who.size());
+  return true; // fd stays open: the lock lasts until we (and mpirun) exit
+}
+
+/// A run directory belongs to one run: a new run (no --resume) into one
+/// that holds another run's log or checkpoints is refused unless
+/// --overwrite, which removes them first.
+bool claimRunDirectory(const TrainOptions &o, const std::string &run,
+                       const std::string &log) {
+  const std::string ckpt = run + "/ckpt";
+  bool hasLog = ::access(log.c_str(), F_OK) == 0;
+  bool hasCkpt = ::access(ckpt.c_str(), F_OK) == 0;
+  if (!o.resume.empty() || (!hasLog && !hasCkpt))
+    return true;
+  if (!o.overwrite) {
+    std::optional<int64_t> step = latestCheckpointStep(run);
+    std::cerr << fmt::format(
+        "error: '{}' holds an earlier run ({}{}{})\nhelp: continue it with "
+        "--resume auto, start over with --overwrite (removes its log and "
+        "checkpoints), or train into another --run-dir\n",
+        run, hasLog ? "its log " + log : "", hasLog && hasCkpt ? " and " : "",
+        hasCkpt ? (step ? fmt::format("checkpoints up to step {}", *step)
+                        : std::string("a checkpoint directory"))
+                : "");
+    return false;
+  }
+  std::error_code ec;
+  for (const std::string &p :
+       {log, ckpt, run + "/trace.json", run + "/trace.sim.json",
+        run + "/summary.json", run + "/loss.svg"})
+    std::filesystem::remove_all(p, ec);
+  fmt::print("run: --overwrite removed the earlier run's log and "
+             "checkpoints in {}\n",
+             run);
+  return true;
 }
 
 std::string selfDirectory() {
@@ -97,6 +224,11 @@ std::string cacheKey(const TrainOptions &o) {
 // second one ends them.
 volatile sig_atomic_t interrupts = 0;
 void onInterrupt(int) { interrupts = interrupts + 1; }
+volatile sig_atomic_t hungUp = 0;
+void onHangup(int) {
+  hungUp = 1;
+  interrupts = interrupts + 2;
+}
 
 /// Runs `argv` in its own process group (so the terminal's Ctrl-C reaches
 /// only us) and returns its exit status (128 + signal when killed).
@@ -109,6 +241,11 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
   }
   if (child == 0) {
     ::setpgid(0, 0);
+    // If hypipe train dies, even by SIGKILL, the launcher gets SIGTERM and
+    // takes its ranks with it (mpirun does on SIGTERM).
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() == 1)
+      ::_exit(1);
     std::vector<char *> args;
     for (const std::string &a : argv)
       args.push_back(const_cast<char *>(a.c_str()));
@@ -125,6 +262,10 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
   sa.sa_handler = onInterrupt;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  // The terminal went away: nobody is left to read the progress, so the
+  // ranks end now rather than training on unseen (issue: SIGHUP).
+  sa.sa_handler = onHangup;
+  ::sigaction(SIGHUP, &sa, nullptr);
   int seen = 0, status = 0;
   while (true) {
     pid_t r = ::waitpid(child, &status, 0);
@@ -133,8 +274,9 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
     if (r < 0 && errno != EINTR)
       return 1;
     if (interrupts > seen) {
+      const bool first = seen == 0 && interrupts == 1;
       seen = interrupts;
-      if (seen == 1) {
+      if (first) {
         std::ofstream(stopFile) << "stop\n";
         std::cerr << "\nhypipe train: stopping after the current step (the "
                      "ranks save a checkpoint); Ctrl-C again ends them now\n";
@@ -145,6 +287,7 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
   }
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
+  ::signal(SIGHUP, SIG_DFL);
   if (WIFSIGNALED(status))
     return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
@@ -400,6 +543,10 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
     argv.push_back("--save-interval");
     argv.push_back(std::to_string(o.saveInterval));
   }
+  if (o.keepLast > 0) {
+    argv.push_back("--keep-last");
+    argv.push_back(std::to_string(o.keepLast));
+  }
   if (!o.resume.empty()) {
     argv.push_back("--resume");
     argv.push_back(o.resume == "auto" ? run + "/ckpt" : o.resume);
@@ -416,6 +563,8 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
   std::fflush(stdout);
   int status = launch(argv, stopFile);
   bool stopped = status == 130 && ::access(stopFile.c_str(), F_OK) == 0;
+  if (hungUp)
+    status = 128 + SIGHUP;
   ::unlink(stopFile.c_str());
   return {status, stopped, ranks > 1 ? argv[0] : "hypipe-run"};
 }
@@ -509,9 +658,11 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
              run, log,
              o.noSave ? "" : fmt::format(", checkpoints in {}/ckpt", run));
   if (stopped) {
-    fmt::print("stopped on Ctrl-C; continue with: hypipe train {} --resume "
-               "auto\n",
-               o.spec);
+    if (latestCheckpointStep(run))
+      fmt::print("stopped on Ctrl-C; continue with: {}\n",
+                 resumeCommand(o, run));
+    else
+      fmt::print("stopped on Ctrl-C (no checkpoint was saved: --no-save)\n");
     return 130;
   }
   return 0;
@@ -532,18 +683,33 @@ int runTrain(const TrainOptions &o) {
   }
   std::string log = o.jsonLog.empty() ? run + "/log.jsonl" : o.jsonLog;
   std::string trace = run + "/trace.json";
+  if (!lockRunDirectory(run) || !claimRunDirectory(o, run, log))
+    return 1;
   if (!compileRun(o, *spec, run, artifact))
     return 1;
   LaunchResult launched = launchRun(o, *spec, run, artifact, log, trace);
   int status = launched.status;
   bool stopped = launched.stopped;
+  if (hungUp) {
+    std::cerr << "hypipe train: hung up (SIGHUP): the ranks were ended";
+    if (std::optional<int64_t> step = latestCheckpointStep(run))
+      std::cerr << fmt::format("; continue from step {} with: {}", *step,
+                               resumeCommand(o, run));
+    std::cerr << "\n";
+    return 128 + SIGHUP;
+  }
   if (status != 0 && !stopped) {
+    std::optional<int64_t> step =
+        o.noSave ? std::nullopt : latestCheckpointStep(run);
     std::cerr << fmt::format(
         "error: training failed: {} exited with status {}{}\nhelp: the "
-        "messages above name the rank and the cause; resume from the last "
-        "checkpoint with: hypipe train {} --resume auto\n",
+        "messages above name the rank and the cause{}\n",
         launched.launcher, status,
-        status > 128 ? fmt::format(" (signal {})", status - 128) : "", o.spec);
+        status > 128 ? fmt::format(" (signal {})", status - 128) : "",
+        step ? fmt::format("; resume from the last checkpoint (step {}) "
+                           "with: {}",
+                           *step, resumeCommand(o, run))
+             : "");
     return 1;
   }
 
@@ -565,12 +731,20 @@ void addTrainCommand(CLI::App &app, Runner &run) {
   sub->add_option("--json-log", o->jsonLog,
                   "one JSON object per step (default: RUN/log.jsonl)");
   sub->add_option("--save-interval", o->saveInterval,
-                  "checkpoint every N steps (always after the last)");
+                  "checkpoint every N steps (always after the last)")
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--no-save", o->noSave, "write no checkpoints");
+  sub->add_option("--keep-last", o->keepLast,
+                  "keep only the newest N checkpoints (default: all)")
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--overwrite", o->overwrite,
+                "start a new run in a run directory that holds another "
+                "run's log and checkpoints, removing them");
   sub->add_option("--resume", o->resume,
                   "continue from a checkpoint ('auto': RUN/ckpt)");
   sub->add_option("--data", o->data, "training data instead of data.path");
-  sub->add_option("--threads", o->threads, "CPU threads per rank");
+  sub->add_option("--threads", o->threads, "CPU threads per rank")
+      ->check(CLI::Range(1, 4096));
   sub->callback([o, &run] { run = [o] { return runTrain(*o); }; });
 }
 
