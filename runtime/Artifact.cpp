@@ -3,11 +3,14 @@
 #include "runtime/Artifact.h"
 
 #include "core/data/Packing.h"
+#include "core/schedule/Schedule.h"
+#include "core/schedule/Simulate.h"
 #include "runtime/FileCheck.h"
 
 #include <dlfcn.h>
 #include <elf.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <cstring>
@@ -385,6 +388,100 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   return a;
 }
 
+namespace {
+
+/// The manifest's fields against each other, before the runtime sizes a
+/// single buffer from them: every count positive and bounded, every
+/// product free of overflow, every stage's shapes those of the training
+/// section, every layer and parameter inside its stage's buffers, the
+/// embedding and head the vocabulary's size, each (pp_rank, vp_stage) once,
+/// and the programs a schedule the simulator completes.
+void checkConsistency(const Artifact &a, const std::string &path) {
+  auto corrupt = [&](const std::string &what) {
+    fail(fmt::format("{}: {}", path, what),
+         "the manifest was edited or is corrupt; recompile the artifact with "
+         "`hypipe compile SPEC -o DIR`");
+  };
+  // Buffers are indexed by int64 and sized in floats: 2^40 floats (4 TiB)
+  // is past any one stage's buffer, and keeps every product below 2^63.
+  constexpr int64_t kMax = int64_t(1) << 40;
+  auto bounded = [&](int64_t v, int64_t lo, const std::string &what) {
+    if (v < lo || v > kMax)
+      corrupt(fmt::format("{} is {}, outside [{}, 2^40]", what, v, lo));
+  };
+  if (Error refused = schedule::checkScheduleSize(a.pp, a.vpp, a.microbatches))
+    corrupt(toString(refused));
+  bounded(a.dp, 1, "parallel.dp");
+  const TrainingConfig &t = a.training;
+  bounded(t.seqLength, 1, "training.seq_length");
+  bounded(t.microBatchSize, 1, "training.micro_batch_size");
+  bounded(t.steps, 1, "training.steps");
+  bounded(a.model.hidden, 1, "model.hidden_size");
+  bounded(a.model.vocab, 1, "model.vocab_size");
+  bounded(t.seqLength * t.microBatchSize * a.model.hidden, 1,
+          "seq_length x micro_batch_size x hidden_size");
+  std::vector<std::vector<bool>> placed(a.pp, std::vector<bool>(a.vpp));
+  for (const StageEntry &s : a.stages) {
+    std::string where = fmt::format("stage {}", s.index);
+    if (s.ppRank < 0 || s.ppRank >= a.pp || s.vpStage < 0 ||
+        s.vpStage >= a.vpp || placed[s.ppRank][s.vpStage])
+      corrupt(fmt::format("{} is placed on pp_rank {}, vp_stage {}, which "
+                          "does not exist or holds another stage",
+                          where, s.ppRank, s.vpStage));
+    placed[s.ppRank][s.vpStage] = true;
+    bounded(s.batch, 1, where + " batch");
+    bounded(s.seq, 1, where + " seq");
+    bounded(s.numParams, 0, where + " num_params");
+    bounded(s.savedFloats, 0, where + " saved_floats");
+    bounded(s.workspaceFloats, 0, where + " workspace_floats");
+    bounded(s.batch * s.seq * s.hidden, 1, where + " batch x seq x hidden");
+    const bool packed = a.packing.enabled;
+    const int64_t batch = packed ? 1 : t.microBatchSize;
+    const int64_t seq = packed ? a.packing.maxTokens : t.seqLength;
+    if (s.hidden != a.model.hidden || s.batch != batch || s.seq != seq)
+      corrupt(fmt::format("{} is [{} x {} x {}], but the training section "
+                          "makes microbatches of [{} x {} x {}]",
+                          where, s.batch, s.seq, s.hidden, batch, seq,
+                          a.model.hidden));
+    for (const LayerEntry &l : s.layers)
+      if (l.paramOffset < 0 || l.paramFloats < 0 || l.savedOffset < 0 ||
+          l.savedFloats < 0 || l.paramOffset > s.numParams - l.paramFloats ||
+          l.savedOffset > s.savedFloats - l.savedFloats)
+        corrupt(fmt::format("{}: layer {} ({}) lies outside the stage's "
+                            "parameter or saved buffers",
+                            where, l.layer, l.kind));
+    for (const ParamEntry &p : s.params) {
+      int64_t numel = 1;
+      for (int64_t d : p.shape)
+        if (d < 0 || __builtin_mul_overflow(numel, d, &numel) || numel > kMax)
+          corrupt(fmt::format("{}: parameter '{}' has the shape [{}]", where,
+                              p.name, fmt::join(p.shape, ", ")));
+      if (p.name == "embedding.word_embeddings.weight" ||
+          p.name == "output_layer.weight")
+        if (p.shape.size() != 2 || p.shape[0] != a.model.vocab ||
+            p.shape[1] != a.model.hidden)
+          corrupt(fmt::format("{}: '{}' is [{}], but the model has a "
+                              "vocabulary of {} and hidden size {}",
+                              where, p.name, fmt::join(p.shape, ", "),
+                              a.model.vocab, a.model.hidden));
+    }
+  }
+  // Every rank's program must run to the end with its peers': a dropped or
+  // extra action would leave a rank waiting for ever.
+  schedule::Schedule program;
+  program.name = a.schedule;
+  program.pp = a.pp;
+  program.vpp = a.vpp;
+  program.microbatches = a.microbatches;
+  program.placement = schedule::placementOf(a.schedule);
+  program.ranks = a.programs;
+  if (auto simulated = schedule::simulate(program); !simulated)
+    corrupt("its programs do not form a schedule that runs to the end:\n" +
+            toString(simulated.takeError()));
+}
+
+} // namespace
+
 Artifact loadArtifact(const std::string &dir) {
   std::string path = dir + "/manifest.json";
   std::ifstream in(path);
@@ -401,6 +498,7 @@ Artifact loadArtifact(const std::string &dir) {
          "recompile the artifact with `hypipe compile SPEC -o DIR`");
   }
   Artifact a = artifactFromJson(m, path);
+  checkConsistency(a, path);
   a.dir = dir;
   return a;
 }
