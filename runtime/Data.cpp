@@ -3,6 +3,7 @@
 #include "runtime/Data.h"
 
 #include "runtime/Artifact.h"
+#include "runtime/FileCheck.h"
 #include "runtime/Init.h"
 #include "runtime/MegatronIndex.h"
 
@@ -58,6 +59,8 @@ void Dataset::validate(const std::string &path, int64_t vocab) {
 TextDataset::TextDataset(const std::string &path, int64_t seqLength,
                          int64_t vocab)
     : Dataset(seqLength) {
+  requireRegularFile(path, "training data",
+                     "set data.path in the spec (or --data) to a file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw RuntimeError(fmt::format(
@@ -91,6 +94,7 @@ IndexedDataset::IndexedDataset(const std::string &path, int64_t seqLength,
     : Dataset(seqLength) {
   const std::string prefix = withoutSuffix(path);
   const std::string idx = prefix + ".idx", binPath = prefix + ".bin";
+  requireRegularFile(idx, "the index", kMegatronIndexHelp);
   std::ifstream in(idx, std::ios::binary);
   if (!in)
     throw RuntimeError(fmt::format(

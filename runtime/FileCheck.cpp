@@ -5,6 +5,7 @@
 #include "runtime/Artifact.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <xxhash.h>
 
 #include <cerrno>
@@ -71,6 +72,16 @@ std::string fileChecksum(const std::string &path, size_t offset, size_t bytes) {
         "error: '{}' ended {} bytes early\nhelp: the file is truncated", path,
         left));
   return hexOf(XXH3_128bits_digest(s.get()));
+}
+
+void requireRegularFile(const std::string &path, const std::string &what,
+                        const std::string &help) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode))
+    return;
+  throw RuntimeError(fmt::format(
+      "error: {} '{}' is {}, not a file\nhelp: {}", what, path,
+      S_ISDIR(st.st_mode) ? "a directory" : "a device or pipe", help));
 }
 
 bool isPlainName(std::string_view name) {

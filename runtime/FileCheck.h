@@ -30,6 +30,12 @@ inline std::string checksumOf(const void *data, size_t bytes) {
 std::string fileChecksum(const std::string &path, size_t offset = 0,
                          size_t bytes = size_t(-1));
 
+/// Throws RuntimeError ("... is a directory, not a file" and `help`) when
+/// `path` exists and is not a regular file; a missing file is the
+/// caller's to report. Streams read a directory as an I/O exception.
+void requireRegularFile(const std::string &path, const std::string &what,
+                        const std::string &help);
+
 /// Whether `name` is one plain name (a single path component: not empty,
 /// not "." or "..", no '/', no NUL or control character).
 bool isPlainName(std::string_view name);

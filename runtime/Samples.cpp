@@ -5,6 +5,7 @@
 #include "core/data/MockSft.h"
 #include "runtime/Artifact.h"
 #include "runtime/Data.h"
+#include "runtime/FileCheck.h"
 #include "runtime/Init.h"
 
 #include <fmt/format.h>
@@ -39,6 +40,7 @@ int64_t SampleSource::sampleAt(uint64_t seed, int64_t position) const {
 namespace {
 
 std::string readFile(const std::string &path, const std::string &what) {
+  requireRegularFile(path, what, "set data.path in the spec to a file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw RuntimeError(fmt::format(

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 namespace hypipe {
 
 namespace {
@@ -13,6 +15,45 @@ std::optional<DimsProblem> problem(std::string field, std::string message,
 } // namespace
 
 std::optional<DimsProblem> checkModelDims(const ModelDims &d) {
+  // (C0) Sizes a machine can hold, and products that cannot overflow: each
+  // dimension at most 2^24 and each weight matrix at most 2^40 elements
+  // (a 4 TiB fp32 tensor), so every size below fits an int64.
+  constexpr int64_t kMaxDim = int64_t(1) << 24, kMaxMatrix = int64_t(1) << 40;
+  const std::pair<const char *, int64_t> dims[] = {
+      {"hidden_size", d.hidden},
+      {"ffn_hidden_size", d.ffnHidden},
+      {"num_attention_heads", d.numHeads},
+      {"num_query_groups", d.numQueryGroups},
+      {"mamba_state_dim", d.mambaState},
+      {"mamba_num_heads", d.mambaNumHeads},
+      {"mamba_head_dim", d.mambaHeadDim},
+      {"mamba_num_groups", d.mambaNumGroups},
+      {"mamba_conv_width", d.mambaConvWidth},
+      {"num_experts", d.numExperts},
+      {"moe_router_topk", d.moeTopK},
+      {"moe_ffn_hidden_size", d.moeFfnHidden},
+      {"vocab_size", d.vocab}};
+  for (auto [field, value] : dims)
+    if (value > kMaxDim)
+      return problem(field,
+                     fmt::format("{} is {}, more than the {} hypipe accepts",
+                                 field, value, kMaxDim),
+                     "use a size a model can have; 2^24 is far past any "
+                     "trained model's");
+  // Each pair below is under 2^48, and is compared with 2^40 / hidden.
+  const std::pair<const char *, int64_t> perHidden[] = {
+      {"vocab_size", d.vocab},
+      {"ffn_hidden_size", d.ffnHidden},
+      {"mamba_num_heads", d.mambaInner()},
+      {"mamba_state_dim", d.mambaState * d.mambaNumGroups},
+      {"num_experts", d.numExperts * d.expertFfnHidden()}};
+  for (auto [field, elements] : perHidden)
+    if (d.hidden > 0 && elements > kMaxMatrix / d.hidden)
+      return problem(field,
+                     fmt::format("{} makes a weight of more than 2^40 "
+                                 "elements with hidden_size {}",
+                                 field, d.hidden),
+                     "use smaller dimensions");
   // (C1)
   if (d.hidden <= 0)
     return problem(

@@ -46,7 +46,8 @@ struct DimsProblem {
   std::string help;
 };
 
-/// Checks the invariants (C1)-(C5) of `#hybrid.dims`.
+/// Checks the invariants (C0)-(C5) of `#hybrid.dims`: (C0) every size at
+/// most 2^24 and every weight matrix at most 2^40 elements.
 std::optional<DimsProblem> checkModelDims(const ModelDims &dims);
 
 /// Checks that `dims` defines layer kind `symbol` (a pattern character):

@@ -15,7 +15,8 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
     be zero. Invariants (checked by `hypipe::checkModelDims`, shared with the
     spec loader):
 
-    (C1) `hidden`, `vocab` and `ffn_hidden` are positive.
+    (C0) every size is at most 2^24 and every weight matrix at most 2^40
+    elements. (C1) `hidden`, `vocab` and `ffn_hidden` are positive.
     (C2) `num_heads` divides `hidden`; `num_query_groups` divides `num_heads`.
     (C3) `mamba_num_groups` divides `mamba_num_heads`; `mamba_state`,
          `mamba_head_dim` and `mamba_conv_width` are positive.

@@ -1,6 +1,20 @@
 // One case per numbered invariant of the hybrid dialect (HybridOps.td, HybridAttrs.td).
 // RUN: hypipe-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
 
+// #hybrid.dims (C0): sizes are bounded (a vocabulary of 2^24 + 1).
+// expected-error @+1 {{vocab_size is 16777217, more than the 16777216 hypipe accepts}}
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 8, vocab = 16777217, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M*"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+  %2 = hybrid.attention %1 : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
 // #hybrid.dims (C1): hidden must be positive.
 // expected-error @+1 {{hidden_size must be positive}}
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 0, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M*"} {

@@ -135,5 +135,18 @@ int main(int argc, char **argv) {
     if (comm.distributed())
       comm.abort(1);
     return 1;
+  } catch (const std::exception &e) {
+    // A backstop, not the way errors are reported: every input is checked
+    // where it is read, and what reaches here is a bug or the machine
+    // running out (std::bad_alloc).
+    std::cerr << (comm.distributed() ? fmt::format("[rank {}] ", comm.rank())
+                                     : std::string())
+              << "error: " << e.what()
+              << "\nhelp: if the machine has the memory this run needs, this "
+                 "is a bug in hypipe; please report it\n";
+    std::cerr.flush();
+    if (comm.distributed())
+      comm.abort(1);
+    return 1;
   }
 }

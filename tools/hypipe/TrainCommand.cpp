@@ -472,8 +472,18 @@ nlohmann::json memoryReport(const rt::Artifact &a,
 bool compileRun(const TrainOptions &o, const ModelSpec &spec,
                 const std::string &run, const std::string &artifact) {
   std::string key = cacheKey(o);
-  if (readFile(run + "/artifact.key") == key &&
-      ::access((artifact + "/manifest.json").c_str(), R_OK) == 0) {
+  // Cached only while the manifest and every stage library it names are
+  // there: a library deleted from the cache means a recompile.
+  bool complete = ::access((artifact + "/manifest.json").c_str(), R_OK) == 0;
+  if (complete) {
+    try {
+      for (const rt::StageEntry &e : rt::loadArtifact(artifact).stages)
+        complete &= ::access((artifact + "/" + e.library).c_str(), R_OK) == 0;
+    } catch (const rt::RuntimeError &) {
+      complete = false;
+    }
+  }
+  if (readFile(run + "/artifact.key") == key && complete) {
     fmt::print("compile: cached ({})\n", artifact);
   } else {
     mlir::MLIRContext context;

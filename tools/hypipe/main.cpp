@@ -2,6 +2,9 @@
 #include "tools/Version.h"
 #include "tools/hypipe/Commands.h"
 
+#include <exception>
+#include <iostream>
+
 int main(int argc, char **argv) {
   CLI::App app{"hypipe: a compiler for pipeline-parallel training of hybrid "
                "(Mamba / attention / MLP / MoE) language models"};
@@ -28,5 +31,14 @@ int main(int argc, char **argv) {
     app.exit(e);
     return 2; // usage error
   }
-  return run();
+  try {
+    return run();
+  } catch (const std::exception &e) {
+    // A backstop: every input is checked where it is read, so what reaches
+    // here is a bug or the machine running out (std::bad_alloc).
+    std::cerr << "error: " << e.what()
+              << "\nhelp: if the machine has the memory this needs, this is "
+                 "a bug in hypipe; please report it\n";
+    return 1;
+  }
 }
