@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <variant>
 
 namespace hypipe {
@@ -194,6 +195,11 @@ private:
   }
   llvm::Error error(yaml::Node *node, llvm::StringRef message,
                     llvm::StringRef help) {
+    if (!node && !overriddenFlag.empty()) // a value from the command line
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("error: {} (given as {} on the command line)\nhelp: {}",
+                      message.str(), overriddenFlag, help.str()));
     llvm::SMRange range = node ? node->getSourceRange() : llvm::SMRange();
     // Nodes the parser gave up on have no source range.
     if (!range.Start.isValid())
@@ -262,6 +268,18 @@ private:
   void applyOverrides() {
     ParallelSpec &par = draft.spec.parallel;
     TrainingSpec &tr = draft.spec.training;
+    const std::pair<const char *, bool> given[] = {
+        {"parallel.pp", bool(overrides.pp)},
+        {"parallel.vpp", bool(overrides.vpp)},
+        {"parallel.dp", bool(overrides.dp)},
+        {"parallel.schedule", bool(overrides.schedule)},
+        {"parallel.microbatches", bool(overrides.microbatches)},
+        {"training.steps", bool(overrides.steps)},
+        {"training.seed", bool(overrides.seed)},
+        {"training.target", bool(overrides.target)}};
+    for (auto [key, isGiven] : given)
+      if (isGiven)
+        overridden.insert(key);
     if (overrides.pp)
       par.pp = *overrides.pp;
     if (overrides.vpp)
@@ -279,6 +297,10 @@ private:
     if (overrides.target)
       tr.target = *overrides.target;
   }
+  /// "section.key" of the values the command line gave: an error about one
+  /// names its flag, not the spec's line.
+  std::set<std::string> overridden;
+  std::string overriddenFlag; ///< set by nodeFor for the error that follows
   std::map<std::string, yaml::Node *> valueNodes;   // "section.key" -> value
   std::map<std::string, yaml::Node *> sectionNodes; // "section" -> key node
   yaml::Node *rootNode = nullptr;
@@ -325,6 +347,10 @@ llvm::Error Loader::scalarError(yaml::Node *node, Error err) {
 }
 
 yaml::Node *Loader::nodeFor(llvm::StringRef section, llvm::StringRef key) {
+  if (overridden.count((section + "." + key).str())) {
+    overriddenFlag = "--" + key.str();
+    return nullptr;
+  }
   auto it = valueNodes.find((section + "." + key).str());
   if (it != valueNodes.end())
     return it->second;

@@ -508,6 +508,9 @@ void loadStageLibraries(Artifact &a, int64_t ppRank) {
     std::string path = confinedPath(
         a.dir, s->library, "the stage library",
         fmt::format("{}/manifest.json (stage {})", a.dir, s->index));
+    requireRegularFile(path, "stage library",
+                       "recompile the artifact with `hypipe compile SPEC -o "
+                       "DIR`");
     checkElfComplete(path);
     std::string actual = fileChecksum(path);
     if (actual != s->libraryChecksum)

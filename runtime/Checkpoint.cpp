@@ -68,6 +68,16 @@ CheckpointInfo infoFrom(const std::map<std::string, std::string> &m,
   info.consumedSamples = toInt(m, "consumed_samples", file);
   info.globalBatch = toInt(m, "global_batch", file);
   info.seed = toInt(m, "seed", file);
+  // The data position is step x global_batch: both must be what a run can
+  // have written, so that a resumed step is never negative or past int64.
+  if (info.step < 0 || info.globalBatch < 1 || info.consumedSamples < 0 ||
+      info.step > (int64_t(1) << 40) || info.globalBatch > (int64_t(1) << 40) ||
+      info.consumedSamples != info.step * info.globalBatch)
+    throw RuntimeError(fmt::format(
+        "error: '{}' says step {}, global batch {} and {} consumed samples, "
+        "which no run writes\nhelp: the checkpoint was edited or is corrupt; "
+        "use an earlier one",
+        file, info.step, info.globalBatch, info.consumedSamples));
   auto get = [&](const char *k) {
     auto it = m.find(k);
     return it == m.end() ? std::string() : it->second;

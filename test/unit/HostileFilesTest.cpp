@@ -158,17 +158,17 @@ protected:
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
-  /// A one-rank checkpoint at dir/ckpt, step 3, tensor "w" = {1, 2, 3}.
-  std::string saveCheckpoint() {
+  /// A one-rank checkpoint at dir/ckpt, step `at`, tensor "w" = {1, 2, 3}.
+  std::string saveCheckpoint(int64_t at = 3) {
     std::string root = dir + "/ckpt", step = root + "/" + stepDirectoryName(3);
     fs::create_directories(step);
     static const float w[3] = {1, 2, 3};
     SafeTensorsWriter writer;
     writer.add("w", {3}, w);
     CheckpointInfo info;
-    info.step = 3;
+    info.step = at;
     info.globalBatch = 2;
-    info.consumedSamples = 6;
+    info.consumedSamples = 2 * at;
     for (auto &[k, v] : info.metadata())
       writer.metadata(k, v);
     WrittenFile f = writer.write(step + "/pp0.safetensors");
@@ -188,6 +188,15 @@ TEST_F(ScratchDir, ACheckpointReadsBackThroughItsChecks) {
   ckpt.read("w", {3}, w);
   EXPECT_EQ(w[2], 3.0f);
   EXPECT_EQ(ckpt.info().step, 3);
+}
+
+TEST_F(ScratchDir, AStepNoRunWritesIsRefused) {
+  std::string root = saveCheckpoint(-5);
+  std::string message = errorOf([&] { CheckpointReader{root}; });
+  EXPECT_NE(message.find("says step -5, global batch 2 and -10 consumed "
+                         "samples, which no run writes"),
+            std::string::npos)
+      << message;
 }
 
 TEST_F(ScratchDir, AFlippedByteIsFoundNotTrainedOn) {
