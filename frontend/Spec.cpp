@@ -110,6 +110,7 @@ const std::vector<Field> &trainingFields() {
       HYPIPE_FIELD("warmup_steps", d.spec.training.warmupSteps),
       HYPIPE_FIELD("weight_decay", d.spec.training.weightDecay),
       HYPIPE_FIELD("grad_clip", d.spec.training.gradClip),
+      HYPIPE_FIELD("lr_decay_steps", d.spec.training.lrDecaySteps),
       HYPIPE_FIELD("dtype", d.spec.training.dtype),
       HYPIPE_FIELD("target", d.spec.training.target),
   };
@@ -890,6 +891,10 @@ llvm::Error Loader::checkTraining() {
       return error(nodeFor("training", key),
                    fmt::format("training.{} must be at least 1", key),
                    "give a positive count");
+  if (t.lrDecaySteps < 0)
+    return error(nodeFor("training", "lr_decay_steps"),
+                 "training.lr_decay_steps cannot be negative",
+                 "use 0 to decay over training.steps");
   if (t.warmupSteps < 0)
     return error(nodeFor("training", "warmup_steps"),
                  "training.warmup_steps cannot be negative",

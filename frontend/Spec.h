@@ -44,6 +44,9 @@ struct TrainingSpec {
   int64_t warmupSteps = 10;
   double weightDecay = 0.01;
   double gradClip = 1.0;
+  /// Steps over which the learning rate decays to min_lr (Megatron's
+  /// --lr-decay-iters); 0: training.steps.
+  int64_t lrDecaySteps = 0;
   std::string dtype = "fp32";
   /// What the stages are compiled for: cpu (C++ over OpenBLAS) or cuda
   /// (CUDA C++ over cuBLAS, docs/cuda.md).

@@ -183,6 +183,7 @@ nlohmann::json manifestToJson(const Artifact &a) {
         {"lr", t.lr},
         {"min_lr", t.minLr},
         {"warmup_steps", t.warmupSteps},
+        {"lr_decay_steps", t.lrDecaySteps},
         {"weight_decay", t.weightDecay},
         {"grad_clip", t.gradClip},
         {"adam_beta1", t.beta1},
@@ -268,6 +269,7 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   t.lr = field<double>(tr, "lr", path);
   t.minLr = field<double>(tr, "min_lr", path);
   t.warmupSteps = field<int64_t>(tr, "warmup_steps", path);
+  t.lrDecaySteps = field<int64_t>(tr, "lr_decay_steps", path);
   t.weightDecay = field<double>(tr, "weight_decay", path);
   t.gradClip = field<double>(tr, "grad_clip", path);
   t.beta1 = field<double>(tr, "adam_beta1", path);

@@ -88,6 +88,10 @@ struct TrainingConfig {
   int64_t seqLength = 0, microBatchSize = 0, steps = 0, seed = 0;
   double lr = 0, minLr = 0, weightDecay = 0, gradClip = 0;
   int64_t warmupSteps = 0;
+  /// The learning rate decays to minLr by this step (Megatron's
+  /// lr_decay_iters); 0: by `steps`.
+  int64_t lrDecaySteps = 0;
+  int64_t decayEnd() const { return lrDecaySteps > 0 ? lrDecaySteps : steps; }
   /// AdamW's betas and epsilon: Megatron's defaults, stated here only.
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 };

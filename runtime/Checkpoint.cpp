@@ -68,6 +68,8 @@ CheckpointInfo infoFrom(const std::map<std::string, std::string> &m,
   info.consumedSamples = toInt(m, "consumed_samples", file);
   info.globalBatch = toInt(m, "global_batch", file);
   info.seed = toInt(m, "seed", file);
+  if (m.count("lr_decay_steps"))
+    info.lrDecaySteps = std::max<int64_t>(0, toInt(m, "lr_decay_steps", file));
   // The data position is step x global_batch: both must be what a run can
   // have written, so that a resumed step is never negative or past int64.
   if (info.step < 0 || info.globalBatch < 1 || info.consumedSamples < 0 ||
@@ -121,6 +123,7 @@ std::map<std::string, std::string> CheckpointInfo::metadata() const {
           {"consumed_samples", std::to_string(consumedSamples)},
           {"global_batch", std::to_string(globalBatch)},
           {"seed", std::to_string(seed)},
+          {"lr_decay_steps", std::to_string(lrDecaySteps)},
           {"model", model},
           {"pattern", pattern},
           {"layout", layout}};

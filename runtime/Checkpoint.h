@@ -31,6 +31,9 @@ struct CheckpointInfo {
   int64_t consumedSamples = 0; ///< samples drawn so far
   int64_t globalBatch = 0;     ///< samples per step
   int64_t seed = 0;            ///< weights and data order
+  /// The step by which the run's learning rate reaches min_lr (0: not
+  /// recorded, a checkpoint older than the field).
+  int64_t lrDecaySteps = 0;
   std::string model, pattern, layout;
 
   /// As safetensors metadata (all values strings).

@@ -28,7 +28,7 @@ namespace hypipe::rt {
 double learningRate(const TrainingConfig &c, int64_t step) {
   if (c.warmupSteps > 0 && step <= c.warmupSteps)
     return c.lr * double(step) / double(c.warmupSteps);
-  int64_t decaySteps = std::max<int64_t>(1, c.steps - c.warmupSteps);
+  int64_t decaySteps = std::max<int64_t>(1, c.decayEnd() - c.warmupSteps);
   double ratio =
       std::min(1.0, double(step - c.warmupSteps) / double(decaySteps));
   return c.minLr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (c.lr - c.minLr);
@@ -669,6 +669,7 @@ void Trainer::save(const std::string &root, int64_t step) {
   const TrainingConfig &t = artifact.training;
   CheckpointInfo info;
   info.step = step;
+  info.lrDecaySteps = artifact.training.decayEnd();
   info.globalBatch = globalBatch();
   info.consumedSamples = step * info.globalBatch;
   info.seed = t.seed;
@@ -799,6 +800,7 @@ int64_t Trainer::resume(const std::string &path) {
       s.adamV.upload(v.data(), s.adamV.size());
     }
     step = info.step;
+    resumedDecayEnd = info.lrDecaySteps;
   } catch (const RuntimeError &e) {
     error = e.what();
   }

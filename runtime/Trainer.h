@@ -160,6 +160,12 @@ private:
   void dump(const std::string &path, double loss, double aux);
 
   Artifact &artifact;
+
+public:
+  /// The checkpoint's lr decay end after resume() (0: not recorded).
+  int64_t resumedDecayEnd = 0;
+
+private:
   Comm &comm;
   std::unique_ptr<Device> device;
   std::vector<Buffer> activationPool;

@@ -24,6 +24,28 @@ namespace hypipe::rt {
 
 namespace {
 
+/// A resumed run keeps the learning-rate schedule of the run that saved
+/// the checkpoint unless this one asks for another (--lr-decay-steps or the
+/// spec's training.lr_decay_steps): a longer --steps alone then trains on
+/// at min_lr instead of stretching the cosine (which made lr jump).
+void keepDecaySchedule(TrainingConfig &t, int64_t checkpointed, bool flag,
+                       bool say) {
+  const int64_t asked = t.decayEnd();
+  if (flag || t.lrDecaySteps > 0 || checkpointed <= 0) {
+    if (say && checkpointed > 0 && checkpointed != asked)
+      fmt::print("lr schedule: decays by step {} as {} asks (the "
+                 "checkpointed run decayed by step {})\n",
+                 asked, flag ? "--lr-decay-steps" : "training.lr_decay_steps",
+                 checkpointed);
+    return;
+  }
+  t.lrDecaySteps = checkpointed;
+  if (say && checkpointed != asked)
+    fmt::print("lr schedule: decays by step {} as in the checkpointed run "
+               "(this run ends at step {}; --lr-decay-steps N changes it)\n",
+               checkpointed, t.steps);
+}
+
 /// A resumed run appends to its log; steps the log holds from `first` on
 /// were run after the checkpoint and are replayed now, so they go (said
 /// unless quiet) instead of appearing twice.
@@ -145,8 +167,13 @@ int runTraining(const RunOptions &o, Comm &comm) {
                  o.save, gone);
   Trainer trainer(artifact, comm, {stream.get(), samples.get()});
   int64_t first = 1;
-  if (!o.resume.empty())
+  if (o.lrDecaySteps > 0)
+    artifact.training.lrDecaySteps = o.lrDecaySteps;
+  if (!o.resume.empty()) {
     first = trainer.resume(o.resume) + 1;
+    keepDecaySchedule(artifact.training, trainer.resumedDecayEnd,
+                      o.lrDecaySteps > 0, root && !o.quiet);
+  }
 
   std::ofstream log;
   if (root && !o.jsonLog.empty()) {

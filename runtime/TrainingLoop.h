@@ -21,7 +21,8 @@ namespace hypipe::rt {
 struct RunOptions {
   std::string dir, dataPath, jsonLog, dump, save, resume, trace, stopFile;
   int64_t steps = 0, seed = -1, saveInterval = 0, exitInterval = 0;
-  int64_t keepLast = 0; ///< step directories of `save` kept; 0: all
+  int64_t keepLast = 0;     ///< step directories of `save` kept; 0: all
+  int64_t lrDecaySteps = 0; ///< --lr-decay-steps; 0: not given
   int threads = 1;
   bool quiet = false;
   std::string progress = "auto"; ///< bar, lines or auto

@@ -284,6 +284,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   t.warmupSteps = tr.warmupSteps;
   t.weightDecay = tr.weightDecay;
   t.gradClip = tr.gradClip;
+  t.lrDecaySteps = tr.lrDecaySteps;
   artifact.dataPath = dataPath.str().str();
   artifact.dataFormat = spec.data.format;
   if (spec.data.packing) {

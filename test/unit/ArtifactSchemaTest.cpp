@@ -48,7 +48,7 @@ Artifact sample() {
                6,     "first-fit-decreasing",
                true,  "{\"mode\": \"file\", \"path\": \"l.csv\"}",
                1.5e6, 40.25};
-  a.training = {256, 2, 10, 7, 1e-3, 1e-4, 0.1, 1.0, 2, 0.8, 0.95, 1e-6};
+  a.training = {256, 2, 10, 7, 1e-3, 1e-4, 0.1, 1.0, 2, 8, 0.8, 0.95, 1e-6};
   a.dataPath = "/data/x.bin";
   a.dataFormat = "indexed";
   a.specFile = "/specs/m.yaml";

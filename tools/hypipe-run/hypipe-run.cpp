@@ -88,6 +88,11 @@ int main(int argc, char **argv) {
   app.add_option("--save-interval", options.saveInterval,
                  "save every N steps (default: only after the last step)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--lr-decay-steps", options.lrDecaySteps,
+                 "the step by which the learning rate reaches min_lr "
+                 "(Megatron's --lr-decay-iters; default: the spec's, else "
+                 "the last step; on resume: the checkpointed run's)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--keep-last", options.keepLast,
                  "keep only the newest N step directories of --save "
                  "(default: all)")

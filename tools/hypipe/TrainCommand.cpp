@@ -57,7 +57,7 @@ namespace {
 struct TrainOptions {
   std::string spec, runDir, jsonLog, data, resume;
   SpecOverrides overrides;
-  int64_t saveInterval = 0, keepLast = 0;
+  int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
   int threads = 0;
   bool noSave = false, overwrite = false;
 };
@@ -107,6 +107,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   addIf("--data", o.data, !o.data.empty());
   addIf("--save-interval", std::to_string(o.saveInterval), o.saveInterval > 0);
   addIf("--keep-last", std::to_string(o.keepLast), o.keepLast > 0);
+  addIf("--lr-decay-steps", std::to_string(o.lrDecaySteps), o.lrDecaySteps > 0);
   addIf("--threads", std::to_string(o.threads), o.threads > 0);
   words.insert(words.end(), {"--resume", "auto"});
   std::string out;
@@ -557,6 +558,10 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
     argv.push_back("--keep-last");
     argv.push_back(std::to_string(o.keepLast));
   }
+  if (o.lrDecaySteps > 0) {
+    argv.push_back("--lr-decay-steps");
+    argv.push_back(std::to_string(o.lrDecaySteps));
+  }
   if (!o.resume.empty()) {
     argv.push_back("--resume");
     argv.push_back(o.resume == "auto" ? run + "/ckpt" : o.resume);
@@ -746,6 +751,11 @@ void addTrainCommand(CLI::App &app, Runner &run) {
   sub->add_flag("--no-save", o->noSave, "write no checkpoints");
   sub->add_option("--keep-last", o->keepLast,
                   "keep only the newest N checkpoints (default: all)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--lr-decay-steps", o->lrDecaySteps,
+                  "the step by which the learning rate reaches min_lr "
+                  "(default: the spec's training.lr_decay_steps, else the "
+                  "last step; a resumed run keeps its checkpoint's)")
       ->check(CLI::PositiveNumber);
   sub->add_flag("--overwrite", o->overwrite,
                 "start a new run in a run directory that holds another "
