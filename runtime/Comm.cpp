@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <thread>
+
 #include <climits>
 #include <cstdlib>
 
@@ -81,14 +84,44 @@ Comm::Request Comm::isend(const float *data, int64_t count, int peer, int tag) {
   return r;
 }
 
+void Comm::wait(MPI_Request *requests, int n, const std::string &what) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point nextHook = start + std::chrono::seconds(1);
+  std::chrono::microseconds pause(20);
+  while (true) {
+    int done = 0;
+    MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE);
+    if (done)
+      return;
+    Clock::time_point t = Clock::now();
+    // Spin through the short waits of a healthy pipeline; back off to 1 ms
+    // sleeps once a wait has lasted 5 ms.
+    if (t - start > std::chrono::milliseconds(5)) {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+    if (waitHook && t >= nextHook) {
+      nextHook = t + std::chrono::seconds(1);
+      waitHook(std::chrono::duration<double>(t - start).count(),
+               waitContext.empty() ? what : waitContext + ", " + what);
+    }
+  }
+}
+
 void Comm::recv(float *data, int64_t count, int peer, int tag) {
-  MPI_Recv(data, checkedCount(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
-           MPI_STATUS_IGNORE);
+  MPI_Request r;
+  MPI_Irecv(data, checkedCount(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
+            &r);
+  wait(&r, 1, fmt::format("receiving from rank {}", peer));
 }
 
 void Comm::waitAll(std::vector<Request> &requests) {
   if (!requests.empty())
-    MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    wait(requests.data(), int(requests.size()),
+         fmt::format("{} transfer{} or reduction{} to complete",
+                     requests.size(), requests.size() == 1 ? "" : "s",
+                     requests.size() == 1 ? "" : "s"));
   requests.clear();
 }
 
@@ -134,8 +167,10 @@ std::vector<double> Comm::allgather(const std::vector<double> &values) {
   if (!mpi)
     return values;
   std::vector<double> all(values.size() * size_t(worldSize));
-  MPI_Allgather(values.data(), int(values.size()), MPI_DOUBLE, all.data(),
-                int(values.size()), MPI_DOUBLE, MPI_COMM_WORLD);
+  MPI_Request r;
+  MPI_Iallgather(values.data(), int(values.size()), MPI_DOUBLE, all.data(),
+                 int(values.size()), MPI_DOUBLE, MPI_COMM_WORLD, &r);
+  wait(&r, 1, "every rank at the step's agreement");
   return all;
 }
 
@@ -161,8 +196,11 @@ std::vector<std::string> Comm::gatherToRoot(const std::string &bytes) {
 }
 
 void Comm::barrier() {
-  if (mpi)
-    MPI_Barrier(MPI_COMM_WORLD);
+  if (!mpi)
+    return;
+  MPI_Request r;
+  MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  wait(&r, 1, "every rank at a barrier");
 }
 
 void Comm::abort(int code) {

@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,7 +82,22 @@ public:
   /// Ends every rank of the run with `code` (after this rank printed why).
   [[noreturn]] void abort(int code);
 
+  /// Waits on transfers and collectives poll: they spin for a few
+  /// milliseconds, then sleep between polls (a rank waiting on a stopped
+  /// peer does not burn a core), and call `hook` about once a second with
+  /// the seconds waited so far and the context; the hook may end the run
+  /// (the watchdog, a Ctrl-C while stuck).
+  using WaitHook = std::function<void(double waited, const std::string &what)>;
+  void setWaitHook(WaitHook hook) { waitHook = std::move(hook); }
+  /// What the waits from now on are for, for the hook's messages.
+  void setWaitContext(std::string what) { waitContext = std::move(what); }
+
 private:
+  /// Completes `n` requests, polling as setWaitHook says.
+  void wait(MPI_Request *requests, int n, const std::string &what);
+
+  WaitHook waitHook;
+  std::string waitContext;
   bool mpi = false;
   int worldRank = 0, worldSize = 1;
   int64_t pp = 1, dp = 1, pp_rank = 0, dp_rank = 0;

@@ -493,6 +493,8 @@ void Trainer::runProgram(double &loss, double &aux) {
   for (size_t i = 0; i < program.size(); ++i) {
     const ActionEntry &a = program[i];
     double begin = now() - epoch;
+    if (comm.distributed())
+      comm.setWaitContext(actionText[i]);
     if (!schedule::isCompute(a.op) && !comm.distributed())
       throw RuntimeError(fmt::format(
           "error: action '{}' exchanges tensors with rank {}; this run has a "
@@ -534,6 +536,8 @@ void Trainer::runProgram(double &loss, double &aux) {
       comm.testAll(dpRequests);
     }
   }
+  if (comm.distributed())
+    comm.setWaitContext("the end of the program");
   comm.waitAll(st.sends);
   comm.waitAll(dpRequests);
   for (Buffer &b : st.sendBuffers)
@@ -664,6 +668,11 @@ void agree(Comm &comm, const std::string &error, const std::string &what) {
 }
 
 } // namespace
+
+void agreeAcrossRanks(Comm &comm, const std::string &error,
+                      const std::string &what) {
+  agree(comm, error, what);
+}
 
 void Trainer::save(const std::string &root, int64_t step) {
   const TrainingConfig &t = artifact.training;

@@ -47,6 +47,12 @@ struct TrainingData {
 /// cosine decay to min_lr at the last step (Megatron's schedule).
 double learningRate(const TrainingConfig &config, int64_t step);
 
+/// Collective: when any rank's `error` is non-empty, every rank throws a
+/// CollectiveError of `what` followed by each distinct message once, with
+/// the ranks that raised it (rank 0 prints it).
+void agreeAcrossRanks(Comm &comm, const std::string &error,
+                      const std::string &what);
+
 class Trainer {
 public:
   /// Loads the stage libraries of `comm`'s pipeline rank, opens the device

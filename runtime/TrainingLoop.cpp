@@ -18,11 +18,42 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <memory>
 
 namespace hypipe::rt {
 
 namespace {
+
+/// Ends the run when one wait on other ranks lasts `o.watchdog` seconds
+/// (a rank stopped, hung or dead: without this, the others wait for ever),
+/// and on a Ctrl-C that finds this rank waiting for more than 5 s (it
+/// cannot finish its step to stop cleanly). Each names the step and action.
+void installWatchdog(Comm &comm, const RunOptions &o, const int64_t &step) {
+  if (!comm.distributed())
+    return;
+  comm.setWaitHook([&comm, &o, &step](double waited, const std::string &what) {
+    if (o.watchdog > 0 && waited >= o.watchdog) {
+      std::cerr << fmt::format(
+          "[rank {}] error: no progress for {:.0f} s in step {} (at {})\n"
+          "help: the rank it waits for is stopped, hung or far slower; "
+          "--watchdog SECONDS (now {:g}, 0: no limit) sets how long a wait "
+          "may last\n",
+          comm.rank(), waited, step, what, o.watchdog);
+      std::cerr.flush();
+      comm.abort(1);
+    }
+    if (waited >= 5 && !o.stopFile.empty() &&
+        ::access(o.stopFile.c_str(), F_OK) == 0) {
+      std::cerr << fmt::format(
+          "[rank {}] stopping on Ctrl-C in step {}: waited {:.0f} s (at {}); "
+          "the step cannot finish, so no checkpoint is written for it\n",
+          comm.rank(), step, waited, what);
+      std::cerr.flush();
+      comm.abort(130);
+    }
+  });
+}
 
 /// A resumed run keeps the learning-rate schedule of the run that saved
 /// the checkpoint unless this one asks for another (--lr-decay-steps or the
@@ -143,21 +174,32 @@ int runTraining(const RunOptions &o, Comm &comm) {
       o.dataPath.empty() ? artifact.dataPath : o.dataPath;
   std::unique_ptr<Dataset> stream;
   std::unique_ptr<SampleSource> samples;
-  if (artifact.packing.enabled) {
-    SampleOptions so;
-    so.format = artifact.dataFormat;
-    so.path = dataPath;
-    so.mockConfig = artifact.packing.mock;
-    so.specDir = parentDirectory(artifact.specFile);
-    so.vocab = artifact.model.vocab;
-    so.budget = artifact.packing.maxTokens;
-    so.truncate = artifact.packing.truncate;
-    so.seed = uint64_t(artifact.training.seed);
-    samples = openSamples(so);
-  } else {
-    stream = openDataset(dataPath, artifact.dataFormat,
-                         artifact.training.seqLength, artifact.model.vocab);
+  // Every rank reads the data; a bad file is said once, with the ranks
+  // that found it, instead of once per rank.
+  std::string dataError;
+  try {
+    if (artifact.packing.enabled) {
+      SampleOptions so;
+      so.format = artifact.dataFormat;
+      so.path = dataPath;
+      so.mockConfig = artifact.packing.mock;
+      so.specDir = parentDirectory(artifact.specFile);
+      so.vocab = artifact.model.vocab;
+      so.budget = artifact.packing.maxTokens;
+      so.truncate = artifact.packing.truncate;
+      so.seed = uint64_t(artifact.training.seed);
+      samples = openSamples(so);
+    } else {
+      stream = openDataset(dataPath, artifact.dataFormat,
+                           artifact.training.seqLength, artifact.model.vocab);
+    }
+  } catch (const RuntimeError &e) {
+    if (!comm.distributed())
+      throw;
+    dataError = e.what();
   }
+  if (comm.distributed())
+    agreeAcrossRanks(comm, dataError, "error: cannot open the training data");
   // A save that died half-way left a step directory without index.json:
   // it was never `latest` and nothing can resume from it.
   if (root && !o.save.empty())
@@ -219,7 +261,10 @@ int runTraining(const RunOptions &o, Comm &comm) {
   nlohmann::json traceEvents = nlohmann::json::array();
   int64_t last = first - 1;
   bool stopped = false;
+  int64_t current = first;
+  installWatchdog(comm, o, current);
   for (int64_t s = first; s <= total; ++s) {
+    current = s;
     StepStats st = trainer.step(s, s == 1 ? o.dump : "");
     last = s;
     elapsed += st.seconds;

@@ -93,6 +93,11 @@ int main(int argc, char **argv) {
                  "(Megatron's --lr-decay-iters; default: the spec's, else "
                  "the last step; on resume: the checkpointed run's)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--watchdog", options.watchdog,
+                 "end the run when one wait on other ranks lasts this many "
+                 "seconds, naming the step and action (default 600; 0: no "
+                 "limit)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--keep-last", options.keepLast,
                  "keep only the newest N step directories of --save "
                  "(default: all)")

@@ -58,6 +58,7 @@ struct TrainOptions {
   std::string spec, runDir, jsonLog, data, resume;
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
+  double watchdog = -1; ///< -1: hypipe-run's default
   int threads = 0;
   bool noSave = false, overwrite = false;
 };
@@ -108,6 +109,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   addIf("--save-interval", std::to_string(o.saveInterval), o.saveInterval > 0);
   addIf("--keep-last", std::to_string(o.keepLast), o.keepLast > 0);
   addIf("--lr-decay-steps", std::to_string(o.lrDecaySteps), o.lrDecaySteps > 0);
+  addIf("--watchdog", fmt::format("{:g}", o.watchdog), o.watchdog >= 0);
   addIf("--threads", std::to_string(o.threads), o.threads > 0);
   words.insert(words.end(), {"--resume", "auto"});
   std::string out;
@@ -558,6 +560,10 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
     argv.push_back("--keep-last");
     argv.push_back(std::to_string(o.keepLast));
   }
+  if (o.watchdog >= 0) {
+    argv.push_back("--watchdog");
+    argv.push_back(fmt::format("{:g}", o.watchdog));
+  }
   if (o.lrDecaySteps > 0) {
     argv.push_back("--lr-decay-steps");
     argv.push_back(std::to_string(o.lrDecaySteps));
@@ -757,6 +763,10 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "(default: the spec's training.lr_decay_steps, else the "
                   "last step; a resumed run keeps its checkpoint's)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--watchdog", o->watchdog,
+                  "end the run when one wait on other ranks lasts this many "
+                  "seconds (default 600; 0: no limit)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--overwrite", o->overwrite,
                 "start a new run in a run directory that holds another "
                 "run's log and checkpoints, removing them");
