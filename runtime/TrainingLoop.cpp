@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -105,18 +106,36 @@ void dropLoggedStepsFrom(const std::string &path, int64_t first, bool quiet) {
                path, dropped, dropped == 1 ? "" : "s", first);
 }
 
-/// Chrome trace (core/schedule/Trace.h) of every rank's measured actions:
-/// one process per pipeline rank, one thread per data-parallel rank.
-std::string chromeTrace(const std::vector<std::string> &perRank,
-                        const Artifact &a, const std::vector<double> &memory) {
-  schedule::ChromeTrace trace;
-  for (size_t r = 0; r < perRank.size(); ++r) {
+/// Where rank `rank` spools its measured actions while it trains: one
+/// line per step, so that a trace of any length costs no memory.
+std::string traceSpool(const std::string &trace, int rank) {
+  return fmt::format("{}.rank{}.jsonl", trace, rank);
+}
+
+/// Rank 0 streams the Chrome trace (core/schedule/Trace.h) of every rank's
+/// spooled actions into `path`: one process per pipeline rank, one thread
+/// per data-parallel rank; then removes the spools. The spools must be
+/// visible to rank 0 (a shared filesystem, as for checkpoints). Throws
+/// RuntimeError on an I/O failure.
+void writeChromeTrace(const std::string &path, int ranks, const Artifact &a,
+                      const std::vector<double> &memory) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  schedule::ChromeTrace trace(out);
+  for (int r = 0; r < ranks; ++r) {
     int64_t pp = int64_t(r) / a.dp, dp = int64_t(r) % a.dp;
     if (dp == 0)
       trace.nameProcess(pp, fmt::format("pp rank {}", pp));
     trace.nameThread(pp, dp, fmt::format("rank {} (dp {})", r, dp));
-    for (const nlohmann::json &e : nlohmann::json::parse(perRank[r]))
-      trace.complete(e[0], e[1], pp, dp, e[2], e[3], {{"step", e[4]}});
+    std::ifstream in(traceSpool(path, r));
+    if (!in)
+      throw RuntimeError(
+          fmt::format("cannot read '{}' (is the trace's directory shared by "
+                      "all ranks?)",
+                      traceSpool(path, r)));
+    for (std::string line; std::getline(in, line);)
+      for (const nlohmann::json &e : nlohmann::json::parse(line))
+        trace.complete(e[0], e[1], pp, dp, e[2], e[3], {{"step", e[4]}});
   }
   trace.otherData() = {{"source", "hypipe-run"},
                        {"schedule", a.schedule},
@@ -129,7 +148,14 @@ std::string chromeTrace(const std::vector<std::string> &perRank,
   for (size_t r = 0; r + 1 < memory.size(); r += 2)
     mem.push_back({memory[r], memory[r + 1]});
   trace.otherData()["memory_mib"] = mem;
-  return trace.dump();
+  trace.finish();
+  out.close();
+  if (!out)
+    throw RuntimeError(fmt::format("cannot write '{}' (disk full?)", tmp));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw RuntimeError(fmt::format("cannot rename '{}' to '{}'", tmp, path));
+  for (int r = 0; r < ranks; ++r)
+    std::remove(traceSpool(path, r).c_str());
 }
 
 /// "dir" of "dir/file" ("." when there is no slash).
@@ -258,7 +284,9 @@ int runTraining(const RunOptions &o, Comm &comm) {
   }
   double elapsed = 0, firstLoss = 0, lastLoss = 0;
   int64_t realTokens = 0, paddedTokens = 0;
-  nlohmann::json traceEvents = nlohmann::json::array();
+  std::ofstream spool;
+  if (!o.trace.empty())
+    spool.open(traceSpool(o.trace, comm.rank()), std::ios::trunc);
   int64_t last = first - 1;
   bool stopped = false;
   int64_t current = first;
@@ -273,10 +301,13 @@ int runTraining(const RunOptions &o, Comm &comm) {
     if (s == first)
       firstLoss = st.loss;
     lastLoss = st.loss;
-    if (!o.trace.empty())
+    if (spool) {
+      nlohmann::json events = nlohmann::json::array();
       for (const Trainer::Timing &t : trainer.timings())
-        traceEvents.push_back({t.name, std::string(1, t.kind), t.start * 1e6,
-                               (t.end - t.start) * 1e6, s});
+        events.push_back({t.name, std::string(1, t.kind), t.start * 1e6,
+                          (t.end - t.start) * 1e6, s});
+      spool << events.dump() << '\n';
+    }
     if (log)
       log << nlohmann::json{{"step", st.step},
                             {"loss", st.loss},
@@ -330,10 +361,25 @@ int runTraining(const RunOptions &o, Comm &comm) {
       comm.allgather({double(trainer.peakTensorBytes()) / (1 << 20),
                       double(usage.ru_maxrss) / 1024});
   if (!o.trace.empty()) {
-    std::vector<std::string> all = comm.gatherToRoot(traceEvents.dump());
+    // The trace is a by-product: failing to write it (a full disk) says so
+    // but does not fail a run whose training finished.
+    spool.close();
+    std::vector<double> spooled = comm.allgather({spool ? 1.0 : 0.0});
+    bool complete = std::all_of(spooled.begin(), spooled.end(),
+                                [](double ok) { return ok != 0; });
     if (root) {
-      std::string text = chromeTrace(all, artifact, memory);
-      writeFileAtomically(o.trace, {{text.data(), text.size()}});
+      try {
+        if (!complete)
+          throw RuntimeError("a rank could not write its part (disk full?)");
+        writeChromeTrace(o.trace, comm.size(), artifact, memory);
+      } catch (const std::exception &e) {
+        std::remove((o.trace + ".tmp").c_str());
+        for (int r = 0; r < comm.size(); ++r)
+          std::remove(traceSpool(o.trace, r).c_str());
+        std::cerr << fmt::format("warning: no trace written to '{}': {}; the "
+                                 "training itself finished\n",
+                                 o.trace, e.what());
+      }
     }
   }
   if (root) {

@@ -3,33 +3,52 @@
 
 namespace hypipe::schedule {
 
+ChromeTrace::ChromeTrace(std::ostream &out) : out_(&out) {
+  *out_ << "{\"traceEvents\":[\n";
+}
+
+void ChromeTrace::add(nlohmann::ordered_json event) {
+  if (!out_) {
+    events_.push_back(std::move(event));
+    return;
+  }
+  *out_ << (firstEvent_ ? "" : ",\n") << event.dump();
+  firstEvent_ = false;
+}
+
+void ChromeTrace::finish() {
+  if (out_)
+    *out_ << "\n],\"displayTimeUnit\":\"ms\",\"otherData\":" << other_.dump()
+          << "}\n";
+}
+
 void ChromeTrace::nameProcess(int64_t pid, const std::string &name) {
-  events_.push_back({{"name", "process_name"},
-                     {"ph", "M"},
-                     {"pid", pid},
-                     {"args", {{"name", name}}}});
+  add({{"name", "process_name"},
+       {"ph", "M"},
+       {"pid", pid},
+       {"args", {{"name", name}}}});
 }
 
 void ChromeTrace::nameThread(int64_t pid, int64_t tid,
                              const std::string &name) {
-  events_.push_back({{"name", "thread_name"},
-                     {"ph", "M"},
-                     {"pid", pid},
-                     {"tid", tid},
-                     {"args", {{"name", name}}}});
+  add({{"name", "thread_name"},
+       {"ph", "M"},
+       {"pid", pid},
+       {"tid", tid},
+       {"args", {{"name", name}}}});
 }
 
 void ChromeTrace::complete(const std::string &name, const std::string &category,
                            int64_t pid, int64_t tid, double startUs,
                            double durationUs, nlohmann::ordered_json args) {
-  events_.push_back({{"name", name},
-                     {"cat", category},
-                     {"ph", "X"},
-                     {"pid", pid},
-                     {"tid", tid},
-                     {"ts", startUs},
-                     {"dur", durationUs},
-                     {"args", std::move(args)}});
+  add({{"name", name},
+       {"cat", category},
+       {"ph", "X"},
+       {"pid", pid},
+       {"tid", tid},
+       {"ts", startUs},
+       {"dur", durationUs},
+       {"args", std::move(args)}});
 }
 
 std::string ChromeTrace::dump(int indent) const {

@@ -14,12 +14,19 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 
 namespace hypipe::schedule {
 
 class ChromeTrace {
 public:
+  /// Holds the events until dump().
+  ChromeTrace() = default;
+  /// Streams: writes each event to `out` as it is added, so a trace of any
+  /// length takes no memory; finish() writes the rest.
+  explicit ChromeTrace(std::ostream &out);
+
   /// Names the track of pipeline rank `pid` (a trace process).
   void nameProcess(int64_t pid, const std::string &name);
   /// Names the track of data-parallel rank `tid` within `pid`.
@@ -34,8 +41,14 @@ public:
 
   /// The trace as JSON text; `indent` < 0 writes one line.
   std::string dump(int indent = -1) const;
+  /// Streaming: ends the event list and writes the metadata.
+  void finish();
 
 private:
+  void add(nlohmann::ordered_json event);
+
+  std::ostream *out_ = nullptr;
+  bool firstEvent_ = true;
   nlohmann::ordered_json events_ = nlohmann::ordered_json::array();
   nlohmann::ordered_json other_ = nlohmann::ordered_json::object();
 };
