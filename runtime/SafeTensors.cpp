@@ -286,6 +286,8 @@ SafeTensorsHeader parseSafeTensorsHeader(std::string_view start,
 
 SafeTensorsFile::SafeTensorsFile(const std::string &path, bool verifyChecksum)
     : path(path) {
+  requireRegularFile(path, "the safetensors file",
+                     "pass a checkpoint directory or a .safetensors file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
     throw RuntimeError(

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Sends SIGNAL to `hypipe train` once it has logged 3 steps and reports how
 many of its ranks are still alive 10 s later (none may be: the ranks die with
-hypipe train however it ends, SIGKILL included).
+hypipe train however it ends, SIGKILL included). SIGNAL "SIGINT2" is two
+quick Ctrl-C.
 
 usage: signal_train.py RUN_DIR SIGNAL hypipe train SPEC [options...]"""
 import os
@@ -25,7 +26,12 @@ pattern = "hypipe-run " + os.path.join(run_dir, "artifact")
 alive = lambda: subprocess.run(["pgrep", "-f", pattern], capture_output=True,
                                text=True).stdout.split()
 before = len(alive())
-proc.send_signal(getattr(signal, name))
+if name == "SIGINT2":
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+else:
+    proc.send_signal(getattr(signal, name))
 try:
     _, err = proc.communicate(timeout=30)
 except subprocess.TimeoutExpired:

@@ -228,6 +228,8 @@ std::string cacheKey(const TrainOptions &o) {
 volatile sig_atomic_t interrupts = 0;
 void onInterrupt(int) { interrupts = interrupts + 1; }
 volatile sig_atomic_t hungUp = 0;
+/// A second Ctrl-C (or SIGTERM) ended the ranks at once.
+bool ended = false;
 void onHangup(int) {
   hungUp = 1;
   interrupts = interrupts + 2;
@@ -270,6 +272,7 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
   sa.sa_handler = onHangup;
   ::sigaction(SIGHUP, &sa, nullptr);
   int seen = 0, status = 0;
+  ended = false;
   while (true) {
     pid_t r = ::waitpid(child, &status, 0);
     if (r == child)
@@ -284,6 +287,7 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
         std::cerr << "\nhypipe train: stopping after the current step (the "
                      "ranks save a checkpoint); Ctrl-C again ends them now\n";
       } else {
+        ended = true;
         ::kill(-child, SIGTERM);
       }
     }
@@ -718,6 +722,14 @@ int runTrain(const TrainOptions &o) {
                                resumeCommand(o, run));
     std::cerr << "\n";
     return 128 + SIGHUP;
+  }
+  if (ended) {
+    std::cerr << "hypipe train: ended on a second Ctrl-C";
+    if (std::optional<int64_t> step = latestCheckpointStep(run))
+      std::cerr << fmt::format("; continue from step {} with: {}", *step,
+                               resumeCommand(o, run));
+    std::cerr << "\n";
+    return 130;
   }
   if (status != 0 && !stopped) {
     std::optional<int64_t> step =
