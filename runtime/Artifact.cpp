@@ -390,15 +390,13 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   return a;
 }
 
-namespace {
-
 /// The manifest's fields against each other, before the runtime sizes a
 /// single buffer from them: every count positive and bounded, every
 /// product free of overflow, every stage's shapes those of the training
 /// section, every layer and parameter inside its stage's buffers, the
 /// embedding and head the vocabulary's size, each (pp_rank, vp_stage) once,
 /// and the programs a schedule the simulator completes.
-void checkConsistency(const Artifact &a, const std::string &path) {
+void checkArtifactConsistency(const Artifact &a, const std::string &path) {
   auto corrupt = [&](const std::string &what) {
     fail(fmt::format("{}: {}", path, what),
          "the manifest was edited or is corrupt; recompile the artifact with "
@@ -482,8 +480,6 @@ void checkConsistency(const Artifact &a, const std::string &path) {
             toString(simulated.takeError()));
 }
 
-} // namespace
-
 Artifact loadArtifact(const std::string &dir) {
   std::string path = dir + "/manifest.json";
   std::ifstream in(path);
@@ -500,7 +496,7 @@ Artifact loadArtifact(const std::string &dir) {
          "recompile the artifact with `hypipe compile SPEC -o DIR`");
   }
   Artifact a = artifactFromJson(m, path);
-  checkConsistency(a, path);
+  checkArtifactConsistency(a, path);
   a.dir = dir;
   return a;
 }

@@ -155,7 +155,17 @@ nlohmann::json manifestToJson(const Artifact &artifact);
 Artifact artifactFromJson(const nlohmann::json &manifest,
                           const std::string &path);
 
-/// Reads and checks `dir`/manifest.json. Throws RuntimeError.
+/// The fields of `artifact` against each other (`path` names the manifest
+/// in errors): counts positive and bounded, products without overflow, the
+/// stages' shapes those of the training section, layers and parameters
+/// inside their buffers, embedding and head sized by the vocabulary, each
+/// (pp_rank, vp_stage) once, and programs the simulator runs to the end.
+/// Throws RuntimeError.
+void checkArtifactConsistency(const Artifact &artifact,
+                              const std::string &path);
+
+/// Reads and checks `dir`/manifest.json (artifactFromJson, then
+/// checkArtifactConsistency). Throws RuntimeError.
 Artifact loadArtifact(const std::string &dir);
 
 /// dlopens the libraries of `ppRank`'s stages and checks each library's

@@ -19,6 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
     hypipe::rt::Artifact a =
         hypipe::rt::artifactFromJson(m, "fuzz/manifest.json");
+    hypipe::rt::checkArtifactConsistency(a, "fuzz/manifest.json");
     for (const auto &program : a.programs)
       for (const auto &action : program)
         if (action.stage < 0 || action.stage >= a.numStages)
