@@ -391,14 +391,40 @@ std::string toCsv(const Schedule &s) {
 
 Expected<Schedule> fromCsv(std::string_view text, int64_t pp, int64_t vpp,
                            int64_t microbatches, Placement placement) {
+  auto imported = importCsv(text, pp, vpp, microbatches, placement);
+  if (!imported)
+    return imported.takeError();
+  return std::move(imported->schedule);
+}
+
+namespace {
+
+/// The text of a cell as messages show it: at most 40 characters.
+std::string shownCell(std::string_view cell) {
+  return cell.size() <= 40 ? std::string(cell)
+                           : std::string(cell.substr(0, 37)) + "...";
+}
+
+/// "<stage>NAME" with no microbatch (PyTorch's UNSHARD, RESHARD and
+/// REDUCE_GRAD): the stage, or -1 when `cell` is not one.
+int64_t stageOfBare(std::string_view cell, std::string_view name) {
+  size_t digits = 0;
+  while (digits < cell.size() && text::isDigit(cell[digits]))
+    ++digits;
+  int64_t stage = -1;
+  if (digits == 0 || digits > 18 || cell.substr(digits) != name ||
+      !text::parseInt(cell.substr(0, digits), stage))
+    return -1;
+  return stage;
+}
+
+} // namespace
+
+Expected<CsvImport> importCsv(std::string_view text, int64_t pp, int64_t vpp,
+                              int64_t microbatches,
+                              std::optional<Placement> placement) {
   if (Error refused = checkScheduleSize(pp, vpp, microbatches))
     return refused;
-  Schedule s;
-  s.name = "csv";
-  s.pp = pp;
-  s.vpp = vpp;
-  s.microbatches = microbatches;
-  s.placement = placement;
   std::vector<std::string_view> lines = text::split(text, '\n');
   while (!lines.empty() && text::trim(lines.back()).empty())
     lines.pop_back();
@@ -406,21 +432,115 @@ Expected<Schedule> fromCsv(std::string_view text, int64_t pp, int64_t vpp,
     return refuse(
         fmt::format("the CSV has {} rows but pp = {}: write one row per rank",
                     lines.size(), pp));
-  for (size_t rank = 0; rank < lines.size(); ++rank) {
-    std::vector<Action> program;
-    std::vector<std::string_view> cells = text::split(lines[rank], ',');
-    for (size_t column = 0; column < cells.size(); ++column) {
-      if (text::trim(cells[column]).empty())
-        continue; // an idle slot
-      auto action = parsePytorchAction(cells[column], s.actionContext());
-      if (!action)
-        return refuse(fmt::format("row {} (rank {}), column {}: {}", rank + 1,
-                                  rank, column + 1, action.problem().message));
-      program.push_back(*action);
+  auto where = [](size_t rank, size_t column) {
+    return fmt::format("row {} (rank {}), column {}", rank + 1, rank,
+                       column + 1);
+  };
+  // One pass per candidate placement: the cells parse alike under both, but
+  // a communication action's peer depends on it.
+  auto parse = [&](Placement p, CsvImport &out) -> Error {
+    out = CsvImport{};
+    Schedule &s = out.schedule;
+    s.name = "csv";
+    s.pp = pp;
+    s.vpp = vpp;
+    s.microbatches = microbatches;
+    s.placement = p;
+    for (size_t rank = 0; rank < lines.size(); ++rank) {
+      std::vector<Action> program;
+      std::vector<std::pair<int64_t, size_t>> reduceAt; // stage, position
+      std::vector<std::string_view> cells = text::split(lines[rank], ',');
+      for (size_t column = 0; column < cells.size(); ++column) {
+        std::string_view cell = text::trim(cells[column]);
+        if (cell.empty())
+          continue; // an idle slot
+        if (stageOfBare(cell, "UNSHARD") >= 0 ||
+            stageOfBare(cell, "RESHARD") >= 0) {
+          ++out.fsdpActions;
+          continue;
+        }
+        if (int64_t stage = stageOfBare(cell, "REDUCE_GRAD"); stage >= 0) {
+          if (stage >= s.numStages())
+            return refuse(fmt::format("{}: '{}': stage {} is out of range for "
+                                      "{} stages",
+                                      where(rank, column), shownCell(cell),
+                                      stage, s.numStages()));
+          reduceAt.push_back({stage, program.size()});
+          ++out.reduceGrads;
+          continue;
+        }
+        std::vector<std::string_view> parts = {cell};
+        if (text::consumeFront(cell, "(")) {
+          size_t close = cell.find(')');
+          if (close == std::string_view::npos ||
+              cell.substr(close + 1) != "OVERLAP_F_B")
+            return refuse(fmt::format(
+                "{}: '{}' is not an overlapped pair: expected "
+                "(<forward>;<backward>)OVERLAP_F_B, e.g. (0F3;3B1)OVERLAP_F_B",
+                where(rank, column), shownCell(cells[column])));
+          parts = text::split(cell.substr(0, close), ';');
+          ++out.overlapped;
+        }
+        for (std::string_view part : parts) {
+          auto action = parsePytorchAction(part, s.actionContext());
+          if (!action)
+            return refuse(fmt::format("{}: {}", where(rank, column),
+                                      action.problem().message));
+          program.push_back(*action);
+        }
+        if (parts.size() != 1 &&
+            (parts.size() != 2 || program[program.size() - 2].op != Op::F ||
+             isCompute(program.back().op) == false ||
+             program.back().op == Op::F))
+          return refuse(fmt::format("{}: '{}' must pair one forward with one "
+                                    "backward",
+                                    where(rank, column),
+                                    shownCell(cells[column])));
+      }
+      // REDUCE_GRAD marks where a stage's gradients are final: after its
+      // last backward on the rank, where hypipe's runtime reduces them.
+      for (auto [stage, at] : reduceAt)
+        for (size_t i = at; i < program.size(); ++i)
+          if (program[i].stage == stage &&
+              (program[i].op == Op::B || program[i].op == Op::W))
+            return refuse(fmt::format(
+                "row {} (rank {}): {}REDUCE_GRAD comes before a backward of "
+                "stage {} ({}): its gradients are not final there",
+                rank + 1, rank, stage, stage, pytorchText(program[i])));
+      s.ranks.push_back(std::move(program));
     }
-    s.ranks.push_back(std::move(program));
+    return Error::success();
+  };
+  auto fits = [&](const Schedule &s, Placement p) -> std::optional<Action> {
+    for (size_t r = 0; r < s.ranks.size(); ++r)
+      for (const Action &a : s.ranks[r])
+        if (isCompute(a.op) &&
+            rankOfStage(p, pp, a.stage) != static_cast<int64_t>(r))
+          return a;
+    return std::nullopt;
+  };
+  CsvImport loop;
+  if (placement) {
+    if (Error err = parse(*placement, loop))
+      return err;
+    return loop;
   }
-  return s;
+  if (Error err = parse(Placement::Loop, loop))
+    return err;
+  std::optional<Action> offLoop = fits(loop.schedule, Placement::Loop);
+  if (!offLoop)
+    return loop;
+  CsvImport v;
+  if (vpp == 2 && !parse(Placement::V, v) && !fits(v.schedule, Placement::V)) {
+    v.placementInferred = true;
+    return v;
+  }
+  return refuse(fmt::format(
+      "{} runs on a rank that holds neither its loop placement (stage s on "
+      "rank s % pp){}",
+      pytorchText(*offLoop),
+      vpp == 2 ? " nor its V placement (rank r holds stages r and 2 pp - 1 - r)"
+               : ""));
 }
 
 } // namespace hypipe::schedule

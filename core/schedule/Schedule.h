@@ -19,6 +19,7 @@
 #include "core/Error.h"
 #include "core/schedule/Vocabulary.h"
 
+#include <optional>
 #include <string_view>
 
 #include <cstdint>
@@ -99,6 +100,30 @@ std::string toCsv(const Schedule &schedule);
 /// Reads that CSV for a schedule shape (compute-only or with communication).
 Expected<Schedule> fromCsv(std::string_view text, int64_t pp, int64_t vpp,
                            int64_t microbatches, Placement placement);
+
+/// A CSV as PyTorch writes it, and what the import made of PyTorch's
+/// runtime actions that hypipe's programs do not carry.
+struct CsvImport {
+  Schedule schedule;
+  bool placementInferred = false; ///< placement read from the file
+  int64_t fsdpActions = 0;        ///< UNSHARD / RESHARD: no-ops here, dropped
+  int64_t reduceGrads = 0;        ///< REDUCE_GRAD: checked, then dropped
+  int64_t overlapped = 0;         ///< (F;B)OVERLAP_F_B pairs, run F then B
+};
+
+/// Imports what `_PipelineScheduleRuntime._dump_csv()` and the schedules'
+/// `pipeline_order` write: idle cells; `UNSHARD` and `RESHARD` (FSDP's,
+/// nothing to do without sharded parameters: dropped and counted);
+/// `REDUCE_GRAD` (the data-parallel reduction of a stage, which hypipe's
+/// runtime starts once the stage's last backward on the rank is done: each
+/// is checked to come after that backward, then dropped); `(F;B)OVERLAP_F_B`
+/// (the pair, in order). Without `placement` it is inferred as PyTorch does
+/// from which rank runs which stage: loop (stage s on rank s % pp) or V
+/// (rank r holds stages r and 2 pp - 1 - r). Sizes are held to generation's
+/// bounds.
+Expected<CsvImport> importCsv(std::string_view text, int64_t pp, int64_t vpp,
+                              int64_t microbatches,
+                              std::optional<Placement> placement);
 
 } // namespace hypipe::schedule
 

@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 
 namespace hypipe::schedule {
 namespace {
@@ -349,6 +353,165 @@ TEST(Vocabulary, StageToRankMappingsAreInverse) {
   EXPECT_EQ(rankOfStage(Placement::V, 4, 7), 0);
   EXPECT_EQ(rankOfStage(Placement::Loop, 4, 7), 3);
   EXPECT_EQ(placementOf(ScheduleKind::ZbV), Placement::V);
+}
+
+} // namespace
+} // namespace hypipe::schedule
+
+namespace hypipe::schedule {
+namespace {
+
+// PyTorch pipelining's own CSVs (test/conformance/pytorch).
+
+/// The shape a conformance CSV's name states: NAME_ppP[_vV]_mM_KIND.csv.
+struct CsvShape {
+  std::string name, kind;
+  int64_t pp = 0, vpp = 1, microbatches = 0;
+};
+
+CsvShape shapeOf(const std::string &file) {
+  CsvShape s;
+  std::string base = file.substr(0, file.size() - 4);
+  s.kind = base.substr(base.rfind('_') + 1);
+  size_t pp = base.find("_pp");
+  s.name = base.substr(0, pp);
+  std::sscanf(base.c_str() + pp, "_pp%ld", &s.pp);
+  if (size_t v = base.find("_v", pp + 1); v != std::string::npos)
+    std::sscanf(base.c_str() + v, "_v%ld", &s.vpp);
+  std::sscanf(base.c_str() + base.find("_m", pp + 1), "_m%ld", &s.microbatches);
+  return s;
+}
+
+std::vector<std::string> csvFiles() {
+  std::vector<std::string> files;
+  for (const auto &e :
+       std::filesystem::directory_iterator(HYPIPE_CONFORMANCE_DIR "/pytorch"))
+    files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string read(const std::string &file) {
+  std::ifstream in(std::string(HYPIPE_CONFORMANCE_DIR "/pytorch/") + file);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Each rank's compute actions in PyTorch's notation.
+std::vector<std::vector<std::string>> computeOrder(const Schedule &s) {
+  std::vector<std::vector<std::string>> out(s.ranks.size());
+  for (size_t r = 0; r < s.ranks.size(); ++r)
+    for (const Action &a : s.ranks[r])
+      if (isCompute(a.op))
+        out[r].push_back(pytorchText(a));
+  return out;
+}
+
+// Every CSV PyTorch writes — compute orders, orders with communication and
+// runtime dumps — imports with the placement inferred as PyTorch infers it,
+// verifies and simulates.
+TEST(PyTorchCsv, EveryFileImportsVerifiesAndSimulates) {
+  int imported = 0;
+  for (const std::string &file : csvFiles()) {
+    CsvShape shape = shapeOf(file);
+    auto csv = importCsv(read(file), shape.pp, shape.vpp, shape.microbatches,
+                         std::nullopt);
+    ASSERT_TRUE(static_cast<bool>(csv))
+        << file << ": " << toString(csv.takeError());
+    const bool v = shape.name == "ZBVZeroBubble" || shape.name == "DualPipeV";
+    EXPECT_EQ(csv->schedule.placement == Placement::V, v) << file;
+    EXPECT_EQ(csv->placementInferred, v) << file;
+    EXPECT_EQ(csv->overlapped > 0, shape.name == "DualPipeV") << file;
+    EXPECT_EQ(csv->fsdpActions > 0, shape.kind == "runtime") << file;
+    Schedule s = std::move(csv->schedule);
+    bool hasComm = false;
+    for (const auto &program : s.ranks)
+      for (const Action &a : program)
+        hasComm = hasComm || !isCompute(a.op);
+    EXPECT_EQ(hasComm, shape.kind != "compute") << file;
+    if (!hasComm)
+      insertCommunication(s);
+    auto sim = simulate(s);
+    EXPECT_TRUE(static_cast<bool>(sim))
+        << file << ": " << toString(sim.takeError());
+    ++imported;
+  }
+  EXPECT_EQ(imported, 30);
+}
+
+// What PyTorch's runtime dumps is its compute order plus FSDP and
+// gradient-reduction actions: once those are read as no-ops, the order is
+// the schedule's own.
+TEST(PyTorchCsv, RuntimeDumpHasTheComputeOrder) {
+  int compared = 0;
+  for (const std::string &file : csvFiles()) {
+    CsvShape shape = shapeOf(file);
+    if (shape.kind != "runtime")
+      continue;
+    std::string computeFile = file.substr(0, file.size() - 11) + "compute.csv";
+    auto runtime = importCsv(read(file), shape.pp, shape.vpp,
+                             shape.microbatches, std::nullopt);
+    auto compute = importCsv(read(computeFile), shape.pp, shape.vpp,
+                             shape.microbatches, std::nullopt);
+    ASSERT_TRUE(runtime && compute) << file;
+    EXPECT_EQ(computeOrder(runtime->schedule), computeOrder(compute->schedule))
+        << file;
+    EXPECT_GT(runtime->reduceGrads, 0) << file;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 9);
+}
+
+// hypipe's generated orders equal PyTorch's where both have the schedule.
+// (hypipe's zbv is a valid V schedule but not PyTorch's ZBVZeroBubble order:
+// the two part after the warm-up; see docs/schedules.md.)
+TEST(PyTorchCsv, GeneratedOrdersEqualPyTorchs) {
+  const std::pair<const char *, const char *> same[] = {
+      {"GPipe", "gpipe"}, {"Interleaved1F1B", "interleaved-1f1b"}};
+  int compared = 0;
+  for (const std::string &file : csvFiles()) {
+    CsvShape shape = shapeOf(file);
+    if (shape.kind != "compute")
+      continue;
+    for (auto [theirs, ours] : same) {
+      if (shape.name != theirs)
+        continue;
+      auto csv = importCsv(read(file), shape.pp, shape.vpp, shape.microbatches,
+                           std::nullopt);
+      ASSERT_TRUE(static_cast<bool>(csv)) << file;
+      Schedule built = build(ours, shape.pp, shape.vpp, shape.microbatches);
+      EXPECT_EQ(computeOrder(built), computeOrder(csv->schedule)) << file;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 4);
+}
+
+// What the import refuses, each with where and why.
+TEST(PyTorchCsv, RefusesWhatPyTorchWouldNotWrite) {
+  auto message = [](const std::string &text, int64_t pp, int64_t vpp) {
+    auto csv = importCsv(text, pp, vpp, 2, std::nullopt);
+    return csv ? std::string() : toString(csv.takeError());
+  };
+  EXPECT_NE(message("0F0,0F1,(0F1)OVERLAP,0B0,0B1\n", 1, 1)
+                .find("is not an overlapped pair"),
+            std::string::npos);
+  EXPECT_NE(message("0F0,(0F1;0F0)OVERLAP_F_B,0B0,0B1\n", 1, 1)
+                .find("must pair one forward with one backward"),
+            std::string::npos);
+  EXPECT_NE(message("0F0,0F1,0B0,0REDUCE_GRAD,0B1\n", 1, 1)
+                .find("0REDUCE_GRAD comes before a backward of stage 0 (0B1)"),
+            std::string::npos);
+  EXPECT_NE(message("0F0,0F1,0B0,0B1,7REDUCE_GRAD\n", 1, 1)
+                .find("stage 7 is out of range for 1 stages"),
+            std::string::npos);
+  // Stage 1 on rank 0 of pp 2: neither loop nor (with vpp 1) V.
+  EXPECT_NE(message("1F0\n0F0\n", 2, 1)
+                .find("runs on a rank that holds neither its loop placement"),
+            std::string::npos);
+  // A 20 MB cell is cut in the message.
+  std::string huge(20 << 20, 'x');
+  std::string m = message("(" + huge + "\n", 1, 1);
+  EXPECT_LT(m.size(), 400u);
 }
 
 } // namespace

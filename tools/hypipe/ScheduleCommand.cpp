@@ -20,6 +20,7 @@ using namespace hypipe::schedule;
 
 struct ScheduleOptions {
   std::string name = "1f1b";
+  bool scheduleGiven = false; ///< --schedule on the command line
   int64_t pp = 1, vpp = 1, microbatches = 1, groupSize = 0;
   std::string costs;
   double latency = 0, bandwidth = 0, sendBytes = 0;
@@ -45,12 +46,37 @@ int runSchedule(const ScheduleOptions &o) {
     if (!buffer)
       return fail(fmt::format("cannot read '{}': {}", o.csvIn,
                               buffer.getError().message()));
-    auto loaded = fromCsv((*buffer)->getBuffer(), o.pp, o.vpp, o.microbatches,
-                          o.name == "zbv" ? Placement::V : Placement::Loop);
+    // The placement comes from --schedule when given, else from the file.
+    std::optional<Placement> placement;
+    if (o.scheduleGiven)
+      placement = placementOf(o.name);
+    auto loaded = importCsv((*buffer)->getBuffer(), o.pp, o.vpp, o.microbatches,
+                            placement);
     if (!loaded)
       return fail(fmt::format("{}: {}", o.csvIn, toString(loaded.takeError())));
-    schedule = std::move(*loaded);
+    schedule = std::move(loaded->schedule);
     schedule.name = o.csvIn;
+    if (!o.json) {
+      std::vector<std::string> notes;
+      if (loaded->placementInferred)
+        notes.push_back("placement V inferred from the file (rank r holds "
+                        "stages r and 2 pp - 1 - r)");
+      if (loaded->overlapped)
+        notes.push_back(fmt::format(
+            "{} OVERLAP_F_B pair{} run as the forward then the backward",
+            loaded->overlapped, loaded->overlapped == 1 ? "" : "s"));
+      if (loaded->fsdpActions)
+        notes.push_back(fmt::format("{} UNSHARD/RESHARD dropped (FSDP's: no "
+                                    "sharded parameters here)",
+                                    loaded->fsdpActions));
+      if (loaded->reduceGrads)
+        notes.push_back(fmt::format(
+            "{} REDUCE_GRAD checked to follow their stage's last backward "
+            "(where hypipe reduces gradients) and dropped",
+            loaded->reduceGrads));
+      for (const std::string &n : notes)
+        std::cout << "import: " << n << "\n";
+    }
   } else {
     auto built =
         buildSchedule({o.name, o.pp, o.vpp, o.microbatches, o.groupSize});
@@ -149,9 +175,12 @@ void addScheduleCommand(CLI::App &app, Runner &run) {
   auto o = std::make_shared<ScheduleOptions>();
   CLI::App *sub = app.add_subcommand(
       "schedule", "Generate, verify and simulate a pipeline schedule; draw it");
-  sub->add_option("--schedule", o->name,
-                  "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv")
-      ->default_val("1f1b");
+  CLI::Option *scheduleOption =
+      sub->add_option("--schedule", o->name,
+                      "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv (with "
+                      "--import-csv: sets the placement instead of inferring "
+                      "it)")
+          ->default_val("1f1b");
   sub->add_option("--pp", o->pp, "pipeline-parallel size")->required();
   sub->add_option("--vpp", o->vpp, "virtual stages per rank")->default_val(1);
   sub->add_option("--microbatches", o->microbatches, "microbatches per step")
@@ -176,7 +205,10 @@ void addScheduleCommand(CLI::App &app, Runner &run) {
   sub->add_option(
       "--import-csv", o->csvIn,
       "verify and simulate a program from PyTorch's CSV text instead");
-  sub->callback([o, &run] { run = [o] { return runSchedule(*o); }; });
+  sub->callback([o, scheduleOption, &run] {
+    o->scheduleGiven = scheduleOption->count() > 0;
+    run = [o] { return runSchedule(*o); };
+  });
 }
 
 } // namespace hypipe::cli
