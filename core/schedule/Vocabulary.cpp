@@ -122,9 +122,14 @@ std::string megatronText(const Action &a, Placement placement, int64_t pp) {
                      chunkOfStage(placement, pp, a.stage));
 }
 
-Expected<Action> parsePytorchAction(std::string_view text,
+Expected<Action> parsePytorchAction(std::string_view fullText,
                                     const ActionContext &c) {
-  std::string_view rest = text::trim(text);
+  std::string_view rest = text::trim(fullText);
+  // Messages quote the action, cut to 40 characters (a file may hold a
+  // token of megabytes).
+  const std::string text = rest.size() <= 40
+                               ? std::string(rest)
+                               : std::string(rest.substr(0, 37)) + "...";
   size_t digits = 0;
   while (digits < rest.size() && text::isDigit(rest[digits]))
     ++digits;

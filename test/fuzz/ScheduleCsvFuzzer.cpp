@@ -1,13 +1,15 @@
 //===- ScheduleCsvFuzzer.cpp - libFuzzer target: PyTorch schedule CSVs ----===//
 //
 // The first two bytes choose pp (1-8), vpp (1-4), microbatches (1-16) and
-// the placement; the rest is the CSV. What imports is then verified and
-// simulated as `hypipe schedule --import-csv` does.
+// the placement (given or inferred); the rest is the CSV, as PyTorch writes
+// it (UNSHARD, RESHARD, REDUCE_GRAD, OVERLAP_F_B included). What imports is
+// then verified and simulated as `hypipe schedule --import-csv` does.
 //
 //===----------------------------------------------------------------------===//
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Simulate.h"
 
+#include <optional>
 #include <string_view>
 
 using namespace hypipe::schedule;
@@ -17,15 +19,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   int64_t pp = 1 + (data[0] & 7), vpp = 1 + ((data[0] >> 3) & 3);
   int64_t microbatches = 1 + (data[1] & 15);
-  Placement placement = data[1] & 16 ? Placement::V : Placement::Loop;
+  // Bit 5 asks for the placement to be inferred, as --import-csv does
+  // without --schedule; else bit 4 chooses it.
+  std::optional<Placement> placement;
+  if (!(data[1] & 32))
+    placement = data[1] & 16 ? Placement::V : Placement::Loop;
   std::string_view text(reinterpret_cast<const char *>(data + 2), size - 2);
-  auto loaded = fromCsv(text, pp, vpp, microbatches, placement);
+  auto loaded = importCsv(text, pp, vpp, microbatches, placement);
   if (!loaded) {
-    if (toString(loaded.takeError()).empty())
-      __builtin_trap();
+    std::string message = toString(loaded.takeError());
+    if (message.empty() || message.size() > 2000)
+      __builtin_trap(); // said, and cut to a readable length
     return 0;
   }
-  Schedule schedule = std::move(*loaded);
+  Schedule schedule = std::move(loaded->schedule);
   bool hasComm = false;
   for (const auto &program : schedule.ranks)
     for (const Action &a : program)

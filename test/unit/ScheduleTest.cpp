@@ -512,6 +512,10 @@ TEST(PyTorchCsv, RefusesWhatPyTorchWouldNotWrite) {
   std::string huge(20 << 20, 'x');
   std::string m = message("(" + huge + "\n", 1, 1);
   EXPECT_LT(m.size(), 400u);
+  m = message("0F0," + huge + "\n", 1, 1);
+  EXPECT_NE(m.find("'" + std::string(37, 'x') + "...' is not an action"),
+            std::string::npos);
+  EXPECT_LT(m.size(), 400u);
 }
 
 } // namespace
