@@ -27,6 +27,12 @@ namespace {
   throw RuntimeError(fmt::format("error: {}\nhelp: {}", message, help));
 }
 
+/// `key` of `j` if present, else `fallback`; a value of the wrong type is
+/// refused like field()'s (json::value would throw a type_error instead).
+template <typename T>
+T optionalField(const json &j, const char *key, T fallback,
+                const std::string &where);
+
 template <typename T>
 T field(const json &j, const char *key, const std::string &where) {
   auto it = j.find(key);
@@ -40,6 +46,13 @@ T field(const json &j, const char *key, const std::string &where) {
     fail(fmt::format("{}: field '{}' has the wrong type", where, key),
          "recompile the artifact with `hypipe compile SPEC -o DIR`");
   }
+}
+
+template <typename T>
+T optionalField(const json &j, const char *key, T fallback,
+                const std::string &where) {
+  return j.is_object() && j.contains(key) ? field<T>(j, key, where)
+                                          : fallback;
 }
 
 /// dlopen maps a library by its headers, so a truncated file crashes the
@@ -210,7 +223,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
 }
 
 Artifact artifactFromJson(const json &m, const std::string &path) {
-  if (!m.is_object() || m.value("format", "") != "hypipe-artifact")
+  if (!m.is_object() ||
+      optionalField<std::string>(m, "format", "", path) != "hypipe-artifact")
     fail(fmt::format("'{}' is not a hypipe artifact manifest", path),
          "pass the directory written by `hypipe compile SPEC -o DIR`");
   int version = field<int>(m, "version", path);
@@ -228,8 +242,8 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
                      path, a.target),
          "recompile the spec with the hypipe that ships with this "
          "hypipe-run");
-  a.precision = m.value("precision", std::string("fp32"));
-  a.computeCapability = m.value("compute_capability", 0);
+  a.precision = optionalField<std::string>(m, "precision", "fp32", path);
+  a.computeCapability = optionalField<int>(m, "compute_capability", 0, path);
   const json &model = field<json>(m, "model", path);
   ModelInfo &d = a.model;
   d.name = field<std::string>(model, "name", path);
@@ -371,13 +385,15 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
         fail(fmt::format("{}: unknown action '{}'", path, op),
              "recompile the artifact with this version of hypipe");
       ActionEntry e{*kind, field<int32_t>(act, "stage", path),
-                    field<int32_t>(act, "mb", path), act.value("peer", -1),
-                    act.value("batched", false)};
+                    field<int32_t>(act, "mb", path),
+                    optionalField<int32_t>(act, "peer", -1, path),
+                    optionalField<bool>(act, "batched", false, path)};
       if (e.stage < 0 || e.stage >= a.numStages || e.microbatch < 0 ||
           e.microbatch >= a.microbatches)
         fail(fmt::format("{}: action '{}' names a stage or microbatch that "
                          "does not exist",
-                         path, act.value("text", "")),
+                         path,
+                         optionalField<std::string>(act, "text", "", path)),
              "the manifest is corrupt; recompile the artifact");
       actions.push_back(e);
     }
