@@ -38,8 +38,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstring>
@@ -47,6 +49,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -235,9 +238,61 @@ void onHangup(int) {
   interrupts = interrupts + 2;
 }
 
+/// Copies the launcher's stderr (`fd`) to ours, leaving out Open MPI's
+/// framed notices that only repeat what a rank already said: that a rank
+/// exited non-zero (it printed why) and that MPI_Abort was called (the
+/// rank printed why first). Everything else — a rank killed by a signal
+/// named by mpirun included — passes through, line by line.
+void copyLauncherErrors(int fd) {
+  FILE *in = ::fdopen(fd, "r");
+  if (!in)
+    return;
+  static const char *const kRepeats[] = {"terminated normally, but",
+                                         "exited with non-zero status",
+                                         "MPI_ABORT was invoked"};
+  auto isFrame = [](const std::string &line) {
+    return line.size() > 20 && line.find_first_not_of('-') >= 20;
+  };
+  std::string block, line;
+  bool inBlock = false;
+  char buffer[4096];
+  while (::fgets(buffer, sizeof(buffer), in)) {
+    line += buffer;
+    if (line.back() != '\n' && !::feof(in))
+      continue;
+    if (isFrame(line)) {
+      block += line;
+      if (inBlock) {
+        bool repeat = false;
+        for (const char *r : kRepeats)
+          repeat |= block.find(r) != std::string::npos;
+        if (!repeat)
+          std::fputs(block.c_str(), stderr);
+        block.clear();
+      }
+      inBlock = !inBlock;
+    } else if (inBlock) {
+      block += line;
+    } else {
+      std::fputs(line.c_str(), stderr);
+    }
+    std::fflush(stderr);
+    line.clear();
+  }
+  std::fputs((block + line).c_str(), stderr);
+  std::fflush(stderr);
+  ::fclose(in);
+}
+
 /// Runs `argv` in its own process group (so the terminal's Ctrl-C reaches
 /// only us) and returns its exit status (128 + signal when killed).
 int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
+  int errors[2];
+  if (::pipe(errors) != 0) {
+    std::cerr << "error: cannot create a pipe: " << std::strerror(errno)
+              << "\n";
+    return 1;
+  }
   pid_t child = ::fork();
   if (child < 0) {
     std::cerr << "error: cannot start " << argv[0] << ": "
@@ -245,6 +300,9 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
     return 1;
   }
   if (child == 0) {
+    ::dup2(errors[1], STDERR_FILENO);
+    ::close(errors[0]);
+    ::close(errors[1]);
     ::setpgid(0, 0);
     // If hypipe train dies, even by SIGKILL, the launcher gets SIGTERM and
     // takes its ranks with it (mpirun does on SIGTERM).
@@ -262,6 +320,12 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
                  "HYPIPE_MPIRUN\n";
     ::_exit(127);
   }
+  ::close(errors[1]);
+  auto copied = std::make_shared<std::atomic<bool>>(false);
+  std::thread copier([fd = errors[0], copied] {
+    copyLauncherErrors(fd);
+    *copied = true;
+  });
   ::setpgid(child, child);
   struct sigaction sa {};
   sa.sa_handler = onInterrupt;
@@ -277,8 +341,10 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
     pid_t r = ::waitpid(child, &status, 0);
     if (r == child)
       break;
-    if (r < 0 && errno != EINTR)
-      return 1;
+    if (r < 0 && errno != EINTR) {
+      status = 1 << 8; // exit status 1
+      break;
+    }
     if (interrupts > seen) {
       const bool first = seen == 0 && interrupts == 1;
       seen = interrupts;
@@ -295,6 +361,14 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
   ::signal(SIGHUP, SIG_DFL);
+  // The ranks inherited the pipe and end with the launcher; should one
+  // linger, its last words are not worth hanging for.
+  for (int i = 0; i < 50 && !*copied; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (*copied)
+    copier.join();
+  else
+    copier.detach();
   if (WIFSIGNALED(status))
     return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
