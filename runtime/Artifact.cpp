@@ -51,8 +51,7 @@ T field(const json &j, const char *key, const std::string &where) {
 template <typename T>
 T optionalField(const json &j, const char *key, T fallback,
                 const std::string &where) {
-  return j.is_object() && j.contains(key) ? field<T>(j, key, where)
-                                          : fallback;
+  return j.is_object() && j.contains(key) ? field<T>(j, key, where) : fallback;
 }
 
 /// dlopen maps a library by its headers, so a truncated file crashes the
@@ -88,6 +87,17 @@ void checkElfComplete(const std::string &path) {
 }
 
 } // namespace
+
+schedule::Schedule Artifact::asSchedule() const {
+  schedule::Schedule s;
+  s.name = schedule;
+  s.pp = pp;
+  s.vpp = vpp;
+  s.microbatches = microbatches;
+  s.placement = schedule::placementOf(schedule);
+  s.ranks = programs;
+  return s;
+}
 
 std::vector<StageEntry *> Artifact::stagesOf(int64_t ppRank) {
   std::vector<StageEntry *> out;
@@ -484,14 +494,7 @@ void checkArtifactConsistency(const Artifact &a, const std::string &path) {
   }
   // Every rank's program must run to the end with its peers': a dropped or
   // extra action would leave a rank waiting for ever.
-  schedule::Schedule program;
-  program.name = a.schedule;
-  program.pp = a.pp;
-  program.vpp = a.vpp;
-  program.microbatches = a.microbatches;
-  program.placement = schedule::placementOf(a.schedule);
-  program.ranks = a.programs;
-  if (auto simulated = schedule::simulate(program); !simulated)
+  if (auto simulated = schedule::simulate(a.asSchedule()); !simulated)
     corrupt("its programs do not form a schedule that runs to the end:\n" +
             toString(simulated.takeError()));
 }

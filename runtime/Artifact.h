@@ -10,6 +10,7 @@
 #ifndef HYPIPE_RUNTIME_ARTIFACT_H
 #define HYPIPE_RUNTIME_ARTIFACT_H
 
+#include "core/schedule/Schedule.h"
 #include "core/schedule/Vocabulary.h"
 #include "runtime/StageABI.h"
 
@@ -145,6 +146,8 @@ struct Artifact {
 
   /// Stages of `ppRank`, in vp_stage order.
   std::vector<StageEntry *> stagesOf(int64_t ppRank);
+  /// The per-rank programs as a schedule the simulator runs.
+  schedule::Schedule asSchedule() const;
 };
 
 /// manifest.json's content for `artifact` (what `hypipe compile` writes).

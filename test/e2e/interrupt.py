@@ -11,17 +11,12 @@ import subprocess
 import sys
 import time
 
+from runs import wait_for_steps
+
 run_dir, cmd = sys.argv[1], sys.argv[2:]
 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 log = os.path.join(run_dir, "log.jsonl")
-deadline = time.time() + 60
-while time.time() < deadline:
-    if os.path.exists(log) and len(open(log).readlines()) >= 3:
-        break
-    time.sleep(0.05)
-else:
-    proc.kill()
-    sys.exit("FAIL: no 3 steps logged within 60 s")
+wait_for_steps(proc, log)
 proc.send_signal(signal.SIGINT)
 try:
     out, _ = proc.communicate(timeout=60)

@@ -11,17 +11,12 @@ import subprocess
 import sys
 import time
 
+from runs import wait_for_steps
+
 run_dir, name, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
 proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 log = os.path.join(run_dir, "log.jsonl")
-deadline = time.time() + 60
-while time.time() < deadline:
-    if os.path.exists(log) and len(open(log).readlines()) >= 3:
-        break
-    time.sleep(0.05)
-else:
-    proc.kill()
-    sys.exit("FAIL: no 3 steps logged within 60 s")
+wait_for_steps(proc, log)
 pattern = "hypipe-run " + os.path.join(run_dir, "artifact")
 alive = lambda: subprocess.run(["pgrep", "-f", pattern], capture_output=True,
                                text=True).stdout.split()

@@ -14,18 +14,13 @@ import subprocess
 import sys
 import time
 
+from runs import wait_for_steps
+
 ctrl_c = sys.argv[1] == "--ctrl-c"
 args = sys.argv[2:] if ctrl_c else sys.argv[1:]
 artifact, log, cmd = args[0], args[1], args[2:]
 proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-deadline = time.time() + 60
-while time.time() < deadline:
-    if os.path.exists(log) and len(open(log).readlines()) >= 3:
-        break
-    time.sleep(0.05)
-else:
-    proc.terminate()
-    sys.exit("FAIL: no 3 steps logged within 60 s")
+wait_for_steps(proc, log)
 def ranks():
     """The rank processes: their command line names the artifact, and their
     name is hypipe-run's (or "exe": hypipe-run re-executes itself)."""

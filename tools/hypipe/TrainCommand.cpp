@@ -420,18 +420,6 @@ std::string lossSvg(const std::vector<std::pair<int64_t, double>> &points,
   return svg;
 }
 
-/// The artifact's per-rank programs as a schedule the simulator runs.
-std::optional<schedule::Schedule> scheduleOf(const rt::Artifact &a) {
-  schedule::Schedule s;
-  s.name = a.schedule;
-  s.pp = a.pp;
-  s.vpp = a.vpp;
-  s.microbatches = a.microbatches;
-  s.placement = schedule::placementOf(s.name);
-  s.ranks = a.programs;
-  return s;
-}
-
 /// What the trace (hypipe-run --trace) says: the mean cost of each stage's
 /// F, B, I and W over the steps after the first (which pays for first-touch
 /// page faults), and the bubble of each pipeline rank in the last step.
@@ -719,7 +707,7 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
   nlohmann::json traceJson = nlohmann::json::parse(traceIn, nullptr, false);
   try {
     rt::Artifact art = rt::loadArtifact(artifact);
-    if (std::optional<schedule::Schedule> s = scheduleOf(art)) {
+    if (std::optional<schedule::Schedule> s = art.asSchedule()) {
       std::optional<Measured> m = measure(traceJson, *s);
       auto sim = schedule::simulate(*s, m ? m->costs : schedule::Costs{});
       if (sim) {
