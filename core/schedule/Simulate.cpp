@@ -93,9 +93,8 @@ private:
   size_t at(int64_t stage, int64_t mb) const {
     return static_cast<size_t>(stage * m + mb);
   }
-  std::string text(const Action &a) const {
-    return isCompute(a.op) ? s.megatronText(a) : pytorchText(a);
-  }
+  /// Actions in messages: PyTorch's notation, the one the CSV uses.
+  std::string text(const Action &a) const { return pytorchText(a); }
   Error fail(std::string message) const { return makeError(message); }
   /// What `a` on `rank` waits for, or the time it can start after.
   /// Returns false (and fills `waitingFor`) when a dependency is not done.
@@ -160,8 +159,7 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
                 fmt::format("RECV_F of microbatch {} for stage {}", mb, st));
   case Op::B:
   case Op::I: {
-    if (!need(fEnd[at(st, mb)],
-              fmt::format("its own forward (F{}.{})", mb, s.chunkOf(st))))
+    if (!need(fEnd[at(st, mb)], fmt::format("its own forward ({}F{})", st, mb)))
       return false;
     if (st == stages - 1)
       return true;
@@ -177,15 +175,15 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
   }
   case Op::W:
     return need(bEnd[at(st, mb)],
-                fmt::format("its input gradient (I{}.{})", mb, s.chunkOf(st)));
+                fmt::format("its input gradient ({}I{})", st, mb));
   case Op::SendF:
     if (st == stages - 1)
       return fail(fmt::format("rank {} step {}: {} sends past the last stage",
                               r, pc[r], pytorchText(a)));
     if (auto err = peerCheck(s.rankOf(st + 1)))
       return std::move(err);
-    return need(fEnd[at(st, mb)], fmt::format("the forward it sends (F{}.{})",
-                                              mb, s.chunkOf(st)));
+    return need(fEnd[at(st, mb)],
+                fmt::format("the forward it sends ({}F{})", st, mb));
   case Op::SendB:
     if (st == 0)
       return fail(
@@ -193,8 +191,8 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
                       pc[r], pytorchText(a)));
     if (auto err = peerCheck(s.rankOf(st - 1)))
       return std::move(err);
-    return need(bEnd[at(st, mb)], fmt::format("the backward it sends (B{}.{})",
-                                              mb, s.chunkOf(st)));
+    return need(bEnd[at(st, mb)],
+                fmt::format("the backward it sends ({}B{})", st, mb));
   case Op::RecvF:
     if (st == 0)
       return fail(
@@ -295,29 +293,43 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
 }
 
 std::string Simulator::grid() const {
-  size_t lo = SIZE_MAX;
+  // Every stuck rank's action is in the picture: one window over all of
+  // them when they are close, else a window around each rank's own.
+  size_t lo = SIZE_MAX, hi = 0;
   for (int64_t r = 0; r < s.pp; ++r)
-    if (pc[r] < s.ranks[r].size())
+    if (pc[r] < s.ranks[r].size()) {
       lo = std::min(lo, pc[r]);
-  size_t first = lo > 4 ? lo - 4 : 0, last = lo + 4;
-  std::string out = fmt::format("{:>8}", "step");
-  for (size_t k = first; k <= last; ++k)
-    out += fmt::format(" {:>12}", k);
-  out += "\n";
-  for (int64_t r = 0; r < s.pp; ++r) {
-    out += fmt::format("{:>8}", fmt::format("rank {}", r));
-    for (size_t k = first; k <= last; ++k) {
-      std::string cell;
-      if (k < s.ranks[r].size()) {
-        cell = text(s.ranks[r][k]);
-        if (k == pc[r])
-          cell = "[" + cell + "]";
-      } else if (k == s.ranks[r].size() && pc[r] == k) {
-        cell = "(done)";
-      }
-      out += fmt::format(" {:>12}", cell);
+      hi = std::max(hi, pc[r]);
     }
+  auto cell = [&](int64_t r, size_t k) {
+    if (k < s.ranks[r].size())
+      return k == pc[r] ? "[" + text(s.ranks[r][k]) + "]" : text(s.ranks[r][k]);
+    return k == s.ranks[r].size() && pc[r] == k ? std::string("(done)")
+                                                : std::string();
+  };
+  std::string out;
+  if (hi - lo <= 6) {
+    size_t first = lo > 2 ? lo - 2 : 0, last = hi + 2;
+    out = fmt::format("{:>8}", "step");
+    for (size_t k = first; k <= last; ++k)
+      out += fmt::format(" {:>12}", k);
     out += "\n";
+    for (int64_t r = 0; r < s.pp; ++r) {
+      out += fmt::format("{:>8}", fmt::format("rank {}", r));
+      for (size_t k = first; k <= last; ++k)
+        out += fmt::format(" {:>12}", cell(r, k));
+      out += "\n";
+    }
+  } else {
+    for (int64_t r = 0; r < s.pp; ++r) {
+      size_t at = std::min(pc[r], s.ranks[r].size());
+      size_t first = at > 2 ? at - 2 : 0;
+      out += fmt::format("{:>8}  steps {}-{}:", fmt::format("rank {}", r),
+                         first, at + 2);
+      for (size_t k = first; k <= at + 2; ++k)
+        out += fmt::format(" {:>12}", cell(r, k));
+      out += "\n";
+    }
   }
   return out + "[X] = the action each rank is stuck at";
 }

@@ -230,11 +230,11 @@ TEST(Verifier, DeadlockShowsTheGrid) {
   std::swap(s.ranks[1][0], s.ranks[1][1]); // RECV_F after F: F has no input yet
   std::string e = simulationError(s);
   EXPECT_NE(e.find("the schedule deadlocks"), std::string::npos) << e;
-  EXPECT_NE(e.find("rank 1 waits at step 0 (F0.0) for RECV_F of microbatch 0 "
+  EXPECT_NE(e.find("rank 1 waits at step 0 (1F0) for RECV_F of microbatch 0 "
                    "for stage 1"),
             std::string::npos)
       << e;
-  EXPECT_NE(e.find("[F0.0]"), std::string::npos) << e;
+  EXPECT_NE(e.find("[1F0]"), std::string::npos) << e;
 }
 
 TEST(Verifier, MissingDuplicateAndUnreceived) {
