@@ -159,8 +159,10 @@ MPI_Comm Comm::group(const std::vector<int64_t> &ppRanks) {
 void Comm::allreduce(MPI_Comm group, float *data, int64_t count) {
   if (group == MPI_COMM_NULL)
     return;
-  MPI_Allreduce(MPI_IN_PLACE, data, checkedCount(count), MPI_FLOAT, MPI_SUM,
-                group);
+  MPI_Request r;
+  MPI_Iallreduce(MPI_IN_PLACE, data, checkedCount(count), MPI_FLOAT, MPI_SUM,
+                 group, &r);
+  wait(&r, 1, "the tied-parameter reduction");
 }
 
 std::vector<double> Comm::allgather(const std::vector<double> &values) {
@@ -179,7 +181,9 @@ std::vector<std::string> Comm::gatherToRoot(const std::string &bytes) {
     return {bytes};
   int n = checkedCount(int64_t(bytes.size()));
   std::vector<int> sizes(worldRank == 0 ? worldSize : 0);
-  MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Request r;
+  MPI_Igather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, &r);
+  wait(&r, 1, "every rank's report to rank 0");
   std::vector<int> displs(sizes.size());
   int64_t total = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -187,8 +191,9 @@ std::vector<std::string> Comm::gatherToRoot(const std::string &bytes) {
     total += sizes[i];
   }
   std::string all(size_t(total), '\0');
-  MPI_Gatherv(bytes.data(), n, MPI_CHAR, all.data(), sizes.data(),
-              displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Igatherv(bytes.data(), n, MPI_CHAR, all.data(), sizes.data(),
+               displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD, &r);
+  wait(&r, 1, "every rank's report to rank 0");
   std::vector<std::string> out;
   for (size_t i = 0; i < sizes.size(); ++i)
     out.push_back(all.substr(size_t(displs[i]), size_t(sizes[i])));

@@ -540,6 +540,8 @@ void Trainer::runProgram(double &loss, double &aux) {
     comm.setWaitContext("the end of the program");
   comm.waitAll(st.sends);
   comm.waitAll(dpRequests);
+  if (comm.distributed())
+    comm.setWaitContext(""); // what follows names itself
   for (Buffer &b : st.sendBuffers)
     giveBack(std::move(b));
   loss += st.loss;

@@ -30,7 +30,7 @@ else:
 try:
     _, err = proc.communicate(timeout=30)
 except subprocess.TimeoutExpired:
-    proc.kill()
+    proc.terminate()
     sys.exit("FAIL: hypipe train still running 30 s after %s" % name)
 deadline = time.time() + 10
 while alive() and time.time() < deadline:

@@ -52,7 +52,12 @@ if ctrl_c:
 try:
     _, err = proc.communicate(timeout=60)
 except subprocess.TimeoutExpired:
-    proc.kill()
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
     err = "FAIL: still running 60 s after the stop"
 took = time.time() - start
 for pid in ranks():

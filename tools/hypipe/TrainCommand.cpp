@@ -796,6 +796,11 @@ int runTrain(const TrainOptions &o) {
   if (status != 0 && !stopped) {
     std::optional<int64_t> step =
         o.noSave ? std::nullopt : latestCheckpointStep(run);
+    // A checkpoint at or past the last step has nothing left to resume:
+    // the error above says to raise --steps, and the hint would repeat
+    // the command that just failed.
+    if (step && *step >= spec->training.steps)
+      step.reset();
     std::cerr << fmt::format(
         "error: training failed: {} exited with status {}{}\nhelp: the "
         "messages above name the rank and the cause{}\n",
