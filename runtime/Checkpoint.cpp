@@ -90,6 +90,28 @@ CheckpointInfo infoFrom(const std::map<std::string, std::string> &m,
   return info;
 }
 
+/// The step_NNNNNNNN directories of `root`, oldest first.
+std::vector<std::string> stepDirectories(const std::string &root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(root, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.size() == 13 && name.rfind("step_", 0) == 0 &&
+        name.find_first_not_of("0123456789", 5) == std::string::npos &&
+        entry.is_directory(ec) && !entry.is_symlink(ec))
+      out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string latestName(const std::string &root) {
+  std::ifstream in(root + "/latest");
+  std::string name;
+  in >> name;
+  return name;
+}
+
 /// A file against the size and checksum index.json recorded for it.
 void checkFile(const std::string &file, const WrittenFile &expected,
                const std::string &indexPath) {
@@ -187,6 +209,47 @@ CheckpointReader::parseIndex(const std::string &text,
   return out;
 }
 
+std::string CheckpointReader::stepDirectoryOf(const std::string &path) {
+  if (exists(path + "/index.json"))
+    return path;
+  std::string name = latestName(path);
+  if (name.empty())
+    throw RuntimeError(fmt::format(
+        "error: '{}' has neither index.json nor latest\nhelp: pass a "
+        "directory written by hypipe-run --save (a run that never saved "
+        "leaves none)",
+        path));
+  if (!isPlainName(name) || name.rfind("step_", 0) != 0)
+    throw RuntimeError(fmt::format(
+        "error: '{}/latest' names '{}', which is not a step directory of "
+        "this checkpoint\nhelp: latest holds one name such as {}; the file "
+        "was not written by hypipe or was tampered with",
+        path, name.substr(0, 200), stepDirectoryName(1)));
+  return confinedPath(path, name, "the step directory", path + "/latest");
+}
+
+CheckpointReader::Index CheckpointReader::readIndex(const std::string &dir) {
+  const std::string indexPath = dir + "/index.json";
+  std::ifstream in(indexPath);
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (!in && !in.eof())
+    throw RuntimeError(fmt::format(
+        "error: cannot read '{}'\nhelp: use an earlier checkpoint (step "
+        "directories are complete once latest names them)",
+        indexPath));
+  return parseIndex(text, indexPath);
+}
+
+CheckpointInfo readCheckpointInfo(const std::string &path) {
+  if (!isDirectory(path))
+    return infoFrom(SafeTensorsFile(path, /*verifyChecksum=*/false).metadata(),
+                    path);
+  std::string dir = CheckpointReader::stepDirectoryOf(path);
+  return infoFrom(CheckpointReader::readIndex(dir).metadata,
+                  dir + "/index.json");
+}
+
 CheckpointReader::CheckpointReader(const std::string &path) {
   std::string dir = path;
   if (!exists(path))
@@ -202,34 +265,9 @@ CheckpointReader::CheckpointReader(const std::string &path) {
       byName[name] = files[0].get();
     return;
   }
-  if (!exists(dir + "/index.json")) {
-    std::ifstream latest(dir + "/latest");
-    std::string name;
-    if (!(latest >> name))
-      throw RuntimeError(fmt::format(
-          "error: '{}' has neither index.json nor latest\nhelp: pass a "
-          "directory written by hypipe-run --save (a run that never saved "
-          "leaves none)",
-          path));
-    if (!isPlainName(name) || name.rfind("step_", 0) != 0)
-      throw RuntimeError(fmt::format(
-          "error: '{}/latest' names '{}', which is not a step directory of "
-          "this checkpoint\nhelp: latest holds one name such as {}; the file "
-          "was not written by hypipe or was tampered with",
-          path, name.substr(0, 200), stepDirectoryName(1)));
-    dir = confinedPath(dir, name, "the step directory", dir + "/latest");
-  }
-  where = dir;
-  std::string indexPath = dir + "/index.json";
-  std::ifstream in(indexPath);
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  if (!in && !in.eof())
-    throw RuntimeError(fmt::format(
-        "error: cannot read '{}'\nhelp: use an earlier checkpoint (step "
-        "directories are complete once latest names them)",
-        indexPath));
-  Index index = parseIndex(text, indexPath);
+  where = dir = stepDirectoryOf(path);
+  const std::string indexPath = dir + "/index.json";
+  Index index = readIndex(dir);
   meta = infoFrom(index.metadata, indexPath);
   std::map<std::string, const SafeTensorsFile *> opened;
   for (const auto &[name, f] : index.weightMap) {
@@ -300,32 +338,6 @@ void markLatest(const std::string &root, const std::string &stepDir) {
   std::string text = stepDir + "\n";
   writeFileAtomically(root + "/latest", {{text.data(), text.size()}});
 }
-
-namespace {
-
-/// The step_NNNNNNNN directories of `root`, oldest first.
-std::vector<std::string> stepDirectories(const std::string &root) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto &entry : std::filesystem::directory_iterator(root, ec)) {
-    std::string name = entry.path().filename().string();
-    if (name.size() == 13 && name.rfind("step_", 0) == 0 &&
-        name.find_first_not_of("0123456789", 5) == std::string::npos &&
-        entry.is_directory(ec) && !entry.is_symlink(ec))
-      out.push_back(name);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::string latestName(const std::string &root) {
-  std::ifstream in(root + "/latest");
-  std::string name;
-  in >> name;
-  return name;
-}
-
-} // namespace
 
 std::vector<std::string> pruneCheckpoints(const std::string &root,
                                           int64_t keep) {

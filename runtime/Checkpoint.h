@@ -59,6 +59,11 @@ public:
   };
   static Index parseIndex(const std::string &text,
                           const std::string &indexPath);
+  /// The step directory `path` names: itself when it holds index.json,
+  /// else the one its `latest` names, confined to it. Throws RuntimeError.
+  static std::string stepDirectoryOf(const std::string &path);
+  /// `dir`/index.json, read and parsed. Throws RuntimeError.
+  static Index readIndex(const std::string &dir);
 
   const CheckpointInfo &info() const { return meta; }
   /// Where the tensors come from (the step directory or the file).
@@ -76,6 +81,11 @@ private:
   std::vector<std::unique_ptr<SafeTensorsFile>> files;
   std::map<std::string, const SafeTensorsFile *> byName;
 };
+
+/// What the checkpoint at `path` says about its run, from index.json (or
+/// a merged file's header) alone: no tensor file is read or hashed.
+/// Throws RuntimeError.
+CheckpointInfo readCheckpointInfo(const std::string &path);
 
 /// Writes `dir`/index.json for a step whose rank files (`files`, by name)
 /// are complete.

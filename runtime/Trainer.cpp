@@ -635,11 +635,8 @@ int64_t Trainer::globalBatch() const {
          artifact.training.microBatchSize;
 }
 
-namespace {
-
-/// Every rank's `error` ("" = none): when any is set, all ranks throw the
-/// same CollectiveError listing them.
-void agree(Comm &comm, const std::string &error, const std::string &what) {
+void agreeAcrossRanks(Comm &comm, const std::string &error,
+                      const std::string &what) {
   std::vector<double> failed = comm.allgather({error.empty() ? 0.0 : 1.0});
   bool any = false;
   for (double f : failed)
@@ -669,13 +666,6 @@ void agree(Comm &comm, const std::string &error, const std::string &what) {
   throw CollectiveError(text);
 }
 
-} // namespace
-
-void agreeAcrossRanks(Comm &comm, const std::string &error,
-                      const std::string &what) {
-  agree(comm, error, what);
-}
-
 void Trainer::save(const std::string &root, int64_t step) {
   const TrainingConfig &t = artifact.training;
   CheckpointInfo info;
@@ -701,7 +691,7 @@ void Trainer::save(const std::string &root, int64_t step) {
         error = fmt::format("cannot create '{}': {}", d, std::strerror(errno));
         break;
       }
-  agree(comm, error, what);
+  agreeAcrossRanks(comm, error, what);
   // Data-parallel replicas hold the same state: replica 0 writes it.
   std::string written; // "FILE BYTES CHECKSUM" on the ranks that write
   if (comm.dpRank() == 0) {
@@ -734,7 +724,7 @@ void Trainer::save(const std::string &root, int64_t step) {
       error = e.what();
     }
   }
-  agree(comm, error, what);
+  agreeAcrossRanks(comm, error, what);
   // Each writer's file size and checksum, for the index.
   std::vector<std::string> writtenByRank = comm.gatherToRoot(written);
   if (comm.rank() == 0) {
@@ -763,7 +753,7 @@ void Trainer::save(const std::string &root, int64_t step) {
       error = e.what();
     }
   }
-  agree(comm, error, what);
+  agreeAcrossRanks(comm, error, what);
 }
 
 int64_t Trainer::resume(const std::string &path) {
@@ -815,7 +805,8 @@ int64_t Trainer::resume(const std::string &path) {
   } catch (const RuntimeError &e) {
     error = e.what();
   }
-  agree(comm, error, fmt::format("error: cannot resume from '{}'", path));
+  agreeAcrossRanks(comm, error,
+                   fmt::format("error: cannot resume from '{}'", path));
   return step;
 }
 

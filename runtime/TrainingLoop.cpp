@@ -26,6 +26,10 @@ namespace hypipe::rt {
 
 namespace {
 
+bool fileExists(const std::string &path) {
+  return !path.empty() && ::access(path.c_str(), F_OK) == 0;
+}
+
 /// Ends the run when one wait on other ranks lasts `o.watchdog` seconds
 /// (a rank stopped, hung or dead: without this, the others wait for ever),
 /// and on a Ctrl-C that finds this rank waiting for more than 5 s (it
@@ -44,8 +48,7 @@ void installWatchdog(Comm &comm, const RunOptions &o, const int64_t &step) {
       std::cerr.flush();
       comm.abort(1);
     }
-    if (waited >= 5 && !o.stopFile.empty() &&
-        ::access(o.stopFile.c_str(), F_OK) == 0) {
+    if (waited >= 5 && fileExists(o.stopFile)) {
       std::cerr << fmt::format(
           "[rank {}] stopping on Ctrl-C in step {}: waited {:.0f} s (at {}); "
           "the step cannot finish, so no checkpoint is written for it\n",
@@ -162,10 +165,6 @@ void writeChromeTrace(const std::string &path, int ranks, const Artifact &a,
 std::string parentDirectory(const std::string &path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-bool fileExists(const std::string &path) {
-  return !path.empty() && ::access(path.c_str(), F_OK) == 0;
 }
 
 } // namespace

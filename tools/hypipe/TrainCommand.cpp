@@ -126,7 +126,7 @@ std::optional<int64_t> latestCheckpointStep(const std::string &run) {
   if (::access((run + "/ckpt/latest").c_str(), R_OK) != 0)
     return std::nullopt;
   try {
-    return rt::CheckpointReader(run + "/ckpt").info().step;
+    return rt::readCheckpointInfo(run + "/ckpt").step;
   } catch (const rt::RuntimeError &) {
     return std::nullopt;
   }
