@@ -777,22 +777,19 @@ int runTrain(const TrainOptions &o) {
   LaunchResult launched = launchRun(o, *spec, run, artifact, log, trace);
   int status = launched.status;
   bool stopped = launched.stopped;
-  if (hungUp) {
-    std::cerr << "hypipe train: hung up (SIGHUP): the ranks were ended";
+  // Ended on the user's word: say so, and how to go on when one can.
+  auto endedBy = [&](const char *how, int code) {
+    std::cerr << "hypipe train: " << how;
     if (std::optional<int64_t> step = latestCheckpointStep(run))
       std::cerr << fmt::format("; continue from step {} with: {}", *step,
                                resumeCommand(o, run));
     std::cerr << "\n";
-    return 128 + SIGHUP;
-  }
-  if (ended) {
-    std::cerr << "hypipe train: ended on a second Ctrl-C";
-    if (std::optional<int64_t> step = latestCheckpointStep(run))
-      std::cerr << fmt::format("; continue from step {} with: {}", *step,
-                               resumeCommand(o, run));
-    std::cerr << "\n";
-    return 130;
-  }
+    return code;
+  };
+  if (hungUp)
+    return endedBy("hung up (SIGHUP): the ranks were ended", 128 + SIGHUP);
+  if (ended)
+    return endedBy("ended on a second Ctrl-C", 130);
   if (status != 0 && !stopped) {
     std::optional<int64_t> step =
         o.noSave ? std::nullopt : latestCheckpointStep(run);
