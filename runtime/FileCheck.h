@@ -1,8 +1,8 @@
 //===- FileCheck.h - checksums and confined paths for files we read -------===//
 //
 // What the runtime checks before it trusts a file another process wrote:
-// its checksum (XXH3-128, from libxxhash: fast enough to hash a checkpoint
-// at memory bandwidth, and it finds any flipped byte; it is an integrity
+// its checksum (XXH3-128, from libxxhash: a non-cryptographic hash chosen
+// for speed on large checkpoints; it finds any flipped byte; it is an integrity
 // check, not a signature) and that a name read from a file stays inside the
 // directory it is meant to name something in. docs/security.md.
 //
