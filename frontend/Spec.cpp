@@ -95,6 +95,8 @@ const std::vector<Field> &parallelFields() {
       HYPIPE_FIELD("layout", d.spec.parallel.layout),
       HYPIPE_FIELD("objective", d.spec.parallel.objective),
       HYPIPE_FIELD("max_memory_gib", d.spec.parallel.maxMemoryGiB),
+      HYPIPE_FIELD("distributed_optimizer",
+                   d.spec.parallel.distributedOptimizer),
   };
   return fields;
 }
@@ -277,7 +279,9 @@ private:
         {"parallel.microbatches", bool(overrides.microbatches)},
         {"training.steps", bool(overrides.steps)},
         {"training.seed", bool(overrides.seed)},
-        {"training.target", bool(overrides.target)}};
+        {"training.target", bool(overrides.target)},
+        {"parallel.distributed_optimizer",
+         bool(overrides.distributedOptimizer)}};
     for (auto [key, isGiven] : given)
       if (isGiven)
         overridden.insert(key);
@@ -297,6 +301,8 @@ private:
       tr.seed = *overrides.seed;
     if (overrides.target)
       tr.target = *overrides.target;
+    if (overrides.distributedOptimizer)
+      par.distributedOptimizer = *overrides.distributedOptimizer;
   }
   /// "section.key" of the values the command line gave: an error about one
   /// names its flag, not the spec's line.

@@ -32,6 +32,9 @@ struct ParallelSpec {
   std::string layout; ///< Optional Megatron layout string (`E t m L`).
   std::string objective = "time";     ///< auto-partition objective
   std::optional<double> maxMemoryGiB; ///< auto-partition memory cap per rank
+  /// Megatron's --use-distributed-optimizer (ZeRO-1): the AdamW moments
+  /// sharded over the data-parallel ranks of each pipeline rank.
+  bool distributedOptimizer = false;
 };
 
 struct TrainingSpec {
@@ -96,6 +99,7 @@ struct ModelSpec {
 struct SpecOverrides {
   std::optional<int64_t> pp, vpp, dp, microbatches, steps, seed;
   std::optional<std::string> schedule, target;
+  std::optional<bool> distributedOptimizer;
 };
 
 /// Loads and checks a spec. On failure the error's message is the complete

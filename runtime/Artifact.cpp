@@ -197,7 +197,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
         {"dp", a.dp},
         {"schedule", a.schedule},
         {"microbatches", a.microbatches},
-        {"microbatch_group_size", a.groupSize}}},
+        {"microbatch_group_size", a.groupSize},
+        {"distributed_optimizer", a.distributedOptimizer}}},
       {"training",
        {{"seq_length", t.seqLength},
         {"micro_batch_size", t.microBatchSize},
@@ -284,6 +285,8 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   a.schedule = field<std::string>(par, "schedule", path);
   a.microbatches = field<int64_t>(par, "microbatches", path);
   a.groupSize = field<int64_t>(par, "microbatch_group_size", path);
+  a.distributedOptimizer =
+      optionalField<bool>(par, "distributed_optimizer", false, path);
   const json &tr = field<json>(m, "training", path);
   TrainingConfig &t = a.training;
   t.seqLength = field<int64_t>(tr, "seq_length", path);

@@ -136,6 +136,8 @@ struct Artifact {
   std::string schedule;
   int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;
   int64_t groupSize = 0; ///< microbatch_group_size_per_vp_stage; 0 = pp
+  /// AdamW moments sharded over the dp ranks (docs/runtime.md).
+  bool distributedOptimizer = false;
   int64_t numStages = 0;
   TrainingConfig training;
   std::string dataPath, dataFormat;

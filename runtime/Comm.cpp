@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -141,6 +142,31 @@ Comm::Request Comm::iallreduceDp(float *data, int64_t count) {
   MPI_Iallreduce(MPI_IN_PLACE, data, checkedCount(count), MPI_FLOAT, MPI_SUM,
                  dpComm, &r);
   return r;
+}
+
+Comm::Request Comm::ireduceScatterDp(float *data, int64_t block) {
+  MPI_Request r;
+  MPI_Ireduce_scatter_block(MPI_IN_PLACE, data, checkedCount(block), MPI_FLOAT,
+                            MPI_SUM, dpComm, &r);
+  return r;
+}
+
+Comm::Request Comm::iallgatherDp(float *data, int64_t block) {
+  MPI_Request r;
+  MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, checkedCount(block),
+                 MPI_FLOAT, dpComm, &r);
+  return r;
+}
+
+void Comm::gatherDp(const float *block, int64_t count, float *all) {
+  if (dp == 1) {
+    std::copy(block, block + count, all);
+    return;
+  }
+  MPI_Request r;
+  MPI_Igather(block, checkedCount(count), MPI_FLOAT, all, checkedCount(count),
+              MPI_FLOAT, 0, dpComm, &r);
+  wait(&r, 1, "the optimizer state's gather to data-parallel rank 0");
 }
 
 MPI_Comm Comm::group(const std::vector<int64_t> &ppRanks) {

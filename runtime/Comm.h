@@ -64,6 +64,16 @@ public:
 
   /// Non-blocking in-place sum over the data-parallel group.
   Request iallreduceDp(float *data, int64_t count);
+  /// The distributed optimizer's collectives over the data-parallel group,
+  /// on a buffer of dpSize() blocks of `block` floats, block d belonging to
+  /// dp rank d. Reduce-scatter: the sum of everyone's block dpRank() lands
+  /// in block 0 of `data` (MPI's in-place convention; the rest is left
+  /// as it was). All-gather: every rank's own block, to everyone.
+  Request ireduceScatterDp(float *data, int64_t block);
+  Request iallgatherDp(float *data, int64_t block);
+  /// Data-parallel rank 0 receives every rank's `block` floats into `all`
+  /// (dpSize() blocks, in dp order); `all` is ignored elsewhere.
+  void gatherDp(const float *block, int64_t count, float *all);
 
   /// Creates the group of pipeline ranks `ppRanks` (sorted, size >= 2) of
   /// this rank's pipeline; collective over the world. Ranks outside

@@ -12,6 +12,7 @@
 #ifndef HYPIPE_RUNTIME_DEVICE_H
 #define HYPIPE_RUNTIME_DEVICE_H
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -52,6 +53,18 @@ public:
                      float *v, int64_t n) = 0;
   /// Waits for queued work.
   virtual void synchronize() = 0;
+
+  /// Bytes held by this device's DeviceArrays now, and the most held at
+  /// once so far: what the run's tensors really took.
+  int64_t liveBytes() const { return live; }
+  int64_t peakBytes() const { return peak; }
+  void account(int64_t bytes) {
+    live += bytes;
+    peak = std::max(peak, live);
+  }
+
+private:
+  int64_t live = 0, peak = 0;
 };
 
 /// Plain memory and loops: the cpu target.
@@ -67,7 +80,9 @@ public:
   DeviceArray(Device &device, int64_t n)
       : dev(&device), count(n),
         ptr(static_cast<T *>(n ? device.allocate(n * int64_t(sizeof(T)))
-                               : nullptr)) {}
+                               : nullptr)) {
+    dev->account(n * int64_t(sizeof(T)));
+  }
   DeviceArray(DeviceArray &&o) noexcept { swap(o); }
   DeviceArray &operator=(DeviceArray &&o) noexcept {
     swap(o);
@@ -78,6 +93,8 @@ public:
   ~DeviceArray() {
     if (ptr)
       dev->release(ptr);
+    if (dev)
+      dev->account(-count * int64_t(sizeof(T)));
   }
   T *data() { return ptr; }
   const T *data() const { return ptr; }

@@ -89,13 +89,19 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
   // The libraries first: whether they fit the manifest needs no GPU.
   loadStageLibraries(artifact, ppRank);
   device = openDevice(artifact, comm);
+  const int64_t dp = sharded() ? comm.dpSize() : 1;
   for (StageEntry *e : artifact.stagesOf(ppRank)) {
     StageState s;
     s.entry = e;
-    s.params = Buffer(*device, e->numParams);
-    s.grads = Buffer(*device, e->numParams);
-    s.adamM = Buffer(*device, e->numParams);
-    s.adamV = Buffer(*device, e->numParams);
+    // Megatron's distributed optimizer: the flat buffer cut into dp equal
+    // blocks, block d's moments on dp rank d.
+    s.block = (e->numParams + dp - 1) / dp;
+    s.begin = std::min(e->numParams, s.block * (dp > 1 ? comm.dpRank() : 0));
+    s.end = std::min(e->numParams, s.begin + s.block);
+    s.params = Buffer(*device, s.block * dp);
+    s.grads = Buffer(*device, s.block * dp);
+    s.adamM = Buffer(*device, s.block);
+    s.adamV = Buffer(*device, s.block);
     s.workspace = Buffer(*device, e->workspaceFloats);
     std::vector<float> init(e->numParams, 0.0f);
     for (const ParamEntry &p : e->params) {
@@ -121,9 +127,12 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
     bool local = false;
-    for (const StageState &s : stages)
+    for (StageState &s : stages)
       for (const ParamEntry &p : s.entry->params)
-        local |= p.name == name;
+        if (p.name == name) {
+          local = true;
+          s.tied |= stageIndices.size() > 1;
+        }
     if (stageIndices.size() > 1)
       firstStage[name] = stageIndices.front();
     if (ranks.size() < 2)
@@ -151,9 +160,34 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
   epoch = now();
 }
 
+Trainer::~Trainer() {
+  try {
+    for (StageState &s : stages)
+      awaitParameters(s);
+  } catch (...) {
+    // A hook ended the wait (the watchdog); nothing is left to finish.
+  }
+}
+
+bool Trainer::sharded() const {
+  return artifact.distributedOptimizer && comm.dpSize() > 1;
+}
+
+void Trainer::awaitParameters(StageState &s) {
+  if (!s.paramGather.empty())
+    comm.waitAll(s.paramGather);
+}
+
 void Trainer::startDpReduction(StageState &s) {
   if (comm.dpSize() == 1)
     return;
+  if (sharded()) {
+    // A tied stage's gradient is summed with its copies first (the sums
+    // commute, and the copies sit at other offsets of other buffers).
+    if (!s.tied)
+      dpRequests.push_back(comm.ireduceScatterDp(s.grads.data(), s.block));
+    return;
+  }
   for (int64_t at = 0; at < s.grads.size(); at += kBucketFloats)
     dpRequests.push_back(comm.iallreduceDp(
         s.grads.data() + at,
@@ -434,6 +468,7 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
   args.saved = s.slots[slot].data();
   if (!e.hasEmbedding)
     args.input = st.acts.at(tensorKey(a.stage - 1, a.microbatch)).data();
+  awaitParameters(s);
   if (!e.hasHead)
     args.output =
         st.acts.emplace(k, takeActivation(st.activation)).first->second.data();
@@ -525,15 +560,13 @@ void Trainer::runProgram(double &loss, double &aux) {
       break;
     }
     lastTimings.push_back({actionText[i], kind, begin, now() - epoch});
-    peakTransientFloats = std::max<int64_t>(
-        peakTransientFloats,
-        int64_t(st.acts.size() + st.grads.size() + st.sendBuffers.size()) *
-            st.activation);
     // Let MPI move pending sends and reductions along between kernels; a
     // transfer needs no progress call of its own.
     if (comm.distributed() && schedule::isCompute(a.op)) {
       comm.testAll(st.sends);
       comm.testAll(dpRequests);
+      for (StageState &s : stages)
+        comm.testAll(s.paramGather);
     }
   }
   if (comm.distributed())
@@ -583,9 +616,26 @@ void Trainer::reduceTiedGradients() {
   }
 }
 
+void Trainer::finishShardedReduction() {
+  std::vector<Comm::Request> pending;
+  for (StageState &s : stages)
+    if (s.tied)
+      pending.push_back(comm.ireduceScatterDp(s.grads.data(), s.block));
+  comm.waitAll(pending);
+  // MPI's in-place reduce-scatter leaves a rank's block at the front; the
+  // update reads it where its parameters are (blocks never overlap).
+  if (comm.dpRank() > 0)
+    for (StageState &s : stages)
+      device->copy(s.grads.data() + s.block * comm.dpRank(), s.grads.data(),
+                   int64_t(sizeof(float)) * s.block);
+}
+
 double Trainer::localGradNormSquared() const {
   // Each parameter once over the pipeline: a tied copy counts only on the
-  // first stage that holds it.
+  // first stage that holds it. Data-parallel replicas of a reduced
+  // gradient count once: on replica 0, or on the rank whose shard holds it.
+  if (!sharded() && comm.dpRank() != 0)
+    return 0;
   double sq = 0;
   std::set<std::string> counted;
   for (const StageState &s : stages)
@@ -594,7 +644,10 @@ double Trainer::localGradNormSquared() const {
       if (it != firstStage.end() &&
           (it->second != s.entry->index || !counted.insert(p.name).second))
         continue;
-      sq = device->sumSquares(s.grads.data() + p.offset, p.numel, sq);
+      const int64_t lo = std::max(p.offset, s.begin),
+                    hi = std::min(p.offset + p.numel, s.end);
+      if (lo < hi)
+        sq = device->sumSquares(s.grads.data() + lo, hi - lo, sq);
     }
   return sq;
 }
@@ -604,8 +657,14 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
   const double b1 = t.beta1, b2 = t.beta2;
   const double c1 = 1.0 - std::pow(b1, double(step)),
                c2 = 1.0 - std::pow(b2, double(step));
-  for (StageState &s : stages)
+  for (StageState &s : stages) {
     for (const ParamEntry &p : s.entry->params) {
+      // The part of the parameter in this rank's shard (all of it when the
+      // state is not sharded); moments are indexed from the shard's start.
+      const int64_t lo = std::max(p.offset, s.begin),
+                    hi = std::min(p.offset + p.numel, s.end);
+      if (lo >= hi)
+        continue;
       AdamWStep a{lr,
                   b1,
                   b2,
@@ -614,18 +673,27 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
                   c2,
                   p.weightDecay ? float(1.0 - lr * t.weightDecay) : 1.0f,
                   clipScale};
-      device->adamw(a, s.params.data() + p.offset, s.grads.data() + p.offset,
-                    s.adamM.data() + p.offset, s.adamV.data() + p.offset,
-                    p.numel);
+      device->adamw(a, s.params.data() + lo, s.grads.data() + lo,
+                    s.adamM.data() + (lo - s.begin),
+                    s.adamV.data() + (lo - s.begin), hi - lo);
     }
+    // Every replica gets the updated blocks; the stage's next forward
+    // waits for them, so the gather overlaps what runs before it.
+    if (sharded())
+      s.paramGather.push_back(comm.iallgatherDp(s.params.data(), s.block));
+  }
 }
 
-int64_t Trainer::peakTensorBytes() const {
-  int64_t floats = peakTransientFloats;
-  for (const StageState &s : stages)
-    floats += 4 * s.params.size() + s.workspace.size() +
-              int64_t(s.slots.size()) * s.entry->savedFloats;
-  return floats * int64_t(sizeof(float));
+int64_t Trainer::peakTensorBytes() const { return device->peakBytes(); }
+
+std::vector<float> Trainer::fullMoment(StageState &s, const Buffer &moment) {
+  std::vector<float> shard = moment.download();
+  if (!sharded())
+    return shard;
+  std::vector<float> all(comm.dpRank() == 0 ? size_t(s.block * comm.dpSize())
+                                            : 0);
+  comm.gatherDp(shard.data(), s.block, all.data());
+  return all;
 }
 
 int64_t Trainer::globalBatch() const {
@@ -692,20 +760,26 @@ void Trainer::save(const std::string &root, int64_t step) {
         break;
       }
   agreeAcrossRanks(comm, error, what);
-  // Data-parallel replicas hold the same state: replica 0 writes it.
+  // Data-parallel replicas hold the same parameters: replica 0 writes
+  // them, with the moments gathered from every shard when sharded (the
+  // file is the same either way).
+  std::vector<std::vector<float>> host; // alive until write()
+  for (StageState &s : stages) {
+    awaitParameters(s);
+    host.push_back(comm.dpRank() == 0 ? s.params.download()
+                                      : std::vector<float>());
+    host.push_back(fullMoment(s, s.adamM));
+    host.push_back(fullMoment(s, s.adamV));
+  }
   std::string written; // "FILE BYTES CHECKSUM" on the ranks that write
   if (comm.dpRank() == 0) {
     SafeTensorsWriter w;
     std::set<std::string> seen;
-    // Host copies, alive until write().
-    std::vector<std::vector<float>> host;
-    for (StageState &s : stages) {
-      host.push_back(s.params.download());
-      const float *params = host.back().data();
-      host.push_back(s.adamM.download());
-      const float *m = host.back().data();
-      host.push_back(s.adamV.download());
-      const float *v = host.back().data();
+    for (size_t i = 0; i < stages.size(); ++i) {
+      StageState &s = stages[i];
+      const float *params = host[3 * i].data();
+      const float *m = host[3 * i + 1].data();
+      const float *v = host[3 * i + 2].data();
       for (const ParamEntry &p : s.entry->params) {
         if (!seen.insert(p.name).second)
           continue;
@@ -787,9 +861,12 @@ int64_t Trainer::resume(const std::string &path) {
           "checkpoint '{}' is at step {}, and this run ends at step {}\n"
           "help: pass --steps N with N > {}",
           ckpt.location(), info.step, t.steps, info.step));
+    // Every rank reads all of its stages' state and keeps its shard of
+    // the moments: a checkpoint resumes on any dp, sharded or not.
     for (StageState &s : stages) {
-      std::vector<float> w = s.params.download(), m = s.adamM.download(),
-                         v = s.adamV.download();
+      awaitParameters(s);
+      const size_t n = size_t(s.params.size());
+      std::vector<float> w(n, 0.0f), m(n, 0.0f), v(n, 0.0f);
       for (const ParamEntry &p : s.entry->params) {
         ckpt.read(p.name, p.shape, w.data() + p.offset);
         ckpt.read("optimizer.exp_avg." + p.name, p.shape, m.data() + p.offset);
@@ -797,8 +874,10 @@ int64_t Trainer::resume(const std::string &path) {
                   v.data() + p.offset);
       }
       s.params.upload(w.data(), s.params.size());
-      s.adamM.upload(m.data(), s.adamM.size());
-      s.adamV.upload(v.data(), s.adamV.size());
+      s.adamM.upload(m.data() + s.block * (sharded() ? comm.dpRank() : 0),
+                     s.block);
+      s.adamV.upload(v.data() + s.block * (sharded() ? comm.dpRank() : 0),
+                     s.block);
     }
     step = info.step;
     resumedDecayEnd = info.lrDecaySteps;
@@ -811,6 +890,15 @@ int64_t Trainer::resume(const std::string &path) {
 }
 
 void Trainer::dump(const std::string &path, double loss, double aux) {
+  if (sharded()) {
+    // Every rank's block of summed gradients, for the whole gradient.
+    std::vector<Comm::Request> gathers;
+    for (StageState &s : stages) {
+      awaitParameters(s);
+      gathers.push_back(comm.iallgatherDp(s.grads.data(), s.block));
+    }
+    comm.waitAll(gathers);
+  }
   SafeTensorsWriter w;
   std::vector<std::vector<float>> host; // alive until write()
   for (StageState &s : stages) {
@@ -866,13 +954,13 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   if (faultNanStep == step)
     loss = std::nan("");
   reduceTiedGradients();
+  if (sharded())
+    finishShardedReduction();
   if (!dumpPath.empty())
     dump(dumpPath, loss, aux);
   // Loss, aux loss and squared norm of every rank, added in rank order so
-  // every rank computes the same bits. Data-parallel replicas hold the same
-  // reduced gradients: only replica 0 counts them.
-  std::vector<double> all = comm.allgather(
-      {loss, aux, comm.dpRank() == 0 ? localGradNormSquared() : 0.0});
+  // every rank computes the same bits.
+  std::vector<double> all = comm.allgather({loss, aux, localGradNormSquared()});
   double sq = 0;
   for (size_t r = 0; r < all.size(); r += 3) {
     st.loss += all[r];

@@ -60,6 +60,9 @@ public:
   /// cuda) and initialises its parameters there; collective (creates the
   /// tied-parameter groups).
   Trainer(Artifact &artifact, Comm &comm, TrainingData data);
+  /// Completes the distributed optimizer's parameter all-gathers still in
+  /// flight (every rank started them).
+  ~Trainer();
 
   /// Where this rank's tensors live ("cpu", "cuda:0 (...)").
   std::string deviceName() const { return device->describe(); }
@@ -79,9 +82,10 @@ public:
   /// the step it was saved after. Throws CollectiveError.
   int64_t resume(const std::string &path);
 
-  /// Peak bytes of this rank's tensors so far: parameters, gradients, AdamW
-  /// moments, workspaces, saved-activation slots and the most activation
-  /// and gradient buffers alive at once (including pending sends).
+  /// Peak bytes of this rank's tensors so far, measured on its device:
+  /// parameters, gradients, AdamW moments (this rank's shard with the
+  /// distributed optimizer), workspaces, saved-activation slots, the pooled
+  /// activation and gradient buffers and the batch.
   int64_t peakTensorBytes() const;
 
   /// Samples per step: dp x microbatches x micro_batch_size, or
@@ -101,7 +105,18 @@ private:
   using Buffer = DeviceArray<float>;
   struct StageState {
     StageEntry *entry;
+    /// With the distributed optimizer, params and grads hold dp blocks of
+    /// `block` floats (the last padded) and adamM/adamV only this rank's
+    /// block; otherwise block is numParams.
     Buffer params, grads, adamM, adamV, workspace;
+    int64_t block = 0;
+    /// The parameter floats this rank's optimizer updates: [begin, end).
+    int64_t begin = 0, end = 0;
+    /// Holds a parameter tied to another stage: its gradient reduction
+    /// waits for the tied sum (sharded runs).
+    bool tied = false;
+    /// The all-gather of the updated parameters, while in flight.
+    std::vector<Comm::Request> paramGather;
     std::vector<Buffer> slots;
     std::vector<int> freeSlots;
     int64_t backwardsDone = 0; ///< B or W actions this step
@@ -161,6 +176,16 @@ private:
   void backward(const ActionEntry &a, StepState &st);
   void startDpReduction(StageState &s);
   void reduceTiedGradients();
+  /// True when the AdamW state is sharded over data-parallel ranks.
+  bool sharded() const;
+  /// Sharded runs: reduce-scatters what the program left (the tied
+  /// stages) and puts each rank's block of summed gradients in place.
+  void finishShardedReduction();
+  /// Waits for the all-gather of `s`'s parameters after the last update.
+  void awaitParameters(StageState &s);
+  /// A stage's AdamW moment (`m` or `v`) over all of its parameters, on
+  /// the rank that writes the checkpoint (gathered when sharded).
+  std::vector<float> fullMoment(StageState &s, const Buffer &moment);
   double localGradNormSquared() const;
   void optimizerStep(int64_t step, double lr, double clipScale);
   void dump(const std::string &path, double loss, double aux);
@@ -204,7 +229,6 @@ private:
   std::vector<Comm::Request> dpRequests;
   std::vector<Timing> lastTimings;
   double epoch = 0;
-  int64_t peakTransientFloats = 0;
   int faultKillRank = -1;
   long faultKillStep = -1, faultNanStep = -1;
 };

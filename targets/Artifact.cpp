@@ -272,6 +272,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.schedule = spec.parallel.schedule;
   artifact.microbatches = spec.parallel.microbatches;
   artifact.groupSize = spec.parallel.groupSize;
+  artifact.distributedOptimizer = spec.parallel.distributedOptimizer;
   artifact.numStages = int64_t(artifact.stages.size());
 
   rt::TrainingConfig &t = artifact.training; // Adam's betas: its defaults

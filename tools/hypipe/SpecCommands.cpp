@@ -407,6 +407,11 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       "--target", [&o](const std::string &v) { o.target = v; },
       "what the stages are compiled for: cpu or cuda (instead of "
       "training.target)");
+  sub->add_flag_function(
+      "--distributed-optimizer",
+      [&o](int64_t) { o.distributedOptimizer = true; },
+      "shard the AdamW state over the data-parallel ranks (Megatron's "
+      "--use-distributed-optimizer; parallel.distributed_optimizer)");
 }
 
 void addCompileCommand(CLI::App &app, Runner &run) {

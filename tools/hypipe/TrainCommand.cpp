@@ -103,6 +103,8 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   add("--seed", v.seed);
   add("--schedule", v.schedule);
   add("--target", v.target);
+  if (v.distributedOptimizer)
+    words.push_back("--distributed-optimizer");
   auto addIf = [&](const char *flag, const std::string &value, bool given) {
     if (given)
       words.insert(words.end(), {flag, value});
@@ -219,10 +221,11 @@ std::string cacheKey(const TrainOptions &o) {
   };
   std::string text = fmt::format(
       "{}\n{}\npp={} vpp={} dp={} mb={} steps={} seed={} schedule={} "
-      "target={}\n{} {}\n",
+      "target={} distributed_optimizer={}\n{} {}\n",
       spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp),
       opt(v.microbatches), opt(v.steps), opt(v.seed), v.schedule.value_or("-"),
-      v.target.value_or("-"), int64_t(st.st_mtime), int64_t(st.st_size));
+      v.target.value_or("-"), v.distributedOptimizer.has_value(),
+      int64_t(st.st_mtime), int64_t(st.st_size));
   return fmt::format("{:016x}", std::hash<std::string>{}(text));
 }
 
