@@ -1084,6 +1084,7 @@ AutoPartitionRequest ModelSpec::partitionRequest() const {
   r.settings.seqLength = training.seqLength;
   r.settings.microBatchSize = training.microBatchSize;
   r.settings.bf16 = training.dtype == "bf16";
+  r.settings.optimizerShards = parallel.distributedOptimizer ? parallel.dp : 1;
   r.layers = pattern.layers();
   r.mtpLayers = pattern.mtp;
   r.mtpDepths = pattern.mtpDepths;

@@ -186,12 +186,15 @@ std::vector<ItemCost> modelItems(const ModelDims &d, const CostSettings &s,
   return items;
 }
 
-int64_t trainingBytesPerParameter(bool bf16) { return bf16 ? 18 : 16; }
+double trainingBytesPerParameter(bool bf16, int64_t optimizerShards) {
+  const double shards = double(std::max<int64_t>(1, optimizerShards));
+  return bf16 ? 2 + 4 + 12 / shards : 4 + 4 + 8 / shards;
+}
 
-int64_t rankMemoryEstimate(int64_t params, int64_t bytesPerParameter,
+int64_t rankMemoryEstimate(int64_t params, double bytesPerParameter,
                            double activationBytes, double inFlight,
                            int64_t fixedBytes) {
-  return params * bytesPerParameter +
+  return static_cast<int64_t>(std::ceil(double(params) * bytesPerParameter)) +
          static_cast<int64_t>(std::ceil(inFlight * activationBytes)) +
          fixedBytes;
 }

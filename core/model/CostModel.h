@@ -21,6 +21,9 @@ struct CostSettings {
   int64_t seqLength = 128;
   int64_t microBatchSize = 1;
   bool bf16 = false; ///< activations and weights in bf16, fp32 master copies
+  /// Data-parallel ranks the optimizer state is divided over (Megatron's
+  /// distributed optimizer); 1 without it.
+  int64_t optimizerShards = 1;
 
   int64_t tokens() const { return seqLength * microBatchSize; }
   int64_t activationBytesPerElement() const { return bf16 ? 2 : 4; }
@@ -66,8 +69,9 @@ std::vector<ItemCost> modelItems(const ModelDims &dims,
 
 /// Bytes per parameter held by a rank for training with AdamW: weights,
 /// gradients and two moments (fp32: 4+4+8; bf16: 2 + 4 fp32 gradient + 12 for
-/// the fp32 master copy and moments).
-int64_t trainingBytesPerParameter(bool bf16);
+/// the fp32 master copy and moments). The optimizer's part (8, or 12) is
+/// divided by `optimizerShards` under the distributed optimizer.
+double trainingBytesPerParameter(bool bf16, int64_t optimizerShards = 1);
 
 /// The one memory estimate of a pipeline rank, in bytes: its parameters
 /// with their gradients and optimizer state (`bytesPerParameter` each), the
@@ -75,7 +79,7 @@ int64_t trainingBytesPerParameter(bool bf16);
 /// through all of the rank's stages), and `fixedBytes` (p2p buffers,
 /// workspaces). The partitioner and `hypipe explain` feed it the cost
 /// model's activations; `hypipe train` the compiled plan's saved buffers.
-int64_t rankMemoryEstimate(int64_t params, int64_t bytesPerParameter,
+int64_t rankMemoryEstimate(int64_t params, double bytesPerParameter,
                            double activationBytes, double inFlight,
                            int64_t fixedBytes);
 

@@ -34,7 +34,8 @@ namespace {
 /// The per-rank memory estimate with the request's terms computed once.
 struct MemoryModel {
   explicit MemoryModel(const AutoPartitionRequest &r)
-      : bytesPerParam(trainingBytesPerParameter(r.settings.bf16)),
+      : bytesPerParam(trainingBytesPerParameter(r.settings.bf16,
+                                                r.settings.optimizerShards)),
         p2pPerStage(2 * r.settings.tokens() * r.dims.hidden *
                     r.settings.activationBytesPerElement()) {
     for (int64_t rank = 0; rank < r.pp; ++rank)
@@ -52,7 +53,8 @@ struct MemoryModel {
                               inFlight[ppRank], stages * p2pPerStage);
   }
 
-  int64_t bytesPerParam, p2pPerStage;
+  double bytesPerParam;
+  int64_t p2pPerStage;
   std::vector<double> inFlight;
 };
 

@@ -140,6 +140,10 @@ TEST(CostModel, MicrobatchesInFlight) {
   EXPECT_EQ(peakMicrobatchesInFlight("interleaved-1f1b", 4, 2, 8, 0), 5.5);
   EXPECT_EQ(trainingBytesPerParameter(false), 16);
   EXPECT_EQ(trainingBytesPerParameter(true), 18);
+  // Megatron's distributed optimizer: the optimizer's part over dp ranks.
+  EXPECT_EQ(trainingBytesPerParameter(false, 2), 12);
+  EXPECT_EQ(trainingBytesPerParameter(false, 8), 9);
+  EXPECT_EQ(trainingBytesPerParameter(true, 4), 9);
 }
 
 // The closed form the partitioner and `hypipe explain` use (fast, no

@@ -98,6 +98,7 @@ int runCompile(const CompileOptions &o) {
 struct ExplainOptions {
   std::string spec;
   bool json = false;
+  SpecOverrides overrides;
 };
 
 std::string gflop(int64_t flops) { return fmt::format("{:.4g}", flops / 1e9); }
@@ -132,7 +133,7 @@ simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost) {
 }
 
 int runExplain(const ExplainOptions &o) {
-  auto spec = load(o.spec);
+  auto spec = load(o.spec, o.overrides);
   if (!spec)
     return 1;
   const PatternPlacement &placement = spec->placement;
@@ -185,6 +186,7 @@ int runExplain(const ExplainOptions &o) {
     out["pp"] = placement.pp;
     out["vpp"] = placement.vpp;
     out["dp"] = spec->parallel.dp;
+    out["distributed_optimizer"] = spec->parallel.distributedOptimizer;
     out["schedule"] = spec->parallel.schedule;
     out["microbatches"] = spec->parallel.microbatches;
     out["parameters"] = total;
@@ -229,11 +231,15 @@ int runExplain(const ExplainOptions &o) {
                            spec->file, spec->name, spec->pattern.numLayers(),
                            withCommas(total));
   std::cout << fmt::format(
-      "parallel: pp={} vpp={} dp={} schedule={} microbatches={}; "
+      "parallel: pp={} vpp={} dp={}{} schedule={} microbatches={}; "
       "per microbatch: {} tokens, {}\n",
-      placement.pp, placement.vpp, spec->parallel.dp, spec->parallel.schedule,
-      spec->parallel.microbatches, request.settings.tokens(),
-      spec->training.dtype);
+      placement.pp, placement.vpp, spec->parallel.dp,
+      spec->parallel.distributedOptimizer
+          ? fmt::format(" (optimizer state sharded {} ways)",
+                        request.settings.optimizerShards)
+          : "",
+      spec->parallel.schedule, spec->parallel.microbatches,
+      request.settings.tokens(), spec->training.dtype);
   std::cout << fmt::format(
       "pattern: {}{}\n\n", pinned,
       spec->autoPartitioned
@@ -435,6 +441,7 @@ void addExplainCommand(CLI::App &app, Runner &run) {
                                     "and parameters per stage and rank");
   sub->add_option("spec", o->spec, "model spec (YAML)")->required();
   sub->add_flag("--json", o->json, "print JSON (format in docs/cli.md)");
+  addOverrideOptions(sub, o->overrides);
   sub->callback([o, &run] { run = [o] { return runExplain(*o); }; });
 }
 
