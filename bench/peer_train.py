@@ -64,7 +64,7 @@ def forward(tokens, labels):
         if kind == "embedding":
             x = params["embedding.word_embeddings.weight"][tokens]
         elif kind == "mamba":
-            x = x + fast_mamba.mamba(ref.rmsnorm(x, lp["norm.weight"]), lp, dims["mamba"])
+            x = x + fast_mamba.mamba(ref.rmsnorm(x, lp["mixer.in_proj.layer_norm_weight"]), lp, dims["mamba"])
         elif kind == "attention":
             x = x + ref.attention(ref.rmsnorm(x, lp["self_attention.linear_qkv.layer_norm_weight"]),
                                   lp, dims["attention"])

@@ -2,6 +2,8 @@
 
 #include "runtime/Checkpoint.h"
 
+#include "core/model/ParameterNames.h"
+
 #include "runtime/Artifact.h"
 #include "runtime/FileCheck.h"
 
@@ -304,13 +306,23 @@ CheckpointReader::shape(const std::string &name) const {
 void CheckpointReader::read(const std::string &name,
                             const std::vector<int64_t> &shape,
                             float *out) const {
-  auto it = byName.find(name);
+  std::string key = name;
+  auto it = byName.find(key);
+  if (it == byName.end()) {
+    // Written before hypipe took Megatron's hybrid names: the same tensor
+    // under its old name (optimizer moments carry the prefix).
+    const size_t at = name.rfind("decoder.layers.");
+    if (at != std::string::npos) {
+      key = name.substr(0, at) + legacyParameterName(name.substr(at));
+      it = byName.find(key);
+    }
+  }
   if (it == byName.end())
     throw RuntimeError(fmt::format(
         "error: checkpoint '{}' has no tensor '{}'\nhelp: it was saved from "
         "another model; check the spec's pattern and sizes",
         where, name));
-  it->second->read(name, shape, out);
+  it->second->read(key, shape, out);
 }
 
 void writeCheckpointIndex(const std::string &dir, const CheckpointInfo &info,

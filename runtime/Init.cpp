@@ -2,6 +2,8 @@
 
 #include "runtime/Init.h"
 
+#include "core/model/ParameterNames.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -32,7 +34,9 @@ struct Stream {
 } // namespace
 
 void initParameter(const ParamEntry &p, int64_t seed, float *dst) {
-  Stream s{splitmix64(uint64_t(seed)) ^ fnv1a(p.name)};
+  // Keyed by the name a parameter had when its stream was fixed, so a
+  // seed draws the same weights across hypipe versions.
+  Stream s{splitmix64(uint64_t(seed)) ^ fnv1a(legacyParameterName(p.name))};
   if (p.init == "normal") {
     for (int64_t i = 0; i < p.numel; ++i)
       dst[i] = float(p.initA * s.normal());

@@ -132,14 +132,15 @@ struct MambaShape {
   std::vector<ParamSpec> params(int64_t numLayers) const {
     double convBound = 1.0 / std::sqrt(double(convWidth));
     return {
-        {"norm.weight", {hidden}, Init::Ones},
+        // Megatron's hybrid Mamba layer fuses the pre-norm into in_proj.
+        {"mixer.in_proj.layer_norm_weight", {hidden}, Init::Ones},
         {"mixer.in_proj.weight", {inProj(), hidden}, Init::Normal, kInitStd},
-        {"mixer.conv1d.weight",
+        {"mixer.conv1d_weight",
          {convChannels(), 1, convWidth},
          Init::Uniform,
          -convBound,
          convBound},
-        {"mixer.conv1d.bias",
+        {"mixer.conv1d_bias",
          {convChannels()},
          Init::Uniform,
          -convBound,
@@ -255,13 +256,15 @@ struct MoeShape {
         {"pre_mlp_layernorm.weight", {hidden}, Init::Ones},
         {"mlp.router.weight", {experts, hidden}, Init::Normal, kInitStd},
     };
+    // Grouped experts (TEGroupedMLP), as Megatron's hybrid MoE spec builds
+    // them: weight<e> per expert.
     for (int64_t e = 0; e < experts; ++e) {
-      std::string pre = "mlp.experts.local_experts." + std::to_string(e);
-      p.push_back({pre + ".linear_fc1.weight",
+      std::string id = std::to_string(e);
+      p.push_back({"mlp.experts.linear_fc1.weight" + id,
                    {fc1Width(), hidden},
                    Init::Normal,
                    kInitStd});
-      p.push_back({pre + ".linear_fc2.weight",
+      p.push_back({"mlp.experts.linear_fc2.weight" + id,
                    {hidden, ffn},
                    Init::Normal,
                    scaledStd(numLayers)});

@@ -72,8 +72,8 @@ def mamba(x, p, d, scan=sequential_scan):
     I = H * P
     zxbcdt = x @ p["mixer.in_proj.weight"].T
     z, xbc, dt = torch.split(zxbcdt, [I, I + 2 * G * N, H], dim=-1)
-    conv = F.conv1d(xbc.transpose(1, 2), p["mixer.conv1d.weight"],
-                    p["mixer.conv1d.bias"], padding=K - 1, groups=xbc.shape[-1])
+    conv = F.conv1d(xbc.transpose(1, 2), p["mixer.conv1d_weight"],
+                    p["mixer.conv1d_bias"], padding=K - 1, groups=xbc.shape[-1])
     xbc = F.silu(conv[..., :S].transpose(1, 2))
     xs, Bm, Cm = torch.split(xbc, [I, G * N, G * N], dim=-1)
     xs = xs.reshape(B, S, H, P)
@@ -136,8 +136,8 @@ def moe(x, p, d, act):
         chosen = topi == e
         counts[e] = chosen.sum()
         we = (w * chosen).sum(-1)
-        pre = "mlp.experts.local_experts.%d." % e
-        ye = activation(act, xt @ p[pre + "linear_fc1.weight"].T) @ p[pre + "linear_fc2.weight"].T
+        fc1, fc2 = p["mlp.experts.linear_fc1.weight%d" % e], p["mlp.experts.linear_fc2.weight%d" % e]
+        ye = activation(act, xt @ fc1.T) @ fc2.T
         out = out + we[:, None] * ye
     aux = coeff * E / (T * T * k) * (probs.sum(0) * counts).sum()
     return out.reshape(B, S, Hd), aux
@@ -183,7 +183,7 @@ def main():
             if kind == "embedding":
                 x = params["embedding.word_embeddings.weight"][tok]
             elif kind == "mamba":
-                x = x + mamba(rmsnorm(x, lp["norm.weight"]), lp, dims["mamba"])
+                x = x + mamba(rmsnorm(x, lp["mixer.in_proj.layer_norm_weight"]), lp, dims["mamba"])
             elif kind == "attention":
                 x = x + attention(rmsnorm(x, lp["self_attention.linear_qkv.layer_norm_weight"]),
                                   lp, dims["attention"])

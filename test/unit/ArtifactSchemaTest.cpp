@@ -68,8 +68,14 @@ Artifact sample() {
     e.savedFloats = 50 + s;
     e.workspaceFloats = 30;
     e.layers.push_back({"mamba", 1 + 2 * s, 0, 60, 0, 40});
-    e.params.push_back(
-        {"decoder.layers.0.norm.weight", {16}, 4, 16, "ones", 0, 0, false});
+    e.params.push_back({"decoder.layers.0.mixer.in_proj.layer_norm_weight",
+                        {16},
+                        4,
+                        16,
+                        "ones",
+                        0,
+                        0,
+                        false});
     e.params.push_back({"w", {4, 6}, 20, 24, "normal", 0, 0.02, true});
     a.stages.push_back(e);
   }
