@@ -54,6 +54,9 @@ struct TrainingSpec {
   /// What the stages are compiled for: cpu (C++ over OpenBLAS) or cuda
   /// (CUDA C++ over cuBLAS, docs/cuda.md).
   std::string target = "cpu";
+  /// Weights to start from (fine-tuning): a checkpoint or a `hypipe ckpt
+  /// import` file, relative to the spec's directory.
+  std::string initFrom;
 };
 
 struct DataSpec {

@@ -88,6 +88,57 @@ void checkElfComplete(const std::string &path) {
 
 } // namespace
 
+nlohmann::json modelJson(const ModelInfo &d) {
+  return {{"name", d.name},
+          {"pattern", d.pattern},
+          {"num_layers", d.numLayers},
+          {"hidden_size", d.hidden},
+          {"vocab_size", d.vocab},
+          {"tie_embeddings", d.tieEmbeddings},
+          {"position_embedding", d.positionEmbedding},
+          {"moe_aux_loss_coeff", d.moeAuxLossCoeff},
+          {"ffn_hidden_size", d.ffnHidden},
+          {"num_attention_heads", d.numHeads},
+          {"num_query_groups", d.numQueryGroups},
+          {"kv_channels", d.kvChannels},
+          {"mamba_num_heads", d.mambaNumHeads},
+          {"mamba_head_dim", d.mambaHeadDim},
+          {"mamba_state_dim", d.mambaState},
+          {"mamba_num_groups", d.mambaNumGroups},
+          {"mamba_conv_width", d.mambaConvWidth},
+          {"num_experts", d.numExperts},
+          {"moe_router_topk", d.moeTopK},
+          {"moe_ffn_hidden_size", d.moeFfnHidden},
+          {"activation", d.activation}};
+}
+
+ModelInfo parseModelInfo(const nlohmann::json &model,
+                         const std::string &where) {
+  ModelInfo d;
+  d.name = field<std::string>(model, "name", where);
+  d.pattern = field<std::string>(model, "pattern", where);
+  d.numLayers = field<int64_t>(model, "num_layers", where);
+  d.hidden = field<int64_t>(model, "hidden_size", where);
+  d.vocab = field<int64_t>(model, "vocab_size", where);
+  d.tieEmbeddings = field<bool>(model, "tie_embeddings", where);
+  d.positionEmbedding = field<std::string>(model, "position_embedding", where);
+  d.moeAuxLossCoeff = field<double>(model, "moe_aux_loss_coeff", where);
+  d.ffnHidden = field<int64_t>(model, "ffn_hidden_size", where);
+  d.numHeads = field<int64_t>(model, "num_attention_heads", where);
+  d.numQueryGroups = field<int64_t>(model, "num_query_groups", where);
+  d.kvChannels = field<int64_t>(model, "kv_channels", where);
+  d.mambaNumHeads = field<int64_t>(model, "mamba_num_heads", where);
+  d.mambaHeadDim = field<int64_t>(model, "mamba_head_dim", where);
+  d.mambaState = field<int64_t>(model, "mamba_state_dim", where);
+  d.mambaNumGroups = field<int64_t>(model, "mamba_num_groups", where);
+  d.mambaConvWidth = field<int64_t>(model, "mamba_conv_width", where);
+  d.numExperts = field<int64_t>(model, "num_experts", where);
+  d.moeTopK = field<int64_t>(model, "moe_router_topk", where);
+  d.moeFfnHidden = field<int64_t>(model, "moe_ffn_hidden_size", where);
+  d.activation = field<std::string>(model, "activation", where);
+  return d;
+}
+
 schedule::Schedule Artifact::asSchedule() const {
   schedule::Schedule s;
   s.name = schedule;
@@ -169,28 +220,7 @@ nlohmann::json manifestToJson(const Artifact &a) {
       {"target", a.target},
       {"precision", a.precision},
       {"compute_capability", a.computeCapability},
-      {"model",
-       {{"name", d.name},
-        {"pattern", d.pattern},
-        {"num_layers", d.numLayers},
-        {"hidden_size", d.hidden},
-        {"vocab_size", d.vocab},
-        {"tie_embeddings", d.tieEmbeddings},
-        {"position_embedding", d.positionEmbedding},
-        {"moe_aux_loss_coeff", d.moeAuxLossCoeff},
-        {"ffn_hidden_size", d.ffnHidden},
-        {"num_attention_heads", d.numHeads},
-        {"num_query_groups", d.numQueryGroups},
-        {"kv_channels", d.kvChannels},
-        {"mamba_num_heads", d.mambaNumHeads},
-        {"mamba_head_dim", d.mambaHeadDim},
-        {"mamba_state_dim", d.mambaState},
-        {"mamba_num_groups", d.mambaNumGroups},
-        {"mamba_conv_width", d.mambaConvWidth},
-        {"num_experts", d.numExperts},
-        {"moe_router_topk", d.moeTopK},
-        {"moe_ffn_hidden_size", d.moeFfnHidden},
-        {"activation", d.activation}}},
+      {"model", modelJson(d)},
       {"parallel",
        {{"pp", a.pp},
         {"vpp", a.vpp},
@@ -208,6 +238,7 @@ nlohmann::json manifestToJson(const Artifact &a) {
         {"min_lr", t.minLr},
         {"warmup_steps", t.warmupSteps},
         {"lr_decay_steps", t.lrDecaySteps},
+        {"init_from", t.initFrom},
         {"weight_decay", t.weightDecay},
         {"grad_clip", t.gradClip},
         {"adam_beta1", t.beta1},
@@ -255,29 +286,7 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
          "hypipe-run");
   a.precision = optionalField<std::string>(m, "precision", "fp32", path);
   a.computeCapability = optionalField<int>(m, "compute_capability", 0, path);
-  const json &model = field<json>(m, "model", path);
-  ModelInfo &d = a.model;
-  d.name = field<std::string>(model, "name", path);
-  d.pattern = field<std::string>(model, "pattern", path);
-  d.numLayers = field<int64_t>(model, "num_layers", path);
-  d.hidden = field<int64_t>(model, "hidden_size", path);
-  d.vocab = field<int64_t>(model, "vocab_size", path);
-  d.tieEmbeddings = field<bool>(model, "tie_embeddings", path);
-  d.positionEmbedding = field<std::string>(model, "position_embedding", path);
-  d.moeAuxLossCoeff = field<double>(model, "moe_aux_loss_coeff", path);
-  d.ffnHidden = field<int64_t>(model, "ffn_hidden_size", path);
-  d.numHeads = field<int64_t>(model, "num_attention_heads", path);
-  d.numQueryGroups = field<int64_t>(model, "num_query_groups", path);
-  d.kvChannels = field<int64_t>(model, "kv_channels", path);
-  d.mambaNumHeads = field<int64_t>(model, "mamba_num_heads", path);
-  d.mambaHeadDim = field<int64_t>(model, "mamba_head_dim", path);
-  d.mambaState = field<int64_t>(model, "mamba_state_dim", path);
-  d.mambaNumGroups = field<int64_t>(model, "mamba_num_groups", path);
-  d.mambaConvWidth = field<int64_t>(model, "mamba_conv_width", path);
-  d.numExperts = field<int64_t>(model, "num_experts", path);
-  d.moeTopK = field<int64_t>(model, "moe_router_topk", path);
-  d.moeFfnHidden = field<int64_t>(model, "moe_ffn_hidden_size", path);
-  d.activation = field<std::string>(model, "activation", path);
+  a.model = parseModelInfo(field<json>(m, "model", path), path);
   const json &par = field<json>(m, "parallel", path);
   a.pp = field<int64_t>(par, "pp", path);
   a.vpp = field<int64_t>(par, "vpp", path);
@@ -297,6 +306,7 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   t.minLr = field<double>(tr, "min_lr", path);
   t.warmupSteps = field<int64_t>(tr, "warmup_steps", path);
   t.lrDecaySteps = field<int64_t>(tr, "lr_decay_steps", path);
+  t.initFrom = optionalField<std::string>(tr, "init_from", "", path);
   t.weightDecay = field<double>(tr, "weight_decay", path);
   t.gradClip = field<double>(tr, "grad_clip", path);
   t.beta1 = field<double>(tr, "adam_beta1", path);

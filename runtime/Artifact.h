@@ -95,6 +95,9 @@ struct TrainingConfig {
   int64_t decayEnd() const { return lrDecaySteps > 0 ? lrDecaySteps : steps; }
   /// AdamW's betas and epsilon: Megatron's defaults, stated here only.
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// training.init_from: the checkpoint the run's weights start from (an
+  /// absolute path; empty: initialised from the seed).
+  std::string initFrom;
 };
 
 /// The model's dimensions as the manifest records them (for tools and the
@@ -111,6 +114,13 @@ struct ModelInfo {
   int64_t numExperts = 0, moeTopK = 0, moeFfnHidden = 0;
   std::string activation;
 };
+
+/// The manifest's `model` object (docs/artifact.md), also kept in each
+/// checkpoint's metadata (`model_config`) so that a checkpoint can be
+/// exported without its artifact. parseModelInfo throws RuntimeError naming
+/// `where` and the field.
+nlohmann::json modelJson(const ModelInfo &model);
+ModelInfo parseModelInfo(const nlohmann::json &model, const std::string &where);
 
 /// Sequence packing (docs/data.md): samples of `globalBatchSize` per step
 /// packed into microbatches of at most `maxTokens` tokens.

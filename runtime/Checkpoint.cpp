@@ -89,6 +89,7 @@ CheckpointInfo infoFrom(const std::map<std::string, std::string> &m,
   info.model = get("model");
   info.pattern = get("pattern");
   info.layout = get("layout");
+  info.modelConfig = get("model_config");
   return info;
 }
 
@@ -141,16 +142,20 @@ void checkFile(const std::string &file, const WrittenFile &expected,
 } // namespace
 
 std::map<std::string, std::string> CheckpointInfo::metadata() const {
-  return {{"format", kFormat},
-          {"version", std::to_string(kVersion)},
-          {"step", std::to_string(step)},
-          {"consumed_samples", std::to_string(consumedSamples)},
-          {"global_batch", std::to_string(globalBatch)},
-          {"seed", std::to_string(seed)},
-          {"lr_decay_steps", std::to_string(lrDecaySteps)},
-          {"model", model},
-          {"pattern", pattern},
-          {"layout", layout}};
+  std::map<std::string, std::string> m = {
+      {"format", kFormat},
+      {"version", std::to_string(kVersion)},
+      {"step", std::to_string(step)},
+      {"consumed_samples", std::to_string(consumedSamples)},
+      {"global_batch", std::to_string(globalBatch)},
+      {"seed", std::to_string(seed)},
+      {"lr_decay_steps", std::to_string(lrDecaySteps)},
+      {"model", model},
+      {"pattern", pattern},
+      {"layout", layout}};
+  if (!modelConfig.empty())
+    m["model_config"] = modelConfig;
+  return m;
 }
 
 std::string stepDirectoryName(int64_t step) {

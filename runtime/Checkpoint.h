@@ -35,6 +35,9 @@ struct CheckpointInfo {
   /// recorded, a checkpoint older than the field).
   int64_t lrDecaySteps = 0;
   std::string model, pattern, layout;
+  /// The artifact's `model` object as JSON text (modelJson), so that the
+  /// checkpoint exports without its artifact; empty in older checkpoints.
+  std::string modelConfig;
 
   /// As safetensors metadata (all values strings).
   std::map<std::string, std::string> metadata() const;

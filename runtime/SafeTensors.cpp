@@ -339,14 +339,28 @@ void SafeTensorsFile::read(const std::string &name,
         "another model; check the spec",
         path, name));
   const SafeTensorsEntry &e = it->second;
-  if (e.dtype != "F32" || e.shape != shape)
+  if ((e.dtype != "F32" && e.dtype != "BF16") || e.shape != shape)
     throw RuntimeError(fmt::format(
         "error: tensor '{}' in '{}' is {} {}, the model needs F32 {}\nhelp: "
         "the checkpoint belongs to another model; check the spec",
         name, path, e.dtype, fmt::join(e.shape, "x"), fmt::join(shape, "x")));
   std::ifstream in(path, std::ios::binary);
   in.seekg(std::streamoff(header.dataStart + e.begin));
-  if (!in.read(reinterpret_cast<char *>(out), std::streamsize(e.end - e.begin)))
+  const uint64_t bytes = e.end - e.begin;
+  bool ok;
+  if (e.dtype == "F32") {
+    ok = bool(in.read(reinterpret_cast<char *>(out), std::streamsize(bytes)));
+  } else {
+    // bfloat16 is the top half of a float32: widening is exact.
+    std::vector<uint16_t> half(bytes / 2);
+    ok = bool(
+        in.read(reinterpret_cast<char *>(half.data()), std::streamsize(bytes)));
+    for (size_t i = 0; ok && i < half.size(); ++i) {
+      uint32_t bits = uint32_t(half[i]) << 16;
+      std::memcpy(out + i, &bits, sizeof bits);
+    }
+  }
+  if (!ok)
     throw RuntimeError(fmt::format(
         "error: cannot read tensor '{}' from '{}'\nhelp: the file is "
         "truncated; use an earlier checkpoint",

@@ -94,7 +94,9 @@ public:
   bool has(const std::string &name) const { return header.entries.count(name); }
   std::vector<std::string> names() const;
   const std::vector<int64_t> &shape(const std::string &name) const;
-  /// Reads F32 tensor `name`, which must have `shape`, into `out`.
+  /// Reads tensor `name`, which must have `shape`, into `out` as float32:
+  /// F32 as stored, BF16 widened (exactly; what Hugging Face checkpoints
+  /// hold). Other dtypes are refused.
   void read(const std::string &name, const std::vector<int64_t> &shape,
             float *out) const;
   const std::map<std::string, std::string> &metadata() const {

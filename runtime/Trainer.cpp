@@ -744,6 +744,7 @@ void Trainer::save(const std::string &root, int64_t step) {
   info.seed = t.seed;
   info.model = artifact.model.name;
   info.pattern = artifact.model.pattern;
+  info.modelConfig = modelJson(artifact.model).dump();
   info.layout = fmt::format("pp={},vpp={},dp={},schedule={},microbatches={}",
                             artifact.pp, artifact.vpp, artifact.dp,
                             artifact.schedule, artifact.microbatches);
@@ -887,6 +888,36 @@ int64_t Trainer::resume(const std::string &path) {
   agreeAcrossRanks(comm, error,
                    fmt::format("error: cannot resume from '{}'", path));
   return step;
+}
+
+void Trainer::initFrom(const std::string &path) {
+  std::string error;
+  try {
+    CheckpointReader ckpt(path);
+    auto layers = [](std::string p) {
+      p.erase(std::remove(p.begin(), p.end(), '|'), p.end());
+      return p;
+    };
+    const std::string theirs = layers(ckpt.info().pattern);
+    if (!theirs.empty() && theirs != layers(artifact.model.pattern))
+      throw RuntimeError(fmt::format(
+          "'{}' holds a model of layers {}, and this one has {}\nhelp: start "
+          "from weights of the same pattern (stage boundaries may differ)",
+          ckpt.location(), theirs, layers(artifact.model.pattern)));
+    for (StageState &s : stages) {
+      awaitParameters(s);
+      std::vector<float> w = s.params.download();
+      for (const ParamEntry &p : s.entry->params)
+        ckpt.read(p.name, p.shape, w.data() + p.offset);
+      s.params.upload(w.data(), s.params.size());
+    }
+  } catch (const RuntimeError &e) {
+    error = e.what();
+  }
+  agreeAcrossRanks(comm, error,
+                   fmt::format("error: cannot take the initial weights from "
+                               "'{}'",
+                               path));
 }
 
 void Trainer::dump(const std::string &path, double loss, double aux) {

@@ -81,6 +81,10 @@ public:
   /// directory or merged file, of any layout of the same model) and returns
   /// the step it was saved after. Throws CollectiveError.
   int64_t resume(const std::string &path);
+  /// Replaces the parameters with those of a checkpoint (any layout of the
+  /// same layers, or a `hypipe ckpt import` file); the optimizer state and
+  /// the step stay fresh. Throws CollectiveError.
+  void initFrom(const std::string &path);
 
   /// Peak bytes of this rank's tensors so far, measured on its device:
   /// parameters, gradients, AdamW moments (this rank's shard with the

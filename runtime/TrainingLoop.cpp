@@ -240,6 +240,14 @@ int runTraining(const RunOptions &o, Comm &comm) {
     first = trainer.resume(o.resume) + 1;
     keepDecaySchedule(artifact.training, trainer.resumedDecayEnd,
                       o.lrDecaySteps > 0, root && !o.quiet);
+  } else {
+    const std::string &from =
+        o.initFrom.empty() ? artifact.training.initFrom : o.initFrom;
+    if (!from.empty()) {
+      trainer.initFrom(from);
+      if (root && !o.quiet)
+        fmt::print("initial weights from {}\n", from);
+    }
   }
 
   std::ofstream log;

@@ -20,6 +20,9 @@ namespace hypipe::rt {
 /// "not given".
 struct RunOptions {
   std::string dir, dataPath, jsonLog, dump, save, resume, trace, stopFile;
+  /// Starting weights (training.init_from, or the flag): parameters only,
+  /// from step 1 with fresh optimizer state. Ignored with `resume`.
+  std::string initFrom;
   int64_t steps = 0, seed = -1, saveInterval = 0, exitInterval = 0;
   int64_t keepLast = 0;     ///< step directories of `save` kept; 0: all
   int64_t lrDecaySteps = 0; ///< --lr-decay-steps; 0: not given

@@ -286,6 +286,15 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   t.weightDecay = tr.weightDecay;
   t.gradClip = tr.gradClip;
   t.lrDecaySteps = tr.lrDecaySteps;
+  if (!tr.initFrom.empty()) {
+    llvm::SmallString<256> from(tr.initFrom);
+    if (!llvm::sys::path::is_absolute(from)) {
+      llvm::SmallString<256> base = llvm::sys::path::parent_path(specPath);
+      llvm::sys::path::append(base, from);
+      from = base;
+    }
+    t.initFrom = from.str().str();
+  }
   artifact.dataPath = dataPath.str().str();
   artifact.dataFormat = spec.data.format;
   if (spec.data.packing) {

@@ -23,3 +23,10 @@ config.substitutions.append(("%reference", os.path.join(config.test_source_root,
 # GPU run under ctest's `gpu` label instead, test/gpu).
 if config.hypipe_cuda == "ON":
     config.available_features.add("cuda")
+# Hugging Face transformers next to the system PyTorch (the lent GPU machine
+# has it; Debian's archive does not): the exported NemotronH checkpoint is
+# loaded by transformers itself. Without it those tests are UNSUPPORTED.
+import subprocess
+if subprocess.call(["/usr/bin/python3", "-c", "import transformers"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("transformers")

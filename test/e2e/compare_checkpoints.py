@@ -3,7 +3,10 @@
 same tensor names, dtypes and shapes, and every tensor within TOL of the
 other relative to its largest magnitude.
 
-usage: compare_checkpoints.py A B TOL"""
+With `params`, only parameters count (optimizer.* tensors are left out of
+both: an imported checkpoint has none).
+
+usage: compare_checkpoints.py A B TOL [params]"""
 import os
 import sys
 
@@ -13,6 +16,9 @@ from torch_reference import load_safetensors  # noqa: E402
 a, _ = load_safetensors(sys.argv[1])
 b, _ = load_safetensors(sys.argv[2])
 tol = float(sys.argv[3])
+if len(sys.argv) > 4 and sys.argv[4] == "params":
+    a = {k: v for k, v in a.items() if not k.startswith("optimizer.")}
+    b = {k: v for k, v in b.items() if not k.startswith("optimizer.")}
 if sorted(a) != sorted(b):
     print("different tensors: only in A %s, only in B %s"
           % (sorted(set(a) - set(b))[:5], sorted(set(b) - set(a))[:5]))

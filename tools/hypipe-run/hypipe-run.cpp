@@ -108,6 +108,10 @@ int main(int argc, char **argv) {
   app.add_option("--resume", options.resume,
                  "continue from a checkpoint: a --save directory, a step_N "
                  "directory or a merged file (any pp/vpp/schedule)");
+  app.add_option("--init-from", options.initFrom,
+                 "start from these weights (a checkpoint or `hypipe ckpt "
+                 "import` file; fresh optimizer, step 1): fine-tuning; "
+                 "instead of training.init_from");
   app.add_option("--trace", options.trace,
                  "write a Chrome trace of every rank's actions to this file");
   app.add_option("--stop-file", options.stopFile,

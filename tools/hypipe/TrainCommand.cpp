@@ -15,6 +15,7 @@
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/Interop.h"
 #include "runtime/NumberFormat.h"
 #include "runtime/SafeTensors.h"
 #include "targets/Artifact.h"
@@ -58,7 +59,7 @@ namespace hypipe::cli {
 namespace {
 
 struct TrainOptions {
-  std::string spec, runDir, jsonLog, data, resume;
+  std::string spec, runDir, jsonLog, data, resume, initFrom;
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
   double watchdog = -1; ///< -1: hypipe-run's default
@@ -636,6 +637,10 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
     argv.push_back("--watchdog");
     argv.push_back(fmt::format("{:g}", o.watchdog));
   }
+  if (!o.initFrom.empty()) {
+    argv.push_back("--init-from");
+    argv.push_back(o.initFrom);
+  }
   if (o.lrDecaySteps > 0) {
     argv.push_back("--lr-decay-steps");
     argv.push_back(std::to_string(o.lrDecaySteps));
@@ -840,6 +845,10 @@ void addTrainCommand(CLI::App &app, Runner &run) {
   sub->add_option("--keep-last", o->keepLast,
                   "keep only the newest N checkpoints (default: all)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--init-from", o->initFrom,
+                  "start from these weights (a checkpoint or a `hypipe ckpt "
+                  "import` file) with a fresh optimizer: fine-tuning "
+                  "(instead of training.init_from)");
   sub->add_option("--lr-decay-steps", o->lrDecaySteps,
                   "the step by which the learning rate reaches min_lr "
                   "(default: the spec's training.lr_decay_steps, else the "
@@ -879,6 +888,76 @@ void addCheckpointCommand(CLI::App &app, Runner &run) {
       try {
         int64_t n = rt::mergeCheckpoint(*path, *out);
         fmt::print("wrote {} ({} tensors)\n", *out, n);
+        return 0;
+      } catch (const rt::RuntimeError &e) {
+        std::cerr << e.what() << "\n";
+        return 1;
+      }
+    };
+  });
+
+  struct ExportOptions {
+    std::string checkpoint, output, format = "hf", artifact;
+    double maxShardGiB = 5;
+  };
+  auto ex = std::make_shared<ExportOptions>();
+  CLI::App *exportCmd = ckpt->add_subcommand(
+      "export", "Write a checkpoint as a Hugging Face NemotronH model "
+                "(config.json, sharded safetensors, index)");
+  exportCmd
+      ->add_option("checkpoint", ex->checkpoint,
+                   "a --save directory, one of its step_N directories, or a "
+                   "merged file")
+      ->required();
+  exportCmd->add_option("-o,--output", ex->output, "the model directory")
+      ->required();
+  exportCmd->add_option("--format", ex->format, "what to write: hf")
+      ->check(CLI::IsMember({"hf"}))
+      ->default_val("hf");
+  exportCmd->add_option("--artifact", ex->artifact,
+                        "the artifact that trained it, for checkpoints that "
+                        "do not record their model (older than model_config)");
+  exportCmd
+      ->add_option("--max-shard-gib", ex->maxShardGiB,
+                   "largest safetensors shard in GiB")
+      ->check(CLI::PositiveNumber)
+      ->default_val(5);
+  exportCmd->callback([ex, &run] {
+    run = [ex] {
+      try {
+        rt::ModelInfo model = rt::checkpointModel(ex->checkpoint, ex->artifact);
+        rt::ExportResult r = rt::exportHuggingFace(
+            ex->checkpoint, model, ex->output,
+            int64_t(ex->maxShardGiB * double(int64_t(1) << 30)));
+        fmt::print("wrote {}: NemotronH, {} tensors in {} shard{} ({:.1f} "
+                   "MiB, float32)\n",
+                   ex->output, r.tensors, r.files, r.files == 1 ? "" : "s",
+                   double(r.bytes) / (1 << 20));
+        return 0;
+      } catch (const rt::RuntimeError &e) {
+        std::cerr << e.what() << "\n";
+        return 1;
+      }
+    };
+  });
+
+  auto in = std::make_shared<std::pair<std::string, std::string>>();
+  CLI::App *importCmd = ckpt->add_subcommand(
+      "import", "Read a Hugging Face NemotronH model or a Megatron-LM state "
+                "dict (.safetensors) into a hypipe checkpoint file that "
+                "training.init_from starts from");
+  importCmd
+      ->add_option("input", in->first,
+                   "a NemotronH directory, or a .safetensors state dict")
+      ->required();
+  importCmd->add_option("-o,--output", in->second, "the checkpoint file")
+      ->required();
+  importCmd->callback([in, &run] {
+    run = [in] {
+      try {
+        rt::ImportResult r = rt::importCheckpoint(in->first, in->second);
+        fmt::print("wrote {} ({} parameters from a {} checkpoint)\n",
+                   in->second, r.tensors, r.kind);
         return 0;
       } catch (const rt::RuntimeError &e) {
         std::cerr << e.what() << "\n";
