@@ -168,16 +168,48 @@ struct HeadSaved {
   int32_t *labels;
 };
 
-inline HeadSaved headSaved(const HeadShape &s, const TokenShape &t, float *p) {
+/// The head's saved buffer, and an MTP depth's output (the same layout).
+inline HeadSaved headSaved(int64_t vocab, int64_t hidden, const TokenShape &t,
+                           float *p) {
   int64_t T = t.tokens();
   HeadSaved h;
-  h.x = p, p += T * s.hidden;
-  h.xn = p, p += T * s.hidden;
+  h.x = p, p += T * hidden;
+  h.xn = p, p += T * hidden;
   h.rstd = p, p += T;
-  h.probs = p, p += T * s.vocab;
+  h.probs = p, p += T * vocab;
   h.mask = p, p += T;
   h.labels = reinterpret_cast<int32_t *>(p);
   return h;
+}
+
+inline HeadSaved headSaved(const HeadShape &s, const TokenShape &t, float *p) {
+  return headSaved(s.vocab, s.hidden, t, p);
+}
+
+inline HeadSaved headSaved(const MtpOutputShape &s, const TokenShape &t,
+                           float *p) {
+  return headSaved(s.vocab, s.hidden, t, p);
+}
+
+/// An MTP depth's input (MtpInputShape::savedFloats, in that order).
+struct MtpInputSaved {
+  int32_t *ids;
+  float *e, *rstdE, *h, *rstdH, *cat, *dOut, *dE;
+};
+
+inline MtpInputSaved mtpInputSaved(const MtpInputShape &s, const TokenShape &t,
+                                   float *p) {
+  int64_t T = t.tokens(), H = s.hidden;
+  MtpInputSaved m;
+  m.ids = reinterpret_cast<int32_t *>(p), p += T;
+  m.e = p, p += T * H;
+  m.rstdE = p, p += T;
+  m.h = p, p += T * H;
+  m.rstdH = p, p += T;
+  m.cat = p, p += T * 2 * H;
+  m.dOut = p, p += T * H;
+  m.dE = p;
+  return m;
 }
 
 } // namespace hypipe::rt

@@ -331,6 +331,53 @@ struct HeadShape {
   }
 };
 
+/// The input of one multi-token-prediction depth (Megatron's
+/// MultiTokenPredictionLayer up to its inner layers): the embedding of the
+/// tokens `depth` places ahead (within each sequence; token 0 past its
+/// end), normalised (enorm), and the previous depth's hidden states,
+/// normalised (hnorm), concatenated [e | h] and projected to hidden
+/// (eh_proj). The embedding table is the model's (shared, not a parameter
+/// of the depth).
+struct MtpInputShape {
+  int64_t vocab, hidden, depth;
+  std::vector<ParamSpec> params() const {
+    return {{"enorm.weight", {hidden}, Init::Ones},
+            {"hnorm.weight", {hidden}, Init::Ones},
+            {"eh_proj.weight", {hidden, 2 * hidden}, Init::Normal, kInitStd}};
+  }
+  /// Shifted token ids, the embedding rows, their rstd, the previous
+  /// hidden states and their rstd, the projection's input [e' | h'], and
+  /// (after I) the projection's output gradient and the rows' gradient.
+  int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
+    int64_t T = t.tokens();
+    return T * (1 + hidden + 1 + hidden + 1 + 2 * hidden + hidden + hidden);
+  }
+  int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
+    return t.tokens() * 3 * hidden;
+  }
+};
+
+/// The output of one MTP depth: its final norm, the model's output layer
+/// (shared) and the cross-entropy against the labels `depth` places ahead
+/// (masked past each sequence's end), weighted by `lossWeight` =
+/// mtp_loss_scaling_factor / depths in the objective.
+struct MtpOutputShape {
+  int64_t vocab, hidden, depth;
+  double lossWeight = 0.1;
+  std::vector<ParamSpec> params() const {
+    return {{"final_layernorm.weight", {hidden}, Init::Ones}};
+  }
+  /// As the head's: x, the normed x, rstd, probabilities (then the logits'
+  /// gradient), the shifted mask and labels.
+  int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
+    int64_t T = t.tokens();
+    return T * (2 * hidden + 1 + vocab) + 2 * T;
+  }
+  int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
+    return t.tokens() * hidden;
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Shapes from the model's dimensions: what the kernel planner lowers and
 // what the cost model counts, so the two cannot disagree on a parameter.

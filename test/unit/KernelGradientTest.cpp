@@ -253,3 +253,131 @@ TEST(PackedKernels, AttentionSamplesDoNotSeeEachOther) {
 }
 
 } // namespace
+
+namespace {
+
+/// An MTP depth's input as a Layer: its parameters followed by the
+/// embedding table (whose rows' gradient W adds), x the previous depth's
+/// normed output, y the projection.
+Layer mtpInputLayer(const MtpInputShape &s, TokenShape t,
+                    const std::vector<int32_t> &tokens) {
+  int64_t own = 0;
+  for (const ParamSpec &p : s.params())
+    own += p.numel();
+  Layer l{own + s.vocab * s.hidden,
+          s.savedFloats(t),
+          s.workspaceFloats(t),
+          s.hidden,
+          t,
+          nullptr,
+          nullptr,
+          nullptr};
+  l.forward = [=](const float *p, const float *x, float *y, float *sv,
+                  float *ws) {
+    mtpInputForward(s, t, p, p + own, tokens.data(), x, y, sv, ws);
+    return 0.0f;
+  };
+  l.backwardInput = [=](const float *p, float *g, float *sv, const float *dy,
+                        float *dx, float *ws) {
+    mtpInputBackwardInput(s, t, p, g, sv, dy, dx, ws);
+  };
+  l.backwardWeight = [=](const float *sv, float *g) {
+    mtpInputBackwardWeight(s, t, sv, g, g + own);
+  };
+  return l;
+}
+
+/// An MTP depth's output as a Layer: [final norm | output weight], x the
+/// depth's last hidden states, y its normed output (what the next depth
+/// reads, so dy is that depth's gradient) plus the weighted loss.
+Layer mtpOutputLayer(const MtpOutputShape &s, TokenShape t,
+                     const std::vector<int32_t> &labels,
+                     const std::vector<float> &mask) {
+  Layer l{s.hidden + s.vocab * s.hidden,
+          s.savedFloats(t),
+          s.workspaceFloats(t),
+          s.hidden,
+          t,
+          nullptr,
+          nullptr,
+          nullptr};
+  l.forward = [=](const float *p, const float *x, float *y, float *sv,
+                  float *ws) {
+    float loss = mtpOutputForward(s, t, p, p + s.hidden, x, labels.data(),
+                                  mask.data(), sv, ws);
+    std::copy_n(mtpNormed(s, t, sv), t.tokens() * s.hidden, y);
+    return float(loss * s.lossWeight);
+  };
+  l.backwardInput = [=](const float *p, float *g, float *sv, const float *dy,
+                        float *dx, float *ws) {
+    mtpOutputBackwardInput(s, t, p, g, p + s.hidden, sv, 1.0f, dy, dx, ws);
+  };
+  l.backwardWeight = [=](const float *sv, float *g) {
+    mtpOutputBackwardWeight(s, t, sv, g + s.hidden);
+  };
+  return l;
+}
+
+std::vector<int32_t> randomTokens(int64_t n, int32_t vocab, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  for (int32_t &v : out)
+    v = pick(rng);
+  return out;
+}
+
+} // namespace
+
+TEST(KernelGradient, MtpInputAtTwoDepths) {
+  for (int64_t depth : {1, 2}) {
+    MtpInputShape s{11, 6, depth};
+    checkGradients(mtpInputLayer(s, kTokens, randomTokens(14, 11, 3)),
+                   unsigned(20 + depth));
+  }
+}
+
+TEST(KernelGradient, MtpOutputWithMaskAndNextDepth) {
+  MtpOutputShape s{11, 6, 2, 0.7};
+  std::vector<float> mask(14, 1.0f);
+  mask[3] = 0.0f;
+  checkGradients(mtpOutputLayer(s, kTokens, randomTokens(14, 11, 4), mask), 31);
+}
+
+TEST(KernelGradient, MtpPacked) {
+  // Three samples of 3, 4 and 7 tokens: the shifts stop at each boundary.
+  static const int32_t cu[] = {0, 3, 7, 14};
+  TokenShape t = withBoundaries(kTokens, cu, 3);
+  checkGradients(mtpInputLayer({11, 6, 2}, t, randomTokens(14, 11, 5)), 41);
+  std::vector<float> mask(14, 1.0f);
+  checkGradients(
+      mtpOutputLayer({11, 6, 1, 0.5}, t, randomTokens(14, 11, 6), mask), 42);
+}
+
+TEST(MtpShift, LabelsAndTokensStayInsideTheirSequence) {
+  // Depth 2 over samples [0, 3) and [3, 7): row i reads row i + 2 of its
+  // own sample; the last two rows of each read nothing (label 0, mask 0).
+  static const int32_t cu[] = {0, 3, 7};
+  TokenShape t = withBoundaries(TokenShape{1, 7}, cu, 2);
+  MtpOutputShape out{16, 2, 2, 1.0};
+  std::vector<int32_t> labels = {10, 11, 12, 13, 14, 15, 9};
+  std::vector<float> saved(out.savedFloats(t)), ws(out.workspaceFloats(t));
+  std::vector<float> params(2 + 16 * 2, 0.1f), x(7 * 2, 0.3f);
+  mtpOutputForward(out, t, params.data(), params.data() + 2, x.data(),
+                   labels.data(), nullptr, saved.data(), ws.data());
+  HeadSaved h = headSaved(out, t, saved.data());
+  EXPECT_EQ(std::vector<int32_t>(h.labels, h.labels + 7),
+            (std::vector<int32_t>{12, 0, 0, 15, 9, 0, 0}));
+  EXPECT_EQ(std::vector<float>(h.mask, h.mask + 7),
+            (std::vector<float>{1, 0, 0, 1, 1, 0, 0}));
+
+  MtpInputShape in{16, 2, 2};
+  std::vector<float> inSaved(in.savedFloats(t)), inWs(in.workspaceFloats(t)),
+      y(7 * 2);
+  std::vector<float> inParams(2 + 2 + 2 * 4, 0.1f), table(16 * 2, 0.2f);
+  mtpInputForward(in, t, inParams.data(), table.data(), labels.data(), x.data(),
+                  y.data(), inSaved.data(), inWs.data());
+  MtpInputSaved m = mtpInputSaved(in, t, inSaved.data());
+  EXPECT_EQ(std::vector<int32_t>(m.ids, m.ids + 7),
+            (std::vector<int32_t>{12, 0, 0, 15, 9, 0, 0}));
+}

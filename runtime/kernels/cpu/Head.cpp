@@ -38,16 +38,45 @@ void embeddingBackwardWeight(const EmbeddingShape &s, const TokenShape &t,
   }
 }
 
-float headForward(const HeadShape &s, const TokenShape &t, const float *params,
-                  const float *x, const int32_t *labels, const float *lossMask,
-                  float *saved, float *ws) {
-  (void)ws;
-  const int64_t T = t.tokens(), V = s.vocab;
-  const float *norm = params, *wOut = norm + s.hidden;
-  HeadSaved h = headSaved(s, t, saved);
-  std::memcpy(h.x, x, sizeof(float) * T * s.hidden);
-  rmsnormForward(T, s.hidden, x, norm, h.xn, h.rstd);
-  linearForward(T, s.hidden, V, h.xn, wOut, h.probs);
+namespace {
+
+/// Label and mask of row i with the labels `shift` places ahead inside the
+/// row's sequence: none (label 0, mask 0) past the sequence's end
+/// (Megatron's roll_tensor, per sequence when packed).
+struct ShiftedLabels {
+  const int32_t *labels;
+  const float *mask;
+  int64_t shift;
+  std::vector<int64_t> ends; ///< one past each row's sequence
+  ShiftedLabels(const TokenShape &t, const int32_t *labels, const float *mask,
+                int64_t shift)
+      : labels(labels), mask(mask), shift(shift) {
+    if (shift == 0)
+      return;
+    ends.resize(size_t(t.tokens()));
+    for (int64_t q = 0; q < t.sequences(); ++q)
+      for (int64_t r = t.start(q); r < t.start(q) + t.length(q); ++r)
+        ends[size_t(r)] = t.start(q) + t.length(q);
+  }
+  std::pair<int32_t, float> operator()(int64_t i) const {
+    const int64_t j = i + shift;
+    if (shift > 0 && j >= ends[size_t(i)])
+      return {0, 0.0f};
+    return {labels[j], mask ? mask[j] : 1.0f};
+  }
+};
+
+} // namespace
+
+float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
+                    const float *norm, const float *wOut, const float *x,
+                    const int32_t *labels, const float *lossMask, int64_t shift,
+                    HeadSaved h) {
+  const int64_t T = t.tokens(), V = vocab;
+  std::memcpy(h.x, x, sizeof(float) * T * hidden);
+  rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
+  linearForward(T, hidden, V, h.xn, wOut, h.probs);
+  const ShiftedLabels at(t, labels, lossMask, shift);
   double total = 0, count = 0;
   for (int64_t i = 0; i < T; ++i) {
     float *r = h.probs + i * V;
@@ -56,10 +85,10 @@ float headForward(const HeadShape &s, const TokenShape &t, const float *params,
     for (int64_t v = 0; v < V; ++v)
       sum += std::exp(double(r[v] - mx));
     double logZ = double(mx) + std::log(sum);
-    float m = lossMask ? lossMask[i] : 1.0f;
+    auto [label, m] = at(i);
     h.mask[i] = m;
-    h.labels[i] = labels[i];
-    total += m * (logZ - double(r[labels[i]]));
+    h.labels[i] = label;
+    total += m * (logZ - double(r[label]));
     count += m;
     for (int64_t v = 0; v < V; ++v)
       r[v] = float(std::exp(double(r[v]) - logZ));
@@ -67,12 +96,11 @@ float headForward(const HeadShape &s, const TokenShape &t, const float *params,
   return count > 0 ? float(total / count) : 0.0f;
 }
 
-void headBackwardInput(const HeadShape &s, const TokenShape &t,
-                       const float *params, float *grads, float *saved,
-                       float lossScale, float *dx, float *ws) {
-  const int64_t T = t.tokens(), V = s.vocab;
-  const float *norm = params, *wOut = norm + s.hidden;
-  HeadSaved h = headSaved(s, t, saved);
+void lmLossBackwardInput(const TokenShape &t, int64_t hidden, int64_t vocab,
+                         const float *norm, const float *wOut, HeadSaved h,
+                         float lossScale, const float *dxnExtra, float *dx,
+                         float *gNorm, float *ws) {
+  const int64_t T = t.tokens(), V = vocab;
   double count = 0;
   for (int64_t i = 0; i < T; ++i)
     count += h.mask[i];
@@ -86,8 +114,35 @@ void headBackwardInput(const HeadShape &s, const TokenShape &t,
       r[v] *= c;
   }
   float *dxn = ws;
-  linearBackwardInput(T, s.hidden, V, h.probs, wOut, dxn);
-  rmsnormBackward(T, s.hidden, h.x, norm, h.rstd, dxn, dx, grads, false);
+  linearBackwardInput(T, hidden, V, h.probs, wOut, dxn);
+  // The normed output also feeds the next MTP depth: its gradient adds.
+  if (dxnExtra)
+    for (int64_t i = 0; i < T * hidden; ++i)
+      dxn[i] += dxnExtra[i];
+  rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
+}
+
+float headForward(const HeadShape &s, const TokenShape &t, const float *params,
+                  const float *x, const int32_t *labels, const float *lossMask,
+                  float *saved, float *ws) {
+  (void)ws;
+  return lmLossForward(t, s.hidden, s.vocab, params, params + s.hidden, x,
+                       labels, lossMask, 0, headSaved(s, t, saved));
+}
+
+void headBackwardInput(const HeadShape &s, const TokenShape &t,
+                       const float *params, float *grads, float *saved,
+                       float lossScale, float *dx, float *ws) {
+  headBackwardInput(s, t, params, grads, saved, lossScale, nullptr, dx, ws);
+}
+
+void headBackwardInput(const HeadShape &s, const TokenShape &t,
+                       const float *params, float *grads, float *saved,
+                       float lossScale, const float *dxnExtra, float *dx,
+                       float *ws) {
+  lmLossBackwardInput(t, s.hidden, s.vocab, params, params + s.hidden,
+                      headSaved(s, t, saved), lossScale, dxnExtra, dx, grads,
+                      ws);
 }
 
 void headBackwardWeight(const HeadShape &s, const TokenShape &t,
@@ -95,6 +150,11 @@ void headBackwardWeight(const HeadShape &s, const TokenShape &t,
   HeadSaved h = headSaved(s, t, const_cast<float *>(saved));
   linearBackwardWeight(t.tokens(), s.hidden, s.vocab, h.probs, h.xn,
                        grads + s.hidden);
+}
+
+const float *headNormed(const HeadShape &s, const TokenShape &t,
+                        const float *saved) {
+  return headSaved(s, t, const_cast<float *>(saved)).xn;
 }
 
 } // namespace hypipe::rt::cpu

@@ -16,6 +16,7 @@
 #ifndef HYPIPE_RUNTIME_KERNELS_CPU_LAYERS_H
 #define HYPIPE_RUNTIME_KERNELS_CPU_LAYERS_H
 
+#include "core/model/BufferLayouts.h"
 #include "core/model/LayerShapes.h"
 
 #include <cstdint>
@@ -86,6 +87,63 @@ void headBackwardInput(const HeadShape &s, const TokenShape &t,
                        float lossScale, float *dx, float *ws);
 void headBackwardWeight(const HeadShape &s, const TokenShape &t,
                         const float *saved, float *grads);
+/// With multi-token prediction: `dxnExtra` is the first depth's gradient of
+/// the normed output (which it reads), added before the norm's backward.
+void headBackwardInput(const HeadShape &s, const TokenShape &t,
+                       const float *params, float *grads, float *saved,
+                       float lossScale, const float *dxnExtra, float *dx,
+                       float *ws);
+/// The normed output the head keeps (the first MTP depth's input).
+const float *headNormed(const HeadShape &s, const TokenShape &t,
+                        const float *saved);
+
+/// The language-model loss both the head and the MTP depths compute:
+/// rmsnorm(x) (weights `norm`), logits against `wOut` [vocab, hidden], the
+/// mean cross-entropy over the masked rows against the labels `shift`
+/// places ahead within each sequence (none past its end). Keeps what the
+/// backward needs in `h`.
+float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
+                    const float *norm, const float *wOut, const float *x,
+                    const int32_t *labels, const float *lossMask, int64_t shift,
+                    HeadSaved h);
+/// dx from the loss (scaled by `lossScale`) and, when non-null, `dxnExtra`
+/// (a gradient of the normed output from elsewhere); gNorm += d/dnorm. The
+/// logits' gradient overwrites h.probs for the weight pass.
+void lmLossBackwardInput(const TokenShape &t, int64_t hidden, int64_t vocab,
+                         const float *norm, const float *wOut, HeadSaved h,
+                         float lossScale, const float *dxnExtra, float *dx,
+                         float *gNorm, float *ws);
+
+/// One multi-token-prediction depth (Mtp.cpp). Input: `table` is the
+/// model's embedding [vocab, hidden], `hPrev` the previous depth's (or the
+/// head's) normed output; I writes the gradient of hPrev, W adds the
+/// embedding rows' gradient to `tableGrads`.
+void mtpInputForward(const MtpInputShape &s, const TokenShape &t,
+                     const float *params, const float *table,
+                     const int32_t *tokens, const float *hPrev, float *y,
+                     float *saved, float *ws);
+void mtpInputBackwardInput(const MtpInputShape &s, const TokenShape &t,
+                           const float *params, float *grads, float *saved,
+                           const float *dy, float *dhPrev, float *ws);
+void mtpInputBackwardWeight(const MtpInputShape &s, const TokenShape &t,
+                            const float *saved, float *grads,
+                            float *tableGrads);
+/// Output: the depth's loss (unweighted); its backward scales the loss's
+/// gradient by lossScale x s.lossWeight and adds `dyNext`, the next depth's
+/// gradient of this depth's normed output (null for the last depth). W adds
+/// the output layer's gradient to `outGrads`.
+float mtpOutputForward(const MtpOutputShape &s, const TokenShape &t,
+                       const float *params, const float *wOut, const float *x,
+                       const int32_t *labels, const float *lossMask,
+                       float *saved, float *ws);
+void mtpOutputBackwardInput(const MtpOutputShape &s, const TokenShape &t,
+                            const float *params, float *grads,
+                            const float *wOut, float *saved, float lossScale,
+                            const float *dyNext, float *dx, float *ws);
+void mtpOutputBackwardWeight(const MtpOutputShape &s, const TokenShape &t,
+                             const float *saved, float *outGrads);
+const float *mtpNormed(const MtpOutputShape &s, const TokenShape &t,
+                       const float *saved);
 
 } // namespace hypipe::rt::cpu
 

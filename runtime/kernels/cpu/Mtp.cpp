@@ -1,0 +1,106 @@
+//===- Mtp.cpp - multi-token prediction depths on the CPU -----------------===//
+//
+// A depth is input (embedding of the shifted tokens and the previous
+// hidden states, both normalised, concatenated, projected), the MTP
+// pattern's layers (the ordinary layer kernels), and output (final norm,
+// the shared output layer, cross-entropy against the shifted labels).
+// docs/model.md has the equations.
+//
+//===----------------------------------------------------------------------===//
+
+#include "core/model/BufferLayouts.h"
+#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Primitives.h"
+
+#include <cstring>
+
+namespace hypipe::rt::cpu {
+
+void mtpInputForward(const MtpInputShape &s, const TokenShape &t,
+                     const float *params, const float *table,
+                     const int32_t *tokens, const float *hPrev, float *y,
+                     float *saved, float *ws) {
+  const int64_t T = t.tokens(), H = s.hidden;
+  const float *enorm = params, *hnorm = params + H, *w = params + 2 * H;
+  MtpInputSaved m = mtpInputSaved(s, t, saved);
+  // Token `depth` places ahead in the same sequence; token 0 past its end
+  // (Megatron rolls the ids with a zero fill, per sequence when packed).
+  for (int64_t q = 0; q < t.sequences(); ++q) {
+    const int64_t start = t.start(q), len = t.length(q);
+    for (int64_t i = 0; i < len; ++i)
+      m.ids[start + i] = i + s.depth < len ? tokens[start + i + s.depth] : 0;
+  }
+  for (int64_t i = 0; i < T; ++i)
+    std::memcpy(m.e + i * H, table + int64_t(m.ids[i]) * H, sizeof(float) * H);
+  std::memcpy(m.h, hPrev, sizeof(float) * T * H);
+  float *en = ws, *hn = ws + T * H;
+  rmsnormForward(T, H, m.e, enorm, en, m.rstdE);
+  rmsnormForward(T, H, m.h, hnorm, hn, m.rstdH);
+  for (int64_t i = 0; i < T; ++i) {
+    std::memcpy(m.cat + i * 2 * H, en + i * H, sizeof(float) * H);
+    std::memcpy(m.cat + i * 2 * H + H, hn + i * H, sizeof(float) * H);
+  }
+  linearForward(T, 2 * H, H, m.cat, w, y);
+}
+
+void mtpInputBackwardInput(const MtpInputShape &s, const TokenShape &t,
+                           const float *params, float *grads, float *saved,
+                           const float *dy, float *dhPrev, float *ws) {
+  const int64_t T = t.tokens(), H = s.hidden;
+  const float *enorm = params, *hnorm = params + H, *w = params + 2 * H;
+  MtpInputSaved m = mtpInputSaved(s, t, saved);
+  std::memcpy(m.dOut, dy, sizeof(float) * T * H); // for the weight pass
+  float *dcat = ws, *half = ws + 2 * T * H;
+  linearBackwardInput(T, 2 * H, H, dy, w, dcat);
+  for (int64_t i = 0; i < T; ++i)
+    std::memcpy(half + i * H, dcat + i * 2 * H, sizeof(float) * H);
+  rmsnormBackward(T, H, m.e, enorm, m.rstdE, half, m.dE, grads, false);
+  for (int64_t i = 0; i < T; ++i)
+    std::memcpy(half + i * H, dcat + i * 2 * H + H, sizeof(float) * H);
+  rmsnormBackward(T, H, m.h, hnorm, m.rstdH, half, dhPrev, grads + H, false);
+}
+
+void mtpInputBackwardWeight(const MtpInputShape &s, const TokenShape &t,
+                            const float *saved, float *grads,
+                            float *tableGrads) {
+  const int64_t T = t.tokens(), H = s.hidden;
+  MtpInputSaved m = mtpInputSaved(s, t, const_cast<float *>(saved));
+  linearBackwardWeight(T, 2 * H, H, m.dOut, m.cat, grads + 2 * H);
+  for (int64_t i = 0; i < T; ++i) {
+    float *g = tableGrads + int64_t(m.ids[i]) * H;
+    const float *d = m.dE + i * H;
+    for (int64_t j = 0; j < H; ++j)
+      g[j] += d[j];
+  }
+}
+
+float mtpOutputForward(const MtpOutputShape &s, const TokenShape &t,
+                       const float *params, const float *wOut, const float *x,
+                       const int32_t *labels, const float *lossMask,
+                       float *saved, float *ws) {
+  (void)ws;
+  return lmLossForward(t, s.hidden, s.vocab, params, wOut, x, labels, lossMask,
+                       s.depth, headSaved(s, t, saved));
+}
+
+void mtpOutputBackwardInput(const MtpOutputShape &s, const TokenShape &t,
+                            const float *params, float *grads,
+                            const float *wOut, float *saved, float lossScale,
+                            const float *dyNext, float *dx, float *ws) {
+  lmLossBackwardInput(t, s.hidden, s.vocab, params, wOut,
+                      headSaved(s, t, saved), float(lossScale * s.lossWeight),
+                      dyNext, dx, grads, ws);
+}
+
+void mtpOutputBackwardWeight(const MtpOutputShape &s, const TokenShape &t,
+                             const float *saved, float *outGrads) {
+  HeadSaved h = headSaved(s, t, const_cast<float *>(saved));
+  linearBackwardWeight(t.tokens(), s.hidden, s.vocab, h.probs, h.xn, outGrads);
+}
+
+const float *mtpNormed(const MtpOutputShape &s, const TokenShape &t,
+                       const float *saved) {
+  return headSaved(s, t, const_cast<float *>(saved)).xn;
+}
+
+} // namespace hypipe::rt::cpu
