@@ -56,6 +56,9 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
   if (spec.dims.numExperts > 0)
     model->setAttr(kMoeAuxLossCoeffAttr,
                    b.getF64FloatAttr(spec.moeAuxLossCoeff));
+  if (spec.pattern.mtpDepths > 0)
+    model->setAttr(kMtpLossScaleAttr,
+                   b.getF64FloatAttr(spec.mtpLossScalingFactor));
 
   int64_t batch = spec.training.microBatchSize, seq = spec.training.seqLength;
   auto tokensType = RankedTensorType::get({batch, seq}, b.getI64Type());

@@ -73,6 +73,7 @@ const std::vector<Field> &modelFields() {
       HYPIPE_FIELD("moe_router_topk", d.spec.dims.moeTopK),
       HYPIPE_FIELD("moe_ffn_hidden_size", d.spec.dims.moeFfnHidden),
       HYPIPE_FIELD("moe_aux_loss_coeff", d.spec.moeAuxLossCoeff),
+      HYPIPE_FIELD("mtp_loss_scaling_factor", d.spec.mtpLossScalingFactor),
       HYPIPE_FIELD("vocab_size", d.spec.dims.vocab),
       HYPIPE_FIELD("tie_embeddings", d.spec.dims.tieEmbeddings),
       HYPIPE_FIELD("activation", d.spec.dims.activation),
@@ -781,6 +782,11 @@ llvm::Error Loader::checkModel() {
     return error(nodeFor("model", "moe_aux_loss_coeff"),
                  "moe_aux_loss_coeff cannot be negative",
                  "use 0 to switch the load-balancing loss off");
+  if (spec.mtpLossScalingFactor < 0)
+    return error(nodeFor("model", "mtp_loss_scaling_factor"),
+                 "mtp_loss_scaling_factor cannot be negative",
+                 "use Megatron's default 0.1, or 0 to train the MTP depths "
+                 "without their loss reaching the model");
   return llvm::Error::success();
 }
 

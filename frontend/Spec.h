@@ -85,6 +85,9 @@ struct ModelSpec {
   ModelDims dims;
   std::string positionEmbedding = "none";
   double moeAuxLossCoeff = 0.01;
+  /// Megatron's --mtp-loss-scaling-factor: the MTP depths' mean loss enters
+  /// the objective with this weight.
+  double mtpLossScalingFactor = 0.1;
   ParallelSpec parallel;
   TrainingSpec training;
   DataSpec data;

@@ -109,7 +109,10 @@ nlohmann::json modelJson(const ModelInfo &d) {
           {"num_experts", d.numExperts},
           {"moe_router_topk", d.moeTopK},
           {"moe_ffn_hidden_size", d.moeFfnHidden},
-          {"activation", d.activation}};
+          {"activation", d.activation},
+          {"mtp_pattern", d.mtpPattern},
+          {"mtp_depths", d.mtpDepths},
+          {"mtp_loss_scaling_factor", d.mtpLossScalingFactor}};
 }
 
 ModelInfo parseModelInfo(const nlohmann::json &model,
@@ -136,6 +139,10 @@ ModelInfo parseModelInfo(const nlohmann::json &model,
   d.moeTopK = field<int64_t>(model, "moe_router_topk", where);
   d.moeFfnHidden = field<int64_t>(model, "moe_ffn_hidden_size", where);
   d.activation = field<std::string>(model, "activation", where);
+  d.mtpPattern = optionalField<std::string>(model, "mtp_pattern", "", where);
+  d.mtpDepths = optionalField<int64_t>(model, "mtp_depths", 0, where);
+  d.mtpLossScalingFactor =
+      optionalField<double>(model, "mtp_loss_scaling_factor", 0.0, where);
   return d;
 }
 

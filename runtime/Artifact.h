@@ -113,6 +113,11 @@ struct ModelInfo {
           mambaNumGroups = 0, mambaConvWidth = 0;
   int64_t numExperts = 0, moeTopK = 0, moeFfnHidden = 0;
   std::string activation;
+  /// Multi-token prediction: the pattern of each depth's layers, the number
+  /// of depths and the weight of their mean loss (0 depths: none).
+  std::string mtpPattern;
+  int64_t mtpDepths = 0;
+  double mtpLossScalingFactor = 0;
 };
 
 /// The manifest's `model` object (docs/artifact.md), also kept in each

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#define HYPIPE_STAGE_ABI_VERSION 3
+#define HYPIPE_STAGE_ABI_VERSION 4
 
 /* hypipe_stage_info_t::target */
 #define HYPIPE_TARGET_CPU 0
@@ -58,6 +58,9 @@ typedef struct {
   int64_t num_seqs;
   /* The same boundaries in device memory (cuda stages; NULL on cpu). */
   const int32_t *cu_seqlens_device;
+  /* out: the multi-token-prediction depths' losses, summed (unweighted;
+   * the stage with the MTP depths, ABI 4). */
+  float mtp_loss;
 } hypipe_stage_args_t;
 
 typedef hypipe_stage_info_t (*hypipe_stage_info_fn)(void);

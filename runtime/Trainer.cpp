@@ -482,6 +482,8 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
   if (e.hasHead)
     st.loss += args.loss * scale;
   st.aux += args.aux_loss * scale;
+  if (e.hasHead)
+    st.mtp += args.mtp_loss * scale;
 }
 
 void Trainer::backward(const ActionEntry &a, StepState &st) {
@@ -513,7 +515,7 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
   }
 }
 
-void Trainer::runProgram(double &loss, double &aux) {
+void Trainer::runProgram(double &loss, double &aux, double &mtp) {
   const TrainingConfig &t = artifact.training;
   StepState st;
   st.microbatches = int64_t(batch.size());
@@ -579,6 +581,7 @@ void Trainer::runProgram(double &loss, double &aux) {
     giveBack(std::move(b));
   loss += st.loss;
   aux += st.aux;
+  mtp += st.mtp;
 }
 
 void Trainer::reduceTiedGradients() {
@@ -920,7 +923,8 @@ void Trainer::initFrom(const std::string &path) {
                                path));
 }
 
-void Trainer::dump(const std::string &path, double loss, double aux) {
+void Trainer::dump(const std::string &path, double loss, double aux,
+                   double mtp) {
   if (sharded()) {
     // Every rank's block of summed gradients, for the whole gradient.
     std::vector<Comm::Request> gathers;
@@ -962,6 +966,7 @@ void Trainer::dump(const std::string &path, double loss, double aux) {
   }
   w.metadata("loss", fmt::format("{:.9g}", loss));
   w.metadata("aux_loss", fmt::format("{:.9g}", aux));
+  w.metadata("mtp_loss", fmt::format("{:.9g}", mtp));
   w.write(path);
 }
 
@@ -975,29 +980,33 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   // start of a step, or a step's loss turns into NaN.
   if (faultKillRank == comm.rank() && faultKillStep == step)
     std::raise(SIGKILL);
-  double loss = 0, aux = 0;
+  double loss = 0, aux = 0, mtp = 0;
   if (artifact.packing.enabled)
     loadPackedBatch(step, st);
   else
     loadBatch(step, st);
   stageBatch();
-  runProgram(loss, aux);
+  runProgram(loss, aux, mtp);
   if (faultNanStep == step)
     loss = std::nan("");
   reduceTiedGradients();
   if (sharded())
     finishShardedReduction();
   if (!dumpPath.empty())
-    dump(dumpPath, loss, aux);
+    dump(dumpPath, loss, aux, mtp);
   // Loss, aux loss and squared norm of every rank, added in rank order so
   // every rank computes the same bits.
-  std::vector<double> all = comm.allgather({loss, aux, localGradNormSquared()});
+  std::vector<double> all =
+      comm.allgather({loss, aux, mtp, localGradNormSquared()});
   double sq = 0;
-  for (size_t r = 0; r < all.size(); r += 3) {
+  for (size_t r = 0; r < all.size(); r += 4) {
     st.loss += all[r];
     st.auxLoss += all[r + 1];
-    sq += all[r + 2];
+    st.mtpLoss += all[r + 2];
+    sq += all[r + 3];
   }
+  if (artifact.model.mtpDepths > 0)
+    st.mtpLoss /= double(artifact.model.mtpDepths); // the depths' mean
   st.gradNorm = std::sqrt(sq);
   if (!std::isfinite(st.loss) || !std::isfinite(st.gradNorm))
     throw CollectiveError(fmt::format(

@@ -27,6 +27,8 @@ namespace hypipe::rt {
 struct StepStats {
   int64_t step = 0;
   double loss = 0, auxLoss = 0, lr = 0, gradNorm = 0;
+  /// The MTP depths' mean loss (0 without MTP).
+  double mtpLoss = 0;
   double seconds = 0, tokensPerSecond = 0;
   /// The step's microbatches per data-parallel rank (packing varies it).
   int64_t microbatches = 0;
@@ -135,7 +137,7 @@ private:
     std::vector<Buffer> sendBuffers;
     int64_t microbatches = 0; ///< this step's, per data-parallel rank
     int64_t activation = 0;   ///< floats of a planned activation buffer
-    double loss = 0, aux = 0;
+    double loss = 0, aux = 0, mtp = 0;
   };
 
   /// One microbatch of this rank's step: where its tokens, labels and mask
@@ -156,7 +158,7 @@ private:
 
   /// Runs the rank's program for the loaded batch: one handler per action
   /// kind.
-  void runProgram(double &loss, double &aux);
+  void runProgram(double &loss, double &aux, double &mtp);
   /// Puts the loaded batch where the stages read it (the device's memory).
   void stageBatch();
   /// An activation-sized buffer from the pool (allocated once, reused).
@@ -192,7 +194,7 @@ private:
   std::vector<float> fullMoment(StageState &s, const Buffer &moment);
   double localGradNormSquared() const;
   void optimizerStep(int64_t step, double lr, double clipScale);
-  void dump(const std::string &path, double loss, double aux);
+  void dump(const std::string &path, double loss, double aux, double mtp);
 
   Artifact &artifact;
 

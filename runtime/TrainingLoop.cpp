@@ -315,18 +315,16 @@ int runTraining(const RunOptions &o, Comm &comm) {
                           (t.end - t.start) * 1e6, s});
       spool << events.dump() << '\n';
     }
-    if (log)
-      log << nlohmann::json{{"step", st.step},
-                            {"loss", st.loss},
-                            {"aux_loss", st.auxLoss},
-                            {"lr", st.lr},
-                            {"grad_norm", st.gradNorm},
-                            {"microbatches", st.microbatches},
-                            {"tokens", st.tokens},
-                            {"tokens_per_s", st.tokensPerSecond}}
-                 .dump()
-          << "\n"
-          << std::flush;
+    if (log) {
+      nlohmann::json record{
+          {"step", st.step},          {"loss", st.loss},
+          {"aux_loss", st.auxLoss},   {"lr", st.lr},
+          {"grad_norm", st.gradNorm}, {"microbatches", st.microbatches},
+          {"tokens", st.tokens},      {"tokens_per_s", st.tokensPerSecond}};
+      if (artifact.model.mtpDepths > 0)
+        record["mtp_loss"] = st.mtpLoss;
+      log << record.dump() << "\n" << std::flush;
+    }
     // Rank 0 decides whether to stop; everyone follows after this step.
     std::vector<double> stop =
         comm.allgather({root && fileExists(o.stopFile) ? 1.0 : 0.0});

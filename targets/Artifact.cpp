@@ -70,7 +70,7 @@ rt::StageEntry stageEntry(const cpu::StagePlan &plan,
     int64_t offset = layer.paramOffset;
     for (const rt::ParamSpec &p : layer.params) {
       rt::ParamEntry pe;
-      pe.name = layer.prefix + p.name;
+      pe.name = layer.parameterName(p);
       pe.shape = p.shape;
       pe.offset = offset;
       pe.numel = p.numel();
@@ -252,6 +252,10 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   m.tieEmbeddings = d.tieEmbeddings;
   m.positionEmbedding = spec.positionEmbedding;
   m.moeAuxLossCoeff = spec.moeAuxLossCoeff;
+  m.mtpPattern = spec.pattern.mtp;
+  m.mtpDepths = spec.pattern.mtpDepths;
+  m.mtpLossScalingFactor =
+      spec.pattern.mtpDepths > 0 ? spec.mtpLossScalingFactor : 0.0;
   m.ffnHidden = d.ffnHidden;
   m.numHeads = d.numHeads;
   m.numQueryGroups = d.numQueryGroups;

@@ -340,10 +340,21 @@ struct HeadShape {
 /// of the depth).
 struct MtpInputShape {
   int64_t vocab, hidden, depth;
+  /// The stage has no embedding table of its own (no embedding layer, an
+  /// untied head): this depth carries the copy, under the embedding's name
+  /// (same initial values; its gradient summed with the first stage's).
+  bool ownsTable = false;
   std::vector<ParamSpec> params() const {
-    return {{"enorm.weight", {hidden}, Init::Ones},
-            {"hnorm.weight", {hidden}, Init::Ones},
-            {"eh_proj.weight", {hidden, 2 * hidden}, Init::Normal, kInitStd}};
+    std::vector<ParamSpec> p = {
+        {"enorm.weight", {hidden}, Init::Ones},
+        {"hnorm.weight", {hidden}, Init::Ones},
+        {"eh_proj.weight", {hidden, 2 * hidden}, Init::Normal, kInitStd}};
+    if (ownsTable)
+      p.push_back({"embedding.word_embeddings.weight",
+                   {vocab, hidden},
+                   Init::Normal,
+                   kInitStd});
+    return p;
   }
   /// Shifted token ids, the embedding rows, their rstd, the previous
   /// hidden states and their rstd, the projection's input [e' | h'], and

@@ -39,6 +39,9 @@ namespace hypipe {
 inline constexpr const char *kPositionEmbeddingAttr =
     "hybrid.position_embedding";
 inline constexpr const char *kMoeAuxLossCoeffAttr = "hybrid.moe_aux_loss_coeff";
+/// The MTP depths' loss weight (mtp_loss_scaling_factor), on models with MTP.
+inline constexpr const char *kMtpLossScaleAttr =
+    "hybrid.mtp_loss_scaling_factor";
 
 } // namespace hypipe
 

@@ -27,6 +27,10 @@ const char *kernelKindName(KernelKind kind) {
     return "moe";
   case KernelKind::Head:
     return "head";
+  case KernelKind::MtpInput:
+    return "mtp_input";
+  case KernelKind::MtpOutput:
+    return "mtp_output";
   }
   return "?";
 }
@@ -98,13 +102,21 @@ FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
     return 0;
   };
 
+  double mtpScale = 0.1;
+  if (auto c = model->getAttrOfType<FloatAttr>(kMtpLossScaleAttr))
+    mtpScale = c.getValueAsDouble();
+  // Depths over the whole model (they may sit inside pipe.stage ops).
+  int64_t mtpDepths = 0;
+  model.walk([&](hybrid::MtpOp) { ++mtpDepths; });
+
   bool failed = false;
-  stage.getBody().front().walk<WalkOrder::PreOrder>([&](Operation *op) {
-    KernelLayer layer;
+  const rt::TokenShape &t = plan.tokens;
+  // One layer op as a kernel with its parameters and buffer sizes; false
+  // when `op` is no layer (or could not be lowered: `failed`).
+  auto describe = [&](Operation *op, const std::string &prefix,
+                      KernelLayer &layer) {
     layer.op = op;
-    layer.layer = layerNumber(op);
-    layer.prefix = "decoder.layers." + std::to_string(layer.layer - 1) + ".";
-    const rt::TokenShape &t = plan.tokens;
+    layer.prefix = prefix;
     bool isLayer = true;
     // A layer's parameters and buffer sizes, all from its shape.
     auto size = [&](const auto &shape, std::vector<rt::ParamSpec> params) {
@@ -149,24 +161,97 @@ FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
           plan.hasHead = true;
         })
         .Case<hybrid::GdnOp, hybrid::DsaOp, hybrid::MlaOp>([&](Operation *) {
-          op->emitError() << "the CPU target cannot lower '"
+          op->emitError() << "the "
+                          << (target == rt::Target::Cuda ? "CUDA" : "CPU")
+                          << " target cannot lower '"
                           << op->getName().getStringRef()
                           << "' yet; use M, *, - and E layers in the "
                              "pattern for models that hypipe-run trains";
           failed = true;
         })
-        .Case([&](hybrid::MtpOp) {
-          op->emitError() << "the CPU target cannot lower multi-token "
-                             "prediction yet; drop the '/' part of the "
-                             "pattern to train this model";
-          failed = true;
-        })
         .Default([&](Operation *) { isLayer = false; });
+    if (!isLayer || failed)
+      return false;
+    layer.paramFloats = rt::numel(layer.params);
+    return true;
+  };
+
+  // A multi-token-prediction depth: input (embedding, norms, eh_proj), its
+  // layers (Megatron's mtp.layers.<d>.mtp_model_layer.layers.<j>.), output.
+  auto describeMtp = [&](hybrid::MtpOp mtp) {
+    if (target == rt::Target::Cuda) {
+      mtp.emitError() << "the cuda target cannot lower multi-token "
+                         "prediction yet; train this model with --target cpu "
+                         "or drop the '/' part of the pattern";
+      failed = true;
+      return;
+    }
+    if (!plan.hasHead) {
+      mtp.emitError() << "multi-token prediction must run in the stage that "
+                         "holds the output layer (it shares it); place the "
+                         "MTP depths in the last stage";
+      failed = true;
+      return;
+    }
+    const int64_t depth = mtp.getDepth();
+    const std::string prefix = "mtp.layers." + std::to_string(depth - 1) + ".";
+    KernelLayer in;
+    in.op = mtp;
+    in.kind = KernelKind::MtpInput;
+    in.prefix = prefix;
+    // The model's embedding table: the stage's own (embedding or tied
+    // head) when it has one, else a copy carried by the first depth and
+    // summed with the first stage's like the tied output layer.
+    bool tableHere = false;
+    for (const KernelLayer &l : plan.layers)
+      for (const rt::ParamSpec &p : l.params)
+        tableHere |=
+            l.prefix.empty() && p.name == "embedding.word_embeddings.weight";
+    in.mtpInput = {dims.vocab, dims.hidden, depth, !tableHere};
+    in.params = in.mtpInput.params();
+    in.savedFloats = in.mtpInput.savedFloats(t, target);
+    in.workspaceFloats = in.mtpInput.workspaceFloats(t, target);
+    in.paramFloats = rt::numel(in.params);
+    plan.layers.push_back(std::move(in));
+    int64_t j = 0;
+    for (Operation &inner : mtp.getBody().front().without_terminator()) {
+      KernelLayer layer;
+      if (describe(&inner,
+                   prefix + "mtp_model_layer.layers." + std::to_string(j) + ".",
+                   layer)) {
+        plan.layers.push_back(std::move(layer));
+        ++j;
+      }
+      if (failed)
+        return;
+    }
+    KernelLayer out;
+    out.op = mtp;
+    out.kind = KernelKind::MtpOutput;
+    out.prefix = prefix;
+    out.mtpOutput = {dims.vocab, dims.hidden, depth,
+                     mtpScale / double(std::max<int64_t>(1, mtpDepths))};
+    out.params = out.mtpOutput.params();
+    out.savedFloats = out.mtpOutput.savedFloats(t, target);
+    out.workspaceFloats = out.mtpOutput.workspaceFloats(t, target);
+    out.paramFloats = rt::numel(out.params);
+    plan.layers.push_back(std::move(out));
+  };
+
+  stage.getBody().front().walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (auto mtp = dyn_cast<hybrid::MtpOp>(op)) {
+      describeMtp(mtp);
+      return failed ? WalkResult::interrupt() : WalkResult::skip();
+    }
+    KernelLayer layer;
+    const int64_t number = layerNumber(op);
+    layer.layer = number;
+    bool isLayer = describe(
+        op, "decoder.layers." + std::to_string(number - 1) + ".", layer);
     if (failed)
       return WalkResult::interrupt();
     if (!isLayer)
       return WalkResult::skip();
-    layer.paramFloats = rt::numel(layer.params);
     plan.layers.push_back(std::move(layer));
     return WalkResult::skip();
   });
@@ -216,7 +301,7 @@ FailureOr<StagePlan> readStagePlan(pipe::StageOp stage) {
   plan->savedFloats = *saved;
   plan->workspaceFloats = *workspace;
   for (KernelLayer &layer : plan->layers) {
-    auto kernel = layer.op->getAttrOfType<DictionaryAttr>(kLayerPlanAttr);
+    auto kernel = layer.op->getAttrOfType<DictionaryAttr>(layer.planAttr());
     auto range = [&](StringRef key) -> ArrayRef<int64_t> {
       if (auto a = kernel ? kernel.getAs<DenseI64ArrayAttr>(key)
                           : DenseI64ArrayAttr())
@@ -226,13 +311,13 @@ FailureOr<StagePlan> readStagePlan(pipe::StageOp stage) {
     ArrayRef<int64_t> p = range("params"), v = range("saved");
     auto kind = kernel ? kernel.getAs<StringAttr>("kind") : StringAttr();
     if (p.size() != 2 || v.size() != 2 || !kind)
-      return layer.op->emitError() << "has no complete '" << kLayerPlanAttr
+      return layer.op->emitError() << "has no complete '" << layer.planAttr()
                                    << "': run pipe-plan-buffers first";
     if (kind.getValue() != kernelKindName(layer.kind) ||
         p[1] != layer.paramFloats || v[1] != layer.savedFloats || p[0] < 0 ||
         v[0] < 0 || p[0] + p[1] > *params || v[0] + v[1] > *saved)
       return layer.op->emitError()
-             << "'" << kLayerPlanAttr << "' " << kernel
+             << "'" << layer.planAttr() << "' " << kernel
              << " does not match the layer's " << kernelKindName(layer.kind)
              << " kernel (" << layer.paramFloats << " parameter and "
              << layer.savedFloats << " saved floats) or its stage's buffers";

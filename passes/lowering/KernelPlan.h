@@ -21,7 +21,18 @@
 
 namespace hypipe::cpu {
 
-enum class KernelKind { Embedding, Mamba, Attention, Mlp, Moe, Head };
+/// MtpInput and MtpOutput are the two ends of one `hybrid.mtp` depth, its
+/// layers planned between them.
+enum class KernelKind {
+  Embedding,
+  Mamba,
+  Attention,
+  Mlp,
+  Moe,
+  Head,
+  MtpInput,
+  MtpOutput
+};
 
 const char *kernelKindName(KernelKind kind);
 
@@ -39,9 +50,20 @@ struct KernelLayer {
   rt::MoeShape moe{};
   rt::EmbeddingShape embedding{};
   rt::HeadShape head{};
+  rt::MtpInputShape mtpInput{};
+  rt::MtpOutputShape mtpOutput{};
   std::vector<rt::ParamSpec> params; ///< names without the prefix
   int64_t paramFloats = 0, savedFloats = 0, workspaceFloats = 0;
   int64_t paramOffset = 0, savedOffset = 0;
+  /// The attribute pipe-plan-buffers records this kernel's ranges in: an
+  /// MTP depth's op carries its input's and its output's.
+  const char *planAttr() const;
+  /// The full (Megatron) name of one of `params`: the prefix and the name,
+  /// except the embedding table, which keeps its model-level name in any
+  /// stage that holds a copy (an MTP depth's).
+  std::string parameterName(const rt::ParamSpec &p) const {
+    return p.name.rfind("embedding.", 0) == 0 ? p.name : prefix + p.name;
+  }
 };
 
 struct StagePlan {
@@ -60,7 +82,8 @@ struct StagePlan {
 };
 
 /// Plans `stage` (what pipe-plan-buffers runs). Fails (with an error at the
-/// op) on layers the targets cannot lower yet: G, D, +, and MTP blocks.
+/// op) on layers the targets cannot lower yet: G, D, +, MTP on cuda, and
+/// MTP outside the stage with the output layer.
 mlir::FailureOr<StagePlan> planStage(pipe::StageOp stage);
 
 /// The plan pipe-plan-buffers recorded on `stage` (`pipe.buffer_plan` and
@@ -72,6 +95,11 @@ mlir::FailureOr<StagePlan> readStagePlan(pipe::StageOp stage);
 /// Discardable attribute names written by `pipe-plan-buffers`.
 inline constexpr const char *kStagePlanAttr = "pipe.buffer_plan";
 inline constexpr const char *kLayerPlanAttr = "pipe.kernel";
+inline constexpr const char *kMtpOutputPlanAttr = "pipe.kernel_mtp_output";
+
+inline const char *KernelLayer::planAttr() const {
+  return kind == KernelKind::MtpOutput ? kMtpOutputPlanAttr : kLayerPlanAttr;
+}
 /// On the hybrid.model: the target its stages are planned for (cpu, cuda).
 inline constexpr const char *kTargetAttr = "pipe.target";
 

@@ -28,7 +28,7 @@ LogicalResult planBuffers(hybrid::ModelOp model) {
           b.getNamedAttr("saved", b.getDenseI64ArrayAttr(
                                       {layer.savedOffset, layer.savedFloats})),
       };
-      layer.op->setAttr(cpu::kLayerPlanAttr, b.getDictionaryAttr(fields));
+      layer.op->setAttr(layer.planAttr(), b.getDictionaryAttr(fields));
     }
     NamedAttribute totals[] = {
         b.getNamedAttr("params", b.getI64IntegerAttr(plan->paramFloats)),

@@ -46,8 +46,40 @@ std::string shapeLiteral(const KernelLayer &l) {
   case KernelKind::Head:
     return fmt::format("HeadShape{{{}, {}, {}}}", l.head.vocab, l.head.hidden,
                        l.head.tied ? "true" : "false");
+  case KernelKind::MtpInput:
+    return fmt::format("MtpInputShape{{{}, {}, {}, {}}}", l.mtpInput.vocab,
+                       l.mtpInput.hidden, l.mtpInput.depth,
+                       l.mtpInput.ownsTable ? "true" : "false");
+  case KernelKind::MtpOutput:
+    return fmt::format("MtpOutputShape{{{}, {}, {}, {:.17g}}}",
+                       l.mtpOutput.vocab, l.mtpOutput.hidden, l.mtpOutput.depth,
+                       l.mtpOutput.lossWeight);
   }
   return "";
+}
+
+/// Where the tensors an MTP depth shares with the model sit in the stage's
+/// parameters: the output layer (the head's) and the embedding table.
+struct SharedOffsets {
+  bool mtp = false;
+  int64_t output = -1, table = -1;
+};
+
+SharedOffsets sharedOffsets(const StagePlan &plan) {
+  SharedOffsets o;
+  for (const KernelLayer &l : plan.layers) {
+    o.mtp |= l.kind == KernelKind::MtpInput;
+    int64_t at = l.paramOffset;
+    for (const rt::ParamSpec &p : l.params) {
+      if (l.kind == KernelKind::Head && p.name != "decoder.final_norm.weight")
+        o.output = at;
+      if (o.table < 0 &&
+          l.parameterName(p) == "embedding.word_embeddings.weight")
+        o.table = at;
+      at += p.numel();
+    }
+  }
+  return o;
 }
 
 } // namespace
@@ -133,6 +165,12 @@ std::string emitStage(const StagePlan &plan, const std::string &modelName,
   line("  float *ws = a->workspace + 2 * kActivation;");
   line("  const float *x = a->input;");
   line("  a->aux_loss = 0.0f;");
+  const SharedOffsets shared = sharedOffsets(plan);
+  if (shared.mtp) {
+    // h: the normed hidden states the next MTP depth reads.
+    line("  const float *h = nullptr;");
+    line("  a->mtp_loss = 0.0f;");
+  }
   int cur = 0;
   bool wroteOutput = false;
   for (size_t i = 0; i < plan.layers.size(); ++i) {
@@ -151,6 +189,19 @@ std::string emitStage(const StagePlan &plan, const std::string &modelName,
       line(fmt::format("  a->loss = headForward(kL{}, t, {}, x, "
                        "a->labels, a->loss_mask, {}, ws);",
                        i, p, s));
+      if (shared.mtp)
+        line(fmt::format("  h = headNormed(kL{}, t, {});", i, s));
+      continue;
+    case KernelKind::MtpInput:
+      line(fmt::format("  mtpInputForward(kL{}, t, {}, a->params + {}, "
+                       "a->tokens, h, {}, {}, ws);",
+                       i, p, shared.table, dst, s));
+      break;
+    case KernelKind::MtpOutput:
+      line(fmt::format("  a->mtp_loss += mtpOutputForward(kL{}, t, {}, "
+                       "a->params + {}, x, a->labels, a->loss_mask, {}, ws);",
+                       i, p, shared.output, s));
+      line(fmt::format("  h = mtpNormed(kL{}, t, {});", i, s));
       continue;
     case KernelKind::Moe:
       line(fmt::format("  a->aux_loss += moeForward(kL{}, t, {}, x, {}, "
@@ -173,6 +224,8 @@ std::string emitStage(const StagePlan &plan, const std::string &modelName,
   line("  (void)buf;");
   line("  (void)ws;");
   line("  (void)x;");
+  if (shared.mtp)
+    line("  (void)h;");
   line("}");
   line("");
 
@@ -183,6 +236,10 @@ std::string emitStage(const StagePlan &plan, const std::string &modelName,
   line("  float *buf[2] = {a->workspace, a->workspace + kActivation};");
   line("  float *ws = a->workspace + 2 * kActivation;");
   line("  const float *dy = a->grad_output;");
+  if (shared.mtp)
+    // dh: the gradient of the normed hidden states an MTP depth read,
+    // for the depth before it (or the head).
+    line("  const float *dh = nullptr;");
   cur = 0;
   bool wroteGradInput = false;
   for (size_t n = plan.layers.size(); n-- > 0;) {
@@ -198,9 +255,25 @@ std::string emitStage(const StagePlan &plan, const std::string &modelName,
       line(fmt::format("  embeddingBackwardInput(kL{}, t, dy, {});", n, s));
       continue;
     case KernelKind::Head:
-      line(fmt::format("  headBackwardInput(kL{}, t, {}, {}, {}, "
-                       "a->loss_scale, {}, ws);",
+      if (shared.mtp)
+        line(fmt::format("  headBackwardInput(kL{}, t, {}, {}, {}, "
+                         "a->loss_scale, dh, {}, ws);",
+                         n, p, g, s, dst));
+      else
+        line(fmt::format("  headBackwardInput(kL{}, t, {}, {}, {}, "
+                         "a->loss_scale, {}, ws);",
+                         n, p, g, s, dst));
+      break;
+    case KernelKind::MtpOutput:
+      line(fmt::format("  mtpOutputBackwardInput(kL{}, t, {}, {}, a->params + "
+                       "{}, {}, a->loss_scale, dh, {}, ws);",
+                       n, p, g, shared.output, s, dst));
+      break;
+    case KernelKind::MtpInput:
+      line(fmt::format("  mtpInputBackwardInput(kL{}, t, {}, {}, {}, dy, {}, "
+                       "ws);",
                        n, p, g, s, dst));
+      line(fmt::format("  dh = {};", dst));
       break;
     case KernelKind::Moe:
       line(fmt::format("  moeBackwardInput(kL{}, t, {}, {}, {}, dy, {}, "
@@ -224,6 +297,8 @@ std::string emitStage(const StagePlan &plan, const std::string &modelName,
   line("  (void)buf;");
   line("  (void)ws;");
   line("  (void)dy;");
+  if (shared.mtp)
+    line("  (void)dh;");
   line("}");
   line("");
 
@@ -232,9 +307,19 @@ std::string emitStage(const StagePlan &plan, const std::string &modelName,
   line(fmt::format("  {}", flavour.tokensDecl));
   for (size_t n = plan.layers.size(); n-- > 0;) {
     const KernelLayer &l = plan.layers[n];
-    line(fmt::format("  {}BackwardWeight(kL{}, t, a->saved + {}, "
-                     "a->grads + {});",
-                     kernelKindName(l.kind), n, l.savedOffset, l.paramOffset));
+    if (l.kind == KernelKind::MtpInput)
+      line(fmt::format("  mtpInputBackwardWeight(kL{}, t, a->saved + {}, "
+                       "a->grads + {}, a->grads + {});",
+                       n, l.savedOffset, l.paramOffset, shared.table));
+    else if (l.kind == KernelKind::MtpOutput)
+      line(fmt::format("  mtpOutputBackwardWeight(kL{}, t, a->saved + {}, "
+                       "a->grads + {});",
+                       n, l.savedOffset, shared.output));
+    else
+      line(fmt::format("  {}BackwardWeight(kL{}, t, a->saved + {}, "
+                       "a->grads + {});",
+                       kernelKindName(l.kind), n, l.savedOffset,
+                       l.paramOffset));
   }
   line("  (void)a;");
   line("  (void)t;");

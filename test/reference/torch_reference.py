@@ -172,48 +172,88 @@ def main():
         return {n[len(prefix):]: t for n, t in params.items() if n.startswith(prefix)}
 
     layers = [(l["kind"], l["layer"]) for s in manifest["stages"] for l in s["layers"]]
+    # The MTP depths run last, after the head: the main model stops there.
+    if any(k == "mtp_input" for k, _ in layers):
+        layers = layers[:[k for k, _ in layers].index("mtp_input")]
+    kind_of = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+
+    def apply(kind, x, lp):
+        """x + the layer of `kind` with parameters lp: new x, aux loss."""
+        if kind == "mamba":
+            return x + mamba(rmsnorm(x, lp["mixer.in_proj.layer_norm_weight"]), lp,
+                             dims["mamba"]), 0.0
+        if kind == "attention":
+            return x + attention(rmsnorm(x, lp["self_attention.linear_qkv.layer_norm_weight"]),
+                                 lp, dims["attention"]), 0.0
+        if kind == "mlp":
+            return x + mlp(rmsnorm(x, lp["mlp.linear_fc1.layer_norm_weight"]), lp, act), 0.0
+        y, a = moe(rmsnorm(x, lp["pre_mlp_layernorm.weight"]), lp, dims["moe"], act)
+        return x + y, a
+
+    out_w = params["embedding.word_embeddings.weight" if spec_dims["tie_embeddings"]
+                   else "output_layer.weight"]
+
     def logits_of(tok):
-        """The model on a [batch, seq] block of token ids: logits, aux loss."""
+        """The model on a [batch, seq] block of token ids: logits, aux loss,
+        and the normed hidden states the first MTP depth reads."""
         x = None
         aux = 0.0
-        logits = None
+        logits = h = None
         for kind, layer in layers:
-            pre = "decoder.layers.%d." % (layer - 1)
-            lp = layer_params(pre)
             if kind == "embedding":
                 x = params["embedding.word_embeddings.weight"][tok]
-            elif kind == "mamba":
-                x = x + mamba(rmsnorm(x, lp["mixer.in_proj.layer_norm_weight"]), lp, dims["mamba"])
-            elif kind == "attention":
-                x = x + attention(rmsnorm(x, lp["self_attention.linear_qkv.layer_norm_weight"]),
-                                  lp, dims["attention"])
-            elif kind == "mlp":
-                x = x + mlp(rmsnorm(x, lp["mlp.linear_fc1.layer_norm_weight"]), lp, act)
-            elif kind == "moe":
-                y, a = moe(rmsnorm(x, lp["pre_mlp_layernorm.weight"]), lp, dims["moe"], act)
-                x = x + y
-                aux = aux + a
             elif kind == "head":
                 h = rmsnorm(x, params["decoder.final_norm.weight"])
-                w = params["embedding.word_embeddings.weight" if spec_dims["tie_embeddings"]
-                           else "output_layer.weight"]
-                logits = h @ w.T
-        return logits, aux
+                logits = h @ out_w.T
+            else:
+                x, a = apply(kind, x, layer_params("decoder.layers.%d." % (layer - 1)))
+                aux = aux + a
+        return logits, aux, h
+
+    def shift(t):
+        """Megatron's roll_tensor(shifts=-1) on [batch, seq]: left by one, 0 in."""
+        return torch.cat([t[:, 1:], torch.zeros_like(t[:, :1])], dim=1)
+
+    def mtp_of(tok, lab, h):
+        """Megatron's MTP depths (docs/model.md) on one microbatch: the sum
+        of the depths' losses and their MoE aux losses."""
+        total, aux = 0.0, 0.0
+        ids, mask = tok, torch.ones_like(lab, dtype=torch.float64)
+        for d in range(m.get("mtp_depths", 0)):
+            ids, lab, mask = shift(ids), shift(lab), shift(mask)
+            pre = "mtp.layers.%d." % d
+            e = params["embedding.word_embeddings.weight"][ids]
+            x = torch.cat([rmsnorm(e, params[pre + "enorm.weight"]),
+                           rmsnorm(h, params[pre + "hnorm.weight"])], -1)
+            x = x @ params[pre + "eh_proj.weight"].T
+            for j, sym in enumerate(m["mtp_pattern"]):
+                x, a = apply(kind_of[sym],
+                             x, layer_params(pre + "mtp_model_layer.layers.%d." % j))
+                aux = aux + a
+            h = rmsnorm(x, params[pre + "final_layernorm.weight"])
+            ce = F.cross_entropy((h @ out_w.T).reshape(-1, out_w.shape[0]), lab.reshape(-1),
+                                 reduction="none")
+            total = total + (ce * mask.reshape(-1)).sum() / mask.sum()
+        return total, aux
 
     tokens, labels = tensors["tokens"].long(), tensors["labels"].long()
     total = 0.0
     lm_total = 0.0
     aux_total = 0.0
+    mtp_total = 0.0
+    depths = m.get("mtp_depths", 0)
     if "sample_starts" in tensors:
         # A packed step: each sample alone, as its own sequence; the loss is
         # the mean over the masked-in labels of all samples.
         if dims["moe"]["experts"] and layers and any(k == "moe" for k, _ in layers):
             sys.exit("the packed reference has no MoE (its aux loss is per microbatch)")
+        if depths:
+            sys.exit("the packed reference has no MTP")
         mask = tensors["loss_mask"].double()
         starts = tensors["sample_starts"].long().tolist() + [tokens.shape[0]]
         summed = 0.0
         for a, b in zip(starts[:-1], starts[1:]):
-            logits, _ = logits_of(tokens[a:b][None, :])
+            logits, _, _ = logits_of(tokens[a:b][None, :])
             ce = F.cross_entropy(logits[0], labels[a:b], reduction="none")
             summed = summed + (ce * mask[a:b]).sum()
         total = summed / mask.sum()
@@ -221,11 +261,16 @@ def main():
     else:
         M = tokens.shape[0]
         for mb in range(M):
-            logits, aux = logits_of(tokens[mb])
+            logits, aux, h = logits_of(tokens[mb])
             lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[mb].reshape(-1))
-            total = total + (lm + aux) / M
+            mtp, mtp_aux = mtp_of(tokens[mb], labels[mb], h)
+            # Megatron's objective: the MTP depths' mean weighted by
+            # mtp_loss_scaling_factor, their MoE aux losses as any other.
+            weight = m.get("mtp_loss_scaling_factor", 0.0) / max(depths, 1)
+            total = total + (lm + aux + mtp_aux + weight * mtp) / M
             lm_total += float(lm) / M
-            aux_total += float(aux) / M
+            aux_total += float(aux + mtp_aux) / M
+            mtp_total += float(mtp) / M
     total.backward()
 
     worst = 0.0
@@ -241,6 +286,8 @@ def main():
     check("loss", torch.tensor(float(meta["loss"])), torch.tensor(lm_total))
     if aux_total != 0.0:
         check("aux_loss", torch.tensor(float(meta["aux_loss"])), torch.tensor(aux_total))
+    if depths:
+        check("mtp_loss", torch.tensor(float(meta["mtp_loss"])), torch.tensor(mtp_total))
     unused = []
     for name, p in params.items():
         if p.grad is None:
@@ -251,6 +298,9 @@ def main():
         failures.append("parameters the reference never used: " + ", ".join(unused))
     what = ("%d samples" % (len(starts) - 1) if "sample_starts" in tensors
             else "%d microbatches" % tokens.shape[0])
+    if depths:
+        what += ", %d MTP depths (loss %.6f, hypipe %s)" % (depths, mtp_total,
+                                                          meta["mtp_loss"])
     print("reference: %d parameters, %s, loss %.6f (hypipe %s), "
           "max relative error %.2e (tolerance %.0e)"
           % (len(params), what, lm_total, meta["loss"], worst, args.tol))
