@@ -203,7 +203,8 @@ private:
     if (!node && !overriddenFlag.empty()) // a value from the command line
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          fmt::format("error: {} (given as {} on the command line)\nhelp: {}",
+          fmt::format("error: {} (given as {} on the command line)\nhelp: "
+                      "{}\n",
                       message.str(), overriddenFlag, help.str()));
     llvm::SMRange range = node ? node->getSourceRange() : llvm::SMRange();
     // Nodes the parser gave up on have no source range.

@@ -2,6 +2,7 @@
 #include "core/model/CostModel.h"
 
 #include "core/model/LayerShapes.h"
+#include "core/schedule/Schedule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -212,6 +213,24 @@ double peakMicrobatchesInFlight(const std::string &schedule, int64_t pp,
         static_cast<double>((pp - ppRank - 1) * 2 + (vpp - 1) * pp + 1);
     return std::min(chunks, m * static_cast<double>(vpp)) /
            static_cast<double>(vpp);
+  }
+  if (schedule == "dualpipev") {
+    // Its phases hold different counts on each rank: read the peak off the
+    // generated order (a forward takes a stage activation, B or W frees
+    // it; two stages per rank, so a chunk is half a microbatch).
+    auto built = schedule::buildSchedule({schedule, pp, 2, microbatches, 0});
+    if (!built) {
+      (void)built.takeError();
+      return std::min(static_cast<double>(pp), m);
+    }
+    int64_t live = 0, peak = 0;
+    for (const schedule::Action &a : built->ranks[size_t(ppRank)]) {
+      if (a.op == schedule::Op::F)
+        peak = std::max(peak, ++live);
+      else if (a.op == schedule::Op::B || a.op == schedule::Op::W)
+        --live;
+    }
+    return static_cast<double>(peak) / 2.0;
   }
   // zbv, and zb-h1, whose rank r delays each W by r steps: a W frees its
   // activations, so every rank holds as many as rank 0 (pp).

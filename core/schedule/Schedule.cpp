@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -221,6 +222,81 @@ void buildZbv(Schedule &s) {
   }
 }
 
+/// DualPipeV (PyTorch's ScheduleDualPipeV, DeepSeek's DualPipe cut in
+/// half): rank r holds stages r (chunk 0) and 2pp-1-r (chunk 1) and runs
+/// eight phases — forwards on chunk 0, paired forwards, zero-bubble
+/// I/W/F on chunk 1, the main phase of overlapped forward-backward pairs
+/// (F of one chunk with B of the other; written F then B), the drain, and
+/// the weight gradients left over. Microbatch indices count per (stage,
+/// kind) as PyTorch's counters do; a B counts for both I and W.
+void buildDualPipeV(Schedule &s) {
+  const int64_t pp = s.pp, m = s.microbatches;
+  for (int64_t r = 0; r < pp; ++r) {
+    std::vector<Action> &out = s.ranks[r];
+    const int64_t s0 = s.stageOf(r, 0), s1 = s.stageOf(r, 1);
+    std::map<std::pair<int64_t, Op>, int64_t> next; // (stage, op) -> mb
+    std::deque<std::pair<int64_t, int64_t>> pendingW;
+    auto add = [&](Op op, int64_t stage) {
+      if (op == Op::B) {
+        // A full backward advances the input and the weight counters.
+        out.push_back(compute(Op::B, stage, next[{stage, Op::I}]++));
+        ++next[{stage, Op::W}];
+      } else if (op == Op::I) {
+        int64_t mb = next[{stage, Op::I}]++;
+        out.push_back(compute(Op::I, stage, mb));
+        pendingW.push_back({stage, mb});
+      } else {
+        out.push_back(compute(op, stage, next[{stage, op}]++));
+      }
+    };
+    auto weight = [&] {
+      if (pendingW.empty())
+        return;
+      auto [stage, mb] = pendingW.front();
+      pendingW.pop_front();
+      out.push_back(compute(Op::W, stage, mb));
+      ++next[{stage, Op::W}];
+    };
+    for (int64_t i = 0; i < (pp - r - 1) * 2; ++i) // 1: F0
+      add(Op::F, s0);
+    for (int64_t i = 0; i < r + 1; ++i) { // 2: F0 F1
+      add(Op::F, s0);
+      add(Op::F, s1);
+    }
+    for (int64_t i = 0; i < pp - r - 1; ++i) { // 3: I1 W F1
+      add(Op::I, s1);
+      weight();
+      add(Op::F, s1);
+    }
+    for (int64_t i = 0; i < m - 2 * pp + r + 1; ++i) { // 4: F0B1 F1B0
+      add(Op::F, s0); // overlapped with the B after it (on the last rank's
+      add(Op::B, s1); // first pair, deliberately not)
+      add(Op::F, s1);
+      add(Op::B, s0);
+    }
+    for (int64_t i = 0; i < pp - r - 1; ++i) { // 5: B1 F1B0
+      add(Op::B, s1);
+      add(Op::F, s1);
+      add(Op::B, s0);
+    }
+    bool split = false; // 6: B1 B0, the second half split into I and W
+    for (int64_t i = 0, n = r + 1; i < n; ++i) {
+      if (i == n / 2 && r % 2 == 1)
+        split = true;
+      add(split ? Op::I : Op::B, s1);
+      if (i == n / 2 && r % 2 == 0)
+        split = true;
+      add(split ? Op::I : Op::B, s0);
+    }
+    for (int64_t i = 0; i < pp - r - 1; ++i) { // 7: W B0
+      weight();
+      add(split ? Op::I : Op::B, s0);
+    }
+    for (int64_t i = 0; i < r + 1; ++i) // 8: W
+      weight();
+  }
+}
+
 } // namespace
 
 Error checkScheduleShape(ScheduleKind kind, int64_t vpp) {
@@ -236,12 +312,13 @@ Error checkScheduleShape(ScheduleKind kind, int64_t vpp) {
                     name, vpp),
         "use interleaved-1f1b (or zbv for vpp = 2)"});
   case ScheduleKind::ZbV:
+  case ScheduleKind::DualPipeV:
     if (vpp == 2)
       return Error::success();
     return Error(Problem{
-        fmt::format("zbv runs exactly two stages per rank in a V (vpp = 2), "
+        fmt::format("{} runs exactly two stages per rank in a V (vpp = 2), "
                     "got vpp = {}",
-                    vpp),
+                    name, vpp),
         "split the model into 2 * pp stages"});
   case ScheduleKind::Interleaved1F1B:
     if (vpp > 1)
@@ -286,6 +363,11 @@ Error checkSchedule(const ScheduleRequest &q) {
     return refused;
   if (Error refused = checkScheduleShape(*kind, q.vpp))
     return refused;
+  if (*kind == ScheduleKind::DualPipeV && q.microbatches < 2 * q.pp)
+    return refuse(fmt::format(
+        "dualpipev needs at least as many microbatches as stages (2 * pp = "
+        "{}), got {}: use --microbatches {} or more (PyTorch refuses it too)",
+        2 * q.pp, q.microbatches, 2 * q.pp));
   if (q.name != "interleaved-1f1b")
     return Error::success();
   int64_t g = q.groupSize > 0 ? q.groupSize : q.pp;
@@ -331,6 +413,9 @@ Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
     buildOneFOneB(s, q.name == "zb-h1");
   } else if (q.name == "interleaved-1f1b") {
     buildInterleaved(s, q.groupSize > 0 ? q.groupSize : q.pp);
+  } else if (q.name == "dualpipev") {
+    s.placement = Placement::V;
+    buildDualPipeV(s);
   } else { // zbv
     s.placement = Placement::V;
     buildZbv(s);

@@ -12,12 +12,13 @@ namespace hypipe::schedule {
 
 namespace {
 
-constexpr std::array<std::pair<ScheduleKind, const char *>, 5> kSchedules = {{
+constexpr std::array<std::pair<ScheduleKind, const char *>, 6> kSchedules = {{
     {ScheduleKind::GPipe, "gpipe"},
     {ScheduleKind::OneFOneB, "1f1b"},
     {ScheduleKind::Interleaved1F1B, "interleaved-1f1b"},
     {ScheduleKind::ZbH1, "zb-h1"},
     {ScheduleKind::ZbV, "zbv"},
+    {ScheduleKind::DualPipeV, "dualpipev"},
 }};
 
 /// Longest names first, so that parsing `SEND_F` does not stop at a prefix.
@@ -82,7 +83,9 @@ bool isRecv(Op op) { return op == Op::RecvF || op == Op::RecvB; }
 bool isBackwardTransfer(Op op) { return op == Op::SendB || op == Op::RecvB; }
 
 Placement placementOf(ScheduleKind kind) {
-  return kind == ScheduleKind::ZbV ? Placement::V : Placement::Loop;
+  return kind == ScheduleKind::ZbV || kind == ScheduleKind::DualPipeV
+             ? Placement::V
+             : Placement::Loop;
 }
 
 Placement placementOf(std::string_view scheduleName) {

@@ -30,7 +30,8 @@ enum class ScheduleKind : uint8_t {
   OneFOneB,
   Interleaved1F1B,
   ZbH1,
-  ZbV
+  ZbV,
+  DualPipeV
 };
 
 /// The spelling users write (`parallel.schedule`, `--schedule`).
@@ -39,7 +40,7 @@ const char *scheduleName(ScheduleKind kind);
 const std::vector<std::string> &scheduleNames();
 /// `gpipe` -> GPipe, ...; nullopt for an unknown name.
 std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
-/// "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv": for error messages.
+/// "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipev": for error messages.
 std::string scheduleNameList();
 
 //===----------------------------------------------------------------------===//
@@ -86,7 +87,8 @@ enum class Placement : uint8_t {
   V,    ///< vpp = 2: rank r runs stages r and 2*pp-1-r (ZB-V, DualPipeV)
 };
 
-/// The placement a schedule runs on: zbv's V, the loop for every other one.
+/// The placement a schedule runs on: zbv's and dualpipev's V, the loop for
+/// every other one.
 Placement placementOf(ScheduleKind kind);
 /// Likewise by name; unknown names get the loop.
 Placement placementOf(std::string_view scheduleName);

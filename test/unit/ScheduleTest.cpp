@@ -466,7 +466,9 @@ TEST(PyTorchCsv, RuntimeDumpHasTheComputeOrder) {
 // the two part after the warm-up; see docs/schedules.md.)
 TEST(PyTorchCsv, GeneratedOrdersEqualPyTorchs) {
   const std::pair<const char *, const char *> same[] = {
-      {"GPipe", "gpipe"}, {"Interleaved1F1B", "interleaved-1f1b"}};
+      {"GPipe", "gpipe"},
+      {"Interleaved1F1B", "interleaved-1f1b"},
+      {"DualPipeV", "dualpipev"}};
   int compared = 0;
   for (const std::string &file : csvFiles()) {
     CsvShape shape = shapeOf(file);
@@ -483,7 +485,7 @@ TEST(PyTorchCsv, GeneratedOrdersEqualPyTorchs) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 4);
+  EXPECT_EQ(compared, 6);
 }
 
 // What the import refuses, each with where and why.

@@ -177,7 +177,7 @@ void addScheduleCommand(CLI::App &app, Runner &run) {
       "schedule", "Generate, verify and simulate a pipeline schedule; draw it");
   CLI::Option *scheduleOption =
       sub->add_option("--schedule", o->name,
-                      "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv (with "
+                      "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipev (with "
                       "--import-csv: sets the placement instead of inferring "
                       "it)")
           ->default_val("1f1b");
