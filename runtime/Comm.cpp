@@ -117,6 +117,13 @@ void Comm::recv(float *data, int64_t count, int peer, int tag) {
   wait(&r, 1, fmt::format("receiving from rank {}", peer));
 }
 
+Comm::Request Comm::irecv(float *data, int64_t count, int peer, int tag) {
+  MPI_Request r;
+  MPI_Irecv(data, checkedCount(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
+            &r);
+  return r;
+}
+
 void Comm::waitAll(std::vector<Request> &requests) {
   if (!requests.empty())
     wait(requests.data(), int(requests.size()),

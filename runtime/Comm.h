@@ -57,6 +57,8 @@ public:
   using Request = MPI_Request;
   Request isend(const float *data, int64_t count, int peer, int tag);
   void recv(float *data, int64_t count, int peer, int tag);
+  /// Posts a receive; complete it with waitAll before reading `data`.
+  Request irecv(float *data, int64_t count, int peer, int tag);
   /// Completes `requests` and clears them.
   void waitAll(std::vector<Request> &requests);
   /// Drives pending transfers without blocking; true when all are done.

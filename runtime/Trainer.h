@@ -134,6 +134,10 @@ private:
     std::map<int64_t, Buffer> acts, grads;
     std::map<int64_t, int> slotOf;
     std::vector<Comm::Request> sends;
+    /// Receives posted where the program writes them, by the key of the
+    /// tensor they fill (activations and gradients apart); the action that
+    /// reads the tensor waits for it.
+    std::map<int64_t, std::vector<Comm::Request>> postedActs, postedGrads;
     std::vector<Buffer> sendBuffers;
     int64_t microbatches = 0; ///< this step's, per data-parallel rank
     int64_t activation = 0;   ///< floats of a planned activation buffer
@@ -177,6 +181,9 @@ private:
   hypipe_stage_args_t stageArgs(StageState &s, const ActionEntry &a);
   void send(const ActionEntry &a, StepState &st);
   void receive(const ActionEntry &a, StepState &st);
+  /// Waits for the posted receive that feeds compute action `a`, if any;
+  /// true when there was one.
+  bool awaitInput(const ActionEntry &a, StepState &st);
   void forward(const ActionEntry &a, StepState &st);
   /// B, or its halves I (input gradients) and W (weight gradients).
   void backward(const ActionEntry &a, StepState &st);

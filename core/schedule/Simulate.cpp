@@ -155,8 +155,14 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
               : fEnd[at(st - 1, mb)] +
                     (s.rankOf(st - 1) == r ? 0 : c.transfer()),
           fmt::format("the forward of microbatch {} on stage {}", mb, st - 1));
-    return need(recvFEnd[at(st, mb)],
-                fmt::format("RECV_F of microbatch {} for stage {}", mb, st));
+    if (!need(recvFEnd[at(st, mb)],
+              fmt::format("RECV_F of microbatch {} for stage {}", mb, st)))
+      return false;
+    // A posted receive's data: the send plus the transfer.
+    return !c.postedReceives ||
+           need(fArrive[at(st - 1, mb)],
+                fmt::format("SEND_F of microbatch {} from stage {} on rank {}",
+                            mb, st - 1, s.rankOf(st - 1)));
   case Op::B:
   case Op::I: {
     if (!need(fEnd[at(st, mb)], fmt::format("its own forward ({}F{})", st, mb)))
@@ -170,8 +176,13 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
               : bEnd[at(st + 1, mb)] +
                     (s.rankOf(st + 1) == r ? 0 : c.transfer()),
           fmt::format("the backward of microbatch {} on stage {}", mb, st + 1));
-    return need(recvBEnd[at(st, mb)],
-                fmt::format("RECV_B of microbatch {} for stage {}", mb, st));
+    if (!need(recvBEnd[at(st, mb)],
+              fmt::format("RECV_B of microbatch {} for stage {}", mb, st)))
+      return false;
+    return !c.postedReceives ||
+           need(bArrive[at(st + 1, mb)],
+                fmt::format("SEND_B of microbatch {} from stage {} on rank {}",
+                            mb, st + 1, s.rankOf(st + 1)));
   }
   case Op::W:
     return need(bEnd[at(st, mb)],
@@ -200,6 +211,8 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
                       pc[r], pytorchText(a)));
     if (auto err = peerCheck(s.rankOf(st - 1)))
       return std::move(err);
+    if (c.postedReceives)
+      return true; // posted now; its consumer waits for the data
     return need(fArrive[at(st - 1, mb)],
                 fmt::format("SEND_F of microbatch {} from stage {} on rank {}",
                             mb, st - 1, s.rankOf(st - 1)));
@@ -210,6 +223,8 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
                       pc[r], pytorchText(a)));
     if (auto err = peerCheck(s.rankOf(st + 1)))
       return std::move(err);
+    if (c.postedReceives)
+      return true;
     return need(bArrive[at(st + 1, mb)],
                 fmt::format("SEND_B of microbatch {} from stage {} on rank {}",
                             mb, st + 1, s.rankOf(st + 1)));

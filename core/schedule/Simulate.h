@@ -1,8 +1,8 @@
 //===- Simulate.h - verify and time a schedule by running all ranks -------===//
 //
 // Runs every rank's program together: each action waits for what it needs
-// (the previous stage's forward, the next stage's backward, the matching send
-// of a receive) and takes its cost. A program that would hang, runs an action
+// (the previous stage's forward, the next stage's backward, the data of its
+// posted receive) and takes its cost. A program that would hang, runs an action
 // twice, misses one, or sends what nobody receives is rejected with the rank x
 // step grid around the first stuck action. Given per-action costs it predicts
 // start and end of every action, the makespan, each rank's bubble, and peak
@@ -26,6 +26,12 @@ struct Costs {
   double bandwidth = 0; ///< bytes per time unit; 0: transfers take no time
   double sendBytes = 0; ///< bytes of one transfer
   std::vector<double> activationBytes; ///< per stage, for peak bytes (optional)
+  /// How a receive is timed. Posted (what hypipe's runtime, PyTorch's and
+  /// NCCL do): the receive is posted where the program writes it and takes
+  /// no time there; the action that consumes its data waits for the data.
+  /// Not posted: the receive holds its rank until the data is in (a
+  /// blocking MPI_Recv where it is written).
+  bool postedReceives = true;
 
   double cost(Op op, int64_t stage) const;
   double transfer() const {

@@ -37,10 +37,11 @@ hybrid.model @two attributes {dims = #dims, parallel = #hybrid.parallel<pp = 2, 
 
 // -----
 
-// Tests that a hand-written program where rank 1 runs its backward before it
-// receives the activations its forward needs is refused with the grid.
+// Tests that a hand-written program where rank 0 waits for a gradient before
+// it sends the activations that gradient needs is refused with the grid
+// (receives are posted where written; the consumers wait).
 #dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">
-// expected-error @+1 {{rank 1 waits at step 0 (1RECV_F0) for SEND_F of microbatch 0 from stage 0 on rank 0}}
+// expected-error @+1 {{rank 1 waits at step 1 (1F0) for SEND_F of microbatch 0 from stage 0 on rank 0}}
 hybrid.model @two attributes {dims = #dims, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 2, group_size = 2>, pattern = "M|*"} {
 ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%arg0 : tensor<1x4xi64>) {
@@ -62,7 +63,7 @@ hybrid.model @two attributes {dims = #dims, parallel = #hybrid.parallel<pp = 2, 
     pipe.tied_embedding_allreduce with 0
     pipe.yield %4 : tensor<f32>
   }
-  pipe.program rank 0 "1f1b" ["0F0", "0RECV_B0", "0SEND_F0", "0B0", "0F1", "0SEND_F1", "0RECV_B1", "0B1"]
+  pipe.program rank 0 "1f1b" ["0F0", "0RECV_B0", "0B0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B1", "0B1"]
   pipe.program rank 1 "1f1b" ["1RECV_F0", "1F0", "1B0", "1SEND_B0", "1RECV_F1", "1F1", "1B1", "1SEND_B1"]
   hybrid.return %0 : tensor<f32>
 }
