@@ -26,16 +26,6 @@ constexpr const char *kFormat = "hypipe-checkpoint";
 constexpr int kVersion = 2;
 constexpr int kOldestVersion = 1;
 
-bool isDirectory(const std::string &path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool exists(const std::string &path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 int64_t toInt(const std::map<std::string, std::string> &m,
               const std::string &key, const std::string &file) {
   auto it = m.find(key);
@@ -217,7 +207,7 @@ CheckpointReader::parseIndex(const std::string &text,
 }
 
 std::string CheckpointReader::stepDirectoryOf(const std::string &path) {
-  if (exists(path + "/index.json"))
+  if (pathExists(path + "/index.json"))
     return path;
   std::string name = latestName(path);
   if (name.empty())
@@ -259,7 +249,7 @@ CheckpointInfo readCheckpointInfo(const std::string &path) {
 
 CheckpointReader::CheckpointReader(const std::string &path) {
   std::string dir = path;
-  if (!exists(path))
+  if (!pathExists(path))
     throw RuntimeError(fmt::format(
         "error: no checkpoint at '{}'\nhelp: pass the --save directory of an "
         "earlier run, one of its step_* directories, or a merged file",
@@ -380,7 +370,7 @@ std::vector<std::string> removeIncompleteSteps(const std::string &root) {
   std::vector<std::string> removed;
   const std::string latest = latestName(root);
   for (const std::string &name : stepDirectories(root)) {
-    if (name == latest || exists(root + "/" + name + "/index.json"))
+    if (name == latest || pathExists(root + "/" + name + "/index.json"))
       continue;
     std::error_code ec;
     std::filesystem::remove_all(root + "/" + name, ec);

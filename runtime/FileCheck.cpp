@@ -84,6 +84,16 @@ void requireRegularFile(const std::string &path, const std::string &what,
       S_ISDIR(st.st_mode) ? "a directory" : "a device or pipe", help));
 }
 
+bool pathExists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 bool isPlainName(std::string_view name) {
   if (name.empty() || name == "." || name == "..")
     return false;

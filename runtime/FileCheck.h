@@ -36,6 +36,11 @@ std::string fileChecksum(const std::string &path, size_t offset = 0,
 void requireRegularFile(const std::string &path, const std::string &what,
                         const std::string &help);
 
+/// Whether anything is at `path` (symbolic links followed), and whether it
+/// is a directory.
+bool pathExists(const std::string &path);
+bool isDirectory(const std::string &path);
+
 /// Whether `name` is one plain name (a single path component: not empty,
 /// not "." or "..", no '/', no NUL or control character).
 bool isPlainName(std::string_view name);

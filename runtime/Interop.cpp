@@ -20,16 +20,6 @@ namespace {
 
 using json = nlohmann::json;
 
-bool isDirectory(const std::string &path) {
-  std::error_code ec;
-  return std::filesystem::is_directory(path, ec);
-}
-
-bool fileExists(const std::string &path) {
-  std::error_code ec;
-  return std::filesystem::exists(path, ec);
-}
-
 int64_t numel(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -364,7 +354,7 @@ ImportResult importCheckpoint(const std::string &input,
   } else {
     result.kind = "hf-nemotron-h";
     const std::string configPath = input + "/config.json";
-    if (!fileExists(configPath))
+    if (!pathExists(configPath))
       throw RuntimeError(fmt::format(
           "error: '{}' has no config.json, so it is not a Hugging Face model "
           "directory\nhelp: pass a NemotronH directory, or a .safetensors "
@@ -421,7 +411,7 @@ ImportResult importCheckpoint(const std::string &input,
     // Which file holds each tensor: the index, or one model.safetensors.
     std::map<std::string, std::string> where;
     const std::string indexPath = input + "/model.safetensors.index.json";
-    if (fileExists(indexPath)) {
+    if (pathExists(indexPath)) {
       const json index = readJson(indexPath);
       if (!index.contains("weight_map") || !index["weight_map"].is_object())
         throw RuntimeError(
@@ -435,7 +425,7 @@ ImportResult importCheckpoint(const std::string &input,
       }
     } else {
       const std::string single = input + "/model.safetensors";
-      if (!fileExists(single))
+      if (!pathExists(single))
         throw RuntimeError(fmt::format(
             "error: '{}' has neither model.safetensors.index.json nor "
             "model.safetensors\nhelp: the directory is incomplete",

@@ -115,6 +115,25 @@ inline double scaledStd(int64_t numLayers) {
   return kInitStd / std::sqrt(2.0 * double(numLayers > 0 ? numLayers : 1));
 }
 
+/// The model's embedding table: the embedding layer's parameter, and the
+/// name (so the initial values) of every copy a later stage holds (a tied
+/// output layer, an MTP depth's).
+inline ParamSpec embeddingTableParam(int64_t vocab, int64_t hidden) {
+  return {"embedding.word_embeddings.weight",
+          {vocab, hidden},
+          Init::Normal,
+          kInitStd};
+}
+
+/// Saved floats of a language-model loss (the head's, an MTP depth's): x,
+/// the normed x, rstd, probabilities (overwritten by the logits' gradient
+/// for the weight pass), loss mask, labels.
+inline int64_t lmLossSavedFloats(const TokenShape &t, int64_t hidden,
+                                 int64_t vocab) {
+  int64_t T = t.tokens();
+  return T * (2 * hidden + 1 + vocab) + 2 * T;
+}
+
 struct MambaShape {
   int64_t hidden, heads, headDim, state, groups, convWidth;
   int64_t inner() const { return heads * headDim; }
@@ -289,10 +308,7 @@ struct MoeShape {
 struct EmbeddingShape {
   int64_t vocab, hidden;
   std::vector<ParamSpec> params() const {
-    return {{"embedding.word_embeddings.weight",
-             {vocab, hidden},
-             Init::Normal,
-             kInitStd}};
+    return {embeddingTableParam(vocab, hidden)};
   }
   /// Tokens (as int32) and, after I, the output gradient for W.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
@@ -312,18 +328,14 @@ struct HeadShape {
         {"decoder.final_norm.weight", {hidden}, Init::Ones}};
     // A tied head shares the embedding table: it gets the embedding's name
     // (so the same initial values) and its gradient is summed with it.
-    p.push_back(
-        {tied ? "embedding.word_embeddings.weight" : "output_layer.weight",
-         {vocab, hidden},
-         Init::Normal,
-         kInitStd});
+    ParamSpec out = embeddingTableParam(vocab, hidden);
+    if (!tied)
+      out.name = "output_layer.weight";
+    p.push_back(out);
     return p;
   }
-  /// x, xn, rstd, probabilities (overwritten by the logits' gradient for
-  /// the weight pass), loss mask, labels.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
-    int64_t T = t.tokens();
-    return T * (2 * hidden + 1 + vocab) + 2 * T;
+    return lmLossSavedFloats(t, hidden, vocab);
   }
   int64_t workspaceFloats(const TokenShape &t,
                           Target target = Target::Cpu) const {
@@ -350,10 +362,7 @@ struct MtpInputShape {
         {"hnorm.weight", {hidden}, Init::Ones},
         {"eh_proj.weight", {hidden, 2 * hidden}, Init::Normal, kInitStd}};
     if (ownsTable)
-      p.push_back({"embedding.word_embeddings.weight",
-                   {vocab, hidden},
-                   Init::Normal,
-                   kInitStd});
+      p.push_back(embeddingTableParam(vocab, hidden));
     return p;
   }
   /// Shifted token ids, the embedding rows, their rstd, the previous
@@ -378,11 +387,9 @@ struct MtpOutputShape {
   std::vector<ParamSpec> params() const {
     return {{"final_layernorm.weight", {hidden}, Init::Ones}};
   }
-  /// As the head's: x, the normed x, rstd, probabilities (then the logits'
-  /// gradient), the shifted mask and labels.
+  /// As the head's, with the shifted mask and labels.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
-    int64_t T = t.tokens();
-    return T * (2 * hidden + 1 + vocab) + 2 * T;
+    return lmLossSavedFloats(t, hidden, vocab);
   }
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
     return t.tokens() * hidden;
