@@ -38,36 +38,6 @@ void embeddingBackwardWeight(const EmbeddingShape &s, const TokenShape &t,
   }
 }
 
-namespace {
-
-/// Label and mask of row i with the labels `shift` places ahead inside the
-/// row's sequence: none (label 0, mask 0) past the sequence's end
-/// (Megatron's roll_tensor, per sequence when packed).
-struct ShiftedLabels {
-  const int32_t *labels;
-  const float *mask;
-  int64_t shift;
-  std::vector<int64_t> ends; ///< one past each row's sequence
-  ShiftedLabels(const TokenShape &t, const int32_t *labels, const float *mask,
-                int64_t shift)
-      : labels(labels), mask(mask), shift(shift) {
-    if (shift == 0)
-      return;
-    ends.resize(size_t(t.tokens()));
-    for (int64_t q = 0; q < t.sequences(); ++q)
-      for (int64_t r = t.start(q); r < t.start(q) + t.length(q); ++r)
-        ends[size_t(r)] = t.start(q) + t.length(q);
-  }
-  std::pair<int32_t, float> operator()(int64_t i) const {
-    const int64_t j = i + shift;
-    if (shift > 0 && j >= ends[size_t(i)])
-      return {0, 0.0f};
-    return {labels[j], mask ? mask[j] : 1.0f};
-  }
-};
-
-} // namespace
-
 float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
                     const float *norm, const float *wOut, const float *x,
                     const int32_t *labels, const float *lossMask, int64_t shift,
@@ -76,7 +46,8 @@ float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
   std::memcpy(h.x, x, sizeof(float) * T * hidden);
   rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
   linearForward(T, hidden, V, h.xn, wOut, h.probs);
-  const ShiftedLabels at(t, labels, lossMask, shift);
+  // Labels `shift` rows ahead within each sample; none past its end.
+  const std::vector<int64_t> ahead = rowsAhead(t, shift);
   double total = 0, count = 0;
   for (int64_t i = 0; i < T; ++i) {
     float *r = h.probs + i * V;
@@ -85,7 +56,9 @@ float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
     for (int64_t v = 0; v < V; ++v)
       sum += std::exp(double(r[v] - mx));
     double logZ = double(mx) + std::log(sum);
-    auto [label, m] = at(i);
+    const int64_t j = ahead[size_t(i)];
+    const int32_t label = j < 0 ? 0 : labels[j];
+    const float m = j < 0 ? 0.0f : (lossMask ? lossMask[j] : 1.0f);
     h.mask[i] = m;
     h.labels[i] = label;
     total += m * (logZ - double(r[label]));

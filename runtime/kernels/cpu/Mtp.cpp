@@ -25,11 +25,9 @@ void mtpInputForward(const MtpInputShape &s, const TokenShape &t,
   MtpInputSaved m = mtpInputSaved(s, t, saved);
   // Token `depth` places ahead in the same sequence; token 0 past its end
   // (Megatron rolls the ids with a zero fill, per sequence when packed).
-  for (int64_t q = 0; q < t.sequences(); ++q) {
-    const int64_t start = t.start(q), len = t.length(q);
-    for (int64_t i = 0; i < len; ++i)
-      m.ids[start + i] = i + s.depth < len ? tokens[start + i + s.depth] : 0;
-  }
+  const std::vector<int64_t> ahead = rowsAhead(t, s.depth);
+  for (int64_t i = 0; i < T; ++i)
+    m.ids[i] = ahead[size_t(i)] < 0 ? 0 : tokens[ahead[size_t(i)]];
   for (int64_t i = 0; i < T; ++i)
     std::memcpy(m.e + i * H, table + int64_t(m.ids[i]) * H, sizeof(float) * H);
   std::memcpy(m.h, hPrev, sizeof(float) * T * H);

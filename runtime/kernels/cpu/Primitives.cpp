@@ -184,4 +184,12 @@ std::vector<int64_t> sequenceStartOfRows(const TokenShape &t) {
   return first;
 }
 
+std::vector<int64_t> rowsAhead(const TokenShape &t, int64_t shift) {
+  std::vector<int64_t> ahead(size_t(t.tokens()), -1);
+  for (int64_t q = 0; q < t.sequences(); ++q)
+    for (int64_t i = 0; i + shift < t.length(q); ++i)
+      ahead[size_t(t.start(q) + i)] = t.start(q) + i + shift;
+  return ahead;
+}
+
 } // namespace hypipe::rt::cpu

@@ -66,6 +66,10 @@ void setNumThreads(int threads);
 
 /// First row of the sequence each of the t.tokens() rows belongs to.
 std::vector<int64_t> sequenceStartOfRows(const TokenShape &t);
+/// For each row, the row `shift` places ahead in the same sequence, or -1
+/// past its end (Megatron's roll_tensor with its zero fill, per sample):
+/// where an MTP depth reads its tokens and labels.
+std::vector<int64_t> rowsAhead(const TokenShape &t, int64_t shift);
 int numThreads();
 
 } // namespace hypipe::rt::cpu
