@@ -1,6 +1,7 @@
 //===- Comm.cpp - the ranks of one run and how they talk ------------------===//
 
 #include "runtime/Comm.h"
+#include "runtime/kernels/cpu/Profile.h"
 
 #include "runtime/Artifact.h"
 
@@ -86,6 +87,7 @@ Comm::Request Comm::isend(const float *data, int64_t count, int peer, int tag) {
 }
 
 void Comm::wait(MPI_Request *requests, int n, const std::string &what) {
+  cpu::ProfileScope scope(cpu::KernelClass::Communication);
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   Clock::time_point nextHook = start + std::chrono::seconds(1);

@@ -2,6 +2,7 @@
 //------===//
 
 #include "runtime/Trainer.h"
+#include "runtime/kernels/cpu/Profile.h"
 
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Simulate.h"
@@ -668,6 +669,7 @@ double Trainer::localGradNormSquared() const {
   // gradient count once: on replica 0, or on the rank whose shard holds it.
   if (!sharded() && comm.dpRank() != 0)
     return 0;
+  cpu::ProfileScope scope(cpu::KernelClass::Optimizer);
   double sq = 0;
   std::set<std::string> counted;
   for (const StageState &s : stages)
@@ -685,6 +687,7 @@ double Trainer::localGradNormSquared() const {
 }
 
 void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
+  cpu::ProfileScope scope(cpu::KernelClass::Optimizer);
   const TrainingConfig &t = artifact.training;
   const double b1 = t.beta1, b2 = t.beta2;
   const double c1 = 1.0 - std::pow(b1, double(step)),

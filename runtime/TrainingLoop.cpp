@@ -9,6 +9,7 @@
 #include "runtime/SafeTensors.h"
 #include "runtime/Trainer.h"
 #include "runtime/kernels/cpu/Primitives.h"
+#include "runtime/kernels/cpu/Profile.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -167,6 +168,39 @@ std::string parentDirectory(const std::string &path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
+/// --profile's table: every rank's step time by kernel class, a column
+/// per rank (`byRank` holds kNumKernelClasses values per rank).
+void printProfile(const std::vector<double> &byRank, int64_t steps) {
+  const size_t n = cpu::kNumKernelClasses, ranks = byRank.size() / n;
+  std::vector<double> total(ranks, 0.0);
+  for (size_t r = 0; r < ranks; ++r)
+    for (size_t c = 0; c < n; ++c)
+      total[r] += byRank[r * n + c];
+  std::string header = fmt::format("{:<16}", "profile");
+  for (size_t r = 0; r < ranks; ++r)
+    header += fmt::format("  {:>16}", fmt::format("rank {}", r));
+  fmt::print("{}\n", header);
+  // Classes in a fixed order; a class no rank spent time in is left out.
+  for (size_t c = 0; c < n; ++c) {
+    bool any = false;
+    for (size_t r = 0; r < ranks; ++r)
+      any = any || byRank[r * n + c] > 0;
+    if (!any)
+      continue;
+    std::string row =
+        fmt::format("{:<16}", cpu::kernelClassName(cpu::KernelClass(int(c))));
+    for (size_t r = 0; r < ranks; ++r)
+      row += fmt::format("  {:>8.4f}s {:>5.1f}%", byRank[r * n + c],
+                         total[r] > 0 ? 100.0 * byRank[r * n + c] / total[r]
+                                      : 0.0);
+    fmt::print("{}\n", row);
+  }
+  std::string sum = fmt::format("{:<16}", fmt::format("{} steps", steps));
+  for (size_t r = 0; r < ranks; ++r)
+    sum += fmt::format("  {:>8.4f}s {:>5.1f}%", total[r], 100.0);
+  fmt::print("{}\n", sum);
+}
+
 } // namespace
 
 int runTraining(const RunOptions &o, Comm &comm) {
@@ -298,9 +332,19 @@ int runTraining(const RunOptions &o, Comm &comm) {
   bool stopped = false;
   int64_t current = first;
   installWatchdog(comm, o, current);
+  // --profile: each step's time by kernel class, summed over the steps (the
+  // logging and checkpoints between steps are left out).
+  std::array<double, cpu::kNumKernelClasses> profile{};
+  cpu::setProfiling(o.profile);
   for (int64_t s = first; s <= total; ++s) {
     current = s;
+    const std::array<double, cpu::kNumKernelClasses> before =
+        cpu::profileSeconds();
     StepStats st = trainer.step(s, s == 1 ? o.dump : "");
+    const std::array<double, cpu::kNumKernelClasses> after =
+        cpu::profileSeconds();
+    for (int c = 0; c < cpu::kNumKernelClasses; ++c)
+      profile[c] += after[c] - before[c];
     last = s;
     elapsed += st.seconds;
     realTokens += st.tokens;
@@ -362,6 +406,11 @@ int runTraining(const RunOptions &o, Comm &comm) {
   }
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
+  cpu::setProfiling(false);
+  const std::vector<double> profileByRank =
+      o.profile
+          ? comm.allgather(std::vector<double>(profile.begin(), profile.end()))
+          : std::vector<double>();
   std::vector<double> memory =
       comm.allgather({double(trainer.peakTensorBytes()) / (1 << 20),
                       double(usage.ru_maxrss) / 1024});
@@ -413,9 +462,7 @@ int runTraining(const RunOptions &o, Comm &comm) {
     fmt::print("memory per rank (MiB): tensors {} | peak RSS {}\n", tensors,
                rss);
     if (o.profile)
-      fmt::print("profile: GEMM (OpenBLAS, top-level calls) {:.2f}s = {:.1f}% "
-                 "of step time\n",
-                 cpu::gemmSeconds(), 100.0 * cpu::gemmSeconds() / elapsed);
+      printProfile(profileByRank, last - first + 1);
   }
   return stopped ? 130 : 0;
 }

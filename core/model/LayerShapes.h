@@ -190,10 +190,12 @@ struct MambaShape {
   }
   int64_t workspaceFloats(const TokenShape &t,
                           Target target = Target::Cpu) const {
-    int64_t n = t.tokens() * (2 * inner() + convChannels() + heads + hidden);
-    if (target == Target::Cuda) // chunk state gradients, decays, partials
-      n += scanChunks(t) * heads * (headDim * state + 3);
-    return n;
+    // Gradients of the gated norm's input, the scan's output, xBC, dt and
+    // the normed input; then the chunked scan's per-(chunk, head) states or
+    // state gradients and partials (CPU: 2, CUDA: 3 per chunk and head).
+    (void)target;
+    return t.tokens() * (2 * inner() + convChannels() + heads + hidden) +
+           scanChunks(t) * heads * (headDim * state + 3);
   }
 };
 

@@ -10,6 +10,7 @@
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
+#include "runtime/kernels/cpu/Profile.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,6 +25,7 @@ namespace {
 /// (the transpose, for gradients).
 void applyRope(const AttentionShape &s, const TokenShape &t, float *qkv,
                float sign) {
+  ProfileScope scope(KernelClass::Attention);
   const int64_t D = s.headDim, half = D / 2, Wd = s.qkvWidth();
   const int64_t qpg = s.heads / s.groups;
   const std::vector<int64_t> first = sequenceStartOfRows(t);
@@ -72,6 +74,7 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
     applyRope(s, t, a.qkv, 1.0f);
 
   const float scale = 1.0f / std::sqrt(float(D));
+  ProfileScope core(KernelClass::Attention);
   // One causal block per sequence: a sample attends only to itself.
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < t.sequences(); ++b)
@@ -102,8 +105,7 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
            a.ctx + row0 * Cw + h * D, Cw);
     }
   linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
-  for (int64_t i = 0; i < T * s.hidden; ++i)
-    y[i] += x[i];
+  addResidual(T * s.hidden, x, y);
 }
 
 void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
@@ -125,38 +127,41 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
   const float scale = 1.0f / std::sqrt(float(D));
   // Heads of one sequence share k and v gradients, so parallelism is over
   // sequences only.
+  {
+    ProfileScope core(KernelClass::Attention);
 #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < t.sequences(); ++b) {
-    const int64_t S = t.length(b), row0 = t.start(b);
-    std::vector<float> dPScratch(S * S);
-    float *dPb = dPScratch.data();
-    for (int64_t h = 0; h < s.heads; ++h) {
-      int64_t g = h / qpg;
-      int64_t qOff = (g * (qpg + 2) + h % qpg) * D,
-              kOff = (g * (qpg + 2) + qpg) * D, vOff = kOff + D;
-      const float *base = a.qkv + row0 * Wd;
-      float *dbase = a.dqkv + row0 * Wd;
-      const float *P = a.softmax + probOff[b] + h * S * S;
-      const float *dc = dctx + row0 * Cw + h * D;
-      // dV += P^T dctx; dP = dctx V^T.
-      gemm(true, false, S, D, S, 1.0f, P, S, dc, Cw, 1.0f, dbase + vOff, Wd);
-      gemm(false, true, S, S, D, 1.0f, dc, Cw, base + vOff, Wd, 0.0f, dPb, S);
-      for (int64_t i = 0; i < S; ++i) {
-        const float *pr = P + i * S;
-        float *dr = dPb + i * S;
-        double dot = 0;
-        for (int64_t j = 0; j <= i; ++j)
-          dot += double(pr[j]) * dr[j];
-        for (int64_t j = 0; j <= i; ++j)
-          dr[j] = pr[j] * (dr[j] - float(dot)) * scale;
-        for (int64_t j = i + 1; j < S; ++j)
-          dr[j] = 0.0f;
+    for (int64_t b = 0; b < t.sequences(); ++b) {
+      const int64_t S = t.length(b), row0 = t.start(b);
+      std::vector<float> dPScratch(S * S);
+      float *dPb = dPScratch.data();
+      for (int64_t h = 0; h < s.heads; ++h) {
+        int64_t g = h / qpg;
+        int64_t qOff = (g * (qpg + 2) + h % qpg) * D,
+                kOff = (g * (qpg + 2) + qpg) * D, vOff = kOff + D;
+        const float *base = a.qkv + row0 * Wd;
+        float *dbase = a.dqkv + row0 * Wd;
+        const float *P = a.softmax + probOff[b] + h * S * S;
+        const float *dc = dctx + row0 * Cw + h * D;
+        // dV += P^T dctx; dP = dctx V^T.
+        gemm(true, false, S, D, S, 1.0f, P, S, dc, Cw, 1.0f, dbase + vOff, Wd);
+        gemm(false, true, S, S, D, 1.0f, dc, Cw, base + vOff, Wd, 0.0f, dPb, S);
+        for (int64_t i = 0; i < S; ++i) {
+          const float *pr = P + i * S;
+          float *dr = dPb + i * S;
+          double dot = 0;
+          for (int64_t j = 0; j <= i; ++j)
+            dot += double(pr[j]) * dr[j];
+          for (int64_t j = 0; j <= i; ++j)
+            dr[j] = pr[j] * (dr[j] - float(dot)) * scale;
+          for (int64_t j = i + 1; j < S; ++j)
+            dr[j] = 0.0f;
+        }
+        // dQ = dS K; dK += dS^T Q.
+        gemm(false, false, S, D, S, 1.0f, dPb, S, base + kOff, Wd, 0.0f,
+             dbase + qOff, Wd);
+        gemm(true, false, S, D, S, 1.0f, dPb, S, base + qOff, Wd, 1.0f,
+             dbase + kOff, Wd);
       }
-      // dQ = dS K; dK += dS^T Q.
-      gemm(false, false, S, D, S, 1.0f, dPb, S, base + kOff, Wd, 0.0f,
-           dbase + qOff, Wd);
-      gemm(true, false, S, D, S, 1.0f, dPb, S, base + qOff, Wd, 1.0f,
-           dbase + kOff, Wd);
     }
   }
   if (s.rope)

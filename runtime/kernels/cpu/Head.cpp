@@ -3,6 +3,7 @@
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
+#include "runtime/kernels/cpu/Profile.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@ namespace hypipe::rt::cpu {
 void embeddingForward(const EmbeddingShape &s, const TokenShape &t,
                       const float *params, const int32_t *tokens, float *y,
                       float *saved) {
+  ProfileScope scope(KernelClass::Elementwise);
   const int64_t T = t.tokens();
   int32_t *keptTokens = reinterpret_cast<int32_t *>(saved);
   for (int64_t i = 0; i < T; ++i) {
@@ -29,6 +31,7 @@ void embeddingBackwardInput(const EmbeddingShape &s, const TokenShape &t,
 
 void embeddingBackwardWeight(const EmbeddingShape &s, const TokenShape &t,
                              const float *saved, float *grads) {
+  ProfileScope scope(KernelClass::Elementwise);
   const int32_t *tokens = reinterpret_cast<const int32_t *>(saved);
   const float *dy = saved + t.tokens();
   for (int64_t i = 0; i < t.tokens(); ++i) {
@@ -48,6 +51,7 @@ float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
   linearForward(T, hidden, V, h.xn, wOut, h.probs);
   // Labels `shift` rows ahead within each sample; none past its end.
   const std::vector<int64_t> ahead = rowsAhead(t, shift);
+  ProfileScope scope(KernelClass::Elementwise);
   double total = 0, count = 0;
   for (int64_t i = 0; i < T; ++i) {
     float *r = h.probs + i * V;
@@ -74,17 +78,20 @@ void lmLossBackwardInput(const TokenShape &t, int64_t hidden, int64_t vocab,
                          float lossScale, const float *dxnExtra, float *dx,
                          float *gNorm, float *ws) {
   const int64_t T = t.tokens(), V = vocab;
-  double count = 0;
-  for (int64_t i = 0; i < T; ++i)
-    count += h.mask[i];
-  // dlogits = (softmax - onehot) * mask / count, written over the
-  // probabilities (the weight pass reads it from there).
-  for (int64_t i = 0; i < T; ++i) {
-    float c = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
-    float *r = h.probs + i * V;
-    r[h.labels[i]] -= 1.0f;
-    for (int64_t v = 0; v < V; ++v)
-      r[v] *= c;
+  {
+    ProfileScope scope(KernelClass::Elementwise);
+    double count = 0;
+    for (int64_t i = 0; i < T; ++i)
+      count += h.mask[i];
+    // dlogits = (softmax - onehot) * mask / count, written over the
+    // probabilities (the weight pass reads it from there).
+    for (int64_t i = 0; i < T; ++i) {
+      float c = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
+      float *r = h.probs + i * V;
+      r[h.labels[i]] -= 1.0f;
+      for (int64_t v = 0; v < V; ++v)
+        r[v] *= c;
+    }
   }
   float *dxn = ws;
   linearBackwardInput(T, hidden, V, h.probs, wOut, dxn);

@@ -21,8 +21,7 @@ void mlpForward(const MlpShape &s, const TokenShape &t, const float *params,
   linearForward(T, s.hidden, s.fc1Width(), m.xn, w1, m.h1);
   activationForward(s.act, T, s.ffn, m.h1, m.act);
   linearForward(T, s.ffn, s.hidden, m.act, w2, y);
-  for (int64_t i = 0; i < T * s.hidden; ++i)
-    y[i] += x[i];
+  addResidual(T * s.hidden, x, y);
 }
 
 void mlpBackwardInput(const MlpShape &s, const TokenShape &t,

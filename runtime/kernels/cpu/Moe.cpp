@@ -12,6 +12,7 @@
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
+#include "runtime/kernels/cpu/Profile.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,58 +34,63 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
   MoeSaved m = moeSaved(s, t, saved);
   float *logits = ws;              // [T, E]
   float *slotRow = logits + T * E; // [T, k] row of each (token, slot)
+  std::vector<int64_t> off;
+  double aux = 0;
 
   std::memcpy(m.x, x, sizeof(float) * T * Hd);
   rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
   linearForward(T, Hd, E, m.xn, p.router, logits);
 
-  std::fill(m.counts, m.counts + E, 0.0f);
-  for (int64_t tok = 0; tok < T; ++tok) {
-    const float *l = logits + tok * E;
-    float *pr = m.probs + tok * E;
-    float mx = *std::max_element(l, l + E);
-    double sum = 0;
-    for (int64_t e = 0; e < E; ++e)
-      sum += std::exp(double(l[e] - mx));
-    for (int64_t e = 0; e < E; ++e)
-      pr[e] = float(std::exp(double(l[e] - mx)) / sum);
-    // Top-k by probability, ties to the lower expert index.
+  {
+    ProfileScope routing(KernelClass::MoeRouting);
+    std::fill(m.counts, m.counts + E, 0.0f);
     std::vector<int64_t> order(E);
-    for (int64_t e = 0; e < E; ++e)
-      order[e] = e;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return pr[a] > pr[b]; });
-    double z = 0;
-    for (int64_t j = 0; j < k; ++j)
-      z += pr[order[j]];
-    for (int64_t j = 0; j < k; ++j) {
-      m.topIdx[tok * k + j] = float(order[j]);
-      m.topW[tok * k + j] = float(pr[order[j]] / z);
-      m.counts[order[j]] += 1.0f;
+    for (int64_t tok = 0; tok < T; ++tok) {
+      const float *l = logits + tok * E;
+      float *pr = m.probs + tok * E;
+      float mx = *std::max_element(l, l + E);
+      double sum = 0;
+      for (int64_t e = 0; e < E; ++e)
+        sum += std::exp(double(l[e] - mx));
+      for (int64_t e = 0; e < E; ++e)
+        pr[e] = float(std::exp(double(l[e] - mx)) / sum);
+      // Top-k by probability, ties to the lower expert index.
+      for (int64_t e = 0; e < E; ++e)
+        order[e] = e;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return pr[a] > pr[b]; });
+      double z = 0;
+      for (int64_t j = 0; j < k; ++j)
+        z += pr[order[j]];
+      for (int64_t j = 0; j < k; ++j) {
+        m.topIdx[tok * k + j] = float(order[j]);
+        m.topW[tok * k + j] = float(pr[order[j]] / z);
+        m.counts[order[j]] += 1.0f;
+      }
     }
-  }
 
-  // Load-balancing loss.
-  double aux = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    double pe = 0;
+    // Load-balancing loss.
+    for (int64_t e = 0; e < E; ++e) {
+      double pe = 0;
+      for (int64_t tok = 0; tok < T; ++tok)
+        pe += m.probs[tok * E + e];
+      aux += pe * m.counts[e];
+    }
+    aux *= s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k));
+    m.aux[0] = float(aux);
+
+    // Group rows by expert, in token order.
+    off = expertOffsets(s, m.counts);
+    std::vector<int64_t> fill(off);
     for (int64_t tok = 0; tok < T; ++tok)
-      pe += m.probs[tok * E + e];
-    aux += pe * m.counts[e];
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t e = int64_t(m.topIdx[tok * k + j]);
+        int64_t r = fill[e]++;
+        m.rowMap[r] = float(tok * k + j);
+        slotRow[tok * k + j] = float(r);
+        std::memcpy(m.xr + r * Hd, m.xn + tok * Hd, sizeof(float) * Hd);
+      }
   }
-  aux *= s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k));
-  m.aux[0] = float(aux);
-
-  // Group rows by expert, in token order.
-  std::vector<int64_t> off = expertOffsets(s, m.counts), fill(off);
-  for (int64_t tok = 0; tok < T; ++tok)
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t e = int64_t(m.topIdx[tok * k + j]);
-      int64_t r = fill[e]++;
-      m.rowMap[r] = float(tok * k + j);
-      slotRow[tok * k + j] = float(r);
-      std::memcpy(m.xr + r * Hd, m.xn + tok * Hd, sizeof(float) * Hd);
-    }
 
   for (int64_t e = 0; e < E; ++e) {
     int64_t r0 = off[e], n = off[e + 1] - off[e];
@@ -97,17 +103,21 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
     linearForward(n, s.ffn, Hd, m.act + r0 * s.ffn, p.w2(s, e), m.yr + r0 * Hd);
   }
 
+  {
+    ProfileScope routing(KernelClass::MoeRouting);
 #pragma omp parallel for schedule(static)
-  for (int64_t tok = 0; tok < T; ++tok) {
-    float *yt = y + tok * Hd;
-    std::memcpy(yt, x + tok * Hd, sizeof(float) * Hd);
-    for (int64_t j = 0; j < k; ++j) {
-      const float *yr = m.yr + int64_t(slotRow[tok * k + j]) * Hd;
-      float w = m.topW[tok * k + j];
-      for (int64_t i = 0; i < Hd; ++i)
-        yt[i] += w * yr[i];
+    for (int64_t tok = 0; tok < T; ++tok) {
+      float *yt = y + tok * Hd;
+      std::memcpy(yt, x + tok * Hd, sizeof(float) * Hd);
+      for (int64_t j = 0; j < k; ++j) {
+        const float *yr = m.yr + int64_t(slotRow[tok * k + j]) * Hd;
+        float w = m.topW[tok * k + j];
+        for (int64_t i = 0; i < Hd; ++i)
+          yt[i] += w * yr[i];
+      }
     }
   }
+
   return float(aux);
 }
 
@@ -125,20 +135,23 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
   float *dact = dxr + T * k * Hd;  // [R, ffn]
 
   std::vector<int64_t> off = expertOffsets(s, m.counts);
-  std::fill(dprobs, dprobs + T * E, 0.0f);
-  // Output = x + sum_j w_j y_j: rows get w * dy, weights get <dy, y_j>.
   std::vector<float> dTopW(T * k);
-  for (int64_t r = 0; r < T * k; ++r) {
-    int64_t slot = int64_t(m.rowMap[r]), tok = slot / k;
-    float w = m.topW[slot];
-    const float *dyt = dy + tok * Hd, *yr = m.yr + r * Hd;
-    float *dyr = m.dyr + r * Hd;
-    double dot = 0;
-    for (int64_t i = 0; i < Hd; ++i) {
-      dyr[i] = w * dyt[i];
-      dot += double(dyt[i]) * yr[i];
+  {
+    ProfileScope routing(KernelClass::MoeRouting);
+    std::fill(dprobs, dprobs + T * E, 0.0f);
+    // Output = x + sum_j w_j y_j: rows get w * dy, weights get <dy, y_j>.
+    for (int64_t r = 0; r < T * k; ++r) {
+      int64_t slot = int64_t(m.rowMap[r]), tok = slot / k;
+      float w = m.topW[slot];
+      const float *dyt = dy + tok * Hd, *yr = m.yr + r * Hd;
+      float *dyr = m.dyr + r * Hd;
+      double dot = 0;
+      for (int64_t i = 0; i < Hd; ++i) {
+        dyr[i] = w * dyt[i];
+        dot += double(dyt[i]) * yr[i];
+      }
+      dTopW[slot] = float(dot);
     }
-    dTopW[slot] = float(dot);
   }
 
   for (int64_t e = 0; e < E; ++e) {
@@ -152,35 +165,38 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
     linearBackwardInput(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
                         p.w1(s, e), dxr + r0 * Hd);
   }
-  std::fill(dxn, dxn + T * Hd, 0.0f);
-  for (int64_t r = 0; r < T * k; ++r) {
-    int64_t tok = int64_t(m.rowMap[r]) / k;
-    for (int64_t i = 0; i < Hd; ++i)
-      dxn[tok * Hd + i] += dxr[r * Hd + i];
-  }
-
-  // Renormalisation w_j = p_j / Z over the chosen experts, then the
-  // load-balancing loss, then softmax.
-  const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
-                          (double(T) * double(T) * double(k));
-  for (int64_t tok = 0; tok < T; ++tok) {
-    const float *pr = m.probs + tok * E;
-    float *dp = dprobs + tok * E;
-    double z = 0, wdw = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      z += pr[int64_t(m.topIdx[tok * k + j])];
-      wdw += double(m.topW[tok * k + j]) * dTopW[tok * k + j];
+  {
+    ProfileScope routing(KernelClass::MoeRouting);
+    std::fill(dxn, dxn + T * Hd, 0.0f);
+    for (int64_t r = 0; r < T * k; ++r) {
+      int64_t tok = int64_t(m.rowMap[r]) / k;
+      for (int64_t i = 0; i < Hd; ++i)
+        dxn[tok * Hd + i] += dxr[r * Hd + i];
     }
-    for (int64_t j = 0; j < k; ++j)
-      dp[int64_t(m.topIdx[tok * k + j])] +=
-          float((dTopW[tok * k + j] - wdw) / z);
-    for (int64_t e = 0; e < E; ++e)
-      dp[e] += float(auxScale * m.counts[e]);
-    double dot = 0;
-    for (int64_t e = 0; e < E; ++e)
-      dot += double(dp[e]) * pr[e];
-    for (int64_t e = 0; e < E; ++e)
-      dlogits[tok * E + e] = pr[e] * (dp[e] - float(dot));
+
+    // Renormalisation w_j = p_j / Z over the chosen experts, then the
+    // load-balancing loss, then softmax.
+    const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
+                            (double(T) * double(T) * double(k));
+    for (int64_t tok = 0; tok < T; ++tok) {
+      const float *pr = m.probs + tok * E;
+      float *dp = dprobs + tok * E;
+      double z = 0, wdw = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        z += pr[int64_t(m.topIdx[tok * k + j])];
+        wdw += double(m.topW[tok * k + j]) * dTopW[tok * k + j];
+      }
+      for (int64_t j = 0; j < k; ++j)
+        dp[int64_t(m.topIdx[tok * k + j])] +=
+            float((dTopW[tok * k + j] - wdw) / z);
+      for (int64_t e = 0; e < E; ++e)
+        dp[e] += float(auxScale * m.counts[e]);
+      double dot = 0;
+      for (int64_t e = 0; e < E; ++e)
+        dot += double(dp[e]) * pr[e];
+      for (int64_t e = 0; e < E; ++e)
+        dlogits[tok * E + e] = pr[e] * (dp[e] - float(dot));
+    }
   }
   linearBackwardInput(T, Hd, E, dlogits, p.router, dxn, /*accumulate=*/true);
   linearBackwardWeight(T, Hd, E, dlogits, m.xn, gp.router);

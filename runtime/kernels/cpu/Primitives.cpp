@@ -1,6 +1,7 @@
 //===- Primitives.cpp - GEMM, norms and activations on the CPU ------------===//
 
 #include "runtime/kernels/cpu/Primitives.h"
+#include "runtime/kernels/cpu/Profile.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -13,8 +14,6 @@
 
 namespace hypipe::rt::cpu {
 
-static std::atomic<int64_t> gemmNanos{0};
-
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
           float beta, float *C, int64_t ldc) {
@@ -26,21 +25,11 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
         C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
-  // Time only GEMMs issued outside the kernels' own parallel loops, so the
-  // total is wall time, not a sum over threads.
-  const bool timed = !omp_in_parallel();
-  auto start = timed ? std::chrono::steady_clock::now()
-                     : std::chrono::steady_clock::time_point();
+  ProfileScope scope(KernelClass::Gemm);
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
               transB ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), alpha,
               A, int(lda), B, int(ldb), beta, C, int(ldc));
-  if (timed)
-    gemmNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::steady_clock::now() - start)
-                     .count();
 }
-
-double gemmSeconds() { return double(gemmNanos.load()) * 1e-9; }
 
 void linearForward(int64_t T, int64_t in, int64_t out, const float *x,
                    const float *W, float *y) {
@@ -60,6 +49,7 @@ void linearBackwardWeight(int64_t T, int64_t in, int64_t out, const float *dy,
 
 void rmsnormForward(int64_t T, int64_t n, const float *x, const float *w,
                     float *y, float *rstd) {
+  ProfileScope scope(KernelClass::Norm);
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < T; ++t) {
     const float *xr = x + t * n;
@@ -77,6 +67,7 @@ void rmsnormForward(int64_t T, int64_t n, const float *x, const float *w,
 void rmsnormBackward(int64_t T, int64_t n, const float *x, const float *w,
                      const float *rstd, const float *dy, float *dx, float *dw,
                      bool accumulate) {
+  ProfileScope scope(KernelClass::Norm);
   // y_i = x_i r w_i, r = (mean x^2 + eps)^-1/2:
   // dx_i = r (w_i dy_i - x_i r^2 mean_j(w_j dy_j x_j)).
 #pragma omp parallel for schedule(static)
@@ -110,6 +101,7 @@ constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
 void activationForward(Activation act, int64_t T, int64_t ffn, const float *h,
                        float *a) {
+  ProfileScope scope(KernelClass::Elementwise);
   switch (act) {
   case Activation::SquaredRelu:
 #pragma omp parallel for schedule(static)
@@ -138,6 +130,7 @@ void activationForward(Activation act, int64_t T, int64_t ffn, const float *h,
 
 void activationBackward(Activation act, int64_t T, int64_t ffn, const float *h,
                         const float *da, float *dh) {
+  ProfileScope scope(KernelClass::Elementwise);
   switch (act) {
   case Activation::SquaredRelu:
 #pragma omp parallel for schedule(static)
@@ -166,6 +159,13 @@ void activationBackward(Activation act, int64_t T, int64_t ffn, const float *h,
     }
     return;
   }
+}
+
+void addResidual(int64_t n, const float *x, float *y) {
+  ProfileScope scope(KernelClass::Elementwise);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] += x[i];
 }
 
 void setNumThreads(int threads) {

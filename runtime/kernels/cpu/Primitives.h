@@ -20,10 +20,6 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
           float beta, float *C, int64_t ldc);
 
-/// Wall seconds spent in top-level GEMMs since the process started (the
-/// per-head attention GEMMs inside parallel loops are not counted).
-double gemmSeconds();
-
 /// y[T,out] = x[T,in] * W[out,in]^T.
 void linearForward(int64_t T, int64_t in, int64_t out, const float *x,
                    const float *W, float *y);
@@ -59,6 +55,9 @@ inline float siluGrad(float x) {
 inline float softplus(float x) {
   return x > 20.0f ? x : std::log1p(std::exp(x));
 }
+
+/// y[i] += x[i] for n floats (a residual connection), over the threads.
+void addResidual(int64_t n, const float *x, float *y);
 
 /// Number of threads the kernels' own loops use (OpenMP), also given to
 /// OpenBLAS.
