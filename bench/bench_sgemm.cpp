@@ -2,16 +2,35 @@
 //
 // The yardstick for bench/run_train.sh: GFLOP/s of a square fp32 GEMM with
 // the given thread count. Usage: bench-sgemm THREADS [N]
+// With the core type hypipe-run would run OpenBLAS with (OPENBLAS_CORETYPE:
+// the user's, or cpu::preferredBlasCore()); `bench-sgemm --core` prints it,
+// so that bench scripts give a peer the same.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu/Primitives.h"
+
 #include <cblas.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 int main(int argc, char **argv) {
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    const std::string core = hypipe::rt::cpu::preferredBlasCore();
+    if (!core.empty()) {
+      setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+      execv("/proc/self/exe", argv);
+    }
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--core") == 0) {
+    const char *core = std::getenv("OPENBLAS_CORETYPE");
+    std::printf("%s\n", core ? core : openblas_get_corename());
+    return 0;
+  }
   int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   int n = argc > 2 ? std::atoi(argv[2]) : 1024;
   openblas_set_num_threads(threads);

@@ -6,7 +6,8 @@ chunked SSD form (bench/fast_mamba.py: batched matmuls per chunk, states
 passed between chunks only; test/e2e/fast-peer.test shows it is the same
 function as the reference's per-step recurrence), the other layers as in
 test/reference/torch_reference.py (GEMMs, einsum attention: PyTorch 1.13 has
-no fused attention), AdamW with foreach. Prints: tokens_per_s params.
+no fused attention), except MoE: experts run on their routed rows only
+(bench/fast_moe.py, checked by the same test), AdamW with foreach. Prints: tokens_per_s params.
 
 usage: peer_train.py ARTIFACT THREADS STEPS"""
 import os
@@ -20,6 +21,7 @@ import torch_reference as ref  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fast_mamba  # noqa: E402
+import fast_moe  # noqa: E402
 
 artifact, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 torch.set_num_threads(threads)
@@ -71,12 +73,14 @@ def forward(tokens, labels):
         elif kind == "mlp":
             x = x + ref.mlp(ref.rmsnorm(x, lp["mlp.linear_fc1.layer_norm_weight"]), lp, m["activation"])
         elif kind == "moe":
-            y, a = ref.moe(ref.rmsnorm(x, lp["pre_mlp_layernorm.weight"]), lp, dims["moe"], m["activation"])
+            y, a = fast_moe.moe(ref.rmsnorm(x, lp["pre_mlp_layernorm.weight"]), lp, dims["moe"], m["activation"])
             x, aux = x + y, aux + a
         elif kind == "head":
             h = ref.rmsnorm(x, params["decoder.final_norm.weight"])
-            logits = h @ params["embedding.word_embeddings.weight"].T
-            return torch.nn.functional.cross_entropy(logits.reshape(-1, 256), labels.reshape(-1)) + aux
+            out = params.get("output_layer.weight", params["embedding.word_embeddings.weight"])
+            logits = h @ out.T
+            return torch.nn.functional.cross_entropy(logits.reshape(-1, m["vocab_size"]),
+                                                     labels.reshape(-1)) + aux
 
 
 def batch(i):

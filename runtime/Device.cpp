@@ -39,20 +39,11 @@ public:
       dst[i] += src[i];
   }
   double sumSquares(const float *x, int64_t n, double start) override {
-    double sq = start;
-    for (int64_t i = 0; i < n; ++i)
-      sq += double(x[i]) * x[i];
-    return sq;
+    return cpu::sumOfSquares(x, n, start);
   }
   void adamw(const AdamWStep &s, float *w, const float *g, float *m, float *v,
              int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) {
-      float gi = float(g[i] * s.clipScale);
-      m[i] = float(s.beta1 * m[i] + (1 - s.beta1) * gi);
-      v[i] = float(s.beta2 * v[i] + (1 - s.beta2) * double(gi) * gi);
-      double update = (m[i] / s.c1) / (std::sqrt(v[i] / s.c2) + s.eps);
-      w[i] = float(w[i] * s.decay - s.lr * update);
-    }
+    cpu::adamwUpdate(s, w, g, m, v, n);
   }
   void synchronize() override {}
 };

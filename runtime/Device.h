@@ -12,6 +12,8 @@
 #ifndef HYPIPE_RUNTIME_DEVICE_H
 #define HYPIPE_RUNTIME_DEVICE_H
 
+#include "runtime/kernels/cpu/Optimizer.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -19,14 +21,6 @@
 #include <vector>
 
 namespace hypipe::rt {
-
-/// One AdamW update of a parameter (the trainer's fp32 state, docs/runtime.md).
-struct AdamWStep {
-  double lr, beta1, beta2, eps;
-  double c1, c2;    ///< bias corrections 1 - beta^step
-  float decay;      ///< 1 - lr * weight_decay, or 1
-  double clipScale; ///< gradient clipping factor
-};
 
 class Device {
 public:

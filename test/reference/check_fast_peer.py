@@ -5,7 +5,8 @@ per-step recurrence): output and every input and parameter gradient agree in
 float64, for a sequence that is not a multiple of the chunk, several chunks,
 several groups; and a wrong chunk boundary would be caught (a broken variant
 must disagree). The projections, conv and gated norm around the scan are
-shared code; the check is about the scan. Prints PASS or FAIL with the worst relative error."""
+shared code; the check is about the scan. The peer's MoE (bench/fast_moe.py,
+rows dispatched to their experts) equals the reference's likewise. Prints PASS or FAIL with the worst relative error."""
 import os
 import sys
 
@@ -15,6 +16,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "..", "bench"))
 import fast_mamba  # noqa: E402
+import fast_moe  # noqa: E402
 import torch_reference as ref  # noqa: E402
 
 torch.manual_seed(0)
@@ -74,5 +76,30 @@ fast_mamba.ssd_scan = saved
 print("without the carried state: %.2e" % broken)
 if not broken > 1e-3:
     errors.append("a scan without carried states went unnoticed (%.2e)" % broken)
+# The peer's MoE (rows dispatched to their experts) against the reference's
+# (every expert on every token, masked): output, input and every parameter
+# gradient, aux loss included.
+E, moe_hidden, ffn = 4, 12, 10
+moe_params = {"mlp.router.weight": torch.randn(E, moe_hidden, dtype=dt)}
+for e in range(E):
+    moe_params["mlp.experts.linear_fc1.weight%d" % e] = torch.randn(ffn, moe_hidden, dtype=dt) * 0.3
+    moe_params["mlp.experts.linear_fc2.weight%d" % e] = torch.randn(moe_hidden, ffn, dtype=dt) * 0.3
+moe_dims = {"experts": E, "topk": 2, "aux_coeff": 0.01}
+
+
+def run_moe(fn, x):
+    ps = {k: v.clone().requires_grad_(True) for k, v in moe_params.items()}
+    xi = x.clone().requires_grad_(True)
+    y, aux = fn(xi, ps, moe_dims, "squared_relu")
+    w = torch.linspace(-1, 1, y.numel(), dtype=dt).reshape(y.shape)
+    ((y * w).sum() + 3 * aux).backward()
+    return [y.detach(), aux.detach().reshape(1), xi.grad] + [ps[k].grad for k in sorted(ps)]
+
+
+x = torch.randn(3, 11, moe_hidden, dtype=dt)
+err = worst(run_moe(fast_moe.moe, x), run_moe(ref.moe, x))
+print("moe: worst relative error %.2e" % err)
+if not err < 1e-10:
+    errors.append("moe: %.2e" % err)
 print("FAIL: " + "; ".join(errors) if errors else "PASS")
 sys.exit(1 if errors else 0)

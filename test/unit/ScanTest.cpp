@@ -210,3 +210,17 @@ TEST(ChunkedScan, SameBitsAtAnyThreadCount) {
   for (size_t i = 0; i < one.size(); ++i)
     ASSERT_EQ(one[i], two[i]) << "value " << i;
 }
+
+TEST(VectorisedExp, WithinTwoUlpOfTheLibrary) {
+  // Every 1/1024 over the range the kernels use, and the clamped ends.
+  for (float x = -87.0f; x <= 88.0f; x += 1.0f / 1024) {
+    const float want = std::exp(x), got = fastExp(x);
+    ASSERT_LE(std::abs(got - want),
+              2.0f * std::abs(std::nextafter(want, 0.0f) - want))
+        << "x = " << x;
+  }
+  EXPECT_EQ(fastExp(0.0f), 1.0f);
+  EXPECT_GT(fastExp(-1000.0f), 0.0f);
+  EXPECT_LT(fastExp(-1000.0f), 1.2e-38f);
+  EXPECT_TRUE(std::isfinite(fastExp(1000.0f)));
+}

@@ -9,6 +9,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/Comm.h"
 #include "runtime/TrainingLoop.h"
+#include "runtime/kernels/cpu/Primitives.h"
 #include "tools/Version.h"
 
 #include <CLI/CLI.hpp>
@@ -50,10 +51,24 @@ int main(int argc, char **argv) {
   // OpenMP threads that spin between the kernels' parallel loops starve
   // OpenBLAS's own threads (measured: 10x slower steps on 2 cores). libgomp
   // reads its policy when it loads, so set it and start again.
+  // OpenBLAS picks its kernels when it loads too: where it did not
+  // recognise the CPU (a virtual machine hiding the model), name the core
+  // its instruction set supports (cpu::preferredBlasCore) and start again.
+  // An OPENBLAS_CORETYPE the user set is kept.
+  bool restart = false;
   if (!std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);
+    restart = true;
   }
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    const std::string core = cpu::preferredBlasCore();
+    if (!core.empty()) {
+      setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+      restart = true;
+    }
+  }
+  if (restart)
+    execv("/proc/self/exe", argv);
   // A full disk or a file-size limit fails the write (and the checkpoint is
   // refused cleanly) instead of killing the process.
   std::signal(SIGXFSZ, SIG_IGN);

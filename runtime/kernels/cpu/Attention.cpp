@@ -29,16 +29,27 @@ void applyRope(const AttentionShape &s, const TokenShape &t, float *qkv,
   const int64_t D = s.headDim, half = D / 2, Wd = s.qkvWidth();
   const int64_t qpg = s.heads / s.groups;
   const std::vector<int64_t> first = sequenceStartOfRows(t);
+  thread_local std::vector<double> invFreqOfThread;
+  std::vector<double> &invFreq = invFreqOfThread;
+  invFreq.resize(size_t(half));
+  for (int64_t i = 0; i < half; ++i)
+    invFreq[size_t(i)] = std::pow(s.ropeBase, -2.0 * double(i) / double(D));
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < t.tokens(); ++row) {
-    int64_t pos = row - first[row]; // positions restart at every sample
+    // One angle per frequency for the row, shared by its q and k heads.
+    thread_local std::vector<float> cosSin;
+    cosSin.resize(size_t(2 * half));
+    const double pos = double(row - first[row]); // restarts every sample
+    for (int64_t i = 0; i < half; ++i) {
+      const double ang = pos * invFreq[size_t(i)];
+      cosSin[size_t(i)] = float(std::cos(ang));
+      cosSin[size_t(half + i)] = sign * float(std::sin(ang));
+    }
     for (int64_t g = 0; g < s.groups; ++g)
       for (int64_t j = 0; j < qpg + 1; ++j) { // q heads then k
         float *v = qkv + row * Wd + (g * (qpg + 2) + j) * D;
         for (int64_t i = 0; i < half; ++i) {
-          double invFreq = std::pow(s.ropeBase, -2.0 * double(i) / double(D));
-          double ang = double(pos) * invFreq;
-          float c = float(std::cos(ang)), sn = sign * float(std::sin(ang));
+          const float c = cosSin[size_t(i)], sn = cosSin[size_t(half + i)];
           float a = v[i], b = v[i + half];
           v[i] = a * c - b * sn;
           v[i + half] = b * c + a * sn;

@@ -17,6 +17,7 @@
 #include "runtime/kernels/cpu/Profile.h"
 #include "runtime/kernels/cpu/Scan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -24,19 +25,40 @@
 namespace hypipe::rt::cpu {
 namespace {
 
-/// Pre-activation of the causal depthwise conv at (token row, channel);
-/// `first` is the first row of the row's sequence.
-inline float convAt(const MambaShape &s, const float *zxbcdt, const float *w,
-                    const float *bias, int64_t row, int64_t first, int64_t c) {
-  const int64_t K = s.convWidth, W = s.inProj(), off = s.inner();
-  float acc = bias[c];
+/// Pre-activations of the causal depthwise conv for one row, every channel:
+/// out[c] = bias[c] + sum_k w[c][k] in[row - (K-1) + k][c] over the taps
+/// inside the row's sequence (`first` is its first row). `wT` is the
+/// weight transposed to [K][channels], so every tap is one vector pass.
+void convRow(const MambaShape &s, const float *zxbcdt, const float *wT,
+             const float *bias, int64_t row, int64_t first, float *out) {
+  const int64_t K = s.convWidth, W = s.inProj(), Cc = s.convChannels();
+  std::memcpy(out, bias, sizeof(float) * Cc);
   for (int64_t k = 0; k < K; ++k) {
-    int64_t src = row - (K - 1) + k;
-    if (src >= first)
-      acc += w[c * K + k] * zxbcdt[src * W + off + c];
+    const int64_t src = row - (K - 1) + k;
+    if (src < first)
+      continue;
+    const float *in = zxbcdt + src * W + s.inner(), *wk = wT + k * Cc;
+    for (int64_t c = 0; c < Cc; ++c)
+      out[c] += wk[c] * in[c];
   }
-  return acc;
 }
+
+/// The conv weight [channels][K] as [K][channels], in a buffer of the
+/// calling thread that lives across calls.
+const float *transposedConvWeight(const MambaShape &s, const float *w) {
+  thread_local std::vector<float> wT;
+  const int64_t K = s.convWidth, Cc = s.convChannels();
+  wT.resize(size_t(K * Cc));
+  for (int64_t c = 0; c < Cc; ++c)
+    for (int64_t k = 0; k < K; ++k)
+      wT[size_t(k * Cc + c)] = w[c * K + k];
+  return wT.data();
+}
+
+/// Columns per block when a column sum runs over threads: a cache line of
+/// each row at a time, every column summed over the rows in order (the
+/// same bits at any thread count).
+constexpr int64_t kColumnBlock = 16;
 
 } // namespace
 
@@ -54,11 +76,13 @@ void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
   const std::vector<int64_t> first = sequenceStartOfRows(t);
   {
     ProfileScope conv(KernelClass::Conv);
+    const float *wT = transposedConvWeight(s, p.convW);
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < T; ++row) {
+      float *out = m.xbc + row * Cc;
+      convRow(s, m.zxbcdt, wT, p.convB, row, first[row], out);
       for (int64_t c = 0; c < Cc; ++c)
-        m.xbc[row * Cc + c] =
-            silu(convAt(s, m.zxbcdt, p.convW, p.convB, row, first[row], c));
+        out[c] = silu(out[c]);
       for (int64_t h = 0; h < H; ++h)
         m.dt[row * H + h] =
             softplus(m.zxbcdt[row * W + 2 * I + 2 * G * N + h] + p.dtBias[h]);
@@ -134,15 +158,18 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
         }
       }
     }
-    // Column sums, each over the rows in order (the same bits at any thread
-    // count).
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < I; ++i) {
-      float acc = 0;
+    for (int64_t i0 = 0; i0 < I; i0 += kColumnBlock) {
+      const int64_t n = std::min(kColumnBlock, I - i0);
+      float acc[kColumnBlock] = {};
       for (int64_t row = 0; row < T; ++row)
-        acc += dnormed[row * I + i] * m.gated[row * I + i] *
-               m.grstd[row * G + i / gs];
-      gp.gnorm[i] += acc;
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t i = i0 + j;
+          acc[j] += dnormed[row * I + i] * m.gated[row * I + i] *
+                    m.grstd[row * G + i / gs];
+        }
+      for (int64_t j = 0; j < n; ++j)
+        gp.gnorm[i0 + j] += acc[j];
     }
   }
 
@@ -164,37 +191,60 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
       }
       gp.dtBias[h] += acc;
     }
-#pragma omp parallel for schedule(static)
-    for (int64_t q = 0; q < numSeqs; ++q) {
-      const int64_t begin = t.start(q), end = begin + t.length(q);
-      for (int64_t row = begin; row < end; ++row)
-        for (int64_t c = 0; c < Cc; ++c)
-          m.dzxbcdt[row * W + I + c] = 0.0f;
-      for (int64_t row = begin; row < end; ++row) {
-        for (int64_t c = 0; c < Cc; ++c) {
-          float pre = convAt(s, m.zxbcdt, p.convW, p.convB, row, begin, c);
-          float dpre = dxbc[row * Cc + c] * siluGrad(pre);
-          dxbc[row * Cc + c] = dpre; // reused below for the conv weights
-          for (int64_t k = 0; k < K; ++k) {
-            int64_t src = row - (K - 1) + k;
-            if (src >= begin)
-              m.dzxbcdt[src * W + I + c] += p.convW[c * K + k] * dpre;
-          }
-        }
-      }
-    }
+    // The SiLU's gradient at the recomputed pre-activation, in place.
+    const float *wT = transposedConvWeight(s, p.convW);
     const std::vector<int64_t> first = sequenceStartOfRows(t);
 #pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < Cc; ++c)
+    for (int64_t row = 0; row < T; ++row) {
+      thread_local std::vector<float> pre;
+      pre.resize(size_t(Cc));
+      convRow(s, m.zxbcdt, wT, p.convB, row, first[row], pre.data());
+      float *d = dxbc + row * Cc;
+      for (int64_t c = 0; c < Cc; ++c)
+        d[c] *= siluGrad(pre[size_t(c)]);
+    }
+    // Input gradient, gathered: input row `src` feeds rows src + K-1-k of
+    // its own sequence through tap k.
+#pragma omp parallel for schedule(static)
+    for (int64_t src = 0; src < T; ++src) {
+      float *out = m.dzxbcdt + src * W + I;
+      std::fill(out, out + Cc, 0.0f);
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t row = src + (K - 1) - k;
+        if (row >= T || first[row] != first[src])
+          continue;
+        const float *d = dxbc + row * Cc, *wk = wT + k * Cc;
+        for (int64_t c = 0; c < Cc; ++c)
+          out[c] += wk[c] * d[c];
+      }
+    }
+    // Weight and bias gradients: column sums over the rows.
+#pragma omp parallel for schedule(static)
+    for (int64_t c0 = 0; c0 < Cc; c0 += kColumnBlock) {
+      const int64_t n = std::min(kColumnBlock, Cc - c0);
+      thread_local std::vector<float> accWs;
+      accWs.assign(size_t(kColumnBlock * K), 0.0f);
+      float accB[kColumnBlock] = {}, *accW = accWs.data();
+      const int64_t taps = K;
       for (int64_t row = 0; row < T; ++row) {
-        float dpre = dxbc[row * Cc + c];
-        gp.convB[c] += dpre;
-        for (int64_t k = 0; k < K; ++k) {
-          int64_t src = row - (K - 1) + k;
-          if (src >= first[row])
-            gp.convW[c * K + k] += dpre * m.zxbcdt[src * W + I + c];
+        const float *d = dxbc + row * Cc + c0;
+        for (int64_t j = 0; j < n; ++j)
+          accB[j] += d[j];
+        for (int64_t k = 0; k < taps; ++k) {
+          const int64_t src = row - (K - 1) + k;
+          if (src < first[row])
+            continue;
+          const float *in = m.zxbcdt + src * W + I + c0;
+          for (int64_t j = 0; j < n; ++j)
+            accW[k * kColumnBlock + j] += d[j] * in[j];
         }
       }
+      for (int64_t j = 0; j < n; ++j) {
+        gp.convB[c0 + j] += accB[j];
+        for (int64_t k = 0; k < taps; ++k)
+          gp.convW[(c0 + j) * K + k] += accW[k * kColumnBlock + j];
+      }
+    }
   }
 
   // in_proj input gradient, then the pre-norm with the residual fused in.

@@ -168,6 +168,26 @@ void addResidual(int64_t n, const float *x, float *y) {
     y[i] += x[i];
 }
 
+std::string preferredBlasCore() {
+  // OpenBLAS's x86-64 cores that predate AVX2; a CPU with AVX2 and FMA seen
+  // as one of them was not recognised.
+  static const char *const kOlder[] = {
+      "Prescott", "Core2",     "Penryn",     "Dunnington", "Nehalem",
+      "Atom",     "Katmai",    "Coppermine", "Northwood",  "Banias",
+      "Opteron",  "Barcelona", "Bobcat",     "Nano",       "Sandybridge"};
+  const std::string seen = openblas_get_corename();
+  bool older = false;
+  for (const char *name : kOlder)
+    older = older || seen == name;
+  if (!older || !__builtin_cpu_supports("avx2") ||
+      !__builtin_cpu_supports("fma"))
+    return "";
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  return "Haswell";
+}
+
 void setNumThreads(int threads) {
   threads = std::max(threads, 1);
   omp_set_num_threads(threads);

@@ -115,7 +115,7 @@ float segmentDecay(const float *dt, int64_t H, float A, int64_t l) {
   float acc = 0;
   for (int64_t r = 0; r < l; ++r)
     acc += dt[r * H] * A;
-  return std::exp(acc);
+  return fastExp(acc);
 }
 
 struct Dims {
@@ -160,7 +160,7 @@ void scanForward(const MambaShape &s, const TokenShape &t, const float *xbc,
             float *mr = sc.m + r * l;
             const float *cbr = sc.cb + r * l;
             for (int64_t j = 0; j <= r; ++j)
-              mr[j] = cbr[j] * std::exp(sc.cs[r] - sc.cs[j]) * dth[j * d.H];
+              mr[j] = cbr[j] * fastExp(sc.cs[r] - sc.cs[j]) * dth[j * d.H];
             std::fill(mr + r + 1, mr + l, 0.0f);
           }
           gemm(false, false, l, d.P, l, 1.0f, sc.m, l, X, d.Cc, 0.0f, Y, d.I);
@@ -169,7 +169,7 @@ void scanForward(const MambaShape &s, const TokenShape &t, const float *xbc,
               Y[r * d.I + p] += D[h] * X[r * d.Cc + p];
           if (i + 1 == sg.begin[c + 1]) {
             for (int64_t j = 0; j < l; ++j) {
-              float w = std::exp(sc.cs[l - 1] - sc.cs[j]) * dth[j * d.H];
+              float w = fastExp(sc.cs[l - 1] - sc.cs[j]) * dth[j * d.H];
               for (int64_t n = 0; n < d.N; ++n)
                 sc.t1[j * d.N + n] = w * B[j * d.Cc + n];
             }
@@ -216,7 +216,7 @@ void scanForward(const MambaShape &s, const TokenShape &t, const float *xbc,
       gemm(false, true, l, d.P, d.N, 1.0f, C, d.Cc,
            states + (c * d.H + h) * d.PN, d.N, 0.0f, sc.t1, d.P);
       for (int64_t r = 0; r < l; ++r) {
-        const float e = std::exp(sc.cs[r]);
+        const float e = fastExp(sc.cs[r]);
         for (int64_t p = 0; p < d.P; ++p)
           Y[r * d.I + p] += e * sc.t1[r * d.P + p];
       }
@@ -250,7 +250,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
       const float *C = xbc + r0 * d.Cc + d.I + d.G * d.N + g * d.N;
       cumulativeDecay(dt + r0 * d.H + h, d.H, -std::exp(aLog[h]), l, sc.cs);
       for (int64_t r = 0; r < l; ++r) {
-        const float e = std::exp(sc.cs[r]);
+        const float e = fastExp(sc.cs[r]);
         for (int64_t n = 0; n < d.N; ++n)
           sc.t1[r * d.N + n] = e * C[r * d.Cc + n];
       }
@@ -313,7 +313,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
             const float *cbr = sc.cb + r * l;
             float rowTerm = 0;
             for (int64_t j = 0; j <= r; ++j) {
-              const float decay = std::exp(cs[r] - cs[j]), dtj = dth[j * d.H];
+              const float decay = fastExp(cs[r] - cs[j]), dtj = dth[j * d.H];
               const float q = gr[j] * cbr[j] * decay;
               ddtx[j] += q;
               rowTerm += q * dtj;
@@ -339,7 +339,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
             gemm(false, false, l, d.N, d.P, 1.0f, dY, d.I, S0, d.N, 0.0f, sc.t2,
                  d.N);
             for (int64_t r = 0; r < l; ++r) {
-              const float e = std::exp(cs[r]);
+              const float e = fastExp(cs[r]);
               float dot = 0;
               for (int64_t p = 0; p < d.P; ++p)
                 dot += dY[r * d.I + p] * sc.t1[r * d.P + p];
@@ -357,7 +357,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
                  sc.t2, d.P);
             float lastTerm = 0;
             for (int64_t j = 0; j < l; ++j) {
-              const float decay = std::exp(cs[l - 1] - cs[j]),
+              const float decay = fastExp(cs[l - 1] - cs[j]),
                           w = decay * dth[j * d.H];
               float u = 0;
               for (int64_t n = 0; n < d.N; ++n) {
@@ -374,7 +374,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
               double dot = 0;
               for (int64_t k = 0; k < d.PN; ++k)
                 dot += double(dSout[k]) * S0[k];
-              lastTerm += std::exp(cs[l - 1]) * float(dot);
+              lastTerm += fastExp(cs[l - 1]) * float(dot);
             }
             dcs[l - 1] += lastTerm;
           }
