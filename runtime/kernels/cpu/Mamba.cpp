@@ -103,6 +103,7 @@ void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
         gr[i] = m.y[row * I + i] * silu(z[i]);
       for (int64_t g = 0; g < G; ++g) {
         double ss = 0;
+#pragma omp simd reduction(+ : ss)
         for (int64_t i = g * gs; i < (g + 1) * gs; ++i)
           ss += double(gr[i]) * gr[i];
         float r = float(1.0 / std::sqrt(ss / double(gs) + kNormEps));
@@ -148,9 +149,11 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
       for (int64_t g = 0; g < G; ++g) {
         float r = m.grstd[row * G + g];
         double dot = 0;
+#pragma omp simd reduction(+ : dot)
         for (int64_t i = g * gs; i < (g + 1) * gs; ++i)
           dot += double(p.gnorm[i]) * dn[i] * gr[i];
         float c = float(dot / double(gs)) * r * r;
+#pragma omp simd
         for (int64_t i = g * gs; i < (g + 1) * gs; ++i) {
           float dg = r * (p.gnorm[i] * dn[i] - gr[i] * c);
           dyScan[row * I + i] = dg * silu(z[i]);

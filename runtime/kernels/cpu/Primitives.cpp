@@ -55,6 +55,7 @@ void rmsnormForward(int64_t T, int64_t n, const float *x, const float *w,
     const float *xr = x + t * n;
     float *yr = y + t * n;
     double ss = 0;
+#pragma omp simd reduction(+ : ss)
     for (int64_t i = 0; i < n; ++i)
       ss += double(xr[i]) * xr[i];
     float r = float(1.0 / std::sqrt(ss / double(n) + kNormEps));
@@ -76,6 +77,7 @@ void rmsnormBackward(int64_t T, int64_t n, const float *x, const float *w,
     float *dxr = dx + t * n;
     float r = rstd[t];
     double dot = 0;
+#pragma omp simd reduction(+ : dot)
     for (int64_t i = 0; i < n; ++i)
       dot += double(w[i]) * dyr[i] * xr[i];
     float c = float(dot / double(n)) * r * r;

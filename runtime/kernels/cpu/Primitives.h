@@ -51,8 +51,9 @@ void activationBackward(Activation act, int64_t T, int64_t ffn, const float *h,
                         const float *da, float *dh);
 
 /// e^x in float, written so loops over arrays vectorise (std::exp does not
-/// without -ffast-math): Cody-Waite reduction to r in [-ln2/2, ln2/2], the
-/// degree-6 minimax polynomial of Cephes' expf, scaled by 2^n through the
+/// without -ffast-math; the kernels build with -fno-trapping-math, which
+/// lets std::floor vectorise): Cody-Waite reduction to r in [-ln2/2, ln2/2],
+/// the degree-6 minimax polynomial of Cephes' expf, scaled by 2^n through the
 /// exponent bits. Within 2 ulp of std::exp over [-87, 88]; arguments are
 /// clamped there (below: 1.2e-38 instead of a denormal or 0).
 inline float fastExp(float x) {
@@ -67,9 +68,7 @@ inline float fastExp(float x) {
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
   const int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return y * scale;
+  return y * __builtin_bit_cast(float, bits);
 }
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }

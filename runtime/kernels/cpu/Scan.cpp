@@ -341,6 +341,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
             for (int64_t r = 0; r < l; ++r) {
               const float e = fastExp(cs[r]);
               float dot = 0;
+#pragma omp simd reduction(+ : dot)
               for (int64_t p = 0; p < d.P; ++p)
                 dot += dY[r * d.I + p] * sc.t1[r * d.P + p];
               dcs[r] += e * dot;
@@ -360,6 +361,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
               const float decay = fastExp(cs[l - 1] - cs[j]),
                           w = decay * dth[j * d.H];
               float u = 0;
+#pragma omp simd reduction(+ : u)
               for (int64_t n = 0; n < d.N; ++n) {
                 u += sc.t1[j * d.N + n] * B[j * d.Cc + n];
                 dB[j * d.Cc + n] += w * sc.t1[j * d.N + n];
