@@ -67,22 +67,22 @@ inline MambaSaved mambaSaved(const MambaShape &s, const TokenShape &t,
   return m;
 }
 
-/// x, xn, rstd, qkv (after RoPE), the softmax state (CPU: probabilities,
-/// `probFloats`; CUDA: log-sum-exp [T, heads]), context, the qkv and
-/// output gradients for W.
+/// x, xn, rstd, qkv (after RoPE), the softmax's log-sum-exp [T, heads]
+/// (both targets recompute the probabilities from it: no [len, len] matrix
+/// is kept), context, the qkv and output gradients for W.
 struct AttnSaved {
   float *x, *xn, *rstd, *qkv, *softmax, *ctx, *dqkv, *dout;
 };
 
 inline AttnSaved attnSaved(const AttentionShape &s, const TokenShape &t,
-                           float *p, Target target) {
+                           float *p) {
   int64_t T = t.tokens();
   AttnSaved a;
   a.x = p, p += T * s.hidden;
   a.xn = p, p += T * s.hidden;
   a.rstd = p, p += T;
   a.qkv = p, p += T * s.qkvWidth();
-  a.softmax = p, p += target == Target::Cuda ? T * s.heads : s.probFloats(t);
+  a.softmax = p, p += T * s.heads;
   a.ctx = p, p += T * s.contextWidth();
   a.dqkv = p, p += T * s.qkvWidth();
   a.dout = p;

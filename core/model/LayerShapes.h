@@ -219,25 +219,18 @@ struct AttentionShape {
          scaledStd(numLayers)},
     };
   }
-  /// Floats of the probabilities: [heads, len, len] per sequence.
-  int64_t probFloats(const TokenShape &t) const {
-    int64_t n = 0;
-    for (int64_t q = 0; q < t.sequences(); ++q)
-      n += heads * t.length(q) * t.length(q);
-    return n;
-  }
-  /// x, xn, rstd, qkv (after RoPE), probabilities (CPU) or the log-sum-exp
-  /// of every row and head (CUDA), context, grad stash.
-  int64_t savedFloats(const TokenShape &t, Target target = Target::Cpu) const {
+  /// x, xn, rstd, qkv (after RoPE), the log-sum-exp of every row and head
+  /// (the probabilities are recomputed going backward), context, grad
+  /// stash.
+  int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens();
-    return T * (2 * hidden + 1 + qkvWidth() + contextWidth()) +
-           (target == Target::Cuda ? T * heads : probFloats(t)) +
+    return T * (2 * hidden + 1 + qkvWidth() + contextWidth()) + T * heads +
            T * (qkvWidth() + hidden);
   }
-  int64_t workspaceFloats(const TokenShape &t,
-                          Target target = Target::Cpu) const {
-    int64_t T = t.tokens();
-    return T * (hidden + contextWidth() + (target == Target::Cuda ? heads : 0));
+  /// The context's and the normed input's gradients, and dO . O per row
+  /// and head.
+  int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
+    return t.tokens() * (hidden + contextWidth() + heads);
   }
 };
 

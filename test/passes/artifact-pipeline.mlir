@@ -9,7 +9,7 @@
 // CHECK-SAME: pipe.buffer_plan = {params = 502 : i64, saved = 548 : i64
 // CHECK: pipe.send
 // CHECK-LABEL: pipe.stage 1 rank 1 chunk 0
-// CHECK-SAME: pipe.buffer_plan = {params = 336 : i64, saved = 432 : i64
+// CHECK-SAME: pipe.buffer_plan = {params = 336 : i64, saved = 408 : i64
 // CHECK: pipe.program rank 0 "1f1b"
 // CHECK-SAME: "0F0", "0SEND_F0"
 // CHECK: pipe.program rank 1 "1f1b"

@@ -187,6 +187,15 @@ TEST(KernelGradient, MambaPacked) {
                  6);
 }
 
+TEST(KernelGradient, AttentionAcrossKeyBlocks) {
+  // 150 rows: three query and key blocks of 64, the last partial; the
+  // online softmax rescales across blocks and backward recomputes each.
+  checkGradients(makeLayer(AttentionShape{8, 4, 2, 2, true}, TokenShape{1, 150},
+                           attentionForward, attentionBackwardInput,
+                           attentionBackwardWeight),
+                 11);
+}
+
 TEST(KernelGradient, AttentionWithRopePacked) {
   checkGradients(makeLayer(AttentionShape{8, 4, 2, 2, true}, packedTokens(),
                            attentionForward, attentionBackwardInput,

@@ -2,8 +2,12 @@
 //
 // linear_qkv with Megatron's per-group interleaving: for each query group
 // [q heads of the group | k | v], each head_dim wide. Optional RoPE
-// (rotate-half, base 10000) on q and k. Scores and probabilities per
-// (sequence, head) with OpenBLAS; probabilities are kept for backward.
+// (rotate-half, base 10000) on q and k. Blocked, flash-style: per (sample,
+// head) the scores of 64 query rows against 64 key rows at a time
+// (OpenBLAS), an online softmax over the key blocks, and only the
+// log-sum-exp of every row kept; backward recomputes each block's
+// probabilities from it. Memory and cache traffic grow with the tokens, not
+// with the square of the sample length.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,13 +62,41 @@ void applyRope(const AttentionShape &s, const TokenShape &t, float *qkv,
   }
 }
 
-/// Offset of sequence q's [heads, len, len] probabilities.
-std::vector<int64_t> probOffsets(const AttentionShape &s, const TokenShape &t) {
-  std::vector<int64_t> off(t.sequences() + 1, 0);
-  for (int64_t q = 0; q < t.sequences(); ++q)
-    off[q + 1] = off[q] + s.heads * t.length(q) * t.length(q);
-  return off;
+/// Query and key rows per block: a block's scores (kBlock x kBlock) stay in
+/// the cache, and no [len, len] matrix is ever formed.
+constexpr int64_t kBlock = 64;
+
+/// Per-thread blocks: scores or probabilities, their gradient, and a
+/// block's running max, sum and output.
+struct AttnScratch {
+  std::vector<float> buf;
+  float *s, *dp, *mx, *sum, *acc;
+};
+
+AttnScratch &attnScratch(int64_t D) {
+  thread_local AttnScratch sc;
+  const size_t need = size_t(2 * kBlock * kBlock + 2 * kBlock + kBlock * D);
+  if (sc.buf.size() < need)
+    sc.buf.resize(need);
+  float *p = sc.buf.data();
+  sc.s = p, p += kBlock * kBlock;
+  sc.dp = p, p += kBlock * kBlock;
+  sc.mx = p, p += kBlock;
+  sc.sum = p, p += kBlock;
+  sc.acc = p;
+  return sc;
 }
+
+/// Columns of head h's q, and its group's k and v, in a qkv row.
+struct HeadColumns {
+  int64_t q, k, v;
+  HeadColumns(const AttentionShape &s, int64_t h) {
+    const int64_t qpg = s.heads / s.groups, g = h / qpg, D = s.headDim;
+    q = (g * (qpg + 2) + h % qpg) * D;
+    k = (g * (qpg + 2) + qpg) * D;
+    v = k + D;
+  }
+};
 
 } // namespace
 
@@ -76,8 +108,7 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
                 Cw = s.contextWidth(), qpg = s.heads / s.groups;
   const float *norm = params, *wQkv = norm + s.hidden,
               *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t, saved, Target::Cpu);
-  const std::vector<int64_t> probOff = probOffsets(s, t);
+  AttnSaved a = attnSaved(s, t, saved);
   std::memcpy(a.x, x, sizeof(float) * T * s.hidden);
   rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
   linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
@@ -86,34 +117,57 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
 
   const float scale = 1.0f / std::sqrt(float(D));
   ProfileScope core(KernelClass::Attention);
-  // One causal block per sequence: a sample attends only to itself.
-#pragma omp parallel for collapse(2) schedule(static)
+  // One causal block per sample: a sample attends only to itself. Per
+  // (sample, head, block of query rows) the key blocks up to the diagonal
+  // pass through an online softmax (running max and sum, the output
+  // rescaled as the max grows); the log-sum-exp of every row is kept.
+#pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < t.sequences(); ++b)
     for (int64_t h = 0; h < s.heads; ++h) {
-      const int64_t S = t.length(b), row0 = t.start(b), g = h / qpg;
-      const float *q = a.qkv + row0 * Wd + (g * (qpg + 2) + h % qpg) * D;
-      const float *k = a.qkv + row0 * Wd + (g * (qpg + 2) + qpg) * D;
-      const float *v = k + D;
-      float *P = a.softmax + probOff[b] + h * S * S;
-      gemm(false, true, S, S, D, scale, q, Wd, k, Wd, 0.0f, P, S);
-      for (int64_t i = 0; i < S; ++i) {
-        float *r = P + i * S;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j <= i; ++j)
-          mx = std::max(mx, r[j]);
-        double sum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
-          r[j] = std::exp(r[j] - mx);
-          sum += r[j];
+      const int64_t S = t.length(b), row0 = t.start(b);
+      const HeadColumns col(s, h);
+      AttnScratch &sc = attnScratch(D);
+      for (int64_t i0 = 0; i0 < S; i0 += kBlock) {
+        const int64_t bi = std::min(kBlock, S - i0);
+        const float *q = a.qkv + (row0 + i0) * Wd + col.q;
+        std::fill(sc.mx, sc.mx + bi, -std::numeric_limits<float>::infinity());
+        std::fill(sc.sum, sc.sum + bi, 0.0f);
+        std::fill(sc.acc, sc.acc + bi * D, 0.0f);
+        for (int64_t j0 = 0; j0 < i0 + bi; j0 += kBlock) {
+          const int64_t bj = std::min(kBlock, S - j0);
+          const float *k = a.qkv + (row0 + j0) * Wd + col.k;
+          const float *v = a.qkv + (row0 + j0) * Wd + col.v;
+          gemm(false, true, bi, bj, D, scale, q, Wd, k, Wd, 0.0f, sc.s, bj);
+          for (int64_t i = 0; i < bi; ++i) {
+            float *r = sc.s + i * bj;
+            const int64_t last = std::min(bj, i0 + i - j0 + 1); // causal
+            float mx = sc.mx[i];
+            for (int64_t j = 0; j < last; ++j)
+              mx = std::max(mx, r[j]);
+            const float keep = fastExp(sc.mx[i] - mx);
+            float sum = 0;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t j = 0; j < last; ++j) {
+              r[j] = fastExp(r[j] - mx);
+              sum += r[j];
+            }
+            std::fill(r + last, r + bj, 0.0f);
+            sc.mx[i] = mx;
+            sc.sum[i] = sc.sum[i] * keep + sum;
+            for (int64_t d = 0; d < D; ++d)
+              sc.acc[i * D + d] *= keep;
+          }
+          gemm(false, false, bi, D, bj, 1.0f, sc.s, bj, v, Wd, 1.0f, sc.acc, D);
         }
-        float inv = float(1.0 / sum);
-        for (int64_t j = 0; j <= i; ++j)
-          r[j] *= inv;
-        for (int64_t j = i + 1; j < S; ++j)
-          r[j] = 0.0f;
+        for (int64_t i = 0; i < bi; ++i) {
+          const float inv = 1.0f / sc.sum[i];
+          float *out = a.ctx + (row0 + i0 + i) * Cw + h * D;
+          for (int64_t d = 0; d < D; ++d)
+            out[d] = sc.acc[i * D + d] * inv;
+          a.softmax[(row0 + i0 + i) * s.heads + h] =
+              sc.mx[i] + std::log(sc.sum[i]);
+        }
       }
-      gemm(false, false, S, D, S, 1.0f, P, S, v, Wd, 0.0f,
-           a.ctx + row0 * Cw + h * D, Cw);
     }
   linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
   addResidual(T * s.hidden, x, y);
@@ -126,54 +180,78 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
                 Cw = s.contextWidth(), qpg = s.heads / s.groups;
   const float *norm = params, *wQkv = norm + s.hidden,
               *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t, saved, Target::Cpu);
-  const std::vector<int64_t> probOff = probOffsets(s, t);
+  AttnSaved a = attnSaved(s, t, saved);
   float *dctx = ws;           // [T, Cw]
-  float *dxn = dctx + T * Cw; // [T, hidden]
+  float *dxn = dctx + T * Cw; // [T, hidden], then [T, heads] (rowDot)
 
   std::memcpy(a.dout, dy, sizeof(float) * T * s.hidden);
   linearBackwardInput(T, Cw, s.hidden, dy, wProj, dctx);
   std::memset(a.dqkv, 0, sizeof(float) * T * Wd);
 
   const float scale = 1.0f / std::sqrt(float(D));
-  // Heads of one sequence share k and v gradients, so parallelism is over
-  // sequences only.
   {
     ProfileScope core(KernelClass::Attention);
+    // dO . O per row and head: the softmax backward's row term.
+    float *rowDot = dxn + T * s.hidden; // [T, heads]
 #pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < t.sequences(); ++b) {
-      const int64_t S = t.length(b), row0 = t.start(b);
-      std::vector<float> dPScratch(S * S);
-      float *dPb = dPScratch.data();
+    for (int64_t row = 0; row < T; ++row)
       for (int64_t h = 0; h < s.heads; ++h) {
-        int64_t g = h / qpg;
-        int64_t qOff = (g * (qpg + 2) + h % qpg) * D,
-                kOff = (g * (qpg + 2) + qpg) * D, vOff = kOff + D;
+        const float *o = a.ctx + row * Cw + h * D,
+                    *dO = dctx + row * Cw + h * D;
+        float dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t d = 0; d < D; ++d)
+          dot += o[d] * dO[d];
+        rowDot[row * s.heads + h] = dot;
+      }
+      // The heads of a group share k and v (and their gradients), so a work
+      // item is a (sample, group). Per key block, every query block at or
+      // below the diagonal: P from the saved log-sum-exp, then
+      //   dV += P^T dO,  dS = P (dO V^T - rowDot) scale,  dQ += dS K,
+      //   dK += dS^T Q.
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < t.sequences(); ++b)
+      for (int64_t g = 0; g < s.groups; ++g) {
+        const int64_t S = t.length(b), row0 = t.start(b);
         const float *base = a.qkv + row0 * Wd;
         float *dbase = a.dqkv + row0 * Wd;
-        const float *P = a.softmax + probOff[b] + h * S * S;
-        const float *dc = dctx + row0 * Cw + h * D;
-        // dV += P^T dctx; dP = dctx V^T.
-        gemm(true, false, S, D, S, 1.0f, P, S, dc, Cw, 1.0f, dbase + vOff, Wd);
-        gemm(false, true, S, S, D, 1.0f, dc, Cw, base + vOff, Wd, 0.0f, dPb, S);
-        for (int64_t i = 0; i < S; ++i) {
-          const float *pr = P + i * S;
-          float *dr = dPb + i * S;
-          double dot = 0;
-          for (int64_t j = 0; j <= i; ++j)
-            dot += double(pr[j]) * dr[j];
-          for (int64_t j = 0; j <= i; ++j)
-            dr[j] = pr[j] * (dr[j] - float(dot)) * scale;
-          for (int64_t j = i + 1; j < S; ++j)
-            dr[j] = 0.0f;
+        AttnScratch &sc = attnScratch(D);
+        for (int64_t h = g * qpg; h < (g + 1) * qpg; ++h) {
+          const HeadColumns col(s, h);
+          for (int64_t j0 = 0; j0 < S; j0 += kBlock) {
+            const int64_t bj = std::min(kBlock, S - j0);
+            for (int64_t i0 = j0 / kBlock * kBlock; i0 < S; i0 += kBlock) {
+              const int64_t bi = std::min(kBlock, S - i0);
+              const float *q = base + i0 * Wd + col.q;
+              const float *dO = dctx + (row0 + i0) * Cw + h * D;
+              gemm(false, true, bi, bj, D, scale, q, Wd, base + j0 * Wd + col.k,
+                   Wd, 0.0f, sc.s, bj);
+              gemm(false, true, bi, bj, D, 1.0f, dO, Cw, base + j0 * Wd + col.v,
+                   Wd, 0.0f, sc.dp, bj);
+              for (int64_t i = 0; i < bi; ++i) {
+                float *p = sc.s + i * bj, *dp = sc.dp + i * bj;
+                const int64_t last = std::min(bj, i0 + i - j0 + 1);
+                const float lse = a.softmax[(row0 + i0 + i) * s.heads + h],
+                            rd = rowDot[(row0 + i0 + i) * s.heads + h];
+#pragma omp simd
+                for (int64_t j = 0; j < last; ++j) {
+                  p[j] = fastExp(p[j] - lse);
+                  dp[j] = p[j] * (dp[j] - rd) * scale;
+                }
+                std::fill(p + std::max<int64_t>(last, 0), p + bj, 0.0f);
+                std::fill(dp + std::max<int64_t>(last, 0), dp + bj, 0.0f);
+              }
+              gemm(true, false, bj, D, bi, 1.0f, sc.s, bj, dO, Cw, 1.0f,
+                   dbase + j0 * Wd + col.v, Wd);
+              gemm(false, false, bi, D, bj, 1.0f, sc.dp, bj,
+                   base + j0 * Wd + col.k, Wd, 1.0f, dbase + i0 * Wd + col.q,
+                   Wd);
+              gemm(true, false, bj, D, bi, 1.0f, sc.dp, bj, q, Wd, 1.0f,
+                   dbase + j0 * Wd + col.k, Wd);
+            }
+          }
         }
-        // dQ = dS K; dK += dS^T Q.
-        gemm(false, false, S, D, S, 1.0f, dPb, S, base + kOff, Wd, 0.0f,
-             dbase + qOff, Wd);
-        gemm(true, false, S, D, S, 1.0f, dPb, S, base + qOff, Wd, 1.0f,
-             dbase + kOff, Wd);
       }
-    }
   }
   if (s.rope)
     applyRope(s, t, a.dqkv, -1.0f);
@@ -186,7 +264,7 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
 void attentionBackwardWeight(const AttentionShape &s, const TokenShape &t,
                              const float *saved, float *grads) {
   const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
-  AttnSaved a = attnSaved(s, t, const_cast<float *>(saved), Target::Cpu);
+  AttnSaved a = attnSaved(s, t, const_cast<float *>(saved));
   float *gQkv = grads + s.hidden, *gProj = gQkv + Wd * s.hidden;
   linearBackwardWeight(T, s.hidden, Wd, a.dqkv, a.xn, gQkv);
   linearBackwardWeight(T, Cw, s.hidden, a.dout, a.ctx, gProj);

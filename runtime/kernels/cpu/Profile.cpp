@@ -29,7 +29,7 @@ State &state() {
 bool recording() {
   State &s = state();
   return s.on.load(std::memory_order_relaxed) &&
-         std::this_thread::get_id() == s.owner && !omp_in_parallel();
+         std::this_thread::get_id() == s.owner && omp_get_level() == 0;
 }
 
 /// Charges the time since the last switch to the open class.

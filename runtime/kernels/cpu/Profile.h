@@ -5,7 +5,8 @@
 // class around it, so the classes are exclusive and add up to the time
 // measured. Only the thread that turned profiling on records: scopes opened
 // inside the kernels' own parallel loops (a per-head GEMM inside attention)
-// count as the class of the loop.
+// count as the class of the loop, at any thread count (a one-thread
+// parallel region is still a region).
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_KERNELS_CPU_PROFILE_H

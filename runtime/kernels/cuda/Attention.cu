@@ -340,7 +340,7 @@ void attentionForward(const AttentionShape &s, const Tokens &t,
   const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
   const float *norm = params, *wQkv = norm + s.hidden,
               *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t.shape, saved, Target::Cuda);
+  AttnSaved a = attnSaved(s, t.shape, saved);
   copyFloats(a.x, x, T * s.hidden);
   rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
   linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
@@ -359,7 +359,7 @@ void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
   const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
   const float *norm = params, *wQkv = norm + s.hidden,
               *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t.shape, saved, Target::Cuda);
+  AttnSaved a = attnSaved(s, t.shape, saved);
   float *dctx = ws;                  // [T, Cw]
   float *dxn = dctx + T * Cw;        // [T, hidden]
   float *delta = dxn + T * s.hidden; // [T, heads]
@@ -383,7 +383,7 @@ void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
 void attentionBackwardWeight(const AttentionShape &s, const Tokens &t,
                              const float *saved, float *grads) {
   const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
-  AttnSaved a = attnSaved(s, t.shape, const_cast<float *>(saved), Target::Cuda);
+  AttnSaved a = attnSaved(s, t.shape, const_cast<float *>(saved));
   float *gQkv = grads + s.hidden, *gProj = gQkv + Wd * s.hidden;
   linearBackwardWeight(T, s.hidden, Wd, a.dqkv, a.xn, gQkv);
   linearBackwardWeight(T, Cw, s.hidden, a.dout, a.ctx, gProj);
