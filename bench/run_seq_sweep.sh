@@ -8,5 +8,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$("$root/build/bin/bench-sgemm" --core)}
+export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
 /usr/bin/python3 "$root/bench/seq_sweep.py" "$root/build/bin" "$root/bench/specs/train-issue.yaml" \
   4096 "${1:-3}" "${2:-1}" "$root/docs/images/seq-sweep.svg" 256 512 1024 2048 4096

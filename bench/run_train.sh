@@ -7,7 +7,7 @@
 # CPU-speed issue's 3.77M-parameter M*M-M*ME), or the specs in $SPECS.
 # Every process uses the OpenBLAS core hypipe-run picks (bench-sgemm --core:
 # a virtual machine's hidden CPU model otherwise makes OpenBLAS, and so
-# PyTorch's BLAS, fall back to SSE3 kernels).
+# PyTorch's BLAS, fall back to SSE3 kernels) and OpenBLAS thread timeout.
 # Usage: bench/run_train.sh [steps] [threads...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +17,8 @@ threads=("${@:-1 2}")
 read -r -a threads <<< "${threads[*]}"
 specs=${SPECS:-"$root/bench/specs/train-bench.yaml $root/bench/specs/train-issue.yaml"}
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$("$root/build/bin/bench-sgemm" --core)}
-echo "OpenBLAS core: $OPENBLAS_CORETYPE (hypipe-run, bench-sgemm and PyTorch alike)"
+export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4} # hypipe-run's default
+echo "OpenBLAS core: $OPENBLAS_CORETYPE, thread timeout $OPENBLAS_THREAD_TIMEOUT (hypipe-run, bench-sgemm and PyTorch alike)"
 tmp=$(mktemp -d)
 for spec in $specs; do
   name=$(basename "$spec" .yaml)
