@@ -69,7 +69,8 @@ public:
       : s(s), c(c), stages(s.numStages()), m(s.microbatches) {
     size_t n = static_cast<size_t>(stages * m);
     for (auto *v :
-         {&fEnd, &bEnd, &wEnd, &fArrive, &bArrive, &recvFEnd, &recvBEnd})
+         {&fEnd, &bEnd, &wEnd, &fArrive, &bArrive, &recvFEnd, &recvBEnd,
+          &fSendStart, &bSendStart, &fSendIssued, &bSendIssued})
       v->assign(n, kNotYet);
     splitDone.assign(n, false);
     for (const auto &program : s.ranks)
@@ -77,6 +78,12 @@ public:
         hasComm = hasComm || !isCompute(a.op);
     pc.assign(s.pp, 0);
     clock.assign(s.pp, 0);
+    const size_t pairs = static_cast<size_t>(s.pp * s.pp);
+    streamFree.assign(pairs, 0);
+    groupStart.assign(pairs, 0);
+    groupDone.assign(pairs, 0);
+    streams.resize(pairs);
+    streamNext.assign(pairs, 0);
     result.busy.assign(s.pp, 0);
     result.peakActivations.assign(s.pp, 0);
     result.peakActivationBytes.assign(s.pp, 0);
@@ -108,6 +115,43 @@ private:
   int64_t stages, m;
   bool hasComm = false;
   std::vector<double> fEnd, bEnd, wEnd, fArrive, bArrive, recvFEnd, recvBEnd;
+  /// In-order streams: when a send's data is at its peer (keyed by the
+  /// sending stage and microbatch), and when each channel is free.
+  std::vector<double> fSendStart, bSendStart;
+  std::vector<double> fSendIssued, bSendIssued; ///< each send once
+
+  std::vector<double> streamFree;            ///< per (rank, peer) channel
+  std::vector<double> groupStart, groupDone; ///< the channel's open group
+  /// Starts one side of a transfer on `rank`'s stream; completes the
+  /// transfer when the other side has started.
+  /// One send or receive on a stream, in program order.
+  struct StreamOp {
+    bool send;
+    double issued;
+    size_t key;                  ///< the sending stage and microbatch
+    std::vector<double> *dataAt; ///< when the send's data is at the peer
+    std::vector<double> *arrive; ///< the receive's completion (consumers)
+    std::string text;
+    /// Issued together with the previous op (a send and the receive after
+    /// it batched into one NCCL group, Megatron's batch_isend_irecv).
+    bool joinsPrevious = false;
+  };
+  std::vector<std::vector<StreamOp>> streams; ///< per channel
+  std::vector<size_t> streamNext;
+  /// The stream `rank` uses with `peer` (PyTorch's NCCL P2P keeps one
+  /// communicator and stream per pair of ranks).
+  size_t channel(int64_t rank, int64_t peer) const {
+    return static_cast<size_t>(rank * s.pp + peer);
+  }
+  /// The receive at `step` is batched with the send before it.
+  bool joinsBatch(int64_t rank, size_t step) const {
+    if (step == 0)
+      return false;
+    const Action &prev = s.ranks[rank][step - 1];
+    return prev.batched && (prev.op == Op::SendF || prev.op == Op::SendB);
+  }
+  /// Starts every stream's head op that can start; true when any did.
+  bool advanceStreams();
   std::vector<bool> splitDone; ///< the backward ran as I (so W must follow)
   std::vector<size_t> pc;
   std::vector<double> clock, liveBytes;
@@ -144,6 +188,7 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
     return Error::success();
   };
   after = clock[r];
+  const bool posted = c.postedReceives || c.inOrderStreams;
   switch (a.op) {
   case Op::F:
     if (st == 0)
@@ -159,7 +204,7 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
               fmt::format("RECV_F of microbatch {} for stage {}", mb, st)))
       return false;
     // A posted receive's data: the send plus the transfer.
-    return !c.postedReceives ||
+    return !posted ||
            need(fArrive[at(st - 1, mb)],
                 fmt::format("SEND_F of microbatch {} from stage {} on rank {}",
                             mb, st - 1, s.rankOf(st - 1)));
@@ -179,7 +224,7 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
     if (!need(recvBEnd[at(st, mb)],
               fmt::format("RECV_B of microbatch {} for stage {}", mb, st)))
       return false;
-    return !c.postedReceives ||
+    return !posted ||
            need(bArrive[at(st + 1, mb)],
                 fmt::format("SEND_B of microbatch {} from stage {} on rank {}",
                             mb, st + 1, s.rankOf(st + 1)));
@@ -211,7 +256,7 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
                       pc[r], pytorchText(a)));
     if (auto err = peerCheck(s.rankOf(st - 1)))
       return std::move(err);
-    if (c.postedReceives)
+    if (posted)
       return true; // posted now; its consumer waits for the data
     return need(fArrive[at(st - 1, mb)],
                 fmt::format("SEND_F of microbatch {} from stage {} on rank {}",
@@ -223,7 +268,7 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
                       pc[r], pytorchText(a)));
     if (auto err = peerCheck(s.rankOf(st + 1)))
       return std::move(err);
-    if (c.postedReceives)
+    if (posted)
       return true;
     return need(bArrive[at(st + 1, mb)],
                 fmt::format("SEND_B of microbatch {} from stage {} on rank {}",
@@ -280,24 +325,46 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
     liveBytes[r] -= activation;
     break;
   case Op::SendF:
-    if (auto err = once(fArrive, "SEND_F"))
-      return err;
-    fArrive[k] = start + c.transfer();
+    if (c.inOrderStreams) {
+      if (auto err = once(fSendIssued, "SEND_F"))
+        return err;
+      streams[channel(r, a.peer)].push_back(
+          {true, start, k, &fSendStart, &fArrive, text(a)});
+    } else {
+      if (auto err = once(fArrive, "SEND_F"))
+        return err;
+      fArrive[k] = start + c.transfer();
+    }
     end = start;
     break;
   case Op::SendB:
-    if (auto err = once(bArrive, "SEND_B"))
-      return err;
-    bArrive[k] = start + c.transfer();
+    if (c.inOrderStreams) {
+      if (auto err = once(bSendIssued, "SEND_B"))
+        return err;
+      streams[channel(r, a.peer)].push_back(
+          {true, start, k, &bSendStart, &bArrive, text(a)});
+    } else {
+      if (auto err = once(bArrive, "SEND_B"))
+        return err;
+      bArrive[k] = start + c.transfer();
+    }
     end = start;
     break;
   case Op::RecvF:
     if (auto err = once(recvFEnd, "RECV_F"))
       return err;
+    if (c.inOrderStreams)
+      streams[channel(r, a.peer)].push_back(
+          {false, start, at(a.stage - 1, a.microbatch), &fSendStart, &fArrive,
+           text(a), joinsBatch(r, step)});
     break;
   case Op::RecvB:
     if (auto err = once(recvBEnd, "RECV_B"))
       return err;
+    if (c.inOrderStreams)
+      streams[channel(r, a.peer)].push_back(
+          {false, start, at(a.stage + 1, a.microbatch), &bSendStart, &bArrive,
+           text(a), joinsBatch(r, step)});
     break;
   }
   result.timings[r][step] = {start, end};
@@ -305,6 +372,38 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
     result.busy[r] += end - start;
   clock[r] = end;
   return Error::success();
+}
+
+bool Simulator::advanceStreams() {
+  bool moved = false;
+  for (size_t ch = 0; ch < streams.size(); ++ch) {
+    std::vector<StreamOp> &ops = streams[ch];
+    while (streamNext[ch] < ops.size()) {
+      const StreamOp &op = ops[streamNext[ch]];
+      // A group (an op and those issued together with it) starts when the
+      // stream is free and holds it until its last op is done.
+      if (!op.joinsPrevious)
+        groupStart[ch] = groupDone[ch] = streamFree[ch];
+      const double start = std::max(op.issued, groupStart[ch]);
+      if (op.send) {
+        // Eager: the data goes into the peer's buffers without waiting for
+        // its receive (NCCL's P2P buffers).
+        (*op.dataAt)[op.key] = start + c.transfer();
+        groupDone[ch] = std::max(groupDone[ch], start + c.transfer());
+      } else {
+        if ((*op.dataAt)[op.key] == kNotYet)
+          break; // its send has not run
+        const double in = std::max(start, (*op.dataAt)[op.key]);
+        (*op.arrive)[op.key] = in;
+        groupDone[ch] = std::max(groupDone[ch], in);
+      }
+      ++streamNext[ch];
+      if (streamNext[ch] == ops.size() || !ops[streamNext[ch]].joinsPrevious)
+        streamFree[ch] = groupDone[ch];
+      moved = true;
+    }
+  }
+  return moved;
 }
 
 std::string Simulator::grid() const {
@@ -370,6 +469,8 @@ Expected<Simulation> Simulator::run() {
         progress = true;
       }
     }
+    if (c.inOrderStreams && advanceStreams())
+      progress = true;
   }
   bool stuck = false;
   std::string why;
@@ -386,6 +487,19 @@ Expected<Simulation> Simulator::run() {
     why += fmt::format("  rank {} waits at step {} ({}) for {}\n", r, pc[r],
                        text(a), waitingFor);
   }
+  if (c.inOrderStreams)
+    for (int64_t r = 0; r < s.pp; ++r)
+      for (int64_t p = 0; p < s.pp; ++p) {
+        const size_t ch = channel(r, p);
+        if (streamNext[ch] == streams[ch].size())
+          continue;
+        why += fmt::format(
+            "  rank {}'s communication stream with rank {} waits at {} for "
+            "data rank {} never sends; every later send or receive between "
+            "them waits behind it (in-order streams)\n",
+            r, p, streams[ch][streamNext[ch]].text, p);
+        stuck = true;
+      }
   if (stuck)
     return fail(fmt::format("the schedule deadlocks: no rank can go on\n{}{}",
                             why, grid()));

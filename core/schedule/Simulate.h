@@ -32,6 +32,17 @@ struct Costs {
   /// Not posted: the receive holds its rank until the data is in (a
   /// blocking MPI_Recv where it is written).
   bool postedReceives = true;
+  /// NCCL's model on top of posted receives: a rank has one communication
+  /// stream per peer (PyTorch's NCCL P2P: one communicator and stream per
+  /// pair of ranks), and its sends to and receives from that peer run on it
+  /// in program order, each starting when the one before has finished (a
+  /// receive batched with the send before it starts with it: one NCCL
+  /// group, Megatron's batch_isend_irecv). A send takes the transfer time
+  /// on its stream and does not wait for its receive (NCCL's P2P buffers);
+  /// a receive holds its stream until the data is in. An early receive so
+  /// delays what follows it on the stream, and a receive whose data waits
+  /// behind it deadlocks, as under NCCL.
+  bool inOrderStreams = false;
 
   double cost(Op op, int64_t stage) const;
   double transfer() const {

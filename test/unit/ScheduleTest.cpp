@@ -438,6 +438,34 @@ TEST(PyTorchCsv, EveryFileImportsVerifiesAndSimulates) {
   EXPECT_EQ(imported, 30);
 }
 
+// PyTorch's orders with their communication, timed as NCCL runs them (one
+// in-order stream per pair of ranks): none deadlocks, none gets faster than
+// with posted receives, and an order whose early receives hold sends behind
+// them (LoopedBFS posts every receive of a chunk first) gets slower.
+TEST(PyTorchCsv, CommsFilesRunOnInOrderStreams) {
+  int checked = 0;
+  for (const std::string &file : csvFiles()) {
+    CsvShape shape = shapeOf(file);
+    if (shape.kind != "comms")
+      continue;
+    auto csv = importCsv(read(file), shape.pp, shape.vpp, shape.microbatches,
+                         std::nullopt);
+    ASSERT_TRUE(static_cast<bool>(csv)) << file;
+    Costs posted, streams;
+    posted.latency = streams.latency = 0.5;
+    streams.inOrderStreams = true;
+    auto a = simulate(csv->schedule, posted);
+    auto b = simulate(csv->schedule, streams);
+    ASSERT_TRUE(a && b) << file << ": "
+                        << (b ? std::string() : toString(b.takeError()));
+    EXPECT_GE(b->makespan, a->makespan) << file;
+    if (shape.name == "LoopedBFS")
+      EXPECT_GT(b->makespan, a->makespan) << file;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 9);
+}
+
 // What PyTorch's runtime dumps is its compute order plus FSDP and
 // gradient-reduction actions: once those are read as no-ops, the order is
 // the schedule's own.
@@ -549,6 +577,77 @@ TEST(PyTorchCsv, PostedReceivesCostNothingWhereWritten) {
   auto held = simulate(comms->schedule, blocking);
   ASSERT_TRUE(static_cast<bool>(held));
   EXPECT_GT(held->makespan, posted->makespan);
+}
+
+} // namespace
+} // namespace hypipe::schedule
+
+namespace hypipe::schedule {
+namespace {
+
+Schedule withCommunication(const char *name, int64_t pp, int64_t vpp,
+                           int64_t m) {
+  auto built = buildSchedule({name, pp, vpp, m, 0});
+  EXPECT_TRUE(static_cast<bool>(built)) << name;
+  Schedule s = std::move(*built);
+  insertCommunication(s);
+  return s;
+}
+
+// NCCL's in-order streams: every schedule hypipe generates, with the
+// communication it inserts (a send and the receive after it batched into
+// one group), runs without deadlock, and with free transfers as fast as
+// under posted receives; a transfer time makes it no faster.
+TEST(InOrderStreams, EveryGeneratedScheduleRuns) {
+  struct Case {
+    const char *name;
+    int64_t vpp, m;
+  };
+  for (Case k :
+       {Case{"gpipe", 1, 8}, Case{"1f1b", 1, 8}, Case{"interleaved-1f1b", 2, 8},
+        Case{"zb-h1", 1, 8}, Case{"zbv", 2, 8}, Case{"dualpipev", 2, 8}}) {
+    Schedule s = withCommunication(k.name, 4, k.vpp, k.m);
+    Costs posted, streams;
+    streams.inOrderStreams = true;
+    auto a = simulate(s, posted);
+    auto b = simulate(s, streams);
+    ASSERT_TRUE(a && b) << k.name << ": " << (b ? "" : toString(b.takeError()));
+    EXPECT_DOUBLE_EQ(a->makespan, b->makespan) << k.name;
+    Costs slow = streams;
+    slow.latency = 0.5;
+    auto c = simulate(s, slow);
+    ASSERT_TRUE(static_cast<bool>(c)) << k.name;
+    EXPECT_GE(c->makespan, b->makespan) << k.name;
+  }
+}
+
+// A receive written before the send its data depends on: MPI's posted
+// receive lets the send go by; an in-order stream holds the send behind the
+// receive, which waits for data that needs the send: a deadlock, named.
+TEST(InOrderStreams, ReceiveBeforeTheSendItNeedsDeadlocks) {
+  Schedule s = withCommunication("1f1b", 2, 1, 2);
+  auto &r0 = s.ranks[0];
+  auto find = [&](Op op, int64_t mb) {
+    return std::find_if(r0.begin(), r0.end(), [=](const Action &a) {
+      return a.op == op && a.microbatch == mb;
+    });
+  };
+  ASSERT_TRUE(find(Op::RecvB, 0) != r0.end());
+  Action recv = *find(Op::RecvB, 0);
+  r0.erase(find(Op::RecvB, 0));
+  r0.insert(find(Op::SendF, 0), recv); // 0F0, 0RECV_B0, 0SEND_F0, ...
+  for (Action &a : r0)
+    a.batched = false;
+  ASSERT_TRUE(static_cast<bool>(simulate(s))) << toCsv(s);
+  Costs streams;
+  streams.inOrderStreams = true;
+  auto stuck = simulate(s, streams);
+  ASSERT_FALSE(static_cast<bool>(stuck)) << toCsv(s);
+  std::string e = toString(stuck.takeError());
+  EXPECT_NE(e.find("rank 0's communication stream with rank 1 waits at "
+                   "0RECV_B0"),
+            std::string::npos)
+      << e;
 }
 
 } // namespace

@@ -24,6 +24,7 @@ struct ScheduleOptions {
   int64_t pp = 1, vpp = 1, microbatches = 1, groupSize = 0;
   std::string costs;
   double latency = 0, bandwidth = 0, sendBytes = 0;
+  bool inOrderStreams = false;
   bool json = false, computeOnly = false;
   std::string csvOut, svgOut, traceOut, csvIn;
 };
@@ -105,6 +106,7 @@ int runSchedule(const ScheduleOptions &o) {
   costs.latency = o.latency;
   costs.bandwidth = o.bandwidth;
   costs.sendBytes = o.sendBytes;
+  costs.inOrderStreams = o.inOrderStreams;
   auto simulation = simulate(schedule, costs);
   if (!simulation)
     return fail(toString(simulation.takeError()));
@@ -176,10 +178,11 @@ void addScheduleCommand(CLI::App &app, Runner &run) {
   CLI::App *sub = app.add_subcommand(
       "schedule", "Generate, verify and simulate a pipeline schedule; draw it");
   CLI::Option *scheduleOption =
-      sub->add_option("--schedule", o->name,
-                      "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipev (with "
-                      "--import-csv: sets the placement instead of inferring "
-                      "it)")
+      sub->add_option(
+             "--schedule", o->name,
+             "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipev (with "
+             "--import-csv: sets the placement instead of inferring "
+             "it)")
           ->default_val("1f1b");
   sub->add_option("--pp", o->pp, "pipeline-parallel size")->required();
   sub->add_option("--vpp", o->vpp, "virtual stages per rank")->default_val(1);
@@ -195,6 +198,10 @@ void addScheduleCommand(CLI::App &app, Runner &run) {
   sub->add_option("--bandwidth", o->bandwidth,
                   "bytes per time unit (with --send-bytes)");
   sub->add_option("--send-bytes", o->sendBytes, "bytes of one transfer");
+  sub->add_flag("--in-order-streams", o->inOrderStreams,
+                "time transfers as NCCL runs them: one stream per pair of "
+                "ranks, its sends and receives in program order (default: "
+                "MPI's independent posted receives)");
   sub->add_flag("--json", o->json, "print JSON (format in docs/cli.md)");
   sub->add_option("--csv", o->csvOut, "write PyTorch pipelining's CSV text");
   sub->add_flag("--compute-only", o->computeOnly,
