@@ -426,11 +426,12 @@ std::string lossSvg(const std::vector<std::pair<int64_t, double>> &points,
 
 /// What the trace (hypipe-run --trace) says: the mean cost of each stage's
 /// F, B, I and W over the steps after the first (which pays for first-touch
-/// page faults), and the bubble of each pipeline rank in the last step.
+/// page faults), and the bubble of each pipeline rank averaged over the same
+/// steps (one step's bubble moves by points on a shared machine).
 struct Measured {
   schedule::Costs costs;
   std::vector<double> bubble;
-  int64_t step = 0;
+  int64_t firstStep = 1, lastStep = 0;
 };
 
 std::optional<Measured> measure(const nlohmann::json &trace,
@@ -440,14 +441,25 @@ std::optional<Measured> measure(const nlohmann::json &trace,
   Measured m;
   for (const nlohmann::json &e : trace["traceEvents"])
     if (e.value("ph", "") == "X")
-      m.step = std::max<int64_t>(m.step, e["args"]["step"].get<int64_t>());
+      m.lastStep =
+          std::max<int64_t>(m.lastStep, e["args"]["step"].get<int64_t>());
+  int64_t first = 1;
+  for (const nlohmann::json &e : trace["traceEvents"])
+    if (e.value("ph", "") == "X")
+      first = std::min<int64_t>(first, e["args"]["step"].get<int64_t>());
+  m.firstStep = m.lastStep > first ? first + 1 : first;
   int64_t n = s.numStages();
   std::map<char, std::vector<double>> sum, count;
   for (char k : {'F', 'B', 'I', 'W'}) {
     sum[k].assign(n, 0);
     count[k].assign(n, 0);
   }
-  std::vector<double> busy(s.pp, 0), first(s.pp, 1e300), last(s.pp, 0);
+  // Per counted step: every rank's busy time and the step's span.
+  struct StepSpan {
+    std::vector<double> busy;
+    double begin = 1e300, end = 0;
+  };
+  std::map<int64_t, StepSpan> steps;
   for (const nlohmann::json &e : trace["traceEvents"]) {
     if (e.value("ph", "") != "X" || e["tid"].get<int64_t>() != 0)
       continue;
@@ -455,16 +467,16 @@ std::optional<Measured> measure(const nlohmann::json &trace,
     int64_t step = e["args"]["step"].get<int64_t>();
     int64_t rank = e["pid"].get<int64_t>();
     double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
-    if (step == m.step) {
-      first[rank] = std::min(first[rank], ts);
-      last[rank] = std::max(last[rank], ts + dur);
-    }
+    if (step < m.firstStep)
+      continue;
+    StepSpan &span = steps[step];
+    span.busy.resize(size_t(s.pp), 0.0);
+    span.begin = std::min(span.begin, ts);
+    span.end = std::max(span.end, ts + dur);
     if (cat.size() != 1 || !std::strchr("FBIW", cat[0]))
       continue;
-    if (step == m.step)
-      busy[rank] += dur;
-    if (step == 1 && m.step > 1)
-      continue;
+    if (rank >= 0 && rank < s.pp)
+      span.busy[size_t(rank)] += dur;
     auto action = schedule::parsePytorchAction(name, s.actionContext());
     if (!action)
       continue;
@@ -480,10 +492,12 @@ std::optional<Measured> measure(const nlohmann::json &trace,
      : k == 'I' ? m.costs.stageI
                 : m.costs.stageW) = mean;
   }
-  double begin = *std::min_element(first.begin(), first.end());
-  double end = *std::max_element(last.begin(), last.end());
-  for (int64_t r = 0; r < s.pp; ++r)
-    m.bubble.push_back(1.0 - busy[r] / std::max(1e-9, end - begin));
+  m.bubble.assign(size_t(s.pp), 0.0);
+  for (const auto &[step, span] : steps)
+    for (int64_t r = 0; r < s.pp; ++r)
+      m.bubble[size_t(r)] +=
+          (1.0 - span.busy[size_t(r)] / std::max(1e-9, span.end - span.begin)) /
+          double(steps.size());
   return m;
 }
 
@@ -725,7 +739,7 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
         if (m) {
           std::ofstream(run + "/trace.sim.json")
               << schedule::chromeTrace(*s, *sim);
-          summary["bubble"] = {{"step", m->step},
+          summary["bubble"] = {{"steps", {m->firstStep, m->lastStep}},
                                {"measured", m->bubble},
                                {"predicted", sim->bubbleFraction}};
           std::string rows;
@@ -733,9 +747,9 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
             rows +=
                 fmt::format("{}rank {} {:.1f}% vs {:.1f}%", r ? ", " : "", r,
                             100 * m->bubble[r], 100 * sim->bubbleFraction[r]);
-          fmt::print("  bubble (step {}, measured vs simulated with the "
-                     "measured stage costs): {}\n",
-                     m->step, rows);
+          fmt::print("  bubble (mean of steps {}-{}, measured vs simulated "
+                     "with the measured stage costs): {}\n",
+                     m->firstStep, m->lastStep, rows);
         }
         summary["memory_mib"] = memoryReport(art, *sim, traceJson);
       }
