@@ -2,9 +2,10 @@
 //
 // The yardstick for bench/run_train.sh: GFLOP/s of a square fp32 GEMM with
 // the given thread count (best of five batches). Usage: bench-sgemm THREADS [N]
-// With the core type hypipe-run would run OpenBLAS with (OPENBLAS_CORETYPE:
-// the user's, or cpu::preferredBlasCore()); `bench-sgemm --core` prints it,
-// so that bench scripts give a peer the same.
+// With the OpenBLAS settings hypipe-run makes (cpu::setOpenBlasEnvironment:
+// the user's, or the core type it prefers and a short thread timeout);
+// `bench-sgemm --core` prints the core, so that bench scripts give a peer
+// the same.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cpu/Primitives.h"
@@ -20,13 +21,8 @@
 #include <vector>
 
 int main(int argc, char **argv) {
-  if (!std::getenv("OPENBLAS_CORETYPE")) {
-    const std::string core = hypipe::rt::cpu::preferredBlasCore();
-    if (!core.empty()) {
-      setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-      execv("/proc/self/exe", argv);
-    }
-  }
+  if (hypipe::rt::cpu::setOpenBlasEnvironment())
+    execv("/proc/self/exe", argv);
   if (argc > 1 && std::strcmp(argv[1], "--core") == 0) {
     const char *core = std::getenv("OPENBLAS_CORETYPE");
     std::printf("%s\n", core ? core : openblas_get_corename());

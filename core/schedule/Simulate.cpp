@@ -68,9 +68,8 @@ public:
   Simulator(const Schedule &s, const Costs &c)
       : s(s), c(c), stages(s.numStages()), m(s.microbatches) {
     size_t n = static_cast<size_t>(stages * m);
-    for (auto *v :
-         {&fEnd, &bEnd, &wEnd, &fArrive, &bArrive, &recvFEnd, &recvBEnd,
-          &fSendStart, &bSendStart, &fSendIssued, &bSendIssued})
+    for (auto *v : {&fEnd, &bEnd, &wEnd, &fArrive, &bArrive, &recvFEnd,
+                    &recvBEnd, &fData, &bData, &fSendIssued, &bSendIssued})
       v->assign(n, kNotYet);
     splitDone.assign(n, false);
     for (const auto &program : s.ranks)
@@ -115,9 +114,9 @@ private:
   int64_t stages, m;
   bool hasComm = false;
   std::vector<double> fEnd, bEnd, wEnd, fArrive, bArrive, recvFEnd, recvBEnd;
-  /// In-order streams: when a send's data is at its peer (keyed by the
-  /// sending stage and microbatch), and when each channel is free.
-  std::vector<double> fSendStart, bSendStart;
+  /// In-order streams: when a send's data is at its peer, keyed by the
+  /// sending stage and microbatch.
+  std::vector<double> fData, bData;
   std::vector<double> fSendIssued, bSendIssued; ///< each send once
 
   std::vector<double> streamFree;            ///< per (rank, peer) channel
@@ -131,7 +130,7 @@ private:
     size_t key;                  ///< the sending stage and microbatch
     std::vector<double> *dataAt; ///< when the send's data is at the peer
     std::vector<double> *arrive; ///< the receive's completion (consumers)
-    std::string text;
+    size_t step;                 ///< in its rank's program
     /// Issued together with the previous op (a send and the receive after
     /// it batched into one NCCL group, Megatron's batch_isend_irecv).
     bool joinsPrevious = false;
@@ -325,47 +324,34 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
     liveBytes[r] -= activation;
     break;
   case Op::SendF:
-    if (c.inOrderStreams) {
-      if (auto err = once(fSendIssued, "SEND_F"))
-        return err;
-      streams[channel(r, a.peer)].push_back(
-          {true, start, k, &fSendStart, &fArrive, text(a)});
-    } else {
-      if (auto err = once(fArrive, "SEND_F"))
-        return err;
-      fArrive[k] = start + c.transfer();
-    }
-    end = start;
-    break;
   case Op::SendB:
-    if (c.inOrderStreams) {
-      if (auto err = once(bSendIssued, "SEND_B"))
-        return err;
-      streams[channel(r, a.peer)].push_back(
-          {true, start, k, &bSendStart, &bArrive, text(a)});
-    } else {
-      if (auto err = once(bArrive, "SEND_B"))
-        return err;
-      bArrive[k] = start + c.transfer();
-    }
-    end = start;
-    break;
   case Op::RecvF:
-    if (auto err = once(recvFEnd, "RECV_F"))
-      return err;
-    if (c.inOrderStreams)
-      streams[channel(r, a.peer)].push_back(
-          {false, start, at(a.stage - 1, a.microbatch), &fSendStart, &fArrive,
-           text(a), joinsBatch(r, step)});
+  case Op::RecvB: {
+    const bool forward = a.op == Op::SendF || a.op == Op::RecvF;
+    std::vector<double> &arrive = forward ? fArrive : bArrive;
+    std::vector<double> &data = forward ? fData : bData;
+    if (isSend(a.op)) {
+      std::vector<double> &issued = forward ? fSendIssued : bSendIssued;
+      if (auto err = once(c.inOrderStreams ? issued : arrive, opName(a.op)))
+        return err;
+      if (c.inOrderStreams)
+        streams[channel(r, a.peer)].push_back(
+            {true, start, k, &data, &arrive, step});
+      else
+        arrive[k] = start + c.transfer();
+      end = start;
+    } else {
+      if (auto err = once(forward ? recvFEnd : recvBEnd, opName(a.op)))
+        return err;
+      // Keyed by the sending stage, as the send's side is.
+      const int64_t from = forward ? a.stage - 1 : a.stage + 1;
+      if (c.inOrderStreams)
+        streams[channel(r, a.peer)].push_back(
+            {false, start, at(from, a.microbatch), &data, &arrive, step,
+             joinsBatch(r, step)});
+    }
     break;
-  case Op::RecvB:
-    if (auto err = once(recvBEnd, "RECV_B"))
-      return err;
-    if (c.inOrderStreams)
-      streams[channel(r, a.peer)].push_back(
-          {false, start, at(a.stage + 1, a.microbatch), &bSendStart, &bArrive,
-           text(a), joinsBatch(r, step)});
-    break;
+  }
   }
   result.timings[r][step] = {start, end};
   if (isCompute(a.op))
@@ -497,7 +483,7 @@ Expected<Simulation> Simulator::run() {
             "  rank {}'s communication stream with rank {} waits at {} for "
             "data rank {} never sends; every later send or receive between "
             "them waits behind it (in-order streams)\n",
-            r, p, streams[ch][streamNext[ch]].text, p);
+            r, p, text(s.ranks[r][streams[ch][streamNext[ch]].step]), p);
         stuck = true;
       }
   if (stuck)

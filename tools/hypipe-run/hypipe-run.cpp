@@ -50,31 +50,17 @@ int defaultThreads() {
 int main(int argc, char **argv) {
   // OpenMP threads that spin between the kernels' parallel loops starve
   // OpenBLAS's own threads (measured: 10x slower steps on 2 cores). libgomp
-  // reads its policy when it loads, so set it and start again.
-  // OpenBLAS picks its kernels when it loads too: where it did not
-  // recognise the CPU (a virtual machine hiding the model), name the core
-  // its instruction set supports (cpu::preferredBlasCore) and start again.
-  // An OPENBLAS_CORETYPE the user set is kept.
+  // reads its policy when it loads, so set it and start again. OpenBLAS
+  // reads its core type and thread timeout when it loads too
+  // (cpu::setOpenBlasEnvironment: a CPU it does not recognise, threads that
+  // spin). Values the user set are kept.
   bool restart = false;
   if (!std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     restart = true;
   }
-  // OpenBLAS's own threads spin after each GEMM by default, on the cores
-  // the kernels' next loop needs (measured at 2 threads: the serial AdamW
-  // 1.8x slower, steps 1.2-1.7x slower); a short timeout sends them to
-  // sleep at once.
-  if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
-    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+  if (cpu::setOpenBlasEnvironment())
     restart = true;
-  }
-  if (!std::getenv("OPENBLAS_CORETYPE")) {
-    const std::string core = cpu::preferredBlasCore();
-    if (!core.empty()) {
-      setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-      restart = true;
-    }
-  }
   if (restart)
     execv("/proc/self/exe", argv);
   // A full disk or a file-size limit fails the write (and the checkpoint is

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 namespace hypipe::rt::cpu {
@@ -188,6 +189,22 @@ std::string preferredBlasCore() {
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
     return "SkylakeX";
   return "Haswell";
+}
+
+bool setOpenBlasEnvironment() {
+  bool changed = false;
+  if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+    changed = true;
+  }
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    const std::string core = preferredBlasCore();
+    if (!core.empty()) {
+      setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+      changed = true;
+    }
+  }
+  return changed;
 }
 
 void setNumThreads(int threads) {

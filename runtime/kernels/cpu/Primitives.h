@@ -90,6 +90,14 @@ void addResidual(int64_t n, const float *x, float *y);
 /// thread instead of 102 as SkylakeX -- or "" when its choice stands.
 std::string preferredBlasCore();
 
+/// Sets, where the user has not, the OpenBLAS settings hypipe runs with:
+/// OPENBLAS_CORETYPE to preferredBlasCore() when that is not "", and
+/// OPENBLAS_THREAD_TIMEOUT=4 (its threads otherwise spin after each GEMM on
+/// the cores the kernels' next loop needs: steps at 2 threads were 1.2-1.7x
+/// slower). OpenBLAS reads both when it loads, so a process that gets `true`
+/// must start again (execv) for them to apply.
+bool setOpenBlasEnvironment();
+
 /// Number of threads the kernels' own loops use (OpenMP), also given to
 /// OpenBLAS.
 void setNumThreads(int threads);
