@@ -122,14 +122,26 @@ def mlp(x, p, act):
     return activation(act, x @ p["mlp.linear_fc1.weight"].T) @ p["mlp.linear_fc2.weight"].T
 
 
+def moe_route(xt, p, d):
+    """Router probabilities, each token's top-k experts and their
+    renormalised weights."""
+    probs = (xt @ p["mlp.router.weight"].T).softmax(-1)
+    topv, topi = probs.topk(d["topk"], dim=-1)
+    return probs, topi, topv / topv.sum(-1, keepdim=True)
+
+
+def moe_aux_loss(probs, counts, d):
+    """Megatron's load-balancing loss from the router probabilities and the
+    tokens each expert got."""
+    T, E, k = probs.shape[0], d["experts"], d["topk"]
+    return d["aux_coeff"] * E / (T * T * k) * (probs.sum(0) * counts).sum()
+
+
 def moe(x, p, d, act):
     B, S, Hd = x.shape
-    E, k, coeff = d["experts"], d["topk"], d["aux_coeff"]
+    E = d["experts"]
     xt = x.reshape(-1, Hd)
-    T = xt.shape[0]
-    probs = (xt @ p["mlp.router.weight"].T).softmax(-1)
-    topv, topi = probs.topk(k, dim=-1)
-    w = topv / topv.sum(-1, keepdim=True)
+    probs, topi, w = moe_route(xt, p, d)
     out = torch.zeros_like(xt)
     counts = torch.zeros(E, dtype=x.dtype)
     for e in range(E):
@@ -139,8 +151,7 @@ def moe(x, p, d, act):
         fc1, fc2 = p["mlp.experts.linear_fc1.weight%d" % e], p["mlp.experts.linear_fc2.weight%d" % e]
         ye = activation(act, xt @ fc1.T) @ fc2.T
         out = out + we[:, None] * ye
-    aux = coeff * E / (T * T * k) * (probs.sum(0) * counts).sum()
-    return out.reshape(B, S, Hd), aux
+    return out.reshape(B, S, Hd), moe_aux_loss(probs, counts, d)
 
 
 def main():
