@@ -49,6 +49,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -439,14 +440,15 @@ std::optional<Measured> measure(const nlohmann::json &trace,
   if (trace.is_discarded() || !trace.contains("traceEvents"))
     return std::nullopt;
   Measured m;
+  // The steps the trace holds (a resumed run starts past 1); the first of
+  // them is left out when there are others.
+  int64_t first = std::numeric_limits<int64_t>::max();
   for (const nlohmann::json &e : trace["traceEvents"])
-    if (e.value("ph", "") == "X")
-      m.lastStep =
-          std::max<int64_t>(m.lastStep, e["args"]["step"].get<int64_t>());
-  int64_t first = 1;
-  for (const nlohmann::json &e : trace["traceEvents"])
-    if (e.value("ph", "") == "X")
-      first = std::min<int64_t>(first, e["args"]["step"].get<int64_t>());
+    if (e.value("ph", "") == "X") {
+      const int64_t step = e["args"]["step"].get<int64_t>();
+      first = std::min(first, step);
+      m.lastStep = std::max(m.lastStep, step);
+    }
   m.firstStep = m.lastStep > first ? first + 1 : first;
   int64_t n = s.numStages();
   std::map<char, std::vector<double>> sum, count;
