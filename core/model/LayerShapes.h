@@ -188,12 +188,10 @@ struct MambaShape {
                 inner() /*gated*/ + groups /*rstd*/ + inner() /*normed*/) +
            states + T * (inProj() + hidden) /*grad stash*/;
   }
-  int64_t workspaceFloats(const TokenShape &t,
-                          Target target = Target::Cpu) const {
+  int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
     // Gradients of the gated norm's input, the scan's output, xBC, dt and
     // the normed input; then the chunked scan's per-(chunk, head) states or
     // state gradients and partials (CPU: 2, CUDA: 3 per chunk and head).
-    (void)target;
     return t.tokens() * (2 * inner() + convChannels() + heads + hidden) +
            scanChunks(t) * heads * (headDim * state + 3);
   }

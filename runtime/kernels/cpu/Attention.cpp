@@ -140,7 +140,8 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
           gemm(false, true, bi, bj, D, scale, q, Wd, k, Wd, 0.0f, sc.s, bj);
           for (int64_t i = 0; i < bi; ++i) {
             float *r = sc.s + i * bj;
-            const int64_t last = std::min(bj, i0 + i - j0 + 1); // causal
+            const int64_t last =
+                std::min(bj, i0 + i - j0 + 1); // >= 1: i0 >= j0 // causal
             float mx = sc.mx[i];
             for (int64_t j = 0; j < last; ++j)
               mx = std::max(mx, r[j]);
@@ -238,8 +239,8 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
                   p[j] = fastExp(p[j] - lse);
                   dp[j] = p[j] * (dp[j] - rd) * scale;
                 }
-                std::fill(p + std::max<int64_t>(last, 0), p + bj, 0.0f);
-                std::fill(dp + std::max<int64_t>(last, 0), dp + bj, 0.0f);
+                std::fill(p + last, p + bj, 0.0f);
+                std::fill(dp + last, dp + bj, 0.0f);
               }
               gemm(true, false, bj, D, bi, 1.0f, sc.s, bj, dO, Cw, 1.0f,
                    dbase + j0 * Wd + col.v, Wd);

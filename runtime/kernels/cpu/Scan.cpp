@@ -110,6 +110,11 @@ void cumulativeDecay(const float *dt, int64_t H, float A, int64_t l,
   }
 }
 
+/// A = -exp(A_log) of head h.
+inline float decayRate(const float *aLog, int64_t h) {
+  return -std::exp(aLog[h]);
+}
+
 /// exp(cs) at a segment's last row: how much of its entering state leaves.
 float segmentDecay(const float *dt, int64_t H, float A, int64_t l) {
   float acc = 0;
@@ -155,7 +160,7 @@ void scanForward(const MambaShape &s, const TokenShape &t, const float *xbc,
         for (int64_t h = g * d.hpg; h < (g + 1) * d.hpg; ++h) {
           const float *X = xbc + r0 * d.Cc + h * d.P, *dth = dt + r0 * d.H + h;
           float *Y = y + r0 * d.I + h * d.P;
-          cumulativeDecay(dth, d.H, -std::exp(aLog[h]), l, sc.cs);
+          cumulativeDecay(dth, d.H, decayRate(aLog, h), l, sc.cs);
           for (int64_t r = 0; r < l; ++r) {
             float *mr = sc.m + r * l;
             const float *cbr = sc.cb + r * l;
@@ -193,7 +198,7 @@ void scanForward(const MambaShape &s, const TokenShape &t, const float *xbc,
       const Segment &prev = sg.last(c - 1);
       const float decay = prev.continues
                               ? segmentDecay(dt + prev.row0 * d.H + h, d.H,
-                                             -std::exp(aLog[h]), prev.len)
+                                             decayRate(aLog, h), prev.len)
                               : 0.0f;
       const float *before = states + ((c - 1) * d.H + h) * d.PN,
                   *added = own + ((c - 1) * d.H + h) * d.PN;
@@ -212,7 +217,7 @@ void scanForward(const MambaShape &s, const TokenShape &t, const float *xbc,
       const int64_t l = seg.len, r0 = seg.row0, g = h / d.hpg;
       const float *C = xbc + r0 * d.Cc + d.I + d.G * d.N + g * d.N;
       float *Y = y + r0 * d.I + h * d.P;
-      cumulativeDecay(dt + r0 * d.H + h, d.H, -std::exp(aLog[h]), l, sc.cs);
+      cumulativeDecay(dt + r0 * d.H + h, d.H, decayRate(aLog, h), l, sc.cs);
       gemm(false, true, l, d.P, d.N, 1.0f, C, d.Cc,
            states + (c * d.H + h) * d.PN, d.N, 0.0f, sc.t1, d.P);
       for (int64_t r = 0; r < l; ++r) {
@@ -248,7 +253,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
       const Segment &seg = sg.first(c);
       const int64_t l = seg.len, r0 = seg.row0, g = h / d.hpg;
       const float *C = xbc + r0 * d.Cc + d.I + d.G * d.N + g * d.N;
-      cumulativeDecay(dt + r0 * d.H + h, d.H, -std::exp(aLog[h]), l, sc.cs);
+      cumulativeDecay(dt + r0 * d.H + h, d.H, decayRate(aLog, h), l, sc.cs);
       for (int64_t r = 0; r < l; ++r) {
         const float e = fastExp(sc.cs[r]);
         for (int64_t n = 0; n < d.N; ++n)
@@ -268,7 +273,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
         continue;
       const Segment &seg = sg.first(c);
       const float decay = segmentDecay(dt + seg.row0 * d.H + h, d.H,
-                                       -std::exp(aLog[h]), seg.len);
+                                       decayRate(aLog, h), seg.len);
       float *here = dS + (c * d.H + h) * d.PN;
       const float *next = dS + ((c + 1) * d.H + h) * d.PN;
       for (int64_t k = 0; k < d.PN; ++k)
@@ -296,7 +301,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
           const float *X = xbc + r0 * d.Cc + h * d.P, *dth = dt + r0 * d.H + h,
                       *dY = dy + r0 * d.I + h * d.P;
           float *dX = dxbc + r0 * d.Cc + h * d.P;
-          const float a = -std::exp(aLog[h]);
+          const float a = decayRate(aLog, h);
           const float *S0 =
               seg.continues ? states + (c * d.H + h) * d.PN : nullptr;
           const float *dSout =
@@ -406,7 +411,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
       dd += partial[(c * d.H + h) * 2 + 1];
     }
     // dA/dA_log = A.
-    gALog[h] += float(a) * -std::exp(aLog[h]);
+    gALog[h] += float(a) * decayRate(aLog, h);
     gD[h] += float(dd);
   }
 }
