@@ -9,13 +9,16 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ConvertUTF.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/YAMLParser.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -98,6 +101,7 @@ const std::vector<Field> &parallelFields() {
       HYPIPE_FIELD("max_memory_gib", d.spec.parallel.maxMemoryGiB),
       HYPIPE_FIELD("distributed_optimizer",
                    d.spec.parallel.distributedOptimizer),
+      HYPIPE_FIELD("schedule_csv", d.spec.parallel.scheduleCsv),
   };
   return fields;
 }
@@ -245,6 +249,7 @@ private:
   llvm::Error checkModel();
   llvm::Error checkParallel();
   llvm::Error checkTraining();
+  llvm::Error checkScheduleCsv();
   llvm::Error checkPacking();
   llvm::Error checkPartition();
   /// The pattern's value node, if the spec gives one.
@@ -284,7 +289,8 @@ private:
         {"training.seed", bool(overrides.seed)},
         {"training.target", bool(overrides.target)},
         {"parallel.distributed_optimizer",
-         bool(overrides.distributedOptimizer)}};
+         bool(overrides.distributedOptimizer)},
+        {"parallel.schedule_csv", bool(overrides.scheduleCsv)}};
     for (auto [key, isGiven] : given)
       if (isGiven)
         overridden.insert(key);
@@ -306,6 +312,8 @@ private:
       tr.target = *overrides.target;
     if (overrides.distributedOptimizer)
       par.distributedOptimizer = *overrides.distributedOptimizer;
+    if (overrides.scheduleCsv)
+      par.scheduleCsv = *overrides.scheduleCsv;
   }
   /// "section.key" of the values the command line gave: an error about one
   /// names its flag, not the spec's line.
@@ -359,6 +367,7 @@ llvm::Error Loader::scalarError(yaml::Node *node, Error err) {
 yaml::Node *Loader::nodeFor(llvm::StringRef section, llvm::StringRef key) {
   if (overridden.count((section + "." + key).str())) {
     overriddenFlag = "--" + key.str();
+    std::replace(overriddenFlag.begin(), overriddenFlag.end(), '_', '-');
     return nullptr;
   }
   auto it = valueNodes.find((section + "." + key).str());
@@ -881,6 +890,8 @@ llvm::Error Loader::checkParallel() {
                  "leave it out to use pp");
   if (par.groupSize == 0)
     par.groupSize = par.pp;
+  if (!par.scheduleCsv.empty())
+    return checkScheduleCsv();
   // The schedule must exist for this shape (Megatron's refusals among others).
   if (Error refused = schedule::checkSchedule(
           {par.schedule, par.pp, par.vpp, par.microbatches, par.groupSize}))
@@ -891,6 +902,53 @@ llvm::Error Loader::checkParallel() {
                  refused.problem().help.empty()
                      ? "see docs/schedules.md for what each schedule accepts"
                      : refused.problem().help);
+  return llvm::Error::success();
+}
+
+/// A schedule CSV replaces the generated order: it must read, fit the
+/// model's shape and placement, and verify. Errors point at the key (or the
+/// flag) and quote the file.
+llvm::Error Loader::checkScheduleCsv() {
+  ParallelSpec &par = draft.spec.parallel;
+  if (draft.spec.data.packing)
+    return error(nodeFor("data", "packing"),
+                 "packing changes the number of microbatches from step to "
+                 "step, and parallel.schedule_csv holds a program for a "
+                 "fixed number",
+                 "train unpacked with the CSV, or let hypipe generate the "
+                 "schedule (remove parallel.schedule_csv)");
+  llvm::SmallString<256> path(par.scheduleCsv);
+  if (overridden.count("parallel.schedule_csv")) {
+    llvm::sys::fs::make_absolute(path);
+  } else if (!llvm::sys::path::is_absolute(path)) {
+    llvm::SmallString<256> base(file);
+    llvm::sys::fs::make_absolute(base);
+    llvm::sys::path::remove_filename(base);
+    llvm::sys::path::append(base, par.scheduleCsv);
+    path = base;
+  }
+  llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+  par.scheduleCsv = path.str().str();
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return error(nodeFor("parallel", "schedule_csv"),
+                 fmt::format("cannot read the schedule CSV '{}': {}",
+                             par.scheduleCsv, buffer.getError().message()),
+                 "give the path of a CSV that torch.distributed.pipelining "
+                 "wrote (relative to the spec's directory)");
+  auto imported = schedule::importCsvForModel(
+      (*buffer)->getBuffer(), par.schedule, par.pp, par.vpp, par.microbatches);
+  if (!imported) {
+    Problem p = imported.takeError().takeProblem();
+    return error(nodeFor("parallel", "schedule_csv"),
+                 fmt::format("{}: {}", par.scheduleCsv, p.message),
+                 p.help.empty()
+                     ? fmt::format("the file must hold one row per pipeline "
+                                   "rank (pp = {}) of actions on {} stages "
+                                   "and {} microbatches (docs/schedules.md)",
+                                   par.pp, par.pp * par.vpp, par.microbatches)
+                     : p.help);
+  }
   return llvm::Error::success();
 }
 

@@ -35,6 +35,10 @@ struct ParallelSpec {
   /// Megatron's --use-distributed-optimizer (ZeRO-1): the AdamW moments
   /// sharded over the data-parallel ranks of each pipeline rank.
   bool distributedOptimizer = false;
+  /// A PyTorch pipelining CSV whose programs the ranks run instead of the
+  /// generated order of `schedule` (which still places the stages): an
+  /// absolute path once loaded; empty for the generated order.
+  std::string scheduleCsv;
 };
 
 struct TrainingSpec {
@@ -106,6 +110,9 @@ struct SpecOverrides {
   std::optional<int64_t> pp, vpp, dp, microbatches, steps, seed;
   std::optional<std::string> schedule, target;
   std::optional<bool> distributedOptimizer;
+  /// A schedule CSV, relative to the working directory (the file's
+  /// parallel.schedule_csv is relative to the spec's directory).
+  std::optional<std::string> scheduleCsv;
 };
 
 /// Loads and checks a spec. On failure the error's message is the complete

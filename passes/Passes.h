@@ -21,8 +21,10 @@ namespace hypipe {
 
 /// The passes from a placed `hybrid.model` to planned, scheduled stages:
 /// what `hypipe compile` runs before the translation to a target
-/// (`--hypipe-artifact-pipeline` in hypipe-opt).
-void buildArtifactPassPipeline(mlir::OpPassManager &pm);
+/// (`--hypipe-artifact-pipeline` in hypipe-opt). `scheduleCsv`: the programs
+/// come from this PyTorch pipelining CSV instead of the generator.
+void buildArtifactPassPipeline(mlir::OpPassManager &pm,
+                               const std::string &scheduleCsv = "");
 /// Registers the pipelines above with the pass registry.
 void registerHypipePassPipelines();
 
@@ -45,7 +47,8 @@ mlir::LogicalResult autoPartitionModel(hybrid::ModelOp model,
                                        bool bf16);
 mlir::LogicalResult outlineStages(hybrid::ModelOp model);
 mlir::LogicalResult insertP2P(hybrid::ModelOp model);
-mlir::LogicalResult buildSchedulePrograms(hybrid::ModelOp model);
+mlir::LogicalResult buildSchedulePrograms(hybrid::ModelOp model,
+                                          llvm::StringRef importCsv = "");
 mlir::LogicalResult insertComms(hybrid::ModelOp model);
 mlir::LogicalResult planBuffers(hybrid::ModelOp model);
 mlir::LogicalResult verifySchedule(hybrid::ModelOp model,

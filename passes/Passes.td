@@ -82,8 +82,16 @@ def PipeBuildSchedule : Pass<"pipe-build-schedule", "::mlir::ModuleOp"> {
     compute-only order (F/B, or F/I/W) of the model's schedule for its pp,
     vpp, microbatches and group size — Megatron's exact order for 1f1b and
     interleaved-1f1b (docs/schedules.md). A configuration the schedule
-    refuses is an error naming the constraint.
+    refuses is an error naming the constraint. With `import-csv`, the
+    programs are read from a CSV written by torch.distributed.pipelining
+    instead (`UNSHARD`/`RESHARD`/`REDUCE_GRAD` kept, `OVERLAP_F_B` pairs as
+    F then B): the file's inferred placement must be the schedule's, and
+    its communication, where it writes any, is kept as written.
   }];
+  let options = [
+    Option<"importCsv", "import-csv", "std::string", /*default=*/"\"\"",
+           "read the programs from this PyTorch pipelining CSV">
+  ];
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
 
@@ -95,7 +103,10 @@ def PipeInsertComms : Pass<"pipe-insert-comms", "::mlir::ModuleOp"> {
     `SEND_B`/`RECV_B` (gradients) with the peer's, placed right after the
     producing and right before the consuming action, so sends never wait for
     receives; a send directly followed by a receive from the same peer is
-    marked batched (`batched` attribute: the indices of such sends).
+    marked batched (`batched` attribute: the indices of such sends). Stage
+    actions (`REDUCE_GRAD`, `UNSHARD`, `RESHARD`) stay where they stand.
+    Programs that already send or receive (an imported CSV with its
+    communication) are left as written.
   }];
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }

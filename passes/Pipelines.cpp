@@ -6,10 +6,11 @@
 
 namespace hypipe {
 
-void buildArtifactPassPipeline(mlir::OpPassManager &pm) {
+void buildArtifactPassPipeline(mlir::OpPassManager &pm,
+                               const std::string &scheduleCsv) {
   pm.addPass(createPipeOutlineStages());
   pm.addPass(createPipeInsertP2P());
-  pm.addPass(createPipeBuildSchedule());
+  pm.addPass(createPipeBuildSchedule({scheduleCsv}));
   pm.addPass(createPipeInsertComms());
   pm.addPass(createPipeVerifySchedule());
   pm.addPass(createPipePlanBuffers());
@@ -20,7 +21,7 @@ void registerHypipePassPipelines() {
       "hypipe-artifact-pipeline",
       "From placed layers to planned, scheduled stages: outline stages, "
       "insert p2p, build, communicate and verify the schedule, plan buffers",
-      buildArtifactPassPipeline);
+      [](mlir::OpPassManager &pm) { buildArtifactPassPipeline(pm); });
 }
 
 } // namespace hypipe

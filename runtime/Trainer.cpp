@@ -231,8 +231,11 @@ const Trainer::Program &Trainer::programFor(int64_t microbatches) {
     p.actions = built->ranks[ppRank];
   }
   // Trace names, formatted once rather than in every step.
-  for (const ActionEntry &a : p.actions)
+  for (const ActionEntry &a : p.actions) {
     p.texts.push_back(schedule::pytorchText(a));
+    if (a.op == schedule::Op::ReduceGrad)
+      p.reduceGradStages.push_back(a.stage);
+  }
   return programs.emplace(microbatches, std::move(p)).first->second;
 }
 
@@ -530,7 +533,7 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
     e.backwardWeight(&args);
     s.freeSlots.push_back(st.slotOf.at(k));
     st.slotOf.erase(k);
-    if (++s.backwardsDone == st.microbatches)
+    if (++s.backwardsDone == st.microbatches && !s.reducedByProgram)
       startDpReduction(s);
   }
 }
@@ -540,11 +543,15 @@ void Trainer::runProgram(double &loss, double &aux, double &mtp) {
   StepState st;
   st.microbatches = int64_t(batch.size());
   st.activation = t.microBatchSize * t.seqLength * artifact.stages[0].hidden;
-  for (StageState &s : stages)
-    s.backwardsDone = 0;
   lastTimings.clear();
 
   const Program &prog = programFor(st.microbatches);
+  for (StageState &s : stages) {
+    s.backwardsDone = 0;
+    s.reducedByProgram = false;
+  }
+  for (int32_t stage : prog.reduceGradStages)
+    localStage(stage).reducedByProgram = true;
   const std::vector<ActionEntry> &program = prog.actions;
   const std::vector<std::string> &actionText = prog.texts;
   for (size_t i = 0; i < program.size(); ++i) {
@@ -552,7 +559,10 @@ void Trainer::runProgram(double &loss, double &aux, double &mtp) {
     double begin = now() - epoch;
     if (comm.distributed())
       comm.setWaitContext(actionText[i]);
-    if (!schedule::isCompute(a.op) && !comm.distributed())
+    // FSDP's UNSHARD and RESHARD: nothing is sharded, nothing to do.
+    if (a.op == schedule::Op::Unshard || a.op == schedule::Op::Reshard)
+      continue;
+    if (schedule::isTransfer(a.op) && !comm.distributed())
       throw RuntimeError(fmt::format(
           "error: action '{}' exchanges tensors with rank {}; this run has a "
           "single process\nhelp: launch {} ranks with mpirun (or compile "
@@ -587,6 +597,14 @@ void Trainer::runProgram(double &loss, double &aux, double &mtp) {
       backward(a, st);
       kind = schedule::opName(a.op)[0];
       break;
+    case schedule::Op::ReduceGrad:
+      // The verifier put it after the stage's last backward on this rank.
+      startDpReduction(localStage(a.stage));
+      kind = 'D';
+      break;
+    case schedule::Op::Unshard:
+    case schedule::Op::Reshard:
+      break; // skipped above
     }
     lastTimings.push_back({actionText[i], kind, begin, now() - epoch});
     // Let MPI move pending sends and reductions along between kernels; a

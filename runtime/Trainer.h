@@ -102,7 +102,9 @@ public:
   /// trainer started (for traces).
   struct Timing {
     std::string name;
-    char kind; ///< 'F', 'B', 'I', 'W', 'S' (send), 'R' (receive)
+    /// 'F', 'B', 'I', 'W', 'S' (send), 'R' (receive), 'D' (a REDUCE_GRAD:
+    /// the stage's data-parallel reduction started)
+    char kind;
     double start, end;
   };
   const std::vector<Timing> &timings() const { return lastTimings; }
@@ -126,6 +128,9 @@ private:
     std::vector<Buffer> slots;
     std::vector<int> freeSlots;
     int64_t backwardsDone = 0; ///< B or W actions this step
+    /// The step's program starts this stage's data-parallel reduction at
+    /// its REDUCE_GRAD; otherwise it starts after the last backward.
+    bool reducedByProgram = false;
   };
 
   /// What one step's program moves between actions: activations and
@@ -158,6 +163,8 @@ private:
   struct Program {
     std::vector<ActionEntry> actions;
     std::vector<std::string> texts;
+    /// Global stages whose REDUCE_GRAD the program carries.
+    std::vector<int32_t> reduceGradStages;
   };
 
   /// Runs the rank's program for the loaded batch: one handler per action

@@ -99,9 +99,10 @@ ArtifactOptions defaultArtifactOptions() {
   return o;
 }
 
-LogicalResult lowerForArtifact(ModuleOp module) {
+LogicalResult lowerForArtifact(ModuleOp module,
+                               const std::string &scheduleCsv) {
   PassManager pm(module.getContext());
-  buildArtifactPassPipeline(pm);
+  buildArtifactPassPipeline(pm, scheduleCsv);
   return pm.run(module);
 }
 
@@ -127,7 +128,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
     model->setAttr(
         cpu::kTargetAttr,
         mlir::StringAttr::get(module.getContext(), spec.training.target));
-  if (failed(lowerForArtifact(module)))
+  if (failed(lowerForArtifact(module, spec.parallel.scheduleCsv)))
     return fail("error: lowering failed (the diagnostics above say where)");
   auto models = module.getOps<hybrid::ModelOp>();
   if (models.empty())

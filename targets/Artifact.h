@@ -42,8 +42,10 @@ llvm::Error writeArtifact(mlir::ModuleOp module, const ModelSpec &spec,
                           const std::string &dir,
                           const ArtifactOptions &options);
 
-/// The pass pipeline from a built model to planned, scheduled stages.
-mlir::LogicalResult lowerForArtifact(mlir::ModuleOp module);
+/// The pass pipeline from a built model to planned, scheduled stages; the
+/// programs come from `scheduleCsv` when it names a file.
+mlir::LogicalResult lowerForArtifact(mlir::ModuleOp module,
+                                     const std::string &scheduleCsv = "");
 
 } // namespace hypipe
 

@@ -1,5 +1,6 @@
 //===- Schedule.cpp - schedule generators and communication ---------------===//
 #include "core/schedule/Schedule.h"
+#include "core/schedule/Simulate.h"
 
 #include "core/Text.h"
 
@@ -432,7 +433,7 @@ void insertCommunication(Schedule &s) {
       return static_cast<int32_t>(s.rankOf(stage));
     };
     for (const Action &a : s.ranks[r]) {
-      if (!isCompute(a.op))
+      if (isTransfer(a.op))
         continue; // re-insertion starts from the compute order
       int64_t st = a.stage;
       if (a.op == Op::F) {
@@ -459,6 +460,14 @@ void insertCommunication(Schedule &s) {
     }
     s.ranks[r] = std::move(out);
   }
+}
+
+bool hasTransfers(const Schedule &s) {
+  for (const auto &program : s.ranks)
+    for (const Action &a : program)
+      if (isTransfer(a.op))
+        return true;
+  return false;
 }
 
 std::string toCsv(const Schedule &s) {
@@ -488,19 +497,6 @@ namespace {
 std::string shownCell(std::string_view cell) {
   return cell.size() <= 40 ? std::string(cell)
                            : std::string(cell.substr(0, 37)) + "...";
-}
-
-/// "<stage>NAME" with no microbatch (PyTorch's UNSHARD, RESHARD and
-/// REDUCE_GRAD): the stage, or -1 when `cell` is not one.
-int64_t stageOfBare(std::string_view cell, std::string_view name) {
-  size_t digits = 0;
-  while (digits < cell.size() && text::isDigit(cell[digits]))
-    ++digits;
-  int64_t stage = -1;
-  if (digits == 0 || digits > 18 || cell.substr(digits) != name ||
-      !text::parseInt(cell.substr(0, digits), stage))
-    return -1;
-  return stage;
 }
 
 } // namespace
@@ -533,27 +529,11 @@ Expected<CsvImport> importCsv(std::string_view text, int64_t pp, int64_t vpp,
     s.placement = p;
     for (size_t rank = 0; rank < lines.size(); ++rank) {
       std::vector<Action> program;
-      std::vector<std::pair<int64_t, size_t>> reduceAt; // stage, position
       std::vector<std::string_view> cells = text::split(lines[rank], ',');
       for (size_t column = 0; column < cells.size(); ++column) {
         std::string_view cell = text::trim(cells[column]);
         if (cell.empty())
           continue; // an idle slot
-        if (stageOfBare(cell, "UNSHARD") >= 0 ||
-            stageOfBare(cell, "RESHARD") >= 0) {
-          ++out.fsdpActions;
-          continue;
-        }
-        if (int64_t stage = stageOfBare(cell, "REDUCE_GRAD"); stage >= 0) {
-          if (stage >= s.numStages())
-            return refuse(fmt::format("{}: '{}': stage {} is out of range for "
-                                      "{} stages",
-                                      where(rank, column), shownCell(cell),
-                                      stage, s.numStages()));
-          reduceAt.push_back({stage, program.size()});
-          ++out.reduceGrads;
-          continue;
-        }
         std::vector<std::string_view> parts = {cell};
         if (text::consumeFront(cell, "(")) {
           size_t close = cell.find(')');
@@ -582,16 +562,10 @@ Expected<CsvImport> importCsv(std::string_view text, int64_t pp, int64_t vpp,
                                     where(rank, column),
                                     shownCell(cells[column])));
       }
-      // REDUCE_GRAD marks where a stage's gradients are final: after its
-      // last backward on the rank, where hypipe's runtime reduces them.
-      for (auto [stage, at] : reduceAt)
-        for (size_t i = at; i < program.size(); ++i)
-          if (program[i].stage == stage &&
-              (program[i].op == Op::B || program[i].op == Op::W))
-            return refuse(fmt::format(
-                "row {} (rank {}): {}REDUCE_GRAD comes before a backward of "
-                "stage {} ({}): its gradients are not final there",
-                rank + 1, rank, stage, stage, pytorchText(program[i])));
+      for (const Action &a : program) {
+        out.fsdpActions += a.op == Op::Unshard || a.op == Op::Reshard;
+        out.reduceGrads += a.op == Op::ReduceGrad;
+      }
       s.ranks.push_back(std::move(program));
     }
     return Error::success();
@@ -599,7 +573,7 @@ Expected<CsvImport> importCsv(std::string_view text, int64_t pp, int64_t vpp,
   auto fits = [&](const Schedule &s, Placement p) -> std::optional<Action> {
     for (size_t r = 0; r < s.ranks.size(); ++r)
       for (const Action &a : s.ranks[r])
-        if (isCompute(a.op) &&
+        if (!isTransfer(a.op) &&
             rankOfStage(p, pp, a.stage) != static_cast<int64_t>(r))
           return a;
     return std::nullopt;
@@ -626,6 +600,76 @@ Expected<CsvImport> importCsv(std::string_view text, int64_t pp, int64_t vpp,
       pytorchText(*offLoop),
       vpp == 2 ? " nor its V placement (rank r holds stages r and 2 pp - 1 - r)"
                : ""));
+}
+
+Expected<CsvImport> importCsvForModel(std::string_view text,
+                                      const std::string &scheduleName,
+                                      int64_t pp, int64_t vpp,
+                                      int64_t microbatches) {
+  auto imported = importCsv(text, pp, vpp, microbatches, std::nullopt);
+  if (!imported)
+    return imported.takeError();
+  Schedule &s = imported->schedule;
+  const Placement stagesOn = placementOf(scheduleName);
+  if (s.placement != stagesOn) {
+    Problem p;
+    p.message = fmt::format(
+        "the file places the stages {} but schedule '{}' places the model's "
+        "stages {}",
+        s.placement == Placement::V ? "in a V (rank r holds stages r and 2 pp "
+                                      "- 1 - r)"
+                                    : "in a loop (stage s on rank s % pp)",
+        scheduleName, stagesOn == Placement::V ? "in a V" : "in a loop");
+    p.help = s.placement == Placement::V
+                 ? "set parallel.schedule to zbv or dualpipev, the schedules "
+                   "that place stages in a V"
+                 : "set parallel.schedule to one that places stages in a "
+                   "loop (gpipe, 1f1b, interleaved-1f1b, zb-h1)";
+    return Error(std::move(p));
+  }
+  int64_t runs = 0; // microbatches the file's compute actions name
+  for (const auto &program : s.ranks)
+    for (const Action &a : program)
+      if (isCompute(a.op))
+        runs = std::max<int64_t>(runs, a.microbatch + 1);
+  if (runs != microbatches) {
+    Problem p;
+    p.message = fmt::format("the file runs {} microbatches but the model "
+                            "takes {} per step",
+                            runs, microbatches);
+    p.help = fmt::format("set parallel.microbatches: {}, or write the "
+                         "schedule for {} microbatches",
+                         runs, microbatches);
+    return Error(std::move(p));
+  }
+  s.name = scheduleName;
+  Schedule withTransfers = s;
+  if (!hasTransfers(withTransfers))
+    insertCommunication(withTransfers);
+  if (auto verified = simulate(withTransfers); !verified)
+    return verified.takeError();
+  return imported;
+}
+
+std::vector<std::string> importNotes(const CsvImport &import) {
+  std::vector<std::string> notes;
+  if (import.placementInferred)
+    notes.push_back("placement V inferred from the file (rank r holds stages "
+                    "r and 2 pp - 1 - r)");
+  if (import.overlapped)
+    notes.push_back(fmt::format(
+        "{} OVERLAP_F_B pair{} run as the forward then the backward",
+        import.overlapped, import.overlapped == 1 ? "" : "s"));
+  if (import.fsdpActions)
+    notes.push_back(fmt::format("{} UNSHARD/RESHARD kept as no-ops (FSDP's: "
+                                "no sharded parameters here)",
+                                import.fsdpActions));
+  if (import.reduceGrads)
+    notes.push_back(fmt::format(
+        "{} REDUCE_GRAD kept: each starts its stage's data-parallel gradient "
+        "reduction where it stands",
+        import.reduceGrads));
+  return notes;
 }
 
 } // namespace hypipe::schedule

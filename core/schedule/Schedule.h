@@ -83,6 +83,10 @@ Expected<Schedule> buildSchedule(const ScheduleRequest &request);
 /// Same-rank boundaries are local hand-offs and get nothing.
 void insertCommunication(Schedule &schedule);
 
+/// Whether any program of `schedule` sends or receives (an imported program
+/// with its communication written out, or one `insertCommunication` made).
+bool hasTransfers(const Schedule &schedule);
+
 /// Megatron's warm-up count of `ppRank` (the vectors' `num_warmup`), for the
 /// 1f1b and interleaved-1f1b generators; exposed for tests and docs.
 int64_t megatronWarmup(int64_t pp, int64_t vpp, int64_t microbatches,
@@ -106,17 +110,17 @@ Expected<Schedule> fromCsv(std::string_view text, int64_t pp, int64_t vpp,
 struct CsvImport {
   Schedule schedule;
   bool placementInferred = false; ///< placement read from the file
-  int64_t fsdpActions = 0;        ///< UNSHARD / RESHARD: no-ops here, dropped
-  int64_t reduceGrads = 0;        ///< REDUCE_GRAD: checked, then dropped
+  int64_t fsdpActions = 0;        ///< UNSHARD / RESHARD: kept, run as no-ops
+  int64_t reduceGrads = 0;        ///< REDUCE_GRAD: kept, start the reduction
   int64_t overlapped = 0;         ///< (F;B)OVERLAP_F_B pairs, run F then B
 };
 
 /// Imports what `_PipelineScheduleRuntime._dump_csv()` and the schedules'
 /// `pipeline_order` write: idle cells; `UNSHARD` and `RESHARD` (FSDP's,
-/// nothing to do without sharded parameters: dropped and counted);
-/// `REDUCE_GRAD` (the data-parallel reduction of a stage, which hypipe's
-/// runtime starts once the stage's last backward on the rank is done: each
-/// is checked to come after that backward, then dropped); `(F;B)OVERLAP_F_B`
+/// nothing to do without sharded parameters: kept in the program as no-ops
+/// and counted); `REDUCE_GRAD` (where the runtime starts the stage's
+/// data-parallel gradient reduction; the simulator checks that it follows
+/// every backward of its stage); `(F;B)OVERLAP_F_B`
 /// (the pair, in order). Without `placement` it is inferred as PyTorch does
 /// from which rank runs which stage: loop (stage s on rank s % pp) or V
 /// (rank r holds stages r and 2 pp - 1 - r). Sizes are held to generation's
@@ -124,6 +128,24 @@ struct CsvImport {
 Expected<CsvImport> importCsv(std::string_view text, int64_t pp, int64_t vpp,
                               int64_t microbatches,
                               std::optional<Placement> placement);
+
+/// The programs of a model that runs a CSV instead of a generated order
+/// (`parallel.schedule_csv`, `pipe-build-schedule{import-csv=...}`): the
+/// file imported for the model's shape with its placement inferred, which
+/// must be the one the model's stages are placed on (`scheduleName`'s: V for
+/// zbv and dualpipev, the loop otherwise), running exactly `microbatches`;
+/// verified by the simulator (with `insertCommunication`'s transfers when
+/// the file writes none). The programs are the file's, as written, named
+/// `scheduleName`.
+Expected<CsvImport> importCsvForModel(std::string_view text,
+                                      const std::string &scheduleName,
+                                      int64_t pp, int64_t vpp,
+                                      int64_t microbatches);
+
+/// What an import made of PyTorch's runtime actions, a line each (the
+/// inferred placement, overlapped pairs, FSDP actions, REDUCE_GRAD), for the
+/// `import:` lines the CLI prints.
+std::vector<std::string> importNotes(const CsvImport &import);
 
 } // namespace hypipe::schedule
 

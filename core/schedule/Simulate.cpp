@@ -74,7 +74,8 @@ public:
     splitDone.assign(n, false);
     for (const auto &program : s.ranks)
       for (const Action &a : program)
-        hasComm = hasComm || !isCompute(a.op);
+        hasComm = hasComm || isTransfer(a.op);
+    reduced.assign(static_cast<size_t>(stages), false);
     pc.assign(s.pp, 0);
     clock.assign(s.pp, 0);
     const size_t pairs = static_cast<size_t>(s.pp * s.pp);
@@ -152,6 +153,10 @@ private:
   /// Starts every stream's head op that can start; true when any did.
   bool advanceStreams();
   std::vector<bool> splitDone; ///< the backward ran as I (so W must follow)
+  std::vector<bool> reduced;   ///< per stage: its REDUCE_GRAD ran
+  /// Checks the REDUCE_GRAD of `stage` at `step`: once, and after every
+  /// backward of the stage, when its gradients are final.
+  Error reduceGrad(int64_t rank, int64_t stage, size_t step);
   std::vector<size_t> pc;
   std::vector<double> clock, liveBytes;
   std::vector<int64_t> live;
@@ -161,6 +166,8 @@ private:
 Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
                                 std::string &waitingFor) {
   int64_t st = a.stage, mb = a.microbatch;
+  if (isStageAction(a.op) && st >= 0 && st < stages && s.rankOf(st) == r)
+    return true; // runs where it is written; REDUCE_GRAD is checked there
   if (st < 0 || st >= stages || mb < 0 || mb >= m)
     return fail(fmt::format(
         "rank {} step {}: {} names stage {} / microbatch {}, out of range "
@@ -352,11 +359,36 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
     }
     break;
   }
+  case Op::Unshard:
+  case Op::Reshard:
+    break; // FSDP's: nothing is sharded here
+  case Op::ReduceGrad:
+    if (auto err = reduceGrad(r, a.stage, step))
+      return err;
+    break;
   }
   result.timings[r][step] = {start, end};
   if (isCompute(a.op))
     result.busy[r] += end - start;
   clock[r] = end;
+  return Error::success();
+}
+
+Error Simulator::reduceGrad(int64_t r, int64_t stage, size_t step) {
+  if (reduced[stage])
+    return fail(fmt::format("rank {} step {}: {}REDUCE_GRAD runs twice", r,
+                            step, stage));
+  reduced[stage] = true;
+  for (int64_t mb = 0; mb < m; ++mb) {
+    size_t k = at(stage, mb);
+    if (bEnd[k] == kNotYet || (splitDone[k] && wEnd[k] == kNotYet))
+      return fail(fmt::format(
+          "rank {} step {}: {}REDUCE_GRAD comes before the {} of microbatch "
+          "{} on stage {}: the stage's gradients are not final there; move it "
+          "after the stage's last backward on rank {}",
+          r, step, stage, bEnd[k] == kNotYet ? "backward" : "weight gradient",
+          mb, stage, r));
+  }
   return Error::success();
 }
 

@@ -22,7 +22,10 @@ constexpr std::array<std::pair<ScheduleKind, const char *>, 6> kSchedules = {{
 }};
 
 /// Longest names first, so that parsing `SEND_F` does not stop at a prefix.
-constexpr std::array<std::pair<Op, const char *>, 8> kOps = {{
+constexpr std::array<std::pair<Op, const char *>, 11> kOps = {{
+    {Op::ReduceGrad, "REDUCE_GRAD"},
+    {Op::Unshard, "UNSHARD"},
+    {Op::Reshard, "RESHARD"},
     {Op::SendF, "SEND_F"},
     {Op::RecvF, "RECV_F"},
     {Op::SendB, "SEND_B"},
@@ -80,6 +83,10 @@ bool isCompute(Op op) {
 }
 bool isSend(Op op) { return op == Op::SendF || op == Op::SendB; }
 bool isRecv(Op op) { return op == Op::RecvF || op == Op::RecvB; }
+bool isTransfer(Op op) { return isSend(op) || isRecv(op); }
+bool isStageAction(Op op) {
+  return op == Op::Unshard || op == Op::Reshard || op == Op::ReduceGrad;
+}
 bool isBackwardTransfer(Op op) { return op == Op::SendB || op == Op::RecvB; }
 
 Placement placementOf(ScheduleKind kind) {
@@ -117,12 +124,16 @@ int64_t stageOfChunk(Placement placement, int64_t pp, int64_t rank,
 }
 
 std::string pytorchText(const Action &a) {
+  if (isStageAction(a.op))
+    return fmt::format("{}{}", a.stage, opName(a.op));
   return fmt::format("{}{}{}", a.stage, opName(a.op), a.microbatch);
 }
 
 std::string megatronText(const Action &a, Placement placement, int64_t pp) {
-  return fmt::format("{}{}.{}", opName(a.op), a.microbatch,
-                     chunkOfStage(placement, pp, a.stage));
+  const int64_t chunk = chunkOfStage(placement, pp, a.stage);
+  if (isStageAction(a.op))
+    return fmt::format("{}.{}", opName(a.op), chunk);
+  return fmt::format("{}{}.{}", opName(a.op), a.microbatch, chunk);
 }
 
 Expected<Action> parsePytorchAction(std::string_view fullText,
@@ -147,7 +158,12 @@ Expected<Action> parsePytorchAction(std::string_view fullText,
   for (auto [op, name] : kOps) {
     if (!text::consumeFront(rest, name))
       continue;
-    if (!text::parseInt(rest, microbatch))
+    const bool wholeStage = isStageAction(op);
+    if (wholeStage && !rest.empty())
+      return makeError(fmt::format(
+          "'{}': {} names a whole stage and takes no microbatch, e.g. 0{}",
+          text, name, name));
+    if (!wholeStage && !text::parseInt(rest, microbatch))
       return makeError(fmt::format(
           "'{}': the microbatch number after {} is missing or not a number",
           text, name));
@@ -170,8 +186,8 @@ Expected<Action> parsePytorchAction(std::string_view fullText,
     return a;
   }
   return makeError(fmt::format(
-      "'{}' has no known op: use F, B, I, W, SEND_F, RECV_F, SEND_B or "
-      "RECV_B",
+      "'{}' has no known op: use F, B, I, W, SEND_F, RECV_F, SEND_B, "
+      "RECV_B, UNSHARD, RESHARD or REDUCE_GRAD",
       text));
 }
 

@@ -48,25 +48,46 @@ std::string scheduleNameList();
 //===----------------------------------------------------------------------===//
 
 /// PyTorch's `_ComputationType` subset hypipe runs: forward, full backward,
-/// input-gradient and weight-gradient halves of a split backward, and the
-/// four point-to-point transfers.
-enum class Op : uint8_t { F, B, I, W, SendF, RecvF, SendB, RecvB };
+/// input-gradient and weight-gradient halves of a split backward, the four
+/// point-to-point transfers, and three actions on a whole stage: FSDP's
+/// `UNSHARD` and `RESHARD` (no-ops here: parameters are never sharded over
+/// the pipeline's data-parallel replicas) and `REDUCE_GRAD` (where the
+/// stage's data-parallel gradient reduction starts).
+enum class Op : uint8_t {
+  F,
+  B,
+  I,
+  W,
+  SendF,
+  RecvF,
+  SendB,
+  RecvB,
+  Unshard,
+  Reshard,
+  ReduceGrad
+};
 
-/// `F`, `B`, `I`, `W`, `SEND_F`, `RECV_F`, `SEND_B`, `RECV_B`.
+/// `F`, `B`, `I`, `W`, `SEND_F`, `RECV_F`, `SEND_B`, `RECV_B`, `UNSHARD`,
+/// `RESHARD`, `REDUCE_GRAD`.
 const char *opName(Op op);
 /// The inverse of `opName`; nullopt for anything else.
 std::optional<Op> parseOpName(std::string_view name);
 bool isCompute(Op op);
 bool isSend(Op op);
 bool isRecv(Op op);
+/// A send or a receive.
+bool isTransfer(Op op);
+/// An action on a whole stage, with no microbatch (`UNSHARD`, `RESHARD`,
+/// `REDUCE_GRAD`): its text is `<stage><op>`, e.g. `0REDUCE_GRAD`.
+bool isStageAction(Op op);
 /// Whether the op moves gradients (travels towards stage 0).
 bool isBackwardTransfer(Op op);
 
 struct Action {
   Op op;
   int32_t stage;
-  int32_t microbatch;
-  int32_t peer = -1; ///< the other rank, for communication actions
+  int32_t microbatch; ///< 0 for a stage action
+  int32_t peer = -1;  ///< the other rank, for communication actions
   /// A send fused with the receive that follows it into one exchange with the
   /// same peer (Megatron's send_forward_recv_backward and friends).
   bool batched = false;
@@ -103,7 +124,8 @@ int64_t stageOfChunk(Placement placement, int64_t pp, int64_t rank,
 // Action text
 //===----------------------------------------------------------------------===//
 
-/// PyTorch pipelining's text of an action: `2F0`, `1SEND_F3`, `3W1`.
+/// PyTorch pipelining's text of an action: `2F0`, `1SEND_F3`, `3W1`,
+/// `0REDUCE_GRAD`.
 std::string pytorchText(const Action &action);
 
 /// The shape an action's text is read against: it gives the range of stages
@@ -114,14 +136,14 @@ struct ActionContext {
   int64_t numStages() const { return pp * vpp; }
 };
 
-/// The inverse of `pytorchText`: parses `<stage><op><microbatch>`; the peer
-/// of a communication action is the rank of the neighbouring stage it talks
-/// to.
+/// The inverse of `pytorchText`: parses `<stage><op><microbatch>` (or
+/// `<stage><op>` for a stage action); the peer of a communication action is
+/// the rank of the neighbouring stage it talks to.
 Expected<Action> parsePytorchAction(std::string_view text,
                                     const ActionContext &context);
 
 /// Megatron's notation of a compute action: `F3.1` is the forward of
-/// microbatch 3 on chunk 1 of its rank.
+/// microbatch 3 on chunk 1 of its rank; a stage action is `REDUCE_GRAD.1`.
 std::string megatronText(const Action &action, Placement placement, int64_t pp);
 
 } // namespace hypipe::schedule

@@ -6,6 +6,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 namespace hypipe {
 
@@ -69,13 +70,29 @@ void writePrograms(hybrid::ModelOp model, const Schedule &s) {
 
 } // namespace schedule
 
-LogicalResult buildSchedulePrograms(hybrid::ModelOp model) {
+LogicalResult buildSchedulePrograms(hybrid::ModelOp model,
+                                    StringRef importCsv) {
   if (model.getBody().front().getOps<pipe::StageOp>().empty())
     return model.emitOpError()
            << "has no pipe.stage ops: run pipe-outline-stages first";
   if (!model.getBody().front().getOps<pipe::ProgramOp>().empty())
     return model.emitOpError() << "already has pipe.program ops";
   hybrid::ParallelAttr parallel = model.getParallel();
+  if (!importCsv.empty()) {
+    auto buffer = llvm::MemoryBuffer::getFile(importCsv, /*IsText=*/true);
+    if (!buffer)
+      return model.emitOpError()
+             << "cannot read the schedule CSV '" << importCsv
+             << "': " << buffer.getError().message();
+    auto imported = schedule::importCsvForModel(
+        (*buffer)->getBuffer(), parallel.getSchedule().str(), parallel.getPp(),
+        parallel.getVpp(), parallel.getMicrobatches());
+    if (!imported)
+      return model.emitOpError()
+             << importCsv << ": " << toString(imported.takeError());
+    schedule::writePrograms(model, imported->schedule);
+    return success();
+  }
   auto built = schedule::buildSchedule(
       {parallel.getSchedule().str(), parallel.getPp(), parallel.getVpp(),
        parallel.getMicrobatches(), parallel.getGroupSize()});
@@ -89,6 +106,9 @@ LogicalResult insertComms(hybrid::ModelOp model) {
   auto programs = schedule::readPrograms(model);
   if (!programs)
     return model.emitOpError() << toString(programs.takeError());
+  // An imported program's own communication runs as written.
+  if (schedule::hasTransfers(*programs))
+    return success();
   schedule::insertCommunication(*programs);
   schedule::writePrograms(model, *programs);
   return success();
@@ -125,8 +145,15 @@ struct ModelPass : Base {
 };
 
 struct PipeBuildSchedulePass
-    : ModelPass<impl::PipeBuildScheduleBase<PipeBuildSchedulePass>,
-                buildSchedulePrograms> {};
+    : impl::PipeBuildScheduleBase<PipeBuildSchedulePass> {
+  using PipeBuildScheduleBase::PipeBuildScheduleBase;
+  void runOnOperation() override {
+    if (failed(forEachModel(getOperation(), [&](hybrid::ModelOp model) {
+          return buildSchedulePrograms(model, importCsv);
+        })))
+      signalPassFailure();
+  }
+};
 struct PipeInsertCommsPass
     : ModelPass<impl::PipeInsertCommsBase<PipeInsertCommsPass>, insertComms> {};
 struct PipeVerifySchedulePass

@@ -2,6 +2,22 @@
 // compute order, fed stages as pipe-outline-stages and pipe-insert-p2p leave them.
 // RUN: hypipe-opt %s --split-input-file --pipe-build-schedule | FileCheck %s
 // RUN: not hypipe-opt %S/Inputs/two-stages.mlir --pipe-build-schedule 2>&1 | FileCheck %s --check-prefix=NOSTAGES
+// RUN: hypipe-opt %S/Inputs/two-outlined.mlir --pipe-build-schedule=import-csv=%S/Inputs/two-ranks-runtime.csv | FileCheck %s --check-prefix=CSV
+// RUN: hypipe-opt %S/Inputs/two-outlined.mlir --pipe-build-schedule=import-csv=%S/Inputs/two-ranks-runtime.csv --pipe-insert-comms --pipe-verify-schedule | FileCheck %s --check-prefix=CSVCOMMS
+// RUN: not hypipe-opt %S/Inputs/two-outlined.mlir --pipe-build-schedule=import-csv=%S/Inputs/two-ranks-one-mb.csv 2>&1 | FileCheck %s --check-prefix=CSVCOUNT
+
+// Tests that import-csv takes the programs from a PyTorch runtime dump as
+// written, whole-stage actions included, under the model's schedule name.
+// CSV: pipe.program rank 0 "1f1b" ["0UNSHARD", "0F0", "0F1", "0B0", "0B1", "0REDUCE_GRAD", "0RESHARD"]
+// CSV-NEXT: pipe.program rank 1 "1f1b" ["1F0", "1B0", "1F1", "1B1", "1REDUCE_GRAD"]
+
+// Tests that pipe-insert-comms adds the transfers around the imported
+// compute order and leaves the stage actions where they stand.
+// CSVCOMMS: pipe.program rank 0 "1f1b" ["0UNSHARD", "0F0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B0", "0B0", "0RECV_B1", "0B1", "0REDUCE_GRAD", "0RESHARD"]
+// CSVCOMMS-NEXT: pipe.program rank 1 "1f1b" ["1RECV_F0", "1F0", "1B0", "1SEND_B0", "1RECV_F1", "1F1", "1B1", "1SEND_B1", "1REDUCE_GRAD"]
+
+// Tests that a file for another microbatch count is refused, naming both.
+// CSVCOUNT: error: 'hybrid.model' op {{.*}}two-ranks-one-mb.csv: the file runs 1 microbatches but the model takes 2 per step
 
 // Tests that 1f1b on two ranks gets Megatron's order, compute only, one
 // program per rank, placed before hybrid.return.

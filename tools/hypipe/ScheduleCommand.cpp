@@ -58,24 +58,7 @@ int runSchedule(const ScheduleOptions &o) {
     schedule = std::move(loaded->schedule);
     schedule.name = o.csvIn;
     if (!o.json) {
-      std::vector<std::string> notes;
-      if (loaded->placementInferred)
-        notes.push_back("placement V inferred from the file (rank r holds "
-                        "stages r and 2 pp - 1 - r)");
-      if (loaded->overlapped)
-        notes.push_back(fmt::format(
-            "{} OVERLAP_F_B pair{} run as the forward then the backward",
-            loaded->overlapped, loaded->overlapped == 1 ? "" : "s"));
-      if (loaded->fsdpActions)
-        notes.push_back(fmt::format("{} UNSHARD/RESHARD dropped (FSDP's: no "
-                                    "sharded parameters here)",
-                                    loaded->fsdpActions));
-      if (loaded->reduceGrads)
-        notes.push_back(fmt::format(
-            "{} REDUCE_GRAD checked to follow their stage's last backward "
-            "(where hypipe reduces gradients) and dropped",
-            loaded->reduceGrads));
-      for (const std::string &n : notes)
+      for (const std::string &n : importNotes(*loaded))
         std::cout << "import: " << n << "\n";
     }
   } else {
@@ -93,11 +76,7 @@ int runSchedule(const ScheduleOptions &o) {
         program.end());
   // An imported program with its own communication is checked as written.
   bool imported = !o.csvIn.empty();
-  bool hasComm = false;
-  for (const auto &program : schedule.ranks)
-    for (const Action &a : program)
-      hasComm = hasComm || !isCompute(a.op);
-  if (!imported || !hasComm)
+  if (!imported || !hasTransfers(schedule))
     insertCommunication(schedule);
 
   Costs costs;

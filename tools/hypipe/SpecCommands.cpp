@@ -13,6 +13,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -109,16 +110,38 @@ std::string gib(int64_t bytes) {
   return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0 * 1024.0));
 }
 
-/// The spec's schedule simulated with the cost model's per-stage FLOPs (one
-/// GFLOP = one time unit; transfers free) and activation bytes.
-Expected<schedule::Simulation>
-simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost) {
-  const ParallelSpec &par = spec.parallel;
+/// The programs the spec's ranks run: its schedule CSV's, or the generated
+/// order with its communication.
+Expected<schedule::Schedule> specPrograms(const ParallelSpec &par) {
+  if (!par.scheduleCsv.empty()) {
+    auto buffer = llvm::MemoryBuffer::getFile(par.scheduleCsv, true);
+    if (!buffer)
+      return makeError(fmt::format("cannot read '{}': {}", par.scheduleCsv,
+                                   buffer.getError().message()));
+    auto imported =
+        schedule::importCsvForModel((*buffer)->getBuffer(), par.schedule,
+                                    par.pp, par.vpp, par.microbatches);
+    if (!imported)
+      return imported.takeError();
+    if (!schedule::hasTransfers(imported->schedule))
+      schedule::insertCommunication(imported->schedule);
+    return std::move(imported->schedule);
+  }
   auto built = schedule::buildSchedule(
       {par.schedule, par.pp, par.vpp, par.microbatches, par.groupSize});
   if (!built)
     return built.takeError();
   schedule::insertCommunication(*built);
+  return built;
+}
+
+/// The spec's schedule simulated with the cost model's per-stage FLOPs (one
+/// GFLOP = one time unit; transfers free) and activation bytes.
+Expected<schedule::Simulation>
+simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost) {
+  auto built = specPrograms(spec.parallel);
+  if (!built)
+    return built.takeError();
   schedule::Costs costs;
   for (const ItemCost &c : stageCost) {
     costs.stageF.push_back(static_cast<double>(c.forwardFlops) / 1e9);
@@ -188,6 +211,8 @@ int runExplain(const ExplainOptions &o) {
     out["dp"] = spec->parallel.dp;
     out["distributed_optimizer"] = spec->parallel.distributedOptimizer;
     out["schedule"] = spec->parallel.schedule;
+    if (!spec->parallel.scheduleCsv.empty())
+      out["schedule_csv"] = spec->parallel.scheduleCsv;
     out["microbatches"] = spec->parallel.microbatches;
     out["parameters"] = total;
     out["costs_exact"] = exact;
@@ -238,8 +263,12 @@ int runExplain(const ExplainOptions &o) {
           ? fmt::format(" (optimizer state sharded {} ways)",
                         request.settings.optimizerShards)
           : "",
-      spec->parallel.schedule, spec->parallel.microbatches,
-      request.settings.tokens(), spec->training.dtype);
+      spec->parallel.scheduleCsv.empty()
+          ? spec->parallel.schedule
+          : fmt::format("{} (programs from {})", spec->parallel.schedule,
+                        spec->parallel.scheduleCsv),
+      spec->parallel.microbatches, request.settings.tokens(),
+      spec->training.dtype);
   std::cout << fmt::format(
       "pattern: {}{}\n\n", pinned,
       spec->autoPartitioned
@@ -413,6 +442,10 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       "--target", [&o](const std::string &v) { o.target = v; },
       "what the stages are compiled for: cpu or cuda (instead of "
       "training.target)");
+  sub->add_option_function<std::string>(
+      "--schedule-csv", [&o](const std::string &v) { o.scheduleCsv = v; },
+      "run the programs of this torch.distributed.pipelining CSV instead of "
+      "the generated order (parallel.schedule_csv)");
   sub->add_flag_function(
       "--distributed-optimizer",
       [&o](int64_t) { o.distributedOptimizer = true; },

@@ -105,6 +105,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   add("--seed", v.seed);
   add("--schedule", v.schedule);
   add("--target", v.target);
+  add("--schedule-csv", v.scheduleCsv);
   if (v.distributedOptimizer)
     words.push_back("--distributed-optimizer");
   auto addIf = [&](const char *flag, const std::string &value, bool given) {
@@ -210,9 +211,9 @@ std::string selfDirectory() {
   return path.substr(0, path.find_last_of('/'));
 }
 
-/// Identifies a compiled artifact: the spec's text and path, the overrides
-/// and the hypipe binary that compiles it.
-std::string cacheKey(const TrainOptions &o) {
+/// Identifies a compiled artifact: the spec's text and path, the overrides,
+/// the schedule CSV it runs and the hypipe binary that compiles it.
+std::string cacheKey(const TrainOptions &o, const ModelSpec &loaded) {
   struct stat st {};
   ::stat("/proc/self/exe", &st);
   char real[PATH_MAX];
@@ -223,10 +224,11 @@ std::string cacheKey(const TrainOptions &o) {
   };
   std::string text = fmt::format(
       "{}\n{}\npp={} vpp={} dp={} mb={} steps={} seed={} schedule={} "
-      "target={} distributed_optimizer={}\n{} {}\n",
+      "target={} distributed_optimizer={}\nschedule_csv={}\n{}\n{} {}\n",
       spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp),
       opt(v.microbatches), opt(v.steps), opt(v.seed), v.schedule.value_or("-"),
       v.target.value_or("-"), v.distributedOptimizer.has_value(),
+      loaded.parallel.scheduleCsv, readFile(loaded.parallel.scheduleCsv),
       int64_t(st.st_mtime), int64_t(st.st_size));
   return fmt::format("{:016x}", std::hash<std::string>{}(text));
 }
@@ -563,7 +565,7 @@ nlohmann::json memoryReport(const rt::Artifact &a,
 /// hypipe compiled the same spec with the same overrides there already.
 bool compileRun(const TrainOptions &o, const ModelSpec &spec,
                 const std::string &run, const std::string &artifact) {
-  std::string key = cacheKey(o);
+  std::string key = cacheKey(o, spec);
   // Cached only while the manifest and every stage library it names are
   // there: a library deleted from the cache means a recompile.
   bool complete = ::access((artifact + "/manifest.json").c_str(), R_OK) == 0;
