@@ -166,6 +166,7 @@ private:
 Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
                                 std::string &waitingFor) {
   int64_t st = a.stage, mb = a.microbatch;
+  after = clock[r];
   if (isStageAction(a.op) && st >= 0 && st < stages && s.rankOf(st) == r)
     return true; // runs where it is written; REDUCE_GRAD is checked there
   if (st < 0 || st >= stages || mb < 0 || mb >= m)
@@ -193,7 +194,6 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
           a.op == Op::SendF || a.op == Op::RecvB ? st + 1 : st - 1, expected));
     return Error::success();
   };
-  after = clock[r];
   const bool posted = c.postedReceives || c.inOrderStreams;
   switch (a.op) {
   case Op::F:
