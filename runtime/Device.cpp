@@ -38,12 +38,14 @@ public:
     for (int64_t i = 0; i < n; ++i)
       dst[i] += src[i];
   }
-  double sumSquares(const float *x, int64_t n, double start) override {
-    return cpu::sumOfSquares(x, n, start);
+  double sumSquares(const float *x, const std::vector<ParamSegment> &segments,
+                    double start) override {
+    return cpu::sumOfSquares(x, segments, start);
   }
-  void adamw(const AdamWStep &s, float *w, const float *g, float *m, float *v,
-             int64_t n) override {
-    cpu::adamwUpdate(s, w, g, m, v, n);
+  void adamw(const AdamWStep &s, const std::vector<ParamSegment> &segments,
+             float *w, const float *g, float *m, float *v,
+             int64_t momentBase) override {
+    cpu::adamwUpdate(s, segments, w, g, m, v, momentBase);
   }
   void synchronize() override {}
 };

@@ -39,12 +39,18 @@ public:
   virtual void zero(float *x, int64_t n) = 0;
   /// dst += src.
   virtual void add(float *dst, const float *src, int64_t n) = 0;
-  /// start + the sum of x[i]^2 (in double).
-  virtual double sumSquares(const float *x, int64_t n, double start) = 0;
+  /// start + the sum of x[i]^2 over `segments` (in double), in their order.
+  virtual double sumSquares(const float *x,
+                            const std::vector<ParamSegment> &segments,
+                            double start) = 0;
   /// major * 10 + minor of a GPU; 0 for the host.
   virtual int computeCapability() const { return 0; }
-  virtual void adamw(const AdamWStep &step, float *w, const float *g, float *m,
-                     float *v, int64_t n) = 0;
+  /// One AdamW step of `segments` of w (gradients g); the moments m and v
+  /// are indexed from `momentBase` (the rank's shard's first float).
+  virtual void adamw(const AdamWStep &step,
+                     const std::vector<ParamSegment> &segments, float *w,
+                     const float *g, float *m, float *v,
+                     int64_t momentBase) = 0;
   /// Waits for queued work.
   virtual void synchronize() = 0;
 

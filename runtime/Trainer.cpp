@@ -143,6 +143,26 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
       tiedGroups.push_back({name, group});
   }
 
+  // The optimizer's segments. Each parameter once over the pipeline in the
+  // norm: a tied copy counts only on the first stage that holds it.
+  std::set<std::string> counted;
+  for (StageState &s : stages)
+    for (const ParamEntry &p : s.entry->params) {
+      // Which copy counts is decided before the shard cuts it: the first
+      // copy's part, even where this rank's shard holds none of it.
+      auto it = firstStage.find(p.name);
+      const bool counts =
+          it == firstStage.end() ||
+          (it->second == s.entry->index && counted.insert(p.name).second);
+      const int64_t lo = std::max(p.offset, s.begin),
+                    hi = std::min(p.offset + p.numel, s.end);
+      if (lo >= hi)
+        continue;
+      s.updated.push_back({lo, hi, p.weightDecay});
+      if (counts)
+        s.normed.push_back({lo, hi, false});
+    }
+
   if (const char *kill = std::getenv("HYPIPE_FAULT_KILL"))
     std::sscanf(kill, "%d:%ld", &faultKillRank, &faultKillStep);
   if (const char *nan = std::getenv("HYPIPE_FAULT_NAN_STEP"))
@@ -689,18 +709,8 @@ double Trainer::localGradNormSquared() const {
     return 0;
   cpu::ProfileScope scope(cpu::KernelClass::Optimizer);
   double sq = 0;
-  std::set<std::string> counted;
   for (const StageState &s : stages)
-    for (const ParamEntry &p : s.entry->params) {
-      auto it = firstStage.find(p.name);
-      if (it != firstStage.end() &&
-          (it->second != s.entry->index || !counted.insert(p.name).second))
-        continue;
-      const int64_t lo = std::max(p.offset, s.begin),
-                    hi = std::min(p.offset + p.numel, s.end);
-      if (lo < hi)
-        sq = device->sumSquares(s.grads.data() + lo, hi - lo, sq);
-    }
+    sq = device->sumSquares(s.grads.data(), s.normed, sq);
   return sq;
 }
 
@@ -710,26 +720,13 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
   const double b1 = t.beta1, b2 = t.beta2;
   const double c1 = 1.0 - std::pow(b1, double(step)),
                c2 = 1.0 - std::pow(b2, double(step));
+  const AdamWStep a{
+      lr, b1, b2, t.eps, c1, c2, float(1.0 - lr * t.weightDecay), clipScale};
   for (StageState &s : stages) {
-    for (const ParamEntry &p : s.entry->params) {
-      // The part of the parameter in this rank's shard (all of it when the
-      // state is not sharded); moments are indexed from the shard's start.
-      const int64_t lo = std::max(p.offset, s.begin),
-                    hi = std::min(p.offset + p.numel, s.end);
-      if (lo >= hi)
-        continue;
-      AdamWStep a{lr,
-                  b1,
-                  b2,
-                  t.eps,
-                  c1,
-                  c2,
-                  p.weightDecay ? float(1.0 - lr * t.weightDecay) : 1.0f,
-                  clipScale};
-      device->adamw(a, s.params.data() + lo, s.grads.data() + lo,
-                    s.adamM.data() + (lo - s.begin),
-                    s.adamV.data() + (lo - s.begin), hi - lo);
-    }
+    // The moments hold the rank's shard (all of the stage when the state
+    // is not sharded), from its first float.
+    device->adamw(a, s.updated, s.params.data(), s.grads.data(), s.adamM.data(),
+                  s.adamV.data(), s.begin);
     // Every replica gets the updated blocks; the stage's next forward
     // waits for them, so the gather overlaps what runs before it.
     if (sharded())

@@ -128,6 +128,10 @@ private:
     std::vector<Buffer> slots;
     std::vector<int> freeSlots;
     int64_t backwardsDone = 0; ///< B or W actions this step
+    /// What the optimizer goes over, fixed for the run: every parameter's
+    /// part in the rank's shard (AdamW), and those the gradient norm counts
+    /// here (a tied copy only on its first stage).
+    std::vector<ParamSegment> updated, normed;
     /// The step's program starts this stage's data-parallel reduction at
     /// its REDUCE_GRAD; otherwise it starts after the last backward.
     bool reducedByProgram = false;

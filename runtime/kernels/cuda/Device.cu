@@ -115,24 +115,39 @@ public:
   int computeCapability() const override {
     return info.major * 10 + info.minor;
   }
-  double sumSquares(const float *x, int64_t n, double start) override {
-    if (!n)
-      return start;
-    sumSquaresKernel<<<kNormBlocks, 256, 0, stream()>>>(x, n, partial);
-    launched("squared norm");
-    double host[kNormBlocks];
-    toHost(host, partial, sizeof(host));
-    double s = 0;
-    for (double p : host)
-      s += p;
-    return start + s;
+  double sumSquares(const float *x, const std::vector<ParamSegment> &segments,
+                    double start) override {
+    double sum = start;
+    for (const ParamSegment &seg : segments) {
+      const int64_t n = seg.end - seg.begin;
+      if (!n)
+        continue;
+      sumSquaresKernel<<<kNormBlocks, 256, 0, stream()>>>(x + seg.begin, n,
+                                                          partial);
+      launched("squared norm");
+      double host[kNormBlocks];
+      toHost(host, partial, sizeof(host));
+      double s = 0;
+      for (double p : host)
+        s += p;
+      sum += s;
+    }
+    return sum;
   }
-  void adamw(const AdamWStep &s, float *w, const float *g, float *m, float *v,
-             int64_t n) override {
-    if (!n)
-      return;
-    adamwKernel<<<blocksFor(n), 256, 0, stream()>>>(s, w, g, m, v, n);
-    launched("adamw");
+  void adamw(const AdamWStep &s, const std::vector<ParamSegment> &segments,
+             float *w, const float *g, float *m, float *v,
+             int64_t momentBase) override {
+    for (const ParamSegment &seg : segments) {
+      const int64_t n = seg.end - seg.begin;
+      if (!n)
+        continue;
+      AdamWStep step = s;
+      step.decay = seg.decay ? s.decay : 1.0f;
+      const int64_t moment = seg.begin - momentBase;
+      adamwKernel<<<blocksFor(n), 256, 0, stream()>>>(
+          step, w + seg.begin, g + seg.begin, m + moment, v + moment, n);
+      launched("adamw");
+    }
   }
   void synchronize() override { cuda::synchronize(); }
 
