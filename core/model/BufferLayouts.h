@@ -152,13 +152,13 @@ inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t, float *p) {
   return m;
 }
 
-/// First routed row of each expert, from its token count (host memory).
-inline std::vector<int64_t> expertOffsets(const MoeShape &s,
-                                          const float *counts) {
-  std::vector<int64_t> off(s.experts + 1, 0);
+/// First routed row of each expert (and the end, E + 1 entries), from its
+/// token count (host memory), into `off` (the caller's, reused).
+inline void expertOffsets(const MoeShape &s, const float *counts,
+                          std::vector<int64_t> &off) {
+  off.assign(size_t(s.experts + 1), 0);
   for (int64_t e = 0; e < s.experts; ++e)
     off[e + 1] = off[e] + int64_t(counts[e]);
-  return off;
 }
 
 /// x, xn, rstd, logits turned probabilities (then their gradient for W),

@@ -8,11 +8,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Optimizer.h"
+#include "runtime/kernels/cpu/Primitives.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <memory>
+#include <new>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -389,4 +395,120 @@ TEST(MtpShift, LabelsAndTokensStayInsideTheirSequence) {
   MtpInputSaved m = mtpInputSaved(in, t, inSaved.data());
   EXPECT_EQ(std::vector<int32_t>(m.ids, m.ids + 7),
             (std::vector<int32_t>{12, 0, 0, 15, 9, 0, 0}));
+}
+
+//===----------------------------------------------------------------------===//
+// No allocation inside a step
+//===----------------------------------------------------------------------===//
+
+// Every operator new of this test binary is counted while `countingNew` is
+// set. A kernel may size its per-thread scratch on its first call; from the
+// second call on, with the same shapes, it must allocate nothing.
+namespace {
+std::atomic<bool> countingNew{false};
+std::atomic<int64_t> newCalls{0};
+} // namespace
+
+void *operator new(std::size_t bytes) {
+  if (countingNew.load(std::memory_order_relaxed))
+    newCalls.fetch_add(1, std::memory_order_relaxed);
+  if (void *p = std::malloc(bytes ? bytes : 1))
+    return p;
+  throw std::bad_alloc();
+}
+void *operator new[](std::size_t bytes) { return operator new(bytes); }
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete[](void *p) noexcept { std::free(p); }
+void operator delete(void *p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+/// The operator new calls of `work` run a second time (the first sizes
+/// the scratch), at 1 and 2 threads.
+int64_t allocationsOnceWarm(const std::function<void()> &work) {
+  int64_t worst = 0;
+  for (int threads : {1, 2}) {
+    setNumThreads(threads);
+    work();
+    newCalls = 0;
+    countingNew = true;
+    work();
+    countingNew = false;
+    worst = std::max<int64_t>(worst, newCalls.load());
+  }
+  setNumThreads(1);
+  return worst;
+}
+
+/// One forward, input-gradient and weight-gradient pass of `L` on buffers
+/// the caller owns (as the runtime's planned buffers are).
+std::function<void()> layerStep(const Layer &L) {
+  const int64_t act = L.tokens.tokens() * L.hidden;
+  auto p = std::make_shared<std::vector<float>>(L.params, 0.05f);
+  auto g = std::make_shared<std::vector<float>>(L.params, 0.0f);
+  auto x = std::make_shared<std::vector<float>>(act, 0.3f);
+  auto y = std::make_shared<std::vector<float>>(act);
+  auto dx = std::make_shared<std::vector<float>>(act);
+  auto saved = std::make_shared<std::vector<float>>(L.saved);
+  auto ws = std::make_shared<std::vector<float>>(L.workspace);
+  for (int64_t i = 0; i < act; ++i)
+    (*x)[size_t(i)] = float(std::sin(double(i)));
+  return [=] {
+    L.forward(p->data(), x->data(), y->data(), saved->data(), ws->data());
+    L.backwardInput(p->data(), g->data(), saved->data(), y->data(), dx->data(),
+                    ws->data());
+    L.backwardWeight(saved->data(), g->data());
+  };
+}
+
+} // namespace
+
+TEST(NoAllocationInAStep, EveryLayerKind) {
+  const TokenShape packed = packedTokens();
+  auto moeBwdI = [](const MoeShape &s, const TokenShape &t, const float *p,
+                    float *g, float *sv, const float *dy, float *dx,
+                    float *ws) {
+    moeBackwardInput(s, t, p, g, sv, dy, dx, ws, 1.0f);
+  };
+  const std::pair<const char *, Layer> layers[] = {
+      {"mamba", makeLayer(MambaShape{8, 4, 3, 5, 2, 3}, packed, mambaForward,
+                          mambaBackwardInput, mambaBackwardWeight)},
+      {"attention",
+       makeLayer(AttentionShape{8, 4, 2, 2, true}, packed, attentionForward,
+                 attentionBackwardInput, attentionBackwardWeight)},
+      {"mlp", makeLayer(MlpShape{6, 10, Activation::Swiglu}, packed, mlpForward,
+                        mlpBackwardInput, mlpBackwardWeight)},
+      {"moe", makeLayer(MoeShape{6, 8, 4, 2, Activation::Gelu, 0.1}, packed,
+                        moeForward, moeBwdI, moeBackwardWeight)},
+      {"mtp input",
+       mtpInputLayer({11, 6, 2}, packed, randomTokens(packed.tokens(), 11, 5))},
+      {"mtp output (the head's loss)",
+       mtpOutputLayer({11, 6, 1, 0.5}, packed,
+                      randomTokens(packed.tokens(), 11, 6),
+                      std::vector<float>(size_t(packed.tokens()), 1.0f))},
+  };
+  for (const auto &[name, layer] : layers)
+    EXPECT_EQ(allocationsOnceWarm(layerStep(layer)), 0) << name;
+
+  // The optimizer over a stage's segments, and the gradient norm.
+  const std::vector<ParamSegment> segments = {
+      {0, 1000, true}, {1000, 1010, false}, {1010, 70000, true}};
+  std::vector<float> w(70000, 0.1f), gr(70000, 0.01f), m(70000), v(70000);
+  const AdamWStep step{1e-3, 0.9, 0.999, 1e-8, 0.1, 0.001, 0.99f, 1.0};
+  EXPECT_EQ(allocationsOnceWarm([&] {
+              adamwUpdate(step, segments, w.data(), gr.data(), m.data(),
+                          v.data(), 0);
+              (void)sumOfSquares(gr.data(), segments, 0.0);
+            }),
+            0);
+}
+
+// The counter sees an allocation: the check above can fail.
+TEST(NoAllocationInAStep, TheCounterCounts) {
+  EXPECT_GT(allocationsOnceWarm([] {
+              std::vector<int64_t> fresh(100);
+              EXPECT_EQ(fresh.size(), 100u);
+            }),
+            0);
 }

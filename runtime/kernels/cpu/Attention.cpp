@@ -32,7 +32,9 @@ void applyRope(const AttentionShape &s, const TokenShape &t, float *qkv,
   ProfileScope scope(KernelClass::Attention);
   const int64_t D = s.headDim, half = D / 2, Wd = s.qkvWidth();
   const int64_t qpg = s.heads / s.groups;
-  const std::vector<int64_t> first = sequenceStartOfRows(t);
+  thread_local std::vector<int64_t> firstOfThread;
+  sequenceStartOfRows(t, firstOfThread);
+  const int64_t *first = firstOfThread.data();
   thread_local std::vector<double> invFreqOfThread;
   std::vector<double> &invFreq = invFreqOfThread;
   invFreq.resize(size_t(half));

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace hypipe::rt::cpu {
 
@@ -17,6 +18,7 @@ void embeddingForward(const EmbeddingShape &s, const TokenShape &t,
   ProfileScope scope(KernelClass::Elementwise);
   const int64_t T = t.tokens();
   int32_t *keptTokens = reinterpret_cast<int32_t *>(saved);
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < T; ++i) {
     keptTokens[i] = tokens[i];
     std::memcpy(y + i * s.hidden, params + int64_t(tokens[i]) * s.hidden,
@@ -34,10 +36,18 @@ void embeddingBackwardWeight(const EmbeddingShape &s, const TokenShape &t,
   ProfileScope scope(KernelClass::Elementwise);
   const int32_t *tokens = reinterpret_cast<const int32_t *>(saved);
   const float *dy = saved + t.tokens();
-  for (int64_t i = 0; i < t.tokens(); ++i) {
-    float *g = grads + int64_t(tokens[i]) * s.hidden;
-    for (int64_t j = 0; j < s.hidden; ++j)
-      g[j] += dy[i * s.hidden + j];
+  // Threads split the columns, so that rows of one token add in token order
+  // whatever the thread count.
+  const int64_t H = s.hidden;
+  constexpr int64_t kColumns = 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t j0 = 0; j0 < H; j0 += kColumns) {
+    const int64_t j1 = std::min(H, j0 + kColumns);
+    for (int64_t i = 0; i < t.tokens(); ++i) {
+      float *g = grads + int64_t(tokens[i]) * H;
+      for (int64_t j = j0; j < j1; ++j)
+        g[j] += dy[i * H + j];
+    }
   }
 }
 
@@ -50,9 +60,17 @@ float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
   rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
   linearForward(T, hidden, V, h.xn, wOut, h.probs);
   // Labels `shift` rows ahead within each sample; none past its end.
-  const std::vector<int64_t> ahead = rowsAhead(t, shift);
+  // (A thread_local names each thread's own: the loop's threads read this
+  // one through the pointer.)
+  thread_local std::vector<int64_t> aheadOfThread;
+  rowsAhead(t, shift, aheadOfThread);
+  const int64_t *ahead = aheadOfThread.data();
   ProfileScope scope(KernelClass::Elementwise);
-  double total = 0, count = 0;
+  // Rows over the threads; their losses summed in row order after.
+  thread_local std::vector<double> rowLoss;
+  rowLoss.resize(size_t(T));
+  double *lossOf = rowLoss.data();
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < T; ++i) {
     float *r = h.probs + i * V;
     float mx = *std::max_element(r, r + V);
@@ -60,15 +78,19 @@ float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
     for (int64_t v = 0; v < V; ++v)
       sum += std::exp(double(r[v] - mx));
     double logZ = double(mx) + std::log(sum);
-    const int64_t j = ahead[size_t(i)];
+    const int64_t j = ahead[i];
     const int32_t label = j < 0 ? 0 : labels[j];
     const float m = j < 0 ? 0.0f : (lossMask ? lossMask[j] : 1.0f);
     h.mask[i] = m;
     h.labels[i] = label;
-    total += m * (logZ - double(r[label]));
-    count += m;
+    lossOf[i] = m * (logZ - double(r[label]));
     for (int64_t v = 0; v < V; ++v)
       r[v] = float(std::exp(double(r[v]) - logZ));
+  }
+  double total = 0, count = 0;
+  for (int64_t i = 0; i < T; ++i) {
+    total += lossOf[i];
+    count += h.mask[i];
   }
   return count > 0 ? float(total / count) : 0.0f;
 }
@@ -83,8 +105,9 @@ void lmLossBackwardInput(const TokenShape &t, int64_t hidden, int64_t vocab,
     double count = 0;
     for (int64_t i = 0; i < T; ++i)
       count += h.mask[i];
-    // dlogits = (softmax - onehot) * mask / count, written over the
-    // probabilities (the weight pass reads it from there).
+      // dlogits = (softmax - onehot) * mask / count, written over the
+      // probabilities (the weight pass reads it from there).
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < T; ++i) {
       float c = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
       float *r = h.probs + i * V;

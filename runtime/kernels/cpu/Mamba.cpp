@@ -73,7 +73,9 @@ void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
   rmsnormForward(T, s.hidden, x, p.norm, m.xn, m.rstd);
   linearForward(T, s.hidden, W, m.xn, p.inProj, m.zxbcdt);
 
-  const std::vector<int64_t> first = sequenceStartOfRows(t);
+  thread_local std::vector<int64_t> firstOfThread;
+  sequenceStartOfRows(t, firstOfThread);
+  const int64_t *first = firstOfThread.data();
   {
     ProfileScope conv(KernelClass::Conv);
     const float *wT = transposedConvWeight(s, p.convW);
@@ -196,7 +198,9 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
     }
     // The SiLU's gradient at the recomputed pre-activation, in place.
     const float *wT = transposedConvWeight(s, p.convW);
-    const std::vector<int64_t> first = sequenceStartOfRows(t);
+    thread_local std::vector<int64_t> firstOfThread;
+    sequenceStartOfRows(t, firstOfThread);
+    const int64_t *first = firstOfThread.data();
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < T; ++row) {
       thread_local std::vector<float> pre;

@@ -34,7 +34,7 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
   MoeSaved m = moeSaved(s, t, saved);
   float *logits = ws;              // [T, E]
   float *slotRow = logits + T * E; // [T, k] row of each (token, slot)
-  std::vector<int64_t> off;
+  thread_local std::vector<int64_t> off, fill;
   double aux = 0;
 
   std::memcpy(m.x, x, sizeof(float) * T * Hd);
@@ -43,31 +43,42 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
 
   {
     ProfileScope routing(KernelClass::MoeRouting);
-    std::fill(m.counts, m.counts + E, 0.0f);
-    std::vector<int64_t> order(E);
-    for (int64_t tok = 0; tok < T; ++tok) {
-      const float *l = logits + tok * E;
-      float *pr = m.probs + tok * E;
-      float mx = *std::max_element(l, l + E);
-      double sum = 0;
-      for (int64_t e = 0; e < E; ++e)
-        sum += std::exp(double(l[e] - mx));
-      for (int64_t e = 0; e < E; ++e)
-        pr[e] = float(std::exp(double(l[e] - mx)) / sum);
-      // Top-k by probability, ties to the lower expert index.
-      for (int64_t e = 0; e < E; ++e)
-        order[e] = e;
-      std::stable_sort(order.begin(), order.end(),
-                       [&](int64_t a, int64_t b) { return pr[a] > pr[b]; });
-      double z = 0;
-      for (int64_t j = 0; j < k; ++j)
-        z += pr[order[j]];
-      for (int64_t j = 0; j < k; ++j) {
-        m.topIdx[tok * k + j] = float(order[j]);
-        m.topW[tok * k + j] = float(pr[order[j]] / z);
-        m.counts[order[j]] += 1.0f;
+    // Tokens over the threads: each its softmax and top-k.
+#pragma omp parallel
+    {
+      thread_local std::vector<int64_t> orderOfThread;
+      orderOfThread.resize(size_t(E));
+      int64_t *order = orderOfThread.data();
+#pragma omp for schedule(static)
+      for (int64_t tok = 0; tok < T; ++tok) {
+        const float *l = logits + tok * E;
+        float *pr = m.probs + tok * E;
+        float mx = *std::max_element(l, l + E);
+        double sum = 0;
+        for (int64_t e = 0; e < E; ++e)
+          sum += std::exp(double(l[e] - mx));
+        for (int64_t e = 0; e < E; ++e)
+          pr[e] = float(std::exp(double(l[e] - mx)) / sum);
+        // Top-k by probability, ties to the lower expert index: a stable
+        // insertion sort (E is small; nothing allocated).
+        for (int64_t e = 0; e < E; ++e) {
+          int64_t at = e;
+          for (; at > 0 && pr[order[at - 1]] < pr[e]; --at)
+            order[at] = order[at - 1];
+          order[at] = e;
+        }
+        double z = 0;
+        for (int64_t j = 0; j < k; ++j)
+          z += pr[order[j]];
+        for (int64_t j = 0; j < k; ++j) {
+          m.topIdx[tok * k + j] = float(order[j]);
+          m.topW[tok * k + j] = float(pr[order[j]] / z);
+        }
       }
     }
+    std::fill(m.counts, m.counts + E, 0.0f);
+    for (int64_t slot = 0; slot < T * k; ++slot)
+      m.counts[int64_t(m.topIdx[slot])] += 1.0f;
 
     // Load-balancing loss.
     for (int64_t e = 0; e < E; ++e) {
@@ -80,8 +91,8 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
     m.aux[0] = float(aux);
 
     // Group rows by expert, in token order.
-    off = expertOffsets(s, m.counts);
-    std::vector<int64_t> fill(off);
+    expertOffsets(s, m.counts, off);
+    fill = off;
     for (int64_t tok = 0; tok < T; ++tok)
       for (int64_t j = 0; j < k; ++j) {
         int64_t e = int64_t(m.topIdx[tok * k + j]);
@@ -134,12 +145,16 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
   float *dxr = dxn + T * Hd;       // [R, Hd]
   float *dact = dxr + T * k * Hd;  // [R, ffn]
 
-  std::vector<int64_t> off = expertOffsets(s, m.counts);
-  std::vector<float> dTopW(T * k);
+  thread_local std::vector<int64_t> off;
+  expertOffsets(s, m.counts, off);
+  thread_local std::vector<float> dTopWBuffer;
+  dTopWBuffer.resize(size_t(T * k));
+  float *dTopW = dTopWBuffer.data();
   {
     ProfileScope routing(KernelClass::MoeRouting);
     std::fill(dprobs, dprobs + T * E, 0.0f);
     // Output = x + sum_j w_j y_j: rows get w * dy, weights get <dy, y_j>.
+#pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < T * k; ++r) {
       int64_t slot = int64_t(m.rowMap[r]), tok = slot / k;
       float w = m.topW[slot];
@@ -167,17 +182,36 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
   }
   {
     ProfileScope routing(KernelClass::MoeRouting);
-    std::fill(dxn, dxn + T * Hd, 0.0f);
-    for (int64_t r = 0; r < T * k; ++r) {
-      int64_t tok = int64_t(m.rowMap[r]) / k;
-      for (int64_t i = 0; i < Hd; ++i)
-        dxn[tok * Hd + i] += dxr[r * Hd + i];
+    // Each token gathers its k rows, in row order (the order a scatter
+    // over the rows adds them in), tokens over the threads.
+    thread_local std::vector<int64_t> rowOfSlotBuffer;
+    rowOfSlotBuffer.resize(size_t(T * k));
+    int64_t *rowOfSlot = rowOfSlotBuffer.data();
+    for (int64_t r = 0; r < T * k; ++r)
+      rowOfSlot[int64_t(m.rowMap[r])] = r;
+#pragma omp parallel for schedule(static)
+    for (int64_t tok = 0; tok < T; ++tok) {
+      float *d = dxn + tok * Hd;
+      std::fill(d, d + Hd, 0.0f);
+      int64_t last = -1;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t next = T * k; // the smallest row of the token after `last`
+        for (int64_t jj = 0; jj < k; ++jj) {
+          const int64_t r = rowOfSlot[tok * k + jj];
+          if (r > last && r < next)
+            next = r;
+        }
+        for (int64_t i = 0; i < Hd; ++i)
+          d[i] += dxr[next * Hd + i];
+        last = next;
+      }
     }
 
     // Renormalisation w_j = p_j / Z over the chosen experts, then the
     // load-balancing loss, then softmax.
     const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
                             (double(T) * double(T) * double(k));
+#pragma omp parallel for schedule(static)
     for (int64_t tok = 0; tok < T; ++tok) {
       const float *pr = m.probs + tok * E;
       float *dp = dprobs + tok * E;
@@ -210,7 +244,8 @@ void moeBackwardWeight(const MoeShape &s, const TokenShape &t,
   const int64_t Hd = s.hidden;
   MoeSaved m = moeSaved(s, t, const_cast<float *>(saved));
   MoeParams<float> gp = moeParams(s, grads);
-  std::vector<int64_t> off = expertOffsets(s, m.counts);
+  thread_local std::vector<int64_t> off;
+  expertOffsets(s, m.counts, off);
   for (int64_t e = 0; e < s.experts; ++e) {
     int64_t r0 = off[e], n = off[e + 1] - off[e];
     if (n == 0)

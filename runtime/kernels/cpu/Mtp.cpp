@@ -25,7 +25,8 @@ void mtpInputForward(const MtpInputShape &s, const TokenShape &t,
   MtpInputSaved m = mtpInputSaved(s, t, saved);
   // Token `depth` places ahead in the same sequence; token 0 past its end
   // (Megatron rolls the ids with a zero fill, per sequence when packed).
-  const std::vector<int64_t> ahead = rowsAhead(t, s.depth);
+  thread_local std::vector<int64_t> ahead;
+  rowsAhead(t, s.depth, ahead);
   for (int64_t i = 0; i < T; ++i)
     m.ids[i] = ahead[size_t(i)] < 0 ? 0 : tokens[ahead[size_t(i)]];
   for (int64_t i = 0; i < T; ++i)

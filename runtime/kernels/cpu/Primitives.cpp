@@ -215,20 +215,19 @@ void setNumThreads(int threads) {
 
 int numThreads() { return omp_get_max_threads(); }
 
-std::vector<int64_t> sequenceStartOfRows(const TokenShape &t) {
-  std::vector<int64_t> first(t.tokens());
+void sequenceStartOfRows(const TokenShape &t, std::vector<int64_t> &first) {
+  first.assign(size_t(t.tokens()), 0);
   for (int64_t q = 0; q < t.sequences(); ++q)
     for (int64_t r = t.start(q); r < t.start(q) + t.length(q); ++r)
       first[r] = t.start(q);
-  return first;
 }
 
-std::vector<int64_t> rowsAhead(const TokenShape &t, int64_t shift) {
-  std::vector<int64_t> ahead(size_t(t.tokens()), -1);
+void rowsAhead(const TokenShape &t, int64_t shift,
+               std::vector<int64_t> &ahead) {
+  ahead.assign(size_t(t.tokens()), -1);
   for (int64_t q = 0; q < t.sequences(); ++q)
     for (int64_t i = 0; i + shift < t.length(q); ++i)
       ahead[size_t(t.start(q) + i)] = t.start(q) + i + shift;
-  return ahead;
 }
 
 } // namespace hypipe::rt::cpu

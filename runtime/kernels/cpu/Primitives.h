@@ -102,12 +102,14 @@ bool setOpenBlasEnvironment();
 /// OpenBLAS.
 void setNumThreads(int threads);
 
-/// First row of the sequence each of the t.tokens() rows belongs to.
-std::vector<int64_t> sequenceStartOfRows(const TokenShape &t);
+/// First row of the sequence each of the t.tokens() rows belongs to, into
+/// `first` (the caller's buffer, reused from step to step: nothing is
+/// allocated once it has the size).
+void sequenceStartOfRows(const TokenShape &t, std::vector<int64_t> &first);
 /// For each row, the row `shift` places ahead in the same sequence, or -1
 /// past its end (Megatron's roll_tensor with its zero fill, per sample):
-/// where an MTP depth reads its tokens and labels.
-std::vector<int64_t> rowsAhead(const TokenShape &t, int64_t shift);
+/// where an MTP depth reads its tokens and labels. Into `ahead`, likewise.
+void rowsAhead(const TokenShape &t, int64_t shift, std::vector<int64_t> &ahead);
 int numThreads();
 
 } // namespace hypipe::rt::cpu

@@ -180,7 +180,9 @@ float moeForward(const MoeShape &s, const Tokens &t, const float *params,
   std::vector<float> counts(E, 0.0f), rowMap(T * k);
   for (float e : top)
     counts[int64_t(e)] += 1.0f;
-  std::vector<int64_t> off = expertOffsets(s, counts.data()), fill(off);
+  std::vector<int64_t> off;
+  expertOffsets(s, counts.data(), off);
+  std::vector<int64_t> fill(off);
   for (int64_t slot = 0; slot < T * k; ++slot)
     rowMap[fill[int64_t(top[slot])]++] = float(slot);
   double aux = 0;
@@ -230,7 +232,8 @@ void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
   float *dact = dxr + R * Hd;        // [R, ffn]
   float *slotRow = dact + R * s.ffn; // [T, k]
 
-  std::vector<int64_t> off = expertOffsets(s, download(m.counts, E).data());
+  std::vector<int64_t> off;
+  expertOffsets(s, download(m.counts, E).data(), off);
   slotRowKernel<<<blocksFor(R), 256, 0, stream()>>>(R, m.rowMap, slotRow);
   launched("moe slots");
   rowGradKernel<<<unsigned(R), 128, 0, stream()>>>(Hd, int(k), m.rowMap, m.topW,
@@ -269,8 +272,8 @@ void moeBackwardWeight(const MoeShape &s, const Tokens &t, const float *saved,
     return;
   MoeSaved m = moeSaved(s, t.shape, const_cast<float *>(saved));
   MoeParams<float> gp = moeParams(s, grads);
-  std::vector<int64_t> off =
-      expertOffsets(s, download(m.counts, s.experts).data());
+  std::vector<int64_t> off;
+  expertOffsets(s, download(m.counts, s.experts).data(), off);
   for (int64_t e = 0; e < s.experts; ++e) {
     int64_t r0 = off[e], n = off[e + 1] - off[e];
     if (n == 0)
