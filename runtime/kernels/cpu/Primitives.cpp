@@ -87,13 +87,20 @@ void rmsnormBackward(int64_t T, int64_t n, const float *x, const float *w,
       dxr[i] = accumulate ? dxr[i] + g : g;
     }
   }
-  // Weight gradient: a column reduction, kept serial over rows so the sum
-  // order never depends on the thread count.
-  for (int64_t t = 0; t < T; ++t) {
-    const float *xr = x + t * n, *dyr = dy + t * n;
-    float r = rstd[t];
-    for (int64_t i = 0; i < n; ++i)
-      dw[i] += dyr[i] * xr[i] * r;
+  // Weight gradient: a column reduction. Threads take blocks of columns and
+  // each column adds its rows in order, so the sum never depends on the
+  // thread count.
+  constexpr int64_t kColumns = 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t i0 = 0; i0 < n; i0 += kColumns) {
+    const int64_t i1 = std::min(n, i0 + kColumns);
+    for (int64_t t = 0; t < T; ++t) {
+      const float *xr = x + t * n, *dyr = dy + t * n;
+      const float r = rstd[t];
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i)
+        dw[i] += dyr[i] * xr[i] * r;
+    }
   }
 }
 
