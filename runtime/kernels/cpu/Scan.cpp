@@ -80,12 +80,13 @@ struct Segments {
 struct Scratch {
   std::vector<float> buf;
   float *cb, *m, *g, *t1, *t2, *cs, *dcs, *ddt;
+  float *gsum; ///< the CB gradient summed over a group's heads
 };
 
 Scratch &scratch(const MambaShape &s) {
   thread_local Scratch sc;
   const int64_t wide = std::max(s.headDim, s.state);
-  const size_t need = size_t(3 * L * L + 2 * L * wide + 3 * L);
+  const size_t need = size_t(4 * L * L + 2 * L * wide + 3 * L);
   if (sc.buf.size() < need)
     sc.buf.resize(need);
   float *p = sc.buf.data();
@@ -96,7 +97,8 @@ Scratch &scratch(const MambaShape &s) {
   sc.t2 = p, p += L * wide;
   sc.cs = p, p += L;
   sc.dcs = p, p += L;
-  sc.ddt = p;
+  sc.ddt = p, p += L;
+  sc.gsum = p;
   return sc;
 }
 
@@ -297,6 +299,9 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
         const bool leaves =
             isLast && c + 1 < d.chunks && sg.entersWithState(c + 1);
         gemm(false, true, l, l, d.N, 1.0f, C, d.Cc, B, d.Cc, 0.0f, sc.cb, l);
+        // The heads of a group share B and C: their CB gradients add up
+        // first, and dB, dC take two products per group, not per head.
+        std::fill(sc.gsum, sc.gsum + l * l, 0.0f);
         for (int64_t h = g * d.hpg; h < (g + 1) * d.hpg; ++h) {
           const float *X = xbc + r0 * d.Cc + h * d.P, *dth = dt + r0 * d.H + h,
                       *dY = dy + r0 * d.I + h * d.P;
@@ -334,8 +339,8 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
           for (int64_t r = 0; r < l; ++r)
             for (int64_t p = 0; p < d.P; ++p)
               dX[r * d.Cc + p] += D[h] * dY[r * d.I + p];
-          gemm(false, false, l, d.N, l, 1.0f, sc.g, l, B, d.Cc, 1.0f, dC, d.Cc);
-          gemm(true, false, l, d.N, l, 1.0f, sc.g, l, C, d.Cc, 1.0f, dB, d.Cc);
+          for (int64_t k = 0; k < l * l; ++k)
+            sc.gsum[k] += sc.g[k];
 
           // The entering state read out: y_r += e^{cs_r} S0 C_r.
           if (S0) {
@@ -401,6 +406,9 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
           partial[(c * d.H + h) * 2] += float(dApart);
           partial[(c * d.H + h) * 2 + 1] += float(dDpart);
         }
+        gemm(false, false, l, d.N, l, 1.0f, sc.gsum, l, B, d.Cc, 1.0f, dC,
+             d.Cc);
+        gemm(true, false, l, d.N, l, 1.0f, sc.gsum, l, C, d.Cc, 1.0f, dB, d.Cc);
       }
     }
 
