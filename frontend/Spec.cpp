@@ -929,19 +929,11 @@ llvm::Error Loader::checkScheduleCsv() {
   }
   llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
   par.scheduleCsv = path.str().str();
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buffer)
-    return error(nodeFor("parallel", "schedule_csv"),
-                 fmt::format("cannot read the schedule CSV '{}': {}",
-                             par.scheduleCsv, buffer.getError().message()),
-                 "give the path of a CSV that torch.distributed.pipelining "
-                 "wrote (relative to the spec's directory)");
-  auto imported = schedule::importCsvForModel(
-      (*buffer)->getBuffer(), par.schedule, par.pp, par.vpp, par.microbatches);
+  auto imported = schedule::readCsvForModel(par.scheduleCsv, par.schedule,
+                                            par.pp, par.vpp, par.microbatches);
   if (!imported) {
     Problem p = imported.takeError().takeProblem();
-    return error(nodeFor("parallel", "schedule_csv"),
-                 fmt::format("{}: {}", par.scheduleCsv, p.message),
+    return error(nodeFor("parallel", "schedule_csv"), p.message,
                  p.help.empty()
                      ? fmt::format("the file must hold one row per pipeline "
                                    "rank (pp = {}) of actions on {} stages "
@@ -949,6 +941,7 @@ llvm::Error Loader::checkScheduleCsv() {
                                    par.pp, par.pp * par.vpp, par.microbatches)
                      : p.help);
   }
+  par.csvPrograms = std::move(imported->schedule);
   return llvm::Error::success();
 }
 

@@ -12,6 +12,7 @@
 #include "core/lang/HybridPattern.h"
 #include "core/model/ModelDims.h"
 #include "core/partition/AutoPartition.h"
+#include "core/schedule/Schedule.h"
 
 #include "llvm/Support/Error.h"
 
@@ -39,6 +40,9 @@ struct ParallelSpec {
   /// generated order of `schedule` (which still places the stages): an
   /// absolute path once loaded; empty for the generated order.
   std::string scheduleCsv;
+  /// Its programs as loaded and verified (as written, without inserted
+  /// communication).
+  std::optional<schedule::Schedule> csvPrograms;
 };
 
 struct TrainingSpec {

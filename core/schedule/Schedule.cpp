@@ -7,10 +7,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 
 namespace hypipe::schedule {
 
@@ -648,6 +652,31 @@ Expected<CsvImport> importCsvForModel(std::string_view text,
     insertCommunication(withTransfers);
   if (auto verified = simulate(withTransfers); !verified)
     return verified.takeError();
+  return imported;
+}
+
+Expected<CsvImport> readCsvForModel(const std::string &path,
+                                    const std::string &scheduleName, int64_t pp,
+                                    int64_t vpp, int64_t microbatches) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    Problem p;
+    p.message = fmt::format("cannot read the schedule CSV '{}': {}", path,
+                            std::strerror(errno));
+    p.help = "give the path of a CSV that torch.distributed.pipelining wrote "
+             "(parallel.schedule_csv is read from the spec's directory, "
+             "--schedule-csv from the working directory)";
+    return Error(std::move(p));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto imported =
+      importCsvForModel(text.str(), scheduleName, pp, vpp, microbatches);
+  if (!imported) {
+    Problem p = imported.takeError().takeProblem();
+    p.message = path + ": " + p.message;
+    return Error(std::move(p));
+  }
   return imported;
 }
 

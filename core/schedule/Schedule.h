@@ -141,6 +141,11 @@ Expected<CsvImport> importCsvForModel(std::string_view text,
                                       const std::string &scheduleName,
                                       int64_t pp, int64_t vpp,
                                       int64_t microbatches);
+/// The same, read from the file at `path`; a file that cannot be read is an
+/// error naming it and the reason. Errors name the file first.
+Expected<CsvImport> readCsvForModel(const std::string &path,
+                                    const std::string &scheduleName, int64_t pp,
+                                    int64_t vpp, int64_t microbatches);
 
 /// What an import made of PyTorch's runtime actions, a line each (the
 /// inferred placement, overlapped pairs, FSDP actions, REDUCE_GRAD), for the

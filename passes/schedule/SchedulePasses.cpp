@@ -6,7 +6,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 namespace hypipe {
 
@@ -79,17 +78,11 @@ LogicalResult buildSchedulePrograms(hybrid::ModelOp model,
     return model.emitOpError() << "already has pipe.program ops";
   hybrid::ParallelAttr parallel = model.getParallel();
   if (!importCsv.empty()) {
-    auto buffer = llvm::MemoryBuffer::getFile(importCsv, /*IsText=*/true);
-    if (!buffer)
-      return model.emitOpError()
-             << "cannot read the schedule CSV '" << importCsv
-             << "': " << buffer.getError().message();
-    auto imported = schedule::importCsvForModel(
-        (*buffer)->getBuffer(), parallel.getSchedule().str(), parallel.getPp(),
+    auto imported = schedule::readCsvForModel(
+        importCsv.str(), parallel.getSchedule().str(), parallel.getPp(),
         parallel.getVpp(), parallel.getMicrobatches());
     if (!imported)
-      return model.emitOpError()
-             << importCsv << ": " << toString(imported.takeError());
+      return model.emitOpError() << toString(imported.takeError());
     schedule::writePrograms(model, imported->schedule);
     return success();
   }

@@ -13,7 +13,6 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -113,19 +112,11 @@ std::string gib(int64_t bytes) {
 /// The programs the spec's ranks run: its schedule CSV's, or the generated
 /// order with its communication.
 Expected<schedule::Schedule> specPrograms(const ParallelSpec &par) {
-  if (!par.scheduleCsv.empty()) {
-    auto buffer = llvm::MemoryBuffer::getFile(par.scheduleCsv, true);
-    if (!buffer)
-      return makeError(fmt::format("cannot read '{}': {}", par.scheduleCsv,
-                                   buffer.getError().message()));
-    auto imported =
-        schedule::importCsvForModel((*buffer)->getBuffer(), par.schedule,
-                                    par.pp, par.vpp, par.microbatches);
-    if (!imported)
-      return imported.takeError();
-    if (!schedule::hasTransfers(imported->schedule))
-      schedule::insertCommunication(imported->schedule);
-    return std::move(imported->schedule);
+  if (par.csvPrograms) {
+    schedule::Schedule programs = *par.csvPrograms;
+    if (!schedule::hasTransfers(programs))
+      schedule::insertCommunication(programs);
+    return programs;
   }
   auto built = schedule::buildSchedule(
       {par.schedule, par.pp, par.vpp, par.microbatches, par.groupSize});
