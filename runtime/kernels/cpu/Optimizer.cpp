@@ -25,9 +25,6 @@ constexpr int64_t kNormBlock = 1 << 14;
 /// 3.77M-parameter model took 0.18 s per 6 steps at 2 threads against
 /// 0.12 s on one thread: one wake-up per parameter.)
 constexpr int64_t kParallelMin = 1 << 20;
-} // namespace
-
-namespace {
 
 /// The element range [from, to) of the concatenated segments, each part with
 /// its own segment: `body(segment, begin, end)` in buffer indices.
