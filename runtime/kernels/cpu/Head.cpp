@@ -102,11 +102,11 @@ void lmLossBackwardInput(const TokenShape &t, int64_t hidden, int64_t vocab,
   const int64_t T = t.tokens(), V = vocab;
   {
     ProfileScope scope(KernelClass::Elementwise);
+    // dlogits = (softmax - onehot) * mask / count, written over the
+    // probabilities (the weight pass reads it from there).
     double count = 0;
     for (int64_t i = 0; i < T; ++i)
       count += h.mask[i];
-      // dlogits = (softmax - onehot) * mask / count, written over the
-      // probabilities (the weight pass reads it from there).
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < T; ++i) {
       float c = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
