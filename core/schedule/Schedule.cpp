@@ -429,6 +429,8 @@ Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
 }
 
 void insertCommunication(Schedule &s) {
+  if (hasTransfers(s))
+    return; // written out already: run as written
   int64_t last = s.numStages() - 1;
   for (int64_t r = 0; r < s.pp; ++r) {
     std::vector<Action> out;
@@ -437,8 +439,6 @@ void insertCommunication(Schedule &s) {
       return static_cast<int32_t>(s.rankOf(stage));
     };
     for (const Action &a : s.ranks[r]) {
-      if (isTransfer(a.op))
-        continue; // re-insertion starts from the compute order
       int64_t st = a.stage;
       if (a.op == Op::F) {
         if (st > 0 && s.rankOf(st - 1) != r)
@@ -648,8 +648,7 @@ Expected<CsvImport> importCsvForModel(std::string_view text,
   }
   s.name = scheduleName;
   Schedule withTransfers = s;
-  if (!hasTransfers(withTransfers))
-    insertCommunication(withTransfers);
+  insertCommunication(withTransfers);
   if (auto verified = simulate(withTransfers); !verified)
     return verified.takeError();
   return imported;

@@ -80,7 +80,10 @@ Expected<Schedule> buildSchedule(const ScheduleRequest &request);
 /// activations are sent right after its forward and received right before the
 /// next stage's forward on the peer; gradients likewise backwards. A send
 /// followed directly by a receive from the same peer is marked `batched`.
-/// Same-rank boundaries are local hand-offs and get nothing.
+/// Same-rank boundaries are local hand-offs and get nothing; stage actions
+/// (REDUCE_GRAD, UNSHARD, RESHARD) stay where they stand. Programs that
+/// already send or receive (an imported CSV with its communication) are
+/// left as written.
 void insertCommunication(Schedule &schedule);
 
 /// Whether any program of `schedule` sends or receives (an imported program

@@ -99,9 +99,7 @@ LogicalResult insertComms(hybrid::ModelOp model) {
   auto programs = schedule::readPrograms(model);
   if (!programs)
     return model.emitOpError() << toString(programs.takeError());
-  // An imported program's own communication runs as written.
-  if (schedule::hasTransfers(*programs))
-    return success();
+  // (An imported program's own communication is kept as written.)
   schedule::insertCommunication(*programs);
   schedule::writePrograms(model, *programs);
   return success();

@@ -75,9 +75,7 @@ int runSchedule(const ScheduleOptions &o) {
                        [](const Action &a) { return !isCompute(a.op); }),
         program.end());
   // An imported program with its own communication is checked as written.
-  bool imported = !o.csvIn.empty();
-  if (!imported || !hasTransfers(schedule))
-    insertCommunication(schedule);
+  insertCommunication(schedule);
 
   Costs costs;
   if (auto err = parseCosts(o.costs, costs))

@@ -114,8 +114,7 @@ std::string gib(int64_t bytes) {
 Expected<schedule::Schedule> specPrograms(const ParallelSpec &par) {
   if (par.csvPrograms) {
     schedule::Schedule programs = *par.csvPrograms;
-    if (!schedule::hasTransfers(programs))
-      schedule::insertCommunication(programs);
+    schedule::insertCommunication(programs);
     return programs;
   }
   auto built = schedule::buildSchedule(
