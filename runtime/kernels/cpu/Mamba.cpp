@@ -25,21 +25,106 @@
 namespace hypipe::rt::cpu {
 namespace {
 
+/// Channels per block in the conv and norm-gradient loops: one AVX-512
+/// register of floats, so a block's accumulators stay in registers (across
+/// the taps, or the rows) and each output is stored once. (A pass per tap
+/// loaded and stored every output K times; the column sums' width was known
+/// only at run time, so they did not vectorise.)
+constexpr int64_t kChannelBlock = 16;
+
+/// The first tap of `row` whose input row is in the row's own sequence
+/// (`first` is that sequence's first row): tap k reads row - (K-1) + k.
+inline int64_t firstTap(int64_t K, int64_t row, int64_t first) {
+  return std::max<int64_t>(0, first - (row - (K - 1)));
+}
+
+/// out[j] = bias[j] + sum over taps k >= k0 of wT[k][j] * in_k[j] for `n`
+/// channels, the taps added in order; in_k is `in` + (k - k0) rows of
+/// `stride` floats (the input row of tap k0 first).
+template <int64_t n>
+inline void convTaps(const float *in, int64_t stride, const float *wT,
+                     int64_t Cc, const float *bias, int64_t k0, int64_t K,
+                     float *out) {
+  float acc[n];
+  for (int64_t j = 0; j < n; ++j)
+    acc[j] = bias[j];
+  for (int64_t k = k0; k < K; ++k) {
+    const float *x = in + (k - k0) * stride, *w = wT + k * Cc;
+    for (int64_t j = 0; j < n; ++j)
+      acc[j] += w[j] * x[j];
+  }
+  for (int64_t j = 0; j < n; ++j)
+    out[j] = acc[j];
+}
+
 /// Pre-activations of the causal depthwise conv for one row, every channel:
 /// out[c] = bias[c] + sum_k w[c][k] in[row - (K-1) + k][c] over the taps
 /// inside the row's sequence (`first` is its first row). `wT` is the
-/// weight transposed to [K][channels], so every tap is one vector pass.
+/// weight transposed to [K][channels].
 void convRow(const MambaShape &s, const float *zxbcdt, const float *wT,
              const float *bias, int64_t row, int64_t first, float *out) {
   const int64_t K = s.convWidth, W = s.inProj(), Cc = s.convChannels();
-  std::memcpy(out, bias, sizeof(float) * Cc);
-  for (int64_t k = 0; k < K; ++k) {
-    const int64_t src = row - (K - 1) + k;
-    if (src < first)
-      continue;
-    const float *in = zxbcdt + src * W + s.inner(), *wk = wT + k * Cc;
-    for (int64_t c = 0; c < Cc; ++c)
-      out[c] += wk[c] * in[c];
+  const int64_t k0 = firstTap(K, row, first);
+  const float *in = zxbcdt + (row - (K - 1) + k0) * W + s.inner();
+  int64_t c = 0;
+  for (; c + kChannelBlock <= Cc; c += kChannelBlock)
+    convTaps<kChannelBlock>(in + c, W, wT + c, Cc, bias + c, k0, K, out + c);
+  for (; c < Cc; ++c)
+    convTaps<1>(in + c, W, wT + c, Cc, bias + c, k0, K, out + c);
+}
+
+/// The conv's input gradient for input row `src`, gathered: the row feeds
+/// rows src + K-1-k of its own sequence through tap k, taps added in order.
+/// `d` is the gradient of the pre-activations [T][Cc].
+void convInputGradRow(const MambaShape &s, const float *d, const float *wT,
+                      const int64_t *first, int64_t T, int64_t src,
+                      float *out) {
+  const int64_t K = s.convWidth, Cc = s.convChannels();
+  // Rows past the sequence's (or the microbatch's) end read nothing: the
+  // valid taps are k0 .. K-1, row src + K-1-k0 down to src.
+  int64_t k0 = 0;
+  while (k0 < K - 1 &&
+         (src + K - 1 - k0 >= T || first[src + K - 1 - k0] != first[src]))
+    ++k0;
+  static const float zeros[kChannelBlock] = {};
+  // Tap k reads row src + K-1-k: stepping k forward steps rows back.
+  const float *in = d + (src + K - 1 - k0) * Cc;
+  int64_t c = 0;
+  for (; c + kChannelBlock <= Cc; c += kChannelBlock)
+    convTaps<kChannelBlock>(in + c, -Cc, wT + c, Cc, zeros, k0, K, out + c);
+  for (; c < Cc; ++c)
+    convTaps<1>(in + c, -Cc, wT + c, Cc, zeros, k0, K, out + c);
+}
+
+/// Taps whose weight-gradient accumulators one pass over the rows keeps.
+constexpr int64_t kTapsPerPass = 8;
+
+/// The conv's weight gradient for taps [kb, ke) (at most kTapsPerPass) and
+/// `n` channels from c0, and with `withBias` the bias gradient: column sums
+/// over the rows in order (the same bits at any thread count).
+template <int64_t n>
+void convWeightGradBlock(const MambaShape &s, const float *zxbcdt,
+                         const float *d, const int64_t *first, int64_t T,
+                         int64_t c0, int64_t kb, int64_t ke, bool withBias,
+                         float *gw, float *gb) {
+  const int64_t K = s.convWidth, W = s.inProj(), Cc = s.convChannels();
+  float accB[n] = {}, accW[kTapsPerPass][n] = {};
+  for (int64_t row = 0; row < T; ++row) {
+    const float *dr = d + row * Cc + c0;
+    if (withBias)
+      for (int64_t j = 0; j < n; ++j)
+        accB[j] += dr[j];
+    const int64_t k0 = std::max(kb, firstTap(K, row, first[row]));
+    const float *in = zxbcdt + (row - (K - 1) + k0) * W + s.inner() + c0;
+    for (int64_t k = k0; k < ke; ++k, in += W)
+      for (int64_t j = 0; j < n; ++j)
+        accW[k - kb][j] += dr[j] * in[j];
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    if (withBias)
+      gb[c0 + j] += accB[j];
+    for (int64_t k = kb; k < ke; ++k)
+      gw[(c0 + j) * K + k] += accW[k - kb][j];
   }
 }
 
@@ -55,10 +140,23 @@ const float *transposedConvWeight(const MambaShape &s, const float *w) {
   return wT.data();
 }
 
-/// Columns per block when a column sum runs over threads: a cache line of
-/// each row at a time, every column summed over the rows in order (the
-/// same bits at any thread count).
-constexpr int64_t kColumnBlock = 16;
+/// The gated norm's weight gradient for `n` columns from i0, all in group
+/// g (one rstd per row): column sums over the rows in order (the same bits
+/// at any thread count).
+template <int64_t n>
+void normWeightGradBlock(int64_t T, int64_t I, int64_t G, int64_t g, int64_t i0,
+                         const float *dn, const float *gated, const float *rstd,
+                         float *out) {
+  float acc[n] = {};
+  for (int64_t row = 0; row < T; ++row) {
+    const float r = rstd[row * G + g];
+    const float *a = dn + row * I + i0, *b = gated + row * I + i0;
+    for (int64_t j = 0; j < n; ++j)
+      acc[j] += a[j] * b[j] * r;
+  }
+  for (int64_t j = 0; j < n; ++j)
+    out[i0 + j] += acc[j];
+}
 
 } // namespace
 
@@ -163,18 +261,19 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
         }
       }
     }
+    // Its weight gradient: blocks of columns inside one group each.
+    const int64_t perGroup = (gs + kChannelBlock - 1) / kChannelBlock;
 #pragma omp parallel for schedule(static)
-    for (int64_t i0 = 0; i0 < I; i0 += kColumnBlock) {
-      const int64_t n = std::min(kColumnBlock, I - i0);
-      float acc[kColumnBlock] = {};
-      for (int64_t row = 0; row < T; ++row)
-        for (int64_t j = 0; j < n; ++j) {
-          const int64_t i = i0 + j;
-          acc[j] += dnormed[row * I + i] * m.gated[row * I + i] *
-                    m.grstd[row * G + i / gs];
-        }
-      for (int64_t j = 0; j < n; ++j)
-        gp.gnorm[i0 + j] += acc[j];
+    for (int64_t item = 0; item < G * perGroup; ++item) {
+      const int64_t g = item / perGroup,
+                    i0 = g * gs + (item % perGroup) * kChannelBlock;
+      if (i0 + kChannelBlock <= (g + 1) * gs)
+        normWeightGradBlock<kChannelBlock>(T, I, G, g, i0, dnormed, m.gated,
+                                           m.grstd, gp.gnorm);
+      else
+        for (int64_t i = i0; i < (g + 1) * gs; ++i)
+          normWeightGradBlock<1>(T, I, G, g, i, dnormed, m.gated, m.grstd,
+                                 gp.gnorm);
     }
   }
 
@@ -210,46 +309,25 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
       for (int64_t c = 0; c < Cc; ++c)
         d[c] *= siluGrad(pre[size_t(c)]);
     }
-    // Input gradient, gathered: input row `src` feeds rows src + K-1-k of
-    // its own sequence through tap k.
 #pragma omp parallel for schedule(static)
-    for (int64_t src = 0; src < T; ++src) {
-      float *out = m.dzxbcdt + src * W + I;
-      std::fill(out, out + Cc, 0.0f);
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t row = src + (K - 1) - k;
-        if (row >= T || first[row] != first[src])
-          continue;
-        const float *d = dxbc + row * Cc, *wk = wT + k * Cc;
-        for (int64_t c = 0; c < Cc; ++c)
-          out[c] += wk[c] * d[c];
-      }
-    }
-    // Weight and bias gradients: column sums over the rows.
+    for (int64_t src = 0; src < T; ++src)
+      convInputGradRow(s, dxbc, wT, first, T, src, m.dzxbcdt + src * W + I);
+    // Weight and bias gradients: column sums over the rows, a block of
+    // channels and taps a work item.
+    const int64_t blocks = (Cc + kChannelBlock - 1) / kChannelBlock;
 #pragma omp parallel for schedule(static)
-    for (int64_t c0 = 0; c0 < Cc; c0 += kColumnBlock) {
-      const int64_t n = std::min(kColumnBlock, Cc - c0);
-      thread_local std::vector<float> accWs;
-      accWs.assign(size_t(kColumnBlock * K), 0.0f);
-      float accB[kColumnBlock] = {}, *accW = accWs.data();
-      const int64_t taps = K;
-      for (int64_t row = 0; row < T; ++row) {
-        const float *d = dxbc + row * Cc + c0;
-        for (int64_t j = 0; j < n; ++j)
-          accB[j] += d[j];
-        for (int64_t k = 0; k < taps; ++k) {
-          const int64_t src = row - (K - 1) + k;
-          if (src < first[row])
-            continue;
-          const float *in = m.zxbcdt + src * W + I + c0;
-          for (int64_t j = 0; j < n; ++j)
-            accW[k * kColumnBlock + j] += d[j] * in[j];
-        }
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        gp.convB[c0 + j] += accB[j];
-        for (int64_t k = 0; k < taps; ++k)
-          gp.convW[(c0 + j) * K + k] += accW[k * kColumnBlock + j];
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t c0 = b * kChannelBlock;
+      for (int64_t kb = 0; kb < K; kb += kTapsPerPass) {
+        const int64_t ke = std::min(K, kb + kTapsPerPass);
+        if (c0 + kChannelBlock <= Cc)
+          convWeightGradBlock<kChannelBlock>(s, m.zxbcdt, dxbc, first, T, c0,
+                                             kb, ke, kb == 0, gp.convW,
+                                             gp.convB);
+        else
+          for (int64_t c = c0; c < Cc; ++c)
+            convWeightGradBlock<1>(s, m.zxbcdt, dxbc, first, T, c, kb, ke,
+                                   kb == 0, gp.convW, gp.convB);
       }
     }
   }

@@ -105,6 +105,7 @@ double sumOfSquares(const float *x, const std::vector<ParamSegment> &segments,
 #pragma omp parallel for schedule(static) if (total >= kParallelMin)
   for (int64_t b = 0; b < n; ++b) {
     double sq = 0;
+#pragma omp simd reduction(+ : sq)
     for (int64_t i = block[b].first; i < block[b].second; ++i)
       sq += double(x[i]) * x[i];
     part[b] = sq;

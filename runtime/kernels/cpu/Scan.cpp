@@ -322,6 +322,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
             float *mr = sc.m + r * l, *gr = sc.g + r * l;
             const float *cbr = sc.cb + r * l;
             float rowTerm = 0;
+#pragma omp simd reduction(+ : rowTerm)
             for (int64_t j = 0; j <= r; ++j) {
               const float decay = fastExp(cs[r] - cs[j]), dtj = dth[j * d.H];
               const float q = gr[j] * cbr[j] * decay;
@@ -384,6 +385,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
             }
             if (S0) {
               double dot = 0;
+#pragma omp simd reduction(+ : dot)
               for (int64_t k = 0; k < d.PN; ++k)
                 dot += double(dSout[k]) * S0[k];
               lastTerm += fastExp(cs[l - 1]) * float(dot);
@@ -401,6 +403,7 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
             dApart += double(suffix) * dth[k * d.H];
           }
           for (int64_t r = 0; r < l; ++r)
+#pragma omp simd reduction(+ : dDpart)
             for (int64_t p = 0; p < d.P; ++p)
               dDpart += double(dY[r * d.I + p]) * X[r * d.Cc + p];
           partial[(c * d.H + h) * 2] += float(dApart);
