@@ -73,19 +73,26 @@ float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < T; ++i) {
     float *r = h.probs + i * V;
-    float mx = *std::max_element(r, r + V);
-    double sum = 0;
-    for (int64_t v = 0; v < V; ++v)
-      sum += std::exp(double(r[v] - mx));
-    double logZ = double(mx) + std::log(sum);
     const int64_t j = ahead[i];
     const int32_t label = j < 0 ? 0 : labels[j];
     const float m = j < 0 ? 0.0f : (lossMask ? lossMask[j] : 1.0f);
+    const float labelLogit = r[label];
+    // Softmax in float as Megatron's cross-entropy computes it, one
+    // vectorised exp per logit (kept, then scaled), the sum in double.
+    const float mx = *std::max_element(r, r + V);
+    double sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t v = 0; v < V; ++v) {
+      const float e = fastExp(r[v] - mx);
+      r[v] = e;
+      sum += e;
+    }
+    const float inv = float(1.0 / sum);
+    for (int64_t v = 0; v < V; ++v)
+      r[v] *= inv;
     h.mask[i] = m;
     h.labels[i] = label;
-    lossOf[i] = m * (logZ - double(r[label]));
-    for (int64_t v = 0; v < V; ++v)
-      r[v] = float(std::exp(double(r[v]) - logZ));
+    lossOf[i] = m * (double(mx) + std::log(sum) - double(labelLogit));
   }
   double total = 0, count = 0;
   for (int64_t i = 0; i < T; ++i) {
