@@ -48,7 +48,10 @@ template <typename Shape> int64_t countParams(const Shape &s) {
   return n;
 }
 
-void checkGradients(const Layer &L, unsigned seed) {
+/// Checks dx and the parameter gradients against central differences at
+/// 12 random entries each, and at every parameter index in `every`.
+void checkGradients(const Layer &L, unsigned seed,
+                    const std::vector<int64_t> &every = {}) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
   const int64_t act = L.tokens.tokens() * L.hidden;
@@ -93,6 +96,11 @@ void checkGradients(const Layer &L, unsigned seed) {
     EXPECT_NEAR(dx[i], want, 1e-2 + 2e-2 * std::abs(want)) << "dx[" << i << "]";
     int64_t j = pickP(rng);
     want = fd(p, j, true);
+    EXPECT_NEAR(g[j], want, 1e-2 + 2e-2 * std::abs(want))
+        << "dparam[" << j << "]";
+  }
+  for (int64_t j : every) {
+    const double want = fd(p, j, true);
     EXPECT_NEAR(g[j], want, 1e-2 + 2e-2 * std::abs(want))
         << "dparam[" << j << "]";
   }
@@ -191,6 +199,29 @@ TEST(KernelGradient, MambaPacked) {
                            mambaForward, mambaBackwardInput,
                            mambaBackwardWeight),
                  6);
+}
+
+TEST(KernelGradient, MambaConvAndNormWeightsEveryEntry) {
+  // Every conv weight and bias and every gated-norm weight, by finite
+  // differences: 56 conv channels (three full 16-channel blocks and a
+  // partial one), 10 taps (two passes of the weight gradient's 8), groups
+  // of 20 columns (a full norm block and a partial one), and packed samples
+  // of 5, 70, 1 and 9 tokens, shorter than the conv but one.
+  const MambaShape s{8, 4, 10, 4, 2, 10};
+  ASSERT_EQ(s.convChannels(), 56);
+  std::vector<float> base(size_t(countParams(s)));
+  MambaParams<float> at = mambaParams(s, base.data());
+  const auto offset = [&](const float *q) { return int64_t(q - base.data()); };
+  std::vector<int64_t> every;
+  for (int64_t i = 0; i < s.convChannels() * s.convWidth; ++i)
+    every.push_back(offset(at.convW) + i);
+  for (int64_t i = 0; i < s.convChannels(); ++i)
+    every.push_back(offset(at.convB) + i);
+  for (int64_t i = 0; i < s.inner(); ++i)
+    every.push_back(offset(at.gnorm) + i);
+  checkGradients(makeLayer(s, packedTokens(), mambaForward, mambaBackwardInput,
+                           mambaBackwardWeight),
+                 7, every);
 }
 
 TEST(KernelGradient, AttentionAcrossKeyBlocks) {
