@@ -123,55 +123,61 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
   // (sample, head, block of query rows) the key blocks up to the diagonal
   // pass through an online softmax (running max and sum, the output
   // rescaled as the max grows); the log-sum-exp of every row is kept.
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int64_t b = 0; b < t.sequences(); ++b)
-    for (int64_t h = 0; h < s.heads; ++h) {
-      const int64_t S = t.length(b), row0 = t.start(b);
-      const HeadColumns col(s, h);
-      AttnScratch &sc = attnScratch(D);
-      for (int64_t i0 = 0; i0 < S; i0 += kBlock) {
-        const int64_t bi = std::min(kBlock, S - i0);
-        const float *q = a.qkv + (row0 + i0) * Wd + col.q;
-        std::fill(sc.mx, sc.mx + bi, -std::numeric_limits<float>::infinity());
-        std::fill(sc.sum, sc.sum + bi, 0.0f);
-        std::fill(sc.acc, sc.acc + bi * D, 0.0f);
-        for (int64_t j0 = 0; j0 < i0 + bi; j0 += kBlock) {
-          const int64_t bj = std::min(kBlock, S - j0);
-          const float *k = a.qkv + (row0 + j0) * Wd + col.k;
-          const float *v = a.qkv + (row0 + j0) * Wd + col.v;
-          gemm(false, true, bi, bj, D, scale, q, Wd, k, Wd, 0.0f, sc.s, bj);
-          for (int64_t i = 0; i < bi; ++i) {
-            float *r = sc.s + i * bj;
-            const int64_t last =
-                std::min(bj, i0 + i - j0 + 1); // >= 1: i0 >= j0 // causal
-            float mx = sc.mx[i];
-            for (int64_t j = 0; j < last; ++j)
-              mx = std::max(mx, r[j]);
-            const float keep = fastExp(sc.mx[i] - mx);
-            float sum = 0;
+#pragma omp parallel
+  {
+    // Every thread sizes its scratch whichever items it gets, so a later
+    // step allocates nothing however the items fall.
+    AttnScratch &sc = attnScratch(D);
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < t.sequences(); ++b)
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const int64_t S = t.length(b), row0 = t.start(b);
+        const HeadColumns col(s, h);
+        for (int64_t i0 = 0; i0 < S; i0 += kBlock) {
+          const int64_t bi = std::min(kBlock, S - i0);
+          const float *q = a.qkv + (row0 + i0) * Wd + col.q;
+          std::fill(sc.mx, sc.mx + bi, -std::numeric_limits<float>::infinity());
+          std::fill(sc.sum, sc.sum + bi, 0.0f);
+          std::fill(sc.acc, sc.acc + bi * D, 0.0f);
+          for (int64_t j0 = 0; j0 < i0 + bi; j0 += kBlock) {
+            const int64_t bj = std::min(kBlock, S - j0);
+            const float *k = a.qkv + (row0 + j0) * Wd + col.k;
+            const float *v = a.qkv + (row0 + j0) * Wd + col.v;
+            gemm(false, true, bi, bj, D, scale, q, Wd, k, Wd, 0.0f, sc.s, bj);
+            for (int64_t i = 0; i < bi; ++i) {
+              float *r = sc.s + i * bj;
+              const int64_t last =
+                  std::min(bj, i0 + i - j0 + 1); // >= 1: i0 >= j0 // causal
+              float mx = sc.mx[i];
+              for (int64_t j = 0; j < last; ++j)
+                mx = std::max(mx, r[j]);
+              const float keep = fastExp(sc.mx[i] - mx);
+              float sum = 0;
 #pragma omp simd reduction(+ : sum)
-            for (int64_t j = 0; j < last; ++j) {
-              r[j] = fastExp(r[j] - mx);
-              sum += r[j];
+              for (int64_t j = 0; j < last; ++j) {
+                r[j] = fastExp(r[j] - mx);
+                sum += r[j];
+              }
+              std::fill(r + last, r + bj, 0.0f);
+              sc.mx[i] = mx;
+              sc.sum[i] = sc.sum[i] * keep + sum;
+              for (int64_t d = 0; d < D; ++d)
+                sc.acc[i * D + d] *= keep;
             }
-            std::fill(r + last, r + bj, 0.0f);
-            sc.mx[i] = mx;
-            sc.sum[i] = sc.sum[i] * keep + sum;
-            for (int64_t d = 0; d < D; ++d)
-              sc.acc[i * D + d] *= keep;
+            gemm(false, false, bi, D, bj, 1.0f, sc.s, bj, v, Wd, 1.0f, sc.acc,
+                 D);
           }
-          gemm(false, false, bi, D, bj, 1.0f, sc.s, bj, v, Wd, 1.0f, sc.acc, D);
-        }
-        for (int64_t i = 0; i < bi; ++i) {
-          const float inv = 1.0f / sc.sum[i];
-          float *out = a.ctx + (row0 + i0 + i) * Cw + h * D;
-          for (int64_t d = 0; d < D; ++d)
-            out[d] = sc.acc[i * D + d] * inv;
-          a.softmax[(row0 + i0 + i) * s.heads + h] =
-              sc.mx[i] + std::log(sc.sum[i]);
+          for (int64_t i = 0; i < bi; ++i) {
+            const float inv = 1.0f / sc.sum[i];
+            float *out = a.ctx + (row0 + i0 + i) * Cw + h * D;
+            for (int64_t d = 0; d < D; ++d)
+              out[d] = sc.acc[i * D + d] * inv;
+            a.softmax[(row0 + i0 + i) * s.heads + h] =
+                sc.mx[i] + std::log(sc.sum[i]);
+          }
         }
       }
-    }
+  }
   linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
   addResidual(T * s.hidden, x, y);
 }
@@ -212,49 +218,54 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
       // below the diagonal: P from the saved log-sum-exp, then
       //   dV += P^T dO,  dS = P (dO V^T - rowDot) scale,  dQ += dS K,
       //   dK += dS^T Q.
-#pragma omp parallel for collapse(2) schedule(dynamic)
-    for (int64_t b = 0; b < t.sequences(); ++b)
-      for (int64_t g = 0; g < s.groups; ++g) {
-        const int64_t S = t.length(b), row0 = t.start(b);
-        const float *base = a.qkv + row0 * Wd;
-        float *dbase = a.dqkv + row0 * Wd;
-        AttnScratch &sc = attnScratch(D);
-        for (int64_t h = g * qpg; h < (g + 1) * qpg; ++h) {
-          const HeadColumns col(s, h);
-          for (int64_t j0 = 0; j0 < S; j0 += kBlock) {
-            const int64_t bj = std::min(kBlock, S - j0);
-            for (int64_t i0 = j0 / kBlock * kBlock; i0 < S; i0 += kBlock) {
-              const int64_t bi = std::min(kBlock, S - i0);
-              const float *q = base + i0 * Wd + col.q;
-              const float *dO = dctx + (row0 + i0) * Cw + h * D;
-              gemm(false, true, bi, bj, D, scale, q, Wd, base + j0 * Wd + col.k,
-                   Wd, 0.0f, sc.s, bj);
-              gemm(false, true, bi, bj, D, 1.0f, dO, Cw, base + j0 * Wd + col.v,
-                   Wd, 0.0f, sc.dp, bj);
-              for (int64_t i = 0; i < bi; ++i) {
-                float *p = sc.s + i * bj, *dp = sc.dp + i * bj;
-                const int64_t last = std::min(bj, i0 + i - j0 + 1);
-                const float lse = a.softmax[(row0 + i0 + i) * s.heads + h],
-                            rd = rowDot[(row0 + i0 + i) * s.heads + h];
+#pragma omp parallel
+    {
+      // Every thread sizes its scratch whichever items it gets, so a later
+      // step allocates nothing however the items fall.
+      AttnScratch &sc = attnScratch(D);
+#pragma omp for collapse(2) schedule(dynamic)
+      for (int64_t b = 0; b < t.sequences(); ++b)
+        for (int64_t g = 0; g < s.groups; ++g) {
+          const int64_t S = t.length(b), row0 = t.start(b);
+          const float *base = a.qkv + row0 * Wd;
+          float *dbase = a.dqkv + row0 * Wd;
+          for (int64_t h = g * qpg; h < (g + 1) * qpg; ++h) {
+            const HeadColumns col(s, h);
+            for (int64_t j0 = 0; j0 < S; j0 += kBlock) {
+              const int64_t bj = std::min(kBlock, S - j0);
+              for (int64_t i0 = j0 / kBlock * kBlock; i0 < S; i0 += kBlock) {
+                const int64_t bi = std::min(kBlock, S - i0);
+                const float *q = base + i0 * Wd + col.q;
+                const float *dO = dctx + (row0 + i0) * Cw + h * D;
+                gemm(false, true, bi, bj, D, scale, q, Wd,
+                     base + j0 * Wd + col.k, Wd, 0.0f, sc.s, bj);
+                gemm(false, true, bi, bj, D, 1.0f, dO, Cw,
+                     base + j0 * Wd + col.v, Wd, 0.0f, sc.dp, bj);
+                for (int64_t i = 0; i < bi; ++i) {
+                  float *p = sc.s + i * bj, *dp = sc.dp + i * bj;
+                  const int64_t last = std::min(bj, i0 + i - j0 + 1);
+                  const float lse = a.softmax[(row0 + i0 + i) * s.heads + h],
+                              rd = rowDot[(row0 + i0 + i) * s.heads + h];
 #pragma omp simd
-                for (int64_t j = 0; j < last; ++j) {
-                  p[j] = fastExp(p[j] - lse);
-                  dp[j] = p[j] * (dp[j] - rd) * scale;
+                  for (int64_t j = 0; j < last; ++j) {
+                    p[j] = fastExp(p[j] - lse);
+                    dp[j] = p[j] * (dp[j] - rd) * scale;
+                  }
+                  std::fill(p + last, p + bj, 0.0f);
+                  std::fill(dp + last, dp + bj, 0.0f);
                 }
-                std::fill(p + last, p + bj, 0.0f);
-                std::fill(dp + last, dp + bj, 0.0f);
+                gemm(true, false, bj, D, bi, 1.0f, sc.s, bj, dO, Cw, 1.0f,
+                     dbase + j0 * Wd + col.v, Wd);
+                gemm(false, false, bi, D, bj, 1.0f, sc.dp, bj,
+                     base + j0 * Wd + col.k, Wd, 1.0f, dbase + i0 * Wd + col.q,
+                     Wd);
+                gemm(true, false, bj, D, bi, 1.0f, sc.dp, bj, q, Wd, 1.0f,
+                     dbase + j0 * Wd + col.k, Wd);
               }
-              gemm(true, false, bj, D, bi, 1.0f, sc.s, bj, dO, Cw, 1.0f,
-                   dbase + j0 * Wd + col.v, Wd);
-              gemm(false, false, bi, D, bj, 1.0f, sc.dp, bj,
-                   base + j0 * Wd + col.k, Wd, 1.0f, dbase + i0 * Wd + col.q,
-                   Wd);
-              gemm(true, false, bj, D, bi, 1.0f, sc.dp, bj, q, Wd, 1.0f,
-                   dbase + j0 * Wd + col.k, Wd);
             }
           }
         }
-      }
+    }
   }
   if (s.rope)
     applyRope(s, t, a.dqkv, -1.0f);
