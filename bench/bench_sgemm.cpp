@@ -2,8 +2,8 @@
 //
 // The yardstick for bench/run_train.sh: GFLOP/s of a square fp32 GEMM with
 // the given thread count (best of five batches). Usage: bench-sgemm THREADS [N]
-// With the OpenBLAS settings hypipe-run makes (cpu::setOpenBlasEnvironment:
-// the user's, or the core type it prefers and a short thread timeout);
+// OpenBLAS's own threads, with the core type hypipe-run uses
+// (cpu::setOpenBlasEnvironment: the user's, or the one it prefers);
 // `bench-sgemm --core` prints the core, so that bench scripts give a peer
 // the same.
 //

@@ -18,8 +18,10 @@ threads=("${@:-1 2}")
 read -r -a threads <<< "${threads[*]}"
 specs=${SPECS:-"$root/bench/specs/train-bench.yaml $root/bench/specs/train-issue.yaml"}
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$("$root/build/bin/bench-sgemm" --core)}
-export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4} # hypipe-run's default
-echo "OpenBLAS core: $OPENBLAS_CORETYPE, thread timeout $OPENBLAS_THREAD_TIMEOUT (hypipe-run, bench-sgemm and PyTorch alike)"
+# PyTorch's OpenBLAS threads sleep soon after each GEMM (hypipe's OpenBLAS
+# runs on one thread; gemm() shares large GEMMs over hypipe's threads).
+export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
+echo "OpenBLAS core: $OPENBLAS_CORETYPE (hypipe-run, bench-sgemm and PyTorch alike), thread timeout $OPENBLAS_THREAD_TIMEOUT"
 tmp=$(mktemp -d)
 for spec in $specs; do
   name=$(basename "$spec" .yaml)

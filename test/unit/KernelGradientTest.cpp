@@ -224,6 +224,60 @@ TEST(KernelGradient, MambaConvAndNormWeightsEveryEntry) {
                  7, every);
 }
 
+/// gemm() cuts a large GEMM into pieces fixed by its shape and shares them
+/// over the threads: the same bits at 1, 2 and 3 threads, and the right
+/// product (against double dot products at sampled entries), for every
+/// transpose, by rows and by columns, with alpha and beta.
+TEST(SplitGemm, SameBitsAtAnyThreadCountAndRight) {
+  struct Case {
+    bool ta, tb;
+    int64_t M, N, K;
+  };
+  const Case cases[] = {{false, true, 1024, 1168, 256}, // a forward, by rows
+                        {true, false, 1168, 256, 1024}, // a weight gradient
+                        {true, false, 256, 520, 1024},  // by columns, a rest
+                        {false, false, 1000, 256, 300}, // rows not whole
+                        {false, true, 256, 600, 64},    // columns, op(B) = B^T
+                        {true, true, 200, 150, 96}};    // below the split
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (const Case &c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.M << "x" << c.N << "x" << c.K
+                                      << " ta " << c.ta << " tb " << c.tb);
+    const int64_t lda = c.ta ? c.M : c.K, ldb = c.tb ? c.K : c.N;
+    std::vector<float> A(size_t(c.M * c.K)), B(size_t(c.K * c.N)),
+        C0(size_t(c.M * c.N));
+    for (float &v : A)
+      v = u(rng);
+    for (float &v : B)
+      v = u(rng);
+    for (float &v : C0)
+      v = u(rng);
+    std::vector<std::vector<float>> out;
+    for (int threads : {1, 2, 3}) {
+      setNumThreads(threads);
+      std::vector<float> C = C0;
+      gemm(c.ta, c.tb, c.M, c.N, c.K, 0.5f, A.data(), lda, B.data(), ldb, 1.0f,
+           C.data(), c.N);
+      out.push_back(C);
+    }
+    setNumThreads(1);
+    EXPECT_EQ(out[0], out[1]);
+    EXPECT_EQ(out[0], out[2]);
+    std::uniform_int_distribution<int64_t> row(0, c.M - 1), col(0, c.N - 1);
+    for (int k = 0; k < 200; ++k) {
+      const int64_t i = row(rng), j = col(rng);
+      double want = C0[size_t(i * c.N + j)];
+      for (int64_t l = 0; l < c.K; ++l)
+        want += 0.5 *
+                double(c.ta ? A[size_t(l * lda + i)] : A[size_t(i * lda + l)]) *
+                double(c.tb ? B[size_t(j * ldb + l)] : B[size_t(l * ldb + j)]);
+      ASSERT_NEAR(out[0][size_t(i * c.N + j)], want, 1e-4 * c.K)
+          << "C[" << i << "][" << j << "]";
+    }
+  }
+}
+
 TEST(KernelGradient, AttentionAcrossKeyBlocks) {
   // 150 rows: three query and key blocks of 64, the last partial; the
   // online softmax rescales across blocks and backward recomputes each.

@@ -48,12 +48,16 @@ int defaultThreads() {
 } // namespace
 
 int main(int argc, char **argv) {
-  // OpenMP threads that spin between the kernels' parallel loops starve
-  // OpenBLAS's own threads (measured: 10x slower steps on 2 cores). libgomp
-  // reads its policy when it loads, so set it and start again. OpenBLAS
-  // reads its core type and thread timeout when it loads too
-  // (cpu::setOpenBlasEnvironment: a CPU it does not recognise, threads that
-  // spin). Values the user set are kept.
+  // OpenMP threads that spin between the kernels' parallel loops hold their
+  // cores while the rank communicates or runs serial work, and other ranks
+  // on the node may need them (when OpenBLAS still ran its own threads they
+  // starved those: 10x slower steps on 2 cores). Sleeping costs a wake-up
+  // per loop instead: one process on 2 cores trained within noise of
+  // spinning (the short elementwise loops lose most: 0.038-0.043 s per 16
+  // steps against 0.020). libgomp reads its policy when it loads, so set it
+  // and start again. OpenBLAS reads its core type when it loads too
+  // (cpu::setOpenBlasEnvironment: a CPU it does not recognise). Values the
+  // user set are kept.
   bool restart = false;
   if (!std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "passive", 1);

@@ -15,6 +15,14 @@
 
 namespace hypipe::rt::cpu {
 
+namespace {
+/// A GEMM below this many multiply-adds is one call on the calling thread:
+/// a piece would cost about what waking the other threads does.
+constexpr int64_t kGemmSplitMin = int64_t(1) << 22;
+/// Rows (or columns) of C in one piece of a split GEMM, about.
+constexpr int64_t kGemmPiece = 512;
+} // namespace
+
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
           float beta, float *C, int64_t ldc) {
@@ -27,9 +35,43 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     return;
   }
   ProfileScope scope(KernelClass::Gemm);
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), alpha,
-              A, int(lda), B, int(ldb), beta, C, int(ldc));
+  const auto call = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    // Rows [m0, m1) and columns [n0, n1) of C: op(A)'s rows, op(B)'s columns.
+    const float *a = transA ? A + m0 : A + m0 * lda;
+    const float *b = transB ? B + n0 * ldb : B + n0;
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, int(m1 - m0), int(n1 - n0),
+                int(K), alpha, a, int(lda), b, int(ldb), beta,
+                C + m0 * ldc + n0, int(ldc));
+  };
+  // OpenBLAS runs on one thread (setNumThreads). A large GEMM is cut into
+  // pieces of C by rows (by columns when it has more columns than rows),
+  // their number and size fixed by its shape alone: about 256 rows each, an
+  // even count (so two threads get equal shares), at least two. The pieces
+  // are shared over the OpenMP threads, or run in turn inside the kernels'
+  // own parallel loops. Every element of C comes from the same
+  // single-threaded piece at any thread count, so the bits do not depend on
+  // it. (Pieces of 256 rows cost 1-2% of a whole GEMM on one thread here;
+  // OpenBLAS's own 2-thread split was no faster than this one.)
+  const bool byRows = M >= N;
+  const int64_t extent = byRows ? M : N;
+  int64_t pieces = std::max<int64_t>(2, (extent + kGemmPiece - 1) / kGemmPiece);
+  pieces += pieces % 2;
+  const int64_t piece = ((extent + pieces - 1) / pieces + 7) / 8 * 8;
+  pieces = (extent + piece - 1) / piece;
+  if (M * N * K < kGemmSplitMin || pieces == 1) {
+    call(0, M, 0, N);
+    return;
+  }
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t q = 0; q < pieces; ++q) {
+    const int64_t lo = q * piece, hi = std::min(extent, lo + piece);
+    if (byRows)
+      call(lo, hi, 0, N);
+    else
+      call(0, M, lo, hi);
+  }
 }
 
 void linearForward(int64_t T, int64_t in, int64_t out, const float *x,
@@ -200,10 +242,6 @@ std::string preferredBlasCore() {
 
 bool setOpenBlasEnvironment() {
   bool changed = false;
-  if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
-    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
-    changed = true;
-  }
   if (!std::getenv("OPENBLAS_CORETYPE")) {
     const std::string core = preferredBlasCore();
     if (!core.empty()) {
@@ -217,7 +255,13 @@ bool setOpenBlasEnvironment() {
 void setNumThreads(int threads) {
   threads = std::max(threads, 1);
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  // The kernels own the threads: OpenBLAS's own pool, called from inside
+  // an OpenMP loop, would fight the loop's threads for the cores (a GEMM
+  // above its threading threshold inside a parallel region made the scan
+  // 2.5-3.4x slower at 2 threads), so it runs on one thread and gemm()
+  // splits the large GEMMs itself (as fast as OpenBLAS's 2-thread split on
+  // the bench models' shapes, 237-248 against 214-247 GFLOP/s).
+  openblas_set_num_threads(1);
 }
 
 int numThreads() { return omp_get_max_threads(); }

@@ -19,7 +19,9 @@
 
 namespace hypipe::rt::cpu {
 
-/// C[M,N] = alpha * op(A) * op(B) + beta * C, row-major (cblas_sgemm).
+/// C[M,N] = alpha * op(A) * op(B) + beta * C, row-major (cblas_sgemm on
+/// one thread; a large one cut into pieces fixed by its shape and shared
+/// over the OpenMP threads, so the bits do not depend on their number).
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
           float beta, float *C, int64_t ldc);
@@ -90,16 +92,14 @@ void addResidual(int64_t n, const float *x, float *y);
 /// thread instead of 102 as SkylakeX -- or "" when its choice stands.
 std::string preferredBlasCore();
 
-/// Sets, where the user has not, the OpenBLAS settings hypipe runs with:
-/// OPENBLAS_CORETYPE to preferredBlasCore() when that is not "", and
-/// OPENBLAS_THREAD_TIMEOUT=4 (its threads otherwise spin after each GEMM on
-/// the cores the kernels' next loop needs: steps at 2 threads were 1.2-1.7x
-/// slower). OpenBLAS reads both when it loads, so a process that gets `true`
-/// must start again (execv) for them to apply.
+/// Sets, where the user has not, OPENBLAS_CORETYPE to preferredBlasCore()
+/// when that is not "". OpenBLAS reads it when it loads, so a process that
+/// gets `true` must start again (execv) for it to apply. (OpenBLAS's own
+/// threads are not used: setNumThreads gives it one.)
 bool setOpenBlasEnvironment();
 
-/// Number of threads the kernels' own loops use (OpenMP), also given to
-/// OpenBLAS.
+/// Number of threads the kernels' loops and gemm()'s pieces use (OpenMP);
+/// OpenBLAS itself runs on one.
 void setNumThreads(int threads);
 
 /// First row of the sequence each of the t.tokens() rows belongs to, into
