@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace hypipe::rt::cpu {
@@ -31,6 +32,18 @@ namespace {
 /// loaded and stored every output K times; the column sums' width was known
 /// only at run time, so they did not vectorise.)
 constexpr int64_t kChannelBlock = 16;
+
+/// `body(width, c)` over channels [begin, end): whole blocks with width
+/// std::integral_constant<kChannelBlock>, then single channels with width 1
+/// (a compile-time width either way, so the block loops vectorise).
+template <typename Body>
+void forChannelBlocks(int64_t begin, int64_t end, Body body) {
+  int64_t c = begin;
+  for (; c + kChannelBlock <= end; c += kChannelBlock)
+    body(std::integral_constant<int64_t, kChannelBlock>{}, c);
+  for (; c < end; ++c)
+    body(std::integral_constant<int64_t, 1>{}, c);
+}
 
 /// The first tap of `row` whose input row is in the row's own sequence
 /// (`first` is that sequence's first row): tap k reads row - (K-1) + k.
@@ -66,11 +79,9 @@ void convRow(const MambaShape &s, const float *zxbcdt, const float *wT,
   const int64_t K = s.convWidth, W = s.inProj(), Cc = s.convChannels();
   const int64_t k0 = firstTap(K, row, first);
   const float *in = zxbcdt + (row - (K - 1) + k0) * W + s.inner();
-  int64_t c = 0;
-  for (; c + kChannelBlock <= Cc; c += kChannelBlock)
-    convTaps<kChannelBlock>(in + c, W, wT + c, Cc, bias + c, k0, K, out + c);
-  for (; c < Cc; ++c)
-    convTaps<1>(in + c, W, wT + c, Cc, bias + c, k0, K, out + c);
+  forChannelBlocks(0, Cc, [&](auto n, int64_t c) {
+    convTaps<n>(in + c, W, wT + c, Cc, bias + c, k0, K, out + c);
+  });
 }
 
 /// The conv's input gradient for input row `src`, gathered: the row feeds
@@ -89,11 +100,9 @@ void convInputGradRow(const MambaShape &s, const float *d, const float *wT,
   static const float zeros[kChannelBlock] = {};
   // Tap k reads row src + K-1-k: stepping k forward steps rows back.
   const float *in = d + (src + K - 1 - k0) * Cc;
-  int64_t c = 0;
-  for (; c + kChannelBlock <= Cc; c += kChannelBlock)
-    convTaps<kChannelBlock>(in + c, -Cc, wT + c, Cc, zeros, k0, K, out + c);
-  for (; c < Cc; ++c)
-    convTaps<1>(in + c, -Cc, wT + c, Cc, zeros, k0, K, out + c);
+  forChannelBlocks(0, Cc, [&](auto n, int64_t c) {
+    convTaps<n>(in + c, -Cc, wT + c, Cc, zeros, k0, K, out + c);
+  });
 }
 
 /// Taps whose weight-gradient accumulators one pass over the rows keeps.
@@ -267,13 +276,11 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
     for (int64_t item = 0; item < G * perGroup; ++item) {
       const int64_t g = item / perGroup,
                     i0 = g * gs + (item % perGroup) * kChannelBlock;
-      if (i0 + kChannelBlock <= (g + 1) * gs)
-        normWeightGradBlock<kChannelBlock>(T, I, G, g, i0, dnormed, m.gated,
-                                           m.grstd, gp.gnorm);
-      else
-        for (int64_t i = i0; i < (g + 1) * gs; ++i)
-          normWeightGradBlock<1>(T, I, G, g, i, dnormed, m.gated, m.grstd,
-                                 gp.gnorm);
+      forChannelBlocks(i0, std::min(i0 + kChannelBlock, (g + 1) * gs),
+                       [&](auto n, int64_t i) {
+                         normWeightGradBlock<n>(T, I, G, g, i, dnormed, m.gated,
+                                                m.grstd, gp.gnorm);
+                       });
     }
   }
 
@@ -320,14 +327,11 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
       const int64_t c0 = b * kChannelBlock;
       for (int64_t kb = 0; kb < K; kb += kTapsPerPass) {
         const int64_t ke = std::min(K, kb + kTapsPerPass);
-        if (c0 + kChannelBlock <= Cc)
-          convWeightGradBlock<kChannelBlock>(s, m.zxbcdt, dxbc, first, T, c0,
-                                             kb, ke, kb == 0, gp.convW,
-                                             gp.convB);
-        else
-          for (int64_t c = c0; c < Cc; ++c)
-            convWeightGradBlock<1>(s, m.zxbcdt, dxbc, first, T, c, kb, ke,
-                                   kb == 0, gp.convW, gp.convB);
+        forChannelBlocks(
+            c0, std::min(c0 + kChannelBlock, Cc), [&](auto n, int64_t c) {
+              convWeightGradBlock<n>(s, m.zxbcdt, dxbc, first, T, c, kb, ke,
+                                     kb == 0, gp.convW, gp.convB);
+            });
       }
     }
   }
