@@ -224,7 +224,7 @@ TEST(KernelGradient, MambaConvAndNormWeightsEveryEntry) {
                  7, every);
 }
 
-/// gemm() cuts a large GEMM into pieces fixed by its shape and shares them
+/// gemm() cuts a large GEMM into tiles fixed by its shape and shares them
 /// over the threads: the same bits at 1, 2 and 3 threads, and the right
 /// product (against double dot products at sampled entries), for every
 /// transpose, by rows and by columns, with alpha and beta.
@@ -238,6 +238,8 @@ TEST(SplitGemm, SameBitsAtAnyThreadCountAndRight) {
                         {true, false, 256, 520, 1024},  // by columns, a rest
                         {false, false, 1000, 256, 300}, // rows not whole
                         {false, true, 256, 600, 64},    // columns, op(B) = B^T
+                        {false, false, 1600, 1100, 64}, // 3 x 2 tiles
+                        {true, false, 1536, 300, 64},   // 3 rows made 4
                         {true, true, 200, 150, 96}};    // below the split
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);

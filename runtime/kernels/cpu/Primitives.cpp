@@ -19,7 +19,7 @@ namespace {
 /// A GEMM below this many multiply-adds is one call on the calling thread:
 /// a piece would cost about what waking the other threads does.
 constexpr int64_t kGemmSplitMin = int64_t(1) << 22;
-/// Rows (or columns) of C in one piece of a split GEMM, about.
+/// Rows (and columns) of C a tile of a split GEMM has at least, about.
 constexpr int64_t kGemmPiece = 512;
 } // namespace
 
@@ -45,32 +45,35 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                 C + m0 * ldc + n0, int(ldc));
   };
   // OpenBLAS runs on one thread (setNumThreads). A large GEMM is cut into
-  // pieces of C by rows (by columns when it has more columns than rows),
-  // their number and size fixed by its shape alone: about 256 rows each, an
-  // even count (so two threads get equal shares), at least two. The pieces
-  // are shared over the OpenMP threads, or run in turn inside the kernels'
-  // own parallel loops. Every element of C comes from the same
-  // single-threaded piece at any thread count, so the bits do not depend on
-  // it. (Pieces of 256 rows cost 1-2% of a whole GEMM on one thread here;
-  // OpenBLAS's own 2-thread split was no faster than this one.)
-  const bool byRows = M >= N;
-  const int64_t extent = byRows ? M : N;
-  int64_t pieces = std::max<int64_t>(2, (extent + kGemmPiece - 1) / kGemmPiece);
-  pieces += pieces % 2;
-  const int64_t piece = ((extent + pieces - 1) / pieces + 7) / 8 * 8;
-  pieces = (extent + piece - 1) / piece;
-  if (M * N * K < kGemmSplitMin || pieces == 1) {
+  // tiles of C fixed by its shape alone -- each side cut into pieces of at
+  // least 512 rows (columns), at least two tiles, an even number of them
+  // (two threads get equal shares) -- and the tiles are shared over the
+  // OpenMP threads, or run in turn inside the kernels' own parallel loops.
+  // Every element of C comes from the same single-threaded tile at any
+  // thread count, so the bits do not depend on it; a big GEMM has many
+  // tiles (a 4096 x 4096 product 64), so many threads share it. (Tiles cost
+  // about 1% of a whole GEMM on one thread on the bench models; OpenBLAS's
+  // own 2-thread split was no faster.)
+  int64_t rows = std::max<int64_t>(1, M / kGemmPiece),
+          cols = std::max<int64_t>(1, N / kGemmPiece);
+  if (rows * cols == 1)
+    (M >= N ? rows : cols) = 2;
+  if (rows * cols % 2 == 1)
+    ++(M >= N ? rows : cols);
+  if (M * N * K < kGemmSplitMin || std::max(M, N) < 128) {
     call(0, M, 0, N);
     return;
   }
+  // The k-th of `parts` cuts of `extent`, on a 16-row (column) boundary.
+  const auto cut = [](int64_t extent, int64_t parts, int64_t k) {
+    return k == parts ? extent : extent * k / parts / 16 * 16;
+  };
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t q = 0; q < pieces; ++q) {
-    const int64_t lo = q * piece, hi = std::min(extent, lo + piece);
-    if (byRows)
-      call(lo, hi, 0, N);
-    else
-      call(0, M, lo, hi);
+  for (int64_t q = 0; q < rows * cols; ++q) {
+    const int64_t i = q / cols, j = q % cols;
+    call(cut(M, rows, i), cut(M, rows, i + 1), cut(N, cols, j),
+         cut(N, cols, j + 1));
   }
 }
 

@@ -20,7 +20,7 @@
 namespace hypipe::rt::cpu {
 
 /// C[M,N] = alpha * op(A) * op(B) + beta * C, row-major (cblas_sgemm on
-/// one thread; a large one cut into pieces fixed by its shape and shared
+/// one thread; a large one cut into tiles fixed by its shape and shared
 /// over the OpenMP threads, so the bits do not depend on their number).
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
@@ -98,7 +98,7 @@ std::string preferredBlasCore();
 /// threads are not used: setNumThreads gives it one.)
 bool setOpenBlasEnvironment();
 
-/// Number of threads the kernels' loops and gemm()'s pieces use (OpenMP);
+/// Number of threads the kernels' loops and gemm()'s tiles use (OpenMP);
 /// OpenBLAS itself runs on one.
 void setNumThreads(int threads);
 
