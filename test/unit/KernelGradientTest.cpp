@@ -48,6 +48,15 @@ template <typename Shape> int64_t countParams(const Shape &s) {
   return n;
 }
 
+/// Every element of each vector, in turn, drawn from `u`.
+template <typename... Vectors>
+void fillRandom(std::mt19937 &rng, std::uniform_real_distribution<float> &u,
+                Vectors &...vectors) {
+  for (std::vector<float> *v : {&vectors...})
+    for (float &x : *v)
+      x = u(rng);
+}
+
 /// Checks dx and the parameter gradients against central differences at
 /// 12 random entries each, and at every parameter index in `every`.
 void checkGradients(const Layer &L, unsigned seed,
@@ -56,12 +65,7 @@ void checkGradients(const Layer &L, unsigned seed,
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
   const int64_t act = L.tokens.tokens() * L.hidden;
   std::vector<float> p(L.params), x(act), r(act);
-  for (float &v : p)
-    v = u(rng);
-  for (float &v : x)
-    v = u(rng);
-  for (float &v : r)
-    v = u(rng);
+  fillRandom(rng, u, p, x, r);
   std::vector<float> saved(L.saved), ws(L.workspace), y(act);
 
   auto loss = [&](const std::vector<float> &pp, const std::vector<float> &xx) {
@@ -249,12 +253,7 @@ TEST(SplitGemm, SameBitsAtAnyThreadCountAndRight) {
     const int64_t lda = c.ta ? c.M : c.K, ldb = c.tb ? c.K : c.N;
     std::vector<float> A(size_t(c.M * c.K)), B(size_t(c.K * c.N)),
         C0(size_t(c.M * c.N));
-    for (float &v : A)
-      v = u(rng);
-    for (float &v : B)
-      v = u(rng);
-    for (float &v : C0)
-      v = u(rng);
+    fillRandom(rng, u, A, B, C0);
     std::vector<std::vector<float>> out;
     for (int threads : {1, 2, 3}) {
       setNumThreads(threads);
