@@ -7,7 +7,7 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.hypipe_obj_root, "test")
-config.excludes = ["check_training.py", "compare_logs.py", "unit", "conformance", "fuzz", "reference", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
+config.excludes = ["gpu-kit", "check_training.py", "compare_logs.py", "unit", "conformance", "fuzz", "reference", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
 
 config.environment["PATH"] = os.pathsep.join(
     [config.hypipe_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
@@ -18,9 +18,10 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 # start more ranks than this machine has cores.
 config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
 config.substitutions.append(("%e2e", os.path.join(config.test_source_root, "e2e", "Inputs")))
+config.substitutions.append(("%bench", os.path.join(config.hypipe_src_root, "bench", "specs")))
 config.substitutions.append(("%reference", os.path.join(config.test_source_root, "reference")))
-# Built with the CUDA toolkit: the cuda target compiles (tests that need a
-# GPU run under ctest's `gpu` label instead, test/gpu).
+# Built with the CUDA toolkit: the cuda target compiles (what needs a GPU
+# runs in the GPU kit instead, scripts/gpu-kit.sh).
 if config.hypipe_cuda == "ON":
     config.available_features.add("cuda")
 # Hugging Face transformers next to the system PyTorch (the lent GPU machine
