@@ -46,7 +46,7 @@ def ssd_scan(x, dt, a, Bm, Cm, chunk=CHUNK):
     Bc = Bm.reshape(b, c, chunk, h, n).permute(0, 3, 1, 2, 4)
     Cc = Cm.reshape(b, c, chunk, h, n).permute(0, 3, 1, 2, 4)
     # Intra-chunk: (C B^T) masked by the causal decay, times the inputs.
-    causal = torch.ones(chunk, chunk, dtype=torch.bool).tril()
+    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=x.device).tril()
     seg = cum[..., :, None] - cum[..., None, :]
     decay = torch.exp(seg.masked_fill(~causal, float("-inf")))
     scores = torch.matmul(Cc, Bc.transpose(-1, -2)) * decay
@@ -56,7 +56,7 @@ def ssd_scan(x, dt, a, Bm, Cm, chunk=CHUNK):
     local = torch.matmul((xdt * to_end[..., None]).transpose(-1, -2), Bc)
     # States passed between chunks (the only sequential part).
     chunk_decay = torch.exp(cum[..., -1])
-    state = torch.zeros(b, h, p, n, dtype=x.dtype)
+    state = torch.zeros(b, h, p, n, dtype=x.dtype, device=x.device)
     starts = []
     for k in range(c):
         starts.append(state)

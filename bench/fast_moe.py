@@ -15,7 +15,7 @@ def moe(x, p, d, act):
     T = xt.shape[0]
     probs, topi, w = ref.moe_route(xt, p, d)
     flat_e, flat_w = topi.reshape(-1), w.reshape(-1)
-    flat_tok = torch.arange(T).repeat_interleave(k)
+    flat_tok = torch.arange(T, device=x.device).repeat_interleave(k)
     out = torch.zeros_like(xt)
     per_expert = torch.bincount(flat_e, minlength=E)
     order = torch.argsort(flat_e, stable=True)
@@ -29,5 +29,6 @@ def moe(x, p, d, act):
         rows = flat_tok[sel]
         fc1, fc2 = p["mlp.experts.linear_fc1.weight%d" % e], p["mlp.experts.linear_fc2.weight%d" % e]
         ye = ref.activation(act, xt.index_select(0, rows) @ fc1.T) @ fc2.T
-        out.index_add_(0, rows, ye * flat_w[sel, None])
+        # Under autocast ye is bf16 and out the residual stream's dtype.
+        out.index_add_(0, rows, (ye * flat_w[sel, None]).to(out.dtype))
     return out.reshape(B, S, Hd), ref.moe_aux_loss(probs, per_expert.to(x.dtype), d)

@@ -62,6 +62,7 @@ def main():
     flops = 3 * (2 * matmul + attention)
     print(f"parameters {params}")
     print(f"matmul_flops_per_token {flops}")
+    print(f"gemm_flops_per_token {3 * 2 * matmul}")  # the linear layers alone
     if len(sys.argv) == 5 and sys.argv[2] == "--check":
         return check(params, flops, sys.argv[3], sys.argv[4])
     return 0

@@ -91,15 +91,29 @@ def mamba(x, p, d, scan=sequential_scan):
 
 def rope(t, base=10000.0):
     B, S, Hh, D = t.shape
-    inv = base ** (-torch.arange(0, D // 2, dtype=torch.float64) * 2.0 / D)
-    ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]
-    cos = torch.cat([ang.cos(), ang.cos()], -1)[None, :, None, :]
-    sin = torch.cat([ang.sin(), ang.sin()], -1)[None, :, None, :]
+    # Angles in float64 on t's device, then in t's dtype (float64 here; the
+    # speed peers' float32 or bf16).
+    inv = base ** (-torch.arange(0, D // 2, dtype=torch.float64, device=t.device) * 2.0 / D)
+    ang = torch.arange(S, dtype=torch.float64, device=t.device)[:, None] * inv[None, :]
+    cos = torch.cat([ang.cos(), ang.cos()], -1)[None, :, None, :].to(t.dtype)
+    sin = torch.cat([ang.sin(), ang.sin()], -1)[None, :, None, :].to(t.dtype)
     rot = torch.cat([-t[..., D // 2:], t[..., :D // 2]], -1)
     return t * cos + rot * sin
 
 
-def attention(x, p, d):
+def softmax_attention(q, k, v):
+    """Causal softmax attention: q, k, v [b, s, heads, d] -> [b, s, heads, d]."""
+    S, D = q.shape[1], q.shape[-1]
+    s = torch.einsum("bshd,bthd->bhst", q, k) / math.sqrt(D)
+    mask = torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1)
+    s = s.masked_fill(mask, float("-inf")).softmax(-1)
+    return torch.einsum("bhst,bthd->bshd", s, v)
+
+
+def attention(x, p, d, core=softmax_attention):
+    """Megatron's attention (query heads grouped with their key and value
+    head in the QKV projection's rows); `core` is the attention proper on the
+    heads laid out [b, s, heads, d], key and value heads repeated per query."""
     B, S, _ = x.shape
     H, G, D = d["heads"], d["groups"], d["head_dim"]
     qpg = H // G
@@ -111,10 +125,7 @@ def attention(x, p, d):
         q, k = rope(q), rope(k)
     k = k.repeat_interleave(qpg, dim=2)
     v = v.repeat_interleave(qpg, dim=2)
-    s = torch.einsum("bshd,bthd->bhst", q, k) / math.sqrt(D)
-    mask = torch.ones(S, S, dtype=torch.bool).triu(1)
-    s = s.masked_fill(mask, float("-inf")).softmax(-1)
-    ctx = torch.einsum("bhst,bthd->bshd", s, v).reshape(B, S, H * D)
+    ctx = core(q, k, v).reshape(B, S, H * D)
     return ctx @ p["self_attention.linear_proj.weight"].T
 
 

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The GPU kit: everything a GPU session needs, built here (CPU machine, with
+# MLIR, OpenBLAS and Open MPI), carried to a GPU node that has none of them,
+# and run there in one call (docs/cuda.md, "The GPU kit").
+#
+#   scripts/gpu-kit.sh build DIR [BUILD_DIR]   fill DIR (under 64 MiB)
+#   DIR/run.sh OUT [SUITE...]                  on the node: every suite, or
+#                                              those named; OUT/results.{json,md}
+#
+# DIR holds:
+#   bundle/    hypipe-run and the libraries a node lacks (scripts/bundle.sh;
+#              OpenBLAS as .xz, unpacked by run.sh)
+#   mpi/       Open MPI relocated: mpirun, its libraries, MCA components and
+#              PMIx, found through OPAL_PREFIX (mpi/env.sh sets it up)
+#   art/       cuda artifacts: the reference specs, the bundled example, the
+#              packed example, the GPU benchmark model; cpu artifacts of the
+#              bundled example for the checkpoint check
+#   cpu/       the cpu target's one-step dumps of the reference specs
+#   kernels/   the CUDA kernel sources and rebuild.sh (nvcc only): fix a kernel
+#              on the node, rebuild bundle/lib's library, run again
+#   probes/    probe and baseline programs (built here, sources beside them)
+#   py/        the Python checks and peers, with what they import
+#   data/      the example data the artifacts read
+#   run.sh, run.py, MANIFEST (every file with its size)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+usage() {
+  echo "usage: scripts/gpu-kit.sh build DIR [BUILD_DIR]" >&2
+  exit 2
+}
+[[ ${1:-} == build ]] || usage
+kit=${2:-}
+[[ -n $kit ]] || usage
+build=$(cd "${3:-$root/build}" && pwd)
+hypipe="$build/bin/hypipe"
+run="$build/bin/hypipe-run"
+for f in "$hypipe" "$run" "$build/lib/libhypipe_kernels_cuda.so"; do
+  [[ -e $f ]] || {
+    echo "error: $f is missing: build hypipe with the CUDA target first" \
+      "(scripts/build.sh on a machine with /usr/local/cuda)" >&2
+    exit 1
+  }
+done
+[[ ! -e $kit || -z "$(ls -A "$kit")" ]] || {
+  echo "error: $kit is not empty; give a new or empty directory" >&2
+  exit 1
+}
+mkdir -p "$kit"
+kit=$(cd "$kit" && pwd)
+step() { echo "gpu-kit: $*"; }
+
+step "bundle"
+"$root/scripts/bundle.sh" "$kit/bundle" "$build" > /dev/null
+# OpenBLAS (every core type: 36 MB) travels compressed; run.sh unpacks it.
+xz -T2 -6 "$kit/bundle/lib/libopenblas.so.0"
+
+step "Open MPI, relocated"
+"$root/scripts/gpu-kit/relocate-mpi.sh" "$kit/mpi"
+
+step "artifacts and the cpu target's reference dumps"
+mkdir -p "$kit/art" "$kit/cpu" "$kit/data"
+cp "$root/examples/data/licenses.txt" "$kit/data/"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+compile() { "$hypipe" compile "$@" > "$tmp/compile.log" || {
+  cat "$tmp/compile.log" >&2
+  exit 1
+}; }
+for s in all-kinds untied-rope gelu; do
+  spec="$root/test/e2e/Inputs/ref-$s.yaml"
+  compile "$spec" --target cuda -o "$kit/art/$s"
+  compile "$spec" -o "$tmp/cpu-$s"
+  "$run" "$tmp/cpu-$s" --steps 1 --dump-step "$kit/cpu/$s.safetensors" -q \
+    --data "$kit/data/licenses.txt" > /dev/null
+done
+compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cuda -o "$kit/art/tiny"
+compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cpu -o "$kit/art/tiny-cpu"
+compile "$root/examples/packed-sft.yaml" --pp 1 --vpp 4 --target cuda -o "$kit/art/packed"
+compile "$root/examples/packed-sft.yaml" --pp 1 --vpp 4 --target cpu -o "$tmp/packed-cpu"
+compile "$root/bench/specs/gpu-bench.yaml" --target cuda -o "$kit/art/gpu-bench"
+"$hypipe" explain "$root/bench/specs/gpu-bench.yaml" --json > "$kit/art/gpu-bench.explain.json"
+python3 "$root/bench/specs/gpu_bench_size.py" "$root/bench/specs/gpu-bench.yaml" \
+  > "$kit/art/gpu-bench.size"
+# The cpu target's losses the GPU runs are held to: the bundled example's 200
+# steps, the packed example's 30, and 20 steps with the learning rate of the
+# checkpoint check (10 on the GPU, resumed on the CPU for 10 more).
+cpu_losses() { "$run" "$1" -q --json-log "$kit/cpu/$2.jsonl" "${@:3}" > /dev/null; }
+cpu_losses "$kit/art/tiny-cpu" tiny --steps 200 --data "$kit/data/licenses.txt"
+cpu_losses "$kit/art/tiny-cpu" tiny-20 --steps 20 --lr-decay-steps 20 --data "$kit/data/licenses.txt"
+cpu_losses "$tmp/packed-cpu" packed --steps 30
+
+step "CUDA kernel sources"
+"$root/scripts/gpu-kit/copy-kernel-sources.sh" "$root" "$kit/kernels"
+
+step "probes"
+"$root/scripts/gpu-kit/probes/build.sh" "$kit/probes" > "$tmp/probes.log" 2>&1 || {
+  cat "$tmp/probes.log" >&2
+  exit 1
+}
+cp "$root"/scripts/gpu-kit/probes/*.cu "$root"/scripts/gpu-kit/probes/*.cpp \
+  "$root"/scripts/gpu-kit/probes/*.py "$root"/scripts/gpu-kit/probes/build.sh "$kit/probes/"
+
+step "Python checks and peers"
+mkdir -p "$kit/py"
+cp "$root/test/reference/torch_reference.py" "$root/test/e2e/compare_dumps.py" \
+  "$root/bench/fast_mamba.py" "$root/bench/fast_moe.py" "$root/bench/peer_train.py" \
+  "$root/bench/gpu/sdpa_bench.py" "$root/bench/gpu/peer_train_gpu.py" \
+  "$root/scripts/gpu-kit/losses.py" "$kit/py/"
+cp "$root/scripts/gpu-kit/run.sh" "$root/scripts/gpu-kit/run.py" "$kit/"
+commit=$(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo unknown)
+git -C "$root" diff --quiet HEAD 2> /dev/null || commit="$commit+changes"
+printf '{"commit": "%s", "built": "%s", "host": "%s"}\n' "$commit" \
+  "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(hostname)" > "$kit/KIT.json"
+
+(cd "$kit" && find . -type f -printf '%s %p\n' | sort -k2 > MANIFEST)
+size=$(du -sb "$kit" | cut -f1)
+step "$(numfmt --to=iec "$size") in $kit"
+if ((size > 64 * 1024 * 1024)); then
+  echo "error: the kit is over 64 MiB, more than a GPU call carries" >&2
+  exit 1
+fi
