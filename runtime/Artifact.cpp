@@ -7,8 +7,6 @@
 #include "core/schedule/Simulate.h"
 #include "runtime/FileCheck.h"
 
-#include <dlfcn.h>
-#include <elf.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -54,36 +52,221 @@ T optionalField(const json &j, const char *key, T fallback,
   return j.is_object() && j.contains(key) ? field<T>(j, key, where) : fallback;
 }
 
-/// dlopen maps a library by its headers, so a truncated file crashes the
-/// loader (SIGBUS) instead of failing: check that every segment and the
-/// section table lie inside the file first.
-void checkElfComplete(const std::string &path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in)
-    fail(fmt::format("cannot open stage library '{}'", path),
-         "the artifact is incomplete; recompile it with `hypipe compile SPEC "
-         "-o DIR`");
-  const uint64_t size = uint64_t(in.tellg());
-  in.seekg(0);
-  Elf64_Ehdr eh{};
-  bool ok = size >= sizeof(eh) &&
-            bool(in.read(reinterpret_cast<char *>(&eh), sizeof(eh))) &&
-            std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-            eh.e_ident[EI_CLASS] == ELFCLASS64 &&
-            eh.e_shoff + uint64_t(eh.e_shnum) * eh.e_shentsize <= size &&
-            eh.e_phoff + uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr) <= size;
-  for (int i = 0; ok && i < eh.e_phnum; ++i) {
-    Elf64_Phdr ph{};
-    in.seekg(std::streamoff(eh.e_phoff + i * sizeof(Elf64_Phdr)));
-    ok = bool(in.read(reinterpret_cast<char *>(&ph), sizeof(ph))) &&
-         ph.p_offset + ph.p_filesz <= size;
+[[noreturn]] void corruptProgram(const std::string &where,
+                                 const std::string &what) {
+  fail(fmt::format("{}: its kernel program is invalid: {}", where, what),
+       "the manifest is corrupt or from another version of hypipe; recompile "
+       "the artifact with `hypipe compile SPEC -o DIR`");
+}
+
+// A stage's kernel program (StageProgram.h) in the manifest: its layers
+// with shapes and typed byte ranges, the workspace's slots and the three
+// passes' calls.
+
+json rangeJson(const TensorRange &r) {
+  return {
+      {"offset", r.offset}, {"bytes", r.bytes}, {"dtype", dtypeName(r.dtype)}};
+}
+
+TensorRange parseRange(const json &j, const std::string &where) {
+  TensorRange r;
+  r.offset = field<int64_t>(j, "offset", where);
+  r.bytes = field<int64_t>(j, "bytes", where);
+  std::string dtype = field<std::string>(j, "dtype", where);
+  std::optional<DType> d = parseDType(dtype);
+  if (!d)
+    corruptProgram(where, fmt::format("unknown dtype '{}'", dtype));
+  r.dtype = *d;
+  return r;
+}
+
+json shapeJson(const LayerShape &shape) {
+  return std::visit(
+      [](const auto &s) -> json {
+        using S = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<S, EmbeddingShape>)
+          return {{"vocab", s.vocab}, {"hidden", s.hidden}};
+        else if constexpr (std::is_same_v<S, MambaShape>)
+          return {{"hidden", s.hidden},    {"heads", s.heads},
+                  {"head_dim", s.headDim}, {"state", s.state},
+                  {"groups", s.groups},    {"conv_width", s.convWidth}};
+        else if constexpr (std::is_same_v<S, AttentionShape>)
+          return {{"hidden", s.hidden}, {"heads", s.heads},
+                  {"groups", s.groups}, {"head_dim", s.headDim},
+                  {"rope", s.rope},     {"rope_base", s.ropeBase}};
+        else if constexpr (std::is_same_v<S, MlpShape>)
+          return {{"hidden", s.hidden},
+                  {"ffn", s.ffn},
+                  {"activation", activationName(s.act)}};
+        else if constexpr (std::is_same_v<S, MoeShape>)
+          return {{"hidden", s.hidden},
+                  {"ffn", s.ffn},
+                  {"experts", s.experts},
+                  {"topk", s.topk},
+                  {"activation", activationName(s.act)},
+                  {"aux_loss_coeff", s.auxLossCoeff}};
+        else if constexpr (std::is_same_v<S, HeadShape>)
+          return {{"vocab", s.vocab}, {"hidden", s.hidden}, {"tied", s.tied}};
+        else if constexpr (std::is_same_v<S, MtpInputShape>)
+          return {{"vocab", s.vocab},
+                  {"hidden", s.hidden},
+                  {"depth", s.depth},
+                  {"owns_table", s.ownsTable}};
+        else
+          return {{"vocab", s.vocab},
+                  {"hidden", s.hidden},
+                  {"depth", s.depth},
+                  {"loss_weight", s.lossWeight}};
+      },
+      shape);
+}
+
+Activation parseActivation(const json &j, const std::string &where) {
+  std::string name = field<std::string>(j, "activation", where);
+  for (Activation a :
+       {Activation::SquaredRelu, Activation::Gelu, Activation::Swiglu})
+    if (name == activationName(a))
+      return a;
+  corruptProgram(where, fmt::format("unknown activation '{}'", name));
+}
+
+LayerShape parseShape(LayerKind kind, const json &j, const std::string &where) {
+  auto i = [&](const char *key) { return field<int64_t>(j, key, where); };
+  switch (kind) {
+  case LayerKind::Embedding:
+    return EmbeddingShape{i("vocab"), i("hidden")};
+  case LayerKind::Mamba:
+    return MambaShape{i("hidden"), i("heads"),  i("head_dim"),
+                      i("state"),  i("groups"), i("conv_width")};
+  case LayerKind::Attention: {
+    AttentionShape s{i("hidden"), i("heads"), i("groups"), i("head_dim")};
+    s.rope = field<bool>(j, "rope", where);
+    s.ropeBase = field<double>(j, "rope_base", where);
+    return s;
   }
-  if (!ok)
-    fail(fmt::format("cannot load stage library '{}': the file is truncated "
-                     "or not a 64-bit shared library ({} bytes)",
-                     path, size),
-         "the artifact is incomplete or corrupt; recompile it with `hypipe "
-         "compile SPEC -o DIR`");
+  case LayerKind::Mlp:
+    return MlpShape{i("hidden"), i("ffn"), parseActivation(j, where)};
+  case LayerKind::Moe:
+    return MoeShape{i("hidden"),
+                    i("ffn"),
+                    i("experts"),
+                    i("topk"),
+                    parseActivation(j, where),
+                    field<double>(j, "aux_loss_coeff", where)};
+  case LayerKind::Head:
+    return HeadShape{i("vocab"), i("hidden"), field<bool>(j, "tied", where)};
+  case LayerKind::MtpInput:
+    return MtpInputShape{i("vocab"), i("hidden"), i("depth"),
+                         field<bool>(j, "owns_table", where)};
+  case LayerKind::MtpOutput:
+    return MtpOutputShape{i("vocab"), i("hidden"), i("depth"),
+                          field<double>(j, "loss_weight", where)};
+  }
+  corruptProgram(where, "unknown layer kind");
+}
+
+json callsJson(const std::vector<KernelCall> &calls) {
+  json out = json::array();
+  for (const KernelCall &c : calls) {
+    json call = {{"layer", c.layer}};
+    if (c.in != Slot::None)
+      call["in"] = slotName(c.in);
+    if (c.out != Slot::None)
+      call["out"] = slotName(c.out);
+    out.push_back(call);
+  }
+  return out;
+}
+
+std::vector<KernelCall> parseCalls(const json &j, const std::string &where) {
+  std::vector<KernelCall> calls;
+  if (!j.is_array() || j.size() > 4096)
+    corruptProgram(where, "a pass is not a list of at most 4096 calls");
+  for (const json &c : j) {
+    KernelCall call;
+    call.layer = field<int32_t>(c, "layer", where);
+    for (auto [key, slot] : {std::pair{"in", &call.in}, {"out", &call.out}}) {
+      std::string name = optionalField<std::string>(c, key, "none", where);
+      std::optional<Slot> parsed = parseSlot(name);
+      if (!parsed)
+        corruptProgram(where, fmt::format("unknown slot '{}'", name));
+      *slot = *parsed;
+    }
+    calls.push_back(call);
+  }
+  return calls;
+}
+
+json layersJson(const StageProgram &p) {
+  json layers = json::array();
+  for (const ProgramLayer &l : p.layers)
+    layers.push_back({{"kind", layerKindName(l.kind)},
+                      {"layer", l.layer},
+                      {"shape", shapeJson(l.shape)},
+                      {"params", rangeJson(l.params)},
+                      {"saved", rangeJson(l.saved)}});
+  return layers;
+}
+
+json programJson(const StageProgram &p) {
+  json program = {{"workspace",
+                   {{"act0", rangeJson(p.act0)},
+                    {"act1", rangeJson(p.act1)},
+                    {"scratch", rangeJson(p.scratch)}}},
+                  {"forward", callsJson(p.forward)},
+                  {"backward_input", callsJson(p.backwardInput)},
+                  {"backward_weight", callsJson(p.backwardWeight)}};
+  if (!p.sharedOutput.empty() || !p.sharedTable.empty())
+    program["shared"] = {{"output_layer", rangeJson(p.sharedOutput)},
+                         {"embedding_table", rangeJson(p.sharedTable)}};
+  return program;
+}
+
+/// The program of a stage from its manifest entry `s` (its layers and its
+/// `program`), with the stage's own fields already read into `e`.
+StageProgram parseProgram(const json &s, const StageEntry &e, Target target,
+                          const std::string &where) {
+  StageProgram p;
+  p.target = target;
+  p.tokens = TokenShape{e.batch, e.seq};
+  p.hidden = e.hidden;
+  p.paramBytes = 4 * e.numParams;
+  p.savedBytes = 4 * e.savedFloats;
+  p.workspaceBytes = 4 * e.workspaceFloats;
+  const json &layers = field<json>(s, "layers", where);
+  if (!layers.is_array() || layers.size() > 4096)
+    corruptProgram(where, "'layers' is not a list of at most 4096 layers");
+  for (const json &l : layers) {
+    ProgramLayer pl;
+    std::string kind = field<std::string>(l, "kind", where);
+    std::optional<LayerKind> k = parseLayerKind(kind);
+    if (!k)
+      corruptProgram(where, fmt::format("unknown kernel '{}'", kind));
+    pl.kind = *k;
+    pl.layer = field<int64_t>(l, "layer", where);
+    pl.shape = parseShape(pl.kind, field<json>(l, "shape", where), where);
+    pl.params = parseRange(field<json>(l, "params", where), where);
+    pl.saved = parseRange(field<json>(l, "saved", where), where);
+    p.layers.push_back(std::move(pl));
+  }
+  const json &program = field<json>(s, "program", where);
+  const json &ws = field<json>(program, "workspace", where);
+  p.act0 = parseRange(field<json>(ws, "act0", where), where);
+  p.act1 = parseRange(field<json>(ws, "act1", where), where);
+  p.scratch = parseRange(field<json>(ws, "scratch", where), where);
+  if (program.contains("shared")) {
+    const json &shared = field<json>(program, "shared", where);
+    p.sharedOutput =
+        parseRange(field<json>(shared, "output_layer", where), where);
+    p.sharedTable =
+        parseRange(field<json>(shared, "embedding_table", where), where);
+  }
+  p.forward = parseCalls(field<json>(program, "forward", where), where);
+  p.backwardInput =
+      parseCalls(field<json>(program, "backward_input", where), where);
+  p.backwardWeight =
+      parseCalls(field<json>(program, "backward_weight", where), where);
+  return p;
 }
 
 } // namespace
@@ -172,12 +355,6 @@ nlohmann::json manifestToJson(const Artifact &a) {
   const ModelInfo &d = a.model;
   json stages = json::array();
   for (const StageEntry &e : a.stages) {
-    json layers = json::array();
-    for (const LayerEntry &l : e.layers)
-      layers.push_back({{"kind", l.kind},
-                        {"layer", l.layer},
-                        {"params", {l.paramOffset, l.paramFloats}},
-                        {"saved", {l.savedOffset, l.savedFloats}}});
     json params = json::array();
     for (const ParamEntry &p : e.params)
       params.push_back({{"name", p.name},
@@ -189,9 +366,6 @@ nlohmann::json manifestToJson(const Artifact &a) {
     stages.push_back({{"index", e.index},
                       {"pp_rank", e.ppRank},
                       {"vp_stage", e.vpStage},
-                      {"source", e.source},
-                      {"library", e.library},
-                      {"library_checksum", e.libraryChecksum},
                       {"has_embedding", e.hasEmbedding},
                       {"has_head", e.hasHead},
                       {"batch", e.batch},
@@ -200,7 +374,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
                       {"num_params", e.numParams},
                       {"saved_floats", e.savedFloats},
                       {"workspace_floats", e.workspaceFloats},
-                      {"layers", layers},
+                      {"layers", layersJson(e.program)},
+                      {"program", programJson(e.program)},
                       {"params", params}});
   }
   json programs = json::array();
@@ -348,9 +523,6 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
     std::string where = fmt::format("{} (stage {})", path, e.index);
     e.ppRank = field<int64_t>(s, "pp_rank", where);
     e.vpStage = field<int64_t>(s, "vp_stage", where);
-    e.source = field<std::string>(s, "source", where);
-    e.library = field<std::string>(s, "library", where);
-    e.libraryChecksum = field<std::string>(s, "library_checksum", where);
     e.hasEmbedding = field<bool>(s, "has_embedding", where);
     e.hasHead = field<bool>(s, "has_head", where);
     e.batch = field<int64_t>(s, "batch", where);
@@ -359,23 +531,8 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
     e.numParams = field<int64_t>(s, "num_params", where);
     e.savedFloats = field<int64_t>(s, "saved_floats", where);
     e.workspaceFloats = field<int64_t>(s, "workspace_floats", where);
-    for (const json &l : field<json>(s, "layers", where)) {
-      LayerEntry le;
-      le.kind = field<std::string>(l, "kind", where);
-      le.layer = field<int64_t>(l, "layer", where);
-      auto params = field<std::vector<int64_t>>(l, "params", where);
-      auto saved = field<std::vector<int64_t>>(l, "saved", where);
-      if (params.size() != 2 || saved.size() != 2)
-        fail(fmt::format("{}: a layer's params and saved must be [offset, "
-                         "floats]",
-                         where),
-             "the manifest is corrupt; recompile the artifact");
-      le.paramOffset = params[0];
-      le.paramFloats = params[1];
-      le.savedOffset = saved[0];
-      le.savedFloats = saved[1];
-      e.layers.push_back(std::move(le));
-    }
+    e.program = parseProgram(
+        s, e, a.target == "cuda" ? Target::Cuda : Target::Cpu, where);
     for (const json &p : field<json>(s, "params", where)) {
       ParamEntry pe;
       pe.name = field<std::string>(p, "name", where);
@@ -489,13 +646,10 @@ void checkArtifactConsistency(const Artifact &a, const std::string &path) {
                           "makes microbatches of [{} x {} x {}]",
                           where, s.batch, s.seq, s.hidden, batch, seq,
                           a.model.hidden));
-    for (const LayerEntry &l : s.layers)
-      if (l.paramOffset < 0 || l.paramFloats < 0 || l.savedOffset < 0 ||
-          l.savedFloats < 0 || l.paramOffset > s.numParams - l.paramFloats ||
-          l.savedOffset > s.savedFloats - l.savedFloats)
-        corrupt(fmt::format("{}: layer {} ({}) lies outside the stage's "
-                            "parameter or saved buffers",
-                            where, l.layer, l.kind));
+    if (std::string why =
+            checkStageProgram(s.program, s.hasEmbedding, s.hasHead);
+        !why.empty())
+      corruptProgram(fmt::format("{} (stage {})", path, s.index), why);
     for (const ParamEntry &p : s.params) {
       int64_t numel = 1;
       for (int64_t d : p.shape)
@@ -538,69 +692,6 @@ Artifact loadArtifact(const std::string &dir) {
   checkArtifactConsistency(a, path);
   a.dir = dir;
   return a;
-}
-
-void loadStageLibraries(Artifact &a, int64_t ppRank) {
-  for (StageEntry *s : a.stagesOf(ppRank)) {
-    std::string path = confinedPath(
-        a.dir, s->library, "the stage library",
-        fmt::format("{}/manifest.json (stage {})", a.dir, s->index));
-    requireRegularFile(path, "stage library",
-                       "recompile the artifact with `hypipe compile SPEC -o "
-                       "DIR`");
-    checkElfComplete(path);
-    std::string actual = fileChecksum(path);
-    if (actual != s->libraryChecksum)
-      fail(fmt::format("stage library '{}' is {}, but the manifest recorded "
-                       "{}: it is not the library this artifact was compiled "
-                       "with",
-                       path, actual, s->libraryChecksum.substr(0, 80)),
-           "the stage libraries were replaced, corrupted or copied from "
-           "another artifact; recompile with `hypipe compile SPEC -o DIR`");
-    s->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!s->handle)
-      fail(fmt::format("cannot load stage library '{}': {}", path, dlerror()),
-           "the artifact is incomplete or was built for another machine; "
-           "recompile it with `hypipe compile SPEC -o DIR`");
-    auto info = reinterpret_cast<hypipe_stage_info_fn>(
-        dlsym(s->handle, HYPIPE_STAGE_INFO));
-    s->forward = reinterpret_cast<hypipe_stage_fn>(
-        dlsym(s->handle, HYPIPE_STAGE_FORWARD));
-    s->backwardInput = reinterpret_cast<hypipe_stage_fn>(
-        dlsym(s->handle, HYPIPE_STAGE_BACKWARD_INPUT));
-    s->backwardWeight = reinterpret_cast<hypipe_stage_fn>(
-        dlsym(s->handle, HYPIPE_STAGE_BACKWARD_WEIGHT));
-    if (!info || !s->forward || !s->backwardInput || !s->backwardWeight)
-      fail(fmt::format("'{}' is not a hypipe stage library (missing "
-                       "hypipe_stage_* symbols)",
-                       path),
-           "recompile the artifact with `hypipe compile SPEC -o DIR`");
-    hypipe_stage_info_t i = info();
-    if (i.abi_version != HYPIPE_STAGE_ABI_VERSION)
-      fail(fmt::format("'{}' has stage ABI {}, this hypipe-run needs {}", path,
-                       i.abi_version, HYPIPE_STAGE_ABI_VERSION),
-           "recompile the artifact with this version of hypipe");
-    const char *built = i.target == HYPIPE_TARGET_CUDA ? "cuda" : "cpu";
-    if (a.target != built)
-      fail(fmt::format("'{}' is a {} stage, and the manifest says the "
-                       "artifact is for {}",
-                       path, built, a.target),
-           "the stage libraries and the manifest come from different "
-           "compilations; recompile the artifact");
-    if (i.stage != s->index || i.num_params != s->numParams ||
-        i.saved_floats != s->savedFloats ||
-        i.workspace_floats != s->workspaceFloats || i.batch != s->batch ||
-        i.seq != s->seq || i.hidden != s->hidden ||
-        bool(i.has_embedding) != s->hasEmbedding ||
-        bool(i.has_head) != s->hasHead)
-      fail(fmt::format("'{}' does not match the manifest (library: stage {}, "
-                       "{} params, [{}x{}x{}]; manifest: stage {}, {} params, "
-                       "[{}x{}x{}])",
-                       path, i.stage, i.num_params, i.batch, i.seq, i.hidden,
-                       s->index, s->numParams, s->batch, s->seq, s->hidden),
-           "the stage libraries and the manifest come from different "
-           "compilations; recompile the artifact");
-  }
 }
 
 } // namespace hypipe::rt

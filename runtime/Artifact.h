@@ -2,9 +2,9 @@
 //
 // The one schema of manifest.json: `manifestToJson` (what `hypipe compile`
 // writes) and `loadArtifact` (what hypipe-run reads, checking every field)
-// sit side by side in Artifact.cpp, and a unit test round-trips them. Also
-// loads the stage libraries one rank needs, checking each against the
-// manifest. No LLVM or MLIR here: only the core, nlohmann-json and dlopen.
+// sit side by side in Artifact.cpp, and a unit test round-trips them. Each
+// stage is data: its kernel program (StageProgram.h), checked here before
+// anything runs it. No LLVM or MLIR here: only the core and nlohmann-json.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_ARTIFACT_H
@@ -12,7 +12,7 @@
 
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Vocabulary.h"
-#include "runtime/StageABI.h"
+#include "runtime/StageProgram.h"
 
 #include <nlohmann/json.hpp>
 
@@ -25,7 +25,7 @@ namespace hypipe::rt {
 
 /// Manifest format version: `hypipe compile` writes it, hypipe-run refuses
 /// any other (docs/artifact.md).
-inline constexpr int kArtifactVersion = 2;
+inline constexpr int kArtifactVersion = 3;
 
 /// A user-facing runtime error: the message is complete (what, where, what
 /// to do); tools print it and exit 1.
@@ -52,37 +52,16 @@ struct ParamEntry {
 /// One action of a rank's program: the schedule vocabulary's own type.
 using ActionEntry = schedule::Action;
 
-/// What the kernel planner decided for one layer of a stage
-/// (`pipe.kernel`): the kernel, the 1-based layer number (0 for embedding
-/// and head), and its [offset, floats] ranges in the stage's parameter and
-/// saved buffers.
-struct LayerEntry {
-  std::string kind;
-  int64_t layer = 0;
-  int64_t paramOffset = 0, paramFloats = 0;
-  int64_t savedOffset = 0, savedFloats = 0;
-
-  bool operator==(const LayerEntry &o) const {
-    return kind == o.kind && layer == o.layer && paramOffset == o.paramOffset &&
-           paramFloats == o.paramFloats && savedOffset == o.savedOffset &&
-           savedFloats == o.savedFloats;
-  }
-};
-
 struct StageEntry {
   int64_t index = 0, ppRank = 0, vpStage = 0;
-  std::string source, library; ///< relative to the artifact directory
-  /// FileCheck's checksum of `library`, checked before it is loaded.
-  std::string libraryChecksum;
   bool hasEmbedding = false, hasHead = false;
   int64_t batch = 0, seq = 0, hidden = 0;
+  /// Floats of the parameter (and gradient) buffer, of one microbatch's
+  /// saved tensors and of the workspace: the program's buffers in fp32.
   int64_t numParams = 0, savedFloats = 0, workspaceFloats = 0;
-  std::vector<LayerEntry> layers;
   std::vector<ParamEntry> params;
-  // Loaded from `library`.
-  void *handle = nullptr;
-  hypipe_stage_fn forward = nullptr, backwardInput = nullptr,
-                  backwardWeight = nullptr;
+  /// What the stage runs (StageProgram.h): its layers and kernel calls.
+  StageProgram program;
 };
 
 struct TrainingConfig {
@@ -187,12 +166,6 @@ void checkArtifactConsistency(const Artifact &artifact,
 /// Reads and checks `dir`/manifest.json (artifactFromJson, then
 /// checkArtifactConsistency). Throws RuntimeError.
 Artifact loadArtifact(const std::string &dir);
-
-/// dlopens the libraries of `ppRank`'s stages and checks each library's
-/// hypipe_stage_info against the manifest. Before dlopen (which runs the
-/// library's code) each library must lie inside the artifact directory and
-/// match the checksum the manifest recorded for it. Throws RuntimeError.
-void loadStageLibraries(Artifact &artifact, int64_t ppRank);
 
 } // namespace hypipe::rt
 

@@ -9,6 +9,7 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/Init.h"
 #include "runtime/SafeTensors.h"
+#include "runtime/StageRunner.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -87,8 +88,6 @@ std::unique_ptr<Device> openDevice(const Artifact &artifact, Comm &comm) {
 
 Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
     : artifact(artifact), comm(comm), ppRank(comm.ppRank()), data(data) {
-  // The libraries first: whether they fit the manifest needs no GPU.
-  loadStageLibraries(artifact, ppRank);
   device = openDevice(artifact, comm);
   const int64_t dp = sharded() ? comm.dpSize() : 1;
   for (StageEntry *e : artifact.stagesOf(ppRank)) {
@@ -433,8 +432,8 @@ bool Trainer::awaitInput(const ActionEntry &a, StepState &st) {
   return true;
 }
 
-hypipe_stage_args_t Trainer::stageArgs(StageState &s, const ActionEntry &a) {
-  hypipe_stage_args_t args{};
+StageArgs Trainer::stageArgs(StageState &s, const ActionEntry &a) {
+  StageArgs args;
   args.params = s.params.data();
   args.grads = s.grads.data();
   args.workspace = s.workspace.data();
@@ -497,7 +496,7 @@ void Trainer::stageBatch() {
 void Trainer::forward(const ActionEntry &a, StepState &st) {
   StageState &s = localStage(a.stage);
   StageEntry &e = *s.entry;
-  hypipe_stage_args_t args = stageArgs(s, a);
+  StageArgs args = stageArgs(s, a);
   int slot;
   if (s.freeSlots.empty()) {
     slot = int(s.slots.size());
@@ -515,7 +514,7 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
   if (!e.hasHead)
     args.output =
         st.acts.emplace(k, takeActivation(st.activation)).first->second.data();
-  e.forward(&args);
+  runStagePass(e.program, StagePass::Forward, args);
   if (!e.hasEmbedding) {
     auto in = st.acts.find(tensorKey(a.stage - 1, a.microbatch));
     giveBack(std::move(in->second));
@@ -532,7 +531,7 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
 void Trainer::backward(const ActionEntry &a, StepState &st) {
   StageState &s = localStage(a.stage);
   StageEntry &e = *s.entry;
-  hypipe_stage_args_t args = stageArgs(s, a);
+  StageArgs args = stageArgs(s, a);
   int64_t k = tensorKey(a.stage, a.microbatch);
   args.saved = s.slots.at(st.slotOf.at(k)).data();
   if (a.op == schedule::Op::B || a.op == schedule::Op::I) {
@@ -542,7 +541,7 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
     if (!e.hasEmbedding)
       args.grad_input = st.grads.emplace(k, takeActivation(st.activation))
                             .first->second.data();
-    e.backwardInput(&args);
+    runStagePass(e.program, StagePass::BackwardInput, args);
     if (!e.hasHead) {
       auto in = st.grads.find(tensorKey(a.stage + 1, a.microbatch));
       giveBack(std::move(in->second));
@@ -550,7 +549,7 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
     }
   }
   if (a.op == schedule::Op::B || a.op == schedule::Op::W) {
-    e.backwardWeight(&args);
+    runStagePass(e.program, StagePass::BackwardWeight, args);
     s.freeSlots.push_back(st.slotOf.at(k));
     st.slotOf.erase(k);
     if (++s.backwardsDone == st.microbatches && !s.reducedByProgram)

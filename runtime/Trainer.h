@@ -16,6 +16,7 @@
 #include "runtime/Data.h"
 #include "runtime/Device.h"
 #include "runtime/Samples.h"
+#include "runtime/StageArgs.h"
 
 #include <map>
 #include <memory>
@@ -189,7 +190,7 @@ private:
   const Program &programFor(int64_t microbatches);
   int64_t activationFloats(const ActionEntry &a) const;
   StageState &localStage(int64_t stage);
-  hypipe_stage_args_t stageArgs(StageState &s, const ActionEntry &a);
+  StageArgs stageArgs(StageState &s, const ActionEntry &a);
   void send(const ActionEntry &a, StepState &st);
   void receive(const ActionEntry &a, StepState &st);
   /// Waits for the posted receive that feeds compute action `a`, if any;

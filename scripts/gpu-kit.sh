@@ -67,7 +67,7 @@ compile() { "$hypipe" compile "$@" > "$tmp/compile.log" || {
   cat "$tmp/compile.log" >&2
   exit 1
 }; }
-for s in all-kinds untied-rope gelu; do
+for s in all-kinds untied-rope gelu mtp; do
   spec="$root/test/e2e/Inputs/ref-$s.yaml"
   compile "$spec" --target cuda -o "$kit/art/$s"
   compile "$spec" -o "$tmp/cpu-$s"

@@ -9,8 +9,7 @@
 #include "passes/lowering/KernelPlan.h"
 #include "passes/schedule/Programs.h"
 #include "runtime/FileCheck.h"
-#include "targets/cpu/EmitStage.h"
-#include "targets/cuda/EmitStage.h"
+#include "targets/StageProgram.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
@@ -45,16 +44,13 @@ llvm::Error writeFile(const std::string &path, const std::string &text) {
   return llvm::Error::success();
 }
 
-/// The manifest's entry of a planned stage.
-rt::StageEntry stageEntry(const cpu::StagePlan &plan,
-                          const std::string &extension) {
+/// The manifest's entry of a planned stage: its kernel program and its
+/// parameters' names, shapes and initialisation.
+rt::StageEntry stageEntry(const cpu::StagePlan &plan) {
   rt::StageEntry e;
   e.index = plan.index;
   e.ppRank = plan.ppRank;
   e.vpStage = plan.vpStage;
-  std::string base = fmt::format("stages/stage_{}", plan.index);
-  e.source = base + extension;
-  e.library = base + ".so";
   e.hasEmbedding = plan.hasEmbedding;
   e.hasHead = plan.hasHead;
   e.batch = plan.tokens.batch;
@@ -63,10 +59,8 @@ rt::StageEntry stageEntry(const cpu::StagePlan &plan,
   e.numParams = plan.paramFloats;
   e.savedFloats = plan.savedFloats;
   e.workspaceFloats = plan.workspaceFloats;
+  e.program = buildStageProgram(plan);
   for (const cpu::KernelLayer &layer : plan.layers) {
-    e.layers.push_back({cpu::kernelKindName(layer.kind), layer.layer,
-                        layer.paramOffset, layer.paramFloats, layer.savedOffset,
-                        layer.savedFloats});
     int64_t offset = layer.paramOffset;
     for (const rt::ParamSpec &p : layer.params) {
       rt::ParamEntry pe;
@@ -87,18 +81,6 @@ rt::StageEntry stageEntry(const cpu::StagePlan &plan,
 
 } // namespace
 
-ArtifactOptions defaultArtifactOptions() {
-  ArtifactOptions o;
-  const char *cxx = std::getenv("HYPIPE_CXX");
-  o.cxx = cxx && *cxx ? cxx : "c++";
-  o.includeDir = HYPIPE_RUNTIME_INCLUDE_DIR;
-  o.libDir = HYPIPE_KERNELS_LIB_DIR;
-#if HYPIPE_CUDA_KERNELS_BUILT
-  o.nvcc = HYPIPE_NVCC;
-#endif
-  return o;
-}
-
 LogicalResult lowerForArtifact(ModuleOp module,
                                const std::string &scheduleCsv) {
   PassManager pm(module.getContext());
@@ -107,8 +89,7 @@ LogicalResult lowerForArtifact(ModuleOp module,
 }
 
 llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
-                          const std::string &dir,
-                          const ArtifactOptions &options) {
+                          const std::string &dir) {
   const bool cuda = spec.training.target == "cuda";
   if (spec.training.dtype != "fp32")
     return fail(fmt::format(
@@ -116,13 +97,13 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
         "only for now\nhelp: set training.dtype: fp32 (bf16 is understood by "
         "the cost model and `hypipe explain`)",
         spec.file, spec.training.dtype, cuda ? "CUDA" : "CPU"));
-  if (cuda && options.nvcc.empty())
+  if (cuda && !HYPIPE_CUDA_KERNELS_BUILT)
     return fail(fmt::format(
         "error: {}: the target is cuda, and this hypipe was built without the "
         "CUDA toolkit (no nvcc and cuBLAS were found, so there are no CUDA "
-        "kernels to link the stages against)\nhelp: install CUDA 13 at "
-        "/usr/local/cuda (or set CUDAToolkit_ROOT) and rebuild hypipe, or "
-        "compile with --target cpu",
+        "kernels to run the stages)\nhelp: install CUDA 13 at /usr/local/cuda "
+        "(or set CUDAToolkit_ROOT) and rebuild hypipe, or compile with "
+        "--target cpu",
         spec.file));
   for (auto model : module.getOps<hybrid::ModelOp>())
     model->setAttr(
@@ -135,92 +116,15 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
     return fail("error: internal: no hybrid.model to write");
   hybrid::ModelOp model = *models.begin();
 
-  std::string stagesDir = dir + "/stages";
-  if (auto ec = llvm::sys::fs::create_directories(stagesDir))
+  if (auto ec = llvm::sys::fs::create_directories(dir))
     return fail(
-        fmt::format("error: cannot create '{}': {}", stagesDir, ec.message()));
-
-  auto cxx = llvm::sys::findProgramByName(cuda ? options.nvcc : options.cxx);
-  if (!cxx)
-    return fail(fmt::format(
-        "error: {} compiler '{}' not found\nhelp: {}", cuda ? "CUDA" : "C++",
-        cuda ? options.nvcc : options.cxx,
-        cuda ? "reinstall the CUDA toolkit hypipe was built with"
-             : "install g++ (scripts/setup.sh) or point HYPIPE_CXX at a "
-               "compiler"));
-
+        fmt::format("error: cannot create '{}': {}", dir, ec.message()));
   rt::Artifact artifact;
-  struct Job {
-    llvm::sys::ProcessInfo process;
-    std::string source, log;
-  };
-  std::vector<Job> jobs;
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>()) {
     FailureOr<cpu::StagePlan> plan = cpu::readStagePlan(stage);
     if (failed(plan))
-      return fail("error: the stages cannot be lowered to CPU kernels");
-    std::string base = fmt::format("{}/stage_{}", stagesDir, plan->index);
-    const std::string extension = cuda ? ".cu" : ".cpp";
-    const std::string name = model.getSymName().str();
-    if (auto err = writeFile(base + extension,
-                             cuda ? hypipe::cuda::emitStageCuda(*plan, name)
-                                  : cpu::emitStageCpp(*plan, name)))
-      return err;
-    artifact.stages.push_back(stageEntry(*plan, extension));
-
-    // Host code calling the target's kernel library; cuda stages are built
-    // for Hopper (sm_90a) with compute_90 PTX, like the kernels.
-    const std::string rpath = "-rpath," + options.libDir;
-    std::vector<std::string> argStore;
-    if (cuda)
-      argStore = {*cxx,
-                  "-gencode=arch=compute_90a,code=sm_90a",
-                  "-gencode=arch=compute_90,code=compute_90",
-                  "-Xcompiler",
-                  "-fPIC",
-                  "-Xlinker",
-                  rpath};
-    else
-      argStore = {*cxx, "-march=native", "-fPIC", "-Wl," + rpath};
-    argStore.insert(argStore.end(),
-                    {"-std=c++17", "-O2", "-shared", "-I", options.includeDir,
-                     "-o", base + ".so", base + extension,
-                     "-L" + options.libDir,
-                     cuda ? "-lhypipe_kernels_cuda" : "-lhypipe_kernels_cpu"});
-    std::vector<llvm::StringRef> args(argStore.begin(), argStore.end());
-    Job job;
-    job.source = base + extension;
-    job.log = base + ".log";
-    std::optional<llvm::StringRef> redirects[] = {
-        std::nullopt, llvm::StringRef(job.log), llvm::StringRef(job.log)};
-    std::string error;
-    job.process = llvm::sys::ExecuteNoWait(*cxx, args, std::nullopt, redirects,
-                                           0, &error);
-    if (job.process.Pid == llvm::sys::ProcessInfo::InvalidPid)
-      return fail(fmt::format("error: cannot run '{}': {}", *cxx, error));
-    jobs.push_back(std::move(job));
-  }
-  std::string failures;
-  for (Job &job : jobs) {
-    std::string error;
-    llvm::sys::ProcessInfo done =
-        llvm::sys::Wait(job.process, std::nullopt, &error);
-    if (done.ReturnCode != 0)
-      failures += fmt::format("error: compiling {} failed (log: {})\n",
-                              job.source, job.log);
-    else
-      llvm::sys::fs::remove(job.log);
-  }
-  if (!failures.empty())
-    return fail(failures + "help: this is a bug in hypipe's lowering if "
-                           "the compiler itself works; please report it");
-  // The runtime loads only the libraries compiled here (docs/security.md).
-  for (rt::StageEntry &e : artifact.stages) {
-    try {
-      e.libraryChecksum = rt::fileChecksum(dir + "/" + e.library);
-    } catch (const rt::RuntimeError &err) {
-      return fail(err.what());
-    }
+      return fail("error: the stages cannot be lowered to kernels");
+    artifact.stages.push_back(stageEntry(*plan));
   }
 
   auto programs = schedule::readPrograms(model);

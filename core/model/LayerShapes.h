@@ -20,6 +20,29 @@
 
 namespace hypipe::rt {
 
+/// The kernels a layer can run: what the planner lowers each layer op to
+/// and what a stage's kernel program names (MtpInput and MtpOutput: the two
+/// ends of one multi-token-prediction depth, its layers between them).
+enum class LayerKind {
+  Embedding,
+  Mamba,
+  Attention,
+  Mlp,
+  Moe,
+  Head,
+  MtpInput,
+  MtpOutput
+};
+
+inline constexpr const char *kLayerKindNames[] = {
+    "embedding", "mamba", "attention", "mlp",
+    "moe",       "head",  "mtp_input", "mtp_output"};
+
+/// `mamba`, `mtp_input`, ...: the manifest's and the IR's spelling.
+inline const char *layerKindName(LayerKind kind) {
+  return kLayerKindNames[int(kind)];
+}
+
 enum class Activation { SquaredRelu, Gelu, Swiglu };
 
 /// What the stage code is compiled for. The kernels of both targets keep the
@@ -132,6 +155,14 @@ inline int64_t lmLossSavedFloats(const TokenShape &t, int64_t hidden,
                                  int64_t vocab) {
   int64_t T = t.tokens();
   return T * (2 * hidden + 1 + vocab) + 2 * T;
+}
+
+/// Workspace of a language-model loss: the normed output's gradient
+/// (backward); on CUDA two more floats for the loss and mask sums the GPU
+/// reduces into (forward: after each row's loss, T floats).
+inline int64_t lmLossWorkspaceFloats(const TokenShape &t, int64_t hidden,
+                                     Target target) {
+  return t.tokens() * hidden + (target == Target::Cuda ? 2 : 0);
 }
 
 struct MambaShape {
@@ -332,7 +363,7 @@ struct HeadShape {
   }
   int64_t workspaceFloats(const TokenShape &t,
                           Target target = Target::Cpu) const {
-    return t.tokens() * hidden + (target == Target::Cuda ? 2 : 0);
+    return lmLossWorkspaceFloats(t, hidden, target);
   }
 };
 
@@ -384,8 +415,9 @@ struct MtpOutputShape {
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     return lmLossSavedFloats(t, hidden, vocab);
   }
-  int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
-    return t.tokens() * hidden;
+  int64_t workspaceFloats(const TokenShape &t,
+                          Target target = Target::Cpu) const {
+    return lmLossWorkspaceFloats(t, hidden, target);
   }
 };
 

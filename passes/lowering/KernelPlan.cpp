@@ -13,28 +13,6 @@ using namespace mlir;
 
 namespace hypipe::cpu {
 
-const char *kernelKindName(KernelKind kind) {
-  switch (kind) {
-  case KernelKind::Embedding:
-    return "embedding";
-  case KernelKind::Mamba:
-    return "mamba";
-  case KernelKind::Attention:
-    return "attention";
-  case KernelKind::Mlp:
-    return "mlp";
-  case KernelKind::Moe:
-    return "moe";
-  case KernelKind::Head:
-    return "head";
-  case KernelKind::MtpInput:
-    return "mtp_input";
-  case KernelKind::MtpOutput:
-    return "mtp_output";
-  }
-  return "?";
-}
-
 namespace {
 
 /// (batch, seq, hidden) of the stage, from the first hidden-state tensor
@@ -179,13 +157,6 @@ FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
   // A multi-token-prediction depth: input (embedding, norms, eh_proj), its
   // layers (Megatron's mtp.layers.<d>.mtp_model_layer.layers.<j>.), output.
   auto describeMtp = [&](hybrid::MtpOp mtp) {
-    if (target == rt::Target::Cuda) {
-      mtp.emitError() << "the cuda target cannot lower multi-token "
-                         "prediction yet; train this model with --target cpu "
-                         "or drop the '/' part of the pattern";
-      failed = true;
-      return;
-    }
     if (!plan.hasHead) {
       mtp.emitError() << "multi-token prediction must run in the stage that "
                          "holds the output layer (it shares it); place the "
@@ -313,12 +284,12 @@ FailureOr<StagePlan> readStagePlan(pipe::StageOp stage) {
     if (p.size() != 2 || v.size() != 2 || !kind)
       return layer.op->emitError() << "has no complete '" << layer.planAttr()
                                    << "': run pipe-plan-buffers first";
-    if (kind.getValue() != kernelKindName(layer.kind) ||
+    if (kind.getValue() != layerKindName(layer.kind) ||
         p[1] != layer.paramFloats || v[1] != layer.savedFloats || p[0] < 0 ||
         v[0] < 0 || p[0] + p[1] > *params || v[0] + v[1] > *saved)
       return layer.op->emitError()
              << "'" << layer.planAttr() << "' " << kernel
-             << " does not match the layer's " << kernelKindName(layer.kind)
+             << " does not match the layer's " << layerKindName(layer.kind)
              << " kernel (" << layer.paramFloats << " parameter and "
              << layer.savedFloats << " saved floats) or its stage's buffers";
     layer.paramOffset = p[0];

@@ -21,20 +21,10 @@
 
 namespace hypipe::cpu {
 
-/// MtpInput and MtpOutput are the two ends of one `hybrid.mtp` depth, its
-/// layers planned between them.
-enum class KernelKind {
-  Embedding,
-  Mamba,
-  Attention,
-  Mlp,
-  Moe,
-  Head,
-  MtpInput,
-  MtpOutput
-};
-
-const char *kernelKindName(KernelKind kind);
+/// What each layer lowers to (core/model/LayerShapes.h): the kernel
+/// program's own kinds.
+using KernelKind = rt::LayerKind;
+using rt::layerKindName;
 
 struct KernelLayer {
   KernelKind kind;

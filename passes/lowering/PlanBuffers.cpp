@@ -22,7 +22,7 @@ LogicalResult planBuffers(hybrid::ModelOp model) {
     for (const cpu::KernelLayer &layer : plan->layers) {
       NamedAttribute fields[] = {
           b.getNamedAttr("kind",
-                         b.getStringAttr(cpu::kernelKindName(layer.kind))),
+                         b.getStringAttr(rt::layerKindName(layer.kind))),
           b.getNamedAttr("params", b.getDenseI64ArrayAttr(
                                        {layer.paramOffset, layer.paramFloats})),
           b.getNamedAttr("saved", b.getDenseI64ArrayAttr(

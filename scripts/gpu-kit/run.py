@@ -74,7 +74,7 @@ SUITES = [
               20, ["probes/cublas_gemm"]),
     ], "the GPU, driver, CUDA, the libraries a node offers, the tools"),
     Suite("correctness", 140, [
-        ref_check("all-kinds"), ref_check("untied-rope"), ref_check("gelu"),
+        ref_check("all-kinds"), ref_check("untied-rope"), ref_check("gelu"), ref_check("mtp"),
         Check("tiny-200", f"{RUN} art/tiny --steps 200 --json-log $OUT/tiny.jsonl -q"
               f" --data {DATA} && python3 py/losses.py cpu/tiny.jsonl $OUT/tiny.jsonl"
               " --first-rtol 1e-5 --rtol 2e-3", 60,

@@ -57,8 +57,6 @@ Artifact sample() {
     StageEntry e;
     e.index = s;
     e.ppRank = s;
-    e.source = "stages/stage_" + std::to_string(s) + ".cpp";
-    e.library = "stages/stage_" + std::to_string(s) + ".so";
     e.hasEmbedding = s == 0;
     e.hasHead = s == 1;
     e.batch = 2;
@@ -67,7 +65,28 @@ Artifact sample() {
     e.numParams = 100;
     e.savedFloats = 50 + s;
     e.workspaceFloats = 30;
-    e.layers.push_back({"mamba", 1 + 2 * s, 0, 60, 0, 40});
+    // artifactFromJson reads what is written, checked or not (the checks
+    // are checkArtifactConsistency's and StageProgramTest's).
+    e.program.layers.push_back({LayerKind::Moe,
+                                1 + 2 * s,
+                                MoeShape{16, 8, 4, 2, Activation::Swiglu, 0.01},
+                                {0, 240, DType::F32},
+                                {4, 160, DType::F32}});
+    e.program.layers.push_back({LayerKind::MtpInput,
+                                2 + 2 * s,
+                                MtpInputShape{32, 16, 1, true},
+                                {240, 16, DType::F32},
+                                {0, 4, DType::F32}});
+    e.program.act0 = {0, 64, DType::F32};
+    e.program.act1 = {64, 64, DType::F32};
+    e.program.scratch = {128, 8, DType::F32};
+    e.program.sharedOutput = {16, 32, DType::F32};
+    e.program.sharedTable = {48, 32, DType::F32};
+    e.program.forward = {{0, Slot::Input, Slot::Act0},
+                         {-1, Slot::Act0, Slot::Output}};
+    e.program.backwardInput = {{1, Slot::GradOutput, Slot::GradInput}};
+    e.program.backwardWeight = {{1, Slot::None, Slot::None},
+                                {0, Slot::None, Slot::None}};
     e.params.push_back({"decoder.layers.0.mixer.in_proj.layer_norm_weight",
                         {16},
                         4,
@@ -102,7 +121,21 @@ TEST(ArtifactSchema, EveryFieldWrittenIsRead) {
   EXPECT_EQ(b.packing.mock, a.packing.mock);
   EXPECT_EQ(b.packing.costPerSquaredToken, 40.25);
   ASSERT_EQ(b.stages.size(), 2u);
-  EXPECT_EQ(b.stages[1].layers, a.stages[1].layers);
+  const StageProgram &pa = a.stages[1].program, &pb = b.stages[1].program;
+  ASSERT_EQ(pb.layers.size(), 2u);
+  EXPECT_EQ(pb.layers[0].kind, LayerKind::Moe);
+  EXPECT_EQ(pb.layers[0].params, pa.layers[0].params);
+  EXPECT_EQ(pb.layers[0].saved, pa.layers[0].saved);
+  EXPECT_EQ(std::get<MoeShape>(pb.layers[0].shape).act, Activation::Swiglu);
+  EXPECT_EQ(std::get<MoeShape>(pb.layers[0].shape).auxLossCoeff, 0.01);
+  EXPECT_TRUE(std::get<MtpInputShape>(pb.layers[1].shape).ownsTable);
+  EXPECT_EQ(pb.act1, pa.act1);
+  EXPECT_EQ(pb.scratch, pa.scratch);
+  EXPECT_EQ(pb.sharedTable, pa.sharedTable);
+  EXPECT_EQ(pb.forward, pa.forward);
+  EXPECT_EQ(pb.backwardInput, pa.backwardInput);
+  EXPECT_EQ(pb.backwardWeight, pa.backwardWeight);
+  EXPECT_EQ(pb.target, Target::Cpu);
   EXPECT_EQ(b.stages[1].params[1].numel, 24);
   ASSERT_EQ(b.programs.size(), 2u);
   EXPECT_EQ(b.programs, a.programs);

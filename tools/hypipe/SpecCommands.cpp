@@ -73,8 +73,7 @@ int runCompile(const CompileOptions &o) {
     return 1;
   }
   if (o.emit == "artifact") {
-    if (auto err =
-            writeArtifact(*module, *spec, o.output, defaultArtifactOptions())) {
+    if (auto err = writeArtifact(*module, *spec, o.output)) {
       llvm::errs() << toString(std::move(err)) << "\n";
       return 1;
     }

@@ -566,13 +566,12 @@ nlohmann::json memoryReport(const rt::Artifact &a,
 bool compileRun(const TrainOptions &o, const ModelSpec &spec,
                 const std::string &run, const std::string &artifact) {
   std::string key = cacheKey(o, spec);
-  // Cached only while the manifest and every stage library it names are
-  // there: a library deleted from the cache means a recompile.
+  // Cached only while the manifest is there and this hypipe-run reads it
+  // (a manifest of an older format means a recompile).
   bool complete = ::access((artifact + "/manifest.json").c_str(), R_OK) == 0;
   if (complete) {
     try {
-      for (const rt::StageEntry &e : rt::loadArtifact(artifact).stages)
-        complete &= ::access((artifact + "/" + e.library).c_str(), R_OK) == 0;
+      (void)rt::loadArtifact(artifact);
     } catch (const rt::RuntimeError &) {
       complete = false;
     }
@@ -592,8 +591,7 @@ bool compileRun(const TrainOptions &o, const ModelSpec &spec,
       return false;
     }
     ::unlink((run + "/artifact.key").c_str());
-    if (auto err =
-            writeArtifact(*module, spec, artifact, defaultArtifactOptions())) {
+    if (auto err = writeArtifact(*module, spec, artifact)) {
       llvm::errs() << toString(std::move(err)) << "\n";
       return false;
     }

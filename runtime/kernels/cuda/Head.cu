@@ -3,7 +3,8 @@
 // Cross-entropy works in place on the [T, vocab] logits: one block per row
 // turns them into probabilities and the row's loss; backward turns the
 // probabilities into the logits' gradient in place. No second [T, vocab]
-// buffer exists.
+// buffer exists. The head and every MTP depth's output (Mtp.cu) share the
+// loss (lmLossForward, lmLossBackwardInput), as on the CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,29 +16,13 @@
 namespace hypipe::rt::cuda {
 namespace {
 
-__global__ void gatherKernel(int64_t hidden, const float *table,
-                             const int32_t *tokens, float *y, int32_t *kept) {
-  const int64_t row = blockIdx.x;
-  const int32_t tok = tokens[row];
-  if (threadIdx.x == 0)
-    kept[row] = tok;
-  for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x)
-    y[row * hidden + j] = table[int64_t(tok) * hidden + j];
-}
-
-__global__ void scatterAddKernel(int64_t hidden, const int32_t *tokens,
-                                 const float *dy, float *grads) {
-  const int64_t row = blockIdx.x;
-  float *g = grads + int64_t(tokens[row]) * hidden;
-  for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x)
-    atomicAdd(g + j, dy[row * hidden + j]);
-}
-
-/// Softmax of one row in place; the row's masked loss into rowLoss.
-__global__ void crossEntropyKernel(int64_t V, float *logits,
-                                   const int32_t *labels, const float *lossMask,
-                                   float *keptMask, int32_t *keptLabels,
-                                   float *rowLoss) {
+/// Softmax of one row in place; the row's masked loss into rowLoss. The
+/// row's label and mask are those `shift` rows ahead in its sequence (none,
+/// so mask 0, past its end).
+__global__ void crossEntropyKernel(int64_t V, Seqs seqs, int shift,
+                                   float *logits, const int32_t *labels,
+                                   const float *lossMask, float *keptMask,
+                                   int32_t *keptLabels, float *rowLoss) {
   const int64_t row = blockIdx.x;
   float *r = logits + row * V;
   __shared__ float shared;
@@ -63,8 +48,9 @@ __global__ void crossEntropyKernel(int64_t V, float *logits,
     sum += expf(r[v] - mx);
   sum = blockSum(sum);
   const float logZ = mx + logf(sum);
-  const int32_t label = labels[row];
-  const float m = lossMask ? lossMask[row] : 1.0f;
+  const int ahead = seqs.rowAhead(int(row), shift);
+  const int32_t label = ahead < 0 ? 0 : labels[ahead];
+  const float m = ahead < 0 ? 0.0f : (lossMask ? lossMask[ahead] : 1.0f);
   if (threadIdx.x == 0) {
     rowLoss[row] = m * (logZ - r[label]);
     keptMask[row] = m;
@@ -112,11 +98,13 @@ __global__ void crossEntropyBackwardKernel(int64_t V, float *probs,
 void embeddingForward(const EmbeddingShape &s, const Tokens &t,
                       const float *params, const int32_t *tokens, float *y,
                       float *saved) {
-  if (t.tokens() == 0)
+  const int64_t T = t.tokens();
+  if (T == 0)
     return;
-  gatherKernel<<<unsigned(t.tokens()), 128, 0, stream()>>>(
-      s.hidden, params, tokens, y, reinterpret_cast<int32_t *>(saved));
-  launched("embedding forward");
+  check(cudaMemcpyAsync(saved, tokens, sizeof(int32_t) * T,
+                        cudaMemcpyDeviceToDevice, stream()),
+        "keeping the tokens");
+  gatherRows(T, s.hidden, params, tokens, y);
 }
 
 void embeddingBackwardInput(const EmbeddingShape &s, const Tokens &t,
@@ -126,26 +114,24 @@ void embeddingBackwardInput(const EmbeddingShape &s, const Tokens &t,
 
 void embeddingBackwardWeight(const EmbeddingShape &s, const Tokens &t,
                              const float *saved, float *grads) {
-  if (t.tokens() == 0)
-    return;
-  scatterAddKernel<<<unsigned(t.tokens()), 128, 0, stream()>>>(
-      s.hidden, reinterpret_cast<const int32_t *>(saved), saved + t.tokens(),
-      grads);
-  launched("embedding backward");
+  scatterAddRows(t.tokens(), s.hidden, reinterpret_cast<const int32_t *>(saved),
+                 saved + t.tokens(), grads);
 }
 
-float headForward(const HeadShape &s, const Tokens &t, const float *params,
-                  const float *x, const int32_t *labels, const float *lossMask,
-                  float *saved, float *ws) {
-  const int64_t T = t.tokens(), V = s.vocab;
-  const float *norm = params, *wOut = norm + s.hidden;
-  HeadSaved h = headSaved(s, t.shape, saved);
-  copyFloats(h.x, x, T * s.hidden);
-  rmsnormForward(T, s.hidden, x, norm, h.xn, h.rstd);
-  linearForward(T, s.hidden, V, h.xn, wOut, h.probs);
+float lmLossForward(const Tokens &t, int64_t hidden, int64_t vocab,
+                    const float *norm, const float *wOut, const float *x,
+                    const int32_t *labels, const float *lossMask, int64_t shift,
+                    HeadSaved h, float *ws) {
+  const int64_t T = t.tokens(), V = vocab;
+  if (T == 0)
+    return 0.0f;
+  copyFloats(h.x, x, T * hidden);
+  rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
+  linearForward(T, hidden, V, h.xn, wOut, h.probs);
   float *rowLoss = ws, *sums = ws + T; // [T], [2]
   crossEntropyKernel<<<unsigned(T), 256, 0, stream()>>>(
-      V, h.probs, labels, lossMask, h.mask, h.labels, rowLoss);
+      V, seqsOf(t), int(shift), h.probs, labels, lossMask, h.mask, h.labels,
+      rowLoss);
   launched("cross-entropy");
   sumTwoKernel<<<1, 1024, 0, stream()>>>(T, rowLoss, h.mask, sums);
   launched("loss sum");
@@ -157,20 +143,46 @@ float headForward(const HeadShape &s, const Tokens &t, const float *params,
   return host[1] > 0 ? host[0] / host[1] : 0.0f;
 }
 
-void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
-                       float *grads, float *saved, float lossScale, float *dx,
-                       float *ws) {
-  const int64_t T = t.tokens(), V = s.vocab;
-  const float *norm = params, *wOut = norm + s.hidden;
-  HeadSaved h = headSaved(s, t.shape, saved);
-  float *dxn = ws, *sums = ws + T * s.hidden;
+void lmLossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
+                         const float *norm, const float *wOut, HeadSaved h,
+                         float lossScale, const float *dxnExtra, float *dx,
+                         float *gNorm, float *ws) {
+  const int64_t T = t.tokens(), V = vocab;
+  if (T == 0)
+    return;
+  float *dxn = ws, *sums = ws + T * hidden;
   sumTwoKernel<<<1, 1024, 0, stream()>>>(T, nullptr, h.mask, sums);
   launched("mask count");
   crossEntropyBackwardKernel<<<unsigned(T), 256, 0, stream()>>>(
       V, h.probs, h.mask, h.labels, sums, lossScale);
   launched("cross-entropy backward");
-  linearBackwardInput(T, s.hidden, V, h.probs, wOut, dxn);
-  rmsnormBackward(T, s.hidden, h.x, norm, h.rstd, dxn, dx, grads, false);
+  linearBackwardInput(T, hidden, V, h.probs, wOut, dxn);
+  // The normed output also feeds the next MTP depth: its gradient adds
+  // (after the GEMM, as on the CPU).
+  if (dxnExtra)
+    addInPlace(dxn, dxnExtra, T * hidden);
+  rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
+}
+
+float headForward(const HeadShape &s, const Tokens &t, const float *params,
+                  const float *x, const int32_t *labels, const float *lossMask,
+                  float *saved, float *ws) {
+  return lmLossForward(t, s.hidden, s.vocab, params, params + s.hidden, x,
+                       labels, lossMask, 0, headSaved(s, t.shape, saved), ws);
+}
+
+void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
+                       float *grads, float *saved, float lossScale, float *dx,
+                       float *ws) {
+  headBackwardInput(s, t, params, grads, saved, lossScale, nullptr, dx, ws);
+}
+
+void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
+                       float *grads, float *saved, float lossScale,
+                       const float *dxnExtra, float *dx, float *ws) {
+  lmLossBackwardInput(t, s.hidden, s.vocab, params, params + s.hidden,
+                      headSaved(s, t.shape, saved), lossScale, dxnExtra, dx,
+                      grads, ws);
 }
 
 void headBackwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
@@ -178,6 +190,11 @@ void headBackwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
   HeadSaved h = headSaved(s, t.shape, const_cast<float *>(saved));
   linearBackwardWeight(t.tokens(), s.hidden, s.vocab, h.probs, h.xn,
                        grads + s.hidden);
+}
+
+const float *headNormed(const HeadShape &s, const Tokens &t,
+                        const float *saved) {
+  return headSaved(s, t.shape, const_cast<float *>(saved)).xn;
 }
 
 } // namespace hypipe::rt::cuda

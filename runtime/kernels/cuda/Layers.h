@@ -15,6 +15,7 @@
 #ifndef HYPIPE_RUNTIME_KERNELS_CUDA_LAYERS_H
 #define HYPIPE_RUNTIME_KERNELS_CUDA_LAYERS_H
 
+#include "core/model/BufferLayouts.h"
 #include "core/model/LayerShapes.h"
 
 #include <cstdint>
@@ -99,6 +100,56 @@ void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
                        float *ws);
 void headBackwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
                         float *grads);
+/// With multi-token prediction: `dxnExtra` is the first depth's gradient of
+/// the normed output (which it reads), added before the norm's backward.
+void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
+                       float *grads, float *saved, float lossScale,
+                       const float *dxnExtra, float *dx, float *ws);
+/// The normed output the head keeps (the first MTP depth's input).
+const float *headNormed(const HeadShape &s, const Tokens &t,
+                        const float *saved);
+
+/// The language-model loss both the head and the MTP depths compute (the
+/// CPU's, cpu/Layers.h), with `ws`: T + 2 floats for the rows' losses and
+/// the two sums (the CPU keeps those in thread-local vectors).
+float lmLossForward(const Tokens &t, int64_t hidden, int64_t vocab,
+                    const float *norm, const float *wOut, const float *x,
+                    const int32_t *labels, const float *lossMask, int64_t shift,
+                    HeadSaved h, float *ws);
+/// `ws`: T x hidden + 2 floats (the normed output's gradient, the mask's
+/// count).
+void lmLossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
+                         const float *norm, const float *wOut, HeadSaved h,
+                         float lossScale, const float *dxnExtra, float *dx,
+                         float *gNorm, float *ws);
+
+/// One multi-token-prediction depth (Mtp.cu), as cpu/Layers.h describes
+/// it. `tokens` and `labels` are the microbatch's own (the depth shifts
+/// them within each sequence); the table's gradient adds with atomics, as
+/// the embedding's does.
+void mtpInputForward(const MtpInputShape &s, const Tokens &t,
+                     const float *params, const float *table,
+                     const int32_t *tokens, const float *hPrev, float *y,
+                     float *saved, float *ws);
+void mtpInputBackwardInput(const MtpInputShape &s, const Tokens &t,
+                           const float *params, float *grads, float *saved,
+                           const float *dy, float *dhPrev, float *ws);
+void mtpInputBackwardWeight(const MtpInputShape &s, const Tokens &t,
+                            const float *saved, float *grads,
+                            float *tableGrads);
+/// Returns the depth's loss (unweighted; read back like the head's).
+float mtpOutputForward(const MtpOutputShape &s, const Tokens &t,
+                       const float *params, const float *wOut, const float *x,
+                       const int32_t *labels, const float *lossMask,
+                       float *saved, float *ws);
+void mtpOutputBackwardInput(const MtpOutputShape &s, const Tokens &t,
+                            const float *params, float *grads,
+                            const float *wOut, float *saved, float lossScale,
+                            const float *dyNext, float *dx, float *ws);
+void mtpOutputBackwardWeight(const MtpOutputShape &s, const Tokens &t,
+                             const float *saved, float *outGrads);
+const float *mtpNormed(const MtpOutputShape &s, const Tokens &t,
+                       const float *saved);
 
 } // namespace hypipe::rt::cuda
 

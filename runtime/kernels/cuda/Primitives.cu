@@ -252,6 +252,22 @@ __global__ void addKernel(float *y, const float *x, int64_t n) {
     y[i] += x[i];
 }
 
+__global__ void gatherRowsKernel(int64_t n, const float *table,
+                                 const int32_t *ids, float *y) {
+  const int64_t row = blockIdx.x;
+  const float *src = table + int64_t(ids[row]) * n;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    y[row * n + j] = src[j];
+}
+
+__global__ void scatterAddRowsKernel(int64_t n, const int32_t *ids,
+                                     const float *dy, float *grads) {
+  const int64_t row = blockIdx.x;
+  float *g = grads + int64_t(ids[row]) * n;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    atomicAdd(g + j, dy[row * n + j]);
+}
+
 } // namespace
 
 void rmsnormForward(int64_t T, int64_t n, const float *x, const float *w,
@@ -311,6 +327,22 @@ void addInPlace(float *y, const float *x, int64_t n) {
 
 void zero(float *x, int64_t n) {
   check(cudaMemsetAsync(x, 0, sizeof(float) * n, stream()), "memset");
+}
+
+void gatherRows(int64_t T, int64_t n, const float *table, const int32_t *ids,
+                float *y) {
+  if (T == 0)
+    return;
+  gatherRowsKernel<<<unsigned(T), 128, 0, stream()>>>(n, table, ids, y);
+  launched("row gather");
+}
+
+void scatterAddRows(int64_t T, int64_t n, const int32_t *ids, const float *dy,
+                    float *grads) {
+  if (T == 0)
+    return;
+  scatterAddRowsKernel<<<unsigned(T), 128, 0, stream()>>>(n, ids, dy, grads);
+  launched("row scatter-add");
 }
 
 float readBack(const float *x) {

@@ -37,9 +37,10 @@ struct Seqs {
   const int32_t *cu;
   int numSeqs;
   int seq;
-  __device__ int firstRow(int row) const {
+  /// The sequence `row` belongs to.
+  __device__ int sequenceOf(int row) const {
     if (!cu)
-      return row - row % seq;
+      return row / seq;
     int lo = 0, hi = numSeqs - 1;
     while (lo < hi) {
       int mid = (lo + hi + 1) / 2;
@@ -48,7 +49,17 @@ struct Seqs {
       else
         hi = mid - 1;
     }
-    return cu[lo];
+    return lo;
+  }
+  __device__ int firstRow(int row) const {
+    return cu ? cu[sequenceOf(row)] : row - row % seq;
+  }
+  /// The row `shift` places ahead of `row` in its sequence, or -1 past the
+  /// sequence's end (cpu::rowsAhead): where an MTP depth reads its tokens
+  /// and labels.
+  __device__ int rowAhead(int row, int shift) const {
+    const int end = cu ? cu[sequenceOf(row) + 1] : row - row % seq + seq;
+    return row + shift < end ? row + shift : -1;
   }
   /// First row and length of sequence i.
   __device__ int start(int i) const { return cu ? cu[i] : i * seq; }
@@ -118,6 +129,14 @@ void addInPlace(float *y, const float *x, int64_t n);
 void zero(float *x, int64_t n);
 /// Reads one float back (synchronises the stream).
 float readBack(const float *x);
+
+/// y[i] = table[ids[i]] for T rows of n floats (an embedding lookup).
+void gatherRows(int64_t T, int64_t n, const float *table, const int32_t *ids,
+                float *y);
+/// grads[ids[i]] += dy[i] for T rows of n floats (an embedding's gradient;
+/// atomics, so rows of one id add in no fixed order).
+void scatterAddRows(int64_t T, int64_t n, const int32_t *ids, const float *dy,
+                    float *grads);
 
 /// dst[c] += sum over rows r of a[r * lda + c] * (b ? b[r * ldb + c] : 1) *
 /// (scale ? scale[r * scaleStride] : 1), for c < n: deterministic column

@@ -1,0 +1,246 @@
+//===- StageProgramTest.cpp - stages lowered to kernel programs -----------===//
+//
+// The kernel programs `hypipe compile` writes for real specs (every layer
+// kind, MTP, empty stages, both targets) pass the runtime's checks and chain
+// their activations as the stage composition requires; and every way a
+// manifest could make the interpreter read or write out of place is
+// refused by checkStageProgram, each by its own rule.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/StageProgram.h"
+#include "conversion/SpecToHybrid.h"
+#include "passes/Passes.h"
+#include "passes/lowering/KernelPlan.h"
+#include "targets/Artifact.h"
+#include "targets/StageProgram.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace hypipe {
+namespace {
+
+using rt::KernelCall;
+using rt::LayerKind;
+using rt::Slot;
+
+struct Lowered {
+  rt::StageProgram program;
+  bool hasEmbedding, hasHead;
+};
+
+std::vector<Lowered> lower(const std::string &pattern, int64_t pp,
+                           const std::string &schedule,
+                           const std::string &target = "cpu") {
+  std::string text =
+      "model:\n  pattern: \"" + pattern +
+      "\"\n  hidden_size: 16\n  num_attention_heads: 2\n"
+      "  num_query_groups: 1\n  mamba_num_heads: 2\n  mamba_head_dim: 8\n"
+      "  num_experts: 2\n  moe_router_topk: 1\n  vocab_size: 64\n"
+      "  tie_embeddings: false\nparallel:\n  pp: " +
+      std::to_string(pp) + "\n  schedule: " + schedule +
+      "\n  microbatches: 4\ntraining:\n  seq_length: 8\n";
+  auto spec = parseSpec(text, "program.yaml");
+  EXPECT_TRUE(static_cast<bool>(spec)) << toString(spec.takeError());
+  mlir::MLIRContext context;
+  context.loadDialect<pipe::PipeDialect>();
+  auto module = buildModel(context, *spec);
+  auto model = *module->getOps<hybrid::ModelOp>().begin();
+  model->setAttr(cpu::kTargetAttr, mlir::StringAttr::get(&context, target));
+  EXPECT_TRUE(succeeded(lowerForArtifact(*module)));
+  std::vector<Lowered> out;
+  for (auto stage : model.getBody().front().getOps<pipe::StageOp>()) {
+    auto plan = cpu::readStagePlan(stage);
+    EXPECT_TRUE(succeeded(plan));
+    out.push_back(
+        {buildStageProgram(*plan), plan->hasEmbedding, plan->hasHead});
+  }
+  return out;
+}
+
+std::string check(const Lowered &l) {
+  return rt::checkStageProgram(l.program, l.hasEmbedding, l.hasHead);
+}
+
+// Tests that every stage of specs covering each layer kind, MTP depths,
+// empty stages, interleaved and V placements, and the cuda target lowers to
+// a program the runtime accepts.
+TEST(StageProgram, RealSpecsPassTheRuntimesChecks) {
+  struct Case {
+    const char *pattern;
+    int64_t pp;
+    const char *schedule, *target;
+  } cases[] = {
+      {"M*-E", 1, "1f1b", "cpu"},
+      {"M*|-E", 2, "1f1b", "cpu"},
+      {"M||*-|E", 2, "interleaved-1f1b", "cpu"},
+      {"M*|-|E|", 2, "zbv", "cpu"},
+      {"M*-E/M-/M-", 1, "1f1b", "cpu"},
+      {"M*|-E/*E", 2, "1f1b", "cpu"},
+      {"M*-E/M-", 1, "1f1b", "cuda"},
+  };
+  int stages = 0;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(c.pattern) + " on " + c.target);
+    for (const Lowered &l : lower(c.pattern, c.pp, c.schedule, c.target)) {
+      EXPECT_EQ(check(l), "");
+      EXPECT_EQ(l.program.target == rt::Target::Cuda,
+                std::string(c.target) == "cuda");
+      ++stages;
+    }
+  }
+  EXPECT_EQ(stages, 1 + 2 + 4 + 4 + 1 + 2 + 1);
+}
+
+// Tests that activations chain from the stage input through the two
+// workspace slots to the output, and gradients back, as a stage of
+// embedding, Mamba and attention (and one of MLP, MoE and the head) runs
+// them; the weight pass runs every layer once, last layer first.
+TEST(StageProgram, CallsChainTheActivations) {
+  auto stages = lower("M*|-E", 2, "1f1b");
+  ASSERT_EQ(stages.size(), 2u);
+  const rt::StageProgram &first = stages[0].program;
+  ASSERT_EQ(first.layers.size(), 3u);
+  EXPECT_EQ(first.layers[0].kind, LayerKind::Embedding);
+  std::vector<KernelCall> forward = {{0, Slot::None, Slot::Act0},
+                                     {1, Slot::Act0, Slot::Act1},
+                                     {2, Slot::Act1, Slot::Output}};
+  EXPECT_EQ(first.forward, forward);
+  std::vector<KernelCall> backward = {{2, Slot::GradOutput, Slot::Act0},
+                                      {1, Slot::Act0, Slot::Act1},
+                                      {0, Slot::Act1, Slot::None}};
+  EXPECT_EQ(first.backwardInput, backward);
+
+  const rt::StageProgram &last = stages[1].program;
+  ASSERT_EQ(last.layers.size(), 3u);
+  EXPECT_EQ(last.layers[2].kind, LayerKind::Head);
+  forward = {{0, Slot::Input, Slot::Act0},
+             {1, Slot::Act0, Slot::Act1},
+             {2, Slot::Act1, Slot::None}};
+  EXPECT_EQ(last.forward, forward);
+  backward = {{2, Slot::None, Slot::Act0},
+              {1, Slot::Act0, Slot::Act1},
+              {0, Slot::Act1, Slot::GradInput}};
+  EXPECT_EQ(last.backwardInput, backward);
+  std::vector<KernelCall> weight = {{2, Slot::None, Slot::None},
+                                    {1, Slot::None, Slot::None},
+                                    {0, Slot::None, Slot::None}};
+  EXPECT_EQ(last.backwardWeight, weight);
+}
+
+// Tests that a stage without layers copies its input to its output and its
+// output gradient back.
+TEST(StageProgram, AnEmptyStageCopies) {
+  auto stages = lower("M||*-|E", 2, "interleaved-1f1b");
+  const rt::StageProgram &empty = stages[1].program;
+  ASSERT_TRUE(empty.layers.empty());
+  EXPECT_EQ(empty.forward,
+            (std::vector<KernelCall>{{-1, Slot::Input, Slot::Output}}));
+  EXPECT_EQ(empty.backwardInput,
+            (std::vector<KernelCall>{{-1, Slot::GradOutput, Slot::GradInput}}));
+}
+
+// Tests that each rule of checkStageProgram refuses what it is for, and
+// names it: one mutation of a valid program per rule.
+TEST(StageProgram, EveryRuleRefusesItsCase) {
+  auto stages = lower("M*-E/M-", 1, "1f1b");
+  ASSERT_EQ(stages.size(), 1u);
+  const Lowered good = stages[0];
+  ASSERT_EQ(check(good), "");
+  struct Mutation {
+    const char *what;
+    std::function<void(rt::StageProgram &)> apply;
+    const char *expect;
+  } mutations[] = {
+      {"parameters a float short",
+       [](rt::StageProgram &p) { p.layers[1].params.bytes -= 4; },
+       "parameters"},
+      {"parameters past the buffer",
+       [](rt::StageProgram &p) {
+         p.layers[1].params.offset = p.paramBytes - 4;
+       },
+       "parameters"},
+      {"a misaligned range",
+       [](rt::StageProgram &p) { p.layers[1].saved.offset += 2; },
+       "saved tensors"},
+      {"saved tensors smaller than the shape keeps",
+       [](rt::StageProgram &p) { p.layers[2].saved.bytes -= 4; },
+       "saved tensors"},
+      {"a bf16 tensor",
+       [](rt::StageProgram &p) { p.layers[1].params.dtype = rt::DType::BF16; },
+       "f32 only"},
+      {"a zero dimension",
+       [](rt::StageProgram &p) {
+         std::get<rt::MambaShape>(p.layers[1].shape).heads = 0;
+       },
+       "dimension"},
+      {"a dimension that overflows the sizes",
+       [](rt::StageProgram &p) {
+         std::get<rt::MambaShape>(p.layers[1].shape).state = int64_t(1) << 40;
+       },
+       "dimension"},
+      {"a layer wider than the activations",
+       [](rt::StageProgram &p) {
+         std::get<rt::MlpShape>(p.layers[3].shape).hidden = 32;
+       },
+       "width"},
+      {"a shape of another kind",
+       [](rt::StageProgram &p) { p.layers[1].kind = LayerKind::Attention; },
+       "another kind"},
+      {"overlapping activation slots",
+       [](rt::StageProgram &p) { p.act1.offset = p.act0.offset + 4; },
+       "overlap"},
+      {"scratch too small", [](rt::StageProgram &p) { p.scratch.bytes = 4; },
+       "scratch"},
+      {"an activation slot past the workspace",
+       [](rt::StageProgram &p) { p.act1.offset = p.workspaceBytes; },
+       "activation slot"},
+      {"no shared output layer for the MTP depth",
+       [](rt::StageProgram &p) { p.sharedOutput = {}; }, "shared"},
+      {"a call of a layer that does not exist",
+       [](rt::StageProgram &p) { p.forward[1].layer = 99; }, "no such layer"},
+      {"a layer run twice",
+       [](rt::StageProgram &p) { p.backwardWeight[1] = p.backwardWeight[0]; },
+       " times"},
+      {"a read of a slot nothing wrote",
+       [](rt::StageProgram &p) {
+         p.forward[1].in = Slot::Act1;
+         p.forward[1].out = Slot::Act0;
+       },
+       "before anything wrote it"},
+      {"a call writing where it reads",
+       [](rt::StageProgram &p) { p.forward[1].out = p.forward[1].in; },
+       "reads"},
+      {"a forward call writing the input gradient",
+       [](rt::StageProgram &p) { p.forward[1].out = Slot::GradInput; },
+       "reads"},
+      {"the stage input read in a stage that embeds",
+       [](rt::StageProgram &p) {
+         p.forward.insert(p.forward.begin(), {-1, Slot::Input, Slot::Act1});
+       },
+       "'input'"},
+      {"a copy in the weight pass",
+       [](rt::StageProgram &p) {
+         p.backwardWeight.push_back({-1, Slot::None, Slot::None});
+       },
+       "no such layer"},
+  };
+  for (const Mutation &m : mutations) {
+    Lowered bad = good;
+    m.apply(bad.program);
+    std::string why = check(bad);
+    EXPECT_NE(why.find(m.expect), std::string::npos)
+        << m.what << ": got '" << why << "'";
+  }
+  // The last stage's output is the loss: a program writing 'output' there
+  // is refused too.
+  Lowered bad = good;
+  bad.program.forward.back().out = Slot::Output;
+  EXPECT_NE(check(bad), "");
+}
+
+} // namespace
+} // namespace hypipe
