@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
     request.layers += cycle[i % cycle.size()];
   request.pp = 128;
   request.vpp = 8;
-  request.schedule = "interleaved-1f1b";
+  request.schedule = hypipe::schedule::ScheduleKind::Interleaved1F1B;
   request.microbatches = 128;
 
   int64_t maxCost = 0;

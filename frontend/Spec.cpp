@@ -823,10 +823,10 @@ llvm::Error Loader::checkParallel() {
                  guess ? fmt::format("did you mean '{}'?", *guess)
                        : "use one of " + schedule::scheduleNameList());
   }
+  par.scheduleKind = *kind;
 
   PlacementOptions options{par.pp, draft.vpp, par.firstStageLayers,
-                           par.lastStageLayers,
-                           schedule::placementOf(par.schedule)};
+                           par.lastStageLayers, schedule::placementOf(*kind)};
   if (!par.layout.empty()) {
     yaml::Node *layoutNode = nodeFor("parallel", "layout");
     if (spec.pattern.hasPipes())
@@ -1149,7 +1149,7 @@ AutoPartitionRequest ModelSpec::partitionRequest() const {
   r.mtpDepths = pattern.mtpDepths;
   r.pp = placement.pp;
   r.vpp = placement.vpp;
-  r.schedule = parallel.schedule;
+  r.schedule = parallel.scheduleKind;
   r.microbatches = parallel.microbatches;
   r.objective = parallel.objective;
   r.maxMemoryGiB = parallel.maxMemoryGiB;

@@ -26,6 +26,8 @@ struct ParallelSpec {
   int64_t vpp = 1;
   int64_t dp = 1;
   std::string schedule = "1f1b";
+  /// `schedule`, parsed once where the spec is read.
+  schedule::ScheduleKind scheduleKind = schedule::ScheduleKind::OneFOneB;
   int64_t microbatches = 1;
   int64_t groupSize = 0; ///< microbatch_group_size_per_vp_stage; 0 = pp.
   std::optional<int64_t> firstStageLayers;

@@ -587,45 +587,40 @@ void Trainer::runProgram(double &loss, double &aux, double &mtp) {
           "single process\nhelp: launch {} ranks with mpirun (or compile "
           "with --pp 1)",
           actionText[i], a.peer, artifact.pp * artifact.dp));
-    // The data of a posted receive: the wait is traced apart ('R'), so the
+    // The data of a posted receive: the wait is traced apart, so the
     // action's own span is compute only.
     if (schedule::isCompute(a.op) && awaitInput(a, st)) {
-      lastTimings.push_back(
-          {"wait " + actionText[i], 'R', begin, now() - epoch});
+      lastTimings.push_back({"wait " + actionText[i], schedule::kWaitCategory,
+                             begin, now() - epoch});
       begin = now() - epoch;
     }
-    char kind = 'F';
     switch (a.op) {
     case schedule::Op::SendF:
     case schedule::Op::SendB:
       send(a, st);
-      kind = 'S';
       break;
     case schedule::Op::RecvF:
     case schedule::Op::RecvB:
       receive(a, st);
-      kind = 'R';
       break;
     case schedule::Op::F:
       forward(a, st);
-      kind = 'F';
       break;
     case schedule::Op::B:
     case schedule::Op::I:
     case schedule::Op::W:
       backward(a, st);
-      kind = schedule::opName(a.op)[0];
       break;
     case schedule::Op::ReduceGrad:
       // The verifier put it after the stage's last backward on this rank.
       startDpReduction(localStage(a.stage));
-      kind = 'D';
       break;
     case schedule::Op::Unshard:
     case schedule::Op::Reshard:
       break; // skipped above
     }
-    lastTimings.push_back({actionText[i], kind, begin, now() - epoch});
+    lastTimings.push_back(
+        {actionText[i], schedule::traceCategory(a.op), begin, now() - epoch});
     // Let MPI move pending sends and reductions along between kernels; a
     // transfer needs no progress call of its own.
     if (comm.distributed() && schedule::isCompute(a.op)) {

@@ -103,9 +103,10 @@ public:
   /// trainer started (for traces).
   struct Timing {
     std::string name;
-    /// 'F', 'B', 'I', 'W', 'S' (send), 'R' (receive), 'D' (a REDUCE_GRAD:
-    /// the stage's data-parallel reduction started)
-    char kind;
+    /// schedule::traceCategory of the action (F, B, I, W, SEND_F, RECV_B,
+    /// REDUCE_GRAD: the stage's data-parallel reduction started, ...), or
+    /// schedule::kWaitCategory for the wait on a posted receive.
+    const char *category;
     double start, end;
   };
   const std::vector<Timing> &timings() const { return lastTimings; }

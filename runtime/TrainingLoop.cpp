@@ -355,8 +355,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
     if (spool) {
       nlohmann::json events = nlohmann::json::array();
       for (const Trainer::Timing &t : trainer.timings())
-        events.push_back({t.name, std::string(1, t.kind), t.start * 1e6,
-                          (t.end - t.start) * 1e6, s});
+        events.push_back(
+            {t.name, t.category, t.start * 1e6, (t.end - t.start) * 1e6, s});
       spool << events.dump() << '\n';
     }
     if (log) {

@@ -200,13 +200,15 @@ int64_t rankMemoryEstimate(int64_t params, double bytesPerParameter,
          fixedBytes;
 }
 
-double peakMicrobatchesInFlight(const std::string &schedule, int64_t pp,
+double peakMicrobatchesInFlight(schedule::ScheduleKind schedule, int64_t pp,
                                 int64_t vpp, int64_t microbatches,
                                 int64_t ppRank) {
+  using schedule::ScheduleKind;
   double m = static_cast<double>(microbatches);
-  if (schedule == "gpipe")
+  switch (schedule) {
+  case ScheduleKind::GPipe:
     return m;
-  if (schedule == "interleaved-1f1b") {
+  case ScheduleKind::Interleaved1F1B: {
     // Megatron's warm-up: (pp - rank - 1) * 2 + (vpp - 1) * pp chunks, plus
     // the one in steady state; a chunk is 1/vpp of a microbatch here.
     double chunks =
@@ -214,11 +216,11 @@ double peakMicrobatchesInFlight(const std::string &schedule, int64_t pp,
     return std::min(chunks, m * static_cast<double>(vpp)) /
            static_cast<double>(vpp);
   }
-  if (schedule == "dualpipev") {
+  case ScheduleKind::DualPipeV: {
     // Its phases hold different counts on each rank: read the peak off the
     // generated order (a forward takes a stage activation, B or W frees
     // it; two stages per rank, so a chunk is half a microbatch).
-    auto built = schedule::buildSchedule({schedule, pp, 2, microbatches, 0});
+    auto built = schedule::buildSchedule({"dualpipev", pp, 2, microbatches, 0});
     if (!built) {
       (void)built.takeError();
       return std::min(static_cast<double>(pp), m);
@@ -232,12 +234,16 @@ double peakMicrobatchesInFlight(const std::string &schedule, int64_t pp,
     }
     return static_cast<double>(peak) / 2.0;
   }
-  // zbv, and zb-h1, whose rank r delays each W by r steps: a W frees its
-  // activations, so every rank holds as many as rank 0 (pp).
-  if (schedule == "zbv" || schedule == "zb-h1")
+  case ScheduleKind::ZbV:
+  case ScheduleKind::ZbH1:
+    // zb-h1's rank r delays each W by r steps: a W frees its activations,
+    // so every rank holds as many as rank 0 (pp); zbv likewise.
     return std::min(static_cast<double>(pp), m);
-  // 1f1b: rank r holds pp - r microbatches at the end of warm-up.
-  return std::min(static_cast<double>(pp - ppRank), m);
+  case ScheduleKind::OneFOneB:
+    // Rank r holds pp - r microbatches at the end of warm-up.
+    return std::min(static_cast<double>(pp - ppRank), m);
+  }
+  return m;
 }
 
 } // namespace hypipe

@@ -9,6 +9,7 @@
 #define HYPIPE_CORE_COSTMODEL_H
 
 #include "core/model/ModelDims.h"
+#include "core/schedule/Vocabulary.h"
 
 #include <optional>
 #include <string>
@@ -85,8 +86,7 @@ int64_t rankMemoryEstimate(int64_t params, double bytesPerParameter,
 
 /// Closed-form peak number of microbatches whose activations one rank holds
 /// at once, in units of "one microbatch through all of this rank's stages".
-/// `schedule` is a schedule name of docs/spec.md.
-double peakMicrobatchesInFlight(const std::string &schedule, int64_t pp,
+double peakMicrobatchesInFlight(schedule::ScheduleKind schedule, int64_t pp,
                                 int64_t vpp, int64_t microbatches,
                                 int64_t ppRank);
 

@@ -27,7 +27,7 @@ struct AutoPartitionRequest {
   int mtpDepths = 0;
   int64_t pp = 1;
   int64_t vpp = 1;
-  std::string schedule = "1f1b";
+  schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   int64_t microbatches = 1;
   std::string objective = "time"; ///< "time" (FLOPs) or "params"
   std::optional<double> maxMemoryGiB;

@@ -359,21 +359,28 @@ Error checkScheduleSize(int64_t pp, int64_t vpp, int64_t microbatches) {
   return Error::success();
 }
 
-Error checkSchedule(const ScheduleRequest &q) {
+namespace {
+
+/// `request`'s schedule, parsed once for checking and building.
+Expected<ScheduleKind> kindOf(const ScheduleRequest &q) {
   std::optional<ScheduleKind> kind = parseScheduleKind(q.name);
   if (!kind)
     return refuse(fmt::format("unknown schedule '{}': use one of {}", q.name,
                               scheduleNameList()));
+  return *kind;
+}
+
+Error checkRequest(const ScheduleRequest &q, ScheduleKind kind) {
   if (Error refused = checkScheduleSize(q.pp, q.vpp, q.microbatches))
     return refused;
-  if (Error refused = checkScheduleShape(*kind, q.vpp))
+  if (Error refused = checkScheduleShape(kind, q.vpp))
     return refused;
-  if (*kind == ScheduleKind::DualPipeV && q.microbatches < 2 * q.pp)
+  if (kind == ScheduleKind::DualPipeV && q.microbatches < 2 * q.pp)
     return refuse(fmt::format(
         "dualpipev needs at least as many microbatches as stages (2 * pp = "
         "{}), got {}: use --microbatches {} or more (PyTorch refuses it too)",
         2 * q.pp, q.microbatches, 2 * q.pp));
-  if (q.name != "interleaved-1f1b")
+  if (kind != ScheduleKind::Interleaved1F1B)
     return Error::success();
   int64_t g = q.groupSize > 0 ? q.groupSize : q.pp;
   if (g < q.pp || g > q.microbatches)
@@ -403,8 +410,20 @@ Error checkSchedule(const ScheduleRequest &q) {
   return Error::success();
 }
 
+} // namespace
+
+Error checkSchedule(const ScheduleRequest &q) {
+  Expected<ScheduleKind> kind = kindOf(q);
+  if (!kind)
+    return kind.takeError();
+  return checkRequest(q, *kind);
+}
+
 Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
-  if (auto err = checkSchedule(q))
+  Expected<ScheduleKind> kind = kindOf(q);
+  if (!kind)
+    return kind.takeError();
+  if (auto err = checkRequest(q, *kind))
     return std::move(err);
   Schedule s;
   s.name = q.name;
@@ -412,18 +431,24 @@ Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
   s.vpp = q.vpp;
   s.microbatches = q.microbatches;
   s.ranks.resize(q.pp);
-  if (q.name == "gpipe") {
+  s.placement = placementOf(*kind);
+  switch (*kind) {
+  case ScheduleKind::GPipe:
     buildGpipe(s);
-  } else if (q.name == "1f1b" || q.name == "zb-h1") {
-    buildOneFOneB(s, q.name == "zb-h1");
-  } else if (q.name == "interleaved-1f1b") {
+    break;
+  case ScheduleKind::OneFOneB:
+  case ScheduleKind::ZbH1:
+    buildOneFOneB(s, *kind == ScheduleKind::ZbH1);
+    break;
+  case ScheduleKind::Interleaved1F1B:
     buildInterleaved(s, q.groupSize > 0 ? q.groupSize : q.pp);
-  } else if (q.name == "dualpipev") {
-    s.placement = Placement::V;
+    break;
+  case ScheduleKind::DualPipeV:
     buildDualPipeV(s);
-  } else { // zbv
-    s.placement = Placement::V;
+    break;
+  case ScheduleKind::ZbV:
     buildZbv(s);
+    break;
   }
   return s;
 }

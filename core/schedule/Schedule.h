@@ -51,7 +51,10 @@ struct Schedule {
 };
 
 struct ScheduleRequest {
-  std::string name; ///< gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv
+  /// A name of scheduleNames() (`gpipe`, `1f1b`, `interleaved-1f1b`,
+  /// `zb-h1`, `zbv`, `dualpipev`): parsed once into its ScheduleKind, which
+  /// checking and building dispatch on.
+  std::string name;
   int64_t pp = 1;
   int64_t vpp = 1;
   int64_t microbatches = 1;

@@ -70,6 +70,12 @@ enum class Op : uint8_t {
 /// `F`, `B`, `I`, `W`, `SEND_F`, `RECV_F`, `SEND_B`, `RECV_B`, `UNSHARD`,
 /// `RESHARD`, `REDUCE_GRAD`.
 const char *opName(Op op);
+/// The Chrome-trace category of an action, the same in the simulator's and
+/// the runtime's traces (core/schedule/Trace.h): its opName.
+inline const char *traceCategory(Op op) { return opName(op); }
+/// The category of the time a compute action waits for the receive it
+/// reads (runtime traces: `wait <action>` spans).
+inline constexpr const char *kWaitCategory = "WAIT";
 /// The inverse of `opName`; nullopt for anything else.
 std::optional<Op> parseOpName(std::string_view name);
 bool isCompute(Op op);

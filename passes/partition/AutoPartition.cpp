@@ -33,7 +33,12 @@ LogicalResult autoPartitionModel(hybrid::ModelOp model, StringRef objective,
   request.mtpDepths = pattern->mtpDepths;
   request.pp = parallel.getPp();
   request.vpp = parallel.getVpp();
-  request.schedule = parallel.getSchedule().str();
+  std::optional<schedule::ScheduleKind> kind =
+      schedule::parseScheduleKind(parallel.getSchedule());
+  if (!kind) // the attribute's verifier holds it to the known names
+    return model.emitOpError()
+           << "unknown schedule '" << parallel.getSchedule() << "'";
+  request.schedule = *kind;
   request.microbatches = parallel.getMicrobatches();
   request.objective = objective.str();
   request.maxMemoryGiB = maxMemoryGiB;

@@ -132,13 +132,22 @@ TEST(CostModel, ModelItemsCarryMtpOnTheHead) {
 }
 
 TEST(CostModel, MicrobatchesInFlight) {
-  EXPECT_EQ(peakMicrobatchesInFlight("1f1b", 4, 1, 8, 0), 4);
-  EXPECT_EQ(peakMicrobatchesInFlight("1f1b", 4, 1, 8, 3), 1);
-  EXPECT_EQ(peakMicrobatchesInFlight("1f1b", 4, 1, 2, 0), 2);
-  EXPECT_EQ(peakMicrobatchesInFlight("gpipe", 4, 1, 8, 3), 8);
+  EXPECT_EQ(
+      peakMicrobatchesInFlight(schedule::ScheduleKind::OneFOneB, 4, 1, 8, 0),
+      4);
+  EXPECT_EQ(
+      peakMicrobatchesInFlight(schedule::ScheduleKind::OneFOneB, 4, 1, 8, 3),
+      1);
+  EXPECT_EQ(
+      peakMicrobatchesInFlight(schedule::ScheduleKind::OneFOneB, 4, 1, 2, 0),
+      2);
+  EXPECT_EQ(peakMicrobatchesInFlight(schedule::ScheduleKind::GPipe, 4, 1, 8, 3),
+            8);
   // Megatron's interleaved warm-up on rank 0 of pp=4, vpp=2: 3*2 + 1*4 = 10
   // chunks, +1 in steady state = 11 chunks = 5.5 microbatches.
-  EXPECT_EQ(peakMicrobatchesInFlight("interleaved-1f1b", 4, 2, 8, 0), 5.5);
+  EXPECT_EQ(peakMicrobatchesInFlight(schedule::ScheduleKind::Interleaved1F1B, 4,
+                                     2, 8, 0),
+            5.5);
   EXPECT_EQ(trainingBytesPerParameter(false), 16);
   EXPECT_EQ(trainingBytesPerParameter(true), 18);
   // Megatron's distributed optimizer: the optimizer's part over dp ranks.
@@ -166,8 +175,10 @@ TEST(CostModel, InFlightClosedFormEqualsTheSimulator) {
           for (int64_t r = 0; r < pp; ++r) {
             double simulated =
                 static_cast<double>(sim->peakActivations[r]) / vpp;
-            EXPECT_DOUBLE_EQ(peakMicrobatchesInFlight(name, pp, vpp, m, r),
-                             simulated)
+            EXPECT_DOUBLE_EQ(
+                peakMicrobatchesInFlight(*schedule::parseScheduleKind(name), pp,
+                                         vpp, m, r),
+                simulated)
                 << name << " pp=" << pp << " vpp=" << vpp << " m=" << m
                 << " rank " << r;
             ++checked;
@@ -190,7 +201,8 @@ TEST(CostModel, DualPipeVInFlightMatchesTheSimulator) {
     auto sim = hypipe::schedule::simulate(*built);
     ASSERT_TRUE(static_cast<bool>(sim));
     for (int64_t r = 0; r < pp; ++r)
-      EXPECT_EQ(2 * hypipe::peakMicrobatchesInFlight("dualpipev", pp, 2, m, r),
+      EXPECT_EQ(2 * hypipe::peakMicrobatchesInFlight(
+                        hypipe::schedule::ScheduleKind::DualPipeV, pp, 2, m, r),
                 double(sim->peakActivations[size_t(r)]))
           << "pp " << pp << " m " << m << " rank " << r;
   }

@@ -453,8 +453,10 @@ std::optional<Measured> measure(const nlohmann::json &trace,
     }
   m.firstStep = m.lastStep > first ? first + 1 : first;
   int64_t n = s.numStages();
-  std::map<char, std::vector<double>> sum, count;
-  for (char k : {'F', 'B', 'I', 'W'}) {
+  const schedule::Op computeOps[] = {schedule::Op::F, schedule::Op::B,
+                                     schedule::Op::I, schedule::Op::W};
+  std::map<schedule::Op, std::vector<double>> sum, count;
+  for (schedule::Op k : computeOps) {
     sum[k].assign(n, 0);
     count[k].assign(n, 0);
   }
@@ -477,24 +479,25 @@ std::optional<Measured> measure(const nlohmann::json &trace,
     span.busy.resize(size_t(s.pp), 0.0);
     span.begin = std::min(span.begin, ts);
     span.end = std::max(span.end, ts + dur);
-    if (cat.size() != 1 || !std::strchr("FBIW", cat[0]))
+    std::optional<schedule::Op> op = schedule::parseOpName(cat);
+    if (!op || !schedule::isCompute(*op))
       continue;
     if (rank >= 0 && rank < s.pp)
       span.busy[size_t(rank)] += dur;
     auto action = schedule::parsePytorchAction(name, s.actionContext());
     if (!action)
       continue;
-    sum[cat[0]][action->stage] += dur;
-    count[cat[0]][action->stage] += 1;
+    sum[*op][action->stage] += dur;
+    count[*op][action->stage] += 1;
   }
-  for (char k : {'F', 'B', 'I', 'W'}) {
+  for (schedule::Op k : computeOps) {
     std::vector<double> mean(n, 0);
     for (int64_t i = 0; i < n; ++i)
       mean[i] = count[k][i] > 0 ? sum[k][i] / count[k][i] / 1000.0 : 0.0;
-    (k == 'F'   ? m.costs.stageF
-     : k == 'B' ? m.costs.stageB
-     : k == 'I' ? m.costs.stageI
-                : m.costs.stageW) = mean;
+    (k == schedule::Op::F   ? m.costs.stageF
+     : k == schedule::Op::B ? m.costs.stageB
+     : k == schedule::Op::I ? m.costs.stageI
+                            : m.costs.stageW) = mean;
   }
   m.bubble.assign(size_t(s.pp), 0.0);
   for (const auto &[step, span] : steps)
