@@ -203,8 +203,11 @@ void printProfile(const std::vector<double> &byRank, int64_t steps) {
 
 } // namespace
 
-int runTraining(const RunOptions &o, Comm &comm) {
-  const bool root = comm.rank() == 0;
+namespace {
+
+/// The artifact of `o.dir` for this launch: refused unless the launcher
+/// started the ranks it was compiled for; the run's overrides applied.
+Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
   Artifact artifact = loadArtifact(o.dir);
   const int64_t ranks = artifact.pp * artifact.dp;
   if (!comm.distributed() && ranks != 1)
@@ -225,16 +228,27 @@ int runTraining(const RunOptions &o, Comm &comm) {
     artifact.training.steps = o.steps;
   if (o.seed >= 0)
     artifact.training.seed = o.seed;
+  if (o.lrDecaySteps > 0)
+    artifact.training.lrDecaySteps = o.lrDecaySteps;
   if (!o.dump.empty() && ranks != 1)
     throw CollectiveError("error: --dump-step needs a single-rank artifact\n"
                           "help: recompile with --pp 1 --dp 1");
-  cpu::setNumThreads(o.threads);
-  const std::string dataPath =
-      o.dataPath.empty() ? artifact.dataPath : o.dataPath;
+  return artifact;
+}
+
+/// The run's data: a token stream, or samples to pack.
+struct DataSources {
   std::unique_ptr<Dataset> stream;
   std::unique_ptr<SampleSource> samples;
-  // Every rank reads the data; a bad file is said once, with the ranks
-  // that found it, instead of once per rank.
+};
+
+/// Opens the data on every rank; a bad file is said once, with the ranks
+/// that found it, instead of once per rank.
+DataSources openData(const RunOptions &o, const Artifact &artifact,
+                     Comm &comm) {
+  const std::string dataPath =
+      o.dataPath.empty() ? artifact.dataPath : o.dataPath;
+  DataSources data;
   std::string dataError;
   try {
     if (artifact.packing.enabled) {
@@ -247,10 +261,11 @@ int runTraining(const RunOptions &o, Comm &comm) {
       so.budget = artifact.packing.maxTokens;
       so.truncate = artifact.packing.truncate;
       so.seed = uint64_t(artifact.training.seed);
-      samples = openSamples(so);
+      data.samples = openSamples(so);
     } else {
-      stream = openDataset(dataPath, artifact.dataFormat,
-                           artifact.training.seqLength, artifact.model.vocab);
+      data.stream =
+          openDataset(dataPath, artifact.dataFormat,
+                      artifact.training.seqLength, artifact.model.vocab);
     }
   } catch (const RuntimeError &e) {
     if (!comm.distributed())
@@ -259,6 +274,172 @@ int runTraining(const RunOptions &o, Comm &comm) {
   }
   if (comm.distributed())
     agreeAcrossRanks(comm, dataError, "error: cannot open the training data");
+  return data;
+}
+
+/// The first step to run: after a resumed checkpoint's, or 1 (from the
+/// seed's weights or from --init-from's).
+int64_t startingStep(const RunOptions &o, Artifact &artifact, Trainer &trainer,
+                     bool root) {
+  if (!o.resume.empty()) {
+    int64_t first = trainer.resume(o.resume) + 1;
+    keepDecaySchedule(artifact.training, trainer.resumedDecayEnd,
+                      o.lrDecaySteps > 0, root && !o.quiet);
+    return first;
+  }
+  const std::string &from =
+      o.initFrom.empty() ? artifact.training.initFrom : o.initFrom;
+  if (!from.empty()) {
+    trainer.initFrom(from);
+    if (root && !o.quiet)
+      fmt::print("initial weights from {}\n", from);
+  }
+  return 1;
+}
+
+/// --json-log, opened on rank 0: appended to after a resume (the steps
+/// from `first` on dropped first), else written anew.
+std::ofstream openJsonLog(const RunOptions &o, int64_t first, bool root) {
+  std::ofstream log;
+  if (!root || o.jsonLog.empty())
+    return log;
+  if (first > 1)
+    dropLoggedStepsFrom(o.jsonLog, first, o.quiet);
+  log.open(o.jsonLog, first > 1 ? std::ios::app : std::ios::trunc);
+  if (!log)
+    throw RuntimeError(fmt::format("error: cannot write '{}'\nhelp: check "
+                                   "the path",
+                                   o.jsonLog));
+  return log;
+}
+
+void printRunHeader(const RunOptions &o, const Artifact &artifact,
+                    const DataSources &data, int64_t first) {
+  const int64_t ranks = artifact.pp * artifact.dp;
+  std::string batching =
+      data.samples
+          ? std::string("packed microbatches (count per step varies)")
+          : fmt::format("{} microbatches x {} x {} tokens",
+                        artifact.microbatches, artifact.training.microBatchSize,
+                        artifact.training.seqLength);
+  fmt::print("hypipe-run: {} ({}), {} stages on {} rank{} (pp {} x dp "
+             "{}), schedule {}, {}, {} threads per rank\n",
+             artifact.model.name, artifact.model.pattern, artifact.numStages,
+             ranks, ranks > 1 ? "s" : "", artifact.pp, artifact.dp,
+             artifact.schedule, batching, o.threads);
+  if (data.samples)
+    fmt::print("packing: {}; {} samples per step into microbatches of up "
+               "to {} tokens ({} scheduler){}\n",
+               data.samples->description(), artifact.packing.globalBatchSize,
+               artifact.packing.maxTokens, artifact.packing.scheduler,
+               data.samples->truncatedSamples() > 0
+                   ? fmt::format(", {} samples truncated to fit",
+                                 data.samples->truncatedSamples())
+                   : "");
+  if (first > 1)
+    fmt::print("resumed from {} at step {}\n", o.resume, first - 1);
+  std::fflush(stdout);
+}
+
+/// One step's line: a bar that rewrites itself on a terminal, else a line.
+void printStepLine(const StepStats &st, int64_t s, int64_t first, int64_t total,
+                   double elapsed, bool tty, bool ending) {
+  std::string line = fmt::format(
+      "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {} "
+      "tokens/s",
+      s, std::to_string(total).size(), total, st.loss, st.lr, st.gradNorm,
+      hypipe::withCommas(std::llround(st.tokensPerSecond)));
+  if (tty) {
+    int width = 20, done = int(width * s / total);
+    double eta = elapsed / double(s - first + 1) * double(total - s);
+    fmt::print("\r[{}{}] {} | ETA {:.0f}s\x1b[K", std::string(done, '#'),
+               std::string(width - done, '.'), line, eta);
+    if (ending)
+      fmt::print("\n");
+  } else {
+    fmt::print("{}\n", line);
+  }
+  std::fflush(stdout);
+}
+
+/// Rank 0 merges every rank's spool into the Chrome trace. The trace is a
+/// by-product: failing to write it (a full disk) says so but does not fail
+/// a run whose training finished.
+void finishTrace(const RunOptions &o, std::ofstream &spool,
+                 const Artifact &artifact, Comm &comm,
+                 const std::vector<double> &memory) {
+  spool.close();
+  std::vector<double> spooled = comm.allgather({spool ? 1.0 : 0.0});
+  bool complete = std::all_of(spooled.begin(), spooled.end(),
+                              [](double ok) { return ok != 0; });
+  if (comm.rank() != 0)
+    return;
+  try {
+    if (!complete)
+      throw RuntimeError("a rank could not write its part (disk full?)");
+    writeChromeTrace(o.trace, comm.size(), artifact, memory);
+  } catch (const std::exception &e) {
+    std::remove((o.trace + ".tmp").c_str());
+    for (int r = 0; r < comm.size(); ++r)
+      std::remove(traceSpool(o.trace, r).c_str());
+    std::cerr << fmt::format("warning: no trace written to '{}': {}; the "
+                             "training itself finished\n",
+                             o.trace, e.what());
+  }
+}
+
+/// What the run did, summed on rank 0 at its end.
+struct RunTotals {
+  int64_t first = 1, last = 0, realTokens = 0, paddedTokens = 0;
+  double elapsed = 0, firstLoss = 0, lastLoss = 0;
+  bool stopped = false;
+};
+
+void printSummary(const RunOptions &o, const DataSources &data,
+                  const RunTotals &t, const std::vector<double> &memory) {
+  if (t.stopped)
+    fmt::print("stopped after step {} on request{}\n", t.last,
+               o.save.empty() ? "" : fmt::format(" (saved to {})", o.save));
+  if (data.stream)
+    fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, "
+               "unigram entropy of the data {:.4f}\n",
+               t.last - t.first + 1, t.elapsed, t.firstLoss, t.lastLoss,
+               data.stream->unigramEntropy());
+  else
+    fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, {} real "
+               "tokens ({:.1f}% of the {} that padding every sample to the "
+               "step's longest would compute)\n",
+               t.last - t.first + 1, t.elapsed, t.firstLoss, t.lastLoss,
+               hypipe::withCommas(t.realTokens),
+               100.0 * double(t.realTokens) /
+                   double(std::max<int64_t>(1, t.paddedTokens)),
+               hypipe::withCommas(t.paddedTokens));
+  std::string tensors, rss;
+  for (size_t r = 0; r + 1 < memory.size(); r += 2) {
+    tensors += fmt::format("{}{:.1f}", r ? " " : "", memory[r]);
+    rss += fmt::format("{}{:.0f}", r ? " " : "", memory[r + 1]);
+  }
+  fmt::print("memory per rank (MiB): tensors {} | peak RSS {}\n", tensors, rss);
+}
+
+nlohmann::json stepRecord(const StepStats &st, const Artifact &artifact) {
+  nlohmann::json record{
+      {"step", st.step},          {"loss", st.loss},
+      {"aux_loss", st.auxLoss},   {"lr", st.lr},
+      {"grad_norm", st.gradNorm}, {"microbatches", st.microbatches},
+      {"tokens", st.tokens},      {"tokens_per_s", st.tokensPerSecond}};
+  if (artifact.model.mtpDepths > 0)
+    record["mtp_loss"] = st.mtpLoss;
+  return record;
+}
+
+} // namespace
+
+int runTraining(const RunOptions &o, Comm &comm) {
+  const bool root = comm.rank() == 0;
+  Artifact artifact = loadForLaunch(o, comm);
+  cpu::setNumThreads(o.threads);
+  DataSources data = openData(o, artifact, comm);
   // A save that died half-way left a step directory without index.json:
   // it was never `latest` and nothing can resume from it.
   if (root && !o.save.empty())
@@ -266,77 +447,28 @@ int runTraining(const RunOptions &o, Comm &comm) {
       fmt::print("checkpoint: removed the incomplete {}/{} (a save that did "
                  "not finish)\n",
                  o.save, gone);
-  Trainer trainer(artifact, comm, {stream.get(), samples.get()});
-  int64_t first = 1;
-  if (o.lrDecaySteps > 0)
-    artifact.training.lrDecaySteps = o.lrDecaySteps;
-  if (!o.resume.empty()) {
-    first = trainer.resume(o.resume) + 1;
-    keepDecaySchedule(artifact.training, trainer.resumedDecayEnd,
-                      o.lrDecaySteps > 0, root && !o.quiet);
-  } else {
-    const std::string &from =
-        o.initFrom.empty() ? artifact.training.initFrom : o.initFrom;
-    if (!from.empty()) {
-      trainer.initFrom(from);
-      if (root && !o.quiet)
-        fmt::print("initial weights from {}\n", from);
-    }
-  }
-
-  std::ofstream log;
-  if (root && !o.jsonLog.empty()) {
-    if (first > 1)
-      dropLoggedStepsFrom(o.jsonLog, first, o.quiet);
-    log.open(o.jsonLog, first > 1 ? std::ios::app : std::ios::trunc);
-    if (!log)
-      throw RuntimeError(fmt::format(
-          "error: cannot write '{}'\nhelp: check the path", o.jsonLog));
-  }
+  Trainer trainer(artifact, comm, {data.stream.get(), data.samples.get()});
+  RunTotals t;
+  t.first = startingStep(o, artifact, trainer, root);
+  std::ofstream log = openJsonLog(o, t.first, root);
   // mpirun gives ranks a pseudo-terminal even when its own output is a
   // file, so hypipe train says which it wants.
   const bool tty =
       o.progress == "auto" ? isatty(STDOUT_FILENO) != 0 : o.progress == "bar";
   const int64_t total = artifact.training.steps;
-  if (root && !o.quiet) {
-    std::string batching =
-        samples ? std::string("packed microbatches (count per step varies)")
-                : fmt::format("{} microbatches x {} x {} tokens",
-                              artifact.microbatches,
-                              artifact.training.microBatchSize,
-                              artifact.training.seqLength);
-    fmt::print("hypipe-run: {} ({}), {} stages on {} rank{} (pp {} x dp "
-               "{}), schedule {}, {}, {} threads per rank\n",
-               artifact.model.name, artifact.model.pattern, artifact.numStages,
-               ranks, ranks > 1 ? "s" : "", artifact.pp, artifact.dp,
-               artifact.schedule, batching, o.threads);
-    if (samples)
-      fmt::print("packing: {}; {} samples per step into microbatches of up "
-                 "to {} tokens ({} scheduler){}\n",
-                 samples->description(), artifact.packing.globalBatchSize,
-                 artifact.packing.maxTokens, artifact.packing.scheduler,
-                 samples->truncatedSamples() > 0
-                     ? fmt::format(", {} samples truncated to fit",
-                                   samples->truncatedSamples())
-                     : "");
-    if (first > 1)
-      fmt::print("resumed from {} at step {}\n", o.resume, first - 1);
-    std::fflush(stdout);
-  }
-  double elapsed = 0, firstLoss = 0, lastLoss = 0;
-  int64_t realTokens = 0, paddedTokens = 0;
+  if (root && !o.quiet)
+    printRunHeader(o, artifact, data, t.first);
   std::ofstream spool;
   if (!o.trace.empty())
     spool.open(traceSpool(o.trace, comm.rank()), std::ios::trunc);
-  int64_t last = first - 1;
-  bool stopped = false;
-  int64_t current = first;
+  t.last = t.first - 1;
+  int64_t current = t.first;
   installWatchdog(comm, o, current);
   // --profile: each step's time by kernel class, summed over the steps (the
   // logging and checkpoints between steps are left out).
   std::array<double, cpu::kNumKernelClasses> profile{};
   cpu::setProfiling(o.profile);
-  for (int64_t s = first; s <= total; ++s) {
+  for (int64_t s = t.first; s <= total; ++s) {
     current = s;
     const std::array<double, cpu::kNumKernelClasses> before =
         cpu::profileSeconds();
@@ -345,35 +477,27 @@ int runTraining(const RunOptions &o, Comm &comm) {
         cpu::profileSeconds();
     for (int c = 0; c < cpu::kNumKernelClasses; ++c)
       profile[c] += after[c] - before[c];
-    last = s;
-    elapsed += st.seconds;
-    realTokens += st.tokens;
-    paddedTokens += st.paddedTokens;
-    if (s == first)
-      firstLoss = st.loss;
-    lastLoss = st.loss;
+    t.last = s;
+    t.elapsed += st.seconds;
+    t.realTokens += st.tokens;
+    t.paddedTokens += st.paddedTokens;
+    if (s == t.first)
+      t.firstLoss = st.loss;
+    t.lastLoss = st.loss;
     if (spool) {
       nlohmann::json events = nlohmann::json::array();
-      for (const Trainer::Timing &t : trainer.timings())
-        events.push_back(
-            {t.name, t.category, t.start * 1e6, (t.end - t.start) * 1e6, s});
+      for (const Trainer::Timing &timing : trainer.timings())
+        events.push_back({timing.name, timing.category, timing.start * 1e6,
+                          (timing.end - timing.start) * 1e6, s});
       spool << events.dump() << '\n';
     }
-    if (log) {
-      nlohmann::json record{
-          {"step", st.step},          {"loss", st.loss},
-          {"aux_loss", st.auxLoss},   {"lr", st.lr},
-          {"grad_norm", st.gradNorm}, {"microbatches", st.microbatches},
-          {"tokens", st.tokens},      {"tokens_per_s", st.tokensPerSecond}};
-      if (artifact.model.mtpDepths > 0)
-        record["mtp_loss"] = st.mtpLoss;
-      log << record.dump() << "\n" << std::flush;
-    }
+    if (log)
+      log << stepRecord(st, artifact).dump() << "\n" << std::flush;
     // Rank 0 decides whether to stop; everyone follows after this step.
     std::vector<double> stop =
         comm.allgather({root && fileExists(o.stopFile) ? 1.0 : 0.0});
-    stopped = stop[0] != 0;
-    bool exiting = stopped || (o.exitInterval > 0 && s == o.exitInterval);
+    t.stopped = stop[0] != 0;
+    bool exiting = t.stopped || (o.exitInterval > 0 && s == o.exitInterval);
     if (!o.save.empty() && (s == total || exiting ||
                             (o.saveInterval > 0 && s % o.saveInterval == 0))) {
       trainer.save(o.save, s);
@@ -383,24 +507,9 @@ int runTraining(const RunOptions &o, Comm &comm) {
             fmt::print("checkpoint: removed {}/{} (--keep-last {})\n", o.save,
                        gone, o.keepLast);
     }
-    if (root && !o.quiet) {
-      std::string line = fmt::format(
-          "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {} "
-          "tokens/s",
-          s, std::to_string(total).size(), total, st.loss, st.lr, st.gradNorm,
-          hypipe::withCommas(std::llround(st.tokensPerSecond)));
-      if (tty) {
-        int width = 20, done = int(width * s / total);
-        double eta = elapsed / double(s - first + 1) * double(total - s);
-        fmt::print("\r[{}{}] {} | ETA {:.0f}s\x1b[K", std::string(done, '#'),
-                   std::string(width - done, '.'), line, eta);
-        if (s == total || exiting)
-          fmt::print("\n");
-      } else {
-        fmt::print("{}\n", line);
-      }
-      std::fflush(stdout);
-    }
+    if (root && !o.quiet)
+      printStepLine(st, s, t.first, total, t.elapsed, tty,
+                    s == total || exiting);
     if (exiting)
       break;
   }
@@ -414,57 +523,14 @@ int runTraining(const RunOptions &o, Comm &comm) {
   std::vector<double> memory =
       comm.allgather({double(trainer.peakTensorBytes()) / (1 << 20),
                       double(usage.ru_maxrss) / 1024});
-  if (!o.trace.empty()) {
-    // The trace is a by-product: failing to write it (a full disk) says so
-    // but does not fail a run whose training finished.
-    spool.close();
-    std::vector<double> spooled = comm.allgather({spool ? 1.0 : 0.0});
-    bool complete = std::all_of(spooled.begin(), spooled.end(),
-                                [](double ok) { return ok != 0; });
-    if (root) {
-      try {
-        if (!complete)
-          throw RuntimeError("a rank could not write its part (disk full?)");
-        writeChromeTrace(o.trace, comm.size(), artifact, memory);
-      } catch (const std::exception &e) {
-        std::remove((o.trace + ".tmp").c_str());
-        for (int r = 0; r < comm.size(); ++r)
-          std::remove(traceSpool(o.trace, r).c_str());
-        std::cerr << fmt::format("warning: no trace written to '{}': {}; the "
-                                 "training itself finished\n",
-                                 o.trace, e.what());
-      }
-    }
-  }
+  if (!o.trace.empty())
+    finishTrace(o, spool, artifact, comm, memory);
   if (root) {
-    if (stopped)
-      fmt::print("stopped after step {} on request{}\n", last,
-                 o.save.empty() ? "" : fmt::format(" (saved to {})", o.save));
-    if (stream)
-      fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, "
-                 "unigram entropy of the data {:.4f}\n",
-                 last - first + 1, elapsed, firstLoss, lastLoss,
-                 stream->unigramEntropy());
-    else
-      fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, {} real "
-                 "tokens ({:.1f}% of the {} that padding every sample to the "
-                 "step's longest would compute)\n",
-                 last - first + 1, elapsed, firstLoss, lastLoss,
-                 hypipe::withCommas(realTokens),
-                 100.0 * double(realTokens) /
-                     double(std::max<int64_t>(1, paddedTokens)),
-                 hypipe::withCommas(paddedTokens));
-    std::string tensors, rss;
-    for (size_t r = 0; r + 1 < memory.size(); r += 2) {
-      tensors += fmt::format("{}{:.1f}", r ? " " : "", memory[r]);
-      rss += fmt::format("{}{:.0f}", r ? " " : "", memory[r + 1]);
-    }
-    fmt::print("memory per rank (MiB): tensors {} | peak RSS {}\n", tensors,
-               rss);
+    printSummary(o, data, t, memory);
     if (o.profile)
-      printProfile(profileByRank, last - first + 1);
+      printProfile(profileByRank, t.last - t.first + 1);
   }
-  return stopped ? 130 : 0;
+  return t.stopped ? 130 : 0;
 }
 
 } // namespace hypipe::rt
