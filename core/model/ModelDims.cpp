@@ -8,16 +8,17 @@
 namespace hypipe {
 
 namespace {
-std::optional<DimsProblem> problem(std::string field, std::string message,
-                                   std::string help) {
-  return DimsProblem{std::move(field), std::move(message), std::move(help)};
-}
-} // namespace
 
-std::optional<DimsProblem> checkModelDims(const ModelDims &d) {
-  // (C0) Sizes a machine can hold, and products that cannot overflow: each
-  // dimension at most 2^24 and each weight matrix at most 2^40 elements
-  // (a 4 TiB fp32 tensor), so every size below fits an int64.
+std::optional<DimsProblem> problem(std::string field, std::string message,
+                                   std::string help, const char *label = "") {
+  return DimsProblem{std::move(field), std::move(message), std::move(help),
+                     label};
+}
+
+/// dims_c0: sizes a machine can hold, and products that cannot overflow.
+std::optional<DimsProblem> checkBounds(const ModelDims &d) {
+  // Each dimension at most 2^24 and each weight matrix at most 2^40
+  // elements (a 4 TiB fp32 tensor), so every size below fits an int64.
   constexpr int64_t kMaxDim = int64_t(1) << 24, kMaxMatrix = int64_t(1) << 40;
   const std::pair<const char *, int64_t> dims[] = {
       {"hidden_size", d.hidden},
@@ -39,7 +40,8 @@ std::optional<DimsProblem> checkModelDims(const ModelDims &d) {
                      fmt::format("{} is {}, more than the {} hypipe accepts",
                                  field, value, kMaxDim),
                      "use a size a model can have; 2^24 is far past any "
-                     "trained model's");
+                     "trained model's",
+                     "dims_c0");
   // Each pair below is under 2^48, and is compared with 2^40 / hidden.
   const std::pair<const char *, int64_t> perHidden[] = {
       {"vocab_size", d.vocab},
@@ -53,33 +55,42 @@ std::optional<DimsProblem> checkModelDims(const ModelDims &d) {
                      fmt::format("{} makes a weight of more than 2^40 "
                                  "elements with hidden_size {}",
                                  field, d.hidden),
-                     "use smaller dimensions");
-  // (C1)
+                     "use smaller dimensions", "dims_c0");
+  return std::nullopt;
+}
+
+/// dims_c1: the residual width, vocabulary and MLP width are positive.
+std::optional<DimsProblem> checkWidths(const ModelDims &d) {
   if (d.hidden <= 0)
     return problem(
         "hidden_size",
         fmt::format("hidden_size must be positive, got {}", d.hidden),
-        "set model.hidden_size to the width of the residual stream, e.g. 256");
+        "set model.hidden_size to the width of the residual stream, e.g. 256",
+        "dims_c1");
   if (d.vocab <= 0)
     return problem("vocab_size",
                    fmt::format("vocab_size must be positive, got {}", d.vocab),
-                   "use 256 for byte-level data");
+                   "use 256 for byte-level data", "dims_c1");
   if (d.ffnHidden <= 0)
     return problem(
         "ffn_hidden_size",
         fmt::format("ffn_hidden_size must be positive, got {}", d.ffnHidden),
-        "a common choice is 4 * hidden_size");
-  // (C2)
+        "a common choice is 4 * hidden_size", "dims_c1");
+  return std::nullopt;
+}
+
+/// dims_c2, dims_c3: attention heads divide the width, groups the heads.
+std::optional<DimsProblem> checkAttention(const ModelDims &d) {
   if (d.numHeads < 0 || d.numQueryGroups < 0)
     return problem("num_attention_heads",
                    "attention head counts cannot be negative",
-                   "use 0 for a model without attention");
+                   "use 0 for a model without attention", "dims_c2");
   if (d.numHeads > 0 && d.hidden % d.numHeads != 0)
     return problem(
         "num_attention_heads",
         fmt::format("num_attention_heads ({}) does not divide hidden_size ({})",
                     d.numHeads, d.hidden),
-        "choose a head count that divides hidden_size");
+        "choose a head count that divides hidden_size", "dims_c2");
   if (d.numHeads > 0 &&
       (d.numQueryGroups <= 0 || d.numHeads % d.numQueryGroups != 0))
     return problem(
@@ -88,56 +99,79 @@ std::optional<DimsProblem> checkModelDims(const ModelDims &d) {
                     "num_attention_heads ({})",
                     d.numQueryGroups, d.numHeads),
         "use num_query_groups = num_attention_heads for plain multi-head "
-        "attention");
-  // (C3)
+        "attention",
+        "dims_c3");
+  return std::nullopt;
+}
+
+/// dims_c4: a model with Mamba heads has every Mamba size.
+std::optional<DimsProblem> checkMamba(const ModelDims &d) {
   if (d.mambaNumHeads < 0)
     return problem("mamba_num_heads", "mamba_num_heads cannot be negative",
-                   "use 0 for a model without Mamba layers");
+                   "use 0 for a model without Mamba layers", "dims_c4");
   if (d.mambaNumHeads > 0) {
     if (d.mambaHeadDim <= 0)
       return problem("mamba_head_dim",
                      fmt::format("mamba_head_dim must be positive, got {}",
                                  d.mambaHeadDim),
-                     "Megatron's default is 64");
+                     "Megatron's default is 64", "dims_c4");
     if (d.mambaState <= 0)
       return problem(
           "mamba_state_dim",
           fmt::format("mamba_state_dim must be positive, got {}", d.mambaState),
-          "Megatron's default is 128");
+          "Megatron's default is 128", "dims_c4");
     if (d.mambaConvWidth <= 0)
       return problem("mamba_conv_width",
                      fmt::format("mamba_conv_width must be positive, got {}",
                                  d.mambaConvWidth),
-                     "the usual width is 4");
+                     "the usual width is 4", "dims_c4");
     if (d.mambaNumGroups <= 0 || d.mambaNumHeads % d.mambaNumGroups != 0)
       return problem(
           "mamba_num_groups",
           fmt::format("mamba_num_groups ({}) must be positive and divide "
                       "mamba_num_heads ({})",
                       d.mambaNumGroups, d.mambaNumHeads),
-          "use 1, or a divisor of mamba_num_heads");
+          "use 1, or a divisor of mamba_num_heads", "dims_c4");
   }
-  // (C4)
+  return std::nullopt;
+}
+
+/// dims_c5: experts, top-k within them, and their width.
+std::optional<DimsProblem> checkMoe(const ModelDims &d) {
   if (d.numExperts < 0)
     return problem("num_experts", "num_experts cannot be negative",
-                   "use 0 for a model without MoE layers");
+                   "use 0 for a model without MoE layers", "dims_c5");
   if (d.numExperts > 0 && (d.moeTopK < 1 || d.moeTopK > d.numExperts))
     return problem(
         "moe_router_topk",
         fmt::format(
             "moe_router_topk ({}) must be between 1 and num_experts ({})",
             d.moeTopK, d.numExperts),
-        "top-2 routing is a common choice");
+        "top-2 routing is a common choice", "dims_c5");
   if (d.moeFfnHidden < 0)
     return problem("moe_ffn_hidden_size",
                    "moe_ffn_hidden_size cannot be negative",
-                   "leave it out to use ffn_hidden_size");
-  // (C5)
+                   "leave it out to use ffn_hidden_size", "dims_c5");
+  return std::nullopt;
+}
+
+/// dims_c6: a known activation.
+std::optional<DimsProblem> checkActivation(const ModelDims &d) {
   if (d.activation != "squared_relu" && d.activation != "gelu" &&
       d.activation != "swiglu")
     return problem("activation",
                    fmt::format("unknown activation '{}'", d.activation),
-                   "use one of squared_relu, gelu, swiglu");
+                   "use one of squared_relu, gelu, swiglu", "dims_c6");
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<DimsProblem> checkModelDims(const ModelDims &d) {
+  for (auto check : {checkBounds, checkWidths, checkAttention, checkMamba,
+                     checkMoe, checkActivation})
+    if (std::optional<DimsProblem> found = check(d))
+      return found;
   return std::nullopt;
 }
 
@@ -160,7 +194,7 @@ std::optional<DimsProblem> checkLayerKindDims(char symbol, const ModelDims &d) {
           "set model.num_attention_heads");
     return std::nullopt;
   case '-':
-    return std::nullopt; // ffn_hidden_size > 0 is (C1) of the dims.
+    return std::nullopt; // ffn_hidden_size > 0 is dims_c1.
   case 'E':
     if (d.numExperts <= 0)
       return problem("num_experts", "MoE layers ('E') need num_experts > 0",

@@ -44,10 +44,15 @@ struct DimsProblem {
   std::string field;
   std::string message;
   std::string help;
+  /// The `#hybrid.dims` invariant it breaks (`dims_c0` ... `dims_c6`, as
+  /// HybridAttrs.td lists them); empty for a layer kind's own check.
+  std::string label;
 };
 
-/// Checks the invariants (C0)-(C5) of `#hybrid.dims`: (C0) every size at
-/// most 2^24 and every weight matrix at most 2^40 elements.
+/// Checks the invariants dims_c0-dims_c6 of `#hybrid.dims` (HybridAttrs.td),
+/// in order: dims_c0 every size at most 2^24 and every weight matrix at
+/// most 2^40 elements, then the widths, attention, Mamba, MoE and the
+/// activation.
 std::optional<DimsProblem> checkModelDims(const ModelDims &dims);
 
 /// Checks that `dims` defines layer kind `symbol` (a pattern character):

@@ -15,13 +15,20 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
     be zero. Invariants (checked by `hypipe::checkModelDims`, shared with the
     spec loader):
 
-    (C0) every size is at most 2^24 and every weight matrix at most 2^40
-    elements. (C1) `hidden`, `vocab` and `ffn_hidden` are positive.
-    (C2) `num_heads` divides `hidden`; `num_query_groups` divides `num_heads`.
-    (C3) `mamba_num_groups` divides `mamba_num_heads`; `mamba_state`,
-         `mamba_head_dim` and `mamba_conv_width` are positive.
-    (C4) `moe_top_k` is between 1 and `num_experts` when `num_experts > 0`.
-    (C5) `activation` is one of `squared_relu`, `gelu`, `swiglu`.
+    (dims_c0) Every size is at most 2^24 and every weight matrix at most 2^40
+              elements.
+    (dims_c1) `hidden`, `vocab` and `ffn_hidden` are positive.
+    (dims_c2) `num_heads` and `num_query_groups` are non-negative, and a
+              positive `num_heads` divides `hidden`.
+    (dims_c3) With `num_heads > 0`, `num_query_groups` is positive and divides
+              `num_heads`.
+    (dims_c4) `mamba_num_heads` is non-negative; with `mamba_num_heads > 0`,
+              `mamba_head_dim`, `mamba_state` and `mamba_conv_width` are
+              positive and `mamba_num_groups` is positive and divides
+              `mamba_num_heads`.
+    (dims_c5) `num_experts` and `moe_ffn_hidden` are non-negative; with
+              `num_experts > 0`, `moe_top_k` is between 1 and `num_experts`.
+    (dims_c6) `activation` is one of `squared_relu`, `gelu`, `swiglu`.
   }];
   let parameters = (ins
     "int64_t":$hidden,
@@ -47,8 +54,11 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
 def Hybrid_ParallelAttr : Hybrid_Attr<"Parallel", "parallel"> {
   let summary = "Parallel layout: pipeline, virtual pipeline and data parallel sizes, schedule";
   let description = [{
-    (C1) `pp`, `vpp`, `dp`, `microbatches` and `group_size` are positive.
-    (C2) `schedule` is one of `gpipe`, `1f1b`, `interleaved-1f1b`, `zb-h1`, `zbv`.
+    (parallel_c1) `pp`, `vpp`, `dp`, `microbatches` and `group_size` are
+                  positive.
+    (parallel_c2) `schedule` is exactly one of `gpipe`, `1f1b`,
+                  `interleaved-1f1b`, `zb-h1`, `zbv`, `dualpipev` (the names of
+                  `core/schedule/Vocabulary.cpp`, lower case as written).
   }];
   let parameters = (ins
     "int64_t":$pp,
@@ -66,9 +76,11 @@ def Hybrid_PlacementAttr : Hybrid_Attr<"Placement", "placement"> {
   let summary = "Where one layer runs: its pipeline segment, rank and virtual stage";
   let description = [{
     `layer` is the 1-based global layer number in pattern order (Megatron's
-    `layer_number`). (C1) all fields are non-negative and `layer` is positive.
-    Consistency with the model's `parallel` attribute is checked by
-    `hybrid.model`.
+    `layer_number`). Consistency with the model's `parallel` attribute is
+    checked by `hybrid.model` (`model_c7` to `model_c11`).
+
+    (placement_c1) `segment`, `pp_rank` and `vp_stage` are non-negative and
+                   `layer` is positive.
   }];
   let parameters = (ins
     "int64_t":$segment,

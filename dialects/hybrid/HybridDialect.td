@@ -14,6 +14,14 @@ def Hybrid_Dialect : Dialect {
     final norm and the output layer with its loss, and optional multi-token
     prediction blocks. Model dimensions and the parallel layout are attributes
     of the model; each layer may carry its pipeline placement.
+
+    Each invariant of an op or attribute has a label of its own, its mnemonic
+    and a number: `model_c4`, `parallel_c2`, `mamba_c1` (StableHLO's
+    `dot_general_c1`). The label appears in the description that states the
+    invariant, in the comment over the check in the verifier, at the end of
+    the verifier's message in parentheses (`... must be positive
+    (parallel_c1)`), and in the one `test/hybrid/invalid.mlir` case that
+    breaks it; searching for the label finds all four.
   }];
   let useDefaultAttributePrinterParser = 1;
 }

@@ -1,7 +1,8 @@
 //===- HybridOps.cpp - verifiers of the hybrid dialect --------------------===//
 //
-// Each check is tagged with the invariant it enforces, as numbered in the op's
-// description in HybridOps.td / HybridAttrs.td.
+// Each check is tagged with the label of the invariant it enforces, as the
+// op's or attribute's description in HybridOps.td / HybridAttrs.td states it
+// (`model_c4`), and its message ends with that label in parentheses.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/hybrid/HybridOps.h"
@@ -72,9 +73,9 @@ LogicalResult DimsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
               mambaState,     mambaNumHeads, mambaHeadDim,    mambaNumGroups,
               mambaConvWidth, numExperts,    moeTopK,         moeFfnHidden,
               vocab,          tieEmbeddings, activation.str()};
-  // (C1)-(C5)
+  // dims_c0 ... dims_c6
   if (auto problem = hypipe::checkModelDims(d))
-    return emitError() << problem->message;
+    return emitError() << problem->message << " (" << problem->label << ")";
   return success();
 }
 
@@ -82,13 +83,13 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t pp, int64_t vpp, int64_t dp,
                                    StringRef schedule, int64_t microbatches,
                                    int64_t groupSize) {
-  // (C1)
+  // parallel_c1
   if (pp < 1 || vpp < 1 || dp < 1 || microbatches < 1 || groupSize < 1)
-    return emitError()
-           << "pp, vpp, dp, microbatches and group_size must be positive";
-  // (C2)
+    return emitError() << "pp, vpp, dp, microbatches and group_size must be "
+                          "positive (parallel_c1)";
+  // parallel_c2
   if (!schedule::parseScheduleKind(schedule))
-    return emitError() << "unknown schedule '" << schedule << "'";
+    return emitError() << "unknown schedule '" << schedule << "' (parallel_c2)";
   return success();
 }
 
@@ -96,10 +97,10 @@ LogicalResult
 PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       int64_t segment, int64_t ppRank, int64_t vpStage,
                       int64_t layer) {
-  // (C1)
+  // placement_c1
   if (segment < 0 || ppRank < 0 || vpStage < 0 || layer < 1)
     return emitError() << "placement fields must be non-negative and layer "
-                          "must be positive";
+                          "must be positive (placement_c1)";
   return success();
 }
 
@@ -111,10 +112,11 @@ namespace {
 
 ModelOp parentModel(Operation *op) { return op->getParentOfType<ModelOp>(); }
 
-/// (C0) of the model-part ops.
-LogicalResult verifyInsideModel(Operation *op) {
+/// `<op>_c0` of the model-part ops: `label` is the op's.
+LogicalResult verifyInsideModel(Operation *op, StringRef label) {
   if (!parentModel(op))
-    return op->emitOpError() << "must be inside a hybrid.model";
+    return op->emitOpError()
+           << "must be inside a hybrid.model (" << label << ")";
   return success();
 }
 
@@ -136,34 +138,45 @@ bool isIntegerTensor(Type type, int64_t rank) {
          isa<IntegerType>(tensor.getElementType());
 }
 
-/// A `BxSxH` f32 tensor with `H` the model's hidden size.
-LogicalResult verifyHiddenType(Operation *op, Type type, StringRef what) {
-  if (failed(verifyInsideModel(op)))
-    return failure();
+/// A `BxSxH` f32 tensor with `H` the model's hidden size; `label` is the
+/// invariant of `op` that says so. The caller has checked `<op>_c0`.
+LogicalResult verifyHiddenType(Operation *op, Type type, StringRef what,
+                               StringRef label) {
   auto tensor = dyn_cast<RankedTensorType>(type);
-  ModelOp model = parentModel(op);
-  int64_t hidden = model ? model.getDims().getHidden() : ShapedType::kDynamic;
+  int64_t hidden = parentModel(op).getDims().getHidden();
   if (!tensor || tensor.getRank() != 3 || !tensor.getElementType().isF32() ||
-      (hidden != ShapedType::kDynamic && tensor.getDimSize(2) != hidden))
-    return op->emitOpError()
-           << what << " must be a BxSx" << hidden
-           << " f32 tensor (hidden size of the model), got " << type;
+      tensor.getDimSize(2) != hidden)
+    return op->emitOpError() << what << " must be a BxSx" << hidden
+                             << " f32 tensor (hidden size of the model), got "
+                             << type << " (" << label << ")";
   return success();
 }
 
+/// The label `<mnemonic>_c<number>` of a layer op's invariant: the layer ops
+/// share their invariants and this verifier, each under its own mnemonic.
+std::string layerLabel(Operation *op, int number) {
+  return (op->getName().stripDialect() + "_c" + Twine(number)).str();
+}
+
 template <typename LayerOp> LogicalResult verifyLayer(LayerOp op) {
-  // (C1)
-  if (failed(verifyHiddenType(op, op.getInput().getType(), "input")))
+  // mamba_c0, attention_c0, mlp_c0, moe_c0, gdn_c0, dsa_c0, mla_c0
+  if (failed(verifyInsideModel(op, layerLabel(op, 0))))
     return failure();
-  // (C2)
+  // mamba_c1, attention_c1, mlp_c1, moe_c1, gdn_c1, dsa_c1, mla_c1
+  if (failed(verifyHiddenType(op, op.getInput().getType(), "input",
+                              layerLabel(op, 1))))
+    return failure();
+  // mamba_c2, attention_c2, mlp_c2, moe_c2, gdn_c2, dsa_c2, mla_c2
   ModelOp model = parentModel(op);
   if (auto problem = hypipe::checkLayerKindDims(LayerOp::kSymbol,
                                                 toModelDims(model.getDims())))
-    return op.emitOpError() << problem->message;
-  // (C3)
+    return op.emitOpError()
+           << problem->message << " (" << layerLabel(op, 2) << ")";
+  // mamba_c3, attention_c3, mlp_c3, moe_c3, gdn_c3, dsa_c3, mla_c3
   if (op.getPlacement() && isa<MtpOp>(op->getParentOp()))
     return op.emitOpError()
-           << "layers inside hybrid.mtp take the placement of their block";
+           << "layers inside hybrid.mtp take the placement of their block ("
+           << layerLabel(op, 3) << ")";
   return success();
 }
 
@@ -184,14 +197,14 @@ SmallVector<Operation *> ModelOp::getMainLayers() {
 
 LogicalResult ModelOp::verify() {
   Block &body = getBody().front();
-  // (C1)
+  // model_c1
   if (body.getNumArguments() != 2 ||
       !isIntegerTensor(body.getArgument(0).getType(), 2) ||
       body.getArgument(0).getType() != body.getArgument(1).getType())
     return emitOpError()
            << "body must take two rank-2 integer tensors of one shape "
-              "(tokens, labels)";
-  // (C2)
+              "(tokens, labels) (model_c1)";
+  // model_c2
   SmallVector<Operation *> mainOps;
   collectMainOps(getBody(), mainOps);
   Operation *firstHybrid = nullptr;
@@ -203,13 +216,14 @@ LogicalResult ModelOp::verify() {
   }
   if (!isa_and_nonnull<EmbeddingOp>(firstHybrid) || embeddingCount != 1)
     return emitOpError() << "the first op of the main stack must be its only "
-                            "hybrid.embedding";
-
+                            "hybrid.embedding (model_c2)";
+  // model_c3
   auto pattern = hypipe::parseHybridPattern(getPattern());
   if (!pattern)
     return emitOpError() << "pattern '" << getPattern()
-                         << "' is invalid: " << toString(pattern.takeError());
-  // (C3)
+                         << "' is invalid: " << toString(pattern.takeError())
+                         << " (model_c3)";
+  // model_c4
   SmallVector<Operation *> layers = getMainLayers();
   std::string spelled;
   for (Operation *layer : layers)
@@ -217,8 +231,8 @@ LogicalResult ModelOp::verify() {
   if (spelled != pattern->layers())
     return emitOpError() << "layers spell '" << spelled
                          << "' but the pattern's main part is '"
-                         << pattern->layers() << "'";
-  // (C4)
+                         << pattern->layers() << "' (model_c4)";
+  // model_c5
   SmallVector<Operation *> norms, outputs;
   for (Operation *op : mainOps) {
     if (isa<FinalNormOp>(op))
@@ -227,28 +241,29 @@ LogicalResult ModelOp::verify() {
       outputs.push_back(op);
   }
   if (norms.size() != 1 || outputs.size() != 1)
-    return emitOpError()
-           << "needs exactly one hybrid.final_norm and one hybrid.output";
+    return emitOpError() << "needs exactly one hybrid.final_norm and one "
+                            "hybrid.output (model_c5)";
   auto position = [&](Operation *op) {
     return llvm::find(mainOps, op) - mainOps.begin();
   };
   if (position(norms[0]) > position(outputs[0]) ||
       (!layers.empty() && position(layers.back()) > position(norms[0])))
     return emitOpError() << "hybrid.final_norm and then hybrid.output must "
-                            "follow the last layer";
-  // (C5)
+                            "follow the last layer (model_c5)";
+  // model_c6
   ParallelAttr parallel = getParallel();
   int64_t segments = pattern->numSegments();
   if (segments > 1 && segments != parallel.getPp() * parallel.getVpp())
     return emitOpError() << "pattern has " << segments
                          << " segments but pp * vpp = " << parallel.getPp()
-                         << " * " << parallel.getVpp();
-  // (C6)
+                         << " * " << parallel.getVpp() << " (model_c6)";
+  // model_c7
   int64_t placed = llvm::count_if(
       layers, [](Operation *op) { return op->hasAttr("placement"); });
   if (placed != 0 && placed != static_cast<int64_t>(layers.size()))
     return emitOpError() << "either every layer or none carries a placement ("
-                         << placed << " of " << layers.size() << " do)";
+                         << placed << " of " << layers.size()
+                         << " do) (model_c7)";
   if (placed) {
     std::vector<int64_t> segmentOfLayer;
     for (auto [i, segment] : llvm::enumerate(pattern->segments))
@@ -258,11 +273,13 @@ LogicalResult ModelOp::verify() {
     const schedule::Placement style =
         schedule::placementOf(parallel.getSchedule());
     for (auto [i, op] : llvm::enumerate(layers)) {
-      // The layer itself is verified after the model: check the attribute kind
-      // here.
+      // model_c7: the layer itself is verified after the model, so the
+      // attribute's kind is checked here.
       auto p = dyn_cast<PlacementAttr>(op->getAttr("placement"));
       if (!p)
-        return op->emitOpError() << "placement must be a #hybrid.placement";
+        return op->emitOpError()
+               << "placement must be a #hybrid.placement (model_c7)";
+      // model_c8
       if (p.getPpRank() >= parallel.getPp() ||
           p.getVpStage() >= parallel.getVpp() ||
           p.getPpRank() !=
@@ -273,24 +290,30 @@ LogicalResult ModelOp::verify() {
                << "placement " << p << " does not fit pp = " << parallel.getPp()
                << ", vpp = " << parallel.getVpp()
                << (style == schedule::Placement::V
-                       ? " (zbv's V: segment s < pp on pp_rank s, vp_stage 0; "
-                         "s >= pp on pp_rank 2 pp - 1 - s, vp_stage 1)"
-                       : " (segment must be vp_stage * pp + pp_rank)");
+                       ? " (the V of zbv and dualpipev: segment s < pp on "
+                         "pp_rank s, vp_stage 0; s >= pp on pp_rank "
+                         "2 pp - 1 - s, vp_stage 1)"
+                       : " (segment must be vp_stage * pp + pp_rank)")
+               << " (model_c8)";
+      // model_c9
       if (p.getSegment() < previousSegment)
-        return op->emitOpError() << "placement segment " << p.getSegment()
-                                 << " comes after segment " << previousSegment
-                                 << ": layers must be placed in pattern order";
-      if (p.getLayer() != static_cast<int64_t>(i) + 1)
         return op->emitOpError()
-               << "layer number " << p.getLayer() << " should be " << i + 1;
+               << "placement segment " << p.getSegment()
+               << " comes after segment " << previousSegment
+               << ": layers must be placed in pattern order (model_c9)";
+      // model_c10
+      if (p.getLayer() != static_cast<int64_t>(i) + 1)
+        return op->emitOpError() << "layer number " << p.getLayer()
+                                 << " should be " << i + 1 << " (model_c10)";
+      // model_c11
       if (pattern->hasPipes() && p.getSegment() != segmentOfLayer[i])
         return op->emitOpError()
                << "layer " << i + 1 << " is in segment " << segmentOfLayer[i]
-               << " of the pattern but placed in segment " << p.getSegment();
+               << " of the pattern but placed in segment " << p.getSegment()
+               << " (model_c11)";
       previousSegment = p.getSegment();
     }
   }
-  // (C7)
   int64_t depth = 0;
   SmallVector<MtpOp> mtps;
   for (Operation *op : mainOps)
@@ -298,40 +321,46 @@ LogicalResult ModelOp::verify() {
       mtps.push_back(mtp);
   for (MtpOp mtp : mtps) {
     ++depth;
+    // model_c12
     if (mtp.getDepth() != depth)
-      return mtp.emitOpError() << "depth " << mtp.getDepth()
-                               << " out of order, expected " << depth;
+      return mtp.emitOpError()
+             << "depth " << mtp.getDepth() << " out of order, expected "
+             << depth << " (model_c12)";
+    // model_c13
     std::string mtpSpelled;
     for (Operation &op : mtp.getBody().front())
       if (char c = layerSymbol(&op))
         mtpSpelled.push_back(c);
     if (mtpSpelled != pattern->mtp)
-      return mtp.emitOpError()
-             << "layers spell '" << mtpSpelled
-             << "' but the pattern's MTP part is '" << pattern->mtp << "'";
+      return mtp.emitOpError() << "layers spell '" << mtpSpelled
+                               << "' but the pattern's MTP part is '"
+                               << pattern->mtp << "' (model_c13)";
   }
+  // model_c14
   if (depth != pattern->mtpDepths)
     return emitOpError() << "pattern has " << pattern->mtpDepths
                          << " MTP depths but the body "
-                         << "has " << depth << " hybrid.mtp blocks";
+                         << "has " << depth << " hybrid.mtp blocks (model_c14)";
   return success();
 }
 
 LogicalResult ReturnOp::verify() {
-  // (C1)
-  ModelOp model = parentModel(*this);
-  auto pattern = hypipe::parseHybridPattern(model.getPattern());
-  int64_t expected = 1 + (pattern ? pattern->mtpDepths : 0);
+  // return_c1
   for (Value loss : getLosses()) {
     auto type = dyn_cast<RankedTensorType>(loss.getType());
     if (!type || type.getRank() != 0 || !type.getElementType().isF32())
-      return emitOpError() << "losses must be 0-d f32 tensors";
+      return emitOpError() << "losses must be 0-d f32 tensors (return_c1)";
   }
+  // return_c2
+  ModelOp model = parentModel(*this);
+  auto pattern = hypipe::parseHybridPattern(model.getPattern());
+  int64_t expected = 1 + (pattern ? pattern->mtpDepths : 0);
   if (static_cast<int64_t>(getLosses().size()) != expected)
     return emitOpError()
            << "must return " << expected
            << " losses (the main loss and one per MTP depth), got "
-           << getLosses().size();
+           << getLosses().size() << " (return_c2)";
+  // return_c3
   Block &body = model.getBody().front();
   auto outputs = body.getOps<OutputOp>();
   if (outputs.empty())
@@ -342,52 +371,63 @@ LogicalResult ReturnOp::verify() {
   if (SmallVector<Value>(getLosses()) != direct)
     return emitOpError()
            << "must return the loss of hybrid.output, then each MTP depth's "
-              "loss in order";
+              "loss in order (return_c3)";
   return success();
 }
 
 LogicalResult EmbeddingOp::verify() {
-  // (C0), (C1)
-  if (failed(verifyInsideModel(*this)))
+  // embedding_c0
+  if (failed(verifyInsideModel(*this, "embedding_c0")))
     return failure();
+  // embedding_c1
   auto tokens = dyn_cast<RankedTensorType>(getTokens().getType());
   if (!isIntegerTensor(tokens, 2))
-    return emitOpError() << "tokens must be a rank-2 integer tensor";
-  if (failed(verifyHiddenType(*this, getHidden().getType(), "result")))
+    return emitOpError()
+           << "tokens must be a rank-2 integer tensor (embedding_c1)";
+  if (failed(verifyHiddenType(*this, getHidden().getType(), "result",
+                              "embedding_c1")))
     return failure();
   auto hidden = cast<RankedTensorType>(getHidden().getType());
   if (hidden.getShape().take_front(2) != tokens.getShape())
-    return emitOpError()
-           << "result shape must be the tokens' shape plus the hidden size";
+    return emitOpError() << "result shape must be the tokens' shape plus the "
+                            "hidden size (embedding_c1)";
   return success();
 }
 
 LogicalResult FinalNormOp::verify() {
-  // (C1)
-  return verifyHiddenType(*this, getInput().getType(), "input");
+  // final_norm_c0
+  if (failed(verifyInsideModel(*this, "final_norm_c0")))
+    return failure();
+  // final_norm_c1
+  return verifyHiddenType(*this, getInput().getType(), "input",
+                          "final_norm_c1");
 }
 
 LogicalResult OutputOp::verify() {
-  // (C1)
-  if (failed(verifyHiddenType(*this, getHidden().getType(), "hidden")))
+  // output_c0
+  if (failed(verifyInsideModel(*this, "output_c0")))
+    return failure();
+  // output_c1
+  if (failed(verifyHiddenType(*this, getHidden().getType(), "hidden",
+                              "output_c1")))
     return failure();
   auto hidden = cast<RankedTensorType>(getHidden().getType());
   if (!isIntegerTensor(getLabels().getType(), 2) ||
       cast<RankedTensorType>(getLabels().getType()).getShape() !=
           hidden.getShape().take_front(2))
-    return emitOpError()
-           << "labels must be a BxS integer tensor matching the hidden states";
+    return emitOpError() << "labels must be a BxS integer tensor matching the "
+                            "hidden states (output_c1)";
   auto loss = dyn_cast<RankedTensorType>(getLoss().getType());
   if (!loss || loss.getRank() != 0 || !loss.getElementType().isF32())
-    return emitOpError() << "loss must be a 0-d f32 tensor";
+    return emitOpError() << "loss must be a 0-d f32 tensor (output_c1)";
   return success();
 }
 
 LogicalResult MtpOp::verify() {
-  // (C0)
-  if (failed(verifyInsideModel(*this)))
+  // mtp_c0
+  if (failed(verifyInsideModel(*this, "mtp_c0")))
     return failure();
-  // (C1)
+  // mtp_c1
   Block &block = getBody().front();
   Type hidden = getHidden().getType();
   auto yield = dyn_cast<YieldOp>(block.getTerminator());
@@ -396,10 +436,10 @@ LogicalResult MtpOp::verify() {
       yield.getHidden().getType() != hidden ||
       getNextHidden().getType() != hidden)
     return emitOpError() << "body must take and yield the hidden-state type "
-                         << hidden;
+                         << hidden << " (mtp_c1)";
   auto loss = dyn_cast<RankedTensorType>(getLoss().getType());
   if (!loss || loss.getRank() != 0 || !loss.getElementType().isF32())
-    return emitOpError() << "loss must be a 0-d f32 tensor";
+    return emitOpError() << "loss must be a 0-d f32 tensor (mtp_c1)";
   return success();
 }
 

@@ -20,26 +20,38 @@ def Hybrid_ModelOp : Hybrid_Op<"model", [Symbol, IsolatedFromAbove, SingleBlock]
     order of `pattern` (Megatron's `hybrid_layer_pattern`, including `|`
     segment separators and `/` MTP parts).
 
-    Invariants:
-    (C1) The body has one block with exactly two arguments, tokens and labels,
-         both rank-2 integer tensors of one shape.
     The main stack is the model's ops in program order, looking into
     `pipe.stage` regions but not into `hybrid.mtp` bodies.
 
-    (C2) The first hybrid op of the main stack is its only `hybrid.embedding`.
-    (C3) The layer ops of the main stack, in order, spell the main part of
-         `pattern` with its `|` removed.
-    (C4) Exactly one `hybrid.final_norm` and then one `hybrid.output` follow
-         the last main layer.
-    (C5) `pattern` has either no `|` or exactly `pp * vpp` segments.
-    (C6) Either no main layer carries a `placement` or all do; then each has
-         `pp_rank < pp`, `vp_stage < vpp`, `(pp_rank, vp_stage)` is where the
-         schedule's placement puts `segment` (the loop `segment = vp_stage * pp
-         + pp_rank`; zbv's V: segment s on rank s, or 2 pp - 1 - s when s >= pp),
-         segments never decrease in layer order, layers are numbered 1..N, and
-         with `|` in `pattern` each layer sits in the segment the pattern gives it.
-    (C7) `hybrid.mtp` blocks have depths 1..D in order, D is the number of MTP
-         parts of `pattern`, and each block's layers spell the MTP part.
+    Invariants:
+    (model_c1) The body has one block with exactly two arguments, tokens and
+               labels, both rank-2 integer tensors of one shape.
+    (model_c2) The first hybrid op of the main stack is its only
+               `hybrid.embedding`.
+    (model_c3) `pattern` is a valid hybrid layer pattern
+               (`hypipe::parseHybridPattern`).
+    (model_c4) The layer ops of the main stack, in order, spell the main part
+               of `pattern` with its `|` removed.
+    (model_c5) Exactly one `hybrid.final_norm` and then one `hybrid.output`
+               follow the last main layer.
+    (model_c6) `pattern` has either no `|` or exactly `pp * vpp` segments.
+    (model_c7) Either no main layer carries a `placement` or all do, each a
+               `#hybrid.placement`.
+    (model_c8) Each placement has `pp_rank < pp`, `vp_stage < vpp`, and
+               `(pp_rank, vp_stage)` is where the schedule's placement puts
+               `segment`: the loop, `segment = vp_stage * pp + pp_rank`, or
+               for `zbv` and `dualpipev` the V, segment s on pp_rank s and
+               vp_stage 0 when s < pp, on pp_rank 2 pp - 1 - s and vp_stage 1
+               when s >= pp.
+    (model_c9) Placement segments never decrease in layer order.
+    (model_c10) The placements number the layers 1..N in order.
+    (model_c11) With `|` in `pattern`, each layer is placed in the segment the
+                pattern gives it.
+    (model_c12) The `hybrid.mtp` blocks have depths 1, 2, ... in order.
+    (model_c13) Each `hybrid.mtp` block's layers spell the MTP part of
+                `pattern`.
+    (model_c14) There are as many `hybrid.mtp` blocks as `pattern` has MTP
+                parts.
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
@@ -59,9 +71,12 @@ def Hybrid_ModelOp : Hybrid_Op<"model", [Symbol, IsolatedFromAbove, SingleBlock]
 def Hybrid_ReturnOp : Hybrid_Op<"return", [Terminator, HasParent<"ModelOp">, Pure]> {
   let summary = "Returns the main loss and one loss per MTP depth";
   let description = [{
-    (C1) Every operand is a 0-d `f32` tensor, one per loss: the main loss and
-         one per `hybrid.mtp` depth. Before stages are outlined they are the
-         results of `hybrid.output` and of each `hybrid.mtp`, in order.
+    (return_c1) Every operand is a 0-d `f32` tensor.
+    (return_c2) There is one operand per loss: the main loss and one per MTP
+                part of the model's `pattern`.
+    (return_c3) Before stages are outlined (while `hybrid.output` is in the
+                model's body), the operands are the results of
+                `hybrid.output` and of each `hybrid.mtp`, in order.
   }];
   let arguments = (ins Variadic<AnyRankedTensor>:$losses);
   let assemblyFormat = "$losses attr-dict `:` type($losses)";
@@ -75,11 +90,10 @@ def Hybrid_ReturnOp : Hybrid_Op<"return", [Terminator, HasParent<"ModelOp">, Pur
 def Hybrid_EmbeddingOp : Hybrid_Op<"embedding", [Pure]> {
   let summary = "Word embedding lookup (pipeline rank 0, chunk 0)";
   let description = [{
-    Like every model-part op, it sits inside a `hybrid.model`, directly or in
-    a `pipe.stage` (checked as (C0)).
-
-    (C1) The input is a rank-2 integer tensor `BxS`; the result is a `BxSxH`
-         `f32` tensor with `H` the model's `hidden`.
+    (embedding_c0) Like every model-part op, it is inside a `hybrid.model`,
+                   directly or in a `pipe.stage`.
+    (embedding_c1) The input is a rank-2 integer tensor `BxS`; the result is
+                   a `BxSxH` `f32` tensor with `H` the model's `hidden`.
   }];
   let arguments = (ins AnyRankedTensor:$tokens);
   let results = (outs AnyRankedTensor:$hidden);
@@ -91,8 +105,9 @@ def Hybrid_FinalNormOp : Hybrid_Op<"final_norm",
     [Pure, SameOperandsAndResultType]> {
   let summary = "Final RMSNorm before the output layer";
   let description = [{
-    (C0) It is inside a `hybrid.model`.
-    (C1) The input is a `BxSxH` `f32` tensor with `H` the model's `hidden`.
+    (final_norm_c0) It is inside a `hybrid.model`.
+    (final_norm_c1) The input is a `BxSxH` `f32` tensor with `H` the model's
+                    `hidden`.
   }];
   let arguments = (ins AnyRankedTensor:$input);
   let results = (outs AnyRankedTensor:$output);
@@ -103,9 +118,10 @@ def Hybrid_FinalNormOp : Hybrid_Op<"final_norm",
 def Hybrid_OutputOp : Hybrid_Op<"output", [Pure]> {
   let summary = "Output layer (tied or untied to the embedding) and cross-entropy loss";
   let description = [{
-    (C0) It is inside a `hybrid.model`.
-    (C1) `hidden` is `BxSxH` `f32` with `H` the model's `hidden`, `labels` is
-         a `BxS` integer tensor, and the result is a 0-d `f32` tensor.
+    (output_c0) It is inside a `hybrid.model`.
+    (output_c1) `hidden` is `BxSxH` `f32` with `H` the model's `hidden`,
+                `labels` is a `BxS` integer tensor, and the result is a 0-d
+                `f32` tensor.
   }];
   let arguments = (ins AnyRankedTensor:$hidden, AnyRankedTensor:$labels);
   let results = (outs AnyRankedTensor:$loss);
@@ -119,17 +135,23 @@ def Hybrid_OutputOp : Hybrid_Op<"output", [Pure]> {
 // Layers: one op per pattern symbol
 //===----------------------------------------------------------------------===//
 
+// The layer ops share their invariants and their verifier; each op labels
+// them with its own mnemonic: `mamba_c0` ... `mamba_c3`, `attention_c0` ...,
+// `mla_c3`.
 class Hybrid_LayerOp<string mnemonic, string symbol, string what, string needs>
     : Hybrid_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
   let summary = "`" # symbol # "` layer: " # what;
   let description = [{
     A pre-norm residual layer, `x + Mixer(RMSNorm(x))`.
 
-    (C0) It is inside a `hybrid.model` (directly, in a `pipe.stage`, or in a
-         `hybrid.mtp` body).
-    (C1) The input is a `BxSxH` `f32` tensor with `H` the model's `hidden`.
-    (C2) The model's dimensions define this layer kind: }] # needs # [{.
-    (C3) A `placement`, if present, is only on layers of the main stack.
+    (}] # mnemonic # [{_c0) It is inside a `hybrid.model` (directly, in a
+    `pipe.stage`, or in a `hybrid.mtp` body).
+    (}] # mnemonic # [{_c1) The input is a `BxSxH` `f32` tensor with `H` the
+    model's `hidden`.
+    (}] # mnemonic # [{_c2) The model's dimensions define this layer kind:
+    }] # needs # [{.
+    (}] # mnemonic # [{_c3) A `placement`, if present, is only on layers of the
+    main stack.
   }];
   let arguments = (ins AnyRankedTensor:$input,
                        OptionalAttr<Hybrid_PlacementAttr>:$placement);
@@ -148,7 +170,8 @@ def Hybrid_AttentionOp : Hybrid_LayerOp<"attention", "*",
     "causal self-attention with grouped query attention",
     "`num_heads` and `num_query_groups` are positive">;
 def Hybrid_MlpOp : Hybrid_LayerOp<"mlp", "-", "dense MLP",
-    "`ffn_hidden` is positive">;
+    "`ffn_hidden` is positive (`dims_c1` guarantees it, so this never fails "
+    # "on its own)">;
 def Hybrid_MoeOp : Hybrid_LayerOp<"moe", "E", "mixture of experts (router, top-k, dropless experts)",
     "`num_experts` is positive and `moe_top_k` is in 1..`num_experts`">;
 def Hybrid_GdnOp : Hybrid_LayerOp<"gdn", "G", "gated delta net (parses and places; not lowered yet)",
@@ -169,12 +192,14 @@ def Hybrid_MtpOp : Hybrid_Op<"mtp", [SingleBlock]> {
     tokens and the labels; its body maps hidden states through the MTP layer
     pattern. Returns the new hidden states and this depth's loss.
 
-    `depth` counts from 1; the order of depths is (C7) of `hybrid.model`.
+    `depth` counts from 1; the order of depths and the layers of each block
+    are `model_c12` to `model_c14`.
 
-    (C0) It is inside a `hybrid.model`.
-    (C1) The body has one block whose single argument has the type of `hidden`
-         and which ends in `hybrid.yield` of that same type; the first result
-         has that type too and the second is a 0-d `f32` tensor.
+    (mtp_c0) It is inside a `hybrid.model`.
+    (mtp_c1) The body has one block whose single argument has the type of
+             `hidden` and which ends in `hybrid.yield` of that same type; the
+             first result has that type too and the second is a 0-d `f32`
+             tensor.
   }];
   let arguments = (ins AnyRankedTensor:$hidden, AnyRankedTensor:$tokens,
                        AnyRankedTensor:$labels, I64Attr:$depth,

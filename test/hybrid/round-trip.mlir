@@ -1,15 +1,19 @@
-// Round trip: every op and attribute of the hybrid dialect prints and parses back.
+// Tests that every op and attribute of the hybrid dialect prints and parses back.
 // RUN: hypipe-opt %s | hypipe-opt | FileCheck %s
 
+// Tests that a placed model with every kind of op and an MTP block round-trips.
 // CHECK-LABEL: hybrid.model @m
 // CHECK-SAME: dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2
 // CHECK-SAME: parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 1, schedule = "1f1b"
 // CHECK-SAME: pattern = "ME|*-G/-"
 // CHECK: ^bb0(%[[TOK:.+]]: tensor<1x4xi64>, %[[LAB:.+]]: tensor<1x4xi64>):
 // CHECK: %[[H:.+]] = hybrid.embedding %[[TOK]] : tensor<1x4xi64> -> tensor<1x4x8xf32>
-// CHECK: %[[M:.+]] = hybrid.mamba %[[H]] {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>}
-// CHECK: hybrid.moe %[[M]] {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 2>}
-// CHECK: hybrid.attention {{.*}}segment = 1, pp_rank = 1
+// CHECK: %[[M:.+]] = hybrid.mamba %[[H]]
+// CHECK-SAME: {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>}
+// CHECK: hybrid.moe %[[M]]
+// CHECK-SAME: {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 2>}
+// CHECK: hybrid.attention
+// CHECK-SAME: segment = 1, pp_rank = 1
 // CHECK: hybrid.mlp
 // CHECK: %[[G:.+]] = hybrid.gdn
 // CHECK: %[[N:.+]] = hybrid.final_norm %[[G]]

@@ -1,14 +1,14 @@
-// pipe-insert-comms: every cross-rank boundary gets its send and receive,
-// fed the compute-only programs pipe-build-schedule writes.
+// Tests that pipe-insert-comms gives every cross-rank boundary its send and
+// receive, fed the compute-only programs pipe-build-schedule writes.
 // RUN: hypipe-opt %s --pipe-insert-comms | FileCheck %s
 // RUN: hypipe-opt %s --pipe-insert-comms | hypipe-opt | FileCheck %s
 
-// Tests that activations are sent right after a forward and received right
-// before the next stage's, gradients likewise backwards, and that a send
-// followed by a receive from the same peer is marked batched.
+// Tests that transfers sit next to their compute and that a send followed by a receive from the same peer is marked batched.
 // CHECK-LABEL: hybrid.model @two
-// CHECK: pipe.program rank 0 "1f1b" ["0F0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B0", "0B0", "0RECV_B1", "0B1"] {batched = array<i64: 3>}
-// CHECK-NEXT: pipe.program rank 1 "1f1b" ["1RECV_F0", "1F0", "1B0", "1SEND_B0", "1RECV_F1", "1F1", "1B1", "1SEND_B1"] {batched = array<i64: 3>}
+// CHECK: pipe.program rank 0 "1f1b" ["0F0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B0", "0B0", "0RECV_B1", "0B1"]
+// CHECK-SAME: {batched = array<i64: 3>}
+// CHECK-NEXT: pipe.program rank 1 "1f1b" ["1RECV_F0", "1F0", "1B0", "1SEND_B0", "1RECV_F1", "1F1", "1B1", "1SEND_B1"]
+// CHECK-SAME: {batched = array<i64: 3>}
 #dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">
 hybrid.model @two attributes {dims = #dims, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 2, group_size = 2>, pattern = "M|*"} {
 ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):

@@ -1,13 +1,16 @@
-// pipe-outline-stages: one pipe.stage per (pp_rank, vp_stage).
+// Tests that pipe-outline-stages moves the placed layers into one pipe.stage per
+// (pp_rank, vp_stage).
 // RUN: hypipe-opt %s -split-input-file --hybrid-assign-stages --pipe-outline-stages | FileCheck %s
 // RUN: not hypipe-opt %S/Inputs/eight-mamba.mlir --pipe-outline-stages 2>&1 | FileCheck %s --check-prefix=UNPLACED
 // RUN: not hypipe-opt %s -split-input-file --hybrid-assign-stages --pipe-outline-stages --pipe-outline-stages 2>&1 | FileCheck %s --check-prefix=TWICE
 
+// Tests that a layer without a placement is refused with the passes that place it.
 // UNPLACED: error: 'hybrid.mamba' op has no stage: run hybrid-assign-stages or hybrid-auto-partition before pipe-outline-stages
+
+// Tests that a second run is refused.
 // TWICE: error: 'hybrid.model' op is already outlined into pipe.stage ops
 
-// pp = 2, vpp = 2: stage 0 holds the embedding, the last the head; an empty
-// segment becomes a stage that passes the hidden states through.
+// Tests that with pp = 2, vpp = 2 stage 0 holds the embedding, the last the head, and an empty segment passes the hidden states through.
 // CHECK-LABEL: hybrid.model @interleaved
 // CHECK: ^bb0(%[[TOK:.+]]: tensor<1x4xi64>, %[[LAB:.+]]: tensor<1x4xi64>):
 // CHECK-NEXT: %[[S0:.+]] = pipe.stage 0 rank 0 chunk 0 inputs(%[[TOK]] : tensor<1x4xi64>) -> tensor<1x4x8xf32> {
@@ -41,9 +44,11 @@ hybrid.model @interleaved attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden
 
 // -----
 
-// MTP blocks run in the last stage, which then needs the tokens too.
+// Tests that the MTP blocks run in the last stage, which then takes the tokens too.
 // CHECK-LABEL: hybrid.model @mtp
-// CHECK: %[[LAST:.+]]:2 = pipe.stage 1 rank 1 chunk 0 inputs({{.*}}) -> tensor<f32>, tensor<f32> {
+// CHECK: ^bb0(%[[TOK:.+]]: tensor<1x4xi64>, %[[LAB:.+]]: tensor<1x4xi64>):
+// CHECK: %[[S0:.+]] = pipe.stage 0 rank 0 chunk 0
+// CHECK: %[[LAST:.+]]:2 = pipe.stage 1 rank 1 chunk 0 inputs(%[[S0]], %[[LAB]], %[[TOK]] : {{.*}}) -> tensor<f32>, tensor<f32> {
 // CHECK: hybrid.mtp
 // CHECK: hybrid.return %[[LAST]]#0, %[[LAST]]#1
 hybrid.model @mtp attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|*/-"} {

@@ -1,5 +1,5 @@
-// pipe-plan-buffers: every layer gets its kernel and its ranges in the
-// stage's parameter and saved buffers. The numbers are worked out from the
+// Tests that pipe-plan-buffers gives every layer its kernel and its ranges in
+// the stage's parameter and saved buffers. The numbers are worked out from the
 // dims of Inputs/two-stages.mlir (hidden 8, vocab 16, 1x4 tokens):
 //   embedding  params 16*8 = 128; saved tokens + dy stash 4*(1+8) = 36
 //   mamba      inner 8, conv channels 8+2*4 = 16, in_proj 2*8+2*4+2 = 26:
@@ -12,6 +12,8 @@
 // RUN: hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-plan-buffers | FileCheck %s
 // RUN: not hypipe-opt %s --pipe-outline-stages --pipe-plan-buffers 2>&1 | FileCheck %s --check-prefix=GDN
 
+// Tests that the stages of Inputs/two-stages.mlir get the kernels, ranges and buffer sizes worked out above.
+// CHECK-LABEL: hybrid.model @two
 // CHECK-LABEL: pipe.stage 0 rank 0 chunk 0
 // CHECK-SAME: pipe.buffer_plan = {params = 502 : i64, saved = 548 : i64
 // CHECK: hybrid.embedding
@@ -26,7 +28,7 @@
 // CHECK: hybrid.output
 // CHECK-SAME: pipe.kernel = {kind = "head", params = array<i64: 200, 136>, saved = array<i64: 268, 140>}
 
-// A layer kind the CPU target has no kernel for is an error at its op.
+// Tests that a layer kind the CPU target has no kernel for is an error at its op.
 hybrid.model @gdn attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 0, moe_top_k = 0, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "G"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   %h0 = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>

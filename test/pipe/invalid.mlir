@@ -1,7 +1,8 @@
-// One case per numbered invariant of the pipe dialect (PipeOps.td).
+// Tests that the verifiers check every numbered invariant of the pipe dialect
+// (PipeOps.td), one case each.
 // RUN: hypipe-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
 
-// pipe.stage (C1): index = vp_stage * pp + pp_rank.
+// Tests that pipe.stage (C1) refuses a stage whose index is not vp_stage * pp + pp_rank.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
 // expected-error @+1 {{stage 0 on rank 1, chunk 0 does not fit pp = 2, vpp = 1 (index must be vp_stage * pp + pp_rank)}}
@@ -29,7 +30,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.stage (C2): the yield has the result types.
+// Tests that pipe.stage (C2) refuses a pipe.yield without the stage's result types.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -57,7 +58,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.stage (C3): stages in index order.
+// Tests that pipe.stage (C3) refuses stages out of index order.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
 // expected-error @+1 {{stage 1 out of order: expected stage 0}}
@@ -85,7 +86,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.stage (C3): the last stage is pp * vpp - 1.
+// Tests that pipe.stage (C3) refuses a last stage other than pp * vpp - 1.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   // expected-error @+1 {{the last stage must be stage 1, got 0}}
@@ -103,7 +104,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.stage (C4): inputs come from the model or earlier stages.
+// Tests that pipe.stage (C4) refuses an input that is neither a model argument nor an earlier stage's result.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -132,7 +133,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.send (C1): to another rank.
+// Tests that pipe.send (C1) refuses a send to the stage's own rank.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -160,7 +161,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.send (C1): to the next stage.
+// Tests that pipe.send (C1) refuses a send to a stage other than the next.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -188,7 +189,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.recv (C1): from the previous stage, on its rank.
+// Tests that pipe.recv (C1) refuses a receive from a stage other than the previous one.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -216,7 +217,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.send_grad (C1): the gradient of a received value, back to its sender.
+// Tests that pipe.send_grad (C1) refuses sending the gradient of a value this stage did not receive.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -244,7 +245,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.recv_grad (C1): the gradient of a value this stage sent.
+// Tests that pipe.recv_grad (C1) refuses receiving the gradient of a value this stage did not send.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -272,7 +273,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.grad_allreduce (C1): over the model's dp.
+// Tests that pipe.grad_allreduce (C1) refuses a dp other than the model's.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -300,7 +301,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.tied_embedding_allreduce (C1): only with tied embeddings.
+// Tests that pipe.tied_embedding_allreduce (C1) refuses a model that does not tie its embeddings.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -329,7 +330,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.tied_embedding_allreduce (C1): with the rank of the other end.
+// Tests that pipe.tied_embedding_allreduce (C1) refuses a peer other than the rank of the other end.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -358,7 +359,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.program (C1): one program per rank, in rank order.
+// Tests that pipe.program (C1) refuses programs out of rank order.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -388,7 +389,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.program (C2): actions parse.
+// Tests that pipe.program (C2) refuses an action that does not parse.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -417,7 +418,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// pipe.program (C2): actions run on the program's rank.
+// Tests that pipe.program (C2) refuses an action whose stage is on another rank.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {

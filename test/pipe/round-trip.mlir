@@ -1,12 +1,15 @@
-// Round trip: the pipe dialect prints and parses back.
+// Tests that the pipe dialect prints and parses back.
 // RUN: hypipe-opt %s | hypipe-opt | FileCheck %s
 
-// CHECK: pipe.stage 0 rank 0 chunk 0 inputs(%{{.+}} : tensor<1x4xi64>) {
+// Tests that two stages with their transfers and gradient reductions round-trip.
+// CHECK-LABEL: hybrid.model @m
+// CHECK: ^bb0(%[[TOK:.+]]: tensor<1x4xi64>, %[[LAB:.+]]: tensor<1x4xi64>):
+// CHECK: pipe.stage 0 rank 0 chunk 0 inputs(%[[TOK]] : tensor<1x4xi64>) {
 // CHECK: pipe.send %[[A:.+]] to 1 stage 1 : tensor<1x4x8xf32>
 // CHECK-NEXT: pipe.recv_grad %[[A]] from 1 stage 1 : tensor<1x4x8xf32>
 // CHECK-NEXT: pipe.grad_allreduce dp 2
 // CHECK-NEXT: pipe.yield
-// CHECK: %[[LOSS:.+]] = pipe.stage 1 rank 1 chunk 0 inputs(%{{.+}} : tensor<1x4xi64>) -> tensor<f32> {
+// CHECK: %[[LOSS:.+]] = pipe.stage 1 rank 1 chunk 0 inputs(%[[LAB]] : tensor<1x4xi64>) -> tensor<f32> {
 // CHECK: %[[X:.+]] = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
 // CHECK: pipe.send_grad %[[X]] to 0 stage 0 : tensor<1x4x8xf32>
 // CHECK: hybrid.return %[[LOSS]] : tensor<f32>
