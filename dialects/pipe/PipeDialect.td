@@ -17,6 +17,10 @@ def Pipe_Dialect : Dialect {
     reductions.
   }];
   let dependentDialects = ["::hypipe::hybrid::HybridDialect"];
+  let useDefaultAttributePrinterParser = 1;
+  // `pipe.kernel`, `pipe.kernel_mtp_output` and `pipe.buffer_plan` are
+  // discardable attributes: the dialect checks their types and places.
+  let hasOperationAttrVerify = 1;
 }
 
 class Pipe_Op<string mnemonic, list<Trait> traits = []>

@@ -2,6 +2,7 @@
 #define HYPIPE_PIPE_OPS
 
 include "dialects/pipe/PipeDialect.td"
+include "dialects/pipe/PipeAttrs.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Pipe_StageOp : Pipe_Op<"stage", [SingleBlock]> {
@@ -20,6 +21,9 @@ def Pipe_StageOp : Pipe_Op<"stage", [SingleBlock]> {
     (C3) The stages of a model appear in index order, 0 to `pp * vpp - 1`.
     (C4) Every input is an argument of the model or a result of an earlier
          stage.
+    (C5) With a `pipe.buffer_plan`, every layer's `pipe.kernel` ranges lie
+         inside the plan's buffers, and no two layers' parameter ranges, nor
+         two saved ranges, overlap.
   }];
   let arguments = (ins I64Attr:$index, I64Attr:$pp_rank, I64Attr:$vp_stage,
                        Variadic<AnyType>:$inputs);

@@ -256,44 +256,31 @@ FailureOr<StagePlan> readStagePlan(pipe::StageOp stage) {
   FailureOr<StagePlan> plan = describeStage(stage);
   if (failed(plan))
     return failure();
-  auto totals = stage->getAttrOfType<DictionaryAttr>(kStagePlanAttr);
-  auto integer = [](DictionaryAttr dict,
-                    StringRef key) -> std::optional<int64_t> {
-    if (auto a = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr())
-      return a.getInt();
-    return std::nullopt;
-  };
-  auto params = integer(totals, "params"), saved = integer(totals, "saved"),
-       workspace = integer(totals, "workspace");
-  if (!params || !saved || !workspace)
-    return stage.emitError() << "has no complete '" << kStagePlanAttr
-                             << "': run pipe-plan-buffers first";
-  plan->paramFloats = *params;
-  plan->savedFloats = *saved;
-  plan->workspaceFloats = *workspace;
+  auto totals = stage->getAttrOfType<pipe::BufferPlanAttr>(kStagePlanAttr);
+  if (!totals)
+    return stage.emitError()
+           << "has no '" << kStagePlanAttr << "': run pipe-plan-buffers first";
+  // The kernels take f32 (kernel_c2), so every range counts floats.
+  plan->paramFloats = totals.getParams() / 4;
+  plan->savedFloats = totals.getSaved() / 4;
+  plan->workspaceFloats = totals.getWorkspace() / 4;
   for (KernelLayer &layer : plan->layers) {
-    auto kernel = layer.op->getAttrOfType<DictionaryAttr>(layer.planAttr());
-    auto range = [&](StringRef key) -> ArrayRef<int64_t> {
-      if (auto a = kernel ? kernel.getAs<DenseI64ArrayAttr>(key)
-                          : DenseI64ArrayAttr())
-        return a.asArrayRef();
-      return {};
-    };
-    ArrayRef<int64_t> p = range("params"), v = range("saved");
-    auto kind = kernel ? kernel.getAs<StringAttr>("kind") : StringAttr();
-    if (p.size() != 2 || v.size() != 2 || !kind)
-      return layer.op->emitError() << "has no complete '" << layer.planAttr()
+    auto kernel = layer.op->getAttrOfType<pipe::KernelAttr>(layer.planAttr());
+    if (!kernel)
+      return layer.op->emitError() << "has no '" << layer.planAttr()
                                    << "': run pipe-plan-buffers first";
-    if (kind.getValue() != layerKindName(layer.kind) ||
-        p[1] != layer.paramFloats || v[1] != layer.savedFloats || p[0] < 0 ||
-        v[0] < 0 || p[0] + p[1] > *params || v[0] + v[1] > *saved)
+    pipe::RangeAttr p = kernel.getParams(), v = kernel.getSaved();
+    if (kernel.getKind() != layerKindName(layer.kind) ||
+        p.getBytes() != 4 * layer.paramFloats ||
+        v.getBytes() != 4 * layer.savedFloats || p.end() > totals.getParams() ||
+        v.end() > totals.getSaved())
       return layer.op->emitError()
              << "'" << layer.planAttr() << "' " << kernel
              << " does not match the layer's " << layerKindName(layer.kind)
-             << " kernel (" << layer.paramFloats << " parameter and "
-             << layer.savedFloats << " saved floats) or its stage's buffers";
-    layer.paramOffset = p[0];
-    layer.savedOffset = v[0];
+             << " kernel (" << 4 * layer.paramFloats << " parameter and "
+             << 4 * layer.savedFloats << " saved bytes) or its stage's buffers";
+    layer.paramOffset = p.getOffset() / 4;
+    layer.savedOffset = v.getOffset() / 4;
   }
   return plan;
 }

@@ -83,15 +83,15 @@ mlir::FailureOr<StagePlan> planStage(pipe::StageOp stage);
 mlir::FailureOr<StagePlan> readStagePlan(pipe::StageOp stage);
 
 /// Discardable attribute names written by `pipe-plan-buffers`.
-inline constexpr const char *kStagePlanAttr = "pipe.buffer_plan";
-inline constexpr const char *kLayerPlanAttr = "pipe.kernel";
-inline constexpr const char *kMtpOutputPlanAttr = "pipe.kernel_mtp_output";
+inline constexpr const char *kStagePlanAttr = pipe::kBufferPlanAttr;
+inline constexpr const char *kLayerPlanAttr = pipe::kKernelAttr;
+inline constexpr const char *kMtpOutputPlanAttr = pipe::kKernelMtpOutputAttr;
 
 inline const char *KernelLayer::planAttr() const {
   return kind == KernelKind::MtpOutput ? kMtpOutputPlanAttr : kLayerPlanAttr;
 }
 /// On the hybrid.model: the target its stages are planned for (cpu, cuda).
-inline constexpr const char *kTargetAttr = "pipe.target";
+inline constexpr const char *kTargetAttr = pipe::kTargetAttr;
 
 } // namespace hypipe::cpu
 

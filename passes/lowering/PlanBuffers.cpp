@@ -1,5 +1,4 @@
-//===- PlanBuffers.cpp - pipe-plan-buffers
-//---------------------------------===//
+//===- PlanBuffers.cpp - pipe-plan-buffers --------------------------------===//
 
 #include "passes/Passes.h"
 #include "passes/lowering/KernelPlan.h"
@@ -14,28 +13,26 @@ namespace hypipe {
 using namespace mlir;
 
 LogicalResult planBuffers(hybrid::ModelOp model) {
-  OpBuilder b(model.getContext());
+  MLIRContext *context = model.getContext();
+  const Type f32 = Float32Type::get(context);
+  // The plan counts floats; the attributes are typed byte ranges.
+  auto floats = [&](int64_t offset, int64_t count) {
+    return pipe::RangeAttr::get(context, 4 * offset, 4 * count, f32);
+  };
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>()) {
     FailureOr<cpu::StagePlan> plan = cpu::planStage(stage);
     if (failed(plan))
       return failure();
-    for (const cpu::KernelLayer &layer : plan->layers) {
-      NamedAttribute fields[] = {
-          b.getNamedAttr("kind",
-                         b.getStringAttr(rt::layerKindName(layer.kind))),
-          b.getNamedAttr("params", b.getDenseI64ArrayAttr(
-                                       {layer.paramOffset, layer.paramFloats})),
-          b.getNamedAttr("saved", b.getDenseI64ArrayAttr(
-                                      {layer.savedOffset, layer.savedFloats})),
-      };
-      layer.op->setAttr(layer.planAttr(), b.getDictionaryAttr(fields));
-    }
-    NamedAttribute totals[] = {
-        b.getNamedAttr("params", b.getI64IntegerAttr(plan->paramFloats)),
-        b.getNamedAttr("saved", b.getI64IntegerAttr(plan->savedFloats)),
-        b.getNamedAttr("workspace", b.getI64IntegerAttr(plan->workspaceFloats)),
-    };
-    stage->setAttr(cpu::kStagePlanAttr, b.getDictionaryAttr(totals));
+    for (const cpu::KernelLayer &layer : plan->layers)
+      layer.op->setAttr(
+          layer.planAttr(),
+          pipe::KernelAttr::get(context, rt::layerKindName(layer.kind),
+                                floats(layer.paramOffset, layer.paramFloats),
+                                floats(layer.savedOffset, layer.savedFloats)));
+    stage->setAttr(cpu::kStagePlanAttr,
+                   pipe::BufferPlanAttr::get(context, 4 * plan->paramFloats,
+                                             4 * plan->savedFloats,
+                                             4 * plan->workspaceFloats));
   }
   return success();
 }

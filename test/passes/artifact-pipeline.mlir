@@ -5,11 +5,11 @@
 // Tests that the stages get p2p and the buffer plan of plan-buffers.mlir, and each rank a program with its transfers.
 // CHECK-LABEL: hybrid.model @two
 // CHECK-LABEL: pipe.stage 0 rank 0 chunk 0
-// CHECK-SAME: pipe.buffer_plan = {params = 502 : i64, saved = 548 : i64
+// CHECK-SAME: pipe.buffer_plan = #pipe.buffer_plan<params = 2008, saved = 2192,
 // CHECK: %[[ACT:.+]] = hybrid.mamba
 // CHECK: pipe.send %[[ACT]] to 1 stage 1
 // CHECK-LABEL: pipe.stage 1 rank 1 chunk 0
-// CHECK-SAME: pipe.buffer_plan = {params = 336 : i64, saved = 408 : i64
+// CHECK-SAME: pipe.buffer_plan = #pipe.buffer_plan<params = 1344, saved = 1632,
 // CHECK: pipe.program rank 0 "1f1b"
 // CHECK-SAME: "0F0", "0SEND_F0"
 // CHECK: pipe.program rank 1 "1f1b"

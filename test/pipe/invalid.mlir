@@ -1,5 +1,6 @@
-// Tests that the verifiers check every numbered invariant of the pipe dialect
-// (PipeOps.td), one case each.
+// Tests that the verifiers check every numbered invariant of the pipe dialect's
+// ops (PipeOps.td) and every labelled invariant of its attributes
+// (PipeAttrs.td), one case each.
 // RUN: hypipe-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
 
 // Tests that pipe.stage (C1) refuses a stage whose index is not vp_stage * pp + pp_rank.
@@ -442,5 +443,95 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
   }
   // expected-error @+1 {{action 0 ('1F0') runs stage 1, which is on rank 1}}
   pipe.program rank 0 "1f1b" ["1F0"]
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that #pipe.range (range_c1) refuses a negative offset.
+// expected-error @+1 {{offset -4 and bytes 16 must be non-negative (range_c1)}}
+"test.op"() {r = #pipe.range<offset = -4, bytes = 16, dtype = f32>} : () -> ()
+
+// -----
+
+// Tests that #pipe.range (range_c2) refuses a dtype that is not f32 or bf16.
+// expected-error @+1 {{dtype 'i32' is not f32 or bf16 (range_c2)}}
+"test.op"() {r = #pipe.range<offset = 0, bytes = 16, dtype = i32>} : () -> ()
+
+// -----
+
+// Tests that #pipe.range (range_c3) refuses a range not aligned to its elements.
+// expected-error @+1 {{offset 2 and bytes 16 must be multiples of the 4-byte 'f32' (range_c3)}}
+"test.op"() {r = #pipe.range<offset = 2, bytes = 16, dtype = f32>} : () -> ()
+
+// -----
+
+// Tests that #pipe.kernel (kernel_c1) refuses a kernel hypipe does not have.
+// expected-error @+1 {{unknown kernel 'conv3d' (kernel_c1)}}
+"test.op"() {k = #pipe.kernel<kind = "conv3d", params = <offset = 0, bytes = 16, dtype = f32>, saved = <offset = 0, bytes = 16, dtype = f32>>} : () -> ()
+
+// -----
+
+// Tests that #pipe.kernel (kernel_c2) refuses a dtype its kernel does not take.
+// expected-error @+1 {{kernel 'mamba' takes f32 tensors, not 'bf16' (kernel_c2)}}
+"test.op"() {k = #pipe.kernel<kind = "mamba", params = <offset = 0, bytes = 16, dtype = bf16>, saved = <offset = 0, bytes = 16, dtype = f32>>} : () -> ()
+
+// -----
+
+// Tests that #pipe.buffer_plan (buffer_plan_c1) refuses a size that is not a whole number of floats.
+// expected-error @+1 {{buffer sizes must be non-negative multiples of 4 bytes, got 6 (buffer_plan_c1)}}
+"test.op"() {p = #pipe.buffer_plan<params = 6, saved = 0, workspace = 0>} : () -> ()
+
+// -----
+
+// Tests that pipe.buffer_plan belongs on a pipe.stage only.
+// expected-error @+1 {{'pipe.buffer_plan' belongs on a pipe.stage}}
+"test.op"() {pipe.buffer_plan = #pipe.buffer_plan<params = 0, saved = 0, workspace = 0>} : () -> ()
+
+// -----
+
+// Tests that pipe.kernel must be a #pipe.kernel.
+// expected-error @+1 {{'pipe.kernel' must be a #pipe.kernel}}
+"test.op"() {pipe.kernel = {kind = "mamba"}} : () -> ()
+
+// -----
+
+// Tests that an attribute the pipe dialect does not define is refused.
+// expected-error @+1 {{unknown pipe attribute 'pipe.kernels'}}
+"test.op"() {pipe.kernels = 1 : i64} : () -> ()
+
+// -----
+
+// Tests that pipe.stage (C5) refuses a layer whose ranges lie outside the stage's buffers.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) attributes {pipe.buffer_plan = #pipe.buffer_plan<params = 1024, saved = 1024, workspace = 0>} -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    // expected-error @+1 {{lies outside its stage's buffers}}
+    %1 = hybrid.mamba %h {pipe.kernel = #pipe.kernel<kind = "mamba", params = <offset = 512, bytes = 1024, dtype = f32>, saved = <offset = 0, bytes = 16, dtype = f32>>} : tensor<1x4x8xf32>
+    %2 = hybrid.mlp %1 : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.stage (C5) refuses two layers whose parameter ranges overlap.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) attributes {pipe.buffer_plan = #pipe.buffer_plan<params = 1024, saved = 1024, workspace = 0>} -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mamba %h {pipe.kernel = #pipe.kernel<kind = "mamba", params = <offset = 0, bytes = 512, dtype = f32>, saved = <offset = 0, bytes = 16, dtype = f32>>} : tensor<1x4x8xf32>
+    // expected-error @+1 {{its parameter range #pipe.range<offset = 256, bytes = 256, dtype = f32> overlaps another layer's #pipe.range<offset = 0, bytes = 512, dtype = f32>}}
+    %2 = hybrid.mlp %1 {pipe.kernel = #pipe.kernel<kind = "mlp", params = <offset = 256, bytes = 256, dtype = f32>, saved = <offset = 16, bytes = 16, dtype = f32>>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.yield %o : tensor<f32>
+  }
   hybrid.return %loss : tensor<f32>
 }

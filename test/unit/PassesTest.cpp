@@ -111,11 +111,11 @@ TEST(Passes, ReadStagePlanReadsThePlanAndNothingElse) {
   }
 
   // A plan that says the stage holds fewer parameters than its layers need.
-  mlir::Builder b(&context);
-  auto totals = stage->getAttrOfType<mlir::DictionaryAttr>(cpu::kStagePlanAttr);
-  mlir::NamedAttrList fields(totals);
-  fields.set("params", b.getI64IntegerAttr(planned->paramFloats - 1));
-  stage->setAttr(cpu::kStagePlanAttr, fields.getDictionary(&context));
+  auto totals = stage->getAttrOfType<pipe::BufferPlanAttr>(cpu::kStagePlanAttr);
+  stage->setAttr(cpu::kStagePlanAttr,
+                 pipe::BufferPlanAttr::get(&context, totals.getParams() - 4,
+                                           totals.getSaved(),
+                                           totals.getWorkspace()));
   diagnostics.clear();
   EXPECT_TRUE(failed(cpu::readStagePlan(stage)));
   EXPECT_NE(diagnostics.find("does not match the layer's"), std::string::npos)
