@@ -1,5 +1,4 @@
-//===- bench_frontend.cpp - front end on a 10,000-layer, 1,024-segment model
-//===//
+//===- bench_frontend.cpp - the front end on a 10,000-layer model ---------===//
 //
 // Times each step from spec text to printed MLIR for a pattern of 10,000
 // layers in 1,024 segments (pp=128, vpp=8): load + parse + place, build the

@@ -8,7 +8,7 @@
 #include "passes/Passes.h"
 #include "passes/lowering/KernelPlan.h"
 #include "passes/schedule/Programs.h"
-#include "runtime/FileCheck.h"
+#include "runtime/formats/FileCheck.h"
 #include "targets/StageProgram.h"
 
 #include "mlir/Pass/PassManager.h"

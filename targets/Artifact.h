@@ -13,7 +13,7 @@
 #define HYPIPE_TARGETS_ARTIFACT_H
 
 #include "frontend/Spec.h"
-#include "runtime/Artifact.h"
+#include "runtime/formats/Artifact.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"

@@ -4,9 +4,9 @@
 // (never a path that leaves the step directory) or is refused.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Artifact.h"
-#include "runtime/Checkpoint.h"
-#include "runtime/FileCheck.h"
+#include "runtime/formats/Artifact.h"
+#include "runtime/formats/Checkpoint.h"
+#include "runtime/formats/FileCheck.h"
 
 #include <string>
 

@@ -8,7 +8,7 @@
 // line).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Artifact.h"
+#include "runtime/formats/Artifact.h"
 
 #include <nlohmann/json.hpp>
 

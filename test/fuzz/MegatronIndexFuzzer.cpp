@@ -5,8 +5,8 @@
 // boundaries that index the sequences.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Artifact.h"
-#include "runtime/MegatronIndex.h"
+#include "runtime/formats/Artifact.h"
+#include "runtime/formats/MegatronIndex.h"
 
 #include <string_view>
 

@@ -1,5 +1,4 @@
-//===- ReplayMain.cpp - run a fuzz target over its checked-in corpus
-//-------===//
+//===- ReplayMain.cpp - run a fuzz target over its checked-in corpus ------===//
 //
 // Links with one fuzz target in the normal (non-fuzzing) build, so the
 // interesting inputs found by fuzzing stay regression tests in ctest.

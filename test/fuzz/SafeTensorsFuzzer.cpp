@@ -4,8 +4,8 @@
 // ranges that tile the data section or is refused with a message.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Artifact.h"
-#include "runtime/SafeTensors.h"
+#include "runtime/formats/Artifact.h"
+#include "runtime/formats/SafeTensors.h"
 
 #include <string_view>
 

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "core/schedule/Schedule.h"
-#include "runtime/Artifact.h"
+#include "runtime/formats/Artifact.h"
 
 #include <gtest/gtest.h>
 

@@ -6,11 +6,11 @@
 // the names in index.json and latest, Megatron .idx files.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Artifact.h"
-#include "runtime/Checkpoint.h"
-#include "runtime/FileCheck.h"
-#include "runtime/MegatronIndex.h"
-#include "runtime/SafeTensors.h"
+#include "runtime/formats/Artifact.h"
+#include "runtime/formats/Checkpoint.h"
+#include "runtime/formats/FileCheck.h"
+#include "runtime/formats/MegatronIndex.h"
+#include "runtime/formats/SafeTensors.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -9,8 +9,8 @@
 
 #include "core/model/ParameterNames.h"
 #include "core/model/LayerShapes.h"
-#include "runtime/Artifact.h"
-#include "runtime/Init.h"
+#include "runtime/formats/Artifact.h"
+#include "runtime/exec/Init.h"
 
 #include <gtest/gtest.h>
 

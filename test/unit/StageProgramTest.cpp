@@ -7,7 +7,7 @@
 // refused by checkStageProgram, each by its own rule.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/StageProgram.h"
+#include "runtime/formats/StageProgram.h"
 #include "conversion/SpecToHybrid.h"
 #include "passes/Passes.h"
 #include "passes/lowering/KernelPlan.h"

@@ -1,14 +1,13 @@
-//===- hypipe-run.cpp - execute a compiled artifact
-//------------------------===//
+//===- hypipe-run.cpp - execute a compiled artifact -----------------------===//
 //
 // Links no LLVM or MLIR: the artifact, the runtime, OpenBLAS. This file is
-// the command line; the training loop is runtime/TrainingLoop.cpp.
+// the command line; the training loop is runtime/exec/TrainingLoop.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Artifact.h"
-#include "runtime/Comm.h"
-#include "runtime/TrainingLoop.h"
+#include "runtime/formats/Artifact.h"
+#include "runtime/comm/Comm.h"
+#include "runtime/exec/TrainingLoop.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "tools/Version.h"
 

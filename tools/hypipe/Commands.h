@@ -1,5 +1,4 @@
-//===- Commands.h - the hypipe subcommands
-//---------------------------------===//
+//===- Commands.h - the hypipe subcommands --------------------------------===//
 #ifndef HYPIPE_TOOLS_HYPIPE_COMMANDS_H
 #define HYPIPE_TOOLS_HYPIPE_COMMANDS_H
 

@@ -3,7 +3,7 @@
 #include "core/model/CostModel.h"
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
-#include "runtime/NumberFormat.h"
+#include "runtime/exec/NumberFormat.h"
 #include "targets/Artifact.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"

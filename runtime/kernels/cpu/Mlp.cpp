@@ -1,5 +1,4 @@
-//===- Mlp.cpp - the dense MLP on the CPU
-//----------------------------------===//
+//===- Mlp.cpp - the dense MLP on the CPU ---------------------------------===//
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Device.h"
+#include "runtime/exec/Device.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 
 #include <cstdio>

@@ -1,0 +1,252 @@
+//===- Comm.cpp - the ranks of one run and how they talk ------------------===//
+
+#include "runtime/comm/Comm.h"
+#include "runtime/kernels/cpu/Profile.h"
+
+#include "runtime/formats/Artifact.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include <climits>
+#include <cstdlib>
+
+namespace hypipe::rt {
+
+namespace {
+
+int checkedCount(int64_t count) {
+  if (count < 0 || count > INT_MAX)
+    throw RuntimeError(fmt::format(
+        "error: a transfer of {} elements exceeds MPI's int count\nhelp: "
+        "use a smaller micro_batch_size or seq_length per stage",
+        count));
+  return int(count);
+}
+
+} // namespace
+
+bool launchedByMpi() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
+                          "PMI_SIZE", "SLURM_PROCID"})
+    if (std::getenv(var))
+      return true;
+  return false;
+}
+
+int localRank() {
+  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                          "MPI_LOCALRANKID", "LOCAL_RANK"})
+    if (const char *value = std::getenv(var))
+      return std::atoi(value);
+  return 0;
+}
+
+Comm::Comm(int *argc, char ***argv) {
+  if (!launchedByMpi())
+    return;
+  MPI_Init(argc, argv);
+  mpi = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+}
+
+Comm::~Comm() {
+  if (!mpi)
+    return;
+  for (MPI_Comm &c : groups)
+    MPI_Comm_free(&c);
+  if (ppComm != MPI_COMM_NULL)
+    MPI_Comm_free(&ppComm);
+  if (dpComm != MPI_COMM_NULL)
+    MPI_Comm_free(&dpComm);
+  MPI_Finalize();
+}
+
+void Comm::setGrid(int64_t ppSize, int64_t dpSize) {
+  pp = ppSize;
+  dp = dpSize;
+  pp_rank = worldRank / dp;
+  dp_rank = worldRank % dp;
+  if (!mpi)
+    return;
+  // Pipeline group: same dp rank, ordered by pp rank; data-parallel group:
+  // same pp rank, ordered by dp rank.
+  MPI_Comm_split(MPI_COMM_WORLD, int(dp_rank), int(pp_rank), &ppComm);
+  MPI_Comm_split(MPI_COMM_WORLD, int(pp_rank), int(dp_rank), &dpComm);
+}
+
+Comm::Request Comm::isend(const float *data, int64_t count, int peer, int tag) {
+  MPI_Request r;
+  MPI_Isend(data, checkedCount(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
+            &r);
+  return r;
+}
+
+void Comm::wait(MPI_Request *requests, int n, const std::string &what) {
+  cpu::ProfileScope scope(cpu::KernelClass::Communication);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point nextHook = start + std::chrono::seconds(1);
+  std::chrono::microseconds pause(20);
+  while (true) {
+    int done = 0;
+    MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE);
+    if (done)
+      return;
+    Clock::time_point t = Clock::now();
+    // Spin through the short waits of a healthy pipeline; back off to 1 ms
+    // sleeps once a wait has lasted 5 ms.
+    if (t - start > std::chrono::milliseconds(5)) {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+    if (waitHook && t >= nextHook) {
+      nextHook = t + std::chrono::seconds(1);
+      waitHook(std::chrono::duration<double>(t - start).count(),
+               waitContext.empty() ? what : waitContext + ", " + what);
+    }
+  }
+}
+
+void Comm::recv(float *data, int64_t count, int peer, int tag) {
+  MPI_Request r;
+  MPI_Irecv(data, checkedCount(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
+            &r);
+  wait(&r, 1, fmt::format("receiving from rank {}", peer));
+}
+
+Comm::Request Comm::irecv(float *data, int64_t count, int peer, int tag) {
+  MPI_Request r;
+  MPI_Irecv(data, checkedCount(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
+            &r);
+  return r;
+}
+
+void Comm::waitAll(std::vector<Request> &requests) {
+  if (!requests.empty())
+    wait(requests.data(), int(requests.size()),
+         fmt::format("{} transfer{} or reduction{} to complete",
+                     requests.size(), requests.size() == 1 ? "" : "s",
+                     requests.size() == 1 ? "" : "s"));
+  requests.clear();
+}
+
+bool Comm::testAll(std::vector<Request> &requests) {
+  if (requests.empty())
+    return true;
+  int done = 0;
+  MPI_Testall(int(requests.size()), requests.data(), &done,
+              MPI_STATUSES_IGNORE);
+  if (done)
+    requests.clear();
+  return done;
+}
+
+Comm::Request Comm::iallreduceDp(float *data, int64_t count) {
+  MPI_Request r;
+  MPI_Iallreduce(MPI_IN_PLACE, data, checkedCount(count), MPI_FLOAT, MPI_SUM,
+                 dpComm, &r);
+  return r;
+}
+
+Comm::Request Comm::ireduceScatterDp(float *data, int64_t block) {
+  MPI_Request r;
+  MPI_Ireduce_scatter_block(MPI_IN_PLACE, data, checkedCount(block), MPI_FLOAT,
+                            MPI_SUM, dpComm, &r);
+  return r;
+}
+
+Comm::Request Comm::iallgatherDp(float *data, int64_t block) {
+  MPI_Request r;
+  MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, checkedCount(block),
+                 MPI_FLOAT, dpComm, &r);
+  return r;
+}
+
+void Comm::gatherDp(const float *block, int64_t count, float *all) {
+  if (dp == 1) {
+    std::copy(block, block + count, all);
+    return;
+  }
+  MPI_Request r;
+  MPI_Igather(block, checkedCount(count), MPI_FLOAT, all, checkedCount(count),
+              MPI_FLOAT, 0, dpComm, &r);
+  wait(&r, 1, "the optimizer state's gather to data-parallel rank 0");
+}
+
+MPI_Comm Comm::group(const std::vector<int64_t> &ppRanks) {
+  if (!mpi)
+    return MPI_COMM_NULL;
+  bool member = false;
+  for (int64_t r : ppRanks)
+    member |= r == pp_rank;
+  MPI_Comm c;
+  MPI_Comm_split(ppComm, member ? 0 : MPI_UNDEFINED, int(pp_rank), &c);
+  if (c != MPI_COMM_NULL)
+    groups.push_back(c);
+  return c;
+}
+
+void Comm::allreduce(MPI_Comm group, float *data, int64_t count) {
+  if (group == MPI_COMM_NULL)
+    return;
+  MPI_Request r;
+  MPI_Iallreduce(MPI_IN_PLACE, data, checkedCount(count), MPI_FLOAT, MPI_SUM,
+                 group, &r);
+  wait(&r, 1, "the tied-parameter reduction");
+}
+
+std::vector<double> Comm::allgather(const std::vector<double> &values) {
+  if (!mpi)
+    return values;
+  std::vector<double> all(values.size() * size_t(worldSize));
+  MPI_Request r;
+  MPI_Iallgather(values.data(), int(values.size()), MPI_DOUBLE, all.data(),
+                 int(values.size()), MPI_DOUBLE, MPI_COMM_WORLD, &r);
+  wait(&r, 1, "every rank at the step's agreement");
+  return all;
+}
+
+std::vector<std::string> Comm::gatherToRoot(const std::string &bytes) {
+  if (!mpi)
+    return {bytes};
+  int n = checkedCount(int64_t(bytes.size()));
+  std::vector<int> sizes(worldRank == 0 ? worldSize : 0);
+  MPI_Request r;
+  MPI_Igather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, &r);
+  wait(&r, 1, "every rank's report to rank 0");
+  std::vector<int> displs(sizes.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    displs[i] = int(total);
+    total += sizes[i];
+  }
+  std::string all(size_t(total), '\0');
+  MPI_Igatherv(bytes.data(), n, MPI_CHAR, all.data(), sizes.data(),
+               displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD, &r);
+  wait(&r, 1, "every rank's report to rank 0");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    out.push_back(all.substr(size_t(displs[i]), size_t(sizes[i])));
+  return out;
+}
+
+void Comm::barrier() {
+  if (!mpi)
+    return;
+  MPI_Request r;
+  MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  wait(&r, 1, "every rank at a barrier");
+}
+
+void Comm::abort(int code) {
+  if (mpi)
+    MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
+} // namespace hypipe::rt

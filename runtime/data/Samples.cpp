@@ -1,0 +1,379 @@
+//===- Samples.cpp - variable-length training samples for sequence packing ===//
+
+#include "runtime/data/Samples.h"
+
+#include "core/data/MockSft.h"
+#include "runtime/data/Data.h"
+#include "runtime/exec/Init.h"
+#include "runtime/formats/Artifact.h"
+#include "runtime/formats/FileCheck.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+
+namespace hypipe::rt {
+
+int64_t SampleSource::sampleAt(uint64_t seed, int64_t position) const {
+  if (count == 0)
+    return position;
+  int64_t epoch = position / count;
+  if (epoch != cachedEpoch) {
+    // Fisher-Yates with splitmix64: the same order on every rank and
+    // machine for a seed and an epoch.
+    order.resize(count);
+    std::iota(order.begin(), order.end(), 0);
+    uint64_t state = splitmix64(seed ^ (0x5eed0000ULL + uint64_t(epoch)));
+    for (int64_t i = count - 1; i > 0; --i) {
+      state = splitmix64(state);
+      std::swap(order[i], order[int64_t(state % uint64_t(i + 1))]);
+    }
+    cachedEpoch = epoch;
+  }
+  return order[position % count];
+}
+
+namespace {
+
+std::string readFile(const std::string &path, const std::string &what) {
+  requireRegularFile(path, what, "set data.path in the spec to a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw RuntimeError(fmt::format(
+        "error: cannot read {} '{}'\nhelp: set data.path in the spec "
+        "(relative to the spec file) or pass --data FILE",
+        what, path));
+  return std::string(std::istreambuf_iterator<char>(in),
+                     std::istreambuf_iterator<char>());
+}
+
+/// `path:line:col: error: message`, the line with a caret under the
+/// column, and the help: what a user needs to fix one line of a data file.
+RuntimeError located(const std::string &path, const std::string &text,
+                     size_t offset, const std::string &message,
+                     const std::string &help) {
+  offset = std::min(offset, text.size());
+  size_t newline = offset ? text.rfind('\n', offset - 1) : std::string::npos;
+  size_t lineStart = newline == std::string::npos ? 0 : newline + 1;
+  size_t lineEnd = text.find('\n', lineStart);
+  if (lineEnd == std::string::npos)
+    lineEnd = text.size();
+  int64_t line = 1 + std::count(text.begin(), text.begin() + lineStart, '\n');
+  size_t column = offset - lineStart;
+  // Long lines (a sample of thousands of tokens) are shown around the column.
+  size_t from = column > 60 ? column - 60 : 0;
+  std::string shown = text.substr(
+      lineStart + from, std::min<size_t>(lineEnd - lineStart - from, 100));
+  std::string prefix = from > 0 ? "..." : "";
+  return RuntimeError(
+      fmt::format("{}:{}:{}: error: {}\n{}{}\n{}^\nhelp: {}", path, line,
+                  column + 1, message, prefix, shown,
+                  std::string(prefix.size() + column - from, ' '), help));
+}
+
+/// Where `value` first appears in `line` after `from` (0 if it does not).
+size_t columnOf(const std::string &line, const std::string &value,
+                size_t from) {
+  size_t at = line.find(value, from == std::string::npos ? 0 : from);
+  return at == std::string::npos ? 0 : at;
+}
+
+/// Samples held in memory: the JSONL file's, token ids and masks.
+class MemorySamples : public SampleSource {
+public:
+  int64_t length(int64_t i) const override { return lengths[i]; }
+  double lossTokens(int64_t i) const override {
+    if (masks.empty())
+      return double(lengths[i]);
+    double n = 0;
+    for (int64_t k = 0; k < lengths[i]; ++k)
+      n += masks[starts[i] + k + 1];
+    return n;
+  }
+  void read(int64_t i, int32_t *tokens, int32_t *labels,
+            float *lossMask) const override {
+    const int64_t at = starts[i], n = lengths[i];
+    for (int64_t k = 0; k < n; ++k) {
+      tokens[k] = ids[at + k];
+      labels[k] = ids[at + k + 1];
+      lossMask[k] = masks.empty() ? 1.0f : masks[at + k + 1];
+    }
+  }
+
+  void add(const std::vector<int32_t> &sample, const std::vector<float> &mask,
+           int64_t budget, bool truncate) {
+    int64_t n = int64_t(sample.size()) - 1;
+    if (n > budget && truncate) {
+      n = budget;
+      ++truncated;
+    }
+    // Masks are kept from the first masked sample on; the samples before
+    // it count every label.
+    if (!mask.empty() && masks.empty())
+      masks.assign(ids.size(), 1.0f);
+    starts.push_back(int64_t(ids.size()));
+    lengths.push_back(n);
+    ids.insert(ids.end(), sample.begin(), sample.end());
+    if (!mask.empty())
+      masks.insert(masks.end(), mask.begin(), mask.end());
+    else if (!masks.empty())
+      masks.resize(ids.size(), 1.0f);
+    count = int64_t(lengths.size());
+  }
+  void describe(std::string text) { about = std::move(text); }
+
+private:
+  std::vector<int32_t> ids;
+  std::vector<float> masks; ///< empty: every label counts
+  std::vector<int64_t> starts, lengths;
+};
+
+std::unique_ptr<SampleSource> openJsonl(const SampleOptions &o) {
+  const std::string text = readFile(o.path, "training data");
+  auto samples = std::make_unique<MemorySamples>();
+  int64_t lines = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    const size_t lineAt = pos;
+    pos = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error &e) {
+      size_t byte = e.byte > 0 ? e.byte - 1 : 0;
+      throw located(o.path, text, lineAt + std::min(byte, line.size()),
+                    "this line is not valid JSON",
+                    "JSON Lines data holds one object per line, e.g. "
+                    "{\"tokens\": [1, 2, 3]} or {\"text\": \"...\"}");
+    }
+    auto fail = [&](const std::string &message, const std::string &help,
+                    size_t column = 0) {
+      return located(o.path, text, lineAt + column, message, help);
+    };
+    if (!j.is_object())
+      throw fail(
+          fmt::format("this line is a JSON {}, not an object", j.type_name()),
+          "each line is one sample: {\"tokens\": [...]} or "
+          "{\"text\": \"...\"}, with an optional \"loss_mask\"");
+    std::vector<int32_t> ids;
+    if (j.contains("tokens")) {
+      const nlohmann::json &t = j["tokens"];
+      if (!t.is_array())
+        throw fail("\"tokens\" is not an array",
+                   "\"tokens\" holds the sample's token ids");
+      for (size_t k = 0; k < t.size(); ++k) {
+        if (!t[k].is_number_integer() || t[k].get<int64_t>() < 0 ||
+            t[k].get<int64_t>() >= o.vocab)
+          throw fail(fmt::format("token {} ({}) is not an id in the model's "
+                                 "vocabulary [0, {})",
+                                 k, t[k].dump(), o.vocab),
+                     fmt::format("set model.vocab_size to the tokenizer's "
+                                 "size, or fix the sample"),
+                     columnOf(line, t[k].dump(), line.find("\"tokens\"")));
+        ids.push_back(int32_t(t[k].get<int64_t>()));
+      }
+    } else if (j.contains("text")) {
+      if (!j["text"].is_string())
+        throw fail("\"text\" is not a string",
+                   "\"text\" holds the sample as text (its bytes are tokens)");
+      if (o.vocab < 256)
+        throw fail(fmt::format("\"text\" samples are bytes, and the model's "
+                               "vocabulary has {} ids",
+                               o.vocab),
+                   "set model.vocab_size: 256 or give \"tokens\"");
+      for (unsigned char ch : j["text"].get<std::string>())
+        ids.push_back(int32_t(ch));
+    } else {
+      throw fail("the sample has neither \"tokens\" nor \"text\"",
+                 "each line is {\"tokens\": [...]} or {\"text\": \"...\"}");
+    }
+    if (ids.size() < 2)
+      throw fail(fmt::format("the sample has {} token{}, and training needs "
+                             "at least two (an input and its label)",
+                             ids.size(), ids.size() == 1 ? "" : "s"),
+                 "drop empty samples from the data");
+    std::vector<float> mask;
+    if (j.contains("loss_mask")) {
+      const nlohmann::json &m = j["loss_mask"];
+      if (!m.is_array() || m.size() != ids.size())
+        throw fail(fmt::format("\"loss_mask\" must be an array of {} numbers, "
+                               "one per token",
+                               ids.size()),
+                   "loss_mask[k] = 1 trains the prediction of token k, 0 "
+                   "skips it");
+      for (const nlohmann::json &v : m) {
+        if (!v.is_number())
+          throw fail("\"loss_mask\" holds something other than numbers",
+                     "loss_mask values are 0 or 1");
+        mask.push_back(v.get<float>());
+      }
+    }
+    if (int64_t(ids.size()) - 1 > o.budget && !o.truncate)
+      throw fail(fmt::format("the sample has {} training positions, more than "
+                             "the {} tokens a microbatch holds",
+                             ids.size() - 1, o.budget),
+                 "raise data.max_tokens_per_microbatch, or set "
+                 "data.truncate: true to cut long samples");
+    samples->add(ids, mask, o.budget, o.truncate);
+    ++lines;
+  }
+  if (lines == 0)
+    throw RuntimeError(fmt::format("error: training data '{}' holds no "
+                                   "sample\nhelp: write one JSON object "
+                                   "per line",
+                                   o.path));
+  samples->describe(fmt::format("{} samples of {}", lines, o.path));
+  return samples;
+}
+
+/// Megatron's indexed dataset, one sample per document.
+class IndexedSamples : public SampleSource {
+public:
+  IndexedSamples(const SampleOptions &o)
+      : data(o.path, 1, o.vocab), budget(o.budget) {
+    count = data.numDocuments();
+    for (int64_t d = 0; d < count; ++d) {
+      int64_t n = data.documentTokens(d) - 1;
+      if (n < 1)
+        throw RuntimeError(fmt::format(
+            "error: training data '{}': document {} has {} token{}, and "
+            "training needs at least two (an input and its label)\nhelp: "
+            "drop empty documents when preprocessing",
+            o.path, d, n + 1, n + 1 == 1 ? "" : "s"));
+      if (n > budget) {
+        if (!o.truncate)
+          throw RuntimeError(fmt::format(
+              "error: training data '{}': document {} has {} training "
+              "positions, more than the {} tokens a microbatch holds\nhelp: "
+              "raise data.max_tokens_per_microbatch, or set data.truncate: "
+              "true to cut long samples",
+              o.path, d, n, budget));
+        ++truncated;
+      }
+    }
+    about = fmt::format("{} documents of {}", count, o.path);
+  }
+  int64_t length(int64_t i) const override {
+    return std::min(data.documentTokens(i) - 1, budget);
+  }
+  void read(int64_t i, int32_t *tokens, int32_t *labels,
+            float *lossMask) const override {
+    const int64_t at = data.documentStart(i), n = length(i);
+    for (int64_t k = 0; k < n; ++k) {
+      tokens[k] = int32_t(data.token(at + k));
+      labels[k] = int32_t(data.token(at + k + 1));
+      lossMask[k] = 1.0f;
+    }
+  }
+
+private:
+  IndexedDataset data;
+  int64_t budget;
+};
+
+/// Megatron's mock SFT dataset: lengths from its configuration; sample i of
+/// length n counts up from a seeded start, (a + k) mod vocab, a sequence a
+/// model can learn.
+class MockSamples : public SampleSource {
+public:
+  MockSamples(packing::MockSftConfig config, int64_t vocab, uint64_t seed)
+      : config(std::move(config)), vocab(vocab), seed(seed) {
+    count = 0;
+    about = this->config.fromFile
+                ? fmt::format("mock SFT samples, lengths from {}",
+                              this->config.path)
+                : fmt::format("mock SFT samples, lognormal lengths (mean {}, "
+                              "sigma {}) in [{}, {}]",
+                              this->config.mean, this->config.sigma,
+                              this->config.minLen, this->config.maxLen);
+  }
+  int64_t length(int64_t i) const override {
+    return packing::mockSftLength(config, seed, i);
+  }
+  /// Says how many entries of the lengths file were cut to the budget (the
+  /// file's samples recur, so these are entries, not samples).
+  void lengthsCut(int64_t cut) {
+    if (cut > 0)
+      about += fmt::format(" ({} of its lengths cut to the budget)", cut);
+  }
+  void read(int64_t i, int32_t *tokens, int32_t *labels,
+            float *lossMask) const override {
+    const int64_t start =
+        int64_t(splitmix64(seed ^ uint64_t(i)) % uint64_t(vocab));
+    const int64_t n = length(i); // a lognormal draw: once, not per token
+    for (int64_t k = 0; k < n; ++k) {
+      tokens[k] = int32_t((start + k) % vocab);
+      labels[k] = int32_t((start + k + 1) % vocab);
+      lossMask[k] = 1.0f;
+    }
+  }
+
+private:
+  packing::MockSftConfig config;
+  int64_t vocab;
+  uint64_t seed;
+};
+
+} // namespace
+
+std::unique_ptr<SampleSource> openSamples(const SampleOptions &o) {
+  if (o.format == "jsonl")
+    return openJsonl(o);
+  if (o.format == "indexed")
+    return std::make_unique<IndexedSamples>(o);
+  if (o.format == "mock") {
+    Expected<packing::MockSftConfig> config =
+        packing::parseMockSftConfig(o.mockConfig, o.budget);
+    if (!config)
+      throw RuntimeError("error: data.mock: " + toString(config.takeError()));
+    if (config->fromFile) {
+      std::string path = config->path;
+      if (!path.empty() && path[0] != '/' && !o.specDir.empty())
+        path = o.specDir + "/" + path;
+      std::string text = readFile(path, "mock sequence lengths");
+      if (Error err = packing::readMockLengths(text, config->lengths)) {
+        const Problem &p = err.problem();
+        if (p.offset)
+          throw located(path, text, *p.offset, p.message, p.help);
+        throw RuntimeError(fmt::format("error: '{}': {}\nhelp: write one "
+                                       "positive length per line",
+                                       path, p.message));
+      }
+      int64_t cut = 0;
+      for (size_t i = 0; i < config->lengths.size(); ++i) {
+        if (config->lengths[i] <= o.budget)
+          continue;
+        if (!o.truncate)
+          throw RuntimeError(fmt::format(
+              "error: '{}': length {} (entry {}) exceeds the {} tokens a "
+              "microbatch holds\nhelp: raise data.max_tokens_per_microbatch, "
+              "or set data.truncate: true",
+              path, config->lengths[i], i + 1, o.budget));
+        config->lengths[i] = o.budget;
+        ++cut;
+      }
+      config->path = path;
+      auto samples =
+          std::make_unique<MockSamples>(std::move(*config), o.vocab, o.seed);
+      samples->lengthsCut(cut);
+      return samples;
+    }
+    return std::make_unique<MockSamples>(std::move(*config), o.vocab, o.seed);
+  }
+  throw RuntimeError(fmt::format(
+      "error: data format '{}' has no variable-length samples\nhelp: packing "
+      "reads jsonl, indexed or mock data",
+      o.format));
+}
+
+} // namespace hypipe::rt

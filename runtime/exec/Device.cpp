@@ -1,0 +1,68 @@
+//===- Device.cpp - the host device ---------------------------------------===//
+
+#include "runtime/exec/Device.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
+namespace hypipe::rt {
+namespace {
+
+class HostDevice final : public Device {
+public:
+  std::string describe() const override { return "cpu"; }
+  bool host() const override { return true; }
+  void *allocate(int64_t bytes) override {
+    void *p = std::calloc(size_t(bytes), 1);
+    if (!p)
+      throw std::bad_alloc();
+    return p;
+  }
+  void release(void *p) override { std::free(p); }
+  void toDevice(void *dst, const void *src, int64_t bytes) override {
+    std::memcpy(dst, src, size_t(bytes));
+  }
+  void toHost(void *dst, const void *src, int64_t bytes) override {
+    std::memcpy(dst, src, size_t(bytes));
+  }
+  void copy(void *dst, const void *src, int64_t bytes) override {
+    std::memmove(dst, src, size_t(bytes));
+  }
+  void zero(float *x, int64_t n) override {
+    std::memset(x, 0, sizeof(float) * size_t(n));
+  }
+  void add(float *dst, const float *src, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] += src[i];
+  }
+  double sumSquares(const float *x, const std::vector<ParamSegment> &segments,
+                    double start) override {
+    return cpu::sumOfSquares(x, segments, start);
+  }
+  void adamw(const AdamWStep &s, const std::vector<ParamSegment> &segments,
+             float *w, const float *g, float *m, float *v,
+             int64_t momentBase) override {
+    cpu::adamwUpdate(s, segments, w, g, m, v, momentBase);
+  }
+  void synchronize() override {}
+};
+
+} // namespace
+
+std::unique_ptr<Device> makeHostDevice() {
+  return std::make_unique<HostDevice>();
+}
+
+#ifndef HYPIPE_HAVE_CUDA
+std::unique_ptr<Device> makeCudaDevice(int) {
+  throw std::runtime_error(
+      "error: this artifact runs on a CUDA GPU, and this hypipe-run was built "
+      "without CUDA\nhelp: rebuild with the CUDA toolkit at /usr/local/cuda "
+      "(or CUDAToolkit_ROOT), or compile the spec with --target cpu");
+}
+#endif
+
+} // namespace hypipe::rt

@@ -1,0 +1,127 @@
+//===- Device.h - where a rank's tensors live and the few ops on them -----===//
+//
+// The trainer keeps parameters, gradients, AdamW moments, workspaces, saved
+// slots and activations in one device's memory, allocated when first needed
+// and reused every step. The host device is plain memory (the cpu target);
+// the CUDA device (runtime/kernels/cuda/Device.cu) is the GPU chosen by the
+// launcher's local rank. Everything the trainer does to tensors between
+// stage calls goes through here: zeroing, tied-gradient sums, the squared
+// gradient norm and the AdamW update.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_EXEC_DEVICE_H
+#define HYPIPE_RUNTIME_EXEC_DEVICE_H
+
+#include "runtime/kernels/cpu/Optimizer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hypipe::rt {
+
+class Device {
+public:
+  virtual ~Device() = default;
+  /// "cpu" or e.g. "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)".
+  virtual std::string describe() const = 0;
+  /// True when the CPU can address the memory (the host device).
+  virtual bool host() const = 0;
+  /// Zeroed memory; throws RuntimeError-like std::runtime_error when out of
+  /// memory, with the sizes in the message.
+  virtual void *allocate(int64_t bytes) = 0;
+  virtual void release(void *p) = 0;
+  virtual void toDevice(void *dst, const void *src, int64_t bytes) = 0;
+  virtual void toHost(void *dst, const void *src, int64_t bytes) = 0;
+  virtual void copy(void *dst, const void *src, int64_t bytes) = 0;
+  virtual void zero(float *x, int64_t n) = 0;
+  /// dst += src.
+  virtual void add(float *dst, const float *src, int64_t n) = 0;
+  /// start + the sum of x[i]^2 over `segments` (in double), in their order.
+  virtual double sumSquares(const float *x,
+                            const std::vector<ParamSegment> &segments,
+                            double start) = 0;
+  /// major * 10 + minor of a GPU; 0 for the host.
+  virtual int computeCapability() const { return 0; }
+  /// One AdamW step of `segments` of w (gradients g); the moments m and v
+  /// are indexed from `momentBase` (the rank's shard's first float).
+  virtual void adamw(const AdamWStep &step,
+                     const std::vector<ParamSegment> &segments, float *w,
+                     const float *g, float *m, float *v,
+                     int64_t momentBase) = 0;
+  /// Waits for queued work.
+  virtual void synchronize() = 0;
+
+  /// Bytes held by this device's DeviceArrays now, and the most held at
+  /// once so far: what the run's tensors really took.
+  int64_t liveBytes() const { return live; }
+  int64_t peakBytes() const { return peak; }
+  void account(int64_t bytes) {
+    live += bytes;
+    peak = std::max(peak, live);
+  }
+
+private:
+  int64_t live = 0, peak = 0;
+};
+
+/// Plain memory and loops: the cpu target.
+std::unique_ptr<Device> makeHostDevice();
+/// The GPU of this process's local rank. Throws std::runtime_error with a
+/// message for users when hypipe was built without CUDA or no GPU is there.
+std::unique_ptr<Device> makeCudaDevice(int localRank);
+
+/// A typed buffer on a device, freed with it.
+template <typename T> class DeviceArray {
+public:
+  DeviceArray() = default;
+  DeviceArray(Device &device, int64_t n)
+      : dev(&device), count(n),
+        ptr(static_cast<T *>(n ? device.allocate(n * int64_t(sizeof(T)))
+                               : nullptr)) {
+    dev->account(n * int64_t(sizeof(T)));
+  }
+  DeviceArray(DeviceArray &&o) noexcept { swap(o); }
+  DeviceArray &operator=(DeviceArray &&o) noexcept {
+    swap(o);
+    return *this;
+  }
+  DeviceArray(const DeviceArray &) = delete;
+  DeviceArray &operator=(const DeviceArray &) = delete;
+  ~DeviceArray() {
+    if (ptr)
+      dev->release(ptr);
+    if (dev)
+      dev->account(-count * int64_t(sizeof(T)));
+  }
+  T *data() { return ptr; }
+  const T *data() const { return ptr; }
+  int64_t size() const { return count; }
+  /// Copies of the contents on the host.
+  std::vector<T> download() const {
+    std::vector<T> out(count);
+    if (count)
+      dev->toHost(out.data(), ptr, count * int64_t(sizeof(T)));
+    return out;
+  }
+  void upload(const T *src, int64_t n, int64_t at = 0) {
+    if (n)
+      dev->toDevice(ptr + at, src, n * int64_t(sizeof(T)));
+  }
+
+private:
+  void swap(DeviceArray &o) {
+    std::swap(dev, o.dev);
+    std::swap(count, o.count);
+    std::swap(ptr, o.ptr);
+  }
+  Device *dev = nullptr;
+  int64_t count = 0;
+  T *ptr = nullptr;
+};
+
+} // namespace hypipe::rt
+
+#endif

@@ -1,0 +1,25 @@
+//===- Init.h - parameter initialisation from (seed, name) ----------------===//
+//
+// A parameter's first value depends only on the seed and its name, never on
+// the layout, so every pp/vpp/dp of one spec starts from the same weights
+// (docs/model.md lists the distributions).
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_EXEC_INIT_H
+#define HYPIPE_RUNTIME_EXEC_INIT_H
+
+#include "core/Random.h"
+#include "runtime/formats/Artifact.h"
+
+#include <cstdint>
+
+namespace hypipe::rt {
+
+using hypipe::splitmix64;
+
+/// Fills `dst` (param.numel floats) with the parameter's initial values.
+void initParameter(const ParamEntry &param, int64_t seed, float *dst);
+
+} // namespace hypipe::rt
+
+#endif

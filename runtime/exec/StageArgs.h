@@ -1,0 +1,46 @@
+//===- StageArgs.h - what one pass of a stage reads and writes ------------===//
+//
+// The pointers and scalars the trainer hands a stage's kernel program for
+// one action (StageInterpreter.h). In a cuda stage every tensor pointer is
+// device memory (cu_seqlens excepted: the host copy, with cu_seqlens_device
+// beside it).
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_EXEC_STAGEARGS_H
+#define HYPIPE_RUNTIME_EXEC_STAGEARGS_H
+
+#include <cstdint>
+
+namespace hypipe::rt {
+
+struct StageArgs {
+  const float *params = nullptr;
+  float *grads = nullptr; ///< accumulated (+=)
+  float *saved =
+      nullptr; ///< this microbatch's slot: written by F, read by I and W
+  float *workspace = nullptr;
+  const int32_t *tokens = nullptr;  ///< [batch*seq], first stage
+  const int32_t *labels = nullptr;  ///< [batch*seq], last stage
+  const float *loss_mask = nullptr; ///< [batch*seq] or null, last stage
+  const float *input = nullptr; ///< [batch*seq, hidden] from the previous stage
+  float *output = nullptr;      ///< [batch*seq, hidden] to the next stage
+  const float *grad_output =
+      nullptr;                 ///< gradient of `output`, from the next stage
+  float *grad_input = nullptr; ///< gradient of `input`, to the previous stage
+  float loss_scale = 0;        ///< d objective / d this microbatch's loss
+  float loss = 0;              ///< out: language-model loss (last stage)
+  float aux_loss = 0; ///< out: load-balancing losses of this stage's MoE layers
+  /// Sample boundaries of a packed microbatch (THD): num_seqs + 1 offsets
+  /// into its rows, at most batch*seq tokens; the tensors above then hold
+  /// cu_seqlens[num_seqs] rows. Null: batch sequences of seq tokens.
+  const int32_t *cu_seqlens = nullptr;
+  int64_t num_seqs = 0;
+  /// The same boundaries in device memory (cuda stages; null on cpu).
+  const int32_t *cu_seqlens_device = nullptr;
+  /// out: the multi-token-prediction depths' losses, summed (unweighted).
+  float mtp_loss = 0;
+};
+
+} // namespace hypipe::rt
+
+#endif

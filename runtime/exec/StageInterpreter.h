@@ -1,0 +1,278 @@
+//===- StageInterpreter.h - run a stage's kernel program ------------------===//
+//
+// The one composition of a stage's layers, written once over a target's
+// kernels and instantiated for each target (StageRunners.cpp: the CPU
+// kernels; the CUDA kernels where hypipe is built with them). `Kernels`
+// supplies the layer entry points of runtime/kernels/<target>/Layers.h
+// under their own names, `Tokens` and `tokens(capacity, args)` for the
+// call's token shape, and `copy` for a device copy of floats.
+//
+// The calls run exactly what the program lists, in order; what a layer
+// kind adds to the stage's outputs (the language-model loss, MoE's
+// load-balancing loss, an MTP depth's loss and the normed hidden states it
+// hands to the next depth) is the layer's recipe, here once.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_EXEC_STAGEINTERPRETER_H
+#define HYPIPE_RUNTIME_EXEC_STAGEINTERPRETER_H
+
+#include "runtime/exec/StageArgs.h"
+#include "runtime/exec/StageRunner.h"
+#include "runtime/formats/StageProgram.h"
+
+#include <utility>
+
+/// The layer entry points a target's `Kernels` supplies, by name: each
+/// target forwards them to its Layers.h with
+/// `HYPIPE_STAGE_KERNELS(HYPIPE_FORWARD_KERNEL)` inside its struct.
+#define HYPIPE_STAGE_KERNELS(X)                                                \
+  X(embeddingForward)                                                          \
+  X(embeddingBackwardInput)                                                    \
+  X(embeddingBackwardWeight)                                                   \
+  X(mambaForward)                                                              \
+  X(mambaBackwardInput)                                                        \
+  X(mambaBackwardWeight)                                                       \
+  X(attentionForward)                                                          \
+  X(attentionBackwardInput)                                                    \
+  X(attentionBackwardWeight)                                                   \
+  X(mlpForward)                                                                \
+  X(mlpBackwardInput)                                                          \
+  X(mlpBackwardWeight)                                                         \
+  X(moeForward)                                                                \
+  X(moeBackwardInput)                                                          \
+  X(moeBackwardWeight)                                                         \
+  X(headForward)                                                               \
+  X(headNormed)                                                                \
+  X(headBackwardInput)                                                         \
+  X(headBackwardWeight)                                                        \
+  X(mtpInputForward)                                                           \
+  X(mtpInputBackwardInput)                                                     \
+  X(mtpInputBackwardWeight)                                                    \
+  X(mtpOutputForward)                                                          \
+  X(mtpNormed)                                                                 \
+  X(mtpOutputBackwardInput)                                                    \
+  X(mtpOutputBackwardWeight)
+
+/// One entry point of namespace `ns` as a static member of the same name.
+#define HYPIPE_FORWARD_KERNEL_OF(ns, name)                                     \
+  template <class... A> static decltype(auto) name(A &&...a) {                 \
+    return ns::name(std::forward<A>(a)...);                                    \
+  }
+
+namespace hypipe::rt {
+
+template <class Kernels> class StageInterpreter {
+public:
+  StageInterpreter(const StageProgram &program, StageArgs &args)
+      : p(program), a(args),
+        t(Kernels::tokens(program.tokens, args.cu_seqlens,
+                          args.cu_seqlens_device, args.num_seqs)),
+        act{a.workspace + p.act0.elementOffset(),
+            a.workspace + p.act1.elementOffset()},
+        ws(a.workspace + p.scratch.elementOffset()) {}
+
+  void forward() {
+    a.aux_loss = 0.0f;
+    a.mtp_loss = 0.0f;
+    const float *h = nullptr; // normed hidden states for the next MTP depth
+    for (const KernelCall &c : p.forward) {
+      if (c.layer < 0) {
+        Kernels::copy(out(c.out), in(c.in), activationFloats());
+        continue;
+      }
+      const ProgramLayer &l = p.layers[size_t(c.layer)];
+      const float *params = a.params + l.params.elementOffset();
+      float *saved = a.saved + l.saved.elementOffset();
+      const float *x = c.in == Slot::None ? nullptr : in(c.in);
+      float *y = c.out == Slot::None ? nullptr : out(c.out);
+      switch (l.kind) {
+      case LayerKind::Embedding:
+        Kernels::embeddingForward(shape<EmbeddingShape>(l), t, params, a.tokens,
+                                  y, saved);
+        break;
+      case LayerKind::Mamba:
+        Kernels::mambaForward(shape<MambaShape>(l), t, params, x, y, saved, ws);
+        break;
+      case LayerKind::Attention:
+        Kernels::attentionForward(shape<AttentionShape>(l), t, params, x, y,
+                                  saved, ws);
+        break;
+      case LayerKind::Mlp:
+        Kernels::mlpForward(shape<MlpShape>(l), t, params, x, y, saved, ws);
+        break;
+      case LayerKind::Moe:
+        a.aux_loss +=
+            Kernels::moeForward(shape<MoeShape>(l), t, params, x, y, saved, ws);
+        break;
+      case LayerKind::Head:
+        a.loss = Kernels::headForward(shape<HeadShape>(l), t, params, x,
+                                      a.labels, a.loss_mask, saved, ws);
+        if (!p.sharedOutput.empty())
+          h = Kernels::headNormed(shape<HeadShape>(l), t, saved);
+        break;
+      case LayerKind::MtpInput:
+        Kernels::mtpInputForward(shape<MtpInputShape>(l), t, params,
+                                 a.params + p.sharedTable.elementOffset(),
+                                 a.tokens, h, y, saved, ws);
+        break;
+      case LayerKind::MtpOutput: {
+        const auto &s = shape<MtpOutputShape>(l);
+        a.mtp_loss += Kernels::mtpOutputForward(
+            s, t, params, a.params + p.sharedOutput.elementOffset(), x,
+            a.labels, a.loss_mask, saved, ws);
+        h = Kernels::mtpNormed(s, t, saved);
+        break;
+      }
+      }
+    }
+  }
+
+  void backwardInput() {
+    const float *dh = nullptr; // gradient of the normed hidden states
+    for (const KernelCall &c : p.backwardInput) {
+      if (c.layer < 0) {
+        Kernels::copy(out(c.out), in(c.in), activationFloats());
+        continue;
+      }
+      const ProgramLayer &l = p.layers[size_t(c.layer)];
+      const float *params = a.params + l.params.elementOffset();
+      float *grads = a.grads + l.params.elementOffset();
+      float *saved = a.saved + l.saved.elementOffset();
+      const float *dy = c.in == Slot::None ? nullptr : in(c.in);
+      float *dx = c.out == Slot::None ? nullptr : out(c.out);
+      switch (l.kind) {
+      case LayerKind::Embedding:
+        Kernels::embeddingBackwardInput(shape<EmbeddingShape>(l), t, dy, saved);
+        break;
+      case LayerKind::Mamba:
+        Kernels::mambaBackwardInput(shape<MambaShape>(l), t, params, grads,
+                                    saved, dy, dx, ws);
+        break;
+      case LayerKind::Attention:
+        Kernels::attentionBackwardInput(shape<AttentionShape>(l), t, params,
+                                        grads, saved, dy, dx, ws);
+        break;
+      case LayerKind::Mlp:
+        Kernels::mlpBackwardInput(shape<MlpShape>(l), t, params, grads, saved,
+                                  dy, dx, ws);
+        break;
+      case LayerKind::Moe:
+        Kernels::moeBackwardInput(shape<MoeShape>(l), t, params, grads, saved,
+                                  dy, dx, ws, a.loss_scale);
+        break;
+      case LayerKind::Head:
+        if (p.sharedOutput.empty())
+          Kernels::headBackwardInput(shape<HeadShape>(l), t, params, grads,
+                                     saved, a.loss_scale, dx, ws);
+        else
+          Kernels::headBackwardInput(shape<HeadShape>(l), t, params, grads,
+                                     saved, a.loss_scale, dh, dx, ws);
+        break;
+      case LayerKind::MtpOutput:
+        Kernels::mtpOutputBackwardInput(
+            shape<MtpOutputShape>(l), t, params, grads,
+            a.params + p.sharedOutput.elementOffset(), saved, a.loss_scale, dh,
+            dx, ws);
+        break;
+      case LayerKind::MtpInput:
+        Kernels::mtpInputBackwardInput(shape<MtpInputShape>(l), t, params,
+                                       grads, saved, dy, dx, ws);
+        dh = dx;
+        break;
+      }
+    }
+  }
+
+  void backwardWeight() {
+    for (const KernelCall &c : p.backwardWeight) {
+      const ProgramLayer &l = p.layers[size_t(c.layer)];
+      float *grads = a.grads + l.params.elementOffset();
+      float *saved = a.saved + l.saved.elementOffset();
+      switch (l.kind) {
+      case LayerKind::Embedding:
+        Kernels::embeddingBackwardWeight(shape<EmbeddingShape>(l), t, saved,
+                                         grads);
+        break;
+      case LayerKind::Mamba:
+        Kernels::mambaBackwardWeight(shape<MambaShape>(l), t, saved, grads);
+        break;
+      case LayerKind::Attention:
+        Kernels::attentionBackwardWeight(shape<AttentionShape>(l), t, saved,
+                                         grads);
+        break;
+      case LayerKind::Mlp:
+        Kernels::mlpBackwardWeight(shape<MlpShape>(l), t, saved, grads);
+        break;
+      case LayerKind::Moe:
+        Kernels::moeBackwardWeight(shape<MoeShape>(l), t, saved, grads);
+        break;
+      case LayerKind::Head:
+        Kernels::headBackwardWeight(shape<HeadShape>(l), t, saved, grads);
+        break;
+      case LayerKind::MtpInput:
+        Kernels::mtpInputBackwardWeight(
+            shape<MtpInputShape>(l), t, saved, grads,
+            a.grads + p.sharedTable.elementOffset());
+        break;
+      case LayerKind::MtpOutput:
+        Kernels::mtpOutputBackwardWeight(shape<MtpOutputShape>(l), t, saved,
+                                         a.grads +
+                                             p.sharedOutput.elementOffset());
+        break;
+      }
+    }
+  }
+
+private:
+  template <class S> static const S &shape(const ProgramLayer &l) {
+    return std::get<S>(l.shape);
+  }
+  int64_t activationFloats() const { return t.tokens() * p.hidden; }
+  /// The buffer a slot names in this call (the stage's input and output
+  /// gradient are read-only to the kernels: `in` hands them out as const).
+  float *slot(Slot s) const {
+    switch (s) {
+    case Slot::Input:
+      return const_cast<float *>(a.input);
+    case Slot::GradOutput:
+      return const_cast<float *>(a.grad_output);
+    case Slot::Output:
+      return a.output;
+    case Slot::GradInput:
+      return a.grad_input;
+    case Slot::Act0:
+      return act[0];
+    case Slot::Act1:
+      return act[1];
+    case Slot::None:
+      break;
+    }
+    return nullptr;
+  }
+  const float *in(Slot s) const { return slot(s); }
+  float *out(Slot s) const { return slot(s); }
+
+  const StageProgram &p;
+  StageArgs &a;
+  typename Kernels::Tokens t;
+  float *act[2];
+  float *ws;
+};
+
+template <class Kernels>
+void runStagePassOn(const StageProgram &program, StagePass pass,
+                    StageArgs &args) {
+  StageInterpreter<Kernels> run(program, args);
+  switch (pass) {
+  case StagePass::Forward:
+    return run.forward();
+  case StagePass::BackwardInput:
+    return run.backwardInput();
+  case StagePass::BackwardWeight:
+    return run.backwardWeight();
+  }
+}
+
+} // namespace hypipe::rt
+
+#endif

@@ -1,0 +1,1074 @@
+//===- Trainer.cpp - run one rank's schedule program, step after step -----===//
+
+#include "runtime/exec/Trainer.h"
+#include "runtime/kernels/cpu/Profile.h"
+
+#include "core/schedule/Schedule.h"
+#include "core/schedule/Simulate.h"
+#include "runtime/exec/Init.h"
+#include "runtime/exec/StageRunner.h"
+#include "runtime/formats/Checkpoint.h"
+#include "runtime/formats/SafeTensors.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <sys/stat.h>
+
+namespace hypipe::rt {
+
+double learningRate(const TrainingConfig &c, int64_t step) {
+  if (c.warmupSteps > 0 && step <= c.warmupSteps)
+    return c.lr * double(step) / double(c.warmupSteps);
+  int64_t decaySteps = std::max<int64_t>(1, c.decayEnd() - c.warmupSteps);
+  double ratio =
+      std::min(1.0, double(step - c.warmupSteps) / double(decaySteps));
+  return c.minLr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (c.lr - c.minLr);
+}
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Tags name the receiving stage, the microbatch and the direction, so a
+/// transfer can only match its own receive.
+int transferTag(int64_t receivingStage, int64_t mb, int64_t microbatches,
+                bool backward) {
+  return int(((receivingStage * microbatches + mb) * 2 + backward) % 32768);
+}
+
+/// Gradients are reduced over data parallelism in buckets of at most this
+/// many floats (16 MiB), each started as soon as its stage's last backward
+/// action of the step has run.
+constexpr int64_t kBucketFloats = int64_t(4) << 20;
+
+std::unique_ptr<Device> openDevice(const Artifact &artifact, Comm &comm) {
+  if (artifact.target != "cuda")
+    return makeHostDevice();
+  if (comm.size() > 1)
+    throw CollectiveError(fmt::format(
+        "error: this cuda artifact needs {} ranks, and hypipe trains cuda "
+        "artifacts on one GPU for now (NCCL between ranks is not there "
+        "yet)\nhelp: compile with pp 1 and dp 1 for one GPU, or with "
+        "--target cpu to train over MPI",
+        comm.size()));
+  std::unique_ptr<Device> device;
+  try {
+    device = makeCudaDevice(localRank());
+  } catch (const std::runtime_error &e) {
+    throw RuntimeError(e.what());
+  }
+  const int built = artifact.computeCapability;
+  const int found = device->computeCapability();
+  if (built && found < built)
+    throw RuntimeError(fmt::format(
+        "error: the stages of '{}' are built for compute capability {}.{} "
+        "and later; {} is {}.{}\nhelp: run on a newer GPU (hypipe builds "
+        "sm_90a with compute_90 PTX)",
+        artifact.dir, built / 10, built % 10, device->describe(), found / 10,
+        found % 10));
+  return device;
+}
+
+} // namespace
+
+Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
+    : artifact(artifact), comm(comm), ppRank(comm.ppRank()), data(data) {
+  device = openDevice(artifact, comm);
+  const int64_t dp = sharded() ? comm.dpSize() : 1;
+  for (StageEntry *e : artifact.stagesOf(ppRank)) {
+    StageState s;
+    s.entry = e;
+    // Megatron's distributed optimizer: the flat buffer cut into dp equal
+    // blocks, block d's moments on dp rank d.
+    s.block = (e->numParams + dp - 1) / dp;
+    s.begin = std::min(e->numParams, s.block * (dp > 1 ? comm.dpRank() : 0));
+    s.end = std::min(e->numParams, s.begin + s.block);
+    s.params = Buffer(*device, s.block * dp);
+    s.grads = Buffer(*device, s.block * dp);
+    s.adamM = Buffer(*device, s.block);
+    s.adamV = Buffer(*device, s.block);
+    s.workspace = Buffer(*device, e->workspaceFloats);
+    std::vector<float> init(e->numParams, 0.0f);
+    for (const ParamEntry &p : e->params) {
+      initParameter(p, artifact.training.seed, init.data() + p.offset);
+      copies[p.name].push_back({stages.size(), p.offset});
+    }
+    s.params.upload(init.data(), e->numParams);
+    stages.push_back(std::move(s));
+  }
+  for (auto it = copies.begin(); it != copies.end();)
+    it = it->second.size() > 1 ? std::next(it) : copies.erase(it);
+
+  // Parameters held by several pipeline ranks (the tied embedding between
+  // first and last stage): every rank creates the groups in name order.
+  std::map<std::string, std::vector<int64_t>> holders; // name -> stages
+  for (const StageEntry &e : artifact.stages)
+    for (const ParamEntry &p : e.params)
+      holders[p.name].push_back(e.index);
+  for (auto &[name, stageIndices] : holders) {
+    std::vector<int64_t> ranks;
+    for (int64_t st : stageIndices)
+      ranks.push_back(artifact.stages[st].ppRank);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    bool local = false;
+    for (StageState &s : stages)
+      for (const ParamEntry &p : s.entry->params)
+        if (p.name == name) {
+          local = true;
+          s.tied |= stageIndices.size() > 1;
+        }
+    if (stageIndices.size() > 1)
+      firstStage[name] = stageIndices.front();
+    if (ranks.size() < 2)
+      continue;
+    MPI_Comm group = comm.group(ranks);
+    if (local)
+      tiedGroups.push_back({name, group});
+  }
+
+  // The optimizer's segments. Each parameter once over the pipeline in the
+  // norm: a tied copy counts only on the first stage that holds it.
+  std::set<std::string> counted;
+  for (StageState &s : stages)
+    for (const ParamEntry &p : s.entry->params) {
+      // Which copy counts is decided before the shard cuts it: the first
+      // copy's part, even where this rank's shard holds none of it.
+      auto it = firstStage.find(p.name);
+      const bool counts =
+          it == firstStage.end() ||
+          (it->second == s.entry->index && counted.insert(p.name).second);
+      const int64_t lo = std::max(p.offset, s.begin),
+                    hi = std::min(p.offset + p.numel, s.end);
+      if (lo >= hi)
+        continue;
+      s.updated.push_back({lo, hi, p.weightDecay});
+      if (counts)
+        s.normed.push_back({lo, hi, false});
+    }
+
+  if (const char *kill = std::getenv("HYPIPE_FAULT_KILL"))
+    std::sscanf(kill, "%d:%ld", &faultKillRank, &faultKillStep);
+  if (const char *nan = std::getenv("HYPIPE_FAULT_NAN_STEP"))
+    faultNanStep = std::atol(nan);
+  if (artifact.packing.enabled) {
+    const PackingConfig &pc = artifact.packing;
+    packOptions.budget = pc.maxTokens;
+    packOptions.dp = comm.dpSize();
+    packOptions.minBins = pc.minBins;
+    packOptions.binMultiple = pc.binMultiple;
+    packOptions.scheduler = *packing::parseScheduler(pc.scheduler);
+    packOptions.cost = {pc.costPerToken, pc.costPerSquaredToken};
+  }
+  programFor(artifact.microbatches);
+  comm.barrier();
+  epoch = now();
+}
+
+Trainer::~Trainer() {
+  try {
+    for (StageState &s : stages)
+      awaitParameters(s);
+  } catch (...) {
+    // A hook ended the wait (the watchdog); nothing is left to finish.
+  }
+}
+
+bool Trainer::sharded() const {
+  return artifact.distributedOptimizer && comm.dpSize() > 1;
+}
+
+void Trainer::awaitParameters(StageState &s) {
+  if (!s.paramGather.empty())
+    comm.waitAll(s.paramGather);
+}
+
+void Trainer::startDpReduction(StageState &s) {
+  if (comm.dpSize() == 1)
+    return;
+  if (sharded()) {
+    // A tied stage's gradient is summed with its copies first (the sums
+    // commute, and the copies sit at other offsets of other buffers).
+    if (!s.tied)
+      dpRequests.push_back(comm.ireduceScatterDp(s.grads.data(), s.block));
+    return;
+  }
+  for (int64_t at = 0; at < s.grads.size(); at += kBucketFloats)
+    dpRequests.push_back(comm.iallreduceDp(
+        s.grads.data() + at,
+        std::min<int64_t>(kBucketFloats, s.grads.size() - at)));
+}
+
+namespace {
+/// Key of a (stage, microbatch) tensor in a step's maps.
+int64_t tensorKey(int64_t stage, int64_t mb) { return stage * (1 << 20) + mb; }
+} // namespace
+
+const Trainer::Program &Trainer::programFor(int64_t microbatches) {
+  auto it = programs.find(microbatches);
+  if (it != programs.end())
+    return it->second;
+  Program p;
+  if (microbatches == artifact.microbatches) {
+    p.actions = artifact.programs[ppRank];
+  } else {
+    // Every rank builds the same schedule from the same request, so a
+    // refusal is collective.
+    Expected<schedule::Schedule> built =
+        schedule::buildSchedule({artifact.schedule, artifact.pp, artifact.vpp,
+                                 microbatches, artifact.groupSize});
+    if (!built)
+      throw CollectiveError(fmt::format(
+          "error: no {} schedule for {} microbatches: {}\nhelp: set "
+          "data.bin_count_multiple (and min_bin_count) to counts the "
+          "schedule accepts",
+          artifact.schedule, microbatches, toString(built.takeError())));
+    schedule::insertCommunication(*built);
+    // The verifier the compiler runs (pipe-verify-schedule): every
+    // transfer matched, no deadlock.
+    if (auto sim = schedule::simulate(*built); !sim)
+      throw CollectiveError(fmt::format(
+          "error: the {} schedule for {} microbatches does not verify: "
+          "{}\nhelp: this is a bug in hypipe's schedule library; please "
+          "report it",
+          artifact.schedule, microbatches, toString(sim.takeError())));
+    p.actions = built->ranks[ppRank];
+  }
+  // Trace names, formatted once rather than in every step.
+  for (const ActionEntry &a : p.actions) {
+    p.texts.push_back(schedule::pytorchText(a));
+    if (a.op == schedule::Op::ReduceGrad)
+      p.reduceGradStages.push_back(a.stage);
+  }
+  return programs.emplace(microbatches, std::move(p)).first->second;
+}
+
+void Trainer::loadBatch(int64_t step, StepStats &stats) {
+  const TrainingConfig &t = artifact.training;
+  const int64_t M = artifact.microbatches, dp = comm.dpSize(),
+                perMb = t.microBatchSize * t.seqLength;
+  tokens.resize(M * perMb);
+  labels.resize(M * perMb);
+  batch.assign(M, Microbatch{});
+  // The global batch is dp x M microbatches; this replica takes microbatches
+  // [dpRank * M, (dpRank + 1) * M) of it. Every pipeline rank draws the
+  // replica's samples, so first and last stages agree on tokens and labels
+  // without sending them.
+  for (int64_t mb = 0; mb < M; ++mb)
+    for (int64_t row = 0; row < t.microBatchSize; ++row) {
+      int64_t globalMb = (step - 1) * dp * M + comm.dpRank() * M + mb;
+      int64_t index = globalMb * t.microBatchSize + row;
+      int64_t at = mb * perMb + row * t.seqLength;
+      data.stream->sample(uint64_t(t.seed), index, tokens.data() + at,
+                          labels.data() + at);
+    }
+  // Each microbatch's loss enters the step's loss with weight 1 / (dp M),
+  // so the data-parallel sum of gradients is already their mean.
+  for (int64_t mb = 0; mb < M; ++mb) {
+    batch[mb].offset = mb * perMb;
+    batch[mb].tokens = perMb;
+    batch[mb].scale = 1.0 / double(M * dp);
+  }
+  stats.microbatches = M;
+  stats.tokens = stats.paddedTokens = globalBatch() * t.seqLength;
+}
+
+void Trainer::loadPackedBatch(int64_t step, StepStats &stats) {
+  const PackingConfig &pc = artifact.packing;
+  const uint64_t seed = uint64_t(artifact.training.seed);
+  const int64_t G = pc.globalBatchSize;
+  std::vector<int64_t> index(G), lengths(G);
+  int64_t longest = 0;
+  for (int64_t g = 0; g < G; ++g) {
+    index[g] = data.samples->sampleAt(seed, (step - 1) * G + g);
+    lengths[g] = data.samples->length(index[g]);
+    longest = std::max(longest, lengths[g]);
+  }
+  Expected<packing::Plan> plan = packing::pack(lengths, packOptions);
+  if (!plan)
+    throw CollectiveError(fmt::format(
+        "error: step {}: cannot pack its {} samples into microbatches of {} "
+        "tokens: {}\nhelp: raise data.global_batch_size or lower "
+        "data.min_bin_count / bin_count_multiple",
+        step, G, pc.maxTokens, toString(plan.takeError())));
+
+  // The loss is the mean over every real (unmasked) token of the global
+  // batch, however it was packed: a microbatch's mean loss enters with
+  // weight (its loss tokens) / (the global batch's).
+  std::vector<double> binLossTokens(plan->bins.size(), 0.0);
+  double globalLossTokens = 0;
+  for (size_t b = 0; b < plan->bins.size(); ++b) {
+    for (int64_t g : plan->bins[b].samples)
+      binLossTokens[b] += data.samples->lossTokens(index[g]);
+    globalLossTokens += binLossTokens[b];
+  }
+  if (!(globalLossTokens > 0))
+    throw CollectiveError(fmt::format(
+        "error: step {}: every label of the global batch is masked out\n"
+        "help: check the samples' loss_mask",
+        step));
+
+  // Every rank packed alone; a rank that read other data (another file on
+  // another node) would disagree on the bins and deadlock. One small
+  // collective per step makes that an error instead.
+  uint64_t digest = 1469598103934665603ULL;
+  for (const packing::Bin &bin : plan->bins)
+    for (int64_t g : bin.samples)
+      digest =
+          (digest ^ uint64_t(index[g] * 8191 + lengths[g])) * 1099511628211ULL;
+  std::vector<double> all = comm.allgather(
+      {double(plan->bins.size()), double(digest >> 12), globalLossTokens});
+  for (size_t r = 3; r < all.size(); r += 3)
+    if (all[r] != all[0] || all[r + 1] != all[1] || all[r + 2] != all[2])
+      throw CollectiveError(fmt::format(
+          "error: step {}: the ranks packed different microbatches (rank {} "
+          "made {} bins, rank 0 {})\nhelp: every rank must read the same "
+          "data: check data.path on every node",
+          step, r / 3, all[r], all[0]));
+
+  const std::vector<int64_t> &mine = plan->ranks[comm.dpRank()];
+  int64_t total = 0;
+  for (int64_t b : mine)
+    total += plan->bins[b].tokens;
+  tokens.resize(total);
+  labels.resize(total);
+  lossMask.resize(total);
+  batch.assign(mine.size(), Microbatch{});
+  int64_t at = 0;
+  for (size_t mb = 0; mb < mine.size(); ++mb) {
+    const packing::Bin &bin = plan->bins[mine[mb]];
+    Microbatch &m = batch[mb];
+    m.offset = at;
+    m.tokens = bin.tokens;
+    m.cuSeqlens.push_back(0);
+    for (int64_t g : bin.samples) {
+      data.samples->read(index[g], tokens.data() + at, labels.data() + at,
+                         lossMask.data() + at);
+      at += lengths[g];
+      m.cuSeqlens.push_back(int32_t(at - m.offset));
+    }
+    m.scale = binLossTokens[mine[mb]] / globalLossTokens;
+  }
+  stats.microbatches = int64_t(mine.size());
+  stats.tokens = plan->tokens();
+  stats.paddedTokens = G * longest;
+}
+
+int64_t Trainer::activationFloats(const ActionEntry &a) const {
+  return batch.at(a.microbatch).tokens * artifact.stages[0].hidden;
+}
+
+Trainer::StageState &Trainer::localStage(int64_t stage) {
+  for (StageState &s : stages)
+    if (s.entry->index == stage)
+      return s;
+  throw RuntimeError(fmt::format(
+      "error: rank {}'s program names stage {}, which runs on another rank\n"
+      "help: the artifact is corrupt; recompile it",
+      ppRank, stage));
+}
+
+void Trainer::send(const ActionEntry &a, StepState &st) {
+  bool backward = a.op == schedule::Op::SendB;
+  auto &from = backward ? st.grads : st.acts;
+  auto it = from.find(tensorKey(a.stage, a.microbatch));
+  if (it == from.end())
+    throw RuntimeError(fmt::format(
+        "error: rank {} has nothing to send at '{}'\nhelp: the artifact's "
+        "program is out of order; recompile it",
+        ppRank, schedule::pytorchText(a)));
+  st.sendBuffers.push_back(std::move(it->second));
+  from.erase(it);
+  st.sends.push_back(
+      comm.isend(st.sendBuffers.back().data(), activationFloats(a),
+                 comm.worldRankOf(a.peer),
+                 transferTag(backward ? a.stage - 1 : a.stage + 1, a.microbatch,
+                             st.microbatches, backward)));
+}
+
+void Trainer::receive(const ActionEntry &a, StepState &st) {
+  bool backward = a.op == schedule::Op::RecvB;
+  // Stored as if the producing stage had run here.
+  auto &into = backward ? st.grads : st.acts;
+  Buffer &buffer = into.emplace(tensorKey(backward ? a.stage + 1 : a.stage - 1,
+                                          a.microbatch),
+                                takeActivation(st.activation))
+                       .first->second;
+  // Posted here, waited for by the action that reads it (as PyTorch's
+  // runtime and NCCL do; the simulator times receives the same way).
+  const int64_t key =
+      tensorKey(backward ? a.stage + 1 : a.stage - 1, a.microbatch);
+  (backward ? st.postedGrads : st.postedActs)[key].push_back(comm.irecv(
+      buffer.data(), activationFloats(a), comm.worldRankOf(a.peer),
+      transferTag(a.stage, a.microbatch, st.microbatches, backward)));
+}
+
+bool Trainer::awaitInput(const ActionEntry &a, StepState &st) {
+  const bool forward = a.op == schedule::Op::F;
+  if (!forward && a.op != schedule::Op::B && a.op != schedule::Op::I)
+    return false;
+  auto &posted = forward ? st.postedActs : st.postedGrads;
+  auto it =
+      posted.find(tensorKey(forward ? a.stage - 1 : a.stage + 1, a.microbatch));
+  if (it == posted.end())
+    return false;
+  comm.waitAll(it->second);
+  posted.erase(it);
+  return true;
+}
+
+StageArgs Trainer::stageArgs(StageState &s, const ActionEntry &a) {
+  StageArgs args;
+  args.params = s.params.data();
+  args.grads = s.grads.data();
+  args.workspace = s.workspace.data();
+  const Microbatch &mb = batch.at(a.microbatch);
+  args.tokens = batchTokens + mb.offset;
+  args.labels = batchLabels + mb.offset;
+  args.loss_scale = float(mb.scale);
+  if (!mb.cuSeqlens.empty()) {
+    args.loss_mask = batchLossMask + mb.offset;
+    args.cu_seqlens = mb.cuSeqlens.data();
+    args.num_seqs = int64_t(mb.cuSeqlens.size()) - 1;
+    if (batchCuSeqlens)
+      args.cu_seqlens_device = batchCuSeqlens + mb.cuOffset;
+  }
+  return args;
+}
+
+Trainer::Buffer Trainer::takeActivation(int64_t floats) {
+  if (activationPool.empty() || activationPool.back().size() != floats)
+    return Buffer(*device, floats);
+  Buffer b = std::move(activationPool.back());
+  activationPool.pop_back();
+  return b;
+}
+
+void Trainer::giveBack(Buffer &&buffer) {
+  activationPool.push_back(std::move(buffer));
+}
+
+void Trainer::stageBatch() {
+  if (device->host()) {
+    batchTokens = tokens.data();
+    batchLabels = labels.data();
+    batchLossMask = lossMask.data();
+    return;
+  }
+  auto fit = [&](auto &array, int64_t n) {
+    if (array.size() < n)
+      array = std::decay_t<decltype(array)>(*device, n);
+  };
+  std::vector<int32_t> cu;
+  for (Microbatch &mb : batch) {
+    mb.cuOffset = int64_t(cu.size());
+    cu.insert(cu.end(), mb.cuSeqlens.begin(), mb.cuSeqlens.end());
+  }
+  fit(deviceTokens, int64_t(tokens.size()));
+  fit(deviceLabels, int64_t(labels.size()));
+  fit(deviceLossMask, int64_t(lossMask.size()));
+  fit(deviceCuSeqlens, int64_t(cu.size()));
+  deviceTokens.upload(tokens.data(), int64_t(tokens.size()));
+  deviceLabels.upload(labels.data(), int64_t(labels.size()));
+  deviceLossMask.upload(lossMask.data(), int64_t(lossMask.size()));
+  deviceCuSeqlens.upload(cu.data(), int64_t(cu.size()));
+  batchTokens = deviceTokens.data();
+  batchLabels = deviceLabels.data();
+  batchLossMask = deviceLossMask.data();
+  batchCuSeqlens = cu.empty() ? nullptr : deviceCuSeqlens.data();
+}
+
+void Trainer::forward(const ActionEntry &a, StepState &st) {
+  StageState &s = localStage(a.stage);
+  StageEntry &e = *s.entry;
+  StageArgs args = stageArgs(s, a);
+  int slot;
+  if (s.freeSlots.empty()) {
+    slot = int(s.slots.size());
+    s.slots.emplace_back(*device, e.savedFloats);
+  } else {
+    slot = s.freeSlots.back();
+    s.freeSlots.pop_back();
+  }
+  int64_t k = tensorKey(a.stage, a.microbatch);
+  st.slotOf[k] = slot;
+  args.saved = s.slots[slot].data();
+  if (!e.hasEmbedding)
+    args.input = st.acts.at(tensorKey(a.stage - 1, a.microbatch)).data();
+  awaitParameters(s);
+  if (!e.hasHead)
+    args.output =
+        st.acts.emplace(k, takeActivation(st.activation)).first->second.data();
+  runStagePass(e.program, StagePass::Forward, args);
+  if (!e.hasEmbedding) {
+    auto in = st.acts.find(tensorKey(a.stage - 1, a.microbatch));
+    giveBack(std::move(in->second));
+    st.acts.erase(in);
+  }
+  const double scale = batch[a.microbatch].scale;
+  if (e.hasHead)
+    st.loss += args.loss * scale;
+  st.aux += args.aux_loss * scale;
+  if (e.hasHead)
+    st.mtp += args.mtp_loss * scale;
+}
+
+void Trainer::backward(const ActionEntry &a, StepState &st) {
+  StageState &s = localStage(a.stage);
+  StageEntry &e = *s.entry;
+  StageArgs args = stageArgs(s, a);
+  int64_t k = tensorKey(a.stage, a.microbatch);
+  args.saved = s.slots.at(st.slotOf.at(k)).data();
+  if (a.op == schedule::Op::B || a.op == schedule::Op::I) {
+    if (!e.hasHead)
+      args.grad_output =
+          st.grads.at(tensorKey(a.stage + 1, a.microbatch)).data();
+    if (!e.hasEmbedding)
+      args.grad_input = st.grads.emplace(k, takeActivation(st.activation))
+                            .first->second.data();
+    runStagePass(e.program, StagePass::BackwardInput, args);
+    if (!e.hasHead) {
+      auto in = st.grads.find(tensorKey(a.stage + 1, a.microbatch));
+      giveBack(std::move(in->second));
+      st.grads.erase(in);
+    }
+  }
+  if (a.op == schedule::Op::B || a.op == schedule::Op::W) {
+    runStagePass(e.program, StagePass::BackwardWeight, args);
+    s.freeSlots.push_back(st.slotOf.at(k));
+    st.slotOf.erase(k);
+    if (++s.backwardsDone == st.microbatches && !s.reducedByProgram)
+      startDpReduction(s);
+  }
+}
+
+void Trainer::runProgram(double &loss, double &aux, double &mtp) {
+  const TrainingConfig &t = artifact.training;
+  StepState st;
+  st.microbatches = int64_t(batch.size());
+  st.activation = t.microBatchSize * t.seqLength * artifact.stages[0].hidden;
+  lastTimings.clear();
+
+  const Program &prog = programFor(st.microbatches);
+  for (StageState &s : stages) {
+    s.backwardsDone = 0;
+    s.reducedByProgram = false;
+  }
+  for (int32_t stage : prog.reduceGradStages)
+    localStage(stage).reducedByProgram = true;
+  const std::vector<ActionEntry> &program = prog.actions;
+  const std::vector<std::string> &actionText = prog.texts;
+  for (size_t i = 0; i < program.size(); ++i) {
+    const ActionEntry &a = program[i];
+    double begin = now() - epoch;
+    if (comm.distributed())
+      comm.setWaitContext(actionText[i]);
+    // FSDP's UNSHARD and RESHARD: nothing is sharded, nothing to do.
+    if (a.op == schedule::Op::Unshard || a.op == schedule::Op::Reshard)
+      continue;
+    if (schedule::isTransfer(a.op) && !comm.distributed())
+      throw RuntimeError(fmt::format(
+          "error: action '{}' exchanges tensors with rank {}; this run has a "
+          "single process\nhelp: launch {} ranks with mpirun (or compile "
+          "with --pp 1)",
+          actionText[i], a.peer, artifact.pp * artifact.dp));
+    // The data of a posted receive: the wait is traced apart, so the
+    // action's own span is compute only.
+    if (schedule::isCompute(a.op) && awaitInput(a, st)) {
+      lastTimings.push_back({"wait " + actionText[i], schedule::kWaitCategory,
+                             begin, now() - epoch});
+      begin = now() - epoch;
+    }
+    switch (a.op) {
+    case schedule::Op::SendF:
+    case schedule::Op::SendB:
+      send(a, st);
+      break;
+    case schedule::Op::RecvF:
+    case schedule::Op::RecvB:
+      receive(a, st);
+      break;
+    case schedule::Op::F:
+      forward(a, st);
+      break;
+    case schedule::Op::B:
+    case schedule::Op::I:
+    case schedule::Op::W:
+      backward(a, st);
+      break;
+    case schedule::Op::ReduceGrad:
+      // The verifier put it after the stage's last backward on this rank.
+      startDpReduction(localStage(a.stage));
+      break;
+    case schedule::Op::Unshard:
+    case schedule::Op::Reshard:
+      break; // skipped above
+    }
+    lastTimings.push_back(
+        {actionText[i], schedule::traceCategory(a.op), begin, now() - epoch});
+    // Let MPI move pending sends and reductions along between kernels; a
+    // transfer needs no progress call of its own.
+    if (comm.distributed() && schedule::isCompute(a.op)) {
+      comm.testAll(st.sends);
+      comm.testAll(dpRequests);
+      for (StageState &s : stages)
+        comm.testAll(s.paramGather);
+    }
+  }
+  if (comm.distributed())
+    comm.setWaitContext("the end of the program");
+  comm.waitAll(st.sends);
+  comm.waitAll(dpRequests);
+  for (auto *posted : {&st.postedActs, &st.postedGrads})
+    for (auto &[key, requests] : *posted)
+      comm.waitAll(requests); // a verified program reads all it receives
+  if (comm.distributed())
+    comm.setWaitContext(""); // what follows names itself
+  for (Buffer &b : st.sendBuffers)
+    giveBack(std::move(b));
+  loss += st.loss;
+  aux += st.aux;
+  mtp += st.mtp;
+}
+
+void Trainer::reduceTiedGradients() {
+  // Copies on this rank first (in stage order), then across ranks: a group
+  // of two adds a + b on both members, so the copies stay bit-identical.
+  for (auto &[name, where] : copies) {
+    const StageState &first = stages[where[0].first];
+    int64_t n = 0;
+    for (const ParamEntry &p : first.entry->params)
+      if (p.name == name)
+        n = p.numel;
+    float *sum = stages[where[0].first].grads.data() + where[0].second;
+    for (size_t c = 1; c < where.size(); ++c)
+      device->add(sum, stages[where[c].first].grads.data() + where[c].second,
+                  n);
+    for (size_t c = 1; c < where.size(); ++c)
+      device->copy(stages[where[c].first].grads.data() + where[c].second, sum,
+                   int64_t(sizeof(float)) * n);
+  }
+  for (const TiedGroup &g : tiedGroups) {
+    float *first = nullptr;
+    int64_t n = 0;
+    for (StageState &s : stages)
+      for (const ParamEntry &p : s.entry->params)
+        if (p.name == g.name) {
+          if (!first) {
+            first = s.grads.data() + p.offset;
+            n = p.numel;
+            comm.allreduce(g.group, first, n);
+          } else {
+            device->copy(s.grads.data() + p.offset, first,
+                         int64_t(sizeof(float)) * n);
+          }
+        }
+  }
+}
+
+void Trainer::finishShardedReduction() {
+  std::vector<Comm::Request> pending;
+  for (StageState &s : stages)
+    if (s.tied)
+      pending.push_back(comm.ireduceScatterDp(s.grads.data(), s.block));
+  comm.waitAll(pending);
+  // MPI's in-place reduce-scatter leaves a rank's block at the front; the
+  // update reads it where its parameters are (blocks never overlap).
+  if (comm.dpRank() > 0)
+    for (StageState &s : stages)
+      device->copy(s.grads.data() + s.block * comm.dpRank(), s.grads.data(),
+                   int64_t(sizeof(float)) * s.block);
+}
+
+double Trainer::localGradNormSquared() const {
+  // Each parameter once over the pipeline: a tied copy counts only on the
+  // first stage that holds it. Data-parallel replicas of a reduced
+  // gradient count once: on replica 0, or on the rank whose shard holds it.
+  if (!sharded() && comm.dpRank() != 0)
+    return 0;
+  cpu::ProfileScope scope(cpu::KernelClass::Optimizer);
+  double sq = 0;
+  for (const StageState &s : stages)
+    sq = device->sumSquares(s.grads.data(), s.normed, sq);
+  return sq;
+}
+
+void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
+  cpu::ProfileScope scope(cpu::KernelClass::Optimizer);
+  const TrainingConfig &t = artifact.training;
+  const double b1 = t.beta1, b2 = t.beta2;
+  const double c1 = 1.0 - std::pow(b1, double(step)),
+               c2 = 1.0 - std::pow(b2, double(step));
+  const AdamWStep a{
+      lr, b1, b2, t.eps, c1, c2, float(1.0 - lr * t.weightDecay), clipScale};
+  for (StageState &s : stages) {
+    // The moments hold the rank's shard (all of the stage when the state
+    // is not sharded), from its first float.
+    device->adamw(a, s.updated, s.params.data(), s.grads.data(), s.adamM.data(),
+                  s.adamV.data(), s.begin);
+    // Every replica gets the updated blocks; the stage's next forward
+    // waits for them, so the gather overlaps what runs before it.
+    if (sharded())
+      s.paramGather.push_back(comm.iallgatherDp(s.params.data(), s.block));
+  }
+}
+
+int64_t Trainer::peakTensorBytes() const { return device->peakBytes(); }
+
+std::vector<float> Trainer::fullMoment(StageState &s, const Buffer &moment) {
+  std::vector<float> shard = moment.download();
+  if (!sharded())
+    return shard;
+  std::vector<float> all(comm.dpRank() == 0 ? size_t(s.block * comm.dpSize())
+                                            : 0);
+  comm.gatherDp(shard.data(), s.block, all.data());
+  return all;
+}
+
+int64_t Trainer::globalBatch() const {
+  if (artifact.packing.enabled)
+    return artifact.packing.globalBatchSize;
+  return comm.dpSize() * artifact.microbatches *
+         artifact.training.microBatchSize;
+}
+
+void agreeAcrossRanks(Comm &comm, const std::string &error,
+                      const std::string &what) {
+  std::vector<double> failed = comm.allgather({error.empty() ? 0.0 : 1.0});
+  bool any = false;
+  for (double f : failed)
+    any |= f != 0;
+  if (!any)
+    return;
+  // Rank 0 lists each distinct message once with the ranks that raised it.
+  std::vector<std::string> messages = comm.gatherToRoot(error);
+  std::vector<std::pair<std::string, std::vector<size_t>>> distinct;
+  for (size_t r = 0; r < messages.size(); ++r) {
+    std::string m = messages[r];
+    if (m.empty())
+      continue;
+    if (m.rfind("error: ", 0) == 0)
+      m = m.substr(7);
+    auto it = std::find_if(distinct.begin(), distinct.end(),
+                           [&](const auto &d) { return d.first == m; });
+    if (it == distinct.end())
+      distinct.push_back({m, {r}});
+    else
+      it->second.push_back(r);
+  }
+  std::string text = what;
+  for (const auto &[m, ranks] : distinct)
+    text += fmt::format("\n[rank{} {}] {}", ranks.size() > 1 ? "s" : "",
+                        fmt::join(ranks, ","), m);
+  throw CollectiveError(text);
+}
+
+void Trainer::save(const std::string &root, int64_t step) {
+  const TrainingConfig &t = artifact.training;
+  CheckpointInfo info;
+  info.step = step;
+  info.lrDecaySteps = artifact.training.decayEnd();
+  info.globalBatch = globalBatch();
+  info.consumedSamples = step * info.globalBatch;
+  info.seed = t.seed;
+  info.model = artifact.model.name;
+  info.pattern = artifact.model.pattern;
+  info.modelConfig = modelJson(artifact.model).dump();
+  info.layout = fmt::format("pp={},vpp={},dp={},schedule={},microbatches={}",
+                            artifact.pp, artifact.vpp, artifact.dp,
+                            artifact.schedule, artifact.microbatches);
+  const std::string name = stepDirectoryName(step), dir = root + "/" + name;
+  const std::string what =
+      fmt::format("error: saving the checkpoint of step {} to '{}' failed; "
+                  "the previous checkpoint is intact",
+                  step, dir);
+  std::string error;
+  if (comm.rank() == 0)
+    for (const std::string &d : {root, dir})
+      if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
+        error = fmt::format("cannot create '{}': {}", d, std::strerror(errno));
+        break;
+      }
+  agreeAcrossRanks(comm, error, what);
+  // Data-parallel replicas hold the same parameters: replica 0 writes
+  // them, with the moments gathered from every shard when sharded (the
+  // file is the same either way).
+  std::vector<std::vector<float>> host; // alive until write()
+  for (StageState &s : stages) {
+    awaitParameters(s);
+    host.push_back(comm.dpRank() == 0 ? s.params.download()
+                                      : std::vector<float>());
+    host.push_back(fullMoment(s, s.adamM));
+    host.push_back(fullMoment(s, s.adamV));
+  }
+  std::string written; // "FILE BYTES CHECKSUM" on the ranks that write
+  if (comm.dpRank() == 0) {
+    SafeTensorsWriter w;
+    std::set<std::string> seen;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      StageState &s = stages[i];
+      const float *params = host[3 * i].data();
+      const float *m = host[3 * i + 1].data();
+      const float *v = host[3 * i + 2].data();
+      for (const ParamEntry &p : s.entry->params) {
+        if (!seen.insert(p.name).second)
+          continue;
+        w.add(p.name, p.shape, params + p.offset);
+        w.add("optimizer.exp_avg." + p.name, p.shape, m + p.offset);
+        w.add("optimizer.exp_avg_sq." + p.name, p.shape, v + p.offset);
+      }
+    }
+    for (auto &[k, v] : info.metadata())
+      w.metadata(k, v);
+    try {
+      WrittenFile f = w.write(fmt::format("{}/pp{}.safetensors", dir, ppRank));
+      written =
+          fmt::format("pp{}.safetensors {} {}", ppRank, f.bytes, f.checksum);
+    } catch (const RuntimeError &e) {
+      error = e.what();
+    }
+  }
+  agreeAcrossRanks(comm, error, what);
+  // Each writer's file size and checksum, for the index.
+  std::vector<std::string> writtenByRank = comm.gatherToRoot(written);
+  if (comm.rank() == 0) {
+    std::map<std::string, WrittenFile> files;
+    for (const std::string &line : writtenByRank) {
+      char name[64] = {0}, checksum[128] = {0};
+      unsigned long long bytes = 0;
+      if (std::sscanf(line.c_str(), "%63s %llu %127s", name, &bytes,
+                      checksum) == 3)
+        files[name] = {checksum, bytes};
+    }
+    std::map<std::string, std::string> weightMap;
+    for (const StageEntry &e : artifact.stages)
+      for (const ParamEntry &p : e.params) {
+        std::string file = fmt::format("pp{}.safetensors", e.ppRank);
+        for (const std::string &prefix :
+             {"", "optimizer.exp_avg.", "optimizer.exp_avg_sq."})
+          weightMap.emplace(prefix + p.name, file);
+      }
+    try {
+      writeCheckpointIndex(dir, info, weightMap, files, artifact.pp,
+                           artifact.vpp, artifact.dp, artifact.schedule,
+                           artifact.microbatches);
+      markLatest(root, name);
+    } catch (const RuntimeError &e) {
+      error = e.what();
+    }
+  }
+  agreeAcrossRanks(comm, error, what);
+}
+
+int64_t Trainer::resume(const std::string &path) {
+  std::string error;
+  int64_t step = 0;
+  try {
+    CheckpointReader ckpt(path);
+    const CheckpointInfo &info = ckpt.info();
+    const TrainingConfig &t = artifact.training;
+    // The layers must match; where the stage boundaries fall may not.
+    auto layers = [](std::string p) {
+      p.erase(std::remove(p.begin(), p.end(), '|'), p.end());
+      return p;
+    };
+    if (info.model != artifact.model.name ||
+        layers(info.pattern) != layers(artifact.model.pattern))
+      throw RuntimeError(fmt::format(
+          "checkpoint '{}' is of model '{}' ({}), this artifact of '{}' "
+          "({})\nhelp: resume with the spec that wrote it",
+          ckpt.location(), info.model, layers(info.pattern),
+          artifact.model.name, layers(artifact.model.pattern)));
+    if (info.globalBatch != globalBatch() || info.seed != t.seed)
+      throw RuntimeError(fmt::format(
+          "checkpoint '{}' was trained with global batch {} and seed {}, "
+          "this run has {} and {}; the data order would change\nhelp: keep "
+          "dp x microbatches x micro_batch_size and the seed of the run that "
+          "saved it (pp, vpp and the schedule may change)",
+          ckpt.location(), info.globalBatch, info.seed, globalBatch(), t.seed));
+    if (info.step >= t.steps)
+      throw RuntimeError(fmt::format(
+          "checkpoint '{}' is at step {}, and this run ends at step {}\n"
+          "help: pass --steps N with N > {}",
+          ckpt.location(), info.step, t.steps, info.step));
+    // Every rank reads all of its stages' state and keeps its shard of
+    // the moments: a checkpoint resumes on any dp, sharded or not.
+    for (StageState &s : stages) {
+      awaitParameters(s);
+      const size_t n = size_t(s.params.size());
+      std::vector<float> w(n, 0.0f), m(n, 0.0f), v(n, 0.0f);
+      for (const ParamEntry &p : s.entry->params) {
+        ckpt.read(p.name, p.shape, w.data() + p.offset);
+        ckpt.read("optimizer.exp_avg." + p.name, p.shape, m.data() + p.offset);
+        ckpt.read("optimizer.exp_avg_sq." + p.name, p.shape,
+                  v.data() + p.offset);
+      }
+      s.params.upload(w.data(), s.params.size());
+      s.adamM.upload(m.data() + s.block * (sharded() ? comm.dpRank() : 0),
+                     s.block);
+      s.adamV.upload(v.data() + s.block * (sharded() ? comm.dpRank() : 0),
+                     s.block);
+    }
+    step = info.step;
+    resumedDecayEnd = info.lrDecaySteps;
+  } catch (const RuntimeError &e) {
+    error = e.what();
+  }
+  agreeAcrossRanks(comm, error,
+                   fmt::format("error: cannot resume from '{}'", path));
+  return step;
+}
+
+void Trainer::initFrom(const std::string &path) {
+  std::string error;
+  try {
+    CheckpointReader ckpt(path);
+    auto layers = [](std::string p) {
+      p.erase(std::remove(p.begin(), p.end(), '|'), p.end());
+      return p;
+    };
+    const std::string theirs = layers(ckpt.info().pattern);
+    if (!theirs.empty() && theirs != layers(artifact.model.pattern))
+      throw RuntimeError(fmt::format(
+          "'{}' holds a model of layers {}, and this one has {}\nhelp: start "
+          "from weights of the same pattern (stage boundaries may differ)",
+          ckpt.location(), theirs, layers(artifact.model.pattern)));
+    for (StageState &s : stages) {
+      awaitParameters(s);
+      std::vector<float> w = s.params.download();
+      for (const ParamEntry &p : s.entry->params)
+        ckpt.read(p.name, p.shape, w.data() + p.offset);
+      s.params.upload(w.data(), s.params.size());
+    }
+  } catch (const RuntimeError &e) {
+    error = e.what();
+  }
+  agreeAcrossRanks(comm, error,
+                   fmt::format("error: cannot take the initial weights from "
+                               "'{}'",
+                               path));
+}
+
+void Trainer::dump(const std::string &path, double loss, double aux,
+                   double mtp) {
+  if (sharded()) {
+    // Every rank's block of summed gradients, for the whole gradient.
+    std::vector<Comm::Request> gathers;
+    for (StageState &s : stages) {
+      awaitParameters(s);
+      gathers.push_back(comm.iallgatherDp(s.grads.data(), s.block));
+    }
+    comm.waitAll(gathers);
+  }
+  SafeTensorsWriter w;
+  std::vector<std::vector<float>> host; // alive until write()
+  for (StageState &s : stages) {
+    host.push_back(s.params.download());
+    const float *params = host.back().data();
+    host.push_back(s.grads.download());
+    const float *grads = host.back().data();
+    for (const ParamEntry &p : s.entry->params) {
+      w.add("param." + p.name, p.shape, params + p.offset);
+      w.add("grad." + p.name, p.shape, grads + p.offset);
+    }
+  }
+  const TrainingConfig &t = artifact.training;
+  std::vector<int32_t> starts; // the writer keeps pointers until write()
+  if (artifact.packing.enabled) {
+    // This step's microbatches back to back, and where each sample starts.
+    std::vector<int64_t> shape = {int64_t(tokens.size())};
+    w.add("tokens", shape, tokens.data());
+    w.add("labels", shape, labels.data());
+    w.add("loss_mask", shape, lossMask.data());
+    for (const Microbatch &mb : batch)
+      for (size_t i = 0; i + 1 < mb.cuSeqlens.size(); ++i)
+        starts.push_back(int32_t(mb.offset) + mb.cuSeqlens[i]);
+    w.add("sample_starts", {int64_t(starts.size())}, starts.data());
+  } else {
+    std::vector<int64_t> shape = {artifact.microbatches, t.microBatchSize,
+                                  t.seqLength};
+    w.add("tokens", shape, tokens.data());
+    w.add("labels", shape, labels.data());
+  }
+  w.metadata("loss", fmt::format("{:.9g}", loss));
+  w.metadata("aux_loss", fmt::format("{:.9g}", aux));
+  w.metadata("mtp_loss", fmt::format("{:.9g}", mtp));
+  w.write(path);
+}
+
+StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
+  auto start = std::chrono::steady_clock::now();
+  for (StageState &s : stages)
+    device->zero(s.grads.data(), s.grads.size());
+  StepStats st;
+  st.step = step;
+  // Fault injection for the tests (docs/runtime.md): this rank dies at the
+  // start of a step, or a step's loss turns into NaN.
+  if (faultKillRank == comm.rank() && faultKillStep == step)
+    std::raise(SIGKILL);
+  double loss = 0, aux = 0, mtp = 0;
+  if (artifact.packing.enabled)
+    loadPackedBatch(step, st);
+  else
+    loadBatch(step, st);
+  stageBatch();
+  runProgram(loss, aux, mtp);
+  if (faultNanStep == step)
+    loss = std::nan("");
+  reduceTiedGradients();
+  if (sharded())
+    finishShardedReduction();
+  if (!dumpPath.empty())
+    dump(dumpPath, loss, aux, mtp);
+  // Loss, aux loss and squared norm of every rank, added in rank order so
+  // every rank computes the same bits.
+  std::vector<double> all =
+      comm.allgather({loss, aux, mtp, localGradNormSquared()});
+  double sq = 0;
+  for (size_t r = 0; r < all.size(); r += 4) {
+    st.loss += all[r];
+    st.auxLoss += all[r + 1];
+    st.mtpLoss += all[r + 2];
+    sq += all[r + 3];
+  }
+  if (artifact.model.mtpDepths > 0)
+    st.mtpLoss /= double(artifact.model.mtpDepths); // the depths' mean
+  st.gradNorm = std::sqrt(sq);
+  if (!std::isfinite(st.loss) || !std::isfinite(st.gradNorm))
+    throw CollectiveError(fmt::format(
+        "error: step {}: the loss is {} and the gradient norm {}; training "
+        "diverged (no update was applied; the last checkpoint is kept)\n"
+        "help: lower training.lr or raise warmup_steps",
+        step, st.loss, st.gradNorm));
+  const TrainingConfig &t = artifact.training;
+  double clip = 1.0;
+  if (t.gradClip > 0) {
+    double coeff = t.gradClip / (st.gradNorm + 1e-6);
+    if (coeff < 1.0)
+      clip = coeff;
+  }
+  st.lr = learningRate(t, step);
+  optimizerStep(step, st.lr, clip);
+  st.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  // The global batch's real tokens: every data-parallel replica's.
+  st.tokensPerSecond = double(st.tokens) / st.seconds;
+  return st;
+}
+
+} // namespace hypipe::rt

@@ -1,0 +1,263 @@
+//===- Trainer.h - run one rank's schedule program, step after step -------===//
+//
+// Interprets the rank's program (F, B, I, W on its stages, in the verified
+// order), accumulates gradients over the microbatches, reduces tied
+// embedding gradients, clips by the global norm and steps AdamW with fp32
+// state under warm-up + cosine learning-rate decay.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_EXEC_TRAINER_H
+#define HYPIPE_RUNTIME_EXEC_TRAINER_H
+
+#include "core/data/Packing.h"
+#include "runtime/comm/Comm.h"
+#include "runtime/data/Data.h"
+#include "runtime/data/Samples.h"
+#include "runtime/exec/Device.h"
+#include "runtime/exec/StageArgs.h"
+#include "runtime/formats/Artifact.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hypipe::rt {
+
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0, auxLoss = 0, lr = 0, gradNorm = 0;
+  /// The MTP depths' mean loss (0 without MTP).
+  double mtpLoss = 0;
+  double seconds = 0, tokensPerSecond = 0;
+  /// The step's microbatches per data-parallel rank (packing varies it).
+  int64_t microbatches = 0;
+  /// Real tokens of the global batch, and what padding every sample to the
+  /// longest of the step would have cost (equal without packing).
+  int64_t tokens = 0, paddedTokens = 0;
+};
+
+/// Where a run's samples come from: one stream of tokens cut into windows
+/// of seq_length (`stream`), or variable-length samples packed into
+/// microbatches (`samples`, docs/data.md).
+struct TrainingData {
+  const Dataset *stream = nullptr;
+  const SampleSource *samples = nullptr;
+};
+
+/// Learning rate of step `step` (1-based): linear warm-up from 0, then
+/// cosine decay to min_lr at the last step (Megatron's schedule).
+double learningRate(const TrainingConfig &config, int64_t step);
+
+/// Collective: when any rank's `error` is non-empty, every rank throws a
+/// CollectiveError of `what` followed by each distinct message once, with
+/// the ranks that raised it (rank 0 prints it).
+void agreeAcrossRanks(Comm &comm, const std::string &error,
+                      const std::string &what);
+
+class Trainer {
+public:
+  /// Loads the stage libraries of `comm`'s pipeline rank, opens the device
+  /// of the artifact's target (the GPU of the launcher's local rank for
+  /// cuda) and initialises its parameters there; collective (creates the
+  /// tied-parameter groups).
+  Trainer(Artifact &artifact, Comm &comm, TrainingData data);
+  /// Completes the distributed optimizer's parameter all-gathers still in
+  /// flight (every rank started them).
+  ~Trainer();
+
+  /// Where this rank's tensors live ("cpu", "cuda:0 (...)").
+  std::string deviceName() const { return device->describe(); }
+
+  /// Runs training step `step` (1-based). With `dumpPath`, writes the
+  /// parameters before the update, the gradients and the batch to a
+  /// safetensors file (for reference checks) before clipping.
+  StepStats step(int64_t step, const std::string &dumpPath = "");
+
+  /// Saves parameters and AdamW state after step `step` to
+  /// `root`/step_NNNNNNNN and points `root`/latest at it (collective;
+  /// Checkpoint.h). Throws CollectiveError, leaving the previous checkpoint
+  /// as it was, when any rank fails to write.
+  void save(const std::string &root, int64_t step);
+  /// Restores parameters and AdamW state from a checkpoint (root, step
+  /// directory or merged file, of any layout of the same model) and returns
+  /// the step it was saved after. Throws CollectiveError.
+  int64_t resume(const std::string &path);
+  /// Replaces the parameters with those of a checkpoint (any layout of the
+  /// same layers, or a `hypipe ckpt import` file); the optimizer state and
+  /// the step stay fresh. Throws CollectiveError.
+  void initFrom(const std::string &path);
+
+  /// Peak bytes of this rank's tensors so far, measured on its device:
+  /// parameters, gradients, AdamW moments (this rank's shard with the
+  /// distributed optimizer), workspaces, saved-activation slots, the pooled
+  /// activation and gradient buffers and the batch.
+  int64_t peakTensorBytes() const;
+
+  /// Samples per step: dp x microbatches x micro_batch_size, or
+  /// data.global_batch_size when packing.
+  int64_t globalBatch() const;
+
+  /// One compute or transfer action of the last step, in seconds since the
+  /// trainer started (for traces).
+  struct Timing {
+    std::string name;
+    /// schedule::traceCategory of the action (F, B, I, W, SEND_F, RECV_B,
+    /// REDUCE_GRAD: the stage's data-parallel reduction started, ...), or
+    /// schedule::kWaitCategory for the wait on a posted receive.
+    const char *category;
+    double start, end;
+  };
+  const std::vector<Timing> &timings() const { return lastTimings; }
+
+private:
+  using Buffer = DeviceArray<float>;
+  struct StageState {
+    StageEntry *entry;
+    /// With the distributed optimizer, params and grads hold dp blocks of
+    /// `block` floats (the last padded) and adamM/adamV only this rank's
+    /// block; otherwise block is numParams.
+    Buffer params, grads, adamM, adamV, workspace;
+    int64_t block = 0;
+    /// The parameter floats this rank's optimizer updates: [begin, end).
+    int64_t begin = 0, end = 0;
+    /// Holds a parameter tied to another stage: its gradient reduction
+    /// waits for the tied sum (sharded runs).
+    bool tied = false;
+    /// The all-gather of the updated parameters, while in flight.
+    std::vector<Comm::Request> paramGather;
+    std::vector<Buffer> slots;
+    std::vector<int> freeSlots;
+    int64_t backwardsDone = 0; ///< B or W actions this step
+    /// What the optimizer goes over, fixed for the run: every parameter's
+    /// part in the rank's shard (AdamW), and those the gradient norm counts
+    /// here (a tied copy only on its first stage).
+    std::vector<ParamSegment> updated, normed;
+    /// The step's program starts this stage's data-parallel reduction at
+    /// its REDUCE_GRAD; otherwise it starts after the last backward.
+    bool reducedByProgram = false;
+  };
+
+  /// What one step's program moves between actions: activations and
+  /// input gradients by (stage, microbatch), saved slots, pending sends.
+  struct StepState {
+    std::map<int64_t, Buffer> acts, grads;
+    std::map<int64_t, int> slotOf;
+    std::vector<Comm::Request> sends;
+    /// Receives posted where the program writes them, by the key of the
+    /// tensor they fill (activations and gradients apart); the action that
+    /// reads the tensor waits for it.
+    std::map<int64_t, std::vector<Comm::Request>> postedActs, postedGrads;
+    std::vector<Buffer> sendBuffers;
+    int64_t microbatches = 0; ///< this step's, per data-parallel rank
+    int64_t activation = 0;   ///< floats of a planned activation buffer
+    double loss = 0, aux = 0, mtp = 0;
+  };
+
+  /// One microbatch of this rank's step: where its tokens, labels and mask
+  /// start, how many rows it has, its sample boundaries (packed) and the
+  /// weight of its loss in the step's objective.
+  struct Microbatch {
+    int64_t offset = 0, tokens = 0;
+    std::vector<int32_t> cuSeqlens; ///< empty: batch x seq rows
+    int64_t cuOffset = 0;           ///< of its cuSeqlens in the device copy
+    double scale = 1;
+  };
+
+  /// A rank's program for some microbatch count, with its actions' texts.
+  struct Program {
+    std::vector<ActionEntry> actions;
+    std::vector<std::string> texts;
+    /// Global stages whose REDUCE_GRAD the program carries.
+    std::vector<int32_t> reduceGradStages;
+  };
+
+  /// Runs the rank's program for the loaded batch: one handler per action
+  /// kind.
+  void runProgram(double &loss, double &aux, double &mtp);
+  /// Puts the loaded batch where the stages read it (the device's memory).
+  void stageBatch();
+  /// An activation-sized buffer from the pool (allocated once, reused).
+  Buffer takeActivation(int64_t floats);
+  void giveBack(Buffer &&buffer);
+  /// Load this data-parallel rank's microbatches of step `step` and fill
+  /// the microbatch and token counts of `stats`: windows of the token
+  /// stream, or the step's samples packed (every rank the same way).
+  void loadBatch(int64_t step, StepStats &stats);
+  void loadPackedBatch(int64_t step, StepStats &stats);
+  /// This rank's program for `microbatches` microbatches: the compiled one,
+  /// or built and verified with the schedule library the compiler uses.
+  const Program &programFor(int64_t microbatches);
+  int64_t activationFloats(const ActionEntry &a) const;
+  StageState &localStage(int64_t stage);
+  StageArgs stageArgs(StageState &s, const ActionEntry &a);
+  void send(const ActionEntry &a, StepState &st);
+  void receive(const ActionEntry &a, StepState &st);
+  /// Waits for the posted receive that feeds compute action `a`, if any;
+  /// true when there was one.
+  bool awaitInput(const ActionEntry &a, StepState &st);
+  void forward(const ActionEntry &a, StepState &st);
+  /// B, or its halves I (input gradients) and W (weight gradients).
+  void backward(const ActionEntry &a, StepState &st);
+  void startDpReduction(StageState &s);
+  void reduceTiedGradients();
+  /// True when the AdamW state is sharded over data-parallel ranks.
+  bool sharded() const;
+  /// Sharded runs: reduce-scatters what the program left (the tied
+  /// stages) and puts each rank's block of summed gradients in place.
+  void finishShardedReduction();
+  /// Waits for the all-gather of `s`'s parameters after the last update.
+  void awaitParameters(StageState &s);
+  /// A stage's AdamW moment (`m` or `v`) over all of its parameters, on
+  /// the rank that writes the checkpoint (gathered when sharded).
+  std::vector<float> fullMoment(StageState &s, const Buffer &moment);
+  double localGradNormSquared() const;
+  void optimizerStep(int64_t step, double lr, double clipScale);
+  void dump(const std::string &path, double loss, double aux, double mtp);
+
+  Artifact &artifact;
+
+public:
+  /// The checkpoint's lr decay end after resume() (0: not recorded).
+  int64_t resumedDecayEnd = 0;
+
+private:
+  Comm &comm;
+  std::unique_ptr<Device> device;
+  std::vector<Buffer> activationPool;
+  /// The batch in device memory (cuda), and where the stages read it.
+  DeviceArray<int32_t> deviceTokens, deviceLabels, deviceCuSeqlens;
+  Buffer deviceLossMask;
+  const int32_t *batchTokens = nullptr, *batchLabels = nullptr,
+                *batchCuSeqlens = nullptr;
+  const float *batchLossMask = nullptr;
+  int64_t ppRank;
+  TrainingData data;
+  std::vector<StageState> stages;      ///< this rank's, by vp_stage
+  std::vector<int32_t> tokens, labels; ///< this step's microbatches, in order
+  std::vector<float> lossMask;         ///< packed runs only
+  std::vector<Microbatch> batch;       ///< this step's, this dp rank's
+  std::map<int64_t, Program> programs; ///< by microbatch count
+  packing::Options packOptions;        ///< packed runs only
+  /// Parameters that appear in more than one local stage (tied embedding):
+  /// (stage, offset) of each copy, by name.
+  std::map<std::string, std::vector<std::pair<size_t, int64_t>>> copies;
+  /// Tied parameters with copies on other pipeline ranks and the group that
+  /// sums them.
+  struct TiedGroup {
+    std::string name;
+    MPI_Comm group;
+  };
+  std::vector<TiedGroup> tiedGroups;
+  /// First stage (over all ranks) of each parameter held by several stages.
+  std::map<std::string, int64_t> firstStage;
+  std::vector<Comm::Request> dpRequests;
+  std::vector<Timing> lastTimings;
+  double epoch = 0;
+  int faultKillRank = -1;
+  long faultKillStep = -1, faultNanStep = -1;
+};
+
+} // namespace hypipe::rt
+
+#endif

@@ -1,0 +1,536 @@
+//===- TrainingLoop.cpp - hypipe-run's loop over training steps -----------===//
+#include "runtime/exec/TrainingLoop.h"
+
+#include "core/schedule/Trace.h"
+#include "runtime/data/Data.h"
+#include "runtime/exec/NumberFormat.h"
+#include "runtime/exec/Trainer.h"
+#include "runtime/formats/Artifact.h"
+#include "runtime/formats/Checkpoint.h"
+#include "runtime/formats/SafeTensors.h"
+#include "runtime/kernels/cpu/Primitives.h"
+#include "runtime/kernels/cpu/Profile.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+namespace hypipe::rt {
+
+namespace {
+
+bool fileExists(const std::string &path) {
+  return !path.empty() && ::access(path.c_str(), F_OK) == 0;
+}
+
+/// Ends the run when one wait on other ranks lasts `o.watchdog` seconds
+/// (a rank stopped, hung or dead: without this, the others wait for ever),
+/// and on a Ctrl-C that finds this rank waiting for more than 5 s (it
+/// cannot finish its step to stop cleanly). Each names the step and action.
+void installWatchdog(Comm &comm, const RunOptions &o, const int64_t &step) {
+  if (!comm.distributed())
+    return;
+  comm.setWaitHook([&comm, &o, &step](double waited, const std::string &what) {
+    if (o.watchdog > 0 && waited >= o.watchdog) {
+      std::cerr << fmt::format(
+          "[rank {}] error: no progress for {:.0f} s in step {} (at {})\n"
+          "help: the rank it waits for is stopped, hung or far slower; "
+          "--watchdog SECONDS (now {:g}, 0: no limit) sets how long a wait "
+          "may last\n",
+          comm.rank(), waited, step, what, o.watchdog);
+      std::cerr.flush();
+      comm.abort(1);
+    }
+    if (waited >= 5 && fileExists(o.stopFile)) {
+      std::cerr << fmt::format(
+          "[rank {}] stopping on Ctrl-C in step {}: waited {:.0f} s (at {}); "
+          "the step cannot finish, so no checkpoint is written for it\n",
+          comm.rank(), step, waited, what);
+      std::cerr.flush();
+      comm.abort(130);
+    }
+  });
+}
+
+/// A resumed run keeps the learning-rate schedule of the run that saved
+/// the checkpoint unless this one asks for another (--lr-decay-steps or the
+/// spec's training.lr_decay_steps): a longer --steps alone then trains on
+/// at min_lr instead of stretching the cosine (which made lr jump).
+void keepDecaySchedule(TrainingConfig &t, int64_t checkpointed, bool flag,
+                       bool say) {
+  const int64_t asked = t.decayEnd();
+  if (flag || t.lrDecaySteps > 0 || checkpointed <= 0) {
+    if (say && checkpointed > 0 && checkpointed != asked)
+      fmt::print("lr schedule: decays by step {} as {} asks (the "
+                 "checkpointed run decayed by step {})\n",
+                 asked, flag ? "--lr-decay-steps" : "training.lr_decay_steps",
+                 checkpointed);
+    return;
+  }
+  t.lrDecaySteps = checkpointed;
+  if (say && checkpointed != asked)
+    fmt::print("lr schedule: decays by step {} as in the checkpointed run "
+               "(this run ends at step {}; --lr-decay-steps N changes it)\n",
+               checkpointed, t.steps);
+}
+
+/// A resumed run appends to its log; steps the log holds from `first` on
+/// were run after the checkpoint and are replayed now, so they go (said
+/// unless quiet) instead of appearing twice.
+void dropLoggedStepsFrom(const std::string &path, int64_t first, bool quiet) {
+  std::ifstream in(path);
+  if (!in)
+    return;
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("step") &&
+        j["step"].is_number_integer() && j["step"].get<int64_t>() >= first) {
+      ++dropped;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  if (dropped == 0)
+    return;
+  writeFileAtomically(path, {{kept.data(), kept.size()}});
+  if (!quiet)
+    fmt::print("log: {} dropped {} step{} logged after the checkpoint (from "
+               "step {}); those steps run again now\n",
+               path, dropped, dropped == 1 ? "" : "s", first);
+}
+
+/// Where rank `rank` spools its measured actions while it trains: one
+/// line per step, so that a trace of any length costs no memory.
+std::string traceSpool(const std::string &trace, int rank) {
+  return fmt::format("{}.rank{}.jsonl", trace, rank);
+}
+
+/// Rank 0 streams the Chrome trace (core/schedule/Trace.h) of every rank's
+/// spooled actions into `path`: one process per pipeline rank, one thread
+/// per data-parallel rank; then removes the spools. The spools must be
+/// visible to rank 0 (a shared filesystem, as for checkpoints). Throws
+/// RuntimeError on an I/O failure.
+void writeChromeTrace(const std::string &path, int ranks, const Artifact &a,
+                      const std::vector<double> &memory) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  schedule::ChromeTrace trace(out);
+  for (int r = 0; r < ranks; ++r) {
+    int64_t pp = int64_t(r) / a.dp, dp = int64_t(r) % a.dp;
+    if (dp == 0)
+      trace.nameProcess(pp, fmt::format("pp rank {}", pp));
+    trace.nameThread(pp, dp, fmt::format("rank {} (dp {})", r, dp));
+    std::ifstream in(traceSpool(path, r));
+    if (!in)
+      throw RuntimeError(
+          fmt::format("cannot read '{}' (is the trace's directory shared by "
+                      "all ranks?)",
+                      traceSpool(path, r)));
+    for (std::string line; std::getline(in, line);)
+      for (const nlohmann::json &e : nlohmann::json::parse(line))
+        trace.complete(e[0], e[1], pp, dp, e[2], e[3], {{"step", e[4]}});
+  }
+  trace.otherData() = {{"source", "hypipe-run"},
+                       {"schedule", a.schedule},
+                       {"pp", a.pp},
+                       {"vpp", a.vpp},
+                       {"dp", a.dp},
+                       {"microbatches", a.microbatches}};
+  // Per world rank: [peak tensor MiB, peak RSS MiB].
+  nlohmann::json mem = nlohmann::json::array();
+  for (size_t r = 0; r + 1 < memory.size(); r += 2)
+    mem.push_back({memory[r], memory[r + 1]});
+  trace.otherData()["memory_mib"] = mem;
+  trace.finish();
+  out.close();
+  if (!out)
+    throw RuntimeError(fmt::format("cannot write '{}' (disk full?)", tmp));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw RuntimeError(fmt::format("cannot rename '{}' to '{}'", tmp, path));
+  for (int r = 0; r < ranks; ++r)
+    std::remove(traceSpool(path, r).c_str());
+}
+
+/// "dir" of "dir/file" ("." when there is no slash).
+std::string parentDirectory(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+/// --profile's table: every rank's step time by kernel class, a column
+/// per rank (`byRank` holds kNumKernelClasses values per rank).
+void printProfile(const std::vector<double> &byRank, int64_t steps) {
+  const size_t n = cpu::kNumKernelClasses, ranks = byRank.size() / n;
+  std::vector<double> total(ranks, 0.0);
+  for (size_t r = 0; r < ranks; ++r)
+    for (size_t c = 0; c < n; ++c)
+      total[r] += byRank[r * n + c];
+  std::string header = fmt::format("{:<16}", "profile");
+  for (size_t r = 0; r < ranks; ++r)
+    header += fmt::format("  {:>16}", fmt::format("rank {}", r));
+  fmt::print("{}\n", header);
+  // Classes in a fixed order; a class no rank spent time in is left out.
+  for (size_t c = 0; c < n; ++c) {
+    bool any = false;
+    for (size_t r = 0; r < ranks; ++r)
+      any = any || byRank[r * n + c] > 0;
+    if (!any)
+      continue;
+    std::string row =
+        fmt::format("{:<16}", cpu::kernelClassName(cpu::KernelClass(int(c))));
+    for (size_t r = 0; r < ranks; ++r)
+      row += fmt::format("  {:>8.4f}s {:>5.1f}%", byRank[r * n + c],
+                         total[r] > 0 ? 100.0 * byRank[r * n + c] / total[r]
+                                      : 0.0);
+    fmt::print("{}\n", row);
+  }
+  std::string sum = fmt::format("{:<16}", fmt::format("{} steps", steps));
+  for (size_t r = 0; r < ranks; ++r)
+    sum += fmt::format("  {:>8.4f}s {:>5.1f}%", total[r], 100.0);
+  fmt::print("{}\n", sum);
+}
+
+} // namespace
+
+namespace {
+
+/// The artifact of `o.dir` for this launch: refused unless the launcher
+/// started the ranks it was compiled for; the run's overrides applied.
+Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
+  Artifact artifact = loadArtifact(o.dir);
+  const int64_t ranks = artifact.pp * artifact.dp;
+  if (!comm.distributed() && ranks != 1)
+    throw RuntimeError(fmt::format(
+        "error: {} was compiled for pp {} x dp {} = {} ranks, and this "
+        "hypipe-run is a single process\nhelp: mpirun -np {} hypipe-run {} "
+        "(or: hypipe train SPEC, which launches it)",
+        o.dir, artifact.pp, artifact.dp, ranks, ranks, o.dir));
+  if (comm.size() != ranks)
+    throw CollectiveError(fmt::format(
+        "error: {} was compiled for pp {} x dp {} = {} ranks, but the "
+        "launcher started {}\nhelp: mpirun -np {} hypipe-run {} (or "
+        "recompile with --pp/--dp for {} ranks)",
+        o.dir, artifact.pp, artifact.dp, ranks, comm.size(), ranks, o.dir,
+        comm.size()));
+  comm.setGrid(artifact.pp, artifact.dp);
+  if (o.steps > 0)
+    artifact.training.steps = o.steps;
+  if (o.seed >= 0)
+    artifact.training.seed = o.seed;
+  if (o.lrDecaySteps > 0)
+    artifact.training.lrDecaySteps = o.lrDecaySteps;
+  if (!o.dump.empty() && ranks != 1)
+    throw CollectiveError("error: --dump-step needs a single-rank artifact\n"
+                          "help: recompile with --pp 1 --dp 1");
+  return artifact;
+}
+
+/// The run's data: a token stream, or samples to pack.
+struct DataSources {
+  std::unique_ptr<Dataset> stream;
+  std::unique_ptr<SampleSource> samples;
+};
+
+/// Opens the data on every rank; a bad file is said once, with the ranks
+/// that found it, instead of once per rank.
+DataSources openData(const RunOptions &o, const Artifact &artifact,
+                     Comm &comm) {
+  const std::string dataPath =
+      o.dataPath.empty() ? artifact.dataPath : o.dataPath;
+  DataSources data;
+  std::string dataError;
+  try {
+    if (artifact.packing.enabled) {
+      SampleOptions so;
+      so.format = artifact.dataFormat;
+      so.path = dataPath;
+      so.mockConfig = artifact.packing.mock;
+      so.specDir = parentDirectory(artifact.specFile);
+      so.vocab = artifact.model.vocab;
+      so.budget = artifact.packing.maxTokens;
+      so.truncate = artifact.packing.truncate;
+      so.seed = uint64_t(artifact.training.seed);
+      data.samples = openSamples(so);
+    } else {
+      data.stream =
+          openDataset(dataPath, artifact.dataFormat,
+                      artifact.training.seqLength, artifact.model.vocab);
+    }
+  } catch (const RuntimeError &e) {
+    if (!comm.distributed())
+      throw;
+    dataError = e.what();
+  }
+  if (comm.distributed())
+    agreeAcrossRanks(comm, dataError, "error: cannot open the training data");
+  return data;
+}
+
+/// The first step to run: after a resumed checkpoint's, or 1 (from the
+/// seed's weights or from --init-from's).
+int64_t startingStep(const RunOptions &o, Artifact &artifact, Trainer &trainer,
+                     bool root) {
+  if (!o.resume.empty()) {
+    int64_t first = trainer.resume(o.resume) + 1;
+    keepDecaySchedule(artifact.training, trainer.resumedDecayEnd,
+                      o.lrDecaySteps > 0, root && !o.quiet);
+    return first;
+  }
+  const std::string &from =
+      o.initFrom.empty() ? artifact.training.initFrom : o.initFrom;
+  if (!from.empty()) {
+    trainer.initFrom(from);
+    if (root && !o.quiet)
+      fmt::print("initial weights from {}\n", from);
+  }
+  return 1;
+}
+
+/// --json-log, opened on rank 0: appended to after a resume (the steps
+/// from `first` on dropped first), else written anew.
+std::ofstream openJsonLog(const RunOptions &o, int64_t first, bool root) {
+  std::ofstream log;
+  if (!root || o.jsonLog.empty())
+    return log;
+  if (first > 1)
+    dropLoggedStepsFrom(o.jsonLog, first, o.quiet);
+  log.open(o.jsonLog, first > 1 ? std::ios::app : std::ios::trunc);
+  if (!log)
+    throw RuntimeError(fmt::format("error: cannot write '{}'\nhelp: check "
+                                   "the path",
+                                   o.jsonLog));
+  return log;
+}
+
+void printRunHeader(const RunOptions &o, const Artifact &artifact,
+                    const DataSources &data, int64_t first) {
+  const int64_t ranks = artifact.pp * artifact.dp;
+  std::string batching =
+      data.samples
+          ? std::string("packed microbatches (count per step varies)")
+          : fmt::format("{} microbatches x {} x {} tokens",
+                        artifact.microbatches, artifact.training.microBatchSize,
+                        artifact.training.seqLength);
+  fmt::print("hypipe-run: {} ({}), {} stages on {} rank{} (pp {} x dp "
+             "{}), schedule {}, {}, {} threads per rank\n",
+             artifact.model.name, artifact.model.pattern, artifact.numStages,
+             ranks, ranks > 1 ? "s" : "", artifact.pp, artifact.dp,
+             artifact.schedule, batching, o.threads);
+  if (data.samples)
+    fmt::print("packing: {}; {} samples per step into microbatches of up "
+               "to {} tokens ({} scheduler){}\n",
+               data.samples->description(), artifact.packing.globalBatchSize,
+               artifact.packing.maxTokens, artifact.packing.scheduler,
+               data.samples->truncatedSamples() > 0
+                   ? fmt::format(", {} samples truncated to fit",
+                                 data.samples->truncatedSamples())
+                   : "");
+  if (first > 1)
+    fmt::print("resumed from {} at step {}\n", o.resume, first - 1);
+  std::fflush(stdout);
+}
+
+/// One step's line: a bar that rewrites itself on a terminal, else a line.
+void printStepLine(const StepStats &st, int64_t s, int64_t first, int64_t total,
+                   double elapsed, bool tty, bool ending) {
+  std::string line = fmt::format(
+      "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {} "
+      "tokens/s",
+      s, std::to_string(total).size(), total, st.loss, st.lr, st.gradNorm,
+      hypipe::withCommas(std::llround(st.tokensPerSecond)));
+  if (tty) {
+    int width = 20, done = int(width * s / total);
+    double eta = elapsed / double(s - first + 1) * double(total - s);
+    fmt::print("\r[{}{}] {} | ETA {:.0f}s\x1b[K", std::string(done, '#'),
+               std::string(width - done, '.'), line, eta);
+    if (ending)
+      fmt::print("\n");
+  } else {
+    fmt::print("{}\n", line);
+  }
+  std::fflush(stdout);
+}
+
+/// Rank 0 merges every rank's spool into the Chrome trace. The trace is a
+/// by-product: failing to write it (a full disk) says so but does not fail
+/// a run whose training finished.
+void finishTrace(const RunOptions &o, std::ofstream &spool,
+                 const Artifact &artifact, Comm &comm,
+                 const std::vector<double> &memory) {
+  spool.close();
+  std::vector<double> spooled = comm.allgather({spool ? 1.0 : 0.0});
+  bool complete = std::all_of(spooled.begin(), spooled.end(),
+                              [](double ok) { return ok != 0; });
+  if (comm.rank() != 0)
+    return;
+  try {
+    if (!complete)
+      throw RuntimeError("a rank could not write its part (disk full?)");
+    writeChromeTrace(o.trace, comm.size(), artifact, memory);
+  } catch (const std::exception &e) {
+    std::remove((o.trace + ".tmp").c_str());
+    for (int r = 0; r < comm.size(); ++r)
+      std::remove(traceSpool(o.trace, r).c_str());
+    std::cerr << fmt::format("warning: no trace written to '{}': {}; the "
+                             "training itself finished\n",
+                             o.trace, e.what());
+  }
+}
+
+/// What the run did, summed on rank 0 at its end.
+struct RunTotals {
+  int64_t first = 1, last = 0, realTokens = 0, paddedTokens = 0;
+  double elapsed = 0, firstLoss = 0, lastLoss = 0;
+  bool stopped = false;
+};
+
+void printSummary(const RunOptions &o, const DataSources &data,
+                  const RunTotals &t, const std::vector<double> &memory) {
+  if (t.stopped)
+    fmt::print("stopped after step {} on request{}\n", t.last,
+               o.save.empty() ? "" : fmt::format(" (saved to {})", o.save));
+  if (data.stream)
+    fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, "
+               "unigram entropy of the data {:.4f}\n",
+               t.last - t.first + 1, t.elapsed, t.firstLoss, t.lastLoss,
+               data.stream->unigramEntropy());
+  else
+    fmt::print("done: {} steps in {:.2f}s, loss {:.4f} -> {:.4f}, {} real "
+               "tokens ({:.1f}% of the {} that padding every sample to the "
+               "step's longest would compute)\n",
+               t.last - t.first + 1, t.elapsed, t.firstLoss, t.lastLoss,
+               hypipe::withCommas(t.realTokens),
+               100.0 * double(t.realTokens) /
+                   double(std::max<int64_t>(1, t.paddedTokens)),
+               hypipe::withCommas(t.paddedTokens));
+  std::string tensors, rss;
+  for (size_t r = 0; r + 1 < memory.size(); r += 2) {
+    tensors += fmt::format("{}{:.1f}", r ? " " : "", memory[r]);
+    rss += fmt::format("{}{:.0f}", r ? " " : "", memory[r + 1]);
+  }
+  fmt::print("memory per rank (MiB): tensors {} | peak RSS {}\n", tensors, rss);
+}
+
+nlohmann::json stepRecord(const StepStats &st, const Artifact &artifact) {
+  nlohmann::json record{
+      {"step", st.step},          {"loss", st.loss},
+      {"aux_loss", st.auxLoss},   {"lr", st.lr},
+      {"grad_norm", st.gradNorm}, {"microbatches", st.microbatches},
+      {"tokens", st.tokens},      {"tokens_per_s", st.tokensPerSecond}};
+  if (artifact.model.mtpDepths > 0)
+    record["mtp_loss"] = st.mtpLoss;
+  return record;
+}
+
+} // namespace
+
+int runTraining(const RunOptions &o, Comm &comm) {
+  const bool root = comm.rank() == 0;
+  Artifact artifact = loadForLaunch(o, comm);
+  cpu::setNumThreads(o.threads);
+  DataSources data = openData(o, artifact, comm);
+  // A save that died half-way left a step directory without index.json:
+  // it was never `latest` and nothing can resume from it.
+  if (root && !o.save.empty())
+    for (const std::string &gone : removeIncompleteSteps(o.save))
+      fmt::print("checkpoint: removed the incomplete {}/{} (a save that did "
+                 "not finish)\n",
+                 o.save, gone);
+  Trainer trainer(artifact, comm, {data.stream.get(), data.samples.get()});
+  RunTotals t;
+  t.first = startingStep(o, artifact, trainer, root);
+  std::ofstream log = openJsonLog(o, t.first, root);
+  // mpirun gives ranks a pseudo-terminal even when its own output is a
+  // file, so hypipe train says which it wants.
+  const bool tty =
+      o.progress == "auto" ? isatty(STDOUT_FILENO) != 0 : o.progress == "bar";
+  const int64_t total = artifact.training.steps;
+  if (root && !o.quiet)
+    printRunHeader(o, artifact, data, t.first);
+  std::ofstream spool;
+  if (!o.trace.empty())
+    spool.open(traceSpool(o.trace, comm.rank()), std::ios::trunc);
+  t.last = t.first - 1;
+  int64_t current = t.first;
+  installWatchdog(comm, o, current);
+  // --profile: each step's time by kernel class, summed over the steps (the
+  // logging and checkpoints between steps are left out).
+  std::array<double, cpu::kNumKernelClasses> profile{};
+  cpu::setProfiling(o.profile);
+  for (int64_t s = t.first; s <= total; ++s) {
+    current = s;
+    const std::array<double, cpu::kNumKernelClasses> before =
+        cpu::profileSeconds();
+    StepStats st = trainer.step(s, s == 1 ? o.dump : "");
+    const std::array<double, cpu::kNumKernelClasses> after =
+        cpu::profileSeconds();
+    for (int c = 0; c < cpu::kNumKernelClasses; ++c)
+      profile[c] += after[c] - before[c];
+    t.last = s;
+    t.elapsed += st.seconds;
+    t.realTokens += st.tokens;
+    t.paddedTokens += st.paddedTokens;
+    if (s == t.first)
+      t.firstLoss = st.loss;
+    t.lastLoss = st.loss;
+    if (spool) {
+      nlohmann::json events = nlohmann::json::array();
+      for (const Trainer::Timing &timing : trainer.timings())
+        events.push_back({timing.name, timing.category, timing.start * 1e6,
+                          (timing.end - timing.start) * 1e6, s});
+      spool << events.dump() << '\n';
+    }
+    if (log)
+      log << stepRecord(st, artifact).dump() << "\n" << std::flush;
+    // Rank 0 decides whether to stop; everyone follows after this step.
+    std::vector<double> stop =
+        comm.allgather({root && fileExists(o.stopFile) ? 1.0 : 0.0});
+    t.stopped = stop[0] != 0;
+    bool exiting = t.stopped || (o.exitInterval > 0 && s == o.exitInterval);
+    if (!o.save.empty() && (s == total || exiting ||
+                            (o.saveInterval > 0 && s % o.saveInterval == 0))) {
+      trainer.save(o.save, s);
+      if (root && o.keepLast > 0)
+        for (const std::string &gone : pruneCheckpoints(o.save, o.keepLast))
+          if (!o.quiet)
+            fmt::print("checkpoint: removed {}/{} (--keep-last {})\n", o.save,
+                       gone, o.keepLast);
+    }
+    if (root && !o.quiet)
+      printStepLine(st, s, t.first, total, t.elapsed, tty,
+                    s == total || exiting);
+    if (exiting)
+      break;
+  }
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  cpu::setProfiling(false);
+  const std::vector<double> profileByRank =
+      o.profile
+          ? comm.allgather(std::vector<double>(profile.begin(), profile.end()))
+          : std::vector<double>();
+  std::vector<double> memory =
+      comm.allgather({double(trainer.peakTensorBytes()) / (1 << 20),
+                      double(usage.ru_maxrss) / 1024});
+  if (!o.trace.empty())
+    finishTrace(o, spool, artifact, comm, memory);
+  if (root) {
+    printSummary(o, data, t, memory);
+    if (o.profile)
+      printProfile(profileByRank, t.last - t.first + 1);
+  }
+  return t.stopped ? 130 : 0;
+}
+
+} // namespace hypipe::rt

@@ -1,0 +1,45 @@
+//===- TrainingLoop.h - hypipe-run's loop over training steps -------------===//
+//
+// Loads the artifact and the data, builds the rank's Trainer, and runs the
+// steps: resume, per-step log and progress, checkpoints at the intervals,
+// the stop file (hypipe train's Ctrl-C), the trace and the summary. The
+// hypipe-run tool is the command line around it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_EXEC_TRAININGLOOP_H
+#define HYPIPE_RUNTIME_EXEC_TRAININGLOOP_H
+
+#include "runtime/comm/Comm.h"
+
+#include <cstdint>
+#include <string>
+
+namespace hypipe::rt {
+
+/// hypipe-run's options (docs/runtime.md); empty strings and zeros mean
+/// "not given".
+struct RunOptions {
+  std::string dir, dataPath, jsonLog, dump, save, resume, trace, stopFile;
+  /// Starting weights (training.init_from, or the flag): parameters only,
+  /// from step 1 with fresh optimizer state. Ignored with `resume`.
+  std::string initFrom;
+  int64_t steps = 0, seed = -1, saveInterval = 0, exitInterval = 0;
+  int64_t keepLast = 0;     ///< step directories of `save` kept; 0: all
+  int64_t lrDecaySteps = 0; ///< --lr-decay-steps; 0: not given
+  /// Seconds one wait on other ranks may last before the run ends naming
+  /// the stuck action (0: no limit).
+  double watchdog = 600;
+  int threads = 1;
+  bool quiet = false;
+  std::string progress = "auto"; ///< bar, lines or auto
+  bool profile = false;
+};
+
+/// Trains as `options` say on this rank of `comm`; returns the exit code
+/// (0, or 130 when stopped on request). Throws RuntimeError (this rank
+/// alone) or CollectiveError (every rank at once).
+int runTraining(const RunOptions &options, Comm &comm);
+
+} // namespace hypipe::rt
+
+#endif

@@ -1,0 +1,697 @@
+//===- Artifact.cpp - load a compiled artifact (runtime side) -------------===//
+
+#include "runtime/formats/Artifact.h"
+
+#include "core/data/Packing.h"
+#include "core/schedule/Schedule.h"
+#include "core/schedule/Simulate.h"
+#include "runtime/formats/FileCheck.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+using json = nlohmann::json;
+
+namespace hypipe::rt {
+
+namespace {
+
+[[noreturn]] void fail(const std::string &message, const std::string &help) {
+  throw RuntimeError(fmt::format("error: {}\nhelp: {}", message, help));
+}
+
+/// `key` of `j` if present, else `fallback`; a value of the wrong type is
+/// refused like field()'s (json::value would throw a type_error instead).
+template <typename T>
+T optionalField(const json &j, const char *key, T fallback,
+                const std::string &where);
+
+template <typename T>
+T field(const json &j, const char *key, const std::string &where) {
+  auto it = j.find(key);
+  if (it == j.end())
+    fail(fmt::format("{}: missing field '{}'", where, key),
+         "the artifact is incomplete or from another tool; recompile it with "
+         "`hypipe compile SPEC -o DIR`");
+  try {
+    return it->get<T>();
+  } catch (const json::exception &) {
+    fail(fmt::format("{}: field '{}' has the wrong type", where, key),
+         "recompile the artifact with `hypipe compile SPEC -o DIR`");
+  }
+}
+
+template <typename T>
+T optionalField(const json &j, const char *key, T fallback,
+                const std::string &where) {
+  return j.is_object() && j.contains(key) ? field<T>(j, key, where) : fallback;
+}
+
+[[noreturn]] void corruptProgram(const std::string &where,
+                                 const std::string &what) {
+  fail(fmt::format("{}: its kernel program is invalid: {}", where, what),
+       "the manifest is corrupt or from another version of hypipe; recompile "
+       "the artifact with `hypipe compile SPEC -o DIR`");
+}
+
+// A stage's kernel program (StageProgram.h) in the manifest: its layers
+// with shapes and typed byte ranges, the workspace's slots and the three
+// passes' calls.
+
+json rangeJson(const TensorRange &r) {
+  return {
+      {"offset", r.offset}, {"bytes", r.bytes}, {"dtype", dtypeName(r.dtype)}};
+}
+
+TensorRange parseRange(const json &j, const std::string &where) {
+  TensorRange r;
+  r.offset = field<int64_t>(j, "offset", where);
+  r.bytes = field<int64_t>(j, "bytes", where);
+  std::string dtype = field<std::string>(j, "dtype", where);
+  std::optional<DType> d = parseDType(dtype);
+  if (!d)
+    corruptProgram(where, fmt::format("unknown dtype '{}'", dtype));
+  r.dtype = *d;
+  return r;
+}
+
+json shapeJson(const LayerShape &shape) {
+  return std::visit(
+      [](const auto &s) -> json {
+        using S = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<S, EmbeddingShape>)
+          return {{"vocab", s.vocab}, {"hidden", s.hidden}};
+        else if constexpr (std::is_same_v<S, MambaShape>)
+          return {{"hidden", s.hidden},    {"heads", s.heads},
+                  {"head_dim", s.headDim}, {"state", s.state},
+                  {"groups", s.groups},    {"conv_width", s.convWidth}};
+        else if constexpr (std::is_same_v<S, AttentionShape>)
+          return {{"hidden", s.hidden}, {"heads", s.heads},
+                  {"groups", s.groups}, {"head_dim", s.headDim},
+                  {"rope", s.rope},     {"rope_base", s.ropeBase}};
+        else if constexpr (std::is_same_v<S, MlpShape>)
+          return {{"hidden", s.hidden},
+                  {"ffn", s.ffn},
+                  {"activation", activationName(s.act)}};
+        else if constexpr (std::is_same_v<S, MoeShape>)
+          return {{"hidden", s.hidden},
+                  {"ffn", s.ffn},
+                  {"experts", s.experts},
+                  {"topk", s.topk},
+                  {"activation", activationName(s.act)},
+                  {"aux_loss_coeff", s.auxLossCoeff}};
+        else if constexpr (std::is_same_v<S, HeadShape>)
+          return {{"vocab", s.vocab}, {"hidden", s.hidden}, {"tied", s.tied}};
+        else if constexpr (std::is_same_v<S, MtpInputShape>)
+          return {{"vocab", s.vocab},
+                  {"hidden", s.hidden},
+                  {"depth", s.depth},
+                  {"owns_table", s.ownsTable}};
+        else
+          return {{"vocab", s.vocab},
+                  {"hidden", s.hidden},
+                  {"depth", s.depth},
+                  {"loss_weight", s.lossWeight}};
+      },
+      shape);
+}
+
+Activation parseActivation(const json &j, const std::string &where) {
+  std::string name = field<std::string>(j, "activation", where);
+  for (Activation a :
+       {Activation::SquaredRelu, Activation::Gelu, Activation::Swiglu})
+    if (name == activationName(a))
+      return a;
+  corruptProgram(where, fmt::format("unknown activation '{}'", name));
+}
+
+LayerShape parseShape(LayerKind kind, const json &j, const std::string &where) {
+  auto i = [&](const char *key) { return field<int64_t>(j, key, where); };
+  switch (kind) {
+  case LayerKind::Embedding:
+    return EmbeddingShape{i("vocab"), i("hidden")};
+  case LayerKind::Mamba:
+    return MambaShape{i("hidden"), i("heads"),  i("head_dim"),
+                      i("state"),  i("groups"), i("conv_width")};
+  case LayerKind::Attention: {
+    AttentionShape s{i("hidden"), i("heads"), i("groups"), i("head_dim")};
+    s.rope = field<bool>(j, "rope", where);
+    s.ropeBase = field<double>(j, "rope_base", where);
+    return s;
+  }
+  case LayerKind::Mlp:
+    return MlpShape{i("hidden"), i("ffn"), parseActivation(j, where)};
+  case LayerKind::Moe:
+    return MoeShape{i("hidden"),
+                    i("ffn"),
+                    i("experts"),
+                    i("topk"),
+                    parseActivation(j, where),
+                    field<double>(j, "aux_loss_coeff", where)};
+  case LayerKind::Head:
+    return HeadShape{i("vocab"), i("hidden"), field<bool>(j, "tied", where)};
+  case LayerKind::MtpInput:
+    return MtpInputShape{i("vocab"), i("hidden"), i("depth"),
+                         field<bool>(j, "owns_table", where)};
+  case LayerKind::MtpOutput:
+    return MtpOutputShape{i("vocab"), i("hidden"), i("depth"),
+                          field<double>(j, "loss_weight", where)};
+  }
+  corruptProgram(where, "unknown layer kind");
+}
+
+json callsJson(const std::vector<KernelCall> &calls) {
+  json out = json::array();
+  for (const KernelCall &c : calls) {
+    json call = {{"layer", c.layer}};
+    if (c.in != Slot::None)
+      call["in"] = slotName(c.in);
+    if (c.out != Slot::None)
+      call["out"] = slotName(c.out);
+    out.push_back(call);
+  }
+  return out;
+}
+
+std::vector<KernelCall> parseCalls(const json &j, const std::string &where) {
+  std::vector<KernelCall> calls;
+  if (!j.is_array() || j.size() > 4096)
+    corruptProgram(where, "a pass is not a list of at most 4096 calls");
+  for (const json &c : j) {
+    KernelCall call;
+    call.layer = field<int32_t>(c, "layer", where);
+    for (auto [key, slot] : {std::pair{"in", &call.in}, {"out", &call.out}}) {
+      std::string name = optionalField<std::string>(c, key, "none", where);
+      std::optional<Slot> parsed = parseSlot(name);
+      if (!parsed)
+        corruptProgram(where, fmt::format("unknown slot '{}'", name));
+      *slot = *parsed;
+    }
+    calls.push_back(call);
+  }
+  return calls;
+}
+
+json layersJson(const StageProgram &p) {
+  json layers = json::array();
+  for (const ProgramLayer &l : p.layers)
+    layers.push_back({{"kind", layerKindName(l.kind)},
+                      {"layer", l.layer},
+                      {"shape", shapeJson(l.shape)},
+                      {"params", rangeJson(l.params)},
+                      {"saved", rangeJson(l.saved)}});
+  return layers;
+}
+
+json programJson(const StageProgram &p) {
+  json program = {{"workspace",
+                   {{"act0", rangeJson(p.act0)},
+                    {"act1", rangeJson(p.act1)},
+                    {"scratch", rangeJson(p.scratch)}}},
+                  {"forward", callsJson(p.forward)},
+                  {"backward_input", callsJson(p.backwardInput)},
+                  {"backward_weight", callsJson(p.backwardWeight)}};
+  if (!p.sharedOutput.empty() || !p.sharedTable.empty())
+    program["shared"] = {{"output_layer", rangeJson(p.sharedOutput)},
+                         {"embedding_table", rangeJson(p.sharedTable)}};
+  return program;
+}
+
+/// The program of a stage from its manifest entry `s` (its layers and its
+/// `program`), with the stage's own fields already read into `e`.
+StageProgram parseProgram(const json &s, const StageEntry &e, Target target,
+                          const std::string &where) {
+  StageProgram p;
+  p.target = target;
+  p.tokens = TokenShape{e.batch, e.seq};
+  p.hidden = e.hidden;
+  p.paramBytes = 4 * e.numParams;
+  p.savedBytes = 4 * e.savedFloats;
+  p.workspaceBytes = 4 * e.workspaceFloats;
+  const json &layers = field<json>(s, "layers", where);
+  if (!layers.is_array() || layers.size() > 4096)
+    corruptProgram(where, "'layers' is not a list of at most 4096 layers");
+  for (const json &l : layers) {
+    ProgramLayer pl;
+    std::string kind = field<std::string>(l, "kind", where);
+    std::optional<LayerKind> k = parseLayerKind(kind);
+    if (!k)
+      corruptProgram(where, fmt::format("unknown kernel '{}'", kind));
+    pl.kind = *k;
+    pl.layer = field<int64_t>(l, "layer", where);
+    pl.shape = parseShape(pl.kind, field<json>(l, "shape", where), where);
+    pl.params = parseRange(field<json>(l, "params", where), where);
+    pl.saved = parseRange(field<json>(l, "saved", where), where);
+    p.layers.push_back(std::move(pl));
+  }
+  const json &program = field<json>(s, "program", where);
+  const json &ws = field<json>(program, "workspace", where);
+  p.act0 = parseRange(field<json>(ws, "act0", where), where);
+  p.act1 = parseRange(field<json>(ws, "act1", where), where);
+  p.scratch = parseRange(field<json>(ws, "scratch", where), where);
+  if (program.contains("shared")) {
+    const json &shared = field<json>(program, "shared", where);
+    p.sharedOutput =
+        parseRange(field<json>(shared, "output_layer", where), where);
+    p.sharedTable =
+        parseRange(field<json>(shared, "embedding_table", where), where);
+  }
+  p.forward = parseCalls(field<json>(program, "forward", where), where);
+  p.backwardInput =
+      parseCalls(field<json>(program, "backward_input", where), where);
+  p.backwardWeight =
+      parseCalls(field<json>(program, "backward_weight", where), where);
+  return p;
+}
+
+} // namespace
+
+nlohmann::json modelJson(const ModelInfo &d) {
+  return {{"name", d.name},
+          {"pattern", d.pattern},
+          {"num_layers", d.numLayers},
+          {"hidden_size", d.hidden},
+          {"vocab_size", d.vocab},
+          {"tie_embeddings", d.tieEmbeddings},
+          {"position_embedding", d.positionEmbedding},
+          {"moe_aux_loss_coeff", d.moeAuxLossCoeff},
+          {"ffn_hidden_size", d.ffnHidden},
+          {"num_attention_heads", d.numHeads},
+          {"num_query_groups", d.numQueryGroups},
+          {"kv_channels", d.kvChannels},
+          {"mamba_num_heads", d.mambaNumHeads},
+          {"mamba_head_dim", d.mambaHeadDim},
+          {"mamba_state_dim", d.mambaState},
+          {"mamba_num_groups", d.mambaNumGroups},
+          {"mamba_conv_width", d.mambaConvWidth},
+          {"num_experts", d.numExperts},
+          {"moe_router_topk", d.moeTopK},
+          {"moe_ffn_hidden_size", d.moeFfnHidden},
+          {"activation", d.activation},
+          {"mtp_pattern", d.mtpPattern},
+          {"mtp_depths", d.mtpDepths},
+          {"mtp_loss_scaling_factor", d.mtpLossScalingFactor}};
+}
+
+ModelInfo parseModelInfo(const nlohmann::json &model,
+                         const std::string &where) {
+  ModelInfo d;
+  d.name = field<std::string>(model, "name", where);
+  d.pattern = field<std::string>(model, "pattern", where);
+  d.numLayers = field<int64_t>(model, "num_layers", where);
+  d.hidden = field<int64_t>(model, "hidden_size", where);
+  d.vocab = field<int64_t>(model, "vocab_size", where);
+  d.tieEmbeddings = field<bool>(model, "tie_embeddings", where);
+  d.positionEmbedding = field<std::string>(model, "position_embedding", where);
+  d.moeAuxLossCoeff = field<double>(model, "moe_aux_loss_coeff", where);
+  d.ffnHidden = field<int64_t>(model, "ffn_hidden_size", where);
+  d.numHeads = field<int64_t>(model, "num_attention_heads", where);
+  d.numQueryGroups = field<int64_t>(model, "num_query_groups", where);
+  d.kvChannels = field<int64_t>(model, "kv_channels", where);
+  d.mambaNumHeads = field<int64_t>(model, "mamba_num_heads", where);
+  d.mambaHeadDim = field<int64_t>(model, "mamba_head_dim", where);
+  d.mambaState = field<int64_t>(model, "mamba_state_dim", where);
+  d.mambaNumGroups = field<int64_t>(model, "mamba_num_groups", where);
+  d.mambaConvWidth = field<int64_t>(model, "mamba_conv_width", where);
+  d.numExperts = field<int64_t>(model, "num_experts", where);
+  d.moeTopK = field<int64_t>(model, "moe_router_topk", where);
+  d.moeFfnHidden = field<int64_t>(model, "moe_ffn_hidden_size", where);
+  d.activation = field<std::string>(model, "activation", where);
+  d.mtpPattern = optionalField<std::string>(model, "mtp_pattern", "", where);
+  d.mtpDepths = optionalField<int64_t>(model, "mtp_depths", 0, where);
+  d.mtpLossScalingFactor =
+      optionalField<double>(model, "mtp_loss_scaling_factor", 0.0, where);
+  return d;
+}
+
+schedule::Schedule Artifact::asSchedule() const {
+  schedule::Schedule s;
+  s.name = schedule;
+  s.pp = pp;
+  s.vpp = vpp;
+  s.microbatches = microbatches;
+  s.placement = schedule::placementOf(schedule);
+  s.ranks = programs;
+  return s;
+}
+
+std::vector<StageEntry *> Artifact::stagesOf(int64_t ppRank) {
+  std::vector<StageEntry *> out;
+  for (StageEntry &s : stages)
+    if (s.ppRank == ppRank)
+      out.push_back(&s);
+  return out;
+}
+
+// The schema, written and read in the same order. A key added to one side
+// must be added to the other; ArtifactSchemaTest round-trips them.
+
+nlohmann::json manifestToJson(const Artifact &a) {
+  const ModelInfo &d = a.model;
+  json stages = json::array();
+  for (const StageEntry &e : a.stages) {
+    json params = json::array();
+    for (const ParamEntry &p : e.params)
+      params.push_back({{"name", p.name},
+                        {"shape", p.shape},
+                        {"offset", p.offset},
+                        {"init", p.init},
+                        {"init_args", {p.initA, p.initB}},
+                        {"weight_decay", p.weightDecay}});
+    stages.push_back({{"index", e.index},
+                      {"pp_rank", e.ppRank},
+                      {"vp_stage", e.vpStage},
+                      {"has_embedding", e.hasEmbedding},
+                      {"has_head", e.hasHead},
+                      {"batch", e.batch},
+                      {"seq", e.seq},
+                      {"hidden", e.hidden},
+                      {"num_params", e.numParams},
+                      {"saved_floats", e.savedFloats},
+                      {"workspace_floats", e.workspaceFloats},
+                      {"layers", layersJson(e.program)},
+                      {"program", programJson(e.program)},
+                      {"params", params}});
+  }
+  json programs = json::array();
+  for (size_t rank = 0; rank < a.programs.size(); ++rank) {
+    json actions = json::array();
+    for (const ActionEntry &act : a.programs[rank]) {
+      json action = {{"op", schedule::opName(act.op)},
+                     {"stage", act.stage},
+                     {"mb", act.microbatch},
+                     {"text", schedule::pytorchText(act)}};
+      if (act.peer >= 0)
+        action["peer"] = act.peer;
+      if (act.batched)
+        action["batched"] = true;
+      actions.push_back(action);
+    }
+    programs.push_back(
+        {{"pp_rank", rank}, {"schedule", a.schedule}, {"actions", actions}});
+  }
+  const TrainingConfig &t = a.training;
+  return {
+      {"format", "hypipe-artifact"},
+      {"version", kArtifactVersion},
+      {"target", a.target},
+      {"precision", a.precision},
+      {"compute_capability", a.computeCapability},
+      {"model", modelJson(d)},
+      {"parallel",
+       {{"pp", a.pp},
+        {"vpp", a.vpp},
+        {"dp", a.dp},
+        {"schedule", a.schedule},
+        {"microbatches", a.microbatches},
+        {"microbatch_group_size", a.groupSize},
+        {"distributed_optimizer", a.distributedOptimizer}}},
+      {"training",
+       {{"seq_length", t.seqLength},
+        {"micro_batch_size", t.microBatchSize},
+        {"steps", t.steps},
+        {"seed", t.seed},
+        {"lr", t.lr},
+        {"min_lr", t.minLr},
+        {"warmup_steps", t.warmupSteps},
+        {"lr_decay_steps", t.lrDecaySteps},
+        {"init_from", t.initFrom},
+        {"weight_decay", t.weightDecay},
+        {"grad_clip", t.gradClip},
+        {"adam_beta1", t.beta1},
+        {"adam_beta2", t.beta2},
+        {"adam_eps", t.eps}}},
+      {"data",
+       {{"path", a.dataPath},
+        {"format", a.dataFormat},
+        {"packing",
+         {{"enabled", a.packing.enabled},
+          {"max_tokens_per_microbatch", a.packing.maxTokens},
+          {"global_batch_size", a.packing.globalBatchSize},
+          {"min_bin_count", a.packing.minBins},
+          {"bin_count_multiple", a.packing.binMultiple},
+          {"scheduler", a.packing.scheduler},
+          {"truncate", a.packing.truncate},
+          {"mock", a.packing.mock},
+          {"cost_per_token", a.packing.costPerToken},
+          {"cost_per_squared_token", a.packing.costPerSquaredToken}}}}},
+      {"spec", {{"file", a.specFile}, {"text", a.specText}}},
+      {"stages", stages},
+      {"programs", programs},
+  };
+}
+
+Artifact artifactFromJson(const json &m, const std::string &path) {
+  if (!m.is_object() ||
+      optionalField<std::string>(m, "format", "", path) != "hypipe-artifact")
+    fail(fmt::format("'{}' is not a hypipe artifact manifest", path),
+         "pass the directory written by `hypipe compile SPEC -o DIR`");
+  int version = field<int>(m, "version", path);
+  if (version != kArtifactVersion)
+    fail(fmt::format("'{}' has artifact version {}, this hypipe-run reads "
+                     "version {}",
+                     path, version, kArtifactVersion),
+         "recompile the spec with the hypipe that ships with this "
+         "hypipe-run");
+
+  Artifact a;
+  a.target = field<std::string>(m, "target", path);
+  if (a.target != "cpu" && a.target != "cuda")
+    fail(fmt::format("'{}' has target '{}'; this hypipe-run knows cpu and cuda",
+                     path, a.target),
+         "recompile the spec with the hypipe that ships with this "
+         "hypipe-run");
+  a.precision = optionalField<std::string>(m, "precision", "fp32", path);
+  a.computeCapability = optionalField<int>(m, "compute_capability", 0, path);
+  a.model = parseModelInfo(field<json>(m, "model", path), path);
+  const json &par = field<json>(m, "parallel", path);
+  a.pp = field<int64_t>(par, "pp", path);
+  a.vpp = field<int64_t>(par, "vpp", path);
+  a.dp = field<int64_t>(par, "dp", path);
+  a.schedule = field<std::string>(par, "schedule", path);
+  a.microbatches = field<int64_t>(par, "microbatches", path);
+  a.groupSize = field<int64_t>(par, "microbatch_group_size", path);
+  a.distributedOptimizer =
+      optionalField<bool>(par, "distributed_optimizer", false, path);
+  const json &tr = field<json>(m, "training", path);
+  TrainingConfig &t = a.training;
+  t.seqLength = field<int64_t>(tr, "seq_length", path);
+  t.microBatchSize = field<int64_t>(tr, "micro_batch_size", path);
+  t.steps = field<int64_t>(tr, "steps", path);
+  t.seed = field<int64_t>(tr, "seed", path);
+  t.lr = field<double>(tr, "lr", path);
+  t.minLr = field<double>(tr, "min_lr", path);
+  t.warmupSteps = field<int64_t>(tr, "warmup_steps", path);
+  t.lrDecaySteps = field<int64_t>(tr, "lr_decay_steps", path);
+  t.initFrom = optionalField<std::string>(tr, "init_from", "", path);
+  t.weightDecay = field<double>(tr, "weight_decay", path);
+  t.gradClip = field<double>(tr, "grad_clip", path);
+  t.beta1 = field<double>(tr, "adam_beta1", path);
+  t.beta2 = field<double>(tr, "adam_beta2", path);
+  t.eps = field<double>(tr, "adam_eps", path);
+  const json &data = field<json>(m, "data", path);
+  a.dataPath = field<std::string>(data, "path", path);
+  a.dataFormat = field<std::string>(data, "format", path);
+  const json &pk = field<json>(data, "packing", path);
+  PackingConfig &p = a.packing;
+  p.enabled = field<bool>(pk, "enabled", path);
+  p.maxTokens = field<int64_t>(pk, "max_tokens_per_microbatch", path);
+  p.globalBatchSize = field<int64_t>(pk, "global_batch_size", path);
+  p.minBins = field<int64_t>(pk, "min_bin_count", path);
+  p.binMultiple = field<int64_t>(pk, "bin_count_multiple", path);
+  p.scheduler = field<std::string>(pk, "scheduler", path);
+  if (p.enabled && !packing::parseScheduler(p.scheduler))
+    fail(fmt::format("{}: unknown packing scheduler '{}'", path, p.scheduler),
+         fmt::format("the schedulers are {}; recompile the artifact",
+                     packing::schedulerNames()));
+  p.truncate = field<bool>(pk, "truncate", path);
+  p.mock = field<std::string>(pk, "mock", path);
+  p.costPerToken = field<double>(pk, "cost_per_token", path);
+  p.costPerSquaredToken = field<double>(pk, "cost_per_squared_token", path);
+  const json &spec = field<json>(m, "spec", path);
+  a.specFile = field<std::string>(spec, "file", path);
+  a.specText = field<std::string>(spec, "text", path);
+
+  for (const json &s : field<json>(m, "stages", path)) {
+    StageEntry e;
+    e.index = field<int64_t>(s, "index", path);
+    std::string where = fmt::format("{} (stage {})", path, e.index);
+    e.ppRank = field<int64_t>(s, "pp_rank", where);
+    e.vpStage = field<int64_t>(s, "vp_stage", where);
+    e.hasEmbedding = field<bool>(s, "has_embedding", where);
+    e.hasHead = field<bool>(s, "has_head", where);
+    e.batch = field<int64_t>(s, "batch", where);
+    e.seq = field<int64_t>(s, "seq", where);
+    e.hidden = field<int64_t>(s, "hidden", where);
+    e.numParams = field<int64_t>(s, "num_params", where);
+    e.savedFloats = field<int64_t>(s, "saved_floats", where);
+    e.workspaceFloats = field<int64_t>(s, "workspace_floats", where);
+    e.program = parseProgram(
+        s, e, a.target == "cuda" ? Target::Cuda : Target::Cpu, where);
+    for (const json &p : field<json>(s, "params", where)) {
+      ParamEntry pe;
+      pe.name = field<std::string>(p, "name", where);
+      pe.shape = field<std::vector<int64_t>>(p, "shape", where);
+      pe.offset = field<int64_t>(p, "offset", where);
+      pe.numel = 1;
+      for (int64_t n : pe.shape)
+        pe.numel *= n;
+      pe.init = field<std::string>(p, "init", where);
+      auto args = field<std::vector<double>>(p, "init_args", where);
+      pe.initA = args.size() > 0 ? args[0] : 0;
+      pe.initB = args.size() > 1 ? args[1] : 0;
+      pe.weightDecay = field<bool>(p, "weight_decay", where);
+      if (pe.offset < 0 || pe.offset + pe.numel > e.numParams)
+        fail(fmt::format("{}: parameter '{}' lies outside the stage's {} "
+                         "parameters",
+                         where, pe.name, e.numParams),
+             "the manifest is corrupt; recompile the artifact");
+      e.params.push_back(std::move(pe));
+    }
+    if (e.index != int64_t(a.stages.size()))
+      fail(fmt::format("{}: stages are out of order", where),
+           "the manifest is corrupt; recompile the artifact");
+    a.stages.push_back(std::move(e));
+  }
+  a.numStages = int64_t(a.stages.size());
+  if (a.numStages != a.pp * a.vpp)
+    fail(fmt::format("{}: {} stages for pp {} x vpp {}", path, a.numStages,
+                     a.pp, a.vpp),
+         "the manifest is corrupt; recompile the artifact");
+  for (const json &prog : field<json>(m, "programs", path)) {
+    std::vector<ActionEntry> actions;
+    for (const json &act : field<json>(prog, "actions", path)) {
+      std::string op = field<std::string>(act, "op", path);
+      std::optional<schedule::Op> kind = schedule::parseOpName(op);
+      if (!kind)
+        fail(fmt::format("{}: unknown action '{}'", path, op),
+             "recompile the artifact with this version of hypipe");
+      ActionEntry e{*kind, field<int32_t>(act, "stage", path),
+                    field<int32_t>(act, "mb", path),
+                    optionalField<int32_t>(act, "peer", -1, path),
+                    optionalField<bool>(act, "batched", false, path)};
+      if (e.stage < 0 || e.stage >= a.numStages || e.microbatch < 0 ||
+          e.microbatch >= a.microbatches)
+        fail(fmt::format("{}: action '{}' names a stage or microbatch that "
+                         "does not exist",
+                         path,
+                         optionalField<std::string>(act, "text", "", path)),
+             "the manifest is corrupt; recompile the artifact");
+      actions.push_back(e);
+    }
+    a.programs.push_back(std::move(actions));
+  }
+  if (int64_t(a.programs.size()) != a.pp)
+    fail(
+        fmt::format("{}: {} programs for pp {}", path, a.programs.size(), a.pp),
+        "the manifest is corrupt; recompile the artifact");
+  return a;
+}
+
+/// The manifest's fields against each other, before the runtime sizes a
+/// single buffer from them: every count positive and bounded, every
+/// product free of overflow, every stage's shapes those of the training
+/// section, every layer and parameter inside its stage's buffers, the
+/// embedding and head the vocabulary's size, each (pp_rank, vp_stage) once,
+/// and the programs a schedule the simulator completes.
+void checkArtifactConsistency(const Artifact &a, const std::string &path) {
+  auto corrupt = [&](const std::string &what) {
+    fail(fmt::format("{}: {}", path, what),
+         "the manifest was edited or is corrupt; recompile the artifact with "
+         "`hypipe compile SPEC -o DIR`");
+  };
+  // Buffers are indexed by int64 and sized in floats: 2^40 floats (4 TiB)
+  // is past any one stage's buffer, and keeps every product below 2^63.
+  constexpr int64_t kMax = int64_t(1) << 40;
+  auto bounded = [&](int64_t v, int64_t lo, const std::string &what) {
+    if (v < lo || v > kMax)
+      corrupt(fmt::format("{} is {}, outside [{}, 2^40]", what, v, lo));
+  };
+  if (Error refused = schedule::checkScheduleSize(a.pp, a.vpp, a.microbatches))
+    corrupt(toString(refused));
+  bounded(a.dp, 1, "parallel.dp");
+  const TrainingConfig &t = a.training;
+  bounded(t.seqLength, 1, "training.seq_length");
+  bounded(t.microBatchSize, 1, "training.micro_batch_size");
+  bounded(t.steps, 1, "training.steps");
+  bounded(a.model.hidden, 1, "model.hidden_size");
+  bounded(a.model.vocab, 1, "model.vocab_size");
+  bounded(t.seqLength * t.microBatchSize * a.model.hidden, 1,
+          "seq_length x micro_batch_size x hidden_size");
+  std::vector<std::vector<bool>> placed(a.pp, std::vector<bool>(a.vpp));
+  for (const StageEntry &s : a.stages) {
+    std::string where = fmt::format("stage {}", s.index);
+    if (s.ppRank < 0 || s.ppRank >= a.pp || s.vpStage < 0 ||
+        s.vpStage >= a.vpp || placed[s.ppRank][s.vpStage])
+      corrupt(fmt::format("{} is placed on pp_rank {}, vp_stage {}, which "
+                          "does not exist or holds another stage",
+                          where, s.ppRank, s.vpStage));
+    placed[s.ppRank][s.vpStage] = true;
+    bounded(s.batch, 1, where + " batch");
+    bounded(s.seq, 1, where + " seq");
+    bounded(s.numParams, 0, where + " num_params");
+    bounded(s.savedFloats, 0, where + " saved_floats");
+    bounded(s.workspaceFloats, 0, where + " workspace_floats");
+    bounded(s.batch * s.seq * s.hidden, 1, where + " batch x seq x hidden");
+    const bool packed = a.packing.enabled;
+    const int64_t batch = packed ? 1 : t.microBatchSize;
+    const int64_t seq = packed ? a.packing.maxTokens : t.seqLength;
+    if (s.hidden != a.model.hidden || s.batch != batch || s.seq != seq)
+      corrupt(fmt::format("{} is [{} x {} x {}], but the training section "
+                          "makes microbatches of [{} x {} x {}]",
+                          where, s.batch, s.seq, s.hidden, batch, seq,
+                          a.model.hidden));
+    if (std::string why =
+            checkStageProgram(s.program, s.hasEmbedding, s.hasHead);
+        !why.empty())
+      corruptProgram(fmt::format("{} (stage {})", path, s.index), why);
+    for (const ParamEntry &p : s.params) {
+      int64_t numel = 1;
+      for (int64_t d : p.shape)
+        if (d < 0 || __builtin_mul_overflow(numel, d, &numel) || numel > kMax)
+          corrupt(fmt::format("{}: parameter '{}' has the shape [{}]", where,
+                              p.name, fmt::join(p.shape, ", ")));
+      if (p.name == "embedding.word_embeddings.weight" ||
+          p.name == "output_layer.weight")
+        if (p.shape.size() != 2 || p.shape[0] != a.model.vocab ||
+            p.shape[1] != a.model.hidden)
+          corrupt(fmt::format("{}: '{}' is [{}], but the model has a "
+                              "vocabulary of {} and hidden size {}",
+                              where, p.name, fmt::join(p.shape, ", "),
+                              a.model.vocab, a.model.hidden));
+    }
+  }
+  // Every rank's program must run to the end with its peers': a dropped or
+  // extra action would leave a rank waiting for ever.
+  if (auto simulated = schedule::simulate(a.asSchedule()); !simulated)
+    corrupt("its programs do not form a schedule that runs to the end:\n" +
+            toString(simulated.takeError()));
+}
+
+Artifact loadArtifact(const std::string &dir) {
+  std::string path = dir + "/manifest.json";
+  std::ifstream in(path);
+  if (!in)
+    fail(fmt::format("cannot open '{}'", path),
+         "pass the directory written by `hypipe compile SPEC -o DIR`");
+  json m;
+  try {
+    m = json::parse(in);
+  } catch (const json::parse_error &e) {
+    fail(fmt::format("'{}' is not valid JSON (byte {}): the manifest is "
+                     "truncated or corrupt",
+                     path, e.byte),
+         "recompile the artifact with `hypipe compile SPEC -o DIR`");
+  }
+  Artifact a = artifactFromJson(m, path);
+  checkArtifactConsistency(a, path);
+  a.dir = dir;
+  return a;
+}
+
+} // namespace hypipe::rt

@@ -1,0 +1,160 @@
+//===- Artifact.h - load a compiled artifact (runtime side) ---------------===//
+//
+// The one schema of manifest.json: `manifestToJson` (what `hypipe compile`
+// writes) and `loadArtifact` (what hypipe-run reads, checking every field)
+// sit side by side in Artifact.cpp, and a unit test round-trips them. Each
+// stage is data: its kernel program (StageProgram.h), checked here before
+// anything runs it. No LLVM or MLIR here: only the core and nlohmann-json.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_FORMATS_ARTIFACT_H
+#define HYPIPE_RUNTIME_FORMATS_ARTIFACT_H
+
+#include "core/schedule/Schedule.h"
+#include "core/schedule/Vocabulary.h"
+#include "runtime/formats/RuntimeError.h"
+#include "runtime/formats/StageProgram.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace hypipe::rt {
+
+/// Manifest format version: `hypipe compile` writes it, hypipe-run refuses
+/// any other (docs/artifact.md).
+inline constexpr int kArtifactVersion = 3;
+
+struct ParamEntry {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0, numel = 0;
+  std::string init;
+  double initA = 0, initB = 0;
+  bool weightDecay = false;
+};
+
+/// One action of a rank's program: the schedule vocabulary's own type.
+using ActionEntry = schedule::Action;
+
+struct StageEntry {
+  int64_t index = 0, ppRank = 0, vpStage = 0;
+  bool hasEmbedding = false, hasHead = false;
+  int64_t batch = 0, seq = 0, hidden = 0;
+  /// Floats of the parameter (and gradient) buffer, of one microbatch's
+  /// saved tensors and of the workspace: the program's buffers in fp32.
+  int64_t numParams = 0, savedFloats = 0, workspaceFloats = 0;
+  std::vector<ParamEntry> params;
+  /// What the stage runs (StageProgram.h): its layers and kernel calls.
+  StageProgram program;
+};
+
+struct TrainingConfig {
+  int64_t seqLength = 0, microBatchSize = 0, steps = 0, seed = 0;
+  double lr = 0, minLr = 0, weightDecay = 0, gradClip = 0;
+  int64_t warmupSteps = 0;
+  /// The learning rate decays to minLr by this step (Megatron's
+  /// lr_decay_iters); 0: by `steps`.
+  int64_t lrDecaySteps = 0;
+  int64_t decayEnd() const { return lrDecaySteps > 0 ? lrDecaySteps : steps; }
+  /// AdamW's betas and epsilon: Megatron's defaults, stated here only.
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// training.init_from: the checkpoint the run's weights start from (an
+  /// absolute path; empty: initialised from the seed).
+  std::string initFrom;
+};
+
+/// The model's dimensions as the manifest records them (for tools and the
+/// PyTorch reference, which rebuild the model from them).
+struct ModelInfo {
+  std::string name, pattern;
+  int64_t numLayers = 0, hidden = 0, vocab = 0;
+  bool tieEmbeddings = true;
+  std::string positionEmbedding;
+  double moeAuxLossCoeff = 0;
+  int64_t ffnHidden = 0, numHeads = 0, numQueryGroups = 0, kvChannels = 0;
+  int64_t mambaNumHeads = 0, mambaHeadDim = 0, mambaState = 0,
+          mambaNumGroups = 0, mambaConvWidth = 0;
+  int64_t numExperts = 0, moeTopK = 0, moeFfnHidden = 0;
+  std::string activation;
+  /// Multi-token prediction: the pattern of each depth's layers, the number
+  /// of depths and the weight of their mean loss (0 depths: none).
+  std::string mtpPattern;
+  int64_t mtpDepths = 0;
+  double mtpLossScalingFactor = 0;
+};
+
+/// The manifest's `model` object (docs/artifact.md), also kept in each
+/// checkpoint's metadata (`model_config`) so that a checkpoint can be
+/// exported without its artifact. parseModelInfo throws RuntimeError naming
+/// `where` and the field.
+nlohmann::json modelJson(const ModelInfo &model);
+ModelInfo parseModelInfo(const nlohmann::json &model, const std::string &where);
+
+/// Sequence packing (docs/data.md): samples of `globalBatchSize` per step
+/// packed into microbatches of at most `maxTokens` tokens.
+struct PackingConfig {
+  bool enabled = false;
+  int64_t maxTokens = 0, globalBatchSize = 0, minBins = 0, binMultiple = 0;
+  std::string scheduler = "balanced";
+  bool truncate = false;
+  std::string mock; ///< the mock dataset's JSON (data format mock)
+  /// A sample of n tokens costs perToken n + perSquaredToken n^2 (the cost
+  /// model's training FLOPs): what the balanced scheduler evens out.
+  double costPerToken = 0, costPerSquaredToken = 0;
+};
+
+struct Artifact {
+  std::string dir;
+  std::string target = "cpu"; ///< cpu or cuda
+  std::string precision = "fp32";
+  /// cuda: the oldest compute capability the stages run on (major * 10 +
+  /// minor); 0 on cpu.
+  int computeCapability = 0;
+  ModelInfo model;
+  std::string schedule;
+  int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;
+  int64_t groupSize = 0; ///< microbatch_group_size_per_vp_stage; 0 = pp
+  /// AdamW moments sharded over the dp ranks (docs/runtime.md).
+  bool distributedOptimizer = false;
+  int64_t numStages = 0;
+  TrainingConfig training;
+  std::string dataPath, dataFormat;
+  PackingConfig packing;
+  std::string specFile, specText;
+  std::vector<StageEntry> stages;                 ///< all stages, by index
+  std::vector<std::vector<ActionEntry>> programs; ///< per pp rank
+
+  /// Stages of `ppRank`, in vp_stage order.
+  std::vector<StageEntry *> stagesOf(int64_t ppRank);
+  /// The per-rank programs as a schedule the simulator runs.
+  schedule::Schedule asSchedule() const;
+};
+
+/// manifest.json's content for `artifact` (what `hypipe compile` writes).
+nlohmann::json manifestToJson(const Artifact &artifact);
+
+/// Reads and checks a manifest's content; `path` names it in errors. Throws
+/// RuntimeError.
+Artifact artifactFromJson(const nlohmann::json &manifest,
+                          const std::string &path);
+
+/// The fields of `artifact` against each other (`path` names the manifest
+/// in errors): counts positive and bounded, products without overflow, the
+/// stages' shapes those of the training section, layers and parameters
+/// inside their buffers, embedding and head sized by the vocabulary, each
+/// (pp_rank, vp_stage) once, and programs the simulator runs to the end.
+/// Throws RuntimeError.
+void checkArtifactConsistency(const Artifact &artifact,
+                              const std::string &path);
+
+/// Reads and checks `dir`/manifest.json (artifactFromJson, then
+/// checkArtifactConsistency). Throws RuntimeError.
+Artifact loadArtifact(const std::string &dir);
+
+} // namespace hypipe::rt
+
+#endif

@@ -1,0 +1,121 @@
+//===- MegatronIndex.cpp - Megatron-LM's .idx file, parsed and checked ----===//
+
+#include "runtime/formats/MegatronIndex.h"
+
+#include "runtime/formats/Artifact.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace hypipe::rt {
+
+const char *const kMegatronIndexHelp =
+    "write it with Megatron-LM's tools/preprocess_data.py (or "
+    "IndexedDatasetBuilder); data.path names the prefix without .bin/.idx";
+
+namespace {
+
+RuntimeError bad(const std::string &file, const std::string &why) {
+  return RuntimeError(
+      fmt::format("error: '{}' is not a Megatron indexed dataset: {}\nhelp: {}",
+                  file, why, kMegatronIndexHelp));
+}
+
+} // namespace
+
+int megatronItemSize(int code) {
+  switch (code) {
+  case 1: // uint8
+  case 2: // int8
+    return 1;
+  case 3: // int16
+  case 8: // uint16
+    return 2;
+  case 4: // int32
+    return 4;
+  case 5: // int64
+    return 8;
+  default: // the float types cannot hold token ids
+    return 0;
+  }
+}
+
+MegatronIndex parseMegatronIndex(std::string_view bytes,
+                                 const std::string &path) {
+  size_t at = 0;
+  auto get = [&](void *p, size_t n) {
+    if (bytes.size() - at < n)
+      return false;
+    if (n == 0) // an empty vector's data() may be null: no memcpy
+      return true;
+    std::memcpy(p, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
+  char magic[9];
+  uint64_t version = 0, sequences = 0, docs = 0;
+  uint8_t code = 0;
+  MegatronIndex index;
+  if (!get(magic, 9) || std::memcmp(magic, "MMIDIDX\0\0", 9) != 0)
+    throw bad(path, "it does not start with MMIDIDX");
+  if (!get(&version, 8) || version != 1)
+    throw bad(path, fmt::format("version {}, this reader knows 1", version));
+  if (!get(&code, 1) || !(index.itemSize = megatronItemSize(code)))
+    throw bad(path, fmt::format("dtype code {} is not an integer type "
+                                "(1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, "
+                                "8 uint16)",
+                                int(code)));
+  index.dtypeCode = code;
+  if (!get(&sequences, 8) || !get(&docs, 8))
+    throw bad(path, "the header is truncated");
+  // Each count is bounded by the bytes left before it is multiplied, so
+  // nothing below can wrap.
+  const uint64_t left = bytes.size() - at;
+  if (sequences > left / 12 || docs > left / 8 ||
+      left != sequences * 12 + docs * 8)
+    throw bad(path, fmt::format("{} bytes do not hold {} sequences and {} "
+                                "document boundaries (truncated?)",
+                                bytes.size(), sequences, docs));
+  index.lengths.resize(sequences);
+  index.pointers.resize(sequences);
+  index.documents.resize(docs);
+  get(index.lengths.data(), sequences * 4);
+  get(index.pointers.data(), sequences * 8);
+  get(index.documents.data(), docs * 8);
+  for (uint64_t s = 0; s < sequences; ++s)
+    if (index.lengths[s] < 0 || index.pointers[s] < 0)
+      throw bad(path, fmt::format("sequence {} has {} tokens at byte {}", s,
+                                  index.lengths[s], index.pointers[s]));
+  if (docs < 1 || index.documents.front() != 0 ||
+      uint64_t(index.documents.back()) != sequences)
+    throw bad(path, fmt::format("its {} document boundaries do not run from "
+                                "sequence 0 to the sequence count {}",
+                                docs, sequences));
+  for (uint64_t d = 1; d < docs; ++d)
+    if (index.documents[d] < index.documents[d - 1])
+      throw bad(path,
+                fmt::format("document boundary {} (sequence {}) comes "
+                            "before the one ahead of it (sequence {})",
+                            d, index.documents[d], index.documents[d - 1]));
+  return index;
+}
+
+std::vector<int64_t> checkMegatronBin(const MegatronIndex &index,
+                                      uint64_t binBytes,
+                                      const std::string &binPath) {
+  std::vector<int64_t> starts(index.lengths.size() + 1, 0);
+  for (size_t s = 0; s < index.lengths.size(); ++s) {
+    uint64_t pointer = uint64_t(index.pointers[s]);
+    uint64_t size = uint64_t(index.lengths[s]) * uint64_t(index.itemSize);
+    if (pointer > binBytes || size > binBytes - pointer)
+      throw bad(binPath,
+                fmt::format("sequence {} ({} tokens at byte {}) runs past the "
+                            "end of the {}-byte file (truncated?)",
+                            s, index.lengths[s], index.pointers[s], binBytes));
+    starts[s + 1] = starts[s] + index.lengths[s];
+  }
+  return starts;
+}
+
+} // namespace hypipe::rt

@@ -1,0 +1,282 @@
+//===- StageProgram.cpp - names, JSON and checks of a kernel program ------===//
+
+#include "runtime/formats/StageProgram.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+namespace hypipe::rt {
+namespace {
+
+constexpr std::array<const char *, 2> kDTypeNames = {"f32", "bf16"};
+constexpr std::array<const char *, 7> kSlotNames = {
+    "none", "input", "output", "grad_output", "grad_input", "act0", "act1"};
+
+template <typename Enum, size_t N>
+std::optional<Enum> parseName(const std::array<const char *, N> &names,
+                              std::string_view name) {
+  for (size_t i = 0; i < N; ++i)
+    if (name == names[i])
+      return static_cast<Enum>(i);
+  return std::nullopt;
+}
+
+/// Every dimension of a shape: positive and small enough that no size the
+/// shapes compute from them overflows.
+constexpr int64_t kMaxDim = int64_t(1) << 24;
+constexpr int64_t kMaxBytes = int64_t(1) << 46;
+
+struct ShapeFacts {
+  std::vector<int64_t> dims; ///< each must lie in [1, kMaxDim]
+  int64_t hidden = 0;        ///< the activation width the layer reads/writes
+  int64_t paramFloats = 0, savedFloats = 0, workspaceFloats = 0;
+  int64_t vocab = 0; ///< embedding, head and MTP layers: the vocabulary
+};
+
+int64_t numelOf(const std::vector<ParamSpec> &params) {
+  int64_t n = 0;
+  for (const ParamSpec &p : params)
+    n += p.numel();
+  return n;
+}
+
+/// The dimensions of `shape`, and, once they are known to be bounded, the
+/// sizes it needs.
+ShapeFacts factsOf(const LayerShape &shape, const TokenShape &tokens,
+                   Target target, bool sized) {
+  ShapeFacts f;
+  std::visit(
+      [&](const auto &s) {
+        using S = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<S, EmbeddingShape> ||
+                      std::is_same_v<S, HeadShape>)
+          f.dims = {s.vocab, s.hidden};
+        else if constexpr (std::is_same_v<S, MtpInputShape> ||
+                           std::is_same_v<S, MtpOutputShape>)
+          f.dims = {s.vocab, s.hidden, s.depth};
+        else if constexpr (std::is_same_v<S, MambaShape>)
+          f.dims = {s.hidden, s.heads,  s.headDim,
+                    s.state,  s.groups, s.convWidth};
+        else if constexpr (std::is_same_v<S, AttentionShape>)
+          f.dims = {s.hidden, s.heads, s.groups, s.headDim};
+        else if constexpr (std::is_same_v<S, MlpShape>)
+          f.dims = {s.hidden, s.ffn};
+        else
+          f.dims = {s.hidden, s.ffn, s.experts, s.topk};
+        f.hidden = s.hidden;
+        if constexpr (std::is_same_v<S, EmbeddingShape> ||
+                      std::is_same_v<S, HeadShape> ||
+                      std::is_same_v<S, MtpInputShape> ||
+                      std::is_same_v<S, MtpOutputShape>)
+          f.vocab = s.vocab;
+        if (!sized)
+          return;
+        if constexpr (std::is_same_v<S, EmbeddingShape> ||
+                      std::is_same_v<S, HeadShape> ||
+                      std::is_same_v<S, MtpInputShape> ||
+                      std::is_same_v<S, MtpOutputShape>)
+          f.paramFloats = numelOf(s.params());
+        else
+          f.paramFloats = numelOf(s.params(1));
+        f.savedFloats = s.savedFloats(tokens, target);
+        f.workspaceFloats = s.workspaceFloats(tokens, target);
+      },
+      shape);
+  return f;
+}
+
+/// Which slots a call of `kind` reads and writes in `pass` (0: forward, 1:
+/// input gradient): whether `in` and `out` must be set.
+std::pair<bool, bool> slotUse(LayerKind kind, int pass) {
+  if (pass == 0) {
+    switch (kind) {
+    case LayerKind::Embedding:
+    case LayerKind::MtpInput:
+      return {false, true};
+    case LayerKind::Head:
+    case LayerKind::MtpOutput:
+      return {true, false};
+    default:
+      return {true, true};
+    }
+  }
+  switch (kind) {
+  case LayerKind::Embedding:
+    return {true, false};
+  case LayerKind::Head:
+  case LayerKind::MtpOutput:
+    return {false, true};
+  default:
+    return {true, true};
+  }
+}
+
+} // namespace
+
+const char *dtypeName(DType d) { return kDTypeNames[size_t(d)]; }
+std::optional<DType> parseDType(std::string_view name) {
+  return parseName<DType>(kDTypeNames, name);
+}
+int64_t dtypeBytes(DType d) { return d == DType::BF16 ? 2 : 4; }
+
+std::optional<LayerKind> parseLayerKind(std::string_view name) {
+  for (int i = 0; i < int(std::size(kLayerKindNames)); ++i)
+    if (name == kLayerKindNames[i])
+      return LayerKind(i);
+  return std::nullopt;
+}
+
+const char *slotName(Slot s) { return kSlotNames[size_t(s)]; }
+std::optional<Slot> parseSlot(std::string_view name) {
+  return parseName<Slot>(kSlotNames, name);
+}
+
+int64_t activationBytes(const StageProgram &p) {
+  return p.tokens.batch * p.tokens.seq * p.hidden * dtypeBytes(DType::F32);
+}
+
+std::string checkStageProgram(const StageProgram &p, bool hasEmbedding,
+                              bool hasHead) {
+  auto inside = [](const TensorRange &r, int64_t size) {
+    return r.offset >= 0 && r.bytes >= 0 && r.offset <= size - r.bytes &&
+           r.offset % dtypeBytes(r.dtype) == 0;
+  };
+  auto rangeText = [](const TensorRange &r) {
+    return fmt::format("[{}, +{}) {}", r.offset, r.bytes, dtypeName(r.dtype));
+  };
+  for (int64_t n : {p.paramBytes, p.savedBytes, p.workspaceBytes})
+    if (n < 0 || n > kMaxBytes)
+      return fmt::format("a buffer of {} bytes", n);
+  if (p.tokens.batch < 1 || p.tokens.seq < 1 || p.hidden < 1 ||
+      p.tokens.batch > kMaxDim || p.tokens.seq > kMaxDim ||
+      p.hidden > kMaxDim || activationBytes(p) > kMaxBytes)
+    return fmt::format("tokens [{} x {}] of width {}", p.tokens.batch,
+                       p.tokens.seq, p.hidden);
+
+  int64_t scratchNeeded = 0;
+  bool mtp = false;
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    const ProgramLayer &l = p.layers[i];
+    std::string what =
+        fmt::format("layer {} ({} {})", i, layerKindName(l.kind), l.layer);
+    if (l.shape.index() != size_t(l.kind))
+      return what + ": its shape is of another kind";
+    ShapeFacts f = factsOf(l.shape, p.tokens, p.target, false);
+    for (int64_t d : f.dims)
+      if (d < 1 || d > kMaxDim)
+        return fmt::format("{}: a dimension of {}", what, d);
+    f = factsOf(l.shape, p.tokens, p.target, true);
+    if (f.hidden != p.hidden)
+      return fmt::format("{}: width {}, but the stage's activations are {}",
+                         what, f.hidden, p.hidden);
+    for (const TensorRange *r : {&l.params, &l.saved})
+      if (r->dtype != DType::F32)
+        return fmt::format("{}: a {} tensor, and the kernels take f32 only "
+                           "for now",
+                           what, dtypeName(r->dtype));
+    if (l.params.bytes != 4 * f.paramFloats || !inside(l.params, p.paramBytes))
+      return fmt::format("{}: parameters {}, but its shape has {} bytes of "
+                         "them in a buffer of {}",
+                         what, rangeText(l.params), 4 * f.paramFloats,
+                         p.paramBytes);
+    if (l.saved.bytes != 4 * f.savedFloats || !inside(l.saved, p.savedBytes))
+      return fmt::format("{}: saved tensors {}, but its shape keeps {} bytes "
+                         "in a buffer of {}",
+                         what, rangeText(l.saved), 4 * f.savedFloats,
+                         p.savedBytes);
+    scratchNeeded = std::max(scratchNeeded, 4 * f.workspaceFloats);
+    if (l.kind == LayerKind::MtpInput || l.kind == LayerKind::MtpOutput) {
+      mtp = true;
+      const int64_t table = 4 * f.vocab * p.hidden;
+      for (const TensorRange *r : {&p.sharedOutput, &p.sharedTable})
+        if (r->bytes != table || !inside(*r, p.paramBytes))
+          return fmt::format("{}: the shared output layer or embedding "
+                             "table {} is not [{} x {}] inside the "
+                             "parameters",
+                             what, rangeText(*r), f.vocab, p.hidden);
+    }
+  }
+  if (!mtp && (!p.sharedOutput.empty() || !p.sharedTable.empty()))
+    return "shared MTP tensors in a stage without an MTP depth";
+
+  const int64_t act = activationBytes(p);
+  for (const TensorRange *r : {&p.act0, &p.act1})
+    if (r->bytes < act || !inside(*r, p.workspaceBytes))
+      return fmt::format("an activation slot {} in a workspace of {} bytes "
+                         "(an activation is {} bytes)",
+                         rangeText(*r), p.workspaceBytes, act);
+  if (p.scratch.bytes < scratchNeeded || !inside(p.scratch, p.workspaceBytes))
+    return fmt::format("scratch {} in a workspace of {} bytes; the layers "
+                       "need {}",
+                       rangeText(p.scratch), p.workspaceBytes, scratchNeeded);
+  auto overlap = [](const TensorRange &a, const TensorRange &b) {
+    return a.offset < b.end() && b.offset < a.end();
+  };
+  if (overlap(p.act0, p.act1) || overlap(p.act0, p.scratch) ||
+      overlap(p.act1, p.scratch))
+    return "the activation slots and the scratch overlap";
+
+  const std::vector<KernelCall> *passes[] = {&p.forward, &p.backwardInput,
+                                             &p.backwardWeight};
+  const char *passNames[] = {"forward", "backward_input", "backward_weight"};
+  for (int pass = 0; pass < 3; ++pass) {
+    std::vector<int> runs(p.layers.size(), 0);
+    bool written[2] = {false, false};
+    int outputs = 0, inputs = 0;
+    const Slot stageIn = pass == 0 ? Slot::Input : Slot::GradOutput;
+    const Slot stageOut = pass == 0 ? Slot::Output : Slot::GradInput;
+    for (const KernelCall &c : *passes[pass]) {
+      std::string what =
+          fmt::format("{} call of layer {}", passNames[pass], c.layer);
+      if (c.layer < -1 || c.layer >= int64_t(p.layers.size()) ||
+          (c.layer == -1 && pass == 2))
+        return what + ": no such layer";
+      bool needIn = true, needOut = true;
+      if (pass == 2)
+        needIn = needOut = false;
+      else if (c.layer >= 0)
+        std::tie(needIn, needOut) = slotUse(p.layers[c.layer].kind, pass);
+      if (c.layer >= 0)
+        ++runs[size_t(c.layer)];
+      auto readable = [&](Slot s) {
+        return s == stageIn || s == Slot::Act0 || s == Slot::Act1;
+      };
+      auto writable = [&](Slot s) {
+        return s == stageOut || s == Slot::Act0 || s == Slot::Act1;
+      };
+      if (needIn != (c.in != Slot::None) || needOut != (c.out != Slot::None) ||
+          (needIn && !readable(c.in)) || (needOut && !writable(c.out)) ||
+          (needIn && needOut && c.in == c.out))
+        return fmt::format("{}: reads '{}' and writes '{}'", what,
+                           slotName(c.in), slotName(c.out));
+      if ((c.in == Slot::Act0 && !written[0]) ||
+          (c.in == Slot::Act1 && !written[1]))
+        return fmt::format("{}: reads '{}' before anything wrote it", what,
+                           slotName(c.in));
+      inputs += c.in == stageIn;
+      if (c.out == Slot::Act0 || c.out == Slot::Act1)
+        written[c.out == Slot::Act1] = true;
+      outputs += c.out == stageOut;
+    }
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (runs[i] != 1)
+        return fmt::format("{} runs layer {} {} times", passNames[pass], i,
+                           runs[i]);
+    if (pass == 2)
+      continue;
+    // The stage's input exists unless it starts the model (forward) or ends
+    // it (input gradient); its output likewise, and is written once.
+    const bool noIn = pass == 0 ? hasEmbedding : hasHead;
+    const bool noOut = pass == 0 ? hasHead : hasEmbedding;
+    if ((noIn && inputs > 0) || (noOut ? outputs != 0 : outputs != 1))
+      return fmt::format("{} reads the stage's '{}' {} times and writes its "
+                         "'{}' {} times",
+                         passNames[pass], slotName(stageIn), inputs,
+                         slotName(stageOut), outputs);
+  }
+  return "";
+}
+
+} // namespace hypipe::rt

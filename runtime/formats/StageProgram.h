@@ -1,0 +1,123 @@
+//===- StageProgram.h - a stage's kernel program, as data -----------------===//
+//
+// What `hypipe compile` lowers a pipeline stage to and the manifest carries
+// (docs/artifact.md, "kernel program"): the stage's layers, each with its
+// kernel, static shape and typed ranges of the stage's parameter and saved
+// buffers, and three lists of kernel calls -- forward, input-gradient and
+// weight-gradient -- each naming the layer it runs and the activation slots
+// it reads and writes. `hypipe-run` executes it over the target's kernels
+// (StageInterpreter.h); nothing is generated or compiled per stage.
+//
+// Every range is in bytes and has a dtype; fp32 is the only dtype the
+// kernels take today, so checkStageProgram refuses any other until the
+// bf16 kernels exist. LLVM-free: the compiler builds these, the runtime
+// reads and checks them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_FORMATS_STAGEPROGRAM_H
+#define HYPIPE_RUNTIME_FORMATS_STAGEPROGRAM_H
+
+#include "core/model/LayerShapes.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace hypipe::rt {
+
+enum class DType : uint8_t { F32, BF16 };
+
+const char *dtypeName(DType dtype);
+std::optional<DType> parseDType(std::string_view name);
+int64_t dtypeBytes(DType dtype);
+
+/// A tensor as a range of one of the stage's buffers.
+struct TensorRange {
+  int64_t offset = 0; ///< bytes from the buffer's start
+  int64_t bytes = 0;
+  DType dtype = DType::F32;
+  int64_t end() const { return offset + bytes; }
+  bool empty() const { return bytes == 0; }
+  /// Elements of `dtype` from the buffer's start to `offset`.
+  int64_t elementOffset() const { return offset / dtypeBytes(dtype); }
+  bool operator==(const TensorRange &o) const {
+    return offset == o.offset && bytes == o.bytes && dtype == o.dtype;
+  }
+};
+
+/// The inverse of layerKindName (LayerShapes.h); nullopt for anything else.
+std::optional<LayerKind> parseLayerKind(std::string_view name);
+
+using LayerShape =
+    std::variant<EmbeddingShape, MambaShape, AttentionShape, MlpShape, MoeShape,
+                 HeadShape, MtpInputShape, MtpOutputShape>;
+
+struct ProgramLayer {
+  LayerKind kind = LayerKind::Mlp;
+  int64_t layer = 0; ///< 1-based layer number (0: embedding and head)
+  LayerShape shape;
+  TensorRange params, saved;
+};
+
+/// Where a call reads or writes an activation (or its gradient): the
+/// stage's input and output, the gradients of those, or one of the two
+/// workspace buffers the stage ping-pongs between layers.
+enum class Slot : uint8_t {
+  None,
+  Input,
+  Output,
+  GradOutput,
+  GradInput,
+  Act0,
+  Act1
+};
+
+const char *slotName(Slot slot);
+std::optional<Slot> parseSlot(std::string_view name);
+
+/// One kernel call: layer `layer` of the stage in the pass of the list it
+/// is in, reading `in` and writing `out`. `layer` -1 is a copy of `in` to
+/// `out` (a stage whose last layer does not write the output itself).
+struct KernelCall {
+  int32_t layer = -1;
+  Slot in = Slot::None, out = Slot::None;
+  bool operator==(const KernelCall &o) const {
+    return layer == o.layer && in == o.in && out == o.out;
+  }
+};
+
+struct StageProgram {
+  Target target = Target::Cpu;
+  TokenShape tokens; ///< the microbatch capacity the shapes are planned for
+  int64_t hidden = 0;
+  std::vector<ProgramLayer> layers;
+  std::vector<KernelCall> forward, backwardInput, backwardWeight;
+  /// Buffer sizes in bytes: parameters (and their gradients), the saved
+  /// tensors of one microbatch, and the workspace shared by all of them.
+  int64_t paramBytes = 0, savedBytes = 0, workspaceBytes = 0;
+  /// In the workspace: the two activation slots and the layers' scratch.
+  TensorRange act0, act1, scratch;
+  /// Multi-token prediction: where the model's output layer and embedding
+  /// table sit in this stage's parameters (empty: no MTP depth here).
+  TensorRange sharedOutput, sharedTable;
+};
+
+/// Bytes of one [tokens, hidden] activation of `program`.
+int64_t activationBytes(const StageProgram &program);
+
+/// Checks `program` before anything runs it (the manifest is read from a
+/// file another process wrote): known layers with bounded shapes, every
+/// layer's parameter and saved ranges exactly the sizes its shape gives and
+/// inside the stage's buffers, fp32 everywhere, the activation slots and
+/// scratch inside the workspace and large enough, every call naming an
+/// existing layer and slots that pass takes, forward calls chained from the
+/// input to the output. Returns an empty string, or what is wrong.
+std::string checkStageProgram(const StageProgram &program, bool hasEmbedding,
+                              bool hasHead);
+
+} // namespace hypipe::rt
+
+#endif
