@@ -88,6 +88,96 @@ LogicalResult lowerForArtifact(ModuleOp module,
   return pm.run(module);
 }
 
+namespace {
+
+/// `path` of the spec, resolved against the spec's directory.
+std::string besideSpec(const llvm::SmallString<256> &specPath,
+                       const std::string &path) {
+  llvm::SmallString<256> resolved(path);
+  if (!resolved.empty() && !llvm::sys::path::is_absolute(resolved)) {
+    llvm::SmallString<256> base = llvm::sys::path::parent_path(specPath);
+    llvm::sys::path::append(base, resolved);
+    resolved = base;
+  }
+  return resolved.str().str();
+}
+
+/// The manifest's `model`: the spec's dimensions and the placed pattern.
+rt::ModelInfo modelInfo(const ModelSpec &spec, hybrid::ModelOp model) {
+  const ModelDims &d = spec.dims;
+  rt::ModelInfo m;
+  m.name = spec.name;
+  m.pattern = model.getPattern().str();
+  m.numLayers = int64_t(model.getMainLayers().size());
+  m.hidden = d.hidden;
+  m.vocab = d.vocab;
+  m.tieEmbeddings = d.tieEmbeddings;
+  m.positionEmbedding = spec.positionEmbedding;
+  m.moeAuxLossCoeff = spec.moeAuxLossCoeff;
+  m.mtpPattern = spec.pattern.mtp;
+  m.mtpDepths = spec.pattern.mtpDepths;
+  m.mtpLossScalingFactor =
+      spec.pattern.mtpDepths > 0 ? spec.mtpLossScalingFactor : 0.0;
+  m.ffnHidden = d.ffnHidden;
+  m.numHeads = d.numHeads;
+  m.numQueryGroups = d.numQueryGroups;
+  m.kvChannels = d.kvChannels();
+  m.mambaNumHeads = d.mambaNumHeads;
+  m.mambaHeadDim = d.mambaHeadDim;
+  m.mambaState = d.mambaState;
+  m.mambaNumGroups = d.mambaNumGroups;
+  m.mambaConvWidth = d.mambaConvWidth;
+  m.numExperts = d.numExperts;
+  m.moeTopK = d.moeTopK;
+  m.moeFfnHidden = d.expertFfnHidden();
+  m.activation = d.activation;
+
+  return m;
+}
+
+/// The manifest's `training`; Adam's betas and epsilon keep their defaults.
+rt::TrainingConfig trainingConfig(const TrainingSpec &tr,
+                                  const llvm::SmallString<256> &specPath) {
+  rt::TrainingConfig t;
+  t.seqLength = tr.seqLength;
+  t.microBatchSize = tr.microBatchSize;
+  t.steps = tr.steps;
+  t.seed = tr.seed;
+  t.lr = tr.lr;
+  t.minLr = tr.minLr;
+  t.warmupSteps = tr.warmupSteps;
+  t.weightDecay = tr.weightDecay;
+  t.gradClip = tr.gradClip;
+  t.lrDecaySteps = tr.lrDecaySteps;
+  if (!tr.initFrom.empty())
+    t.initFrom = besideSpec(specPath, tr.initFrom);
+  return t;
+}
+
+/// The manifest's packing options and the cost model's sample cost.
+rt::PackingConfig packingConfig(const ModelSpec &spec) {
+  rt::PackingConfig p;
+  if (!spec.data.packing)
+    return p;
+  const DataSpec &ds = spec.data;
+  p.enabled = true;
+  p.maxTokens = *ds.maxTokensPerMicrobatch;
+  p.globalBatchSize = *ds.globalBatchSize;
+  p.minBins = *ds.minBinCount;
+  p.binMultiple = *ds.binCountMultiple;
+  p.scheduler = ds.scheduler;
+  p.truncate = ds.truncate;
+  p.mock = ds.mock;
+  packing::SampleCost cost =
+      packing::modelSampleCost(spec.dims, spec.pattern.layers(),
+                               spec.pattern.mtp, spec.pattern.mtpDepths);
+  p.costPerToken = cost.perToken;
+  p.costPerSquaredToken = cost.perSquaredToken;
+  return p;
+}
+
+} // namespace
+
 llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
                           const std::string &dir) {
   const bool cuda = spec.training.target == "cuda";
@@ -132,15 +222,9 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
     return toLlvmError(programs.takeError());
   artifact.programs = programs->ranks;
 
-  const ModelDims &d = spec.dims;
   const TrainingSpec &tr = spec.training;
-  llvm::SmallString<256> specPath(spec.file), dataPath(spec.data.path);
+  llvm::SmallString<256> specPath(spec.file);
   llvm::sys::fs::make_absolute(specPath);
-  if (!dataPath.empty() && !llvm::sys::path::is_absolute(dataPath)) {
-    llvm::SmallString<256> base = llvm::sys::path::parent_path(specPath);
-    llvm::sys::path::append(base, dataPath);
-    dataPath = base;
-  }
   if (auto buffer = llvm::MemoryBuffer::getFile(spec.file))
     artifact.specText = (*buffer)->getBuffer().str();
   artifact.specFile = specPath.str().str();
@@ -148,33 +232,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.precision = spec.training.dtype;
   artifact.computeCapability = cuda ? 90 : 0;
 
-  rt::ModelInfo &m = artifact.model;
-  m.name = spec.name;
-  m.pattern = model.getPattern().str();
-  m.numLayers = int64_t(model.getMainLayers().size());
-  m.hidden = d.hidden;
-  m.vocab = d.vocab;
-  m.tieEmbeddings = d.tieEmbeddings;
-  m.positionEmbedding = spec.positionEmbedding;
-  m.moeAuxLossCoeff = spec.moeAuxLossCoeff;
-  m.mtpPattern = spec.pattern.mtp;
-  m.mtpDepths = spec.pattern.mtpDepths;
-  m.mtpLossScalingFactor =
-      spec.pattern.mtpDepths > 0 ? spec.mtpLossScalingFactor : 0.0;
-  m.ffnHidden = d.ffnHidden;
-  m.numHeads = d.numHeads;
-  m.numQueryGroups = d.numQueryGroups;
-  m.kvChannels = d.kvChannels();
-  m.mambaNumHeads = d.mambaNumHeads;
-  m.mambaHeadDim = d.mambaHeadDim;
-  m.mambaState = d.mambaState;
-  m.mambaNumGroups = d.mambaNumGroups;
-  m.mambaConvWidth = d.mambaConvWidth;
-  m.numExperts = d.numExperts;
-  m.moeTopK = d.moeTopK;
-  m.moeFfnHidden = d.expertFfnHidden();
-  m.activation = d.activation;
-
+  artifact.model = modelInfo(spec, model);
   artifact.pp = spec.parallel.pp;
   artifact.vpp = spec.parallel.vpp;
   artifact.dp = spec.parallel.dp;
@@ -184,44 +242,10 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.distributedOptimizer = spec.parallel.distributedOptimizer;
   artifact.numStages = int64_t(artifact.stages.size());
 
-  rt::TrainingConfig &t = artifact.training; // Adam's betas: its defaults
-  t.seqLength = tr.seqLength;
-  t.microBatchSize = tr.microBatchSize;
-  t.steps = tr.steps;
-  t.seed = tr.seed;
-  t.lr = tr.lr;
-  t.minLr = tr.minLr;
-  t.warmupSteps = tr.warmupSteps;
-  t.weightDecay = tr.weightDecay;
-  t.gradClip = tr.gradClip;
-  t.lrDecaySteps = tr.lrDecaySteps;
-  if (!tr.initFrom.empty()) {
-    llvm::SmallString<256> from(tr.initFrom);
-    if (!llvm::sys::path::is_absolute(from)) {
-      llvm::SmallString<256> base = llvm::sys::path::parent_path(specPath);
-      llvm::sys::path::append(base, from);
-      from = base;
-    }
-    t.initFrom = from.str().str();
-  }
-  artifact.dataPath = dataPath.str().str();
+  artifact.training = trainingConfig(tr, specPath);
+  artifact.dataPath = besideSpec(specPath, spec.data.path);
   artifact.dataFormat = spec.data.format;
-  if (spec.data.packing) {
-    const DataSpec &ds = spec.data;
-    rt::PackingConfig &p = artifact.packing;
-    p.enabled = true;
-    p.maxTokens = *ds.maxTokensPerMicrobatch;
-    p.globalBatchSize = *ds.globalBatchSize;
-    p.minBins = *ds.minBinCount;
-    p.binMultiple = *ds.binCountMultiple;
-    p.scheduler = ds.scheduler;
-    p.truncate = ds.truncate;
-    p.mock = ds.mock;
-    packing::SampleCost cost = packing::modelSampleCost(
-        d, spec.pattern.layers(), spec.pattern.mtp, spec.pattern.mtpDepths);
-    p.costPerToken = cost.perToken;
-    p.costPerSquaredToken = cost.perSquaredToken;
-  }
+  artifact.packing = packingConfig(spec);
 
   json manifest = rt::manifestToJson(artifact);
   if (auto err = writeFile(dir + "/manifest.json", manifest.dump(1) + "\n"))

@@ -195,6 +195,105 @@ SmallVector<Operation *> ModelOp::getMainLayers() {
   return layers;
 }
 
+/// model_c7 - model_c11: the main layers' placements, all or none, each
+/// where the schedule's placement and the pattern put it.
+static LogicalResult verifyPlacements(ModelOp model,
+                                      ArrayRef<Operation *> layers,
+                                      const hypipe::HybridPattern &pattern) {
+  ParallelAttr parallel = model.getParallel();
+  // model_c7
+  int64_t placed = llvm::count_if(
+      layers, [](Operation *op) { return op->hasAttr("placement"); });
+  if (placed != 0 && placed != static_cast<int64_t>(layers.size()))
+    return model.emitOpError()
+           << "either every layer or none carries a placement (" << placed
+           << " of " << layers.size() << " do) (model_c7)";
+  if (!placed)
+    return success();
+  std::vector<int64_t> segmentOfLayer;
+  for (auto [i, segment] : llvm::enumerate(pattern.segments))
+    segmentOfLayer.insert(segmentOfLayer.end(), segment.size(),
+                          static_cast<int64_t>(i));
+  int64_t previousSegment = 0;
+  const hypipe::schedule::Placement style =
+      hypipe::schedule::placementOf(parallel.getSchedule());
+  for (auto [i, op] : llvm::enumerate(layers)) {
+    // model_c7: the layer itself is verified after the model, so the
+    // attribute's kind is checked here.
+    auto p = dyn_cast<PlacementAttr>(op->getAttr("placement"));
+    if (!p)
+      return op->emitOpError()
+             << "placement must be a #hybrid.placement (model_c7)";
+    // model_c8
+    if (p.getPpRank() >= parallel.getPp() ||
+        p.getVpStage() >= parallel.getVpp() ||
+        p.getPpRank() != hypipe::schedule::rankOfStage(style, parallel.getPp(),
+                                                       p.getSegment()) ||
+        p.getVpStage() != hypipe::schedule::chunkOfStage(
+                              style, parallel.getPp(), p.getSegment()))
+      return op->emitOpError()
+             << "placement " << p << " does not fit pp = " << parallel.getPp()
+             << ", vpp = " << parallel.getVpp()
+             << (style == hypipe::schedule::Placement::V
+                     ? " (the V of zbv and dualpipev: segment s < pp on "
+                       "pp_rank s, vp_stage 0; s >= pp on pp_rank "
+                       "2 pp - 1 - s, vp_stage 1)"
+                     : " (segment must be vp_stage * pp + pp_rank)")
+             << " (model_c8)";
+    // model_c9
+    if (p.getSegment() < previousSegment)
+      return op->emitOpError()
+             << "placement segment " << p.getSegment()
+             << " comes after segment " << previousSegment
+             << ": layers must be placed in pattern order (model_c9)";
+    // model_c10
+    if (p.getLayer() != static_cast<int64_t>(i) + 1)
+      return op->emitOpError() << "layer number " << p.getLayer()
+                               << " should be " << i + 1 << " (model_c10)";
+    // model_c11
+    if (pattern.hasPipes() && p.getSegment() != segmentOfLayer[i])
+      return op->emitOpError()
+             << "layer " << i + 1 << " is in segment " << segmentOfLayer[i]
+             << " of the pattern but placed in segment " << p.getSegment()
+             << " (model_c11)";
+    previousSegment = p.getSegment();
+  }
+  return success();
+}
+
+static LogicalResult verifyMtpBlocks(ModelOp model,
+                                     ArrayRef<Operation *> mainOps,
+                                     const hypipe::HybridPattern &pattern) {
+  int64_t depth = 0;
+  SmallVector<MtpOp> mtps;
+  for (Operation *op : mainOps)
+    if (auto mtp = dyn_cast<MtpOp>(op))
+      mtps.push_back(mtp);
+  for (MtpOp mtp : mtps) {
+    ++depth;
+    // model_c12
+    if (mtp.getDepth() != depth)
+      return mtp.emitOpError()
+             << "depth " << mtp.getDepth() << " out of order, expected "
+             << depth << " (model_c12)";
+    // model_c13
+    std::string mtpSpelled;
+    for (Operation &op : mtp.getBody().front())
+      if (char c = layerSymbol(&op))
+        mtpSpelled.push_back(c);
+    if (mtpSpelled != pattern.mtp)
+      return mtp.emitOpError() << "layers spell '" << mtpSpelled
+                               << "' but the pattern's MTP part is '"
+                               << pattern.mtp << "' (model_c13)";
+  }
+  // model_c14
+  if (depth != pattern.mtpDepths)
+    return model.emitOpError()
+           << "pattern has " << pattern.mtpDepths << " MTP depths but the body "
+           << "has " << depth << " hybrid.mtp blocks (model_c14)";
+  return success();
+}
+
 LogicalResult ModelOp::verify() {
   Block &body = getBody().front();
   // model_c1
@@ -257,90 +356,9 @@ LogicalResult ModelOp::verify() {
     return emitOpError() << "pattern has " << segments
                          << " segments but pp * vpp = " << parallel.getPp()
                          << " * " << parallel.getVpp() << " (model_c6)";
-  // model_c7
-  int64_t placed = llvm::count_if(
-      layers, [](Operation *op) { return op->hasAttr("placement"); });
-  if (placed != 0 && placed != static_cast<int64_t>(layers.size()))
-    return emitOpError() << "either every layer or none carries a placement ("
-                         << placed << " of " << layers.size()
-                         << " do) (model_c7)";
-  if (placed) {
-    std::vector<int64_t> segmentOfLayer;
-    for (auto [i, segment] : llvm::enumerate(pattern->segments))
-      segmentOfLayer.insert(segmentOfLayer.end(), segment.size(),
-                            static_cast<int64_t>(i));
-    int64_t previousSegment = 0;
-    const schedule::Placement style =
-        schedule::placementOf(parallel.getSchedule());
-    for (auto [i, op] : llvm::enumerate(layers)) {
-      // model_c7: the layer itself is verified after the model, so the
-      // attribute's kind is checked here.
-      auto p = dyn_cast<PlacementAttr>(op->getAttr("placement"));
-      if (!p)
-        return op->emitOpError()
-               << "placement must be a #hybrid.placement (model_c7)";
-      // model_c8
-      if (p.getPpRank() >= parallel.getPp() ||
-          p.getVpStage() >= parallel.getVpp() ||
-          p.getPpRank() !=
-              schedule::rankOfStage(style, parallel.getPp(), p.getSegment()) ||
-          p.getVpStage() !=
-              schedule::chunkOfStage(style, parallel.getPp(), p.getSegment()))
-        return op->emitOpError()
-               << "placement " << p << " does not fit pp = " << parallel.getPp()
-               << ", vpp = " << parallel.getVpp()
-               << (style == schedule::Placement::V
-                       ? " (the V of zbv and dualpipev: segment s < pp on "
-                         "pp_rank s, vp_stage 0; s >= pp on pp_rank "
-                         "2 pp - 1 - s, vp_stage 1)"
-                       : " (segment must be vp_stage * pp + pp_rank)")
-               << " (model_c8)";
-      // model_c9
-      if (p.getSegment() < previousSegment)
-        return op->emitOpError()
-               << "placement segment " << p.getSegment()
-               << " comes after segment " << previousSegment
-               << ": layers must be placed in pattern order (model_c9)";
-      // model_c10
-      if (p.getLayer() != static_cast<int64_t>(i) + 1)
-        return op->emitOpError() << "layer number " << p.getLayer()
-                                 << " should be " << i + 1 << " (model_c10)";
-      // model_c11
-      if (pattern->hasPipes() && p.getSegment() != segmentOfLayer[i])
-        return op->emitOpError()
-               << "layer " << i + 1 << " is in segment " << segmentOfLayer[i]
-               << " of the pattern but placed in segment " << p.getSegment()
-               << " (model_c11)";
-      previousSegment = p.getSegment();
-    }
-  }
-  int64_t depth = 0;
-  SmallVector<MtpOp> mtps;
-  for (Operation *op : mainOps)
-    if (auto mtp = dyn_cast<MtpOp>(op))
-      mtps.push_back(mtp);
-  for (MtpOp mtp : mtps) {
-    ++depth;
-    // model_c12
-    if (mtp.getDepth() != depth)
-      return mtp.emitOpError()
-             << "depth " << mtp.getDepth() << " out of order, expected "
-             << depth << " (model_c12)";
-    // model_c13
-    std::string mtpSpelled;
-    for (Operation &op : mtp.getBody().front())
-      if (char c = layerSymbol(&op))
-        mtpSpelled.push_back(c);
-    if (mtpSpelled != pattern->mtp)
-      return mtp.emitOpError() << "layers spell '" << mtpSpelled
-                               << "' but the pattern's MTP part is '"
-                               << pattern->mtp << "' (model_c13)";
-  }
-  // model_c14
-  if (depth != pattern->mtpDepths)
-    return emitOpError() << "pattern has " << pattern->mtpDepths
-                         << " MTP depths but the body "
-                         << "has " << depth << " hybrid.mtp blocks (model_c14)";
+  if (failed(verifyPlacements(*this, layers, *pattern)) ||
+      failed(verifyMtpBlocks(*this, mainOps, *pattern)))
+    return failure();
   return success();
 }
 

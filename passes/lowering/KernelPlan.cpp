@@ -44,98 +44,110 @@ namespace {
 
 /// The stage's layers with their kernels, shapes and parameters: everything
 /// but the buffer offsets, which are the plan.
-FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
-  auto model = stage->getParentOfType<hybrid::ModelOp>();
-  if (!model)
-    return stage.emitError("pipe.stage must sit inside a hybrid.model to be "
-                           "lowered to kernels");
-  ModelDims dims = hybrid::toModelDims(model.getDims());
-  const int64_t numLayers = int64_t(model.getMainLayers().size());
-  bool rope = false;
-  if (auto pe = model->getAttrOfType<StringAttr>(kPositionEmbeddingAttr))
-    rope = pe.getValue() == "rope";
-  double auxCoeff = 0.0;
-  if (auto c = model->getAttrOfType<FloatAttr>(kMoeAuxLossCoeffAttr))
-    auxCoeff = c.getValueAsDouble();
-  rt::Target target = rt::Target::Cpu;
-  if (auto t = model->getAttrOfType<StringAttr>(kTargetAttr)) {
-    if (t.getValue() == "cuda")
-      target = rt::Target::Cuda;
-    else if (t.getValue() != "cpu")
-      return model.emitError() << "'" << kTargetAttr << "' is '" << t.getValue()
-                               << "'; expected cpu or cuda";
+/// What a stage's layers lower to, read off its ops and its model's
+/// attributes: one kernel per layer (and two per MTP depth), with shapes,
+/// parameters and buffer sizes. Errors are reported at the op.
+class StageDescriber {
+public:
+  StageDescriber(pipe::StageOp stage, hybrid::ModelOp model, rt::Target target)
+      : dims(hybrid::toModelDims(model.getDims())),
+        numLayers(int64_t(model.getMainLayers().size())), target(target) {
+    if (auto pe = model->getAttrOfType<StringAttr>(kPositionEmbeddingAttr))
+      rope = pe.getValue() == "rope";
+    if (auto c = model->getAttrOfType<FloatAttr>(kMoeAuxLossCoeffAttr))
+      auxCoeff = c.getValueAsDouble();
+    if (auto c = model->getAttrOfType<FloatAttr>(kMtpLossScaleAttr))
+      mtpScale = c.getValueAsDouble();
+    // Depths over the whole model (they may sit inside pipe.stage ops).
+    model.walk([&](hybrid::MtpOp) { ++mtpDepths; });
+    plan.target = target;
+    plan.index = int64_t(stage.getIndex());
+    plan.ppRank = int64_t(stage.getPpRank());
+    plan.vpStage = int64_t(stage.getVpStage());
+    plan.tokens = tokenShapeOf(stage, model);
+    plan.hidden = dims.hidden;
   }
 
-  StagePlan plan;
-  plan.target = target;
-  plan.index = int64_t(stage.getIndex());
-  plan.ppRank = int64_t(stage.getPpRank());
-  plan.vpStage = int64_t(stage.getVpStage());
-  plan.tokens = tokenShapeOf(stage, model);
-  plan.hidden = dims.hidden;
+  FailureOr<StagePlan> describe(pipe::StageOp stage) {
+    stage.getBody().front().walk<WalkOrder::PreOrder>([&](Operation *op) {
+      if (auto mtp = dyn_cast<hybrid::MtpOp>(op)) {
+        describeMtp(mtp);
+        return failed ? WalkResult::interrupt() : WalkResult::skip();
+      }
+      KernelLayer layer;
+      const int64_t number = layerNumber(op);
+      layer.layer = number;
+      bool isLayer = describeLayer(
+          op, "decoder.layers." + std::to_string(number - 1) + ".", layer);
+      if (failed)
+        return WalkResult::interrupt();
+      if (isLayer)
+        plan.layers.push_back(std::move(layer));
+      return WalkResult::skip();
+    });
+    if (failed)
+      return failure();
+    return plan;
+  }
 
-  auto layerNumber = [](Operation *op) -> int64_t {
+private:
+  static int64_t layerNumber(Operation *op) {
     if (auto placement = op->getAttrOfType<hybrid::PlacementAttr>("placement"))
       return placement.getLayer();
     return 0;
-  };
+  }
 
-  double mtpScale = 0.1;
-  if (auto c = model->getAttrOfType<FloatAttr>(kMtpLossScaleAttr))
-    mtpScale = c.getValueAsDouble();
-  // Depths over the whole model (they may sit inside pipe.stage ops).
-  int64_t mtpDepths = 0;
-  model.walk([&](hybrid::MtpOp) { ++mtpDepths; });
+  /// A layer's parameters and buffer sizes, all from its shape.
+  template <typename Shape>
+  void size(KernelLayer &layer, const Shape &shape,
+            std::vector<rt::ParamSpec> params) {
+    layer.params = std::move(params);
+    layer.savedFloats = shape.savedFloats(plan.tokens, target);
+    layer.workspaceFloats = shape.workspaceFloats(plan.tokens, target);
+    layer.paramFloats = rt::numel(layer.params);
+  }
 
-  bool failed = false;
-  const rt::TokenShape &t = plan.tokens;
-  // One layer op as a kernel with its parameters and buffer sizes; false
-  // when `op` is no layer (or could not be lowered: `failed`).
-  auto describe = [&](Operation *op, const std::string &prefix,
-                      KernelLayer &layer) {
+  /// One layer op as a kernel with its parameters and buffer sizes; false
+  /// when `op` is no layer (or could not be lowered: `failed`).
+  bool describeLayer(Operation *op, const std::string &prefix,
+                     KernelLayer &layer) {
     layer.op = op;
     layer.prefix = prefix;
     bool isLayer = true;
-    // A layer's parameters and buffer sizes, all from its shape.
-    auto size = [&](const auto &shape, std::vector<rt::ParamSpec> params) {
-      layer.params = std::move(params);
-      layer.savedFloats = shape.savedFloats(t, target);
-      layer.workspaceFloats = shape.workspaceFloats(t, target);
-    };
     llvm::TypeSwitch<Operation *>(op)
         .Case([&](hybrid::EmbeddingOp) {
           layer.kind = KernelKind::Embedding;
           layer.prefix.clear();
           layer.embedding = rt::embeddingShape(dims);
-          size(layer.embedding, layer.embedding.params());
+          size(layer, layer.embedding, layer.embedding.params());
           plan.hasEmbedding = true;
         })
         .Case([&](hybrid::MambaOp) {
           layer.kind = KernelKind::Mamba;
           layer.mamba = rt::mambaShape(dims);
-          size(layer.mamba, layer.mamba.params(numLayers));
+          size(layer, layer.mamba, layer.mamba.params(numLayers));
         })
         .Case([&](hybrid::AttentionOp) {
           layer.kind = KernelKind::Attention;
           layer.attention = rt::attentionShape(dims, rope);
-          size(layer.attention, layer.attention.params(numLayers));
+          size(layer, layer.attention, layer.attention.params(numLayers));
         })
         .Case([&](hybrid::MlpOp) {
           layer.kind = KernelKind::Mlp;
           layer.mlp = rt::mlpShape(dims);
-          size(layer.mlp, layer.mlp.params(numLayers));
+          size(layer, layer.mlp, layer.mlp.params(numLayers));
         })
         .Case([&](hybrid::MoeOp) {
           layer.kind = KernelKind::Moe;
           layer.moe = rt::moeShape(dims, auxCoeff);
-          size(layer.moe, layer.moe.params(numLayers));
+          size(layer, layer.moe, layer.moe.params(numLayers));
         })
         .Case([&](hybrid::FinalNormOp) { isLayer = false; })
         .Case([&](hybrid::OutputOp) {
           layer.kind = KernelKind::Head;
           layer.prefix.clear();
           layer.head = rt::headShape(dims);
-          size(layer.head, layer.head.params());
+          size(layer, layer.head, layer.head.params());
           plan.hasHead = true;
         })
         .Case<hybrid::GdnOp, hybrid::DsaOp, hybrid::MlaOp>([&](Operation *) {
@@ -148,15 +160,12 @@ FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
           failed = true;
         })
         .Default([&](Operation *) { isLayer = false; });
-    if (!isLayer || failed)
-      return false;
-    layer.paramFloats = rt::numel(layer.params);
-    return true;
-  };
+    return isLayer && !failed;
+  }
 
-  // A multi-token-prediction depth: input (embedding, norms, eh_proj), its
-  // layers (Megatron's mtp.layers.<d>.mtp_model_layer.layers.<j>.), output.
-  auto describeMtp = [&](hybrid::MtpOp mtp) {
+  /// A multi-token-prediction depth: input (embedding, norms, eh_proj), its
+  /// layers (Megatron's mtp.layers.<d>.mtp_model_layer.layers.<j>.), output.
+  void describeMtp(hybrid::MtpOp mtp) {
     if (!plan.hasHead) {
       mtp.emitError() << "multi-token prediction must run in the stage that "
                          "holds the output layer (it shares it); place the "
@@ -179,17 +188,15 @@ FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
         tableHere |=
             l.prefix.empty() && p.name == "embedding.word_embeddings.weight";
     in.mtpInput = {dims.vocab, dims.hidden, depth, !tableHere};
-    in.params = in.mtpInput.params();
-    in.savedFloats = in.mtpInput.savedFloats(t, target);
-    in.workspaceFloats = in.mtpInput.workspaceFloats(t, target);
-    in.paramFloats = rt::numel(in.params);
+    size(in, in.mtpInput, in.mtpInput.params());
     plan.layers.push_back(std::move(in));
     int64_t j = 0;
     for (Operation &inner : mtp.getBody().front().without_terminator()) {
       KernelLayer layer;
-      if (describe(&inner,
-                   prefix + "mtp_model_layer.layers." + std::to_string(j) + ".",
-                   layer)) {
+      if (describeLayer(&inner,
+                        prefix + "mtp_model_layer.layers." + std::to_string(j) +
+                            ".",
+                        layer)) {
         plan.layers.push_back(std::move(layer));
         ++j;
       }
@@ -202,33 +209,34 @@ FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
     out.prefix = prefix;
     out.mtpOutput = {dims.vocab, dims.hidden, depth,
                      mtpScale / double(std::max<int64_t>(1, mtpDepths))};
-    out.params = out.mtpOutput.params();
-    out.savedFloats = out.mtpOutput.savedFloats(t, target);
-    out.workspaceFloats = out.mtpOutput.workspaceFloats(t, target);
-    out.paramFloats = rt::numel(out.params);
+    size(out, out.mtpOutput, out.mtpOutput.params());
     plan.layers.push_back(std::move(out));
-  };
+  }
 
-  stage.getBody().front().walk<WalkOrder::PreOrder>([&](Operation *op) {
-    if (auto mtp = dyn_cast<hybrid::MtpOp>(op)) {
-      describeMtp(mtp);
-      return failed ? WalkResult::interrupt() : WalkResult::skip();
-    }
-    KernelLayer layer;
-    const int64_t number = layerNumber(op);
-    layer.layer = number;
-    bool isLayer = describe(
-        op, "decoder.layers." + std::to_string(number - 1) + ".", layer);
-    if (failed)
-      return WalkResult::interrupt();
-    if (!isLayer)
-      return WalkResult::skip();
-    plan.layers.push_back(std::move(layer));
-    return WalkResult::skip();
-  });
-  if (failed)
-    return failure();
-  return plan;
+  const ModelDims dims;
+  const int64_t numLayers;
+  const rt::Target target;
+  bool rope = false;
+  double auxCoeff = 0.0, mtpScale = 0.1;
+  int64_t mtpDepths = 0;
+  bool failed = false;
+  StagePlan plan;
+};
+
+FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
+  auto model = stage->getParentOfType<hybrid::ModelOp>();
+  if (!model)
+    return stage.emitError("pipe.stage must sit inside a hybrid.model to be "
+                           "lowered to kernels");
+  rt::Target target = rt::Target::Cpu;
+  if (auto t = model->getAttrOfType<StringAttr>(kTargetAttr)) {
+    if (t.getValue() == "cuda")
+      target = rt::Target::Cuda;
+    else if (t.getValue() != "cpu")
+      return model.emitError() << "'" << kTargetAttr << "' is '" << t.getValue()
+                               << "'; expected cpu or cuda";
+  }
+  return StageDescriber(stage, model, target).describe(stage);
 }
 
 } // namespace

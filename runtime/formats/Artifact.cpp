@@ -446,6 +446,115 @@ nlohmann::json manifestToJson(const Artifact &a) {
   };
 }
 
+namespace {
+
+TrainingConfig parseTraining(const json &tr, const std::string &path) {
+  TrainingConfig t;
+  t.seqLength = field<int64_t>(tr, "seq_length", path);
+  t.microBatchSize = field<int64_t>(tr, "micro_batch_size", path);
+  t.steps = field<int64_t>(tr, "steps", path);
+  t.seed = field<int64_t>(tr, "seed", path);
+  t.lr = field<double>(tr, "lr", path);
+  t.minLr = field<double>(tr, "min_lr", path);
+  t.warmupSteps = field<int64_t>(tr, "warmup_steps", path);
+  t.lrDecaySteps = field<int64_t>(tr, "lr_decay_steps", path);
+  t.initFrom = optionalField<std::string>(tr, "init_from", "", path);
+  t.weightDecay = field<double>(tr, "weight_decay", path);
+  t.gradClip = field<double>(tr, "grad_clip", path);
+  t.beta1 = field<double>(tr, "adam_beta1", path);
+  t.beta2 = field<double>(tr, "adam_beta2", path);
+  t.eps = field<double>(tr, "adam_eps", path);
+  return t;
+}
+
+PackingConfig parsePacking(const json &pk, const std::string &path) {
+  PackingConfig p;
+  p.enabled = field<bool>(pk, "enabled", path);
+  p.maxTokens = field<int64_t>(pk, "max_tokens_per_microbatch", path);
+  p.globalBatchSize = field<int64_t>(pk, "global_batch_size", path);
+  p.minBins = field<int64_t>(pk, "min_bin_count", path);
+  p.binMultiple = field<int64_t>(pk, "bin_count_multiple", path);
+  p.scheduler = field<std::string>(pk, "scheduler", path);
+  if (p.enabled && !packing::parseScheduler(p.scheduler))
+    fail(fmt::format("{}: unknown packing scheduler '{}'", path, p.scheduler),
+         fmt::format("the schedulers are {}; recompile the artifact",
+                     packing::schedulerNames()));
+  p.truncate = field<bool>(pk, "truncate", path);
+  p.mock = field<std::string>(pk, "mock", path);
+  p.costPerToken = field<double>(pk, "cost_per_token", path);
+  p.costPerSquaredToken = field<double>(pk, "cost_per_squared_token", path);
+  return p;
+}
+
+ParamEntry parseParam(const json &p, int64_t stageParams,
+                      const std::string &where) {
+  ParamEntry pe;
+  pe.name = field<std::string>(p, "name", where);
+  pe.shape = field<std::vector<int64_t>>(p, "shape", where);
+  pe.offset = field<int64_t>(p, "offset", where);
+  pe.numel = 1;
+  for (int64_t n : pe.shape)
+    pe.numel *= n;
+  pe.init = field<std::string>(p, "init", where);
+  auto args = field<std::vector<double>>(p, "init_args", where);
+  pe.initA = args.size() > 0 ? args[0] : 0;
+  pe.initB = args.size() > 1 ? args[1] : 0;
+  pe.weightDecay = field<bool>(p, "weight_decay", where);
+  if (pe.offset < 0 || pe.offset + pe.numel > stageParams)
+    fail(fmt::format("{}: parameter '{}' lies outside the stage's {} "
+                     "parameters",
+                     where, pe.name, stageParams),
+         "the manifest is corrupt; recompile the artifact");
+  return pe;
+}
+
+StageEntry parseStage(const json &s, Target target, const std::string &path) {
+  StageEntry e;
+  e.index = field<int64_t>(s, "index", path);
+  std::string where = fmt::format("{} (stage {})", path, e.index);
+  e.ppRank = field<int64_t>(s, "pp_rank", where);
+  e.vpStage = field<int64_t>(s, "vp_stage", where);
+  e.hasEmbedding = field<bool>(s, "has_embedding", where);
+  e.hasHead = field<bool>(s, "has_head", where);
+  e.batch = field<int64_t>(s, "batch", where);
+  e.seq = field<int64_t>(s, "seq", where);
+  e.hidden = field<int64_t>(s, "hidden", where);
+  e.numParams = field<int64_t>(s, "num_params", where);
+  e.savedFloats = field<int64_t>(s, "saved_floats", where);
+  e.workspaceFloats = field<int64_t>(s, "workspace_floats", where);
+  e.program = parseProgram(s, e, target, where);
+  for (const json &p : field<json>(s, "params", where))
+    e.params.push_back(parseParam(p, e.numParams, where));
+  return e;
+}
+
+/// A rank's program: actions naming existing stages and microbatches.
+std::vector<ActionEntry> parseActions(const json &prog, const Artifact &a,
+                                      const std::string &path) {
+  std::vector<ActionEntry> actions;
+  for (const json &act : field<json>(prog, "actions", path)) {
+    std::string op = field<std::string>(act, "op", path);
+    std::optional<schedule::Op> kind = schedule::parseOpName(op);
+    if (!kind)
+      fail(fmt::format("{}: unknown action '{}'", path, op),
+           "recompile the artifact with this version of hypipe");
+    ActionEntry e{*kind, field<int32_t>(act, "stage", path),
+                  field<int32_t>(act, "mb", path),
+                  optionalField<int32_t>(act, "peer", -1, path),
+                  optionalField<bool>(act, "batched", false, path)};
+    if (e.stage < 0 || e.stage >= a.numStages || e.microbatch < 0 ||
+        e.microbatch >= a.microbatches)
+      fail(fmt::format("{}: action '{}' names a stage or microbatch that "
+                       "does not exist",
+                       path, optionalField<std::string>(act, "text", "", path)),
+           "the manifest is corrupt; recompile the artifact");
+    actions.push_back(e);
+  }
+  return actions;
+}
+
+} // namespace
+
 Artifact artifactFromJson(const json &m, const std::string &path) {
   if (!m.is_object() ||
       optionalField<std::string>(m, "format", "", path) != "hypipe-artifact")
@@ -478,83 +587,20 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   a.groupSize = field<int64_t>(par, "microbatch_group_size", path);
   a.distributedOptimizer =
       optionalField<bool>(par, "distributed_optimizer", false, path);
-  const json &tr = field<json>(m, "training", path);
-  TrainingConfig &t = a.training;
-  t.seqLength = field<int64_t>(tr, "seq_length", path);
-  t.microBatchSize = field<int64_t>(tr, "micro_batch_size", path);
-  t.steps = field<int64_t>(tr, "steps", path);
-  t.seed = field<int64_t>(tr, "seed", path);
-  t.lr = field<double>(tr, "lr", path);
-  t.minLr = field<double>(tr, "min_lr", path);
-  t.warmupSteps = field<int64_t>(tr, "warmup_steps", path);
-  t.lrDecaySteps = field<int64_t>(tr, "lr_decay_steps", path);
-  t.initFrom = optionalField<std::string>(tr, "init_from", "", path);
-  t.weightDecay = field<double>(tr, "weight_decay", path);
-  t.gradClip = field<double>(tr, "grad_clip", path);
-  t.beta1 = field<double>(tr, "adam_beta1", path);
-  t.beta2 = field<double>(tr, "adam_beta2", path);
-  t.eps = field<double>(tr, "adam_eps", path);
+  a.training = parseTraining(field<json>(m, "training", path), path);
   const json &data = field<json>(m, "data", path);
   a.dataPath = field<std::string>(data, "path", path);
   a.dataFormat = field<std::string>(data, "format", path);
-  const json &pk = field<json>(data, "packing", path);
-  PackingConfig &p = a.packing;
-  p.enabled = field<bool>(pk, "enabled", path);
-  p.maxTokens = field<int64_t>(pk, "max_tokens_per_microbatch", path);
-  p.globalBatchSize = field<int64_t>(pk, "global_batch_size", path);
-  p.minBins = field<int64_t>(pk, "min_bin_count", path);
-  p.binMultiple = field<int64_t>(pk, "bin_count_multiple", path);
-  p.scheduler = field<std::string>(pk, "scheduler", path);
-  if (p.enabled && !packing::parseScheduler(p.scheduler))
-    fail(fmt::format("{}: unknown packing scheduler '{}'", path, p.scheduler),
-         fmt::format("the schedulers are {}; recompile the artifact",
-                     packing::schedulerNames()));
-  p.truncate = field<bool>(pk, "truncate", path);
-  p.mock = field<std::string>(pk, "mock", path);
-  p.costPerToken = field<double>(pk, "cost_per_token", path);
-  p.costPerSquaredToken = field<double>(pk, "cost_per_squared_token", path);
+  a.packing = parsePacking(field<json>(data, "packing", path), path);
   const json &spec = field<json>(m, "spec", path);
   a.specFile = field<std::string>(spec, "file", path);
   a.specText = field<std::string>(spec, "text", path);
 
+  const Target target = a.target == "cuda" ? Target::Cuda : Target::Cpu;
   for (const json &s : field<json>(m, "stages", path)) {
-    StageEntry e;
-    e.index = field<int64_t>(s, "index", path);
-    std::string where = fmt::format("{} (stage {})", path, e.index);
-    e.ppRank = field<int64_t>(s, "pp_rank", where);
-    e.vpStage = field<int64_t>(s, "vp_stage", where);
-    e.hasEmbedding = field<bool>(s, "has_embedding", where);
-    e.hasHead = field<bool>(s, "has_head", where);
-    e.batch = field<int64_t>(s, "batch", where);
-    e.seq = field<int64_t>(s, "seq", where);
-    e.hidden = field<int64_t>(s, "hidden", where);
-    e.numParams = field<int64_t>(s, "num_params", where);
-    e.savedFloats = field<int64_t>(s, "saved_floats", where);
-    e.workspaceFloats = field<int64_t>(s, "workspace_floats", where);
-    e.program = parseProgram(
-        s, e, a.target == "cuda" ? Target::Cuda : Target::Cpu, where);
-    for (const json &p : field<json>(s, "params", where)) {
-      ParamEntry pe;
-      pe.name = field<std::string>(p, "name", where);
-      pe.shape = field<std::vector<int64_t>>(p, "shape", where);
-      pe.offset = field<int64_t>(p, "offset", where);
-      pe.numel = 1;
-      for (int64_t n : pe.shape)
-        pe.numel *= n;
-      pe.init = field<std::string>(p, "init", where);
-      auto args = field<std::vector<double>>(p, "init_args", where);
-      pe.initA = args.size() > 0 ? args[0] : 0;
-      pe.initB = args.size() > 1 ? args[1] : 0;
-      pe.weightDecay = field<bool>(p, "weight_decay", where);
-      if (pe.offset < 0 || pe.offset + pe.numel > e.numParams)
-        fail(fmt::format("{}: parameter '{}' lies outside the stage's {} "
-                         "parameters",
-                         where, pe.name, e.numParams),
-             "the manifest is corrupt; recompile the artifact");
-      e.params.push_back(std::move(pe));
-    }
+    StageEntry e = parseStage(s, target, path);
     if (e.index != int64_t(a.stages.size()))
-      fail(fmt::format("{}: stages are out of order", where),
+      fail(fmt::format("{} (stage {}): stages are out of order", path, e.index),
            "the manifest is corrupt; recompile the artifact");
     a.stages.push_back(std::move(e));
   }
@@ -563,29 +609,8 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
     fail(fmt::format("{}: {} stages for pp {} x vpp {}", path, a.numStages,
                      a.pp, a.vpp),
          "the manifest is corrupt; recompile the artifact");
-  for (const json &prog : field<json>(m, "programs", path)) {
-    std::vector<ActionEntry> actions;
-    for (const json &act : field<json>(prog, "actions", path)) {
-      std::string op = field<std::string>(act, "op", path);
-      std::optional<schedule::Op> kind = schedule::parseOpName(op);
-      if (!kind)
-        fail(fmt::format("{}: unknown action '{}'", path, op),
-             "recompile the artifact with this version of hypipe");
-      ActionEntry e{*kind, field<int32_t>(act, "stage", path),
-                    field<int32_t>(act, "mb", path),
-                    optionalField<int32_t>(act, "peer", -1, path),
-                    optionalField<bool>(act, "batched", false, path)};
-      if (e.stage < 0 || e.stage >= a.numStages || e.microbatch < 0 ||
-          e.microbatch >= a.microbatches)
-        fail(fmt::format("{}: action '{}' names a stage or microbatch that "
-                         "does not exist",
-                         path,
-                         optionalField<std::string>(act, "text", "", path)),
-             "the manifest is corrupt; recompile the artifact");
-      actions.push_back(e);
-    }
-    a.programs.push_back(std::move(actions));
-  }
+  for (const json &prog : field<json>(m, "programs", path))
+    a.programs.push_back(parseActions(prog, a, path));
   if (int64_t(a.programs.size()) != a.pp)
     fail(
         fmt::format("{}: {} programs for pp {}", path, a.programs.size(), a.pp),

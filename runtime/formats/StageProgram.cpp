@@ -137,15 +137,19 @@ int64_t activationBytes(const StageProgram &p) {
   return p.tokens.batch * p.tokens.seq * p.hidden * dtypeBytes(DType::F32);
 }
 
-std::string checkStageProgram(const StageProgram &p, bool hasEmbedding,
-                              bool hasHead) {
-  auto inside = [](const TensorRange &r, int64_t size) {
-    return r.offset >= 0 && r.bytes >= 0 && r.offset <= size - r.bytes &&
-           r.offset % dtypeBytes(r.dtype) == 0;
-  };
-  auto rangeText = [](const TensorRange &r) {
-    return fmt::format("[{}, +{}) {}", r.offset, r.bytes, dtypeName(r.dtype));
-  };
+namespace {
+
+bool inside(const TensorRange &r, int64_t size) {
+  return r.offset >= 0 && r.bytes >= 0 && r.offset <= size - r.bytes &&
+         r.offset % dtypeBytes(r.dtype) == 0;
+}
+
+std::string rangeText(const TensorRange &r) {
+  return fmt::format("[{}, +{}) {}", r.offset, r.bytes, dtypeName(r.dtype));
+}
+
+/// Buffer sizes and the token shape: bounded, so no size overflows.
+std::string checkSizes(const StageProgram &p) {
   for (int64_t n : {p.paramBytes, p.savedBytes, p.workspaceBytes})
     if (n < 0 || n > kMaxBytes)
       return fmt::format("a buffer of {} bytes", n);
@@ -155,7 +159,14 @@ std::string checkStageProgram(const StageProgram &p, bool hasEmbedding,
     return fmt::format("tokens [{} x {}] of width {}", p.tokens.batch,
                        p.tokens.seq, p.hidden);
 
-  int64_t scratchNeeded = 0;
+  return "";
+}
+
+/// Every layer: a bounded shape of its kind and width, f32 ranges exactly
+/// the sizes its shape needs inside the buffers, the shared MTP tensors.
+/// `scratchNeeded`: the largest scratch a layer needs.
+std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
+  scratchNeeded = 0;
   bool mtp = false;
   for (size_t i = 0; i < p.layers.size(); ++i) {
     const ProgramLayer &l = p.layers[i];
@@ -201,6 +212,12 @@ std::string checkStageProgram(const StageProgram &p, bool hasEmbedding,
   if (!mtp && (!p.sharedOutput.empty() || !p.sharedTable.empty()))
     return "shared MTP tensors in a stage without an MTP depth";
 
+  return "";
+}
+
+/// The workspace: both activation slots and the scratch inside it, large
+/// enough, not overlapping.
+std::string checkWorkspace(const StageProgram &p, int64_t scratchNeeded) {
   const int64_t act = activationBytes(p);
   for (const TensorRange *r : {&p.act0, &p.act1})
     if (r->bytes < act || !inside(*r, p.workspaceBytes))
@@ -218,6 +235,12 @@ std::string checkStageProgram(const StageProgram &p, bool hasEmbedding,
       overlap(p.act1, p.scratch))
     return "the activation slots and the scratch overlap";
 
+  return "";
+}
+
+/// The three passes' calls: existing layers, each once, slots their pass
+/// has, nothing read before it is written, the stage's ends used once.
+std::string checkCalls(const StageProgram &p, bool hasEmbedding, bool hasHead) {
   const std::vector<KernelCall> *passes[] = {&p.forward, &p.backwardInput,
                                              &p.backwardWeight};
   const char *passNames[] = {"forward", "backward_input", "backward_weight"};
@@ -277,6 +300,21 @@ std::string checkStageProgram(const StageProgram &p, bool hasEmbedding,
                          slotName(stageOut), outputs);
   }
   return "";
+}
+
+} // namespace
+
+std::string checkStageProgram(const StageProgram &p, bool hasEmbedding,
+                              bool hasHead) {
+  // In order: each check relies on the bounds the ones before it hold.
+  int64_t scratchNeeded = 0;
+  if (std::string why = checkSizes(p); !why.empty())
+    return why;
+  if (std::string why = checkLayers(p, scratchNeeded); !why.empty())
+    return why;
+  if (std::string why = checkWorkspace(p, scratchNeeded); !why.empty())
+    return why;
+  return checkCalls(p, hasEmbedding, hasHead);
 }
 
 } // namespace hypipe::rt

@@ -5,9 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/formats/Artifact.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/exec/TrainingLoop.h"
+#include "runtime/formats/Artifact.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "tools/Version.h"
 
@@ -44,19 +44,16 @@ int defaultThreads() {
   return std::max(1, int(std::thread::hardware_concurrency()) / local);
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-  // OpenMP threads that spin between the kernels' parallel loops hold their
-  // cores while the rank communicates or runs serial work, and other ranks
-  // on the node may need them (when OpenBLAS still ran its own threads they
-  // starved those: 10x slower steps on 2 cores). Sleeping costs a wake-up
-  // per loop instead: one process on 2 cores trained within noise of
-  // spinning (the short elementwise loops lose most: 0.038-0.043 s per 16
-  // steps against 0.020). libgomp reads its policy when it loads, so set it
-  // and start again. OpenBLAS reads its core type when it loads too
-  // (cpu::setOpenBlasEnvironment: a CPU it does not recognise). Values the
-  // user set are kept.
+/// Sets what libgomp and OpenBLAS read only when they load, unless the user
+/// set it: the OpenMP wait policy and OpenBLAS's core type
+/// (cpu::setOpenBlasEnvironment, for a CPU it does not recognise). True when
+/// something was set, so the process must start again to apply it.
+///
+/// Passive waiting: OpenMP threads that spin between the kernels' parallel
+/// loops hold their cores while the rank communicates or runs serial work,
+/// and other ranks on the node may need them; sleeping costs a wake-up per
+/// loop instead (measured in bench/results/train.md).
+bool needsRestart() {
   bool restart = false;
   if (!std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
@@ -64,19 +61,10 @@ int main(int argc, char **argv) {
   }
   if (cpu::setOpenBlasEnvironment())
     restart = true;
-  if (restart)
-    execv("/proc/self/exe", argv);
-  // A full disk or a file-size limit fails the write (and the checkpoint is
-  // refused cleanly) instead of killing the process.
-  std::signal(SIGXFSZ, SIG_IGN);
-  Comm comm(&argc, &argv);
+  return restart;
+}
 
-  CLI::App app{"hypipe-run: train the model of a compiled hypipe artifact "
-               "(one process, or every rank under mpirun/srun)"};
-  app.set_version_flag("--version", "hypipe-run " HYPIPE_VERSION
-                                    " (git " HYPIPE_GIT_REVISION ")");
-  RunOptions options;
-  options.threads = defaultThreads();
+void addRunOptions(CLI::App &app, RunOptions &options) {
   app.add_option("artifact", options.dir,
                  "artifact directory (hypipe compile -o)")
       ->required();
@@ -136,6 +124,25 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   app.add_flag("--profile", options.profile,
                "report the share of step time spent in OpenBLAS GEMMs");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (needsRestart())
+    execv("/proc/self/exe", argv);
+  // A full disk or a file-size limit fails the write (and the checkpoint is
+  // refused cleanly) instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
+  Comm comm(&argc, &argv);
+
+  CLI::App app{"hypipe-run: train the model of a compiled hypipe artifact "
+               "(one process, or every rank under mpirun/srun)"};
+  app.set_version_flag("--version", "hypipe-run " HYPIPE_VERSION
+                                    " (git " HYPIPE_GIT_REVISION ")");
+  RunOptions options;
+  options.threads = defaultThreads();
+  addRunOptions(app, options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

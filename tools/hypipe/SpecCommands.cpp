@@ -144,19 +144,34 @@ simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost) {
   return schedule::simulate(*built, costs);
 }
 
-int runExplain(const ExplainOptions &o) {
-  auto spec = load(o.spec, o.overrides);
-  if (!spec)
-    return 1;
-  const PatternPlacement &placement = spec->placement;
-  AutoPartitionRequest request = spec->partitionRequest();
+/// What `hypipe explain` reports of a spec: each stage's costs, each rank's
+/// parameters and memory, and the schedule simulated with those costs.
+struct Explanation {
+  const ModelSpec &spec;
+  const PatternPlacement &placement;
+  AutoPartitionRequest request;
+  int64_t last = 0; ///< the last stage's index
+  std::vector<ItemCost> stageCost;
+  std::vector<int64_t> rankParams, rankMemory;
+  int64_t total = 0;
+  bool exact = true;
+  std::string pinned; ///< the pattern with the placement's `|`
+  schedule::Simulation simulation;
+};
+
+Expected<Explanation> explain(const ModelSpec &spec) {
+  Explanation e{spec, spec.placement, spec.partitionRequest()};
+  const PatternPlacement &placement = e.placement;
+  const AutoPartitionRequest &request = e.request;
+  e.last = static_cast<int64_t>(placement.stages.size()) - 1;
   std::vector<ItemCost> items =
       modelItems(request.dims, request.settings, request.layers,
                  request.mtpLayers, request.mtpDepths);
   auto ranges = stageItemRanges(placement);
-  auto last = static_cast<int64_t>(placement.stages.size()) - 1;
+  const int64_t last = e.last;
 
-  std::vector<ItemCost> stageCost(placement.stages.size());
+  std::vector<ItemCost> &stageCost = e.stageCost;
+  stageCost.resize(placement.stages.size());
   std::vector<std::vector<std::pair<int64_t, int64_t>>> rankRanges(
       placement.pp);
   for (const PatternStage &s : placement.stages) {
@@ -172,75 +187,97 @@ int runExplain(const ExplainOptions &o) {
       c.sendBytes = items[0].sendBytes;
     rankRanges[s.ppRank].push_back(ranges[s.index]);
   }
-  std::vector<int64_t> rankParams(placement.pp, 0), rankMemory(placement.pp, 0);
-  int64_t total = 0;
+  e.rankParams.assign(placement.pp, 0);
+  e.rankMemory.assign(placement.pp, 0);
   for (const PatternStage &s : placement.stages)
-    rankParams[s.ppRank] += stageCost[s.index].params;
+    e.rankParams[s.ppRank] += stageCost[s.index].params;
   for (int64_t r = 0; r < placement.pp; ++r) {
-    rankMemory[r] = rankMemoryBytes(items, rankRanges[r], request, r);
-    total += rankParams[r];
+    e.rankMemory[r] = rankMemoryBytes(items, rankRanges[r], request, r);
+    e.total += e.rankParams[r];
   }
-  bool exact =
-      llvm::all_of(items, [](const ItemCost &c) { return c.modelled; });
-  std::string pinned = patternWithStages(spec->pattern, placement);
-  auto simulation = simulateSpec(*spec, stageCost);
-  if (!simulation) {
-    llvm::errs() << "error: " << toString(simulation.takeError()) << "\n";
-    return 1;
-  }
+  e.exact = llvm::all_of(items, [](const ItemCost &c) { return c.modelled; });
+  e.pinned = patternWithStages(spec.pattern, placement);
+  auto simulation = simulateSpec(spec, stageCost);
+  if (!simulation)
+    return simulation.takeError();
+  e.simulation = std::move(*simulation);
+  return e;
+}
 
-  if (o.json) {
-    nlohmann::ordered_json out;
-    out["spec"] = spec->file;
-    out["model"] = spec->name;
-    out["pattern"] = pinned;
-    out["auto_partitioned"] = spec->autoPartitioned;
-    out["pp"] = placement.pp;
-    out["vpp"] = placement.vpp;
-    out["dp"] = spec->parallel.dp;
-    out["distributed_optimizer"] = spec->parallel.distributedOptimizer;
-    out["schedule"] = spec->parallel.schedule;
-    if (!spec->parallel.scheduleCsv.empty())
-      out["schedule_csv"] = spec->parallel.scheduleCsv;
-    out["microbatches"] = spec->parallel.microbatches;
-    out["parameters"] = total;
-    out["costs_exact"] = exact;
-    out["stages"] = nlohmann::ordered_json::array();
-    for (const PatternStage &s : placement.stages) {
-      const ItemCost &c = stageCost[s.index];
-      out["stages"].push_back({{"index", s.index},
-                               {"pp_rank", s.ppRank},
-                               {"vp_stage", s.vpStage},
-                               {"layers", s.layers},
-                               {"layer_numbers", s.layerNumbers},
-                               {"embedding", s.index == 0},
-                               {"head", s.index == last},
-                               {"parameters", c.params},
-                               {"forward_flops", c.forwardFlops},
-                               {"backward_input_flops", c.backwardInputFlops},
-                               {"backward_weight_flops", c.backwardWeightFlops},
-                               {"activation_bytes", c.activationBytes},
-                               {"send_bytes", c.sendBytes}});
-    }
-    out["ranks"] = nlohmann::ordered_json::array();
-    for (int64_t r = 0; r < placement.pp; ++r)
-      out["ranks"].push_back(
-          {{"pp_rank", r},
-           {"parameters", rankParams[r]},
-           {"microbatches_in_flight",
-            peakMicrobatchesInFlight(request.schedule, request.pp, request.vpp,
-                                     request.microbatches, r)},
-           {"memory_bytes", rankMemory[r]}});
-    out["simulation"] = {
-        {"time_unit", "GFLOP of one rank"},
-        {"makespan", simulation->makespan},
-        {"bubble_fraction", simulation->bubbleFraction},
-        {"peak_activations", simulation->peakActivations},
-        {"peak_activation_bytes", simulation->peakActivationBytes}};
-    std::cout << out.dump(2) << "\n";
-    return 0;
+void printExplanationJson(const Explanation &e) {
+  const ModelSpec *spec = &e.spec;
+  const PatternPlacement &placement = e.placement;
+  const AutoPartitionRequest &request = e.request;
+  const int64_t last = e.last;
+  const std::vector<ItemCost> &stageCost = e.stageCost;
+  const std::vector<int64_t> &rankParams = e.rankParams,
+                             &rankMemory = e.rankMemory;
+  const int64_t total = e.total;
+  const bool exact = e.exact;
+  const std::string &pinned = e.pinned;
+  const schedule::Simulation *simulation = &e.simulation;
+  nlohmann::ordered_json out;
+  out["spec"] = spec->file;
+  out["model"] = spec->name;
+  out["pattern"] = pinned;
+  out["auto_partitioned"] = spec->autoPartitioned;
+  out["pp"] = placement.pp;
+  out["vpp"] = placement.vpp;
+  out["dp"] = spec->parallel.dp;
+  out["distributed_optimizer"] = spec->parallel.distributedOptimizer;
+  out["schedule"] = spec->parallel.schedule;
+  if (!spec->parallel.scheduleCsv.empty())
+    out["schedule_csv"] = spec->parallel.scheduleCsv;
+  out["microbatches"] = spec->parallel.microbatches;
+  out["parameters"] = total;
+  out["costs_exact"] = exact;
+  out["stages"] = nlohmann::ordered_json::array();
+  for (const PatternStage &s : placement.stages) {
+    const ItemCost &c = stageCost[s.index];
+    out["stages"].push_back({{"index", s.index},
+                             {"pp_rank", s.ppRank},
+                             {"vp_stage", s.vpStage},
+                             {"layers", s.layers},
+                             {"layer_numbers", s.layerNumbers},
+                             {"embedding", s.index == 0},
+                             {"head", s.index == last},
+                             {"parameters", c.params},
+                             {"forward_flops", c.forwardFlops},
+                             {"backward_input_flops", c.backwardInputFlops},
+                             {"backward_weight_flops", c.backwardWeightFlops},
+                             {"activation_bytes", c.activationBytes},
+                             {"send_bytes", c.sendBytes}});
   }
+  out["ranks"] = nlohmann::ordered_json::array();
+  for (int64_t r = 0; r < placement.pp; ++r)
+    out["ranks"].push_back(
+        {{"pp_rank", r},
+         {"parameters", rankParams[r]},
+         {"microbatches_in_flight",
+          peakMicrobatchesInFlight(request.schedule, request.pp, request.vpp,
+                                   request.microbatches, r)},
+         {"memory_bytes", rankMemory[r]}});
+  out["simulation"] = {
+      {"time_unit", "GFLOP of one rank"},
+      {"makespan", simulation->makespan},
+      {"bubble_fraction", simulation->bubbleFraction},
+      {"peak_activations", simulation->peakActivations},
+      {"peak_activation_bytes", simulation->peakActivationBytes}};
+  std::cout << out.dump(2) << "\n";
+}
 
+void printExplanation(const Explanation &e) {
+  const ModelSpec *spec = &e.spec;
+  const PatternPlacement &placement = e.placement;
+  const AutoPartitionRequest &request = e.request;
+  const int64_t last = e.last;
+  const std::vector<ItemCost> &stageCost = e.stageCost;
+  const std::vector<int64_t> &rankParams = e.rankParams,
+                             &rankMemory = e.rankMemory;
+  const int64_t total = e.total;
+  const bool exact = e.exact;
+  const std::string &pinned = e.pinned;
+  const schedule::Simulation *simulation = &e.simulation;
   std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n",
                            spec->file, spec->name, spec->pattern.numLayers(),
                            withCommas(total));
@@ -314,6 +351,21 @@ int runExplain(const ExplainOptions &o) {
     std::cout << "note: G, D and + layers are not in the cost model yet; their "
                  "costs are "
                  "counted as zero\n";
+}
+
+int runExplain(const ExplainOptions &o) {
+  auto spec = load(o.spec, o.overrides);
+  if (!spec)
+    return 1;
+  Expected<Explanation> e = explain(*spec);
+  if (!e) {
+    llvm::errs() << "error: " << toString(e.takeError()) << "\n";
+    return 1;
+  }
+  if (o.json)
+    printExplanationJson(*e);
+  else
+    printExplanation(*e);
   return 0;
 }
 
