@@ -205,42 +205,31 @@ Expected<Explanation> explain(const ModelSpec &spec) {
 }
 
 void printExplanationJson(const Explanation &e) {
-  const ModelSpec *spec = &e.spec;
-  const PatternPlacement &placement = e.placement;
-  const AutoPartitionRequest &request = e.request;
-  const int64_t last = e.last;
-  const std::vector<ItemCost> &stageCost = e.stageCost;
-  const std::vector<int64_t> &rankParams = e.rankParams,
-                             &rankMemory = e.rankMemory;
-  const int64_t total = e.total;
-  const bool exact = e.exact;
-  const std::string &pinned = e.pinned;
-  const schedule::Simulation *simulation = &e.simulation;
   nlohmann::ordered_json out;
-  out["spec"] = spec->file;
-  out["model"] = spec->name;
-  out["pattern"] = pinned;
-  out["auto_partitioned"] = spec->autoPartitioned;
-  out["pp"] = placement.pp;
-  out["vpp"] = placement.vpp;
-  out["dp"] = spec->parallel.dp;
-  out["distributed_optimizer"] = spec->parallel.distributedOptimizer;
-  out["schedule"] = spec->parallel.schedule;
-  if (!spec->parallel.scheduleCsv.empty())
-    out["schedule_csv"] = spec->parallel.scheduleCsv;
-  out["microbatches"] = spec->parallel.microbatches;
-  out["parameters"] = total;
-  out["costs_exact"] = exact;
+  out["spec"] = e.spec.file;
+  out["model"] = e.spec.name;
+  out["pattern"] = e.pinned;
+  out["auto_partitioned"] = e.spec.autoPartitioned;
+  out["pp"] = e.placement.pp;
+  out["vpp"] = e.placement.vpp;
+  out["dp"] = e.spec.parallel.dp;
+  out["distributed_optimizer"] = e.spec.parallel.distributedOptimizer;
+  out["schedule"] = e.spec.parallel.schedule;
+  if (!e.spec.parallel.scheduleCsv.empty())
+    out["schedule_csv"] = e.spec.parallel.scheduleCsv;
+  out["microbatches"] = e.spec.parallel.microbatches;
+  out["parameters"] = e.total;
+  out["costs_exact"] = e.exact;
   out["stages"] = nlohmann::ordered_json::array();
-  for (const PatternStage &s : placement.stages) {
-    const ItemCost &c = stageCost[s.index];
+  for (const PatternStage &s : e.placement.stages) {
+    const ItemCost &c = e.stageCost[s.index];
     out["stages"].push_back({{"index", s.index},
                              {"pp_rank", s.ppRank},
                              {"vp_stage", s.vpStage},
                              {"layers", s.layers},
                              {"layer_numbers", s.layerNumbers},
                              {"embedding", s.index == 0},
-                             {"head", s.index == last},
+                             {"head", s.index == e.last},
                              {"parameters", c.params},
                              {"forward_flops", c.forwardFlops},
                              {"backward_input_flops", c.backwardInputFlops},
@@ -249,69 +238,58 @@ void printExplanationJson(const Explanation &e) {
                              {"send_bytes", c.sendBytes}});
   }
   out["ranks"] = nlohmann::ordered_json::array();
-  for (int64_t r = 0; r < placement.pp; ++r)
+  for (int64_t r = 0; r < e.placement.pp; ++r)
     out["ranks"].push_back(
         {{"pp_rank", r},
-         {"parameters", rankParams[r]},
+         {"parameters", e.rankParams[r]},
          {"microbatches_in_flight",
-          peakMicrobatchesInFlight(request.schedule, request.pp, request.vpp,
-                                   request.microbatches, r)},
-         {"memory_bytes", rankMemory[r]}});
+          peakMicrobatchesInFlight(e.request.schedule, e.request.pp,
+                                   e.request.vpp, e.request.microbatches, r)},
+         {"memory_bytes", e.rankMemory[r]}});
   out["simulation"] = {
       {"time_unit", "GFLOP of one rank"},
-      {"makespan", simulation->makespan},
-      {"bubble_fraction", simulation->bubbleFraction},
-      {"peak_activations", simulation->peakActivations},
-      {"peak_activation_bytes", simulation->peakActivationBytes}};
+      {"makespan", e.simulation.makespan},
+      {"bubble_fraction", e.simulation.bubbleFraction},
+      {"peak_activations", e.simulation.peakActivations},
+      {"peak_activation_bytes", e.simulation.peakActivationBytes}};
   std::cout << out.dump(2) << "\n";
 }
 
 void printExplanation(const Explanation &e) {
-  const ModelSpec *spec = &e.spec;
-  const PatternPlacement &placement = e.placement;
-  const AutoPartitionRequest &request = e.request;
-  const int64_t last = e.last;
-  const std::vector<ItemCost> &stageCost = e.stageCost;
-  const std::vector<int64_t> &rankParams = e.rankParams,
-                             &rankMemory = e.rankMemory;
-  const int64_t total = e.total;
-  const bool exact = e.exact;
-  const std::string &pinned = e.pinned;
-  const schedule::Simulation *simulation = &e.simulation;
   std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n",
-                           spec->file, spec->name, spec->pattern.numLayers(),
-                           withCommas(total));
+                           e.spec.file, e.spec.name, e.spec.pattern.numLayers(),
+                           withCommas(e.total));
   std::cout << fmt::format(
       "parallel: pp={} vpp={} dp={}{} schedule={} microbatches={}; "
       "per microbatch: {} tokens, {}\n",
-      placement.pp, placement.vpp, spec->parallel.dp,
-      spec->parallel.distributedOptimizer
+      e.placement.pp, e.placement.vpp, e.spec.parallel.dp,
+      e.spec.parallel.distributedOptimizer
           ? fmt::format(" (optimizer state sharded {} ways)",
-                        request.settings.optimizerShards)
+                        e.request.settings.optimizerShards)
           : "",
-      spec->parallel.scheduleCsv.empty()
-          ? spec->parallel.schedule
-          : fmt::format("{} (programs from {})", spec->parallel.schedule,
-                        spec->parallel.scheduleCsv),
-      spec->parallel.microbatches, request.settings.tokens(),
-      spec->training.dtype);
+      e.spec.parallel.scheduleCsv.empty()
+          ? e.spec.parallel.schedule
+          : fmt::format("{} (programs from {})", e.spec.parallel.schedule,
+                        e.spec.parallel.scheduleCsv),
+      e.spec.parallel.microbatches, e.request.settings.tokens(),
+      e.spec.training.dtype);
   std::cout << fmt::format(
-      "pattern: {}{}\n\n", pinned,
-      spec->autoPartitioned
+      "pattern: {}{}\n\n", e.pinned,
+      e.spec.autoPartitioned
           ? fmt::format("   (balanced by {}; pin it to keep it)",
-                        spec->parallel.objective)
+                        e.spec.parallel.objective)
           : "");
   std::vector<std::vector<std::string>> rows{
       {"stage", "pp_rank", "vp_stage", "layers", "layer_numbers", "parameters",
        "fwd_GFLOP", "bwd_I_GFLOP", "bwd_W_GFLOP", "act_MiB", "send_MiB"}};
-  for (const PatternStage &s : placement.stages) {
-    const ItemCost &c = stageCost[s.index];
+  for (const PatternStage &s : e.placement.stages) {
+    const ItemCost &c = e.stageCost[s.index];
     std::string layers = s.layers;
     if (s.index == 0)
       layers = "[emb] " + layers;
-    if (s.index == last)
-      layers += spec->pattern.hasMtp()
-                    ? fmt::format(" [head, mtp x{}]", spec->pattern.mtpDepths)
+    if (s.index == e.last)
+      layers += e.spec.pattern.hasMtp()
+                    ? fmt::format(" [head, mtp x{}]", e.spec.pattern.mtpDepths)
                     : std::string(" [head]");
     rows.push_back({std::to_string(s.index), std::to_string(s.ppRank),
                     std::to_string(s.vpStage), layers,
@@ -324,30 +302,30 @@ void printExplanation(const Explanation &e) {
   std::cout << "\n";
   std::vector<std::vector<std::string>> rankRows{
       {"pp_rank", "parameters", "microbatches_in_flight", "memory_GiB"}};
-  for (int64_t r = 0; r < placement.pp; ++r)
+  for (int64_t r = 0; r < e.placement.pp; ++r)
     rankRows.push_back(
-        {std::to_string(r), withCommas(rankParams[r]),
+        {std::to_string(r), withCommas(e.rankParams[r]),
          fmt::format("{:.2f}", peakMicrobatchesInFlight(
-                                   request.schedule, request.pp, request.vpp,
-                                   request.microbatches, r)),
-         gib(rankMemory[r])});
+                                   e.request.schedule, e.request.pp,
+                                   e.request.vpp, e.request.microbatches, r)),
+         gib(e.rankMemory[r])});
   printTable(rankRows);
-  double worst = *std::max_element(simulation->bubbleFraction.begin(),
-                                   simulation->bubbleFraction.end());
+  double worst = *std::max_element(e.simulation.bubbleFraction.begin(),
+                                   e.simulation.bubbleFraction.end());
   std::cout << fmt::format(
       "\nschedule {} simulated with these FLOPs (1 GFLOP = 1 time unit, "
       "transfers free): makespan {:.4g}, bubble {:.1f}% on the worst rank\n",
-      spec->parallel.schedule, simulation->makespan, 100 * worst);
+      e.spec.parallel.schedule, e.simulation.makespan, 100 * worst);
   std::vector<std::vector<std::string>> simRows{
       {"pp_rank", "bubble", "peak_activations", "peak_activation_MiB"}};
-  for (int64_t r = 0; r < placement.pp; ++r)
+  for (int64_t r = 0; r < e.placement.pp; ++r)
     simRows.push_back(
         {std::to_string(r),
-         fmt::format("{:.1f}%", 100 * simulation->bubbleFraction[r]),
-         std::to_string(simulation->peakActivations[r]),
-         mib(static_cast<int64_t>(simulation->peakActivationBytes[r]))});
+         fmt::format("{:.1f}%", 100 * e.simulation.bubbleFraction[r]),
+         std::to_string(e.simulation.peakActivations[r]),
+         mib(static_cast<int64_t>(e.simulation.peakActivationBytes[r]))});
   printTable(simRows);
-  if (!exact)
+  if (!e.exact)
     std::cout << "note: G, D and + layers are not in the cost model yet; their "
                  "costs are "
                  "counted as zero\n";
