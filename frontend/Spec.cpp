@@ -1151,7 +1151,8 @@ AutoPartitionRequest ModelSpec::partitionRequest() const {
   r.vpp = placement.vpp;
   r.schedule = parallel.scheduleKind;
   r.microbatches = parallel.microbatches;
-  r.objective = parallel.objective;
+  r.objective =
+      parseObjective(parallel.objective).value_or(PartitionObjective::Time);
   r.maxMemoryGiB = parallel.maxMemoryGiB;
   return r;
 }

@@ -28,12 +28,6 @@ void buildArtifactPassPipeline(mlir::OpPassManager &pm,
 /// Registers the pipelines above with the pass registry.
 void registerHypipePassPipelines();
 
-/// Runs `work` on every `hybrid.model` of `module`; fails if any run fails
-/// (every pass is this over one of the functions below).
-mlir::LogicalResult
-forEachModel(mlir::ModuleOp module,
-             llvm::function_ref<mlir::LogicalResult(hybrid::ModelOp)> work);
-
 /// Sets `#hybrid.placement` on every main layer of `model` from `placement`
 /// (stage by stage, in order).
 mlir::LogicalResult applyPlacement(hybrid::ModelOp model,
@@ -42,7 +36,7 @@ mlir::LogicalResult applyPlacement(hybrid::ModelOp model,
 /// The work of each pass on one model; errors are emitted on the model.
 mlir::LogicalResult assignStages(hybrid::ModelOp model, llvm::StringRef layout);
 mlir::LogicalResult autoPartitionModel(hybrid::ModelOp model,
-                                       llvm::StringRef objective,
+                                       PartitionObjective objective,
                                        std::optional<double> maxMemoryGiB,
                                        bool bf16);
 mlir::LogicalResult outlineStages(hybrid::ModelOp model);

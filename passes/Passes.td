@@ -3,7 +3,7 @@
 
 include "mlir/Pass/PassBase.td"
 
-def HybridAssignStages : Pass<"hybrid-assign-stages", "::mlir::ModuleOp"> {
+def HybridAssignStages : Pass<"hybrid-assign-stages", "::hypipe::hybrid::ModelOp"> {
   let summary = "Place every layer on its (pp_rank, vp_stage) from '|' or a layout string";
   let description = [{
     Requires: `hybrid.model`s whose `pattern` has `pp * vpp` `|`-separated
@@ -22,7 +22,7 @@ def HybridAssignStages : Pass<"hybrid-assign-stages", "::mlir::ModuleOp"> {
   ];
 }
 
-def HybridAutoPartition : Pass<"hybrid-auto-partition", "::mlir::ModuleOp"> {
+def HybridAutoPartition : Pass<"hybrid-auto-partition", "::hypipe::hybrid::ModelOp"> {
   let summary = "Split a pattern without '|' into pp * vpp balanced segments";
   let description = [{
     Requires: `hybrid.model`s with dims, parallel layout and the microbatch
@@ -36,16 +36,28 @@ def HybridAutoPartition : Pass<"hybrid-auto-partition", "::mlir::ModuleOp"> {
     `|` keeps its placement.
   }];
   let options = [
-    Option<"objective", "objective", "std::string", /*default=*/"\"time\"",
-           "what to balance: time (FLOPs of forward and backward) or params">,
+    Option<"objective", "objective", "::hypipe::PartitionObjective",
+           /*default=*/"::hypipe::PartitionObjective::Time",
+           "what to balance",
+           [{::llvm::cl::values(
+             clEnumValN(::hypipe::PartitionObjective::Time, "time",
+                        "FLOPs of forward and backward"),
+             clEnumValN(::hypipe::PartitionObjective::Params, "params",
+                        "parameters"))}]>,
     Option<"maxMemoryGiB", "max-memory-gib", "double", /*default=*/"0",
            "memory cap per rank in GiB (0: none)">,
-    Option<"dtype", "dtype", "std::string", /*default=*/"\"fp32\"",
-           "training precision for the memory model: fp32 or bf16">
+    Option<"dtype", "dtype", "::hypipe::TrainingPrecision",
+           /*default=*/"::hypipe::TrainingPrecision::Fp32",
+           "training precision for the memory model",
+           [{::llvm::cl::values(
+             clEnumValN(::hypipe::TrainingPrecision::Fp32, "fp32",
+                        "fp32 weights"),
+             clEnumValN(::hypipe::TrainingPrecision::Bf16, "bf16",
+                        "bf16 weights with an fp32 master copy"))}]>
   ];
 }
 
-def PipeOutlineStages : Pass<"pipe-outline-stages", "::mlir::ModuleOp"> {
+def PipeOutlineStages : Pass<"pipe-outline-stages", "::hypipe::hybrid::ModelOp"> {
   let summary = "Group the layers of each (pp_rank, vp_stage) into one pipe.stage";
   let description = [{
     Requires: every main layer placed (`hybrid-assign-stages` or
@@ -58,7 +70,7 @@ def PipeOutlineStages : Pass<"pipe-outline-stages", "::mlir::ModuleOp"> {
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
 
-def PipeInsertP2P : Pass<"pipe-insert-p2p", "::mlir::ModuleOp"> {
+def PipeInsertP2P : Pass<"pipe-insert-p2p", "::hypipe::hybrid::ModelOp"> {
   let summary = "Turn cross-rank stage boundaries into send/recv, add gradient reductions";
   let description = [{
     Requires: outlined stages. Guarantees: no stage takes an input produced on
@@ -73,7 +85,7 @@ def PipeInsertP2P : Pass<"pipe-insert-p2p", "::mlir::ModuleOp"> {
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
 
-def PipeBuildSchedule : Pass<"pipe-build-schedule", "::mlir::ModuleOp"> {
+def PipeBuildSchedule : Pass<"pipe-build-schedule", "::hypipe::hybrid::ModelOp"> {
   let summary = "Make one pipe.program per rank: the schedule's compute order";
   let description = [{
     Requires: outlined stages, placed as the schedule places them (the loop,
@@ -95,7 +107,7 @@ def PipeBuildSchedule : Pass<"pipe-build-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
 
-def PipeInsertComms : Pass<"pipe-insert-comms", "::mlir::ModuleOp"> {
+def PipeInsertComms : Pass<"pipe-insert-comms", "::hypipe::hybrid::ModelOp"> {
   let summary = "Add the sends and receives to every pipe.program";
   let description = [{
     Requires: `pipe.program`s with compute actions. Guarantees: every
@@ -111,7 +123,7 @@ def PipeInsertComms : Pass<"pipe-insert-comms", "::mlir::ModuleOp"> {
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
 
-def PipeVerifySchedule : Pass<"pipe-verify-schedule", "::mlir::ModuleOp"> {
+def PipeVerifySchedule : Pass<"pipe-verify-schedule", "::hypipe::hybrid::ModelOp"> {
   let summary = "Prove the pipe.programs free of deadlock by simulating all ranks";
   let description = [{
     Requires: one `pipe.program` per rank. Guarantees (or fails with the rank
@@ -127,7 +139,7 @@ def PipeVerifySchedule : Pass<"pipe-verify-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
 
-def PipePlanBuffers : Pass<"pipe-plan-buffers", "::mlir::ModuleOp"> {
+def PipePlanBuffers : Pass<"pipe-plan-buffers", "::hypipe::hybrid::ModelOp"> {
   let summary = "Lower every pipe.stage to CPU kernel calls with a buffer plan";
   let description = [{
     Requires: outlined stages (`pipe-outline-stages`). For each stage, picks

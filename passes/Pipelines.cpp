@@ -8,12 +8,14 @@ namespace hypipe {
 
 void buildArtifactPassPipeline(mlir::OpPassManager &pm,
                                const std::string &scheduleCsv) {
-  pm.addPass(createPipeOutlineStages());
-  pm.addPass(createPipeInsertP2P());
-  pm.addPass(createPipeBuildSchedule({scheduleCsv}));
-  pm.addPass(createPipeInsertComms());
-  pm.addPass(createPipeVerifySchedule());
-  pm.addPass(createPipePlanBuffers());
+  // Every pass runs on a hybrid.model (IsolatedFromAbove).
+  mlir::OpPassManager &model = pm.nest<hybrid::ModelOp>();
+  model.addPass(createPipeOutlineStages());
+  model.addPass(createPipeInsertP2P());
+  model.addPass(createPipeBuildSchedule({scheduleCsv}));
+  model.addPass(createPipeInsertComms());
+  model.addPass(createPipeVerifySchedule());
+  model.addPass(createPipePlanBuffers());
 }
 
 void registerHypipePassPipelines() {

@@ -87,22 +87,31 @@ stageItemRanges(const PatternPlacement &placement) {
   return ranges;
 }
 
+const char *objectiveName(PartitionObjective objective) {
+  return objective == PartitionObjective::Params ? "params" : "time";
+}
+
+std::optional<PartitionObjective> parseObjective(std::string_view name) {
+  if (name == "time")
+    return PartitionObjective::Time;
+  if (name == "params")
+    return PartitionObjective::Params;
+  return std::nullopt;
+}
+
 Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
-  if (r.objective != "time" && r.objective != "params")
-    return fail(fmt::format(
-        "unknown partition objective '{}': use time or params", r.objective));
+  const bool byTime = r.objective == PartitionObjective::Time;
   AutoPartitionResult result;
   result.items =
       modelItems(r.dims, r.settings, r.layers, r.mtpLayers, r.mtpDepths);
   for (const ItemCost &item : result.items) {
-    if (!item.modelled && r.objective == "time")
+    if (!item.modelled && byTime)
       return fail(fmt::format(
           "the cost model has no FLOP count for '{}' layers, so it cannot "
           "balance them by time; use objective params, or place the "
           "layers yourself with '|'",
           item.name));
-    result.costs.push_back(r.objective == "time" ? item.totalFlops()
-                                                 : item.params);
+    result.costs.push_back(byTime ? item.totalFlops() : item.params);
   }
 
   int64_t segments = r.pp * r.vpp;

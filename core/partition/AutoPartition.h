@@ -19,6 +19,18 @@
 
 namespace hypipe {
 
+/// What the automatic split balances: time (the cost model's FLOPs of
+/// forward and backward) or parameters.
+enum class PartitionObjective { Time, Params };
+
+/// The precision the memory model counts weights in (`training.dtype`).
+enum class TrainingPrecision { Fp32, Bf16 };
+
+/// `time`, `params`: the spelling of the spec and the command lines.
+const char *objectiveName(PartitionObjective objective);
+/// The inverse of objectiveName; nullopt for anything else.
+std::optional<PartitionObjective> parseObjective(std::string_view name);
+
 struct AutoPartitionRequest {
   ModelDims dims;
   CostSettings settings;
@@ -29,7 +41,7 @@ struct AutoPartitionRequest {
   int64_t vpp = 1;
   schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   int64_t microbatches = 1;
-  std::string objective = "time"; ///< "time" (FLOPs) or "params"
+  PartitionObjective objective = PartitionObjective::Time;
   std::optional<double> maxMemoryGiB;
 };
 

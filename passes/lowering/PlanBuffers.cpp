@@ -40,7 +40,7 @@ LogicalResult planBuffers(hybrid::ModelOp model) {
 namespace {
 struct PipePlanBuffersPass : impl::PipePlanBuffersBase<PipePlanBuffersPass> {
   void runOnOperation() override {
-    if (failed(forEachModel(getOperation(), planBuffers)))
+    if (failed(planBuffers(getOperation())))
       signalPassFailure();
   }
 };

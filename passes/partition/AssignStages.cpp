@@ -11,15 +11,6 @@ namespace hypipe {
 
 using namespace mlir;
 
-LogicalResult
-forEachModel(ModuleOp module,
-             llvm::function_ref<LogicalResult(hybrid::ModelOp)> work) {
-  bool ok = true;
-  module.walk(
-      [&](hybrid::ModelOp model) { ok = succeeded(work(model)) && ok; });
-  return success(ok);
-}
-
 LogicalResult applyPlacement(hybrid::ModelOp model,
                              const PatternPlacement &placement) {
   SmallVector<Operation *> layers = model.getMainLayers();
@@ -104,9 +95,7 @@ struct HybridAssignStagesPass
     : impl::HybridAssignStagesBase<HybridAssignStagesPass> {
   using HybridAssignStagesBase::HybridAssignStagesBase;
   void runOnOperation() override {
-    if (failed(forEachModel(getOperation(), [&](hybrid::ModelOp model) {
-          return assignStages(model, layout);
-        })))
+    if (failed(assignStages(getOperation(), layout)))
       signalPassFailure();
   }
 };

@@ -11,7 +11,8 @@ namespace hypipe {
 
 using namespace mlir;
 
-LogicalResult autoPartitionModel(hybrid::ModelOp model, StringRef objective,
+LogicalResult autoPartitionModel(hybrid::ModelOp model,
+                                 PartitionObjective objective,
                                  std::optional<double> maxMemoryGiB,
                                  bool bf16) {
   auto pattern = parseHybridPattern(model.getPattern());
@@ -40,7 +41,7 @@ LogicalResult autoPartitionModel(hybrid::ModelOp model, StringRef objective,
            << "unknown schedule '" << parallel.getSchedule() << "'";
   request.schedule = *kind;
   request.microbatches = parallel.getMicrobatches();
-  request.objective = objective.str();
+  request.objective = objective;
   request.maxMemoryGiB = maxMemoryGiB;
   auto result = autoPartition(request);
   if (!result)
@@ -54,18 +55,11 @@ struct HybridAutoPartitionPass
     : impl::HybridAutoPartitionBase<HybridAutoPartitionPass> {
   using HybridAutoPartitionBase::HybridAutoPartitionBase;
   void runOnOperation() override {
-    if (dtype != "fp32" && dtype != "bf16") {
-      getOperation().emitError()
-          << "hybrid-auto-partition: dtype must be fp32 or bf16, got '" << dtype
-          << "'";
-      return signalPassFailure();
-    }
     std::optional<double> cap;
     if (maxMemoryGiB > 0)
       cap = maxMemoryGiB;
-    if (failed(forEachModel(getOperation(), [&](hybrid::ModelOp model) {
-          return autoPartitionModel(model, objective, cap, dtype == "bf16");
-        })))
+    if (failed(autoPartitionModel(getOperation(), objective, cap,
+                                  dtype == TrainingPrecision::Bf16)))
       signalPassFailure();
   }
 };

@@ -121,9 +121,7 @@ LogicalResult insertP2P(hybrid::ModelOp model) {
 namespace {
 struct PipeInsertP2PPass : impl::PipeInsertP2PBase<PipeInsertP2PPass> {
   void runOnOperation() override {
-    if (failed(forEachModel(getOperation(), [&](hybrid::ModelOp model) {
-          return insertP2P(model);
-        })))
+    if (failed(insertP2P(getOperation())))
       signalPassFailure();
   }
 };

@@ -143,9 +143,7 @@ namespace {
 struct PipeOutlineStagesPass
     : impl::PipeOutlineStagesBase<PipeOutlineStagesPass> {
   void runOnOperation() override {
-    if (failed(forEachModel(getOperation(), [&](hybrid::ModelOp model) {
-          return outlineStages(model);
-        })))
+    if (failed(outlineStages(getOperation())))
       signalPassFailure();
   }
 };

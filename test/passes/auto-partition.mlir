@@ -12,11 +12,13 @@
 // Tests that a memory limit no split meets is refused with what rank 0 needs.
 // MEMORY: error: 'hybrid.model' op pp_rank 0 cannot fit the embedding under max_memory_gib 0.00: it needs {{.*}} GiB short); raise max_memory_gib, or use more pipeline ranks
 
-// Tests that an unknown objective is refused with the known ones.
-// OBJECTIVE: error: 'hybrid.model' op unknown partition objective 'speed': use time or params
+// Tests that an unknown objective is refused when the typed option is parsed
+// (`hypipe-opt --help` lists time and params).
+// OBJECTIVE: for the --objective option: Cannot find option named 'speed'!
 
-// Tests that an unknown dtype is refused with the known ones.
-// DTYPE: error: hybrid-auto-partition: dtype must be fp32 or bf16, got 'fp8'
+// Tests that an unknown dtype is refused when the typed option is parsed
+// (`hypipe-opt --help` lists fp32 and bf16).
+// DTYPE: for the --dtype option: Cannot find option named 'fp8'!
 
 // Tests that the embedding counts: with a large vocabulary, rank 0 takes one layer.
 // CHECK-LABEL: hybrid.model @embedding_counts

@@ -139,7 +139,7 @@ TEST(AutoPartition, BalancesAndWritesThePattern) {
   r.dims.mambaHeadDim = 64;
   r.layers = "MMMMMMMM";
   r.pp = 2;
-  r.objective = "params";
+  r.objective = PartitionObjective::Params;
   auto got = autoPartition(r);
   ASSERT_TRUE(static_cast<bool>(got)) << toString(got.takeError());
   EXPECT_EQ(got->pattern.find('|'), got->pattern.rfind('|')); // one '|'

@@ -62,8 +62,8 @@ TEST(Passes, AutoPartitionKeepsMegatronsOwnSegments) {
       megatron.push_back(layer->getAttr("placement"));
       layer->removeAttr("placement");
     }
-    ASSERT_TRUE(
-        succeeded(autoPartitionModel(model, "time", std::nullopt, false)));
+    ASSERT_TRUE(succeeded(autoPartitionModel(model, PartitionObjective::Time,
+                                             std::nullopt, false)));
     for (size_t i = 0; i < layers.size(); ++i)
       EXPECT_EQ(layers[i]->getAttr("placement"), megatron[i])
           << "layer " << i + 1;

@@ -362,7 +362,8 @@ int runPartition(const PartitionOptions &o) {
   AutoPartitionRequest request = spec->partitionRequest();
   request.pp = o.pp.value_or(request.pp);
   request.vpp = o.vpp.value_or(request.vpp);
-  request.objective = o.objective.value_or(request.objective);
+  if (o.objective)
+    request.objective = *parseObjective(*o.objective); // checked by CLI11
   if (o.maxMemoryGiB)
     request.maxMemoryGiB = o.maxMemoryGiB;
   if (request.pp < 1 || request.vpp < 1) {
@@ -380,7 +381,7 @@ int runPartition(const PartitionOptions &o) {
   }
   if (o.json) {
     nlohmann::ordered_json out;
-    out["objective"] = request.objective;
+    out["objective"] = objectiveName(request.objective);
     out["pp"] = request.pp;
     out["vpp"] = request.vpp;
     out["items"] = nlohmann::ordered_json::array();
@@ -397,7 +398,7 @@ int runPartition(const PartitionOptions &o) {
       "{} items (embedding, {} layers, head) into {} segments (pp={} "
       "vpp={}), objective {}\n",
       result->items.size(), request.layers.size(), request.pp * request.vpp,
-      request.pp, request.vpp, request.objective);
+      request.pp, request.vpp, objectiveName(request.objective));
   std::vector<std::vector<std::string>> rows{
       {"segment", "pp_rank", "vp_stage", "items", "cost"}};
   size_t item = 0;
