@@ -20,7 +20,7 @@
 #include "runtime/exec/StageRunner.h"
 #include "runtime/formats/StageProgram.h"
 
-#include <utility>
+#include "runtime/kernels/ForwardTo.h"
 
 /// The layer entry points a target's `Kernels` supplies, by name: each
 /// target forwards them to its Layers.h with
@@ -52,12 +52,6 @@
   X(mtpNormed)                                                                 \
   X(mtpOutputBackwardInput)                                                    \
   X(mtpOutputBackwardWeight)
-
-/// One entry point of namespace `ns` as a static member of the same name.
-#define HYPIPE_FORWARD_KERNEL_OF(ns, name)                                     \
-  template <class... A> static decltype(auto) name(A &&...a) {                 \
-    return ns::name(std::forward<A>(a)...);                                    \
-  }
 
 namespace hypipe::rt {
 

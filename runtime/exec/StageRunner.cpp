@@ -12,7 +12,7 @@
 namespace hypipe::rt {
 namespace {
 
-#define HYPIPE_FORWARD_KERNEL(name) HYPIPE_FORWARD_KERNEL_OF(cpu, name)
+#define HYPIPE_FORWARD_KERNEL(name) HYPIPE_FORWARD_TO(cpu, name)
 
 /// runtime/kernels/cpu/Layers.h, as StageInterpreter takes it.
 struct CpuKernels {

@@ -14,7 +14,7 @@
 namespace hypipe::rt {
 namespace {
 
-#define HYPIPE_FORWARD_KERNEL(name) HYPIPE_FORWARD_KERNEL_OF(cuda, name)
+#define HYPIPE_FORWARD_KERNEL(name) HYPIPE_FORWARD_TO(cuda, name)
 
 /// runtime/kernels/cuda/Layers.h, as StageInterpreter takes it.
 struct CudaKernels {
