@@ -315,24 +315,117 @@ ExportResult exportHuggingFace(const std::string &checkpoint,
   return {int64_t(plan.size()), int64_t(shards.size()), total};
 }
 
-ImportResult importCheckpoint(const std::string &input,
-                              const std::string &outFile) {
+namespace {
+
+/// A NemotronH config.json as the model hypipe trains; refuses what hypipe
+/// cannot express.
+ModelInfo nemotronModel(const std::string &input) {
+  const std::string configPath = input + "/config.json";
+  if (!pathExists(configPath))
+    throw RuntimeError(fmt::format(
+        "error: '{}' has no config.json, so it is not a Hugging Face model "
+        "directory\nhelp: pass a NemotronH directory, or a .safetensors "
+        "file of a Megatron-LM state dict",
+        input));
+  const json c = readJson(configPath);
+  if (c.value("model_type", "") != "nemotron_h")
+    throw RuntimeError(fmt::format(
+        "error: '{}' is model_type '{}', and hypipe imports NemotronH "
+        "('nemotron_h') models\nhelp: hypipe trains Megatron's hybrid "
+        "models; other architectures have no hypipe spec",
+        configPath, c.value("model_type", "")));
+  if (!c.contains("hybrid_override_pattern") ||
+      !c["hybrid_override_pattern"].is_string())
+    throw RuntimeError(fmt::format(
+        "error: '{}' lacks hybrid_override_pattern\nhelp: hypipe reads the "
+        "layer pattern from it",
+        configPath));
+  ModelInfo m;
+  m.pattern = c["hybrid_override_pattern"].get<std::string>();
+  m.name = "imported";
+  m.numLayers = int64_t(m.pattern.size());
+  m.hidden = configInt(c, "hidden_size", configPath);
+  m.vocab = configInt(c, "vocab_size", configPath);
+  m.tieEmbeddings = c.value("tie_word_embeddings", false);
+  m.positionEmbedding = "none";
+  m.ffnHidden = configInt(c, "intermediate_size", configPath);
+  m.numHeads = configInt(c, "num_attention_heads", configPath);
+  m.numQueryGroups = configInt(c, "num_key_value_heads", configPath);
+  m.kvChannels = c.contains("head_dim") && c["head_dim"].is_number_integer()
+                     ? c["head_dim"].get<int64_t>()
+                     : m.hidden / std::max<int64_t>(1, m.numHeads);
+  m.mambaNumHeads = configInt(c, "mamba_num_heads", configPath);
+  m.mambaHeadDim = configInt(c, "mamba_head_dim", configPath);
+  m.mambaState = configInt(c, "ssm_state_size", configPath);
+  m.mambaNumGroups = configInt(c, "n_groups", configPath);
+  m.mambaConvWidth = configInt(c, "conv_kernel", configPath);
+  const std::string act = c.value("mlp_hidden_act", "relu2");
+  m.activation = act == "gelu" ? "gelu" : "squared_relu";
+  if (act != "relu2" && act != "gelu")
+    throw RuntimeError(fmt::format(
+        "error: '{}' has mlp_hidden_act '{}'; hypipe's MLP has relu2 "
+        "(squared_relu) and gelu\nhelp: only those NemotronH models import",
+        configPath, act));
+  if (std::string why = inexpressible(m, m.pattern); !why.empty())
+    throw RuntimeError(
+        fmt::format("error: '{}' cannot be imported: {}", configPath, why));
+  if (m.numQueryGroups < 1 || m.numHeads % m.numQueryGroups != 0)
+    throw RuntimeError(fmt::format(
+        "error: '{}' has {} attention heads in {} key-value groups; they "
+        "must divide",
+        configPath, m.numHeads, m.numQueryGroups));
+
+  return m;
+}
+
+/// Which file of a Hugging Face directory holds each tensor: its index, or
+/// its one model.safetensors. Every file stays inside the directory.
+std::map<std::string, std::string> tensorFiles(const std::string &input) {
+  std::map<std::string, std::string> where;
+  const std::string indexPath = input + "/model.safetensors.index.json";
+  if (pathExists(indexPath)) {
+    const json index = readJson(indexPath);
+    if (!index.contains("weight_map") || !index["weight_map"].is_object())
+      throw RuntimeError(
+          fmt::format("error: '{}' lacks a weight_map object", indexPath));
+    for (const auto &[name, file] : index["weight_map"].items()) {
+      if (!file.is_string())
+        throw RuntimeError(fmt::format("error: '{}' maps '{}' to a non-string",
+                                       indexPath, name));
+      where[name] = confinedPath(input, file.get<std::string>(),
+                                 "the tensor file", indexPath);
+    }
+  } else {
+    const std::string single = input + "/model.safetensors";
+    if (!pathExists(single))
+      throw RuntimeError(fmt::format(
+          "error: '{}' has neither model.safetensors.index.json nor "
+          "model.safetensors\nhelp: the directory is incomplete",
+          input));
+    for (const std::string &name : SafeTensorsFile(single).names())
+      where[name] = single;
+  }
+  return where;
+}
+
+/// The tensors of one import, collected and written as one safetensors file.
+class Importer {
+public:
   ImportResult result;
   CheckpointInfo info;
-  info.globalBatch = 1; // step 0: nothing consumed, no data order to keep
-  SafeTensorsWriter w;
-  std::vector<std::vector<float>> data; // alive until write()
-  std::vector<std::unique_ptr<SafeTensorsFile>> files;
-  auto keep = [&](const std::string &name, const std::vector<int64_t> &shape,
-                  std::vector<float> values) {
+
+  Importer() { info.globalBatch = 1; } // step 0: no data order to keep
+
+  void keep(const std::string &name, const std::vector<int64_t> &shape,
+            std::vector<float> values) {
     data.push_back(std::move(values));
     w.add(name, shape, data.back().data());
     ++result.tensors;
-  };
+  }
 
-  if (!isDirectory(input)) {
-    // A Megatron-LM state dict (or a merged hypipe checkpoint): parameters
-    // by name; names hypipe used before resolve when the file is read.
+  /// A Megatron-LM state dict (or a merged hypipe checkpoint): parameters
+  /// by name; names hypipe used before resolve when the file is read.
+  void megatron(const std::string &input) {
     result.kind = "megatron";
     files.push_back(std::make_unique<SafeTensorsFile>(input));
     const SafeTensorsFile &f = *files.back();
@@ -351,117 +444,17 @@ ImportResult importCheckpoint(const std::string &input,
         (k == std::string("model")     ? info.model
          : k == std::string("pattern") ? info.pattern
                                        : info.modelConfig) = meta.at(k);
-  } else {
-    result.kind = "hf-nemotron-h";
-    const std::string configPath = input + "/config.json";
-    if (!pathExists(configPath))
-      throw RuntimeError(fmt::format(
-          "error: '{}' has no config.json, so it is not a Hugging Face model "
-          "directory\nhelp: pass a NemotronH directory, or a .safetensors "
-          "file of a Megatron-LM state dict",
-          input));
-    const json c = readJson(configPath);
-    if (c.value("model_type", "") != "nemotron_h")
-      throw RuntimeError(fmt::format(
-          "error: '{}' is model_type '{}', and hypipe imports NemotronH "
-          "('nemotron_h') models\nhelp: hypipe trains Megatron's hybrid "
-          "models; other architectures have no hypipe spec",
-          configPath, c.value("model_type", "")));
-    if (!c.contains("hybrid_override_pattern") ||
-        !c["hybrid_override_pattern"].is_string())
-      throw RuntimeError(fmt::format(
-          "error: '{}' lacks hybrid_override_pattern\nhelp: hypipe reads the "
-          "layer pattern from it",
-          configPath));
-    ModelInfo m;
-    m.pattern = c["hybrid_override_pattern"].get<std::string>();
-    m.name = "imported";
-    m.numLayers = int64_t(m.pattern.size());
-    m.hidden = configInt(c, "hidden_size", configPath);
-    m.vocab = configInt(c, "vocab_size", configPath);
-    m.tieEmbeddings = c.value("tie_word_embeddings", false);
-    m.positionEmbedding = "none";
-    m.ffnHidden = configInt(c, "intermediate_size", configPath);
-    m.numHeads = configInt(c, "num_attention_heads", configPath);
-    m.numQueryGroups = configInt(c, "num_key_value_heads", configPath);
-    m.kvChannels = c.contains("head_dim") && c["head_dim"].is_number_integer()
-                       ? c["head_dim"].get<int64_t>()
-                       : m.hidden / std::max<int64_t>(1, m.numHeads);
-    m.mambaNumHeads = configInt(c, "mamba_num_heads", configPath);
-    m.mambaHeadDim = configInt(c, "mamba_head_dim", configPath);
-    m.mambaState = configInt(c, "ssm_state_size", configPath);
-    m.mambaNumGroups = configInt(c, "n_groups", configPath);
-    m.mambaConvWidth = configInt(c, "conv_kernel", configPath);
-    const std::string act = c.value("mlp_hidden_act", "relu2");
-    m.activation = act == "gelu" ? "gelu" : "squared_relu";
-    if (act != "relu2" && act != "gelu")
-      throw RuntimeError(fmt::format(
-          "error: '{}' has mlp_hidden_act '{}'; hypipe's MLP has relu2 "
-          "(squared_relu) and gelu\nhelp: only those NemotronH models import",
-          configPath, act));
-    if (std::string why = inexpressible(m, m.pattern); !why.empty())
-      throw RuntimeError(
-          fmt::format("error: '{}' cannot be imported: {}", configPath, why));
-    if (m.numQueryGroups < 1 || m.numHeads % m.numQueryGroups != 0)
-      throw RuntimeError(fmt::format(
-          "error: '{}' has {} attention heads in {} key-value groups; they "
-          "must divide",
-          configPath, m.numHeads, m.numQueryGroups));
+  }
 
-    // Which file holds each tensor: the index, or one model.safetensors.
-    std::map<std::string, std::string> where;
-    const std::string indexPath = input + "/model.safetensors.index.json";
-    if (pathExists(indexPath)) {
-      const json index = readJson(indexPath);
-      if (!index.contains("weight_map") || !index["weight_map"].is_object())
-        throw RuntimeError(
-            fmt::format("error: '{}' lacks a weight_map object", indexPath));
-      for (const auto &[name, file] : index["weight_map"].items()) {
-        if (!file.is_string())
-          throw RuntimeError(fmt::format(
-              "error: '{}' maps '{}' to a non-string", indexPath, name));
-        where[name] = confinedPath(input, file.get<std::string>(),
-                                   "the tensor file", indexPath);
-      }
-    } else {
-      const std::string single = input + "/model.safetensors";
-      if (!pathExists(single))
-        throw RuntimeError(fmt::format(
-            "error: '{}' has neither model.safetensors.index.json nor "
-            "model.safetensors\nhelp: the directory is incomplete",
-            input));
-      for (const std::string &name : SafeTensorsFile(single).names())
-        where[name] = single;
-    }
-    std::map<std::string, const SafeTensorsFile *> opened;
-    auto read = [&](const std::string &name) {
-      auto it = where.find(name);
-      if (it == where.end())
-        throw RuntimeError(fmt::format(
-            "error: '{}' has no tensor '{}', which its config needs\nhelp: "
-            "the checkpoint is incomplete or its config.json describes "
-            "another model",
-            input, name));
-      if (!opened.count(it->second)) {
-        files.push_back(std::make_unique<SafeTensorsFile>(it->second));
-        opened[it->second] = files.back().get();
-      }
-      const SafeTensorsFile &f = *opened[it->second];
-      if (!f.has(name))
-        throw RuntimeError(fmt::format(
-            "error: '{}' lacks tensor '{}' that the index places there",
-            it->second, name));
-      const std::vector<int64_t> shape = f.shape(name);
-      std::vector<float> values(size_t(numel(shape)));
-      f.read(name, shape, values.data());
-      return std::make_pair(shape, values);
-    };
-    auto move = [&](const std::string &ours, const std::string &hf) {
-      auto [shape, values] = read(hf);
-      keep(ours, shape, std::move(values));
-    };
+  /// A Hugging Face NemotronH directory: Megatron's names, the attention's
+  /// q, k and v projections joined into linear_qkv.
+  void nemotron(const std::string &input) {
+    result.kind = "hf-nemotron-h";
+    const ModelInfo m = nemotronModel(input);
+    where = tensorFiles(input);
+    this->input = input;
     for (const auto &[ours, hf] : oneToOneTensors(m.pattern, m.tieEmbeddings))
-      move(ours, hf);
+      moveTensor(ours, hf);
     for (size_t i = 0; i < m.pattern.size(); ++i) {
       if (m.pattern[i] != '*')
         continue;
@@ -495,10 +488,62 @@ ImportResult importCheckpoint(const std::string &input,
     info.pattern = m.pattern;
     info.modelConfig = modelJson(m).dump();
   }
-  for (auto &[k, v] : info.metadata())
-    w.metadata(k, v);
-  w.write(outFile);
-  return result;
+
+  void write(const std::string &outFile) {
+    for (auto &[k, v] : info.metadata())
+      w.metadata(k, v);
+    w.write(outFile);
+  }
+
+private:
+  std::pair<std::vector<int64_t>, std::vector<float>>
+  read(const std::string &name) {
+    auto it = where.find(name);
+    if (it == where.end())
+      throw RuntimeError(fmt::format(
+          "error: '{}' has no tensor '{}', which its config needs\nhelp: "
+          "the checkpoint is incomplete or its config.json describes "
+          "another model",
+          input, name));
+    if (!opened.count(it->second)) {
+      files.push_back(std::make_unique<SafeTensorsFile>(it->second));
+      opened[it->second] = files.back().get();
+    }
+    const SafeTensorsFile &f = *opened[it->second];
+    if (!f.has(name))
+      throw RuntimeError(fmt::format(
+          "error: '{}' lacks tensor '{}' that the index places there",
+          it->second, name));
+    const std::vector<int64_t> shape = f.shape(name);
+    std::vector<float> values(size_t(numel(shape)));
+    f.read(name, shape, values.data());
+    return std::make_pair(shape, values);
+  }
+
+  void moveTensor(const std::string &ours, const std::string &hf) {
+    auto [shape, values] = read(hf);
+    keep(ours, shape, std::move(values));
+  }
+
+  SafeTensorsWriter w;
+  std::vector<std::vector<float>> data; // alive until write()
+  std::vector<std::unique_ptr<SafeTensorsFile>> files;
+  std::map<std::string, std::string> where;
+  std::map<std::string, const SafeTensorsFile *> opened;
+  std::string input;
+};
+
+} // namespace
+
+ImportResult importCheckpoint(const std::string &input,
+                              const std::string &outFile) {
+  Importer importer;
+  if (isDirectory(input))
+    importer.nemotron(input);
+  else
+    importer.megatron(input);
+  importer.write(outFile);
+  return importer.result;
 }
 
 } // namespace hypipe::rt
