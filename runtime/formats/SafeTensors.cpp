@@ -135,30 +135,20 @@ std::string shown(const std::string &name) {
 
 } // namespace
 
-SafeTensorsHeader parseSafeTensorsHeader(std::string_view start,
-                                         uint64_t fileSize,
-                                         const std::string &path) {
-  auto corrupt = [&](const std::string &why) {
-    return RuntimeError(fmt::format(
-        "error: '{}' is not a valid safetensors file: {}\nhelp: the file is "
-        "truncated, corrupt or was not written as safetensors; use an "
-        "earlier checkpoint",
-        path, why));
-  };
-  if (fileSize < 8 || start.size() < 8)
-    throw corrupt("shorter than its 8-byte header length");
-  uint64_t length = 0;
-  std::memcpy(&length, start.data(), 8);
-  if (length > kMaxSafeTensorsHeader)
-    throw corrupt(fmt::format("a header of {} bytes (at most {} are read)",
-                              length, kMaxSafeTensorsHeader));
-  if (length > fileSize - 8 || length > start.size() - 8)
-    throw corrupt(
-        fmt::format("header of {} bytes in a file of {}", length, fileSize));
-  std::string_view text = start.substr(8, length);
+namespace {
 
-  // Duplicate names are ambiguous (JSON parsers keep the first or the last);
-  // the callback sees every key before the DOM merges them.
+RuntimeError corruptFile(const std::string &path, const std::string &why) {
+  return RuntimeError(fmt::format(
+      "error: '{}' is not a valid safetensors file: {}\nhelp: the file is "
+      "truncated, corrupt or was not written as safetensors; use an "
+      "earlier checkpoint",
+      path, why));
+}
+
+/// The header's JSON: an object, no name twice (JSON parsers keep the first
+/// or the last, so the callback sees every key before the DOM merges them),
+/// no deeper than tensor entries nest.
+nlohmann::json parseHeaderJson(std::string_view text, const std::string &path) {
   std::vector<std::vector<std::string>> keys;
   std::string duplicate;
   int deepest = 0;
@@ -185,101 +175,134 @@ SafeTensorsHeader parseSafeTensorsHeader(std::string_view start,
     header = nlohmann::json::parse(text.begin(), text.end(), callback);
   } catch (const nlohmann::json::exception &e) {
     std::string what = e.what();
-    throw corrupt(
-        fmt::format("the header is not valid JSON ({})", what.substr(0, 200)));
+    throw corruptFile(path, fmt::format("the header is not valid JSON ({})",
+                                        what.substr(0, 200)));
   }
   if (!header.is_object())
-    throw corrupt("the header is not a JSON object");
+    throw corruptFile(path, "the header is not a JSON object");
   if (!duplicate.empty())
-    throw corrupt(fmt::format("the header names '{}' twice", shown(duplicate)));
+    throw corruptFile(
+        path, fmt::format("the header names '{}' twice", shown(duplicate)));
   if (deepest > 3)
-    throw corrupt("the header nests deeper than tensor entries do");
+    throw corruptFile(path, "the header nests deeper than tensor entries do");
+  return header;
+}
+
+/// One tensor's entry: a known dtype, a shape of non-negative sizes whose
+/// bytes do not overflow, [begin, end) spanning exactly those bytes inside
+/// the data section.
+SafeTensorsEntry parseEntry(const std::string &name, const nlohmann::json &t,
+                            uint64_t dataBytes, const std::string &path) {
+  auto bad = [&](const std::string &why) {
+    return corruptFile(path, fmt::format("tensor '{}' {}", shown(name), why));
+  };
+  if (!t.is_object() || !t.contains("dtype") || !t.contains("shape") ||
+      !t.contains("data_offsets"))
+    throw bad("lacks dtype, shape or data_offsets");
+  const auto &dtype = t["dtype"], &shape = t["shape"],
+             &offsets = t["data_offsets"];
+  if (!dtype.is_string() || !dtypeBytes(dtype.get<std::string>()))
+    throw bad(fmt::format("has unknown dtype {}", dtype.dump().substr(0, 40)));
+  SafeTensorsEntry e;
+  e.dtype = dtype.get<std::string>();
+  if (!shape.is_array())
+    throw bad("has a shape that is not a list");
+  uint64_t bytes = dtypeBytes(e.dtype);
+  for (const auto &d : shape) {
+    if (!d.is_number_integer() ||
+        (d.is_number_unsigned() && d.get<uint64_t>() > uint64_t(INT64_MAX)) ||
+        d.get<int64_t>() < 0)
+      throw bad(fmt::format("has a shape entry {} that is not a "
+                            "non-negative integer",
+                            d.dump().substr(0, 40)));
+    e.shape.push_back(d.get<int64_t>());
+    if (__builtin_mul_overflow(bytes, uint64_t(e.shape.back()), &bytes))
+      throw bad("has a shape whose size overflows 64 bits");
+  }
+  if (!offsets.is_array() || offsets.size() != 2 ||
+      !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+    throw bad("has data_offsets that are not [begin, end]");
+  e.begin = offsets[0].get<uint64_t>();
+  e.end = offsets[1].get<uint64_t>();
+  if (e.end < e.begin)
+    throw bad(fmt::format("ends (byte {}) before it begins (byte {})", e.end,
+                          e.begin));
+  if (e.end - e.begin != bytes)
+    throw bad(fmt::format("spans {} bytes, but {} {} needs {}", e.end - e.begin,
+                          e.dtype, fmt::join(e.shape, "x"), bytes));
+  if (e.end > dataBytes)
+    throw bad(fmt::format("runs past the end of the file (byte {} of a "
+                          "{}-byte data section)",
+                          e.end, dataBytes));
+  return e;
+}
+
+/// The tensors tile the data section: in order, no overlap, no gap,
+/// nothing after the last.
+void checkTiling(const SafeTensorsHeader &h, const std::string &path) {
+  std::vector<std::pair<const std::string *, const SafeTensorsEntry *>> order;
+  for (const auto &[name, entry] : h.entries)
+    order.push_back({&name, &entry});
+  std::sort(order.begin(), order.end(), [](const auto &a, const auto &b) {
+    const SafeTensorsEntry &x = *a.second, &y = *b.second;
+    return x.begin != y.begin ? x.begin < y.begin : x.end < y.end;
+  });
+  uint64_t at = 0;
+  for (const auto &[name, e] : order) {
+    if (e->begin != at)
+      throw corruptFile(
+          path,
+          fmt::format("tensor '{}' begins at byte {} of the data "
+                      "section, where {} was expected ({})",
+                      shown(*name), e->begin, at,
+                      e->begin < at ? "it overlaps the tensor before it"
+                                    : "bytes between tensors belong to none"));
+    at = e->end;
+  }
+  if (at != h.dataBytes)
+    throw corruptFile(path, fmt::format("the tensors cover {} bytes of a "
+                                        "{}-byte data section",
+                                        at, h.dataBytes));
+}
+
+} // namespace
+
+SafeTensorsHeader parseSafeTensorsHeader(std::string_view start,
+                                         uint64_t fileSize,
+                                         const std::string &path) {
+  if (fileSize < 8 || start.size() < 8)
+    throw corruptFile(path, "shorter than its 8-byte header length");
+  uint64_t length = 0;
+  std::memcpy(&length, start.data(), 8);
+  if (length > kMaxSafeTensorsHeader)
+    throw corruptFile(path,
+                      fmt::format("a header of {} bytes (at most {} are read)",
+                                  length, kMaxSafeTensorsHeader));
+  if (length > fileSize - 8 || length > start.size() - 8)
+    throw corruptFile(path, fmt::format("header of {} bytes in a file of {}",
+                                        length, fileSize));
+  nlohmann::json header = parseHeaderJson(start.substr(8, length), path);
 
   SafeTensorsHeader h;
   h.dataStart = 8 + length;
   h.dataBytes = fileSize - h.dataStart;
-  std::vector<std::pair<uint64_t, const std::string *>> order;
   for (auto &item : header.items()) {
     const std::string &name = item.key();
     const nlohmann::json &t = item.value();
-    if (name == "__metadata__") {
-      if (!t.is_object())
-        throw corrupt("__metadata__ is not an object of strings");
-      for (auto &[k, v] : t.items()) {
-        if (!v.is_string())
-          throw corrupt(fmt::format("metadata '{}' is not a string", shown(k)));
-        h.metadata[k] = v.get<std::string>();
-      }
+    if (name != "__metadata__") {
+      h.entries.emplace(name, parseEntry(name, t, h.dataBytes, path));
       continue;
     }
-    auto bad = [&](const std::string &why) {
-      return corrupt(fmt::format("tensor '{}' {}", shown(name), why));
-    };
-    if (!t.is_object() || !t.contains("dtype") || !t.contains("shape") ||
-        !t.contains("data_offsets"))
-      throw bad("lacks dtype, shape or data_offsets");
-    const auto &dtype = t["dtype"], &shape = t["shape"],
-               &offsets = t["data_offsets"];
-    if (!dtype.is_string() || !dtypeBytes(dtype.get<std::string>()))
-      throw bad(
-          fmt::format("has unknown dtype {}", dtype.dump().substr(0, 40)));
-    SafeTensorsEntry e;
-    e.dtype = dtype.get<std::string>();
-    if (!shape.is_array())
-      throw bad("has a shape that is not a list");
-    uint64_t bytes = dtypeBytes(e.dtype);
-    for (const auto &d : shape) {
-      if (!d.is_number_integer() ||
-          (d.is_number_unsigned() && d.get<uint64_t>() > uint64_t(INT64_MAX)) ||
-          d.get<int64_t>() < 0)
-        throw bad(fmt::format("has a shape entry {} that is not a "
-                              "non-negative integer",
-                              d.dump().substr(0, 40)));
-      e.shape.push_back(d.get<int64_t>());
-      if (__builtin_mul_overflow(bytes, uint64_t(e.shape.back()), &bytes))
-        throw bad("has a shape whose size overflows 64 bits");
+    if (!t.is_object())
+      throw corruptFile(path, "__metadata__ is not an object of strings");
+    for (auto &[k, v] : t.items()) {
+      if (!v.is_string())
+        throw corruptFile(
+            path, fmt::format("metadata '{}' is not a string", shown(k)));
+      h.metadata[k] = v.get<std::string>();
     }
-    if (!offsets.is_array() || offsets.size() != 2 ||
-        !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
-      throw bad("has data_offsets that are not [begin, end]");
-    e.begin = offsets[0].get<uint64_t>();
-    e.end = offsets[1].get<uint64_t>();
-    if (e.end < e.begin)
-      throw bad(fmt::format("ends (byte {}) before it begins (byte {})", e.end,
-                            e.begin));
-    if (e.end - e.begin != bytes)
-      throw bad(fmt::format("spans {} bytes, but {} {} needs {}",
-                            e.end - e.begin, e.dtype, fmt::join(e.shape, "x"),
-                            bytes));
-    if (e.end > h.dataBytes)
-      throw bad(fmt::format("runs past the end of the file (byte {} of a "
-                            "{}-byte data section)",
-                            e.end, h.dataBytes));
-    auto [it, inserted] = h.entries.emplace(name, std::move(e));
-    order.push_back({it->second.begin, &it->first});
   }
-  // In order, no overlap, no gap, nothing after the last tensor.
-  std::sort(order.begin(), order.end(), [&](const auto &a, const auto &b) {
-    const SafeTensorsEntry &x = h.entries.at(*a.second),
-                           &y = h.entries.at(*b.second);
-    return x.begin != y.begin ? x.begin < y.begin : x.end < y.end;
-  });
-  uint64_t at = 0;
-  for (const auto &[begin, name] : order) {
-    const SafeTensorsEntry &e = h.entries.at(*name);
-    if (e.begin != at)
-      throw corrupt(fmt::format(
-          "tensor '{}' begins at byte {} of the data section, where {} was "
-          "expected ({})",
-          shown(*name), e.begin, at,
-          e.begin < at ? "it overlaps the tensor before it"
-                       : "bytes between tensors belong to none"));
-    at = e.end;
-  }
-  if (at != h.dataBytes)
-    throw corrupt(fmt::format("the tensors cover {} bytes of a {}-byte data "
-                              "section",
-                              at, h.dataBytes));
+  checkTiling(h, path);
   return h;
 }
 
