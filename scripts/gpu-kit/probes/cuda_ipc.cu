@@ -48,10 +48,12 @@ struct Message {
   double gbs;
 };
 
-bool writeAll(int fd, const void *data, size_t n) {
-  const char *p = static_cast<const char *>(data);
+/// Moves all `n` bytes between `fd` and `p` with `io` (read or write),
+/// again after a signal; false when the other process has gone.
+template <class Io, class Byte>
+bool transferAll(Io io, int fd, Byte *p, size_t n) {
   while (n > 0) {
-    ssize_t k = write(fd, p, n);
+    ssize_t k = io(fd, p, n);
     if (k < 0 && errno == EINTR)
       continue;
     if (k <= 0)
@@ -62,19 +64,12 @@ bool writeAll(int fd, const void *data, size_t n) {
   return true;
 }
 
-/// False at end of file: the other process has gone.
+bool writeAll(int fd, const void *data, size_t n) {
+  return transferAll(write, fd, static_cast<const char *>(data), n);
+}
+
 bool readAll(int fd, void *data, size_t n) {
-  char *p = static_cast<char *>(data);
-  while (n > 0) {
-    ssize_t k = read(fd, p, n);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      return false;
-    p += k;
-    n -= size_t(k);
-  }
-  return true;
+  return transferAll(read, fd, static_cast<char *>(data), n);
 }
 
 /// Holds the GPU for about `ns` nanoseconds, so that work queued behind it
