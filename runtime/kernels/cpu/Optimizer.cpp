@@ -21,11 +21,9 @@ constexpr int64_t kNormBlock = 1 << 14;
 /// Below this many elements (a stage's whole list of segments, 32 MiB of
 /// float gradients) the work stays on the calling thread. Vectorised, AdamW
 /// and the norm are bound by memory, and in a training process the second
-/// thread did not pay for waking it (OMP_WAIT_POLICY=passive): the issue's
-/// 3.77M-parameter model, 16 steps on the 2-core EPYC VM, 0.074-0.077 s of
-/// optimizer at 2 threads against 0.056-0.058 s on one (a standalone loop
-/// over the same buffers is 1.3-1.6x faster on 2). Larger stages, on
-/// machines whose one core cannot use all of the memory bandwidth, split.
+/// thread did not pay for waking it (OMP_WAIT_POLICY=passive; measured in
+/// bench/results/train.md). Larger stages, on machines whose one core cannot
+/// use all of the memory bandwidth, split.
 constexpr int64_t kParallelMin = 1 << 23;
 
 /// The element range [from, to) of the concatenated segments, each part with

@@ -259,11 +259,9 @@ void setNumThreads(int threads) {
   threads = std::max(threads, 1);
   omp_set_num_threads(threads);
   // The kernels own the threads: OpenBLAS's own pool, called from inside
-  // an OpenMP loop, would fight the loop's threads for the cores (a GEMM
-  // above its threading threshold inside a parallel region made the scan
-  // 2.5-3.4x slower at 2 threads), so it runs on one thread and gemm()
-  // splits the large GEMMs itself (as fast as OpenBLAS's 2-thread split on
-  // the bench models' shapes, 237-248 against 214-247 GFLOP/s).
+  // an OpenMP loop, would fight the loop's threads for the cores, so it runs
+  // on one thread and gemm() splits the large GEMMs itself (both measured
+  // in bench/results/train.md).
   openblas_set_num_threads(1);
 }
 

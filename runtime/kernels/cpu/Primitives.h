@@ -88,8 +88,8 @@ void addResidual(int64_t n, const float *x, float *y);
 
 /// The OpenBLAS core type to ask for (OPENBLAS_CORETYPE) when OpenBLAS took
 /// this CPU for an older one than it is -- a virtual machine that hides its
-/// CPU model is seen as "Prescott" (SSE3): measured 20 GFLOP/s sgemm at one
-/// thread instead of 102 as SkylakeX -- or "" when its choice stands.
+/// CPU model is seen as "Prescott" (SSE3), with a fraction of the sgemm
+/// rate (bench/results/train.md) -- or "" when its choice stands.
 std::string preferredBlasCore();
 
 /// Sets, where the user has not, OPENBLAS_CORETYPE to preferredBlasCore()
