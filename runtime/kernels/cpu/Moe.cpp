@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/kernels/recipes/Moe.h"
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
@@ -241,20 +242,10 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
 
 void moeBackwardWeight(const MoeShape &s, const TokenShape &t,
                        const float *saved, float *grads) {
-  const int64_t Hd = s.hidden;
   MoeSaved m = moeSaved(s, t, const_cast<float *>(saved));
-  MoeParams<float> gp = moeParams(s, grads);
   thread_local std::vector<int64_t> off;
   expertOffsets(s, m.counts, off);
-  for (int64_t e = 0; e < s.experts; ++e) {
-    int64_t r0 = off[e], n = off[e + 1] - off[e];
-    if (n == 0)
-      continue;
-    linearBackwardWeight(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
-                         m.xr + r0 * Hd, gp.w1(s, e));
-    linearBackwardWeight(n, s.ffn, Hd, m.dyr + r0 * Hd, m.act + r0 * s.ffn,
-                         gp.w2(s, e));
-  }
+  recipes::moeExpertWeightGradients(linearBackwardWeight, s, m, off, grads);
 }
 
 } // namespace hypipe::rt::cpu

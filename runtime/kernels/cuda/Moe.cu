@@ -12,6 +12,7 @@
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
+#include "runtime/kernels/recipes/Moe.h"
 
 #include <cfloat>
 #include <vector>
@@ -267,22 +268,12 @@ void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
 
 void moeBackwardWeight(const MoeShape &s, const Tokens &t, const float *saved,
                        float *grads) {
-  const int64_t Hd = s.hidden;
   if (t.tokens() == 0)
     return;
   MoeSaved m = moeSaved(s, t.shape, const_cast<float *>(saved));
-  MoeParams<float> gp = moeParams(s, grads);
   std::vector<int64_t> off;
   expertOffsets(s, download(m.counts, s.experts).data(), off);
-  for (int64_t e = 0; e < s.experts; ++e) {
-    int64_t r0 = off[e], n = off[e + 1] - off[e];
-    if (n == 0)
-      continue;
-    linearBackwardWeight(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
-                         m.xr + r0 * Hd, gp.w1(s, e));
-    linearBackwardWeight(n, s.ffn, Hd, m.dyr + r0 * Hd, m.act + r0 * s.ffn,
-                         gp.w2(s, e));
-  }
+  recipes::moeExpertWeightGradients(linearBackwardWeight, s, m, off, grads);
 }
 
 } // namespace hypipe::rt::cuda

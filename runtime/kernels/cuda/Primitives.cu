@@ -1,6 +1,7 @@
 //===- Primitives.cu - context, GEMM, norms and activations on the GPU ----===//
 
 #include "runtime/kernels/cuda/Primitives.cuh"
+#include "runtime/kernels/recipes/Linear.h"
 
 #include <string>
 
@@ -119,20 +120,17 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
 
 void linearForward(int64_t T, int64_t in, int64_t out, const float *x,
                    const float *W, float *y) {
-  gemm(false, true, T, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+  recipes::linearForward(gemm, T, in, out, x, W, y);
 }
 
 void linearBackwardInput(int64_t T, int64_t in, int64_t out, const float *dy,
                          const float *W, float *dx, bool accumulate) {
-  gemm(false, false, T, in, out, 1.0f, dy, out, W, in, accumulate ? 1.0f : 0.0f,
-       dx, in);
+  recipes::linearBackwardInput(gemm, T, in, out, dy, W, dx, accumulate);
 }
 
 void linearBackwardWeight(int64_t T, int64_t in, int64_t out, const float *dy,
                           const float *x, float *dW) {
-  if (T == 0)
-    return;
-  gemm(true, false, out, in, T, 1.0f, dy, out, x, in, 1.0f, dW, in);
+  recipes::linearBackwardWeight(gemm, T, in, out, dy, x, dW);
 }
 
 namespace {
