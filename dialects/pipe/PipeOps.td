@@ -12,16 +12,16 @@ def Pipe_StageOp : Pipe_Op<"stage", [SingleBlock]> {
     arguments (tokens, labels) and yields what later stages or the model's
     `hybrid.return` need.
 
-    (C1) It is directly in a `hybrid.model`; `pp_rank < pp`, `vp_stage < vpp`
+    (stage_c1) It is directly in a `hybrid.model`; `pp_rank < pp`, `vp_stage < vpp`
          and `(pp_rank, vp_stage)` is where the schedule's placement puts
          stage `index` (core/schedule/Vocabulary.h: the loop,
          `index = vp_stage * pp + pp_rank`, or zbv's V).
-    (C2) The body's block arguments have the types of the inputs and its
+    (stage_c2) The body's block arguments have the types of the inputs and its
          `pipe.yield` the types of the results.
-    (C3) The stages of a model appear in index order, 0 to `pp * vpp - 1`.
-    (C4) Every input is an argument of the model or a result of an earlier
+    (stage_c3) The stages of a model appear in index order, 0 to `pp * vpp - 1`.
+    (stage_c4) Every input is an argument of the model or a result of an earlier
          stage.
-    (C5) With a `pipe.buffer_plan`, every layer's `pipe.kernel` ranges lie
+    (stage_c5) With a `pipe.buffer_plan`, every layer's `pipe.kernel` ranges lie
          inside the plan's buffers, and no two layers' parameter ranges, nor
          two saved ranges, overlap.
   }];
@@ -50,7 +50,7 @@ class Pipe_TransferOp<string mnemonic, list<Trait> traits = []>
 def Pipe_SendOp : Pipe_TransferOp<"send"> {
   let summary = "Sends activations to the next stage, on another rank";
   let description = [{
-    (C1) It is in a `pipe.stage`; `peer` is a rank of the model other than the
+    (send_c1) It is in a `pipe.stage`; `peer` is a rank of the model other than the
          stage's own; `peer_stage` is the next stage (index + 1) and runs on
          `peer`.
   }];
@@ -61,7 +61,7 @@ def Pipe_SendOp : Pipe_TransferOp<"send"> {
 def Pipe_RecvOp : Pipe_TransferOp<"recv"> {
   let summary = "Receives activations from the previous stage, on another rank";
   let description = [{
-    (C1) It is in a `pipe.stage`; `peer` is a rank of the model other than the
+    (recv_c1) It is in a `pipe.stage`; `peer` is a rank of the model other than the
          stage's own; `peer_stage` is the previous stage (index - 1) and runs
          on `peer`.
   }];
@@ -75,7 +75,7 @@ def Pipe_SendGradOp : Pipe_TransferOp<"send_grad"> {
   let description = [{
     The tensor sent is d(loss)/d(`value`), with `value`'s type.
 
-    (C1) `value` is the result of a `pipe.recv` in the same stage, and `peer`
+    (send_grad_c1) `value` is the result of a `pipe.recv` in the same stage, and `peer`
          and `peer_stage` are that receive's.
   }];
   let arguments = (ins AnyRankedTensor:$value, I64Attr:$peer, I64Attr:$peer_stage);
@@ -85,7 +85,7 @@ def Pipe_SendGradOp : Pipe_TransferOp<"send_grad"> {
 def Pipe_RecvGradOp : Pipe_TransferOp<"recv_grad"> {
   let summary = "Receives the gradient of activations this stage sent";
   let description = [{
-    (C1) `value` is sent by a `pipe.send` in the same stage, and `peer` and
+    (recv_grad_c1) `value` is sent by a `pipe.send` in the same stage, and `peer` and
          `peer_stage` are that send's.
   }];
   let arguments = (ins AnyRankedTensor:$value, I64Attr:$peer, I64Attr:$peer_stage);
@@ -95,7 +95,7 @@ def Pipe_RecvGradOp : Pipe_TransferOp<"recv_grad"> {
 def Pipe_GradAllReduceOp : Pipe_TransferOp<"grad_allreduce"> {
   let summary = "Averages this stage's parameter gradients over the data-parallel group";
   let description = [{
-    (C1) It is in a `pipe.stage` and `dp` equals the model's `dp`, which is
+    (grad_allreduce_c1) It is in a `pipe.stage` and `dp` equals the model's `dp`, which is
          greater than 1.
   }];
   let arguments = (ins I64Attr:$dp);
@@ -108,7 +108,7 @@ def Pipe_TiedEmbeddingAllReduceOp : Pipe_TransferOp<"tied_embedding_allreduce"> 
     With `tie_embeddings`, the first stage (embedding) and the last (output
     layer) hold copies of one weight; their gradients are summed.
 
-    (C1) The model ties its embeddings; the op is in the first or the last
+    (tied_embedding_allreduce_c1) The model ties its embeddings; the op is in the first or the last
          stage, and `peer` is the rank of the other one, not the stage's own.
   }];
   let arguments = (ins I64Attr:$peer);
@@ -124,10 +124,10 @@ def Pipe_ProgramOp : Pipe_Op<"program"> {
     `pipe-insert-comms` and checked by `pipe-verify-schedule`
     (docs/schedules.md).
 
-    (C1) It is directly in a `hybrid.model` that has `pipe.stage` ops;
+    (program_c1) It is directly in a `hybrid.model` that has `pipe.stage` ops;
          `pp_rank` is a rank of the model, programs appear in rank order, one
          per rank.
-    (C2) Every action parses and names a stage that runs on `pp_rank` and a
+    (program_c2) Every action parses and names a stage that runs on `pp_rank` and a
          microbatch below the model's `microbatches`.
   }];
   let arguments = (ins I64Attr:$pp_rank, StrAttr:$schedule, StrArrayAttr:$actions);

@@ -1,12 +1,12 @@
-// Tests that the verifiers check every numbered invariant of the pipe dialect's
-// ops (PipeOps.td) and every labelled invariant of its attributes
-// (PipeAttrs.td), one case each.
+// Tests that the verifiers check every labelled invariant of the pipe dialect's
+// ops (PipeOps.td) and attributes (PipeAttrs.td), one case each, and that
+// each message ends with its label.
 // RUN: hypipe-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
 
-// Tests that pipe.stage (C1) refuses a stage whose index is not vp_stage * pp + pp_rank.
+// Tests that pipe.stage (stage_c1) refuses a stage whose index is not vp_stage * pp + pp_rank.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
-// expected-error @+1 {{stage 0 on rank 1, chunk 0 does not fit pp = 2, vpp = 1 (index must be vp_stage * pp + pp_rank)}}
+// expected-error @+1 {{stage 0 on rank 1, chunk 0 does not fit pp = 2, vpp = 1 (index must be vp_stage * pp + pp_rank) (stage_c1)}}
   pipe.stage 0 rank 1 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
   ^bb0(%t: tensor<1x4xi64>):
     %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
@@ -31,7 +31,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.stage (C2) refuses a pipe.yield without the stage's result types.
+// Tests that pipe.stage (stage_c2) refuses a pipe.yield without the stage's result types.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -43,7 +43,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.grad_allreduce dp 2
     pipe.yield
   }
-// expected-error @+1 {{must end in pipe.yield of the result types}}
+// expected-error @+1 {{'pipe.stage' op must end in pipe.yield of the result types (stage_c2)}}
   %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
   ^bb0(%l: tensor<1x4xi64>):
     %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
@@ -59,10 +59,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.stage (C3) refuses stages out of index order.
+// Tests that pipe.stage (stage_c3) refuses stages out of index order.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
-// expected-error @+1 {{stage 1 out of order: expected stage 0}}
+// expected-error @+1 {{'pipe.stage' op stage 1 out of order: expected stage 0 (stage_c3)}}
   pipe.stage 1 rank 1 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
   ^bb0(%t: tensor<1x4xi64>):
     %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
@@ -87,10 +87,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.stage (C3) refuses a last stage other than pp * vpp - 1.
+// Tests that pipe.stage (stage_c3) refuses a last stage other than pp * vpp - 1.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
-  // expected-error @+1 {{the last stage must be stage 1, got 0}}
+  // expected-error @+1 {{'pipe.stage' op the last stage must be stage 1, got 0 (stage_c3)}}
   %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
   ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
     %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
@@ -105,7 +105,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.stage (C4) refuses an input that is neither a model argument nor an earlier stage's result.
+// Tests that pipe.stage (stage_c4) refuses an input that is neither a model argument nor an earlier stage's result.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -118,7 +118,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.yield
   }
   %bad = "test.source"() : () -> tensor<1x4xi64>
-// expected-error @+1 {{inputs must be model arguments or results of earlier stages}}
+// expected-error @+1 {{'pipe.stage' op inputs must be model arguments or results of earlier stages (stage_c4)}}
   %loss = pipe.stage 1 rank 1 chunk 0 inputs(%bad : tensor<1x4xi64>) -> tensor<f32> {
   ^bb0(%l: tensor<1x4xi64>):
     %x = pipe.recv from 0 stage 0 : tensor<1x4x8xf32>
@@ -134,14 +134,14 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.send (C1) refuses a send to the stage's own rank.
+// Tests that pipe.send (send_c1) refuses a send to the stage's own rank.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
   ^bb0(%t: tensor<1x4xi64>):
     %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
     %1 = hybrid.mamba %h : tensor<1x4x8xf32>
-    // expected-error @+1 {{peer 0 must be a rank in [0, 2) other than the stage's own (0)}}
+    // expected-error @+1 {{peer 0 must be a rank in [0, 2) other than the stage's own (0) (send_c1)}}
     pipe.send %1 to 0 stage 1 : tensor<1x4x8xf32>
     pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
     pipe.grad_allreduce dp 2
@@ -162,14 +162,14 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.send (C1) refuses a send to a stage other than the next.
+// Tests that pipe.send (send_c1) refuses a send to a stage other than the next.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
   ^bb0(%t: tensor<1x4xi64>):
     %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
     %1 = hybrid.mamba %h : tensor<1x4x8xf32>
-    // expected-error @+1 {{peer_stage must be 1, got 3}}
+    // expected-error @+1 {{'pipe.send' op peer_stage must be 1, got 3 (send_c1)}}
     pipe.send %1 to 1 stage 3 : tensor<1x4x8xf32>
     pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
     pipe.grad_allreduce dp 2
@@ -190,7 +190,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.recv (C1) refuses a receive from a stage other than the previous one.
+// Tests that pipe.recv (recv_c1) refuses a receive from a stage other than the previous one.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -204,7 +204,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
   }
   %loss = pipe.stage 1 rank 1 chunk 0 inputs(%labels : tensor<1x4xi64>) -> tensor<f32> {
   ^bb0(%l: tensor<1x4xi64>):
-    // expected-error @+1 {{peer_stage must be 0, got 1}}
+    // expected-error @+1 {{'pipe.recv' op peer_stage must be 0, got 1 (recv_c1)}}
     %x = pipe.recv from 0 stage 1 : tensor<1x4x8xf32>
     %2 = hybrid.mlp %x : tensor<1x4x8xf32>
     %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
@@ -218,7 +218,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.send_grad (C1) refuses sending the gradient of a value this stage did not receive.
+// Tests that pipe.send_grad (send_grad_c1) refuses sending the gradient of a value this stage did not receive.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -236,7 +236,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %2 = hybrid.mlp %x : tensor<1x4x8xf32>
     %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    // expected-error @+1 {{must send the gradient of a pipe.recv of this stage, back to its peer and stage}}
+    // expected-error @+1 {{'pipe.send_grad' op must send the gradient of a pipe.recv of this stage, back to its peer and stage (send_grad_c1)}}
     pipe.send_grad %2 to 0 stage 0 : tensor<1x4x8xf32>
     pipe.grad_allreduce dp 2
     pipe.yield %o : tensor<f32>
@@ -246,7 +246,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.recv_grad (C1) refuses receiving the gradient of a value this stage did not send.
+// Tests that pipe.recv_grad (recv_grad_c1) refuses receiving the gradient of a value this stage did not send.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -254,7 +254,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
     %1 = hybrid.mamba %h : tensor<1x4x8xf32>
     pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
-    // expected-error @+1 {{must receive the gradient of a value this stage sends to the same peer and stage}}
+    // expected-error @+1 {{'pipe.recv_grad' op must receive the gradient of a value this stage sends to the same peer and stage (recv_grad_c1)}}
     pipe.recv_grad %h from 1 stage 1 : tensor<1x4x8xf32>
     pipe.grad_allreduce dp 2
     pipe.yield
@@ -274,7 +274,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.grad_allreduce (C1) refuses a dp other than the model's.
+// Tests that pipe.grad_allreduce (grad_allreduce_c1) refuses a dp other than the model's.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -283,7 +283,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mamba %h : tensor<1x4x8xf32>
     pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
     pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
-    // expected-error @+1 {{dp must equal the model's dp (2) and be at least 2}}
+    // expected-error @+1 {{'pipe.grad_allreduce' op dp must equal the model's dp (2) and be at least 2 (grad_allreduce_c1)}}
     pipe.grad_allreduce dp 4
     pipe.yield
   }
@@ -302,7 +302,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.tied_embedding_allreduce (C1) refuses a model that does not tie its embeddings.
+// Tests that pipe.tied_embedding_allreduce (tied_embedding_allreduce_c1) refuses a model that does not tie its embeddings.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -312,7 +312,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
     pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
     pipe.grad_allreduce dp 2
-    // expected-error @+1 {{the model does not tie its embeddings}}
+    // expected-error @+1 {{'pipe.tied_embedding_allreduce' op the model does not tie its embeddings (tied_embedding_allreduce_c1)}}
     pipe.tied_embedding_allreduce with 1
     pipe.yield
   }
@@ -331,7 +331,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.tied_embedding_allreduce (C1) refuses a peer other than the rank of the other end.
+// Tests that pipe.tied_embedding_allreduce (tied_embedding_allreduce_c1) refuses a peer other than the rank of the other end.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -341,7 +341,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.send %1 to 1 stage 1 : tensor<1x4x8xf32>
     pipe.recv_grad %1 from 1 stage 1 : tensor<1x4x8xf32>
     pipe.grad_allreduce dp 2
-    // expected-error @+1 {{peer must be the rank of the other end (1), on a different rank}}
+    // expected-error @+1 {{'pipe.tied_embedding_allreduce' op peer must be the rank of the other end (1), on a different rank (tied_embedding_allreduce_c1)}}
     pipe.tied_embedding_allreduce with 0
     pipe.yield
   }
@@ -360,7 +360,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.program (C1) refuses programs out of rank order.
+// Tests that pipe.program (program_c1) refuses programs out of rank order.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -383,14 +383,14 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.yield %o : tensor<f32>
   }
   pipe.program rank 0 "1f1b" ["0F0"]
-  // expected-error @+1 {{program of rank 0 out of order: expected rank 1 (pp = 2)}}
+  // expected-error @+1 {{program of rank 0 out of order: expected rank 1 (pp = 2) (program_c1)}}
   pipe.program rank 0 "1f1b" ["0F1"]
   hybrid.return %loss : tensor<f32>
 }
 
 // -----
 
-// Tests that pipe.program (C2) refuses an action that does not parse.
+// Tests that pipe.program (program_c2) refuses an action that does not parse.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -412,14 +412,14 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.grad_allreduce dp 2
     pipe.yield %o : tensor<f32>
   }
-  // expected-error @+1 {{action 1: '0X0' has no known op}}
+  // expected-error @+1 {{'pipe.program' op action 1: '0X0' has no known op: use F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD or REDUCE_GRAD (program_c2)}}
   pipe.program rank 0 "1f1b" ["0F0", "0X0"]
   hybrid.return %loss : tensor<f32>
 }
 
 // -----
 
-// Tests that pipe.program (C2) refuses an action whose stage is on another rank.
+// Tests that pipe.program (program_c2) refuses an action whose stage is on another rank.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 4, group_size = 2>, pattern = "M|-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   pipe.stage 0 rank 0 chunk 0 inputs(%tokens : tensor<1x4xi64>) {
@@ -441,7 +441,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.grad_allreduce dp 2
     pipe.yield %o : tensor<f32>
   }
-  // expected-error @+1 {{action 0 ('1F0') runs stage 1, which is on rank 1}}
+  // expected-error @+1 {{'pipe.program' op action 0 ('1F0') runs stage 1, which is on rank 1 (program_c2)}}
   pipe.program rank 0 "1f1b" ["1F0"]
   hybrid.return %loss : tensor<f32>
 }
@@ -502,13 +502,13 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.stage (C5) refuses a layer whose ranges lie outside the stage's buffers.
+// Tests that pipe.stage (stage_c5) refuses a layer whose ranges lie outside the stage's buffers.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) attributes {pipe.buffer_plan = #pipe.buffer_plan<params = 1024, saved = 1024, workspace = 0>} -> tensor<f32> {
   ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
     %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
-    // expected-error @+1 {{lies outside its stage's buffers}}
+    // expected-error @+1 {{'pipe.kernel' #pipe.kernel<kind = "mamba", params = <offset = 512, bytes = 1024, dtype = f32>, saved = <offset = 0, bytes = 16, dtype = f32>> lies outside its stage's buffers #pipe.buffer_plan<params = 1024, saved = 1024, workspace = 0> (stage_c5)}}
     %1 = hybrid.mamba %h {pipe.kernel = #pipe.kernel<kind = "mamba", params = <offset = 512, bytes = 1024, dtype = f32>, saved = <offset = 0, bytes = 16, dtype = f32>>} : tensor<1x4x8xf32>
     %2 = hybrid.mlp %1 : tensor<1x4x8xf32>
     %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
@@ -520,14 +520,14 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.stage (C5) refuses two layers whose parameter ranges overlap.
+// Tests that pipe.stage (stage_c5) refuses two layers whose parameter ranges overlap.
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) attributes {pipe.buffer_plan = #pipe.buffer_plan<params = 1024, saved = 1024, workspace = 0>} -> tensor<f32> {
   ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
     %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
     %1 = hybrid.mamba %h {pipe.kernel = #pipe.kernel<kind = "mamba", params = <offset = 0, bytes = 512, dtype = f32>, saved = <offset = 0, bytes = 16, dtype = f32>>} : tensor<1x4x8xf32>
-    // expected-error @+1 {{its parameter range #pipe.range<offset = 256, bytes = 256, dtype = f32> overlaps another layer's #pipe.range<offset = 0, bytes = 512, dtype = f32>}}
+    // expected-error @+1 {{its parameter range #pipe.range<offset = 256, bytes = 256, dtype = f32> overlaps another layer's #pipe.range<offset = 0, bytes = 512, dtype = f32> (stage_c5)}}
     %2 = hybrid.mlp %1 {pipe.kernel = #pipe.kernel<kind = "mlp", params = <offset = 256, bytes = 256, dtype = f32>, saved = <offset = 16, bytes = 16, dtype = f32>>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
