@@ -70,8 +70,8 @@ SUITES = [
               "compute-sanitizer --tool memcheck probes/cublas_gemm --smoke "
               "| grep 'ERROR SUMMARY: 0 errors'", 20, ["probes/cublas_gemm"]),
         Check("ncu", "ncu --version | tail -1 && ncu --clock-control none --metrics "
-              "gpu__time_duration.sum probes/cublas_gemm --smoke | grep -m1 gpu__time_duration",
-              20, ["probes/cublas_gemm"]),
+              "gpu__time_duration.sum probes/cublas_gemm --smoke > $OUT/ncu.txt 2>&1;"
+              " grep gpu__time_duration $OUT/ncu.txt", 20, ["probes/cublas_gemm"]),
     ], "the GPU, driver, CUDA, the libraries a node offers, the tools"),
     Suite("correctness", 140, [
         ref_check("all-kinds"), ref_check("untied-rope"), ref_check("gelu"), ref_check("mtp"),
@@ -89,9 +89,14 @@ SUITES = [
               f" $OUT/resumed.jsonl -q --data {DATA} && python3 py/losses.py"
               " cpu/tiny-20.jsonl $OUT/resumed.jsonl --from-step 11 --rtol 1e-4", 40,
               ["art/tiny-cpu/manifest.json", "cpu/tiny-20.jsonl"]),
-        Check("memcheck", "compute-sanitizer --tool memcheck --leak-check no"
-              f" bundle/libexec/hypipe-run art/all-kinds --steps 1 -q --data {DATA} 2>&1"
-              " | tee /dev/stderr | grep -q 'ERROR SUMMARY: 0 errors'", 60,
+        # The binary itself (not the bundle's wrapper script) under the tool,
+        # with the library path the wrapper would set.
+        Check("memcheck", "LD_LIBRARY_PATH=$KIT/bundle/lib:${CUDA_HOME:-/usr/local/cuda}"
+              "/lib64:$LD_LIBRARY_PATH OMP_WAIT_POLICY=passive compute-sanitizer"
+              " --tool memcheck --leak-check no"
+              f" bundle/libexec/hypipe-run art/all-kinds --steps 1 -q --data {DATA}"
+              " > $OUT/memcheck.txt 2>&1; tail -5 $OUT/memcheck.txt;"
+              " grep -q 'ERROR SUMMARY: 0 errors' $OUT/memcheck.txt", 60,
               ["bundle/libexec/hypipe-run"]),
     ], "the CUDA target against the CPU target and PyTorch (float64)"),
     Suite("probes", 60, [
