@@ -35,13 +35,6 @@ struct ShapeFacts {
   int64_t vocab = 0; ///< embedding, head and MTP layers: the vocabulary
 };
 
-int64_t numelOf(const std::vector<ParamSpec> &params) {
-  int64_t n = 0;
-  for (const ParamSpec &p : params)
-    n += p.numel();
-  return n;
-}
-
 /// The dimensions of `shape`, and, once they are known to be bounded, the
 /// sizes it needs.
 ShapeFacts factsOf(const LayerShape &shape, const TokenShape &tokens,
@@ -77,9 +70,9 @@ ShapeFacts factsOf(const LayerShape &shape, const TokenShape &tokens,
                       std::is_same_v<S, HeadShape> ||
                       std::is_same_v<S, MtpInputShape> ||
                       std::is_same_v<S, MtpOutputShape>)
-          f.paramFloats = numelOf(s.params());
+          f.paramFloats = numel(s.params());
         else
-          f.paramFloats = numelOf(s.params(1));
+          f.paramFloats = numel(s.params(1));
         f.savedFloats = s.savedFloats(tokens, target);
         f.workspaceFloats = s.workspaceFloats(tokens, target);
       },
