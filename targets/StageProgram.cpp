@@ -14,28 +14,6 @@ TensorRange floats(int64_t offset, int64_t count) {
   return {4 * offset, 4 * count, rt::DType::F32};
 }
 
-rt::LayerShape layerShape(const cpu::KernelLayer &l) {
-  switch (l.kind) {
-  case cpu::KernelKind::Embedding:
-    return l.embedding;
-  case cpu::KernelKind::Mamba:
-    return l.mamba;
-  case cpu::KernelKind::Attention:
-    return l.attention;
-  case cpu::KernelKind::Mlp:
-    return l.mlp;
-  case cpu::KernelKind::Moe:
-    return l.moe;
-  case cpu::KernelKind::Head:
-    return l.head;
-  case cpu::KernelKind::MtpInput:
-    return l.mtpInput;
-  case cpu::KernelKind::MtpOutput:
-    return l.mtpOutput;
-  }
-  return l.mlp;
-}
-
 /// Where the tensors an MTP depth shares with the model sit in the stage's
 /// parameters: the output layer (the head's) and the embedding table.
 void placeSharedTensors(const cpu::StagePlan &plan, rt::StageProgram &p) {
@@ -48,7 +26,7 @@ void placeSharedTensors(const cpu::StagePlan &plan, rt::StageProgram &p) {
       if (l.kind == cpu::KernelKind::Head &&
           param.name != "decoder.final_norm.weight") {
         output = at;
-        vocab = l.head.vocab;
+        vocab = std::get<rt::HeadShape>(l.shape).vocab;
       }
       if (table < 0 &&
           l.parameterName(param) == "embedding.word_embeddings.weight")
@@ -79,7 +57,7 @@ rt::StageProgram buildStageProgram(const cpu::StagePlan &plan) {
   p.act1 = floats(act, act);
   p.scratch = floats(2 * act, plan.workspaceFloats - 2 * act);
   for (const cpu::KernelLayer &l : plan.layers)
-    p.layers.push_back({l.kind, l.layer, layerShape(l),
+    p.layers.push_back({l.kind, l.layer, l.shape,
                         floats(l.paramOffset, l.paramFloats),
                         floats(l.savedOffset, l.savedFloats)});
   placeSharedTensors(plan, p);

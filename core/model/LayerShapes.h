@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace hypipe::rt {
@@ -420,6 +421,11 @@ struct MtpOutputShape {
     return lmLossWorkspaceFloats(t, hidden, target);
   }
 };
+
+/// Any layer's static shape; the alternatives are in LayerKind's order.
+using LayerShape =
+    std::variant<EmbeddingShape, MambaShape, AttentionShape, MlpShape, MoeShape,
+                 HeadShape, MtpInputShape, MtpOutputShape>;
 
 //===----------------------------------------------------------------------===//
 // Shapes from the model's dimensions: what the kernel planner lowers and

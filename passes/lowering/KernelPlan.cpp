@@ -101,6 +101,7 @@ private:
   template <typename Shape>
   void size(KernelLayer &layer, const Shape &shape,
             std::vector<rt::ParamSpec> params) {
+    layer.shape = shape;
     layer.params = std::move(params);
     layer.savedFloats = shape.savedFloats(plan.tokens, target);
     layer.workspaceFloats = shape.workspaceFloats(plan.tokens, target);
@@ -118,36 +119,36 @@ private:
         .Case([&](hybrid::EmbeddingOp) {
           layer.kind = KernelKind::Embedding;
           layer.prefix.clear();
-          layer.embedding = rt::embeddingShape(dims);
-          size(layer, layer.embedding, layer.embedding.params());
+          const rt::EmbeddingShape shape = rt::embeddingShape(dims);
+          size(layer, shape, shape.params());
           plan.hasEmbedding = true;
         })
         .Case([&](hybrid::MambaOp) {
           layer.kind = KernelKind::Mamba;
-          layer.mamba = rt::mambaShape(dims);
-          size(layer, layer.mamba, layer.mamba.params(numLayers));
+          const rt::MambaShape shape = rt::mambaShape(dims);
+          size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::AttentionOp) {
           layer.kind = KernelKind::Attention;
-          layer.attention = rt::attentionShape(dims, rope);
-          size(layer, layer.attention, layer.attention.params(numLayers));
+          const rt::AttentionShape shape = rt::attentionShape(dims, rope);
+          size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::MlpOp) {
           layer.kind = KernelKind::Mlp;
-          layer.mlp = rt::mlpShape(dims);
-          size(layer, layer.mlp, layer.mlp.params(numLayers));
+          const rt::MlpShape shape = rt::mlpShape(dims);
+          size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::MoeOp) {
           layer.kind = KernelKind::Moe;
-          layer.moe = rt::moeShape(dims, auxCoeff);
-          size(layer, layer.moe, layer.moe.params(numLayers));
+          const rt::MoeShape shape = rt::moeShape(dims, auxCoeff);
+          size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::FinalNormOp) { isLayer = false; })
         .Case([&](hybrid::OutputOp) {
           layer.kind = KernelKind::Head;
           layer.prefix.clear();
-          layer.head = rt::headShape(dims);
-          size(layer, layer.head, layer.head.params());
+          const rt::HeadShape shape = rt::headShape(dims);
+          size(layer, shape, shape.params());
           plan.hasHead = true;
         })
         .Case<hybrid::GdnOp, hybrid::DsaOp, hybrid::MlaOp>([&](Operation *) {
@@ -187,8 +188,8 @@ private:
       for (const rt::ParamSpec &p : l.params)
         tableHere |=
             l.prefix.empty() && p.name == "embedding.word_embeddings.weight";
-    in.mtpInput = {dims.vocab, dims.hidden, depth, !tableHere};
-    size(in, in.mtpInput, in.mtpInput.params());
+    const rt::MtpInputShape inShape{dims.vocab, dims.hidden, depth, !tableHere};
+    size(in, inShape, inShape.params());
     plan.layers.push_back(std::move(in));
     int64_t j = 0;
     for (Operation &inner : mtp.getBody().front().without_terminator()) {
@@ -207,9 +208,10 @@ private:
     out.op = mtp;
     out.kind = KernelKind::MtpOutput;
     out.prefix = prefix;
-    out.mtpOutput = {dims.vocab, dims.hidden, depth,
-                     mtpScale / double(std::max<int64_t>(1, mtpDepths))};
-    size(out, out.mtpOutput, out.mtpOutput.params());
+    const rt::MtpOutputShape outShape{
+        dims.vocab, dims.hidden, depth,
+        mtpScale / double(std::max<int64_t>(1, mtpDepths))};
+    size(out, outShape, outShape.params());
     plan.layers.push_back(std::move(out));
   }
 

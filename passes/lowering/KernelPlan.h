@@ -34,14 +34,7 @@ struct KernelLayer {
   /// Parameter name prefix, e.g. `decoder.layers.3.` (Megatron numbers
   /// layers from 0).
   std::string prefix;
-  rt::MambaShape mamba{};
-  rt::AttentionShape attention{};
-  rt::MlpShape mlp{};
-  rt::MoeShape moe{};
-  rt::EmbeddingShape embedding{};
-  rt::HeadShape head{};
-  rt::MtpInputShape mtpInput{};
-  rt::MtpOutputShape mtpOutput{};
+  rt::LayerShape shape;              ///< the alternative of `kind`
   std::vector<rt::ParamSpec> params; ///< names without the prefix
   int64_t paramFloats = 0, savedFloats = 0, workspaceFloats = 0;
   int64_t paramOffset = 0, savedOffset = 0;

@@ -51,10 +51,6 @@ struct TensorRange {
 /// The inverse of layerKindName (LayerShapes.h); nullopt for anything else.
 std::optional<LayerKind> parseLayerKind(std::string_view name);
 
-using LayerShape =
-    std::variant<EmbeddingShape, MambaShape, AttentionShape, MlpShape, MoeShape,
-                 HeadShape, MtpInputShape, MtpOutputShape>;
-
 struct ProgramLayer {
   LayerKind kind = LayerKind::Mlp;
   int64_t layer = 0; ///< 1-based layer number (0: embedding and head)
