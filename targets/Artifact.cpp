@@ -197,7 +197,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
         spec.file));
   for (auto model : module.getOps<hybrid::ModelOp>())
     model->setAttr(
-        cpu::kTargetAttr,
+        pipe::kTargetAttr,
         mlir::StringAttr::get(module.getContext(), spec.training.target));
   if (failed(lowerForArtifact(module, spec.parallel.scheduleCsv)))
     return fail("error: lowering failed (the diagnostics above say where)");

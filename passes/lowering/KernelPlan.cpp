@@ -231,12 +231,12 @@ FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
     return stage.emitError("pipe.stage must sit inside a hybrid.model to be "
                            "lowered to kernels");
   rt::Target target = rt::Target::Cpu;
-  if (auto t = model->getAttrOfType<StringAttr>(kTargetAttr)) {
+  if (auto t = model->getAttrOfType<StringAttr>(pipe::kTargetAttr)) {
     if (t.getValue() == "cuda")
       target = rt::Target::Cuda;
     else if (t.getValue() != "cpu")
-      return model.emitError() << "'" << kTargetAttr << "' is '" << t.getValue()
-                               << "'; expected cpu or cuda";
+      return model.emitError() << "'" << pipe::kTargetAttr << "' is '"
+                               << t.getValue() << "'; expected cpu or cuda";
   }
   return StageDescriber(stage, model, target).describe(stage);
 }
@@ -266,10 +266,11 @@ FailureOr<StagePlan> readStagePlan(pipe::StageOp stage) {
   FailureOr<StagePlan> plan = describeStage(stage);
   if (failed(plan))
     return failure();
-  auto totals = stage->getAttrOfType<pipe::BufferPlanAttr>(kStagePlanAttr);
+  auto totals =
+      stage->getAttrOfType<pipe::BufferPlanAttr>(pipe::kBufferPlanAttr);
   if (!totals)
-    return stage.emitError()
-           << "has no '" << kStagePlanAttr << "': run pipe-plan-buffers first";
+    return stage.emitError() << "has no '" << pipe::kBufferPlanAttr
+                             << "': run pipe-plan-buffers first";
   // The kernels take f32 (kernel_c2), so every range counts floats.
   plan->paramFloats = totals.getParams() / 4;
   plan->savedFloats = totals.getSaved() / 4;

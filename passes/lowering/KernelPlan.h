@@ -75,16 +75,10 @@ mlir::FailureOr<StagePlan> planStage(pipe::StageOp stage);
 /// with attributes that do not fit its layers, is an error at the op.
 mlir::FailureOr<StagePlan> readStagePlan(pipe::StageOp stage);
 
-/// Discardable attribute names written by `pipe-plan-buffers`.
-inline constexpr const char *kStagePlanAttr = pipe::kBufferPlanAttr;
-inline constexpr const char *kLayerPlanAttr = pipe::kKernelAttr;
-inline constexpr const char *kMtpOutputPlanAttr = pipe::kKernelMtpOutputAttr;
-
 inline const char *KernelLayer::planAttr() const {
-  return kind == KernelKind::MtpOutput ? kMtpOutputPlanAttr : kLayerPlanAttr;
+  return kind == KernelKind::MtpOutput ? pipe::kKernelMtpOutputAttr
+                                       : pipe::kKernelAttr;
 }
-/// On the hybrid.model: the target its stages are planned for (cpu, cuda).
-inline constexpr const char *kTargetAttr = pipe::kTargetAttr;
 
 } // namespace hypipe::cpu
 

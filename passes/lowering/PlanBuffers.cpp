@@ -29,7 +29,7 @@ LogicalResult planBuffers(hybrid::ModelOp model) {
           pipe::KernelAttr::get(context, rt::layerKindName(layer.kind),
                                 floats(layer.paramOffset, layer.paramFloats),
                                 floats(layer.savedOffset, layer.savedFloats)));
-    stage->setAttr(cpu::kStagePlanAttr,
+    stage->setAttr(pipe::kBufferPlanAttr,
                    pipe::BufferPlanAttr::get(context, 4 * plan->paramFloats,
                                              4 * plan->savedFloats,
                                              4 * plan->workspaceFloats));

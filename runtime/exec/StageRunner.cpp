@@ -31,14 +31,6 @@ struct CpuKernels {
 
 } // namespace
 
-bool targetBuilt(Target target) {
-#if HYPIPE_HAVE_CUDA
-  return true;
-#else
-  return target == Target::Cpu;
-#endif
-}
-
 void runStagePass(const StageProgram &program, StagePass pass,
                   StageArgs &args) {
   if (program.target == Target::Cpu)

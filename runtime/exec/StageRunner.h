@@ -19,9 +19,6 @@ enum class StagePass { Forward, BackwardInput, BackwardWeight };
 /// Throws RuntimeError for a cuda program in a hypipe built without CUDA.
 void runStagePass(const StageProgram &program, StagePass pass, StageArgs &args);
 
-/// Whether this hypipe-run can run programs compiled for `target`.
-bool targetBuilt(Target target);
-
 #if HYPIPE_HAVE_CUDA
 /// The CUDA instantiation (StageRunnerCuda.cpp).
 void runCudaStagePass(const StageProgram &program, StagePass pass,

@@ -111,8 +111,9 @@ TEST(Passes, ReadStagePlanReadsThePlanAndNothingElse) {
   }
 
   // A plan that says the stage holds fewer parameters than its layers need.
-  auto totals = stage->getAttrOfType<pipe::BufferPlanAttr>(cpu::kStagePlanAttr);
-  stage->setAttr(cpu::kStagePlanAttr,
+  auto totals =
+      stage->getAttrOfType<pipe::BufferPlanAttr>(pipe::kBufferPlanAttr);
+  stage->setAttr(pipe::kBufferPlanAttr,
                  pipe::BufferPlanAttr::get(&context, totals.getParams() - 4,
                                            totals.getSaved(),
                                            totals.getWorkspace()));

@@ -49,7 +49,7 @@ std::vector<Lowered> lower(const std::string &pattern, int64_t pp,
   context.loadDialect<pipe::PipeDialect>();
   auto module = buildModel(context, *spec);
   auto model = *module->getOps<hybrid::ModelOp>().begin();
-  model->setAttr(cpu::kTargetAttr, mlir::StringAttr::get(&context, target));
+  model->setAttr(pipe::kTargetAttr, mlir::StringAttr::get(&context, target));
   EXPECT_TRUE(succeeded(lowerForArtifact(*module)));
   std::vector<Lowered> out;
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>()) {
