@@ -3,6 +3,7 @@
 
 #include "core/data/MockSft.h"
 #include "core/data/Packing.h"
+#include "core/io/Files.h"
 #include "core/lang/PipelineLayout.h"
 #include "core/schedule/Schedule.h"
 #include "frontend/Diagnostic.h"
@@ -1165,15 +1166,15 @@ llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,
 
 llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path,
                                    const SpecOverrides &overrides) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buffer)
-    return llvm::createStringError(
-        buffer.getError(),
-        fmt::format(
-            "error: cannot read spec '{}': {}\nhelp: check the path; bundled "
-            "examples are in examples/",
-            path.str(), buffer.getError().message()));
-  Loader loader(std::move(*buffer), overrides);
+  Expected<std::string> text = files::readBounded(path.str(), files::kSpec);
+  if (!text) {
+    Problem p = text.takeError().takeProblem();
+    if (p.help == files::kReadHelp)
+      p.help = "check the path; bundled examples are in examples/";
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "error: " + p.message + "\nhelp: " + p.help);
+  }
+  Loader loader(llvm::MemoryBuffer::getMemBufferCopy(*text, path), overrides);
   return loader.load();
 }
 

@@ -3,6 +3,7 @@
 #include "targets/Artifact.h"
 
 #include "core/data/Packing.h"
+#include "core/io/Files.h"
 #include "dialects/hybrid/HybridOps.h"
 #include "frontend/Diagnostic.h"
 #include "passes/Passes.h"
@@ -21,6 +22,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 using namespace mlir;
@@ -34,13 +36,11 @@ llvm::Error fail(const std::string &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+llvm::Error failWith(Error err) { return fail("error: " + toString(err)); }
+
 llvm::Error writeFile(const std::string &path, const std::string &text) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec)
-    return fail(
-        fmt::format("error: cannot write '{}': {}", path, ec.message()));
-  os << text;
+  if (auto err = files::writeAtomically(path, "the artifact's file", text))
+    return failWith(std::move(err));
   return llvm::Error::success();
 }
 
@@ -100,6 +100,42 @@ std::string besideSpec(const llvm::SmallString<256> &specPath,
     resolved = base;
   }
   return resolved.str().str();
+}
+
+/// Refuses `dir` for an artifact unless it is absent, empty or a hypipe
+/// artifact (the new one replaces it whole), and unless replacing it would
+/// delete one of the spec's inputs.
+llvm::Error checkArtifactDirectory(const std::string &dir,
+                                   const ModelSpec &spec,
+                                   const llvm::SmallString<256> &specPath) {
+  const char *what = "the artifact directory";
+  if (auto err = files::checkDirectoryOutput(dir, what))
+    return failWith(std::move(err));
+  std::vector<std::string> inputs = {specPath.str().str()};
+  for (const std::string &p :
+       {spec.parallel.scheduleCsv, spec.data.path, spec.training.initFrom})
+    if (!p.empty())
+      inputs.push_back(besideSpec(specPath, p));
+  if (auto err = files::checkNotAnInput(dir, what, inputs,
+                                        /*replacedWhole=*/true))
+    return failWith(std::move(err));
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec) ||
+      std::filesystem::is_empty(dir, ec))
+    return llvm::Error::success();
+  Expected<std::string> manifest =
+      files::readBounded(dir + "/manifest.json", files::kManifest);
+  if (manifest) {
+    auto m = json::parse(*manifest, nullptr, /*allow_exceptions=*/false);
+    if (m.is_object() && m.value("format", "") == "hypipe-artifact")
+      return llvm::Error::success();
+  }
+  (void)manifest.takeError();
+  return fail(fmt::format(
+      "error: '{}' is a directory of other files, not a hypipe artifact: "
+      "the artifact would be written among them\nhelp: give -o a new or "
+      "empty directory, or an earlier artifact (which is replaced whole)",
+      dir));
 }
 
 /// The manifest's `model`: the spec's dimensions and the placed pattern.
@@ -176,6 +212,36 @@ rt::PackingConfig packingConfig(const ModelSpec &spec) {
   return p;
 }
 
+/// Builds the artifact's directory beside `dir` and puts it in place whole.
+llvm::Error writeArtifactFiles(const std::string &dir,
+                               const std::string &manifest,
+                               const std::string &mlirText) {
+  const std::string target = llvm::StringRef(dir).rtrim('/').str();
+  llvm::StringRef parent = llvm::sys::path::parent_path(target);
+  if (auto ec = parent.empty() ? std::error_code()
+                               : llvm::sys::fs::create_directories(parent))
+    return fail(fmt::format("error: cannot create '{}': {}", parent.str(),
+                            ec.message()));
+  const std::string built = files::siblingTemporary(target);
+  if (auto ec = llvm::sys::fs::create_directory(built, /*IgnoreExisting=*/false,
+                                                llvm::sys::fs::perms::all_all))
+    return fail(fmt::format("error: cannot create '{}': {}\nhelp: check "
+                            "the permissions of the directory that holds "
+                            "'{}'",
+                            built, ec.message(), dir));
+  llvm::Error written = writeFile(built + "/manifest.json", manifest);
+  if (!written)
+    written = writeFile(built + "/model.mlir", mlirText);
+  if (written) {
+    std::error_code ec;
+    std::filesystem::remove_all(built, ec);
+    return written;
+  }
+  if (auto err = files::replaceDirectory(built, dir, "the artifact"))
+    return failWith(std::move(err));
+  return llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
@@ -195,6 +261,10 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
         "(or set CUDAToolkit_ROOT) and rebuild hypipe, or compile with "
         "--target cpu",
         spec.file));
+  llvm::SmallString<256> specPath(spec.file);
+  llvm::sys::fs::make_absolute(specPath);
+  if (auto err = checkArtifactDirectory(dir, spec, specPath))
+    return err;
   for (auto model : module.getOps<hybrid::ModelOp>())
     model->setAttr(
         pipe::kTargetAttr,
@@ -206,9 +276,6 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
     return fail("error: internal: no hybrid.model to write");
   hybrid::ModelOp model = *models.begin();
 
-  if (auto ec = llvm::sys::fs::create_directories(dir))
-    return fail(
-        fmt::format("error: cannot create '{}': {}", dir, ec.message()));
   rt::Artifact artifact;
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>()) {
     FailureOr<cpu::StagePlan> plan = cpu::readStagePlan(stage);
@@ -223,10 +290,10 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.programs = programs->ranks;
 
   const TrainingSpec &tr = spec.training;
-  llvm::SmallString<256> specPath(spec.file);
-  llvm::sys::fs::make_absolute(specPath);
-  if (auto buffer = llvm::MemoryBuffer::getFile(spec.file))
-    artifact.specText = (*buffer)->getBuffer().str();
+  if (Expected<std::string> text = files::readBounded(spec.file, files::kSpec))
+    artifact.specText = std::move(*text);
+  else
+    (void)text.takeError();
   artifact.specFile = specPath.str().str();
   artifact.target = spec.training.target;
   artifact.precision = spec.training.dtype;
@@ -247,15 +314,12 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.dataFormat = spec.data.format;
   artifact.packing = packingConfig(spec);
 
-  json manifest = rt::manifestToJson(artifact);
-  if (auto err = writeFile(dir + "/manifest.json", manifest.dump(1) + "\n"))
-    return err;
-
   std::string mlirText;
   llvm::raw_string_ostream os(mlirText);
   module.print(os);
   os << "\n";
-  return writeFile(dir + "/model.mlir", mlirText);
+  return writeArtifactFiles(dir, rt::manifestToJson(artifact).dump(1) + "\n",
+                            mlirText);
 }
 
 } // namespace hypipe

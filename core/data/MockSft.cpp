@@ -3,6 +3,7 @@
 #include "core/data/MockSft.h"
 
 #include "core/Random.h"
+#include "core/io/Files.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -122,7 +123,7 @@ Error readMockLengths(const std::string &text, std::vector<int64_t> &lengths) {
       return sourceError(
           start,
           fmt::format("'{}' is not a positive sequence length",
-                      text.substr(start, std::min<size_t>(end - start, 40))),
+                      files::excerpt(text.substr(start, end - start), 20)),
           "a lengths file holds positive integers separated by commas, "
           "spaces or newlines",
           end - start);

@@ -3,6 +3,7 @@
 #include "core/schedule/Simulate.h"
 
 #include "core/Text.h"
+#include "core/io/Files.h"
 
 #include <fmt/format.h>
 
@@ -682,20 +683,15 @@ Expected<CsvImport> importCsvForModel(std::string_view text,
 Expected<CsvImport> readCsvForModel(const std::string &path,
                                     const std::string &scheduleName, int64_t pp,
                                     int64_t vpp, int64_t microbatches) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    Problem p;
-    p.message = fmt::format("cannot read the schedule CSV '{}': {}", path,
-                            std::strerror(errno));
+  Expected<std::string> text = files::readBounded(path, files::kScheduleCsv);
+  if (!text) {
+    Problem p = text.takeError().takeProblem();
     p.help = "give the path of a CSV that torch.distributed.pipelining wrote "
              "(parallel.schedule_csv is read from the spec's directory, "
              "--schedule-csv from the working directory)";
     return Error(std::move(p));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto imported =
-      importCsvForModel(text.str(), scheduleName, pp, vpp, microbatches);
+  auto imported = importCsvForModel(*text, scheduleName, pp, vpp, microbatches);
   if (!imported) {
     Problem p = imported.takeError().takeProblem();
     p.message = path + ": " + p.message;

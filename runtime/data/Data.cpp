@@ -61,8 +61,7 @@ TextDataset::TextDataset(const std::string &path, int64_t seqLength,
     : Dataset(seqLength) {
   requireRegularFile(path, "training data",
                      "set data.path in the spec (or --data) to a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  if (!pathExists(path))
     throw RuntimeError(fmt::format(
         "error: cannot read training data '{}'\nhelp: set data.path in the "
         "spec (relative to the spec file) or pass --data FILE",
@@ -72,8 +71,8 @@ TextDataset::TextDataset(const std::string &path, int64_t seqLength,
         "error: byte-level text data needs vocab_size >= 256, the model has "
         "{}\nhelp: set model.vocab_size: 256",
         vocab));
-  data.assign(std::istreambuf_iterator<char>(in),
-              std::istreambuf_iterator<char>());
+  const std::string text = readFileBounded(path, files::kTrainingData);
+  data.assign(text.begin(), text.end());
   count = int64_t(data.size());
   validate(path, vocab);
 }

@@ -39,16 +39,17 @@ int64_t SampleSource::sampleAt(uint64_t seed, int64_t position) const {
 
 namespace {
 
-std::string readFile(const std::string &path, const std::string &what) {
-  requireRegularFile(path, what, "set data.path in the spec to a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+/// `path` read whole through `bound`; the help says where the path came
+/// from.
+std::string readFile(const std::string &path, files::ReadBound bound) {
+  requireRegularFile(path, std::string(bound.what),
+                     "set data.path in the spec to a file");
+  if (!pathExists(path))
     throw RuntimeError(fmt::format(
         "error: cannot read {} '{}'\nhelp: set data.path in the spec "
         "(relative to the spec file) or pass --data FILE",
-        what, path));
-  return std::string(std::istreambuf_iterator<char>(in),
-                     std::istreambuf_iterator<char>());
+        bound.what, path));
+  return readFileBounded(path, bound);
 }
 
 /// `path:line:col: error: message`, the line with a caret under the
@@ -64,10 +65,11 @@ RuntimeError located(const std::string &path, const std::string &text,
     lineEnd = text.size();
   int64_t line = 1 + std::count(text.begin(), text.begin() + lineStart, '\n');
   size_t column = offset - lineStart;
-  // Long lines (a sample of thousands of tokens) are shown around the column.
-  size_t from = column > 60 ? column - 60 : 0;
-  std::string shown = text.substr(
-      lineStart + from, std::min<size_t>(lineEnd - lineStart - from, 100));
+  // A short, printable excerpt around the column: a long line (a sample of
+  // thousands of tokens) or a file that is not data at all is not echoed.
+  size_t from = column > 30 ? column - 30 : 0;
+  std::string shown = files::printable(text.substr(
+      lineStart + from, std::min<size_t>(lineEnd - lineStart - from, 60)));
   std::string prefix = from > 0 ? "..." : "";
   return RuntimeError(
       fmt::format("{}:{}:{}: error: {}\n{}{}\n{}^\nhelp: {}", path, line,
@@ -133,7 +135,7 @@ private:
 };
 
 std::unique_ptr<SampleSource> openJsonl(const SampleOptions &o) {
-  const std::string text = readFile(o.path, "training data");
+  const std::string text = readFile(o.path, files::kTrainingData);
   auto samples = std::make_unique<MemorySamples>();
   int64_t lines = 0;
   size_t pos = 0;
@@ -340,7 +342,7 @@ std::unique_ptr<SampleSource> openSamples(const SampleOptions &o) {
       std::string path = config->path;
       if (!path.empty() && path[0] != '/' && !o.specDir.empty())
         path = o.specDir + "/" + path;
-      std::string text = readFile(path, "mock sequence lengths");
+      std::string text = readFile(path, files::kMockLengths);
       if (Error err = packing::readMockLengths(text, config->lengths)) {
         const Problem &p = err.problem();
         if (p.offset)

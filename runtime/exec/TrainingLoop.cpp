@@ -1,6 +1,7 @@
 //===- TrainingLoop.cpp - hypipe-run's loop over training steps -----------===//
 #include "runtime/exec/TrainingLoop.h"
 
+#include "core/io/Files.h"
 #include "core/schedule/Trace.h"
 #include "runtime/data/Data.h"
 #include "runtime/exec/NumberFormat.h"
@@ -60,6 +61,31 @@ void installWatchdog(Comm &comm, const RunOptions &o, const int64_t &step) {
   });
 }
 
+/// Why this rank cannot write one of the run's outputs (core/io/Files.h),
+/// or "".
+std::string outputsProblem(const RunOptions &o) {
+  for (auto [path, flag] : {std::pair{o.jsonLog, "--json-log"},
+                            {o.trace, "--trace"},
+                            {o.dump, "--dump-step"}})
+    if (!path.empty())
+      if (Error err = files::checkFileOutput(path, flag))
+        return "error: " + toString(err);
+  if (!o.save.empty())
+    if (Error err = files::checkDirectoryOutput(o.save, "--save"))
+      return "error: " + toString(err);
+  return std::string();
+}
+
+/// Refuses, before the first step, outputs that cannot be written: rank
+/// 0's words when it found the problem (printed once), else every rank's.
+void agreeOnOutputs(const RunOptions &o, Comm &comm) {
+  const std::string error = outputsProblem(o);
+  std::vector<double> failed = comm.allgather({error.empty() ? 0.0 : 1.0});
+  if (failed[0] != 0)
+    throw CollectiveError(error);
+  agreeAcrossRanks(comm, error, "error: a rank cannot write the run's outputs");
+}
+
 /// A resumed run keeps the learning-rate schedule of the run that saved
 /// the checkpoint unless this one asks for another (--lr-decay-steps or the
 /// spec's training.lr_decay_steps): a longer --steps alone then trains on
@@ -103,7 +129,7 @@ void dropLoggedStepsFrom(const std::string &path, int64_t first, bool quiet) {
   in.close();
   if (dropped == 0)
     return;
-  writeFileAtomically(path, {{kept.data(), kept.size()}});
+  writeFileAtomically(path, "--json-log", {{kept.data(), kept.size()}});
   if (!quiet)
     fmt::print("log: {} dropped {} step{} logged after the checkpoint (from "
                "step {}); those steps run again now\n",
@@ -123,7 +149,7 @@ std::string traceSpool(const std::string &trace, int rank) {
 /// RuntimeError on an I/O failure.
 void writeChromeTrace(const std::string &path, int ranks, const Artifact &a,
                       const std::vector<double> &memory) {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = files::siblingTemporary(path);
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   schedule::ChromeTrace trace(out);
   for (int r = 0; r < ranks; ++r) {
@@ -233,6 +259,7 @@ Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
   if (!o.dump.empty() && ranks != 1)
     throw CollectiveError("error: --dump-step needs a single-rank artifact\n"
                           "help: recompile with --pp 1 --dp 1");
+  agreeOnOutputs(o, comm);
   return artifact;
 }
 

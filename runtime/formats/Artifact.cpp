@@ -700,13 +700,13 @@ void checkArtifactConsistency(const Artifact &a, const std::string &path) {
 
 Artifact loadArtifact(const std::string &dir) {
   std::string path = dir + "/manifest.json";
-  std::ifstream in(path);
-  if (!in)
+  if (!pathExists(path))
     fail(fmt::format("cannot open '{}'", path),
          "pass the directory written by `hypipe compile SPEC -o DIR`");
+  const std::string text = readFileBounded(path, files::kManifest);
   json m;
   try {
-    m = json::parse(in);
+    m = json::parse(text);
   } catch (const json::parse_error &e) {
     fail(fmt::format("'{}' is not valid JSON (byte {}): the manifest is "
                      "truncated or corrupt",

@@ -2,6 +2,7 @@
 
 #include "runtime/formats/Checkpoint.h"
 
+#include "core/Text.h"
 #include "core/model/ParameterNames.h"
 
 #include "runtime/formats/Artifact.h"
@@ -98,11 +99,13 @@ std::vector<std::string> stepDirectories(const std::string &root) {
   return out;
 }
 
+/// The name `root`/latest holds ("" when there is no such file).
 std::string latestName(const std::string &root) {
-  std::ifstream in(root + "/latest");
-  std::string name;
-  in >> name;
-  return name;
+  const std::string path = root + "/latest";
+  if (!pathExists(path))
+    return std::string();
+  std::string text = readFileBounded(path, files::kLatest);
+  return std::string(text::trim(text));
 }
 
 /// A file against the size and checksum index.json recorded for it.
@@ -221,21 +224,13 @@ std::string CheckpointReader::stepDirectoryOf(const std::string &path) {
         "error: '{}/latest' names '{}', which is not a step directory of "
         "this checkpoint\nhelp: latest holds one name such as {}; the file "
         "was not written by hypipe or was tampered with",
-        path, name.substr(0, 200), stepDirectoryName(1)));
+        path, files::excerpt(name), stepDirectoryName(1)));
   return confinedPath(path, name, "the step directory", path + "/latest");
 }
 
 CheckpointReader::Index CheckpointReader::readIndex(const std::string &dir) {
   const std::string indexPath = dir + "/index.json";
-  std::ifstream in(indexPath);
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  if (!in && !in.eof())
-    throw RuntimeError(fmt::format(
-        "error: cannot read '{}'\nhelp: use an earlier checkpoint (step "
-        "directories are complete once latest names them)",
-        indexPath));
-  return parseIndex(text, indexPath);
+  return parseIndex(readFileBounded(indexPath, files::kIndexJson), indexPath);
 }
 
 CheckpointInfo readCheckpointInfo(const std::string &path) {
@@ -338,12 +333,14 @@ void writeCheckpointIndex(const std::string &dir, const CheckpointInfo &info,
     sums[name] = {{"bytes", f.bytes}, {"checksum", f.checksum}};
   index["files"] = sums;
   std::string text = index.dump(1) + "\n";
-  writeFileAtomically(dir + "/index.json", {{text.data(), text.size()}});
+  writeFileAtomically(dir + "/index.json", "checkpoint index",
+                      {{text.data(), text.size()}});
 }
 
 void markLatest(const std::string &root, const std::string &stepDir) {
   std::string text = stepDir + "\n";
-  writeFileAtomically(root + "/latest", {{text.data(), text.size()}});
+  writeFileAtomically(root + "/latest", "checkpoint 'latest' file",
+                      {{text.data(), text.size()}});
 }
 
 std::vector<std::string> pruneCheckpoints(const std::string &root,
@@ -381,6 +378,7 @@ std::vector<std::string> removeIncompleteSteps(const std::string &root) {
 }
 
 int64_t mergeCheckpoint(const std::string &path, const std::string &out) {
+  requireOutputFile(out, "the merged checkpoint", {path});
   CheckpointReader ckpt(path);
   SafeTensorsWriter w;
   std::vector<std::vector<float>> buffers;

@@ -138,4 +138,28 @@ std::string confinedPath(const std::string &dir, const std::string &relative,
   return path;
 }
 
+void throwIfError(Error err) {
+  if (err)
+    throw RuntimeError("error: " + toString(err));
+}
+
+std::string readFileBounded(const std::string &path, files::ReadBound bound) {
+  Expected<std::string> text = files::readBounded(path, bound);
+  if (!text)
+    throwIfError(text.takeError());
+  return std::move(*text);
+}
+
+void requireOutputFile(const std::string &output, std::string_view what,
+                       const std::vector<std::string> &inputs) {
+  throwIfError(files::checkFileOutput(output, what));
+  throwIfError(files::checkNotAnInput(output, what, inputs));
+}
+
+void requireOutputDirectory(const std::string &output, std::string_view what,
+                            const std::vector<std::string> &inputs) {
+  throwIfError(files::checkDirectoryOutput(output, what));
+  throwIfError(files::checkNotAnInput(output, what, inputs));
+}
+
 } // namespace hypipe::rt

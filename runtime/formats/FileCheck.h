@@ -10,6 +10,8 @@
 #ifndef HYPIPE_RUNTIME_FORMATS_FILECHECK_H
 #define HYPIPE_RUNTIME_FORMATS_FILECHECK_H
 
+#include "core/io/Files.h"
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -51,6 +53,25 @@ bool isPlainName(std::string_view name);
 /// path otherwise. A missing target is allowed (the caller reports it).
 std::string confinedPath(const std::string &dir, const std::string &relative,
                          const std::string &what, const std::string &from);
+
+/// The bytes of `path` read through `bound` (core/io/Files.h); throws
+/// RuntimeError naming the file and the bound otherwise.
+std::string readFileBounded(const std::string &path, files::ReadBound bound);
+
+/// Throws RuntimeError unless `output` may be written as a file
+/// (files::checkFileOutput) and is none of `inputs` and inside none of them
+/// (files::checkNotAnInput).
+void requireOutputFile(const std::string &output, std::string_view what,
+                       const std::vector<std::string> &inputs = {});
+
+/// Throws RuntimeError unless `output` may be used as a directory
+/// (files::checkDirectoryOutput) and is none of `inputs` and inside none of
+/// them.
+void requireOutputDirectory(const std::string &output, std::string_view what,
+                            const std::vector<std::string> &inputs = {});
+
+/// Throws RuntimeError with `err`'s message and help when it holds one.
+void throwIfError(Error err);
 
 } // namespace hypipe::rt
 

@@ -206,21 +206,12 @@ std::vector<Planned> planExport(const CheckpointReader &ckpt,
 }
 
 void writeText(const std::string &path, const std::string &text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f)
-    throw RuntimeError(
-        fmt::format("error: cannot write '{}'\nhelp: check the directory's "
-                    "permissions and free space",
-                    path));
+  throwIfError(files::writeAtomically(path, "the exported model's file", text));
 }
 
-json readJson(const std::string &path) {
-  std::ifstream f(path);
-  if (!f)
-    throw RuntimeError(fmt::format("error: cannot read '{}'", path));
-  json j = json::parse(f, nullptr, /*allow_exceptions=*/false);
+json readJson(const std::string &path, files::ReadBound bound) {
+  const std::string text = readFileBounded(path, bound);
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     throw RuntimeError(fmt::format(
         "error: '{}' is not a JSON object\nhelp: the file is truncated or "
@@ -263,6 +254,7 @@ ModelInfo checkpointModel(const std::string &checkpoint,
 ExportResult exportHuggingFace(const std::string &checkpoint,
                                const ModelInfo &m, const std::string &outDir,
                                int64_t maxShardBytes) {
+  requireOutputDirectory(outDir, "the export directory", {checkpoint});
   const std::string layers = layerSymbols(m.pattern);
   if (std::string why = inexpressible(m, layers); !why.empty())
     throw RuntimeError(fmt::format(
@@ -327,7 +319,7 @@ ModelInfo nemotronModel(const std::string &input) {
         "directory\nhelp: pass a NemotronH directory, or a .safetensors "
         "file of a Megatron-LM state dict",
         input));
-  const json c = readJson(configPath);
+  const json c = readJson(configPath, files::kConfigJson);
   if (c.value("model_type", "") != "nemotron_h")
     throw RuntimeError(fmt::format(
         "error: '{}' is model_type '{}', and hypipe imports NemotronH "
@@ -384,7 +376,7 @@ std::map<std::string, std::string> tensorFiles(const std::string &input) {
   std::map<std::string, std::string> where;
   const std::string indexPath = input + "/model.safetensors.index.json";
   if (pathExists(indexPath)) {
-    const json index = readJson(indexPath);
+    const json index = readJson(indexPath, files::kIndexJson);
     if (!index.contains("weight_map") || !index["weight_map"].is_object())
       throw RuntimeError(
           fmt::format("error: '{}' lacks a weight_map object", indexPath));
@@ -537,6 +529,7 @@ private:
 
 ImportResult importCheckpoint(const std::string &input,
                               const std::string &outFile) {
+  requireOutputFile(outFile, "the imported checkpoint", {input});
   Importer importer;
   if (isDirectory(input))
     importer.nemotron(input);

@@ -2,6 +2,8 @@
 
 #include "runtime/formats/SafeTensors.h"
 
+#include "core/io/Files.h"
+
 #include "runtime/formats/Artifact.h"
 #include "runtime/formats/FileCheck.h"
 
@@ -62,7 +64,7 @@ WrittenFile SafeTensorsWriter::write(const std::string &path) const {
   std::vector<std::pair<const void *, size_t>> pieces = {
       {&length, sizeof(length)}, {text.data(), text.size()}};
   pieces.insert(pieces.end(), data.begin(), data.end());
-  writeFileAtomically(path, pieces);
+  writeFileAtomically(path, "checkpoint file", pieces);
   WrittenFile written{checksumOf(pieces), 0};
   for (auto [p, n] : pieces)
     written.bytes += n;
@@ -70,51 +72,10 @@ WrittenFile SafeTensorsWriter::write(const std::string &path) const {
 }
 
 void writeFileAtomically(
-    const std::string &path,
+    const std::string &path, std::string_view what,
     const std::vector<std::pair<const void *, size_t>> &pieces) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  auto failWith = [&](const char *what) {
-    int err = errno;
-    if (fd >= 0)
-      ::close(fd);
-    ::unlink(tmp.c_str());
-    throw RuntimeError(fmt::format(
-        "error: cannot {} '{}': {}\nhelp: check free space and permissions "
-        "of the directory; the previous file at '{}' is untouched",
-        what, tmp, std::strerror(err), path));
-  };
-  if (fd < 0)
-    failWith("create");
-  for (auto [p, n] : pieces) {
-    const char *c = static_cast<const char *>(p);
-    while (n > 0) {
-      ssize_t w = ::write(fd, c, n);
-      if (w < 0) {
-        if (errno == EINTR)
-          continue;
-        failWith("write");
-      }
-      c += w;
-      n -= size_t(w);
-    }
-  }
-  if (::fsync(fd) != 0)
-    failWith("sync");
-  if (::close(fd) != 0) {
-    fd = -1;
-    failWith("close");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    fd = -1;
-    failWith("rename");
-  }
-  // Make the rename itself durable.
-  std::string dir = path.substr(0, path.find_last_of('/') + 1);
-  if (int d = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY); d >= 0) {
-    ::fsync(d);
-    ::close(d);
-  }
+  if (auto err = files::writeAtomically(path, what, pieces))
+    throw RuntimeError("error: " + toString(err));
 }
 
 namespace {

@@ -108,11 +108,13 @@ private:
   SafeTensorsHeader header;
 };
 
-/// Writes `pieces` to `path` through `path`.tmp, fsync and rename, so
-/// `path` holds either its old or its complete new contents. Throws
-/// RuntimeError (and removes the temporary file) on failure.
+/// Writes `pieces` to `path` through a temporary file beside it, fsync and
+/// rename (core/io/Files.h), so `path` holds either its old or its complete
+/// new contents; `what` names the file in messages. Throws RuntimeError
+/// (and removes the temporary file) on failure, or when `path` is not a
+/// regular file.
 void writeFileAtomically(
-    const std::string &path,
+    const std::string &path, std::string_view what,
     const std::vector<std::pair<const void *, size_t>> &pieces);
 
 } // namespace hypipe::rt

@@ -1,4 +1,5 @@
 //===- ScheduleCommand.cpp - `hypipe schedule` ----------------------------===//
+#include "core/io/Files.h"
 #include "core/schedule/Render.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
@@ -34,25 +35,44 @@ int fail(const std::string &message) {
   return 1;
 }
 
-bool writeFile(const std::string &path, const std::string &text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  return static_cast<bool>(out);
+/// The files the command writes (--csv, --svg, --trace), each with its
+/// flag; "" where not asked for.
+std::vector<std::pair<std::string, const char *>>
+outputsOf(const ScheduleOptions &o) {
+  return {{o.csvOut, "--csv"}, {o.svgOut, "--svg"}, {o.traceOut, "--trace"}};
+}
+
+/// Refuses, before anything is computed, an output that cannot be written
+/// as a file or that is the imported CSV.
+Error checkOutputs(const ScheduleOptions &o) {
+  std::vector<std::string> inputs;
+  if (!o.csvIn.empty())
+    inputs.push_back(o.csvIn);
+  for (const auto &[path, flag] : outputsOf(o)) {
+    if (path.empty())
+      continue;
+    if (auto err = files::checkFileOutput(path, flag))
+      return err;
+    if (auto err = files::checkNotAnInput(path, flag, inputs))
+      return err;
+  }
+  return Error::success();
 }
 
 int runSchedule(const ScheduleOptions &o) {
+  if (auto err = checkOutputs(o))
+    return fail(toString(err));
   Schedule schedule;
   if (!o.csvIn.empty()) {
-    auto buffer = llvm::MemoryBuffer::getFile(o.csvIn, /*IsText=*/true);
-    if (!buffer)
-      return fail(fmt::format("cannot read '{}': {}", o.csvIn,
-                              buffer.getError().message()));
+    Expected<std::string> text =
+        files::readBounded(o.csvIn, files::kScheduleCsv);
+    if (!text)
+      return fail(toString(text.takeError()));
     // The placement comes from --schedule when given, else from the file.
     std::optional<Placement> placement;
     if (o.scheduleGiven)
       placement = placementOf(o.name);
-    auto loaded = importCsv((*buffer)->getBuffer(), o.pp, o.vpp, o.microbatches,
-                            placement);
+    auto loaded = importCsv(*text, o.pp, o.vpp, o.microbatches, placement);
     if (!loaded)
       return fail(fmt::format("{}: {}", o.csvIn, toString(loaded.takeError())));
     schedule = std::move(loaded->schedule);
@@ -88,15 +108,17 @@ int runSchedule(const ScheduleOptions &o) {
   if (!simulation)
     return fail(toString(simulation.takeError()));
 
-  if (!o.csvOut.empty() &&
-      !writeFile(o.csvOut, toCsv(o.computeOnly ? computeOnly : schedule)))
-    return fail(fmt::format("cannot write '{}'", o.csvOut));
-  if (!o.svgOut.empty() &&
-      !writeFile(o.svgOut, svgTimeline(schedule, *simulation)))
-    return fail(fmt::format("cannot write '{}'", o.svgOut));
-  if (!o.traceOut.empty() &&
-      !writeFile(o.traceOut, chromeTrace(schedule, *simulation)))
-    return fail(fmt::format("cannot write '{}'", o.traceOut));
+  for (const auto &[path, flag] : outputsOf(o)) {
+    if (path.empty())
+      continue;
+    const std::string_view which = flag;
+    std::string text = which == "--csv"
+                           ? toCsv(o.computeOnly ? computeOnly : schedule)
+                       : which == "--svg" ? svgTimeline(schedule, *simulation)
+                                          : chromeTrace(schedule, *simulation);
+    if (auto err = files::writeAtomically(path, flag, text))
+      return fail(toString(err));
+  }
 
   if (o.json) {
     nlohmann::ordered_json out;

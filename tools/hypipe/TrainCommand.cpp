@@ -10,13 +10,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "conversion/SpecToHybrid.h"
+#include "core/io/Files.h"
 #include "core/model/CostModel.h"
 #include "core/schedule/Render.h"
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
+#include "runtime/exec/NumberFormat.h"
 #include "runtime/formats/Checkpoint.h"
 #include "runtime/formats/Interop.h"
-#include "runtime/exec/NumberFormat.h"
 #include "runtime/formats/SafeTensors.h"
 #include "targets/Artifact.h"
 #include "tools/hypipe/Commands.h"
@@ -68,11 +69,25 @@ struct TrainOptions {
   bool noSave = false, overwrite = false;
 };
 
+/// A file of the run directory (or a spec or CSV already loaded), read
+/// through its bound; "" when it is missing or cannot be read.
 std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  Expected<std::string> text = files::readBounded(path, files::kRunFile);
+  if (!text) {
+    (void)text.takeError();
+    return std::string();
+  }
+  return std::move(*text);
+}
+
+/// Writes a file of the run directory through a temporary file
+/// (core/io/Files.h); a failure is said and gives false.
+bool writeRunFile(const std::string &path, std::string_view text) {
+  if (auto err = files::writeAtomically(path, "the run's file", text)) {
+    std::cerr << "error: " << toString(err) << "\n";
+    return false;
+  }
+  return true;
 }
 
 /// `word` as one shell word (quoted only where it needs to be).
@@ -150,9 +165,7 @@ bool lockRunDirectory(const std::string &run) {
     return false;
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    std::string holder = readFile(path);
-    while (!holder.empty() && std::isspace((unsigned char)holder.back()))
-      holder.pop_back();
+    std::string holder = files::excerpt(readFile(path));
     std::cerr << fmt::format(
         "error: the run directory '{}' is in use by another run{}\nhelp: "
         "wait for that run to end, or train into another --run-dir\n",
@@ -594,11 +607,18 @@ bool compileRun(const TrainOptions &o, const ModelSpec &spec,
       return false;
     }
     ::unlink((run + "/artifact.key").c_str());
+    // The run directory's artifact is the run's own: one left incomplete
+    // (no manifest) is not "a directory of other files" to keep.
+    if (!complete) {
+      std::error_code ec;
+      std::filesystem::remove_all(artifact, ec);
+    }
     if (auto err = writeArtifact(*module, spec, artifact)) {
       llvm::errs() << toString(std::move(err)) << "\n";
       return false;
     }
-    std::ofstream(run + "/artifact.key") << key;
+    if (!writeRunFile(run + "/artifact.key", key))
+      return false;
     fmt::print("compile: {} -> {}\n", o.spec, artifact);
   }
   return true;
@@ -697,7 +717,7 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
   double tokensPerSecond = 0;
   int64_t timed = 0;
   {
-    std::ifstream in(log);
+    std::istringstream in(readFile(log));
     for (std::string line; std::getline(in, line);) {
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded())
@@ -733,8 +753,8 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
              withCommas(std::llround(summary["tokens_per_s"].get<double>())));
   // The measured bubble next to the simulator's for the same programs fed
   // the measured stage costs; memory next to its estimate.
-  std::ifstream traceIn(trace);
-  nlohmann::json traceJson = nlohmann::json::parse(traceIn, nullptr, false);
+  nlohmann::json traceJson =
+      nlohmann::json::parse(readFile(trace), nullptr, false);
   try {
     rt::Artifact art = rt::loadArtifact(artifact);
     if (std::optional<schedule::Schedule> s = art.asSchedule()) {
@@ -742,8 +762,8 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
       auto sim = schedule::simulate(*s, m ? m->costs : schedule::Costs{});
       if (sim) {
         if (m) {
-          std::ofstream(run + "/trace.sim.json")
-              << schedule::chromeTrace(*s, *sim);
+          writeRunFile(run + "/trace.sim.json",
+                       schedule::chromeTrace(*s, *sim));
           summary["bubble"] = {{"steps", {m->firstStep, m->lastStep}},
                                {"measured", m->bubble},
                                {"predicted", sim->bubbleFraction}};
@@ -768,8 +788,8 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
                                   spec.name, spec.pattern.text,
                                   spec.parallel.pp, spec.parallel.vpp,
                                   spec.parallel.dp, spec.parallel.schedule));
-  std::ofstream(run + "/loss.svg") << svg;
-  std::ofstream(run + "/summary.json") << summary.dump(2) << "\n";
+  writeRunFile(run + "/loss.svg", svg);
+  writeRunFile(run + "/summary.json", summary.dump(2) + "\n");
   fmt::print("  wrote {0}/loss.svg, {0}/summary.json, {1}, {0}/trace.json "
              "(measured) and {0}/trace.sim.json (simulated){2}\n",
              run, log,
@@ -800,6 +820,10 @@ int runTrain(const TrainOptions &o) {
   }
   std::string log = o.jsonLog.empty() ? run + "/log.jsonl" : o.jsonLog;
   std::string trace = run + "/trace.json";
+  if (auto err = files::checkFileOutput(log, "--json-log")) {
+    std::cerr << "error: " << toString(err) << "\n";
+    return 1;
+  }
   if (!lockRunDirectory(run) || !claimRunDirectory(o, run, log))
     return 1;
   if (!compileRun(o, *spec, run, artifact))
