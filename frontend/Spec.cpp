@@ -739,6 +739,13 @@ llvm::Error Loader::checkPattern() {
   }
 
   auto pattern = parseHybridPattern(draft.pattern);
+  if (pattern && pattern->emptyMtpOffset)
+    pattern = sourceError(
+        *pattern->emptyMtpOffset,
+        "the MTP part after '/' is empty, so no MTP would be trained",
+        "write the MTP layers after '/' (e.g. \"M*M-/*-\" trains one "
+        "depth of '*-'), or remove the '/' to train without MTP",
+        draft.pattern.size() - *pattern->emptyMtpOffset);
   if (!pattern)
     return scalarError(patternNode, pattern.takeError());
   spec.pattern = std::move(*pattern);

@@ -117,6 +117,8 @@ Expected<HybridPattern> parseHybridPattern(std::string_view text) {
     std::vector<std::string_view> mtpParts(parts.begin() + 1, parts.end());
     bool allEmpty = std::all_of(mtpParts.begin(), mtpParts.end(),
                                 [](std::string_view p) { return p.empty(); });
+    if (allEmpty)
+      result.emptyMtpOffset = main.size();
     if (!allEmpty) {
       size_t firstOffset = main.size() + 1;
       size_t offset = firstOffset;

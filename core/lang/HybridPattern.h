@@ -38,6 +38,9 @@ struct HybridPattern {
   std::string mtp;      ///< One MTP depth's layers ("" without MTP).
   int mtpDepths = 0;    ///< Number of MTP parts; 0 without MTP.
   size_t mtpOffset = 0; ///< Offset of the first MTP part in `text`.
+  /// Offset of the first '/' when every part after it is empty ("M*/",
+  /// "M*//"): Megatron reads that as no MTP; a spec refuses it.
+  std::optional<size_t> emptyMtpOffset;
   std::vector<std::string> segments;  ///< `main` split on `|` (>= 1).
   std::vector<size_t> segmentOffsets; ///< Offset of each segment in `text`.
 

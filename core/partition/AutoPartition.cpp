@@ -1,6 +1,8 @@
 //===- AutoPartition.cpp --------------------------------------------------===//
 #include "core/partition/AutoPartition.h"
 
+#include "core/io/Files.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -150,10 +152,12 @@ Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
       int64_t needed =
           rankMemoryBytes(result.items, {{e.begin, e.end}}, r, rank) * r.vpp;
       message = fmt::format(
-          "pp_rank {} cannot fit {} under max_memory_gib {:.2f}: it needs "
-          "{:.2f} GiB ({:.2f} GiB short)",
+          "pp_rank {} cannot fit {} under max_memory_gib {:g}: it needs "
+          "{} ({} short)",
           rank, describeItems(result.items, e.begin, e.end), *r.maxMemoryGiB,
-          needed / kGiB, (needed - *capBytes) / kGiB);
+          files::humanBytes(uint64_t(needed)),
+          files::humanBytes(
+              uint64_t(std::max<int64_t>(0, needed - *capBytes))));
     }
     return fail(message + "; raise max_memory_gib, or use more pipeline ranks");
   }

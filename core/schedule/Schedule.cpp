@@ -536,6 +536,10 @@ Expected<CsvImport> importCsv(std::string_view text, int64_t pp, int64_t vpp,
                               std::optional<Placement> placement) {
   if (Error refused = checkScheduleSize(pp, vpp, microbatches))
     return refused;
+  // Spreadsheets save CSV with a UTF-8 byte-order mark: it is not a cell.
+  constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+  if (text.substr(0, kByteOrderMark.size()) == kByteOrderMark)
+    text.remove_prefix(kByteOrderMark.size());
   std::vector<std::string_view> lines = text::split(text, '\n');
   while (!lines.empty() && text::trim(lines.back()).empty())
     lines.pop_back();

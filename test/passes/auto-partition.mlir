@@ -10,7 +10,7 @@
 // TIME-SAME: pattern = "MMMM|MMMM"
 
 // Tests that a memory limit no split meets is refused with what rank 0 needs.
-// MEMORY: error: 'hybrid.model' op pp_rank 0 cannot fit the embedding under max_memory_gib 0.00: it needs {{.*}} GiB short); raise max_memory_gib, or use more pipeline ranks
+// MEMORY: error: 'hybrid.model' op pp_rank 0 cannot fit the embedding under max_memory_gib 1e-07: it needs {{[0-9.]+ [KMG]iB}} ({{[0-9.]+ [KMG]iB}} short); raise max_memory_gib, or use more pipeline ranks
 
 // Tests that an unknown objective is refused when the typed option is parsed
 // (`hypipe-opt --help` lists time and params).

@@ -10,6 +10,7 @@
 #include "runtime/formats/Artifact.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "tools/Version.h"
+#include "tools/common/CliChecks.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -25,6 +26,7 @@
 #include <thread>
 
 using namespace hypipe::rt;
+using namespace hypipe::cli;
 
 namespace {
 
@@ -87,24 +89,24 @@ void addRunOptions(CLI::App &app, RunOptions &options) {
                  "'latest'");
   app.add_option("--save-interval", options.saveInterval,
                  "save every N steps (default: only after the last step)")
-      ->check(CLI::PositiveNumber);
+      ->check(wholeAtLeast(1));
   app.add_option("--lr-decay-steps", options.lrDecaySteps,
                  "the step by which the learning rate reaches min_lr "
                  "(Megatron's --lr-decay-iters; default: the spec's, else "
                  "the last step; on resume: the checkpointed run's)")
-      ->check(CLI::PositiveNumber);
+      ->check(wholeAtLeast(1));
   app.add_option("--watchdog", options.watchdog,
                  "end the run when one wait on other ranks lasts this many "
                  "seconds, naming the step and action (default 600; 0: no "
                  "limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(nonNegativeNumber());
   app.add_option("--keep-last", options.keepLast,
                  "keep only the newest N step directories of --save "
                  "(default: all)")
-      ->check(CLI::PositiveNumber);
+      ->check(wholeAtLeast(1));
   app.add_option("--exit-interval", options.exitInterval,
                  "stop after step N (saving first when --save is given)")
-      ->check(CLI::PositiveNumber);
+      ->check(wholeAtLeast(1));
   app.add_option("--resume", options.resume,
                  "continue from a checkpoint: a --save directory, a step_N "
                  "directory or a merged file (any pp/vpp/schedule)");

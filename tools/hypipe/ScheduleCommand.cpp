@@ -1,6 +1,7 @@
 //===- ScheduleCommand.cpp - `hypipe schedule` ----------------------------===//
 #include "core/io/Files.h"
 #include "core/schedule/Render.h"
+#include "tools/common/CliChecks.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
 
@@ -106,7 +107,8 @@ int runSchedule(const ScheduleOptions &o) {
   costs.inOrderStreams = o.inOrderStreams;
   auto simulation = simulate(schedule, costs);
   if (!simulation)
-    return fail(toString(simulation.takeError()));
+    return fail((o.csvIn.empty() ? "" : o.csvIn + ": ") +
+                toString(simulation.takeError()));
 
   for (const auto &[path, flag] : outputsOf(o)) {
     if (path.empty())
@@ -118,6 +120,12 @@ int runSchedule(const ScheduleOptions &o) {
                                           : chromeTrace(schedule, *simulation);
     if (auto err = files::writeAtomically(path, flag, text))
       return fail(toString(err));
+    if (which == "--svg" && svgAggregates(schedule))
+      std::cerr << fmt::format(
+          "note: --svg drew each rank as one-pixel columns (a rank has more "
+          "than {} actions, too many to draw one by one); --trace writes "
+          "every action\n",
+          kSvgMostActionsPerRank);
   }
 
   if (o.json) {
@@ -193,10 +201,14 @@ void addScheduleCommand(CLI::App &app, Runner &run) {
   sub->add_option("--costs", o->costs,
                   "per-action costs, e.g. F=1,B=2,I=1,W=1");
   sub->add_option("--latency", o->latency,
-                  "time of one transfer (same unit as the costs)");
+                  "time of one transfer (same unit as the costs)")
+      ->check(nonNegativeNumber());
   sub->add_option("--bandwidth", o->bandwidth,
-                  "bytes per time unit (with --send-bytes)");
-  sub->add_option("--send-bytes", o->sendBytes, "bytes of one transfer");
+                  "bytes per time unit (with --send-bytes; 0: transfers "
+                  "take no time)")
+      ->check(nonNegativeNumber());
+  sub->add_option("--send-bytes", o->sendBytes, "bytes of one transfer")
+      ->check(nonNegativeNumber());
   sub->add_flag("--in-order-streams", o->inOrderStreams,
                 "time transfers as NCCL runs them: one stream per pair of "
                 "ranks, its sends and receives in program order (default: "

@@ -20,6 +20,7 @@
 #include "runtime/formats/Interop.h"
 #include "runtime/formats/SafeTensors.h"
 #include "targets/Artifact.h"
+#include "tools/common/CliChecks.h"
 #include "tools/hypipe/Commands.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -246,10 +247,18 @@ std::string cacheKey(const TrainOptions &o, const ModelSpec &loaded) {
   return fmt::format("{:016x}", std::hash<std::string>{}(text));
 }
 
-// Ctrl-C: the first asks the ranks to stop after their step (and save), a
-// second one ends them.
+// Ctrl-C or SIGTERM: the first asks the ranks to stop after their step (and
+// save), a second one ends them.
 volatile sig_atomic_t interrupts = 0;
-void onInterrupt(int) { interrupts = interrupts + 1; }
+volatile sig_atomic_t lastStopSignal = SIGINT;
+void onInterrupt(int signal) {
+  interrupts = interrupts + 1;
+  lastStopSignal = signal;
+}
+/// How the user asked the run to stop, for messages.
+const char *stopRequest() {
+  return lastStopSignal == SIGTERM ? "SIGTERM" : "Ctrl-C";
+}
 volatile sig_atomic_t hungUp = 0;
 /// A second Ctrl-C (or SIGTERM) ended the ranks at once.
 bool ended = false;
@@ -261,8 +270,9 @@ void onHangup(int) {
 /// Copies the launcher's stderr (`fd`) to ours, leaving out Open MPI's
 /// framed notices that only repeat what a rank already said: that a rank
 /// exited non-zero (it printed why) and that MPI_Abort was called (the
-/// rank printed why first). Everything else — a rank killed by a signal
-/// named by mpirun included — passes through, line by line.
+/// rank printed why first), with its "ORTE_ERROR_LOG" and "sent help
+/// message" lines. Everything else — a rank killed by a signal named by
+/// mpirun included — passes through, line by line.
 void copyLauncherErrors(int fd) {
   FILE *in = ::fdopen(fd, "r");
   if (!in)
@@ -270,8 +280,15 @@ void copyLauncherErrors(int fd) {
   static const char *const kRepeats[] = {"terminated normally, but",
                                          "exited with non-zero status",
                                          "MPI_ABORT was invoked"};
+  static const char *const kNoise[] = {"ORTE_ERROR_LOG:",
+                                       "has sent help message"};
   auto isFrame = [](const std::string &line) {
     return line.size() > 20 && line.find_first_not_of('-') >= 20;
+  };
+  auto isNoise = [](const std::string &line) {
+    return std::any_of(
+        std::begin(kNoise), std::end(kNoise),
+        [&](const char *n) { return line.find(n) != std::string::npos; });
   };
   std::string block, line;
   bool inBlock = false;
@@ -293,7 +310,7 @@ void copyLauncherErrors(int fd) {
       inBlock = !inBlock;
     } else if (inBlock) {
       block += line;
-    } else {
+    } else if (!isNoise(line)) {
       std::fputs(line.c_str(), stderr);
     }
     std::fflush(stderr);
@@ -796,16 +813,23 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
              o.noSave ? "" : fmt::format(", checkpoints in {}/ckpt", run));
   if (stopped) {
     if (latestCheckpointStep(run))
-      fmt::print("stopped on Ctrl-C; continue with: {}\n",
+      fmt::print("stopped on {}; continue with: {}\n", stopRequest(),
                  resumeCommand(o, run));
     else
-      fmt::print("stopped on Ctrl-C (no checkpoint was saved: --no-save)\n");
+      fmt::print("stopped on {} (no checkpoint was saved: --no-save)\n",
+                 stopRequest());
     return 130;
   }
   return 0;
 }
 
 int runTrain(const TrainOptions &o) {
+  if (!o.resume.empty() && o.overwrite) {
+    std::cerr << "error: --resume and --overwrite contradict each other: "
+                 "--resume continues the run in the run directory, "
+                 "--overwrite removes it first\nhelp: drop one of them\n";
+    return 2;
+  }
   auto spec = loadSpec(o.spec, o.overrides);
   if (!spec) {
     llvm::errs() << toString(spec.takeError());
@@ -843,7 +867,9 @@ int runTrain(const TrainOptions &o) {
   if (hungUp)
     return endedBy("hung up (SIGHUP): the ranks were ended", 128 + SIGHUP);
   if (ended)
-    return endedBy("ended on a second Ctrl-C", 130);
+    return endedBy(lastStopSignal == SIGTERM ? "ended on a second SIGTERM"
+                                             : "ended on a second Ctrl-C",
+                   130);
   if (status != 0 && !stopped) {
     std::optional<int64_t> step =
         o.noSave ? std::nullopt : latestCheckpointStep(run);
@@ -883,11 +909,11 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "one JSON object per step (default: RUN/log.jsonl)");
   sub->add_option("--save-interval", o->saveInterval,
                   "checkpoint every N steps (always after the last)")
-      ->check(CLI::PositiveNumber);
+      ->check(wholeAtLeast(1));
   sub->add_flag("--no-save", o->noSave, "write no checkpoints");
   sub->add_option("--keep-last", o->keepLast,
                   "keep only the newest N checkpoints (default: all)")
-      ->check(CLI::PositiveNumber);
+      ->check(wholeAtLeast(1));
   sub->add_option("--init-from", o->initFrom,
                   "start from these weights (a checkpoint or a `hypipe ckpt "
                   "import` file) with a fresh optimizer: fine-tuning "
@@ -896,11 +922,11 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "the step by which the learning rate reaches min_lr "
                   "(default: the spec's training.lr_decay_steps, else the "
                   "last step; a resumed run keeps its checkpoint's)")
-      ->check(CLI::PositiveNumber);
+      ->check(wholeAtLeast(1));
   sub->add_option("--watchdog", o->watchdog,
                   "end the run when one wait on other ranks lasts this many "
                   "seconds (default 600; 0: no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(nonNegativeNumber());
   sub->add_flag("--overwrite", o->overwrite,
                 "start a new run in a run directory that holds another "
                 "run's log and checkpoints, removing them");
@@ -963,7 +989,7 @@ void addCheckpointCommand(CLI::App &app, Runner &run) {
   exportCmd
       ->add_option("--max-shard-gib", ex->maxShardGiB,
                    "largest safetensors shard in GiB")
-      ->check(CLI::PositiveNumber)
+      ->check(positiveNumber())
       ->default_val(5);
   exportCmd->callback([ex, &run] {
     run = [ex] {
