@@ -1,5 +1,6 @@
 //===- SpecCommands.cpp - `hypipe compile` and `hypipe explain` -----------===//
 #include "conversion/SpecToHybrid.h"
+#include "core/io/Files.h"
 #include "core/model/CostModel.h"
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
@@ -11,10 +12,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
@@ -82,15 +81,18 @@ int runCompile(const CompileOptions &o) {
                  << " data-parallel, " << spec->parallel.schedule << ")\n";
     return 0;
   }
-  std::string error;
-  auto out = mlir::openOutputFile(o.output.empty() ? "-" : o.output, &error);
-  if (!out) {
-    llvm::errs() << "error: " << error << "\n";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  os << "\n";
+  if (o.output.empty() || o.output == "-") {
+    llvm::outs() << text;
+    return 0;
+  }
+  if (auto err = files::writeAtomically(o.output, "-o", text)) {
+    llvm::errs() << "error: " << toString(err) << "\n";
     return 1;
   }
-  module->print(out->os());
-  out->os() << "\n";
-  out->keep();
   return 0;
 }
 
