@@ -21,20 +21,15 @@
 #include <vector>
 
 namespace hypipe::rt::cpu {
-namespace {
-
-/// The layer's parameters (or, with T = float, their gradients), in the
-/// order of MoeShape::params().
-/// First row of each expert's group, from the saved counts.
-} // namespace
 
 float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
                  const float *x, float *y, float *saved, float *ws) {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
-  float *logits = ws;              // [T, E]
-  float *slotRow = logits + T * E; // [T, k] row of each (token, slot)
+  float *logits = ws; // [T, E]
+  int32_t *slotRow =
+      reinterpret_cast<int32_t *>(logits + T * E); // [T, k] row of each slot
   thread_local std::vector<int64_t> off, fill;
   double aux = 0;
 
@@ -72,14 +67,14 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
         for (int64_t j = 0; j < k; ++j)
           z += pr[order[j]];
         for (int64_t j = 0; j < k; ++j) {
-          m.topIdx[tok * k + j] = float(order[j]);
+          m.topIdx[tok * k + j] = int32_t(order[j]);
           m.topW[tok * k + j] = float(pr[order[j]] / z);
         }
       }
     }
-    std::fill(m.counts, m.counts + E, 0.0f);
+    std::fill(m.counts, m.counts + E, 0);
     for (int64_t slot = 0; slot < T * k; ++slot)
-      m.counts[int64_t(m.topIdx[slot])] += 1.0f;
+      ++m.counts[m.topIdx[slot]];
 
     // Load-balancing loss.
     for (int64_t e = 0; e < E; ++e) {
@@ -96,10 +91,9 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
     fill = off;
     for (int64_t tok = 0; tok < T; ++tok)
       for (int64_t j = 0; j < k; ++j) {
-        int64_t e = int64_t(m.topIdx[tok * k + j]);
-        int64_t r = fill[e]++;
-        m.rowMap[r] = float(tok * k + j);
-        slotRow[tok * k + j] = float(r);
+        int64_t r = fill[m.topIdx[tok * k + j]]++;
+        m.rowMap[r] = int32_t(tok * k + j);
+        slotRow[tok * k + j] = int32_t(r);
         std::memcpy(m.xr + r * Hd, m.xn + tok * Hd, sizeof(float) * Hd);
       }
   }
@@ -157,7 +151,7 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
     // Output = x + sum_j w_j y_j: rows get w * dy, weights get <dy, y_j>.
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < T * k; ++r) {
-      int64_t slot = int64_t(m.rowMap[r]), tok = slot / k;
+      int64_t slot = m.rowMap[r], tok = slot / k;
       float w = m.topW[slot];
       const float *dyt = dy + tok * Hd, *yr = m.yr + r * Hd;
       float *dyr = m.dyr + r * Hd;
@@ -189,7 +183,7 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
     rowOfSlotBuffer.resize(size_t(T * k));
     int64_t *rowOfSlot = rowOfSlotBuffer.data();
     for (int64_t r = 0; r < T * k; ++r)
-      rowOfSlot[int64_t(m.rowMap[r])] = r;
+      rowOfSlot[m.rowMap[r]] = r;
 #pragma omp parallel for schedule(static)
     for (int64_t tok = 0; tok < T; ++tok) {
       float *d = dxn + tok * Hd;
@@ -218,12 +212,11 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
       float *dp = dprobs + tok * E;
       double z = 0, wdw = 0;
       for (int64_t j = 0; j < k; ++j) {
-        z += pr[int64_t(m.topIdx[tok * k + j])];
+        z += pr[m.topIdx[tok * k + j]];
         wdw += double(m.topW[tok * k + j]) * dTopW[tok * k + j];
       }
       for (int64_t j = 0; j < k; ++j)
-        dp[int64_t(m.topIdx[tok * k + j])] +=
-            float((dTopW[tok * k + j] - wdw) / z);
+        dp[m.topIdx[tok * k + j]] += float((dTopW[tok * k + j] - wdw) / z);
       for (int64_t e = 0; e < E; ++e)
         dp[e] += float(auxScale * m.counts[e]);
       double dot = 0;
