@@ -159,6 +159,15 @@ inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t, float *p) {
   return m;
 }
 
+/// What a MoE layer's router found in its logits, in the memory its kernels
+/// run in (device memory on CUDA): set, never cleared, by the forward when a
+/// logit is NaN or infinite, and read by the trainer once a step, which then
+/// stops the run naming the step, layer and rank (Trainer::step).
+struct RouterCheck {
+  int32_t nonFinite = 0; ///< 1 once a logit was NaN or infinite
+  float logit = 0;       ///< one such logit
+};
+
 /// First routed row of each expert (and the end, E + 1 entries), from its
 /// token count (host memory), into `off` (the caller's, reused).
 inline void expertOffsets(const MoeShape &s, const int32_t *counts,

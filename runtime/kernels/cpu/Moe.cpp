@@ -21,9 +21,24 @@
 #include <vector>
 
 namespace hypipe::rt::cpu {
+namespace {
+
+/// The first token (in token order, so at any thread count) whose router
+/// logits hold a NaN or an infinity, and that logit.
+struct NonFiniteLogit {
+  int64_t token;
+  float logit = 0;
+  void keepFirst(const NonFiniteLogit &o) {
+    if (o.token < token)
+      *this = o;
+  }
+};
+
+} // namespace
 
 float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
-                 const float *x, float *y, float *saved, float *ws) {
+                 const float *x, float *y, float *saved, float *ws,
+                 RouterCheck *check) {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
@@ -39,17 +54,24 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
 
   {
     ProfileScope routing(KernelClass::MoeRouting);
+    NonFiniteLogit first{T};
     // Tokens over the threads: each its softmax and top-k.
 #pragma omp parallel
     {
       thread_local std::vector<int64_t> orderOfThread;
       orderOfThread.resize(size_t(E));
       int64_t *order = orderOfThread.data();
+      NonFiniteLogit firstOfThread{T};
 #pragma omp for schedule(static)
       for (int64_t tok = 0; tok < T; ++tok) {
         const float *l = logits + tok * E;
         float *pr = m.probs + tok * E;
-        float mx = *std::max_element(l, l + E);
+        float mx = l[0];
+        for (int64_t e = 0; e < E; ++e) {
+          if (!std::isfinite(l[e]) && tok < firstOfThread.token)
+            firstOfThread = {tok, l[e]};
+          mx = std::max(mx, l[e]);
+        }
         double sum = 0;
         for (int64_t e = 0; e < E; ++e)
           sum += std::exp(double(l[e] - mx));
@@ -71,7 +93,11 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
           m.topW[tok * k + j] = float(pr[order[j]] / z);
         }
       }
+#pragma omp critical(hypipe_moe_router_check)
+      first.keepFirst(firstOfThread);
     }
+    if (first.token < T && !check->nonFinite)
+      *check = {1, first.logit};
     std::fill(m.counts, m.counts + E, 0);
     for (int64_t slot = 0; slot < T * k; ++slot)
       ++m.counts[m.topIdx[slot]];

@@ -22,16 +22,25 @@ namespace hypipe::rt::cuda {
 namespace {
 
 /// One thread per token: softmax, top-k (ties to the lower index), weights.
+/// A NaN or infinite logit is recorded in `routerCheck` (the first thread to
+/// find one writes it), which the trainer reads once a step: no wait here.
 __global__ void routeKernel(int64_t T, int E, int k, const float *logits,
-                            float *probs, int32_t *topIdx, float *topW) {
+                            float *probs, int32_t *topIdx, float *topW,
+                            RouterCheck *routerCheck) {
   int64_t tok = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (tok >= T)
     return;
   const float *l = logits + tok * E;
   float *pr = probs + tok * E;
   float mx = -FLT_MAX;
-  for (int e = 0; e < E; ++e)
+  int nonFinite = -1;
+  for (int e = 0; e < E; ++e) {
+    if (!isfinite(l[e]))
+      nonFinite = e;
     mx = fmaxf(mx, l[e]);
+  }
+  if (nonFinite >= 0 && atomicExch(&routerCheck->nonFinite, 1) == 0)
+    routerCheck->logit = l[nonFinite];
   double sum = 0;
   for (int e = 0; e < E; ++e)
     sum += exp(double(l[e] - mx));
@@ -156,7 +165,8 @@ template <typename T> void upload(T *dst, const std::vector<T> &src) {
 } // namespace
 
 float moeForward(const MoeShape &s, const Tokens &t, const float *params,
-                 const float *x, float *y, float *saved, float *ws) {
+                 const float *x, float *y, float *saved, float *ws,
+                 RouterCheck *routerCheck) {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   if (E > 64)
     throw CudaError("error: the CUDA MoE router takes at most 64 experts");
@@ -173,7 +183,7 @@ float moeForward(const MoeShape &s, const Tokens &t, const float *params,
   rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
   linearForward(T, Hd, E, m.xn, p.router, logits);
   routeKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
-      T, int(E), int(k), logits, m.probs, m.topIdx, m.topW);
+      T, int(E), int(k), logits, m.probs, m.topIdx, m.topW, routerCheck);
   launched("moe routing");
   zero(probSum, E);
   columnDot(T, E, m.probs, E, nullptr, 0, nullptr, 0, probSum);
