@@ -40,6 +40,7 @@ struct Draft {
   std::optional<double> mlpRatio;
   std::optional<int64_t> vpp;
   std::optional<int64_t> microbatches;
+  std::optional<int64_t> groupSize; ///< absent: pp, Megatron's default
 };
 
 using FieldRef =
@@ -93,8 +94,7 @@ const std::vector<Field> &parallelFields() {
       HYPIPE_FIELD("dp", d.spec.parallel.dp),
       HYPIPE_FIELD("schedule", d.spec.parallel.schedule),
       HYPIPE_FIELD("microbatches", d.microbatches),
-      HYPIPE_FIELD("microbatch_group_size_per_vp_stage",
-                   d.spec.parallel.groupSize),
+      HYPIPE_FIELD("microbatch_group_size_per_vp_stage", d.groupSize),
       HYPIPE_FIELD("first_stage_layers", d.spec.parallel.firstStageLayers),
       HYPIPE_FIELD("last_stage_layers", d.spec.parallel.lastStageLayers),
       HYPIPE_FIELD("layout", d.spec.parallel.layout),
@@ -251,6 +251,7 @@ private:
   llvm::Error checkParallel();
   llvm::Error checkTraining();
   llvm::Error checkScheduleCsv();
+  llvm::Error checkGroupSize();
   llvm::Error checkPacking();
   llvm::Error checkPartition();
   /// The pattern's value node, if the spec gives one.
@@ -892,12 +893,8 @@ llvm::Error Loader::checkParallel() {
         nodeFor("parallel", "microbatches"),
         "parallel.microbatches must be at least 1",
         fmt::format("use at least pp = {} to keep every stage busy", par.pp));
-  if (par.groupSize < 0)
-    return error(nodeFor("parallel", "microbatch_group_size_per_vp_stage"),
-                 "microbatch_group_size_per_vp_stage cannot be negative",
-                 "leave it out to use pp");
-  if (par.groupSize == 0)
-    par.groupSize = par.pp;
+  if (llvm::Error refused = checkGroupSize())
+    return refused;
   if (!par.scheduleCsv.empty())
     return checkScheduleCsv();
   // The schedule must exist for this shape (Megatron's refusals among others).
@@ -910,6 +907,32 @@ llvm::Error Loader::checkParallel() {
                  refused.problem().help.empty()
                      ? "see docs/schedules.md for what each schedule accepts"
                      : refused.problem().help);
+  return llvm::Error::success();
+}
+
+/// microbatch_group_size_per_vp_stage is pp when left out (Megatron's
+/// default); a given value, 0 included, is checked at its line: Megatron's
+/// range for interleaved-1f1b, a count of at least 1 for the others (which
+/// do not use it).
+llvm::Error Loader::checkGroupSize() {
+  ParallelSpec &par = draft.spec.parallel;
+  par.groupSize = draft.groupSize.value_or(par.pp);
+  if (!draft.groupSize)
+    return llvm::Error::success();
+  yaml::Node *node = nodeFor("parallel", "microbatch_group_size_per_vp_stage");
+  const std::string help =
+      fmt::format("leave it out to use pp = {} (Megatron's default)", par.pp);
+  if (par.scheduleKind == schedule::ScheduleKind::Interleaved1F1B) {
+    if (Error refused =
+            schedule::checkGroupSize(par.pp, par.microbatches, par.groupSize))
+      return error(node, refused.message(), help);
+  } else if (par.groupSize < 1) {
+    return error(node,
+                 fmt::format("microbatch_group_size_per_vp_stage is a number "
+                             "of microbatches, at least 1; got {}",
+                             par.groupSize),
+                 help);
+  }
   return llvm::Error::success();
 }
 

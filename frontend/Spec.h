@@ -29,7 +29,8 @@ struct ParallelSpec {
   /// `schedule`, parsed once where the spec is read.
   schedule::ScheduleKind scheduleKind = schedule::ScheduleKind::OneFOneB;
   int64_t microbatches = 1;
-  int64_t groupSize = 0; ///< microbatch_group_size_per_vp_stage; 0 = pp.
+  /// microbatch_group_size_per_vp_stage: pp when the spec leaves it out.
+  int64_t groupSize = 1;
   std::optional<int64_t> firstStageLayers;
   std::optional<int64_t> lastStageLayers;
   std::string layout; ///< Optional Megatron layout string (`E t m L`).

@@ -125,10 +125,17 @@ template <typename T> MoeParams<T> moeParams(const MoeShape &s, T *base) {
 /// x, xn, rstd, router probabilities, chosen experts and weights, tokens
 /// per expert, the aux loss, then per routed row (grouped by expert): its
 /// input, fc1 output and gradient, activation, fc2 output and gradient,
-/// and which (token, slot) it is.
+/// and which (token, slot) it is. Expert ids, counts and the row map are
+/// int32 (a float is exact only up to 2^24 rows), each in the float-sized
+/// slots savedFloats counts, so every tensor keeps its 4-byte alignment;
+/// checkStageProgram bounds the routed rows below 2^31.
 struct MoeSaved {
-  float *x, *xn, *rstd, *probs, *topIdx, *topW, *counts, *aux, *xr, *h1, *dh1,
-      *act, *yr, *dyr, *rowMap;
+  float *x, *xn, *rstd, *probs;
+  int32_t *topIdx;
+  float *topW;
+  int32_t *counts;
+  float *aux, *xr, *h1, *dh1, *act, *yr, *dyr;
+  int32_t *rowMap;
 };
 
 inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t, float *p) {
@@ -138,9 +145,9 @@ inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t, float *p) {
   m.xn = p, p += T * s.hidden;
   m.rstd = p, p += T;
   m.probs = p, p += T * s.experts;
-  m.topIdx = p, p += T * s.topk;
+  m.topIdx = reinterpret_cast<int32_t *>(p), p += T * s.topk;
   m.topW = p, p += T * s.topk;
-  m.counts = p, p += s.experts;
+  m.counts = reinterpret_cast<int32_t *>(p), p += s.experts;
   m.aux = p, p += 1;
   m.xr = p, p += R * s.hidden;
   m.h1 = p, p += R * s.fc1Width();
@@ -148,17 +155,26 @@ inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t, float *p) {
   m.act = p, p += R * s.ffn;
   m.yr = p, p += R * s.hidden;
   m.dyr = p, p += R * s.hidden;
-  m.rowMap = p;
+  m.rowMap = reinterpret_cast<int32_t *>(p);
   return m;
 }
 
+/// What a MoE layer's router found in its logits, in the memory its kernels
+/// run in (device memory on CUDA): set, never cleared, by the forward when a
+/// logit is NaN or infinite, and read by the trainer once a step, which then
+/// stops the run naming the step, layer and rank (Trainer::step).
+struct RouterCheck {
+  int32_t nonFinite = 0; ///< 1 once a logit was NaN or infinite
+  float logit = 0;       ///< one such logit
+};
+
 /// First routed row of each expert (and the end, E + 1 entries), from its
 /// token count (host memory), into `off` (the caller's, reused).
-inline void expertOffsets(const MoeShape &s, const float *counts,
+inline void expertOffsets(const MoeShape &s, const int32_t *counts,
                           std::vector<int64_t> &off) {
   off.assign(size_t(s.experts + 1), 0);
   for (int64_t e = 0; e < s.experts; ++e)
-    off[e + 1] = off[e] + int64_t(counts[e]);
+    off[e + 1] = off[e] + counts[e];
 }
 
 /// x, xn, rstd, logits turned probabilities (then their gradient for W),

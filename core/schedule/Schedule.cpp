@@ -383,22 +383,26 @@ Error checkRequest(const ScheduleRequest &q, ScheduleKind kind) {
         2 * q.pp, q.microbatches, 2 * q.pp));
   if (kind != ScheduleKind::Interleaved1F1B)
     return Error::success();
-  int64_t g = q.groupSize > 0 ? q.groupSize : q.pp;
-  if (g < q.pp || g > q.microbatches)
-    return refuse(
-        fmt::format("microbatch_group_size_per_vp_stage must be between pp = "
-                    "{} and microbatches = {}, "
-                    "got {}{}",
-                    q.pp, q.microbatches, g,
-                    q.microbatches < q.pp
-                        ? fmt::format(": use at least {} microbatches", q.pp)
-                        : fmt::format(": use a group size in [{}, {}]", q.pp,
-                                      q.microbatches)));
-  int64_t finalGroup = q.microbatches % g;
-  if (finalGroup > 0 && finalGroup < q.pp) {
+  return checkGroupSize(q.pp, q.microbatches, q.groupSize.value_or(q.pp));
+}
+
+} // namespace
+
+Error checkGroupSize(int64_t pp, int64_t microbatches, int64_t g) {
+  if (g < pp || g > microbatches)
+    return refuse(fmt::format(
+        "microbatch_group_size_per_vp_stage must be between pp = "
+        "{} and microbatches = {}, "
+        "got {}{}",
+        pp, microbatches, g,
+        microbatches < pp
+            ? fmt::format(": use at least {} microbatches", pp)
+            : fmt::format(": use a group size in [{}, {}]", pp, microbatches)));
+  int64_t finalGroup = microbatches % g;
+  if (finalGroup > 0 && finalGroup < pp) {
     std::vector<std::string> fixes;
-    for (int64_t alt = q.pp; alt <= q.microbatches && fixes.size() < 3; ++alt)
-      if (q.microbatches % alt == 0 || q.microbatches % alt >= q.pp)
+    for (int64_t alt = pp; alt <= microbatches && fixes.size() < 3; ++alt)
+      if (microbatches % alt == 0 || microbatches % alt >= pp)
         fixes.push_back(std::to_string(alt));
     return refuse(fmt::format(
         "the last microbatch group would hold {} microbatches ({} % {}), fewer "
@@ -406,12 +410,10 @@ Error checkRequest(const ScheduleRequest &q, ScheduleKind kind) {
         "that stalls the pipeline (Megatron refuses it too); use a group size "
         "of {} or a "
         "microbatch count that leaves 0 or at least pp in the last group",
-        finalGroup, q.microbatches, g, q.pp, text::join(fixes, " or ")));
+        finalGroup, microbatches, g, pp, text::join(fixes, " or ")));
   }
   return Error::success();
 }
-
-} // namespace
 
 Error checkSchedule(const ScheduleRequest &q) {
   Expected<ScheduleKind> kind = kindOf(q);
@@ -442,7 +444,7 @@ Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
     buildOneFOneB(s, *kind == ScheduleKind::ZbH1);
     break;
   case ScheduleKind::Interleaved1F1B:
-    buildInterleaved(s, q.groupSize > 0 ? q.groupSize : q.pp);
+    buildInterleaved(s, q.groupSize.value_or(q.pp));
     break;
   case ScheduleKind::DualPipeV:
     buildDualPipeV(s);

@@ -58,7 +58,9 @@ struct ScheduleRequest {
   int64_t pp = 1;
   int64_t vpp = 1;
   int64_t microbatches = 1;
-  int64_t groupSize = 0; ///< microbatch_group_size_per_vp_stage; 0 = pp
+  /// microbatch_group_size_per_vp_stage (interleaved-1f1b); absent: pp,
+  /// Megatron's default. A given value, 0 included, is checked as given.
+  std::optional<int64_t> groupSize;
 };
 
 /// Whether schedule `kind` runs `vpp` stages per rank (1f1b and zb-h1 one,
@@ -69,6 +71,12 @@ Error checkScheduleShape(ScheduleKind kind, int64_t vpp);
 /// pp, vpp and microbatches of at least 1 whose stage-microbatches fit
 /// the bound every schedule (generated or imported) is held to.
 Error checkScheduleSize(int64_t pp, int64_t vpp, int64_t microbatches);
+
+/// Megatron's rule for interleaved-1f1b's microbatch_group_size_per_vp_stage:
+/// between pp and microbatches, leaving a last group of 0 or at least pp
+/// microbatches. Checked by `checkSchedule`; exposed so a spec can point at
+/// the field.
+Error checkGroupSize(int64_t pp, int64_t microbatches, int64_t groupSize);
 
 /// Whether `buildSchedule(request)` would succeed, without building it.
 /// Refused configurations (Megatron's among them) are errors that name the

@@ -12,9 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <iterator>
 #include <numeric>
+#include <optional>
 
 namespace hypipe::rt {
 
@@ -77,11 +79,75 @@ RuntimeError located(const std::string &path, const std::string &text,
                   std::string(prefix.size() + column - from, ' '), help));
 }
 
-/// Where `value` first appears in `line` after `from` (0 if it does not).
-size_t columnOf(const std::string &line, const std::string &value,
-                size_t from) {
-  size_t at = line.find(value, from == std::string::npos ? 0 : from);
-  return at == std::string::npos ? 0 : at;
+/// Where element `index` of the array that follows `"key"` starts in `line`
+/// (0 when it cannot be found), so the caret stands under the value at fault.
+size_t elementColumn(const std::string &line, const std::string &key,
+                     size_t index) {
+  size_t at = line.find('"' + key + '"');
+  at = at == std::string::npos ? at : line.find('[', at);
+  if (at == std::string::npos)
+    return 0;
+  size_t element = 0;
+  int depth = 0;
+  bool inString = false;
+  for (size_t i = at + 1; i < line.size(); ++i) {
+    const char c = line[i];
+    if (inString) {
+      i += c == '\\';
+      inString = c != '"';
+      continue;
+    }
+    if (depth == 0 && element == index && !std::isspace((unsigned char)c))
+      return c == ']' ? 0 : i;
+    if (c == '"')
+      inString = true;
+    else if (c == '[' || c == '{')
+      ++depth;
+    else if (c == ']' || c == '}')
+      --depth;
+    else if (c == ',' && depth == 0)
+      ++element;
+    if (depth < 0)
+      return 0;
+  }
+  return 0;
+}
+
+/// A `loss_mask` entry as the weight of its label: 0 or 1, false or true.
+/// Anything else is refused rather than scaling the loss (1e-45 would train
+/// nothing, -1 would unlearn).
+std::optional<float> maskWeight(const nlohmann::json &v) {
+  if (v.is_boolean())
+    return v.get<bool>() ? 1.0f : 0.0f;
+  if (v.is_number() && (v.get<double>() == 0 || v.get<double>() == 1))
+    return v.get<double>() == 1 ? 1.0f : 0.0f;
+  return std::nullopt;
+}
+
+/// The sample's `loss_mask`: one 0 or 1 per token; `fail(message, help,
+/// column)` makes the located error.
+template <typename Fail>
+std::vector<float> readLossMask(const nlohmann::json &m, size_t tokens,
+                                const std::string &line, const Fail &fail) {
+  const std::string help = "loss_mask[k] = 1 (or true) trains the prediction "
+                           "of token k, 0 (or false) skips it";
+  if (!m.is_array() || m.size() != tokens)
+    throw fail(fmt::format("\"loss_mask\" must be an array of {} numbers, "
+                           "one per token",
+                           tokens),
+               help);
+  std::vector<float> mask;
+  for (size_t k = 0; k < m.size(); ++k) {
+    std::optional<float> weight = maskWeight(m[k]);
+    if (!weight)
+      throw fail(fmt::format("loss_mask[{}] is {}: a label is either trained "
+                             "(1) or skipped (0)",
+                             k, m[k].dump()),
+                 help + "; other weights are not supported",
+                 elementColumn(line, "loss_mask", k));
+    mask.push_back(*weight);
+  }
+  return mask;
 }
 
 /// Samples held in memory: the JSONL file's, token ids and masks.
@@ -181,7 +247,7 @@ std::unique_ptr<SampleSource> openJsonl(const SampleOptions &o) {
                                  k, t[k].dump(), o.vocab),
                      fmt::format("set model.vocab_size to the tokenizer's "
                                  "size, or fix the sample"),
-                     columnOf(line, t[k].dump(), line.find("\"tokens\"")));
+                     elementColumn(line, "tokens", k));
         ids.push_back(int32_t(t[k].get<int64_t>()));
       }
     } else if (j.contains("text")) {
@@ -205,21 +271,8 @@ std::unique_ptr<SampleSource> openJsonl(const SampleOptions &o) {
                              ids.size(), ids.size() == 1 ? "" : "s"),
                  "drop empty samples from the data");
     std::vector<float> mask;
-    if (j.contains("loss_mask")) {
-      const nlohmann::json &m = j["loss_mask"];
-      if (!m.is_array() || m.size() != ids.size())
-        throw fail(fmt::format("\"loss_mask\" must be an array of {} numbers, "
-                               "one per token",
-                               ids.size()),
-                   "loss_mask[k] = 1 trains the prediction of token k, 0 "
-                   "skips it");
-      for (const nlohmann::json &v : m) {
-        if (!v.is_number())
-          throw fail("\"loss_mask\" holds something other than numbers",
-                     "loss_mask values are 0 or 1");
-        mask.push_back(v.get<float>());
-      }
-    }
+    if (j.contains("loss_mask"))
+      mask = readLossMask(j["loss_mask"], ids.size(), line, fail);
     if (int64_t(ids.size()) - 1 > o.budget && !o.truncate)
       throw fail(fmt::format("the sample has {} training positions, more than "
                              "the {} tokens a microbatch holds",

@@ -13,6 +13,8 @@
 
 namespace hypipe::rt {
 
+struct RouterCheck;
+
 struct StageArgs {
   const float *params = nullptr;
   float *grads = nullptr; ///< accumulated (+=)
@@ -39,6 +41,10 @@ struct StageArgs {
   const int32_t *cu_seqlens_device = nullptr;
   /// out: the multi-token-prediction depths' losses, summed (unweighted).
   float mtp_loss = 0;
+  /// One per layer of the program (set where it has MoE layers), in the
+  /// stage's memory: a MoE layer's router records a NaN or infinite logit
+  /// in its own (BufferLayouts.h).
+  RouterCheck *router_checks = nullptr;
 };
 
 } // namespace hypipe::rt

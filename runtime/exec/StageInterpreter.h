@@ -95,8 +95,8 @@ public:
         Kernels::mlpForward(shape<MlpShape>(l), t, params, x, y, saved, ws);
         break;
       case LayerKind::Moe:
-        a.aux_loss +=
-            Kernels::moeForward(shape<MoeShape>(l), t, params, x, y, saved, ws);
+        a.aux_loss += Kernels::moeForward(shape<MoeShape>(l), t, params, x, y,
+                                          saved, ws, a.router_checks + c.layer);
         break;
       case LayerKind::Head:
         a.loss = Kernels::headForward(shape<HeadShape>(l), t, params, x,

@@ -37,6 +37,41 @@ double learningRate(const TrainingConfig &c, int64_t step) {
 
 namespace {
 
+/// What every rank contributes to a step's end: loss, aux loss, MTP loss,
+/// squared gradient norm, and its router fault (layer number, logit).
+constexpr size_t kGathered = 6;
+
+/// Stops every rank when one's MoE router met a NaN or infinite logit this
+/// step, naming the lowest such rank: before the loss check, which would
+/// only say that training diverged (and the experts were picked by position
+/// since). `gathered` holds kGathered values per rank, the fault last.
+void stopOnRouterFault(int64_t step, const std::vector<double> &gathered) {
+  for (size_t r = 0; r * kGathered < gathered.size(); ++r) {
+    const double layer = gathered[r * kGathered + 4];
+    if (layer == 0)
+      continue;
+    throw CollectiveError(fmt::format(
+        "error: step {}: layer {} (E) on rank {}: the MoE router produced a "
+        "non-finite logit ({}); no update was applied (the last checkpoint "
+        "is kept)\nhelp: the router's input or weights overflowed or hold "
+        "NaN: lower training.lr or raise warmup_steps, and check the "
+        "starting weights (--resume, --init-from)",
+        step, int64_t(layer), r, gathered[r * kGathered + 5]));
+  }
+}
+
+/// One RouterCheck per layer of a program with MoE layers (indexed like
+/// its layers); none for a program without.
+DeviceArray<RouterCheck> routerChecksFor(Device &device,
+                                         const StageProgram &program) {
+  const auto &layers = program.layers;
+  if (std::none_of(layers.begin(), layers.end(), [](const ProgramLayer &l) {
+        return l.kind == LayerKind::Moe;
+      }))
+    return {};
+  return DeviceArray<RouterCheck>(device, int64_t(layers.size()));
+}
+
 double now() {
   return std::chrono::duration<double>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -102,6 +137,7 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
     s.adamM = Buffer(*device, s.block);
     s.adamV = Buffer(*device, s.block);
     s.workspace = Buffer(*device, e->workspaceFloats);
+    s.routerChecks = routerChecksFor(*device, e->program);
     std::vector<float> init(e->numParams, 0.0f);
     for (const ParamEntry &p : e->params) {
       initParameter(p, artifact.training.seed, init.data() + p.offset);
@@ -436,6 +472,7 @@ StageArgs Trainer::stageArgs(StageState &s, const ActionEntry &a) {
   args.params = s.params.data();
   args.grads = s.grads.data();
   args.workspace = s.workspace.data();
+  args.router_checks = s.routerChecks.data();
   const Microbatch &mb = batch.at(a.microbatch);
   args.tokens = batchTokens + mb.offset;
   args.labels = batchLabels + mb.offset;
@@ -705,6 +742,16 @@ double Trainer::localGradNormSquared() const {
   for (const StageState &s : stages)
     sq = device->sumSquares(s.grads.data(), s.normed, sq);
   return sq;
+}
+
+std::pair<int64_t, float> Trainer::routerFault() const {
+  for (const StageState &s : stages) {
+    const std::vector<RouterCheck> checks = s.routerChecks.download();
+    for (size_t i = 0; i < checks.size(); ++i)
+      if (checks[i].nonFinite)
+        return {s.entry->program.layers[i].layer, checks[i].logit};
+  }
+  return {0, 0.0f};
 }
 
 void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
@@ -1034,12 +1081,14 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
     finishShardedReduction();
   if (!dumpPath.empty())
     dump(dumpPath, loss, aux, mtp);
-  // Loss, aux loss and squared norm of every rank, added in rank order so
-  // every rank computes the same bits.
-  std::vector<double> all =
-      comm.allgather({loss, aux, mtp, localGradNormSquared()});
+  // Loss, aux loss, squared norm and router fault of every rank, added in
+  // rank order so every rank computes the same bits.
+  const auto [faultLayer, faultLogit] = routerFault();
+  std::vector<double> all = comm.allgather(
+      {loss, aux, mtp, localGradNormSquared(), double(faultLayer), faultLogit});
+  stopOnRouterFault(step, all);
   double sq = 0;
-  for (size_t r = 0; r < all.size(); r += 4) {
+  for (size_t r = 0; r < all.size(); r += kGathered) {
     st.loss += all[r];
     st.auxLoss += all[r + 1];
     st.mtpLoss += all[r + 2];

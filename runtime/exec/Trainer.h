@@ -10,6 +10,7 @@
 #define HYPIPE_RUNTIME_EXEC_TRAINER_H
 
 #include "core/data/Packing.h"
+#include "core/model/BufferLayouts.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/data/Data.h"
 #include "runtime/data/Samples.h"
@@ -136,6 +137,9 @@ private:
     /// The step's program starts this stage's data-parallel reduction at
     /// its REDUCE_GRAD; otherwise it starts after the last backward.
     bool reducedByProgram = false;
+    /// A stage with MoE layers: one per program layer, where its routers
+    /// record a non-finite logit; read once a step (routerFault).
+    DeviceArray<RouterCheck> routerChecks;
   };
 
   /// What one step's program moves between actions: activations and
@@ -212,6 +216,10 @@ private:
   /// the rank that writes the checkpoint (gathered when sharded).
   std::vector<float> fullMoment(StageState &s, const Buffer &moment);
   double localGradNormSquared() const;
+  /// This rank's first MoE layer (stage and layer order) whose router met a
+  /// NaN or infinite logit this step: its layer number and the logit; layer
+  /// 0 when none did.
+  std::pair<int64_t, float> routerFault() const;
   void optimizerStep(int64_t step, double lr, double clipScale);
   void dump(const std::string &path, double loss, double aux, double mtp);
 

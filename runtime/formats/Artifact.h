@@ -117,7 +117,7 @@ struct Artifact {
   ModelInfo model;
   std::string schedule;
   int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;
-  int64_t groupSize = 0; ///< microbatch_group_size_per_vp_stage; 0 = pp
+  int64_t groupSize = 1; ///< microbatch_group_size_per_vp_stage, as resolved
   /// AdamW moments sharded over the dp ranks (docs/runtime.md).
   bool distributedOptimizer = false;
   int64_t numStages = 0;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -26,19 +27,50 @@ constexpr const char *kFormat = "hypipe-checkpoint";
 /// 1 (no checksums) is still read.
 constexpr int kVersion = 2;
 constexpr int kOldestVersion = 1;
+/// The most steps, or samples a step, a checkpoint may record.
+constexpr int64_t kMaxCount = int64_t(1) << 40;
 
+/// Metadata field `key` as the decimal integer hypipe-run writes, whole:
+/// "12abc", " 12" or "1e3" is refused, not read as 12 or 1.
 int64_t toInt(const std::map<std::string, std::string> &m,
               const std::string &key, const std::string &file) {
   auto it = m.find(key);
-  try {
-    if (it != m.end())
-      return std::stoll(it->second);
-  } catch (const std::exception &) {
-  }
-  throw RuntimeError(fmt::format(
-      "error: '{}' has no valid '{}' in its metadata\nhelp: it was not "
-      "written by hypipe-run (use hypipe ckpt merge for a single file)",
-      file, key));
+  if (it == m.end())
+    throw RuntimeError(fmt::format(
+        "error: '{}' has no valid '{}' in its metadata\nhelp: it was not "
+        "written by hypipe-run (use hypipe ckpt merge for a single file)",
+        file, key));
+  const std::string &text = it->second;
+  int64_t value = 0;
+  auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    throw RuntimeError(fmt::format(
+        "error: '{}' has no valid '{}' in its metadata: it is not a whole "
+        "number\nhelp: the checkpoint was edited or is corrupt; use an "
+        "earlier one",
+        file, key));
+  return value;
+}
+
+/// The step by which the saved run's cosine reaches min_lr, in a file of
+/// `step` steps: a run writes its step count or training.lr_decay_steps, at
+/// least 1; 0 (none) only a file of no step, an import. Another value would
+/// silently change the resumed run's rate (-100 was read as "none", and the
+/// cosine restarted above min_lr).
+int64_t lrDecayStepsOf(const std::map<std::string, std::string> &m,
+                       int64_t step, const std::string &file) {
+  if (!m.count("lr_decay_steps"))
+    return 0; // a checkpoint older than the field
+  const int64_t least = step > 0 ? 1 : 0;
+  int64_t steps = toInt(m, "lr_decay_steps", file);
+  if (steps < least || steps > kMaxCount)
+    throw RuntimeError(fmt::format(
+        "error: '{}' records lr_decay_steps {} in its metadata, and a run of "
+        "{} steps writes a step count from {} to 2^40\nhelp: the checkpoint "
+        "was edited or is corrupt; use an earlier one",
+        file, steps, step, least));
+  return steps;
 }
 
 CheckpointInfo infoFrom(const std::map<std::string, std::string> &m,
@@ -61,18 +93,17 @@ CheckpointInfo infoFrom(const std::map<std::string, std::string> &m,
   info.consumedSamples = toInt(m, "consumed_samples", file);
   info.globalBatch = toInt(m, "global_batch", file);
   info.seed = toInt(m, "seed", file);
-  if (m.count("lr_decay_steps"))
-    info.lrDecaySteps = std::max<int64_t>(0, toInt(m, "lr_decay_steps", file));
   // The data position is step x global_batch: both must be what a run can
   // have written, so that a resumed step is never negative or past int64.
   if (info.step < 0 || info.globalBatch < 1 || info.consumedSamples < 0 ||
-      info.step > (int64_t(1) << 40) || info.globalBatch > (int64_t(1) << 40) ||
+      info.step > kMaxCount || info.globalBatch > kMaxCount ||
       info.consumedSamples != info.step * info.globalBatch)
     throw RuntimeError(fmt::format(
         "error: '{}' says step {}, global batch {} and {} consumed samples, "
         "which no run writes\nhelp: the checkpoint was edited or is corrupt; "
         "use an earlier one",
         file, info.step, info.globalBatch, info.consumedSamples));
+  info.lrDecaySteps = lrDecayStepsOf(m, info.step, file);
   auto get = [&](const char *k) {
     auto it = m.find(k);
     return it == m.end() ? std::string() : it->second;

@@ -2,17 +2,21 @@
 
 #include "runtime/formats/Interop.h"
 
+#include "core/model/LayerShapes.h"
+#include "core/model/ModelDims.h"
 #include "runtime/formats/Checkpoint.h"
 #include "runtime/formats/FileCheck.h"
 #include "runtime/formats/SafeTensors.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace hypipe::rt {
@@ -80,18 +84,36 @@ struct QkvLayout {
   int64_t qRows() const { return heads / groups * d; }
 };
 
+/// An integer of NemotronH's config.json: the spec key it is (what hypipe's
+/// rules and messages call it) and the ModelInfo member it fills. The one
+/// table the export writes and the import reads.
+struct ConfigInt {
+  const char *key, *specKey;
+  int64_t ModelInfo::*member;
+};
+
+constexpr ConfigInt kConfigInts[] = {
+    {"vocab_size", "vocab_size", &ModelInfo::vocab},
+    {"hidden_size", "hidden_size", &ModelInfo::hidden},
+    {"intermediate_size", "ffn_hidden_size", &ModelInfo::ffnHidden},
+    {"num_attention_heads", "num_attention_heads", &ModelInfo::numHeads},
+    {"num_key_value_heads", "num_query_groups", &ModelInfo::numQueryGroups},
+    {"mamba_num_heads", "mamba_num_heads", &ModelInfo::mambaNumHeads},
+    {"mamba_head_dim", "mamba_head_dim", &ModelInfo::mambaHeadDim},
+    {"ssm_state_size", "mamba_state_dim", &ModelInfo::mambaState},
+    {"n_groups", "mamba_num_groups", &ModelInfo::mambaNumGroups},
+    {"conv_kernel", "mamba_conv_width", &ModelInfo::mambaConvWidth},
+};
+
 json nemotronHConfig(const ModelInfo &m, const std::string &layers) {
   json c;
   c["architectures"] = {"NemotronHForCausalLM"};
   c["model_type"] = "nemotron_h";
-  c["vocab_size"] = m.vocab;
+  for (const ConfigInt &f : kConfigInts)
+    c[f.key] = m.*f.member;
   c["tie_word_embeddings"] = m.tieEmbeddings;
-  c["hidden_size"] = m.hidden;
-  c["intermediate_size"] = m.ffnHidden;
   c["num_hidden_layers"] = int64_t(layers.size());
   c["hybrid_override_pattern"] = layers;
-  c["num_attention_heads"] = m.numHeads;
-  c["num_key_value_heads"] = m.numQueryGroups;
   c["head_dim"] = m.kvChannels;
   c["attention_bias"] = false;
   c["attention_dropout"] = 0.0;
@@ -99,11 +121,6 @@ json nemotronHConfig(const ModelInfo &m, const std::string &layers) {
   c["mlp_bias"] = false;
   c["use_bias"] = false;
   c["mlp_hidden_act"] = hfActivation(m.activation);
-  c["mamba_num_heads"] = m.mambaNumHeads;
-  c["mamba_head_dim"] = m.mambaHeadDim;
-  c["ssm_state_size"] = m.mambaState;
-  c["n_groups"] = m.mambaNumGroups;
-  c["conv_kernel"] = m.mambaConvWidth;
   c["expand"] =
       m.hidden ? double(m.mambaNumHeads * m.mambaHeadDim) / double(m.hidden)
                : 0.0;
@@ -309,8 +326,126 @@ ExportResult exportHuggingFace(const std::string &checkpoint,
 
 namespace {
 
+/// config.json's `key` of the JSON type of `fallback`, which it is when
+/// absent; another type is an error naming the key (not a json exception).
+template <typename T>
+T configOr(const json &c, const char *key, T fallback,
+           const std::string &path) {
+  auto it = c.find(key);
+  if (it == c.end())
+    return fallback;
+  if (it->type() != json(fallback).type())
+    throw RuntimeError(fmt::format(
+        "error: '{}' has {} {}, which is not a {}\nhelp: a NemotronH "
+        "config.json has it as transformers writes it (docs/interop.md lists "
+        "what hypipe reads)",
+        path, key, it->dump().substr(0, 80), json(fallback).type_name()));
+  return it->get<T>();
+}
+
+/// A NemotronH config.json as written, unchecked: the fields hypipe reads.
+ModelInfo readNemotronConfig(const json &c, const std::string &path) {
+  ModelInfo m;
+  m.name = "imported";
+  m.positionEmbedding = "none";
+  if (!c.contains("hybrid_override_pattern"))
+    throw RuntimeError(fmt::format(
+        "error: '{}' lacks hybrid_override_pattern\nhelp: hypipe reads the "
+        "layer pattern from it",
+        path));
+  m.pattern = configOr<std::string>(c, "hybrid_override_pattern", "", path);
+  m.numLayers = configInt(c, "num_hidden_layers", path);
+  for (const ConfigInt &f : kConfigInts)
+    m.*f.member = configInt(c, f.key, path);
+  m.tieEmbeddings = configOr(c, "tie_word_embeddings", false, path);
+  m.kvChannels = c.contains("head_dim")
+                     ? configInt(c, "head_dim", path)
+                     : m.hidden / std::max<int64_t>(1, m.numHeads);
+  const std::string act =
+      configOr<std::string>(c, "mlp_hidden_act", "relu2", path);
+  if (act != "relu2" && act != "gelu")
+    throw RuntimeError(fmt::format(
+        "error: '{}' has mlp_hidden_act '{}'; hypipe's MLP has relu2 "
+        "(squared_relu) and gelu\nhelp: only those NemotronH models import",
+        path, files::excerpt(act, 80)));
+  m.activation = act == "gelu" ? "gelu" : "squared_relu";
+  return m;
+}
+
+/// The dimensions `m` has, for hypipe's rules and shapes (ModelDims.h).
+ModelDims dimsOf(const ModelInfo &m) {
+  ModelDims d;
+  d.hidden = m.hidden;
+  d.ffnHidden = m.ffnHidden;
+  d.numHeads = m.numHeads;
+  d.numQueryGroups = m.numQueryGroups;
+  d.mambaState = m.mambaState;
+  d.mambaNumHeads = m.mambaNumHeads;
+  d.mambaHeadDim = m.mambaHeadDim;
+  d.mambaNumGroups = m.mambaNumGroups;
+  d.mambaConvWidth = m.mambaConvWidth;
+  d.numExperts = m.numExperts;
+  d.moeTopK = m.moeTopK;
+  d.moeFfnHidden = m.moeFfnHidden;
+  d.vocab = m.vocab;
+  d.tieEmbeddings = m.tieEmbeddings;
+  d.activation = m.activation;
+  return d;
+}
+
+/// The first of hypipe's rules for model dimensions (the spec's) that `m`
+/// breaks, in config.json's words; "" when it breaks none.
+std::string brokenDimsRule(const ModelInfo &m) {
+  const ModelDims d = dimsOf(m);
+  std::optional<DimsProblem> problem = checkModelDims(d);
+  for (size_t i = 0; !problem && i < m.pattern.size(); ++i)
+    problem = checkLayerKindDims(m.pattern[i], d);
+  if (!problem)
+    return "";
+  for (const ConfigInt &f : kConfigInts)
+    if (problem->field == f.specKey && std::string(f.key) != f.specKey)
+      return fmt::format("{} (config.json's {}, hypipe's {})", problem->message,
+                         f.key, f.specKey);
+  return problem->message;
+}
+
+/// config.json against itself: a pattern of as many layers as
+/// num_hidden_layers says, each one hypipe can train, and the dimensions
+/// hypipe's rules accept (all positive, heads that divide, ...).
+void checkNemotronConfig(const ModelInfo &m, const std::string &path) {
+  auto refuse = [&](const std::string &why, const std::string &help) {
+    return RuntimeError(fmt::format(
+        "error: '{}' cannot be imported: {}\nhelp: {}", path, why, help));
+  };
+  const std::string fix = "config.json must describe the model its tensors "
+                          "hold; use the config.json that came with them";
+  if (m.pattern.empty())
+    throw refuse("its hybrid_override_pattern is empty, a model of no layers",
+                 "hybrid_override_pattern has a symbol per layer: M (Mamba), "
+                 "* (attention), - (MLP)");
+  if (m.numLayers != int64_t(m.pattern.size()))
+    throw refuse(fmt::format("num_hidden_layers is {}, and its "
+                             "hybrid_override_pattern '{}' has {} layers",
+                             m.numLayers, m.pattern.substr(0, 200),
+                             m.pattern.size()),
+                 "the two must agree (transformers' NemotronH requires it); "
+                 "correct the one that is wrong");
+  if (std::string why = inexpressible(m, m.pattern); !why.empty())
+    throw refuse(why, "hypipe imports NemotronH models of M, * and - layers");
+  if (std::string why = brokenDimsRule(m); !why.empty())
+    throw refuse(why, fix);
+  const int64_t headDim = dimsOf(m).kvChannels();
+  if (m.pattern.find('*') != std::string::npos && m.kvChannels != headDim)
+    throw refuse(fmt::format("head_dim is {}, and hypipe's attention has "
+                             "hidden_size / num_attention_heads = {} channels "
+                             "a head",
+                             m.kvChannels, headDim),
+                 "only NemotronH models whose head_dim is hidden_size / "
+                 "num_attention_heads import");
+}
+
 /// A NemotronH config.json as the model hypipe trains; refuses what hypipe
-/// cannot express.
+/// cannot express and what contradicts itself.
 ModelInfo nemotronModel(const std::string &input) {
   const std::string configPath = input + "/config.json";
   if (!pathExists(configPath))
@@ -320,54 +455,42 @@ ModelInfo nemotronModel(const std::string &input) {
         "file of a Megatron-LM state dict",
         input));
   const json c = readJson(configPath, files::kConfigJson);
-  if (c.value("model_type", "") != "nemotron_h")
+  const std::string type =
+      configOr<std::string>(c, "model_type", "", configPath);
+  if (type != "nemotron_h")
     throw RuntimeError(fmt::format(
         "error: '{}' is model_type '{}', and hypipe imports NemotronH "
         "('nemotron_h') models\nhelp: hypipe trains Megatron's hybrid "
         "models; other architectures have no hypipe spec",
-        configPath, c.value("model_type", "")));
-  if (!c.contains("hybrid_override_pattern") ||
-      !c["hybrid_override_pattern"].is_string())
-    throw RuntimeError(fmt::format(
-        "error: '{}' lacks hybrid_override_pattern\nhelp: hypipe reads the "
-        "layer pattern from it",
-        configPath));
-  ModelInfo m;
-  m.pattern = c["hybrid_override_pattern"].get<std::string>();
-  m.name = "imported";
-  m.numLayers = int64_t(m.pattern.size());
-  m.hidden = configInt(c, "hidden_size", configPath);
-  m.vocab = configInt(c, "vocab_size", configPath);
-  m.tieEmbeddings = c.value("tie_word_embeddings", false);
-  m.positionEmbedding = "none";
-  m.ffnHidden = configInt(c, "intermediate_size", configPath);
-  m.numHeads = configInt(c, "num_attention_heads", configPath);
-  m.numQueryGroups = configInt(c, "num_key_value_heads", configPath);
-  m.kvChannels = c.contains("head_dim") && c["head_dim"].is_number_integer()
-                     ? c["head_dim"].get<int64_t>()
-                     : m.hidden / std::max<int64_t>(1, m.numHeads);
-  m.mambaNumHeads = configInt(c, "mamba_num_heads", configPath);
-  m.mambaHeadDim = configInt(c, "mamba_head_dim", configPath);
-  m.mambaState = configInt(c, "ssm_state_size", configPath);
-  m.mambaNumGroups = configInt(c, "n_groups", configPath);
-  m.mambaConvWidth = configInt(c, "conv_kernel", configPath);
-  const std::string act = c.value("mlp_hidden_act", "relu2");
-  m.activation = act == "gelu" ? "gelu" : "squared_relu";
-  if (act != "relu2" && act != "gelu")
-    throw RuntimeError(fmt::format(
-        "error: '{}' has mlp_hidden_act '{}'; hypipe's MLP has relu2 "
-        "(squared_relu) and gelu\nhelp: only those NemotronH models import",
-        configPath, act));
-  if (std::string why = inexpressible(m, m.pattern); !why.empty())
-    throw RuntimeError(
-        fmt::format("error: '{}' cannot be imported: {}", configPath, why));
-  if (m.numQueryGroups < 1 || m.numHeads % m.numQueryGroups != 0)
-    throw RuntimeError(fmt::format(
-        "error: '{}' has {} attention heads in {} key-value groups; they "
-        "must divide",
-        configPath, m.numHeads, m.numQueryGroups));
-
+        configPath, files::excerpt(type, 80)));
+  ModelInfo m = readNemotronConfig(c, configPath);
+  checkNemotronConfig(m, configPath);
   return m;
+}
+
+/// Every parameter's shape under hypipe's name, as a run of `m` allocates
+/// it (LayerShapes.h): what each imported tensor must have.
+std::map<std::string, std::vector<int64_t>>
+parameterShapes(const ModelInfo &m) {
+  const ModelDims d = dimsOf(m);
+  std::map<std::string, std::vector<int64_t>> out;
+  auto add = [&](const std::string &prefix,
+                 const std::vector<ParamSpec> &params) {
+    for (const ParamSpec &p : params)
+      out[prefix + p.name] = p.shape;
+  };
+  add("", embeddingShape(d).params());
+  for (size_t i = 0; i < m.pattern.size(); ++i) {
+    const std::string prefix = fmt::format("decoder.layers.{}.", i);
+    if (m.pattern[i] == 'M')
+      add(prefix, mambaShape(d).params(m.numLayers));
+    else if (m.pattern[i] == '*')
+      add(prefix, attentionShape(d).params(m.numLayers));
+    else if (m.pattern[i] == '-')
+      add(prefix, mlpShape(d).params(m.numLayers));
+  }
+  add("", headShape(d).params());
+  return out;
 }
 
 /// Which file of a Hugging Face directory holds each tensor: its index, or
@@ -445,23 +568,20 @@ public:
     const ModelInfo m = nemotronModel(input);
     where = tensorFiles(input);
     this->input = input;
+    const auto shapes = parameterShapes(m);
     for (const auto &[ours, hf] : oneToOneTensors(m.pattern, m.tieEmbeddings))
-      moveTensor(ours, hf);
+      keep(ours, shapes.at(ours), read(hf, shapes.at(ours)));
     for (size_t i = 0; i < m.pattern.size(); ++i) {
       if (m.pattern[i] != '*')
         continue;
       const std::string hf = fmt::format("backbone.layers.{}.mixer.", i);
       const QkvLayout q{m.numHeads, m.numQueryGroups, m.kvChannels, m.hidden};
-      auto [qs, qv] = read(hf + "q_proj.weight");
-      auto [ks, kv] = read(hf + "k_proj.weight");
-      auto [vs, vv] = read(hf + "v_proj.weight");
-      if (qs != std::vector<int64_t>{q.groups * q.qRows(), q.hidden} ||
-          ks != std::vector<int64_t>{q.groups * q.d, q.hidden} || vs != ks)
-        throw RuntimeError(fmt::format(
-            "error: layer {}'s q/k/v projections do not have the shapes its "
-            "config gives ({} heads, {} groups, head_dim {}, hidden {})\n"
-            "help: the checkpoint and its config.json disagree",
-            i, q.heads, q.groups, q.d, q.hidden));
+      std::vector<float> qv =
+          read(hf + "q_proj.weight", {q.groups * q.qRows(), q.hidden});
+      std::vector<float> kv =
+          read(hf + "k_proj.weight", {q.groups * q.d, q.hidden});
+      std::vector<float> vv =
+          read(hf + "v_proj.weight", {q.groups * q.d, q.hidden});
       // Megatron's linear_qkv: per group its q rows, then k, then v.
       std::vector<float> qkv(size_t(q.groups * q.perGroup() * q.hidden));
       for (int64_t g = 0; g < q.groups; ++g) {
@@ -476,6 +596,7 @@ public:
       keep(fmt::format("decoder.layers.{}.self_attention.linear_qkv.weight", i),
            {q.groups * q.perGroup(), q.hidden}, std::move(qkv));
     }
+    refuseUnread(m);
     info.model = m.name;
     info.pattern = m.pattern;
     info.modelConfig = modelJson(m).dump();
@@ -488,8 +609,10 @@ public:
   }
 
 private:
-  std::pair<std::vector<int64_t>, std::vector<float>>
-  read(const std::string &name) {
+  /// Tensor `name` of the directory, which config.json says has `expected`
+  /// shape: checked before its data is read.
+  std::vector<float> read(const std::string &name,
+                          const std::vector<int64_t> &expected) {
     auto it = where.find(name);
     if (it == where.end())
       throw RuntimeError(fmt::format(
@@ -506,15 +629,33 @@ private:
       throw RuntimeError(fmt::format(
           "error: '{}' lacks tensor '{}' that the index places there",
           it->second, name));
-    const std::vector<int64_t> shape = f.shape(name);
-    std::vector<float> values(size_t(numel(shape)));
-    f.read(name, shape, values.data());
-    return std::make_pair(shape, values);
+    if (f.shape(name) != expected)
+      throw RuntimeError(fmt::format(
+          "error: '{}' holds '{}' as [{}], and '{}/config.json' makes it "
+          "[{}]\nhelp: the tensors and config.json describe different "
+          "models (a transposed or renamed tensor, or a size such as "
+          "vocab_size or hidden_size that is not the tensors'); use the "
+          "config.json that came with the tensors",
+          it->second, name, fmt::join(f.shape(name), ", "), input,
+          fmt::join(expected, ", ")));
+    taken.insert(name);
+    std::vector<float> values(size_t(numel(expected)));
+    f.read(name, expected, values.data());
+    return values;
   }
 
-  void moveTensor(const std::string &ours, const std::string &hf) {
-    auto [shape, values] = read(hf);
-    keep(ours, shape, std::move(values));
+  /// A tensor config.json has no place for: its layers or its head are not
+  /// the tensors' (num_hidden_layers, the pattern, tie_word_embeddings).
+  void refuseUnread(const ModelInfo &m) const {
+    for (const auto &[name, file] : where)
+      if (!taken.count(name))
+        throw RuntimeError(fmt::format(
+            "error: '{}' holds '{}', which '{}/config.json' ({} layers "
+            "'{}', {} embeddings) has no place for\nhelp: config.json "
+            "describes another model than the tensors; use the config.json "
+            "that came with them",
+            file, name.substr(0, 200), input, m.pattern.size(),
+            m.pattern.substr(0, 200), m.tieEmbeddings ? "tied" : "untied"));
   }
 
   SafeTensorsWriter w;
@@ -522,6 +663,7 @@ private:
   std::vector<std::unique_ptr<SafeTensorsFile>> files;
   std::map<std::string, std::string> where;
   std::map<std::string, const SafeTensorsFile *> opened;
+  std::set<std::string> taken; ///< the tensors taken, so far
   std::string input;
 };
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
 namespace hypipe::rt {
 namespace {
@@ -27,6 +28,9 @@ std::optional<Enum> parseName(const std::array<const char *, N> &names,
 /// shapes compute from them overflows.
 constexpr int64_t kMaxDim = int64_t(1) << 24;
 constexpr int64_t kMaxBytes = int64_t(1) << 46;
+/// A MoE layer's routed rows (tokens x top-k): its kernels index them with
+/// int32 (BufferLayouts.h, MoeSaved).
+constexpr int64_t kMaxRoutedRows = std::numeric_limits<int32_t>::max();
 
 struct ShapeFacts {
   std::vector<int64_t> dims; ///< each must lie in [1, kMaxDim]
@@ -171,6 +175,12 @@ std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
     for (int64_t d : f.dims)
       if (d < 1 || d > kMaxDim)
         return fmt::format("{}: a dimension of {}", what, d);
+    const int64_t tokens = p.tokens.batch * p.tokens.seq;
+    if (const auto *moe = std::get_if<MoeShape>(&l.shape);
+        moe && moe->topk > kMaxRoutedRows / tokens)
+      return fmt::format("{}: {} tokens routed to {} experts each, more "
+                         "routed rows than its int32 row map holds",
+                         what, tokens, moe->topk);
     f = factsOf(l.shape, p.tokens, p.target, true);
     if (f.hidden != p.hidden)
       return fmt::format("{}: width {}, but the stage's activations are {}",

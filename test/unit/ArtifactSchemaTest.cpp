@@ -99,7 +99,7 @@ Artifact sample() {
     a.stages.push_back(e);
   }
   a.numStages = 2;
-  auto built = schedule::buildSchedule({"zb-h1", 2, 1, 4, 0});
+  auto built = schedule::buildSchedule({"zb-h1", 2, 1, 4});
   EXPECT_TRUE(static_cast<bool>(built));
   schedule::insertCommunication(*built);
   a.programs = built->ranks;

@@ -166,7 +166,7 @@ TEST(CostModel, InFlightClosedFormEqualsTheSimulator) {
     for (int64_t pp : {1, 2, 3, 4})
       for (int64_t vpp : {1, 2, 3})
         for (int64_t m : {1, 2, 4, 5, 8, 12}) {
-          schedule::ScheduleRequest request{name, pp, vpp, m, 0};
+          schedule::ScheduleRequest request{name, pp, vpp, m};
           auto built = schedule::buildSchedule(request);
           if (!built)
             continue; // a shape this schedule refuses
@@ -195,7 +195,7 @@ TEST(CostModel, InFlightClosedFormEqualsTheSimulator) {
 // chunks: two per microbatch on a V).
 TEST(CostModel, DualPipeVInFlightMatchesTheSimulator) {
   for (auto [pp, m] : {std::pair<int64_t, int64_t>{2, 4}, {4, 8}, {4, 11}}) {
-    auto built = hypipe::schedule::buildSchedule({"dualpipev", pp, 2, m, 0});
+    auto built = hypipe::schedule::buildSchedule({"dualpipev", pp, 2, m});
     ASSERT_TRUE(static_cast<bool>(built));
     hypipe::schedule::insertCommunication(*built);
     auto sim = hypipe::schedule::simulate(*built);

@@ -159,7 +159,7 @@ protected:
   }
 
   /// A one-rank checkpoint at dir/ckpt, step `at`, tensor "w" = {1, 2, 3}.
-  std::string saveCheckpoint(int64_t at = 3) {
+  std::string saveCheckpoint(int64_t at = 3, int64_t lrDecaySteps = 6) {
     std::string root = dir + "/ckpt", step = root + "/" + stepDirectoryName(3);
     fs::create_directories(step);
     static const float w[3] = {1, 2, 3};
@@ -169,6 +169,7 @@ protected:
     info.step = at;
     info.globalBatch = 2;
     info.consumedSamples = 2 * at;
+    info.lrDecaySteps = lrDecaySteps;
     for (auto &[k, v] : info.metadata())
       writer.metadata(k, v);
     WrittenFile f = writer.write(step + "/pp0.safetensors");
@@ -197,6 +198,36 @@ TEST_F(ScratchDir, AStepNoRunWritesIsRefused) {
                          "samples, which no run writes"),
             std::string::npos)
       << message;
+}
+
+// lr_decay_steps -100 was read as "none" and the resumed cosine restarted
+// above min_lr; 0 is "none" only in a file of no step (an import); a value
+// must be the whole decimal number a run writes.
+TEST_F(ScratchDir, ALearningRateScheduleNoRunWritesIsRefused) {
+  const std::string malformed =
+      "has no valid 'lr_decay_steps' in its metadata: it is not a whole number";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"-100", "records lr_decay_steps -100 in its metadata, and a run of 3 "
+               "steps writes a step count from 1 to 2^40"},
+      {"0", "records lr_decay_steps 0 in its metadata"},
+      {"1099511627777", "records lr_decay_steps 1099511627777"},
+      {"6 steps", malformed},
+      {"1e3", malformed},
+      {"", malformed},
+      {"99999999999999999999", malformed}};
+  for (const auto &[value, expected] : cases) {
+    SCOPED_TRACE(value);
+    fs::remove_all(dir + "/ckpt");
+    std::string root = saveCheckpoint();
+    std::string index = root + "/" + stepDirectoryName(3) + "/index.json";
+    nlohmann::json j = nlohmann::json::parse(readText(index));
+    j["metadata"]["lr_decay_steps"] = value;
+    writeText(index, j.dump());
+    std::string message = errorOf([&] { CheckpointReader{root}; });
+    EXPECT_NE(message.find("'" + index + "' " + expected), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("help: "), std::string::npos) << message;
+  }
 }
 
 TEST_F(ScratchDir, AFlippedByteIsFoundNotTrainedOn) {

@@ -139,6 +139,15 @@ Layer makeLayer(const Shape &s, TokenShape t, Fwd fwd, BwdI bwdI, BwdW bwdW) {
 
 const TokenShape kTokens{2, 7};
 
+/// moeForward where every router logit is finite: its check stays clear.
+float moeForwardFinite(const MoeShape &s, const TokenShape &t, const float *p,
+                       const float *x, float *y, float *sv, float *ws) {
+  RouterCheck check;
+  const float aux = moeForward(s, t, p, x, y, sv, ws, &check);
+  EXPECT_EQ(check.nonFinite, 0);
+  return aux;
+}
+
 TEST(KernelGradient, Mamba) {
   // Two groups, a sequence shorter than one scan chunk.
   checkGradients(makeLayer(MambaShape{8, 4, 3, 5, 2, 3}, kTokens, mambaForward,
@@ -184,8 +193,55 @@ TEST(KernelGradient, MoeWithAuxLoss) {
     moeBackwardInput(s, t, p, g, sv, dy, dx, ws, 1.0f);
   };
   checkGradients(makeLayer(MoeShape{6, 8, 4, 2, Activation::Gelu, 0.1}, kTokens,
-                           moeForward, bwdI, moeBackwardWeight),
+                           moeForwardFinite, bwdI, moeBackwardWeight),
                  5);
+}
+
+/// A NaN or infinite router logit is recorded, with its value, for the
+/// trainer to stop the run on; the routing meanwhile stays in range (experts
+/// are picked by position, so no id or row leaves its buffer).
+TEST(MoeRouter, RecordsANonFiniteLogitAndStaysInRange) {
+  const MoeShape s{6, 8, 4, 2, Activation::Gelu, 0.1};
+  const int64_t T = kTokens.tokens(), E = s.experts, k = s.topk;
+  std::vector<float> p(countParams(s)), x(T * s.hidden), y(x.size()),
+      saved(s.savedFloats(kTokens)), ws(s.workspaceFloats(kTokens));
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  fillRandom(rng, u, p, x);
+  auto route = [&](RouterCheck &check) {
+    moeForward(s, kTokens, p.data(), x.data(), y.data(), saved.data(),
+               ws.data(), &check);
+  };
+  RouterCheck clean;
+  route(clean);
+  EXPECT_EQ(clean.nonFinite, 0);
+
+  x[3 * s.hidden] = std::nanf(""); // token 3's normed input, so its logits
+  RouterCheck nan;
+  route(nan);
+  EXPECT_EQ(nan.nonFinite, 1);
+  EXPECT_TRUE(std::isnan(nan.logit));
+  MoeSaved m = moeSaved(s, kTokens, saved.data());
+  int64_t routed = 0;
+  for (int64_t e = 0; e < E; ++e)
+    routed += m.counts[e];
+  EXPECT_EQ(routed, T * k);
+  for (int64_t i = 0; i < T * k; ++i) {
+    EXPECT_GE(m.topIdx[i], 0);
+    EXPECT_LT(m.topIdx[i], E);
+    EXPECT_GE(m.rowMap[i], 0);
+    EXPECT_LT(m.rowMap[i], T * k);
+  }
+
+  // Finite inputs, a router of the largest weights: every logit overflows.
+  MoeParams<float> params = moeParams(s, p.data());
+  std::fill(params.norm, params.norm + s.hidden, 1.0f);
+  std::fill(params.router, params.router + E * s.hidden, 3e38f);
+  std::fill(x.begin(), x.end(), 1.0f);
+  RouterCheck inf;
+  route(inf);
+  EXPECT_EQ(inf.nonFinite, 1);
+  EXPECT_EQ(inf.logit, INFINITY);
 }
 
 /// Samples of 5, 70, 1 and 9 tokens packed into one microbatch of at most
@@ -570,7 +626,7 @@ TEST(NoAllocationInAStep, EveryLayerKind) {
       {"mlp", makeLayer(MlpShape{6, 10, Activation::Swiglu}, packed, mlpForward,
                         mlpBackwardInput, mlpBackwardWeight)},
       {"moe", makeLayer(MoeShape{6, 8, 4, 2, Activation::Gelu, 0.1}, packed,
-                        moeForward, moeBwdI, moeBackwardWeight)},
+                        moeForwardFinite, moeBwdI, moeBackwardWeight)},
       {"mtp input",
        mtpInputLayer({11, 6, 2}, packed, randomTokens(packed.tokens(), 11, 5))},
       {"mtp output (the head's loss)",

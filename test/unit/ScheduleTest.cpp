@@ -32,7 +32,7 @@ std::vector<std::string> opsOf(const Schedule &s, int64_t rank,
 }
 
 Schedule build(const std::string &name, int64_t pp, int64_t vpp, int64_t m,
-               int64_t g = 0) {
+               std::optional<int64_t> g = std::nullopt) {
   auto s = buildSchedule({name, pp, vpp, m, g});
   EXPECT_TRUE(static_cast<bool>(s)) << toString(s.takeError());
   return s ? std::move(*s) : Schedule{};
@@ -45,9 +45,9 @@ TEST(ScheduleConformance, MegatronOpOrders) {
     bool interleaved = v["schedule"] == "interleaved_1f1b";
     int64_t pp = v["pp"], m = v["num_microbatches"];
     int64_t vpp = v["vpp"].is_null() ? 1 : v["vpp"].get<int64_t>();
-    int64_t g = v.contains("microbatch_group_size_per_vp_stage")
-                    ? v["microbatch_group_size_per_vp_stage"].get<int64_t>()
-                    : 0;
+    std::optional<int64_t> g;
+    if (v.contains("microbatch_group_size_per_vp_stage"))
+      g = v["microbatch_group_size_per_vp_stage"].get<int64_t>();
     SCOPED_TRACE(v.dump().substr(0, 120));
     auto s = buildSchedule(
         {interleaved ? "interleaved-1f1b" : "1f1b", pp, vpp, m, g});
@@ -66,7 +66,7 @@ TEST(ScheduleConformance, MegatronOpOrders) {
       EXPECT_EQ(opsOf(*s, r, v["forward_only"].get<bool>()), expected)
           << "rank " << r;
       if (!v["forward_only"].get<bool>())
-        EXPECT_EQ(megatronWarmup(pp, vpp, m, g ? g : pp, r, interleaved),
+        EXPECT_EQ(megatronWarmup(pp, vpp, m, g.value_or(pp), r, interleaved),
                   rank["num_warmup"].get<int64_t>());
     }
     ++checked;
@@ -320,7 +320,7 @@ TEST(Vocabulary, TextRoundTripsEveryAction) {
     ASSERT_TRUE(parseScheduleKind(name).has_value()) << name;
     EXPECT_EQ(scheduleName(*parseScheduleKind(name)), name);
     for (auto [pp, vpp] : {std::pair<int64_t, int64_t>{4, 1}, {3, 2}}) {
-      auto s = buildSchedule({name, pp, vpp, 6, 0});
+      auto s = buildSchedule({name, pp, vpp, 6});
       if (!s)
         continue;
       insertCommunication(*s);
@@ -675,7 +675,7 @@ namespace {
 
 Schedule withCommunication(const char *name, int64_t pp, int64_t vpp,
                            int64_t m) {
-  auto built = buildSchedule({name, pp, vpp, m, 0});
+  auto built = buildSchedule({name, pp, vpp, m});
   EXPECT_TRUE(static_cast<bool>(built)) << name;
   Schedule s = std::move(*built);
   insertCommunication(s);

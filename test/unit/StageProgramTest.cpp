@@ -143,6 +143,25 @@ TEST(StageProgram, AnEmptyStageCopies) {
             (std::vector<KernelCall>{{-1, Slot::GradOutput, Slot::GradInput}}));
 }
 
+// Tests that a MoE layer's routed rows (tokens x top-k) must fit the int32
+// ids its kernels keep (they were floats, exact to 2^24 and unchecked).
+TEST(StageProgram, RoutedRowsFitTheirInt32Ids) {
+  auto stages = lower("M*|E-", 2, "1f1b");
+  ASSERT_EQ(stages.size(), 2u);
+  Lowered moeFirst = stages[1];
+  ASSERT_EQ(moeFirst.program.layers[0].kind, LayerKind::Moe);
+  ASSERT_EQ(check(moeFirst), "");
+  rt::StageProgram &p = moeFirst.program;
+  p.tokens.batch = 1;
+  p.tokens.seq = int64_t(1) << 24;
+  auto &moe = std::get<rt::MoeShape>(p.layers[0].shape);
+  moe.experts = moe.topk = 128; // 2^31 rows, one more than int32 holds
+  EXPECT_NE(check(moeFirst).find("more routed rows than its int32 row map "
+                                 "holds"),
+            std::string::npos)
+      << check(moeFirst);
+}
+
 // Tests that each rule of checkStageProgram refuses what it is for, and
 // names it: one mutation of a valid program per rule.
 TEST(StageProgram, EveryRuleRefusesItsCase) {

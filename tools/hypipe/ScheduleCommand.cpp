@@ -23,7 +23,8 @@ using namespace hypipe::schedule;
 struct ScheduleOptions {
   std::string name = "1f1b";
   bool scheduleGiven = false; ///< --schedule on the command line
-  int64_t pp = 1, vpp = 1, microbatches = 1, groupSize = 0;
+  int64_t pp = 1, vpp = 1, microbatches = 1;
+  std::optional<int64_t> groupSize; ///< absent: pp
   std::string costs;
   double latency = 0, bandwidth = 0, sendBytes = 0;
   bool inOrderStreams = false;

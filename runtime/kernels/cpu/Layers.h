@@ -58,8 +58,11 @@ void mlpBackwardWeight(const MlpShape &s, const TokenShape &t,
                        const float *saved, float *grads);
 
 /// Returns this layer's load-balancing loss (already times its coefficient).
+/// A NaN or infinite router logit is recorded in `check` (the token's
+/// experts are then picked by position, the run goes on to the step's end).
 float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
-                 const float *x, float *y, float *saved, float *ws);
+                 const float *x, float *y, float *saved, float *ws,
+                 RouterCheck *check);
 /// `lossScale` is d(objective)/d(aux loss): the same scale the head's loss
 /// gets (1 / microbatches).
 void moeBackwardInput(const MoeShape &s, const TokenShape &t,

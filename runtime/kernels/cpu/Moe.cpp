@@ -23,18 +23,28 @@
 namespace hypipe::rt::cpu {
 namespace {
 
-/// The layer's parameters (or, with T = float, their gradients), in the
-/// order of MoeShape::params().
-/// First row of each expert's group, from the saved counts.
+/// The first token (in token order, so at any thread count) whose router
+/// logits hold a NaN or an infinity, and that logit.
+struct NonFiniteLogit {
+  int64_t token;
+  float logit = 0;
+  void keepFirst(const NonFiniteLogit &o) {
+    if (o.token < token)
+      *this = o;
+  }
+};
+
 } // namespace
 
 float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
-                 const float *x, float *y, float *saved, float *ws) {
+                 const float *x, float *y, float *saved, float *ws,
+                 RouterCheck *check) {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
-  float *logits = ws;              // [T, E]
-  float *slotRow = logits + T * E; // [T, k] row of each (token, slot)
+  float *logits = ws; // [T, E]
+  int32_t *slotRow =
+      reinterpret_cast<int32_t *>(logits + T * E); // [T, k] row of each slot
   thread_local std::vector<int64_t> off, fill;
   double aux = 0;
 
@@ -44,17 +54,24 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
 
   {
     ProfileScope routing(KernelClass::MoeRouting);
+    NonFiniteLogit first{T};
     // Tokens over the threads: each its softmax and top-k.
 #pragma omp parallel
     {
       thread_local std::vector<int64_t> orderOfThread;
       orderOfThread.resize(size_t(E));
       int64_t *order = orderOfThread.data();
+      NonFiniteLogit firstOfThread{T};
 #pragma omp for schedule(static)
       for (int64_t tok = 0; tok < T; ++tok) {
         const float *l = logits + tok * E;
         float *pr = m.probs + tok * E;
-        float mx = *std::max_element(l, l + E);
+        float mx = l[0];
+        for (int64_t e = 0; e < E; ++e) {
+          if (!std::isfinite(l[e]) && tok < firstOfThread.token)
+            firstOfThread = {tok, l[e]};
+          mx = std::max(mx, l[e]);
+        }
         double sum = 0;
         for (int64_t e = 0; e < E; ++e)
           sum += std::exp(double(l[e] - mx));
@@ -72,14 +89,18 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
         for (int64_t j = 0; j < k; ++j)
           z += pr[order[j]];
         for (int64_t j = 0; j < k; ++j) {
-          m.topIdx[tok * k + j] = float(order[j]);
+          m.topIdx[tok * k + j] = int32_t(order[j]);
           m.topW[tok * k + j] = float(pr[order[j]] / z);
         }
       }
+#pragma omp critical(hypipe_moe_router_check)
+      first.keepFirst(firstOfThread);
     }
-    std::fill(m.counts, m.counts + E, 0.0f);
+    if (first.token < T && !check->nonFinite)
+      *check = {1, first.logit};
+    std::fill(m.counts, m.counts + E, 0);
     for (int64_t slot = 0; slot < T * k; ++slot)
-      m.counts[int64_t(m.topIdx[slot])] += 1.0f;
+      ++m.counts[m.topIdx[slot]];
 
     // Load-balancing loss.
     for (int64_t e = 0; e < E; ++e) {
@@ -96,10 +117,9 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
     fill = off;
     for (int64_t tok = 0; tok < T; ++tok)
       for (int64_t j = 0; j < k; ++j) {
-        int64_t e = int64_t(m.topIdx[tok * k + j]);
-        int64_t r = fill[e]++;
-        m.rowMap[r] = float(tok * k + j);
-        slotRow[tok * k + j] = float(r);
+        int64_t r = fill[m.topIdx[tok * k + j]]++;
+        m.rowMap[r] = int32_t(tok * k + j);
+        slotRow[tok * k + j] = int32_t(r);
         std::memcpy(m.xr + r * Hd, m.xn + tok * Hd, sizeof(float) * Hd);
       }
   }
@@ -157,7 +177,7 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
     // Output = x + sum_j w_j y_j: rows get w * dy, weights get <dy, y_j>.
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < T * k; ++r) {
-      int64_t slot = int64_t(m.rowMap[r]), tok = slot / k;
+      int64_t slot = m.rowMap[r], tok = slot / k;
       float w = m.topW[slot];
       const float *dyt = dy + tok * Hd, *yr = m.yr + r * Hd;
       float *dyr = m.dyr + r * Hd;
@@ -189,7 +209,7 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
     rowOfSlotBuffer.resize(size_t(T * k));
     int64_t *rowOfSlot = rowOfSlotBuffer.data();
     for (int64_t r = 0; r < T * k; ++r)
-      rowOfSlot[int64_t(m.rowMap[r])] = r;
+      rowOfSlot[m.rowMap[r]] = r;
 #pragma omp parallel for schedule(static)
     for (int64_t tok = 0; tok < T; ++tok) {
       float *d = dxn + tok * Hd;
@@ -218,12 +238,11 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
       float *dp = dprobs + tok * E;
       double z = 0, wdw = 0;
       for (int64_t j = 0; j < k; ++j) {
-        z += pr[int64_t(m.topIdx[tok * k + j])];
+        z += pr[m.topIdx[tok * k + j]];
         wdw += double(m.topW[tok * k + j]) * dTopW[tok * k + j];
       }
       for (int64_t j = 0; j < k; ++j)
-        dp[int64_t(m.topIdx[tok * k + j])] +=
-            float((dTopW[tok * k + j] - wdw) / z);
+        dp[m.topIdx[tok * k + j]] += float((dTopW[tok * k + j] - wdw) / z);
       for (int64_t e = 0; e < E; ++e)
         dp[e] += float(auxScale * m.counts[e]);
       double dot = 0;

@@ -73,9 +73,12 @@ void mlpBackwardWeight(const MlpShape &s, const Tokens &t, const float *saved,
                        float *grads);
 
 /// Returns the layer's load-balancing loss (read back: the dispatch sizes
-/// need the host anyway, as in Megatron's dropless MoE).
+/// need the host anyway, as in Megatron's dropless MoE). A NaN or infinite
+/// router logit is recorded in `check` (device memory; the trainer reads it
+/// once a step).
 float moeForward(const MoeShape &s, const Tokens &t, const float *params,
-                 const float *x, float *y, float *saved, float *ws);
+                 const float *x, float *y, float *saved, float *ws,
+                 RouterCheck *check);
 void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
                       float *grads, float *saved, const float *dy, float *dx,
                       float *ws, float lossScale);

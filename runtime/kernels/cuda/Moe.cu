@@ -15,22 +15,32 @@
 #include "runtime/kernels/recipes/Moe.h"
 
 #include <cfloat>
+#include <cstring>
 #include <vector>
 
 namespace hypipe::rt::cuda {
 namespace {
 
 /// One thread per token: softmax, top-k (ties to the lower index), weights.
+/// A NaN or infinite logit is recorded in `routerCheck` (the first thread to
+/// find one writes it), which the trainer reads once a step: no wait here.
 __global__ void routeKernel(int64_t T, int E, int k, const float *logits,
-                            float *probs, float *topIdx, float *topW) {
+                            float *probs, int32_t *topIdx, float *topW,
+                            RouterCheck *routerCheck) {
   int64_t tok = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (tok >= T)
     return;
   const float *l = logits + tok * E;
   float *pr = probs + tok * E;
   float mx = -FLT_MAX;
-  for (int e = 0; e < E; ++e)
+  int nonFinite = -1;
+  for (int e = 0; e < E; ++e) {
+    if (!isfinite(l[e]))
+      nonFinite = e;
     mx = fmaxf(mx, l[e]);
+  }
+  if (nonFinite >= 0 && atomicExch(&routerCheck->nonFinite, 1) == 0)
+    routerCheck->logit = l[nonFinite];
   double sum = 0;
   for (int e = 0; e < E; ++e)
     sum += exp(double(l[e] - mx));
@@ -44,29 +54,30 @@ __global__ void routeKernel(int64_t T, int E, int k, const float *logits,
       if (!(taken >> e & 1ull) && (best < 0 || pr[e] > pr[best]))
         best = e;
     taken |= 1ull << best;
-    topIdx[tok * k + j] = float(best);
+    topIdx[tok * k + j] = best;
     z += pr[best];
   }
   for (int j = 0; j < k; ++j)
-    topW[tok * k + j] = float(pr[int(topIdx[tok * k + j])] / z);
+    topW[tok * k + j] = float(pr[topIdx[tok * k + j]] / z);
 }
 
-__global__ void gatherRowsKernel(int64_t hidden, int k, const float *rowMap,
+__global__ void gatherRowsKernel(int64_t hidden, int k, const int32_t *rowMap,
                                  const float *xn, float *xr) {
-  const int64_t r = blockIdx.x, tok = int64_t(rowMap[r]) / k;
+  const int64_t r = blockIdx.x, tok = rowMap[r] / k;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x)
     xr[r * hidden + i] = xn[tok * hidden + i];
 }
 
-__global__ void slotRowKernel(int64_t R, const float *rowMap, float *slotRow) {
+__global__ void slotRowKernel(int64_t R, const int32_t *rowMap,
+                              int32_t *slotRow) {
   int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r < R)
-    slotRow[int64_t(rowMap[r])] = float(r);
+    slotRow[rowMap[r]] = int32_t(r);
 }
 
 /// y = x + sum_j w_j y_j, per token.
 __global__ void combineKernel(int64_t hidden, int k, const float *x,
-                              const float *yr, const float *slotRow,
+                              const float *yr, const int32_t *slotRow,
                               const float *topW, float *y) {
   const int64_t tok = blockIdx.x;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
@@ -78,10 +89,10 @@ __global__ void combineKernel(int64_t hidden, int k, const float *x,
 }
 
 /// Routed row r: dyr = w dy[tok], dTopW[slot] = <dy[tok], yr>.
-__global__ void rowGradKernel(int64_t hidden, int k, const float *rowMap,
+__global__ void rowGradKernel(int64_t hidden, int k, const int32_t *rowMap,
                               const float *topW, const float *dy,
                               const float *yr, float *dyr, float *dTopW) {
-  const int64_t r = blockIdx.x, slot = int64_t(rowMap[r]), tok = slot / k;
+  const int64_t r = blockIdx.x, slot = rowMap[r], tok = slot / k;
   const float w = topW[slot];
   float dot = 0;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
@@ -95,7 +106,7 @@ __global__ void rowGradKernel(int64_t hidden, int k, const float *rowMap,
 }
 
 /// dxn[tok] = sum of its routed rows' input gradients.
-__global__ void scatterRowsKernel(int64_t hidden, int k, const float *slotRow,
+__global__ void scatterRowsKernel(int64_t hidden, int k, const int32_t *slotRow,
                                   const float *dxr, float *dxn) {
   const int64_t tok = blockIdx.x;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
@@ -108,8 +119,8 @@ __global__ void scatterRowsKernel(int64_t hidden, int k, const float *slotRow,
 
 /// Renormalisation, load-balancing loss and softmax backward, per token.
 __global__ void routerGradKernel(int64_t T, int E, int k, const float *probs,
-                                 const float *topIdx, const float *topW,
-                                 const float *dTopW, const float *counts,
+                                 const int32_t *topIdx, const float *topW,
+                                 const float *dTopW, const int32_t *counts,
                                  double auxScale, float *dlogits) {
   int64_t tok = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (tok >= T)
@@ -118,13 +129,13 @@ __global__ void routerGradKernel(int64_t T, int E, int k, const float *probs,
   float *dl = dlogits + tok * E;
   double z = 0, wdw = 0;
   for (int j = 0; j < k; ++j) {
-    z += pr[int(topIdx[tok * k + j])];
+    z += pr[topIdx[tok * k + j]];
     wdw += double(topW[tok * k + j]) * dTopW[tok * k + j];
   }
   for (int e = 0; e < E; ++e)
     dl[e] = float(auxScale * counts[e]);
   for (int j = 0; j < k; ++j)
-    dl[int(topIdx[tok * k + j])] += float((dTopW[tok * k + j] - wdw) / z);
+    dl[topIdx[tok * k + j]] += float((dTopW[tok * k + j] - wdw) / z);
   double dot = 0;
   for (int e = 0; e < E; ++e)
     dot += double(dl[e]) * pr[e];
@@ -132,20 +143,20 @@ __global__ void routerGradKernel(int64_t T, int E, int k, const float *probs,
     dl[e] = pr[e] * (dl[e] - float(dot));
 }
 
-std::vector<float> download(const float *src, int64_t n) {
-  std::vector<float> out(n);
+template <typename T> std::vector<T> download(const T *src, int64_t n) {
+  std::vector<T> out(n);
   if (n)
-    check(cudaMemcpyAsync(out.data(), src, sizeof(float) * n,
+    check(cudaMemcpyAsync(out.data(), src, sizeof(T) * n,
                           cudaMemcpyDeviceToHost, stream()),
           "reading the expert assignment");
   synchronize();
   return out;
 }
 
-void upload(float *dst, const std::vector<float> &src) {
+template <typename T> void upload(T *dst, const std::vector<T> &src) {
   if (src.empty())
     return;
-  check(cudaMemcpyAsync(dst, src.data(), sizeof(float) * src.size(),
+  check(cudaMemcpyAsync(dst, src.data(), sizeof(T) * src.size(),
                         cudaMemcpyHostToDevice, stream()),
         "writing the dispatch");
   synchronize(); // src is a temporary
@@ -154,7 +165,8 @@ void upload(float *dst, const std::vector<float> &src) {
 } // namespace
 
 float moeForward(const MoeShape &s, const Tokens &t, const float *params,
-                 const float *x, float *y, float *saved, float *ws) {
+                 const float *x, float *y, float *saved, float *ws,
+                 RouterCheck *routerCheck) {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   if (E > 64)
     throw CudaError("error: the CUDA MoE router takes at most 64 experts");
@@ -162,35 +174,40 @@ float moeForward(const MoeShape &s, const Tokens &t, const float *params,
     return 0.0f;
   MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t.shape, saved);
-  float *logits = ws;               // [T, E]
-  float *slotRow = logits + T * E;  // [T, k]
-  float *probSum = slotRow + T * k; // [E]
+  float *logits = ws;              // [T, E]
+  float *probSum = logits + T * E; // [E]
+  int32_t *slotRow =               // [T, k]
+      reinterpret_cast<int32_t *>(probSum + E);
 
   copyFloats(m.x, x, T * Hd);
   rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
   linearForward(T, Hd, E, m.xn, p.router, logits);
   routeKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
-      T, int(E), int(k), logits, m.probs, m.topIdx, m.topW);
+      T, int(E), int(k), logits, m.probs, m.topIdx, m.topW, routerCheck);
   launched("moe routing");
   zero(probSum, E);
   columnDot(T, E, m.probs, E, nullptr, 0, nullptr, 0, probSum);
 
   // Group the routed rows by expert, in token order, on the host.
-  std::vector<float> top = download(m.topIdx, T * k);
+  std::vector<int32_t> top = download(m.topIdx, T * k);
   std::vector<float> pe = download(probSum, E);
-  std::vector<float> counts(E, 0.0f), rowMap(T * k);
-  for (float e : top)
-    counts[int64_t(e)] += 1.0f;
+  std::vector<int32_t> counts(E, 0), rowMap(T * k);
+  for (int32_t e : top)
+    ++counts[e];
   std::vector<int64_t> off;
   expertOffsets(s, counts.data(), off);
   std::vector<int64_t> fill(off);
   for (int64_t slot = 0; slot < T * k; ++slot)
-    rowMap[fill[int64_t(top[slot])]++] = float(slot);
+    rowMap[fill[top[slot]]++] = int32_t(slot);
   double aux = 0;
   for (int64_t e = 0; e < E; ++e)
     aux += double(pe[e]) * counts[e];
   aux *= s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k));
-  counts.push_back(float(aux)); // m.aux follows m.counts
+  // m.aux follows m.counts: one upload (one wait) for both, the aux loss's
+  // float in the int32 slot after the counts.
+  counts.push_back(0);
+  const float auxLoss = float(aux);
+  std::memcpy(&counts.back(), &auxLoss, sizeof auxLoss);
   upload(m.counts, counts);
   upload(m.rowMap, rowMap);
 
@@ -226,12 +243,12 @@ void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
   MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t.shape, saved);
   MoeParams<float> gp = moeParams(s, grads);
-  float *dlogits = ws;               // [T, E]
-  float *dTopW = dlogits + T * E;    // [T, k] (of a [T, E] region)
-  float *dxn = dTopW + T * E;        // [T, Hd]
-  float *dxr = dxn + T * Hd;         // [R, Hd]
-  float *dact = dxr + R * Hd;        // [R, ffn]
-  float *slotRow = dact + R * s.ffn; // [T, k]
+  float *dlogits = ws;            // [T, E]
+  float *dTopW = dlogits + T * E; // [T, k] (of a [T, E] region)
+  float *dxn = dTopW + T * E;     // [T, Hd]
+  float *dxr = dxn + T * Hd;      // [R, Hd]
+  float *dact = dxr + R * Hd;     // [R, ffn]
+  int32_t *slotRow = reinterpret_cast<int32_t *>(dact + R * s.ffn); // [T, k]
 
   std::vector<int64_t> off;
   expertOffsets(s, download(m.counts, E).data(), off);

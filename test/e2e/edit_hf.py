@@ -1,0 +1,53 @@
+#!/usr/bin/python3
+"""Writes an edited copy of a Hugging Face model directory, as a careless
+user (or a broken conversion script) would.
+
+usage: edit_hf.py SRC DST EDIT...
+EDIT: `config.KEY=JSON` sets a config.json field (`config.KEY=` removes it);
+`transpose:NAME` stores tensor NAME with its two dimensions swapped (the
+same bytes, as a transposed copy would have them)."""
+import json
+import os
+import shutil
+import struct
+import sys
+
+
+def safetensors_files(directory):
+    return [f for f in os.listdir(directory) if f.endswith(".safetensors")]
+
+
+def transpose(directory, name):
+    for file in safetensors_files(directory):
+        path = os.path.join(directory, file)
+        with open(path, "rb") as f:
+            data = f.read()
+        (length,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8 : 8 + length])
+        if name not in header:
+            continue
+        header[name]["shape"] = header[name]["shape"][::-1]
+        text = json.dumps(header).encode()
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + data[8 + length :])
+        return
+    sys.exit("no tensor " + name)
+
+
+src, dst = sys.argv[1:3]
+shutil.rmtree(dst, ignore_errors=True)
+shutil.copytree(src, dst)
+config_path = os.path.join(dst, "config.json")
+for edit in sys.argv[3:]:
+    if edit.startswith("config."):
+        key, value = edit[len("config.") :].split("=", 1)
+        config = json.load(open(config_path))
+        if value:
+            config[key] = json.loads(value)
+        else:
+            config.pop(key)
+        json.dump(config, open(config_path, "w"))
+    elif edit.startswith("transpose:"):
+        transpose(dst, edit[len("transpose:") :])
+    else:
+        sys.exit("unknown edit " + edit)
