@@ -85,12 +85,17 @@ int runLayout(const LayoutOptions &o) {
   if (!layout)
     return fail(o, layout.takeError());
   int64_t numLayers = o.numLayers.value_or(layout->count('t'));
-  std::optional<int64_t> mtpLayers = o.mtpNumLayers;
-  if (!mtpLayers && layout->count('m') > 0)
-    mtpLayers = layout->count('m');
-  auto valid = validatePipelineLayout(*layout, numLayers, mtpLayers);
-  if (!valid)
-    return fail(o, valid.takeError());
+  // Megatron's mtp_num_layers defaults to None: a layout with 'm' layers
+  // is refused unless the model has them (--mtp-num-layers).
+  auto valid = validatePipelineLayout(*layout, numLayers, o.mtpNumLayers);
+  if (!valid) {
+    Problem p = valid.takeError().takeProblem();
+    if (!o.mtpNumLayers && layout->count('m') > 0)
+      p.help += fmt::format(" (--mtp-num-layers {}, as Megatron's "
+                            "--mtp-num-layers, says the model has them)",
+                            layout->count('m'));
+    return fail(o, Error(std::move(p)));
+  }
 
   if (o.json) {
     std::cout << pipelineLayoutJson(*layout, valid->mtpStandalone).dump(2)
