@@ -74,14 +74,17 @@ Expected<MockSftConfig> parseMockSftConfig(const std::string &text,
   c.maxLen = j["max_seq_len"].get<int64_t>();
   c.mean = j["mean_seq_len"].get<double>();
   c.sigma = j["lognormal_sigma"].get<double>();
-  if (c.minLen < 1 || c.maxLen < c.minLen)
-    return fail(fmt::format("the mock lengths need 1 <= min_seq_len <= "
-                            "max_seq_len, got {} and {}",
+  // Megatron's lengths count the EOD: a sample of one token trains nothing.
+  if (c.minLen < 2 || c.maxLen < c.minLen)
+    return fail(fmt::format("the mock lengths need 2 <= min_seq_len <= "
+                            "max_seq_len (a length counts the sample's EOD, "
+                            "as Megatron's does), got {} and {}",
                             c.minLen, c.maxLen));
-  if (c.maxLen > budget)
+  if (c.maxLen - 1 > budget)
     return Error(Problem{
-        fmt::format("max_seq_len {} exceeds the {} tokens a microbatch holds",
-                    c.maxLen, budget),
+        fmt::format("max_seq_len {} gives {} training positions, more than "
+                    "the {} a microbatch holds",
+                    c.maxLen, c.maxLen - 1, budget),
         "raise data.max_tokens_per_microbatch or lower max_seq_len",
         std::nullopt, 1});
   if (!(c.mean > 0) || !(c.sigma >= 0))
@@ -143,8 +146,9 @@ int64_t mockSftLength(const MockSftConfig &c, uint64_t seed, int64_t index) {
   double z = standardNormal(unitInterval(splitmix64(base)),
                             unitInterval(splitmix64(base ^ 1)));
   double mu = std::log(c.mean) - 0.5 * c.sigma * c.sigma;
-  double len = std::round(std::exp(mu + c.sigma * z));
-  return std::clamp<int64_t>(int64_t(std::min(len, 1e15)), c.minLen, c.maxLen);
+  double len = std::clamp(std::exp(mu + c.sigma * z), double(c.minLen),
+                          double(c.maxLen));
+  return int64_t(len); // truncated after the clip, as astype(int)
 }
 
 } // namespace hypipe::packing

@@ -30,7 +30,7 @@ struct MockSftConfig {
 };
 
 /// Parses and checks the JSON text; `budget` is the tokens a microbatch
-/// holds (max_seq_len may not exceed it). The file of mode "file" is not
+/// holds (max_seq_len - 1 training positions may not exceed it). The file of mode "file" is not
 /// read here (readMockLengths does).
 Expected<MockSftConfig> parseMockSftConfig(const std::string &json,
                                            int64_t budget);
@@ -40,9 +40,22 @@ Expected<MockSftConfig> parseMockSftConfig(const std::string &json,
 /// (as a byte offset into the file's text).
 Error readMockLengths(const std::string &text, std::vector<int64_t> &lengths);
 
-/// Length of mock sample `index` of a run with seed `seed`.
+/// Length of mock sample `index` of a run with seed `seed`, as Megatron's
+/// mock SFT dataset counts it: its tokens with the closing EOD, so a sample
+/// of length L trains L - 1 positions (mockSftPositions). A lognormal draw
+/// exp(mu + sigma z) with mu = ln(mean) - sigma^2 / 2 is clipped to
+/// [min_seq_len, max_seq_len] and then truncated, as Megatron's
+/// np.clip(...).astype(int) does. The draws come from hypipe's counter-based
+/// generator, not numpy's: the distribution is Megatron's, the individual
+/// lengths are not.
 int64_t mockSftLength(const MockSftConfig &config, uint64_t seed,
                       int64_t index);
+
+/// The training positions of mock sample `index`: its length less the EOD.
+inline int64_t mockSftPositions(const MockSftConfig &config, uint64_t seed,
+                                int64_t index) {
+  return mockSftLength(config, seed, index) - 1;
+}
 
 } // namespace hypipe::packing
 

@@ -69,7 +69,7 @@ RuntimeError located(const std::string &path, const std::string &text,
   size_t column = offset - lineStart;
   // A short, printable excerpt around the column: a long line (a sample of
   // thousands of tokens) or a file that is not data at all is not echoed.
-  size_t from = column > 30 ? column - 30 : 0;
+  size_t from = lineEnd - lineStart > 60 && column > 30 ? column - 30 : 0;
   std::string shown = files::printable(text.substr(
       lineStart + from, std::min<size_t>(lineEnd - lineStart - from, 60)));
   std::string prefix = from > 0 ? "..." : "";
@@ -353,7 +353,7 @@ public:
                               this->config.minLen, this->config.maxLen);
   }
   int64_t length(int64_t i) const override {
-    return packing::mockSftLength(config, seed, i);
+    return packing::mockSftPositions(config, seed, i);
   }
   /// Says how many entries of the lengths file were cut to the budget (the
   /// file's samples recur, so these are entries, not samples).
@@ -406,15 +406,23 @@ std::unique_ptr<SampleSource> openSamples(const SampleOptions &o) {
       }
       int64_t cut = 0;
       for (size_t i = 0; i < config->lengths.size(); ++i) {
-        if (config->lengths[i] <= o.budget)
+        const int64_t length = config->lengths[i];
+        if (length < 2)
+          throw RuntimeError(fmt::format(
+              "error: '{}': length {} (entry {}) is a sample of its EOD "
+              "alone, with nothing to train\nhelp: a length counts the "
+              "sample's EOD token, as Megatron's mock lengths do: write 2 or "
+              "more",
+              path, length, i + 1));
+        if (length - 1 <= o.budget)
           continue;
         if (!o.truncate)
           throw RuntimeError(fmt::format(
-              "error: '{}': length {} (entry {}) exceeds the {} tokens a "
-              "microbatch holds\nhelp: raise data.max_tokens_per_microbatch, "
-              "or set data.truncate: true",
-              path, config->lengths[i], i + 1, o.budget));
-        config->lengths[i] = o.budget;
+              "error: '{}': length {} (entry {}) gives {} training "
+              "positions, more than the {} a microbatch holds\nhelp: raise "
+              "data.max_tokens_per_microbatch, or set data.truncate: true",
+              path, length, i + 1, length - 1, o.budget));
+        config->lengths[i] = o.budget + 1;
         ++cut;
       }
       config->path = path;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/data/MockSft.h"
 #include "core/data/Packing.h"
 
 #include <gtest/gtest.h>
@@ -213,4 +214,66 @@ TEST(Packing, RefusesEmptyAndOverlongSamplesAndBadOptions) {
   EXPECT_FALSE(bool(parseScheduler("best-fit")));
   EXPECT_EQ(*parseScheduler("first-fit-decreasing"),
             Scheduler::FirstFitDecreasing);
+}
+
+// Megatron's mock SFT lengths: a lognormal draw clipped to [min, max] then
+// truncated (np.clip(...).astype(int)), counting the sample's EOD.
+
+namespace {
+
+MockSftConfig lognormal(int64_t minLen, int64_t maxLen, double mean,
+                        double sigma) {
+  std::string json = "{\"mode\": \"distribution\", \"type\": \"lognormal\", "
+                     "\"min_seq_len\": " + std::to_string(minLen) +
+                     ", \"max_seq_len\": " + std::to_string(maxLen) +
+                     ", \"mean_seq_len\": " + std::to_string(mean) +
+                     ", \"lognormal_sigma\": " + std::to_string(sigma) + "}";
+  Expected<MockSftConfig> c = parseMockSftConfig(json, 1 << 20);
+  EXPECT_TRUE(bool(c)) << json;
+  return *c;
+}
+
+} // namespace
+
+TEST(MockSftLengths, AreClippedThenTruncatedAndCountTheEod) {
+  // sigma 0: every draw is the mean itself; truncation, not rounding.
+  MockSftConfig c = lognormal(2, 1000, 100.75, 0);
+  for (int64_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(mockSftLength(c, 7, i), 100);
+    EXPECT_EQ(mockSftPositions(c, 7, i), 99);
+  }
+  // Clipped to max_seq_len, then truncated: max itself.
+  EXPECT_EQ(mockSftLength(lognormal(2, 50, 80.9, 0), 7, 0), 50);
+  // Clipped up to min_seq_len.
+  EXPECT_EQ(mockSftLength(lognormal(9, 50, 3.2, 0), 7, 0), 9);
+  // A length of 1 is an EOD alone: refused.
+  EXPECT_FALSE(bool(parseMockSftConfig(
+      R"({"mode": "distribution", "type": "lognormal", "min_seq_len": 1,
+          "max_seq_len": 8, "mean_seq_len": 4, "lognormal_sigma": 1})",
+      100)));
+}
+
+TEST(MockSftLengths, HaveTheMeanOfMegatronsDistribution) {
+  // E[trunc(clip(X, a, b))] for X = exp(mu + sigma Z), mu = ln(mean) -
+  // sigma^2/2, in float64: a + sum over k in (a, b] of P(X >= k).
+  const int64_t a = 8, b = 256;
+  const double mean = 64, sigma = 0.8, mu = std::log(mean) - sigma * sigma / 2;
+  double expected = double(a);
+  for (int64_t k = a + 1; k <= b; ++k)
+    expected += 0.5 * std::erfc((std::log(double(k)) - mu) / (sigma * std::sqrt(2.0)));
+  MockSftConfig c = lognormal(a, b, mean, sigma);
+  const int64_t n = 1600000;
+  double sum = 0, sumSq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double l = double(mockSftLength(c, 1234, i));
+    sum += l;
+    sumSq += l * l;
+  }
+  const double got = sum / n;
+  const double standardError = std::sqrt((sumSq / n - got * got) / n);
+  // Five standard errors (about 0.25): the rounding the lengths had before
+  // (+0.5 on average) is outside.
+  EXPECT_NEAR(got, expected, 5 * standardError)
+      << "standard error " << standardError;
+  EXPECT_LT(5 * standardError, 0.3);
 }
