@@ -39,8 +39,10 @@ struct StageArgs {
   int64_t num_seqs = 0;
   /// The same boundaries in device memory (cuda stages; null on cpu).
   const int32_t *cu_seqlens_device = nullptr;
-  /// out: the multi-token-prediction depths' losses, summed (unweighted).
-  float mtp_loss = 0;
+  /// out: each multi-token-prediction depth's loss (unweighted), added to
+  /// mtp_losses[depth - 1]: one entry per depth of the model, zeroed by the
+  /// caller (null: no MTP depth in this stage).
+  float *mtp_losses = nullptr;
   /// One per layer of the program (set where it has MoE layers), in the
   /// stage's memory: a MoE layer's router records a NaN or infinite logit
   /// in its own (BufferLayouts.h).

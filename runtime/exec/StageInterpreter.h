@@ -67,7 +67,6 @@ public:
 
   void forward() {
     a.aux_loss = 0.0f;
-    a.mtp_loss = 0.0f;
     const float *h = nullptr; // normed hidden states for the next MTP depth
     for (const KernelCall &c : p.forward) {
       if (c.layer < 0) {
@@ -111,7 +110,7 @@ public:
         break;
       case LayerKind::MtpOutput: {
         const auto &s = shape<MtpOutputShape>(l);
-        a.mtp_loss += Kernels::mtpOutputForward(
+        a.mtp_losses[s.depth - 1] += Kernels::mtpOutputForward(
             s, t, params, a.params + p.sharedOutput.elementOffset(), x,
             a.labels, a.loss_mask, saved, ws);
         h = Kernels::mtpNormed(s, t, saved);

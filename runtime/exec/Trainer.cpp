@@ -37,17 +37,20 @@ double learningRate(const TrainingConfig &c, int64_t step) {
 
 namespace {
 
-/// What every rank contributes to a step's end: loss, aux loss, MTP loss,
-/// squared gradient norm, and its router fault (layer number, logit).
-constexpr size_t kGathered = 6;
+/// What every rank contributes to a step's end: loss, aux loss, squared
+/// gradient norm, its router fault (layer number, logit), then each MTP
+/// depth's loss.
+constexpr size_t kGathered = 5;
 
 /// Stops every rank when one's MoE router met a NaN or infinite logit this
 /// step, naming the lowest such rank: before the loss check, which would
 /// only say that training diverged (and the experts were picked by position
-/// since). `gathered` holds kGathered values per rank, the fault last.
-void stopOnRouterFault(int64_t step, const std::vector<double> &gathered) {
-  for (size_t r = 0; r * kGathered < gathered.size(); ++r) {
-    const double layer = gathered[r * kGathered + 4];
+/// since). `gathered` holds `per` values per rank: kGathered, the fault
+/// last, then the MTP depths.
+void stopOnRouterFault(int64_t step, const std::vector<double> &gathered,
+                       size_t per) {
+  for (size_t r = 0; r * per < gathered.size(); ++r) {
+    const double layer = gathered[r * per + 3];
     if (layer == 0)
       continue;
     throw CollectiveError(fmt::format(
@@ -56,7 +59,7 @@ void stopOnRouterFault(int64_t step, const std::vector<double> &gathered) {
         "is kept)\nhelp: the router's input or weights overflowed or hold "
         "NaN: lower training.lr or raise warmup_steps, and check the "
         "starting weights (--resume, --init-from)",
-        step, int64_t(layer), r, gathered[r * kGathered + 5]));
+        step, int64_t(layer), r, gathered[r * per + 4]));
   }
 }
 
@@ -550,6 +553,8 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
   if (!e.hasHead)
     args.output =
         st.acts.emplace(k, takeActivation(st.activation)).first->second.data();
+  std::vector<float> mtp(st.mtp.size(), 0.0f);
+  args.mtp_losses = mtp.data();
   runStagePass(e.program, StagePass::Forward, args);
   if (!e.hasEmbedding) {
     auto in = st.acts.find(tensorKey(a.stage - 1, a.microbatch));
@@ -561,7 +566,8 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
     st.loss += args.loss * scale;
   st.aux += args.aux_loss * scale;
   if (e.hasHead)
-    st.mtp += args.mtp_loss * scale;
+    for (size_t d = 0; d < mtp.size(); ++d)
+      st.mtp[d] += mtp[d] * scale;
 }
 
 void Trainer::backward(const ActionEntry &a, StepState &st) {
@@ -593,9 +599,11 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
   }
 }
 
-void Trainer::runProgram(double &loss, double &aux, double &mtp) {
+void Trainer::runProgram(double &loss, double &aux,
+                         std::vector<double> &mtp) {
   const TrainingConfig &t = artifact.training;
   StepState st;
+  st.mtp.assign(size_t(artifact.model.mtpDepths), 0.0);
   st.microbatches = int64_t(batch.size());
   st.activation = t.microBatchSize * t.seqLength * artifact.stages[0].hidden;
   lastTimings.clear();
@@ -679,7 +687,9 @@ void Trainer::runProgram(double &loss, double &aux, double &mtp) {
     giveBack(std::move(b));
   loss += st.loss;
   aux += st.aux;
-  mtp += st.mtp;
+  mtp.resize(st.mtp.size(), 0.0);
+  for (size_t d = 0; d < st.mtp.size(); ++d)
+    mtp[d] += st.mtp[d];
 }
 
 void Trainer::reduceTiedGradients() {
@@ -1010,8 +1020,17 @@ void Trainer::initFrom(const std::string &path) {
                                path));
 }
 
+double Trainer::mtpObjective(const std::vector<double> &depthLosses) const {
+  double sum = 0;
+  for (double l : depthLosses)
+    sum += l;
+  return depthLosses.empty() ? 0.0
+                             : artifact.model.mtpLossScalingFactor * sum /
+                                   double(depthLosses.size());
+}
+
 void Trainer::dump(const std::string &path, double loss, double aux,
-                   double mtp) {
+                   const std::vector<double> &mtp) {
   if (sharded()) {
     // Every rank's block of summed gradients, for the whole gradient.
     std::vector<Comm::Request> gathers;
@@ -1053,7 +1072,10 @@ void Trainer::dump(const std::string &path, double loss, double aux,
   }
   w.metadata("loss", fmt::format("{:.9g}", loss));
   w.metadata("aux_loss", fmt::format("{:.9g}", aux));
-  w.metadata("mtp_loss", fmt::format("{:.9g}", mtp));
+  for (size_t d = 0; d < mtp.size(); ++d)
+    w.metadata(fmt::format("mtp_{}_loss", d + 1), fmt::format("{:.9g}", mtp[d]));
+  if (!mtp.empty())
+    w.metadata("mtp_loss", fmt::format("{:.9g}", mtpObjective(mtp)));
   w.write(path);
 }
 
@@ -1067,7 +1089,8 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   // start of a step, or a step's loss turns into NaN.
   if (faultKillRank == comm.rank() && faultKillStep == step)
     std::raise(SIGKILL);
-  double loss = 0, aux = 0, mtp = 0;
+  double loss = 0, aux = 0;
+  std::vector<double> mtp;
   if (artifact.packing.enabled)
     loadPackedBatch(step, st);
   else
@@ -1084,18 +1107,22 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   // Loss, aux loss, squared norm and router fault of every rank, added in
   // rank order so every rank computes the same bits.
   const auto [faultLayer, faultLogit] = routerFault();
-  std::vector<double> all = comm.allgather(
-      {loss, aux, mtp, localGradNormSquared(), double(faultLayer), faultLogit});
-  stopOnRouterFault(step, all);
+  std::vector<double> mine = {loss, aux, localGradNormSquared(),
+                              double(faultLayer), faultLogit};
+  mine.insert(mine.end(), mtp.begin(), mtp.end());
+  const size_t per = mine.size();
+  std::vector<double> all = comm.allgather(mine);
+  stopOnRouterFault(step, all, per);
   double sq = 0;
-  for (size_t r = 0; r < all.size(); r += kGathered) {
+  st.mtpLosses.assign(mtp.size(), 0.0);
+  for (size_t r = 0; r < all.size(); r += per) {
     st.loss += all[r];
     st.auxLoss += all[r + 1];
-    st.mtpLoss += all[r + 2];
-    sq += all[r + 3];
+    sq += all[r + 2];
+    for (size_t d = 0; d < mtp.size(); ++d)
+      st.mtpLosses[d] += all[r + kGathered + d];
   }
-  if (artifact.model.mtpDepths > 0)
-    st.mtpLoss /= double(artifact.model.mtpDepths); // the depths' mean
+  st.mtpLoss = mtpObjective(st.mtpLosses);
   st.gradNorm = std::sqrt(sq);
   if (!std::isfinite(st.loss) || !std::isfinite(st.gradNorm))
     throw CollectiveError(fmt::format(

@@ -28,7 +28,10 @@ namespace hypipe::rt {
 struct StepStats {
   int64_t step = 0;
   double loss = 0, auxLoss = 0, lr = 0, gradNorm = 0;
-  /// The MTP depths' mean loss (0 without MTP).
+  /// Each MTP depth's loss (unweighted, normalised like `loss`; Megatron
+  /// logs them as "mtp_1 loss", ...), and what they add to the objective:
+  /// mtp_loss_scaling_factor / depths times their sum (0 without MTP).
+  std::vector<double> mtpLosses;
   double mtpLoss = 0;
   double seconds = 0, tokensPerSecond = 0;
   /// The step's microbatches per data-parallel rank (packing varies it).
@@ -155,7 +158,8 @@ private:
     std::vector<Buffer> sendBuffers;
     int64_t microbatches = 0; ///< this step's, per data-parallel rank
     int64_t activation = 0;   ///< floats of a planned activation buffer
-    double loss = 0, aux = 0, mtp = 0;
+    double loss = 0, aux = 0;
+    std::vector<double> mtp; ///< per MTP depth
   };
 
   /// One microbatch of this rank's step: where its tokens, labels and mask
@@ -178,7 +182,7 @@ private:
 
   /// Runs the rank's program for the loaded batch: one handler per action
   /// kind.
-  void runProgram(double &loss, double &aux, double &mtp);
+  void runProgram(double &loss, double &aux, std::vector<double> &mtp);
   /// Puts the loaded batch where the stages read it (the device's memory).
   void stageBatch();
   /// An activation-sized buffer from the pool (allocated once, reused).
@@ -221,7 +225,11 @@ private:
   /// 0 when none did.
   std::pair<int64_t, float> routerFault() const;
   void optimizerStep(int64_t step, double lr, double clipScale);
-  void dump(const std::string &path, double loss, double aux, double mtp);
+  void dump(const std::string &path, double loss, double aux,
+            const std::vector<double> &mtp);
+  /// What the MTP depths add to the objective: mtp_loss_scaling_factor /
+  /// depths times the sum of their losses (Megatron's MTPLossAutoScaler).
+  double mtpObjective(const std::vector<double> &depthLosses) const;
 
   Artifact &artifact;
 

@@ -455,7 +455,9 @@ nlohmann::json stepRecord(const StepStats &st, const Artifact &artifact) {
       {"aux_loss", st.auxLoss},   {"lr", st.lr},
       {"grad_norm", st.gradNorm}, {"microbatches", st.microbatches},
       {"tokens", st.tokens},      {"tokens_per_s", st.tokensPerSecond}};
-  if (artifact.model.mtpDepths > 0)
+  for (size_t d = 0; d < st.mtpLosses.size(); ++d)
+    record[fmt::format("mtp_{}_loss", d + 1)] = st.mtpLosses[d];
+  if (!st.mtpLosses.empty())
     record["mtp_loss"] = st.mtpLoss;
   return record;
 }

@@ -237,9 +237,9 @@ def main():
         return torch.cat([t[:, 1:], torch.zeros_like(t[:, :1])], dim=1)
 
     def mtp_of(tok, lab, h):
-        """Megatron's MTP depths (docs/model.md) on one microbatch: the sum
-        of the depths' losses and their MoE aux losses."""
-        total, aux = 0.0, 0.0
+        """Megatron's MTP depths (docs/model.md) on one microbatch: each
+        depth's loss (a list) and their MoE aux losses."""
+        losses, aux = [], 0.0
         ids, mask = tok, torch.ones_like(lab, dtype=torch.float64)
         for d in range(m.get("mtp_depths", 0)):
             ids, lab, mask = shift(ids), shift(lab), shift(mask)
@@ -255,15 +255,15 @@ def main():
             h = rmsnorm(x, params[pre + "final_layernorm.weight"])
             ce = F.cross_entropy((h @ out_w.T).reshape(-1, out_w.shape[0]), lab.reshape(-1),
                                  reduction="none")
-            total = total + (ce * mask.reshape(-1)).sum() / mask.sum()
-        return total, aux
+            losses.append((ce * mask.reshape(-1)).sum() / mask.sum())
+        return losses, aux
 
     tokens, labels = tensors["tokens"].long(), tensors["labels"].long()
     total = 0.0
     lm_total = 0.0
     aux_total = 0.0
-    mtp_total = 0.0
     depths = m.get("mtp_depths", 0)
+    mtp_depth = [0.0] * depths  # each depth's loss, the mean over microbatches
     if "sample_starts" in tensors:
         # A packed step: each sample alone, as its own sequence; the loss is
         # the mean over the masked-in labels of all samples.
@@ -289,10 +289,11 @@ def main():
             # Megatron's objective: the MTP depths' mean weighted by
             # mtp_loss_scaling_factor, their MoE aux losses as any other.
             weight = m.get("mtp_loss_scaling_factor", 0.0) / max(depths, 1)
-            total = total + (lm + aux + mtp_aux + weight * mtp) / M
+            total = total + (lm + aux + mtp_aux + weight * sum(mtp)) / M
             lm_total += float(lm) / M
             aux_total += float(aux + mtp_aux) / M
-            mtp_total += float(mtp) / M
+            for d, loss in enumerate(mtp):
+                mtp_depth[d] += float(loss) / M
     total.backward()
 
     worst = 0.0
@@ -309,7 +310,13 @@ def main():
     if aux_total != 0.0:
         check("aux_loss", torch.tensor(float(meta["aux_loss"])), torch.tensor(aux_total))
     if depths:
-        check("mtp_loss", torch.tensor(float(meta["mtp_loss"])), torch.tensor(mtp_total))
+        # Each depth's loss as Megatron logs it ("mtp_1 loss", ...), and
+        # the scaled total the depths add to the objective.
+        for d in range(depths):
+            check("mtp_%d_loss" % (d + 1), torch.tensor(float(meta["mtp_%d_loss" % (d + 1)])),
+                  torch.tensor(mtp_depth[d]))
+        scaled = m.get("mtp_loss_scaling_factor", 0.0) / depths * sum(mtp_depth)
+        check("mtp_loss", torch.tensor(float(meta["mtp_loss"])), torch.tensor(scaled))
     unused = []
     for name, p in params.items():
         if p.grad is None:
@@ -321,8 +328,9 @@ def main():
     what = ("%d samples" % (len(starts) - 1) if "sample_starts" in tensors
             else "%d microbatches" % tokens.shape[0])
     if depths:
-        what += ", %d MTP depths (loss %.6f, hypipe %s)" % (depths, mtp_total,
-                                                          meta["mtp_loss"])
+        what += ", %d MTP depths (losses %s, hypipe %s)" % (
+            depths, " ".join("%.6f" % l for l in mtp_depth),
+            " ".join(meta["mtp_%d_loss" % (d + 1)] for d in range(depths)))
     print("reference: %d parameters, %s, loss %.6f (hypipe %s), "
           "max relative error %.2e (tolerance %.0e)"
           % (len(params), what, lm_total, meta["loss"], worst, args.tol))
