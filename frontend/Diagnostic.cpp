@@ -2,9 +2,40 @@
 #include "frontend/Diagnostic.h"
 
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace hypipe {
+
+namespace {
+
+/// Lines longer than this (a 10,000-layer pattern) are shown as a window
+/// of it around the caret.
+constexpr size_t kShownColumns = 120;
+
+/// `d` with its source line cut to kShownColumns around the caret ("..."
+/// where cut) and the underline cut with it, in SMDiagnostic's format.
+void printWindow(llvm::raw_ostream &os, const llvm::SMDiagnostic &d) {
+  const std::string line = d.getLineContents().str();
+  const size_t column = size_t(std::max(d.getColumnNo(), 0));
+  const size_t from = column > kShownColumns / 2 ? column - kShownColumns / 2 : 0;
+  const size_t to = std::min(line.size(), from + kShownColumns);
+  const std::string before = from > 0 ? "..." : "";
+  std::string marks(before.size() + (to - from), ' ');
+  for (auto [s, e] : d.getRanges())
+    for (size_t c = std::max<size_t>(s, from); c < std::min<size_t>(e, to); ++c)
+      marks[before.size() + c - from] = '~';
+  if (column >= from && column < to)
+    marks[before.size() + column - from] = '^';
+  marks.erase(marks.find_last_not_of(' ') + 1);
+  os << d.getFilename() << ":" << d.getLineNo() << ":" << column + 1
+     << ": error: " << d.getMessage() << "\n"
+     << before << line.substr(from, to - from) << (to < line.size() ? "..." : "")
+     << "\n"
+     << marks << "\n";
+}
+
+} // namespace
 
 void printError(llvm::raw_ostream &os, const llvm::SourceMgr &sm,
                 llvm::SMLoc loc, size_t length, llvm::StringRef message,
@@ -15,8 +46,12 @@ void printError(llvm::raw_ostream &os, const llvm::SourceMgr &sm,
         loc, llvm::SMLoc::getFromPointer(loc.getPointer() + length)));
   // Print the diagnostic directly: a handler installed on `sm` (the YAML
   // parser's) must not swallow it.
-  sm.GetMessage(loc, llvm::SourceMgr::DK_Error, message, ranges)
-      .print(/*ProgName=*/nullptr, os, /*ShowColors=*/false);
+  llvm::SMDiagnostic d =
+      sm.GetMessage(loc, llvm::SourceMgr::DK_Error, message, ranges);
+  if (d.getLineContents().size() > kShownColumns)
+    printWindow(os, d);
+  else
+    d.print(/*ProgName=*/nullptr, os, /*ShowColors=*/false);
   if (!help.empty())
     os << "help: " << help << "\n";
 }

@@ -386,8 +386,11 @@ llvm::Error Loader::checkText(const Section &section, const Field &field,
   std::string where =
       fmt::format("{}.{}", section.name.str(), field.name.str());
   // The mock dataset's JSON may span lines; it is parsed, never emitted.
+  // Patterns and layouts are data their parsers bound themselves (a
+  // 10,000-layer pattern is 11 KB): 1 MiB, like the mock dataset's.
   const bool multiline = where == "data.mock";
-  const size_t limit = multiline ? size_t(1) << 20 : 4096;
+  const bool language = where == "model.pattern" || where == "parallel.layout";
+  const size_t limit = multiline || language ? size_t(1) << 20 : 4096;
   if (v.size() > limit)
     return error(value,
                  fmt::format("{} is {} bytes long; at most {} are accepted",
