@@ -119,6 +119,8 @@ const std::vector<Field> &trainingFields() {
       HYPIPE_FIELD("weight_decay", d.spec.training.weightDecay),
       HYPIPE_FIELD("grad_clip", d.spec.training.gradClip),
       HYPIPE_FIELD("lr_decay_steps", d.spec.training.lrDecaySteps),
+      HYPIPE_FIELD("calculate_per_token_loss",
+                   d.spec.training.calculatePerTokenLoss),
       HYPIPE_FIELD("init_from", d.spec.training.initFrom),
       HYPIPE_FIELD("dtype", d.spec.training.dtype),
       HYPIPE_FIELD("target", d.spec.training.target),

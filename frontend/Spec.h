@@ -61,6 +61,10 @@ struct TrainingSpec {
   /// Steps over which the learning rate decays to min_lr (Megatron's
   /// --lr-decay-iters); 0: training.steps.
   int64_t lrDecaySteps = 0;
+  /// Megatron's --calculate-per-token-loss: the loss is the mean over
+  /// every loss token of the global batch; false (Megatron's default): the
+  /// mean of the microbatches' mean losses (docs/data.md).
+  bool calculatePerTokenLoss = false;
   std::string dtype = "fp32";
   /// What the stages are compiled for: cpu (C++ over OpenBLAS) or cuda
   /// (CUDA C++ over cuBLAS, docs/cuda.md).

@@ -185,6 +185,7 @@ rt::TrainingConfig trainingConfig(const TrainingSpec &tr,
   t.weightDecay = tr.weightDecay;
   t.gradClip = tr.gradClip;
   t.lrDecaySteps = tr.lrDecaySteps;
+  t.perTokenLoss = tr.calculatePerTokenLoss;
   if (!tr.initFrom.empty())
     t.initFrom = besideSpec(specPath, tr.initFrom);
   return t;

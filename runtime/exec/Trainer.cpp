@@ -345,9 +345,14 @@ void Trainer::loadPackedBatch(int64_t step, StepStats &stats) {
         "data.min_bin_count / bin_count_multiple",
         step, G, pc.maxTokens, toString(plan.takeError())));
 
-  // The loss is the mean over every real (unmasked) token of the global
-  // batch, however it was packed: a microbatch's mean loss enters with
-  // weight (its loss tokens) / (the global batch's).
+  // With calculate_per_token_loss the loss is the mean over every real
+  // (unmasked) token of the global batch, however it was packed: a
+  // microbatch's mean loss enters with weight (its loss tokens) / (the
+  // global batch's). Without (Megatron's default, schedules.py) it is the
+  // mean of the global batch's microbatch means: weight 1 / (its
+  // microbatches). Megatron divides by each replica's count and averages
+  // the replicas; the two agree when the replicas run as many microbatches
+  // each, and this one does not depend on the layout when they do not.
   std::vector<double> binLossTokens(plan->bins.size(), 0.0);
   double globalLossTokens = 0;
   for (size_t b = 0; b < plan->bins.size(); ++b) {
@@ -400,7 +405,9 @@ void Trainer::loadPackedBatch(int64_t step, StepStats &stats) {
       at += lengths[g];
       m.cuSeqlens.push_back(int32_t(at - m.offset));
     }
-    m.scale = binLossTokens[mine[mb]] / globalLossTokens;
+    m.scale = artifact.training.perTokenLoss
+                  ? binLossTokens[mine[mb]] / globalLossTokens
+                  : 1.0 / double(plan->bins.size());
   }
   stats.microbatches = int64_t(mine.size());
   stats.tokens = plan->tokens();
@@ -1053,7 +1060,9 @@ void Trainer::dump(const std::string &path, double loss, double aux,
     }
   }
   const TrainingConfig &t = artifact.training;
-  std::vector<int32_t> starts; // the writer keeps pointers until write()
+  // The writer keeps pointers until write(): where each sample and each
+  // microbatch starts (packed steps).
+  std::vector<int32_t> starts, microbatchStarts;
   if (artifact.packing.enabled) {
     // This step's microbatches back to back, and where each sample starts.
     std::vector<int64_t> shape = {int64_t(tokens.size())};
@@ -1064,6 +1073,11 @@ void Trainer::dump(const std::string &path, double loss, double aux,
       for (size_t i = 0; i + 1 < mb.cuSeqlens.size(); ++i)
         starts.push_back(int32_t(mb.offset) + mb.cuSeqlens[i]);
     w.add("sample_starts", {int64_t(starts.size())}, starts.data());
+    // Where each microbatch starts: the loss's normalisation needs them.
+    for (const Microbatch &mb : batch)
+      microbatchStarts.push_back(int32_t(mb.offset));
+    w.add("microbatch_starts", {int64_t(microbatchStarts.size())},
+          microbatchStarts.data());
   } else {
     std::vector<int64_t> shape = {artifact.microbatches, t.microBatchSize,
                                   t.seqLength};

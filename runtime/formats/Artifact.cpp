@@ -420,6 +420,7 @@ nlohmann::json manifestToJson(const Artifact &a) {
         {"min_lr", t.minLr},
         {"warmup_steps", t.warmupSteps},
         {"lr_decay_steps", t.lrDecaySteps},
+        {"calculate_per_token_loss", t.perTokenLoss},
         {"init_from", t.initFrom},
         {"weight_decay", t.weightDecay},
         {"grad_clip", t.gradClip},
@@ -458,6 +459,8 @@ TrainingConfig parseTraining(const json &tr, const std::string &path) {
   t.minLr = field<double>(tr, "min_lr", path);
   t.warmupSteps = field<int64_t>(tr, "warmup_steps", path);
   t.lrDecaySteps = field<int64_t>(tr, "lr_decay_steps", path);
+  t.perTokenLoss =
+      optionalField<bool>(tr, "calculate_per_token_loss", false, path);
   t.initFrom = optionalField<std::string>(tr, "init_from", "", path);
   t.weightDecay = field<double>(tr, "weight_decay", path);
   t.gradClip = field<double>(tr, "grad_clip", path);

@@ -65,6 +65,10 @@ struct TrainingConfig {
   /// training.init_from: the checkpoint the run's weights start from (an
   /// absolute path; empty: initialised from the seed).
   std::string initFrom;
+  /// training.calculate_per_token_loss: each microbatch's mean loss enters
+  /// with weight (its loss tokens) / (the global batch's); false: with
+  /// weight 1 / (the global batch's microbatches), Megatron's default.
+  bool perTokenLoss = false;
 };
 
 /// The model's dimensions as the manifest records them (for tools and the

@@ -273,12 +273,22 @@ def main():
             sys.exit("the packed reference has no MTP")
         mask = tensors["loss_mask"].double()
         starts = tensors["sample_starts"].long().tolist() + [tokens.shape[0]]
-        summed = 0.0
+        per_token = manifest["training"].get("calculate_per_token_loss", False)
+        mb_starts = tensors["microbatch_starts"].long().tolist() + [tokens.shape[0]]
+        mb_of = lambda a: max(i for i, s in enumerate(mb_starts) if s <= a)
+        summed = [0.0] * (len(mb_starts) - 1)  # masked CE per microbatch
         for a, b in zip(starts[:-1], starts[1:]):
             logits, _, _ = logits_of(tokens[a:b][None, :])
             ce = F.cross_entropy(logits[0], labels[a:b], reduction="none")
-            summed = summed + (ce * mask[a:b]).sum()
-        total = summed / mask.sum()
+            summed[mb_of(a)] = summed[mb_of(a)] + (ce * mask[a:b]).sum()
+        if per_token:
+            # --calculate-per-token-loss: the mean over every loss token.
+            total = sum(summed) / mask.sum()
+        else:
+            # Megatron's default: the mean of the microbatches' means.
+            means = [s / mask[x:y].sum() for s, (x, y)
+                     in zip(summed, zip(mb_starts[:-1], mb_starts[1:]))]
+            total = sum(means) / len(means)
         lm_total = float(total)
     else:
         M = tokens.shape[0]
