@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "core/model/CostModel.h"
+#include "core/Saturating.h"
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Simulate.h"
 
@@ -185,6 +186,28 @@ TEST(CostModel, InFlightClosedFormEqualsTheSimulator) {
           }
         }
   EXPECT_GT(checked, 300);
+}
+
+// Tests that sums of the cost model and the memory estimate stop at
+// INT64_MAX instead of wrapping into a negative estimate that would pass
+// every bound.
+TEST(CostModel, SumsStopAtTheTopInsteadOfWrapping) {
+  ItemCost big, more;
+  big.forwardFlops = kInt64Max - 1;
+  big.activationBytes = kInt64Max / 2 + 1;
+  more.forwardFlops = 5;
+  more.activationBytes = kInt64Max / 2 + 1;
+  big += more;
+  EXPECT_EQ(big.forwardFlops, kInt64Max);
+  EXPECT_EQ(big.activationBytes, kInt64Max);
+  EXPECT_EQ(big.totalFlops(), kInt64Max);
+  EXPECT_EQ(rankMemoryEstimate(kInt64Max / 2, 16, 0, 1, 0), kInt64Max);
+  EXPECT_EQ(rankMemoryEstimate(1, 16, 1e30, 2, 0), kInt64Max);
+  RankMemory memory = rankMemory(1, 16, 1e30, 2, 7);
+  EXPECT_EQ(memory.parameters, 16);
+  EXPECT_EQ(memory.activations, kInt64Max);
+  EXPECT_EQ(memory.buffers, 7);
+  EXPECT_EQ(memory.total(), kInt64Max);
 }
 
 } // namespace
