@@ -4,6 +4,7 @@
 #include "core/data/MockSft.h"
 #include "core/data/Packing.h"
 #include "core/lang/PipelineLayout.h"
+#include "core/model/SizeBounds.h"
 #include "core/schedule/Schedule.h"
 #include "frontend/Diagnostic.h"
 
@@ -245,6 +246,7 @@ private:
                         yaml::Node *value);
   /// Checks the draft section by section, filling in what follows from it.
   llvm::Error check();
+  llvm::Error checkSizes();
   llvm::Error checkPattern();
   llvm::Error checkModel();
   llvm::Error checkParallel();
@@ -252,6 +254,11 @@ private:
   llvm::Error checkScheduleCsv();
   llvm::Error checkPacking();
   llvm::Error checkPartition();
+  /// The node of a "section.key" field (nodeFor's).
+  yaml::Node *nodeForField(llvm::StringRef field) {
+    auto [section, key] = field.split('.');
+    return nodeFor(section, key);
+  }
   /// The pattern's value node, if the spec gives one.
   yaml::Node *patternNode = nullptr;
 
@@ -690,10 +697,41 @@ llvm::Expected<ModelSpec> Loader::load() {
 
 llvm::Error Loader::check() {
   for (llvm::Error (Loader::*section)() :
-       {&Loader::checkPattern, &Loader::checkModel, &Loader::checkParallel,
-        &Loader::checkTraining, &Loader::checkPartition})
+       {&Loader::checkSizes, &Loader::checkPattern, &Loader::checkModel,
+        &Loader::checkParallel, &Loader::checkTraining,
+        &Loader::checkPartition})
     if (llvm::Error err = (this->*section)())
       return err;
+  return llvm::Error::success();
+}
+
+/// Every size against its bound (SizeBounds.h), before anything is sized
+/// from one; the model's widths are dims_c0 of checkModel.
+llvm::Error Loader::checkSizes() {
+  const ParallelSpec &par = draft.spec.parallel;
+  const TrainingSpec &t = draft.spec.training;
+  const DataSpec &d = draft.spec.data;
+  RunSizes sizes;
+  sizes.numLayers = draft.numLayers.value_or(0);
+  sizes.pp = par.pp;
+  sizes.vpp = draft.vpp.value_or(0);
+  sizes.dp = par.dp;
+  sizes.microbatches = draft.microbatches.value_or(0);
+  sizes.groupSize = par.groupSize;
+  sizes.firstStageLayers = par.firstStageLayers.value_or(0);
+  sizes.lastStageLayers = par.lastStageLayers.value_or(0);
+  sizes.seqLength = t.seqLength;
+  sizes.microBatchSize = t.microBatchSize;
+  sizes.steps = t.steps;
+  sizes.warmupSteps = t.warmupSteps;
+  sizes.lrDecaySteps = t.lrDecaySteps;
+  sizes.packing = d.packing;
+  sizes.maxTokensPerMicrobatch = d.maxTokensPerMicrobatch.value_or(0);
+  sizes.globalBatchSize = d.globalBatchSize.value_or(0);
+  sizes.minBinCount = d.minBinCount.value_or(0);
+  sizes.binCountMultiple = d.binCountMultiple.value_or(0);
+  if (std::optional<SizeProblem> problem = checkRunSizes(sizes))
+    return error(nodeForField(problem->field), problem->message, problem->help);
   return llvm::Error::success();
 }
 

@@ -1,6 +1,7 @@
 //===- SpecCommands.cpp - `hypipe compile` and `hypipe explain` -----------===//
 #include "conversion/SpecToHybrid.h"
 #include "core/model/CostModel.h"
+#include "core/model/SizeBounds.h"
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
 #include "runtime/exec/NumberFormat.h"
@@ -364,6 +365,14 @@ int runPartition(const PartitionOptions &o) {
     request.maxMemoryGiB = o.maxMemoryGiB;
   if (request.pp < 1 || request.vpp < 1) {
     llvm::errs() << "error: --pp and --vpp must be at least 1\n";
+    return 1;
+  }
+  RunSizes sizes;
+  sizes.pp = request.pp;
+  sizes.vpp = request.vpp;
+  if (std::optional<SizeProblem> problem = checkRunSizes(sizes)) {
+    llvm::errs() << "error: " << problem->message << "\nhelp: " << problem->help
+                 << "\n";
     return 1;
   }
   auto result = autoPartition(request);
