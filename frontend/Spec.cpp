@@ -254,6 +254,7 @@ private:
   llvm::Error checkScheduleCsv();
   llvm::Error checkPacking();
   llvm::Error checkPartition();
+  llvm::Error checkMemory();
   /// The node of a "section.key" field (nodeFor's).
   yaml::Node *nodeForField(llvm::StringRef field) {
     auto [section, key] = field.split('.');
@@ -698,8 +699,8 @@ llvm::Expected<ModelSpec> Loader::load() {
 llvm::Error Loader::check() {
   for (llvm::Error (Loader::*section)() :
        {&Loader::checkSizes, &Loader::checkPattern, &Loader::checkModel,
-        &Loader::checkParallel, &Loader::checkTraining,
-        &Loader::checkPartition})
+        &Loader::checkParallel, &Loader::checkTraining, &Loader::checkPartition,
+        &Loader::checkMemory})
     if (llvm::Error err = (this->*section)())
       return err;
   return llvm::Error::success();
@@ -1171,6 +1172,56 @@ llvm::Error Loader::checkPartition() {
         "hypipe split the pattern");
   }
   return llvm::Error::success();
+}
+
+/// "pipeline rank R would hold X GiB, more than ...: P GiB of parameters
+/// ..., A GiB of activations (N microbatches in flight)".
+std::string rankMemoryTooLarge(int64_t rank, const RankMemory &memory,
+                               double inFlight) {
+  auto gib = [](int64_t bytes) { return double(bytes) / double(1 << 30); };
+  return fmt::format(
+      "pipeline rank {} would hold {:.1f} GiB, more than the {:.0f} GiB one "
+      "rank may hold: {:.1f} GiB of parameters with their gradients and "
+      "optimizer state, {:.1f} GiB of activations ({:g} microbatch{} in "
+      "flight)",
+      rank, gib(memory.total()), gib(kMaxRankBytes), gib(memory.parameters),
+      gib(memory.activations), inFlight, inFlight == 1 ? "" : "es");
+}
+
+/// Each rank's memory estimate (docs/cost-model.md) within the most one
+/// rank may hold; past it, the error points at what drives it: the tokens
+/// of a microbatch for activations, the width for parameters.
+llvm::Error Loader::checkMemory() {
+  const AutoPartitionRequest request = draft.spec.partitionRequest();
+  std::vector<RankMemory> ranks =
+      rankMemories(modelItems(request.dims, request.settings, request.layers,
+                              request.mtpLayers, request.mtpDepths),
+                   draft.spec.placement, request);
+  auto worst = std::max_element(ranks.begin(), ranks.end(),
+                                [](const RankMemory &a, const RankMemory &b) {
+                                  return a.total() < b.total();
+                                });
+  if (worst == ranks.end() || worst->total() <= kMaxRankBytes)
+    return llvm::Error::success();
+  const int64_t rank = worst - ranks.begin();
+  std::string message = rankMemoryTooLarge(
+      rank, *worst,
+      peakMicrobatchesInFlight(request.schedule, request.pp, request.vpp,
+                               request.microbatches, rank));
+  if (worst->activations <= worst->parameters)
+    return error(nodeFor("model", "hidden_size"), message,
+                 "spread the layers over more pipeline ranks (parallel.pp), "
+                 "shard the optimizer state (parallel.distributed_optimizer "
+                 "with dp > 1), or use a narrower model");
+  // Packed, the tokens of a microbatch are data.max_tokens_per_microbatch
+  // where the spec gives it.
+  return error(valueNodes.count("data.max_tokens_per_microbatch")
+                   ? nodeFor("data", "max_tokens_per_microbatch")
+                   : nodeFor("training", "seq_length"),
+               message,
+               "use fewer tokens a microbatch (seq_length, micro_batch_size) "
+               "or more pipeline ranks (parallel.pp) for the layers; every "
+               "microbatch in flight keeps its activations, a row per token");
 }
 
 } // namespace

@@ -150,7 +150,8 @@ Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
     // A segment is one rank's stage; with vpp > 1 each stage gets an equal
     // share of the rank's cap (sufficient, not necessary: see docs/passes.md).
     // O(1) per query from prefix sums: the partitioner asks often. (They
-    // stop at 2^63 - 1 instead of wrapping.)
+    // stop at 2^63 - 1; a model past that puts more than the 1 TiB a rank
+    // may hold on some rank, which the spec loader refuses after the split.)
     std::vector<int64_t> params(result.items.size() + 1, 0),
         acts(result.items.size() + 1, 0);
     for (size_t i = 0; i < result.items.size(); ++i) {
