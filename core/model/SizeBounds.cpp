@@ -18,8 +18,9 @@ constexpr int64_t pow2(int k) { return int64_t(1) << k; }
 } // namespace
 
 const std::vector<SizeBound> &sizeBounds() {
-  // Each bound is at least 4x the largest trained model's size (Megatron's
-  // 1T GPT, Llama 3.1 405B, DeepSeek-V3, Nemotron-H, Jamba).
+  // Each bound is at or above the largest trained model's size, most of
+  // them many times it (Megatron's 1T GPT, Llama 3.1 405B, DeepSeek-V3,
+  // Kimi K2, Nemotron-H, Jamba): docs/security.md lists them side by side.
   static const std::vector<SizeBound> bounds = {
       {"model.num_layers", kMaxLayers,
        "use fewer layers; the deepest trained models have a few hundred"},

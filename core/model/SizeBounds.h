@@ -3,7 +3,7 @@
 // One table of bounds for every size a spec gives (layers, widths, parallel
 // sizes, sequence length, batches, steps) and the products that matter (the
 // ranks, the stages, the tokens of a microbatch and of a step): each bound
-// is above the sizes of every trained model and below what one rank's
+// is at or above the sizes of every trained model and below what one rank's
 // memory and 64-bit sizes can hold. The spec loader refuses a size past its
 // bound at its line, the `#hybrid.dims` verifier (dims_c0) and the runtime's
 // manifest reader refuse the same values, and docs/security.md ("Sizes")
