@@ -5,6 +5,7 @@
 #include "core/data/Packing.h"
 #include "core/io/Files.h"
 #include "core/lang/PipelineLayout.h"
+#include "core/model/SizeBounds.h"
 #include "core/schedule/Schedule.h"
 #include "frontend/Diagnostic.h"
 
@@ -248,6 +249,7 @@ private:
                         yaml::Node *value);
   /// Checks the draft section by section, filling in what follows from it.
   llvm::Error check();
+  llvm::Error checkSizes();
   llvm::Error checkPattern();
   llvm::Error checkModel();
   llvm::Error checkParallel();
@@ -256,6 +258,12 @@ private:
   llvm::Error checkGroupSize();
   llvm::Error checkPacking();
   llvm::Error checkPartition();
+  llvm::Error checkMemory();
+  /// The node of a "section.key" field (nodeFor's).
+  yaml::Node *nodeForField(llvm::StringRef field) {
+    auto [section, key] = field.split('.');
+    return nodeFor(section, key);
+  }
   /// The pattern's value node, if the spec gives one.
   yaml::Node *patternNode = nullptr;
 
@@ -697,10 +705,41 @@ llvm::Expected<ModelSpec> Loader::load() {
 
 llvm::Error Loader::check() {
   for (llvm::Error (Loader::*section)() :
-       {&Loader::checkPattern, &Loader::checkModel, &Loader::checkParallel,
-        &Loader::checkTraining, &Loader::checkPartition})
+       {&Loader::checkSizes, &Loader::checkPattern, &Loader::checkModel,
+        &Loader::checkParallel, &Loader::checkTraining, &Loader::checkPartition,
+        &Loader::checkMemory})
     if (llvm::Error err = (this->*section)())
       return err;
+  return llvm::Error::success();
+}
+
+/// Every size against its bound (SizeBounds.h), before anything is sized
+/// from one; the model's widths are dims_c0 of checkModel.
+llvm::Error Loader::checkSizes() {
+  const ParallelSpec &par = draft.spec.parallel;
+  const TrainingSpec &t = draft.spec.training;
+  const DataSpec &d = draft.spec.data;
+  RunSizes sizes;
+  sizes.numLayers = draft.numLayers.value_or(0);
+  sizes.pp = par.pp;
+  sizes.vpp = draft.vpp.value_or(0);
+  sizes.dp = par.dp;
+  sizes.microbatches = draft.microbatches.value_or(0);
+  sizes.groupSize = par.groupSize;
+  sizes.firstStageLayers = par.firstStageLayers.value_or(0);
+  sizes.lastStageLayers = par.lastStageLayers.value_or(0);
+  sizes.seqLength = t.seqLength;
+  sizes.microBatchSize = t.microBatchSize;
+  sizes.steps = t.steps;
+  sizes.warmupSteps = t.warmupSteps;
+  sizes.lrDecaySteps = t.lrDecaySteps;
+  sizes.packing = d.packing;
+  sizes.maxTokensPerMicrobatch = d.maxTokensPerMicrobatch.value_or(0);
+  sizes.globalBatchSize = d.globalBatchSize.value_or(0);
+  sizes.minBinCount = d.minBinCount.value_or(0);
+  sizes.binCountMultiple = d.binCountMultiple.value_or(0);
+  if (std::optional<SizeProblem> problem = checkRunSizes(sizes))
+    return error(nodeForField(problem->field), problem->message, problem->help);
   return llvm::Error::success();
 }
 
@@ -1169,6 +1208,56 @@ llvm::Error Loader::checkPartition() {
         "hypipe split the pattern");
   }
   return llvm::Error::success();
+}
+
+/// "pipeline rank R would hold X GiB, more than ...: P GiB of parameters
+/// ..., A GiB of activations (N microbatches in flight)".
+std::string rankMemoryTooLarge(int64_t rank, const RankMemory &memory,
+                               double inFlight) {
+  auto gib = [](int64_t bytes) { return double(bytes) / double(1 << 30); };
+  return fmt::format(
+      "pipeline rank {} would hold {:.1f} GiB, more than the {:.0f} GiB one "
+      "rank may hold: {:.1f} GiB of parameters with their gradients and "
+      "optimizer state, {:.1f} GiB of activations ({:g} microbatch{} in "
+      "flight)",
+      rank, gib(memory.total()), gib(kMaxRankBytes), gib(memory.parameters),
+      gib(memory.activations), inFlight, inFlight == 1 ? "" : "es");
+}
+
+/// Each rank's memory estimate (docs/cost-model.md) within the most one
+/// rank may hold; past it, the error points at what drives it: the tokens
+/// of a microbatch for activations, the width for parameters.
+llvm::Error Loader::checkMemory() {
+  const AutoPartitionRequest request = draft.spec.partitionRequest();
+  std::vector<RankMemory> ranks =
+      rankMemories(modelItems(request.dims, request.settings, request.layers,
+                              request.mtpLayers, request.mtpDepths),
+                   draft.spec.placement, request);
+  auto worst = std::max_element(ranks.begin(), ranks.end(),
+                                [](const RankMemory &a, const RankMemory &b) {
+                                  return a.total() < b.total();
+                                });
+  if (worst == ranks.end() || worst->total() <= kMaxRankBytes)
+    return llvm::Error::success();
+  const int64_t rank = worst - ranks.begin();
+  std::string message = rankMemoryTooLarge(
+      rank, *worst,
+      peakMicrobatchesInFlight(request.schedule, request.pp, request.vpp,
+                               request.microbatches, rank));
+  if (worst->activations <= worst->parameters)
+    return error(nodeFor("model", "hidden_size"), message,
+                 "spread the layers over more pipeline ranks (parallel.pp), "
+                 "shard the optimizer state (parallel.distributed_optimizer "
+                 "with dp > 1), or use a narrower model");
+  // Packed, the tokens of a microbatch are data.max_tokens_per_microbatch
+  // where the spec gives it.
+  return error(valueNodes.count("data.max_tokens_per_microbatch")
+                   ? nodeFor("data", "max_tokens_per_microbatch")
+                   : nodeFor("training", "seq_length"),
+               message,
+               "use fewer tokens a microbatch (seq_length, micro_batch_size) "
+               "or more pipeline ranks (parallel.pp) for the layers; every "
+               "microbatch in flight keeps its activations, a row per token");
 }
 
 } // namespace

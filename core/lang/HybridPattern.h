@@ -26,8 +26,9 @@ namespace hypipe {
 /// The layer symbols, in the order Megatron lists them in its counts.
 inline constexpr std::string_view kLayerSymbols = "*DGM+-E";
 
-/// Most layers a model may have (a bound on what a spec can make us allocate).
-inline constexpr int64_t kMaxLayers = 1 << 20;
+/// Most layers a model may have (a bound on what a spec can make us
+/// allocate, and 10x the deepest trained model's; SizeBounds.h).
+inline constexpr int64_t kMaxLayers = 1 << 12;
 
 /// Human name of a layer symbol ("Mamba-2", ...), or "" if not a symbol.
 std::string_view layerSymbolName(char symbol);

@@ -1,6 +1,7 @@
 //===- CostModel.cpp ------------------------------------------------------===//
 #include "core/model/CostModel.h"
 
+#include "core/Saturating.h"
 #include "core/model/LayerShapes.h"
 #include "core/schedule/Schedule.h"
 
@@ -27,12 +28,18 @@ int64_t upWidth(const ModelDims &d, int64_t ffn) {
 
 } // namespace
 
+int64_t ItemCost::totalFlops() const {
+  return saturatingAdd(saturatingAdd(forwardFlops, backwardInputFlops),
+                       backwardWeightFlops);
+}
+
 ItemCost &ItemCost::operator+=(const ItemCost &o) {
-  params += o.params;
-  forwardFlops += o.forwardFlops;
-  backwardInputFlops += o.backwardInputFlops;
-  backwardWeightFlops += o.backwardWeightFlops;
-  activationBytes += o.activationBytes;
+  for (auto [sum, part] : {std::pair{&params, o.params},
+                           {&forwardFlops, o.forwardFlops},
+                           {&backwardInputFlops, o.backwardInputFlops},
+                           {&backwardWeightFlops, o.backwardWeightFlops},
+                           {&activationBytes, o.activationBytes}})
+    *sum = saturatingAdd(*sum, part);
   sendBytes = o.sendBytes;
   modelled = modelled && o.modelled;
   return *this;
@@ -192,12 +199,23 @@ double trainingBytesPerParameter(bool bf16, int64_t optimizerShards) {
   return bf16 ? 2 + 4 + 12 / shards : 4 + 4 + 8 / shards;
 }
 
+int64_t RankMemory::total() const {
+  return saturatingAdd(saturatingAdd(parameters, activations), buffers);
+}
+
+RankMemory rankMemory(int64_t params, double bytesPerParameter,
+                      double activationBytes, double inFlight,
+                      int64_t fixedBytes) {
+  return {saturatingCeil(double(params) * bytesPerParameter),
+          saturatingCeil(inFlight * activationBytes), fixedBytes};
+}
+
 int64_t rankMemoryEstimate(int64_t params, double bytesPerParameter,
                            double activationBytes, double inFlight,
                            int64_t fixedBytes) {
-  return static_cast<int64_t>(std::ceil(double(params) * bytesPerParameter)) +
-         static_cast<int64_t>(std::ceil(inFlight * activationBytes)) +
-         fixedBytes;
+  return rankMemory(params, bytesPerParameter, activationBytes, inFlight,
+                    fixedBytes)
+      .total();
 }
 
 double peakMicrobatchesInFlight(schedule::ScheduleKind schedule, int64_t pp,

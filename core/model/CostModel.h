@@ -42,10 +42,10 @@ struct ItemCost {
   int64_t sendBytes = 0;           ///< tensor sent to the next item
   bool modelled = true;            ///< false for kinds not costed yet (G, D, +)
 
-  int64_t totalFlops() const {
-    return forwardFlops + backwardInputFlops + backwardWeightFlops;
-  }
-  /// Accumulates `other` into this (names are kept).
+  /// Within the size bounds (SizeBounds.h) one item's counts fit an int64;
+  /// a sum of many stops at INT64_MAX instead of wrapping.
+  int64_t totalFlops() const;
+  /// Accumulates `other` into this (names are kept), saturating.
   ItemCost &operator+=(const ItemCost &other);
 };
 
@@ -74,12 +74,25 @@ std::vector<ItemCost> modelItems(const ModelDims &dims,
 /// divided by `optimizerShards` under the distributed optimizer.
 double trainingBytesPerParameter(bool bf16, int64_t optimizerShards = 1);
 
-/// The one memory estimate of a pipeline rank, in bytes: its parameters
-/// with their gradients and optimizer state (`bytesPerParameter` each), the
+/// A pipeline rank's memory estimate by part, in bytes; each part and the
+/// total stop at INT64_MAX rather than wrap.
+struct RankMemory {
+  int64_t parameters = 0;  ///< with their gradients and optimizer state
+  int64_t activations = 0; ///< of the microbatches in flight
+  int64_t buffers = 0;     ///< p2p buffers, workspaces
+  int64_t total() const;
+};
+
+/// The one memory estimate of a pipeline rank: its parameters with their
+/// gradients and optimizer state (`bytesPerParameter` each), the
 /// activations of `inFlight` microbatches (`activationBytes` per microbatch
 /// through all of the rank's stages), and `fixedBytes` (p2p buffers,
 /// workspaces). The partitioner and `hypipe explain` feed it the cost
 /// model's activations; `hypipe train` the compiled plan's saved buffers.
+RankMemory rankMemory(int64_t params, double bytesPerParameter,
+                      double activationBytes, double inFlight,
+                      int64_t fixedBytes);
+/// rankMemory's total.
 int64_t rankMemoryEstimate(int64_t params, double bytesPerParameter,
                            double activationBytes, double inFlight,
                            int64_t fixedBytes);

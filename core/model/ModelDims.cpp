@@ -1,8 +1,11 @@
 //===- ModelDims.cpp ------------------------------------------------------===//
 #include "core/model/ModelDims.h"
 
+#include "core/model/SizeBounds.h"
+
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace hypipe {
@@ -17,9 +20,8 @@ std::optional<DimsProblem> problem(std::string field, std::string message,
 
 /// dims_c0: sizes a machine can hold, and products that cannot overflow.
 std::optional<DimsProblem> checkBounds(const ModelDims &d) {
-  // Each dimension at most 2^24 and each weight matrix at most 2^40
-  // elements (a 4 TiB fp32 tensor), so every size below fits an int64.
-  constexpr int64_t kMaxDim = int64_t(1) << 24, kMaxMatrix = int64_t(1) << 40;
+  // Each size within its bound of the table (SizeBounds.h), so every
+  // product below fits an int64.
   const std::pair<const char *, int64_t> dims[] = {
       {"hidden_size", d.hidden},
       {"ffn_hidden_size", d.ffnHidden},
@@ -34,28 +36,41 @@ std::optional<DimsProblem> checkBounds(const ModelDims &d) {
       {"moe_router_topk", d.moeTopK},
       {"moe_ffn_hidden_size", d.moeFfnHidden},
       {"vocab_size", d.vocab}};
-  for (auto [field, value] : dims)
-    if (value > kMaxDim)
-      return problem(field,
-                     fmt::format("{} is {}, more than the {} hypipe accepts",
-                                 field, value, kMaxDim),
-                     "use a size a model can have; 2^24 is far past any "
-                     "trained model's",
-                     "dims_c0");
-  // Each pair below is under 2^48, and is compared with 2^40 / hidden.
+  for (auto [field, value] : dims) {
+    const SizeBound &bound = sizeBound(std::string("model.") + field);
+    if (value > bound.max)
+      return problem(field, tooLarge(field, value, bound.max),
+                     std::string(bound.help), "dims_c0");
+  }
+  if (d.mambaNumHeads > 0 && d.mambaHeadDim > 0 &&
+      d.mambaInner() > kMaxMambaInner)
+    return problem("mamba_num_heads",
+                   tooLarge(fmt::format("the Mamba inner width "
+                                        "mamba_num_heads x mamba_head_dim = "
+                                        "{} x {}",
+                                        d.mambaNumHeads, d.mambaHeadDim),
+                            d.mambaInner(), kMaxMambaInner),
+                   "Mamba-2 models are at most a few times hidden_size "
+                   "wide; use fewer or narrower heads",
+                   "dims_c0");
+  // Each product below is under 2^48 (negative sizes, refused later, count
+  // as 0), and is compared with 2^36 / hidden.
+  auto size = [](int64_t v) { return std::max<int64_t>(v, 0); };
   const std::pair<const char *, int64_t> perHidden[] = {
       {"vocab_size", d.vocab},
       {"ffn_hidden_size", d.ffnHidden},
-      {"mamba_num_heads", d.mambaInner()},
-      {"mamba_state_dim", d.mambaState * d.mambaNumGroups},
-      {"num_experts", d.numExperts * d.expertFfnHidden()}};
+      {"mamba_num_heads", size(d.mambaNumHeads) * size(d.mambaHeadDim)},
+      {"mamba_state_dim", size(d.mambaState) * size(d.mambaNumGroups)},
+      {"num_experts", size(d.numExperts) * size(d.expertFfnHidden())}};
   for (auto [field, elements] : perHidden)
-    if (d.hidden > 0 && elements > kMaxMatrix / d.hidden)
+    if (d.hidden > 0 && elements > kMaxWeightElements / d.hidden)
       return problem(field,
-                     fmt::format("{} makes a weight of more than 2^40 "
+                     fmt::format("{} makes a weight of more than 2^36 "
                                  "elements with hidden_size {}",
                                  field, d.hidden),
-                     "use smaller dimensions", "dims_c0");
+                     "its weight, gradient and optimizer state would fill "
+                     "the 1 TiB one rank may hold; use smaller dimensions",
+                     "dims_c0");
   return std::nullopt;
 }
 

@@ -50,9 +50,9 @@ struct DimsProblem {
 };
 
 /// Checks the invariants dims_c0-dims_c6 of `#hybrid.dims` (HybridAttrs.td),
-/// in order: dims_c0 every size at most 2^24 and every weight matrix at
-/// most 2^40 elements, then the widths, attention, Mamba, MoE and the
-/// activation.
+/// in order: dims_c0 every size within its bound (SizeBounds.h), the Mamba
+/// inner width at most 2^18 and every weight matrix at most 2^36 elements,
+/// then the widths, attention, Mamba, MoE and the activation.
 std::optional<DimsProblem> checkModelDims(const ModelDims &dims);
 
 /// Checks that `dims` defines layer kind `symbol` (a pattern character):

@@ -1,6 +1,7 @@
 //===- AutoPartition.cpp --------------------------------------------------===//
 #include "core/partition/AutoPartition.h"
 
+#include "core/Saturating.h"
 #include "core/io/Files.h"
 
 #include <fmt/format.h>
@@ -48,11 +49,14 @@ struct MemoryModel {
   /// Peak bytes of `ppRank` holding `stages` stages with these parameter and
   /// activation totals: weights, gradients and optimizer state; activations
   /// of the microbatches in flight; a send and a receive buffer per stage.
+  RankMemory parts(int64_t params, int64_t activations, int64_t stages,
+                   int64_t ppRank) const {
+    return rankMemory(params, bytesPerParam, static_cast<double>(activations),
+                      inFlight[ppRank], saturatingMul(stages, p2pPerStage));
+  }
   int64_t bytes(int64_t params, int64_t activations, int64_t stages,
                 int64_t ppRank) const {
-    return rankMemoryEstimate(params, bytesPerParam,
-                              static_cast<double>(activations),
-                              inFlight[ppRank], stages * p2pPerStage);
+    return parts(params, activations, stages, ppRank).total();
   }
 
   double bytesPerParam;
@@ -60,19 +64,38 @@ struct MemoryModel {
   std::vector<double> inFlight;
 };
 
+/// The memory of `ppRank` holding the items of `ranges`, by part.
+RankMemory rankParts(const std::vector<ItemCost> &items,
+                     const std::vector<std::pair<int64_t, int64_t>> &ranges,
+                     const MemoryModel &memory, int64_t ppRank) {
+  ItemCost held;
+  for (auto [begin, end] : ranges)
+    for (int64_t i = begin; i < end; ++i)
+      held += items[i];
+  return memory.parts(held.params, held.activationBytes,
+                      static_cast<int64_t>(ranges.size()), ppRank);
+}
+
 } // namespace
 
 int64_t rankMemoryBytes(const std::vector<ItemCost> &items,
                         const std::vector<std::pair<int64_t, int64_t>> &ranges,
                         const AutoPartitionRequest &r, int64_t ppRank) {
-  int64_t params = 0, activations = 0;
-  for (auto [begin, end] : ranges)
-    for (int64_t i = begin; i < end; ++i) {
-      params += items[i].params;
-      activations += items[i].activationBytes;
-    }
-  return MemoryModel(r).bytes(params, activations,
-                              static_cast<int64_t>(ranges.size()), ppRank);
+  return rankParts(items, ranges, MemoryModel(r), ppRank).total();
+}
+
+std::vector<RankMemory> rankMemories(const std::vector<ItemCost> &items,
+                                     const PatternPlacement &placement,
+                                     const AutoPartitionRequest &r) {
+  auto ranges = stageItemRanges(placement);
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> held(placement.pp);
+  for (const PatternStage &s : placement.stages)
+    held[s.ppRank].push_back(ranges[s.index]);
+  const MemoryModel memory(r);
+  std::vector<RankMemory> out;
+  for (int64_t rank = 0; rank < placement.pp; ++rank)
+    out.push_back(rankParts(items, held[rank], memory, rank));
+  return out;
 }
 
 std::vector<std::pair<int64_t, int64_t>>
@@ -127,19 +150,21 @@ Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
     capBytes = static_cast<int64_t>(*r.maxMemoryGiB * kGiB);
     // A segment is one rank's stage; with vpp > 1 each stage gets an equal
     // share of the rank's cap (sufficient, not necessary: see docs/passes.md).
-    // O(1) per query from prefix sums: the partitioner asks often.
+    // O(1) per query from prefix sums: the partitioner asks often. (They
+    // stop at 2^63 - 1; a model past that puts more than the 1 TiB a rank
+    // may hold on some rank, which the spec loader refuses after the split.)
     std::vector<int64_t> params(result.items.size() + 1, 0),
         acts(result.items.size() + 1, 0);
     for (size_t i = 0; i < result.items.size(); ++i) {
-      params[i + 1] = params[i] + result.items[i].params;
-      acts[i + 1] = acts[i] + result.items[i].activationBytes;
+      params[i + 1] = saturatingAdd(params[i], result.items[i].params);
+      acts[i + 1] = saturatingAdd(acts[i], result.items[i].activationBytes);
     }
     fits = [&r, rankOf, cap = *capBytes, params = std::move(params),
             acts = std::move(acts), memory = MemoryModel(r)](
                int64_t segment, int64_t begin, int64_t end) {
       int64_t bytes = memory.bytes(params[end] - params[begin],
                                    acts[end] - acts[begin], 1, rankOf(segment));
-      return bytes * r.vpp <= cap;
+      return saturatingMul(bytes, r.vpp) <= cap;
     };
   }
   PartitionInfeasible infeasible{-1, 0, 0};
@@ -149,8 +174,8 @@ Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
     if (infeasible.segment >= 0) {
       const PartitionInfeasible &e = infeasible;
       int64_t rank = rankOf(e.segment);
-      int64_t needed =
-          rankMemoryBytes(result.items, {{e.begin, e.end}}, r, rank) * r.vpp;
+      int64_t needed = saturatingMul(
+          rankMemoryBytes(result.items, {{e.begin, e.end}}, r, rank), r.vpp);
       message = fmt::format(
           "pp_rank {} cannot fit {} under max_memory_gib {:g}: it needs "
           "{} ({} short)",

@@ -61,6 +61,12 @@ int64_t rankMemoryBytes(const std::vector<ItemCost> &items,
                         const std::vector<std::pair<int64_t, int64_t>> &ranges,
                         const AutoPartitionRequest &request, int64_t ppRank);
 
+/// Each pipeline rank's estimate (rankMemoryBytes), by part, holding the
+/// stages `placement` gives it.
+std::vector<RankMemory> rankMemories(const std::vector<ItemCost> &items,
+                                     const PatternPlacement &placement,
+                                     const AutoPartitionRequest &request);
+
 /// The item range [begin, end) of every stage of `placement`, in stage
 /// order: items are the embedding (0), layers 1..N and the head (N+1).
 std::vector<std::pair<int64_t, int64_t>>

@@ -15,7 +15,9 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
     be zero. Invariants (checked by `hypipe::checkModelDims`, shared with the
     spec loader):
 
-    (dims_c0) Every size is at most 2^24 and every weight matrix at most 2^40
+    (dims_c0) Every size is within its bound (`core/model/SizeBounds.h`,
+              e.g. `hidden` at most 2^16, `vocab` at most 2^24), the Mamba
+              inner width at most 2^18, and every weight matrix at most 2^36
               elements.
     (dims_c1) `hidden`, `vocab` and `ffn_hidden` are positive.
     (dims_c2) `num_heads` and `num_query_groups` are non-negative, and a

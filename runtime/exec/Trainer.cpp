@@ -841,6 +841,19 @@ void agreeAcrossRanks(Comm &comm, const std::string &error,
   throw CollectiveError(text);
 }
 
+void onEveryRank(Comm &comm, const std::string &what,
+                 const std::function<void()> &work) {
+  if (!comm.distributed())
+    return work();
+  std::string error;
+  try {
+    work();
+  } catch (const RuntimeError &e) {
+    error = e.what();
+  }
+  agreeAcrossRanks(comm, error, what);
+}
+
 void Trainer::save(const std::string &root, int64_t step) {
   const TrainingConfig &t = artifact.training;
   CheckpointInfo info;

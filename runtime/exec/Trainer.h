@@ -18,6 +18,7 @@
 #include "runtime/exec/StageArgs.h"
 #include "runtime/formats/Artifact.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -58,6 +59,12 @@ double learningRate(const TrainingConfig &config, int64_t step);
 /// the ranks that raised it (rank 0 prints it).
 void agreeAcrossRanks(Comm &comm, const std::string &error,
                       const std::string &what);
+
+/// Runs `work` on every rank and agrees on the RuntimeError it throws
+/// (agreeAcrossRanks), so that a fault every rank meets (an edited
+/// manifest, missing data) is said once; one process throws it as it is.
+void onEveryRank(Comm &comm, const std::string &what,
+                 const std::function<void()> &work);
 
 class Trainer {
 public:

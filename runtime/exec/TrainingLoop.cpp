@@ -234,7 +234,9 @@ namespace {
 /// The artifact of `o.dir` for this launch: refused unless the launcher
 /// started the ranks it was compiled for; the run's overrides applied.
 Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
-  Artifact artifact = loadArtifact(o.dir);
+  Artifact artifact;
+  onEveryRank(comm, fmt::format("error: cannot load the artifact '{}'", o.dir),
+              [&] { artifact = loadArtifact(o.dir); });
   const int64_t ranks = artifact.pp * artifact.dp;
   if (!comm.distributed() && ranks != 1)
     throw RuntimeError(fmt::format(
@@ -276,8 +278,7 @@ DataSources openData(const RunOptions &o, const Artifact &artifact,
   const std::string dataPath =
       o.dataPath.empty() ? artifact.dataPath : o.dataPath;
   DataSources data;
-  std::string dataError;
-  try {
+  onEveryRank(comm, "error: cannot open the training data", [&] {
     if (artifact.packing.enabled) {
       SampleOptions so;
       so.format = artifact.dataFormat;
@@ -294,13 +295,7 @@ DataSources openData(const RunOptions &o, const Artifact &artifact,
           openDataset(dataPath, artifact.dataFormat,
                       artifact.training.seqLength, artifact.model.vocab);
     }
-  } catch (const RuntimeError &e) {
-    if (!comm.distributed())
-      throw;
-    dataError = e.what();
-  }
-  if (comm.distributed())
-    agreeAcrossRanks(comm, dataError, "error: cannot open the training data");
+  });
   return data;
 }
 

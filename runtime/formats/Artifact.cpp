@@ -3,6 +3,9 @@
 #include "runtime/formats/Artifact.h"
 
 #include "core/data/Packing.h"
+#include "core/model/CostModel.h"
+#include "core/model/ModelDims.h"
+#include "core/model/SizeBounds.h"
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Simulate.h"
 #include "runtime/formats/FileCheck.h"
@@ -11,8 +14,10 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
 
 using json = nlohmann::json;
@@ -31,6 +36,27 @@ template <typename T>
 T optionalField(const json &j, const char *key, T fallback,
                 const std::string &where);
 
+/// Whether `v` is a JSON integer that T holds: converting a float or a
+/// wider number to T would be undefined, and an edit can write either.
+template <typename T> bool holdsInteger(const json &v) {
+  using Limits = std::numeric_limits<T>;
+  if (v.is_number_unsigned())
+    return v.get<uint64_t>() <= uint64_t(Limits::max());
+  return v.is_number_integer() && v.get<int64_t>() >= int64_t(Limits::min()) &&
+         v.get<int64_t>() <= int64_t(Limits::max());
+}
+
+/// Whether get<T> converts `v` exactly (nlohmann refuses the other types).
+template <typename T> bool convertsExactly(const json &v) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    return holdsInteger<T>(v);
+  else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+    return !v.is_array() ||
+           std::all_of(v.begin(), v.end(), holdsInteger<int64_t>);
+  else
+    return true;
+}
+
 template <typename T>
 T field(const json &j, const char *key, const std::string &where) {
   auto it = j.find(key);
@@ -39,6 +65,12 @@ T field(const json &j, const char *key, const std::string &where) {
          "the artifact is incomplete or from another tool; recompile it with "
          "`hypipe compile SPEC -o DIR`");
   try {
+    if (!convertsExactly<T>(*it))
+      fail(fmt::format("{}: field '{}' is {}, not a whole number in the "
+                       "range it has",
+                       where, key, it->dump().substr(0, 40)),
+           "the manifest was edited or is corrupt; recompile the artifact "
+           "with `hypipe compile SPEC -o DIR`");
     return it->get<T>();
   } catch (const json::exception &) {
     fail(fmt::format("{}: field '{}' has the wrong type", where, key),
@@ -556,6 +588,87 @@ std::vector<ActionEntry> parseActions(const json &prog, const Artifact &a,
   return actions;
 }
 
+[[noreturn]] void corruptManifest(const std::string &path,
+                                  const std::string &what) {
+  fail(fmt::format("{}: {}", path, what),
+       "the manifest was edited or is corrupt; recompile the artifact with "
+       "`hypipe compile SPEC -o DIR`");
+}
+
+RunSizes runSizes(const Artifact &a) {
+  RunSizes s;
+  s.numLayers = a.model.numLayers;
+  s.pp = a.pp;
+  s.vpp = a.vpp;
+  s.dp = a.dp;
+  s.microbatches = a.microbatches;
+  s.groupSize = a.groupSize;
+  s.seqLength = a.training.seqLength;
+  s.microBatchSize = a.training.microBatchSize;
+  s.steps = a.training.steps;
+  s.warmupSteps = a.training.warmupSteps;
+  s.lrDecaySteps = a.training.lrDecaySteps;
+  s.packing = a.packing.enabled;
+  if (s.packing) {
+    s.maxTokensPerMicrobatch = a.packing.maxTokens;
+    s.globalBatchSize = a.packing.globalBatchSize;
+    s.minBinCount = a.packing.minBins;
+    s.binCountMultiple = a.packing.binMultiple;
+  }
+  return s;
+}
+
+ModelDims modelDims(const ModelInfo &m) {
+  ModelDims d;
+  d.hidden = m.hidden;
+  d.ffnHidden = m.ffnHidden;
+  d.numHeads = m.numHeads;
+  d.numQueryGroups = m.numQueryGroups;
+  d.mambaState = m.mambaState;
+  d.mambaNumHeads = m.mambaNumHeads;
+  d.mambaHeadDim = m.mambaHeadDim;
+  d.mambaNumGroups = m.mambaNumGroups;
+  d.mambaConvWidth = m.mambaConvWidth;
+  d.numExperts = m.numExperts;
+  d.moeTopK = m.moeTopK;
+  d.moeFfnHidden = m.moeFfnHidden;
+  d.vocab = m.vocab;
+  d.tieEmbeddings = m.tieEmbeddings;
+  d.activation = m.activation;
+  return d;
+}
+
+/// The sizes a spec may have (SizeBounds.h), as the compiler checked them:
+/// an edited manifest is refused before anything is sized from it.
+void checkSizes(const Artifact &a, const std::string &path) {
+  if (std::optional<SizeProblem> problem = checkRunSizes(runSizes(a)))
+    corruptManifest(path, problem->message);
+  if (std::optional<DimsProblem> problem = checkModelDims(modelDims(a.model)))
+    corruptManifest(path, "model." + problem->message);
+}
+
+/// Each rank's buffers (every stage's parameters with their gradients and
+/// optimizer state, one microbatch's saved tensors, the workspace) within
+/// what one rank may hold. Each count is at most 2^40 floats here, so no
+/// sum overflows.
+void checkRankBuffers(const Artifact &a, const std::string &path) {
+  const double perParameter =
+      trainingBytesPerParameter(false, a.distributedOptimizer ? a.dp : 1);
+  std::vector<double> bytes(size_t(a.pp), 0.0);
+  for (const StageEntry &s : a.stages)
+    bytes[size_t(s.ppRank)] += perParameter * double(s.numParams) +
+                               4.0 * double(s.savedFloats + s.workspaceFloats);
+  for (size_t rank = 0; rank < bytes.size(); ++rank)
+    if (bytes[rank] > double(kMaxRankBytes))
+      fail(fmt::format("{}: pipeline rank {} would hold {:.1f} GiB of "
+                       "buffers, more than the {} GiB one rank may hold",
+                       path, rank, bytes[rank] / double(1 << 30),
+                       kMaxRankBytes >> 30),
+           "the manifest was edited, or the model does not fit one rank: "
+           "recompile with more pipeline ranks (`hypipe compile SPEC --pp N "
+           "-o DIR`)");
+}
+
 } // namespace
 
 Artifact artifactFromJson(const json &m, const std::string &path) {
@@ -598,6 +711,7 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   const json &spec = field<json>(m, "spec", path);
   a.specFile = field<std::string>(spec, "file", path);
   a.specText = field<std::string>(spec, "text", path);
+  checkSizes(a, path);
 
   const Target target = a.target == "cuda" ? Target::Cuda : Target::Cpu;
   for (const json &s : field<json>(m, "stages", path)) {
@@ -622,17 +736,14 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
 }
 
 /// The manifest's fields against each other, before the runtime sizes a
-/// single buffer from them: every count positive and bounded, every
-/// product free of overflow, every stage's shapes those of the training
-/// section, every layer and parameter inside its stage's buffers, the
-/// embedding and head the vocabulary's size, each (pp_rank, vp_stage) once,
-/// and the programs a schedule the simulator completes.
+/// single buffer from them (every size is within its bound already,
+/// artifactFromJson's checkSizes): every count positive, every product free of
+/// overflow, every stage's shapes those of the training section, every layer
+/// and parameter inside its stage's buffers, each rank's buffers within what a
+/// rank may hold, the embedding and head the vocabulary's size, each (pp_rank,
+/// vp_stage) once, and the programs a schedule the simulator completes.
 void checkArtifactConsistency(const Artifact &a, const std::string &path) {
-  auto corrupt = [&](const std::string &what) {
-    fail(fmt::format("{}: {}", path, what),
-         "the manifest was edited or is corrupt; recompile the artifact with "
-         "`hypipe compile SPEC -o DIR`");
-  };
+  auto corrupt = [&](const std::string &what) { corruptManifest(path, what); };
   // Buffers are indexed by int64 and sized in floats: 2^40 floats (4 TiB)
   // is past any one stage's buffer, and keeps every product below 2^63.
   constexpr int64_t kMax = int64_t(1) << 40;
@@ -694,6 +805,7 @@ void checkArtifactConsistency(const Artifact &a, const std::string &path) {
                               a.model.vocab, a.model.hidden));
     }
   }
+  checkRankBuffers(a, path);
   // Every rank's program must run to the end with its peers': a dropped or
   // extra action would leave a rank waiting for ever.
   if (auto simulated = schedule::simulate(a.asSchedule()); !simulated)

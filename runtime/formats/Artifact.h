@@ -141,7 +141,8 @@ struct Artifact {
 /// manifest.json's content for `artifact` (what `hypipe compile` writes).
 nlohmann::json manifestToJson(const Artifact &artifact);
 
-/// Reads and checks a manifest's content; `path` names it in errors. Throws
+/// Reads and checks a manifest's content, every size within its bound
+/// (SizeBounds.h) before a stage is read; `path` names it in errors. Throws
 /// RuntimeError.
 Artifact artifactFromJson(const nlohmann::json &manifest,
                           const std::string &path);
@@ -149,8 +150,9 @@ Artifact artifactFromJson(const nlohmann::json &manifest,
 /// The fields of `artifact` against each other (`path` names the manifest
 /// in errors): counts positive and bounded, products without overflow, the
 /// stages' shapes those of the training section, layers and parameters
-/// inside their buffers, embedding and head sized by the vocabulary, each
-/// (pp_rank, vp_stage) once, and programs the simulator runs to the end.
+/// inside their buffers, each rank's buffers within the 1 TiB a rank may
+/// hold, embedding and head sized by the vocabulary, each (pp_rank,
+/// vp_stage) once, and programs the simulator runs to the end.
 /// Throws RuntimeError.
 void checkArtifactConsistency(const Artifact &artifact,
                               const std::string &path);

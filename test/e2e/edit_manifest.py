@@ -2,9 +2,12 @@
 """Writes an edited copy of a manifest, as a hostile or careless user would.
 
 usage: edit_manifest.py IN OUT EDIT
-EDIT: SECTION.KEY=INTEGER, or `overflow` (a parameter shape whose element
-count wraps 64 bits), `drop` (rank 0 loses its last action), `extra` (rank 0
-runs its first action twice)."""
+EDIT: PATH=VALUE, a dotted path of keys and list indices
+(`training.seq_length`, `stages.0.num_params`) and a JSON value (`8`,
+`1e30`), or
+`overflow` (a parameter shape whose element count wraps 64 bits), `drop`
+(rank 0 loses its last action), `extra` (rank 0 runs its first action
+twice)."""
 import json
 import sys
 
@@ -12,8 +15,11 @@ src, dst, edit = sys.argv[1:4]
 m = json.load(open(src))
 if "=" in edit:
     path, value = edit.split("=")
-    section, key = path.split(".")
-    m[section][key] = int(value)
+    *parents, key = path.split(".")
+    target = m
+    for parent in parents:
+        target = target[int(parent) if isinstance(target, list) else parent]
+    target[key] = json.loads(value)
 elif edit == "overflow":
     m["stages"][0]["params"][0]["shape"] = [2**32, 2**32]
 elif edit == "drop":

@@ -4,7 +4,7 @@
 // RUN: hypipe-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
 
 // Tests that dims_c0 bounds every size: a vocabulary of 2^24 + 1 is refused.
-// expected-error @+1 {{vocab_size is 16777217, more than the 16777216 hypipe accepts (dims_c0)}}
+// expected-error @+1 {{vocab_size is 16777217, more than the 16777216 (2^24) hypipe accepts (dims_c0)}}
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 8, vocab = 16777217, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M*"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>

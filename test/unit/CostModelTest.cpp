@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "core/model/CostModel.h"
+#include "core/Saturating.h"
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Simulate.h"
 
@@ -185,6 +186,70 @@ TEST(CostModel, InFlightClosedFormEqualsTheSimulator) {
           }
         }
   EXPECT_GT(checked, 300);
+}
+
+// Tests that sums of the cost model and the memory estimate stop at
+// INT64_MAX instead of wrapping into a negative estimate that would pass
+// every bound.
+TEST(CostModel, SumsStopAtTheTopInsteadOfWrapping) {
+  ItemCost big, more;
+  big.forwardFlops = kInt64Max - 1;
+  big.activationBytes = kInt64Max / 2 + 1;
+  more.forwardFlops = 5;
+  more.activationBytes = kInt64Max / 2 + 1;
+  big += more;
+  EXPECT_EQ(big.forwardFlops, kInt64Max);
+  EXPECT_EQ(big.activationBytes, kInt64Max);
+  EXPECT_EQ(big.totalFlops(), kInt64Max);
+  EXPECT_EQ(rankMemoryEstimate(kInt64Max / 2, 16, 0, 1, 0), kInt64Max);
+  EXPECT_EQ(rankMemoryEstimate(1, 16, 1e30, 2, 0), kInt64Max);
+  RankMemory memory = rankMemory(1, 16, 1e30, 2, 7);
+  EXPECT_EQ(memory.parameters, 16);
+  EXPECT_EQ(memory.activations, kInt64Max);
+  EXPECT_EQ(memory.buffers, 7);
+  EXPECT_EQ(memory.total(), kInt64Max);
+}
+
+// Tests that at the size bounds (SizeBounds.h: widths, Mamba inner width,
+// 2^36-element weights, 2^22 tokens of sequences of 2^20) every count of
+// one item fits an int64, and a model's sums past it stop at INT64_MAX.
+TEST(CostModel, CountsAtTheSizeBoundsDoNotWrap) {
+  ModelDims d;
+  d.hidden = 1 << 16;
+  d.ffnHidden = 1 << 18;
+  d.vocab = 1 << 20;    // V x H = 2^36
+  d.numHeads = 1 << 16; // k = 1
+  d.numQueryGroups = 1 << 16;
+  d.mambaNumHeads = 1 << 10; // inner = 2^18
+  d.mambaHeadDim = 1 << 8;
+  d.mambaState = 1 << 10;
+  d.mambaNumGroups = 1 << 10; // G x N x H = 2^36
+  d.mambaConvWidth = 64;
+  d.numExperts = 1 << 12;
+  d.moeTopK = 1 << 12;
+  d.moeFfnHidden = 1 << 8; // X x F_e x H = 2^36
+  d.activation = "swiglu";
+  ASSERT_FALSE(checkModelDims(d).has_value());
+  CostSettings s;
+  s.seqLength = 1 << 20;
+  s.microBatchSize = 4;
+  auto fits = [](const ItemCost &c) {
+    for (int64_t count :
+         {c.params, c.forwardFlops, c.backwardInputFlops, c.backwardWeightFlops,
+          c.activationBytes, c.sendBytes, c.totalFlops()})
+      EXPECT_TRUE(count >= 0 && count < kInt64Max) << c.name << " " << count;
+  };
+  for (char symbol : std::string("M*-E"))
+    fits(*layerCost(symbol, d, s));
+  fits(embeddingCost(d, s));
+  fits(headCost(d, s));
+  fits(mtpDepthCost(d, s));
+
+  ItemCost sum;
+  for (const ItemCost &item : modelItems(d, s, std::string(64, 'E'), "", 0))
+    sum += item;
+  EXPECT_EQ(sum.forwardFlops, kInt64Max);
+  EXPECT_EQ(sum.totalFlops(), kInt64Max);
 }
 
 } // namespace

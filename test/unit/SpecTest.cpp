@@ -1,6 +1,10 @@
 //===- SpecTest.cpp - the YAML spec loader --------------------------------===//
 #include "frontend/Spec.h"
+#include "core/model/SizeBounds.h"
 
+#include "llvm/ADT/STLExtras.h"
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace hypipe {
@@ -159,8 +163,8 @@ TEST(Spec, EmptyAndNonMappingSpecs) {
 TEST(Spec, HugeLayerCountIsRefusedNotAllocated) {
   std::string e =
       errorOf("model:\n  num_layers: 139999999999\n  mlp_ratio: 0.2\n");
-  EXPECT_NE(e.find("spec.yaml:2:15: error: num_layers 139999999999 is more "
-                   "than hypipe supports"),
+  EXPECT_NE(e.find("spec.yaml:2:15: error: model.num_layers is 139999999999, "
+                   "more than the 4096 (2^12) hypipe accepts"),
             std::string::npos)
       << e;
 }
@@ -222,6 +226,57 @@ TEST(Spec, MissingFileIsAClearError) {
   EXPECT_NE(toString(spec.takeError())
                 .find("cannot read spec '/nonexistent/spec.yaml'"),
             std::string::npos);
+}
+
+/// A spec with packing on (so that its fields count) whose `section` says
+/// `key: value` in place of the base's; `line` is where that entry is.
+std::string specWith(llvm::StringRef section, llvm::StringRef key,
+                     int64_t value, int &line) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> sections = {
+      {"model", {"pattern: \"M*-E\"", "num_experts: 4", "moe_router_topk: 2"}},
+      {"parallel", {"pp: 1"}},
+      {"training", {"seq_length: 16"}},
+      {"data", {"format: jsonl", "packing: true"}}};
+  std::string text;
+  line = 0;
+  for (auto &[name, entries] : sections) {
+    text += name + ":\n";
+    llvm::erase_if(entries, [&](const std::string &entry) {
+      return llvm::StringRef(entry).starts_with((key + ":").str());
+    });
+    if (name == section)
+      entries.push_back(fmt::format("{}: {}", key.str(), value));
+    for (const std::string &entry : entries) {
+      text += "  " + entry + "\n";
+      if (llvm::StringRef(entry).starts_with((key + ":").str()))
+        line = int(llvm::StringRef(text).count('\n'));
+    }
+  }
+  return text;
+}
+
+// Tests that every size of the table (SizeBounds.h) is refused one past its
+// bound, at its value, naming itself, the value and the bound, and that the
+// bound itself passes its check.
+TEST(Spec, EverySizePastItsBoundIsRefusedAtItsValue) {
+  for (const SizeBound &bound : sizeBounds()) {
+    auto [section, key] =
+        llvm::StringRef(bound.field.data(), bound.field.size()).split('.');
+    // The model's widths are dims_c0's, which names them without section.
+    std::string name = section == "model" && key != "num_layers"
+                           ? key.str()
+                           : std::string(bound.field);
+    int line = 0;
+    std::string past = errorOf(specWith(section, key, bound.max + 1, line));
+    std::string refusal =
+        fmt::format("spec.yaml:{}:{}: error: {} is {}, more than the {}", line,
+                    key.size() + 5, name, bound.max + 1, bound.max);
+    EXPECT_NE(past.find(refusal), std::string::npos) << refusal << "\n" << past;
+    std::string at = errorOf(specWith(section, key, bound.max, line));
+    EXPECT_EQ(at.find(fmt::format("{} is {}, more than", name, bound.max)),
+              std::string::npos)
+        << at;
+  }
 }
 
 } // namespace

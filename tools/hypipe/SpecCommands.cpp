@@ -2,6 +2,7 @@
 #include "conversion/SpecToHybrid.h"
 #include "core/io/Files.h"
 #include "core/model/CostModel.h"
+#include "core/model/SizeBounds.h"
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
 #include "runtime/exec/NumberFormat.h"
@@ -174,8 +175,6 @@ Expected<Explanation> explain(const ModelSpec &spec) {
 
   std::vector<ItemCost> &stageCost = e.stageCost;
   stageCost.resize(placement.stages.size());
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> rankRanges(
-      placement.pp);
   for (const PatternStage &s : placement.stages) {
     auto [begin, end] = ranges[s.index];
     ItemCost &c = stageCost[s.index];
@@ -187,16 +186,14 @@ Expected<Explanation> explain(const ModelSpec &spec) {
     if (s.index != last &&
         begin == end) // an empty stage passes the activations on
       c.sendBytes = items[0].sendBytes;
-    rankRanges[s.ppRank].push_back(ranges[s.index]);
   }
   e.rankParams.assign(placement.pp, 0);
-  e.rankMemory.assign(placement.pp, 0);
   for (const PatternStage &s : placement.stages)
     e.rankParams[s.ppRank] += stageCost[s.index].params;
-  for (int64_t r = 0; r < placement.pp; ++r) {
-    e.rankMemory[r] = rankMemoryBytes(items, rankRanges[r], request, r);
-    e.total += e.rankParams[r];
-  }
+  for (const RankMemory &memory : rankMemories(items, placement, request))
+    e.rankMemory.push_back(memory.total());
+  for (int64_t params : e.rankParams)
+    e.total += params;
   e.exact = llvm::all_of(items, [](const ItemCost &c) { return c.modelled; });
   e.pinned = patternWithStages(spec.pattern, placement);
   auto simulation = simulateSpec(spec, stageCost);
@@ -370,6 +367,14 @@ int runPartition(const PartitionOptions &o) {
     request.maxMemoryGiB = o.maxMemoryGiB;
   if (request.pp < 1 || request.vpp < 1) {
     llvm::errs() << "error: --pp and --vpp must be at least 1\n";
+    return 1;
+  }
+  RunSizes sizes;
+  sizes.pp = request.pp;
+  sizes.vpp = request.vpp;
+  if (std::optional<SizeProblem> problem = checkRunSizes(sizes)) {
+    llvm::errs() << "error: " << problem->message << "\nhelp: " << problem->help
+                 << "\n";
     return 1;
   }
   auto result = autoPartition(request);
