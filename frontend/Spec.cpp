@@ -725,7 +725,7 @@ llvm::Error Loader::checkSizes() {
   sizes.vpp = draft.vpp.value_or(0);
   sizes.dp = par.dp;
   sizes.microbatches = draft.microbatches.value_or(0);
-  sizes.groupSize = par.groupSize;
+  sizes.groupSize = draft.groupSize.value_or(0);
   sizes.firstStageLayers = par.firstStageLayers.value_or(0);
   sizes.lastStageLayers = par.lastStageLayers.value_or(0);
   sizes.seqLength = t.seqLength;
