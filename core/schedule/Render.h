@@ -12,18 +12,28 @@ namespace hypipe::schedule {
 /// event per compute action; one time unit of the costs is 1 ms.
 std::string chromeTrace(const Schedule &schedule, const Simulation &simulation);
 
-/// An SVG timeline: one row per rank, one box per compute action coloured by
-/// kind and labelled with microbatch and chunk; bubbles are the gaps.
-/// Ranks with more actions than this are drawn aggregated by svgTimeline.
-constexpr size_t kSvgMostActionsPerRank = 2000;
+/// The SVG timeline draws every compute action as a box wide enough for its
+/// label (its microbatch and chunk, and its kind where that fits too), so
+/// the picture grows with the actions, from kSvgMinWidth up to kSvgMaxWidth.
+/// A schedule that would need more is drawn aggregated, kSvgAggregatedWidth
+/// wide: each rank as one-pixel columns, each a stack of the shares of its
+/// time each kind of action fills (the picture stays a few MB at most).
+constexpr double kSvgMinWidth = 1200, kSvgMaxWidth = 16000,
+                 kSvgAggregatedWidth = 2400;
 
-/// Whether svgTimeline draws `schedule` as one-pixel columns instead of an
-/// element per action (a rank has more than kSvgMostActionsPerRank): the
-/// picture stays under a few MB whatever the number of microbatches.
-bool svgAggregates(const Schedule &schedule);
+struct SvgLayout {
+  double labelledWidth = 0; ///< the width at which every label fits
+  double width = 0;         ///< the picture's
+  double scale = 1;         ///< pixels per time unit of the costs
+  bool aggregated = false;  ///< one-pixel columns instead of boxes
+};
 
-/// The timeline as SVG: a row per rank, each compute action a rectangle
-/// (or, for long schedules, one-pixel columns: svgAggregates).
+SvgLayout svgLayout(const Schedule &schedule, const Simulation &simulation);
+
+/// The timeline as SVG, laid out by svgLayout: a title, a legend of the
+/// kinds of action drawn, a row per rank (its bubble fraction beside it;
+/// the gaps are the bubble), and a time axis with gridlines in the unit of
+/// the costs.
 std::string svgTimeline(const Schedule &schedule, const Simulation &simulation);
 
 } // namespace hypipe::schedule

@@ -457,6 +457,17 @@ nlohmann::json stepRecord(const StepStats &st, const Artifact &artifact) {
   return record;
 }
 
+/// The first record of a launch also says what holds for all its steps:
+/// the unigram entropy of a token stream, and that the run resumed from the
+/// checkpoint of the step before (the loss curve marks it).
+void describeLaunch(nlohmann::json &record, const DataSources &data,
+                    int64_t first) {
+  if (data.stream)
+    record["unigram_entropy"] = data.stream->unigramEntropy();
+  if (first > 1)
+    record["resumed"] = true;
+}
+
 } // namespace
 
 int runTraining(const RunOptions &o, Comm &comm) {
@@ -515,8 +526,12 @@ int runTraining(const RunOptions &o, Comm &comm) {
                           (timing.end - timing.start) * 1e6, s});
       spool << events.dump() << '\n';
     }
-    if (log)
-      log << stepRecord(st, artifact).dump() << "\n" << std::flush;
+    if (log) {
+      nlohmann::json record = stepRecord(st, artifact);
+      if (s == t.first)
+        describeLaunch(record, data, t.first);
+      log << record.dump() << "\n" << std::flush;
+    }
     // Rank 0 decides whether to stop; everyone follows after this step.
     std::vector<double> stop =
         comm.allgather({root && fileExists(o.stopFile) ? 1.0 : 0.0});

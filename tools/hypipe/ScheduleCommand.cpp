@@ -1,6 +1,7 @@
 //===- ScheduleCommand.cpp - `hypipe schedule` ----------------------------===//
 #include "core/io/Files.h"
 #include "core/schedule/Render.h"
+#include "runtime/exec/NumberFormat.h"
 #include "tools/common/CliChecks.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
@@ -59,6 +60,17 @@ Error checkOutputs(const ScheduleOptions &o) {
       return err;
   }
   return Error::success();
+}
+
+/// Says when the SVG is drawn aggregated, and why.
+void noteAggregated(const SvgLayout &layout) {
+  if (layout.aggregated)
+    std::cerr << fmt::format(
+        "note: --svg drew each rank as one-pixel columns (a box per action "
+        "with its label would make the picture {} px wide, more than {}); "
+        "--trace writes every action\n",
+        withCommas(int64_t(layout.labelledWidth)),
+        withCommas(int64_t(kSvgMaxWidth)));
 }
 
 int runSchedule(const ScheduleOptions &o) {
@@ -121,12 +133,8 @@ int runSchedule(const ScheduleOptions &o) {
                                           : chromeTrace(schedule, *simulation);
     if (auto err = files::writeAtomically(path, flag, text))
       return fail(toString(err));
-    if (which == "--svg" && svgAggregates(schedule))
-      std::cerr << fmt::format(
-          "note: --svg drew each rank as one-pixel columns (a rank has more "
-          "than {} actions, too many to draw one by one); --trace writes "
-          "every action\n",
-          kSvgMostActionsPerRank);
+    if (which == "--svg")
+      noteAggregated(svgLayout(schedule, *simulation));
   }
 
   if (o.json) {

@@ -12,6 +12,7 @@
 #include "conversion/SpecToHybrid.h"
 #include "core/io/Files.h"
 #include "core/model/CostModel.h"
+#include "core/report/LossPlot.h"
 #include "core/schedule/Render.h"
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
@@ -411,52 +412,6 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
   return WEXITSTATUS(status);
 }
 
-/// A loss curve: loss against step, with the axes' ranges written out.
-std::string lossSvg(const std::vector<std::pair<int64_t, double>> &points,
-                    const std::string &title) {
-  const double w = 640, h = 360, left = 60, right = 20, top = 30, bottom = 40;
-  int64_t s0 = points.front().first, s1 = points.back().first;
-  double lo = points[0].second, hi = lo;
-  for (auto [s, l] : points) {
-    lo = std::min(lo, l);
-    hi = std::max(hi, l);
-  }
-  if (hi - lo < 1e-9)
-    hi = lo + 1;
-  auto x = [&](int64_t s) {
-    return left + (w - left - right) * double(s - s0) /
-                      double(std::max<int64_t>(1, s1 - s0));
-  };
-  auto y = [&](double l) {
-    return top + (h - top - bottom) * (hi - l) / (hi - lo);
-  };
-  std::string line;
-  for (auto [s, l] : points)
-    line += fmt::format("{:.1f},{:.1f} ", x(s), y(l));
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" "
-      "height=\"{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"18\">{3}</text>\n"
-      "<line x1=\"{2}\" y1=\"{4}\" x2=\"{2}\" y2=\"{5}\" stroke=\"black\"/>\n"
-      "<line x1=\"{2}\" y1=\"{5}\" x2=\"{6}\" y2=\"{5}\" stroke=\"black\"/>\n",
-      w, h, left, title, top, h - bottom, w - right);
-  svg +=
-      fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.3f}</text>\n"
-                  "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.3f}</text>\n",
-                  left - 4, top + 4, hi, left - 4, h - bottom, lo);
-  svg += fmt::format(
-      "<text x=\"{}\" y=\"{}\">step {}</text>\n"
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">step {}</text>\n"
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">loss "
-      "(nats/token) per step</text>\n",
-      left, h - bottom + 16, s0, w - right, h - bottom + 16, s1, w / 2, h - 8);
-  svg += fmt::format("<polyline fill=\"none\" stroke=\"#1f77b4\" "
-                     "stroke-width=\"1.5\" points=\"{}\"/>\n</svg>\n",
-                     line);
-  return svg;
-}
-
 /// What the trace (hypipe-run --trace) says: the mean cost of each stage's
 /// F, B, I and W over the steps after the first (which pays for first-touch
 /// page faults), and the bubble of each pipeline rank averaged over the same
@@ -723,6 +678,39 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
   return {status, stopped, ranks > 1 ? argv[0] : "hypipe-run"};
 }
 
+/// What the summary reads from the run's JSON log.
+struct LoggedRun {
+  report::LossCurve curve;
+  double tokensPerSecond = 0; ///< the mean of the steps after the first
+};
+
+LoggedRun readRunLog(const std::string &log) {
+  LoggedRun logged;
+  double secondsPerToken = 0;
+  int64_t timed = 0;
+  std::istringstream in(readFile(log));
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded())
+      continue;
+    const int64_t step = j["step"].get<int64_t>();
+    logged.curve.points.push_back({step, j["loss"].get<double>()});
+    // The first record of each launch says these (hypipe-run's log).
+    if (j.contains("unigram_entropy"))
+      logged.curve.unigramEntropy = j["unigram_entropy"].get<double>();
+    if (j.value("resumed", false))
+      logged.curve.resumedFrom.push_back(step - 1);
+    // Every step has the same tokens: the mean rate is the harmonic mean
+    // of the steps' rates.
+    if (logged.curve.points.size() > 1) {
+      secondsPerToken += 1.0 / j["tokens_per_s"].get<double>();
+      ++timed;
+    }
+  }
+  logged.tokensPerSecond = timed ? double(timed) / secondsPerToken : 0.0;
+  return logged;
+}
+
 /// Step 3 of `hypipe train`: the summary (losses, throughput, measured
 /// bubble next to the simulator's, memory next to its estimate), the loss
 /// curve and the simulated trace; returns the exit code.
@@ -730,24 +718,8 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
                  const std::string &run, const std::string &artifact,
                  const std::string &log, const std::string &trace,
                  bool stopped) {
-  std::vector<std::pair<int64_t, double>> losses;
-  double tokensPerSecond = 0;
-  int64_t timed = 0;
-  {
-    std::istringstream in(readFile(log));
-    for (std::string line; std::getline(in, line);) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded())
-        continue;
-      losses.push_back({j["step"].get<int64_t>(), j["loss"].get<double>()});
-      // Every step has the same tokens: the mean rate is the harmonic
-      // mean of the steps' rates.
-      if (losses.size() > 1) {
-        tokensPerSecond += 1.0 / j["tokens_per_s"].get<double>();
-        ++timed;
-      }
-    }
-  }
+  LoggedRun logged = readRunLog(log);
+  const auto &losses = logged.curve.points;
   if (losses.empty()) {
     std::cerr << "error: " << log << " has no steps\n";
     return 1;
@@ -762,12 +734,17 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
   summary["steps"] = losses.back().first;
   summary["first_loss"] = losses.front().second;
   summary["last_loss"] = losses.back().second;
-  summary["tokens_per_s"] = timed ? double(timed) / tokensPerSecond : 0.0;
-  fmt::print("\nsummary ({}):\n  steps {}..{}: loss {:.4f} -> {:.4f}, mean "
-             "{} tokens/s (steps after the first)\n",
-             run, losses.front().first, losses.back().first,
-             losses.front().second, losses.back().second,
-             withCommas(std::llround(summary["tokens_per_s"].get<double>())));
+  summary["tokens_per_s"] = logged.tokensPerSecond;
+  const std::optional<double> entropy = logged.curve.unigramEntropy;
+  if (entropy)
+    summary["unigram_entropy"] = *entropy;
+  fmt::print(
+      "\nsummary ({}):\n  steps {}..{}: loss {:.4f} -> {:.4f}, mean "
+      "{} tokens/s (steps after the first){}\n",
+      run, losses.front().first, losses.back().first, losses.front().second,
+      losses.back().second, withCommas(std::llround(logged.tokensPerSecond)),
+      entropy ? fmt::format("; unigram entropy of the data {:.4f}", *entropy)
+              : "");
   // The measured bubble next to the simulator's for the same programs fed
   // the measured stage costs; memory next to its estimate.
   nlohmann::json traceJson =
@@ -799,13 +776,11 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
   } catch (const rt::RuntimeError &e) {
     std::cerr << e.what() << "\n";
   }
-  std::string svg =
-      lossSvg(losses, fmt::format("{} ({}), pp {} vpp {} dp {}, "
-                                  "{}",
-                                  spec.name, spec.pattern.text,
-                                  spec.parallel.pp, spec.parallel.vpp,
-                                  spec.parallel.dp, spec.parallel.schedule));
-  writeRunFile(run + "/loss.svg", svg);
+  logged.curve.title =
+      fmt::format("{} ({}), pp {} vpp {} dp {}, {}", spec.name,
+                  spec.pattern.text, spec.parallel.pp, spec.parallel.vpp,
+                  spec.parallel.dp, spec.parallel.schedule);
+  writeRunFile(run + "/loss.svg", report::lossSvg(logged.curve));
   writeRunFile(run + "/summary.json", summary.dump(2) + "\n");
   fmt::print("  wrote {0}/loss.svg, {0}/summary.json, {1}, {0}/trace.json "
              "(measured) and {0}/trace.sim.json (simulated){2}\n",

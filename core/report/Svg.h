@@ -1,0 +1,73 @@
+//===- Svg.h - what the SVG pictures share: text, axes, legends -----------===//
+//
+// The loss curve and the schedule timeline are written as SVG text. Both read
+// values off axes whose ticks fall on 1, 2 or 5 times a power of ten, each
+// tick a gridline across the plot; each tick is one `<g class="xtick">` (or
+// "ytick") translated to its position and holding its label, so that a test
+// can map pixels back to values.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_CORE_REPORT_SVG_H
+#define HYPIPE_CORE_REPORT_SVG_H
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hypipe::report {
+
+/// `text` with `&`, `<`, `>` and `"` written as XML entities.
+std::string xmlEscaped(std::string_view text);
+
+/// A linear axis: the values [lo, hi] drawn from pixel `fromPx` to `toPx`
+/// (toPx < fromPx for a y axis, which grows upwards), with ticks every `step`.
+struct Axis {
+  double lo = 0, hi = 1;
+  double fromPx = 0, toPx = 1;
+  double step = 1;
+  std::vector<double> ticks;
+
+  double pixel(double value) const;
+  /// `value` with as many decimals as the step has.
+  std::string label(double value) const;
+};
+
+/// The smallest step of 1, 2 or 5 times a power of ten (at least `minStep`)
+/// that cuts `span` into at most `mostIntervals` intervals.
+double niceStep(double span, int mostIntervals, double minStep = 0);
+
+/// An axis over [lo, hi] widened to the ticks around it, with at most
+/// `mostIntervals` intervals between them.
+Axis axisCovering(double lo, double hi, double fromPx, double toPx,
+                  int mostIntervals, double minStep = 0);
+
+/// An axis over exactly [lo, hi] whose ticks are the multiples of the step
+/// inside it.
+Axis axisWithin(double lo, double hi, double fromPx, double toPx,
+                int mostIntervals);
+
+/// The x axis at pixel row `axisY`: a gridline from `gridTop` down to it, a
+/// tick mark and a label under it for every tick, and `title` below.
+void drawXAxis(std::string &out, const Axis &x, double gridTop, double axisY,
+               std::string_view title);
+
+/// The y axis at pixel column `axisX`: a gridline across to `gridRight`, a
+/// tick mark and a label left of it for every tick, and `title` along it.
+void drawYAxis(std::string &out, const Axis &y, double axisX, double gridRight,
+               std::string_view title);
+
+/// One entry of a legend: a swatch (a filled square, or a short line when
+/// `line`, dashed as `dash` says) and its text.
+struct LegendEntry {
+  std::string colour, text;
+  bool line = false;
+  std::string dash; ///< stroke-dasharray of a line swatch
+};
+
+/// The entries in a row starting at (x, y); returns the x after the last.
+double drawLegend(std::string &out, const std::vector<LegendEntry> &entries,
+                  double x, double y);
+
+} // namespace hypipe::report
+
+#endif
