@@ -12,6 +12,8 @@ config.excludes = ["gpu-kit", "check_training.py", "compare_logs.py", "unit", "c
 config.environment["PATH"] = os.pathsep.join(
     [config.hypipe_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%examples", os.path.join(config.hypipe_src_root, "examples")))
+config.substitutions.append(("%src", config.hypipe_src_root))
+config.substitutions.append(("%bindir", config.hypipe_tools_dir))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "cli", "Inputs")))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 # Real multi-process runs; as root Open MPI needs the flag, and the tests
