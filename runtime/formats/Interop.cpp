@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -194,6 +195,11 @@ std::vector<Planned> planExport(const CheckpointReader &ckpt,
   };
   for (const auto &[ours, hf] : oneToOneTensors(layers, m.tieEmbeddings))
     copy(hf, ours);
+  // A tied model's output layer is its embedding; written out as well, so
+  // a loader that does not tie (NemotronH's _tied_weights_keys is empty in
+  // some transformers versions) reads it instead of initialising it.
+  if (m.tieEmbeddings)
+    copy("lm_head.weight", "embedding.word_embeddings.weight");
   for (size_t i = 0; i < layers.size(); ++i) {
     if (layers[i] != '*')
       continue;
@@ -571,6 +577,8 @@ public:
     const auto shapes = parameterShapes(m);
     for (const auto &[ours, hf] : oneToOneTensors(m.pattern, m.tieEmbeddings))
       keep(ours, shapes.at(ours), read(hf, shapes.at(ours)));
+    if (m.tieEmbeddings && where.count("lm_head.weight"))
+      checkTiedHead(shapes.at("embedding.word_embeddings.weight"));
     for (size_t i = 0; i < m.pattern.size(); ++i) {
       if (m.pattern[i] != '*')
         continue;
@@ -642,6 +650,20 @@ private:
     std::vector<float> values(size_t(numel(expected)));
     f.read(name, expected, values.data());
     return values;
+  }
+
+  /// A tied model's lm_head.weight (hypipe's export writes it, as some
+  /// loaders do not tie): taken when it is the embedding, bit for bit.
+  void checkTiedHead(const std::vector<int64_t> &shape) {
+    const std::vector<float> head = read("lm_head.weight", shape);
+    const std::vector<float> table = read("backbone.embeddings.weight", shape);
+    if (std::memcmp(head.data(), table.data(), head.size() * sizeof(float)))
+      throw RuntimeError(fmt::format(
+          "error: '{}' holds 'lm_head.weight', and '{}/config.json' ties it "
+          "to the embedding (tie_word_embeddings), but the two differ\n"
+          "help: set tie_word_embeddings: false to import both, or remove "
+          "lm_head.weight if the embedding is meant",
+          where.at("lm_head.weight"), input));
   }
 
   /// A tensor config.json has no place for: its layers or its head are not
