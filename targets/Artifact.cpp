@@ -102,6 +102,23 @@ std::string besideSpec(const llvm::SmallString<256> &specPath,
   return resolved.str().str();
 }
 
+/// An earlier artifact is replaced whole: refused when it holds anything
+/// besides the artifact's own files (a checkpoint or a log saved into it).
+llvm::Error checkOnlyArtifactFiles(const std::string &dir) {
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "manifest.json" || name == "model.mlir")
+      continue;
+    return fail(fmt::format(
+        "error: the artifact '{}' also holds '{}', which is not the "
+        "artifact's: replacing the artifact would delete it\nhelp: move it "
+        "out of the artifact, or compile into another directory",
+        dir, files::excerpt(name)));
+  }
+  return llvm::Error::success();
+}
+
 /// Refuses `dir` for an artifact unless it is absent, empty or a hypipe
 /// artifact (the new one replaces it whole), and unless replacing it would
 /// delete one of the spec's inputs.
@@ -128,7 +145,7 @@ llvm::Error checkArtifactDirectory(const std::string &dir,
   if (manifest) {
     auto m = json::parse(*manifest, nullptr, /*allow_exceptions=*/false);
     if (m.is_object() && m.value("format", "") == "hypipe-artifact")
-      return llvm::Error::success();
+      return checkOnlyArtifactFiles(dir);
   }
   (void)manifest.takeError();
   return fail(fmt::format(
@@ -217,7 +234,11 @@ rt::PackingConfig packingConfig(const ModelSpec &spec) {
 llvm::Error writeArtifactFiles(const std::string &dir,
                                const std::string &manifest,
                                const std::string &mlirText) {
-  const std::string target = llvm::StringRef(dir).rtrim('/').str();
+  // A link to a directory: the directory it names is replaced.
+  std::string target = llvm::StringRef(dir).rtrim('/').str();
+  llvm::SmallString<256> real;
+  if (!llvm::sys::fs::real_path(target, real))
+    target = real.str().str();
   llvm::StringRef parent = llvm::sys::path::parent_path(target);
   if (auto ec = parent.empty() ? std::error_code()
                                : llvm::sys::fs::create_directories(parent))

@@ -128,7 +128,8 @@ Error readMockLengths(const std::string &text, std::vector<int64_t> &lengths) {
           fmt::format("'{}' is not a positive sequence length",
                       files::excerpt(text.substr(start, end - start), 20)),
           "a lengths file holds positive integers separated by commas, "
-          "spaces or newlines",
+          "spaces or newlines (each a sample's length with its EOD: 2 or "
+          "more)",
           end - start);
     }
     lengths.push_back(value);

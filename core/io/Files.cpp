@@ -58,7 +58,8 @@ std::string baseNameOf(const std::string &path) {
 /// links resolved, then the rest ("" when even that fails).
 std::string realPathOf(const std::string &path) {
   std::error_code ec;
-  std::filesystem::path real = std::filesystem::weakly_canonical(path, ec);
+  std::filesystem::path real = std::filesystem::weakly_canonical(
+      std::filesystem::absolute(path, ec), ec);
   if (ec)
     return std::string();
   std::string r = real.string();
@@ -161,8 +162,17 @@ Error checkFileOutput(const std::string &path, std::string_view what) {
   if (path.empty())
     return Error(Problem{fmt::format("{} names no file", what),
                          "give a file path", std::nullopt, 1});
-  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode))
+  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode))
     return Error::success();
+  // A link is not followed: the kernel's protection of links in shared
+  // directories (fs.protected_symlinks) would not apply to a rename onto
+  // the file it names, and replacing the link would lose it.
+  if (S_ISLNK(st.st_mode))
+    return Error(Problem{
+        fmt::format("{} '{}' is a symbolic link, which hypipe does not "
+                    "write through",
+                    what, path),
+        "name the file itself", std::nullopt, 1});
   return Error(Problem{
       fmt::format("{} '{}' is {}, not a file hypipe may replace", what, path,
                   kindOf(st.st_mode)),
@@ -252,40 +262,44 @@ Error writeAtomically(
     const std::vector<std::pair<const void *, size_t>> &pieces) {
   if (auto err = checkFileOutput(path, what))
     return err;
-  // A symbolic link to a file: the file it names is replaced.
-  std::string target = path;
-  if (char *real = ::realpath(path.c_str(), nullptr)) {
-    target = real;
-    std::free(real);
-  }
   struct stat before;
-  const bool existed = ::stat(target.c_str(), &before) == 0;
-  const std::string tmp = siblingTemporary(target);
+  const bool existed = ::stat(path.c_str(), &before) == 0;
+  const std::string tmp = siblingTemporary(path);
+  bool created = false;
   auto fail = [&](const char *step, int err) {
-    ::unlink(tmp.c_str());
-    return Error(
-        Problem{fmt::format("cannot {} {} '{}': {}", step, what, path,
-                            std::strerror(err)),
-                fmt::format("check free space and permissions of '{}'; {}",
-                            directoryOf(target),
-                            existed ? "the file that was there is untouched"
-                                    : "nothing was written there"),
-                std::nullopt, 1});
+    if (created)
+      ::unlink(tmp.c_str());
+    return Error(Problem{
+        fmt::format("cannot {} {} '{}': {}", step, what, path,
+                    std::strerror(err)),
+        err == ENOENT ? fmt::format("create the directory '{}' first",
+                                    directoryOf(path))
+                      : fmt::format("check free space and permissions of "
+                                    "'{}'; {}",
+                                    directoryOf(path),
+                                    existed
+                                        ? "the file that was there is untouched"
+                                        : "nothing was written there"),
+        std::nullopt, 1});
   };
+  // A new file gets what the umask gives; a replaced one keeps its mode.
   Descriptor file(
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
   if (file.fd < 0)
     return fail("create a temporary file for", errno);
+  created = true;
+  if (existed && ::fchmod(file.fd, before.st_mode & 07777) != 0)
+    return fail("keep the mode of", errno);
   if (int err = writeAll(file.fd, pieces))
     return fail("write", err);
   const int closed = ::close(file.fd);
   file.fd = -1;
   if (closed != 0)
     return fail("write", errno);
-  if (::rename(tmp.c_str(), target.c_str()) != 0)
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
     return fail("rename a temporary file onto", errno);
   // Make the rename itself durable.
-  Descriptor dir(::open(directoryOf(target).c_str(), O_RDONLY | O_CLOEXEC));
+  Descriptor dir(::open(directoryOf(path).c_str(), O_RDONLY | O_CLOEXEC));
   if (dir.fd >= 0)
     ::fsync(dir.fd);
   return Error::success();

@@ -60,8 +60,10 @@ inline constexpr std::string_view kReadHelp =
 Expected<std::string> readBounded(const std::string &path, ReadBound bound);
 
 /// Success if `path` may be written as a file: it does not exist, or it is a
-/// regular file (or a symbolic link to one). A directory, device, FIFO or
-/// socket is refused with the path, what it is and what to do. `what` names
+/// regular file. A symbolic link (not followed: the kernel's protection of
+/// links in shared directories would not apply to a rename through it), a
+/// directory, device, FIFO or socket is refused with the path, what it is
+/// and what to do. `what` names
 /// the output in the message ("the merged checkpoint", "--json-log").
 Error checkFileOutput(const std::string &path, std::string_view what);
 
@@ -79,8 +81,9 @@ Error checkNotAnInput(const std::string &output, std::string_view what,
 
 /// Writes the concatenation of `pieces` to `path`: to a new temporary file in
 /// its directory, synced, then renamed over `path` (and the directory
-/// synced). `path` is first checked with checkFileOutput. A failure removes
-/// the temporary file and leaves whatever was at `path` untouched.
+/// synced). `path` is first checked with checkFileOutput. A new file gets
+/// the mode the umask gives; a replaced one keeps its mode. A failure
+/// removes the temporary file and leaves whatever was at `path` untouched.
 Error writeAtomically(
     const std::string &path, std::string_view what,
     const std::vector<std::pair<const void *, size_t>> &pieces);

@@ -53,13 +53,17 @@ void stopOnRouterFault(int64_t step, const std::vector<double> &gathered,
     const double layer = gathered[r * per + 3];
     if (layer == 0)
       continue;
+    const std::string where =
+        layer > 0 ? fmt::format("layer {} (E)", int64_t(layer))
+                  : std::string("an MoE layer of a multi-token-prediction "
+                                "depth");
     throw CollectiveError(fmt::format(
-        "error: step {}: layer {} (E) on rank {}: the MoE router produced a "
+        "error: step {}: {} on rank {}: the MoE router produced a "
         "non-finite logit ({}); no update was applied (the last checkpoint "
         "is kept)\nhelp: the router's input or weights overflowed or hold "
         "NaN: lower training.lr or raise warmup_steps, and check the "
         "starting weights (--resume, --init-from)",
-        step, int64_t(layer), r, gathered[r * per + 4]));
+        step, where, r, gathered[r * per + 4]));
   }
 }
 
@@ -765,8 +769,12 @@ std::pair<int64_t, float> Trainer::routerFault() const {
   for (const StageState &s : stages) {
     const std::vector<RouterCheck> checks = s.routerChecks.download();
     for (size_t i = 0; i < checks.size(); ++i)
-      if (checks[i].nonFinite)
-        return {s.entry->program.layers[i].layer, checks[i].logit};
+      if (checks[i].nonFinite) {
+        // The MoE layers inside an MTP depth have no layer number (0):
+        // they are told apart by a negative code.
+        const int64_t layer = s.entry->program.layers[i].layer;
+        return {layer > 0 ? layer : -1, checks[i].logit};
+      }
   }
   return {0, 0.0f};
 }

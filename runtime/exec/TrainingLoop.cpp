@@ -8,12 +8,14 @@
 #include "runtime/exec/Trainer.h"
 #include "runtime/formats/Artifact.h"
 #include "runtime/formats/Checkpoint.h"
+#include "runtime/formats/FileCheck.h"
 #include "runtime/formats/SafeTensors.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "runtime/kernels/cpu/Profile.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -23,6 +25,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 namespace hypipe::rt {
 
@@ -61,15 +64,25 @@ void installWatchdog(Comm &comm, const RunOptions &o, const int64_t &step) {
   });
 }
 
-/// Why this rank cannot write one of the run's outputs (core/io/Files.h),
-/// or "".
-std::string outputsProblem(const RunOptions &o) {
+/// Why this rank cannot write one of the run's outputs (core/io/Files.h):
+/// not a file it may replace, or one of the run's inputs (the artifact, the
+/// data, the checkpoint it resumes or starts from); or "".
+std::string outputsProblem(const RunOptions &o, const Artifact &a) {
+  std::vector<std::string> inputs = {o.dir, a.specFile};
+  for (const std::string &p : {o.dataPath.empty() ? a.dataPath : o.dataPath,
+                               o.resume, o.initFrom, a.training.initFrom})
+    if (!p.empty())
+      inputs.push_back(p);
   for (auto [path, flag] : {std::pair{o.jsonLog, "--json-log"},
                             {o.trace, "--trace"},
-                            {o.dump, "--dump-step"}})
-    if (!path.empty())
-      if (Error err = files::checkFileOutput(path, flag))
-        return "error: " + toString(err);
+                            {o.dump, "--dump-step"}}) {
+    if (path.empty())
+      continue;
+    if (Error err = files::checkFileOutput(path, flag))
+      return "error: " + toString(err);
+    if (Error err = files::checkNotAnInput(path, flag, inputs))
+      return "error: " + toString(err);
+  }
   if (!o.save.empty())
     if (Error err = files::checkDirectoryOutput(o.save, "--save"))
       return "error: " + toString(err);
@@ -78,8 +91,9 @@ std::string outputsProblem(const RunOptions &o) {
 
 /// Refuses, before the first step, outputs that cannot be written: rank
 /// 0's words when it found the problem (printed once), else every rank's.
-void agreeOnOutputs(const RunOptions &o, Comm &comm) {
-  const std::string error = outputsProblem(o);
+void agreeOnOutputs(const RunOptions &o, const Artifact &artifact,
+                    Comm &comm) {
+  const std::string error = outputsProblem(o, artifact);
   std::vector<double> failed = comm.allgather({error.empty() ? 0.0 : 1.0});
   if (failed[0] != 0)
     throw CollectiveError(error);
@@ -112,9 +126,9 @@ void keepDecaySchedule(TrainingConfig &t, int64_t checkpointed, bool flag,
 /// were run after the checkpoint and are replayed now, so they go (said
 /// unless quiet) instead of appearing twice.
 void dropLoggedStepsFrom(const std::string &path, int64_t first, bool quiet) {
-  std::ifstream in(path);
-  if (!in)
+  if (!pathExists(path))
     return;
+  std::istringstream in(readFileBounded(path, files::kRunFile));
   std::string kept, line;
   int64_t dropped = 0;
   while (std::getline(in, line)) {
@@ -126,7 +140,6 @@ void dropLoggedStepsFrom(const std::string &path, int64_t first, bool quiet) {
     }
     kept += line + "\n";
   }
-  in.close();
   if (dropped == 0)
     return;
   writeFileAtomically(path, "--json-log", {{kept.data(), kept.size()}});
@@ -179,11 +192,18 @@ void writeChromeTrace(const std::string &path, int ranks, const Artifact &a,
     mem.push_back({memory[r], memory[r + 1]});
   trace.otherData()["memory_mib"] = mem;
   trace.finish();
+  out.flush();
+  const bool written = bool(out);
   out.close();
-  if (!out)
-    throw RuntimeError(fmt::format("cannot write '{}' (disk full?)", tmp));
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw RuntimeError(fmt::format("cannot rename '{}' to '{}'", tmp, path));
+  // fsync before the rename, as every other file hypipe writes.
+  if (int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  if (!written || !out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw RuntimeError(fmt::format("cannot write '{}' (disk full?)", path));
+  }
   for (int r = 0; r < ranks; ++r)
     std::remove(traceSpool(path, r).c_str());
 }
@@ -261,7 +281,7 @@ Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
   if (!o.dump.empty() && ranks != 1)
     throw CollectiveError("error: --dump-step needs a single-rank artifact\n"
                           "help: recompile with --pp 1 --dp 1");
-  agreeOnOutputs(o, comm);
+  agreeOnOutputs(o, artifact, comm);
   return artifact;
 }
 
@@ -401,7 +421,6 @@ void finishTrace(const RunOptions &o, std::ofstream &spool,
       throw RuntimeError("a rank could not write its part (disk full?)");
     writeChromeTrace(o.trace, comm.size(), artifact, memory);
   } catch (const std::exception &e) {
-    std::remove((o.trace + ".tmp").c_str());
     for (int r = 0; r < comm.size(); ++r)
       std::remove(traceSpool(o.trace, r).c_str());
     std::cerr << fmt::format("warning: no trace written to '{}': {}; the "

@@ -708,6 +708,10 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   a.dataPath = field<std::string>(data, "path", path);
   a.dataFormat = field<std::string>(data, "format", path);
   a.packing = parsePacking(field<json>(data, "packing", path), path);
+  // Manifests written before the field trained packed steps per token:
+  // they keep doing so.
+  if (!m["training"].contains("calculate_per_token_loss"))
+    a.training.perTokenLoss = a.packing.enabled;
   const json &spec = field<json>(m, "spec", path);
   a.specFile = field<std::string>(spec, "file", path);
   a.specText = field<std::string>(spec, "text", path);

@@ -5,6 +5,7 @@
 #include "core/model/LayerShapes.h"
 #include "core/model/ModelDims.h"
 #include "runtime/formats/Checkpoint.h"
+#include "core/numeric/Bf16.h"
 #include "runtime/formats/FileCheck.h"
 #include "runtime/formats/SafeTensors.h"
 
@@ -274,9 +275,58 @@ ModelInfo checkpointModel(const std::string &checkpoint,
   return parseModelInfo(j, checkpoint + " (model_config)");
 }
 
+namespace {
+
+/// The planned tensors in shards of at most `maxShardBytes` each (a larger
+/// tensor alone), in order, and their bytes in all.
+std::pair<std::vector<std::vector<size_t>>, int64_t>
+shardsOf(const std::vector<Planned> &plan, int64_t elementBytes,
+         int64_t maxShardBytes) {
+  std::vector<std::vector<size_t>> shards(1);
+  int64_t bytes = 0, total = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const int64_t b = elementBytes * numel(plan[i].shape);
+    if (!shards.back().empty() && bytes + b > maxShardBytes) {
+      shards.emplace_back();
+      bytes = 0;
+    }
+    shards.back().push_back(i);
+    bytes += b;
+    total += b;
+  }
+  return {shards, total};
+}
+
+/// Writes the planned tensors `indices` to `path` in `dtype` (bf16: each
+/// float rounded to the nearest, ties to even).
+void writeShard(const std::string &path, const std::vector<Planned> &plan,
+                const std::vector<size_t> &indices, DType dtype) {
+  SafeTensorsWriter w;
+  std::vector<std::vector<float>> data; // alive until write()
+  std::vector<std::vector<uint16_t>> halves;
+  data.reserve(indices.size());
+  halves.reserve(indices.size());
+  for (size_t i : indices) {
+    data.emplace_back(size_t(numel(plan[i].shape)));
+    plan[i].fill(data.back().data());
+    if (dtype == DType::F32) {
+      w.add(plan[i].name, plan[i].shape, data.back().data());
+      continue;
+    }
+    halves.emplace_back(data.back().size());
+    std::transform(data.back().begin(), data.back().end(),
+                   halves.back().begin(), bf16::fromFloat);
+    w.addBf16(plan[i].name, plan[i].shape, halves.back().data());
+  }
+  w.metadata("format", "pt"); // what transformers requires
+  w.write(path);
+}
+
+} // namespace
+
 ExportResult exportHuggingFace(const std::string &checkpoint,
                                const ModelInfo &m, const std::string &outDir,
-                               int64_t maxShardBytes) {
+                               int64_t maxShardBytes, DType dtype) {
   requireOutputDirectory(outDir, "the export directory", {checkpoint});
   const std::string layers = layerSymbols(m.pattern);
   if (std::string why = inexpressible(m, layers); !why.empty())
@@ -288,20 +338,7 @@ ExportResult exportHuggingFace(const std::string &checkpoint,
         m.name, layers, why));
   CheckpointReader ckpt(checkpoint);
   std::vector<Planned> plan = planExport(ckpt, m, layers);
-
-  // Shards in order, each up to maxShardBytes (a larger tensor alone).
-  std::vector<std::vector<size_t>> shards(1);
-  int64_t bytes = 0, total = 0;
-  for (size_t i = 0; i < plan.size(); ++i) {
-    const int64_t b = 4 * numel(plan[i].shape);
-    if (!shards.back().empty() && bytes + b > maxShardBytes) {
-      shards.emplace_back();
-      bytes = 0;
-    }
-    shards.back().push_back(i);
-    bytes += b;
-    total += b;
-  }
+  auto [shards, total] = shardsOf(plan, dtypeBytes(dtype), maxShardBytes);
   std::error_code ec;
   std::filesystem::create_directories(outDir, ec);
   if (ec)
@@ -311,22 +348,16 @@ ExportResult exportHuggingFace(const std::string &checkpoint,
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string file =
         fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
-    SafeTensorsWriter w;
-    std::vector<std::vector<float>> data; // alive until write()
-    data.reserve(shards[s].size());
-    for (size_t i : shards[s]) {
-      data.emplace_back(size_t(numel(plan[i].shape)));
-      plan[i].fill(data.back().data());
-      w.add(plan[i].name, plan[i].shape, data.back().data());
+    writeShard(outDir + "/" + file, plan, shards[s], dtype);
+    for (size_t i : shards[s])
       weightMap[plan[i].name] = file;
-    }
-    w.metadata("format", "pt"); // what transformers requires
-    w.write(outDir + "/" + file);
   }
   json index = {{"metadata", {{"total_size", total}}},
                 {"weight_map", weightMap}};
   writeText(outDir + "/model.safetensors.index.json", index.dump(2) + "\n");
-  writeText(outDir + "/config.json", nemotronHConfig(m, layers).dump(2) + "\n");
+  json config = nemotronHConfig(m, layers);
+  config["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";
+  writeText(outDir + "/config.json", config.dump(2) + "\n");
   return {int64_t(plan.size()), int64_t(shards.size()), total};
 }
 

@@ -25,14 +25,16 @@ struct ExportResult {
 
 /// Writes checkpoint `checkpoint` (a --save directory, a step directory or
 /// a merged file) of model `model` to `outDir` as a Hugging Face NemotronH
-/// checkpoint with float32 tensors in shards of at most `maxShardBytes`
-/// (a tensor larger than that gets a shard of its own). Throws
+/// checkpoint with `dtype` tensors (float32, or bfloat16 rounded to the
+/// nearest, ties to even) in shards of at most `maxShardBytes` (a tensor
+/// larger than that gets a shard of its own). Throws
 /// RuntimeError when the model has what NemotronH cannot express, saying
 /// what and why.
 ExportResult exportHuggingFace(const std::string &checkpoint,
                                const ModelInfo &model,
                                const std::string &outDir,
-                               int64_t maxShardBytes);
+                               int64_t maxShardBytes,
+                               DType dtype = DType::F32);
 
 /// The model a checkpoint was trained as: from its metadata
 /// (`model_config`), or else from `artifactDir`'s manifest when given.

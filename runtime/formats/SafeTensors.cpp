@@ -43,6 +43,12 @@ void SafeTensorsWriter::add(const std::string &name,
   tensors[name] = {"I32", shape, data, numel(shape) * sizeof(int32_t)};
 }
 
+void SafeTensorsWriter::addBf16(const std::string &name,
+                                const std::vector<int64_t> &shape,
+                                const uint16_t *data) {
+  tensors[name] = {"BF16", shape, data, numel(shape) * sizeof(uint16_t)};
+}
+
 WrittenFile SafeTensorsWriter::write(const std::string &path) const {
   nlohmann::json header = nlohmann::json::object();
   size_t offset = 0;

@@ -1,8 +1,8 @@
 //===- SafeTensors.h - read and write the safetensors format --------------===//
 //
 // 8-byte little-endian header length, a JSON header naming every tensor's
-// dtype, shape and byte range, then the raw data. Only F32 and I32 are
-// written; files are written atomically (temporary file, fsync, rename),
+// dtype, shape and byte range, then the raw data. Only F32, BF16 and I32
+// are written; files are written atomically (temporary file, fsync, rename),
 // with the checksum of their data section in the metadata (`checksum`).
 // The reader checks everything the format guarantees before it reads a
 // byte of data (docs/security.md lists the checks).
@@ -21,7 +21,7 @@
 namespace hypipe::rt {
 
 struct TensorView {
-  std::string dtype; ///< "F32" or "I32"
+  std::string dtype; ///< "F32", "BF16" or "I32"
   std::vector<int64_t> shape;
   const void *data = nullptr;
   size_t bytes = 0;
@@ -39,6 +39,9 @@ public:
            const float *data);
   void add(const std::string &name, const std::vector<int64_t> &shape,
            const int32_t *data);
+  /// bfloat16 bits (core/numeric/Bf16.h), written as "BF16".
+  void addBf16(const std::string &name, const std::vector<int64_t> &shape,
+               const uint16_t *data);
   void metadata(const std::string &key, const std::string &value) {
     meta[key] = value;
   }

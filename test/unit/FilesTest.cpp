@@ -115,13 +115,32 @@ TEST_F(FilesTest, WritesOnlyWhereARegularFileMayBe) {
   EXPECT_TRUE(fs::is_directory(dir + "/sub"));
 }
 
-TEST_F(FilesTest, ReplacesAFileWholeAndThroughALink) {
+TEST_F(FilesTest, ReplacesAFileWholeKeepingItsMode) {
+  put(dir + "/f", "old");
+  ASSERT_EQ(::chmod((dir + "/f").c_str(), 0600), 0);
+  ASSERT_EQ(said(writeAtomically(dir + "/f", "-o", "new")), "");
+  EXPECT_EQ(get(dir + "/f"), "new");
+  struct stat st;
+  ASSERT_EQ(::stat((dir + "/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  // A new file gets what the umask gives.
+  const mode_t mask = ::umask(022);
+  ASSERT_EQ(said(writeAtomically(dir + "/g", "-o", "new")), "");
+  ::umask(mask);
+  ASSERT_EQ(::stat((dir + "/g").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  EXPECT_EQ(names(), (std::vector<std::string>{"f", "g"}));
+}
+
+TEST_F(FilesTest, ALinkIsNotWrittenThrough) {
   put(dir + "/f", "old");
   fs::create_symlink(dir + "/f", dir + "/link");
-  ASSERT_EQ(said(writeAtomically(dir + "/link", "-o", "new")), "");
+  EXPECT_NE(said(writeAtomically(dir + "/link", "-o", "new"))
+                .find("is a symbolic link, which hypipe does not write "
+                      "through"),
+            std::string::npos);
   EXPECT_TRUE(fs::is_symlink(dir + "/link"));
-  EXPECT_EQ(get(dir + "/f"), "new");
-  EXPECT_EQ(names(), (std::vector<std::string>{"f", "link"}));
+  EXPECT_EQ(get(dir + "/f"), "old");
 }
 
 TEST_F(FilesTest, AFailedWriteLeavesTheOldFileAndNoTemporary) {
@@ -162,6 +181,13 @@ TEST_F(FilesTest, AnOutputIsNeverAnInputNorInsideOne) {
                 .find("is the input"),
             std::string::npos);
   EXPECT_EQ(said(checkNotAnInput(dir + "/ck2", "-o", inputs)), "");
+  // Relative paths compare by where they are, not how they are written.
+  const fs::path before = fs::current_path();
+  fs::current_path(dir + "/ck");
+  const std::string relative =
+      said(checkNotAnInput("new.safetensors", "-o", {"."}));
+  fs::current_path(before);
+  EXPECT_NE(relative.find("is inside the input"), std::string::npos);
   EXPECT_EQ(said(checkNotAnInput(dir, "-o", inputs)), "");
   EXPECT_NE(said(checkNotAnInput(dir, "-o", inputs, /*replacedWhole=*/true))
                 .find("holds the input"),

@@ -90,6 +90,10 @@ int runCompile(const CompileOptions &o) {
     llvm::outs() << text;
     return 0;
   }
+  if (auto err = files::checkNotAnInput(o.output, "-o", {spec->file})) {
+    llvm::errs() << "error: " << toString(err) << "\n";
+    return 1;
+  }
   if (auto err = files::writeAtomically(o.output, "-o", text)) {
     llvm::errs() << "error: " << toString(err) << "\n";
     return 1;

@@ -184,6 +184,23 @@ bool lockRunDirectory(const std::string &run) {
   return true; // fd stays open: the lock lasts until we (and mpirun) exit
 }
 
+/// The log may be written as a file and is none of the spec's inputs (the
+/// spec, its data, its schedule CSV, the weights it starts from).
+Error checkJsonLog(const std::string &log, const ModelSpec &spec) {
+  if (auto err = files::checkFileOutput(log, "--json-log"))
+    return err;
+  const std::filesystem::path specDir =
+      std::filesystem::path(spec.file).parent_path();
+  std::vector<std::string> inputs = {spec.file};
+  for (const std::string &p : {spec.data.path, spec.parallel.scheduleCsv,
+                               spec.training.initFrom})
+    if (!p.empty())
+      inputs.push_back(std::filesystem::path(p).is_absolute()
+                           ? p
+                           : (specDir / p).string());
+  return files::checkNotAnInput(log, "--json-log", inputs);
+}
+
 /// A run directory belongs to one run: a new run (no --resume) into one
 /// that holds another run's log or checkpoints is refused unless
 /// --overwrite, which removes them first.
@@ -207,10 +224,13 @@ bool claimRunDirectory(const TrainOptions &o, const std::string &run,
     return false;
   }
   std::error_code ec;
+  // A --json-log of the user's is truncated when the run starts, not
+  // removed here: only the run directory's own files go.
   for (const std::string &p :
-       {log, ckpt, run + "/trace.json", run + "/trace.sim.json",
-        run + "/summary.json", run + "/loss.svg"})
-    std::filesystem::remove_all(p, ec);
+       {o.jsonLog.empty() ? log : std::string(), ckpt, run + "/trace.json",
+        run + "/trace.sim.json", run + "/summary.json", run + "/loss.svg"})
+    if (!p.empty())
+      std::filesystem::remove_all(p, ec);
   fmt::print("run: --overwrite removed the earlier run's log and "
              "checkpoints in {}\n",
              run);
@@ -819,7 +839,7 @@ int runTrain(const TrainOptions &o) {
   }
   std::string log = o.jsonLog.empty() ? run + "/log.jsonl" : o.jsonLog;
   std::string trace = run + "/trace.json";
-  if (auto err = files::checkFileOutput(log, "--json-log")) {
+  if (auto err = checkJsonLog(log, *spec)) {
     std::cerr << "error: " << toString(err) << "\n";
     return 1;
   }
@@ -941,7 +961,7 @@ void addCheckpointCommand(CLI::App &app, Runner &run) {
   });
 
   struct ExportOptions {
-    std::string checkpoint, output, format = "hf", artifact;
+    std::string checkpoint, output, format = "hf", artifact, dtype = "fp32";
     double maxShardGiB = 5;
   };
   auto ex = std::make_shared<ExportOptions>();
@@ -958,6 +978,12 @@ void addCheckpointCommand(CLI::App &app, Runner &run) {
   exportCmd->add_option("--format", ex->format, "what to write: hf")
       ->check(CLI::IsMember({"hf"}))
       ->default_val("hf");
+  exportCmd
+      ->add_option("--dtype", ex->dtype,
+                   "the tensors' type: fp32 (as trained) or bf16 (rounded to "
+                   "the nearest, ties to even; half the bytes)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->default_val("fp32");
   exportCmd->add_option("--artifact", ex->artifact,
                         "the artifact that trained it, for checkpoints that "
                         "do not record their model (older than model_config)");
@@ -970,13 +996,15 @@ void addCheckpointCommand(CLI::App &app, Runner &run) {
     run = [ex] {
       try {
         rt::ModelInfo model = rt::checkpointModel(ex->checkpoint, ex->artifact);
+        const bool bf16 = ex->dtype == "bf16";
         rt::ExportResult r = rt::exportHuggingFace(
             ex->checkpoint, model, ex->output,
-            int64_t(ex->maxShardGiB * double(int64_t(1) << 30)));
+            int64_t(ex->maxShardGiB * double(int64_t(1) << 30)),
+            bf16 ? rt::DType::BF16 : rt::DType::F32);
         fmt::print("wrote {}: NemotronH, {} tensors in {} shard{} ({:.1f} "
-                   "MiB, float32)\n",
+                   "MiB, {})\n",
                    ex->output, r.tensors, r.files, r.files == 1 ? "" : "s",
-                   double(r.bytes) / (1 << 20));
+                   double(r.bytes) / (1 << 20), bf16 ? "bfloat16" : "float32");
         return 0;
       } catch (const rt::RuntimeError &e) {
         std::cerr << e.what() << "\n";
