@@ -300,6 +300,7 @@ private:
         {"training.steps", bool(overrides.steps)},
         {"training.seed", bool(overrides.seed)},
         {"training.target", bool(overrides.target)},
+        {"training.dtype", bool(overrides.dtype)},
         {"parallel.distributed_optimizer",
          bool(overrides.distributedOptimizer)},
         {"parallel.schedule_csv", bool(overrides.scheduleCsv)}};
@@ -322,6 +323,8 @@ private:
       tr.seed = *overrides.seed;
     if (overrides.target)
       tr.target = *overrides.target;
+    if (overrides.dtype)
+      tr.dtype = *overrides.dtype;
     if (overrides.distributedOptimizer)
       par.distributedOptimizer = *overrides.distributedOptimizer;
     if (overrides.scheduleCsv)

@@ -271,9 +271,9 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   const bool cuda = spec.training.target == "cuda";
   if (spec.training.dtype != "fp32")
     return fail(fmt::format(
-        "error: {}: training.dtype is '{}', but the {} target trains in fp32 "
-        "only for now\nhelp: set training.dtype: fp32 (bf16 is understood by "
-        "the cost model and `hypipe explain`)",
+        "error: {}: the precision is '{}' (training.dtype or --dtype), but "
+        "the {} target trains in fp32 only for now\nhelp: use fp32 (bf16 is "
+        "understood by the cost model and `hypipe explain`)",
         spec.file, spec.training.dtype, cuda ? "CUDA" : "CPU"));
   if (cuda && !HYPIPE_CUDA_KERNELS_BUILT)
     return fail(fmt::format(

@@ -122,6 +122,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   add("--seed", v.seed);
   add("--schedule", v.schedule);
   add("--target", v.target);
+  add("--dtype", v.dtype);
   add("--schedule-csv", v.scheduleCsv);
   if (v.distributedOptimizer)
     words.push_back("--distributed-optimizer");
@@ -259,10 +260,12 @@ std::string cacheKey(const TrainOptions &o, const ModelSpec &loaded) {
   };
   std::string text = fmt::format(
       "{}\n{}\npp={} vpp={} dp={} mb={} steps={} seed={} schedule={} "
-      "target={} distributed_optimizer={}\nschedule_csv={}\n{}\n{} {}\n",
+      "target={} dtype={} distributed_optimizer={}\nschedule_csv={}\n{}\n{} "
+      "{}\n",
       spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp),
       opt(v.microbatches), opt(v.steps), opt(v.seed), v.schedule.value_or("-"),
-      v.target.value_or("-"), v.distributedOptimizer.has_value(),
+      v.target.value_or("-"), v.dtype.value_or("-"),
+      v.distributedOptimizer.has_value(),
       loaded.parallel.scheduleCsv, readFile(loaded.parallel.scheduleCsv),
       int64_t(st.st_mtime), int64_t(st.st_size));
   return fmt::format("{:016x}", std::hash<std::string>{}(text));
