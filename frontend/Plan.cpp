@@ -75,16 +75,31 @@ std::string layoutText(const PlanLayout &l) {
                      l.distributedOptimizer ? " distributed optimizer" : "");
 }
 
-/// The rank count nearest `ranks` that some layout uses fully.
-int64_t nearestUsable(const ModelSpec &spec, int64_t ranks,
-                      int64_t globalBatch) {
-  for (int64_t d = 1; d < ranks + globalBatch * spec.pattern.numLayers(); ++d) {
+/// The rank count nearest `ranks` that some layout uses fully (the lower at
+/// equal distance). None uses more than every layer on its own rank times
+/// one microbatch per data-parallel rank.
+std::optional<int64_t> nearestUsable(const ModelSpec &spec, int64_t ranks,
+                                     int64_t globalBatch) {
+  const int64_t most =
+      spec.pattern.numLayers() * (globalBatch / spec.training.microBatchSize);
+  for (int64_t d = 1; ranks - d >= 1 || ranks + d <= most; ++d) {
     if (ranks - d >= 1 && !planLayouts(spec, ranks - d, globalBatch).empty())
       return ranks - d;
-    if (!planLayouts(spec, ranks + d, globalBatch).empty())
+    if (ranks + d <= most && !planLayouts(spec, ranks + d, globalBatch).empty())
       return ranks + d;
   }
-  return 1;
+  return std::nullopt;
+}
+
+Error noLayoutUses(const ModelSpec &spec, int64_t ranks, int64_t globalBatch) {
+  std::optional<int64_t> nearest = nearestUsable(spec, ranks, globalBatch);
+  return Error(Problem{
+      fmt::format("no layout uses {} ranks fully for a global batch of {}",
+                  ranks, globalBatch),
+      nearest
+          ? fmt::format("the nearest rank count that has one is {}", *nearest)
+          : std::string("no rank count has one: change the global batch "
+                        "(--global-batch)")});
 }
 
 /// p2p bytes per step: each microbatch's activation forward and its gradient
@@ -268,6 +283,27 @@ std::vector<std::string> splitLines(const std::string &text) {
   return lines;
 }
 
+Error checkGlobalBatch(int64_t globalBatch, int64_t microBatchSize) {
+  if (globalBatch % microBatchSize == 0)
+    return Error::success();
+  return Error(Problem{
+      fmt::format("the global batch {} is not a multiple of the spec's "
+                  "micro_batch_size {}",
+                  globalBatch, microBatchSize),
+      fmt::format("give --global-batch {}",
+                  (globalBatch / microBatchSize + 1) * microBatchSize)});
+}
+
+void sortFastestFirst(std::vector<PlanCandidate> &candidates) {
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const PlanCandidate &a, const PlanCandidate &b) {
+                     // Equal steps: the one with memory to spare first.
+                     return a.makespan != b.makespan
+                                ? a.makespan < b.makespan
+                                : a.peakMemory() < b.peakMemory();
+                   });
+}
+
 } // namespace
 
 int64_t PlanCandidate::peakMemory() const {
@@ -305,28 +341,24 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
     return makeError(llvm::toString(original.takeError()));
   Search search{request, text,
                 request.globalBatch.value_or(specGlobalBatch(*original))};
+  if (Error refused = checkGlobalBatch(search.globalBatch,
+                                       original->training.microBatchSize))
+    return std::move(refused);
   std::vector<PlanLayout> layouts =
       planLayouts(*original, request.ranks, search.globalBatch);
   if (layouts.empty())
-    return Error(Problem{
-        fmt::format("no layout uses {} ranks fully for a global batch of {}",
-                    request.ranks, search.globalBatch),
-        fmt::format(
-            "the nearest rank count that has one is {}",
-            nearestUsable(*original, request.ranks, search.globalBatch))});
+    return noLayoutUses(*original, request.ranks, search.globalBatch);
   for (const PlanLayout &layout : layouts)
     search.consider(layout);
   Plan &p = search.plan;
   if (p.candidates.empty() && p.leastMemory)
     return noLayoutFits(*p.leastMemory, *request.memoryGiB);
-  std::stable_sort(p.candidates.begin(), p.candidates.end(),
-                   [](const PlanCandidate &a, const PlanCandidate &b) {
-                     // Equal steps: the one with memory to spare first.
-                     return a.makespan != b.makespan
-                                ? a.makespan < b.makespan
-                                : a.peakMemory() < b.peakMemory();
-                   });
-  p.memoryBound = !p.candidates.empty() && search.fastestPrunedBound >= 0 &&
+  if (p.candidates.empty())
+    return makeError(fmt::format("internal: the spec loader refused all {} "
+                                 "layouts for {} ranks (please report this)",
+                                 p.invalid, request.ranks));
+  sortFastestFirst(p.candidates);
+  p.memoryBound = search.fastestPrunedBound >= 0 &&
                   search.fastestPrunedBound < p.candidates[0].makespan;
   return std::move(p);
 }
