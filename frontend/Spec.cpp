@@ -1286,8 +1286,10 @@ AutoPartitionRequest ModelSpec::partitionRequest() const {
 }
 
 llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,
-                                    llvm::StringRef bufferName) {
-  Loader loader(llvm::MemoryBuffer::getMemBufferCopy(text, bufferName));
+                                    llvm::StringRef bufferName,
+                                    const SpecOverrides &overrides) {
+  Loader loader(llvm::MemoryBuffer::getMemBufferCopy(text, bufferName),
+                overrides);
   return loader.load();
 }
 
@@ -1301,8 +1303,7 @@ llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "error: " + p.message + "\nhelp: " + p.help);
   }
-  Loader loader(llvm::MemoryBuffer::getMemBufferCopy(*text, path), overrides);
-  return loader.load();
+  return parseSpec(*text, path, overrides);
 }
 
 } // namespace hypipe

@@ -133,7 +133,8 @@ llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path,
 
 /// Same, from text in memory named `bufferName`.
 llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,
-                                    llvm::StringRef bufferName);
+                                    llvm::StringRef bufferName,
+                                    const SpecOverrides &overrides = {});
 
 } // namespace hypipe
 

@@ -23,6 +23,7 @@ void addPartitionCommand(CLI::App &app, Runner &run);
 void addScheduleCommand(CLI::App &app, Runner &run);
 void addTrainCommand(CLI::App &app, Runner &run);
 void addCheckpointCommand(CLI::App &app, Runner &run);
+void addPlanCommand(CLI::App &app, Runner &run);
 
 } // namespace hypipe::cli
 

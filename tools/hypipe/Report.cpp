@@ -40,6 +40,10 @@ void printTable(const std::vector<std::vector<std::string>> &rows) {
   }
 }
 
+std::string gib(int64_t bytes) {
+  return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
 std::string rangeText(const std::vector<int64_t> &numbers) {
   if (numbers.empty())
     return "-";

@@ -16,6 +16,9 @@ namespace hypipe::cli {
 /// first row is the header.
 void printTable(const std::vector<std::vector<std::string>> &rows);
 
+/// Bytes in GiB with two decimals, as the tables print memory.
+std::string gib(int64_t bytes);
+
 /// "1-4", "5", or "-" for an empty list.
 std::string rangeText(const std::vector<int64_t> &numbers);
 

@@ -5,6 +5,7 @@
 #include "core/model/SizeBounds.h"
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
+#include "frontend/SpecCosts.h"
 #include "runtime/exec/NumberFormat.h"
 #include "targets/Artifact.h"
 #include "tools/hypipe/Commands.h"
@@ -111,96 +112,21 @@ std::string gflop(int64_t flops) { return fmt::format("{:.4g}", flops / 1e9); }
 std::string mib(int64_t bytes) {
   return fmt::format("{:.4g}", bytes / (1024.0 * 1024.0));
 }
-std::string gib(int64_t bytes) {
-  return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0 * 1024.0));
-}
-
-/// The programs the spec's ranks run: its schedule CSV's, or the generated
-/// order with its communication.
-Expected<schedule::Schedule> specPrograms(const ParallelSpec &par) {
-  if (par.csvPrograms) {
-    schedule::Schedule programs = *par.csvPrograms;
-    schedule::insertCommunication(programs);
-    return programs;
-  }
-  auto built = schedule::buildSchedule(
-      {par.schedule, par.pp, par.vpp, par.microbatches, par.groupSize});
-  if (!built)
-    return built.takeError();
-  schedule::insertCommunication(*built);
-  return built;
-}
-
-/// The spec's schedule simulated with the cost model's per-stage FLOPs (one
-/// GFLOP = one time unit; transfers free) and activation bytes.
-Expected<schedule::Simulation>
-simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost) {
-  auto built = specPrograms(spec.parallel);
-  if (!built)
-    return built.takeError();
-  schedule::Costs costs;
-  for (const ItemCost &c : stageCost) {
-    costs.stageF.push_back(static_cast<double>(c.forwardFlops) / 1e9);
-    costs.stageI.push_back(static_cast<double>(c.backwardInputFlops) / 1e9);
-    costs.stageW.push_back(static_cast<double>(c.backwardWeightFlops) / 1e9);
-    costs.stageB.push_back(
-        static_cast<double>(c.backwardInputFlops + c.backwardWeightFlops) /
-        1e9);
-    costs.activationBytes.push_back(static_cast<double>(c.activationBytes));
-  }
-  return schedule::simulate(*built, costs);
-}
 
 /// What `hypipe explain` reports of a spec: each stage's costs, each rank's
 /// parameters and memory, and the schedule simulated with those costs.
 struct Explanation {
   const ModelSpec &spec;
   const PatternPlacement &placement;
-  AutoPartitionRequest request;
+  SpecCosts costs;
   int64_t last = 0; ///< the last stage's index
-  std::vector<ItemCost> stageCost;
-  std::vector<int64_t> rankParams, rankMemory;
-  int64_t total = 0;
-  bool exact = true;
-  std::string pinned; ///< the pattern with the placement's `|`
   schedule::Simulation simulation;
 };
 
 Expected<Explanation> explain(const ModelSpec &spec) {
-  Explanation e{spec, spec.placement, spec.partitionRequest()};
-  const PatternPlacement &placement = e.placement;
-  const AutoPartitionRequest &request = e.request;
-  e.last = static_cast<int64_t>(placement.stages.size()) - 1;
-  std::vector<ItemCost> items =
-      modelItems(request.dims, request.settings, request.layers,
-                 request.mtpLayers, request.mtpDepths);
-  auto ranges = stageItemRanges(placement);
-  const int64_t last = e.last;
-
-  std::vector<ItemCost> &stageCost = e.stageCost;
-  stageCost.resize(placement.stages.size());
-  for (const PatternStage &s : placement.stages) {
-    auto [begin, end] = ranges[s.index];
-    ItemCost &c = stageCost[s.index];
-    for (int64_t i = begin; i < end; ++i)
-      c += items[i];
-    c.sendBytes = s.index == last
-                      ? 0
-                      : items[std::max<int64_t>(begin, end - 1)].sendBytes;
-    if (s.index != last &&
-        begin == end) // an empty stage passes the activations on
-      c.sendBytes = items[0].sendBytes;
-  }
-  e.rankParams.assign(placement.pp, 0);
-  for (const PatternStage &s : placement.stages)
-    e.rankParams[s.ppRank] += stageCost[s.index].params;
-  for (const RankMemory &memory : rankMemories(items, placement, request))
-    e.rankMemory.push_back(memory.total());
-  for (int64_t params : e.rankParams)
-    e.total += params;
-  e.exact = llvm::all_of(items, [](const ItemCost &c) { return c.modelled; });
-  e.pinned = patternWithStages(spec.pattern, placement);
-  auto simulation = simulateSpec(spec, stageCost);
+  Explanation e{spec, spec.placement, specCosts(spec)};
+  e.last = static_cast<int64_t>(spec.placement.stages.size()) - 1;
+  auto simulation = simulateSpec(spec, e.costs.stageCost);
   if (!simulation)
     return simulation.takeError();
   e.simulation = std::move(*simulation);
@@ -211,7 +137,7 @@ void printExplanationJson(const Explanation &e) {
   nlohmann::ordered_json out;
   out["spec"] = e.spec.file;
   out["model"] = e.spec.name;
-  out["pattern"] = e.pinned;
+  out["pattern"] = e.costs.pinned;
   out["auto_partitioned"] = e.spec.autoPartitioned;
   out["pp"] = e.placement.pp;
   out["vpp"] = e.placement.vpp;
@@ -221,11 +147,11 @@ void printExplanationJson(const Explanation &e) {
   if (!e.spec.parallel.scheduleCsv.empty())
     out["schedule_csv"] = e.spec.parallel.scheduleCsv;
   out["microbatches"] = e.spec.parallel.microbatches;
-  out["parameters"] = e.total;
-  out["costs_exact"] = e.exact;
+  out["parameters"] = e.costs.totalParams;
+  out["costs_exact"] = e.costs.exact;
   out["stages"] = nlohmann::ordered_json::array();
   for (const PatternStage &s : e.placement.stages) {
-    const ItemCost &c = e.stageCost[s.index];
+    const ItemCost &c = e.costs.stageCost[s.index];
     out["stages"].push_back({{"index", s.index},
                              {"pp_rank", s.ppRank},
                              {"vp_stage", s.vpStage},
@@ -244,11 +170,12 @@ void printExplanationJson(const Explanation &e) {
   for (int64_t r = 0; r < e.placement.pp; ++r)
     out["ranks"].push_back(
         {{"pp_rank", r},
-         {"parameters", e.rankParams[r]},
+         {"parameters", e.costs.rankParams[r]},
          {"microbatches_in_flight",
-          peakMicrobatchesInFlight(e.request.schedule, e.request.pp,
-                                   e.request.vpp, e.request.microbatches, r)},
-         {"memory_bytes", e.rankMemory[r]}});
+          peakMicrobatchesInFlight(e.costs.request.schedule, e.costs.request.pp,
+                                   e.costs.request.vpp,
+                                   e.costs.request.microbatches, r)},
+         {"memory_bytes", e.costs.rankMemory[r]}});
   out["simulation"] = {
       {"time_unit", "GFLOP of one rank"},
       {"makespan", e.simulation.makespan},
@@ -261,23 +188,23 @@ void printExplanationJson(const Explanation &e) {
 void printExplanation(const Explanation &e) {
   std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n",
                            e.spec.file, e.spec.name, e.spec.pattern.numLayers(),
-                           withCommas(e.total));
+                           withCommas(e.costs.totalParams));
   std::cout << fmt::format(
       "parallel: pp={} vpp={} dp={}{} schedule={} microbatches={}; "
       "per microbatch: {} tokens, {}\n",
       e.placement.pp, e.placement.vpp, e.spec.parallel.dp,
       e.spec.parallel.distributedOptimizer
           ? fmt::format(" (optimizer state sharded {} ways)",
-                        e.request.settings.optimizerShards)
+                        e.costs.request.settings.optimizerShards)
           : "",
       e.spec.parallel.scheduleCsv.empty()
           ? e.spec.parallel.schedule
           : fmt::format("{} (programs from {})", e.spec.parallel.schedule,
                         e.spec.parallel.scheduleCsv),
-      e.spec.parallel.microbatches, e.request.settings.tokens(),
+      e.spec.parallel.microbatches, e.costs.request.settings.tokens(),
       e.spec.training.dtype);
   std::cout << fmt::format(
-      "pattern: {}{}\n\n", e.pinned,
+      "pattern: {}{}\n\n", e.costs.pinned,
       e.spec.autoPartitioned
           ? fmt::format("   (balanced by {}; pin it to keep it)",
                         e.spec.parallel.objective)
@@ -286,7 +213,7 @@ void printExplanation(const Explanation &e) {
       {"stage", "pp_rank", "vp_stage", "layers", "layer_numbers", "parameters",
        "fwd_GFLOP", "bwd_I_GFLOP", "bwd_W_GFLOP", "act_MiB", "send_MiB"}};
   for (const PatternStage &s : e.placement.stages) {
-    const ItemCost &c = e.stageCost[s.index];
+    const ItemCost &c = e.costs.stageCost[s.index];
     std::string layers = s.layers;
     if (s.index == 0)
       layers = "[emb] " + layers;
@@ -307,11 +234,12 @@ void printExplanation(const Explanation &e) {
       {"pp_rank", "parameters", "microbatches_in_flight", "memory_GiB"}};
   for (int64_t r = 0; r < e.placement.pp; ++r)
     rankRows.push_back(
-        {std::to_string(r), withCommas(e.rankParams[r]),
-         fmt::format("{:.2f}", peakMicrobatchesInFlight(
-                                   e.request.schedule, e.request.pp,
-                                   e.request.vpp, e.request.microbatches, r)),
-         gib(e.rankMemory[r])});
+        {std::to_string(r), withCommas(e.costs.rankParams[r]),
+         fmt::format("{:.2f}",
+                     peakMicrobatchesInFlight(
+                         e.costs.request.schedule, e.costs.request.pp,
+                         e.costs.request.vpp, e.costs.request.microbatches, r)),
+         gib(e.costs.rankMemory[r])});
   printTable(rankRows);
   double worst = *std::max_element(e.simulation.bubbleFraction.begin(),
                                    e.simulation.bubbleFraction.end());
@@ -328,7 +256,7 @@ void printExplanation(const Explanation &e) {
          std::to_string(e.simulation.peakActivations[r]),
          mib(static_cast<int64_t>(e.simulation.peakActivationBytes[r]))});
   printTable(simRows);
-  if (!e.exact)
+  if (!e.costs.exact)
     std::cout << "note: G, D and + layers are not in the cost model yet; their "
                  "costs are "
                  "counted as zero\n";

@@ -15,6 +15,7 @@ int main(int argc, char **argv) {
   hypipe::cli::addLayoutCommand(app, run);
   hypipe::cli::addCompileCommand(app, run);
   hypipe::cli::addExplainCommand(app, run);
+  hypipe::cli::addPlanCommand(app, run);
   hypipe::cli::addPartitionCommand(app, run);
   hypipe::cli::addScheduleCommand(app, run);
   hypipe::cli::addTrainCommand(app, run);

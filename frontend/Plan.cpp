@@ -1,0 +1,409 @@
+//===- Plan.cpp - the layouts of a spec for a rank count, fastest first ---===//
+#include "frontend/Plan.h"
+
+#include "core/io/Files.h"
+#include "core/partition/AutoPartition.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include <regex>
+#include <sstream>
+
+namespace hypipe {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+/// Virtual stages per rank tried for a pattern the partitioner splits.
+constexpr int64_t kMaxVpp = 4;
+
+/// Whether the spec fixes its own split (`|`, a layout string, or Megatron's
+/// first/last stage layer counts): then only its pp x vpp fits.
+bool splitIsFixed(const ModelSpec &spec) {
+  const ParallelSpec &par = spec.parallel;
+  return spec.pattern.hasPipes() || !par.layout.empty() ||
+         par.firstStageLayers || par.lastStageLayers;
+}
+
+/// The (pp, vpp) shapes a rank count can use.
+std::vector<std::pair<int64_t, int64_t>> shapes(const ModelSpec &spec,
+                                                int64_t ranks) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (splitIsFixed(spec)) {
+    if (ranks % spec.placement.pp == 0)
+      out.push_back({spec.placement.pp, spec.placement.vpp});
+    return out;
+  }
+  const int64_t layers = spec.pattern.numLayers();
+  // vpp > 1 only with pp > 1: one rank's chunks in a row are one stage.
+  for (int64_t pp = 1; pp <= std::min(ranks, layers); ++pp)
+    for (int64_t vpp = 1; ranks % pp == 0 && vpp <= kMaxVpp; ++vpp)
+      if (pp * vpp <= layers && (vpp == 1 || pp > 1))
+        out.push_back({pp, vpp});
+  return out;
+}
+
+bool scheduleRuns(const std::string &name, int64_t pp, int64_t vpp,
+                  int64_t microbatches) {
+  auto kind = schedule::parseScheduleKind(name);
+  return kind && !schedule::checkScheduleShape(*kind, vpp) &&
+         !schedule::checkSchedule({name, pp, vpp, microbatches, std::nullopt});
+}
+
+int64_t specGlobalBatch(const ModelSpec &spec) {
+  return spec.training.microBatchSize * spec.parallel.microbatches *
+         spec.parallel.dp;
+}
+
+std::string stageList(const std::vector<int64_t> &stages) {
+  std::string out;
+  for (int64_t s : stages)
+    out += (out.empty() ? "" : ", ") + std::to_string(s);
+  return out;
+}
+
+std::string layoutText(const PlanLayout &l) {
+  return fmt::format("pp={} vpp={} dp={} {} microbatches={}{}", l.pp, l.vpp,
+                     l.dp, l.schedule, l.microbatches,
+                     l.distributedOptimizer ? " distributed optimizer" : "");
+}
+
+/// The rank count nearest `ranks` that some layout uses fully (the lower at
+/// equal distance). None uses more than every layer on its own rank times
+/// one microbatch per data-parallel rank.
+std::optional<int64_t> nearestUsable(const ModelSpec &spec, int64_t ranks,
+                                     int64_t globalBatch) {
+  const int64_t most =
+      spec.pattern.numLayers() * (globalBatch / spec.training.microBatchSize);
+  for (int64_t d = 1; ranks - d >= 1 || ranks + d <= most; ++d) {
+    if (ranks - d >= 1 && !planLayouts(spec, ranks - d, globalBatch).empty())
+      return ranks - d;
+    if (ranks + d <= most && !planLayouts(spec, ranks + d, globalBatch).empty())
+      return ranks + d;
+  }
+  return std::nullopt;
+}
+
+Error noLayoutUses(const ModelSpec &spec, int64_t ranks, int64_t globalBatch) {
+  std::optional<int64_t> nearest = nearestUsable(spec, ranks, globalBatch);
+  return Error(Problem{
+      fmt::format("no layout uses {} ranks fully for a global batch of {}",
+                  ranks, globalBatch),
+      nearest
+          ? fmt::format("the nearest rank count that has one is {}", *nearest)
+          : std::string("no rank count has one: change the global batch "
+                        "(--global-batch)")});
+}
+
+/// p2p bytes per step: each microbatch's activation forward and its gradient
+/// back across every stage boundary between two ranks, in every pipeline.
+int64_t bytesSent(const ModelSpec &spec, const SpecCosts &costs) {
+  const auto &stages = spec.placement.stages;
+  int64_t perMicrobatch = 0;
+  for (size_t s = 0; s + 1 < stages.size(); ++s)
+    if (stages[s].ppRank != stages[s + 1].ppRank)
+      perMicrobatch += 2 * costs.stageCost[s].sendBytes;
+  return perMicrobatch * spec.parallel.microbatches * spec.parallel.dp;
+}
+
+/// The busiest rank's compute per step, in the simulator's units: no
+/// schedule of the layout finishes sooner.
+double busiestRank(const ModelSpec &spec, const SpecCosts &costs) {
+  std::vector<double> busy(spec.placement.pp, 0);
+  for (const PatternStage &s : spec.placement.stages)
+    busy[s.ppRank] +=
+        static_cast<double>(costs.stageCost[s.index].totalFlops()) / 1e9 *
+        spec.parallel.microbatches;
+  return *std::max_element(busy.begin(), busy.end());
+}
+
+LeastMemory leastMemoryOf(const PlanLayout &layout, const ModelSpec &spec,
+                          const SpecCosts &costs) {
+  LeastMemory m{layout};
+  auto worst =
+      std::max_element(costs.rankMemory.begin(), costs.rankMemory.end());
+  m.bytes = *worst;
+  m.ppRank = worst - costs.rankMemory.begin();
+  for (const PatternStage &s : spec.placement.stages)
+    if (s.ppRank == m.ppRank)
+      m.stages.push_back(s.index);
+  return m;
+}
+
+SpecOverrides overridesOf(const PlanLayout &l) {
+  SpecOverrides o;
+  o.pp = l.pp;
+  o.vpp = l.vpp;
+  o.dp = l.dp;
+  o.schedule = l.schedule;
+  o.microbatches = l.microbatches;
+  o.distributedOptimizer = l.distributedOptimizer;
+  return o;
+}
+
+/// The search's state: what it has seen so far.
+struct Search {
+  const PlanRequest &request;
+  const std::string &text;
+  int64_t globalBatch = 0;
+  Plan plan;
+  double fastestPrunedBound = -1; ///< least busiest-rank bound pruned
+
+  void consider(const PlanLayout &layout);
+  void prune(const PlanLayout &layout, const ModelSpec &spec,
+             const SpecCosts &costs);
+};
+
+void Search::prune(const PlanLayout &layout, const ModelSpec &spec,
+                   const SpecCosts &costs) {
+  ++plan.prunedByMemory;
+  LeastMemory m = leastMemoryOf(layout, spec, costs);
+  if (!plan.leastMemory || m.bytes < plan.leastMemory->bytes)
+    plan.leastMemory = m;
+  double bound = busiestRank(spec, costs);
+  if (fastestPrunedBound < 0 || bound < fastestPrunedBound)
+    fastestPrunedBound = bound;
+}
+
+void Search::consider(const PlanLayout &layout) {
+  auto spec = parseSpec(text, request.specPath, overridesOf(layout));
+  if (!spec) {
+    llvm::consumeError(spec.takeError());
+    ++plan.invalid;
+    return;
+  }
+  SpecCosts costs = specCosts(*spec);
+  int64_t peak =
+      *std::max_element(costs.rankMemory.begin(), costs.rankMemory.end());
+  if (request.memoryGiB && peak > *request.memoryGiB * kGiB)
+    return prune(layout, *spec, costs);
+  auto simulation = simulateSpec(*spec, costs.stageCost);
+  if (!simulation) {
+    ++plan.invalid;
+    return;
+  }
+  ++plan.simulated;
+  PlanCandidate c{layout, std::move(*spec), std::move(costs)};
+  c.makespan = simulation->makespan;
+  c.bubble = *std::max_element(simulation->bubbleFraction.begin(),
+                               simulation->bubbleFraction.end());
+  c.bytesSentPerStep = bytesSent(c.spec, c.costs);
+  c.globalBatch = globalBatch;
+  plan.candidates.push_back(std::move(c));
+}
+
+Error noLayoutFits(const LeastMemory &m, double capGiB) {
+  return Error(Problem{
+      fmt::format("no layout fits {} GiB per rank: the least any needs is "
+                  "{:.2f} GiB, on pp rank {} (stages {}) of {}",
+                  capGiB, m.bytes / kGiB, m.ppRank, stageList(m.stages),
+                  layoutText(m.layout)),
+      fmt::format("give --memory-gib {:.2f} or more, or more ranks",
+                  std::ceil(m.bytes / kGiB * 100) / 100)});
+}
+
+/// Where top-level section `name` starts and ends in `lines` ([begin, end),
+/// `begin` the `name:` line; trailing blank lines not counted), or nullopt.
+std::optional<std::pair<size_t, size_t>>
+sectionLines(const std::vector<std::string> &lines, const std::string &name) {
+  const std::regex header("^" + name + R"(:\s*(#.*)?$)");
+  for (size_t begin = 0; begin < lines.size(); ++begin) {
+    if (!std::regex_match(lines[begin], header))
+      continue;
+    size_t end = begin + 1;
+    while (end < lines.size() &&
+           (lines[end].empty() || lines[end][0] == ' ' || lines[end][0] == '#'))
+      ++end;
+    while (end > begin + 1 && lines[end - 1].empty())
+      --end;
+    return std::pair{begin, end};
+  }
+  return std::nullopt;
+}
+
+/// Sets `section.key`'s one-line value where the spec writes it.
+void setKey(std::vector<std::string> &lines, const std::string &section,
+            const std::string &key, const std::string &value) {
+  auto range = sectionLines(lines, section);
+  const std::regex line(R"(^(\s+))" + key + R"(:(\s.*)?$)");
+  std::smatch m;
+  for (size_t i = range ? range->first + 1 : lines.size();
+       range && i < range->second; ++i)
+    if (std::regex_match(lines[i], m, line))
+      lines[i] = m[1].str() + key + ": " + value;
+}
+
+/// The YAML value of a path relative to the spec's directory, made absolute.
+std::string absolutePath(const std::string &specDir, const std::string &path) {
+  llvm::SmallString<256> full(path);
+  if (!llvm::sys::path::is_absolute(full)) {
+    full = specDir;
+    llvm::sys::path::append(full, path);
+    llvm::sys::fs::make_absolute(full);
+  }
+  return nlohmann::json(std::string(full)).dump();
+}
+
+std::vector<std::string> parallelSection(const PlanLayout &l) {
+  return {"parallel:",
+          fmt::format("  pp: {}", l.pp),
+          fmt::format("  vpp: {}", l.vpp),
+          fmt::format("  dp: {}", l.dp),
+          fmt::format("  schedule: {}", l.schedule),
+          fmt::format("  microbatches: {}", l.microbatches),
+          fmt::format("  distributed_optimizer: {}",
+                      l.distributedOptimizer ? "true" : "false")};
+}
+
+/// Whether `written` places and schedules as the candidate does.
+bool sameLayout(const ModelSpec &written, const PlanCandidate &c) {
+  const ParallelSpec &a = written.parallel, &b = c.spec.parallel;
+  const auto &x = written.placement.stages, &y = c.spec.placement.stages;
+  bool stagesEqual = x.size() == y.size();
+  for (size_t i = 0; stagesEqual && i < x.size(); ++i)
+    stagesEqual = x[i].ppRank == y[i].ppRank && x[i].vpStage == y[i].vpStage &&
+                  x[i].layers == y[i].layers;
+  return stagesEqual && a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp &&
+         a.schedule == b.schedule && a.microbatches == b.microbatches &&
+         a.distributedOptimizer == b.distributedOptimizer;
+}
+
+std::vector<std::string> splitLines(const std::string &text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  return lines;
+}
+
+Error checkGlobalBatch(int64_t globalBatch, int64_t microBatchSize) {
+  if (globalBatch % microBatchSize == 0)
+    return Error::success();
+  return Error(Problem{
+      fmt::format("the global batch {} is not a multiple of the spec's "
+                  "micro_batch_size {}",
+                  globalBatch, microBatchSize),
+      fmt::format("give --global-batch {}",
+                  (globalBatch / microBatchSize + 1) * microBatchSize)});
+}
+
+void sortFastestFirst(std::vector<PlanCandidate> &candidates) {
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const PlanCandidate &a, const PlanCandidate &b) {
+                     // Equal steps: the one with memory to spare first.
+                     return a.makespan != b.makespan
+                                ? a.makespan < b.makespan
+                                : a.peakMemory() < b.peakMemory();
+                   });
+}
+
+} // namespace
+
+int64_t PlanCandidate::peakMemory() const {
+  return *std::max_element(costs.rankMemory.begin(), costs.rankMemory.end());
+}
+
+std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,
+                                    int64_t globalBatch) {
+  std::vector<PlanLayout> out;
+  const int64_t mbs = spec.training.microBatchSize;
+  for (auto [pp, vpp] : shapes(spec, ranks)) {
+    const int64_t dp = ranks / pp;
+    if (globalBatch % (mbs * dp) != 0)
+      continue;
+    const int64_t microbatches = globalBatch / (mbs * dp);
+    for (const std::string &name : schedule::scheduleNames())
+      for (bool sharded : {false, true})
+        if (scheduleRuns(name, pp, vpp, microbatches) && (!sharded || dp > 1))
+          out.push_back({pp, vpp, dp, microbatches, name, sharded});
+  }
+  return out;
+}
+
+Expected<Plan> plan(const PlanRequest &request) {
+  Expected<std::string> text =
+      files::readBounded(request.specPath, files::kSpec);
+  if (!text)
+    return text.takeError();
+  return plan(*text, request);
+}
+
+Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
+  auto original = parseSpec(text, request.specPath);
+  if (!original)
+    return makeError(llvm::toString(original.takeError()));
+  Search search{request, text,
+                request.globalBatch.value_or(specGlobalBatch(*original))};
+  if (Error refused = checkGlobalBatch(search.globalBatch,
+                                       original->training.microBatchSize))
+    return std::move(refused);
+  std::vector<PlanLayout> layouts =
+      planLayouts(*original, request.ranks, search.globalBatch);
+  if (layouts.empty())
+    return noLayoutUses(*original, request.ranks, search.globalBatch);
+  for (const PlanLayout &layout : layouts)
+    search.consider(layout);
+  Plan &p = search.plan;
+  if (p.candidates.empty() && p.leastMemory)
+    return noLayoutFits(*p.leastMemory, *request.memoryGiB);
+  if (p.candidates.empty())
+    return makeError(fmt::format("internal: the spec loader refused all {} "
+                                 "layouts for {} ranks (please report this)",
+                                 p.invalid, request.ranks));
+  sortFastestFirst(p.candidates);
+  p.memoryBound = search.fastestPrunedBound >= 0 &&
+                  search.fastestPrunedBound < p.candidates[0].makespan;
+  return std::move(p);
+}
+
+std::string megatronArgs(const PlanCandidate &c) {
+  const PlanLayout &l = c.layout;
+  std::string out = fmt::format("--pipeline-model-parallel-size {}", l.pp);
+  if (l.vpp > 1)
+    out += fmt::format(" --virtual-pipeline-model-parallel-size {}", l.vpp);
+  out += fmt::format(" --hybrid-override-pattern '{}' --micro-batch-size {} "
+                     "--global-batch-size {}",
+                     c.costs.pinned, c.spec.training.microBatchSize,
+                     c.globalBatch);
+  if (l.distributedOptimizer)
+    out += " --use-distributed-optimizer";
+  return out;
+}
+
+Expected<std::string> plannedSpecText(const std::string &specText,
+                                      const std::string &specDir,
+                                      const PlanCandidate &c) {
+  std::vector<std::string> lines = splitLines(specText);
+  setKey(lines, "model", "pattern", "\"" + c.costs.pinned + "\"");
+  if (!c.spec.data.path.empty())
+    setKey(lines, "data", "path", absolutePath(specDir, c.spec.data.path));
+  if (!c.spec.training.initFrom.empty())
+    setKey(lines, "training", "init_from",
+           absolutePath(specDir, c.spec.training.initFrom));
+  std::vector<std::string> parallel = parallelSection(c.layout);
+  auto range = sectionLines(lines, "parallel");
+  const size_t at = range ? range->first : lines.size();
+  if (range)
+    lines.erase(lines.begin() + range->first, lines.begin() + range->second);
+  lines.insert(lines.begin() + at, parallel.begin(), parallel.end());
+  std::string text = fmt::format("# hypipe plan: {}\n", layoutText(c.layout));
+  for (const std::string &line : lines)
+    text += line + "\n";
+  auto written = parseSpec(text, specDir + "/planned.yaml");
+  if (!written)
+    return makeError("internal: the planned spec does not load: " +
+                     llvm::toString(written.takeError()));
+  if (!sameLayout(*written, c))
+    return makeError("internal: the planned spec places the layers "
+                     "differently from the plan (please report this)");
+  return text;
+}
+
+} // namespace hypipe

@@ -1,0 +1,93 @@
+//===- Plan.h - the layouts of a spec for a rank count, fastest first -----===//
+//
+// `hypipe plan`'s search (docs/plan.md): pp x dp = ranks, vpp, the schedule,
+// the microbatch count that keeps the global batch, and the distributed
+// optimizer. Each layout is loaded as a spec (so the loader's and the
+// schedule library's checks decide what is valid), its memory estimate is
+// held to the cap before anything is simulated, and the survivors are
+// ranked by the simulated makespan of SpecCosts.h, the numbers `hypipe
+// explain` prints.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_FRONTEND_PLAN_H
+#define HYPIPE_FRONTEND_PLAN_H
+
+#include "frontend/Spec.h"
+#include "frontend/SpecCosts.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hypipe {
+
+struct PlanRequest {
+  std::string specPath;
+  int64_t ranks = 1;
+  std::optional<double> memoryGiB;    ///< per-rank cap; none: no cap
+  std::optional<int64_t> globalBatch; ///< samples; none: the spec's
+};
+
+/// One layout: the parallel fields it sets.
+struct PlanLayout {
+  int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;
+  std::string schedule;
+  bool distributedOptimizer = false;
+};
+
+struct PlanCandidate {
+  PlanLayout layout;
+  ModelSpec spec;               ///< the original spec with the layout applied
+  SpecCosts costs;              ///< its memory per rank among them
+  double makespan = 0;          ///< GFLOP of one rank (transfers free)
+  double bubble = 0;            ///< the worst rank's idle fraction
+  int64_t bytesSentPerStep = 0; ///< p2p between pipeline ranks, all of dp
+  int64_t globalBatch = 0;
+  int64_t peakMemory() const;
+};
+
+/// The layout that needs the least memory, when none fits the cap.
+struct LeastMemory {
+  PlanLayout layout;
+  int64_t bytes = 0;
+  int64_t ppRank = 0;
+  std::vector<int64_t> stages; ///< the stage indices on that rank
+};
+
+struct Plan {
+  std::vector<PlanCandidate> candidates; ///< fastest first
+  int64_t simulated = 0;
+  int64_t prunedByMemory = 0;
+  int64_t invalid = 0; ///< refused by the spec loader or the schedules
+  /// Whether a layout pruned by memory could have beaten the winner: its
+  /// busiest rank's compute alone is under the winner's makespan.
+  bool memoryBound = false;
+  std::optional<LeastMemory> leastMemory;
+};
+
+/// The layouts to try for `ranks` ranks (before loading): pp dividing ranks,
+/// the vpp values the pattern allows, every schedule whose shape the
+/// schedule library accepts, and the distributed optimizer when dp > 1.
+std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,
+                                    int64_t globalBatch);
+
+/// Searches; an error when no layout uses `ranks` fully (naming the nearest
+/// count that has one) or none fits the memory cap (naming the least memory
+/// any layout needs and where).
+Expected<Plan> plan(const PlanRequest &request);
+/// Same, for the spec text `text` (named request.specPath).
+Expected<Plan> plan(const std::string &text, const PlanRequest &request);
+
+/// Megatron-LM's flags for the candidate's placement and batch.
+std::string megatronArgs(const PlanCandidate &candidate);
+
+/// `specText` (the original spec) with the candidate's parallel section, its
+/// pattern pinned with `|`, and relative data and init paths made absolute
+/// (from `specDir`), checked by loading it back.
+Expected<std::string> plannedSpecText(const std::string &specText,
+                                      const std::string &specDir,
+                                      const PlanCandidate &candidate);
+
+} // namespace hypipe
+
+#endif

@@ -1,0 +1,28 @@
+"""Checks `hypipe plan --out DIR --json` against `hypipe explain --json` of
+each written spec: the same layout, memory per rank and simulated step, and
+a Megatron pattern that is the spec's pinned pattern. Prints one line."""
+import json
+import re
+import subprocess
+import sys
+
+hypipe, plan_json = sys.argv[1], sys.argv[2]
+plan = json.load(open(plan_json))
+checked = 0
+for c in plan["candidates"]:
+    e = json.loads(subprocess.run([hypipe, "explain", c["spec"], "--json"],
+                                  check=True, capture_output=True,
+                                  text=True).stdout)
+    for key in ("pp", "vpp", "dp", "schedule", "microbatches",
+                "distributed_optimizer"):
+        assert e[key] == c[key], (c["spec"], key, e[key], c[key])
+    assert [r["memory_bytes"] for r in e["ranks"]] == c["peak_memory_bytes"]
+    assert abs(e["simulation"]["makespan"] - c["predicted_step"]) <= \
+        1e-9 * c["predicted_step"], c["spec"]
+    assert not e["auto_partitioned"]
+    pattern = re.search(r"--hybrid-override-pattern '([^']+)'",
+                        c["megatron_args"]).group(1)
+    assert pattern == e["pattern"], (pattern, e["pattern"])
+    checked += 1
+assert checked == len(plan["candidates"]) > 0
+print(f"checked {checked} specs")

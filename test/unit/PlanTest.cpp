@@ -1,0 +1,191 @@
+//===- PlanTest.cpp - `hypipe plan`'s search ------------------------------===//
+#include "frontend/Plan.h"
+
+#include "core/lang/HybridPattern.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+
+namespace hypipe {
+namespace {
+
+/// Eight layers the partitioner splits (no `|`), a global batch of 8.
+const char *kSpec = R"(model:
+  pattern: "M-M*M-M-"
+  hidden_size: 64
+  ffn_hidden_size: 128
+  num_attention_heads: 4
+  num_query_groups: 2
+  mamba_num_heads: 4
+  mamba_head_dim: 16
+  mamba_state_dim: 16
+  vocab_size: 256
+parallel:
+  microbatches: 8
+training:
+  seq_length: 32
+data:
+  path: data/tokens.txt
+)";
+
+Plan planned(int64_t ranks, std::optional<double> memoryGiB = std::nullopt,
+             const std::string &text = kSpec) {
+  auto p = plan(text, {"spec.yaml", ranks, memoryGiB, std::nullopt});
+  EXPECT_TRUE(static_cast<bool>(p)) << (p ? "" : p.problem().message);
+  return p ? std::move(*p) : Plan{};
+}
+
+std::string problemOf(int64_t ranks, std::optional<double> memoryGiB,
+                      const std::string &text = kSpec) {
+  auto p = plan(text, {"spec.yaml", ranks, memoryGiB, std::nullopt});
+  EXPECT_FALSE(static_cast<bool>(p));
+  return p ? "" : p.problem().message + "\nhelp: " + p.problem().help;
+}
+
+int64_t smallestPeak(const Plan &p, bool onePipelineRank) {
+  int64_t least = INT64_MAX;
+  for (const PlanCandidate &c : p.candidates)
+    if ((c.layout.pp == 1) == onePipelineRank)
+      least = std::min(least, c.peakMemory());
+  return least;
+}
+
+/// The value after `flag` in Megatron-LM arguments ("" if absent).
+std::string flagValue(const std::string &args, const std::string &flag) {
+  std::smatch m;
+  std::regex value(flag + R"( '?([^' ]+)'?)");
+  return std::regex_search(args, m, value) ? m[1].str() : "";
+}
+
+// One rank has one layout: pp 1, dp 1, the whole batch in its microbatches.
+TEST(Plan, OneRankIsOnePipelineRank) {
+  Plan p = planned(1);
+  ASSERT_FALSE(p.candidates.empty());
+  for (const PlanCandidate &c : p.candidates) {
+    EXPECT_EQ(c.layout.pp * c.layout.vpp, 1);
+    EXPECT_EQ(c.layout.dp, 1);
+    EXPECT_EQ(c.layout.microbatches, 8);
+    EXPECT_EQ(c.bytesSentPerStep, 0); // nothing crosses a rank boundary
+  }
+  EXPECT_EQ(p.simulated, static_cast<int64_t>(p.candidates.size()));
+}
+
+// Candidates come fastest first and keep the global batch.
+TEST(Plan, RankedByStepAndBatchKept) {
+  Plan p = planned(4);
+  ASSERT_GT(p.candidates.size(), 1u);
+  for (size_t i = 0; i < p.candidates.size(); ++i) {
+    const PlanLayout &l = p.candidates[i].layout;
+    EXPECT_EQ(l.pp * l.dp, 4);
+    EXPECT_EQ(l.microbatches * l.dp, 8);
+    if (i > 0)
+      EXPECT_LE(p.candidates[i - 1].makespan, p.candidates[i].makespan);
+  }
+}
+
+// A cap between the least memory of pp > 1 and of pp 1 leaves no pp 1
+// layout, and every candidate left is under it.
+TEST(Plan, MemoryCapPrunesOnePipelineRank) {
+  Plan all = planned(4);
+  const int64_t split = smallestPeak(all, false);
+  const int64_t whole = smallestPeak(all, true);
+  ASSERT_LT(split, whole);
+  const double cap = (split + whole) / 2.0 / (1024.0 * 1024.0 * 1024.0);
+  Plan capped = planned(4, cap);
+  ASSERT_FALSE(capped.candidates.empty());
+  EXPECT_GT(capped.prunedByMemory, 0);
+  for (const PlanCandidate &c : capped.candidates) {
+    EXPECT_GT(c.layout.pp, 1);
+    for (int64_t bytes : c.costs.rankMemory)
+      EXPECT_LE(bytes, cap * 1024.0 * 1024.0 * 1024.0);
+  }
+  EXPECT_EQ(capped.simulated + capped.prunedByMemory,
+            all.simulated); // pruned before simulating
+}
+
+// Megatron's flags, parsed back with hypipe's Megatron-exact pattern
+// language, place every layer where the candidate does.
+TEST(Plan, MegatronArgumentsPlaceAsTheCandidate) {
+  Plan p = planned(4);
+  ASSERT_FALSE(p.candidates.empty());
+  for (const PlanCandidate &c : p.candidates) {
+    std::string args = megatronArgs(c);
+    auto pattern =
+        parseHybridPattern(flagValue(args, "--hybrid-override-pattern"));
+    ASSERT_TRUE(static_cast<bool>(pattern)) << args;
+    std::string vpp = flagValue(args, "--virtual-pipeline-model-parallel-size");
+    PlacementOptions options{
+        std::stoll(flagValue(args, "--pipeline-model-parallel-size")),
+        vpp.empty() ? 1 : std::stoll(vpp), std::nullopt, std::nullopt,
+        schedule::placementOf(c.layout.schedule)};
+    auto placement = placeHybridPattern(*pattern, options);
+    ASSERT_TRUE(static_cast<bool>(placement)) << args;
+    const auto &want = c.spec.placement.stages;
+    ASSERT_EQ(placement->stages.size(), want.size()) << args;
+    for (size_t s = 0; s < want.size(); ++s) {
+      EXPECT_EQ(placement->stages[s].ppRank, want[s].ppRank) << args;
+      EXPECT_EQ(placement->stages[s].vpStage, want[s].vpStage) << args;
+      EXPECT_EQ(placement->stages[s].layers, want[s].layers) << args;
+    }
+    EXPECT_EQ(std::stoll(flagValue(args, "--micro-batch-size")) *
+                  c.layout.microbatches * c.layout.dp,
+              std::stoll(flagValue(args, "--global-batch-size")));
+    EXPECT_EQ(args.find("--use-distributed-optimizer") != std::string::npos,
+              c.layout.distributedOptimizer);
+  }
+}
+
+// The written spec loads with the candidate's parallel fields and pinned
+// pattern, its data path made absolute.
+TEST(Plan, WrittenSpecLoadsAsTheCandidate) {
+  Plan p = planned(4);
+  ASSERT_FALSE(p.candidates.empty());
+  for (const PlanCandidate &c : p.candidates) {
+    auto text = plannedSpecText(kSpec, "/somewhere", c);
+    ASSERT_TRUE(static_cast<bool>(text)) << text.problem().message;
+    auto spec = parseSpec(*text, "plan.yaml");
+    ASSERT_TRUE(static_cast<bool>(spec));
+    EXPECT_FALSE(spec->autoPartitioned);
+    EXPECT_EQ(spec->parallel.pp, c.layout.pp);
+    EXPECT_EQ(spec->parallel.vpp, c.layout.vpp);
+    EXPECT_EQ(spec->parallel.dp, c.layout.dp);
+    EXPECT_EQ(spec->parallel.schedule, c.layout.schedule);
+    EXPECT_EQ(spec->parallel.distributedOptimizer,
+              c.layout.distributedOptimizer);
+    EXPECT_EQ(spec->data.path, "/somewhere/data/tokens.txt");
+  }
+}
+
+// A cap under every layout's need names the least need and where it is.
+TEST(Plan, NoLayoutFitsNamesTheLeastMemory) {
+  Plan all = planned(4);
+  int64_t least = std::min(smallestPeak(all, false), smallestPeak(all, true));
+  std::string e = problemOf(4, 1e-6);
+  EXPECT_NE(e.find("no layout fits"), std::string::npos) << e;
+  EXPECT_NE(e.find(fmt::format("the least any needs is {:.2f} GiB",
+                               least / (1024.0 * 1024.0 * 1024.0))),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("on pp rank"), std::string::npos) << e;
+}
+
+// A pinned split over 2 pipeline ranks cannot use 3 ranks; 2 and 4 can,
+// and 2 is nearer (it is tried first at equal distance).
+TEST(Plan, UnusableRankCountNamesTheNearest) {
+  std::string pinned = std::regex_replace(
+      std::regex_replace(std::string(kSpec), std::regex("M-M\\*M-M-"),
+                         "M-M*|M-M-"),
+      std::regex("parallel:\n"), "parallel:\n  pp: 2\n");
+  std::string e = problemOf(3, std::nullopt, pinned);
+  EXPECT_NE(e.find("no layout uses 3 ranks fully"), std::string::npos) << e;
+  EXPECT_NE(e.find("nearest rank count that has one is 2"), std::string::npos)
+      << e;
+  Plan p = planned(4, std::nullopt, pinned);
+  for (const PlanCandidate &c : p.candidates)
+    EXPECT_EQ(c.layout.pp, 2); // only the spec's own split fits
+}
+
+} // namespace
+} // namespace hypipe
