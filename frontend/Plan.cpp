@@ -2,6 +2,7 @@
 #include "frontend/Plan.h"
 
 #include "core/io/Files.h"
+#include "core/model/SizeBounds.h"
 #include "core/partition/AutoPartition.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -80,8 +81,12 @@ std::string layoutText(const PlanLayout &l) {
 /// one microbatch per data-parallel rank.
 std::optional<int64_t> nearestUsable(const ModelSpec &spec, int64_t ranks,
                                      int64_t globalBatch) {
-  const int64_t most =
-      spec.pattern.numLayers() * (globalBatch / spec.training.microBatchSize);
+  const int64_t replicas = globalBatch / spec.training.microBatchSize;
+  const int64_t most = std::min(
+      kMaxRanks, replicas > kMaxRanks / std::max<int64_t>(1, spec.pattern.numLayers())
+                     ? kMaxRanks
+                     : spec.pattern.numLayers() * replicas);
+  ranks = std::min(ranks, most + 1);
   for (int64_t d = 1; ranks - d >= 1 || ranks + d <= most; ++d) {
     if (ranks - d >= 1 && !planLayouts(spec, ranks - d, globalBatch).empty())
       return ranks - d;
@@ -155,6 +160,7 @@ struct Search {
   int64_t globalBatch = 0;
   Plan plan;
   double fastestPrunedBound = -1; ///< least busiest-rank bound pruned
+  std::string firstRefusal; ///< why the spec loader refused the first layout
 
   void consider(const PlanLayout &layout);
   void prune(const PlanLayout &layout, const ModelSpec &spec,
@@ -175,7 +181,10 @@ void Search::prune(const PlanLayout &layout, const ModelSpec &spec,
 void Search::consider(const PlanLayout &layout) {
   auto spec = parseSpec(text, request.specPath, overridesOf(layout));
   if (!spec) {
-    llvm::consumeError(spec.takeError());
+    std::string why = llvm::toString(spec.takeError());
+    if (firstRefusal.empty())
+      firstRefusal = why.substr(why.rfind("error: ", 0) == 0 ? 7 : 0,
+                                why.find('\n'));
     ++plan.invalid;
     return;
   }
@@ -251,15 +260,22 @@ std::string absolutePath(const std::string &specDir, const std::string &path) {
   return nlohmann::json(std::string(full)).dump();
 }
 
-std::vector<std::string> parallelSection(const PlanLayout &l) {
-  return {"parallel:",
-          fmt::format("  pp: {}", l.pp),
-          fmt::format("  vpp: {}", l.vpp),
-          fmt::format("  dp: {}", l.dp),
-          fmt::format("  schedule: {}", l.schedule),
-          fmt::format("  microbatches: {}", l.microbatches),
-          fmt::format("  distributed_optimizer: {}",
-                      l.distributedOptimizer ? "true" : "false")};
+std::vector<std::string> parallelSection(const PlanCandidate &c) {
+  const PlanLayout &l = c.layout;
+  std::vector<std::string> lines = {
+      "parallel:",
+      fmt::format("  pp: {}", l.pp),
+      fmt::format("  vpp: {}", l.vpp),
+      fmt::format("  dp: {}", l.dp),
+      fmt::format("  schedule: {}", l.schedule),
+      fmt::format("  microbatches: {}", l.microbatches),
+      fmt::format("  distributed_optimizer: {}",
+                  l.distributedOptimizer ? "true" : "false")};
+  // A group size the spec gave (the default is pp) stays what it was.
+  if (c.spec.parallel.groupSize != l.pp)
+    lines.push_back(fmt::format("  microbatch_group_size_per_vp_stage: {}",
+                                c.spec.parallel.groupSize));
+  return lines;
 }
 
 /// Whether `written` places and schedules as the candidate does.
@@ -272,6 +288,7 @@ bool sameLayout(const ModelSpec &written, const PlanCandidate &c) {
                   x[i].layers == y[i].layers;
   return stagesEqual && a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp &&
          a.schedule == b.schedule && a.microbatches == b.microbatches &&
+         a.groupSize == b.groupSize &&
          a.distributedOptimizer == b.distributedOptimizer;
 }
 
@@ -281,6 +298,41 @@ std::vector<std::string> splitLines(const std::string &text) {
   for (std::string line; std::getline(in, line);)
     lines.push_back(line);
   return lines;
+}
+
+/// --ranks and --global-batch within the bounds every spec has
+/// (core/model/SizeBounds.h).
+Error checkRequest(const PlanRequest &r) {
+  if (r.ranks < 1 || r.ranks > kMaxRanks)
+    return Error(Problem{fmt::format("--ranks is {}; hypipe plans 1 to {} "
+                                     "ranks (pp x dp)",
+                                     r.ranks, kMaxRanks),
+                         "give a rank count in that range"});
+  const int64_t most = int64_t(1) << 30; // kMaxStepTokens over 1-token samples
+  if (r.globalBatch && (*r.globalBatch < 1 || *r.globalBatch > most))
+    return Error(Problem{fmt::format("--global-batch is {}; at most {} samples "
+                                     "a step",
+                                     *r.globalBatch, most),
+                         "give a global batch in that range"});
+  return Error::success();
+}
+
+/// What plan cannot write back yet: it replaces the parallel section, so a
+/// spec that pins more than the search sets, or packs, is refused.
+Error checkPlannable(const ModelSpec &spec) {
+  const ParallelSpec &par = spec.parallel;
+  const char *pinned = !par.layout.empty() ? "parallel.layout"
+                       : !par.scheduleCsv.empty() ? "parallel.schedule_csv"
+                       : par.firstStageLayers || par.lastStageLayers
+                           ? "first_stage_layers / last_stage_layers"
+                       : spec.data.packing ? "data.packing"
+                                           : nullptr;
+  if (!pinned)
+    return Error::success();
+  return Error(Problem{
+      fmt::format("hypipe plan does not plan a spec with {} yet", pinned),
+      "remove it to let plan choose (packing: plan its unpacked twin; a "
+      "packed step's microbatch count depends on the data)"});
 }
 
 Error checkGlobalBatch(int64_t globalBatch, int64_t microBatchSize) {
@@ -336,9 +388,13 @@ Expected<Plan> plan(const PlanRequest &request) {
 }
 
 Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
+  if (Error refused = checkRequest(request))
+    return std::move(refused);
   auto original = parseSpec(text, request.specPath);
   if (!original)
     return makeError(llvm::toString(original.takeError()));
+  if (Error refused = checkPlannable(*original))
+    return std::move(refused);
   Search search{request, text,
                 request.globalBatch.value_or(specGlobalBatch(*original))};
   if (Error refused = checkGlobalBatch(search.globalBatch,
@@ -354,9 +410,10 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
   if (p.candidates.empty() && p.leastMemory)
     return noLayoutFits(*p.leastMemory, *request.memoryGiB);
   if (p.candidates.empty())
-    return makeError(fmt::format("internal: the spec loader refused all {} "
-                                 "layouts for {} ranks (please report this)",
-                                 p.invalid, request.ranks));
+    return Error(Problem{
+        fmt::format("the spec refuses all {} layouts for {} ranks: {}",
+                    p.invalid, request.ranks, search.firstRefusal),
+        "change --ranks or --global-batch"});
   sortFastestFirst(p.candidates);
   p.memoryBound = search.fastestPrunedBound >= 0 &&
                   search.fastestPrunedBound < p.candidates[0].makespan;
@@ -374,6 +431,9 @@ std::string megatronArgs(const PlanCandidate &c) {
                      c.globalBatch);
   if (l.distributedOptimizer)
     out += " --use-distributed-optimizer";
+  if (l.vpp > 1 && c.spec.parallel.groupSize != l.pp)
+    out += fmt::format(" --microbatch-group-size-per-virtual-pipeline-stage {}",
+                       c.spec.parallel.groupSize);
   return out;
 }
 
@@ -387,7 +447,7 @@ Expected<std::string> plannedSpecText(const std::string &specText,
   if (!c.spec.training.initFrom.empty())
     setKey(lines, "training", "init_from",
            absolutePath(specDir, c.spec.training.initFrom));
-  std::vector<std::string> parallel = parallelSection(c.layout);
+  std::vector<std::string> parallel = parallelSection(c);
   auto range = sectionLines(lines, "parallel");
   const size_t at = range ? range->first : lines.size();
   if (range)

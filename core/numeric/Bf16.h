@@ -5,9 +5,8 @@
 // with an even last mantissa bit (round to nearest even: what PyTorch's
 // `.to(torch.bfloat16)`, cuBLAS and the tensor cores do); infinities stay
 // infinite, every NaN stays a NaN (quiet, with its sign), and a value past
-// bfloat16's largest finite one rounds to infinity as IEEE says. The same
-// on the host and in a CUDA kernel (constexpr, no library call); the
-// precision work of docs/precision.md builds on it.
+// bfloat16's largest finite one rounds to infinity as IEEE says. Host code
+// (a CUDA kernel uses __float2bfloat16_rn, which rounds the same way).
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_CORE_NUMERIC_BF16_H

@@ -69,6 +69,12 @@ double niceStep(double span, int mostIntervals, double minStep) {
 
 Axis axisCovering(double lo, double hi, double fromPx, double toPx,
                   int mostIntervals, double minStep) {
+  // A range that is not finite (an edited log's 1e999) would never be
+  // covered: draw [0, 1] instead.
+  if (!std::isfinite(lo) || !std::isfinite(hi)) {
+    lo = 0;
+    hi = 1;
+  }
   if (!(hi > lo)) {
     const double pad = std::max(0.05 * std::abs(lo), 0.5);
     lo -= pad;

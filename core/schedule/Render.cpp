@@ -230,7 +230,9 @@ void drawRows(std::string &out, const Schedule &s, const Simulation &sim,
 SvgLayout svgLayout(const Schedule &s, const Simulation &sim) {
   // The fewest pixels per time unit at which every short label fits.
   double pixelsPerUnit = 0;
+  int64_t drawn = 0;
   forEachDrawn(s, [&](int64_t r, size_t k, const Action &a) {
+    ++drawn;
     const Timing &t = sim.timings[r][k];
     if (t.end > t.start)
       pixelsPerUnit = std::max(pixelsPerUnit, labelPixels(shortLabel(s, a)) /
@@ -239,7 +241,10 @@ SvgLayout svgLayout(const Schedule &s, const Simulation &sim) {
   const double margins = kRankColumn + kRightMargin;
   SvgLayout layout;
   layout.labelledWidth = std::ceil(margins + sim.makespan * pixelsPerUnit);
-  layout.aggregated = layout.labelledWidth > kSvgMaxWidth;
+  // Too wide to label, or too many boxes for one file (actions of no cost
+  // need no width, but each would still be an element).
+  layout.aggregated =
+      layout.labelledWidth > kSvgMaxWidth || drawn > kSvgMostBoxes;
   layout.width = layout.aggregated
                      ? kSvgAggregatedWidth
                      : std::max(kSvgMinWidth, layout.labelledWidth);

@@ -17,9 +17,12 @@ std::string chromeTrace(const Schedule &schedule, const Simulation &simulation);
 /// the picture grows with the actions, from kSvgMinWidth up to kSvgMaxWidth.
 /// A schedule that would need more is drawn aggregated, kSvgAggregatedWidth
 /// wide: each rank as one-pixel columns, each a stack of the shares of its
-/// time each kind of action fills (the picture stays a few MB at most).
+/// time each kind of action fills (the picture stays a few MB at most); so
+/// is one of more than kSvgMostBoxes actions, whatever their costs (actions
+/// that cost nothing need no width but would each be an element).
 constexpr double kSvgMinWidth = 1200, kSvgMaxWidth = 16000,
                  kSvgAggregatedWidth = 2400;
+constexpr int64_t kSvgMostBoxes = 20000;
 
 struct SvgLayout {
   double labelledWidth = 0; ///< the width at which every label fits

@@ -317,6 +317,7 @@ void writeShard(const std::string &path, const std::vector<Planned> &plan,
     std::transform(data.back().begin(), data.back().end(),
                    halves.back().begin(), bf16::fromFloat);
     w.addBf16(plan[i].name, plan[i].shape, halves.back().data());
+    data.back() = std::vector<float>(); // the bf16 copy is what is written
   }
   w.metadata("format", "pt"); // what transformers requires
   w.write(path);

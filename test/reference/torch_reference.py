@@ -273,7 +273,8 @@ def main():
             sys.exit("the packed reference has no MTP")
         mask = tensors["loss_mask"].double()
         starts = tensors["sample_starts"].long().tolist() + [tokens.shape[0]]
-        per_token = manifest["training"].get("calculate_per_token_loss", False)
+        # Manifests older than the field trained packed steps per token.
+        per_token = manifest["training"].get("calculate_per_token_loss", True)
         mb_starts = tensors["microbatch_starts"].long().tolist() + [tokens.shape[0]]
         mb_of = lambda a: max(i for i, s in enumerate(mb_starts) if s <= a)
         summed = [0.0] * (len(mb_starts) - 1)  # masked CE per microbatch
@@ -286,7 +287,9 @@ def main():
             total = sum(summed) / mask.sum()
         else:
             # Megatron's default: the mean of the microbatches' means.
-            means = [s / mask[x:y].sum() for s, (x, y)
+            # A microbatch with no loss token adds 0 and still counts
+            # (Megatron's clamp(num_tokens, min=1)).
+            means = [s / max(mask[x:y].sum(), 1) for s, (x, y)
                      in zip(summed, zip(mb_starts[:-1], mb_starts[1:]))]
             total = sum(means) / len(means)
         lm_total = float(total)
