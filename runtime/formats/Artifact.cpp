@@ -361,6 +361,26 @@ ModelInfo parseModelInfo(const nlohmann::json &model,
   return d;
 }
 
+ModelDims dimsOf(const ModelInfo &m) {
+  ModelDims d;
+  d.hidden = m.hidden;
+  d.ffnHidden = m.ffnHidden;
+  d.numHeads = m.numHeads;
+  d.numQueryGroups = m.numQueryGroups;
+  d.mambaState = m.mambaState;
+  d.mambaNumHeads = m.mambaNumHeads;
+  d.mambaHeadDim = m.mambaHeadDim;
+  d.mambaNumGroups = m.mambaNumGroups;
+  d.mambaConvWidth = m.mambaConvWidth;
+  d.numExperts = m.numExperts;
+  d.moeTopK = m.moeTopK;
+  d.moeFfnHidden = m.moeFfnHidden;
+  d.vocab = m.vocab;
+  d.tieEmbeddings = m.tieEmbeddings;
+  d.activation = m.activation;
+  return d;
+}
+
 schedule::Schedule Artifact::asSchedule() const {
   schedule::Schedule s;
   s.name = schedule;
@@ -618,32 +638,12 @@ RunSizes runSizes(const Artifact &a) {
   return s;
 }
 
-ModelDims modelDims(const ModelInfo &m) {
-  ModelDims d;
-  d.hidden = m.hidden;
-  d.ffnHidden = m.ffnHidden;
-  d.numHeads = m.numHeads;
-  d.numQueryGroups = m.numQueryGroups;
-  d.mambaState = m.mambaState;
-  d.mambaNumHeads = m.mambaNumHeads;
-  d.mambaHeadDim = m.mambaHeadDim;
-  d.mambaNumGroups = m.mambaNumGroups;
-  d.mambaConvWidth = m.mambaConvWidth;
-  d.numExperts = m.numExperts;
-  d.moeTopK = m.moeTopK;
-  d.moeFfnHidden = m.moeFfnHidden;
-  d.vocab = m.vocab;
-  d.tieEmbeddings = m.tieEmbeddings;
-  d.activation = m.activation;
-  return d;
-}
-
 /// The sizes a spec may have (SizeBounds.h), as the compiler checked them:
 /// an edited manifest is refused before anything is sized from it.
 void checkSizes(const Artifact &a, const std::string &path) {
   if (std::optional<SizeProblem> problem = checkRunSizes(runSizes(a)))
     corruptManifest(path, problem->message);
-  if (std::optional<DimsProblem> problem = checkModelDims(modelDims(a.model)))
+  if (std::optional<DimsProblem> problem = checkModelDims(dimsOf(a.model)))
     corruptManifest(path, "model." + problem->message);
 }
 

@@ -10,6 +10,7 @@
 #ifndef HYPIPE_RUNTIME_FORMATS_ARTIFACT_H
 #define HYPIPE_RUNTIME_FORMATS_ARTIFACT_H
 
+#include "core/model/ModelDims.h"
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Vocabulary.h"
 #include "runtime/formats/RuntimeError.h"
@@ -97,6 +98,9 @@ struct ModelInfo {
 /// `where` and the field.
 nlohmann::json modelJson(const ModelInfo &model);
 ModelInfo parseModelInfo(const nlohmann::json &model, const std::string &where);
+
+/// The dimensions `model` has, for hypipe's rules and shapes (ModelDims.h).
+ModelDims dimsOf(const ModelInfo &model);
 
 /// Sequence packing (docs/data.md): samples of `globalBatchSize` per step
 /// packed into microbatches of at most `maxTokens` tokens.

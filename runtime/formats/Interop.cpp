@@ -410,27 +410,6 @@ ModelInfo readNemotronConfig(const json &c, const std::string &path) {
   return m;
 }
 
-/// The dimensions `m` has, for hypipe's rules and shapes (ModelDims.h).
-ModelDims dimsOf(const ModelInfo &m) {
-  ModelDims d;
-  d.hidden = m.hidden;
-  d.ffnHidden = m.ffnHidden;
-  d.numHeads = m.numHeads;
-  d.numQueryGroups = m.numQueryGroups;
-  d.mambaState = m.mambaState;
-  d.mambaNumHeads = m.mambaNumHeads;
-  d.mambaHeadDim = m.mambaHeadDim;
-  d.mambaNumGroups = m.mambaNumGroups;
-  d.mambaConvWidth = m.mambaConvWidth;
-  d.numExperts = m.numExperts;
-  d.moeTopK = m.moeTopK;
-  d.moeFfnHidden = m.moeFfnHidden;
-  d.vocab = m.vocab;
-  d.tieEmbeddings = m.tieEmbeddings;
-  d.activation = m.activation;
-  return d;
-}
-
 /// The first of hypipe's rules for model dimensions (the spec's) that `m`
 /// breaks, in config.json's words; "" when it breaks none.
 std::string brokenDimsRule(const ModelInfo &m) {
