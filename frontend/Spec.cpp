@@ -1293,6 +1293,22 @@ llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,
   return loader.load();
 }
 
+std::vector<std::string> specInputs(const ModelSpec &spec) {
+  std::vector<std::string> inputs = {spec.file};
+  for (const std::string &p :
+       {spec.data.path, spec.parallel.scheduleCsv, spec.training.initFrom}) {
+    if (p.empty())
+      continue;
+    llvm::SmallString<256> resolved(p);
+    if (!llvm::sys::path::is_absolute(resolved)) {
+      resolved = llvm::sys::path::parent_path(spec.file);
+      llvm::sys::path::append(resolved, p);
+    }
+    inputs.push_back(resolved.str().str());
+  }
+  return inputs;
+}
+
 llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path,
                                    const SpecOverrides &overrides) {
   Expected<std::string> text = files::readBounded(path.str(), files::kSpec);

@@ -126,6 +126,11 @@ struct SpecOverrides {
   std::optional<std::string> scheduleCsv;
 };
 
+/// The files a spec reads: itself, its data, its schedule CSV and the
+/// weights it starts from (relative ones resolved against its directory):
+/// what no output of a command on it may be or lie inside.
+std::vector<std::string> specInputs(const ModelSpec &spec);
+
 /// Loads and checks a spec. On failure the error's message is the complete
 /// rendered diagnostic (location, source line, caret, help).
 llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path,

@@ -123,17 +123,11 @@ llvm::Error checkOnlyArtifactFiles(const std::string &dir) {
 /// artifact (the new one replaces it whole), and unless replacing it would
 /// delete one of the spec's inputs.
 llvm::Error checkArtifactDirectory(const std::string &dir,
-                                   const ModelSpec &spec,
-                                   const llvm::SmallString<256> &specPath) {
+                                   const ModelSpec &spec) {
   const char *what = "the artifact directory";
   if (auto err = files::checkDirectoryOutput(dir, what))
     return failWith(std::move(err));
-  std::vector<std::string> inputs = {specPath.str().str()};
-  for (const std::string &p :
-       {spec.parallel.scheduleCsv, spec.data.path, spec.training.initFrom})
-    if (!p.empty())
-      inputs.push_back(besideSpec(specPath, p));
-  if (auto err = files::checkNotAnInput(dir, what, inputs,
+  if (auto err = files::checkNotAnInput(dir, what, specInputs(spec),
                                         /*replacedWhole=*/true))
     return failWith(std::move(err));
   std::error_code ec;
@@ -285,7 +279,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
         spec.file));
   llvm::SmallString<256> specPath(spec.file);
   llvm::sys::fs::make_absolute(specPath);
-  if (auto err = checkArtifactDirectory(dir, spec, specPath))
+  if (auto err = checkArtifactDirectory(dir, spec))
     return err;
   for (auto model : module.getOps<hybrid::ModelOp>())
     model->setAttr(

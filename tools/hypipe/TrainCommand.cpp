@@ -190,16 +190,7 @@ bool lockRunDirectory(const std::string &run) {
 Error checkJsonLog(const std::string &log, const ModelSpec &spec) {
   if (auto err = files::checkFileOutput(log, "--json-log"))
     return err;
-  const std::filesystem::path specDir =
-      std::filesystem::path(spec.file).parent_path();
-  std::vector<std::string> inputs = {spec.file};
-  for (const std::string &p : {spec.data.path, spec.parallel.scheduleCsv,
-                               spec.training.initFrom})
-    if (!p.empty())
-      inputs.push_back(std::filesystem::path(p).is_absolute()
-                           ? p
-                           : (specDir / p).string());
-  return files::checkNotAnInput(log, "--json-log", inputs);
+  return files::checkNotAnInput(log, "--json-log", specInputs(spec));
 }
 
 /// A run directory belongs to one run: a new run (no --resume) into one
