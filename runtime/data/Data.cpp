@@ -71,9 +71,8 @@ TextDataset::TextDataset(const std::string &path, int64_t seqLength,
         "error: byte-level text data needs vocab_size >= 256, the model has "
         "{}\nhelp: set model.vocab_size: 256",
         vocab));
-  const std::string text = readFileBounded(path, files::kTrainingData);
-  data.assign(text.begin(), text.end());
-  count = int64_t(data.size());
+  bytes = readFileBounded(path, files::kTrainingData);
+  count = int64_t(bytes.size());
   validate(path, vocab);
 }
 

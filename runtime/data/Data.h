@@ -46,8 +46,10 @@ public:
   TextDataset(const std::string &path, int64_t seqLength, int64_t vocab);
 
 private:
-  int64_t at(int64_t position) const override { return data[position]; }
-  std::vector<uint8_t> data;
+  int64_t at(int64_t position) const override {
+    return static_cast<uint8_t>(bytes[size_t(position)]);
+  }
+  std::string bytes; ///< the file as read (up to files::kTrainingData)
 };
 
 /// Megatron-LM's indexed dataset: PREFIX.idx (header "MMIDIDX\0\0", version
