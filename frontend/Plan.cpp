@@ -308,7 +308,8 @@ Error checkRequest(const PlanRequest &r) {
                                      "ranks (pp x dp)",
                                      r.ranks, kMaxRanks),
                          "give a rank count in that range"});
-  const int64_t most = int64_t(1) << 30; // kMaxStepTokens over 1-token samples
+  // A step holds at most kMaxStepTokens tokens, so at most that many samples.
+  const int64_t most = kMaxStepTokens;
   if (r.globalBatch && (*r.globalBatch < 1 || *r.globalBatch > most))
     return Error(Problem{fmt::format("--global-batch is {}; at most {} samples "
                                      "a step",
