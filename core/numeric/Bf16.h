@@ -17,14 +17,27 @@
 
 namespace hypipe::bf16 {
 
-/// The bfloat16 bits nearest to `x` (round to nearest even).
-inline uint16_t fromFloat(float x) {
+/// `x` rounded to the nearest bfloat16, as a float32 (its low 16 bits 0).
+/// Written without a branch, so that loops over arrays vectorise (the CPU
+/// kernels' bf16 emulation rounds every activation with it).
+inline float round(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)
-    return uint16_t((bits >> 16) | 0x0040u); // NaN: quiet, never infinity
   const uint32_t lsb = (bits >> 16) & 1u;
-  return uint16_t((bits + 0x7fffu + lsb) >> 16);
+  const uint32_t nearest = (bits + 0x7fffu + lsb) & 0xffff0000u;
+  const uint32_t quietNan = (bits | 0x00400000u) & 0xffff0000u;
+  const uint32_t out = (bits & 0x7fffffffu) > 0x7f800000u ? quietNan : nearest;
+  float y;
+  std::memcpy(&y, &out, sizeof y);
+  return y;
+}
+
+/// The bfloat16 bits nearest to `x` (round to nearest even).
+inline uint16_t fromFloat(float x) {
+  const float r = round(x);
+  uint32_t bits;
+  std::memcpy(&bits, &r, sizeof bits);
+  return uint16_t(bits >> 16);
 }
 
 /// The float32 that bfloat16 `b` is (exact: a widening).
@@ -34,9 +47,6 @@ inline float toFloat(uint16_t b) {
   std::memcpy(&x, &bits, sizeof x);
   return x;
 }
-
-/// `x` rounded to the nearest bfloat16 and widened back to float32.
-inline float round(float x) { return toFloat(fromFloat(x)); }
 
 } // namespace hypipe::bf16
 

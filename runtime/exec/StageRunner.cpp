@@ -5,6 +5,7 @@
 #include "runtime/exec/StageInterpreter.h"
 #include "runtime/formats/Artifact.h"
 #include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Primitives.h"
 
 #include <cstring>
 #include <utility>
@@ -33,8 +34,10 @@ struct CpuKernels {
 
 void runStagePass(const StageProgram &program, StagePass pass,
                   StageArgs &args) {
-  if (program.target == Target::Cpu)
+  if (program.target == Target::Cpu) {
+    cpu::setBf16Activations(program.activations == DType::BF16);
     return runStagePassOn<CpuKernels>(program, pass, args);
+  }
 #if HYPIPE_HAVE_CUDA
   return runCudaStagePass(program, pass, args);
 #else

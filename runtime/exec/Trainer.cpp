@@ -1,6 +1,7 @@
 //===- Trainer.cpp - run one rank's schedule program, step after step -----===//
 
 #include "runtime/exec/Trainer.h"
+#include "core/numeric/Bf16.h"
 #include "runtime/kernels/cpu/Profile.h"
 
 #include "core/schedule/Schedule.h"
@@ -144,6 +145,8 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
     s.adamM = Buffer(*device, s.block);
     s.adamV = Buffer(*device, s.block);
     s.workspace = Buffer(*device, e->workspaceFloats);
+    if (e->program.activations == DType::BF16)
+      s.working = Buffer(*device, s.block * dp);
     s.routerChecks = routerChecksFor(*device, e->program);
     std::vector<float> init(e->numParams, 0.0f);
     for (const ParamEntry &p : e->params) {
@@ -238,6 +241,26 @@ bool Trainer::sharded() const {
 void Trainer::awaitParameters(StageState &s) {
   if (!s.paramGather.empty())
     comm.waitAll(s.paramGather);
+}
+
+void Trainer::refreshWorkingCopy(StageState &s) {
+  if (!s.working.size() || !s.workingStale)
+    return;
+  if (!device->host())
+    throw RuntimeError("error: internal: bf16 working copies are made on the "
+                       "host; this artifact's stages run on " +
+                       device->describe());
+  const float *main = s.params.data();
+  float *copy = s.working.data();
+  const int64_t n = s.params.size();
+  for (int64_t i = 0; i < n; ++i)
+    copy[i] = bf16::round(main[i]);
+  s.workingStale = false;
+}
+
+void Trainer::mainWeightsChanged() {
+  for (StageState &s : stages)
+    s.workingStale = true;
 }
 
 void Trainer::startDpReduction(StageState &s) {
@@ -483,7 +506,7 @@ bool Trainer::awaitInput(const ActionEntry &a, StepState &st) {
 
 StageArgs Trainer::stageArgs(StageState &s, const ActionEntry &a) {
   StageArgs args;
-  args.params = s.params.data();
+  args.params = s.working.size() ? s.working.data() : s.params.data();
   args.grads = s.grads.data();
   args.workspace = s.workspace.data();
   args.router_checks = s.routerChecks.data();
@@ -561,6 +584,7 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
   if (!e.hasEmbedding)
     args.input = st.acts.at(tensorKey(a.stage - 1, a.microbatch)).data();
   awaitParameters(s);
+  refreshWorkingCopy(s);
   if (!e.hasHead)
     args.output =
         st.acts.emplace(k, takeActivation(st.activation)).first->second.data();
@@ -797,6 +821,7 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
     if (sharded())
       s.paramGather.push_back(comm.iallgatherDp(s.params.data(), s.block));
   }
+  mainWeightsChanged();
 }
 
 int64_t Trainer::peakTensorBytes() const { return device->peakBytes(); }
@@ -1008,6 +1033,7 @@ int64_t Trainer::resume(const std::string &path) {
       s.adamV.upload(v.data() + s.block * (sharded() ? comm.dpRank() : 0),
                      s.block);
     }
+    mainWeightsChanged();
     step = info.step;
     resumedDecayEnd = info.lrDecaySteps;
   } catch (const RuntimeError &e) {
@@ -1039,6 +1065,7 @@ void Trainer::initFrom(const std::string &path) {
         ckpt.read(p.name, p.shape, w.data() + p.offset);
       s.params.upload(w.data(), s.params.size());
     }
+    mainWeightsChanged();
   } catch (const RuntimeError &e) {
     error = e.what();
   }

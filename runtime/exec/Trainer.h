@@ -129,6 +129,12 @@ private:
     /// `block` floats (the last padded) and adamM/adamV only this rank's
     /// block; otherwise block is numParams.
     Buffer params, grads, adamM, adamV, workspace;
+    /// bf16 runs: the bf16 copy of `params` (the fp32 main weights) the
+    /// kernels compute with, made at the stage's first forward after the
+    /// main weights changed (Megatron's model parameters beside the
+    /// optimizer's main ones). Empty in fp32.
+    Buffer working;
+    bool workingStale = true;
     int64_t block = 0;
     /// The parameter floats this rank's optimizer updates: [begin, end).
     int64_t begin = 0, end = 0;
@@ -206,6 +212,11 @@ private:
   int64_t activationFloats(const ActionEntry &a) const;
   StageState &localStage(int64_t stage);
   StageArgs stageArgs(StageState &s, const ActionEntry &a);
+  /// bf16 runs: rounds the stage's main weights into its working copy
+  /// when they changed since it was made (an update, a resume).
+  void refreshWorkingCopy(StageState &s);
+  /// Marks every stage's working copy out of date.
+  void mainWeightsChanged();
   void send(const ActionEntry &a, StepState &st);
   void receive(const ActionEntry &a, StepState &st);
   /// Waits for the posted receive that feeds compute action `a`, if any;

@@ -692,6 +692,17 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
          "recompile the spec with the hypipe that ships with this "
          "hypipe-run");
   a.precision = optionalField<std::string>(m, "precision", "fp32", path);
+  if (a.precision != "fp32" && a.precision != "bf16")
+    fail(fmt::format("'{}' has precision '{}'; this hypipe-run knows fp32 and "
+                     "bf16",
+                     path, a.precision),
+         "the manifest is corrupt or from another version of hypipe; "
+         "recompile the artifact with `hypipe compile SPEC -o DIR`");
+  if (a.precision == "bf16" && a.target != "cpu")
+    fail(fmt::format("'{}' trains in bf16 on target '{}'; this hypipe-run "
+                     "has bf16 kernels for the cpu target only",
+                     path, a.target),
+         "recompile the spec with --dtype fp32, or with --target cpu");
   a.computeCapability = optionalField<int>(m, "compute_capability", 0, path);
   a.model = parseModelInfo(field<json>(m, "model", path), path);
   const json &par = field<json>(m, "parallel", path);
@@ -720,6 +731,7 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   const Target target = a.target == "cuda" ? Target::Cuda : Target::Cpu;
   for (const json &s : field<json>(m, "stages", path)) {
     StageEntry e = parseStage(s, target, path);
+    e.program.activations = a.precision == "bf16" ? DType::BF16 : DType::F32;
     if (e.index != int64_t(a.stages.size()))
       fail(fmt::format("{} (stage {}): stages are out of order", path, e.index),
            "the manifest is corrupt; recompile the artifact");

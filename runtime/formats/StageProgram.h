@@ -87,6 +87,11 @@ struct KernelCall {
 
 struct StageProgram {
   Target target = Target::Cpu;
+  /// What the kernels keep activations, their gradients and the parameter
+  /// copies they compute with in (the artifact's precision): F32, or BF16
+  /// -- on the cpu target emulated in the same float buffers, each such
+  /// tensor rounded to bfloat16 once complete (docs/precision.md).
+  DType activations = DType::F32;
   TokenShape tokens; ///< the microbatch capacity the shapes are planned for
   int64_t hidden = 0;
   std::vector<ProgramLayer> layers;

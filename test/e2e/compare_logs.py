@@ -4,7 +4,8 @@
 usage: compare_logs.py A B same|different
        compare_logs.py A B within TOL   (loss and grad_norm, relative)
        compare_logs.py A B tail N [TOL] (B's last N steps equal A's: bit for bit,
-                                         or loss and grad_norm within TOL)"""
+                                         or loss and grad_norm within TOL)
+       compare_logs.py A B tail N TOL loss (the losses alone within TOL)"""
 import json
 import sys
 
@@ -29,10 +30,13 @@ if mode == "tail":
     got = [(r["step"], r["loss"], r["grad_norm"]) for r in b[-n:]]
     if len(sys.argv) > 5:
         tol = float(sys.argv[5])
+        loss_only = len(sys.argv) > 6 and sys.argv[6] == "loss"
         same = len(a) >= n and len(b) >= n and all(
             x[0] == y[0] and abs(x[1] - y[1]) <= tol * abs(x[1])
-            and abs(x[2] - y[2]) <= tol * abs(x[2]) for x, y in zip(want, got))
-        print("last %d steps %s %g" % (n, "within" if same else "NOT within", tol))
+            and (loss_only or abs(x[2] - y[2]) <= tol * abs(x[2]))
+            for x, y in zip(want, got))
+        print("last %d steps%s %s %g" % (n, "' losses" if loss_only else "",
+                                         "within" if same else "NOT within", tol))
         sys.exit(0 if same else 1)
     same = len(a) >= n and want == got
     print("last %d steps %s: %s vs %s" % (n, "identical" if same else "differ", want, got))

@@ -8,7 +8,16 @@ docs/model.md in float64 with autograd, and compares the loss and every
 parameter gradient. Exits 1 when any relative error (norm-wise) exceeds the
 tolerance.
 
-usage: torch_reference.py ARTIFACT DUMP [--tol 1e-4]
+A bf16 artifact (the manifest's precision) is rebuilt under the rules of
+docs/precision.md, still in float64: every parameter the model computes
+with is its main weight rounded to bfloat16 (the gradient goes to the main
+weight unrounded), and every activation -- each tensor a kernel stores --
+is rounded to bfloat16 once it is complete, in forward and its gradient in
+backward (`stored` below). `--rules fp32` drops the rounding: the distance of
+a bf16 run to that model is what the emulation adds, and a test shows its
+tolerance tells the two apart.
+
+usage: torch_reference.py ARTIFACT DUMP [--tol 1e-4] [--rules fp32|bf16]
 """
 import argparse
 import json
@@ -20,6 +29,40 @@ import torch
 import torch.nn.functional as F
 
 EPS = 1e-5
+
+
+class _RoundActivation(torch.autograd.Function):
+    """A complete activation to bfloat16 (round to nearest even), and its
+    gradient likewise once autograd has summed every consumer's part."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.to(torch.bfloat16).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to(torch.bfloat16).to(g.dtype)
+
+
+class _RoundParameter(torch.autograd.Function):
+    """The bf16 copy of a main weight; its gradient reaches the fp32 main
+    gradient unrounded (Megatron's main_grad)."""
+
+    @staticmethod
+    def forward(ctx, p):
+        return p.to(torch.bfloat16).to(p.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+BF16 = False
+
+
+def stored(x):
+    """An activation as the kernels store it: rounded under bf16 rules."""
+    return _RoundActivation.apply(x) if BF16 else x
 
 
 def load_safetensors(path):
@@ -70,23 +113,23 @@ def mamba(x, p, d, scan=sequential_scan):
     B, S, _ = x.shape
     H, P, N, G, K = d["heads"], d["head_dim"], d["state"], d["groups"], d["conv"]
     I = H * P
-    zxbcdt = x @ p["mixer.in_proj.weight"].T
+    zxbcdt = stored(x @ p["mixer.in_proj.weight"].T)
     z, xbc, dt = torch.split(zxbcdt, [I, I + 2 * G * N, H], dim=-1)
     conv = F.conv1d(xbc.transpose(1, 2), p["mixer.conv1d_weight"],
                     p["mixer.conv1d_bias"], padding=K - 1, groups=xbc.shape[-1])
-    xbc = F.silu(conv[..., :S].transpose(1, 2))
+    xbc = stored(F.silu(conv[..., :S].transpose(1, 2)))
     xs, Bm, Cm = torch.split(xbc, [I, G * N, G * N], dim=-1)
     xs = xs.reshape(B, S, H, P)
     Bm = Bm.reshape(B, S, G, N).repeat_interleave(H // G, dim=2)
     Cm = Cm.reshape(B, S, G, N).repeat_interleave(H // G, dim=2)
     dt = F.softplus(dt + p["mixer.dt_bias"])
     A = -torch.exp(p["mixer.A_log"])
-    y = scan(xs, dt, A, Bm, Cm) + p["mixer.D"][None, None, :, None] * xs
+    y = stored(scan(xs, dt, A, Bm, Cm) + p["mixer.D"][None, None, :, None] * xs)
     y = y.reshape(B, S, I)
     g = (y * F.silu(z)).reshape(B, S, G, I // G)
     g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + EPS)
-    g = g.reshape(B, S, I) * p["mixer.norm.weight"]
-    return g @ p["mixer.out_proj.weight"].T
+    g = stored(g.reshape(B, S, I) * p["mixer.norm.weight"])
+    return stored(g @ p["mixer.out_proj.weight"].T)
 
 
 def rope(t, base=10000.0):
@@ -117,27 +160,32 @@ def attention(x, p, d, core=softmax_attention):
     B, S, _ = x.shape
     H, G, D = d["heads"], d["groups"], d["head_dim"]
     qpg = H // G
-    qkv = (x @ p["self_attention.linear_qkv.weight"].T).reshape(B, S, G, qpg + 2, D)
+    qkv = stored(x @ p["self_attention.linear_qkv.weight"].T).reshape(B, S, G, qpg + 2, D)
     q = qkv[:, :, :, :qpg].reshape(B, S, H, D)
     k = qkv[:, :, :, qpg]
     v = qkv[:, :, :, qpg + 1]
     if d["rope"]:
-        q, k = rope(q), rope(k)
+        q, k = stored(rope(q)), stored(rope(k))
     k = k.repeat_interleave(qpg, dim=2)
     v = v.repeat_interleave(qpg, dim=2)
-    ctx = core(q, k, v).reshape(B, S, H * D)
-    return ctx @ p["self_attention.linear_proj.weight"].T
+    ctx = stored(core(q, k, v)).reshape(B, S, H * D)
+    return stored(ctx @ p["self_attention.linear_proj.weight"].T)
 
 
 def mlp(x, p, act):
-    return activation(act, x @ p["mlp.linear_fc1.weight"].T) @ p["mlp.linear_fc2.weight"].T
+    h = stored(activation(act, stored(x @ p["mlp.linear_fc1.weight"].T)))
+    return stored(h @ p["mlp.linear_fc2.weight"].T)
 
 
 def moe_route(xt, p, d):
     """Router probabilities, each token's top-k experts and their
     renormalised weights."""
-    probs = (xt @ p["mlp.router.weight"].T).softmax(-1)
-    topv, topi = probs.topk(d["topk"], dim=-1)
+    probs = stored(xt @ p["mlp.router.weight"].T).softmax(-1)
+    # Ties (equal bf16 logits give equal probabilities) to the lower
+    # expert, as hypipe's router breaks them: a stable descending sort.
+    order = torch.sort(probs.detach(), dim=-1, descending=True, stable=True).indices
+    topi = order[:, :d["topk"]]
+    topv = probs.gather(-1, topi)
     return probs, topi, topv / topv.sum(-1, keepdim=True)
 
 
@@ -160,9 +208,9 @@ def moe(x, p, d, act):
         counts[e] = chosen.sum()
         we = (w * chosen).sum(-1)
         fc1, fc2 = p["mlp.experts.linear_fc1.weight%d" % e], p["mlp.experts.linear_fc2.weight%d" % e]
-        ye = activation(act, xt @ fc1.T) @ fc2.T
+        ye = stored(stored(activation(act, stored(xt @ fc1.T))) @ fc2.T)
         out = out + we[:, None] * ye
-    return out.reshape(B, S, Hd), moe_aux_loss(probs, counts, d)
+    return stored(out).reshape(B, S, Hd), moe_aux_loss(probs, counts, d)
 
 
 def main():
@@ -170,12 +218,20 @@ def main():
     ap.add_argument("artifact")
     ap.add_argument("dump")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--rules", choices=["fp32", "bf16"],
+                    help="the precision's rules to rebuild the model under "
+                    "(default: the artifact's precision)")
     args = ap.parse_args()
     manifest = json.load(open(args.artifact + "/manifest.json"))
     spec_dims = manifest["model"]
     tensors, meta = load_safetensors(args.dump)
-    params = {n[len("param."):]: t.double().requires_grad_(True)
-              for n, t in tensors.items() if n.startswith("param.")}
+    global BF16
+    BF16 = (args.rules or manifest.get("precision", "fp32")) == "bf16"
+    main_weights = {n[len("param."):]: t.double().requires_grad_(True)
+                    for n, t in tensors.items() if n.startswith("param.")}
+    # What the layers compute with: the main weights, or their bf16 copies.
+    params = {n: _RoundParameter.apply(p) if BF16 else p
+              for n, p in main_weights.items()}
 
     # Dimensions come from the manifest's model section (the spec's values).
     m = spec_dims
@@ -188,7 +244,7 @@ def main():
         "moe": {"experts": m["num_experts"], "topk": m["moe_router_topk"],
                 "aux_coeff": m["moe_aux_loss_coeff"]},
     }
-    act = m["activation"]
+    activation_name = m["activation"]
 
     def layer_params(prefix):
         return {n[len(prefix):]: t for n, t in params.items() if n.startswith(prefix)}
@@ -202,15 +258,18 @@ def main():
     def apply(kind, x, lp):
         """x + the layer of `kind` with parameters lp: new x, aux loss."""
         if kind == "mamba":
-            return x + mamba(rmsnorm(x, lp["mixer.in_proj.layer_norm_weight"]), lp,
-                             dims["mamba"]), 0.0
+            return stored(x + mamba(stored(rmsnorm(x, lp["mixer.in_proj.layer_norm_weight"])),
+                                 lp, dims["mamba"])), 0.0
         if kind == "attention":
-            return x + attention(rmsnorm(x, lp["self_attention.linear_qkv.layer_norm_weight"]),
-                                 lp, dims["attention"]), 0.0
+            return stored(x + attention(
+                stored(rmsnorm(x, lp["self_attention.linear_qkv.layer_norm_weight"])),
+                lp, dims["attention"])), 0.0
         if kind == "mlp":
-            return x + mlp(rmsnorm(x, lp["mlp.linear_fc1.layer_norm_weight"]), lp, act), 0.0
-        y, a = moe(rmsnorm(x, lp["pre_mlp_layernorm.weight"]), lp, dims["moe"], act)
-        return x + y, a
+            return stored(x + mlp(stored(rmsnorm(x, lp["mlp.linear_fc1.layer_norm_weight"])),
+                               lp, activation_name)), 0.0
+        y, a = moe(stored(rmsnorm(x, lp["pre_mlp_layernorm.weight"])), lp, dims["moe"],
+                   activation_name)
+        return stored(x + y), a
 
     out_w = params["embedding.word_embeddings.weight" if spec_dims["tie_embeddings"]
                    else "output_layer.weight"]
@@ -223,10 +282,11 @@ def main():
         logits = h = None
         for kind, layer in layers:
             if kind == "embedding":
-                x = params["embedding.word_embeddings.weight"][tok]
+                # A stored activation: its gradient is rounded (bf16 rules).
+                x = stored(params["embedding.word_embeddings.weight"][tok])
             elif kind == "head":
-                h = rmsnorm(x, params["decoder.final_norm.weight"])
-                logits = h @ out_w.T
+                h = stored(rmsnorm(x, params["decoder.final_norm.weight"]))
+                logits = stored(h @ out_w.T)
             else:
                 x, a = apply(kind, x, layer_params("decoder.layers.%d." % (layer - 1)))
                 aux = aux + a
@@ -244,16 +304,16 @@ def main():
         for d in range(m.get("mtp_depths", 0)):
             ids, lab, mask = shift(ids), shift(lab), shift(mask)
             pre = "mtp.layers.%d." % d
-            e = params["embedding.word_embeddings.weight"][ids]
-            x = torch.cat([rmsnorm(e, params[pre + "enorm.weight"]),
-                           rmsnorm(h, params[pre + "hnorm.weight"])], -1)
-            x = x @ params[pre + "eh_proj.weight"].T
+            e = stored(params["embedding.word_embeddings.weight"][ids])
+            x = torch.cat([stored(rmsnorm(e, params[pre + "enorm.weight"])),
+                           stored(rmsnorm(h, params[pre + "hnorm.weight"]))], -1)
+            x = stored(x @ params[pre + "eh_proj.weight"].T)
             for j, sym in enumerate(m["mtp_pattern"]):
                 x, a = apply(kind_of[sym],
                              x, layer_params(pre + "mtp_model_layer.layers.%d." % j))
                 aux = aux + a
-            h = rmsnorm(x, params[pre + "final_layernorm.weight"])
-            ce = F.cross_entropy((h @ out_w.T).reshape(-1, out_w.shape[0]), lab.reshape(-1),
+            h = stored(rmsnorm(x, params[pre + "final_layernorm.weight"]))
+            ce = F.cross_entropy(stored(h @ out_w.T).reshape(-1, out_w.shape[0]), lab.reshape(-1),
                                  reduction="none")
             losses.append((ce * mask.reshape(-1)).sum() / mask.sum())
         return losses, aux
@@ -331,7 +391,7 @@ def main():
         scaled = m.get("mtp_loss_scaling_factor", 0.0) / depths * sum(mtp_depth)
         check("mtp_loss", torch.tensor(float(meta["mtp_loss"])), torch.tensor(scaled))
     unused = []
-    for name, p in params.items():
+    for name, p in main_weights.items():
         if p.grad is None:
             unused.append(name)
             continue
@@ -344,9 +404,10 @@ def main():
         what += ", %d MTP depths (losses %s, hypipe %s)" % (
             depths, " ".join("%.6f" % l for l in mtp_depth),
             " ".join(meta["mtp_%d_loss" % (d + 1)] for d in range(depths)))
-    print("reference: %d parameters, %s, loss %.6f (hypipe %s), "
+    print("reference: %d parameters, %s, %s rules, loss %.6f (hypipe %s), "
           "max relative error %.2e (tolerance %.0e)"
-          % (len(params), what, lm_total, meta["loss"], worst, args.tol))
+          % (len(params), what, "bf16" if BF16 else "fp32", lm_total,
+             meta["loss"], worst, args.tol))
     for f in failures:
         print("MISMATCH " + f)
     return 1 if failures else 0

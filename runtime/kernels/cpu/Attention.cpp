@@ -113,9 +113,13 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
   AttnSaved a = attnSaved(s, t, saved);
   std::memcpy(a.x, x, sizeof(float) * T * s.hidden);
   rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
+  roundActivations(a.xn, T * s.hidden);
   linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
-  if (s.rope)
+  roundActivations(a.qkv, T * Wd);
+  if (s.rope) {
     applyRope(s, t, a.qkv, 1.0f);
+    roundActivations(a.qkv, T * Wd);
+  }
 
   const float scale = 1.0f / std::sqrt(float(D));
   ProfileScope core(KernelClass::Attention);
@@ -178,8 +182,13 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
         }
       }
   }
+  // The core reads bf16 q, k and v and keeps its softmax statistics in
+  // fp32; its output is an activation.
+  roundActivations(a.ctx, T * Cw);
   linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
+  roundActivations(y, T * s.hidden);
   addResidual(T * s.hidden, x, y);
+  roundActivations(y, T * s.hidden);
 }
 
 void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
@@ -195,6 +204,7 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
 
   std::memcpy(a.dout, dy, sizeof(float) * T * s.hidden);
   linearBackwardInput(T, Cw, s.hidden, dy, wProj, dctx);
+  roundActivations(dctx, T * Cw);
   std::memset(a.dqkv, 0, sizeof(float) * T * Wd);
 
   const float scale = 1.0f / std::sqrt(float(D));
@@ -267,12 +277,20 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
         }
     }
   }
-  if (s.rope)
+  // dq, dk and dv are complete once every block added to them; with RoPE
+  // the rotated q and k and the projection's output are two tensors, each
+  // gradient rounded.
+  roundActivations(a.dqkv, T * Wd);
+  if (s.rope) {
     applyRope(s, t, a.dqkv, -1.0f);
+    roundActivations(a.dqkv, T * Wd);
+  }
 
   linearBackwardInput(T, s.hidden, Wd, a.dqkv, wQkv, dxn);
+  roundActivations(dxn, T * s.hidden);
   std::memcpy(dx, dy, sizeof(float) * T * s.hidden);
   rmsnormBackward(T, s.hidden, a.x, norm, a.rstd, dxn, dx, grads, true);
+  roundActivations(dx, T * s.hidden);
 }
 
 void attentionBackwardWeight(const AttentionShape &s, const TokenShape &t,

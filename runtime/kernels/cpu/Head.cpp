@@ -58,7 +58,11 @@ float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
   const int64_t T = t.tokens(), V = vocab;
   std::memcpy(h.x, x, sizeof(float) * T * hidden);
   rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
+  roundActivations(h.xn, T * hidden);
   linearForward(T, hidden, V, h.xn, wOut, h.probs);
+  // bf16 logits, as the output layer writes them; the loss reads them in
+  // fp32 (Megatron upcasts before the cross-entropy).
+  roundActivations(h.probs, T * V);
   // Labels `shift` rows ahead within each sample; none past its end.
   // (A thread_local names each thread's own: the loop's threads read this
   // one through the pointer.)
@@ -123,13 +127,18 @@ void lmLossBackwardInput(const TokenShape &t, int64_t hidden, int64_t vocab,
         r[v] *= c;
     }
   }
+  // The logits' gradient leaves the fp32 loss as bf16.
+  roundActivations(h.probs, T * V);
   float *dxn = ws;
   linearBackwardInput(T, hidden, V, h.probs, wOut, dxn);
-  // The normed output also feeds the next MTP depth: its gradient adds.
+  // The normed output also feeds the next MTP depth: its gradient adds
+  // (that part not rounded yet), and the sum is the complete gradient.
   if (dxnExtra)
     for (int64_t i = 0; i < T * hidden; ++i)
       dxn[i] += dxnExtra[i];
+  roundActivations(dxn, T * hidden);
   rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
+  roundActivations(dx, T * hidden);
 }
 
 float headForward(const HeadShape &s, const TokenShape &t, const float *params,

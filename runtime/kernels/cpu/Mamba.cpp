@@ -178,7 +178,9 @@ void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
 
   std::memcpy(m.x, x, sizeof(float) * T * s.hidden);
   rmsnormForward(T, s.hidden, x, p.norm, m.xn, m.rstd);
+  roundActivations(m.xn, T * s.hidden);
   linearForward(T, s.hidden, W, m.xn, p.inProj, m.zxbcdt);
+  roundActivations(m.zxbcdt, T * W);
 
   thread_local std::vector<int64_t> firstOfThread;
   sequenceStartOfRows(t, firstOfThread);
@@ -198,7 +200,11 @@ void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
     }
   }
 
+  // The conv and its SiLU are one kernel (causal_conv1d's): one rounding.
+  // dt stays fp32 (softplus inside the scan's kernel, as mamba_ssm does).
+  roundActivations(m.xbc, T * Cc);
   scanForward(s, t, m.xbc, m.dt, p.aLog, p.d, m.y, m.states, ws);
+  roundActivations(m.y, T * I);
 
   // Gate, then group RMSNorm (norm_before_gate = False).
   const int64_t gs = I / G;
@@ -223,8 +229,13 @@ void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
     }
   }
 
+  // The gate and the group norm are one kernel (RMSNormGated): the gated
+  // product stays fp32, the normed output is rounded.
+  roundActivations(m.normed, T * I);
   linearForward(T, I, s.hidden, m.normed, p.outProj, y);
+  roundActivations(y, T * s.hidden);
   addResidual(T * s.hidden, x, y);
+  roundActivations(y, T * s.hidden);
 }
 
 void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
@@ -245,6 +256,7 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
 
   std::memcpy(m.dout, dy, sizeof(float) * T * s.hidden);
   linearBackwardInput(T, I, s.hidden, dy, p.outProj, dnormed);
+  roundActivations(dnormed, T * I);
 
   // Group RMSNorm and gate backward.
   const int64_t gs = I / G;
@@ -284,9 +296,13 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
     }
   }
 
+  roundActivations(dyScan, T * I);
   std::memset(dxbc, 0, sizeof(float) * T * Cc);
   scanBackward(s, t, m.xbc, m.dt, p.aLog, p.d, m.states, dyScan, dxbc, dtGrad,
                gp.aLog, gp.d, dxn + T * s.hidden);
+  // The gradient of the conv's output (x, B, C); dt's stays fp32 into the
+  // softplus, inside the scan's kernel.
+  roundActivations(dxbc, T * Cc);
 
   // dt = softplus(raw + dt_bias); conv + SiLU backward into dzxbcdt.
   {
@@ -337,9 +353,12 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
   }
 
   // in_proj input gradient, then the pre-norm with the residual fused in.
+  roundActivations(m.dzxbcdt, T * W);
   linearBackwardInput(T, s.hidden, W, m.dzxbcdt, p.inProj, dxn);
+  roundActivations(dxn, T * s.hidden);
   std::memcpy(dx, dy, sizeof(float) * T * s.hidden);
   rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
+  roundActivations(dx, T * s.hidden);
 }
 
 void mambaBackwardWeight(const MambaShape &s, const TokenShape &t,

@@ -22,6 +22,7 @@ struct CpuPrimitives {
   static void addInto(float *y, const float *x, int64_t n) {
     addResidual(n, x, y);
   }
+  static void round(float *p, int64_t n) { roundActivations(p, n); }
   HYPIPE_MLP_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
 };
 

@@ -11,6 +11,7 @@
 
 #include "runtime/kernels/recipes/Moe.h"
 #include "core/model/BufferLayouts.h"
+#include "core/numeric/Bf16.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "runtime/kernels/cpu/Profile.h"
@@ -50,7 +51,11 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
 
   std::memcpy(m.x, x, sizeof(float) * T * Hd);
   rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
+  roundActivations(m.xn, T * Hd);
   linearForward(T, Hd, E, m.xn, p.router, logits);
+  // bf16 logits (the router's GEMM writes them); its softmax, the
+  // probabilities and the weights stay fp32.
+  roundActivations(logits, T * E);
 
   {
     ProfileScope routing(KernelClass::MoeRouting);
@@ -130,23 +135,37 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
       continue;
     linearForward(n, Hd, s.fc1Width(), m.xr + r0 * Hd, p.w1(s, e),
                   m.h1 + r0 * s.fc1Width());
+    roundActivations(m.h1 + r0 * s.fc1Width(), n * s.fc1Width());
     activationForward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
                       m.act + r0 * s.ffn);
+    roundActivations(m.act + r0 * s.ffn, n * s.ffn);
     linearForward(n, s.ffn, Hd, m.act + r0 * s.ffn, p.w2(s, e), m.yr + r0 * Hd);
+    roundActivations(m.yr + r0 * Hd, n * Hd);
   }
 
   {
     ProfileScope routing(KernelClass::MoeRouting);
+    // fp32: y = x + sum_j w_j y_j in one pass. bf16: the weighted sum is
+    // the layer's output before the residual, rounded, then the sum with
+    // the residual is.
+    const bool bf16 = bf16Activations();
 #pragma omp parallel for schedule(static)
     for (int64_t tok = 0; tok < T; ++tok) {
       float *yt = y + tok * Hd;
-      std::memcpy(yt, x + tok * Hd, sizeof(float) * Hd);
+      const float *xt = x + tok * Hd;
+      if (bf16)
+        std::fill(yt, yt + Hd, 0.0f);
+      else
+        std::memcpy(yt, xt, sizeof(float) * Hd);
       for (int64_t j = 0; j < k; ++j) {
         const float *yr = m.yr + int64_t(slotRow[tok * k + j]) * Hd;
         float w = m.topW[tok * k + j];
         for (int64_t i = 0; i < Hd; ++i)
           yt[i] += w * yr[i];
       }
+      if (bf16)
+        for (int64_t i = 0; i < Hd; ++i)
+          yt[i] = bf16::round(xt[i] + bf16::round(yt[i]));
     }
   }
 
@@ -188,6 +207,8 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
       }
       dTopW[slot] = float(dot);
     }
+    // Each row's output gradient is complete (one token reads a row).
+    roundActivations(m.dyr, T * k * Hd);
   }
 
   for (int64_t e = 0; e < E; ++e) {
@@ -196,8 +217,11 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
       continue;
     linearBackwardInput(n, s.ffn, Hd, m.dyr + r0 * Hd, p.w2(s, e),
                         dact + r0 * s.ffn);
+    roundActivations(dact + r0 * s.ffn, n * s.ffn);
     activationBackward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
                        dact + r0 * s.ffn, m.dh1 + r0 * s.fc1Width());
+    roundActivations(m.dh1 + r0 * s.fc1Width(), n * s.fc1Width());
+    // dxr is a part of xn's gradient: rounded once xn's is complete.
     linearBackwardInput(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
                         p.w1(s, e), dxr + r0 * Hd);
   }
@@ -252,11 +276,14 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
         dlogits[tok * E + e] = pr[e] * (dp[e] - float(dot));
     }
   }
+  roundActivations(dlogits, T * E);
   linearBackwardInput(T, Hd, E, dlogits, p.router, dxn, /*accumulate=*/true);
   linearBackwardWeight(T, Hd, E, dlogits, m.xn, gp.router);
+  roundActivations(dxn, T * Hd);
 
   std::memcpy(dx, dy, sizeof(float) * T * Hd);
   rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
+  roundActivations(dx, T * Hd);
 }
 
 void moeBackwardWeight(const MoeShape &s, const TokenShape &t,

@@ -35,11 +35,14 @@ void mtpInputForward(const MtpInputShape &s, const TokenShape &t,
   float *en = ws, *hn = ws + T * H;
   rmsnormForward(T, H, m.e, enorm, en, m.rstdE);
   rmsnormForward(T, H, m.h, hnorm, hn, m.rstdH);
+  roundActivations(en, T * H);
+  roundActivations(hn, T * H);
   for (int64_t i = 0; i < T; ++i) {
     std::memcpy(m.cat + i * 2 * H, en + i * H, sizeof(float) * H);
     std::memcpy(m.cat + i * 2 * H + H, hn + i * H, sizeof(float) * H);
   }
   linearForward(T, 2 * H, H, m.cat, w, y);
+  roundActivations(y, T * H);
 }
 
 void mtpInputBackwardInput(const MtpInputShape &s, const TokenShape &t,
@@ -51,11 +54,15 @@ void mtpInputBackwardInput(const MtpInputShape &s, const TokenShape &t,
   std::memcpy(m.dOut, dy, sizeof(float) * T * H); // for the weight pass
   float *dcat = ws, *half = ws + 2 * T * H;
   linearBackwardInput(T, 2 * H, H, dy, w, dcat);
+  roundActivations(dcat, T * 2 * H);
   for (int64_t i = 0; i < T; ++i)
     std::memcpy(half + i * H, dcat + i * 2 * H, sizeof(float) * H);
   rmsnormBackward(T, H, m.e, enorm, m.rstdE, half, m.dE, grads, false);
+  roundActivations(m.dE, T * H); // the looked-up rows' complete gradient
   for (int64_t i = 0; i < T; ++i)
     std::memcpy(half + i * H, dcat + i * 2 * H + H, sizeof(float) * H);
+  // dhPrev is a part of the previous normed output's gradient, which the
+  // previous depth (or the head) completes and rounds.
   rmsnormBackward(T, H, m.h, hnorm, m.rstdH, half, dhPrev, grads + H, false);
 }
 

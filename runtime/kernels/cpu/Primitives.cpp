@@ -1,6 +1,7 @@
 //===- Primitives.cpp - GEMM, norms and activations on the CPU ------------===//
 
 #include "runtime/kernels/cpu/Primitives.h"
+#include "core/numeric/Bf16.h"
 #include "runtime/kernels/cpu/Profile.h"
 #include "runtime/kernels/recipes/Linear.h"
 
@@ -15,6 +16,35 @@
 #include <cstring>
 
 namespace hypipe::rt::cpu {
+
+namespace {
+std::atomic<bool> bf16Mode{false};
+} // namespace
+
+void setBf16Activations(bool on) {
+  bf16Mode.store(on, std::memory_order_relaxed);
+}
+bool bf16Activations() { return bf16Mode.load(std::memory_order_relaxed); }
+
+void roundActivations(float *p, int64_t n) {
+  if (!bf16Activations() || n <= 0)
+    return;
+#pragma omp parallel for simd schedule(static) if (n > (int64_t(1) << 15))
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = bf16::round(p[i]);
+}
+
+void roundActivations(float *p, int64_t rows, int64_t cols, int64_t stride) {
+  if (!bf16Activations())
+    return;
+#pragma omp parallel for schedule(static) if (rows * cols > (int64_t(1) << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    float *row = p + r * stride;
+#pragma omp simd
+    for (int64_t i = 0; i < cols; ++i)
+      row[i] = bf16::round(row[i]);
+  }
+}
 
 namespace {
 /// A GEMM below this many multiply-adds is one call on the calling thread:

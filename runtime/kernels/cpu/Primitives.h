@@ -19,6 +19,21 @@
 
 namespace hypipe::rt::cpu {
 
+/// The type the kernels keep activations, their gradients and the
+/// parameter copies they compute with in (docs/precision.md): fp32, or bf16
+/// emulated in floats -- each such tensor rounded to the nearest bfloat16
+/// once it is complete, while statistics and weight gradients stay fp32.
+/// Process-wide (the OpenMP threads read it); the CPU stage runner sets it
+/// from the artifact's precision before each pass.
+void setBf16Activations(bool on);
+bool bf16Activations();
+
+/// Rounds `n` floats in place to the nearest bfloat16 (ties to even, NaN
+/// kept a NaN) when bf16Activations(); leaves them alone in fp32.
+void roundActivations(float *p, int64_t n);
+/// The same for the `cols` floats of each of `rows` rows `stride` apart.
+void roundActivations(float *p, int64_t rows, int64_t cols, int64_t stride);
+
 /// C[M,N] = alpha * op(A) * op(B) + beta * C, row-major (cblas_sgemm on
 /// one thread; a large one cut into tiles fixed by its shape and shared
 /// over the OpenMP threads, so the bits do not depend on their number).

@@ -5,7 +5,9 @@
 // the norm; the two weight GEMMs. `P` is a target's primitive set (CPU:
 // runtime/kernels/cpu/Mlp.cpp, CUDA: runtime/kernels/cuda/Mlp.cu): the
 // linear, norm and activation kernels of its Primitives header under their
-// own names, plus `copy(dst, src, n)`, `addInto(y, x, n)` (y += x) and
+// own names, plus `copy(dst, src, n)`, `addInto(y, x, n)` (y += x),
+// `round(p, n)` (a complete activation or activation gradient to the
+// activation type: docs/precision.md's rounding points, nothing in fp32) and
 // `shape(tokens)` (the call's host token shape). The saved layout is
 // BufferLayouts.h's, so both targets keep the same tensors.
 //
@@ -38,10 +40,15 @@ template <class P> struct Mlp {
     MlpSaved m = mlpSaved(s, P::shape(t), saved);
     P::copy(m.x, x, T * s.hidden);
     P::rmsnormForward(T, s.hidden, x, norm, m.xn, m.rstd);
+    P::round(m.xn, T * s.hidden);
     P::linearForward(T, s.hidden, s.fc1Width(), m.xn, w1, m.h1);
+    P::round(m.h1, T * s.fc1Width());
     P::activationForward(s.act, T, s.ffn, m.h1, m.act);
+    P::round(m.act, T * s.ffn);
     P::linearForward(T, s.ffn, s.hidden, m.act, w2, y);
+    P::round(y, T * s.hidden);
     P::addInto(y, x, T * s.hidden);
+    P::round(y, T * s.hidden);
   }
 
   template <class Tokens>
@@ -55,10 +62,14 @@ template <class P> struct Mlp {
     float *dact = ws, *dxn = dact + T * s.ffn;
     P::copy(m.dout, dy, T * s.hidden);
     P::linearBackwardInput(T, s.ffn, s.hidden, dy, w2, dact);
+    P::round(dact, T * s.ffn);
     P::activationBackward(s.act, T, s.ffn, m.h1, dact, m.dh1);
+    P::round(m.dh1, T * s.fc1Width());
     P::linearBackwardInput(T, s.hidden, s.fc1Width(), m.dh1, w1, dxn);
+    P::round(dxn, T * s.hidden);
     P::copy(dx, dy, T * s.hidden);
     P::rmsnormBackward(T, s.hidden, m.x, norm, m.rstd, dxn, dx, grads, true);
+    P::round(dx, T * s.hidden);
   }
 
   template <class Tokens>
