@@ -466,8 +466,11 @@ void Trainer::send(const ActionEntry &a, StepState &st) {
         ppRank, schedule::pytorchText(a)));
   st.sendBuffers.push_back(std::move(it->second));
   from.erase(it);
+  float *data = st.sendBuffers.back().data();
+  if (wireBf16())
+    packBf16(data, activationFloats(a));
   st.sends.push_back(
-      comm.isend(st.sendBuffers.back().data(), activationFloats(a),
+      comm.isend(data, wireFloats(activationFloats(a)),
                  comm.worldRankOf(a.peer),
                  transferTag(backward ? a.stage - 1 : a.stage + 1, a.microbatch,
                              st.microbatches, backward)));
@@ -486,7 +489,7 @@ void Trainer::receive(const ActionEntry &a, StepState &st) {
   const int64_t key =
       tensorKey(backward ? a.stage + 1 : a.stage - 1, a.microbatch);
   (backward ? st.postedGrads : st.postedActs)[key].push_back(comm.irecv(
-      buffer.data(), activationFloats(a), comm.worldRankOf(a.peer),
+      buffer.data(), wireFloats(activationFloats(a)), comm.worldRankOf(a.peer),
       transferTag(a.stage, a.microbatch, st.microbatches, backward)));
 }
 
@@ -501,7 +504,35 @@ bool Trainer::awaitInput(const ActionEntry &a, StepState &st) {
     return false;
   comm.waitAll(it->second);
   posted.erase(it);
+  if (wireBf16()) {
+    auto &into = forward ? st.acts : st.grads;
+    unpackBf16(
+        into.at(tensorKey(forward ? a.stage - 1 : a.stage + 1, a.microbatch))
+            .data(),
+        activationFloats(a));
+  }
   return true;
+}
+
+bool Trainer::wireBf16() const { return artifact.precision == "bf16"; }
+
+int64_t Trainer::wireFloats(int64_t floats) const {
+  return wireBf16() ? (floats + 1) / 2 : floats;
+}
+
+void Trainer::packBf16(float *data, int64_t n) {
+  // Element i's two bytes go to bytes [2i, 2i + 2), inside floats already
+  // read: in place, in order.
+  auto *bits = reinterpret_cast<uint16_t *>(data);
+  for (int64_t i = 0; i < n; ++i)
+    bits[i] = bf16::fromFloat(data[i]);
+}
+
+void Trainer::unpackBf16(float *data, int64_t n) {
+  // Backwards: float i covers the bf16 values 2i and 2i + 1, read already.
+  const auto *bits = reinterpret_cast<const uint16_t *>(data);
+  for (int64_t i = n - 1; i >= 0; --i)
+    data[i] = bf16::toFloat(bits[i]);
 }
 
 StageArgs Trainer::stageArgs(StageState &s, const ActionEntry &a) {

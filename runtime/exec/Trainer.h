@@ -219,8 +219,17 @@ private:
   void mainWeightsChanged();
   void send(const ActionEntry &a, StepState &st);
   void receive(const ActionEntry &a, StepState &st);
+  /// bf16 runs send activations and their gradients between ranks as
+  /// bf16: two bytes a value, packed in place into the first half of the
+  /// float buffer before the send and widened in place after the receive
+  /// (the values are bf16 already, so nothing is lost).
+  bool wireBf16() const;
+  /// Floats of the message that carries `floats` activation values.
+  int64_t wireFloats(int64_t floats) const;
+  static void packBf16(float *data, int64_t n);
+  static void unpackBf16(float *data, int64_t n);
   /// Waits for the posted receive that feeds compute action `a`, if any;
-  /// true when there was one.
+  /// true when there was one (bf16: widened to floats).
   bool awaitInput(const ActionEntry &a, StepState &st);
   void forward(const ActionEntry &a, StepState &st);
   /// B, or its halves I (input gradients) and W (weight gradients).
