@@ -3,7 +3,7 @@
 # example trained in fp32 and in bf16 for the same steps under mpirun (its
 # pp 2), the last 10 steps' mean loss of each and their relative difference
 # (issue 33 asks for 2% at 200 steps); then tokens/s, tensor memory per rank
-# and the bytes each rank sends per step, fp32 against bf16 (the emulation's
+# and the bytes all stages send for one microbatch (explain), fp32 against bf16 (the emulation's
 # cost: rounding passes and a second parameter copy), on the example and on
 # bench/specs/train-bench.yaml (one rank).
 # Usage: bench/run_bf16.sh [steps]
@@ -50,7 +50,7 @@ for pair in "$root/examples/hybrid-tiny.yaml:2" "$root/bench/specs/train-bench.y
   read -r _ l16 t16 m16 s16 < <(summary "$spec" bf16)
   echo
   echo "model: $(basename "$spec" .yaml) on $np rank(s)"
-  printf '%-6s %16s %12s %26s %24s\n' dtype "loss (last 10)" "tokens/s" "tensor MiB per rank" "sent per step (explain)"
+  printf '%-6s %16s %12s %26s %24s\n' dtype "loss (last 10)" "tokens/s" "tensor MiB per rank" "sent per microbatch (explain)"
   printf '%-6s %16s %12s %26s %24s\n' fp32 "$l32" "$t32" "$m32" "$s32 B"
   printf '%-6s %16s %12s %26s %24s\n' bf16 "$l16" "$t16" "$m16" "$s16 B"
   awk -v a="$l32" -v b="$l16" -v x="$t32" -v y="$t16" \

@@ -299,6 +299,8 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
     if (failed(plan))
       return fail("error: the stages cannot be lowered to kernels");
     artifact.stages.push_back(stageEntry(*plan));
+    artifact.stages.back().program.activations =
+        spec.training.dtype == "bf16" ? rt::DType::BF16 : rt::DType::F32;
   }
 
   auto programs = schedule::readPrograms(model);

@@ -499,6 +499,11 @@ nlohmann::json manifestToJson(const Artifact &a) {
   };
 }
 
+double runtimeBytesPerParameter(const Artifact &a) {
+  return trainingBytesPerParameter(false, a.distributedOptimizer ? a.dp : 1) +
+         (a.precision == "bf16" ? 4.0 : 0.0);
+}
+
 namespace {
 
 TrainingConfig parseTraining(const json &tr, const std::string &path) {
@@ -652,8 +657,7 @@ void checkSizes(const Artifact &a, const std::string &path) {
 /// what one rank may hold. Each count is at most 2^40 floats here, so no
 /// sum overflows.
 void checkRankBuffers(const Artifact &a, const std::string &path) {
-  const double perParameter =
-      trainingBytesPerParameter(false, a.distributedOptimizer ? a.dp : 1);
+  const double perParameter = runtimeBytesPerParameter(a);
   std::vector<double> bytes(size_t(a.pp), 0.0);
   for (const StageEntry &s : a.stages)
     bytes[size_t(s.ppRank)] += perParameter * double(s.numParams) +

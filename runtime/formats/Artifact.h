@@ -143,6 +143,12 @@ struct Artifact {
 };
 
 /// manifest.json's content for `artifact` (what `hypipe compile` writes).
+/// Bytes a rank's buffers hold per parameter it trains: the fp32 weight,
+/// gradient and AdamW moments (the moments a dp-th under the distributed
+/// optimizer), and in a bf16 run the bf16 copy the kernels read, which the
+/// CPU emulation keeps in floats (4 more).
+double runtimeBytesPerParameter(const Artifact &artifact);
+
 nlohmann::json manifestToJson(const Artifact &artifact);
 
 /// Reads and checks a manifest's content, every size within its bound

@@ -531,17 +531,15 @@ nlohmann::json memoryReport(const rt::Artifact &a,
         saved += double(st.savedFloats);
         stages += 1;
       }
-    // fp32: a parameter, its gradient and two moments (a dp-th of them
-    // under the distributed optimizer); a microbatch in flight keeps every
-    // stage's saved buffer (the simulator counts stage activations, so per
-    // stage).
-    double est =
-        double(rankMemoryEstimate(
-            params,
-            trainingBytesPerParameter(false, a.distributedOptimizer ? a.dp : 1),
-            4.0 * saved / double(std::max<int64_t>(1, stages)),
-            double(sim.peakActivations[r]), 4 * workspace)) /
-        (1 << 20);
+    // A parameter, its gradient and two moments (a dp-th of them under the
+    // distributed optimizer), and bf16's working copy; a microbatch in
+    // flight keeps every stage's saved buffer (the simulator counts stage
+    // activations, so per stage).
+    double est = double(rankMemoryEstimate(
+                     params, runtimeBytesPerParameter(a),
+                     4.0 * saved / double(std::max<int64_t>(1, stages)),
+                     double(sim.peakActivations[r]), 4 * workspace)) /
+                 (1 << 20);
     size_t world = size_t(r * a.dp); // data-parallel replica 0
     nlohmann::json entry;
     entry["estimate"] = est;

@@ -34,18 +34,6 @@ void roundActivations(float *p, int64_t n) {
     p[i] = bf16::round(p[i]);
 }
 
-void roundActivations(float *p, int64_t rows, int64_t cols, int64_t stride) {
-  if (!bf16Activations())
-    return;
-#pragma omp parallel for schedule(static) if (rows * cols > (int64_t(1) << 15))
-  for (int64_t r = 0; r < rows; ++r) {
-    float *row = p + r * stride;
-#pragma omp simd
-    for (int64_t i = 0; i < cols; ++i)
-      row[i] = bf16::round(row[i]);
-  }
-}
-
 namespace {
 /// A GEMM below this many multiply-adds is one call on the calling thread:
 /// a piece would cost about what waking the other threads does.

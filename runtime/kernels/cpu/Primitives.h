@@ -31,8 +31,6 @@ bool bf16Activations();
 /// Rounds `n` floats in place to the nearest bfloat16 (ties to even, NaN
 /// kept a NaN) when bf16Activations(); leaves them alone in fp32.
 void roundActivations(float *p, int64_t n);
-/// The same for the `cols` floats of each of `rows` rows `stride` apart.
-void roundActivations(float *p, int64_t rows, int64_t cols, int64_t stride);
 
 /// C[M,N] = alpha * op(A) * op(B) + beta * C, row-major (cblas_sgemm on
 /// one thread; a large one cut into tiles fixed by its shape and shared
