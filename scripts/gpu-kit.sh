@@ -73,12 +73,20 @@ for s in all-kinds untied-rope gelu mtp; do
   compile "$spec" -o "$tmp/cpu-$s"
   "$run" "$tmp/cpu-$s" --steps 1 --dump-step "$kit/cpu/$s.safetensors" -q \
     --data "$kit/data/licenses.txt" > /dev/null
+  # bf16 (docs/precision.md): the CPU emulation is what the GPU must agree with.
+  compile "$spec" --target cuda --dtype bf16 -o "$kit/art/$s-bf16"
+  compile "$spec" --dtype bf16 -o "$tmp/cpu-$s-bf16"
+  "$run" "$tmp/cpu-$s-bf16" --steps 1 --dump-step "$kit/cpu/$s-bf16.safetensors" -q \
+    --data "$kit/data/licenses.txt" > /dev/null
 done
 compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cuda -o "$kit/art/tiny"
 compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cpu -o "$kit/art/tiny-cpu"
 compile "$root/examples/packed-sft.yaml" --pp 1 --vpp 4 --target cuda -o "$kit/art/packed"
 compile "$root/examples/packed-sft.yaml" --pp 1 --vpp 4 --target cpu -o "$tmp/packed-cpu"
+compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cuda --dtype bf16 -o "$kit/art/tiny-bf16"
+compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cpu --dtype bf16 -o "$tmp/tiny-cpu-bf16"
 compile "$root/bench/specs/gpu-bench.yaml" --target cuda -o "$kit/art/gpu-bench"
+compile "$root/bench/specs/gpu-bench.yaml" --target cuda --dtype bf16 -o "$kit/art/gpu-bench-bf16"
 "$hypipe" explain "$root/bench/specs/gpu-bench.yaml" --json > "$kit/art/gpu-bench.explain.json"
 python3 "$root/bench/specs/gpu_bench_size.py" "$root/bench/specs/gpu-bench.yaml" \
   > "$kit/art/gpu-bench.size"
@@ -89,6 +97,7 @@ cpu_losses() { "$run" "$1" -q --json-log "$kit/cpu/$2.jsonl" "${@:3}" > /dev/nul
 cpu_losses "$kit/art/tiny-cpu" tiny --steps 200 --data "$kit/data/licenses.txt"
 cpu_losses "$kit/art/tiny-cpu" tiny-20 --steps 20 --lr-decay-steps 20 --data "$kit/data/licenses.txt"
 cpu_losses "$tmp/packed-cpu" packed --steps 30
+cpu_losses "$tmp/tiny-cpu-bf16" tiny-bf16 --steps 200 --data "$kit/data/licenses.txt"
 
 step "CUDA kernel sources"
 "$root/scripts/gpu-kit/copy-kernel-sources.sh" "$root" "$kit/kernels"

@@ -263,13 +263,6 @@ llvm::Error writeArtifactFiles(const std::string &dir,
 llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
                           const std::string &dir) {
   const bool cuda = spec.training.target == "cuda";
-  if (cuda && spec.training.dtype != "fp32")
-    return fail(fmt::format(
-        "error: {}: the precision is '{}' (training.dtype or --dtype), but "
-        "the CUDA target trains in fp32 only for now (its bf16 kernels are "
-        "not written yet)\nhelp: use --dtype fp32, or --target cpu (bf16 "
-        "there is emulated exactly: docs/precision.md)",
-        spec.file, spec.training.dtype));
   if (cuda && !HYPIPE_CUDA_KERNELS_BUILT)
     return fail(fmt::format(
         "error: {}: the target is cuda, and this hypipe was built without the "

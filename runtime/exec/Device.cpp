@@ -1,6 +1,7 @@
 //===- Device.cpp - the host device ---------------------------------------===//
 
 #include "runtime/exec/Device.h"
+#include "core/numeric/Bf16.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -37,6 +38,10 @@ public:
   void add(float *dst, const float *src, int64_t n) override {
     for (int64_t i = 0; i < n; ++i)
       dst[i] += src[i];
+  }
+  void roundToBf16(float *dst, const float *src, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bf16::round(src[i]);
   }
   double sumSquares(const float *x, const std::vector<ParamSegment> &segments,
                     double start) override {

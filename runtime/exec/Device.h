@@ -39,6 +39,9 @@ public:
   virtual void zero(float *x, int64_t n) = 0;
   /// dst += src.
   virtual void add(float *dst, const float *src, int64_t n) = 0;
+  /// dst = src rounded to the nearest bfloat16 (a bf16 run's working copy
+  /// of its fp32 main weights: docs/precision.md).
+  virtual void roundToBf16(float *dst, const float *src, int64_t n) = 0;
   /// start + the sum of x[i]^2 over `segments` (in double), in their order.
   virtual double sumSquares(const float *x,
                             const std::vector<ParamSegment> &segments,

@@ -35,6 +35,7 @@ struct CudaKernels {
 
 void runCudaStagePass(const StageProgram &program, StagePass pass,
                       StageArgs &args) {
+  cuda::setBf16Activations(program.activations == DType::BF16);
   runStagePassOn<CudaKernels>(program, pass, args);
 }
 

@@ -246,15 +246,7 @@ void Trainer::awaitParameters(StageState &s) {
 void Trainer::refreshWorkingCopy(StageState &s) {
   if (!s.working.size() || !s.workingStale)
     return;
-  if (!device->host())
-    throw RuntimeError("error: internal: bf16 working copies are made on the "
-                       "host; this artifact's stages run on " +
-                       device->describe());
-  const float *main = s.params.data();
-  float *copy = s.working.data();
-  const int64_t n = s.params.size();
-  for (int64_t i = 0; i < n; ++i)
-    copy[i] = bf16::round(main[i]);
+  device->roundToBf16(s.working.data(), s.params.data(), s.params.size());
   s.workingStale = false;
 }
 
@@ -514,7 +506,11 @@ bool Trainer::awaitInput(const ActionEntry &a, StepState &st) {
   return true;
 }
 
-bool Trainer::wireBf16() const { return artifact.precision == "bf16"; }
+bool Trainer::wireBf16() const {
+  // Packed by the host (a cuda artifact runs on one rank until the
+  // transports: nothing crosses ranks there).
+  return artifact.precision == "bf16" && device->host();
+}
 
 int64_t Trainer::wireFloats(int64_t floats) const {
   return wireBf16() ? (floats + 1) / 2 : floats;

@@ -702,11 +702,6 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
                      path, a.precision),
          "the manifest is corrupt or from another version of hypipe; "
          "recompile the artifact with `hypipe compile SPEC -o DIR`");
-  if (a.precision == "bf16" && a.target != "cpu")
-    fail(fmt::format("'{}' trains in bf16 on target '{}'; this hypipe-run "
-                     "has bf16 kernels for the cpu target only",
-                     path, a.target),
-         "recompile the spec with --dtype fp32, or with --target cpu");
   a.computeCapability = optionalField<int>(m, "compute_capability", 0, path);
   a.model = parseModelInfo(field<json>(m, "model", path), path);
   const json &par = field<json>(m, "parallel", path);

@@ -60,6 +60,22 @@ def ref_check(spec):
              "py/compare_dumps.py", "py/torch_reference.py"])
 
 
+def bf16_check(spec, tol):
+    """The CUDA bf16 step of a reference spec against the CPU's bf16
+    emulation (docs/precision.md: the same rounding points, so the two
+    differ only where a sum's order moves a value across a bf16 rounding
+    midpoint) and against the float64 reference under the bf16 rules, with
+    test/e2e/bf16.test's tolerance for the spec."""
+    return Check(
+        f"bf16-{spec}",
+        f"{RUN} art/{spec}-bf16 --steps 1 --dump-step $OUT/{spec}-bf16.safetensors -q"
+        f" --data {DATA} && python3 py/compare_dumps.py cpu/{spec}-bf16.safetensors"
+        f" $OUT/{spec}-bf16.safetensors {tol} && python3 py/torch_reference.py"
+        f" art/{spec}-bf16 $OUT/{spec}-bf16.safetensors --tol {tol}",
+        60, [f"art/{spec}-bf16/manifest.json", f"cpu/{spec}-bf16.safetensors", RUN,
+             "py/compare_dumps.py", "py/torch_reference.py"])
+
+
 SUITES = [
     Suite("environment", 30, [
         Check("device", "nvidia-smi --query-gpu=name,memory.total,driver_version,"
@@ -99,6 +115,26 @@ SUITES = [
               " grep -q 'ERROR SUMMARY: 0 errors' $OUT/memcheck.txt", 60,
               ["bundle/libexec/hypipe-run"]),
     ], "the CUDA target against the CPU target and PyTorch (float64)"),
+    Suite("bf16", 200, [
+        bf16_check("all-kinds", "1e-3"), bf16_check("untied-rope", "1e-3"),
+        bf16_check("gelu", "1e-3"), bf16_check("mtp", "5e-3"),
+        Check("bf16-tiny-200", f"{RUN} art/tiny-bf16 --steps 200 --json-log"
+              f" $OUT/tiny-bf16.jsonl -q --data {DATA} && python3 py/losses.py"
+              " cpu/tiny-bf16.jsonl $OUT/tiny-bf16.jsonl --first-rtol 1e-4 --rtol 2e-2", 60,
+              ["art/tiny-bf16/manifest.json", "cpu/tiny-bf16.jsonl", "py/losses.py"]),
+        Check("bf16-memcheck", "LD_LIBRARY_PATH=$KIT/bundle/lib:${CUDA_HOME:-/usr/local/cuda}"
+              "/lib64:$LD_LIBRARY_PATH OMP_WAIT_POLICY=passive compute-sanitizer"
+              " --tool memcheck --leak-check no"
+              f" bundle/libexec/hypipe-run art/all-kinds-bf16 --steps 1 -q --data {DATA}"
+              " > $OUT/memcheck-bf16.txt 2>&1; tail -5 $OUT/memcheck-bf16.txt;"
+              " grep -q 'ERROR SUMMARY: 0 errors' $OUT/memcheck-bf16.txt", 60,
+              ["bundle/libexec/hypipe-run", "art/all-kinds-bf16/manifest.json"]),
+        Check("bf16-gpu-bench-step", f"{RUN} art/gpu-bench-bf16 --steps 6 --json-log"
+              f" $OUT/bench-bf16.jsonl -q --data {DATA} && python3 run.py --bench-figures"
+              " $OUT/bench-bf16.jsonl", 60,
+              ["art/gpu-bench-bf16/manifest.json", "art/gpu-bench.explain.json"]),
+    ], "bf16 (issue 33): the CUDA kernels against the CPU's exact emulation and"
+       " PyTorch under the same rules, 200 steps, memcheck, tokens/s on tensor cores"),
     Suite("probes", 60, [
         Check("nccl-self", "probes/nccl_self", 20, ["probes/nccl_self"], ["nccl"]),
         Check("cuda-ipc", "probes/cuda_ipc", 20, ["probes/cuda_ipc"]),

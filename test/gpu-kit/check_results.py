@@ -8,7 +8,7 @@ in each suite's reason."""
 import json
 import sys
 
-SUITES = ["environment", "correctness", "probes", "baselines", "bench"]
+SUITES = ["environment", "correctness", "bf16", "probes", "baselines", "bench"]
 
 
 def main():

@@ -405,7 +405,7 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       "--dtype", [&o](const std::string &v) { o.dtype = v; },
       "fp32 or bf16: the precision the model trains in (instead of "
       "training.dtype; explain sizes memory and transfers by it, compile and "
-      "train take bf16 on the cpu target, emulated exactly)");
+      "train take either: docs/precision.md)");
   sub->add_option_function<std::string>(
       "--schedule-csv", [&o](const std::string &v) { o.scheduleCsv = v; },
       "run the programs of this torch.distributed.pipelining CSV instead of "

@@ -343,14 +343,21 @@ void attentionForward(const AttentionShape &s, const Tokens &t,
   AttnSaved a = attnSaved(s, t.shape, saved);
   copyFloats(a.x, x, T * s.hidden);
   rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
+  roundActivations(a.xn, T * s.hidden);
   linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
-  if (s.rope)
+  roundActivations(a.qkv, T * Wd);
+  if (s.rope) {
     rope(s, t, a.qkv, 1.0f);
+    roundActivations(a.qkv, T * Wd);
+  }
   if (T > 0)
     byHeadDim<Forward>(s.headDim, geometry(s, t, s.heads), a.qkv, a.ctx,
                        a.softmax);
+  roundActivations(a.ctx, T * Cw);
   linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
+  roundActivations(y, T * s.hidden);
   addInPlace(y, x, T * s.hidden);
+  roundActivations(y, T * s.hidden);
 }
 
 void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
@@ -365,6 +372,7 @@ void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
   float *delta = dxn + T * s.hidden; // [T, heads]
   copyFloats(a.dout, dy, T * s.hidden);
   linearBackwardInput(T, Cw, s.hidden, dy, wProj, dctx);
+  roundActivations(dctx, T * Cw);
   if (T > 0) {
     deltaKernel<<<blocksFor(T * s.heads), 256, 0, stream()>>>(
         T, int(s.heads), int(s.headDim), dctx, a.ctx, delta);
@@ -373,11 +381,17 @@ void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
                         geometry(s, t, s.heads), a.qkv, dctx, a.softmax, delta,
                         a.dqkv);
   }
-  if (s.rope)
+  // The rounding points of the CPU kernel (Attention.cpp).
+  roundActivations(a.dqkv, T * Wd);
+  if (s.rope) {
     rope(s, t, a.dqkv, -1.0f);
+    roundActivations(a.dqkv, T * Wd);
+  }
   linearBackwardInput(T, s.hidden, Wd, a.dqkv, wQkv, dxn);
+  roundActivations(dxn, T * s.hidden);
   copyFloats(dx, dy, T * s.hidden);
   rmsnormBackward(T, s.hidden, a.x, norm, a.rstd, dxn, dx, grads, true);
+  roundActivations(dx, T * s.hidden);
 }
 
 void attentionBackwardWeight(const AttentionShape &s, const Tokens &t,

@@ -109,6 +109,9 @@ public:
           "copy on the GPU");
   }
   void zero(float *x, int64_t n) override { cuda::zero(x, n); }
+  void roundToBf16(float *dst, const float *src, int64_t n) override {
+    cuda::roundCopy(dst, src, n);
+  }
   void add(float *dst, const float *src, int64_t n) override {
     cuda::addInPlace(dst, src, n);
   }

@@ -127,7 +127,9 @@ float lmLossForward(const Tokens &t, int64_t hidden, int64_t vocab,
     return 0.0f;
   copyFloats(h.x, x, T * hidden);
   rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
+  roundActivations(h.xn, T * hidden);
   linearForward(T, hidden, V, h.xn, wOut, h.probs);
+  roundActivations(h.probs, T * V);    // bf16 logits; the loss reads fp32
   float *rowLoss = ws, *sums = ws + T; // [T], [2]
   crossEntropyKernel<<<unsigned(T), 256, 0, stream()>>>(
       V, seqsOf(t), int(shift), h.probs, labels, lossMask, h.mask, h.labels,
@@ -156,12 +158,15 @@ void lmLossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
   crossEntropyBackwardKernel<<<unsigned(T), 256, 0, stream()>>>(
       V, h.probs, h.mask, h.labels, sums, lossScale);
   launched("cross-entropy backward");
+  roundActivations(h.probs, T * V);
   linearBackwardInput(T, hidden, V, h.probs, wOut, dxn);
   // The normed output also feeds the next MTP depth: its gradient adds
-  // (after the GEMM, as on the CPU).
+  // (after the GEMM, as on the CPU), and the sum is rounded in bf16.
   if (dxnExtra)
     addInPlace(dxn, dxnExtra, T * hidden);
+  roundActivations(dxn, T * hidden);
   rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
+  roundActivations(dx, T * hidden);
 }
 
 float headForward(const HeadShape &s, const Tokens &t, const float *params,

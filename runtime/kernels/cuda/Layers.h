@@ -46,6 +46,11 @@ inline Tokens withBoundaries(TokenShape capacity, const int32_t *hostCuSeqlens,
 
 /// Copies `floats` floats between device buffers (the stage's last copy).
 void copyFloats(float *dst, const float *src, int64_t floats);
+/// bf16 activations, as cpu::setBf16Activations (Primitives.cuh): set by
+/// the stage runner before each pass from the artifact's precision.
+void setBf16Activations(bool on);
+/// dst[i] = src[i] rounded to the nearest bfloat16, on the stream.
+void roundCopy(float *dst, const float *src, int64_t n);
 
 void mambaForward(const MambaShape &s, const Tokens &t, const float *params,
                   const float *x, float *y, float *saved, float *ws);

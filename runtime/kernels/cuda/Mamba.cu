@@ -538,11 +538,15 @@ void mambaForward(const MambaShape &s, const Tokens &t, const float *params,
   float *local = ws, *decay = ws + chunks * s.heads * PN;
 
   copyFloats(m.x, x, T * s.hidden);
+  // bf16: the rounding points of the CPU kernel (Mamba.cpp).
   rmsnormForward(T, s.hidden, x, p.norm, m.xn, m.rstd);
+  roundActivations(m.xn, T * s.hidden);
   linearForward(T, s.hidden, s.inProj(), m.xn, p.inProj, m.zxbcdt);
+  roundActivations(m.zxbcdt, T * s.inProj());
   convForwardKernel<<<blocksFor(T * (d.Cc + d.H)), 256, 0, stream()>>>(
       d, seqs, m.zxbcdt, p.convW, p.convB, p.dtBias, m.xbc, m.dt);
   launched("mamba conv");
+  roundActivations(m.xbc, T * d.Cc);
   const dim3 perChunk{unsigned(chunks), unsigned(s.heads)};
   chunkStateKernel<<<perChunk, 256, 0, stream()>>>(d, seqs, m.xbc, m.dt, p.aLog,
                                                    local, decay);
@@ -553,12 +557,16 @@ void mambaForward(const MambaShape &s, const Tokens &t, const float *params,
   chunkOutputKernel<<<perChunk, 256, 0, stream()>>>(d, seqs, m.xbc, m.dt,
                                                     p.aLog, p.d, m.y);
   launched("mamba chunk outputs");
+  roundActivations(m.y, T * s.inner());
   gatedNormForwardKernel<<<dim3(unsigned(T), unsigned(s.groups)), 128, 0,
                            stream()>>>(d, m.y, m.zxbcdt, p.gnorm, m.gated,
                                        m.grstd, m.normed);
   launched("mamba gated norm");
+  roundActivations(m.normed, T * s.inner());
   linearForward(T, s.inner(), s.hidden, m.normed, p.outProj, y);
+  roundActivations(y, T * s.hidden);
   addInPlace(y, x, T * s.hidden);
+  roundActivations(y, T * s.hidden);
 }
 
 void mambaBackwardInput(const MambaShape &s, const Tokens &t,
@@ -588,10 +596,12 @@ void mambaBackwardInput(const MambaShape &s, const Tokens &t,
 
   copyFloats(m.dout, dy, T * s.hidden);
   linearBackwardInput(T, I, s.hidden, dy, p.outProj, dnormed);
+  roundActivations(dnormed, T * I);
   gatedNormBackwardKernel<<<dim3(unsigned(T), unsigned(s.groups)), 128, 0,
                             stream()>>>(d, dnormed, m.gated, m.grstd, m.y,
                                         p.gnorm, m.zxbcdt, dyScan, m.dzxbcdt);
   launched("mamba gated norm backward");
+  roundActivations(dyScan, T * I);
   const int64_t gs = I / s.groups;
   for (int64_t g = 0; g < s.groups; ++g)
     columnDot(T, gs, dnormed + g * gs, I, m.gated + g * gs, I, m.grstd + g,
@@ -608,6 +618,7 @@ void mambaBackwardInput(const MambaShape &s, const Tokens &t,
   chunkBackwardKernel<<<perChunk, 256, 0, stream()>>>(
       d, seqs, m.xbc, m.dt, p.aLog, p.d, dyScan, dS, dxbc, dtGrad, partials);
   launched("mamba chunk backward");
+  roundActivations(dxbc, T * Cc);
   scanParamGradKernel<<<blocksFor(H, 64), 64, 0, stream()>>>(
       d, chunks, partials, p.aLog, gp.aLog, gp.d);
   launched("mamba A and D gradients");
@@ -628,9 +639,12 @@ void mambaBackwardInput(const MambaShape &s, const Tokens &t,
                                                      gp.convW, gp.convB);
   launched("mamba conv weight gradient");
 
+  roundActivations(m.dzxbcdt, T * s.inProj());
   linearBackwardInput(T, s.hidden, s.inProj(), m.dzxbcdt, p.inProj, dxn);
+  roundActivations(dxn, T * s.hidden);
   copyFloats(dx, dy, T * s.hidden);
   rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
+  roundActivations(dx, T * s.hidden);
 }
 
 void mambaBackwardWeight(const MambaShape &s, const Tokens &t,

@@ -20,9 +20,7 @@ struct CudaPrimitives {
   static void addInto(float *y, const float *x, int64_t n) {
     addInPlace(y, x, n);
   }
-  /// The cuda target stores fp32 (compile refuses bf16 for it): nothing to
-  /// round. Its bf16 kernels will store bf16, where the type rounds.
-  static void round(float *, int64_t) {}
+  static void round(float *p, int64_t n) { roundActivations(p, n); }
   HYPIPE_MLP_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
 };
 

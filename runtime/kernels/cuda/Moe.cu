@@ -16,6 +16,7 @@
 
 #include <cfloat>
 #include <cstring>
+#include <cuda_bf16.h>
 #include <vector>
 
 namespace hypipe::rt::cuda {
@@ -76,14 +77,20 @@ __global__ void slotRowKernel(int64_t R, const int32_t *rowMap,
 }
 
 /// y = x + sum_j w_j y_j, per token.
+/// y = x + sum_j w_j y_j per token; with `bf16`, the weighted sum is
+/// rounded, then the sum with the residual (cpu::moeForward's order).
 __global__ void combineKernel(int64_t hidden, int k, const float *x,
                               const float *yr, const int32_t *slotRow,
-                              const float *topW, float *y) {
+                              const float *topW, float *y, bool bf16) {
   const int64_t tok = blockIdx.x;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float acc = x[tok * hidden + i];
+    const float xi = x[tok * hidden + i];
+    float acc = bf16 ? 0.0f : xi;
     for (int j = 0; j < k; ++j)
       acc += topW[tok * k + j] * yr[int64_t(slotRow[tok * k + j]) * hidden + i];
+    if (bf16)
+      acc = __bfloat162float(
+          __float2bfloat16_rn(xi + __bfloat162float(__float2bfloat16_rn(acc))));
     y[tok * hidden + i] = acc;
   }
 }
@@ -180,8 +187,11 @@ float moeForward(const MoeShape &s, const Tokens &t, const float *params,
       reinterpret_cast<int32_t *>(probSum + E);
 
   copyFloats(m.x, x, T * Hd);
+  // bf16: the rounding points of the CPU kernel (Moe.cpp).
   rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
+  roundActivations(m.xn, T * Hd);
   linearForward(T, Hd, E, m.xn, p.router, logits);
+  roundActivations(logits, T * E);
   routeKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
       T, int(E), int(k), logits, m.probs, m.topIdx, m.topW, routerCheck);
   launched("moe routing");
@@ -223,12 +233,15 @@ float moeForward(const MoeShape &s, const Tokens &t, const float *params,
       continue;
     linearForward(n, Hd, s.fc1Width(), m.xr + r0 * Hd, p.w1(s, e),
                   m.h1 + r0 * s.fc1Width());
+    roundActivations(m.h1 + r0 * s.fc1Width(), n * s.fc1Width());
     activationForward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
                       m.act + r0 * s.ffn);
+    roundActivations(m.act + r0 * s.ffn, n * s.ffn);
     linearForward(n, s.ffn, Hd, m.act + r0 * s.ffn, p.w2(s, e), m.yr + r0 * Hd);
+    roundActivations(m.yr + r0 * Hd, n * Hd);
   }
-  combineKernel<<<unsigned(T), 128, 0, stream()>>>(Hd, int(k), x, m.yr, slotRow,
-                                                   m.topW, y);
+  combineKernel<<<unsigned(T), 128, 0, stream()>>>(
+      Hd, int(k), x, m.yr, slotRow, m.topW, y, bf16Activations());
   launched("moe combine");
   return float(aux);
 }
@@ -257,14 +270,17 @@ void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
   rowGradKernel<<<unsigned(R), 128, 0, stream()>>>(Hd, int(k), m.rowMap, m.topW,
                                                    dy, m.yr, m.dyr, dTopW);
   launched("moe combine backward");
+  roundActivations(m.dyr, R * Hd);
   for (int64_t e = 0; e < E; ++e) {
     int64_t r0 = off[e], n = off[e + 1] - off[e];
     if (n == 0)
       continue;
     linearBackwardInput(n, s.ffn, Hd, m.dyr + r0 * Hd, p.w2(s, e),
                         dact + r0 * s.ffn);
+    roundActivations(dact + r0 * s.ffn, n * s.ffn);
     activationBackward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
                        dact + r0 * s.ffn, m.dh1 + r0 * s.fc1Width());
+    roundActivations(m.dh1 + r0 * s.fc1Width(), n * s.fc1Width());
     linearBackwardInput(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
                         p.w1(s, e), dxr + r0 * Hd);
   }
@@ -277,10 +293,13 @@ void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
       T, int(E), int(k), m.probs, m.topIdx, m.topW, dTopW, m.counts, auxScale,
       dlogits);
   launched("moe router backward");
+  roundActivations(dlogits, T * E);
   linearBackwardInput(T, Hd, E, dlogits, p.router, dxn, /*accumulate=*/true);
   linearBackwardWeight(T, Hd, E, dlogits, m.xn, gp.router);
+  roundActivations(dxn, T * Hd);
   copyFloats(dx, dy, T * Hd);
   rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
+  roundActivations(dx, T * Hd);
 }
 
 void moeBackwardWeight(const MoeShape &s, const Tokens &t, const float *saved,

@@ -58,9 +58,11 @@ void mtpInputForward(const MtpInputShape &s, const Tokens &t,
   float *en = ws, *hn = ws + T * H;
   rmsnormForward(T, H, m.e, enorm, en, m.rstdE);
   rmsnormForward(T, H, m.h, hnorm, hn, m.rstdH);
+  roundActivations(en, 2 * T * H); // en and hn, side by side in ws
   copyRows(T, H, m.cat, 2 * H, en, H);
   copyRows(T, H, m.cat + H, 2 * H, hn, H);
   linearForward(T, 2 * H, H, m.cat, w, y);
+  roundActivations(y, T * H);
 }
 
 void mtpInputBackwardInput(const MtpInputShape &s, const Tokens &t,
@@ -78,7 +80,11 @@ void mtpInputBackwardInput(const MtpInputShape &s, const Tokens &t,
   float *dEn = ws, *dHn = ws + T * H;
   gemm(false, false, T, H, H, 1.0f, dy, H, w, 2 * H, 0.0f, dEn, H);
   gemm(false, false, T, H, H, 1.0f, dy, H, w + H, 2 * H, 0.0f, dHn, H);
+  roundActivations(dEn, 2 * T * H); // bf16: Mtp.cpp's rounding points
   rmsnormBackward(T, H, m.e, enorm, m.rstdE, dEn, m.dE, grads, false);
+  roundActivations(m.dE, T * H);
+  // dhPrev is a part of the previous normed output's gradient, rounded
+  // once the head (or the previous depth) has added it.
   rmsnormBackward(T, H, m.h, hnorm, m.rstdH, dHn, dhPrev, grads + H, false);
 }
 

@@ -1,7 +1,9 @@
 //===- Primitives.cu - context, GEMM, norms and activations on the GPU ----===//
 
 #include "runtime/kernels/cuda/Primitives.cuh"
+
 #include "runtime/kernels/recipes/Linear.h"
+#include <cuda_bf16.h>
 
 #include <string>
 
@@ -118,19 +120,68 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
         "sgemm");
 }
 
+namespace {
+
+bool bf16Mode = false;
+
+__global__ void roundKernel(int64_t n, const float *src, float *dst) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    dst[i] = __bfloat162float(__float2bfloat16_rn(src[i]));
+}
+
+/// A linear layer's GEMM: sgemm in fp32; in bf16 the tensor cores, fed the
+/// fp32 operands (whose values are bf16, so the down-conversion is exact)
+/// and accumulating in fp32 into C (CUBLAS_COMPUTE_32F_FAST_16BF). The
+/// handle's pedantic mode, which keeps fp32 GEMMs off TF32, is lifted for
+/// the call.
+void linearGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                float alpha, const float *A, int64_t lda, const float *B,
+                int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (!bf16Mode)
+    return gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (M == 0 || N == 0)
+    return;
+  check(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  const cublasStatus_t status = cublasGemmEx(
+      blas(), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+      transA ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M), int(K), &alpha, B,
+      CUDA_R_32F, int(ldb), A, CUDA_R_32F, int(lda), &beta, C, CUDA_R_32F,
+      int(ldc), CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
+  check(cublasSetMathMode(blas(), CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  check(status, "bf16 gemm");
+}
+
+} // namespace
+
+void setBf16Activations(bool on) { bf16Mode = on; }
+bool bf16Activations() { return bf16Mode; }
+
+void roundActivations(float *p, int64_t n) {
+  if (bf16Mode && n > 0)
+    roundCopy(p, p, n);
+}
+
+void roundCopy(float *dst, const float *src, int64_t n) {
+  if (n <= 0)
+    return;
+  roundKernel<<<blocksFor(n), 256, 0, stream()>>>(n, src, dst);
+  launched("round to bf16");
+}
+
 void linearForward(int64_t T, int64_t in, int64_t out, const float *x,
                    const float *W, float *y) {
-  recipes::linearForward(gemm, T, in, out, x, W, y);
+  recipes::linearForward(linearGemm, T, in, out, x, W, y);
 }
 
 void linearBackwardInput(int64_t T, int64_t in, int64_t out, const float *dy,
                          const float *W, float *dx, bool accumulate) {
-  recipes::linearBackwardInput(gemm, T, in, out, dy, W, dx, accumulate);
+  recipes::linearBackwardInput(linearGemm, T, in, out, dy, W, dx, accumulate);
 }
 
 void linearBackwardWeight(int64_t T, int64_t in, int64_t out, const float *dy,
                           const float *x, float *dW) {
-  recipes::linearBackwardWeight(gemm, T, in, out, dy, x, dW);
+  recipes::linearBackwardWeight(linearGemm, T, in, out, dy, x, dW);
 }
 
 namespace {

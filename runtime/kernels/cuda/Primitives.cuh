@@ -96,6 +96,17 @@ __device__ inline float softplusf(float x) {
   return x > 20.0f ? x : log1pf(expf(x));
 }
 
+/// bf16 activations (docs/precision.md), as cpu::setBf16Activations: the
+/// same float buffers holding bf16 values, each complete activation and
+/// activation gradient rounded in place at the CPU kernels' points, so that
+/// the two targets agree up to the order of sums; and the linear layers'
+/// GEMMs on the tensor cores (bf16 products, fp32 accumulation: exact on
+/// bf16 values). Host state, set by the stage runner before each pass.
+/// (setBf16Activations and roundCopy: Layers.h.)
+bool bf16Activations();
+/// Rounds n floats in place to the nearest bfloat16 when bf16Activations().
+void roundActivations(float *p, int64_t n);
+
 /// C[M,N] = alpha op(A) op(B) + beta C, row-major.
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
