@@ -14,6 +14,7 @@ packages=(
   openssh-client                           # Open MPI's launcher wants an rsh agent, even on one node
   procps                                   # pgrep, used by the Ctrl-C test
   python3-torch                            # the numerical reference in tests and the bench peer
+  python3-venv                             # scripts/python-env.sh: PyTorch 2 and transformers for the interop tests
 )
 
 missing=()

@@ -76,7 +76,6 @@ __global__ void slotRowKernel(int64_t R, const int32_t *rowMap,
     slotRow[rowMap[r]] = int32_t(r);
 }
 
-/// y = x + sum_j w_j y_j, per token.
 /// y = x + sum_j w_j y_j per token; with `bf16`, the weighted sum is
 /// rounded, then the sum with the residual (cpu::moeForward's order).
 __global__ void combineKernel(int64_t hidden, int k, const float *x,
