@@ -26,10 +26,17 @@ config.substitutions.append(("%reference", os.path.join(config.test_source_root,
 # runs in the GPU kit instead, scripts/gpu-kit.sh).
 if config.hypipe_cuda == "ON":
     config.available_features.add("cuda")
-# Hugging Face transformers next to the system PyTorch (the lent GPU machine
-# has it; Debian's archive does not): the exported NemotronH checkpoint is
-# loaded by transformers itself. Without it those tests are UNSUPPORTED.
+# Hugging Face transformers: PyTorch 2 and transformers 5 in the virtual
+# environment scripts/python-env.sh makes (outside the source tree; the
+# README's test command runs it), or next to the system PyTorch (the lent GPU
+# machine). %hf_python runs it; without one the tests that need it are
+# UNSUPPORTED (scripts/python-env.sh says why it could not install).
 import subprocess
-if subprocess.call(["/usr/bin/python3", "-c", "import transformers"],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
-    config.available_features.add("transformers")
+hf_venv = os.environ.get("HYPIPE_VENV", os.path.expanduser("~/.cache/hypipe/venv"))
+for candidate in (os.path.join(hf_venv, "bin", "python"), "/usr/bin/python3"):
+    if os.access(candidate, os.X_OK) and subprocess.call(
+            [candidate, "-c", "import torch, transformers"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+        config.available_features.add("transformers")
+        config.substitutions.append(("%hf_python", candidate))
+        break

@@ -107,6 +107,12 @@ constexpr ConfigInt kConfigInts[] = {
     {"conv_kernel", "mamba_conv_width", &ModelInfo::mambaConvWidth},
 };
 
+/// transformers' NemotronH layer names (with the legacy ones it remaps) and
+/// the pattern symbols they are.
+constexpr std::pair<const char *, char> kBlockTypes[] = {
+    {"linear_attention", 'M'}, {"mamba", 'M'}, {"full_attention", '*'},
+    {"attention", '*'},        {"mlp", '-'},   {"moe", 'E'}};
+
 json nemotronHConfig(const ModelInfo &m, const std::string &layers) {
   json c;
   c["architectures"] = {"NemotronHForCausalLM"};
@@ -115,7 +121,15 @@ json nemotronHConfig(const ModelInfo &m, const std::string &layers) {
     c[f.key] = m.*f.member;
   c["tie_word_embeddings"] = m.tieEmbeddings;
   c["num_hidden_layers"] = int64_t(layers.size());
-  c["hybrid_override_pattern"] = layers;
+  c["hybrid_override_pattern"] = layers; // transformers 4, Megatron
+  json blockTypes = json::array();       // transformers 5
+  for (char symbol : layers)
+    for (const auto &[name, s] : kBlockTypes)
+      if (s == symbol) {
+        blockTypes.push_back(name);
+        break;
+      }
+  c["layers_block_type"] = blockTypes;
   c["head_dim"] = m.kvChannels;
   c["attention_bias"] = false;
   c["attention_dropout"] = 0.0;
@@ -123,9 +137,14 @@ json nemotronHConfig(const ModelInfo &m, const std::string &layers) {
   c["mlp_bias"] = false;
   c["use_bias"] = false;
   c["mlp_hidden_act"] = hfActivation(m.activation);
+  // transformers 5 types `expand` as an int (a float fails its config's
+  // validation) and takes the Mamba inner width from mamba_num_heads x
+  // mamba_head_dim: the nearest whole ratio, for readers that want one.
   c["expand"] =
-      m.hidden ? double(m.mambaNumHeads * m.mambaHeadDim) / double(m.hidden)
-               : 0.0;
+      m.hidden
+          ? std::max<int64_t>(
+                1, (m.mambaNumHeads * m.mambaHeadDim + m.hidden / 2) / m.hidden)
+          : int64_t(1);
   c["mamba_hidden_act"] = "silu";
   c["use_conv_bias"] = true;
   c["mamba_proj_bias"] = false;
@@ -381,18 +400,69 @@ T configOr(const json &c, const char *key, T fallback,
   return it->get<T>();
 }
 
+/// config.json's layers_block_type as a pattern: a list of known names
+/// (an MoE one is kept, for the import's own refusal of it to name).
+std::string patternOfBlockTypes(const json &list, const std::string &path) {
+  auto refuse = [&](const std::string &why) {
+    return RuntimeError(fmt::format(
+        "error: '{}' has layers_block_type {}\nhelp: a list of \"{}\", "
+        "\"{}\", \"{}\" or \"{}\", one per layer, as transformers writes it",
+        path, why, kBlockTypes[0].first, kBlockTypes[2].first,
+        kBlockTypes[4].first, kBlockTypes[5].first));
+  };
+  if (!list.is_array())
+    throw refuse(fmt::format("{}, which is not a list",
+                             files::excerpt(list.dump(), 80)));
+  std::string pattern;
+  for (const json &name : list) {
+    char symbol = 0;
+    if (name.is_string())
+      for (const auto &[known, s] : kBlockTypes)
+        if (name.get<std::string>() == known)
+          symbol = s;
+    if (!symbol)
+      throw refuse(fmt::format("with {} (layer {})",
+                               files::excerpt(name.dump(), 80),
+                               pattern.size()));
+    pattern += symbol;
+  }
+  return pattern;
+}
+
 /// A NemotronH config.json as written, unchecked: the fields hypipe reads.
 ModelInfo readNemotronConfig(const json &c, const std::string &path) {
   ModelInfo m;
   m.name = "imported";
   m.positionEmbedding = "none";
-  if (!c.contains("hybrid_override_pattern"))
+  // The layers: transformers 5 writes layers_block_type (a list of names,
+  // and no num_hidden_layers), earlier versions and Megatron's converter
+  // hybrid_override_pattern (a symbol per layer).
+  if (c.contains("layers_block_type")) {
+    m.pattern = patternOfBlockTypes(c["layers_block_type"], path);
+    // transformers 5 takes layers_block_type and ignores the other; an
+    // older reader takes hybrid_override_pattern: both must say the same.
+    if (c.contains("hybrid_override_pattern")) {
+      const auto other =
+          configOr<std::string>(c, "hybrid_override_pattern", "", path);
+      if (other != m.pattern)
+        throw RuntimeError(fmt::format(
+            "error: '{}' cannot be imported: its layers_block_type is the "
+            "pattern '{}' and its hybrid_override_pattern is '{}'\nhelp: "
+            "transformers 5 reads the first, earlier versions the second; "
+            "make them the same model (or keep one)",
+            path, files::excerpt(m.pattern, 200), files::excerpt(other, 200)));
+    }
+  } else if (c.contains("hybrid_override_pattern"))
+    m.pattern = configOr<std::string>(c, "hybrid_override_pattern", "", path);
+  else
     throw RuntimeError(fmt::format(
-        "error: '{}' lacks hybrid_override_pattern\nhelp: hypipe reads the "
-        "layer pattern from it",
+        "error: '{}' lacks layers_block_type and hybrid_override_pattern\n"
+        "help: hypipe reads the model's layers from one of them, as "
+        "transformers does",
         path));
-  m.pattern = configOr<std::string>(c, "hybrid_override_pattern", "", path);
-  m.numLayers = configInt(c, "num_hidden_layers", path);
+  m.numLayers = c.contains("num_hidden_layers")
+                    ? configInt(c, "num_hidden_layers", path)
+                    : int64_t(m.pattern.size());
   for (const ConfigInt &f : kConfigInts)
     m.*f.member = configInt(c, f.key, path);
   m.tieEmbeddings = configOr(c, "tie_word_embeddings", false, path);
@@ -437,12 +507,14 @@ void checkNemotronConfig(const ModelInfo &m, const std::string &path) {
   const std::string fix = "config.json must describe the model its tensors "
                           "hold; use the config.json that came with them";
   if (m.pattern.empty())
-    throw refuse("its hybrid_override_pattern is empty, a model of no layers",
+    throw refuse("it lists no layers (layers_block_type or "
+                 "hybrid_override_pattern), a model of no layers",
                  "hybrid_override_pattern has a symbol per layer: M (Mamba), "
-                 "* (attention), - (MLP)");
+                 "* (attention), - (MLP); layers_block_type a name per layer");
   if (m.numLayers != int64_t(m.pattern.size()))
-    throw refuse(fmt::format("num_hidden_layers is {}, and its "
-                             "hybrid_override_pattern '{}' has {} layers",
+    throw refuse(fmt::format("num_hidden_layers is {}, and its layers "
+                             "'{}' (layers_block_type or "
+                             "hybrid_override_pattern) are {}",
                              m.numLayers, m.pattern.substr(0, 200),
                              m.pattern.size()),
                  "the two must agree (transformers' NemotronH requires it); "
@@ -672,8 +744,11 @@ private:
       throw RuntimeError(fmt::format(
           "error: '{}' holds 'lm_head.weight', and '{}/config.json' ties it "
           "to the embedding (tie_word_embeddings), but the two differ\n"
-          "help: set tie_word_embeddings: false to import both, or remove "
-          "lm_head.weight if the embedding is meant",
+          "help: transformers 5 does not tie NemotronH's lm_head (a model it "
+          "makes with tie_word_embeddings saves its own lm_head, and computes "
+          "with it): set tie_word_embeddings: false in config.json to import "
+          "the model it computes, and train it with tie_embeddings: false; or "
+          "remove lm_head.weight if the embedding is meant",
           where.at("lm_head.weight"), input));
   }
 

@@ -115,7 +115,7 @@ def main():
             print("transformers is not installed: skipped")
             sys.exit(77)
         model = AutoModelForCausalLM.from_pretrained(
-            args.hf_dir, torch_dtype=torch.float32, trust_remote_code=False).eval()
+            args.hf_dir, dtype=torch.float32, trust_remote_code=False).eval()
         with torch.no_grad():
             per_mb = [F.cross_entropy(model(input_ids=t).logits.double().flatten(0, 1),
                                       l.flatten()) for t, l in zip(tokens, labels)]
