@@ -281,30 +281,12 @@ const Trainer::Program &Trainer::programFor(int64_t microbatches) {
   if (it != programs.end())
     return it->second;
   Program p;
-  if (microbatches == artifact.microbatches) {
-    p.actions = artifact.programs[ppRank];
-  } else {
+  try {
     // Every rank builds the same schedule from the same request, so a
     // refusal is collective.
-    Expected<schedule::Schedule> built =
-        schedule::buildSchedule({artifact.schedule, artifact.pp, artifact.vpp,
-                                 microbatches, artifact.groupSize});
-    if (!built)
-      throw CollectiveError(fmt::format(
-          "error: no {} schedule for {} microbatches: {}\nhelp: set "
-          "data.bin_count_multiple (and min_bin_count) to counts the "
-          "schedule accepts",
-          artifact.schedule, microbatches, toString(built.takeError())));
-    schedule::insertCommunication(*built);
-    // The verifier the compiler runs (pipe-verify-schedule): every
-    // transfer matched, no deadlock.
-    if (auto sim = schedule::simulate(*built); !sim)
-      throw CollectiveError(fmt::format(
-          "error: the {} schedule for {} microbatches does not verify: "
-          "{}\nhelp: this is a bug in hypipe's schedule library; please "
-          "report it",
-          artifact.schedule, microbatches, toString(sim.takeError())));
-    p.actions = built->ranks[ppRank];
+    p.actions = rankProgram(artifact, ppRank, microbatches);
+  } catch (const RuntimeError &e) {
+    throw CollectiveError(e.what());
   }
   // Trace names, formatted once rather than in every step.
   for (const ActionEntry &a : p.actions) {

@@ -11,7 +11,9 @@
 #include "runtime/formats/FileCheck.h"
 
 #include <fmt/format.h>
+
 #include <fmt/ranges.h>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -502,6 +504,117 @@ nlohmann::json manifestToJson(const Artifact &a) {
 double runtimeBytesPerParameter(const Artifact &a) {
   return trainingBytesPerParameter(false, a.distributedOptimizer ? a.dp : 1) +
          (a.precision == "bf16" ? 4.0 : 0.0);
+}
+
+namespace {
+/// The stages of `ppRank`, by index.
+std::vector<const StageEntry *> stagesOfRank(const Artifact &a,
+                                             int64_t ppRank) {
+  std::vector<const StageEntry *> local;
+  for (const StageEntry &s : a.stages)
+    if (s.ppRank == ppRank)
+      local.push_back(&s);
+  return local;
+}
+} // namespace
+
+std::vector<ActionEntry> rankProgram(const Artifact &a, int64_t ppRank,
+                                     int64_t microbatches) {
+  if (microbatches == a.microbatches)
+    return a.programs.at(size_t(ppRank));
+  Expected<schedule::Schedule> built = schedule::buildSchedule(
+      {a.schedule, a.pp, a.vpp, microbatches, a.groupSize});
+  if (!built)
+    throw RuntimeError(
+        fmt::format("error: no {} schedule for {} microbatches: {}\nhelp: set "
+                    "data.bin_count_multiple (and min_bin_count) to counts the "
+                    "schedule accepts",
+                    a.schedule, microbatches, toString(built.takeError())));
+  schedule::insertCommunication(*built);
+  if (auto sim = schedule::simulate(*built); !sim)
+    // The verifier the compiler runs (pipe-verify-schedule): every
+    // transfer matched, no deadlock.
+    throw RuntimeError(fmt::format(
+        "error: the {} schedule for {} microbatches does not verify: "
+        "{}\nhelp: this is a bug in hypipe's schedule library; please "
+        "report it",
+        a.schedule, microbatches, toString(sim.takeError())));
+  return built->ranks.at(size_t(ppRank));
+}
+
+RankBufferPeaks rankBufferPeaks(const Artifact &a, int64_t ppRank,
+                                int64_t microbatches) {
+  using schedule::Op;
+  const std::vector<const StageEntry *> local = stagesOfRank(a, ppRank);
+  RankBufferPeaks peaks;
+  peaks.savedSlots.assign(local.size(), 0);
+  std::map<int64_t, size_t> localIndex; // stage -> index in `local`
+  for (size_t i = 0; i < local.size(); ++i)
+    localIndex[local[i]->index] = i;
+  std::vector<int64_t> slots(local.size(), 0);
+  int64_t out = 0, sent = 0;
+  auto take = [&] {
+    ++out;
+    peaks.activationBuffers = std::max(peaks.activationBuffers, out);
+  };
+  const int64_t last = a.numStages - 1;
+  for (const ActionEntry &act :
+       rankProgram(a, ppRank, microbatches ? microbatches : a.microbatches)) {
+    auto it = localIndex.find(act.stage);
+    switch (act.op) {
+    case Op::RecvF:
+    case Op::RecvB:
+      take();
+      break;
+    case Op::SendF:
+    case Op::SendB:
+      ++sent; // held until the step ends
+      break;
+    case Op::F:
+      if (it != localIndex.end()) {
+        const size_t i = it->second;
+        peaks.savedSlots[i] = std::max(peaks.savedSlots[i], ++slots[i]);
+      }
+      if (act.stage != last)
+        take(); // the output
+      if (act.stage != 0)
+        --out; // the input, read
+      break;
+    case Op::B:
+    case Op::I:
+    case Op::W:
+      if (act.op != Op::W) {
+        if (act.stage != 0)
+          take(); // the input gradient
+        if (act.stage != last)
+          --out; // the output's gradient, read
+      }
+      if (act.op != Op::I && it != localIndex.end())
+        --slots[it->second];
+      break;
+    default:
+      break;
+    }
+  }
+  (void)sent; // returned to the pool at the step's end, after the peak
+  return peaks;
+}
+
+int64_t rankTensorBytes(const Artifact &a, int64_t ppRank,
+                        int64_t microbatches) {
+  const RankBufferPeaks peaks = rankBufferPeaks(a, ppRank, microbatches);
+  const std::vector<const StageEntry *> local = stagesOfRank(a, ppRank);
+  double params = 0, floats = 0;
+  for (size_t i = 0; i < local.size(); ++i) {
+    params += double(local[i]->numParams);
+    floats += double(local[i]->workspaceFloats) +
+              double(peaks.savedSlots[i]) * double(local[i]->savedFloats);
+  }
+  const double activation = double(a.training.microBatchSize) *
+                            double(a.training.seqLength) *
+                            double(a.model.hidden);
+  floats += double(peaks.activationBuffers) * activation;
+  return int64_t(params * runtimeBytesPerParameter(a) + 4.0 * floats);
 }
 
 namespace {

@@ -142,6 +142,36 @@ struct Artifact {
   schedule::Schedule asSchedule() const;
 };
 
+/// The most of each kind of hypipe-run's per-microbatch buffers pipeline
+/// rank `ppRank` holds at once in a step of the artifact's program: walked
+/// action by action with the trainer's rules (Trainer.cpp), which keep a
+/// saved-tensor slot per microbatch of a stage from its F to its B or W
+/// (slots are per stage, so a stage's own peak counts), and take an
+/// activation-sized buffer from a pool for each stage output until the next
+/// stage reads it, each received activation or gradient until it is read,
+/// each input gradient a B or I writes until read, and keep every sent one
+/// until the step ends. `microbatches` other than the artifact's (a packed
+/// run's step) walks the program the trainer builds for that many; 0 means
+/// the artifact's. Throws RuntimeError when the schedule has none.
+struct RankBufferPeaks {
+  std::vector<int64_t> savedSlots; ///< per stage of the rank, by index
+  int64_t activationBuffers = 0;
+};
+RankBufferPeaks rankBufferPeaks(const Artifact &artifact, int64_t ppRank,
+                                int64_t microbatches = 0);
+
+/// Bytes of hypipe-run's tensors on pipeline rank `ppRank` at its peak:
+/// parameters with gradients and optimizer state (runtimeBytesPerParameter),
+/// workspaces, and rankBufferPeaks' slots and activation buffers.
+int64_t rankTensorBytes(const Artifact &artifact, int64_t ppRank,
+                        int64_t microbatches = 0);
+
+/// Rank `ppRank`'s program for a step of `microbatches` (the artifact's
+/// own, or built and verified as the compiler builds them); throws
+/// RuntimeError when the schedule has none for that count.
+std::vector<ActionEntry> rankProgram(const Artifact &artifact, int64_t ppRank,
+                                     int64_t microbatches);
+
 /// manifest.json's content for `artifact` (what `hypipe compile` writes).
 /// Bytes a rank's buffers hold per parameter it trains: the fp32 weight,
 /// gradient and AdamW moments (the moments a dp-th under the distributed

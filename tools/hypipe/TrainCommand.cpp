@@ -508,13 +508,11 @@ std::optional<Measured> measure(const nlohmann::json &trace,
 }
 
 /// Peak tensor memory per pipeline rank: what hypipe-run measured (the
-/// trace's otherData.memory_mib, per world rank [tensors, RSS]) next to an
-/// estimate — parameters, gradients and two AdamW moments, the workspaces,
-/// and the saved activations of the most microbatches the rank keeps alive
-/// at once (the simulator's count). Printed and returned for summary.json.
-nlohmann::json memoryReport(const rt::Artifact &a,
-                            const schedule::Simulation &sim,
-                            const nlohmann::json &trace) {
+/// trace's otherData.memory_mib, per world rank [tensors, RSS]) next to the
+/// estimate from the manifest (rt::rankTensorBytes) for the step with the
+/// most microbatches. Printed and returned for summary.json.
+nlohmann::json memoryReport(const rt::Artifact &a, const nlohmann::json &trace,
+                            int64_t microbatches) {
   nlohmann::json measured;
   if (!trace.is_discarded() && trace.contains("otherData") &&
       trace["otherData"].contains("memory_mib"))
@@ -522,24 +520,12 @@ nlohmann::json memoryReport(const rt::Artifact &a,
   std::string rows;
   nlohmann::json perRank = nlohmann::json::array();
   for (int64_t r = 0; r < a.pp; ++r) {
-    int64_t params = 0, workspace = 0, stages = 0;
-    double saved = 0;
-    for (const rt::StageEntry &st : a.stages)
-      if (st.ppRank == r) {
-        params += st.numParams;
-        workspace += st.workspaceFloats;
-        saved += double(st.savedFloats);
-        stages += 1;
-      }
-    // A parameter, its gradient and two moments (a dp-th of them under the
-    // distributed optimizer), and bf16's working copy; a microbatch in
-    // flight keeps every stage's saved buffer (the simulator counts stage
-    // activations, so per stage).
-    double est = double(rankMemoryEstimate(
-                     params, runtimeBytesPerParameter(a),
-                     4.0 * saved / double(std::max<int64_t>(1, stages)),
-                     double(sim.peakActivations[r]), 4 * workspace)) /
-                 (1 << 20);
+    // The trainer's own buffers, walked over the rank's program
+    // (rt::rankTensorBytes): parameters with gradients and optimizer state,
+    // workspaces, each stage's peak of saved slots and the pooled
+    // activation-sized buffers.
+    const double est =
+        double(rt::rankTensorBytes(a, r, microbatches)) / (1 << 20);
     size_t world = size_t(r * a.dp); // data-parallel replica 0
     nlohmann::json entry;
     entry["estimate"] = est;
@@ -694,6 +680,8 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
 struct LoggedRun {
   report::LossCurve curve;
   double tokensPerSecond = 0; ///< the mean of the steps after the first
+  /// The most microbatches a step had (packing varies them; 0: not logged).
+  int64_t maxMicrobatches = 0;
 };
 
 LoggedRun readRunLog(const std::string &log) {
@@ -707,6 +695,9 @@ LoggedRun readRunLog(const std::string &log) {
       continue;
     const int64_t step = j["step"].get<int64_t>();
     logged.curve.points.push_back({step, j["loss"].get<double>()});
+    if (j.contains("microbatches"))
+      logged.maxMicrobatches =
+          std::max(logged.maxMicrobatches, j["microbatches"].get<int64_t>());
     // The first record of each launch says these (hypipe-run's log).
     if (j.contains("unigram_entropy"))
       logged.curve.unigramEntropy = j["unigram_entropy"].get<double>();
@@ -782,7 +773,8 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
                      "with the measured stage costs): {}\n",
                      m->firstStep, m->lastStep, rows);
         }
-        summary["memory_mib"] = memoryReport(art, *sim, traceJson);
+        summary["memory_mib"] =
+            memoryReport(art, traceJson, logged.maxMicrobatches);
       }
     }
   } catch (const rt::RuntimeError &e) {
