@@ -132,10 +132,10 @@ double busiestRank(const ModelSpec &spec, const SpecCosts &costs) {
 LeastMemory leastMemoryOf(const PlanLayout &layout, const ModelSpec &spec,
                           const SpecCosts &costs) {
   LeastMemory m{layout};
-  auto worst =
-      std::max_element(costs.rankMemory.begin(), costs.rankMemory.end());
+  auto worst = std::max_element(costs.rankPeakMemory().begin(),
+                                costs.rankPeakMemory().end());
   m.bytes = *worst;
-  m.ppRank = worst - costs.rankMemory.begin();
+  m.ppRank = worst - costs.rankPeakMemory().begin();
   for (const PatternStage &s : spec.placement.stages)
     if (s.ppRank == m.ppRank)
       m.stages.push_back(s.index);
@@ -189,8 +189,8 @@ void Search::consider(const PlanLayout &layout) {
     return;
   }
   SpecCosts costs = specCosts(*spec);
-  int64_t peak =
-      *std::max_element(costs.rankMemory.begin(), costs.rankMemory.end());
+  int64_t peak = *std::max_element(costs.rankPeakMemory().begin(),
+                                   costs.rankPeakMemory().end());
   if (request.memoryGiB && peak > *request.memoryGiB * kGiB)
     return prune(layout, *spec, costs);
   auto simulation = simulateSpec(*spec, costs.stageCost);
@@ -360,7 +360,8 @@ void sortFastestFirst(std::vector<PlanCandidate> &candidates) {
 } // namespace
 
 int64_t PlanCandidate::peakMemory() const {
-  return *std::max_element(costs.rankMemory.begin(), costs.rankMemory.end());
+  return *std::max_element(costs.rankPeakMemory().begin(),
+                           costs.rankPeakMemory().end());
 }
 
 std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,

@@ -1,7 +1,10 @@
 //===- SpecCosts.cpp - a spec's costs per stage and rank ------------------===//
 #include "frontend/SpecCosts.h"
 
+#include "core/Saturating.h"
+#include "core/model/LayerShapes.h"
 #include "core/partition/AutoPartition.h"
+#include "core/schedule/Buffers.h"
 
 #include <algorithm>
 
@@ -32,6 +35,103 @@ std::vector<ItemCost> stageCosts(const std::vector<ItemCost> &items,
 
 } // namespace
 
+std::optional<StageBuffers> stageBuffers(const ModelSpec &spec,
+                                         const PatternStage &stage) {
+  const ModelDims &d = spec.dims;
+  const rt::TokenShape tokens{spec.training.microBatchSize,
+                              spec.training.seqLength};
+  const rt::Target target =
+      spec.training.target == "cuda" ? rt::Target::Cuda : rt::Target::Cpu;
+  StageBuffers b;
+  int64_t scratch = 0;
+  auto add = [&](const auto &shape, const std::vector<rt::ParamSpec> &params) {
+    b.params += rt::numel(params);
+    b.savedFloats += shape.savedFloats(tokens, target);
+    scratch = std::max(scratch, shape.workspaceFloats(tokens, target));
+  };
+  auto addLayer = [&](char symbol) {
+    switch (symbol) {
+    case 'M':
+      add(rt::mambaShape(d), rt::mambaShape(d).params(1));
+      return true;
+    case '*': {
+      const auto shape =
+          rt::attentionShape(d, spec.positionEmbedding == "rope");
+      add(shape, shape.params(1));
+      return true;
+    }
+    case '-':
+      add(rt::mlpShape(d), rt::mlpShape(d).params(1));
+      return true;
+    case 'E':
+      add(rt::moeShape(d), rt::moeShape(d).params(1));
+      return true;
+    default:
+      return false;
+    }
+  };
+  const bool first = stage.index == 0,
+             last = stage.index == spec.placement.pp * spec.placement.vpp - 1;
+  if (first)
+    add(rt::embeddingShape(d), rt::embeddingShape(d).params());
+  for (char symbol : stage.layers)
+    if (!addLayer(symbol))
+      return std::nullopt;
+  if (last) {
+    const rt::HeadShape head = rt::headShape(d);
+    add(head, head.params());
+    // MTP runs in the stage of the output layer; each depth carries a copy
+    // of the embedding table where the stage has none of its own (no
+    // embedding, an untied head: KernelPlan.cpp's describeMtp).
+    const bool tableHere = first || d.tieEmbeddings;
+    for (int depth = 1; depth <= spec.pattern.mtpDepths; ++depth) {
+      const rt::MtpInputShape in{d.vocab, d.hidden, depth, !tableHere};
+      add(in, in.params());
+      for (char symbol : spec.pattern.mtp)
+        if (!addLayer(symbol))
+          return std::nullopt;
+      const rt::MtpOutputShape out{d.vocab, d.hidden, depth};
+      add(out, out.params());
+    }
+  }
+  b.workspaceFloats = scratch + 2 * tokens.tokens() * d.hidden;
+  return b;
+}
+
+std::vector<int64_t> runtimeMemory(const ModelSpec &spec,
+                                   const schedule::Schedule &programs) {
+  const PatternPlacement &placement = spec.placement;
+  std::vector<std::optional<StageBuffers>> stages;
+  for (const PatternStage &s : placement.stages)
+    stages.push_back(stageBuffers(spec, s));
+  const bool bf16 = spec.training.dtype == "bf16";
+  const double perParameter = runtimeBytesPerParameter(
+      bf16, spec.parallel.distributedOptimizer ? spec.parallel.dp : 1);
+  const double activation = double(spec.training.microBatchSize) *
+                            double(spec.training.seqLength) *
+                            double(spec.dims.hidden);
+  std::vector<int64_t> bytes;
+  for (int64_t rank = 0; rank < placement.pp; ++rank) {
+    const schedule::RankBuffers peaks = schedule::rankBuffers(
+        programs.ranks.at(size_t(rank)), placement.pp * placement.vpp);
+    double params = 0, floats = 0;
+    for (const PatternStage &s : placement.stages) {
+      if (s.ppRank != rank)
+        continue;
+      if (!stages[s.index])
+        return {};
+      auto slots = peaks.savedSlots.find(s.index);
+      params += double(stages[s.index]->params);
+      floats += double(stages[s.index]->workspaceFloats) +
+                double(slots == peaks.savedSlots.end() ? 0 : slots->second) *
+                    double(stages[s.index]->savedFloats);
+    }
+    floats += double(peaks.activationBuffers) * activation;
+    bytes.push_back(saturatingCeil(params * perParameter + 4.0 * floats));
+  }
+  return bytes;
+}
+
 SpecCosts specCosts(const ModelSpec &spec) {
   SpecCosts c;
   c.request = spec.partitionRequest();
@@ -51,6 +151,10 @@ SpecCosts specCosts(const ModelSpec &spec) {
   c.exact = std::all_of(items.begin(), items.end(),
                         [](const ItemCost &item) { return item.modelled; });
   c.pinned = patternWithStages(spec.pattern, placement);
+  if (auto programs = specPrograms(spec.parallel))
+    c.rankRuntimeMemory = runtimeMemory(spec, *programs);
+  else
+    (void)programs.takeError(); // no programs: no runtime estimate
   return c;
 }
 

@@ -14,6 +14,7 @@
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
 
+#include <optional>
 #include <vector>
 
 namespace hypipe {
@@ -24,12 +25,40 @@ struct SpecCosts {
   std::vector<ItemCost> stageCost; ///< by stage index
   std::vector<int64_t> rankParams; ///< by pp rank
   std::vector<int64_t> rankMemory; ///< bytes, by pp rank
+  /// hypipe's own runtime on each pp rank, bytes at its peak (runtimeMemory);
+  /// empty when a layer kind has no kernel or the schedule has no programs.
+  std::vector<int64_t> rankRuntimeMemory;
+  /// What a layout needs per rank: hypipe's runtime (rankRuntimeMemory), or
+  /// the cost model's estimate where that is empty.
+  const std::vector<int64_t> &rankPeakMemory() const {
+    return rankRuntimeMemory.empty() ? rankMemory : rankRuntimeMemory;
+  }
   int64_t totalParams = 0;
   bool exact = true;  ///< every layer kind is costed
   std::string pinned; ///< the pattern with the placement's `|`
 };
 
 SpecCosts specCosts(const ModelSpec &spec);
+
+/// A stage's buffers in hypipe-run, sized as the compiler plans them (the
+/// layer shapes of core/model/LayerShapes.h): parameters, one microbatch's
+/// saved floats, and the workspace (the largest layer scratch and the two
+/// activation buffers the stage ping-pongs). nullopt for a layer kind no
+/// kernel runs.
+struct StageBuffers {
+  int64_t params = 0, savedFloats = 0, workspaceFloats = 0;
+};
+std::optional<StageBuffers> stageBuffers(const ModelSpec &spec,
+                                         const PatternStage &stage);
+
+/// What hypipe-run's tensors take on each pipeline rank at its peak, from
+/// the spec alone: every stage's parameters with gradients and optimizer
+/// state (runtimeBytesPerParameter), workspace and its peak of saved slots,
+/// and the pooled activation buffers (core/schedule/Buffers.h's walk of the
+/// rank's program). The estimate `hypipe train` prints from the manifest,
+/// before compiling; empty where stageBuffers is nullopt.
+std::vector<int64_t> runtimeMemory(const ModelSpec &spec,
+                                   const schedule::Schedule &programs);
 
 /// The programs the spec's ranks run: its schedule CSV's, or the generated
 /// order with its communication.

@@ -199,6 +199,10 @@ double trainingBytesPerParameter(bool bf16, int64_t optimizerShards) {
   return bf16 ? 2 + 4 + 12 / shards : 4 + 4 + 8 / shards;
 }
 
+double runtimeBytesPerParameter(bool bf16, int64_t optimizerShards) {
+  return trainingBytesPerParameter(false, optimizerShards) + (bf16 ? 4 : 0);
+}
+
 int64_t RankMemory::total() const {
   return saturatingAdd(saturatingAdd(parameters, activations), buffers);
 }

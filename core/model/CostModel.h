@@ -74,6 +74,12 @@ std::vector<ItemCost> modelItems(const ModelDims &dims,
 /// divided by `optimizerShards` under the distributed optimizer.
 double trainingBytesPerParameter(bool bf16, int64_t optimizerShards = 1);
 
+/// Bytes per parameter hypipe's own runtime holds: fp32 weights, gradients
+/// and AdamW moments (the moments divided by `optimizerShards`, as
+/// trainingBytesPerParameter), and in a bf16 run the bf16 copy the kernels
+/// read, held in floats (4 more: docs/precision.md).
+double runtimeBytesPerParameter(bool bf16, int64_t optimizerShards = 1);
+
 /// A pipeline rank's memory estimate by part, in bytes; each part and the
 /// total stop at INT64_MAX rather than wrap.
 struct RankMemory {

@@ -6,6 +6,7 @@
 #include "core/model/CostModel.h"
 #include "core/model/ModelDims.h"
 #include "core/model/SizeBounds.h"
+#include "core/schedule/Buffers.h"
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Simulate.h"
 #include "runtime/formats/FileCheck.h"
@@ -502,8 +503,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
 }
 
 double runtimeBytesPerParameter(const Artifact &a) {
-  return trainingBytesPerParameter(false, a.distributedOptimizer ? a.dp : 1) +
-         (a.precision == "bf16" ? 4.0 : 0.0);
+  return hypipe::runtimeBytesPerParameter(a.precision == "bf16",
+                                          a.distributedOptimizer ? a.dp : 1);
 }
 
 namespace {
@@ -544,59 +545,15 @@ std::vector<ActionEntry> rankProgram(const Artifact &a, int64_t ppRank,
 
 RankBufferPeaks rankBufferPeaks(const Artifact &a, int64_t ppRank,
                                 int64_t microbatches) {
-  using schedule::Op;
-  const std::vector<const StageEntry *> local = stagesOfRank(a, ppRank);
+  const schedule::RankBuffers walked = schedule::rankBuffers(
+      rankProgram(a, ppRank, microbatches ? microbatches : a.microbatches),
+      a.numStages);
   RankBufferPeaks peaks;
-  peaks.savedSlots.assign(local.size(), 0);
-  std::map<int64_t, size_t> localIndex; // stage -> index in `local`
-  for (size_t i = 0; i < local.size(); ++i)
-    localIndex[local[i]->index] = i;
-  std::vector<int64_t> slots(local.size(), 0);
-  int64_t out = 0, sent = 0;
-  auto take = [&] {
-    ++out;
-    peaks.activationBuffers = std::max(peaks.activationBuffers, out);
-  };
-  const int64_t last = a.numStages - 1;
-  for (const ActionEntry &act :
-       rankProgram(a, ppRank, microbatches ? microbatches : a.microbatches)) {
-    auto it = localIndex.find(act.stage);
-    switch (act.op) {
-    case Op::RecvF:
-    case Op::RecvB:
-      take();
-      break;
-    case Op::SendF:
-    case Op::SendB:
-      ++sent; // held until the step ends
-      break;
-    case Op::F:
-      if (it != localIndex.end()) {
-        const size_t i = it->second;
-        peaks.savedSlots[i] = std::max(peaks.savedSlots[i], ++slots[i]);
-      }
-      if (act.stage != last)
-        take(); // the output
-      if (act.stage != 0)
-        --out; // the input, read
-      break;
-    case Op::B:
-    case Op::I:
-    case Op::W:
-      if (act.op != Op::W) {
-        if (act.stage != 0)
-          take(); // the input gradient
-        if (act.stage != last)
-          --out; // the output's gradient, read
-      }
-      if (act.op != Op::I && it != localIndex.end())
-        --slots[it->second];
-      break;
-    default:
-      break;
-    }
+  for (const StageEntry *s : stagesOfRank(a, ppRank)) {
+    auto it = walked.savedSlots.find(s->index);
+    peaks.savedSlots.push_back(it == walked.savedSlots.end() ? 0 : it->second);
   }
-  (void)sent; // returned to the pool at the step's end, after the peak
+  peaks.activationBuffers = walked.activationBuffers;
   return peaks;
 }
 

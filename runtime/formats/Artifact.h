@@ -143,14 +143,8 @@ struct Artifact {
 };
 
 /// The most of each kind of hypipe-run's per-microbatch buffers pipeline
-/// rank `ppRank` holds at once in a step of the artifact's program: walked
-/// action by action with the trainer's rules (Trainer.cpp), which keep a
-/// saved-tensor slot per microbatch of a stage from its F to its B or W
-/// (slots are per stage, so a stage's own peak counts), and take an
-/// activation-sized buffer from a pool for each stage output until the next
-/// stage reads it, each received activation or gradient until it is read,
-/// each input gradient a B or I writes until read, and keep every sent one
-/// until the step ends. `microbatches` other than the artifact's (a packed
+/// rank `ppRank` holds at once in a step (core/schedule/Buffers.h's walk
+/// of its program). `microbatches` other than the artifact's (a packed
 /// run's step) walks the program the trainer builds for that many; 0 means
 /// the artifact's. Throws RuntimeError when the schedule has none.
 struct RankBufferPeaks {

@@ -98,7 +98,7 @@ TEST(Plan, MemoryCapPrunesOnePipelineRank) {
   EXPECT_GT(capped.prunedByMemory, 0);
   for (const PlanCandidate &c : capped.candidates) {
     EXPECT_GT(c.layout.pp, 1);
-    for (int64_t bytes : c.costs.rankMemory)
+    for (int64_t bytes : c.costs.rankPeakMemory())
       EXPECT_LE(bytes, cap * 1024.0 * 1024.0 * 1024.0);
   }
   EXPECT_EQ(capped.simulated + capped.prunedByMemory,

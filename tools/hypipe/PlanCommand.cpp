@@ -104,7 +104,7 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files) {
          {"distributed_optimizer", l.distributedOptimizer},
          {"predicted_step", c.makespan},
          {"bubble", c.bubble},
-         {"peak_memory_bytes", c.costs.rankMemory},
+         {"peak_memory_bytes", c.costs.rankPeakMemory()},
          {"bytes_sent_per_step", c.bytesSentPerStep},
          {"megatron_args", megatronArgs(c)}});
   }

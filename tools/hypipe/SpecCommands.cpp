@@ -175,7 +175,13 @@ void printExplanationJson(const Explanation &e) {
           peakMicrobatchesInFlight(e.costs.request.schedule, e.costs.request.pp,
                                    e.costs.request.vpp,
                                    e.costs.request.microbatches, r)},
-         {"memory_bytes", e.costs.rankMemory[r]}});
+         {"memory_bytes", e.costs.rankMemory[r]},
+         // hypipe-run's own buffers (SpecCosts.h runtimeMemory): null where
+         // a layer kind has no kernel.
+         {"runtime_memory_bytes",
+          e.costs.rankRuntimeMemory.empty()
+              ? nlohmann::json(nullptr)
+              : nlohmann::json(e.costs.rankRuntimeMemory[r])}});
   out["simulation"] = {
       {"time_unit", "GFLOP of one rank"},
       {"makespan", e.simulation.makespan},

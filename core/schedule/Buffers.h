@@ -1,0 +1,38 @@
+//===- Buffers.h - the per-microbatch buffers a rank holds at its peak ----===//
+//
+// hypipe-run's trainer keeps, on each pipeline rank, a saved-tensor slot
+// per microbatch of a stage from its F to its B or W (slots are per stage,
+// reused by the stage's later microbatches), and takes activation-sized
+// buffers from one pool: a stage's output until the next stage reads it,
+// each received activation or gradient until it is read, each input
+// gradient a B or I writes until it is read, and every sent one until the
+// step ends. Walking a rank's program with those rules gives the most of
+// each it holds at once: with the buffers' sizes, its peak tensor memory
+// (runtime/exec/Trainer.cpp allocates by these rules; the estimate of
+// `hypipe train` and `hypipe plan` is this walk).
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_CORE_SCHEDULE_BUFFERS_H
+#define HYPIPE_CORE_SCHEDULE_BUFFERS_H
+
+#include "core/schedule/Vocabulary.h"
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace hypipe::schedule {
+
+struct RankBuffers {
+  /// The most saved slots each stage the program runs holds at once.
+  std::map<int64_t, int64_t> savedSlots;
+  /// The most activation-sized buffers out of the pool at once.
+  int64_t activationBuffers = 0;
+};
+
+/// The peaks of one rank's program in a model of `numStages` stages.
+RankBuffers rankBuffers(const std::vector<Action> &program, int64_t numStages);
+
+} // namespace hypipe::schedule
+
+#endif
