@@ -193,7 +193,21 @@ void Search::consider(const PlanLayout &layout) {
                                    costs.rankPeakMemory().end());
   if (request.memoryGiB && peak > *request.memoryGiB * kGiB)
     return prune(layout, *spec, costs);
-  auto simulation = simulateSpec(*spec, costs.stageCost);
+  std::optional<StageSeconds> seconds;
+  if (request.costs) {
+    Expected<StageSeconds> s = measuredStageSeconds(*spec, *request.costs);
+    if (!s) {
+      if (firstRefusal.empty())
+        firstRefusal = s.takeError().message();
+      else
+        (void)s.takeError();
+      ++plan.invalid;
+      return;
+    }
+    seconds = std::move(*s);
+  }
+  auto simulation =
+      simulateSpec(*spec, costs.stageCost, seconds ? &*seconds : nullptr);
   if (!simulation) {
     ++plan.invalid;
     return;

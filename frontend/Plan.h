@@ -26,6 +26,8 @@ struct PlanRequest {
   int64_t ranks = 1;
   std::optional<double> memoryGiB;    ///< per-rank cap; none: no cap
   std::optional<int64_t> globalBatch; ///< samples; none: the spec's
+  /// Measured layer costs (--costs): the step is simulated in seconds.
+  std::optional<MeasuredCosts> costs;
 };
 
 /// One layout: the parallel fields it sets.
@@ -39,7 +41,9 @@ struct PlanCandidate {
   PlanLayout layout;
   ModelSpec spec;               ///< the original spec with the layout applied
   SpecCosts costs;              ///< its memory per rank among them
-  double makespan = 0;          ///< GFLOP of one rank (transfers free)
+  /// The simulated step: seconds with measured costs, else GFLOP of one
+  /// rank (transfers free either way).
+  double makespan = 0;
   double bubble = 0;            ///< the worst rank's idle fraction
   int64_t bytesSentPerStep = 0; ///< p2p between pipeline ranks, all of dp
   int64_t globalBatch = 0;

@@ -6,6 +6,8 @@
 #include "core/partition/AutoPartition.h"
 #include "core/schedule/Buffers.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace hypipe {
@@ -172,12 +174,81 @@ Expected<schedule::Schedule> specPrograms(const ParallelSpec &par) {
   return built;
 }
 
+Expected<StageSeconds> measuredStageSeconds(const ModelSpec &spec,
+                                            const MeasuredCosts &measured) {
+  const AutoPartitionRequest request = spec.partitionRequest();
+  const ModelDims &d = request.dims;
+  const CostSettings &s = request.settings;
+  const int64_t tokens = s.tokens();
+  StageSeconds out;
+  std::string missing;
+  // Adds the seconds of one part of kind `kind` costing `c`.
+  auto add = [&](size_t stage, const std::string &kind, const ItemCost &c) {
+    const double flops[3] = {double(c.forwardFlops),
+                             double(c.backwardInputFlops),
+                             double(c.backwardWeightFlops)};
+    std::vector<double> *passes[3] = {&out.f, &out.i, &out.w};
+    for (int p = 0; p < 3; ++p) {
+      auto t = measuredSeconds(measured, kind, p, flops[p], tokens);
+      if (!t) {
+        missing = kind;
+        return;
+      }
+      (*passes[p])[stage] += *t;
+    }
+  };
+  auto addLayer = [&](size_t stage, char symbol) {
+    if (auto c = layerCost(symbol, d, s))
+      add(stage, measuredKindOf(std::string(1, symbol)), *c);
+    else
+      missing = std::string(1, symbol);
+  };
+  const size_t n = spec.placement.stages.size();
+  out.f.assign(n, 0.0);
+  out.i.assign(n, 0.0);
+  out.w.assign(n, 0.0);
+  for (const PatternStage &st : spec.placement.stages) {
+    const size_t i = size_t(st.index);
+    if (st.index == 0)
+      add(i, "embedding", embeddingCost(d, s));
+    for (char symbol : st.layers)
+      addLayer(i, symbol);
+    if (i + 1 == n) {
+      add(i, "head", headCost(d, s));
+      for (int depth = 0; depth < request.mtpDepths; ++depth) {
+        add(i, "mtp", mtpDepthCost(d, s));
+        for (char symbol : request.mtpLayers)
+          addLayer(i, symbol);
+      }
+    }
+    if (!missing.empty())
+      return Error(Problem{
+          fmt::format("the measured costs have no '{}' layers, which this "
+                      "spec has",
+                      missing),
+          "measure a spec with every layer kind of this one (hypipe train "
+          "SPEC --costs-out FILE)"});
+  }
+  return out;
+}
+
 Expected<schedule::Simulation>
-simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost) {
+simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost,
+             const StageSeconds *seconds) {
   auto built = specPrograms(spec.parallel);
   if (!built)
     return built.takeError();
   schedule::Costs costs;
+  if (seconds) {
+    costs.stageF = seconds->f;
+    costs.stageI = seconds->i;
+    costs.stageW = seconds->w;
+    for (size_t i = 0; i < seconds->f.size(); ++i)
+      costs.stageB.push_back(seconds->i[i] + seconds->w[i]);
+    for (const ItemCost &c : stageCost)
+      costs.activationBytes.push_back(static_cast<double>(c.activationBytes));
+    return schedule::simulate(*built, costs);
+  }
   for (const ItemCost &c : stageCost) {
     costs.stageF.push_back(static_cast<double>(c.forwardFlops) / 1e9);
     costs.stageI.push_back(static_cast<double>(c.backwardInputFlops) / 1e9);

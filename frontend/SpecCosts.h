@@ -11,6 +11,7 @@
 #define HYPIPE_FRONTEND_SPECCOSTS_H
 
 #include "core/model/CostModel.h"
+#include "core/model/MeasuredCosts.h"
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
 
@@ -64,10 +65,23 @@ std::vector<int64_t> runtimeMemory(const ModelSpec &spec,
 /// order with its communication.
 Expected<schedule::Schedule> specPrograms(const ParallelSpec &par);
 
+/// Each stage's forward, input-gradient and weight-gradient seconds for one
+/// microbatch from measured layer costs (core/model/MeasuredCosts.h): every
+/// part of the stage (the embedding, each layer, the head, each MTP depth
+/// and its layers) its kind's measured seconds scaled by the cost model's
+/// FLOPs at the spec's shapes. Fails naming a kind the file lacks.
+struct StageSeconds {
+  std::vector<double> f, i, w; ///< by stage index
+};
+Expected<StageSeconds> measuredStageSeconds(const ModelSpec &spec,
+                                            const MeasuredCosts &costs);
+
 /// The spec's schedule simulated with the cost model's per-stage FLOPs (one
-/// GFLOP = one time unit; transfers free) and activation bytes.
+/// GFLOP = one time unit; transfers free) and activation bytes; with
+/// `seconds`, with those stage times instead (the unit is then seconds).
 Expected<schedule::Simulation>
-simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost);
+simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost,
+             const StageSeconds *seconds = nullptr);
 
 } // namespace hypipe
 

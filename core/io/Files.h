@@ -44,6 +44,7 @@ inline constexpr ReadBound kSpec{"spec", 4 * kMiB};
 inline constexpr ReadBound kScheduleCsv{"schedule CSV", 256 * kMiB};
 inline constexpr ReadBound kManifest{"artifact manifest", 256 * kMiB};
 inline constexpr ReadBound kConfigJson{"config.json", 1 * kMiB};
+inline constexpr ReadBound kMeasuredCosts{"measured-costs file", 1 * kMiB};
 inline constexpr ReadBound kIndexJson{"checkpoint index", 64 * kMiB};
 inline constexpr ReadBound kLatest{"checkpoint 'latest' file", 4096};
 inline constexpr ReadBound kMockLengths{"mock lengths file", 64 * kMiB};

@@ -47,6 +47,10 @@ struct StageArgs {
   /// stage's memory: a MoE layer's router records a NaN or infinite logit
   /// in its own (BufferLayouts.h).
   RouterCheck *router_checks = nullptr;
+  /// When set (hypipe-run --costs-out, cpu stages): each call's wall time
+  /// added to its layer's entry, [pass][layer of the program] with the
+  /// passes forward, input-gradient, weight-gradient.
+  double *layer_seconds = nullptr;
 };
 
 } // namespace hypipe::rt

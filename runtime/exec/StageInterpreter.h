@@ -22,6 +22,8 @@
 
 #include "runtime/kernels/ForwardTo.h"
 
+#include <chrono>
+
 /// The layer entry points a target's `Kernels` supplies, by name: each
 /// target forwards them to its Layers.h with
 /// `HYPIPE_STAGE_KERNELS(HYPIPE_FORWARD_KERNEL)` inside its struct.
@@ -73,6 +75,7 @@ public:
         Kernels::copy(out(c.out), in(c.in), activationFloats());
         continue;
       }
+      const LayerTimer timer(a, p, 0, c.layer);
       const ProgramLayer &l = p.layers[size_t(c.layer)];
       const float *params = a.params + l.params.elementOffset();
       float *saved = a.saved + l.saved.elementOffset();
@@ -127,6 +130,7 @@ public:
         Kernels::copy(out(c.out), in(c.in), activationFloats());
         continue;
       }
+      const LayerTimer timer(a, p, 1, c.layer);
       const ProgramLayer &l = p.layers[size_t(c.layer)];
       const float *params = a.params + l.params.elementOffset();
       float *grads = a.grads + l.params.elementOffset();
@@ -178,6 +182,7 @@ public:
 
   void backwardWeight() {
     for (const KernelCall &c : p.backwardWeight) {
+      const LayerTimer timer(a, p, 2, c.layer);
       const ProgramLayer &l = p.layers[size_t(c.layer)];
       float *grads = a.grads + l.params.elementOffset();
       float *saved = a.saved + l.saved.elementOffset();
@@ -217,6 +222,31 @@ public:
   }
 
 private:
+  /// Adds its lifetime to the call's entry of args.layer_seconds, if set.
+  class LayerTimer {
+  public:
+    LayerTimer(StageArgs &args, const StageProgram &program, int pass,
+               int32_t layer)
+        : into(args.layer_seconds
+                   ? args.layer_seconds + pass * program.layers.size() +
+                         size_t(layer)
+                   : nullptr),
+          start(into ? std::chrono::steady_clock::now()
+                     : std::chrono::steady_clock::time_point{}) {}
+    ~LayerTimer() {
+      if (into)
+        *into += std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+    }
+    LayerTimer(const LayerTimer &) = delete;
+    LayerTimer &operator=(const LayerTimer &) = delete;
+
+  private:
+    double *into;
+    std::chrono::steady_clock::time_point start;
+  };
+
   template <class S> static const S &shape(const ProgramLayer &l) {
     return std::get<S>(l.shape);
   }

@@ -250,6 +250,24 @@ void Trainer::refreshWorkingCopy(StageState &s) {
   s.workingStale = false;
 }
 
+void Trainer::timePass(StageState &s, StageArgs &args, int pass) {
+  if (!measuring)
+    return;
+  s.layerSeconds.resize(3 * s.entry->program.layers.size(), 0.0);
+  args.layer_seconds = s.layerSeconds.data();
+  ++s.passRuns[size_t(pass)];
+}
+
+std::vector<Trainer::LayerTimes> Trainer::layerTimes() const {
+  std::vector<LayerTimes> out;
+  for (const StageState &s : stages) {
+    LayerTimes t{&s.entry->program, s.layerSeconds, s.passRuns};
+    t.seconds.resize(3 * s.entry->program.layers.size(), 0.0);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 void Trainer::mainWeightsChanged() {
   for (StageState &s : stages)
     s.workingStale = true;
@@ -599,6 +617,7 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
         st.acts.emplace(k, takeActivation(st.activation)).first->second.data();
   std::vector<float> mtp(st.mtp.size(), 0.0f);
   args.mtp_losses = mtp.data();
+  timePass(s, args, 0);
   runStagePass(e.program, StagePass::Forward, args);
   if (!e.hasEmbedding) {
     auto in = st.acts.find(tensorKey(a.stage - 1, a.microbatch));
@@ -627,6 +646,7 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
     if (!e.hasEmbedding)
       args.grad_input = st.grads.emplace(k, takeActivation(st.activation))
                             .first->second.data();
+    timePass(s, args, 1);
     runStagePass(e.program, StagePass::BackwardInput, args);
     if (!e.hasHead) {
       auto in = st.grads.find(tensorKey(a.stage + 1, a.microbatch));
@@ -635,6 +655,7 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
     }
   }
   if (a.op == schedule::Op::B || a.op == schedule::Op::W) {
+    timePass(s, args, 2);
     runStagePass(e.program, StagePass::BackwardWeight, args);
     s.freeSlots.push_back(st.slotOf.at(k));
     st.slotOf.erase(k);

@@ -18,6 +18,7 @@
 #include "runtime/exec/StageArgs.h"
 #include "runtime/formats/Artifact.h"
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -121,6 +122,19 @@ public:
   };
   const std::vector<Timing> &timings() const { return lastTimings; }
 
+  /// Layer timing for measured costs (hypipe-run --costs-out; cpu stages):
+  /// while on, every kernel call's wall time is added to its layer's entry.
+  void measureLayers(bool on) { measuring = on; }
+  /// Each local stage's measured seconds and pass counts: for stage `i`
+  /// (in stagesOf order) seconds[pass][layer] over `passes[pass]` runs of
+  /// the pass (forward, input-gradient, weight-gradient).
+  struct LayerTimes {
+    const StageProgram *program;
+    std::vector<double> seconds; ///< [3 x program layers]
+    std::array<int64_t, 3> passes{};
+  };
+  std::vector<LayerTimes> layerTimes() const;
+
 private:
   using Buffer = DeviceArray<float>;
   struct StageState {
@@ -156,6 +170,9 @@ private:
     /// A stage with MoE layers: one per program layer, where its routers
     /// record a non-finite logit; read once a step (routerFault).
     DeviceArray<RouterCheck> routerChecks;
+    /// measureLayers: [pass][layer] seconds, and the runs of each pass.
+    std::vector<double> layerSeconds;
+    std::array<int64_t, 3> passRuns{};
   };
 
   /// What one step's program moves between actions: activations and
@@ -217,6 +234,8 @@ private:
   void refreshWorkingCopy(StageState &s);
   /// Marks every stage's working copy out of date.
   void mainWeightsChanged();
+  /// measureLayers: points `args` at the stage's layer timings for `pass`.
+  void timePass(StageState &s, StageArgs &args, int pass);
   void send(const ActionEntry &a, StepState &st);
   void receive(const ActionEntry &a, StepState &st);
   /// bf16 runs send activations and their gradients between ranks as
@@ -297,6 +316,7 @@ private:
   std::vector<Comm::Request> dpRequests;
   std::vector<Timing> lastTimings;
   double epoch = 0;
+  bool measuring = false;
   int faultKillRank = -1;
   long faultKillStep = -1, faultNanStep = -1;
 };

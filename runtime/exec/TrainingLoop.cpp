@@ -1,5 +1,6 @@
 //===- TrainingLoop.cpp - hypipe-run's loop over training steps -----------===//
 #include "runtime/exec/TrainingLoop.h"
+#include "core/model/MeasuredCosts.h"
 
 #include "core/io/Files.h"
 #include "core/schedule/Trace.h"
@@ -75,7 +76,8 @@ std::string outputsProblem(const RunOptions &o, const Artifact &a) {
       inputs.push_back(p);
   for (auto [path, flag] : {std::pair{o.jsonLog, "--json-log"},
                             {o.trace, "--trace"},
-                            {o.dump, "--dump-step"}}) {
+                            {o.dump, "--dump-step"},
+                            {o.costsOut, "--costs-out"}}) {
     if (path.empty())
       continue;
     if (Error err = files::checkFileOutput(path, flag))
@@ -87,6 +89,109 @@ std::string outputsProblem(const RunOptions &o, const Artifact &a) {
     if (Error err = files::checkDirectoryOutput(o.save, "--save"))
       return "error: " + toString(err);
   return std::string();
+}
+
+/// The kinds of measured costs, in the order ranks exchange their sums.
+constexpr const char *kCostKinds[] = {"embedding", "mamba", "attention", "mlp",
+                                      "moe",       "head",  "mtp"};
+constexpr size_t kNumCostKinds = std::size(kCostKinds);
+
+size_t costKindOf(LayerKind kind) {
+  switch (kind) {
+  case LayerKind::Embedding:
+    return 0;
+  case LayerKind::Mamba:
+    return 1;
+  case LayerKind::Attention:
+    return 2;
+  case LayerKind::Mlp:
+    return 3;
+  case LayerKind::Moe:
+    return 4;
+  case LayerKind::Head:
+    return 5;
+  case LayerKind::MtpInput:
+  case LayerKind::MtpOutput:
+    break;
+  }
+  return 6;
+}
+
+/// The cost model's FLOPs of one call of each kind's passes at the run's
+/// shapes (CostModel.h): what measured seconds are scaled by.
+std::array<std::array<double, 3>, kNumCostKinds>
+costKindFlops(const Artifact &a) {
+  const ModelDims dims = dimsOf(a.model);
+  CostSettings s;
+  s.seqLength = a.training.seqLength;
+  s.microBatchSize = a.training.microBatchSize;
+  s.bf16 = a.precision == "bf16";
+  auto of = [](const ItemCost &c) {
+    return std::array<double, 3>{double(c.forwardFlops),
+                                 double(c.backwardInputFlops),
+                                 double(c.backwardWeightFlops)};
+  };
+  std::array<std::array<double, 3>, kNumCostKinds> flops{};
+  flops[0] = of(embeddingCost(dims, s));
+  const char symbols[] = {'M', '*', '-', 'E'};
+  for (size_t k = 0; k < 4; ++k)
+    if (auto c = layerCost(symbols[k], dims, s))
+      flops[k + 1] = of(*c);
+  flops[5] = of(headCost(dims, s));
+  flops[6] = of(mtpDepthCost(dims, s));
+  return flops;
+}
+
+/// --costs-out: every rank's layer seconds and calls summed by kind and
+/// pass; rank 0 writes the mean call of each with its FLOPs.
+void writeMeasuredCosts(const RunOptions &o, const Artifact &a,
+                        const Trainer &trainer, Comm &comm) {
+  // [kind][pass] seconds, then [kind][pass] calls.
+  std::vector<double> sums(2 * kNumCostKinds * 3, 0.0);
+  for (const Trainer::LayerTimes &t : trainer.layerTimes()) {
+    const size_t layers = t.program->layers.size();
+    for (size_t l = 0; l < layers; ++l) {
+      const LayerKind kind = t.program->layers[l].kind;
+      const size_t k = costKindOf(kind);
+      for (size_t p = 0; p < 3; ++p) {
+        sums[k * 3 + p] += t.seconds[p * layers + l];
+        // An MTP depth's input and output are one call of "mtp".
+        if (kind != LayerKind::MtpOutput)
+          sums[(kNumCostKinds + k) * 3 + p] += double(t.passes[p]);
+      }
+    }
+  }
+  const std::vector<double> all = comm.allgather(sums);
+  if (comm.rank() != 0)
+    return;
+  const auto flops = costKindFlops(a);
+  MeasuredCosts costs;
+  costs.target = a.target;
+  costs.threads = o.threads;
+  costs.tokens = a.training.microBatchSize * a.training.seqLength;
+  costs.dtype = a.precision;
+  for (size_t k = 0; k < kNumCostKinds; ++k) {
+    KindTimes times;
+    double calls = 0;
+    for (size_t p = 0; p < 3; ++p) {
+      double seconds = 0, n = 0;
+      for (size_t r = 0; r < all.size() / sums.size(); ++r) {
+        seconds += all[r * sums.size() + k * 3 + p];
+        n += all[r * sums.size() + (kNumCostKinds + k) * 3 + p];
+      }
+      times.seconds[p] = n > 0 ? seconds / n : 0.0;
+      times.flops[p] = flops[k][p];
+      calls += n;
+    }
+    if (calls > 0)
+      costs.kinds[kCostKinds[k]] = times;
+  }
+  if (Error err = files::writeAtomically(o.costsOut, "the measured costs",
+                                         measuredCostsJson(costs)))
+    throw RuntimeError("error: " + toString(err));
+  if (!o.quiet)
+    fmt::print("measured costs: {} ({} layer kinds)\n", o.costsOut,
+               costs.kinds.size());
 }
 
 /// Refuses, before the first step, outputs that cannot be written: rank
@@ -492,6 +597,15 @@ void describeLaunch(nlohmann::json &record, const DataSources &data,
 int runTraining(const RunOptions &o, Comm &comm) {
   const bool root = comm.rank() == 0;
   Artifact artifact = loadForLaunch(o, comm);
+  // Kernel launches return before the GPU has run them: layer times need
+  // the cpu target (or a synchronising timer, not written yet).
+  if (!o.costsOut.empty() && artifact.target != "cpu")
+    throw CollectiveError(
+        "error: --costs-out measures the cpu target's layers; this artifact's "
+        "target is " +
+        artifact.target +
+        "\nhelp: measure with a --target cpu artifact of the spec, or plan "
+        "without --costs");
   cpu::setNumThreads(o.threads);
   DataSources data = openData(o, artifact, comm);
   // A save that died half-way left a step directory without index.json:
@@ -524,6 +638,10 @@ int runTraining(const RunOptions &o, Comm &comm) {
   cpu::setProfiling(o.profile);
   for (int64_t s = t.first; s <= total; ++s) {
     current = s;
+    // --costs-out: the steps after the first (its allocations and first
+    // touches are not what a step costs), or the only one.
+    trainer.measureLayers(!o.costsOut.empty() &&
+                          (s > t.first || t.first == total));
     const std::array<double, cpu::kNumKernelClasses> before =
         cpu::profileSeconds();
     StepStats st = trainer.step(s, s == 1 ? o.dump : "");
@@ -583,6 +701,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
                       double(usage.ru_maxrss) / 1024});
   if (!o.trace.empty())
     finishTrace(o, spool, artifact, comm, memory);
+  if (!o.costsOut.empty())
+    writeMeasuredCosts(o, artifact, trainer, comm);
   if (root) {
     printSummary(o, data, t, memory);
     if (o.profile)

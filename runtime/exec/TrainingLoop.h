@@ -33,6 +33,10 @@ struct RunOptions {
   bool quiet = false;
   std::string progress = "auto"; ///< bar, lines or auto
   bool profile = false;
+  /// Measured layer costs for `hypipe plan --costs` (core/model/
+  /// MeasuredCosts.h): every kernel call of the steps after the first
+  /// timed, written here by rank 0 (cpu artifacts).
+  std::string costsOut;
 };
 
 /// Trains as `options` say on this rank of `comm`; returns the exit code

@@ -1,6 +1,7 @@
 //===- PlanCommand.cpp - `hypipe plan` ------------------------------------===//
 #include "core/io/Files.h"
 #include "frontend/Plan.h"
+#include "runtime/exec/NumberFormat.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
 
@@ -26,7 +27,13 @@ struct PlanOptions {
   int64_t top = 5;
   std::string out;
   bool json = false;
+  std::string costs; ///< --costs FILE
 };
+
+/// Tokens of a candidate's training step (every dp replica's).
+double candidateTokens(const PlanCandidate &c) {
+  return double(c.globalBatch) * double(c.spec.training.seqLength);
+}
 
 int fail(Error err) {
   Problem p = err.takeProblem();
@@ -49,21 +56,37 @@ std::string boundText(const Plan &p) {
          "so communication cannot bound it)";
 }
 
-void printPlanTable(const Plan &p, size_t shown) {
-  std::vector<std::vector<std::string>> rows{
-      {"rank", "pp", "vpp", "dp", "schedule", "microbatches",
-       "distributed_optimizer", "step_GFLOP", "bubble", "peak_memory_GiB",
-       "sent_GiB_per_step"}};
+void printPlanTable(const Plan &p, size_t shown, bool measured) {
+  std::vector<std::string> header{"rank",
+                                  "pp",
+                                  "vpp",
+                                  "dp",
+                                  "schedule",
+                                  "microbatches",
+                                  "distributed_optimizer",
+                                  measured ? "step_s" : "step_GFLOP"};
+  if (measured)
+    header.push_back("tokens_per_s");
+  for (const char *h : {"bubble", "peak_memory_GiB", "sent_GiB_per_step"})
+    header.push_back(h);
+  std::vector<std::vector<std::string>> rows{header};
   for (size_t i = 0; i < shown; ++i) {
     const PlanCandidate &c = p.candidates[i];
     const PlanLayout &l = c.layout;
-    rows.push_back({std::to_string(i + 1), std::to_string(l.pp),
-                    std::to_string(l.vpp), std::to_string(l.dp), l.schedule,
-                    std::to_string(l.microbatches),
-                    l.distributedOptimizer ? "yes" : "no",
-                    fmt::format("{:.4g}", c.makespan),
-                    fmt::format("{:.1f}%", 100 * c.bubble), gib(c.peakMemory()),
-                    gib(c.bytesSentPerStep)});
+    std::vector<std::string> row{std::to_string(i + 1),
+                                 std::to_string(l.pp),
+                                 std::to_string(l.vpp),
+                                 std::to_string(l.dp),
+                                 l.schedule,
+                                 std::to_string(l.microbatches),
+                                 l.distributedOptimizer ? "yes" : "no",
+                                 fmt::format("{:.4g}", c.makespan)};
+    if (measured)
+      row.push_back(withCommas(std::llround(candidateTokens(c) / c.makespan)));
+    for (std::string cell : {fmt::format("{:.1f}%", 100 * c.bubble),
+                             gib(c.peakMemory()), gib(c.bytesSentPerStep)})
+      row.push_back(cell);
+    rows.push_back(std::move(row));
   }
   printTable(rows);
 }
@@ -76,18 +99,23 @@ void printPlan(const Plan &p, size_t shown, const PlanOptions &o,
                                                      "rank",
                                                      *o.memoryGiB)
                                        : "");
-  printPlanTable(p, shown);
+  printPlanTable(p, shown, !o.costs.empty());
   std::cout << fmt::format(
-      "\nstep time in GFLOP of one rank (the simulator's unit, transfers "
-      "free; no device rates yet, so no tokens/s)\n"
-      "bound: {}\nmegatron: {}\n"
+      "\n{}\nbound: {}\nmegatron: {}\n"
       "{} candidates simulated, {} pruned ({} by memory, {} invalid) in "
       "{:.2f} s\n",
+      o.costs.empty()
+          ? "step time in GFLOP of one rank (the simulator's unit, transfers "
+            "free; give --costs FILE for seconds and tokens/s)"
+          : fmt::format("step time in seconds from the layer costs measured "
+                        "in {} (transfers and gradient reduction free)",
+                        o.costs),
       boundText(p), megatronArgs(p.candidates[0]), p.simulated,
       p.prunedByMemory + p.invalid, p.prunedByMemory, p.invalid, seconds);
 }
 
-void printPlanJson(const Plan &p, const std::vector<std::string> &files) {
+void printPlanJson(const Plan &p, const std::vector<std::string> &files,
+                   bool measured) {
   nlohmann::ordered_json out;
   out["candidates"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < files.size(); ++i) {
@@ -107,8 +135,13 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files) {
          {"peak_memory_bytes", c.costs.rankPeakMemory()},
          {"bytes_sent_per_step", c.bytesSentPerStep},
          {"megatron_args", megatronArgs(c)}});
+    if (measured) {
+      out["candidates"].back()["predicted_step_s"] = c.makespan;
+      out["candidates"].back()["predicted_tokens_per_s"] =
+          candidateTokens(c) / c.makespan;
+    }
   }
-  out["step_unit"] = "GFLOP of one rank";
+  out["step_unit"] = measured ? "seconds" : "GFLOP of one rank";
   out["simulated"] = p.simulated;
   out["pruned"] = p.prunedByMemory + p.invalid;
   std::cout << out.dump(2) << "\n";
@@ -145,7 +178,14 @@ Expected<std::vector<std::string>> writePlans(const Plan &p, size_t shown,
 
 int runPlan(const PlanOptions &o) {
   auto start = std::chrono::steady_clock::now();
-  auto p = plan({o.spec, o.ranks, o.memoryGiB, o.globalBatch});
+  PlanRequest request{o.spec, o.ranks, o.memoryGiB, o.globalBatch};
+  if (!o.costs.empty()) {
+    Expected<MeasuredCosts> costs = readMeasuredCosts(o.costs);
+    if (!costs)
+      return fail(costs.takeError());
+    request.costs = std::move(*costs);
+  }
+  auto p = plan(request);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -157,7 +197,7 @@ int runPlan(const PlanOptions &o) {
   if (!files)
     return fail(files.takeError());
   if (o.json)
-    printPlanJson(*p, *files);
+    printPlanJson(*p, *files, !o.costs.empty());
   else
     printPlan(*p, shown, o, seconds);
   return 0;
@@ -175,6 +215,9 @@ void addPlanCommand(CLI::App &app, Runner &run) {
   sub->add_option("--ranks", o->ranks, "ranks (pp x dp) to plan for")
       ->required()
       ->check(CLI::PositiveNumber);
+  sub->add_option("--costs", o->costs,
+                  "layer costs a run measured (hypipe train SPEC --costs-out "
+                  "FILE): rank by predicted seconds and show tokens/s");
   sub->add_option("--memory-gib", o->memoryGiB,
                   "memory cap per rank (the estimate `hypipe explain` prints)")
       ->check(CLI::PositiveNumber);

@@ -106,6 +106,7 @@ struct ExplainOptions {
   std::string spec;
   bool json = false;
   SpecOverrides overrides;
+  std::string costs; ///< --costs FILE: measured layer costs
 };
 
 std::string gflop(int64_t flops) { return fmt::format("{:.4g}", flops / 1e9); }
@@ -121,12 +122,34 @@ struct Explanation {
   SpecCosts costs;
   int64_t last = 0; ///< the last stage's index
   schedule::Simulation simulation;
+  /// --costs: the file, and the simulation is in seconds.
+  std::string costsFile;
 };
 
-Expected<Explanation> explain(const ModelSpec &spec) {
+/// Tokens of one training step (every dp replica's microbatches).
+double stepTokens(const ModelSpec &spec) {
+  return double(spec.training.microBatchSize) *
+         double(spec.training.seqLength) * double(spec.parallel.microbatches) *
+         double(spec.parallel.dp);
+}
+
+Expected<Explanation> explain(const ModelSpec &spec,
+                              const std::string &costsFile) {
   Explanation e{spec, spec.placement, specCosts(spec)};
   e.last = static_cast<int64_t>(spec.placement.stages.size()) - 1;
-  auto simulation = simulateSpec(spec, e.costs.stageCost);
+  std::optional<StageSeconds> seconds;
+  if (!costsFile.empty()) {
+    Expected<MeasuredCosts> measured = readMeasuredCosts(costsFile);
+    if (!measured)
+      return measured.takeError();
+    Expected<StageSeconds> s = measuredStageSeconds(spec, *measured);
+    if (!s)
+      return s.takeError();
+    seconds = std::move(*s);
+    e.costsFile = costsFile;
+  }
+  auto simulation =
+      simulateSpec(spec, e.costs.stageCost, seconds ? &*seconds : nullptr);
   if (!simulation)
     return simulation.takeError();
   e.simulation = std::move(*simulation);
@@ -183,11 +206,17 @@ void printExplanationJson(const Explanation &e) {
               ? nlohmann::json(nullptr)
               : nlohmann::json(e.costs.rankRuntimeMemory[r])}});
   out["simulation"] = {
-      {"time_unit", "GFLOP of one rank"},
+      {"time_unit", e.costsFile.empty() ? "GFLOP of one rank" : "seconds"},
       {"makespan", e.simulation.makespan},
       {"bubble_fraction", e.simulation.bubbleFraction},
       {"peak_activations", e.simulation.peakActivations},
       {"peak_activation_bytes", e.simulation.peakActivationBytes}};
+  if (!e.costsFile.empty()) {
+    out["simulation"]["costs"] = e.costsFile;
+    out["simulation"]["predicted_step_s"] = e.simulation.makespan;
+    out["simulation"]["predicted_tokens_per_s"] =
+        stepTokens(e.spec) / e.simulation.makespan;
+  }
   std::cout << out.dump(2) << "\n";
 }
 
@@ -249,10 +278,20 @@ void printExplanation(const Explanation &e) {
   printTable(rankRows);
   double worst = *std::max_element(e.simulation.bubbleFraction.begin(),
                                    e.simulation.bubbleFraction.end());
-  std::cout << fmt::format(
-      "\nschedule {} simulated with these FLOPs (1 GFLOP = 1 time unit, "
-      "transfers free): makespan {:.4g}, bubble {:.1f}% on the worst rank\n",
-      e.spec.parallel.schedule, e.simulation.makespan, 100 * worst);
+  if (e.costsFile.empty())
+    std::cout << fmt::format(
+        "\nschedule {} simulated with these FLOPs (1 GFLOP = 1 time unit, "
+        "transfers free): makespan {:.4g}, bubble {:.1f}% on the worst "
+        "rank\n",
+        e.spec.parallel.schedule, e.simulation.makespan, 100 * worst);
+  else
+    std::cout << fmt::format(
+        "\nschedule {} simulated with the measured costs of {} (transfers "
+        "free): step {:.4g} s, {} tokens/s predicted, bubble {:.1f}% on the "
+        "worst rank\n",
+        e.spec.parallel.schedule, e.costsFile, e.simulation.makespan,
+        withCommas(std::llround(stepTokens(e.spec) / e.simulation.makespan)),
+        100 * worst);
   std::vector<std::vector<std::string>> simRows{
       {"pp_rank", "bubble", "peak_activations", "peak_activation_MiB"}};
   for (int64_t r = 0; r < e.placement.pp; ++r)
@@ -272,7 +311,7 @@ int runExplain(const ExplainOptions &o) {
   auto spec = load(o.spec, o.overrides);
   if (!spec)
     return 1;
-  Expected<Explanation> e = explain(*spec);
+  Expected<Explanation> e = explain(*spec, o.costs);
   if (!e) {
     llvm::errs() << "error: " << toString(e.takeError()) << "\n";
     return 1;
@@ -444,6 +483,10 @@ void addExplainCommand(CLI::App &app, Runner &run) {
                                     "and parameters per stage and rank");
   sub->add_option("spec", o->spec, "model spec (YAML)")->required();
   sub->add_flag("--json", o->json, "print JSON (format in docs/cli.md)");
+  sub->add_option("--costs", o->costs,
+                  "simulate in seconds with the layer costs a run measured "
+                  "(hypipe train SPEC --costs-out FILE): the predicted step "
+                  "and tokens/s");
   addOverrideOptions(sub, o->overrides);
   sub->callback([o, &run] { run = [o] { return runExplain(*o); }; });
 }

@@ -63,7 +63,7 @@ namespace hypipe::cli {
 namespace {
 
 struct TrainOptions {
-  std::string spec, runDir, jsonLog, data, resume, initFrom;
+  std::string spec, runDir, jsonLog, data, resume, initFrom, costsOut;
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
   double watchdog = -1; ///< -1: hypipe-run's default
@@ -634,6 +634,10 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
     argv.push_back("--save");
     argv.push_back(run + "/ckpt");
   }
+  if (!o.costsOut.empty()) {
+    argv.push_back("--costs-out");
+    argv.push_back(o.costsOut);
+  }
   if (o.saveInterval > 0) {
     argv.push_back("--save-interval");
     argv.push_back(std::to_string(o.saveInterval));
@@ -886,6 +890,9 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "go (default: runs/<model name>)");
   sub->add_option("--json-log", o->jsonLog,
                   "one JSON object per step (default: RUN/log.jsonl)");
+  sub->add_option("--costs-out", o->costsOut,
+                  "write each layer kind's measured time (the steps after "
+                  "the first) for `hypipe plan --costs` (cpu target)");
   sub->add_option("--save-interval", o->saveInterval,
                   "checkpoint every N steps (always after the last)")
       ->check(wholeAtLeast(1));

@@ -1,0 +1,64 @@
+//===- MeasuredCosts.h - layer times measured by a run, for the planner ---===//
+//
+// `hypipe-run --costs-out FILE` (and `hypipe train --costs-out`) times every
+// kernel call of the steps after the first and writes, per layer kind and
+// pass (forward, input-gradient, weight-gradient), the mean seconds of one
+// call and the cost model's FLOPs of that call at the run's shapes.
+// `hypipe plan --costs FILE` and `hypipe explain --costs FILE` then cost a
+// layer as its kind's measured seconds per FLOP times the cost model's FLOPs
+// at the plan's shapes (a lookup without FLOPs, the embedding's forward,
+// scales with the tokens instead), so the simulated step is in seconds.
+// docs/plan.md says what this assumes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_CORE_MODEL_MEASUREDCOSTS_H
+#define HYPIPE_CORE_MODEL_MEASUREDCOSTS_H
+
+#include "core/Error.h"
+#include "core/model/CostModel.h"
+
+#include <array>
+#include <map>
+#include <string>
+
+namespace hypipe {
+
+/// A kind's measured calls: per pass, mean seconds and FLOPs of one call.
+struct KindTimes {
+  std::array<double, 3> seconds{}, flops{};
+};
+
+struct MeasuredCosts {
+  std::string target = "cpu";
+  int64_t threads = 1;
+  int64_t tokens = 0; ///< per microbatch, at the measured run's shapes
+  std::string dtype = "fp32";
+  /// By kind: "embedding", "mamba", "attention", "mlp", "moe", "head",
+  /// "mtp" (an MTP depth's input and output together).
+  std::map<std::string, KindTimes> kinds;
+};
+
+/// The measured kind of a partition item: its name ("embedding", a layer
+/// symbol, "head") as a MeasuredCosts kind.
+std::string measuredKindOf(const std::string &itemName);
+
+std::string measuredCostsJson(const MeasuredCosts &costs);
+/// Parses FILE's text (`what` names it in errors); every number finite and
+/// not negative.
+Expected<MeasuredCosts> parseMeasuredCosts(const std::string &text,
+                                           const std::string &what);
+
+/// parseMeasuredCosts of the file at `path` (read through its bound).
+Expected<MeasuredCosts> readMeasuredCosts(const std::string &path);
+
+/// Seconds of one call of `kind`'s pass `pass` (0 forward, 1 input
+/// gradient, 2 weight gradient) that costs `flops` over `tokens` tokens:
+/// the measured seconds scaled by the FLOPs (or, where the measured call
+/// had none, by the tokens). nullopt when `kind` was not measured.
+std::optional<double> measuredSeconds(const MeasuredCosts &costs,
+                                      const std::string &kind, int pass,
+                                      double flops, int64_t tokens);
+
+} // namespace hypipe
+
+#endif
