@@ -461,6 +461,7 @@ void Trainer::send(const ActionEntry &a, StepState &st) {
   float *data = st.sendBuffers.back().data();
   if (wireBf16())
     packBf16(data, activationFloats(a));
+  st.sentBytes += int64_t(sizeof(float)) * wireFloats(activationFloats(a));
   st.sends.push_back(
       comm.isend(data, wireFloats(activationFloats(a)),
                  comm.worldRankOf(a.peer),
@@ -664,8 +665,8 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
   }
 }
 
-void Trainer::runProgram(double &loss, double &aux,
-                         std::vector<double> &mtp) {
+int64_t Trainer::runProgram(double &loss, double &aux,
+                            std::vector<double> &mtp) {
   const TrainingConfig &t = artifact.training;
   StepState st;
   st.mtp.assign(size_t(artifact.model.mtpDepths), 0.0);
@@ -755,6 +756,7 @@ void Trainer::runProgram(double &loss, double &aux,
   mtp.resize(st.mtp.size(), 0.0);
   for (size_t d = 0; d < st.mtp.size(); ++d)
     mtp[d] += st.mtp[d];
+  return st.sentBytes;
 }
 
 void Trainer::reduceTiedGradients() {
@@ -1188,7 +1190,7 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   else
     loadBatch(step, st);
   stageBatch();
-  runProgram(loss, aux, mtp);
+  st.sentBytes = runProgram(loss, aux, mtp);
   if (faultNanStep == step)
     loss = std::nan("");
   reduceTiedGradients();

@@ -41,6 +41,9 @@ struct StepStats {
   /// Real tokens of the global batch, and what padding every sample to the
   /// longest of the step would have cost (equal without packing).
   int64_t tokens = 0, paddedTokens = 0;
+  /// Bytes this rank sent to other pipeline ranks (activations forward,
+  /// gradients back; bf16 runs send 2 bytes a value).
+  int64_t sentBytes = 0;
 };
 
 /// Where a run's samples come from: one stream of tokens cut into windows
@@ -190,6 +193,7 @@ private:
     int64_t activation = 0;   ///< floats of a planned activation buffer
     double loss = 0, aux = 0;
     std::vector<double> mtp; ///< per MTP depth
+    int64_t sentBytes = 0;
   };
 
   /// One microbatch of this rank's step: where its tokens, labels and mask
@@ -211,8 +215,8 @@ private:
   };
 
   /// Runs the rank's program for the loaded batch: one handler per action
-  /// kind.
-  void runProgram(double &loss, double &aux, std::vector<double> &mtp);
+  /// kind; returns the bytes its sends put on the wire.
+  int64_t runProgram(double &loss, double &aux, std::vector<double> &mtp);
   /// Puts the loaded batch where the stages read it (the device's memory).
   void stageBatch();
   /// An activation-sized buffer from the pool (allocated once, reused).

@@ -663,16 +663,21 @@ int runTraining(const RunOptions &o, Comm &comm) {
                           (timing.end - timing.start) * 1e6, s});
       spool << events.dump() << '\n';
     }
+    // Rank 0 decides whether to stop; everyone follows after this step.
+    // The same exchange sums the bytes every rank sent.
+    const std::vector<double> shared = comm.allgather(
+        {root && fileExists(o.stopFile) ? 1.0 : 0.0, double(st.sentBytes)});
+    t.stopped = shared[0] != 0;
     if (log) {
       nlohmann::json record = stepRecord(st, artifact);
+      double sent = 0;
+      for (size_t r = 1; r < shared.size(); r += 2)
+        sent += shared[r];
+      record["p2p_bytes_sent"] = int64_t(sent);
       if (s == t.first)
         describeLaunch(record, data, t.first);
       log << record.dump() << "\n" << std::flush;
     }
-    // Rank 0 decides whether to stop; everyone follows after this step.
-    std::vector<double> stop =
-        comm.allgather({root && fileExists(o.stopFile) ? 1.0 : 0.0});
-    t.stopped = stop[0] != 0;
     bool exiting = t.stopped || (o.exitInterval > 0 && s == o.exitInterval);
     if (!o.save.empty() && (s == total || exiting ||
                             (o.saveInterval > 0 && s % o.saveInterval == 0))) {
