@@ -26,6 +26,17 @@ config.substitutions.append(("%reference", os.path.join(config.test_source_root,
 # runs in the GPU kit instead, scripts/gpu-kit.sh).
 if config.hypipe_cuda == "ON":
     config.available_features.add("cuda")
+# Stand-in hosts (scripts/multihost/hosts.sh: network namespaces joined by a
+# bridge, issue 38): test/multihost runs where they can be made, and says
+# why not where they cannot (lit then reports those tests UNSUPPORTED).
+import subprocess as _subprocess
+_hosts = os.path.join(config.hypipe_src_root, "scripts", "multihost", "hosts.sh")
+_check = _subprocess.run(["bash", _hosts, "check"], capture_output=True, text=True)
+if _check.returncode == 0:
+    config.available_features.add("multihost")
+else:
+    lit_config.note("multihost tests skipped: " + (_check.stdout or _check.stderr).strip())
+config.substitutions.append(("%multihost", os.path.join(config.hypipe_src_root, "scripts", "multihost")))
 # Hugging Face transformers: PyTorch 2 and transformers 5 in the virtual
 # environment scripts/python-env.sh makes (outside the source tree; the
 # README's test command runs it), or next to the system PyTorch (the lent GPU
