@@ -44,6 +44,8 @@ up)
 down)
   prefix=$2 n=$3
   for ((i = 0; i < n; ++i)); do
+    # What a lost host left running (Open MPI's daemon) goes with it.
+    ip netns pids "$prefix$i" 2> /dev/null | xargs -r kill -9 2> /dev/null || true
     ip netns del "$prefix$i" 2> /dev/null || true
     ip link del "${prefix}v$i" 2> /dev/null || true
   done

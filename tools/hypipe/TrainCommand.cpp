@@ -51,6 +51,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -288,7 +289,15 @@ void onHangup(int) {
 /// rank printed why first), with its "ORTE_ERROR_LOG" and "sent help
 /// message" lines. Everything else — a rank killed by a signal named by
 /// mpirun included — passes through, line by line.
-void copyLauncherErrors(int fd) {
+/// Lines by which a rank says it is ending the job (hypipe-run's watchdog
+/// and Ctrl-C, MPI_Abort's report).
+bool saysRankAborts(const std::string &line) {
+  return line.find("] error: no progress for ") != std::string::npos ||
+         line.find("] stopping on Ctrl-C in step ") != std::string::npos ||
+         line.find("MPI_ABORT was invoked") != std::string::npos;
+}
+
+void copyLauncherErrors(int fd, const std::function<void()> &onAbort) {
   FILE *in = ::fdopen(fd, "r");
   if (!in)
     return;
@@ -312,6 +321,8 @@ void copyLauncherErrors(int fd) {
     line += buffer;
     if (line.back() != '\n' && !::feof(in))
       continue;
+    if (saysRankAborts(line))
+      onAbort();
     if (isFrame(line)) {
       block += line;
       if (inBlock) {
@@ -374,8 +385,18 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
   }
   ::close(errors[1]);
   auto copied = std::make_shared<std::atomic<bool>>(false);
-  std::thread copier([fd = errors[0], copied] {
-    copyLauncherErrors(fd);
+  // When a rank ended the job: steady-clock seconds, 0 before.
+  auto abortedAt = std::make_shared<std::atomic<double>>(0.0);
+  auto seconds = [] {
+    return std::chrono::duration<double>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::thread copier([fd = errors[0], copied, abortedAt, seconds] {
+    copyLauncherErrors(fd, [&] {
+      double none = 0.0;
+      abortedAt->compare_exchange_strong(none, seconds());
+    });
     *copied = true;
   });
   ::setpgid(child, child);
@@ -389,14 +410,34 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
   ::sigaction(SIGHUP, &sa, nullptr);
   int seen = 0, status = 0;
   ended = false;
+  // A rank that ended the job (its watchdog, MPI_Abort) normally takes the
+  // launcher with it at once; Open MPI 4.1's mpirun instead waits for ever
+  // on the daemon of a host that lost its network. After this grace the
+  // launcher is ended too (SIGTERM, then SIGKILL).
+  constexpr double kAbortGrace = 20;
+  bool termSent = false, killSent = false;
   while (true) {
-    pid_t r = ::waitpid(child, &status, 0);
+    pid_t r = ::waitpid(child, &status, WNOHANG);
     if (r == child)
       break;
     if (r < 0 && errno != EINTR) {
       status = 1 << 8; // exit status 1
       break;
     }
+    const double aborted = *abortedAt;
+    if (aborted > 0 && !termSent && seconds() - aborted > kAbortGrace) {
+      std::cerr << fmt::format(
+          "hypipe train: a rank ended the job {:.0f} s ago and the launcher "
+          "is still waiting (for a host it lost?); ending it\n",
+          kAbortGrace);
+      ::kill(-child, SIGTERM);
+      termSent = true;
+    } else if (termSent && !killSent && seconds() - aborted > kAbortGrace + 5) {
+      ::kill(-child, SIGKILL);
+      killSent = true;
+    }
+    if (r == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (interrupts > seen) {
       const bool first = seen == 0 && interrupts == 1;
       seen = interrupts;
