@@ -15,6 +15,7 @@ packages=(
   procps                                   # pgrep, used by the Ctrl-C test
   python3-torch                            # the numerical reference in tests and the bench peer
   python3-venv                             # scripts/python-env.sh: PyTorch 2 and transformers for the interop tests
+  slurmd slurmctld slurm-client munge      # scripts/multihost/slurm.sh: srun in test/multihost
 )
 
 missing=()

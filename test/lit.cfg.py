@@ -37,6 +37,12 @@ if _check.returncode == 0:
 else:
     lit_config.note("multihost tests skipped: " + (_check.stdout or _check.stderr).strip())
 config.substitutions.append(("%multihost", os.path.join(config.hypipe_src_root, "scripts", "multihost")))
+_slurm = _subprocess.run(["bash", os.path.join(config.hypipe_src_root, "scripts", "multihost", "slurm.sh"), "check"],
+                         capture_output=True, text=True)
+if _slurm.returncode == 0:
+    config.available_features.add("slurm")
+else:
+    lit_config.note("srun tests skipped: " + (_slurm.stdout or _slurm.stderr).strip())
 # Hugging Face transformers: PyTorch 2 and transformers 5 in the virtual
 # environment scripts/python-env.sh makes (outside the source tree; the
 # README's test command runs it), or next to the system PyTorch (the lent GPU
