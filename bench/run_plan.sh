@@ -6,8 +6,9 @@
 # transfers and gradient reduction free) and run under mpirun with one
 # thread a rank (2 ranks at most: this machine's cores), its tokens/s the
 # median of the steps after the first. Prints predicted, measured and their
-# ratio per layout, and whether the predicted order is the measured one
-# (pairs within 5% of each other excepted).
+# ratio per layout, whether the predicted order is the measured one (pairs
+# within 5% of each other excepted), and how the layout predicted fastest on
+# the most ranks measures against the fastest measured there.
 # Usage: bench/run_plan.sh [steps]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,12 +63,13 @@ for which in dist tiny; do
     measured=$(/usr/bin/python3 -c 'import json,statistics,sys; r=[json.loads(l) for l in open(sys.argv[1])][1:]; print("%.0f" % statistics.median(x["tokens_per_s"] for x in r))' "$tmp/$which-$lname.jsonl")
     printf '%-20s %6s %16s %16s %7.2fx\n' "$lname" "$ranks" "$predicted" "$measured" \
       "$(awk -v p="$predicted" -v m="$measured" 'BEGIN { print p / m }')"
-    echo "$lname $predicted $measured" >> "$tmp/$which.rows"
+    echo "$lname $ranks $predicted $measured" >> "$tmp/$which.rows"
   done
   /usr/bin/python3 - "$tmp/$which.rows" <<'PY'
 import sys
 rows = [l.split() for l in open(sys.argv[1])]
-rows = [(n, float(p), float(m)) for n, p, m in rows]
+ranks = {n: k for n, k, _, _ in rows}
+rows = [(n, float(p), float(m)) for n, _, p, m in rows]
 worst = max(abs(p / m - 1) for _, p, m in rows)
 bad = []
 for i, a in enumerate(rows):
@@ -78,5 +80,14 @@ for i, a in enumerate(rows):
             bad.append("%s/%s" % (a[0], b[0]))
 print("worst |predicted/measured - 1|: %.1f%%; order %s" % (
     100 * worst, "as measured" if not bad else "differs for " + ", ".join(bad)))
+# The choice: the layout predicted fastest among those of the most ranks
+# (what plan would pick for that rank count), measured against the fastest
+# measured of them.
+most = max(int(n) for n in ranks.values())
+pool = [r for r in rows if int(ranks[r[0]]) == most]
+pick = max(pool, key=lambda r: r[1])
+best = max(pool, key=lambda r: r[2])
+print("choice on %d ranks: predicted best %s measures %.1f%% of the fastest measured (%s)" % (
+    most, pick[0], 100 * pick[2] / best[2], best[0]))
 PY
 done

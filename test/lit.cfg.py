@@ -37,6 +37,9 @@ if _check.returncode == 0:
 else:
     lit_config.note("multihost tests skipped: " + (_check.stdout or _check.stderr).strip())
 config.substitutions.append(("%multihost", os.path.join(config.hypipe_src_root, "scripts", "multihost")))
+# The stand-in hosts' tests one at a time (test/multihost/lit.local.cfg):
+# each starts daemons and kills ranks on several hosts at once.
+lit_config.parallelism_groups["multihost"] = 1
 _slurm = _subprocess.run(["bash", os.path.join(config.hypipe_src_root, "scripts", "multihost", "slurm.sh"), "check"],
                          capture_output=True, text=True)
 if _slurm.returncode == 0:
