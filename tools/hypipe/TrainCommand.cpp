@@ -65,6 +65,7 @@ namespace {
 
 struct TrainOptions {
   std::string spec, runDir, jsonLog, data, resume, initFrom, costsOut;
+  std::string launcher = "mpirun"; ///< mpirun or srun (HYPIPE_MPIRUN wins)
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
   double watchdog = -1; ///< -1: hypipe-run's default
@@ -132,6 +133,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
       words.insert(words.end(), {flag, value});
   };
   addIf("--json-log", o.jsonLog, !o.jsonLog.empty());
+  addIf("--launcher", o.launcher, o.launcher != "mpirun");
   addIf("--data", o.data, !o.data.empty());
   addIf("--save-interval", std::to_string(o.saveInterval), o.saveInterval > 0);
   addIf("--keep-last", std::to_string(o.keepLast), o.keepLast > 0);
@@ -379,8 +381,8 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
     ::execvp(args[0], args.data());
     std::cerr << "error: cannot run '" << argv[0]
               << "': " << std::strerror(errno)
-              << "\nhelp: install Open MPI (scripts/setup.sh does) or set "
-                 "HYPIPE_MPIRUN\n";
+              << "\nhelp: install Open MPI (scripts/setup.sh does), use "
+                 "--launcher srun under Slurm, or set HYPIPE_MPIRUN\n";
     ::_exit(127);
   }
   ::close(errors[1]);
@@ -655,6 +657,12 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
       std::istringstream words(custom);
       for (std::string w; words >> w;)
         argv.push_back(w);
+    } else if (o.launcher == "srun") {
+      // Inside an allocation (sbatch, salloc) or making one; PMIx is how
+      // Open MPI's ranks meet under srun.
+      argv = {"srun", "-n", std::to_string(ranks), "--mpi=pmix"};
+      if (ranks > int64_t(std::thread::hardware_concurrency()))
+        argv.push_back("--overcommit");
     } else {
       argv = {"mpirun", "-np", std::to_string(ranks)};
       if (::geteuid() == 0)
@@ -931,6 +939,10 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "go (default: runs/<model name>)");
   sub->add_option("--json-log", o->jsonLog,
                   "one JSON object per step (default: RUN/log.jsonl)");
+  sub->add_option("--launcher", o->launcher,
+                  "what starts the ranks: mpirun (default) or srun (Slurm, "
+                  "--mpi=pmix); HYPIPE_MPIRUN, a whole launch line, wins")
+      ->check(CLI::IsMember({"mpirun", "srun"}));
   sub->add_option("--costs-out", o->costsOut,
                   "write each layer kind's measured time (the steps after "
                   "the first) for `hypipe plan --costs` (cpu target)");
