@@ -193,22 +193,13 @@ void Search::consider(const PlanLayout &layout) {
                                    costs.rankPeakMemory().end());
   if (request.memoryGiB && peak > *request.memoryGiB * kGiB)
     return prune(layout, *spec, costs);
-  std::optional<StageSeconds> seconds;
-  if (request.costs) {
-    Expected<StageSeconds> s = measuredStageSeconds(*spec, *request.costs);
-    if (!s) {
-      if (firstRefusal.empty())
-        firstRefusal = s.takeError().message();
-      else
-        (void)s.takeError();
-      ++plan.invalid;
-      return;
-    }
-    seconds = std::move(*s);
-  }
-  auto simulation =
-      simulateSpec(*spec, costs.stageCost, seconds ? &*seconds : nullptr);
+  auto simulation = simulateSpec(*spec, costs.stageCost,
+                                 request.costs ? &*request.costs : nullptr);
   if (!simulation) {
+    // A layer kind the measured costs lack (the schedule itself was
+    // checked when the spec loaded).
+    if (firstRefusal.empty())
+      firstRefusal = simulation.takeError().message();
     ++plan.invalid;
     return;
   }

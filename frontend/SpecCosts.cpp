@@ -1,7 +1,6 @@
 //===- SpecCosts.cpp - a spec's costs per stage and rank ------------------===//
 #include "frontend/SpecCosts.h"
 
-#include "core/Saturating.h"
 #include "core/model/LayerShapes.h"
 #include "core/partition/AutoPartition.h"
 #include "core/schedule/Buffers.h"
@@ -35,144 +34,11 @@ std::vector<ItemCost> stageCosts(const std::vector<ItemCost> &items,
   return stageCost;
 }
 
-} // namespace
-
-std::optional<StageBuffers> stageBuffers(const ModelSpec &spec,
-                                         const PatternStage &stage) {
-  const ModelDims &d = spec.dims;
-  const rt::TokenShape tokens{spec.training.microBatchSize,
-                              spec.training.seqLength};
-  const rt::Target target =
-      spec.training.target == "cuda" ? rt::Target::Cuda : rt::Target::Cpu;
-  StageBuffers b;
-  int64_t scratch = 0;
-  auto add = [&](const auto &shape, const std::vector<rt::ParamSpec> &params) {
-    b.params += rt::numel(params);
-    b.savedFloats += shape.savedFloats(tokens, target);
-    scratch = std::max(scratch, shape.workspaceFloats(tokens, target));
-  };
-  auto addLayer = [&](char symbol) {
-    switch (symbol) {
-    case 'M':
-      add(rt::mambaShape(d), rt::mambaShape(d).params(1));
-      return true;
-    case '*': {
-      const auto shape =
-          rt::attentionShape(d, spec.positionEmbedding == "rope");
-      add(shape, shape.params(1));
-      return true;
-    }
-    case '-':
-      add(rt::mlpShape(d), rt::mlpShape(d).params(1));
-      return true;
-    case 'E':
-      add(rt::moeShape(d), rt::moeShape(d).params(1));
-      return true;
-    default:
-      return false;
-    }
-  };
-  const bool first = stage.index == 0,
-             last = stage.index == spec.placement.pp * spec.placement.vpp - 1;
-  if (first)
-    add(rt::embeddingShape(d), rt::embeddingShape(d).params());
-  for (char symbol : stage.layers)
-    if (!addLayer(symbol))
-      return std::nullopt;
-  if (last) {
-    const rt::HeadShape head = rt::headShape(d);
-    add(head, head.params());
-    // MTP runs in the stage of the output layer; each depth carries a copy
-    // of the embedding table where the stage has none of its own (no
-    // embedding, an untied head: KernelPlan.cpp's describeMtp).
-    const bool tableHere = first || d.tieEmbeddings;
-    for (int depth = 1; depth <= spec.pattern.mtpDepths; ++depth) {
-      const rt::MtpInputShape in{d.vocab, d.hidden, depth, !tableHere};
-      add(in, in.params());
-      for (char symbol : spec.pattern.mtp)
-        if (!addLayer(symbol))
-          return std::nullopt;
-      const rt::MtpOutputShape out{d.vocab, d.hidden, depth};
-      add(out, out.params());
-    }
-  }
-  b.workspaceFloats = scratch + 2 * tokens.tokens() * d.hidden;
-  return b;
-}
-
-std::vector<int64_t> runtimeMemory(const ModelSpec &spec,
-                                   const schedule::Schedule &programs) {
-  const PatternPlacement &placement = spec.placement;
-  std::vector<std::optional<StageBuffers>> stages;
-  for (const PatternStage &s : placement.stages)
-    stages.push_back(stageBuffers(spec, s));
-  const bool bf16 = spec.training.dtype == "bf16";
-  const double perParameter = runtimeBytesPerParameter(
-      bf16, spec.parallel.distributedOptimizer ? spec.parallel.dp : 1);
-  const double activation = double(spec.training.microBatchSize) *
-                            double(spec.training.seqLength) *
-                            double(spec.dims.hidden);
-  std::vector<int64_t> bytes;
-  for (int64_t rank = 0; rank < placement.pp; ++rank) {
-    const schedule::RankBuffers peaks = schedule::rankBuffers(
-        programs.ranks.at(size_t(rank)), placement.pp * placement.vpp);
-    double params = 0, floats = 0;
-    for (const PatternStage &s : placement.stages) {
-      if (s.ppRank != rank)
-        continue;
-      if (!stages[s.index])
-        return {};
-      auto slots = peaks.savedSlots.find(s.index);
-      params += double(stages[s.index]->params);
-      floats += double(stages[s.index]->workspaceFloats) +
-                double(slots == peaks.savedSlots.end() ? 0 : slots->second) *
-                    double(stages[s.index]->savedFloats);
-    }
-    floats += double(peaks.activationBuffers) * activation;
-    bytes.push_back(saturatingCeil(params * perParameter + 4.0 * floats));
-  }
-  return bytes;
-}
-
-SpecCosts specCosts(const ModelSpec &spec) {
-  SpecCosts c;
-  c.request = spec.partitionRequest();
-  const AutoPartitionRequest &request = c.request;
-  const PatternPlacement &placement = spec.placement;
-  std::vector<ItemCost> items =
-      modelItems(request.dims, request.settings, request.layers,
-                 request.mtpLayers, request.mtpDepths);
-  c.stageCost = stageCosts(items, placement);
-  c.rankParams.assign(placement.pp, 0);
-  for (const PatternStage &s : placement.stages)
-    c.rankParams[s.ppRank] += c.stageCost[s.index].params;
-  for (const RankMemory &memory : rankMemories(items, placement, request))
-    c.rankMemory.push_back(memory.total());
-  for (int64_t params : c.rankParams)
-    c.totalParams += params;
-  c.exact = std::all_of(items.begin(), items.end(),
-                        [](const ItemCost &item) { return item.modelled; });
-  c.pinned = patternWithStages(spec.pattern, placement);
-  if (auto programs = specPrograms(spec.parallel))
-    c.rankRuntimeMemory = runtimeMemory(spec, *programs);
-  else
-    (void)programs.takeError(); // no programs: no runtime estimate
-  return c;
-}
-
-Expected<schedule::Schedule> specPrograms(const ParallelSpec &par) {
-  if (par.csvPrograms) {
-    schedule::Schedule programs = *par.csvPrograms;
-    schedule::insertCommunication(programs);
-    return programs;
-  }
-  auto built = schedule::buildSchedule(
-      {par.schedule, par.pp, par.vpp, par.microbatches, par.groupSize});
-  if (!built)
-    return built.takeError();
-  schedule::insertCommunication(*built);
-  return built;
-}
+/// Each stage's forward, input-gradient and weight-gradient seconds for one
+/// microbatch from measured layer costs (simulateSpec).
+struct StageSeconds {
+  std::vector<double> f, i, w; ///< by stage index
+};
 
 Expected<StageSeconds> measuredStageSeconds(const ModelSpec &spec,
                                             const MeasuredCosts &measured) {
@@ -232,31 +98,170 @@ Expected<StageSeconds> measuredStageSeconds(const ModelSpec &spec,
   return out;
 }
 
+} // namespace
+
+std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
+                                                   const PatternStage &stage) {
+  const ModelDims &d = spec.dims;
+  const rt::TokenShape tokens{spec.training.microBatchSize,
+                              spec.training.seqLength};
+  const rt::Target target =
+      spec.training.target == "cuda" ? rt::Target::Cuda : rt::Target::Cpu;
+  schedule::StageBuffers b;
+  b.stage = stage.index;
+  int64_t scratch = 0;
+  auto add = [&](const auto &shape, const std::vector<rt::ParamSpec> &params) {
+    b.params += rt::numel(params);
+    b.savedFloats += shape.savedFloats(tokens, target);
+    scratch = std::max(scratch, shape.workspaceFloats(tokens, target));
+  };
+  auto addLayer = [&](char symbol) {
+    switch (symbol) {
+    case 'M':
+      add(rt::mambaShape(d), rt::mambaShape(d).params(1));
+      return true;
+    case '*': {
+      const auto shape =
+          rt::attentionShape(d, spec.positionEmbedding == "rope");
+      add(shape, shape.params(1));
+      return true;
+    }
+    case '-':
+      add(rt::mlpShape(d), rt::mlpShape(d).params(1));
+      return true;
+    case 'E':
+      add(rt::moeShape(d), rt::moeShape(d).params(1));
+      return true;
+    default:
+      return false;
+    }
+  };
+  const bool first = stage.index == 0,
+             last = stage.index == spec.placement.pp * spec.placement.vpp - 1;
+  if (first)
+    add(rt::embeddingShape(d), rt::embeddingShape(d).params());
+  for (char symbol : stage.layers)
+    if (!addLayer(symbol))
+      return std::nullopt;
+  if (last) {
+    const rt::HeadShape head = rt::headShape(d);
+    add(head, head.params());
+    // MTP runs in the stage of the output layer; each depth carries a copy
+    // of the embedding table where the stage has none of its own (no
+    // embedding, an untied head: KernelPlan.cpp's describeMtp).
+    const bool tableHere = first || d.tieEmbeddings;
+    for (int depth = 1; depth <= spec.pattern.mtpDepths; ++depth) {
+      const rt::MtpInputShape in{d.vocab, d.hidden, depth, !tableHere};
+      add(in, in.params());
+      for (char symbol : spec.pattern.mtp)
+        if (!addLayer(symbol))
+          return std::nullopt;
+      const rt::MtpOutputShape out{d.vocab, d.hidden, depth};
+      add(out, out.params());
+    }
+  }
+  b.workspaceFloats = scratch + 2 * tokens.tokens() * d.hidden;
+  return b;
+}
+
+std::vector<int64_t> runtimeMemory(const ModelSpec &spec,
+                                   const schedule::Schedule &programs) {
+  const PatternPlacement &placement = spec.placement;
+  std::vector<std::vector<schedule::StageBuffers>> held(size_t(placement.pp));
+  for (const PatternStage &s : placement.stages) {
+    std::optional<schedule::StageBuffers> b = stageBuffers(spec, s);
+    if (!b)
+      return {};
+    held[size_t(s.ppRank)].push_back(*b);
+  }
+  const double perParameter = runtimeBytesPerParameter(
+      spec.training.dtype == "bf16",
+      spec.parallel.distributedOptimizer ? spec.parallel.dp : 1);
+  std::vector<int64_t> bytes;
+  for (int64_t rank = 0; rank < placement.pp; ++rank)
+    bytes.push_back(schedule::peakTensorBytes(
+        held[size_t(rank)],
+        schedule::rankBuffers(programs.ranks.at(size_t(rank)),
+                              placement.pp * placement.vpp),
+        spec.training.microBatchSize * spec.training.seqLength *
+            spec.dims.hidden,
+        perParameter));
+  return bytes;
+}
+
+SpecCosts specCosts(const ModelSpec &spec) {
+  SpecCosts c;
+  c.request = spec.partitionRequest();
+  const AutoPartitionRequest &request = c.request;
+  const PatternPlacement &placement = spec.placement;
+  std::vector<ItemCost> items =
+      modelItems(request.dims, request.settings, request.layers,
+                 request.mtpLayers, request.mtpDepths);
+  c.stageCost = stageCosts(items, placement);
+  c.rankParams.assign(placement.pp, 0);
+  for (const PatternStage &s : placement.stages)
+    c.rankParams[s.ppRank] += c.stageCost[s.index].params;
+  for (const RankMemory &memory : rankMemories(items, placement, request))
+    c.rankMemory.push_back(memory.total());
+  for (int64_t params : c.rankParams)
+    c.totalParams += params;
+  c.exact = std::all_of(items.begin(), items.end(),
+                        [](const ItemCost &item) { return item.modelled; });
+  c.pinned = patternWithStages(spec.pattern, placement);
+  if (auto programs = specPrograms(spec.parallel))
+    c.rankRuntimeMemory = runtimeMemory(spec, *programs);
+  else
+    (void)programs.takeError(); // no programs: no runtime estimate
+  return c;
+}
+
+Expected<schedule::Schedule> specPrograms(const ParallelSpec &par) {
+  if (par.csvPrograms) {
+    schedule::Schedule programs = *par.csvPrograms;
+    schedule::insertCommunication(programs);
+    return programs;
+  }
+  auto built = schedule::buildSchedule(
+      {par.schedule, par.pp, par.vpp, par.microbatches, par.groupSize});
+  if (!built)
+    return built.takeError();
+  schedule::insertCommunication(*built);
+  return built;
+}
+
+double stepTokens(const ModelSpec &spec) {
+  return double(spec.training.microBatchSize) *
+         double(spec.training.seqLength) * double(spec.parallel.microbatches) *
+         double(spec.parallel.dp);
+}
+
 Expected<schedule::Simulation>
 simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost,
-             const StageSeconds *seconds) {
+             const MeasuredCosts *measured) {
   auto built = specPrograms(spec.parallel);
   if (!built)
     return built.takeError();
   schedule::Costs costs;
-  if (seconds) {
+  for (const ItemCost &c : stageCost)
+    costs.activationBytes.push_back(static_cast<double>(c.activationBytes));
+  if (measured) {
+    Expected<StageSeconds> seconds = measuredStageSeconds(spec, *measured);
+    if (!seconds)
+      return seconds.takeError();
     costs.stageF = seconds->f;
     costs.stageI = seconds->i;
     costs.stageW = seconds->w;
     for (size_t i = 0; i < seconds->f.size(); ++i)
       costs.stageB.push_back(seconds->i[i] + seconds->w[i]);
-    for (const ItemCost &c : stageCost)
-      costs.activationBytes.push_back(static_cast<double>(c.activationBytes));
-    return schedule::simulate(*built, costs);
-  }
-  for (const ItemCost &c : stageCost) {
-    costs.stageF.push_back(static_cast<double>(c.forwardFlops) / 1e9);
-    costs.stageI.push_back(static_cast<double>(c.backwardInputFlops) / 1e9);
-    costs.stageW.push_back(static_cast<double>(c.backwardWeightFlops) / 1e9);
-    costs.stageB.push_back(
-        static_cast<double>(c.backwardInputFlops + c.backwardWeightFlops) /
-        1e9);
-    costs.activationBytes.push_back(static_cast<double>(c.activationBytes));
+  } else {
+    for (const ItemCost &c : stageCost) {
+      costs.stageF.push_back(static_cast<double>(c.forwardFlops) / 1e9);
+      costs.stageI.push_back(static_cast<double>(c.backwardInputFlops) / 1e9);
+      costs.stageW.push_back(static_cast<double>(c.backwardWeightFlops) / 1e9);
+      costs.stageB.push_back(
+          static_cast<double>(c.backwardInputFlops + c.backwardWeightFlops) /
+          1e9);
+    }
   }
   return schedule::simulate(*built, costs);
 }

@@ -12,6 +12,7 @@
 
 #include "core/model/CostModel.h"
 #include "core/model/MeasuredCosts.h"
+#include "core/schedule/Buffers.h"
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
 
@@ -46,11 +47,8 @@ SpecCosts specCosts(const ModelSpec &spec);
 /// saved floats, and the workspace (the largest layer scratch and the two
 /// activation buffers the stage ping-pongs). nullopt for a layer kind no
 /// kernel runs.
-struct StageBuffers {
-  int64_t params = 0, savedFloats = 0, workspaceFloats = 0;
-};
-std::optional<StageBuffers> stageBuffers(const ModelSpec &spec,
-                                         const PatternStage &stage);
+std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
+                                                   const PatternStage &stage);
 
 /// What hypipe-run's tensors take on each pipeline rank at its peak, from
 /// the spec alone: every stage's parameters with gradients and optimizer
@@ -65,23 +63,19 @@ std::vector<int64_t> runtimeMemory(const ModelSpec &spec,
 /// order with its communication.
 Expected<schedule::Schedule> specPrograms(const ParallelSpec &par);
 
-/// Each stage's forward, input-gradient and weight-gradient seconds for one
-/// microbatch from measured layer costs (core/model/MeasuredCosts.h): every
-/// part of the stage (the embedding, each layer, the head, each MTP depth
-/// and its layers) its kind's measured seconds scaled by the cost model's
-/// FLOPs at the spec's shapes. Fails naming a kind the file lacks.
-struct StageSeconds {
-  std::vector<double> f, i, w; ///< by stage index
-};
-Expected<StageSeconds> measuredStageSeconds(const ModelSpec &spec,
-                                            const MeasuredCosts &costs);
-
 /// The spec's schedule simulated with the cost model's per-stage FLOPs (one
-/// GFLOP = one time unit; transfers free) and activation bytes; with
-/// `seconds`, with those stage times instead (the unit is then seconds).
+/// GFLOP = one time unit; transfers free) and activation bytes. With
+/// `measured` layer costs (core/model/MeasuredCosts.h) the unit is seconds:
+/// every part of a stage (the embedding, each layer, the head, each MTP
+/// depth and its layers) costs its kind's measured seconds scaled by the
+/// cost model's FLOPs at the spec's shapes; fails naming a kind the costs
+/// lack.
 Expected<schedule::Simulation>
 simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost,
-             const StageSeconds *seconds = nullptr);
+             const MeasuredCosts *measured = nullptr);
+
+/// Tokens of one training step: every data-parallel replica's microbatches.
+double stepTokens(const ModelSpec &spec);
 
 } // namespace hypipe
 

@@ -1,6 +1,7 @@
 //===- Buffers.cpp - the per-microbatch buffers a rank holds at its peak --===//
 
 #include "core/schedule/Buffers.h"
+#include "core/Saturating.h"
 
 #include <algorithm>
 
@@ -48,6 +49,21 @@ RankBuffers rankBuffers(const std::vector<Action> &program, int64_t numStages) {
     }
   }
   return peaks;
+}
+
+int64_t peakTensorBytes(const std::vector<StageBuffers> &stages,
+                        const RankBuffers &walked, int64_t activationFloats,
+                        double bytesPerParameter) {
+  double params = 0, floats = 0;
+  for (const StageBuffers &s : stages) {
+    auto slots = walked.savedSlots.find(s.stage);
+    params += double(s.params);
+    floats += double(s.workspaceFloats) +
+              double(slots == walked.savedSlots.end() ? 0 : slots->second) *
+                  double(s.savedFloats);
+  }
+  floats += double(walked.activationBuffers) * double(activationFloats);
+  return saturatingCeil(params * bytesPerParameter + 4.0 * floats);
 }
 
 } // namespace hypipe::schedule

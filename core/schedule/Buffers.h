@@ -33,6 +33,23 @@ struct RankBuffers {
 /// The peaks of one rank's program in a model of `numStages` stages.
 RankBuffers rankBuffers(const std::vector<Action> &program, int64_t numStages);
 
+/// One stage's buffers in hypipe-run: its parameters, one microbatch's
+/// saved floats, and its workspace floats.
+struct StageBuffers {
+  int64_t stage = 0; ///< its index
+  int64_t params = 0, savedFloats = 0, workspaceFloats = 0;
+};
+
+/// Bytes the tensors of a rank holding `stages` take at the peaks `walked`
+/// of its program: each stage's parameters at `bytesPerParameter` (with
+/// their gradients and optimizer state), its workspace and its most saved
+/// slots, and the pooled buffers of `activationFloats` floats each. The one
+/// formula of `hypipe train`'s estimate from a manifest and `hypipe plan`'s
+/// from a spec.
+int64_t peakTensorBytes(const std::vector<StageBuffers> &stages,
+                        const RankBuffers &walked, int64_t activationFloats,
+                        double bytesPerParameter);
+
 } // namespace hypipe::schedule
 
 #endif

@@ -27,6 +27,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <string_view>
 
 namespace hypipe::rt {
 
@@ -91,30 +92,20 @@ std::string outputsProblem(const RunOptions &o, const Artifact &a) {
   return std::string();
 }
 
-/// The kinds of measured costs, in the order ranks exchange their sums.
+/// The kinds of measured costs, in the order ranks exchange their sums:
+/// the layer kinds' own names (layerKindName), an MTP depth's input and
+/// output together as "mtp".
 constexpr const char *kCostKinds[] = {"embedding", "mamba", "attention", "mlp",
                                       "moe",       "head",  "mtp"};
 constexpr size_t kNumCostKinds = std::size(kCostKinds);
 
 size_t costKindOf(LayerKind kind) {
-  switch (kind) {
-  case LayerKind::Embedding:
-    return 0;
-  case LayerKind::Mamba:
-    return 1;
-  case LayerKind::Attention:
-    return 2;
-  case LayerKind::Mlp:
-    return 3;
-  case LayerKind::Moe:
-    return 4;
-  case LayerKind::Head:
-    return 5;
-  case LayerKind::MtpInput:
-  case LayerKind::MtpOutput:
-    break;
-  }
-  return 6;
+  const std::string_view name =
+      kind == LayerKind::MtpInput || kind == LayerKind::MtpOutput
+          ? "mtp"
+          : layerKindName(kind);
+  return size_t(std::find(std::begin(kCostKinds), std::end(kCostKinds), name) -
+                std::begin(kCostKinds));
 }
 
 /// The cost model's FLOPs of one call of each kind's passes at the run's

@@ -12,9 +12,7 @@
 #include "runtime/formats/FileCheck.h"
 
 #include <fmt/format.h>
-
 #include <fmt/ranges.h>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -507,18 +505,6 @@ double runtimeBytesPerParameter(const Artifact &a) {
                                           a.distributedOptimizer ? a.dp : 1);
 }
 
-namespace {
-/// The stages of `ppRank`, by index.
-std::vector<const StageEntry *> stagesOfRank(const Artifact &a,
-                                             int64_t ppRank) {
-  std::vector<const StageEntry *> local;
-  for (const StageEntry &s : a.stages)
-    if (s.ppRank == ppRank)
-      local.push_back(&s);
-  return local;
-}
-} // namespace
-
 std::vector<ActionEntry> rankProgram(const Artifact &a, int64_t ppRank,
                                      int64_t microbatches) {
   if (microbatches == a.microbatches)
@@ -543,35 +529,20 @@ std::vector<ActionEntry> rankProgram(const Artifact &a, int64_t ppRank,
   return built->ranks.at(size_t(ppRank));
 }
 
-RankBufferPeaks rankBufferPeaks(const Artifact &a, int64_t ppRank,
-                                int64_t microbatches) {
-  const schedule::RankBuffers walked = schedule::rankBuffers(
-      rankProgram(a, ppRank, microbatches ? microbatches : a.microbatches),
-      a.numStages);
-  RankBufferPeaks peaks;
-  for (const StageEntry *s : stagesOfRank(a, ppRank)) {
-    auto it = walked.savedSlots.find(s->index);
-    peaks.savedSlots.push_back(it == walked.savedSlots.end() ? 0 : it->second);
-  }
-  peaks.activationBuffers = walked.activationBuffers;
-  return peaks;
-}
-
 int64_t rankTensorBytes(const Artifact &a, int64_t ppRank,
                         int64_t microbatches) {
-  const RankBufferPeaks peaks = rankBufferPeaks(a, ppRank, microbatches);
-  const std::vector<const StageEntry *> local = stagesOfRank(a, ppRank);
-  double params = 0, floats = 0;
-  for (size_t i = 0; i < local.size(); ++i) {
-    params += double(local[i]->numParams);
-    floats += double(local[i]->workspaceFloats) +
-              double(peaks.savedSlots[i]) * double(local[i]->savedFloats);
-  }
-  const double activation = double(a.training.microBatchSize) *
-                            double(a.training.seqLength) *
-                            double(a.model.hidden);
-  floats += double(peaks.activationBuffers) * activation;
-  return int64_t(params * runtimeBytesPerParameter(a) + 4.0 * floats);
+  std::vector<schedule::StageBuffers> stages;
+  for (const StageEntry &s : a.stages)
+    if (s.ppRank == ppRank)
+      stages.push_back(
+          {s.index, s.numParams, s.savedFloats, s.workspaceFloats});
+  return schedule::peakTensorBytes(
+      stages,
+      schedule::rankBuffers(
+          rankProgram(a, ppRank, microbatches ? microbatches : a.microbatches),
+          a.numStages),
+      a.training.microBatchSize * a.training.seqLength * a.model.hidden,
+      runtimeBytesPerParameter(a));
 }
 
 namespace {

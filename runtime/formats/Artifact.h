@@ -142,21 +142,12 @@ struct Artifact {
   schedule::Schedule asSchedule() const;
 };
 
-/// The most of each kind of hypipe-run's per-microbatch buffers pipeline
-/// rank `ppRank` holds at once in a step (core/schedule/Buffers.h's walk
-/// of its program). `microbatches` other than the artifact's (a packed
-/// run's step) walks the program the trainer builds for that many; 0 means
-/// the artifact's. Throws RuntimeError when the schedule has none.
-struct RankBufferPeaks {
-  std::vector<int64_t> savedSlots; ///< per stage of the rank, by index
-  int64_t activationBuffers = 0;
-};
-RankBufferPeaks rankBufferPeaks(const Artifact &artifact, int64_t ppRank,
-                                int64_t microbatches = 0);
-
-/// Bytes of hypipe-run's tensors on pipeline rank `ppRank` at its peak:
-/// parameters with gradients and optimizer state (runtimeBytesPerParameter),
-/// workspaces, and rankBufferPeaks' slots and activation buffers.
+/// Bytes of hypipe-run's tensors on pipeline rank `ppRank` at its peak in a
+/// step (core/schedule/Buffers.h: its program walked with the trainer's
+/// buffer rules; parameters at runtimeBytesPerParameter). `microbatches`
+/// other than the artifact's (a packed run's step) walks the program the
+/// trainer builds for that many; 0 means the artifact's. Throws
+/// RuntimeError when the schedule has none.
 int64_t rankTensorBytes(const Artifact &artifact, int64_t ppRank,
                         int64_t microbatches = 0);
 
@@ -166,13 +157,13 @@ int64_t rankTensorBytes(const Artifact &artifact, int64_t ppRank,
 std::vector<ActionEntry> rankProgram(const Artifact &artifact, int64_t ppRank,
                                      int64_t microbatches);
 
-/// manifest.json's content for `artifact` (what `hypipe compile` writes).
 /// Bytes a rank's buffers hold per parameter it trains: the fp32 weight,
 /// gradient and AdamW moments (the moments a dp-th under the distributed
 /// optimizer), and in a bf16 run the bf16 copy the kernels read, which the
 /// CPU emulation keeps in floats (4 more).
 double runtimeBytesPerParameter(const Artifact &artifact);
 
+/// manifest.json's content for `artifact` (what `hypipe compile` writes).
 nlohmann::json manifestToJson(const Artifact &artifact);
 
 /// Reads and checks a manifest's content, every size within its bound

@@ -30,11 +30,6 @@ struct PlanOptions {
   std::string costs; ///< --costs FILE
 };
 
-/// Tokens of a candidate's training step (every dp replica's).
-double candidateTokens(const PlanCandidate &c) {
-  return double(c.globalBatch) * double(c.spec.training.seqLength);
-}
-
 int fail(Error err) {
   Problem p = err.takeProblem();
   std::cerr << "error: " << p.message << "\n";
@@ -82,7 +77,7 @@ void printPlanTable(const Plan &p, size_t shown, bool measured) {
                                  l.distributedOptimizer ? "yes" : "no",
                                  fmt::format("{:.4g}", c.makespan)};
     if (measured)
-      row.push_back(withCommas(std::llround(candidateTokens(c) / c.makespan)));
+      row.push_back(withCommas(std::llround(stepTokens(c.spec) / c.makespan)));
     for (std::string cell : {fmt::format("{:.1f}%", 100 * c.bubble),
                              gib(c.peakMemory()), gib(c.bytesSentPerStep)})
       row.push_back(cell);
@@ -138,7 +133,7 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files,
     if (measured) {
       out["candidates"].back()["predicted_step_s"] = c.makespan;
       out["candidates"].back()["predicted_tokens_per_s"] =
-          candidateTokens(c) / c.makespan;
+          stepTokens(c.spec) / c.makespan;
     }
   }
   out["step_unit"] = measured ? "seconds" : "GFLOP of one rank";

@@ -126,30 +126,20 @@ struct Explanation {
   std::string costsFile;
 };
 
-/// Tokens of one training step (every dp replica's microbatches).
-double stepTokens(const ModelSpec &spec) {
-  return double(spec.training.microBatchSize) *
-         double(spec.training.seqLength) * double(spec.parallel.microbatches) *
-         double(spec.parallel.dp);
-}
-
 Expected<Explanation> explain(const ModelSpec &spec,
                               const std::string &costsFile) {
   Explanation e{spec, spec.placement, specCosts(spec)};
   e.last = static_cast<int64_t>(spec.placement.stages.size()) - 1;
-  std::optional<StageSeconds> seconds;
+  std::optional<MeasuredCosts> measured;
   if (!costsFile.empty()) {
-    Expected<MeasuredCosts> measured = readMeasuredCosts(costsFile);
-    if (!measured)
-      return measured.takeError();
-    Expected<StageSeconds> s = measuredStageSeconds(spec, *measured);
-    if (!s)
-      return s.takeError();
-    seconds = std::move(*s);
+    Expected<MeasuredCosts> read = readMeasuredCosts(costsFile);
+    if (!read)
+      return read.takeError();
+    measured = std::move(*read);
     e.costsFile = costsFile;
   }
   auto simulation =
-      simulateSpec(spec, e.costs.stageCost, seconds ? &*seconds : nullptr);
+      simulateSpec(spec, e.costs.stageCost, measured ? &*measured : nullptr);
   if (!simulation)
     return simulation.takeError();
   e.simulation = std::move(*simulation);
