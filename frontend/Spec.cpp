@@ -1,5 +1,6 @@
 //===- Spec.cpp - YAML spec loader ----------------------------------------===//
 #include "frontend/Spec.h"
+#include "core/schedule/CommKind.h"
 
 #include "core/data/MockSft.h"
 #include "core/data/Packing.h"
@@ -103,6 +104,7 @@ const std::vector<Field> &parallelFields() {
       HYPIPE_FIELD("max_memory_gib", d.spec.parallel.maxMemoryGiB),
       HYPIPE_FIELD("distributed_optimizer",
                    d.spec.parallel.distributedOptimizer),
+      HYPIPE_FIELD("comm", d.spec.parallel.comm),
       HYPIPE_FIELD("schedule_csv", d.spec.parallel.scheduleCsv),
   };
   return fields;
@@ -1181,6 +1183,11 @@ llvm::Error Loader::checkPacking() {
 llvm::Error Loader::checkPartition() {
   ModelSpec &spec = draft.spec;
   ParallelSpec &par = spec.parallel;
+  if (!schedule::parseCommKind(par.comm))
+    return error(nodeFor("parallel", "comm"),
+                 fmt::format("unknown transport '{}'", par.comm),
+                 fmt::format("parallel.comm is one of {} (docs/runtime.md)",
+                             schedule::kCommKindList));
   if (par.objective != "time" && par.objective != "params")
     return error(nodeFor("parallel", "objective"),
                  fmt::format("unknown partition objective '{}'", par.objective),

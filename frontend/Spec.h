@@ -39,6 +39,9 @@ struct ParallelSpec {
   /// Megatron's --use-distributed-optimizer (ZeRO-1): the AdamW moments
   /// sharded over the data-parallel ranks of each pipeline rank.
   bool distributedOptimizer = false;
+  /// How tensors cross ranks (schedule::CommKind: auto, mpi, mpi-staged,
+  /// cuda-ipc, nccl); hypipe-run --comm replaces it.
+  std::string comm = "auto";
   /// A PyTorch pipelining CSV whose programs the ranks run instead of the
   /// generated order of `schedule` (which still places the stages): an
   /// absolute path once loaded; empty for the generated order.

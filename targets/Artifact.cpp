@@ -319,6 +319,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.microbatches = spec.parallel.microbatches;
   artifact.groupSize = spec.parallel.groupSize;
   artifact.distributedOptimizer = spec.parallel.distributedOptimizer;
+  artifact.comm = spec.parallel.comm;
   artifact.numStages = int64_t(artifact.stages.size());
 
   artifact.training = trainingConfig(tr, specPath);

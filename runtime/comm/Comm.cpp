@@ -16,9 +16,7 @@
 
 namespace hypipe::rt {
 
-namespace {
-
-int checkedCount(int64_t count) {
+int mpiCount(int64_t count) {
   if (count < 0 || count > INT_MAX)
     throw RuntimeError(fmt::format(
         "error: a transfer of {} elements exceeds MPI's int count\nhelp: "
@@ -26,8 +24,6 @@ int checkedCount(int64_t count) {
         count));
   return int(count);
 }
-
-} // namespace
 
 bool launchedByMpi() {
   for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
@@ -57,8 +53,6 @@ Comm::Comm(int *argc, char ***argv) {
 Comm::~Comm() {
   if (!mpi)
     return;
-  for (MPI_Comm &c : groups)
-    MPI_Comm_free(&c);
   if (ppComm != MPI_COMM_NULL)
     MPI_Comm_free(&ppComm);
   if (dpComm != MPI_COMM_NULL)
@@ -79,24 +73,13 @@ void Comm::setGrid(int64_t ppSize, int64_t dpSize) {
   MPI_Comm_split(MPI_COMM_WORLD, int(pp_rank), int(dp_rank), &dpComm);
 }
 
-Comm::Request Comm::isend(const float *data, int64_t count, int peer, int tag) {
-  MPI_Request r;
-  MPI_Isend(data, checkedCount(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
-            &r);
-  return r;
-}
-
-void Comm::wait(MPI_Request *requests, int n, const std::string &what) {
+void Comm::poll(const std::function<bool()> &done, const std::string &what) {
   cpu::ProfileScope scope(cpu::KernelClass::Communication);
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   Clock::time_point nextHook = start + std::chrono::seconds(1);
   std::chrono::microseconds pause(20);
-  while (true) {
-    int done = 0;
-    MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE);
-    if (done)
-      return;
+  while (!done()) {
     Clock::time_point t = Clock::now();
     // Spin through the short waits of a healthy pipeline; back off to 1 ms
     // sleeps once a wait has lasted 5 ms.
@@ -112,59 +95,14 @@ void Comm::wait(MPI_Request *requests, int n, const std::string &what) {
   }
 }
 
-void Comm::recv(float *data, int64_t count, int peer, int tag) {
-  MPI_Request r;
-  MPI_Irecv(data, checkedCount(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
-            &r);
-  wait(&r, 1, fmt::format("receiving from rank {}", peer));
-}
-
-Comm::Request Comm::irecv(float *data, int64_t count, int peer, int tag) {
-  MPI_Request r;
-  MPI_Irecv(data, checkedCount(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
-            &r);
-  return r;
-}
-
-void Comm::waitAll(std::vector<Request> &requests) {
-  if (!requests.empty())
-    wait(requests.data(), int(requests.size()),
-         fmt::format("{} transfer{} or reduction{} to complete",
-                     requests.size(), requests.size() == 1 ? "" : "s",
-                     requests.size() == 1 ? "" : "s"));
-  requests.clear();
-}
-
-bool Comm::testAll(std::vector<Request> &requests) {
-  if (requests.empty())
-    return true;
-  int done = 0;
-  MPI_Testall(int(requests.size()), requests.data(), &done,
-              MPI_STATUSES_IGNORE);
-  if (done)
-    requests.clear();
-  return done;
-}
-
-Comm::Request Comm::iallreduceDp(float *data, int64_t count) {
-  MPI_Request r;
-  MPI_Iallreduce(MPI_IN_PLACE, data, checkedCount(count), MPI_FLOAT, MPI_SUM,
-                 dpComm, &r);
-  return r;
-}
-
-Comm::Request Comm::ireduceScatterDp(float *data, int64_t block) {
-  MPI_Request r;
-  MPI_Ireduce_scatter_block(MPI_IN_PLACE, data, checkedCount(block), MPI_FLOAT,
-                            MPI_SUM, dpComm, &r);
-  return r;
-}
-
-Comm::Request Comm::iallgatherDp(float *data, int64_t block) {
-  MPI_Request r;
-  MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, checkedCount(block),
-                 MPI_FLOAT, dpComm, &r);
-  return r;
+void Comm::wait(MPI_Request *requests, int n, const std::string &what) {
+  poll(
+      [&] {
+        int done = 0;
+        MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE);
+        return done != 0;
+      },
+      what);
 }
 
 void Comm::gatherDp(const float *block, int64_t count, float *all) {
@@ -173,31 +111,9 @@ void Comm::gatherDp(const float *block, int64_t count, float *all) {
     return;
   }
   MPI_Request r;
-  MPI_Igather(block, checkedCount(count), MPI_FLOAT, all, checkedCount(count),
+  MPI_Igather(block, mpiCount(count), MPI_FLOAT, all, mpiCount(count),
               MPI_FLOAT, 0, dpComm, &r);
   wait(&r, 1, "the optimizer state's gather to data-parallel rank 0");
-}
-
-MPI_Comm Comm::group(const std::vector<int64_t> &ppRanks) {
-  if (!mpi)
-    return MPI_COMM_NULL;
-  bool member = false;
-  for (int64_t r : ppRanks)
-    member |= r == pp_rank;
-  MPI_Comm c;
-  MPI_Comm_split(ppComm, member ? 0 : MPI_UNDEFINED, int(pp_rank), &c);
-  if (c != MPI_COMM_NULL)
-    groups.push_back(c);
-  return c;
-}
-
-void Comm::allreduce(MPI_Comm group, float *data, int64_t count) {
-  if (group == MPI_COMM_NULL)
-    return;
-  MPI_Request r;
-  MPI_Iallreduce(MPI_IN_PLACE, data, checkedCount(count), MPI_FLOAT, MPI_SUM,
-                 group, &r);
-  wait(&r, 1, "the tied-parameter reduction");
 }
 
 std::vector<double> Comm::allgather(const std::vector<double> &values) {
@@ -214,7 +130,7 @@ std::vector<double> Comm::allgather(const std::vector<double> &values) {
 std::vector<std::string> Comm::gatherToRoot(const std::string &bytes) {
   if (!mpi)
     return {bytes};
-  int n = checkedCount(int64_t(bytes.size()));
+  int n = mpiCount(int64_t(bytes.size()));
   std::vector<int> sizes(worldRank == 0 ? worldSize : 0);
   MPI_Request r;
   MPI_Igather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, &r);

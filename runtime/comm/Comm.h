@@ -6,9 +6,10 @@
 // initialised and the world size comes from the launcher; started by hand,
 // the run is one process and MPI is never touched.
 //
-// Point-to-point transfers use the world communicator with the peer's
-// world rank; collectives use the pipeline group (same dp rank), the
-// data-parallel group (same pp rank) or a tied-parameter group.
+// Comm is the run's control plane, in host memory: the grid, agreement
+// between ranks, reports to rank 0, barriers, abort and the polling every
+// wait goes through. Tensors move through a Transport (Transport.h) built
+// on it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_COMM_COMM_H
@@ -31,6 +32,9 @@ bool launchedByMpi();
 /// MPICH, torchrun's variable); 0 when started by hand. Picks its GPU.
 int localRank();
 
+/// `count` as MPI's int element count; throws RuntimeError past INT_MAX.
+int mpiCount(int64_t count);
+
 class Comm {
 public:
   /// Initialises MPI when launchedByMpi(); otherwise a single process.
@@ -52,38 +56,17 @@ public:
   /// World rank of pipeline rank `ppPeer` in this rank's pipeline.
   int worldRankOf(int64_t ppPeer) const { return int(ppPeer * dp + dp_rank); }
 
-  // Point to point (world ranks). A send stays pending until wait()ed; the
-  // buffer must live until then.
-  using Request = MPI_Request;
-  Request isend(const float *data, int64_t count, int peer, int tag);
-  void recv(float *data, int64_t count, int peer, int tag);
-  /// Posts a receive; complete it with waitAll before reading `data`.
-  Request irecv(float *data, int64_t count, int peer, int tag);
-  /// Completes `requests` and clears them.
-  void waitAll(std::vector<Request> &requests);
-  /// Drives pending transfers without blocking; true when all are done.
-  bool testAll(std::vector<Request> &requests);
+  /// The MPI communicators a transport builds on (MPI_COMM_NULL in a
+  /// single process): the world, the data-parallel group (same pp rank, by
+  /// dp rank) and the pipeline group (same dp rank, by pp rank).
+  MPI_Comm world() const { return mpi ? MPI_COMM_WORLD : MPI_COMM_NULL; }
+  MPI_Comm dpGroup() const { return dpComm; }
+  MPI_Comm pipelineGroup() const { return ppComm; }
 
-  /// Non-blocking in-place sum over the data-parallel group.
-  Request iallreduceDp(float *data, int64_t count);
-  /// The distributed optimizer's collectives over the data-parallel group,
-  /// on a buffer of dpSize() blocks of `block` floats, block d belonging to
-  /// dp rank d. Reduce-scatter: the sum of everyone's block dpRank() lands
-  /// in block 0 of `data` (MPI's in-place convention; the rest is left
-  /// as it was). All-gather: every rank's own block, to everyone.
-  Request ireduceScatterDp(float *data, int64_t block);
-  Request iallgatherDp(float *data, int64_t block);
   /// Data-parallel rank 0 receives every rank's `block` floats into `all`
-  /// (dpSize() blocks, in dp order); `all` is ignored elsewhere.
+  /// (dpSize() blocks, in dp order); `all` is ignored elsewhere. Host
+  /// memory (the checkpoint's optimizer state).
   void gatherDp(const float *block, int64_t count, float *all);
-
-  /// Creates the group of pipeline ranks `ppRanks` (sorted, size >= 2) of
-  /// this rank's pipeline; collective over the world. Ranks outside
-  /// `ppRanks` get MPI_COMM_NULL.
-  MPI_Comm group(const std::vector<int64_t> &ppRanks);
-  /// In-place sum over `group`; a group of two adds in one order only, so
-  /// every member gets the same bits.
-  void allreduce(MPI_Comm group, float *data, int64_t count);
 
   /// Every rank's `values` (same count on all), in world-rank order.
   std::vector<double> allgather(const std::vector<double> &values);
@@ -104,6 +87,10 @@ public:
   /// What the waits from now on are for, for the hook's messages.
   void setWaitContext(std::string what) { waitContext = std::move(what); }
 
+  /// Calls `done` until it returns true, as the waits above poll; `what`
+  /// names the wait for the hook. Every transport waits through here.
+  void poll(const std::function<bool()> &done, const std::string &what);
+
 private:
   /// Completes `n` requests, polling as setWaitHook says.
   void wait(MPI_Request *requests, int n, const std::string &what);
@@ -114,7 +101,6 @@ private:
   int worldRank = 0, worldSize = 1;
   int64_t pp = 1, dp = 1, pp_rank = 0, dp_rank = 0;
   MPI_Comm ppComm = MPI_COMM_NULL, dpComm = MPI_COMM_NULL;
-  std::vector<MPI_Comm> groups;
 };
 
 } // namespace hypipe::rt

@@ -57,6 +57,15 @@ public:
   /// Waits for queued work.
   virtual void synchronize() = 0;
 
+  /// Host memory for staging transfers (pinned on a GPU, so copies run at
+  /// full speed and asynchronously); freed with releaseHost.
+  virtual void *allocateHost(int64_t bytes);
+  virtual void releaseHost(void *p);
+  /// bf16 messages between ranks: packs `n` floats (bf16 values already)
+  /// in place into the first 2n bytes of `x`, and widens them back.
+  virtual void packBf16(float *x, int64_t n);
+  virtual void unpackBf16(float *x, int64_t n);
+
   /// Bytes held by this device's DeviceArrays now, and the most held at
   /// once so far: what the run's tensors really took.
   int64_t liveBytes() const { return live; }
@@ -72,9 +81,11 @@ private:
 
 /// Plain memory and loops: the cpu target.
 std::unique_ptr<Device> makeHostDevice();
-/// The GPU of this process's local rank. Throws std::runtime_error with a
-/// message for users when hypipe was built without CUDA or no GPU is there.
-std::unique_ptr<Device> makeCudaDevice(int localRank);
+/// GPU `ordinal`. Throws std::runtime_error with a message for users when
+/// hypipe was built without CUDA or no such GPU is there.
+std::unique_ptr<Device> makeCudaDevice(int ordinal);
+/// The GPUs this process sees (0 without CUDA or a driver).
+int cudaDeviceCount();
 
 /// A typed buffer on a device, freed with it.
 template <typename T> class DeviceArray {

@@ -98,19 +98,41 @@ int transferTag(int64_t receivingStage, int64_t mb, int64_t microbatches,
 /// action of the step has run.
 constexpr int64_t kBucketFloats = int64_t(4) << 20;
 
-std::unique_ptr<Device> openDevice(const Artifact &artifact, Comm &comm) {
+/// The transport this run uses (the artifact's `comm`, resolved the same
+/// on every rank: nodes that resolve `auto` differently all stage).
+CommKind chooseTransport(const Artifact &artifact, Comm &comm) {
+  const bool cuda = artifact.target == "cuda";
+  const std::optional<CommKind> requested =
+      schedule::parseCommKind(artifact.comm);
+  if (!requested)
+    throw RuntimeError(
+        fmt::format("error: unknown transport '{}'\nhelp: --comm is one of {}",
+                    artifact.comm, schedule::kCommKindList));
+  CommKind kind = CommKind::Mpi;
+  // One process sends nothing: no communicator to set up.
+  if (comm.size() == 1 && *requested == CommKind::Auto)
+    return cuda ? CommKind::MpiStaged : CommKind::Mpi;
+  onEveryRank(comm, "error: cannot choose the transport between ranks", [&] {
+    kind = resolveComm(*requested, cuda, localSize(),
+                       cuda ? cudaDeviceCount() : 0);
+  });
+  const std::vector<double> all = comm.allgather({double(int(kind))});
+  for (double k : all)
+    if (CommKind(int(k)) == CommKind::MpiStaged)
+      kind = CommKind::MpiStaged;
+  return kind;
+}
+
+std::unique_ptr<Device> openDevice(const Artifact &artifact, CommKind comm) {
   if (artifact.target != "cuda")
     return makeHostDevice();
-  if (comm.size() > 1)
-    throw CollectiveError(fmt::format(
-        "error: this cuda artifact needs {} ranks, and hypipe trains cuda "
-        "artifacts on one GPU for now (NCCL between ranks is not there "
-        "yet)\nhelp: compile with pp 1 and dp 1 for one GPU, or with "
-        "--target cpu to train over MPI",
-        comm.size()));
+  // Ranks that share GPUs (mpi-staged) take them in turn.
+  const int gpus = std::max(1, cudaDeviceCount());
+  const int ordinal =
+      comm == CommKind::MpiStaged ? localRank() % gpus : localRank();
   std::unique_ptr<Device> device;
   try {
-    device = makeCudaDevice(localRank());
+    device = makeCudaDevice(ordinal);
   } catch (const std::runtime_error &e) {
     throw RuntimeError(e.what());
   }
@@ -130,7 +152,10 @@ std::unique_ptr<Device> openDevice(const Artifact &artifact, Comm &comm) {
 
 Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
     : artifact(artifact), comm(comm), ppRank(comm.ppRank()), data(data) {
-  device = openDevice(artifact, comm);
+  const CommKind kind = chooseTransport(artifact, comm);
+  artifact.comm = std::string(schedule::commKindName(kind)); // as resolved
+  device = openDevice(artifact, kind);
+  transport = makeTransport(kind, comm, *device);
   const int64_t dp = sharded() ? comm.dpSize() : 1;
   for (StageEntry *e : artifact.stagesOf(ppRank)) {
     StageState s;
@@ -182,7 +207,7 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
       firstStage[name] = stageIndices.front();
     if (ranks.size() < 2)
       continue;
-    MPI_Comm group = comm.group(ranks);
+    Transport::Group group = transport->makeGroup(ranks);
     if (local)
       tiedGroups.push_back({name, group});
   }
@@ -220,7 +245,18 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
     packOptions.scheduler = *packing::parseScheduler(pc.scheduler);
     packOptions.cost = {pc.costPerToken, pc.costPerSquaredToken};
   }
-  programFor(artifact.microbatches);
+  // The pipeline links the program uses (NCCL sets them up here; a packed
+  // step's program for another microbatch count has the same peers).
+  std::set<int> sendTo, receiveFrom;
+  for (const ActionEntry &a : programFor(artifact.microbatches).actions) {
+    if (a.op == schedule::Op::SendF || a.op == schedule::Op::SendB)
+      sendTo.insert(comm.worldRankOf(a.peer));
+    if (a.op == schedule::Op::RecvF || a.op == schedule::Op::RecvB)
+      receiveFrom.insert(comm.worldRankOf(a.peer));
+  }
+  if (comm.distributed())
+    transport->connect({sendTo.begin(), sendTo.end()},
+                       {receiveFrom.begin(), receiveFrom.end()});
   comm.barrier();
   epoch = now();
 }
@@ -240,7 +276,7 @@ bool Trainer::sharded() const {
 
 void Trainer::awaitParameters(StageState &s) {
   if (!s.paramGather.empty())
-    comm.waitAll(s.paramGather);
+    transport->waitAll(s.paramGather);
 }
 
 void Trainer::refreshWorkingCopy(StageState &s) {
@@ -280,13 +316,14 @@ void Trainer::startDpReduction(StageState &s) {
     // A tied stage's gradient is summed with its copies first (the sums
     // commute, and the copies sit at other offsets of other buffers).
     if (!s.tied)
-      dpRequests.push_back(comm.ireduceScatterDp(s.grads.data(), s.block));
+      dpRequests.push_back(
+          transport->ireduceScatterDp(s.grads.data(), s.block, DType::F32));
     return;
   }
   for (int64_t at = 0; at < s.grads.size(); at += kBucketFloats)
-    dpRequests.push_back(comm.iallreduceDp(
+    dpRequests.push_back(transport->iallreduceDp(
         s.grads.data() + at,
-        std::min<int64_t>(kBucketFloats, s.grads.size() - at)));
+        std::min<int64_t>(kBucketFloats, s.grads.size() - at), DType::F32));
 }
 
 namespace {
@@ -459,14 +496,14 @@ void Trainer::send(const ActionEntry &a, StepState &st) {
   st.sendBuffers.push_back(std::move(it->second));
   from.erase(it);
   float *data = st.sendBuffers.back().data();
+  const int64_t n = activationFloats(a);
   if (wireBf16())
-    packBf16(data, activationFloats(a));
-  st.sentBytes += int64_t(sizeof(float)) * wireFloats(activationFloats(a));
+    device->packBf16(data, n);
+  st.sentBytes += n * (wireBf16() ? 2 : 4);
   st.sends.push_back(
-      comm.isend(data, wireFloats(activationFloats(a)),
-                 comm.worldRankOf(a.peer),
-                 transferTag(backward ? a.stage - 1 : a.stage + 1, a.microbatch,
-                             st.microbatches, backward)));
+      transport->isend(data, n, wireType(), comm.worldRankOf(a.peer),
+                       transferTag(backward ? a.stage - 1 : a.stage + 1,
+                                   a.microbatch, st.microbatches, backward)));
 }
 
 void Trainer::receive(const ActionEntry &a, StepState &st) {
@@ -481,8 +518,8 @@ void Trainer::receive(const ActionEntry &a, StepState &st) {
   // runtime and NCCL do; the simulator times receives the same way).
   const int64_t key =
       tensorKey(backward ? a.stage + 1 : a.stage - 1, a.microbatch);
-  (backward ? st.postedGrads : st.postedActs)[key].push_back(comm.irecv(
-      buffer.data(), wireFloats(activationFloats(a)), comm.worldRankOf(a.peer),
+  (backward ? st.postedGrads : st.postedActs)[key].push_back(transport->irecv(
+      buffer.data(), activationFloats(a), wireType(), comm.worldRankOf(a.peer),
       transferTag(a.stage, a.microbatch, st.microbatches, backward)));
 }
 
@@ -495,11 +532,11 @@ bool Trainer::awaitInput(const ActionEntry &a, StepState &st) {
       posted.find(tensorKey(forward ? a.stage - 1 : a.stage + 1, a.microbatch));
   if (it == posted.end())
     return false;
-  comm.waitAll(it->second);
+  transport->waitAll(it->second);
   posted.erase(it);
   if (wireBf16()) {
     auto &into = forward ? st.acts : st.grads;
-    unpackBf16(
+    device->unpackBf16(
         into.at(tensorKey(forward ? a.stage - 1 : a.stage + 1, a.microbatch))
             .data(),
         activationFloats(a));
@@ -507,30 +544,7 @@ bool Trainer::awaitInput(const ActionEntry &a, StepState &st) {
   return true;
 }
 
-bool Trainer::wireBf16() const {
-  // Packed by the host (a cuda artifact runs on one rank until the
-  // transports: nothing crosses ranks there).
-  return artifact.precision == "bf16" && device->host();
-}
-
-int64_t Trainer::wireFloats(int64_t floats) const {
-  return wireBf16() ? (floats + 1) / 2 : floats;
-}
-
-void Trainer::packBf16(float *data, int64_t n) {
-  // Element i's two bytes go to bytes [2i, 2i + 2), inside floats already
-  // read: in place, in order.
-  auto *bits = reinterpret_cast<uint16_t *>(data);
-  for (int64_t i = 0; i < n; ++i)
-    bits[i] = bf16::fromFloat(data[i]);
-}
-
-void Trainer::unpackBf16(float *data, int64_t n) {
-  // Backwards: float i covers the bf16 values 2i and 2i + 1, read already.
-  const auto *bits = reinterpret_cast<const uint16_t *>(data);
-  for (int64_t i = n - 1; i >= 0; --i)
-    data[i] = bf16::toFloat(bits[i]);
-}
+bool Trainer::wireBf16() const { return artifact.precision == "bf16"; }
 
 StageArgs Trainer::stageArgs(StageState &s, const ActionEntry &a) {
   StageArgs args;
@@ -734,19 +748,19 @@ int64_t Trainer::runProgram(double &loss, double &aux,
     // Let MPI move pending sends and reductions along between kernels; a
     // transfer needs no progress call of its own.
     if (comm.distributed() && schedule::isCompute(a.op)) {
-      comm.testAll(st.sends);
-      comm.testAll(dpRequests);
+      transport->testAll(st.sends);
+      transport->testAll(dpRequests);
       for (StageState &s : stages)
-        comm.testAll(s.paramGather);
+        transport->testAll(s.paramGather);
     }
   }
   if (comm.distributed())
     comm.setWaitContext("the end of the program");
-  comm.waitAll(st.sends);
-  comm.waitAll(dpRequests);
+  transport->waitAll(st.sends);
+  transport->waitAll(dpRequests);
   for (auto *posted : {&st.postedActs, &st.postedGrads})
     for (auto &[key, requests] : *posted)
-      comm.waitAll(requests); // a verified program reads all it receives
+      transport->waitAll(requests); // a verified program reads all it receives
   if (comm.distributed())
     comm.setWaitContext(""); // what follows names itself
   for (Buffer &b : st.sendBuffers)
@@ -785,7 +799,9 @@ void Trainer::reduceTiedGradients() {
           if (!first) {
             first = s.grads.data() + p.offset;
             n = p.numel;
-            comm.allreduce(g.group, first, n);
+            std::vector<Transport::Request> sum{
+                transport->iallreduce(g.group, first, n, DType::F32)};
+            transport->waitAll(sum);
           } else {
             device->copy(s.grads.data() + p.offset, first,
                          int64_t(sizeof(float)) * n);
@@ -795,17 +811,13 @@ void Trainer::reduceTiedGradients() {
 }
 
 void Trainer::finishShardedReduction() {
-  std::vector<Comm::Request> pending;
+  std::vector<Transport::Request> pending;
   for (StageState &s : stages)
     if (s.tied)
-      pending.push_back(comm.ireduceScatterDp(s.grads.data(), s.block));
-  comm.waitAll(pending);
-  // MPI's in-place reduce-scatter leaves a rank's block at the front; the
-  // update reads it where its parameters are (blocks never overlap).
-  if (comm.dpRank() > 0)
-    for (StageState &s : stages)
-      device->copy(s.grads.data() + s.block * comm.dpRank(), s.grads.data(),
-                   int64_t(sizeof(float)) * s.block);
+      pending.push_back(
+          transport->ireduceScatterDp(s.grads.data(), s.block, DType::F32));
+  // Each rank's summed block lands where its parameters are.
+  transport->waitAll(pending);
 }
 
 double Trainer::localGradNormSquared() const {
@@ -851,7 +863,8 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
     // Every replica gets the updated blocks; the stage's next forward
     // waits for them, so the gather overlaps what runs before it.
     if (sharded())
-      s.paramGather.push_back(comm.iallgatherDp(s.params.data(), s.block));
+      s.paramGather.push_back(
+          transport->iallgatherDp(s.params.data(), s.block, DType::F32));
   }
   mainWeightsChanged();
 }
@@ -1120,12 +1133,13 @@ void Trainer::dump(const std::string &path, double loss, double aux,
                    const std::vector<double> &mtp) {
   if (sharded()) {
     // Every rank's block of summed gradients, for the whole gradient.
-    std::vector<Comm::Request> gathers;
+    std::vector<Transport::Request> gathers;
     for (StageState &s : stages) {
       awaitParameters(s);
-      gathers.push_back(comm.iallgatherDp(s.grads.data(), s.block));
+      gathers.push_back(
+          transport->iallgatherDp(s.grads.data(), s.block, DType::F32));
     }
-    comm.waitAll(gathers);
+    transport->waitAll(gathers);
   }
   SafeTensorsWriter w;
   std::vector<std::vector<float>> host; // alive until write()

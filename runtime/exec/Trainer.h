@@ -12,6 +12,7 @@
 #include "core/data/Packing.h"
 #include "core/model/BufferLayouts.h"
 #include "runtime/comm/Comm.h"
+#include "runtime/comm/Transport.h"
 #include "runtime/data/Data.h"
 #include "runtime/data/Samples.h"
 #include "runtime/exec/Device.h"
@@ -83,6 +84,10 @@ public:
 
   /// Where this rank's tensors live ("cpu", "cuda:0 (...)").
   std::string deviceName() const { return device->describe(); }
+  /// The transport between ranks ("mpi", "mpi-staged", "nccl").
+  std::string_view transportName() const {
+    return schedule::commKindName(transport->kind());
+  }
 
   /// Runs training step `step` (1-based). With `dumpPath`, writes the
   /// parameters before the update, the gradients and the batch to a
@@ -159,7 +164,7 @@ private:
     /// waits for the tied sum (sharded runs).
     bool tied = false;
     /// The all-gather of the updated parameters, while in flight.
-    std::vector<Comm::Request> paramGather;
+    std::vector<Transport::Request> paramGather;
     std::vector<Buffer> slots;
     std::vector<int> freeSlots;
     int64_t backwardsDone = 0; ///< B or W actions this step
@@ -183,11 +188,11 @@ private:
   struct StepState {
     std::map<int64_t, Buffer> acts, grads;
     std::map<int64_t, int> slotOf;
-    std::vector<Comm::Request> sends;
+    std::vector<Transport::Request> sends;
     /// Receives posted where the program writes them, by the key of the
     /// tensor they fill (activations and gradients apart); the action that
     /// reads the tensor waits for it.
-    std::map<int64_t, std::vector<Comm::Request>> postedActs, postedGrads;
+    std::map<int64_t, std::vector<Transport::Request>> postedActs, postedGrads;
     std::vector<Buffer> sendBuffers;
     int64_t microbatches = 0; ///< this step's, per data-parallel rank
     int64_t activation = 0;   ///< floats of a planned activation buffer
@@ -247,10 +252,8 @@ private:
   /// float buffer before the send and widened in place after the receive
   /// (the values are bf16 already, so nothing is lost).
   bool wireBf16() const;
-  /// Floats of the message that carries `floats` activation values.
-  int64_t wireFloats(int64_t floats) const;
-  static void packBf16(float *data, int64_t n);
-  static void unpackBf16(float *data, int64_t n);
+  /// The message's element type and count for `floats` activation values.
+  DType wireType() const { return wireBf16() ? DType::BF16 : DType::F32; }
   /// Waits for the posted receive that feeds compute action `a`, if any;
   /// true when there was one (bf16: widened to floats).
   bool awaitInput(const ActionEntry &a, StepState &st);
@@ -290,6 +293,8 @@ public:
 private:
   Comm &comm;
   std::unique_ptr<Device> device;
+  /// How tensors cross ranks (--comm, resolved: transport->kind()).
+  std::unique_ptr<Transport> transport;
   std::vector<Buffer> activationPool;
   /// The batch in device memory (cuda), and where the stages read it.
   DeviceArray<int32_t> deviceTokens, deviceLabels, deviceCuSeqlens;
@@ -312,12 +317,12 @@ private:
   /// sums them.
   struct TiedGroup {
     std::string name;
-    MPI_Comm group;
+    Transport::Group group;
   };
   std::vector<TiedGroup> tiedGroups;
   /// First stage (over all ranks) of each parameter held by several stages.
   std::map<std::string, int64_t> firstStage;
-  std::vector<Comm::Request> dpRequests;
+  std::vector<Transport::Request> dpRequests;
   std::vector<Timing> lastTimings;
   double epoch = 0;
   bool measuring = false;

@@ -37,6 +37,9 @@ struct RunOptions {
   /// MeasuredCosts.h): every kernel call of the steps after the first
   /// timed, written here by rank 0 (cpu artifacts).
   std::string costsOut;
+  /// --comm: the transport (a schedule::CommKind name) instead of the
+  /// manifest's parallel.comm; empty: the manifest's.
+  std::string comm;
 };
 
 /// Trains as `options` say on this rank of `comm`; returns the exit code

@@ -1,6 +1,7 @@
 //===- Artifact.cpp - load a compiled artifact (runtime side) -------------===//
 
 #include "runtime/formats/Artifact.h"
+#include "core/schedule/CommKind.h"
 
 #include "core/data/Packing.h"
 #include "core/model/CostModel.h"
@@ -463,7 +464,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
         {"schedule", a.schedule},
         {"microbatches", a.microbatches},
         {"microbatch_group_size", a.groupSize},
-        {"distributed_optimizer", a.distributedOptimizer}}},
+        {"distributed_optimizer", a.distributedOptimizer},
+        {"comm", a.comm}}},
       {"training",
        {{"seq_length", t.seqLength},
         {"micro_batch_size", t.microBatchSize},
@@ -754,6 +756,12 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   a.groupSize = field<int64_t>(par, "microbatch_group_size", path);
   a.distributedOptimizer =
       optionalField<bool>(par, "distributed_optimizer", false, path);
+  a.comm = optionalField<std::string>(par, "comm", "auto", path);
+  if (!schedule::parseCommKind(a.comm))
+    throw RuntimeError(fmt::format(
+        "error: {}: parallel.comm is '{}'; it is one of {}\nhelp: the "
+        "manifest was edited; recompile the artifact",
+        path, a.comm, schedule::kCommKindList));
   a.training = parseTraining(field<json>(m, "training", path), path);
   const json &data = field<json>(m, "data", path);
   a.dataPath = field<std::string>(data, "path", path);

@@ -128,6 +128,9 @@ struct Artifact {
   int64_t groupSize = 1; ///< microbatch_group_size_per_vp_stage, as resolved
   /// AdamW moments sharded over the dp ranks (docs/runtime.md).
   bool distributedOptimizer = false;
+  /// How tensors cross ranks: a schedule::CommKind name (parallel.comm;
+  /// hypipe-run --comm replaces it).
+  std::string comm = "auto";
   int64_t numStages = 0;
   TrainingConfig training;
   std::string dataPath, dataFormat;

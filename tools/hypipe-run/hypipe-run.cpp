@@ -126,6 +126,10 @@ void addRunOptions(CLI::App &app, RunOptions &options) {
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   app.add_flag("--profile", options.profile,
                "report the share of step time spent in OpenBLAS GEMMs");
+  app.add_option("--comm", options.comm,
+                 "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc "
+                 "or nccl (instead of the manifest's parallel.comm)")
+      ->check(CLI::IsMember({"auto", "mpi", "mpi-staged", "cuda-ipc", "nccl"}));
   app.add_option("--costs-out", options.costsOut,
                  "time every layer of the steps after the first and write "
                  "the measured costs that `hypipe plan --costs` reads (cpu "

@@ -66,6 +66,7 @@ namespace {
 struct TrainOptions {
   std::string spec, runDir, jsonLog, data, resume, initFrom, costsOut;
   std::string launcher = "mpirun"; ///< mpirun or srun (HYPIPE_MPIRUN wins)
+  std::string comm;                ///< --comm; empty: the spec's parallel.comm
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
   double watchdog = -1; ///< -1: hypipe-run's default
@@ -140,6 +141,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   addIf("--lr-decay-steps", std::to_string(o.lrDecaySteps), o.lrDecaySteps > 0);
   addIf("--watchdog", fmt::format("{:g}", o.watchdog), o.watchdog >= 0);
   addIf("--threads", std::to_string(o.threads), o.threads > 0);
+  addIf("--comm", o.comm, !o.comm.empty());
   words.insert(words.end(), {"--resume", "auto"});
   std::string out;
   for (const std::string &w : words)
@@ -719,6 +721,10 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
     argv.push_back("--threads");
     argv.push_back(std::to_string(o.threads));
   }
+  if (!o.comm.empty()) {
+    argv.push_back("--comm");
+    argv.push_back(o.comm);
+  }
   fmt::print("launch: {}\n", fmt::join(argv, " "));
   std::fflush(stdout);
   int status = launch(argv, stopFile);
@@ -974,6 +980,10 @@ void addTrainCommand(CLI::App &app, Runner &run) {
   sub->add_option("--data", o->data, "training data instead of data.path");
   sub->add_option("--threads", o->threads, "CPU threads per rank")
       ->check(CLI::Range(1, 4096));
+  sub->add_option("--comm", o->comm,
+                  "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc "
+                  "or nccl (instead of parallel.comm; docs/runtime.md)")
+      ->check(CLI::IsMember({"auto", "mpi", "mpi-staged", "cuda-ipc", "nccl"}));
   sub->callback([o, &run] { run = [o] { return runTrain(*o); }; });
 }
 

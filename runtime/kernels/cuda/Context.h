@@ -33,6 +33,22 @@ DeviceInfo open(int ordinal);
 int deviceCount();
 /// Waits for all work on the stream.
 void synchronize();
+/// The compute stream, as the cudaStream_t it is, for code that names no
+/// CUDA type in its headers (the NCCL transport orders itself after it).
+void *streamHandle();
+
+// Streams and events for the transports, as opaque cudaStream_t and
+// cudaEvent_t (made by this library's CUDA runtime, on the device open()
+// selected). Failures throw CudaError.
+void *createStream();
+void destroyStream(void *stream);
+void *createEvent();
+void destroyEvent(void *event);
+void recordEvent(void *event, void *stream);
+/// Work queued on `stream` from now on waits for `event`.
+void streamWaitEvent(void *stream, void *event);
+/// True once the work before `event` has run.
+bool eventDone(void *event);
 
 } // namespace hypipe::rt::cuda
 

@@ -10,6 +10,9 @@
 #include "runtime/exec/Device.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 
+#include <cuda_bf16.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -52,6 +55,18 @@ __global__ void adamwKernel(AdamWStep s, float *w, const float *g, float *m,
   w[i] = float(w[i] * s.decay - s.lr * update);
 }
 
+__global__ void packBf16Kernel(const float *x, __nv_bfloat16 *out, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    out[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void unpackBf16Kernel(const __nv_bfloat16 *in, float *x, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    x[i] = __bfloat162float(in[i]);
+}
+
 std::string gib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f GiB", double(bytes) / (1 << 30));
@@ -60,10 +75,13 @@ std::string gib(int64_t bytes) {
 
 class CudaDevice final : public Device {
 public:
-  explicit CudaDevice(int localRank) : info(cuda::open(localRank)) {
+  explicit CudaDevice(int ordinal) : info(cuda::open(ordinal)) {
     check(cudaMalloc(&partial, sizeof(double) * kNormBlocks), "cudaMalloc");
   }
-  ~CudaDevice() override { cudaFree(partial); }
+  ~CudaDevice() override {
+    cudaFree(partial);
+    cudaFree(scratch);
+  }
 
   std::string describe() const override {
     return "cuda:" + std::to_string(info.ordinal) + " (" + info.name + ", sm_" +
@@ -154,16 +172,63 @@ public:
   }
   void synchronize() override { cuda::synchronize(); }
 
+  void *allocateHost(int64_t bytes) override {
+    void *p = nullptr;
+    check(cudaMallocHost(&p, size_t(std::max<int64_t>(bytes, 1))),
+          "pinned host memory for transfers");
+    return p;
+  }
+  void releaseHost(void *p) override { cudaFreeHost(p); }
+  // In place through a scratch buffer: threads of one kernel cannot
+  // narrow or widen a buffer in place without racing each other.
+  void packBf16(float *x, int64_t n) override {
+    if (!n)
+      return;
+    auto *tmp = static_cast<__nv_bfloat16 *>(scratchBytes(2 * n));
+    packBf16Kernel<<<blocksFor(n), 256, 0, stream()>>>(x, tmp, n);
+    launched("bf16 packing");
+    check(cudaMemcpyAsync(x, tmp, size_t(2 * n), cudaMemcpyDeviceToDevice,
+                          stream()),
+          "bf16 packing");
+  }
+  void unpackBf16(float *x, int64_t n) override {
+    if (!n)
+      return;
+    auto *tmp = static_cast<__nv_bfloat16 *>(scratchBytes(2 * n));
+    check(cudaMemcpyAsync(tmp, x, size_t(2 * n), cudaMemcpyDeviceToDevice,
+                          stream()),
+          "bf16 unpacking");
+    unpackBf16Kernel<<<blocksFor(n), 256, 0, stream()>>>(tmp, x, n);
+    launched("bf16 unpacking");
+  }
+
 private:
+  /// A device buffer of at least `bytes`, grown on demand (stream-ordered:
+  /// the old one is freed after the work queued on it).
+  void *scratchBytes(int64_t bytes) {
+    if (bytes > scratchSize) {
+      synchronize();
+      cudaFree(scratch);
+      scratch = nullptr;
+      check(cudaMalloc(&scratch, size_t(bytes)), "cudaMalloc");
+      scratchSize = bytes;
+    }
+    return scratch;
+  }
+
   cuda::DeviceInfo info;
   double *partial = nullptr;
+  void *scratch = nullptr;
+  int64_t scratchSize = 0;
   int64_t allocated = 0;
 };
 
 } // namespace
 
-std::unique_ptr<Device> makeCudaDevice(int localRank) {
-  return std::make_unique<CudaDevice>(localRank);
+std::unique_ptr<Device> makeCudaDevice(int ordinal) {
+  return std::make_unique<CudaDevice>(ordinal);
 }
+
+int cudaDeviceCount() { return cuda::deviceCount(); }
 
 } // namespace hypipe::rt

@@ -96,6 +96,47 @@ cudaStream_t stream() {
   return ctx().stream;
 }
 
+void *streamHandle() { return stream(); }
+
+void *createStream() {
+  cudaStream_t s = nullptr;
+  stream(); // the device open() selected
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+        "cudaStreamCreate");
+  return s;
+}
+
+void destroyStream(void *s) { cudaStreamDestroy(static_cast<cudaStream_t>(s)); }
+
+void *createEvent() {
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+        "cudaEventCreate");
+  return e;
+}
+
+void destroyEvent(void *e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
+
+void recordEvent(void *e, void *s) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(e),
+                        static_cast<cudaStream_t>(s)),
+        "cudaEventRecord");
+}
+
+void streamWaitEvent(void *s, void *e) {
+  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(s),
+                            static_cast<cudaEvent_t>(e), 0),
+        "cudaStreamWaitEvent");
+}
+
+bool eventDone(void *e) {
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(e));
+  if (status == cudaErrorNotReady)
+    return false;
+  check(status, "a transfer on the GPU");
+  return true;
+}
+
 cublasHandle_t blas() {
   if (!ctx().open)
     open(0);

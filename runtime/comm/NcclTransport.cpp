@@ -1,0 +1,304 @@
+//===- NcclTransport.cpp - tensors between GPUs over NCCL -----------------===//
+//
+// One rank per GPU. The communicators:
+//   - the world's, from a unique id rank 0 makes and broadcasts over MPI;
+//   - the data-parallel group's and each tied-parameter group's, split from
+//     it (ncclCommSplit);
+//   - one per direction of each pipeline link (this rank to a peer, a peer
+//     to this rank), two ranks each, from ids the pair exchange over MPI.
+//     NCCL runs the operations of a communicator in the order they were
+//     issued, whatever their streams: with one communicator per pair, a
+//     send to the peer queued behind a receive from it would wait for that
+//     receive, and two ranks that each send before receiving would wait for
+//     each other. One communicator per direction keeps each direction a
+//     FIFO of its own (what the programs' order per pair needs:
+//     schedule::checkInOrderTransfers).
+// Every communicator has its own stream. An operation waits (an event) for
+// the compute stream's work queued before it, and records an event after
+// itself; test() polls that event and, while it has not fired, the
+// communicators' asynchronous errors: an error aborts every communicator
+// and throws, and the rank's failure ends the run as any rank error does.
+//
+// Built with CUDA and NCCL; its checks on a GPU are the GPU kit's
+// `transports` suite (communicator size 1) and, on a node with several
+// GPUs, ctest -L gpu-multi (docs/cuda.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Transport.h"
+#include "runtime/formats/RuntimeError.h"
+#include "runtime/kernels/cuda/Context.h"
+
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <map>
+
+namespace hypipe::rt {
+
+bool ncclBuilt() { return true; }
+
+namespace {
+
+void check(ncclResult_t status, const char *what) {
+  if (status != ncclSuccess && status != ncclInProgress)
+    throw RuntimeError(fmt::format(
+        "error: NCCL: {}: {}\nhelp: NCCL_DEBUG=WARN shows NCCL's own account; "
+        "--comm mpi-staged runs without NCCL",
+        what, ncclGetErrorString(status)));
+}
+
+ncclDataType_t ncclType(DType type) {
+  return type == DType::BF16 ? ncclBfloat16 : ncclFloat32;
+}
+
+int64_t elementBytes(DType type) { return type == DType::BF16 ? 2 : 4; }
+
+class NcclTransport final : public Transport {
+public:
+  explicit NcclTransport(Comm &comm)
+      : Transport(comm), compute(cuda::streamHandle()) {
+    ncclUniqueId id{};
+    if (comm.rank() == 0)
+      check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (comm.distributed())
+      MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm.world());
+    world = add(nullptr);
+    check(ncclCommInitRank(&links[world].comm, comm.size(), id, comm.rank()),
+          "ncclCommInitRank (the world)");
+    dp = add(nullptr);
+    check(ncclCommSplit(links[world].comm, int(comm.ppRank()),
+                        int(comm.dpRank()), &links[dp].comm, nullptr),
+          "ncclCommSplit (the data-parallel group)");
+  }
+
+  ~NcclTransport() override {
+    for (Link &l : links) {
+      if (l.stream)
+        cuda::destroyStream(l.stream);
+      if (l.comm)
+        (failed ? ncclCommAbort(l.comm) : ncclCommDestroy(l.comm));
+    }
+    for (auto &[id, op] : ops)
+      cuda::destroyEvent(op.done);
+    for (void *e : events)
+      cuda::destroyEvent(e);
+  }
+
+  CommKind kind() const override { return CommKind::Nccl; }
+
+  void connect(const std::vector<int> &sendTo,
+               const std::vector<int> &receiveFrom) override {
+    // Each sender makes the id of its direction and gives it to the peer.
+    std::vector<ncclUniqueId> out(sendTo.size()), in(receiveFrom.size());
+    std::vector<MPI_Request> requests;
+    for (size_t i = 0; i < sendTo.size(); ++i) {
+      check(ncclGetUniqueId(&out[i]), "ncclGetUniqueId");
+      requests.emplace_back();
+      MPI_Isend(&out[i], sizeof(ncclUniqueId), MPI_BYTE, sendTo[i], kIdTag,
+                comm.world(), &requests.back());
+    }
+    for (size_t i = 0; i < receiveFrom.size(); ++i) {
+      requests.emplace_back();
+      MPI_Irecv(&in[i], sizeof(ncclUniqueId), MPI_BYTE, receiveFrom[i], kIdTag,
+                comm.world(), &requests.back());
+    }
+    MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    // Both ends of every link at once, in one group: the order in which
+    // the ranks reach their links does not matter.
+    check(ncclGroupStart(), "ncclGroupStart");
+    for (size_t i = 0; i < sendTo.size(); ++i) {
+      const int l = add(nullptr);
+      sends[sendTo[i]] = l;
+      check(ncclCommInitRank(&links[l].comm, 2, out[i], 0),
+            "ncclCommInitRank (a pipeline link)");
+    }
+    for (size_t i = 0; i < receiveFrom.size(); ++i) {
+      const int l = add(nullptr);
+      receives[receiveFrom[i]] = l;
+      check(ncclCommInitRank(&links[l].comm, 2, in[i], 1),
+            "ncclCommInitRank (a pipeline link)");
+    }
+    check(ncclGroupEnd(), "ncclGroupEnd (the pipeline links)");
+  }
+
+  Request isend(const void *data, int64_t count, DType type, int peer,
+                int) override {
+    const int l = linkTo(sends, peer, "sends to");
+    Link &link = ready(l);
+    check(ncclSend(data, size_t(count), ncclType(type), 0, link.comm,
+                   static_cast<cudaStream_t>(link.stream)),
+          "ncclSend");
+    return finish(l);
+  }
+
+  Request irecv(void *data, int64_t count, DType type, int peer, int) override {
+    const int l = linkTo(receives, peer, "receives from");
+    Link &link = ready(l);
+    check(ncclRecv(data, size_t(count), ncclType(type), 1, link.comm,
+                   static_cast<cudaStream_t>(link.stream)),
+          "ncclRecv");
+    return finish(l);
+  }
+
+  Request iallreduceDp(void *data, int64_t count, DType type) override {
+    return allreduceOn(dp, data, count, type);
+  }
+
+  Request ireduceScatterDp(void *data, int64_t block, DType type) override {
+    Link &link = ready(dp);
+    void *mine =
+        static_cast<char *>(data) + comm.dpRank() * block * elementBytes(type);
+    check(ncclReduceScatter(data, mine, size_t(block), ncclType(type), ncclSum,
+                            link.comm, static_cast<cudaStream_t>(link.stream)),
+          "ncclReduceScatter");
+    return finish(dp);
+  }
+
+  Request iallgatherDp(void *data, int64_t block, DType type) override {
+    Link &link = ready(dp);
+    const void *mine = static_cast<const char *>(data) +
+                       comm.dpRank() * block * elementBytes(type);
+    check(ncclAllGather(mine, data, size_t(block), ncclType(type), link.comm,
+                        static_cast<cudaStream_t>(link.stream)),
+          "ncclAllGather");
+    return finish(dp);
+  }
+
+  Group makeGroup(const std::vector<int64_t> &ppRanks) override {
+    const bool member = std::find(ppRanks.begin(), ppRanks.end(),
+                                  comm.ppRank()) != ppRanks.end();
+    ncclComm_t c = nullptr;
+    // Groups are per pipeline: members of one dp column share a color.
+    check(ncclCommSplit(links[world].comm,
+                        member ? int(comm.dpRank()) : NCCL_SPLIT_NOCOLOR,
+                        int(comm.ppRank()), &c, nullptr),
+          "ncclCommSplit (a tied-parameter group)");
+    if (!member)
+      return kNoGroup;
+    return add(c);
+  }
+
+  Request iallreduce(Group group, void *data, int64_t count,
+                     DType type) override {
+    if (group == kNoGroup) {
+      const Request id = next++;
+      return id; // nothing to wait for: test() finds no operation
+    }
+    return allreduceOn(group, data, count, type);
+  }
+
+protected:
+  bool test(Request r) override {
+    auto it = ops.find(r);
+    if (it == ops.end())
+      return true;
+    if (!cuda::eventDone(it->second.done)) {
+      pollErrors();
+      return false;
+    }
+    // Kernels queued from now on read what it wrote.
+    cuda::streamWaitEvent(compute, it->second.done);
+    events.push_back(it->second.done);
+    ops.erase(it);
+    return true;
+  }
+
+private:
+  static constexpr int kIdTag = 7001;
+
+  struct Link {
+    ncclComm_t comm = nullptr;
+    void *stream = nullptr;
+  };
+  struct Op {
+    void *done = nullptr; ///< recorded on the link's stream after the op
+  };
+
+  int add(ncclComm_t c) {
+    links.push_back({c, cuda::createStream()});
+    return int(links.size()) - 1;
+  }
+
+  int linkTo(const std::map<int, int> &byPeer, int peer, const char *what) {
+    auto it = byPeer.find(peer);
+    if (it == byPeer.end())
+      throw RuntimeError(fmt::format(
+          "error: rank {} {} rank {}, which its program does not name\nhelp: "
+          "the artifact's program is out of order; recompile it",
+          comm.rank(), what, peer));
+    return it->second;
+  }
+
+  void *event() {
+    if (events.empty())
+      return cuda::createEvent();
+    void *e = events.back();
+    events.pop_back();
+    return e;
+  }
+
+  /// Link `l`'s stream, after the compute stream's work so far.
+  Link &ready(int l) {
+    void *before = event();
+    cuda::recordEvent(before, compute);
+    cuda::streamWaitEvent(links[l].stream, before);
+    events.push_back(before); // reusable: the wait is queued
+    return links[l];
+  }
+
+  Request finish(int l) {
+    Op op{event()};
+    cuda::recordEvent(op.done, links[l].stream);
+    const Request id = next++;
+    ops.emplace(id, op);
+    return id;
+  }
+
+  Request allreduceOn(int l, void *data, int64_t count, DType type) {
+    Link &link = ready(l);
+    check(ncclAllReduce(data, data, size_t(count), ncclType(type), ncclSum,
+                        link.comm, static_cast<cudaStream_t>(link.stream)),
+          "ncclAllReduce");
+    return finish(l);
+  }
+
+  /// A communicator's asynchronous error (a lost peer, a network fault):
+  /// every communicator is aborted, so no kernel stays waiting, and the
+  /// rank fails (which ends the run).
+  void pollErrors() {
+    for (Link &l : links) {
+      ncclResult_t async = ncclSuccess;
+      if (ncclCommGetAsyncError(l.comm, &async) != ncclSuccess ||
+          (async != ncclSuccess && async != ncclInProgress)) {
+        failed = true;
+        throw RuntimeError(fmt::format(
+            "error: NCCL: a transfer failed on rank {}: {}\nhelp: the "
+            "messages of the other ranks name the cause; NCCL_DEBUG=WARN "
+            "shows NCCL's own account",
+            comm.rank(), ncclGetErrorString(async)));
+      }
+    }
+  }
+
+  void *compute;
+  std::vector<Link> links;
+  int world = -1, dp = -1;
+  std::map<int, int> sends, receives; ///< world rank -> link
+  std::map<Request, Op> ops;
+  std::vector<void *> events; ///< free for reuse
+  Request next = 0;
+  bool failed = false;
+};
+
+} // namespace
+
+std::unique_ptr<Transport> makeNcclTransport(Comm &comm, Device &device) {
+  if (device.host())
+    throw RuntimeError("error: --comm nccl moves GPU memory, and this run's "
+                       "tensors are in host memory\nhelp: use --comm mpi");
+  return std::make_unique<NcclTransport>(comm);
+}
+
+} // namespace hypipe::rt

@@ -1,0 +1,347 @@
+//===- Transport.cpp - MPI transports, direct and staged, and the choice --===//
+
+#include "runtime/comm/Transport.h"
+
+#include "core/numeric/Bf16.h"
+#include "runtime/formats/RuntimeError.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+
+namespace hypipe::rt {
+
+void Transport::waitAll(std::vector<Request> &requests) {
+  if (requests.empty())
+    return;
+  const std::string what = fmt::format(
+      "{} transfer{} or reduction{} to complete", requests.size(),
+      requests.size() == 1 ? "" : "s", requests.size() == 1 ? "" : "s");
+  comm.poll([&] { return testAll(requests); }, what);
+}
+
+bool Transport::testAll(std::vector<Request> &requests) {
+  requests.erase(std::remove_if(requests.begin(), requests.end(),
+                                [&](Request r) { return test(r); }),
+                 requests.end());
+  return requests.empty();
+}
+
+int localSize() {
+  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                          "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"})
+    if (const char *value = std::getenv(var))
+      return std::max(1, std::atoi(value));
+  return 1;
+}
+
+#ifndef HYPIPE_HAVE_NCCL
+bool ncclBuilt() { return false; }
+std::unique_ptr<Transport> makeNcclTransport(Comm &, Device &) {
+  throw RuntimeError("error: --comm nccl: this hypipe was built without "
+                     "NCCL\nhelp: rebuild with NCCL at /usr/local/cuda, or "
+                     "use --comm mpi-staged");
+}
+#endif
+
+CommKind resolveComm(CommKind requested, bool cudaTarget, int localRanks,
+                     int gpus) {
+  const bool sharing = localRanks > gpus;
+  switch (requested) {
+  case CommKind::Auto:
+    if (!cudaTarget)
+      return CommKind::Mpi;
+    return sharing || !ncclBuilt() ? CommKind::MpiStaged : CommKind::Nccl;
+  case CommKind::Mpi:
+    if (cudaTarget)
+      throw RuntimeError(
+          "error: --comm mpi sends host memory, and a cuda artifact keeps its "
+          "tensors on the GPU\nhelp: use --comm mpi-staged (through host "
+          "buffers) or nccl (one GPU per rank), or leave --comm auto");
+    return requested;
+  case CommKind::MpiStaged:
+    return requested;
+  case CommKind::CudaIpc:
+    throw RuntimeError(
+        "error: --comm cuda-ipc is named but not built in this version "
+        "(docs/cuda.md says why)\nhelp: use --comm mpi-staged for ranks that "
+        "share a GPU, nccl for one GPU per rank");
+  case CommKind::Nccl:
+    if (!cudaTarget)
+      throw RuntimeError(
+          "error: --comm nccl moves GPU memory, and this artifact's target is "
+          "cpu\nhelp: use --comm mpi (or auto) for a cpu artifact");
+    if (!ncclBuilt())
+      throw RuntimeError("error: --comm nccl: this hypipe was built without "
+                         "NCCL\nhelp: rebuild with NCCL at /usr/local/cuda, "
+                         "or use --comm mpi-staged");
+    if (gpus == 0)
+      throw RuntimeError(
+          "error: --comm nccl needs a GPU per rank, and this node sees none\n"
+          "help: run on GPU nodes (check CUDA_VISIBLE_DEVICES), or compile "
+          "the spec with --target cpu");
+    if (sharing)
+      throw RuntimeError(fmt::format(
+          "error: --comm nccl needs a GPU per rank: this node runs {} rank{} "
+          "and sees {} GPU{} (NCCL refuses two ranks of a communicator on "
+          "one GPU)\nhelp: launch at most {} rank{} a node, or use --comm "
+          "mpi-staged to share GPUs",
+          localRanks, localRanks == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s",
+          gpus, gpus == 1 ? "" : "s"));
+    return requested;
+  }
+  return requested;
+}
+
+namespace {
+
+int64_t elementBytes(DType type) { return type == DType::BF16 ? 2 : 4; }
+
+MPI_Datatype mpiType(DType type) {
+  return type == DType::BF16 ? MPI_UINT16_T : MPI_FLOAT;
+}
+
+/// MPI has no bfloat16: sums of bf16 payloads add in fp32 and round each
+/// partial sum to bf16, as NCCL's bf16 reductions do.
+void sumBf16(void *in, void *inout, int *len, MPI_Datatype *) {
+  const auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = bf16::fromFloat(bf16::toFloat(a[i]) + bf16::toFloat(b[i]));
+}
+
+/// Mpi (device == host memory, no staging) and MpiStaged (every transfer
+/// through a pinned host buffer, copied to and from the device).
+class MpiTransport final : public Transport {
+public:
+  MpiTransport(Comm &comm, Device &device, bool staged)
+      : Transport(comm), device(device), staged(staged) {
+    if (comm.distributed())
+      MPI_Op_create(&sumBf16, 1, &bf16Sum);
+  }
+  ~MpiTransport() override {
+    for (MPI_Comm &c : groups)
+      MPI_Comm_free(&c);
+    if (bf16Sum != MPI_OP_NULL)
+      MPI_Op_free(&bf16Sum);
+    for (auto &[bytes, p] : freeStages)
+      device.releaseHost(p);
+    for (auto &[id, op] : ops)
+      if (op.stage)
+        device.releaseHost(op.stage);
+  }
+
+  CommKind kind() const override {
+    return staged ? CommKind::MpiStaged : CommKind::Mpi;
+  }
+
+  Request isend(const void *data, int64_t count, DType type, int peer,
+                int tag) override {
+    Op op;
+    const void *from = data;
+    if (staged) {
+      op.stage = stageOut(data, count * elementBytes(type), op);
+      from = op.stage;
+    }
+    MPI_Isend(from, mpiCount(count), mpiType(type), peer, tag, comm.world(),
+              &op.request);
+    return start(std::move(op));
+  }
+
+  Request irecv(void *data, int64_t count, DType type, int peer,
+                int tag) override {
+    Op op;
+    void *into = data;
+    if (staged) {
+      const int64_t bytes = count * elementBytes(type);
+      into = op.stage = takeStage(bytes, op);
+      op.done = [this, data, stage = op.stage, bytes] {
+        device.toDevice(data, stage, bytes);
+      };
+    }
+    MPI_Irecv(into, mpiCount(count), mpiType(type), peer, tag, comm.world(),
+              &op.request);
+    return start(std::move(op));
+  }
+
+  Request iallreduceDp(void *data, int64_t count, DType type) override {
+    return allreduceOn(comm.dpGroup(), data, count, type);
+  }
+
+  Request ireduceScatterDp(void *data, int64_t block, DType type) override {
+    const int64_t blockBytes = block * elementBytes(type);
+    auto *mine = static_cast<char *>(data) + comm.dpRank() * blockBytes;
+    Op op;
+    void *buffer = data;
+    if (staged) {
+      buffer = op.stage = stageOut(data, comm.dpSize() * blockBytes, op);
+      // MPI leaves the sum at the front; it goes back to this rank's block.
+      op.done = [this, mine, stage = op.stage, blockBytes] {
+        device.toDevice(mine, stage, blockBytes);
+      };
+    } else if (comm.dpRank() > 0) {
+      op.done = [mine, data, blockBytes] {
+        std::memcpy(mine, data, size_t(blockBytes));
+      };
+    }
+    MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, mpiCount(block),
+                              mpiType(type), sumOf(type), comm.dpGroup(),
+                              &op.request);
+    return start(std::move(op));
+  }
+
+  Request iallgatherDp(void *data, int64_t block, DType type) override {
+    const int64_t blockBytes = block * elementBytes(type),
+                  all = comm.dpSize() * blockBytes;
+    Op op;
+    void *buffer = data;
+    if (staged) {
+      buffer = op.stage = takeStage(all, op);
+      const int64_t at = comm.dpRank() * blockBytes;
+      device.toHost(static_cast<char *>(op.stage) + at,
+                    static_cast<const char *>(data) + at, blockBytes);
+      op.done = [this, data, stage = op.stage, all] {
+        device.toDevice(data, stage, all);
+      };
+    }
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, mpiCount(block),
+                   mpiType(type), comm.dpGroup(), &op.request);
+    return start(std::move(op));
+  }
+
+  Group makeGroup(const std::vector<int64_t> &ppRanks) override {
+    if (!comm.distributed())
+      return kNoGroup;
+    const bool member = std::find(ppRanks.begin(), ppRanks.end(),
+                                  comm.ppRank()) != ppRanks.end();
+    MPI_Comm c;
+    MPI_Comm_split(comm.pipelineGroup(), member ? 0 : MPI_UNDEFINED,
+                   int(comm.ppRank()), &c);
+    if (c == MPI_COMM_NULL)
+      return kNoGroup;
+    groups.push_back(c);
+    return Group(groups.size() - 1);
+  }
+
+  Request iallreduce(Group group, void *data, int64_t count,
+                     DType type) override {
+    if (group == kNoGroup)
+      return start(Op{});
+    return allreduceOn(groups.at(size_t(group)), data, count, type);
+  }
+
+protected:
+  bool test(Request r) override {
+    auto it = ops.find(r);
+    if (it == ops.end())
+      return true;
+    Op &op = it->second;
+    if (op.request != MPI_REQUEST_NULL) {
+      int done = 0;
+      MPI_Test(&op.request, &done, MPI_STATUS_IGNORE);
+      if (!done)
+        return false;
+    }
+    if (op.done)
+      op.done();
+    if (op.stage)
+      freeStages.emplace(op.stageBytes, op.stage);
+    ops.erase(it);
+    return true;
+  }
+
+private:
+  struct Op {
+    MPI_Request request = MPI_REQUEST_NULL;
+    /// The staging buffer it holds (returned to the pool when complete).
+    void *stage = nullptr;
+    int64_t stageBytes = 0;
+    /// What completes it once MPI has: the copy back to the device.
+    std::function<void()> done;
+  };
+
+  Request start(Op op) {
+    const Request id = next++;
+    ops.emplace(id, std::move(op));
+    return id;
+  }
+
+  /// A pooled host buffer of at least `bytes` (the smallest that fits).
+  void *takeStage(int64_t bytes, Op &op) {
+    auto it = freeStages.lower_bound(bytes);
+    if (it != freeStages.end()) {
+      op.stageBytes = it->first;
+      void *p = it->second;
+      freeStages.erase(it);
+      return p;
+    }
+    op.stageBytes = bytes;
+    return device.allocateHost(bytes);
+  }
+
+  /// A staging buffer holding a copy of `bytes` of device memory at `data`
+  /// (the copy waits for the kernels that write it).
+  void *stageOut(const void *data, int64_t bytes, Op &op) {
+    void *stage = takeStage(bytes, op);
+    device.toHost(stage, data, bytes);
+    return stage;
+  }
+
+  MPI_Op sumOf(DType type) const {
+    return type == DType::BF16 ? bf16Sum : MPI_SUM;
+  }
+
+  Request allreduceOn(MPI_Comm group, void *data, int64_t count, DType type) {
+    Op op;
+    void *buffer = data;
+    if (staged) {
+      const int64_t bytes = count * elementBytes(type);
+      buffer = op.stage = stageOut(data, bytes, op);
+      op.done = [this, data, stage = op.stage, bytes] {
+        device.toDevice(data, stage, bytes);
+      };
+    }
+    MPI_Iallreduce(MPI_IN_PLACE, buffer, mpiCount(count), mpiType(type),
+                   sumOf(type), group, &op.request);
+    return start(std::move(op));
+  }
+
+  Device &device;
+  const bool staged;
+  MPI_Op bf16Sum = MPI_OP_NULL;
+  std::vector<MPI_Comm> groups;
+  std::map<Request, Op> ops;
+  std::multimap<int64_t, void *> freeStages;
+  Request next = 0;
+};
+
+} // namespace
+
+std::unique_ptr<Transport> makeTransport(CommKind kind, Comm &comm,
+                                         Device &device) {
+  switch (kind) {
+  case CommKind::Mpi:
+    if (!device.host())
+      throw RuntimeError("error: --comm mpi needs tensors in host memory; "
+                         "they are on " +
+                         device.describe() + "\nhelp: use --comm mpi-staged");
+    return std::make_unique<MpiTransport>(comm, device, false);
+  case CommKind::MpiStaged:
+    return std::make_unique<MpiTransport>(comm, device, true);
+  case CommKind::Nccl:
+    return makeNcclTransport(comm, device);
+  case CommKind::Auto:
+  case CommKind::CudaIpc:
+    break;
+  }
+  throw RuntimeError(fmt::format(
+      "error: no transport for --comm {} (resolve it first)\nhelp: this is a "
+      "bug in hypipe; please report it",
+      schedule::commKindName(kind)));
+}
+
+} // namespace hypipe::rt

@@ -1,0 +1,130 @@
+//===- Transport.h - how a run's tensors move between ranks ---------------===//
+//
+// One interface for every way tensors cross ranks: point-to-point sends and
+// receives posted where the schedule program writes them, and the sums and
+// gathers of data parallelism and tied parameters. Buffers are the device's
+// (host memory on the cpu target, GPU memory on cuda); payloads are fp32 or
+// bf16 (bf16 collectives add in fp32 and round each partial sum, as NCCL
+// does). An operation starts when called and is complete after waitAll; on a
+// GPU it is ordered after the kernels already queued on the compute stream
+// that produce its buffer, and the kernels queued after its wait see its
+// result.
+//
+//   Mpi        host memory, MPI's nonblocking calls (the cpu target).
+//   MpiStaged  device memory through pinned host staging buffers: any
+//              number of ranks may share one GPU. On the cpu target the
+//              device is host memory and the staging copies are plain
+//              copies, so CI runs the whole path.
+//   Nccl       one rank per GPU; communicators from a unique id broadcast
+//              over MPI (NcclTransport.cpp, built with CUDA and NCCL).
+//
+// Collectives over the data-parallel group use NCCL's in-place conventions:
+// a reduce-scatter over dpSize() blocks of `block` elements leaves this
+// rank's summed block where it was (block dpRank()); an all-gather sends
+// this rank's block from there and fills the others.
+//
+// Matching: MPI matches a receive to a send by (peer, tag); NCCL by order
+// per peer pair. Programs run over nccl must receive from each peer in the
+// order that peer sends (schedule::checkInOrderTransfers).
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_COMM_TRANSPORT_H
+#define HYPIPE_RUNTIME_COMM_TRANSPORT_H
+
+#include "core/schedule/CommKind.h"
+#include "runtime/comm/Comm.h"
+#include "runtime/exec/Device.h"
+#include "runtime/formats/StageProgram.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hypipe::rt {
+
+using schedule::CommKind;
+
+class Transport {
+public:
+  /// A started operation; waitAll or testAll completes it.
+  using Request = int64_t;
+  /// A group made by makeGroup; kNoGroup on ranks outside it.
+  using Group = int;
+  static constexpr Group kNoGroup = -1;
+
+  virtual ~Transport() = default;
+  virtual CommKind kind() const = 0;
+
+  /// Sets up the links to the world ranks this rank sends to and receives
+  /// from (its program's peers), before the first transfer; collective
+  /// between the two ranks of each link. MPI needs none.
+  virtual void connect(const std::vector<int> &sendTo,
+                       const std::vector<int> &receiveFrom) {
+    (void)sendTo;
+    (void)receiveFrom;
+  }
+
+  /// `count` elements of `type` to world rank `peer`; `data` must stay as
+  /// it is until the send completes.
+  virtual Request isend(const void *data, int64_t count, DType type, int peer,
+                        int tag) = 0;
+  /// Fills `data` from world rank `peer`; read it after the wait.
+  virtual Request irecv(void *data, int64_t count, DType type, int peer,
+                        int tag) = 0;
+  /// In-place sum over the data-parallel group.
+  virtual Request iallreduceDp(void *data, int64_t count, DType type) = 0;
+  /// In-place reduce-scatter and all-gather over the data-parallel group of
+  /// dpSize() blocks of `block` elements (conventions above).
+  virtual Request ireduceScatterDp(void *data, int64_t block, DType type) = 0;
+  virtual Request iallgatherDp(void *data, int64_t block, DType type) = 0;
+  /// The group of pipeline ranks `ppRanks` (sorted, at least two) of this
+  /// rank's pipeline; collective over the world.
+  virtual Group makeGroup(const std::vector<int64_t> &ppRanks) = 0;
+  /// In-place sum over `group` (nothing on kNoGroup); a group of two adds
+  /// in one order only, so both members get the same bits.
+  virtual Request iallreduce(Group group, void *data, int64_t count,
+                             DType type) = 0;
+
+  /// Completes `requests` (polling through Comm::poll, so the wait hook
+  /// sees a stuck wait) and clears them.
+  void waitAll(std::vector<Request> &requests);
+  /// Drives `requests` without blocking and drops those complete; true
+  /// when none is left.
+  bool testAll(std::vector<Request> &requests);
+
+protected:
+  explicit Transport(Comm &comm) : comm(comm) {}
+  /// Drives request `r`; true once it is complete (its result in place),
+  /// after which `r` is forgotten.
+  virtual bool test(Request r) = 0;
+
+  Comm &comm;
+};
+
+/// The transport `kind` resolves to for this run (resolveComm first);
+/// `device` is where the trainer's tensors live. Throws RuntimeError with a
+/// message for users when the kind cannot run here.
+std::unique_ptr<Transport> makeTransport(CommKind kind, Comm &comm,
+                                         Device &device);
+
+/// The transport a run uses: `requested` resolved (`auto`: mpi on the cpu
+/// target; on cuda nccl when this node's `localRanks` ranks have `gpus`
+/// GPUs to themselves, mpi-staged when they share) or checked (cuda-ipc is
+/// not built; nccl needs the cuda target and a GPU per rank; mpi cannot
+/// move GPU memory). Throws RuntimeError saying what to use instead.
+CommKind resolveComm(CommKind requested, bool cudaTarget, int localRanks,
+                     int gpus);
+
+/// Ranks of this process's node (launcher variables; 1 by hand).
+int localSize();
+
+/// True when hypipe was built with NCCL.
+bool ncclBuilt();
+/// The Nccl transport (NcclTransport.cpp; throws RuntimeError when hypipe
+/// was built without NCCL). Collective over the world.
+std::unique_ptr<Transport> makeNcclTransport(Comm &comm, Device &device);
+
+} // namespace hypipe::rt
+
+#endif
