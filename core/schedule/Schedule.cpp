@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace hypipe::schedule {
 
@@ -491,6 +492,46 @@ void insertCommunication(Schedule &s) {
         out[i].batched = true;
     }
     s.ranks[r] = std::move(out);
+  }
+}
+
+void receiveInSendOrder(std::vector<std::vector<Action>> &programs) {
+  const int32_t n = int32_t(programs.size());
+  // What each sender sends each receiver, in order, as the receives that
+  // take it: (receiver, sender) -> receives.
+  std::map<std::pair<int32_t, int32_t>, std::vector<Action>> sent;
+  for (int32_t r = 0; r < n; ++r)
+    for (const Action &a : programs[size_t(r)]) {
+      if (a.op == Op::SendF)
+        sent[{a.peer, r}].push_back({Op::RecvF, a.stage + 1, a.microbatch, r});
+      else if (a.op == Op::SendB)
+        sent[{a.peer, r}].push_back({Op::RecvB, a.stage - 1, a.microbatch, r});
+    }
+  for (int32_t r = 0; r < n; ++r) {
+    std::vector<Action> out;
+    std::map<int32_t, size_t> taken; // sender -> receives emitted in order
+    std::set<std::tuple<Op, int32_t, int32_t, int32_t>> posted;
+    for (const Action &a : programs[size_t(r)]) {
+      if (!isRecv(a.op)) {
+        out.push_back(a);
+        continue;
+      }
+      if (posted.count({a.op, a.stage, a.microbatch, a.peer}))
+        continue; // posted already, ahead of its place
+      const std::vector<Action> &order = sent[{r, a.peer}];
+      size_t &k = taken[a.peer];
+      auto it = std::find(order.begin() + std::ptrdiff_t(k), order.end(), a);
+      if (it == order.end()) {
+        out.push_back(a); // unmatched: the verifier says so
+        continue;
+      }
+      for (; order.begin() + std::ptrdiff_t(k) <= it; ++k) {
+        const Action &x = order[k];
+        out.push_back(x);
+        posted.insert({x.op, x.stage, x.microbatch, x.peer});
+      }
+    }
+    programs[size_t(r)] = std::move(out);
   }
 }
 

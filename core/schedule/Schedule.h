@@ -97,6 +97,15 @@ Expected<Schedule> buildSchedule(const ScheduleRequest &request);
 /// left as written.
 void insertCommunication(Schedule &schedule);
 
+/// Reorders each program's receives from a peer into the order that peer
+/// sends them, for transports that match messages by their order on a link
+/// rather than by tag (NCCL: runtime/comm/Transport.h). Where a program
+/// receives a tensor, it first receives, in the peer's order, what the
+/// peer sends before it and the program has not received yet: no receive
+/// is posted later than written, some earlier (their buffers held a little
+/// longer). Programs that receive in send order are left as they are.
+void receiveInSendOrder(std::vector<std::vector<Action>> &programs);
+
 /// Whether any program of `schedule` sends or receives (an imported program
 /// with its communication written out, or one `insertCommunication` made).
 bool hasTransfers(const Schedule &schedule);

@@ -87,6 +87,7 @@ public:
   }
 
   CommKind kind() const override { return CommKind::Nccl; }
+  bool matchesByOrder() const override { return true; }
 
   void connect(const std::vector<int> &sendTo,
                const std::vector<int> &receiveFrom) override {

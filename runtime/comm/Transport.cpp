@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <string>
 
 namespace hypipe::rt {
 
@@ -122,6 +123,8 @@ public:
       : Transport(comm), device(device), staged(staged) {
     if (comm.distributed())
       MPI_Op_create(&sumBf16, 1, &bf16Sum);
+    const char *ordered = std::getenv("HYPIPE_ORDERED_LINKS");
+    orderedLinks = ordered && std::string(ordered) == "1";
   }
   ~MpiTransport() override {
     for (MPI_Comm &c : groups)
@@ -138,6 +141,7 @@ public:
   CommKind kind() const override {
     return staged ? CommKind::MpiStaged : CommKind::Mpi;
   }
+  bool matchesByOrder() const override { return orderedLinks; }
 
   Request isend(const void *data, int64_t count, DType type, int peer,
                 int tag) override {
@@ -147,8 +151,8 @@ public:
       op.stage = stageOut(data, count * elementBytes(type), op);
       from = op.stage;
     }
-    MPI_Isend(from, mpiCount(count), mpiType(type), peer, tag, comm.world(),
-              &op.request);
+    MPI_Isend(from, mpiCount(count), mpiType(type), peer,
+              orderedLinks ? 0 : tag, comm.world(), &op.request);
     return start(std::move(op));
   }
 
@@ -163,8 +167,8 @@ public:
         device.toDevice(data, stage, bytes);
       };
     }
-    MPI_Irecv(into, mpiCount(count), mpiType(type), peer, tag, comm.world(),
-              &op.request);
+    MPI_Irecv(into, mpiCount(count), mpiType(type), peer,
+              orderedLinks ? 0 : tag, comm.world(), &op.request);
     return start(std::move(op));
   }
 
@@ -312,6 +316,9 @@ private:
 
   Device &device;
   const bool staged;
+  /// One tag for every message: MPI then matches by order per pair, as
+  /// NCCL does (HYPIPE_ORDERED_LINKS=1, for tests).
+  bool orderedLinks = false;
   MPI_Op bf16Sum = MPI_OP_NULL;
   std::vector<MPI_Comm> groups;
   std::map<Request, Op> ops;

@@ -55,6 +55,11 @@ public:
 
   virtual ~Transport() = default;
   virtual CommKind kind() const = 0;
+  /// True when a receive takes the next message on its link whatever its
+  /// tag (NCCL; MPI under HYPIPE_ORDERED_LINKS=1, which tests use to run
+  /// that discipline on the cpu target): programs must then receive in the
+  /// order their peers send (schedule::receiveInSendOrder).
+  virtual bool matchesByOrder() const { return false; }
 
   /// Sets up the links to the world ranks this rank sends to and receives
   /// from (its program's peers), before the first transfer; collective

@@ -339,7 +339,9 @@ const Trainer::Program &Trainer::programFor(int64_t microbatches) {
   try {
     // Every rank builds the same schedule from the same request, so a
     // refusal is collective.
-    p.actions = rankProgram(artifact, ppRank, microbatches);
+    // NCCL matches messages by their order on a link, not by tag.
+    p.actions = rankProgram(artifact, ppRank, microbatches,
+                            transport->matchesByOrder());
   } catch (const RuntimeError &e) {
     throw CollectiveError(e.what());
   }

@@ -508,27 +508,36 @@ double runtimeBytesPerParameter(const Artifact &a) {
 }
 
 std::vector<ActionEntry> rankProgram(const Artifact &a, int64_t ppRank,
-                                     int64_t microbatches) {
-  if (microbatches == a.microbatches)
-    return a.programs.at(size_t(ppRank));
-  Expected<schedule::Schedule> built = schedule::buildSchedule(
-      {a.schedule, a.pp, a.vpp, microbatches, a.groupSize});
-  if (!built)
-    throw RuntimeError(
-        fmt::format("error: no {} schedule for {} microbatches: {}\nhelp: set "
-                    "data.bin_count_multiple (and min_bin_count) to counts the "
-                    "schedule accepts",
-                    a.schedule, microbatches, toString(built.takeError())));
-  schedule::insertCommunication(*built);
-  if (auto sim = schedule::simulate(*built); !sim)
-    // The verifier the compiler runs (pipe-verify-schedule): every
-    // transfer matched, no deadlock.
-    throw RuntimeError(fmt::format(
-        "error: the {} schedule for {} microbatches does not verify: "
-        "{}\nhelp: this is a bug in hypipe's schedule library; please "
-        "report it",
-        a.schedule, microbatches, toString(sim.takeError())));
-  return built->ranks.at(size_t(ppRank));
+                                     int64_t microbatches, bool inSendOrder) {
+  std::vector<std::vector<ActionEntry>> programs;
+  if (microbatches == a.microbatches) {
+    if (!inSendOrder)
+      return a.programs.at(size_t(ppRank));
+    programs = a.programs;
+  } else {
+    Expected<schedule::Schedule> built = schedule::buildSchedule(
+        {a.schedule, a.pp, a.vpp, microbatches, a.groupSize});
+    if (!built)
+      throw RuntimeError(fmt::format(
+          "error: no {} schedule for {} microbatches: {}\nhelp: set "
+          "data.bin_count_multiple (and min_bin_count) to counts the "
+          "schedule accepts",
+          a.schedule, microbatches, toString(built.takeError())));
+    schedule::insertCommunication(*built);
+    if (auto sim = schedule::simulate(*built); !sim)
+      // The verifier the compiler runs (pipe-verify-schedule): every
+      // transfer matched, no deadlock.
+      throw RuntimeError(fmt::format(
+          "error: the {} schedule for {} microbatches does not verify: "
+          "{}\nhelp: this is a bug in hypipe's schedule library; please "
+          "report it",
+          a.schedule, microbatches, toString(sim.takeError())));
+    programs = std::move(built->ranks);
+  }
+  // Posting receives earlier keeps a verified program verified.
+  if (inSendOrder)
+    schedule::receiveInSendOrder(programs);
+  return programs.at(size_t(ppRank));
 }
 
 int64_t rankTensorBytes(const Artifact &a, int64_t ppRank,

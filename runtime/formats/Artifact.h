@@ -156,9 +156,12 @@ int64_t rankTensorBytes(const Artifact &artifact, int64_t ppRank,
 
 /// Rank `ppRank`'s program for a step of `microbatches` (the artifact's
 /// own, or built and verified as the compiler builds them); throws
-/// RuntimeError when the schedule has none for that count.
+/// RuntimeError when the schedule has none for that count. With
+/// `inSendOrder`, every rank receives from each peer in the order the peer
+/// sends (schedule::receiveInSendOrder: what NCCL's links need).
 std::vector<ActionEntry> rankProgram(const Artifact &artifact, int64_t ppRank,
-                                     int64_t microbatches);
+                                     int64_t microbatches,
+                                     bool inSendOrder = false);
 
 /// Bytes a rank's buffers hold per parameter it trains: the fp32 weight,
 /// gradient and AdamW moments (the moments a dp-th under the distributed

@@ -740,3 +740,109 @@ TEST(InOrderStreams, ReceiveBeforeTheSendItNeedsDeadlocks) {
 
 } // namespace
 } // namespace hypipe::schedule
+
+namespace hypipe::schedule {
+namespace {
+
+/// For each (sender, receiver): the tensors in the sender's send order and
+/// in the receiver's receive order, as (op of the receive, receiving stage,
+/// microbatch).
+using Tensor = std::tuple<Op, int32_t, int32_t>;
+std::map<std::pair<int32_t, int32_t>,
+         std::pair<std::vector<Tensor>, std::vector<Tensor>>>
+linkOrders(const std::vector<std::vector<Action>> &programs) {
+  std::map<std::pair<int32_t, int32_t>,
+           std::pair<std::vector<Tensor>, std::vector<Tensor>>>
+      links;
+  for (int32_t r = 0; r < int32_t(programs.size()); ++r)
+    for (const Action &a : programs[size_t(r)]) {
+      if (a.op == Op::SendF)
+        links[{r, a.peer}].first.push_back(
+            {Op::RecvF, a.stage + 1, a.microbatch});
+      if (a.op == Op::SendB)
+        links[{r, a.peer}].first.push_back(
+            {Op::RecvB, a.stage - 1, a.microbatch});
+      if (isRecv(a.op))
+        links[{a.peer, r}].second.push_back({a.op, a.stage, a.microbatch});
+    }
+  return links;
+}
+
+/// How many compute actions run before each receive, by tensor.
+std::map<Tensor, int64_t> computeBefore(const std::vector<Action> &program) {
+  std::map<Tensor, int64_t> at;
+  int64_t computed = 0;
+  for (const Action &a : program) {
+    computed += isCompute(a.op);
+    if (isRecv(a.op))
+      at[{a.op, a.stage, a.microbatch}] = computed;
+  }
+  return at;
+}
+
+// Every generated schedule, reordered for links that match by order: each
+// link receives in send order, the same receives are posted, none later than
+// written (counted in compute actions before it), and the programs still
+// verify. Only the V schedules need it: a link between neighbours carries
+// both the activations of the V's first arm and the gradients of its second
+// arm, which the two ranks run in different orders; every link of the other
+// schedules carries one kind, sent and received in microbatch (or Megatron
+// table) order.
+TEST(ReceiveInSendOrder, EveryScheduleReceivesInSendOrderAndNothingLater) {
+  struct Case {
+    const char *name;
+    int64_t pp, vpp, m;
+    bool reorders;
+  };
+  for (const Case &c : std::vector<Case>{{"gpipe", 4, 1, 8, false},
+                                         {"1f1b", 4, 1, 8, false},
+                                         {"zb-h1", 4, 1, 8, false},
+                                         {"interleaved-1f1b", 4, 2, 8, false},
+                                         {"interleaved-1f1b", 2, 4, 6, false},
+                                         {"zbv", 4, 2, 8, true},
+                                         {"dualpipev", 4, 2, 8, true}}) {
+    SCOPED_TRACE(c.name);
+    Schedule s = build(c.name, c.pp, c.vpp, c.m);
+    insertCommunication(s);
+    const Schedule before = s;
+    receiveInSendOrder(s.ranks);
+    bool changed = false;
+    for (auto &[link, orders] : linkOrders(s.ranks))
+      EXPECT_EQ(orders.first, orders.second)
+          << "link " << link.first << " -> " << link.second;
+    for (int64_t r = 0; r < s.pp; ++r) {
+      EXPECT_EQ(s.ranks[r].size(), before.ranks[r].size());
+      changed |= s.ranks[r] != before.ranks[r];
+      const auto was = computeBefore(before.ranks[r]);
+      const auto now = computeBefore(s.ranks[r]);
+      ASSERT_EQ(was.size(), now.size());
+      for (const auto &[tensor, at] : now)
+        EXPECT_LE(at, was.at(tensor));
+    }
+    EXPECT_EQ(changed, c.reorders);
+    auto sim = simulate(s);
+    EXPECT_TRUE(static_cast<bool>(sim)) << toString(sim.takeError());
+  }
+}
+
+// A hand-made pair: rank 0 sends microbatches 0, 1, 2; rank 1 receives
+// 2, 0, 1. Reordered, rank 1 posts 0, 1, 2 at its first receive.
+TEST(ReceiveInSendOrder, PostsWhatTheSenderSentFirst) {
+  std::vector<std::vector<Action>> programs(2);
+  for (int32_t mb = 0; mb < 3; ++mb) {
+    programs[0].push_back({Op::F, 0, mb});
+    programs[0].push_back({Op::SendF, 0, mb, 1});
+  }
+  for (int32_t mb : {2, 0, 1}) {
+    programs[1].push_back({Op::RecvF, 1, mb, 0});
+    programs[1].push_back({Op::F, 1, mb});
+  }
+  receiveInSendOrder(programs);
+  const std::vector<Action> want = {{Op::RecvF, 1, 0, 0}, {Op::RecvF, 1, 1, 0},
+                                    {Op::RecvF, 1, 2, 0}, {Op::F, 1, 2},
+                                    {Op::F, 1, 0},        {Op::F, 1, 1}};
+  EXPECT_EQ(programs[1], want);
+}
+
+} // namespace
+} // namespace hypipe::schedule
