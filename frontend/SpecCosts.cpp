@@ -4,6 +4,8 @@
 #include "core/model/LayerShapes.h"
 #include "core/partition/AutoPartition.h"
 #include "core/schedule/Buffers.h"
+#include "core/schedule/CommKind.h"
+#include "core/schedule/Schedule.h"
 
 #include <fmt/format.h>
 
@@ -242,6 +244,12 @@ simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost,
   if (!built)
     return built.takeError();
   schedule::Costs costs;
+  // The transport's model of transfers (parallel.comm).
+  const schedule::CommKind comm = schedule::parseCommKind(spec.parallel.comm)
+                                      .value_or(schedule::CommKind::Auto);
+  costs.setComm(comm);
+  if (comm == schedule::CommKind::Nccl)
+    schedule::receiveInSendOrder(built->ranks);
   for (const ItemCost &c : stageCost)
     costs.activationBytes.push_back(static_cast<double>(c.activationBytes));
   if (measured) {

@@ -78,7 +78,7 @@ public:
     reduced.assign(static_cast<size_t>(stages), false);
     pc.assign(s.pp, 0);
     clock.assign(s.pp, 0);
-    const size_t pairs = static_cast<size_t>(s.pp * s.pp);
+    const size_t pairs = static_cast<size_t>(s.pp * s.pp * 2);
     streamFree.assign(pairs, 0);
     groupStart.assign(pairs, 0);
     groupDone.assign(pairs, 0);
@@ -138,10 +138,12 @@ private:
   };
   std::vector<std::vector<StreamOp>> streams; ///< per channel
   std::vector<size_t> streamNext;
-  /// The stream `rank` uses with `peer` (PyTorch's NCCL P2P keeps one
-  /// communicator and stream per pair of ranks).
-  size_t channel(int64_t rank, int64_t peer) const {
-    return static_cast<size_t>(rank * s.pp + peer);
+  /// The stream `rank` sends to (`send`) or receives from `peer` on:
+  /// PyTorch's NCCL P2P keeps one communicator and stream per pair of
+  /// ranks, hypipe's one per direction (Costs::perDirection).
+  size_t channel(int64_t rank, int64_t peer, bool send) const {
+    return static_cast<size_t>((rank * s.pp + peer) * 2 +
+                               (c.perDirection && send));
   }
   /// The receive at `step` is batched with the send before it.
   bool joinsBatch(int64_t rank, size_t step) const {
@@ -342,7 +344,7 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
       if (auto err = once(c.inOrderStreams ? issued : arrive, opName(a.op)))
         return err;
       if (c.inOrderStreams)
-        streams[channel(r, a.peer)].push_back(
+        streams[channel(r, a.peer, true)].push_back(
             {true, start, k, &data, &arrive, step});
       else
         arrive[k] = start + c.transfer();
@@ -353,9 +355,9 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
       // Keyed by the sending stage, as the send's side is.
       const int64_t from = forward ? a.stage - 1 : a.stage + 1;
       if (c.inOrderStreams)
-        streams[channel(r, a.peer)].push_back(
+        streams[channel(r, a.peer, false)].push_back(
             {false, start, at(from, a.microbatch), &data, &arrive, step,
-             joinsBatch(r, step)});
+             joinsBatch(r, step) && !c.perDirection});
     }
     break;
   }
@@ -507,17 +509,18 @@ Expected<Simulation> Simulator::run() {
   }
   if (c.inOrderStreams)
     for (int64_t r = 0; r < s.pp; ++r)
-      for (int64_t p = 0; p < s.pp; ++p) {
-        const size_t ch = channel(r, p);
-        if (streamNext[ch] == streams[ch].size())
-          continue;
-        why += fmt::format(
-            "  rank {}'s communication stream with rank {} waits at {} for "
-            "data rank {} never sends; every later send or receive between "
-            "them waits behind it (in-order streams)\n",
-            r, p, text(s.ranks[r][streams[ch][streamNext[ch]].step]), p);
-        stuck = true;
-      }
+      for (int64_t p = 0; p < s.pp; ++p)
+        for (bool send : {false, true}) {
+          const size_t ch = channel(r, p, send);
+          if (streamNext[ch] == streams[ch].size() || (send && !c.perDirection))
+            continue;
+          why += fmt::format(
+              "  rank {}'s communication stream with rank {} waits at {} for "
+              "data rank {} never sends; every later send or receive between "
+              "them waits behind it (in-order streams)\n",
+              r, p, text(s.ranks[r][streams[ch][streamNext[ch]].step]), p);
+          stuck = true;
+        }
   if (stuck)
     return fail(fmt::format("the schedule deadlocks: no rank can go on\n{}{}",
                             why, grid()));

@@ -12,6 +12,7 @@
 #ifndef HYPIPE_CORE_SCHEDULE_SIMULATE_H
 #define HYPIPE_CORE_SCHEDULE_SIMULATE_H
 
+#include "core/schedule/CommKind.h"
 #include "core/schedule/Schedule.h"
 
 #include <vector>
@@ -43,6 +44,16 @@ struct Costs {
   /// delays what follows it on the stream, and a receive whose data waits
   /// behind it deadlocks, as under NCCL.
   bool inOrderStreams = false;
+  /// With inOrderStreams: a stream per direction of each pair (hypipe's
+  /// NCCL transport: a two-rank communicator per direction, so a send to a
+  /// peer never queues behind a receive from it) instead of one per pair.
+  bool perDirection = false;
+  /// The model of transport `kind` (--comm): nccl is in-order streams per
+  /// direction, on programs received in send order (receiveInSendOrder);
+  /// the MPI transports post receives matched by tag.
+  void setComm(CommKind kind) {
+    inOrderStreams = perDirection = kind == CommKind::Nccl;
+  }
 
   double cost(Op op, int64_t stage) const;
   double transfer() const {

@@ -29,6 +29,7 @@ struct ScheduleOptions {
   std::string costs;
   double latency = 0, bandwidth = 0, sendBytes = 0;
   bool inOrderStreams = false;
+  std::string comm; ///< --comm: the transport whose model times transfers
   bool json = false, computeOnly = false;
   std::string csvOut, svgOut, traceOut, csvIn;
 };
@@ -110,6 +111,10 @@ int runSchedule(const ScheduleOptions &o) {
         program.end());
   // An imported program with its own communication is checked as written.
   insertCommunication(schedule);
+  // hypipe's NCCL links match by order: its programs receive in send order.
+  const bool nccl = o.comm == "nccl";
+  if (nccl)
+    receiveInSendOrder(schedule.ranks);
 
   Costs costs;
   if (auto err = parseCosts(o.costs, costs))
@@ -118,6 +123,8 @@ int runSchedule(const ScheduleOptions &o) {
   costs.bandwidth = o.bandwidth;
   costs.sendBytes = o.sendBytes;
   costs.inOrderStreams = o.inOrderStreams;
+  if (nccl)
+    costs.setComm(CommKind::Nccl);
   auto simulation = simulate(schedule, costs);
   if (!simulation)
     return fail((o.csvIn.empty() ? "" : o.csvIn + ": ") +
@@ -222,6 +229,13 @@ void addScheduleCommand(CLI::App &app, Runner &run) {
                 "time transfers as NCCL runs them: one stream per pair of "
                 "ranks, its sends and receives in program order (default: "
                 "MPI's independent posted receives)");
+  sub->add_option("--comm", o->comm,
+                  "time transfers as this transport runs them: nccl is a "
+                  "stream per direction of each pair of ranks, the programs "
+                  "receiving in their peers' send order; mpi and mpi-staged "
+                  "post receives matched by tag (the default)")
+      ->check(CLI::IsMember({"mpi", "mpi-staged", "nccl"}))
+      ->excludes("--in-order-streams");
   sub->add_flag("--json", o->json, "print JSON (format in docs/cli.md)");
   sub->add_option("--csv", o->csvOut, "write PyTorch pipelining's CSV text");
   sub->add_flag("--compute-only", o->computeOnly,
