@@ -35,7 +35,8 @@ kit=${2:-}
 build=$(cd "${3:-$root/build}" && pwd)
 hypipe="$build/bin/hypipe"
 run="$build/bin/hypipe-run"
-for f in "$hypipe" "$run" "$build/lib/libhypipe_kernels_cuda.so"; do
+for f in "$hypipe" "$run" "$build/lib/libhypipe_kernels_cuda.so" \
+  "$build/bin/hypipe-transport-tests"; do
   [[ -e $f ]] || {
     echo "error: $f is missing: build hypipe with the CUDA target first" \
       "(scripts/build.sh on a machine with /usr/local/cuda)" >&2
@@ -52,6 +53,11 @@ step() { echo "gpu-kit: $*"; }
 
 step "bundle"
 "$root/scripts/bundle.sh" "$kit/bundle" "$build" > /dev/null
+# The transport conformance suite beside hypipe-run, with the same wrapper.
+cp "$build/bin/hypipe-transport-tests" "$kit/bundle/libexec/"
+sed 's|libexec/hypipe-run|libexec/hypipe-transport-tests|' "$kit/bundle/bin/hypipe-run" \
+  > "$kit/bundle/bin/hypipe-transport-tests"
+chmod +x "$kit/bundle/bin/hypipe-transport-tests"
 # OpenBLAS (every core type: 36 MB) travels compressed; run.sh unpacks it.
 xz -T2 -6 "$kit/bundle/lib/libopenblas.so.0"
 
@@ -98,6 +104,17 @@ cpu_losses "$kit/art/tiny-cpu" tiny --steps 200 --data "$kit/data/licenses.txt"
 cpu_losses "$kit/art/tiny-cpu" tiny-20 --steps 20 --lr-decay-steps 20 --data "$kit/data/licenses.txt"
 cpu_losses "$tmp/packed-cpu" packed --steps 30
 cpu_losses "$tmp/tiny-cpu-bf16" tiny-bf16 --steps 200 --data "$kit/data/licenses.txt"
+# Several ranks on the one GPU (the transports suite): pp 2 x vpp 2 x dp 2
+# with the distributed optimizer, four ranks over mpi-staged, held to the
+# cpu target's run of the same layout here, in fp32 and bf16.
+for dtype in fp32 bf16; do
+  compile "$root/examples/hybrid-tiny.yaml" --dp 2 --distributed-optimizer --target cuda \
+    --dtype $dtype -o "$kit/art/tiny-p2d2-$dtype"
+  compile "$root/examples/hybrid-tiny.yaml" --dp 2 --distributed-optimizer --target cpu \
+    --dtype $dtype -o "$tmp/tiny-p2d2-cpu-$dtype"
+  mpirun --allow-run-as-root --oversubscribe -np 4 "$run" "$tmp/tiny-p2d2-cpu-$dtype" -q \
+    --steps 20 --json-log "$kit/cpu/tiny-p2d2-$dtype.jsonl" --data "$kit/data/licenses.txt" > /dev/null
+done
 
 step "CUDA kernel sources"
 "$root/scripts/gpu-kit/copy-kernel-sources.sh" "$root" "$kit/kernels"

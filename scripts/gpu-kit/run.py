@@ -135,6 +135,37 @@ SUITES = [
               ["art/gpu-bench-bf16/manifest.json", "art/gpu-bench.explain.json"]),
     ], "bf16 (issue 33): the CUDA kernels against the CPU's exact emulation and"
        " PyTorch under the same rules, 200 steps, memcheck, tokens/s on tensor cores"),
+    Suite("transports", 150, [
+        # NCCL through hypipe's own transport at communicator size 1: the
+        # collectives of one (point-to-point needs two GPUs: ctest -L gpu-multi).
+        Check("nccl-size-1", "source mpi/env.sh && mpirun -np 1 --allow-run-as-root"
+              " bundle/bin/hypipe-transport-tests --comm nccl --device cuda", 30,
+              ["bundle/bin/hypipe-transport-tests", "mpi/env.sh"], ["nccl"]),
+        # The conformance suite with GPU buffers, four ranks on the one GPU.
+        Check("mpi-staged-4", "source mpi/env.sh && mpirun -np 4 --allow-run-as-root"
+              " --oversubscribe bundle/bin/hypipe-transport-tests --comm mpi-staged"
+              " --device cuda --pp 2", 40,
+              ["bundle/bin/hypipe-transport-tests", "mpi/env.sh"]),
+        Check("p2d2-staged", "source mpi/env.sh && mpirun -np 4 --allow-run-as-root"
+              f" --oversubscribe {RUN} art/tiny-p2d2-fp32 --comm mpi-staged --steps 20"
+              f" --json-log $OUT/p2d2.jsonl -q --data {DATA} && python3 py/losses.py"
+              " cpu/tiny-p2d2-fp32.jsonl $OUT/p2d2.jsonl --first-rtol 1e-5 --rtol 2e-3", 60,
+              ["art/tiny-p2d2-fp32/manifest.json", "cpu/tiny-p2d2-fp32.jsonl",
+               "py/losses.py", "mpi/env.sh"]),
+        Check("p2d2-staged-bf16", "source mpi/env.sh && mpirun -np 4 --allow-run-as-root"
+              f" --oversubscribe {RUN} art/tiny-p2d2-bf16 --comm mpi-staged --steps 20"
+              f" --json-log $OUT/p2d2-bf16.jsonl -q --data {DATA} && python3 py/losses.py"
+              " cpu/tiny-p2d2-bf16.jsonl $OUT/p2d2-bf16.jsonl --first-rtol 1e-4 --rtol 2e-2",
+              60, ["art/tiny-p2d2-bf16/manifest.json", "cpu/tiny-p2d2-bf16.jsonl",
+                   "py/losses.py", "mpi/env.sh"]),
+        # kill -9 of one GPU rank at step 3 ends all four within 60 s (not 124).
+        Check("kill-one-rank", "source mpi/env.sh; HYPIPE_FAULT_KILL=1:3 timeout 60"
+              " mpirun -np 4 --allow-run-as-root --oversubscribe -x HYPIPE_FAULT_KILL"
+              f" {RUN} art/tiny-p2d2-fp32 --comm mpi-staged --steps 10 -q --data {DATA};"
+              " rc=$?; echo exit $rc; test $rc -ne 0 -a $rc -ne 124", 70,
+              ["art/tiny-p2d2-fp32/manifest.json", "mpi/env.sh"]),
+    ], "several ranks on the one GPU (issue 36): NCCL at size 1, the transport"
+       " conformance suite and pp 2 x dp 2 training over mpi-staged, a lost rank"),
     Suite("probes", 60, [
         Check("nccl-self", "probes/nccl_self", 20, ["probes/nccl_self"], ["nccl"]),
         Check("cuda-ipc", "probes/cuda_ipc", 20, ["probes/cuda_ipc"]),

@@ -8,7 +8,8 @@ in each suite's reason."""
 import json
 import sys
 
-SUITES = ["environment", "correctness", "bf16", "probes", "baselines", "bench"]
+SUITES = ["environment", "correctness", "bf16", "transports", "probes", "baselines",
+          "bench"]
 
 
 def main():
