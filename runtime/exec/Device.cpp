@@ -54,33 +54,29 @@ public:
     cpu::adamwUpdate(s, segments, w, g, m, v, momentBase);
   }
   void synchronize() override {}
+  void *allocateHost(int64_t bytes) override {
+    void *p = std::malloc(size_t(std::max<int64_t>(bytes, 1)));
+    if (!p)
+      throw std::bad_alloc();
+    return p;
+  }
+  void releaseHost(void *p) override { std::free(p); }
+  void packBf16(float *x, int64_t n) override {
+    // Element i's two bytes go to bytes [2i, 2i + 2), inside floats already
+    // read: in place, in order.
+    auto *bits = reinterpret_cast<uint16_t *>(x);
+    for (int64_t i = 0; i < n; ++i)
+      bits[i] = bf16::fromFloat(x[i]);
+  }
+  void unpackBf16(float *x, int64_t n) override {
+    // Backwards: float i covers the bf16 values 2i and 2i + 1, read already.
+    const auto *bits = reinterpret_cast<const uint16_t *>(x);
+    for (int64_t i = n - 1; i >= 0; --i)
+      x[i] = bf16::toFloat(bits[i]);
+  }
 };
 
 } // namespace
-
-void *Device::allocateHost(int64_t bytes) {
-  void *p = std::malloc(size_t(std::max<int64_t>(bytes, 1)));
-  if (!p)
-    throw std::bad_alloc();
-  return p;
-}
-
-void Device::releaseHost(void *p) { std::free(p); }
-
-void Device::packBf16(float *x, int64_t n) {
-  // Element i's two bytes go to bytes [2i, 2i + 2), inside floats already
-  // read: in place, in order.
-  auto *bits = reinterpret_cast<uint16_t *>(x);
-  for (int64_t i = 0; i < n; ++i)
-    bits[i] = bf16::fromFloat(x[i]);
-}
-
-void Device::unpackBf16(float *x, int64_t n) {
-  // Backwards: float i covers the bf16 values 2i and 2i + 1, read already.
-  const auto *bits = reinterpret_cast<const uint16_t *>(x);
-  for (int64_t i = n - 1; i >= 0; --i)
-    x[i] = bf16::toFloat(bits[i]);
-}
 
 std::unique_ptr<Device> makeHostDevice() {
   return std::make_unique<HostDevice>();

@@ -59,12 +59,12 @@ public:
 
   /// Host memory for staging transfers (pinned on a GPU, so copies run at
   /// full speed and asynchronously); freed with releaseHost.
-  virtual void *allocateHost(int64_t bytes);
-  virtual void releaseHost(void *p);
+  virtual void *allocateHost(int64_t bytes) = 0;
+  virtual void releaseHost(void *p) = 0;
   /// bf16 messages between ranks: packs `n` floats (bf16 values already)
   /// in place into the first 2n bytes of `x`, and widens them back.
-  virtual void packBf16(float *x, int64_t n);
-  virtual void unpackBf16(float *x, int64_t n);
+  virtual void packBf16(float *x, int64_t n) = 0;
+  virtual void unpackBf16(float *x, int64_t n) = 0;
 
   /// Bytes held by this device's DeviceArrays now, and the most held at
   /// once so far: what the run's tensors really took.

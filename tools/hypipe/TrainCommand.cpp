@@ -16,6 +16,7 @@
 #include "core/schedule/Render.h"
 #include "core/schedule/Simulate.h"
 #include "frontend/Spec.h"
+#include "runtime/exec/Device.h"
 #include "runtime/exec/NumberFormat.h"
 #include "runtime/formats/Checkpoint.h"
 #include "runtime/formats/Interop.h"
@@ -67,6 +68,7 @@ struct TrainOptions {
   std::string spec, runDir, jsonLog, data, resume, initFrom, costsOut;
   std::string launcher = "mpirun"; ///< mpirun or srun (HYPIPE_MPIRUN wins)
   std::string comm;                ///< --comm; empty: the spec's parallel.comm
+  int gpus = 0; ///< --gpus: this node's GPUs; 0: those visible
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
   double watchdog = -1; ///< -1: hypipe-run's default
@@ -639,6 +641,34 @@ bool compileRun(const TrainOptions &o, const ModelSpec &spec,
   return true;
 }
 
+/// A cuda run launched here by mpirun: its ranks against this node's GPUs
+/// (--gpus, else those visible). NCCL needs a GPU per rank: refused, saying
+/// what works; otherwise ranks beyond the GPUs share them over mpi-staged
+/// (said). False after printing the error.
+bool checkGpus(const TrainOptions &o, const ModelSpec &spec) {
+  if (spec.training.target != "cuda" || o.launcher != "mpirun" ||
+      std::getenv("HYPIPE_MPIRUN"))
+    return true; // on other nodes: the ranks check there
+  const int64_t ranks = spec.parallel.pp * spec.parallel.dp;
+  const int gpus = o.gpus > 0 ? o.gpus : rt::cudaDeviceCount();
+  const std::string comm = o.comm.empty() ? spec.parallel.comm : o.comm;
+  if (ranks <= gpus)
+    return true;
+  if (comm == "nccl") {
+    std::cerr << fmt::format(
+        "error: pp {} x dp {} = {} ranks over --comm nccl need a GPU each, "
+        "and this node has {}{}\nhelp: use --comm mpi-staged (or auto) to "
+        "share the GPUs, or run where every rank has a GPU of its own\n",
+        spec.parallel.pp, spec.parallel.dp, ranks, gpus,
+        o.gpus > 0 ? " (--gpus)" : " visible");
+    return false;
+  }
+  if (ranks > 1 && gpus > 0 && (comm == "auto" || comm == "mpi-staged"))
+    fmt::print("note: {} ranks share {} GPU{} over mpi-staged\n", ranks, gpus,
+               gpus == 1 ? "" : "s");
+  return true;
+}
+
 struct LaunchResult {
   int status = 0;
   bool stopped = false; ///< ended by Ctrl-C (the stop file), not a failure
@@ -886,6 +916,8 @@ int runTrain(const TrainOptions &o) {
     std::cerr << "error: " << toString(err) << "\n";
     return 1;
   }
+  if (!checkGpus(o, *spec))
+    return 1;
   if (!lockRunDirectory(run) || !claimRunDirectory(o, run, log))
     return 1;
   if (!compileRun(o, *spec, run, artifact))
@@ -984,6 +1016,10 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc "
                   "or nccl (instead of parallel.comm; docs/runtime.md)")
       ->check(CLI::IsMember({"auto", "mpi", "mpi-staged", "cuda-ipc", "nccl"}));
+  sub->add_option("--gpus", o->gpus,
+                  "the GPUs of this node for a cuda run (default: those "
+                  "visible): --comm nccl needs one per rank")
+      ->check(CLI::Range(1, 4096));
   sub->callback([o, &run] { run = [o] { return runTrain(*o); }; });
 }
 
