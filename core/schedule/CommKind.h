@@ -2,7 +2,8 @@
 //
 // The names of `--comm` and the spec's `parallel.comm`: the runtime picks
 // its Transport by it (runtime/comm/Transport.h) and the simulator its
-// model of how transfers queue (NCCL: one in-order stream per peer pair).
+// model of how transfers queue (nccl: an in-order stream per direction of
+// each pair of ranks).
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_CORE_SCHEDULE_COMMKIND_H

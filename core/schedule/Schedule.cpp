@@ -527,7 +527,7 @@ void receiveInSendOrder(std::vector<std::vector<Action>> &programs) {
       }
       for (; order.begin() + std::ptrdiff_t(k) <= it; ++k) {
         const Action &x = order[k];
-        out.push_back(x);
+        out.push_back(x == a ? a : x); // the written receive keeps its flags
         posted.insert({x.op, x.stage, x.microbatch, x.peer});
       }
     }

@@ -33,14 +33,6 @@ bool launchedByMpi() {
   return false;
 }
 
-int localRank() {
-  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
-                          "MPI_LOCALRANKID", "LOCAL_RANK"})
-    if (const char *value = std::getenv(var))
-      return std::atoi(value);
-  return 0;
-}
-
 Comm::Comm(int *argc, char ***argv) {
   if (!launchedByMpi())
     return;
@@ -48,6 +40,34 @@ Comm::Comm(int *argc, char ***argv) {
   mpi = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
   MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, worldRank,
+                      MPI_INFO_NULL, &nodeComm);
+  MPI_Comm_rank(nodeComm, &nodeIndex);
+  MPI_Comm_size(nodeComm, &nodeCount);
+}
+
+std::vector<std::string> Comm::allgatherOnNode(const std::string &text) {
+  if (!mpi)
+    return {text};
+  const int n = mpiCount(int64_t(text.size()));
+  std::vector<int> sizes(static_cast<size_t>(nodeCount));
+  MPI_Request r;
+  MPI_Iallgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, nodeComm, &r);
+  wait(&r, 1, "the ranks of this node");
+  std::vector<int> displs(sizes.size());
+  int total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    displs[i] = total;
+    total += sizes[i];
+  }
+  std::string all(size_t(total), '\0');
+  MPI_Iallgatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(),
+                  displs.data(), MPI_CHAR, nodeComm, &r);
+  wait(&r, 1, "the ranks of this node");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    out.push_back(all.substr(size_t(displs[i]), size_t(sizes[i])));
+  return out;
 }
 
 Comm::~Comm() {
@@ -57,6 +77,8 @@ Comm::~Comm() {
     MPI_Comm_free(&ppComm);
   if (dpComm != MPI_COMM_NULL)
     MPI_Comm_free(&dpComm);
+  if (nodeComm != MPI_COMM_NULL)
+    MPI_Comm_free(&nodeComm);
   MPI_Finalize();
 }
 

@@ -28,10 +28,6 @@ namespace hypipe::rt {
 /// Slurm), so MPI must be initialised.
 bool launchedByMpi();
 
-/// This process's index among the ranks of its node (Open MPI, Slurm,
-/// MPICH, torchrun's variable); 0 when started by hand. Picks its GPU.
-int localRank();
-
 /// `count` as MPI's int element count; throws RuntimeError past INT_MAX.
 int mpiCount(int64_t count);
 
@@ -45,6 +41,13 @@ public:
 
   int rank() const { return worldRank; }
   int size() const { return worldSize; }
+  /// This rank's index among the ranks of its node, and their number (MPI's
+  /// shared-memory split: right under any launcher and binding; 0 and 1
+  /// started by hand). The index picks the rank's GPU.
+  int nodeRank() const { return nodeIndex; }
+  int nodeSize() const { return nodeCount; }
+  /// Every rank of this node's `text`, in node-rank order.
+  std::vector<std::string> allgatherOnNode(const std::string &text);
   bool distributed() const { return mpi; }
 
   /// Splits the world into a pp x dp grid; size() must equal pp * dp.
@@ -101,6 +104,8 @@ private:
   int worldRank = 0, worldSize = 1;
   int64_t pp = 1, dp = 1, pp_rank = 0, dp_rank = 0;
   MPI_Comm ppComm = MPI_COMM_NULL, dpComm = MPI_COMM_NULL;
+  MPI_Comm nodeComm = MPI_COMM_NULL;
+  int nodeIndex = 0, nodeCount = 1;
 };
 
 } // namespace hypipe::rt

@@ -12,7 +12,7 @@
 //     receive, and two ranks that each send before receiving would wait for
 //     each other. One communicator per direction keeps each direction a
 //     FIFO of its own (what the programs' order per pair needs:
-//     schedule::checkInOrderTransfers).
+//     schedule::receiveInSendOrder).
 // Every communicator has its own stream. An operation waits (an event) for
 // the compute stream's work queued before it, and records an event after
 // itself; test() polls that event and, while it has not fired, the
@@ -33,6 +33,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <exception>
 #include <map>
 
 namespace hypipe::rt {
@@ -74,12 +75,19 @@ public:
   }
 
   ~NcclTransport() override {
-    for (Link &l : links) {
+    // Operations still in flight (an exception unwinding, a failed peer):
+    // abort, which does not wait for them; destroy only a quiet
+    // communicator. Communicators go before their streams.
+    if (failed || !ops.empty() || std::uncaught_exceptions() > 0)
+      abortAll();
+    ncclGroupStart();
+    for (Link &l : links)
+      if (l.comm)
+        ncclCommDestroy(l.comm);
+    ncclGroupEnd();
+    for (Link &l : links)
       if (l.stream)
         cuda::destroyStream(l.stream);
-      if (l.comm)
-        (failed ? ncclCommAbort(l.comm) : ncclCommDestroy(l.comm));
-    }
     for (auto &[id, op] : ops)
       cuda::destroyEvent(op.done);
     for (void *e : events)
@@ -112,13 +120,13 @@ public:
     for (size_t i = 0; i < sendTo.size(); ++i) {
       const int l = add(nullptr);
       sends[sendTo[i]] = l;
-      check(ncclCommInitRank(&links[l].comm, 2, out[i], 0),
+      check(ncclCommInitRank(&links[l].comm, 2, out[i], kSender),
             "ncclCommInitRank (a pipeline link)");
     }
     for (size_t i = 0; i < receiveFrom.size(); ++i) {
       const int l = add(nullptr);
       receives[receiveFrom[i]] = l;
-      check(ncclCommInitRank(&links[l].comm, 2, in[i], 1),
+      check(ncclCommInitRank(&links[l].comm, 2, in[i], kReceiver),
             "ncclCommInitRank (a pipeline link)");
     }
     check(ncclGroupEnd(), "ncclGroupEnd (the pipeline links)");
@@ -128,7 +136,7 @@ public:
                 int) override {
     const int l = linkTo(sends, peer, "sends to");
     Link &link = ready(l);
-    check(ncclSend(data, size_t(count), ncclType(type), 0, link.comm,
+    check(ncclSend(data, size_t(count), ncclType(type), kReceiver, link.comm,
                    static_cast<cudaStream_t>(link.stream)),
           "ncclSend");
     return finish(l);
@@ -137,7 +145,7 @@ public:
   Request irecv(void *data, int64_t count, DType type, int peer, int) override {
     const int l = linkTo(receives, peer, "receives from");
     Link &link = ready(l);
-    check(ncclRecv(data, size_t(count), ncclType(type), 1, link.comm,
+    check(ncclRecv(data, size_t(count), ncclType(type), kSender, link.comm,
                    static_cast<cudaStream_t>(link.stream)),
           "ncclRecv");
     return finish(l);
@@ -208,6 +216,8 @@ protected:
 
 private:
   static constexpr int kIdTag = 7001;
+  /// The ranks of a link's two-rank communicator: the sender makes its id.
+  static constexpr int kSender = 0, kReceiver = 1;
 
   struct Link {
     ncclComm_t comm = nullptr;
@@ -249,6 +259,15 @@ private:
     return links[l];
   }
 
+  /// Aborts every communicator (once) and forgets it.
+  void abortAll() {
+    for (Link &l : links)
+      if (l.comm) {
+        ncclCommAbort(l.comm);
+        l.comm = nullptr;
+      }
+  }
+
   Request finish(int l) {
     Op op{event()};
     cuda::recordEvent(op.done, links[l].stream);
@@ -270,10 +289,13 @@ private:
   /// rank fails (which ends the run).
   void pollErrors() {
     for (Link &l : links) {
+      if (!l.comm)
+        continue;
       ncclResult_t async = ncclSuccess;
       if (ncclCommGetAsyncError(l.comm, &async) != ncclSuccess ||
           (async != ncclSuccess && async != ncclInProgress)) {
         failed = true;
+        abortAll(); // no kernel stays waiting on the lost peer
         throw RuntimeError(fmt::format(
             "error: NCCL: a transfer failed on rank {}: {}\nhelp: the "
             "messages of the other ranks name the cause; NCCL_DEBUG=WARN "

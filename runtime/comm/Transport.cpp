@@ -32,14 +32,6 @@ bool Transport::testAll(std::vector<Request> &requests) {
   return requests.empty();
 }
 
-int localSize() {
-  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                          "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"})
-    if (const char *value = std::getenv(var))
-      return std::max(1, std::atoi(value));
-  return 1;
-}
-
 #ifndef HYPIPE_HAVE_NCCL
 bool ncclBuilt() { return false; }
 std::unique_ptr<Transport> makeNcclTransport(Comm &, Device &) {

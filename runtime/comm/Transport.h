@@ -25,7 +25,7 @@
 //
 // Matching: MPI matches a receive to a send by (peer, tag); NCCL by order
 // per peer pair. Programs run over nccl must receive from each peer in the
-// order that peer sends (schedule::checkInOrderTransfers).
+// order that peer sends (schedule::receiveInSendOrder).
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_COMM_TRANSPORT_H
@@ -114,15 +114,12 @@ std::unique_ptr<Transport> makeTransport(CommKind kind, Comm &comm,
                                          Device &device);
 
 /// The transport a run uses: `requested` resolved (`auto`: mpi on the cpu
-/// target; on cuda nccl when this node's `localRanks` ranks have `gpus`
-/// GPUs to themselves, mpi-staged when they share) or checked (cuda-ipc is
+/// target; on cuda nccl when this node's `localRanks` ranks open `gpus`
+/// distinct GPUs, one each, mpi-staged when they share) or checked (cuda-ipc is
 /// not built; nccl needs the cuda target and a GPU per rank; mpi cannot
 /// move GPU memory). Throws RuntimeError saying what to use instead.
 CommKind resolveComm(CommKind requested, bool cudaTarget, int localRanks,
                      int gpus);
-
-/// Ranks of this process's node (launcher variables; 1 by hand).
-int localSize();
 
 /// True when hypipe was built with NCCL.
 bool ncclBuilt();

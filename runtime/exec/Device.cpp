@@ -91,6 +91,7 @@ std::unique_ptr<Device> makeCudaDevice(int) {
 }
 
 int cudaDeviceCount() { return 0; }
+std::string cudaDeviceId(int) { return ""; }
 #endif
 
 } // namespace hypipe::rt

@@ -86,6 +86,9 @@ std::unique_ptr<Device> makeHostDevice();
 std::unique_ptr<Device> makeCudaDevice(int ordinal);
 /// The GPUs this process sees (0 without CUDA or a driver).
 int cudaDeviceCount();
+/// GPU `ordinal`'s PCI bus id, the same in every process that sees it
+/// whatever CUDA_VISIBLE_DEVICES numbers it ("" without CUDA).
+std::string cudaDeviceId(int ordinal);
 
 /// A typed buffer on a device, freed with it.
 template <typename T> class DeviceArray {

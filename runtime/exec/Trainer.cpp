@@ -98,6 +98,13 @@ int transferTag(int64_t receivingStage, int64_t mb, int64_t microbatches,
 /// action of the step has run.
 constexpr int64_t kBucketFloats = int64_t(4) << 20;
 
+/// The GPU a rank opens: its index on the node modulo the GPUs it sees (a
+/// rank bound to its own GPU sees one; one that sees them all takes its
+/// node index; ranks beyond the GPUs share them).
+int gpuOrdinal(const Comm &comm) {
+  return comm.nodeRank() % std::max(1, cudaDeviceCount());
+}
+
 /// The transport this run uses (the artifact's `comm`, resolved the same
 /// on every rank: nodes that resolve `auto` differently all stage).
 CommKind chooseTransport(const Artifact &artifact, Comm &comm) {
@@ -112,9 +119,18 @@ CommKind chooseTransport(const Artifact &artifact, Comm &comm) {
   // One process sends nothing: no communicator to set up.
   if (comm.size() == 1 && *requested == CommKind::Auto)
     return cuda ? CommKind::MpiStaged : CommKind::Mpi;
+  // The distinct GPUs this node's ranks would open (their PCI bus ids: the
+  // same GPU under any CUDA_VISIBLE_DEVICES numbering).
+  int gpus = 0;
+  if (cuda) {
+    const std::vector<std::string> ids = comm.allgatherOnNode(
+        cudaDeviceCount() ? cudaDeviceId(gpuOrdinal(comm)) : "");
+    std::set<std::string> distinct(ids.begin(), ids.end());
+    distinct.erase("");
+    gpus = int(distinct.size());
+  }
   onEveryRank(comm, "error: cannot choose the transport between ranks", [&] {
-    kind = resolveComm(*requested, cuda, localSize(),
-                       cuda ? cudaDeviceCount() : 0);
+    kind = resolveComm(*requested, cuda, comm.nodeSize(), gpus);
   });
   const std::vector<double> all = comm.allgather({double(int(kind))});
   for (double k : all)
@@ -123,13 +139,10 @@ CommKind chooseTransport(const Artifact &artifact, Comm &comm) {
   return kind;
 }
 
-std::unique_ptr<Device> openDevice(const Artifact &artifact, CommKind comm) {
+std::unique_ptr<Device> openDevice(const Artifact &artifact, const Comm &comm) {
   if (artifact.target != "cuda")
     return makeHostDevice();
-  // Ranks that share GPUs (mpi-staged) take them in turn.
-  const int gpus = std::max(1, cudaDeviceCount());
-  const int ordinal =
-      comm == CommKind::MpiStaged ? localRank() % gpus : localRank();
+  const int ordinal = gpuOrdinal(comm);
   std::unique_ptr<Device> device;
   try {
     device = makeCudaDevice(ordinal);
@@ -154,7 +167,7 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
     : artifact(artifact), comm(comm), ppRank(comm.ppRank()), data(data) {
   const CommKind kind = chooseTransport(artifact, comm);
   artifact.comm = std::string(schedule::commKindName(kind)); // as resolved
-  device = openDevice(artifact, kind);
+  device = openDevice(artifact, comm);
   transport = makeTransport(kind, comm, *device);
   const int64_t dp = sharded() ? comm.dpSize() : 1;
   for (StageEntry *e : artifact.stagesOf(ppRank)) {

@@ -37,7 +37,7 @@ std::unique_ptr<Device> makeDevice() {
   if (!gCuda)
     return makeHostDevice();
   // Ranks beyond the GPUs share them, as mpi-staged runs do.
-  return makeCudaDevice(localRank() % std::max(1, cudaDeviceCount()));
+  return makeCudaDevice(gComm->nodeRank() % std::max(1, cudaDeviceCount()));
 }
 
 /// A buffer of `n` elements of `type` in the device's memory, written and

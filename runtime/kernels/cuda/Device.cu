@@ -1,9 +1,9 @@
 //===- Device.cu - the CUDA device of the runtime -------------------------===//
 //
-// Memory is cudaMalloc'ed once per buffer (the trainer reuses its buffers
-// every step); copies and kernels go on the context's stream. The squared
-// norm is reduced in double, in a fixed order, so it does not depend on
-// timing.
+// Memory is allocated once per buffer, stream-ordered (cudaMallocAsync: the
+// trainer reuses its buffers every step); copies and kernels go on the
+// context's stream. The squared norm is reduced in double, in a fixed order,
+// so it does not depend on timing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,7 +80,7 @@ public:
   }
   ~CudaDevice() override {
     cudaFree(partial);
-    cudaFree(scratch);
+    cudaFreeAsync(scratch, stream());
   }
 
   std::string describe() const override {
@@ -89,8 +89,11 @@ public:
   }
   bool host() const override { return false; }
   void *allocate(int64_t bytes) override {
+    // Stream-ordered (cudaMallocAsync / cudaFreeAsync on the compute
+    // stream): neither waits for the whole GPU, as cudaMalloc and cudaFree
+    // may, which would hold a rank whose NCCL receives wait for a peer.
     void *p = nullptr;
-    cudaError_t status = cudaMalloc(&p, size_t(bytes));
+    cudaError_t status = cudaMallocAsync(&p, size_t(bytes), stream());
     if (status != cudaSuccess) {
       cudaGetLastError();
       size_t freeBytes = 0, totalBytes = 0;
@@ -107,7 +110,7 @@ public:
     allocated += bytes;
     return p;
   }
-  void release(void *p) override { cudaFree(p); }
+  void release(void *p) override { cudaFreeAsync(p, stream()); }
   void toDevice(void *dst, const void *src, int64_t bytes) override {
     check(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyHostToDevice,
                           stream()),
@@ -203,14 +206,15 @@ public:
   }
 
 private:
-  /// A device buffer of at least `bytes`, grown on demand (stream-ordered:
-  /// the old one is freed after the work queued on it).
+  /// A device buffer of at least `bytes`, grown on demand, stream-ordered:
+  /// the old one is freed after the work queued on it, without waiting.
   void *scratchBytes(int64_t bytes) {
     if (bytes > scratchSize) {
-      synchronize();
-      cudaFree(scratch);
+      if (scratch)
+        check(cudaFreeAsync(scratch, stream()), "cudaFreeAsync");
       scratch = nullptr;
-      check(cudaMalloc(&scratch, size_t(bytes)), "cudaMalloc");
+      check(cudaMallocAsync(&scratch, size_t(bytes), stream()),
+            "cudaMallocAsync");
       scratchSize = bytes;
     }
     return scratch;
@@ -230,5 +234,14 @@ std::unique_ptr<Device> makeCudaDevice(int ordinal) {
 }
 
 int cudaDeviceCount() { return cuda::deviceCount(); }
+
+std::string cudaDeviceId(int ordinal) {
+  char id[64] = {0};
+  if (cudaDeviceGetPCIBusId(id, sizeof id, ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return id;
+}
 
 } // namespace hypipe::rt
