@@ -290,6 +290,14 @@ bool Trainer::sharded() const {
 void Trainer::awaitParameters(StageState &s) {
   if (!s.paramGather.empty())
     transport->waitAll(s.paramGather);
+  if (!s.gatheringWorking)
+    return;
+  // Every rank's bf16 block, widened into the working copy; then the
+  // gradient buffer the gather borrowed is zeroed for the step.
+  device->copy(s.working.data(), s.grads.data(), 2 * s.working.size());
+  device->unpackBf16(s.working.data(), s.working.size());
+  device->zero(s.grads.data(), s.grads.size());
+  s.gatheringWorking = false;
 }
 
 void Trainer::refreshWorkingCopy(StageState &s) {
@@ -877,14 +885,47 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
                   s.adamV.data(), s.begin);
     // Every replica gets the updated blocks; the stage's next forward
     // waits for them, so the gather overlaps what runs before it.
-    if (sharded())
+    if (sharded() && s.working.size())
+      gatherWorkingCopy(s);
+    else if (sharded())
       s.paramGather.push_back(
           transport->iallgatherDp(s.params.data(), s.block, DType::F32));
   }
   mainWeightsChanged();
+  // A gathered working copy is made from the new weights already.
+  for (StageState &s : stages)
+    if (s.gatheringWorking)
+      s.workingStale = false;
+}
+
+void Trainer::gatherWorkingCopy(StageState &s) {
+  // This rank's block as bf16 (rounded as refreshWorkingCopy rounds), put
+  // at its place in the gradient buffer's first dp x block x 2 bytes: the
+  // gradients are spent until the next step, which zeroes them only after
+  // the gather (awaitParameters).
+  const int64_t at = s.block * comm.dpRank();
+  float *mine = s.working.data() + at;
+  device->copy(mine, s.params.data() + at, int64_t(sizeof(float)) * s.block);
+  device->packBf16(mine, s.block);
+  auto *bytes = reinterpret_cast<char *>(s.grads.data());
+  device->copy(bytes + 2 * at, mine, 2 * s.block);
+  s.paramGather.push_back(transport->iallgatherDp(bytes, s.block, DType::BF16));
+  s.gatheringWorking = true;
 }
 
 int64_t Trainer::peakTensorBytes() const { return device->peakBytes(); }
+
+std::vector<float> Trainer::fullParameters(StageState &s) {
+  std::vector<float> params = s.params.download();
+  if (!sharded())
+    return comm.dpRank() == 0 ? params : std::vector<float>();
+  // Each rank's fp32 main weights are current in its own block (a bf16 run
+  // gathers only the bf16 working copy).
+  std::vector<float> all(comm.dpRank() == 0 ? size_t(s.block * comm.dpSize())
+                                            : 0);
+  comm.gatherDp(params.data() + s.block * comm.dpRank(), s.block, all.data());
+  return all;
+}
 
 std::vector<float> Trainer::fullMoment(StageState &s, const Buffer &moment) {
   std::vector<float> shard = moment.download();
@@ -980,8 +1021,7 @@ void Trainer::save(const std::string &root, int64_t step) {
   std::vector<std::vector<float>> host; // alive until write()
   for (StageState &s : stages) {
     awaitParameters(s);
-    host.push_back(comm.dpRank() == 0 ? s.params.download()
-                                      : std::vector<float>());
+    host.push_back(fullParameters(s));
     host.push_back(fullMoment(s, s.adamM));
     host.push_back(fullMoment(s, s.adamV));
   }
@@ -1205,7 +1245,8 @@ void Trainer::dump(const std::string &path, double loss, double aux,
 StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   auto start = std::chrono::steady_clock::now();
   for (StageState &s : stages)
-    device->zero(s.grads.data(), s.grads.size());
+    if (!s.gatheringWorking) // zeroed once its gather is in
+      device->zero(s.grads.data(), s.grads.size());
   StepStats st;
   st.step = step;
   // Fault injection for the tests (docs/runtime.md): this rank dies at the

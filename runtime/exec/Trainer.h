@@ -157,6 +157,10 @@ private:
     /// optimizer's main ones). Empty in fp32.
     Buffer working;
     bool workingStale = true;
+    /// Sharded bf16 runs: the all-gather in flight carries the bf16 working
+    /// copy (in the gradient buffer), not the fp32 weights
+    /// (gatherWorkingCopy; awaitParameters finishes it).
+    bool gatheringWorking = false;
     int64_t block = 0;
     /// The parameter floats this rank's optimizer updates: [begin, end).
     int64_t begin = 0, end = 0;
@@ -267,8 +271,17 @@ private:
   /// Sharded runs: reduce-scatters what the program left (the tied
   /// stages) and puts each rank's block of summed gradients in place.
   void finishShardedReduction();
-  /// Waits for the all-gather of `s`'s parameters after the last update.
+  /// Waits for the all-gather of `s`'s parameters after the last update
+  /// (bf16: widens the gathered working copy, zeroes the gradients).
   void awaitParameters(StageState &s);
+  /// Sharded bf16 runs: starts the all-gather of the updated parameters as
+  /// bf16 (Megatron gathers its bf16 model parameters): half the bytes of
+  /// fp32, and every rank's fp32 main weights stay current in its own
+  /// block only.
+  void gatherWorkingCopy(StageState &s);
+  /// A stage's fp32 parameters on the rank that writes the checkpoint
+  /// (gathered from each rank's own block when sharded); {} elsewhere.
+  std::vector<float> fullParameters(StageState &s);
   /// A stage's AdamW moment (`m` or `v`) over all of its parameters, on
   /// the rank that writes the checkpoint (gathered when sharded).
   std::vector<float> fullMoment(StageState &s, const Buffer &moment);
