@@ -93,11 +93,6 @@ int transferTag(int64_t receivingStage, int64_t mb, int64_t microbatches,
   return int(((receivingStage * microbatches + mb) * 2 + backward) % 32768);
 }
 
-/// Gradients are reduced over data parallelism in buckets of at most this
-/// many floats (16 MiB), each started as soon as its stage's last backward
-/// action of the step has run.
-constexpr int64_t kBucketFloats = int64_t(4) << 20;
-
 /// The GPU a rank opens: its index on the node modulo the GPUs it sees (a
 /// rank bound to its own GPU sees one; one that sees them all takes its
 /// node index; ranks beyond the GPUs share them).
@@ -341,10 +336,10 @@ void Trainer::startDpReduction(StageState &s) {
           transport->ireduceScatterDp(s.grads.data(), s.block, DType::F32));
     return;
   }
-  for (int64_t at = 0; at < s.grads.size(); at += kBucketFloats)
+  for (int64_t at = 0; at < s.grads.size(); at += bucketFloats)
     dpRequests.push_back(transport->iallreduceDp(
         s.grads.data() + at,
-        std::min<int64_t>(kBucketFloats, s.grads.size() - at), DType::F32));
+        std::min<int64_t>(bucketFloats, s.grads.size() - at), DType::F32));
 }
 
 namespace {

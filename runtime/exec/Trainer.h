@@ -71,6 +71,11 @@ void agreeAcrossRanks(Comm &comm, const std::string &error,
 void onEveryRank(Comm &comm, const std::string &what,
                  const std::function<void()> &work);
 
+/// Gradients are all-reduced over data parallelism in buckets of at most
+/// this many floats (16 MiB), each started as soon as its stage's last
+/// backward action of the step has run.
+inline constexpr int64_t kDefaultBucketFloats = int64_t(4) << 20;
+
 class Trainer {
 public:
   /// Loads the stage libraries of `comm`'s pipeline rank, opens the device
@@ -133,6 +138,13 @@ public:
   /// Layer timing for measured costs (hypipe-run --costs-out; cpu stages):
   /// while on, every kernel call's wall time is added to its layer's entry.
   void measureLayers(bool on) { measuring = on; }
+
+  /// The data-parallel all-reduce's bucket size in floats (Megatron's
+  /// --ddp-bucket-size; default 16 MiB of fp32): smaller buckets start
+  /// sooner and finish in more pieces.
+  void setGradientBucket(int64_t floats) {
+    bucketFloats = std::max<int64_t>(1, floats);
+  }
   /// Each local stage's measured seconds and pass counts: for stage `i`
   /// (in stagesOf order) seconds[pass][layer] over `passes[pass]` runs of
   /// the pass (forward, input-gradient, weight-gradient).
@@ -336,6 +348,7 @@ private:
   /// First stage (over all ranks) of each parameter held by several stages.
   std::map<std::string, int64_t> firstStage;
   std::vector<Transport::Request> dpRequests;
+  int64_t bucketFloats = kDefaultBucketFloats;
   std::vector<Timing> lastTimings;
   double epoch = 0;
   bool measuring = false;

@@ -611,6 +611,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
                  "not finish)\n",
                  o.save, gone);
   Trainer trainer(artifact, comm, {data.stream.get(), data.samples.get()});
+  if (o.gradBucketMib > 0)
+    trainer.setGradientBucket(int64_t(o.gradBucketMib * (1 << 20) / 4));
   RunTotals t;
   t.first = startingStep(o, artifact, trainer, root);
   std::ofstream log = openJsonLog(o, t.first, root);

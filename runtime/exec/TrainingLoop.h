@@ -40,6 +40,9 @@ struct RunOptions {
   /// --comm: the transport (a schedule::CommKind name) instead of the
   /// manifest's parallel.comm; empty: the manifest's.
   std::string comm;
+  /// --grad-bucket-mib: the data-parallel all-reduce's bucket size in MiB
+  /// of fp32 gradients; 0: the default (16).
+  double gradBucketMib = 0;
 };
 
 /// Trains as `options` say on this rank of `comm`; returns the exit code

@@ -126,6 +126,10 @@ void addRunOptions(CLI::App &app, RunOptions &options) {
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   app.add_flag("--profile", options.profile,
                "report the share of step time spent in OpenBLAS GEMMs");
+  app.add_option("--grad-bucket-mib", options.gradBucketMib,
+                 "the data-parallel gradient all-reduce's bucket size in MiB "
+                 "(Megatron's --ddp-bucket-size; default 16)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--comm", options.comm,
                  "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc "
                  "or nccl (instead of the manifest's parallel.comm)")

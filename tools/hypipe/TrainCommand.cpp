@@ -69,6 +69,7 @@ struct TrainOptions {
   std::string launcher = "mpirun"; ///< mpirun or srun (HYPIPE_MPIRUN wins)
   std::string comm;                ///< --comm; empty: the spec's parallel.comm
   int gpus = 0; ///< --gpus: this node's GPUs; 0: those visible
+  double gradBucketMib = 0; ///< --grad-bucket-mib; 0: hypipe-run's default
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
   double watchdog = -1; ///< -1: hypipe-run's default
@@ -144,6 +145,8 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   addIf("--watchdog", fmt::format("{:g}", o.watchdog), o.watchdog >= 0);
   addIf("--threads", std::to_string(o.threads), o.threads > 0);
   addIf("--comm", o.comm, !o.comm.empty());
+  addIf("--grad-bucket-mib", fmt::format("{:g}", o.gradBucketMib),
+        o.gradBucketMib > 0);
   words.insert(words.end(), {"--resume", "auto"});
   std::string out;
   for (const std::string &w : words)
@@ -755,6 +758,10 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
     argv.push_back("--comm");
     argv.push_back(o.comm);
   }
+  if (o.gradBucketMib > 0) {
+    argv.push_back("--grad-bucket-mib");
+    argv.push_back(fmt::format("{:g}", o.gradBucketMib));
+  }
   fmt::print("launch: {}\n", fmt::join(argv, " "));
   std::fflush(stdout);
   int status = launch(argv, stopFile);
@@ -1016,6 +1023,10 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc "
                   "or nccl (instead of parallel.comm; docs/runtime.md)")
       ->check(CLI::IsMember({"auto", "mpi", "mpi-staged", "cuda-ipc", "nccl"}));
+  sub->add_option("--grad-bucket-mib", o->gradBucketMib,
+                  "the data-parallel gradient all-reduce's bucket size in MiB "
+                  "(Megatron's --ddp-bucket-size; default 16)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--gpus", o->gpus,
                   "the GPUs of this node for a cuda run (default: those "
                   "visible): --comm nccl needs one per rank")
