@@ -26,11 +26,16 @@ using cuda::stream;
 
 constexpr int kNormBlocks = 256;
 
-__global__ void sumSquaresKernel(const float *x, int64_t n, double *partial) {
+/// One segment per blockIdx.y, kNormBlocks blocks over it (each segment's
+/// partials in the order a launch per segment made them): the whole
+/// stage's squared norm in one launch and one read-back.
+__global__ void sumSquaresKernel(const float *x, const ParamSegment *segments,
+                                 double *partial) {
   __shared__ double part[256];
+  const ParamSegment seg = segments[blockIdx.y];
   double s = 0;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = seg.begin + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < seg.end; i += int64_t(gridDim.x) * blockDim.x)
     s += double(x[i]) * x[i];
   part[threadIdx.x] = s;
   __syncthreads();
@@ -40,20 +45,29 @@ __global__ void sumSquaresKernel(const float *x, int64_t n, double *partial) {
     __syncthreads();
   }
   if (threadIdx.x == 0)
-    partial[blockIdx.x] = part[0];
+    partial[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = part[0];
 }
 
-__global__ void adamwKernel(AdamWStep s, float *w, const float *g, float *m,
-                            float *v, int64_t n) {
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n)
-    return;
-  float gi = float(g[i] * s.clipScale);
-  m[i] = float(s.beta1 * m[i] + (1 - s.beta1) * gi);
-  v[i] = float(s.beta2 * v[i] + (1 - s.beta2) * double(gi) * gi);
-  double update = (m[i] / s.c1) / (sqrt(v[i] / s.c2) + s.eps);
-  w[i] = float(w[i] * s.decay - s.lr * update);
+/// Every segment in one launch (blockIdx.y), grid-stride within it; the
+/// moments are indexed from `momentBase`.
+__global__ void adamwKernel(AdamWStep s, const ParamSegment *segments, float *w,
+                            const float *g, float *m, float *v,
+                            int64_t momentBase) {
+  const ParamSegment seg = segments[blockIdx.y];
+  const float decay = seg.decay ? s.decay : 1.0f;
+  for (int64_t i = seg.begin + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < seg.end; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t k = i - momentBase;
+    float gi = float(g[i] * s.clipScale);
+    m[k] = float(s.beta1 * m[k] + (1 - s.beta1) * gi);
+    v[k] = float(s.beta2 * v[k] + (1 - s.beta2) * double(gi) * gi);
+    double update = (m[k] / s.c1) / (sqrt(v[k] / s.c2) + s.eps);
+    w[i] = float(w[i] * decay - s.lr * update);
+  }
 }
+
+/// The grid's y dimension: segments per launch.
+constexpr size_t kMaxSegmentsPerLaunch = 65535;
 
 __global__ void packBf16Kernel(const float *x, __nv_bfloat16 *out, int64_t n) {
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -75,12 +89,11 @@ std::string gib(int64_t bytes) {
 
 class CudaDevice final : public Device {
 public:
-  explicit CudaDevice(int ordinal) : info(cuda::open(ordinal)) {
-    check(cudaMalloc(&partial, sizeof(double) * kNormBlocks), "cudaMalloc");
-  }
+  explicit CudaDevice(int ordinal) : info(cuda::open(ordinal)) {}
   ~CudaDevice() override {
-    cudaFree(partial);
-    cudaFreeAsync(scratch, stream());
+    for (void *p : {static_cast<void *>(partial), segmentTable, scratch})
+      if (p)
+        cudaFreeAsync(p, stream());
   }
 
   std::string describe() const override {
@@ -139,37 +152,48 @@ public:
   int computeCapability() const override {
     return info.major * 10 + info.minor;
   }
+  // A stage's segments in launches of up to 65,535 (one in practice): one
+  // launch and one read-back for the norm, one launch for AdamW, where a
+  // launch (and for the norm a synchronisation) per parameter was.
   double sumSquares(const float *x, const std::vector<ParamSegment> &segments,
                     double start) override {
     double sum = start;
-    for (const ParamSegment &seg : segments) {
-      const int64_t n = seg.end - seg.begin;
-      if (!n)
-        continue;
-      sumSquaresKernel<<<kNormBlocks, 256, 0, stream()>>>(x + seg.begin, n,
-                                                          partial);
+    for (size_t first = 0; first < segments.size();
+         first += kMaxSegmentsPerLaunch) {
+      const size_t n = std::min(kMaxSegmentsPerLaunch, segments.size() - first);
+      const ParamSegment *table = uploadSegments(segments, first, n);
+      double *partials = partialsFor(n);
+      sumSquaresKernel<<<dim3(kNormBlocks, unsigned(n)), 256, 0, stream()>>>(
+          x, table, partials);
       launched("squared norm");
-      double host[kNormBlocks];
-      toHost(host, partial, sizeof(host));
-      double s = 0;
-      for (double p : host)
-        s += p;
-      sum += s;
+      std::vector<double> host(n * kNormBlocks);
+      toHost(host.data(), partials, int64_t(sizeof(double) * host.size()));
+      // Each segment's partials, then the segments, in order: the sum the
+      // launch per segment made.
+      for (size_t k = 0; k < n; ++k) {
+        double s = 0;
+        for (int b = 0; b < kNormBlocks; ++b)
+          s += host[k * kNormBlocks + size_t(b)];
+        sum += s;
+      }
     }
     return sum;
   }
   void adamw(const AdamWStep &s, const std::vector<ParamSegment> &segments,
              float *w, const float *g, float *m, float *v,
              int64_t momentBase) override {
-    for (const ParamSegment &seg : segments) {
-      const int64_t n = seg.end - seg.begin;
-      if (!n)
+    for (size_t first = 0; first < segments.size();
+         first += kMaxSegmentsPerLaunch) {
+      const size_t n = std::min(kMaxSegmentsPerLaunch, segments.size() - first);
+      int64_t longest = 0;
+      for (size_t k = first; k < first + n; ++k)
+        longest = std::max(longest, segments[k].end - segments[k].begin);
+      if (!longest)
         continue;
-      AdamWStep step = s;
-      step.decay = seg.decay ? s.decay : 1.0f;
-      const int64_t moment = seg.begin - momentBase;
-      adamwKernel<<<blocksFor(n), 256, 0, stream()>>>(
-          step, w + seg.begin, g + seg.begin, m + moment, v + moment, n);
+      const ParamSegment *table = uploadSegments(segments, first, n);
+      const unsigned blocks = std::min(blocksFor(longest), 1024u);
+      adamwKernel<<<dim3(blocks, unsigned(n)), 256, 0, stream()>>>(
+          s, table, w, g, m, v, momentBase);
       launched("adamw");
     }
   }
@@ -206,6 +230,38 @@ public:
   }
 
 private:
+  /// Segments [first, first + n) in device memory for the next launch
+  /// (stream-ordered: the copy lands before the kernel reads it; the host
+  /// copy lives until the copy has been made, as cudaMemcpyAsync from
+  /// pageable memory returns once it has staged the data).
+  const ParamSegment *uploadSegments(const std::vector<ParamSegment> &segments,
+                                     size_t first, size_t n) {
+    const int64_t bytes = int64_t(sizeof(ParamSegment) * n);
+    if (bytes > segmentBytes) {
+      if (segmentTable)
+        check(cudaFreeAsync(segmentTable, stream()), "cudaFreeAsync");
+      check(cudaMallocAsync(&segmentTable, size_t(bytes), stream()),
+            "cudaMallocAsync");
+      segmentBytes = bytes;
+    }
+    check(cudaMemcpyAsync(segmentTable, segments.data() + first, size_t(bytes),
+                          cudaMemcpyHostToDevice, stream()),
+          "copy of the optimizer's segments");
+    return static_cast<const ParamSegment *>(segmentTable);
+  }
+  /// Room for kNormBlocks partial sums per segment of `n`.
+  double *partialsFor(size_t n) {
+    const int64_t bytes = int64_t(sizeof(double) * kNormBlocks * n);
+    if (bytes > partialBytes) {
+      if (partial)
+        check(cudaFreeAsync(partial, stream()), "cudaFreeAsync");
+      check(cudaMallocAsync(&partial, size_t(bytes), stream()),
+            "cudaMallocAsync");
+      partialBytes = bytes;
+    }
+    return partial;
+  }
+
   /// A device buffer of at least `bytes`, grown on demand, stream-ordered:
   /// the old one is freed after the work queued on it, without waiting.
   void *scratchBytes(int64_t bytes) {
@@ -222,6 +278,9 @@ private:
 
   cuda::DeviceInfo info;
   double *partial = nullptr;
+  int64_t partialBytes = 0;
+  void *segmentTable = nullptr;
+  int64_t segmentBytes = 0;
   void *scratch = nullptr;
   int64_t scratchSize = 0;
   int64_t allocated = 0;
