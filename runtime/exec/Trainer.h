@@ -318,8 +318,6 @@ public:
 private:
   Comm &comm;
   std::unique_ptr<Device> device;
-  /// How tensors cross ranks (--comm, resolved: transport->kind()).
-  std::unique_ptr<Transport> transport;
   std::vector<Buffer> activationPool;
   /// The batch in device memory (cuda), and where the stages read it.
   DeviceArray<int32_t> deviceTokens, deviceLabels, deviceCuSeqlens;
@@ -354,6 +352,10 @@ private:
   bool measuring = false;
   int faultKillRank = -1;
   long faultKillStep = -1, faultNanStep = -1;
+  /// How tensors cross ranks (--comm, resolved: transport->kind()). Last:
+  /// destroyed first, so a transport torn down mid-step (an exception)
+  /// aborts its transfers before the buffers they write are freed.
+  std::unique_ptr<Transport> transport;
 };
 
 } // namespace hypipe::rt

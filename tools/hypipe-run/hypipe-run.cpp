@@ -126,10 +126,12 @@ void addRunOptions(CLI::App &app, RunOptions &options) {
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   app.add_flag("--profile", options.profile,
                "report the share of step time spent in OpenBLAS GEMMs");
-  app.add_option("--grad-bucket-mib", options.gradBucketMib,
-                 "the data-parallel gradient all-reduce's bucket size in MiB "
-                 "(Megatron's --ddp-bucket-size; default 16)")
-      ->check(CLI::PositiveNumber);
+  app.add_option(
+         "--grad-bucket-mib", options.gradBucketMib,
+         "the data-parallel gradient all-reduce's bucket size in MiB "
+         "(Megatron's --ddp-bucket-size; default 16, at least 4 KiB; the "
+         "distributed optimizer reduce-scatters a stage at once)")
+      ->check(CLI::Range(1.0 / 256, 1e6));
   app.add_option("--comm", options.comm,
                  "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc "
                  "or nccl (instead of the manifest's parallel.comm)")

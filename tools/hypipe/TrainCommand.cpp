@@ -1023,10 +1023,12 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc "
                   "or nccl (instead of parallel.comm; docs/runtime.md)")
       ->check(CLI::IsMember({"auto", "mpi", "mpi-staged", "cuda-ipc", "nccl"}));
-  sub->add_option("--grad-bucket-mib", o->gradBucketMib,
-                  "the data-parallel gradient all-reduce's bucket size in MiB "
-                  "(Megatron's --ddp-bucket-size; default 16)")
-      ->check(CLI::PositiveNumber);
+  sub->add_option(
+         "--grad-bucket-mib", o->gradBucketMib,
+         "the data-parallel gradient all-reduce's bucket size in MiB "
+         "(Megatron's --ddp-bucket-size; default 16, at least 4 KiB; the "
+         "distributed optimizer reduce-scatters a stage at once)")
+      ->check(CLI::Range(1.0 / 256, 1e6));
   sub->add_option("--gpus", o->gpus,
                   "the GPUs of this node for a cuda run (default: those "
                   "visible): --comm nccl needs one per rank")
