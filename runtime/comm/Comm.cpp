@@ -13,6 +13,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <unistd.h>
 
 namespace hypipe::rt {
 
@@ -33,7 +34,17 @@ bool launchedByMpi() {
   return false;
 }
 
+namespace {
+std::string thisHost() {
+  char name[256] = {0};
+  if (gethostname(name, sizeof name - 1) != 0)
+    return "?";
+  return name;
+}
+} // namespace
+
 Comm::Comm(int *argc, char ***argv) {
+  hosts = {thisHost()};
   if (!launchedByMpi())
     return;
   MPI_Init(argc, argv);
@@ -44,16 +55,22 @@ Comm::Comm(int *argc, char ***argv) {
                       MPI_INFO_NULL, &nodeComm);
   MPI_Comm_rank(nodeComm, &nodeIndex);
   MPI_Comm_size(nodeComm, &nodeCount);
+  hosts = allgatherText(MPI_COMM_WORLD, worldSize, thisHost());
 }
 
 std::vector<std::string> Comm::allgatherOnNode(const std::string &text) {
   if (!mpi)
     return {text};
+  return allgatherText(nodeComm, nodeCount, text);
+}
+
+std::vector<std::string> Comm::allgatherText(MPI_Comm group, int members,
+                                             const std::string &text) {
   const int n = mpiCount(int64_t(text.size()));
-  std::vector<int> sizes(static_cast<size_t>(nodeCount));
+  std::vector<int> sizes(static_cast<size_t>(members));
   MPI_Request r;
-  MPI_Iallgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, nodeComm, &r);
-  wait(&r, 1, "the ranks of this node");
+  MPI_Iallgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, group, &r);
+  wait(&r, 1, "every rank's host name");
   std::vector<int> displs(sizes.size());
   int total = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -62,8 +79,8 @@ std::vector<std::string> Comm::allgatherOnNode(const std::string &text) {
   }
   std::string all(size_t(total), '\0');
   MPI_Iallgatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(),
-                  displs.data(), MPI_CHAR, nodeComm, &r);
-  wait(&r, 1, "the ranks of this node");
+                  displs.data(), MPI_CHAR, group, &r);
+  wait(&r, 1, "every rank's host name");
   std::vector<std::string> out;
   for (size_t i = 0; i < sizes.size(); ++i)
     out.push_back(all.substr(size_t(displs[i]), size_t(sizes[i])));

@@ -48,6 +48,8 @@ public:
   int nodeSize() const { return nodeCount; }
   /// Every rank of this node's `text`, in node-rank order.
   std::vector<std::string> allgatherOnNode(const std::string &text);
+  /// The host world rank `rank` runs on (gathered at start), for messages.
+  const std::string &hostOf(int rank) const { return hosts.at(size_t(rank)); }
   bool distributed() const { return mpi; }
 
   /// Splits the world into a pp x dp grid; size() must equal pp * dp.
@@ -97,6 +99,9 @@ public:
 private:
   /// Completes `n` requests, polling as setWaitHook says.
   void wait(MPI_Request *requests, int n, const std::string &what);
+  /// Every rank of `group`'s `text`, in rank order.
+  std::vector<std::string> allgatherText(MPI_Comm group, int members,
+                                         const std::string &text);
 
   WaitHook waitHook;
   std::string waitContext;
@@ -106,6 +111,7 @@ private:
   MPI_Comm ppComm = MPI_COMM_NULL, dpComm = MPI_COMM_NULL;
   MPI_Comm nodeComm = MPI_COMM_NULL;
   int nodeIndex = 0, nodeCount = 1;
+  std::vector<std::string> hosts; ///< by world rank
 };
 
 } // namespace hypipe::rt

@@ -139,7 +139,7 @@ public:
     check(ncclSend(data, size_t(count), ncclType(type), kReceiver, link.comm,
                    static_cast<cudaStream_t>(link.stream)),
           "ncclSend");
-    return finish(l);
+    return finish(l, "sending to " + rankText(peer));
   }
 
   Request irecv(void *data, int64_t count, DType type, int peer, int) override {
@@ -148,11 +148,12 @@ public:
     check(ncclRecv(data, size_t(count), ncclType(type), kSender, link.comm,
                    static_cast<cudaStream_t>(link.stream)),
           "ncclRecv");
-    return finish(l);
+    return finish(l, "receiving from " + rankText(peer));
   }
 
   Request iallreduceDp(void *data, int64_t count, DType type) override {
-    return allreduceOn(dp, data, count, type);
+    return allreduceOn(dp, data, count, type,
+                       "the data-parallel all-reduce with " + dpPeersText());
   }
 
   Request ireduceScatterDp(void *data, int64_t block, DType type) override {
@@ -162,7 +163,7 @@ public:
     check(ncclReduceScatter(data, mine, size_t(block), ncclType(type), ncclSum,
                             link.comm, static_cast<cudaStream_t>(link.stream)),
           "ncclReduceScatter");
-    return finish(dp);
+    return finish(dp, "the data-parallel reduce-scatter with " + dpPeersText());
   }
 
   Request iallgatherDp(void *data, int64_t block, DType type) override {
@@ -172,7 +173,7 @@ public:
     check(ncclAllGather(mine, data, size_t(block), ncclType(type), link.comm,
                         static_cast<cudaStream_t>(link.stream)),
           "ncclAllGather");
-    return finish(dp);
+    return finish(dp, "the data-parallel all-gather with " + dpPeersText());
   }
 
   Group makeGroup(const std::vector<int64_t> &ppRanks) override {
@@ -195,10 +196,14 @@ public:
       const Request id = next++;
       return id; // nothing to wait for: test() finds no operation
     }
-    return allreduceOn(group, data, count, type);
+    return allreduceOn(group, data, count, type, "the tied-parameter sum");
   }
 
 protected:
+  std::string describe(Request r) const override {
+    auto it = ops.find(r);
+    return it == ops.end() ? "a finished transfer" : it->second.what;
+  }
   bool test(Request r) override {
     auto it = ops.find(r);
     if (it == ops.end())
@@ -225,6 +230,7 @@ private:
   };
   struct Op {
     void *done = nullptr; ///< recorded on the link's stream after the op
+    std::string what;     ///< for describe()
   };
 
   int add(ncclComm_t c) {
@@ -268,20 +274,21 @@ private:
       }
   }
 
-  Request finish(int l) {
-    Op op{event()};
+  Request finish(int l, std::string what) {
+    Op op{event(), std::move(what)};
     cuda::recordEvent(op.done, links[l].stream);
     const Request id = next++;
     ops.emplace(id, op);
     return id;
   }
 
-  Request allreduceOn(int l, void *data, int64_t count, DType type) {
+  Request allreduceOn(int l, void *data, int64_t count, DType type,
+                      std::string what) {
     Link &link = ready(l);
     check(ncclAllReduce(data, data, size_t(count), ncclType(type), ncclSum,
                         link.comm, static_cast<cudaStream_t>(link.stream)),
           "ncclAllReduce");
-    return finish(l);
+    return finish(l, std::move(what));
   }
 
   /// A communicator's asynchronous error (a lost peer, a network fault):

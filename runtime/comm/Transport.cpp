@@ -17,12 +17,26 @@
 namespace hypipe::rt {
 
 void Transport::waitAll(std::vector<Request> &requests) {
-  if (requests.empty())
+  if (testAll(requests))
     return;
-  const std::string what = fmt::format(
-      "{} transfer{} or reduction{} to complete", requests.size(),
-      requests.size() == 1 ? "" : "s", requests.size() == 1 ? "" : "s");
+  // Named by the first operation still pending: the peer and its host.
+  std::string what = describe(requests.front());
+  if (requests.size() > 1)
+    what += fmt::format(" (and {} more)", requests.size() - 1);
   comm.poll([&] { return testAll(requests); }, what);
+}
+
+std::string Transport::rankText(int rank) const {
+  return fmt::format("rank {} on host {}", rank, comm.hostOf(rank));
+}
+
+std::string Transport::dpPeersText() const {
+  std::string out;
+  for (int64_t d = 0; d < comm.dpSize(); ++d)
+    if (d != comm.dpRank())
+      out += (out.empty() ? "" : ", ") +
+             rankText(int(comm.ppRank() * comm.dpSize() + d));
+  return out;
 }
 
 bool Transport::testAll(std::vector<Request> &requests) {
@@ -145,6 +159,7 @@ public:
     }
     MPI_Isend(from, mpiCount(count), mpiType(type), peer,
               orderedLinks ? 0 : tag, comm.world(), &op.request);
+    op.what = "sending to " + rankText(peer);
     return start(std::move(op));
   }
 
@@ -161,11 +176,13 @@ public:
     }
     MPI_Irecv(into, mpiCount(count), mpiType(type), peer,
               orderedLinks ? 0 : tag, comm.world(), &op.request);
+    op.what = "receiving from " + rankText(peer);
     return start(std::move(op));
   }
 
   Request iallreduceDp(void *data, int64_t count, DType type) override {
-    return allreduceOn(comm.dpGroup(), data, count, type);
+    return allreduceOn(comm.dpGroup(), data, count, type,
+                       "the data-parallel all-reduce with " + dpPeersText());
   }
 
   Request ireduceScatterDp(void *data, int64_t block, DType type) override {
@@ -187,6 +204,7 @@ public:
     MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, mpiCount(block),
                               mpiType(type), sumOf(type), comm.dpGroup(),
                               &op.request);
+    op.what = "the data-parallel reduce-scatter with " + dpPeersText();
     return start(std::move(op));
   }
 
@@ -206,6 +224,7 @@ public:
     }
     MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, mpiCount(block),
                    mpiType(type), comm.dpGroup(), &op.request);
+    op.what = "the data-parallel all-gather with " + dpPeersText();
     return start(std::move(op));
   }
 
@@ -227,10 +246,15 @@ public:
                      DType type) override {
     if (group == kNoGroup)
       return start(Op{});
-    return allreduceOn(groups.at(size_t(group)), data, count, type);
+    return allreduceOn(groups.at(size_t(group)), data, count, type,
+                       "the tied-parameter sum");
   }
 
 protected:
+  std::string describe(Request r) const override {
+    auto it = ops.find(r);
+    return it == ops.end() ? "a finished transfer" : it->second.what;
+  }
   bool test(Request r) override {
     auto it = ops.find(r);
     if (it == ops.end())
@@ -258,6 +282,7 @@ private:
     int64_t stageBytes = 0;
     /// What completes it once MPI has: the copy back to the device.
     std::function<void()> done;
+    std::string what; ///< for describe()
   };
 
   Request start(Op op) {
@@ -291,8 +316,10 @@ private:
     return type == DType::BF16 ? bf16Sum : MPI_SUM;
   }
 
-  Request allreduceOn(MPI_Comm group, void *data, int64_t count, DType type) {
+  Request allreduceOn(MPI_Comm group, void *data, int64_t count, DType type,
+                      std::string what) {
     Op op;
+    op.what = std::move(what);
     void *buffer = data;
     if (staged) {
       const int64_t bytes = count * elementBytes(type);

@@ -103,6 +103,13 @@ protected:
   /// Drives request `r`; true once it is complete (its result in place),
   /// after which `r` is forgotten.
   virtual bool test(Request r) = 0;
+  /// What pending request `r` waits for, for the watchdog's message
+  /// ("receiving from rank 3 on host n3").
+  virtual std::string describe(Request r) const = 0;
+  /// "rank 3 on host n3".
+  std::string rankText(int rank) const;
+  /// The other members of this rank's data-parallel group, as rankText.
+  std::string dpPeersText() const;
 
   Comm &comm;
 };

@@ -320,6 +320,43 @@ TEST(TransportBf16, SumsRoundToBf16) {
   gComm->barrier();
 }
 
+// A wait that lasts names what it waits for, with the peer's host (what the
+// watchdog prints): the hook sees it after about a second, here before the
+// peer has sent.
+TEST(TransportWait, NamesThePeerAndItsHost) {
+  if (gComm->size() < 2)
+    GTEST_SKIP() << "one rank";
+  auto device = makeDevice();
+  auto transport = makeTransport(gKind, *gComm, *device);
+  const int n = gComm->size(), r = gComm->rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  transport->connect({next}, {prev});
+  Payload in(*device, 3, DType::F32), out(*device, 3, DType::F32);
+  std::vector<Transport::Request> receive{
+      transport->irecv(in.data(), 3, DType::F32, prev, /*tag=*/99)};
+  std::string seen;
+  struct Seen {};
+  gComm->setWaitHook([&](double, const std::string &what) {
+    seen = what;
+    throw Seen{};
+  });
+  EXPECT_THROW(transport->waitAll(receive), Seen);
+  gComm->setWaitHook(nullptr);
+  EXPECT_NE(seen.find("receiving from rank " + std::to_string(prev) +
+                      " on host " + gComm->hostOf(prev)),
+            std::string::npos)
+      << seen;
+  EXPECT_FALSE(gComm->hostOf(prev).empty());
+  // Now the peers send, and the receive completes.
+  gComm->barrier();
+  std::vector<Transport::Request> send{
+      transport->isend(out.data(), 3, DType::F32, next, /*tag=*/99)};
+  transport->waitAll(receive);
+  transport->waitAll(send);
+  transport.reset();
+  gComm->barrier();
+}
+
 INSTANTIATE_TEST_SUITE_P(Payloads, TransportTest,
                          ::testing::Values(DType::F32, DType::BF16),
                          [](const auto &info) {
