@@ -3,7 +3,7 @@
 // Run under mpirun at 2 to 4 ranks (ctest's transport-* entries):
 //
 //   mpirun -np N hypipe-transport-tests --comm mpi|mpi-staged|nccl --pp P
-//                                       [--device cuda]
+//                                       [--device cuda] [--abort-rank R]
 //
 // (--device cuda and --comm nccl: the GPU kit's `transports` suite.)
 // The world is a P x (N / P) grid as the trainer makes it. Every rank runs
@@ -390,6 +390,27 @@ int main(int argc, char **argv) {
   }
   comm.setGrid(pp, comm.size() / pp);
   hypipe::rt::gComm = &comm;
+  // --abort-rank R: every other rank waits for a message from R, which
+  // ends the run instead (as a failing rank does); the launcher must end
+  // every rank, not leave them waiting (ctest's transport-abort-*).
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--abort-rank") {
+      const int failing = std::stoi(argv[i + 1]);
+      auto device = hypipe::rt::makeDevice();
+      auto transport =
+          hypipe::rt::makeTransport(hypipe::rt::gKind, comm, *device);
+      if (comm.rank() == failing) {
+        std::fprintf(stderr, "[rank %d] error: failing on purpose\n", failing);
+        comm.abort(3);
+      }
+      float x = 0;
+      std::vector<hypipe::rt::Transport::Request> r{
+          transport->irecv(&x, 1, hypipe::rt::DType::F32, failing, 5)};
+      transport->waitAll(r);
+      std::fprintf(stderr, "rank %d: a message from a rank that failed\n",
+                   comm.rank());
+      return 1;
+    }
   const int failed = RUN_ALL_TESTS();
   // Every rank's verdict decides the run's exit status.
   const std::vector<double> all = comm.allgather({double(failed)});
