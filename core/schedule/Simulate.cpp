@@ -76,6 +76,13 @@ public:
       for (const Action &a : program)
         hasComm = hasComm || isTransfer(a.op);
     reduced.assign(static_cast<size_t>(stages), false);
+    backwardsDone.assign(static_cast<size_t>(stages), 0);
+    reducedInProgram.assign(static_cast<size_t>(stages), false);
+    for (const auto &program : s.ranks)
+      for (const Action &a : program)
+        if (a.op == Op::ReduceGrad && a.stage >= 0 && a.stage < stages)
+          reducedInProgram[static_cast<size_t>(a.stage)] = true;
+    collectiveFree.assign(s.pp, 0);
     pc.assign(s.pp, 0);
     clock.assign(s.pp, 0);
     const size_t pairs = static_cast<size_t>(s.pp * s.pp * 2);
@@ -135,6 +142,7 @@ private:
     /// Issued together with the previous op (a send and the receive after
     /// it batched into one NCCL group, Megatron's batch_isend_irecv).
     bool joinsPrevious = false;
+    double transfer = 0; ///< a send's time on the link
   };
   std::vector<std::vector<StreamOp>> streams; ///< per channel
   std::vector<size_t> streamNext;
@@ -159,6 +167,16 @@ private:
   /// Checks the REDUCE_GRAD of `stage` at `step`: once, and after every
   /// backward of the stage, when its gradients are final.
   Error reduceGrad(int64_t rank, int64_t stage, size_t step);
+  /// Counts a finished backward of `stage` (B, or W after I) ending at
+  /// `end`; the last one starts the stage's reduction unless its program
+  /// starts it with REDUCE_GRAD.
+  void backwardDone(int64_t rank, int64_t stage, double end);
+  /// Queues the stage's data-parallel reduction on `rank`'s collective
+  /// stream, ready at `ready`.
+  void startReduction(int64_t rank, int64_t stage, double ready);
+  std::vector<int64_t> backwardsDone; ///< per stage
+  std::vector<bool> reducedInProgram; ///< per stage: it has a REDUCE_GRAD
+  std::vector<double> collectiveFree; ///< per rank
   std::vector<size_t> pc;
   std::vector<double> clock, liveBytes;
   std::vector<int64_t> live;
@@ -206,7 +224,7 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
           fEnd[at(st - 1, mb)] == kNotYet
               ? kNotYet
               : fEnd[at(st - 1, mb)] +
-                    (s.rankOf(st - 1) == r ? 0 : c.transfer()),
+                    (s.rankOf(st - 1) == r ? 0 : c.transfer(st - 1, st)),
           fmt::format("the forward of microbatch {} on stage {}", mb, st - 1));
     if (!need(recvFEnd[at(st, mb)],
               fmt::format("RECV_F of microbatch {} for stage {}", mb, st)))
@@ -227,7 +245,7 @@ Expected<bool> Simulator::ready(int64_t r, const Action &a, double &after,
           bEnd[at(st + 1, mb)] == kNotYet
               ? kNotYet
               : bEnd[at(st + 1, mb)] +
-                    (s.rankOf(st + 1) == r ? 0 : c.transfer()),
+                    (s.rankOf(st + 1) == r ? 0 : c.transfer(st + 1, st)),
           fmt::format("the backward of microbatch {} on stage {}", mb, st + 1));
     if (!need(recvBEnd[at(st, mb)],
               fmt::format("RECV_B of microbatch {} for stage {}", mb, st)))
@@ -319,6 +337,7 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
     if (a.op == Op::B) {
       --live[r];
       liveBytes[r] -= activation;
+      backwardDone(r, a.stage, end);
     }
     break;
   case Op::W:
@@ -331,6 +350,7 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
       return err;
     --live[r];
     liveBytes[r] -= activation;
+    backwardDone(r, a.stage, end);
     break;
   case Op::SendF:
   case Op::SendB:
@@ -343,11 +363,13 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
       std::vector<double> &issued = forward ? fSendIssued : bSendIssued;
       if (auto err = once(c.inOrderStreams ? issued : arrive, opName(a.op)))
         return err;
+      const double transfer =
+          c.transfer(a.stage, forward ? a.stage + 1 : a.stage - 1);
       if (c.inOrderStreams)
         streams[channel(r, a.peer, true)].push_back(
-            {true, start, k, &data, &arrive, step});
+            {true, start, k, &data, &arrive, step, false, transfer});
       else
-        arrive[k] = start + c.transfer();
+        arrive[k] = start + transfer;
       end = start;
     } else {
       if (auto err = once(forward ? recvFEnd : recvBEnd, opName(a.op)))
@@ -367,6 +389,7 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
   case Op::ReduceGrad:
     if (auto err = reduceGrad(r, a.stage, step))
       return err;
+    startReduction(r, a.stage, start);
     break;
   }
   result.timings[r][step] = {start, end};
@@ -394,6 +417,19 @@ Error Simulator::reduceGrad(int64_t r, int64_t stage, size_t step) {
   return Error::success();
 }
 
+void Simulator::backwardDone(int64_t r, int64_t stage, double end) {
+  if (++backwardsDone[static_cast<size_t>(stage)] == m &&
+      !reducedInProgram[static_cast<size_t>(stage)])
+    startReduction(r, stage, end);
+}
+
+void Simulator::startReduction(int64_t r, int64_t stage, double ready) {
+  if (stage >= static_cast<int64_t>(c.stageReduce.size()))
+    return;
+  collectiveFree[r] = std::max(collectiveFree[r], ready) +
+                      c.stageReduce[static_cast<size_t>(stage)];
+}
+
 bool Simulator::advanceStreams() {
   bool moved = false;
   for (size_t ch = 0; ch < streams.size(); ++ch) {
@@ -408,8 +444,8 @@ bool Simulator::advanceStreams() {
       if (op.send) {
         // Eager: the data goes into the peer's buffers without waiting for
         // its receive (NCCL's P2P buffers).
-        (*op.dataAt)[op.key] = start + c.transfer();
-        groupDone[ch] = std::max(groupDone[ch], start + c.transfer());
+        (*op.dataAt)[op.key] = start + op.transfer;
+        groupDone[ch] = std::max(groupDone[ch], start + op.transfer);
       } else {
         if ((*op.dataAt)[op.key] == kNotYet)
           break; // its send has not run
@@ -554,8 +590,17 @@ Expected<Simulation> Simulator::run() {
             mb, st, st - 1));
     }
 
-  for (double t : clock)
-    result.makespan = std::max(result.makespan, t);
+  // A rank's step ends when its reductions are in and what follows them
+  // (the distributed optimizer's all-gather) is done.
+  for (int64_t r = 0; r < s.pp; ++r) {
+    double end = std::max(clock[r], collectiveFree[r]);
+    for (int64_t st = 0; st < stages; ++st)
+      if (s.rankOf(st) == r &&
+          st < static_cast<int64_t>(c.stageAfterStep.size()))
+        end += c.stageAfterStep[static_cast<size_t>(st)];
+    result.exposedReduction.push_back(end - clock[r]);
+    result.makespan = std::max(result.makespan, end);
+  }
   for (int64_t r = 0; r < s.pp; ++r)
     result.bubbleFraction.push_back(
         result.makespan > 0 ? 1.0 - result.busy[r] / result.makespan : 0.0);

@@ -15,6 +15,7 @@
 #include "core/schedule/CommKind.h"
 #include "core/schedule/Schedule.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace hypipe::schedule {
@@ -26,6 +27,19 @@ struct Costs {
   double latency = 0;   ///< per transfer, in the same time unit
   double bandwidth = 0; ///< bytes per time unit; 0: transfers take no time
   double sendBytes = 0; ///< bytes of one transfer
+  /// Optional per stage boundary (size numStages - 1): the time of one
+  /// transfer between stage b and b + 1, either way, replacing transfer()
+  /// (a link class per boundary: core/model/Cluster.h).
+  std::vector<double> boundaryTransfer;
+  /// Optional per stage: the data-parallel reduction of the stage's
+  /// gradients. It starts where hypipe-run starts it, when the stage's
+  /// last backward on its rank is done (or at the stage's REDUCE_GRAD), on
+  /// the rank's one collective stream, so it overlaps the rank's later
+  /// compute, and the rank's step ends when its reductions are in.
+  std::vector<double> stageReduce;
+  /// Optional per stage: what follows the reductions at the step's end (the
+  /// distributed optimizer's all-gather of the updated parameters).
+  std::vector<double> stageAfterStep;
   std::vector<double> activationBytes; ///< per stage, for peak bytes (optional)
   /// How a receive is timed. Posted (what hypipe's runtime, PyTorch's and
   /// NCCL do): the receive is posted where the program writes it and takes
@@ -59,6 +73,12 @@ struct Costs {
   double transfer() const {
     return latency + (bandwidth > 0 ? sendBytes / bandwidth : 0);
   }
+  /// One transfer from stage `from` to its neighbour `to`.
+  double transfer(int64_t from, int64_t to) const {
+    const size_t boundary = static_cast<size_t>(std::min(from, to));
+    return boundary < boundaryTransfer.size() ? boundaryTransfer[boundary]
+                                              : transfer();
+  }
 };
 
 struct Timing {
@@ -69,6 +89,10 @@ struct Simulation {
   double makespan = 0;
   std::vector<double> busy;           ///< compute time per rank
   std::vector<double> bubbleFraction; ///< 1 - busy / makespan, per rank
+  /// Per rank: how long its step runs on after its last action for the
+  /// data-parallel reductions and what follows them (Costs::stageReduce,
+  /// stageAfterStep): the communication the schedule did not hide.
+  std::vector<double> exposedReduction;
   /// Peak (stage, microbatch) activation sets alive at once per rank: from a
   /// forward until its backward (or its W when split).
   std::vector<int64_t> peakActivations;

@@ -1,0 +1,110 @@
+//===- Cluster.h - devices, link classes and what communication costs -----===//
+//
+// What `hypipe plan --device` and `hypipe explain --device` time a step
+// with when no run measured it: a device's FLOP rate (its dense peak times
+// the fraction a training step reaches), its memory, how many sit in a node,
+// and two link classes (within a node, between nodes), each a bandwidth and
+// a latency. Ranks are numbered as Megatron-LM numbers them (data parallel
+// inner to pipeline: global rank = pp_rank * dp + dp_rank, hypipe-run's
+// order too), and filled into nodes in that order, so whether a pipeline
+// hand-off or a data-parallel group crosses a node follows from the layout.
+// docs/plan.md lists every number of the table with where it comes from.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_CORE_MODEL_CLUSTER_H
+#define HYPIPE_CORE_MODEL_CLUSTER_H
+
+#include "core/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hypipe {
+
+/// One link class: a transfer of B bytes takes latency + B / bandwidth.
+struct Link {
+  double bytesPerSecond = 0;
+  double latencySeconds = 0;
+
+  double seconds(double bytes) const {
+    return latencySeconds + (bytesPerSecond > 0 ? bytes / bytesPerSecond : 0);
+  }
+};
+
+/// A row of the device table.
+struct DeviceRates {
+  std::string name;
+  double peakBf16Flops = 0; ///< dense, per device, FLOP/s
+  double peakFp32Flops = 0; ///< dense, without tensor cores (hypipe's fp32)
+  /// Share of the peak a training step's model FLOPs reach (MFU).
+  double achieved = 0;
+  double memoryGiB = 0;
+  int64_t perNode = 1;
+  Link intraNode, interNode;
+  bool gpu = true;
+};
+
+/// The table: h100, h200, a100, cpu (docs/plan.md gives the sources).
+const std::vector<DeviceRates> &deviceTable();
+/// The row named `name`, or an error listing the names.
+Expected<DeviceRates> findDevice(std::string_view name);
+
+/// A device table row with the user's overrides applied.
+struct Cluster {
+  DeviceRates device;
+
+  /// FLOP/s one rank reaches on the model.
+  double flopsPerSecond(bool bf16) const {
+    return (bf16 ? device.peakBf16Flops : device.peakFp32Flops) *
+           device.achieved;
+  }
+  int64_t nodeOf(int64_t globalRank) const {
+    return globalRank / device.perNode;
+  }
+  /// The link between two global ranks.
+  const Link &link(int64_t a, int64_t b) const {
+    return nodeOf(a) == nodeOf(b) ? device.intraNode : device.interNode;
+  }
+  /// The link a hand-off from pipeline rank `fromPp` to `toPp` takes: the
+  /// slowest over the data-parallel replicas, since the step waits for it.
+  const Link &pipelineLink(int64_t fromPp, int64_t toPp, int64_t dp) const;
+  /// The link a data-parallel group of pipeline rank `ppRank` reduces over:
+  /// between nodes when the group spans nodes (its rings cross them).
+  const Link &dataParallelLink(int64_t ppRank, int64_t dp) const;
+};
+
+/// Megatron-LM's and hypipe-run's global rank of (pp_rank, dp_rank).
+inline int64_t globalRank(int64_t ppRank, int64_t dpRank, int64_t dp) {
+  return ppRank * dp + dpRank;
+}
+
+/// Ring collectives over `ranks` ranks (NCCL's and Open MPI's large-message
+/// algorithms): an all-reduce moves 2 (n-1)/n of the bytes through each
+/// rank's link in 2 (n-1) steps, a reduce-scatter or an all-gather half of
+/// that. Zero for one rank.
+double allReduceSeconds(int64_t ranks, double bytes, const Link &link);
+double reduceScatterSeconds(int64_t ranks, double bytes, const Link &link);
+double allGatherSeconds(int64_t ranks, double bytes, const Link &link);
+
+/// What a user may change of a device's row (hypipe plan and explain's
+/// --ranks-per-node, --intra-node, --inter-node, --mfu).
+struct ClusterOverrides {
+  std::optional<int64_t> perNode;
+  std::optional<std::string> intraNode, interNode; ///< parseLink's text
+  std::optional<double> achieved;
+};
+
+/// The device `name`'s row with `overrides` applied, each checked.
+Expected<Cluster> makeCluster(std::string_view name,
+                              const ClusterOverrides &overrides = {});
+
+/// Parses a link class `GBPS[,LATENCY_US]` (decimal GB/s, microseconds),
+/// e.g. `45,15`; `what` names the option in errors.
+Expected<Link> parseLink(std::string_view text, std::string_view what);
+
+} // namespace hypipe
+
+#endif
