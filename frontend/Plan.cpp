@@ -71,9 +71,20 @@ std::string stageList(const std::vector<int64_t> &stages) {
 }
 
 std::string layoutText(const PlanLayout &l) {
-  return fmt::format("pp={} vpp={} dp={} {} microbatches={}{}", l.pp, l.vpp,
-                     l.dp, l.schedule, l.microbatches,
+  return fmt::format("pp={} vpp={} dp={} {} microbatches={} "
+                     "micro_batch_size={}{}",
+                     l.pp, l.vpp, l.dp, l.schedule, l.microbatches,
+                     l.microBatchSize,
                      l.distributedOptimizer ? " distributed optimizer" : "");
+}
+
+/// The micro batch sizes tried: 1, 2, 4, 8 and the spec's own.
+std::vector<int64_t> microBatchSizes(const ModelSpec &spec) {
+  std::vector<int64_t> sizes{1, 2, 4, 8};
+  if (std::find(sizes.begin(), sizes.end(), spec.training.microBatchSize) ==
+      sizes.end())
+    sizes.push_back(spec.training.microBatchSize);
+  return sizes;
 }
 
 /// The rank count nearest `ranks` that some layout uses fully (the lower at
@@ -81,11 +92,12 @@ std::string layoutText(const PlanLayout &l) {
 /// one microbatch per data-parallel rank.
 std::optional<int64_t> nearestUsable(const ModelSpec &spec, int64_t ranks,
                                      int64_t globalBatch) {
-  const int64_t replicas = globalBatch / spec.training.microBatchSize;
+  const int64_t replicas = globalBatch; // at one sample a microbatch
   const int64_t most = std::min(
-      kMaxRanks, replicas > kMaxRanks / std::max<int64_t>(1, spec.pattern.numLayers())
-                     ? kMaxRanks
-                     : spec.pattern.numLayers() * replicas);
+      kMaxRanks,
+      replicas > kMaxRanks / std::max<int64_t>(1, spec.pattern.numLayers())
+          ? kMaxRanks
+          : spec.pattern.numLayers() * replicas);
   ranks = std::min(ranks, most + 1);
   for (int64_t d = 1; ranks - d >= 1 || ranks + d <= most; ++d) {
     if (ranks - d >= 1 && !planLayouts(spec, ranks - d, globalBatch).empty())
@@ -118,24 +130,12 @@ int64_t bytesSent(const ModelSpec &spec, const SpecCosts &costs) {
   return perMicrobatch * spec.parallel.microbatches * spec.parallel.dp;
 }
 
-/// The busiest rank's compute per step, in the simulator's units: no
-/// schedule of the layout finishes sooner.
-double busiestRank(const ModelSpec &spec, const SpecCosts &costs) {
-  std::vector<double> busy(spec.placement.pp, 0);
-  for (const PatternStage &s : spec.placement.stages)
-    busy[s.ppRank] +=
-        static_cast<double>(costs.stageCost[s.index].totalFlops()) / 1e9 *
-        spec.parallel.microbatches;
-  return *std::max_element(busy.begin(), busy.end());
-}
-
 LeastMemory leastMemoryOf(const PlanLayout &layout, const ModelSpec &spec,
-                          const SpecCosts &costs) {
+                          const std::vector<int64_t> &memory) {
   LeastMemory m{layout};
-  auto worst = std::max_element(costs.rankPeakMemory().begin(),
-                                costs.rankPeakMemory().end());
+  auto worst = std::max_element(memory.begin(), memory.end());
   m.bytes = *worst;
-  m.ppRank = worst - costs.rankPeakMemory().begin();
+  m.ppRank = worst - memory.begin();
   for (const PatternStage &s : spec.placement.stages)
     if (s.ppRank == m.ppRank)
       m.stages.push_back(s.index);
@@ -149,9 +149,19 @@ SpecOverrides overridesOf(const PlanLayout &l) {
   o.dp = l.dp;
   o.schedule = l.schedule;
   o.microbatches = l.microbatches;
+  o.microBatchSize = l.microBatchSize;
   o.distributedOptimizer = l.distributedOptimizer;
   return o;
 }
+
+/// A layout loaded, costed and within the memory cap, not yet simulated.
+struct Loaded {
+  PlanLayout layout;
+  ModelSpec spec;
+  SpecCosts costs;
+  std::vector<int64_t> memory; ///< PlanCandidate::memory
+  double bound = 0; ///< busiestRankCompute: no schedule of it is faster
+};
 
 /// The search's state: what it has seen so far.
 struct Search {
@@ -161,56 +171,102 @@ struct Search {
   Plan plan;
   double fastestPrunedBound = -1; ///< least busiest-rank bound pruned
   std::string firstRefusal; ///< why the spec loader refused the first layout
+  std::vector<Loaded> loaded;
 
-  void consider(const PlanLayout &layout);
+  /// Loads and costs `layout`; keeps it unless it is invalid or over the
+  /// memory cap.
+  void load(const PlanLayout &layout);
+  /// Simulates what was loaded, least bound first, skipping what cannot
+  /// reach the top.
+  void simulateLoaded();
+  void refuse(std::string why) {
+    if (firstRefusal.empty())
+      firstRefusal = std::move(why);
+    ++plan.invalid;
+  }
   void prune(const PlanLayout &layout, const ModelSpec &spec,
-             const SpecCosts &costs);
+             const std::vector<int64_t> &memory, double bound);
+  void simulate(Loaded &l);
 };
 
 void Search::prune(const PlanLayout &layout, const ModelSpec &spec,
-                   const SpecCosts &costs) {
+                   const std::vector<int64_t> &memory, double bound) {
   ++plan.prunedByMemory;
-  LeastMemory m = leastMemoryOf(layout, spec, costs);
+  LeastMemory m = leastMemoryOf(layout, spec, memory);
   if (!plan.leastMemory || m.bytes < plan.leastMemory->bytes)
     plan.leastMemory = m;
-  double bound = busiestRank(spec, costs);
   if (fastestPrunedBound < 0 || bound < fastestPrunedBound)
     fastestPrunedBound = bound;
 }
 
-void Search::consider(const PlanLayout &layout) {
+void Search::load(const PlanLayout &layout) {
   auto spec = parseSpec(text, request.specPath, overridesOf(layout));
   if (!spec) {
     std::string why = llvm::toString(spec.takeError());
-    if (firstRefusal.empty())
-      firstRefusal = why.substr(why.rfind("error: ", 0) == 0 ? 7 : 0,
-                                why.find('\n'));
-    ++plan.invalid;
-    return;
+    return refuse(
+        why.substr(why.rfind("error: ", 0) == 0 ? 7 : 0, why.find('\n')));
   }
   SpecCosts costs = specCosts(*spec);
-  int64_t peak = *std::max_element(costs.rankPeakMemory().begin(),
-                                   costs.rankPeakMemory().end());
+  // A layer kind the measured costs lack fails here (the schedule itself
+  // was checked when the spec loaded).
+  Expected<schedule::Costs> step =
+      stepCosts(*spec, costs.stageCost, request.stepModel());
+  if (!step)
+    return refuse(step.takeError().message());
+  const double bound = busiestRankCompute(*spec, *step);
+  std::vector<int64_t> memory =
+      request.megatronMemory ? costs.rankMemory : costs.rankPeakMemory();
+  int64_t peak = *std::max_element(memory.begin(), memory.end());
   if (request.memoryGiB && peak > *request.memoryGiB * kGiB)
-    return prune(layout, *spec, costs);
-  auto simulation = simulateSpec(*spec, costs.stageCost,
-                                 request.costs ? &*request.costs : nullptr);
-  if (!simulation) {
-    // A layer kind the measured costs lack (the schedule itself was
-    // checked when the spec loaded).
-    if (firstRefusal.empty())
-      firstRefusal = simulation.takeError().message();
-    ++plan.invalid;
-    return;
-  }
+    return prune(layout, *spec, memory, bound);
+  loaded.push_back(
+      {layout, std::move(*spec), std::move(costs), std::move(memory), bound});
+}
+
+void Search::simulate(Loaded &l) {
+  StepModel model = request.stepModel();
+  auto simulation = simulateSpec(l.spec, l.costs.stageCost, model);
+  if (!simulation)
+    return refuse(simulation.takeError().message());
   ++plan.simulated;
-  PlanCandidate c{layout, std::move(*spec), std::move(costs)};
+  PlanCandidate c{l.layout, std::move(l.spec), std::move(l.costs),
+                  std::move(l.memory)};
   c.makespan = simulation->makespan;
   c.bubble = *std::max_element(simulation->bubbleFraction.begin(),
                                simulation->bubbleFraction.end());
+  if (model.cluster && c.makespan > 0) {
+    model.communication = false;
+    auto free = simulateSpec(c.spec, c.costs.stageCost, model);
+    if (free)
+      c.communication = 1 - free->makespan / c.makespan;
+    else
+      (void)free.takeError(); // it ran with communication just above
+  }
   c.bytesSentPerStep = bytesSent(c.spec, c.costs);
   c.globalBatch = globalBatch;
   plan.candidates.push_back(std::move(c));
+}
+
+void Search::simulateLoaded() {
+  std::stable_sort(
+      loaded.begin(), loaded.end(),
+      [](const Loaded &a, const Loaded &b) { return a.bound < b.bound; });
+  std::vector<double> steps; // simulated makespans
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    const size_t top = request.top ? size_t(*request.top) : 0;
+    if (top && steps.size() >= top) {
+      std::nth_element(steps.begin(), steps.begin() + (top - 1), steps.end());
+      // Bounds only grow from here: none of the rest can enter the top.
+      if (loaded[i].bound > steps[top - 1]) {
+        plan.prunedByBound += int64_t(loaded.size() - i);
+        return;
+      }
+    }
+    const size_t before = plan.candidates.size();
+    simulate(loaded[i]);
+    if (plan.candidates.size() > before)
+      steps.push_back(plan.candidates.back().makespan);
+  }
 }
 
 Error noLayoutFits(const LeastMemory &m, double capGiB) {
@@ -242,16 +298,27 @@ sectionLines(const std::vector<std::string> &lines, const std::string &name) {
   return std::nullopt;
 }
 
-/// Sets `section.key`'s one-line value where the spec writes it.
+/// Sets `section.key`'s one-line value where the spec writes it; with
+/// `add`, writes it (and the section) where the spec does not.
 void setKey(std::vector<std::string> &lines, const std::string &section,
-            const std::string &key, const std::string &value) {
+            const std::string &key, const std::string &value,
+            bool add = false) {
   auto range = sectionLines(lines, section);
   const std::regex line(R"(^(\s+))" + key + R"(:(\s.*)?$)");
   std::smatch m;
   for (size_t i = range ? range->first + 1 : lines.size();
        range && i < range->second; ++i)
-    if (std::regex_match(lines[i], m, line))
+    if (std::regex_match(lines[i], m, line)) {
       lines[i] = m[1].str() + key + ": " + value;
+      return;
+    }
+  if (!add)
+    return;
+  if (!range) {
+    lines.push_back(section + ":");
+    range = std::pair{lines.size() - 1, lines.size()};
+  }
+  lines.insert(lines.begin() + range->first + 1, "  " + key + ": " + value);
 }
 
 /// The YAML value of a path relative to the spec's directory, made absolute.
@@ -291,7 +358,9 @@ bool sameLayout(const ModelSpec &written, const PlanCandidate &c) {
   for (size_t i = 0; stagesEqual && i < x.size(); ++i)
     stagesEqual = x[i].ppRank == y[i].ppRank && x[i].vpStage == y[i].vpStage &&
                   x[i].layers == y[i].layers;
-  return stagesEqual && a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp &&
+  return stagesEqual &&
+         written.training.microBatchSize == c.spec.training.microBatchSize &&
+         a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp &&
          a.schedule == b.schedule && a.microbatches == b.microbatches &&
          a.groupSize == b.groupSize &&
          a.distributedOptimizer == b.distributedOptimizer;
@@ -327,7 +396,7 @@ Error checkRequest(const PlanRequest &r) {
 /// spec that pins more than the search sets, or packs, is refused.
 Error checkPlannable(const ModelSpec &spec) {
   const ParallelSpec &par = spec.parallel;
-  const char *pinned = !par.layout.empty() ? "parallel.layout"
+  const char *pinned = !par.layout.empty()        ? "parallel.layout"
                        : !par.scheduleCsv.empty() ? "parallel.schedule_csv"
                        : par.firstStageLayers || par.lastStageLayers
                            ? "first_stage_layers / last_stage_layers"
@@ -339,17 +408,6 @@ Error checkPlannable(const ModelSpec &spec) {
       fmt::format("hypipe plan does not plan a spec with {} yet", pinned),
       "remove it to let plan choose (packing: plan its unpacked twin; a "
       "packed step's microbatch count depends on the data)"});
-}
-
-Error checkGlobalBatch(int64_t globalBatch, int64_t microBatchSize) {
-  if (globalBatch % microBatchSize == 0)
-    return Error::success();
-  return Error(Problem{
-      fmt::format("the global batch {} is not a multiple of the spec's "
-                  "micro_batch_size {}",
-                  globalBatch, microBatchSize),
-      fmt::format("give --global-batch {}",
-                  (globalBatch / microBatchSize + 1) * microBatchSize)});
 }
 
 void sortFastestFirst(std::vector<PlanCandidate> &candidates) {
@@ -365,24 +423,23 @@ void sortFastestFirst(std::vector<PlanCandidate> &candidates) {
 } // namespace
 
 int64_t PlanCandidate::peakMemory() const {
-  return *std::max_element(costs.rankPeakMemory().begin(),
-                           costs.rankPeakMemory().end());
+  return *std::max_element(memory.begin(), memory.end());
 }
 
 std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,
                                     int64_t globalBatch) {
   std::vector<PlanLayout> out;
-  const int64_t mbs = spec.training.microBatchSize;
-  for (auto [pp, vpp] : shapes(spec, ranks)) {
-    const int64_t dp = ranks / pp;
-    if (globalBatch % (mbs * dp) != 0)
-      continue;
-    const int64_t microbatches = globalBatch / (mbs * dp);
-    for (const std::string &name : schedule::scheduleNames())
-      for (bool sharded : {false, true})
-        if (scheduleRuns(name, pp, vpp, microbatches) && (!sharded || dp > 1))
-          out.push_back({pp, vpp, dp, microbatches, name, sharded});
-  }
+  for (auto [pp, vpp] : shapes(spec, ranks))
+    for (int64_t mbs : microBatchSizes(spec)) {
+      const int64_t dp = ranks / pp;
+      if (globalBatch % (mbs * dp) != 0)
+        continue;
+      const int64_t microbatches = globalBatch / (mbs * dp);
+      for (const std::string &name : schedule::scheduleNames())
+        for (bool sharded : {false, true})
+          if (scheduleRuns(name, pp, vpp, microbatches) && (!sharded || dp > 1))
+            out.push_back({pp, vpp, dp, microbatches, mbs, name, sharded});
+    }
   return out;
 }
 
@@ -404,23 +461,21 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
     return std::move(refused);
   Search search{request, text,
                 request.globalBatch.value_or(specGlobalBatch(*original))};
-  if (Error refused = checkGlobalBatch(search.globalBatch,
-                                       original->training.microBatchSize))
-    return std::move(refused);
   std::vector<PlanLayout> layouts =
       planLayouts(*original, request.ranks, search.globalBatch);
   if (layouts.empty())
     return noLayoutUses(*original, request.ranks, search.globalBatch);
   for (const PlanLayout &layout : layouts)
-    search.consider(layout);
+    search.load(layout);
+  search.simulateLoaded();
   Plan &p = search.plan;
   if (p.candidates.empty() && p.leastMemory)
     return noLayoutFits(*p.leastMemory, *request.memoryGiB);
   if (p.candidates.empty())
-    return Error(Problem{
-        fmt::format("the spec refuses all {} layouts for {} ranks: {}",
-                    p.invalid, request.ranks, search.firstRefusal),
-        "change --ranks or --global-batch"});
+    return Error(
+        Problem{fmt::format("the spec refuses all {} layouts for {} ranks: {}",
+                            p.invalid, request.ranks, search.firstRefusal),
+                "change --ranks or --global-batch"});
   sortFastestFirst(p.candidates);
   p.memoryBound = search.fastestPrunedBound >= 0 &&
                   search.fastestPrunedBound < p.candidates[0].makespan;
@@ -449,6 +504,8 @@ Expected<std::string> plannedSpecText(const std::string &specText,
                                       const PlanCandidate &c) {
   std::vector<std::string> lines = splitLines(specText);
   setKey(lines, "model", "pattern", "\"" + c.costs.pinned + "\"");
+  setKey(lines, "training", "micro_batch_size",
+         std::to_string(c.layout.microBatchSize), true);
   if (!c.spec.data.path.empty())
     setKey(lines, "data", "path", absolutePath(specDir, c.spec.data.path));
   if (!c.spec.training.initFrom.empty())

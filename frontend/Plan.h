@@ -28,22 +28,44 @@ struct PlanRequest {
   std::optional<int64_t> globalBatch; ///< samples; none: the spec's
   /// Measured layer costs (--costs): the step is simulated in seconds.
   std::optional<MeasuredCosts> costs;
+  /// A device and its links (--device): the step is in seconds, compute at
+  /// the device's rate where nothing was measured, and the pipeline
+  /// hand-offs and data-parallel reductions timed on the links.
+  std::optional<Cluster> cluster;
+  /// Hold layouts to the memory a Megatron-LM run of the printed flags
+  /// holds (the cost model's, bf16 storage: docs/cost-model.md) instead of
+  /// hypipe-run's own (--memory-of megatron).
+  bool megatronMemory = false;
+  /// Candidates wanted (--top): a layout whose busiest rank alone needs
+  /// longer than the top-th fastest simulated step is not simulated.
+  std::optional<int64_t> top;
+
+  StepModel stepModel() const {
+    return {costs ? &*costs : nullptr, cluster ? &*cluster : nullptr};
+  }
 };
 
 /// One layout: the parallel fields it sets.
 struct PlanLayout {
   int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;
+  int64_t microBatchSize = 1; ///< samples a microbatch
   std::string schedule;
   bool distributedOptimizer = false;
 };
 
 struct PlanCandidate {
   PlanLayout layout;
-  ModelSpec spec;               ///< the original spec with the layout applied
-  SpecCosts costs;              ///< its memory per rank among them
-  /// The simulated step: seconds with measured costs, else GFLOP of one
-  /// rank (transfers free either way).
+  ModelSpec spec;  ///< the original spec with the layout applied
+  SpecCosts costs; ///< its memory per rank among them
+  /// Per pp rank, the memory held to the cap: hypipe-run's, or Megatron's
+  /// (PlanRequest::megatronMemory).
+  std::vector<int64_t> memory;
+  /// The simulated step: seconds with measured costs or a device, else
+  /// GFLOP of one rank (transfers free without a device).
   double makespan = 0;
+  /// The share of the step communication adds (the step with free
+  /// transfers and reductions, against this one); 0 without a device.
+  double communication = 0;
   double bubble = 0;            ///< the worst rank's idle fraction
   int64_t bytesSentPerStep = 0; ///< p2p between pipeline ranks, all of dp
   int64_t globalBatch = 0;
@@ -62,6 +84,9 @@ struct Plan {
   std::vector<PlanCandidate> candidates; ///< fastest first
   int64_t simulated = 0;
   int64_t prunedByMemory = 0;
+  /// Not simulated: its busiest rank's compute alone is no faster than the
+  /// top-th simulated step (PlanRequest::top).
+  int64_t prunedByBound = 0;
   int64_t invalid = 0; ///< refused by the spec loader or the schedules
   /// Whether a layout pruned by memory could have beaten the winner: its
   /// busiest rank's compute alone is under the winner's makespan.

@@ -299,6 +299,7 @@ private:
         {"parallel.dp", bool(overrides.dp)},
         {"parallel.schedule", bool(overrides.schedule)},
         {"parallel.microbatches", bool(overrides.microbatches)},
+        {"training.micro_batch_size", bool(overrides.microBatchSize)},
         {"training.steps", bool(overrides.steps)},
         {"training.seed", bool(overrides.seed)},
         {"training.target", bool(overrides.target)},
@@ -319,6 +320,8 @@ private:
       par.schedule = *overrides.schedule;
     if (overrides.microbatches)
       draft.microbatches = *overrides.microbatches;
+    if (overrides.microBatchSize)
+      tr.microBatchSize = *overrides.microBatchSize;
     if (overrides.steps)
       tr.steps = *overrides.steps;
     if (overrides.seed)

@@ -122,6 +122,7 @@ struct ModelSpec {
 /// Values given on the command line (`--pp 2`) in place of the file's.
 struct SpecOverrides {
   std::optional<int64_t> pp, vpp, dp, microbatches, steps, seed;
+  std::optional<int64_t> microBatchSize;
   std::optional<std::string> schedule, target, dtype;
   std::optional<bool> distributedOptimizer;
   /// A schedule CSV, relative to the working directory (the file's

@@ -237,41 +237,109 @@ double stepTokens(const ModelSpec &spec) {
          double(spec.parallel.dp);
 }
 
-Expected<schedule::Simulation>
-simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost,
-             const MeasuredCosts *measured) {
-  auto built = specPrograms(spec.parallel);
-  if (!built)
-    return built.takeError();
+namespace {
+
+/// The cluster's communication of a step (StepModel::cluster): each stage
+/// boundary's hand-off, each stage's gradient reduction, and what follows
+/// it at the step's end.
+void communicationCosts(const ModelSpec &spec,
+                        const std::vector<ItemCost> &stageCost,
+                        const Cluster &cluster, schedule::Costs &costs) {
+  const auto &stages = spec.placement.stages;
+  const int64_t dp = spec.parallel.dp;
+  for (size_t b = 0; b + 1 < stages.size(); ++b)
+    costs.boundaryTransfer.push_back(
+        cluster.pipelineLink(stages[b].ppRank, stages[b + 1].ppRank, dp)
+            .seconds(double(stageCost[b].sendBytes)));
+  // Gradients are reduced in fp32 (Megatron forces it with bf16); the
+  // distributed optimizer gathers the parameters the kernels read.
+  const double paramBytes = spec.training.dtype == "bf16" ? 2 : 4;
+  costs.stageReduce.assign(stages.size(), 0.0);
+  costs.stageAfterStep.assign(stages.size(), 0.0);
+  for (const PatternStage &s : stages) {
+    const Link &link = cluster.dataParallelLink(s.ppRank, dp);
+    const double params = double(stageCost[s.index].params);
+    if (spec.parallel.distributedOptimizer) {
+      costs.stageReduce[s.index] = reduceScatterSeconds(dp, params * 4, link);
+      costs.stageAfterStep[s.index] =
+          allGatherSeconds(dp, params * paramBytes, link);
+    } else {
+      costs.stageReduce[s.index] = allReduceSeconds(dp, params * 4, link);
+    }
+  }
+  // The tied embedding's gradient is summed over its two pipeline ranks.
+  const PatternStage &first = stages.front(), &last = stages.back();
+  if (spec.dims.tieEmbeddings && first.ppRank != last.ppRank) {
+    const double seconds = allReduceSeconds(
+        2, double(spec.dims.vocab) * double(spec.dims.hidden) * 4,
+        cluster.pipelineLink(first.ppRank, last.ppRank, dp));
+    costs.stageAfterStep[first.index] += seconds;
+    costs.stageAfterStep[last.index] += seconds;
+  }
+}
+
+} // namespace
+
+Expected<schedule::Costs> stepCosts(const ModelSpec &spec,
+                                    const std::vector<ItemCost> &stageCost,
+                                    const StepModel &model) {
   schedule::Costs costs;
   // The transport's model of transfers (parallel.comm).
-  const schedule::CommKind comm = schedule::parseCommKind(spec.parallel.comm)
-                                      .value_or(schedule::CommKind::Auto);
-  costs.setComm(comm);
-  if (comm == schedule::CommKind::Nccl)
-    schedule::receiveInSendOrder(built->ranks);
+  costs.setComm(schedule::parseCommKind(spec.parallel.comm)
+                    .value_or(schedule::CommKind::Auto));
   for (const ItemCost &c : stageCost)
     costs.activationBytes.push_back(static_cast<double>(c.activationBytes));
-  if (measured) {
-    Expected<StageSeconds> seconds = measuredStageSeconds(spec, *measured);
+  if (model.measured) {
+    Expected<StageSeconds> seconds =
+        measuredStageSeconds(spec, *model.measured);
     if (!seconds)
       return seconds.takeError();
     costs.stageF = seconds->f;
     costs.stageI = seconds->i;
     costs.stageW = seconds->w;
-    for (size_t i = 0; i < seconds->f.size(); ++i)
-      costs.stageB.push_back(seconds->i[i] + seconds->w[i]);
   } else {
+    // Seconds at the device's rate, else GFLOP.
+    const double perUnit =
+        model.cluster
+            ? model.cluster->flopsPerSecond(spec.training.dtype == "bf16")
+            : 1e9;
     for (const ItemCost &c : stageCost) {
-      costs.stageF.push_back(static_cast<double>(c.forwardFlops) / 1e9);
-      costs.stageI.push_back(static_cast<double>(c.backwardInputFlops) / 1e9);
-      costs.stageW.push_back(static_cast<double>(c.backwardWeightFlops) / 1e9);
-      costs.stageB.push_back(
-          static_cast<double>(c.backwardInputFlops + c.backwardWeightFlops) /
-          1e9);
+      costs.stageF.push_back(static_cast<double>(c.forwardFlops) / perUnit);
+      costs.stageI.push_back(static_cast<double>(c.backwardInputFlops) /
+                             perUnit);
+      costs.stageW.push_back(static_cast<double>(c.backwardWeightFlops) /
+                             perUnit);
     }
   }
-  return schedule::simulate(*built, costs);
+  for (size_t i = 0; i < costs.stageI.size(); ++i)
+    costs.stageB.push_back(costs.stageI[i] + costs.stageW[i]);
+  if (model.cluster && model.communication)
+    communicationCosts(spec, stageCost, *model.cluster, costs);
+  return costs;
+}
+
+double busiestRankCompute(const ModelSpec &spec, const schedule::Costs &costs) {
+  std::vector<double> busy(size_t(spec.placement.pp), 0.0);
+  for (const PatternStage &s : spec.placement.stages)
+    busy[size_t(s.ppRank)] += (costs.cost(schedule::Op::F, s.index) +
+                               costs.cost(schedule::Op::B, s.index)) *
+                              double(spec.parallel.microbatches);
+  return *std::max_element(busy.begin(), busy.end());
+}
+
+Expected<schedule::Simulation>
+simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost,
+             const StepModel &model) {
+  Expected<schedule::Costs> costs = stepCosts(spec, stageCost, model);
+  if (!costs)
+    return costs.takeError();
+  auto built = specPrograms(spec.parallel);
+  if (!built)
+    return built.takeError();
+  // NCCL's links match by order: its programs receive in send order.
+  if (costs->inOrderStreams)
+    schedule::receiveInSendOrder(built->ranks);
+  return schedule::simulate(*built, *costs);
 }
 
 } // namespace hypipe

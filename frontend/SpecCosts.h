@@ -10,6 +10,7 @@
 #ifndef HYPIPE_FRONTEND_SPECCOSTS_H
 #define HYPIPE_FRONTEND_SPECCOSTS_H
 
+#include "core/model/Cluster.h"
 #include "core/model/CostModel.h"
 #include "core/model/MeasuredCosts.h"
 #include "core/schedule/Buffers.h"
@@ -63,16 +64,49 @@ std::vector<int64_t> runtimeMemory(const ModelSpec &spec,
 /// order with its communication.
 Expected<schedule::Schedule> specPrograms(const ParallelSpec &par);
 
-/// The spec's schedule simulated with the cost model's per-stage FLOPs (one
-/// GFLOP = one time unit; transfers free) and activation bytes. With
-/// `measured` layer costs (core/model/MeasuredCosts.h) the unit is seconds:
-/// every part of a stage (the embedding, each layer, the head, each MTP
-/// depth and its layers) costs its kind's measured seconds scaled by the
-/// cost model's FLOPs at the spec's shapes; fails naming a kind the costs
+/// What a step is timed with (stepCosts, simulateSpec).
+struct StepModel {
+  /// Layer costs a run measured: compute in seconds.
+  const MeasuredCosts *measured = nullptr;
+  /// A device with its link classes: compute in seconds from its rates
+  /// (where nothing was measured), and communication timed on its links.
+  const Cluster *cluster = nullptr;
+  /// False: transfers and reductions cost nothing (what bounds a plan is
+  /// found by simulating a layout both ways).
+  bool communication = true;
+
+  bool inSeconds() const { return measured || cluster; }
+};
+
+/// Each stage's costs per microbatch (and its communication) as
+/// simulateSpec times them; fails naming a layer kind the measured costs
 /// lack.
+Expected<schedule::Costs> stepCosts(const ModelSpec &spec,
+                                    const std::vector<ItemCost> &stageCost,
+                                    const StepModel &model = {});
+
+/// The most compute any pipeline rank does in a step under `costs`: no
+/// schedule of the layout ends sooner (a lower bound on its step).
+double busiestRankCompute(const ModelSpec &spec, const schedule::Costs &costs);
+
+/// The spec's schedule simulated with the cost model's per-stage FLOPs (one
+/// GFLOP = one time unit; transfers free) and activation bytes.
+/// - With `measured` layer costs (core/model/MeasuredCosts.h) the unit is
+///   seconds: every part of a stage (the embedding, each layer, the head,
+///   each MTP depth and its layers) costs its kind's measured seconds scaled
+///   by the cost model's FLOPs at the spec's shapes; fails naming a kind the
+///   costs lack.
+/// - With a `cluster` the unit is seconds too: compute at the device's rate
+///   where nothing was measured; each pipeline hand-off on the link between
+///   its two ranks' nodes; each stage's data-parallel gradient reduction (a
+///   ring all-reduce of fp32 gradients, or with the distributed optimizer a
+///   reduce-scatter, and an all-gather of the updated parameters at the
+///   step's end) on its group's link, started when the stage's backward is
+///   done, as hypipe-run starts it; the tied embedding's reduction between
+///   the first and last pipeline ranks at the step's end.
 Expected<schedule::Simulation>
 simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost,
-             const MeasuredCosts *measured = nullptr);
+             const StepModel &model = {});
 
 /// Tokens of one training step: every data-parallel replica's microbatches.
 double stepTokens(const ModelSpec &spec);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <set>
 
 namespace hypipe {
 namespace {
@@ -52,6 +53,11 @@ int64_t smallestPeak(const Plan &p, bool onePipelineRank) {
   return least;
 }
 
+std::string layoutKey(const PlanLayout &l) {
+  return fmt::format("{} {} {} {} {} {} {}", l.pp, l.vpp, l.dp, l.schedule,
+                     l.microbatches, l.microBatchSize, l.distributedOptimizer);
+}
+
 /// The value after `flag` in Megatron-LM arguments ("" if absent).
 std::string flagValue(const std::string &args, const std::string &flag) {
   std::smatch m;
@@ -59,14 +65,16 @@ std::string flagValue(const std::string &args, const std::string &flag) {
   return std::regex_search(args, m, value) ? m[1].str() : "";
 }
 
-// One rank has one layout: pp 1, dp 1, the whole batch in its microbatches.
+// One rank has one layout: pp 1, dp 1, the whole batch in its microbatches
+// (of 1, 2, 4 or 8 samples).
 TEST(Plan, OneRankIsOnePipelineRank) {
   Plan p = planned(1);
   ASSERT_FALSE(p.candidates.empty());
   for (const PlanCandidate &c : p.candidates) {
     EXPECT_EQ(c.layout.pp * c.layout.vpp, 1);
     EXPECT_EQ(c.layout.dp, 1);
-    EXPECT_EQ(c.layout.microbatches, 8);
+    EXPECT_EQ(c.layout.microbatches * c.layout.microBatchSize, 8);
+    EXPECT_EQ(c.spec.training.microBatchSize, c.layout.microBatchSize);
     EXPECT_EQ(c.bytesSentPerStep, 0); // nothing crosses a rank boundary
   }
   EXPECT_EQ(p.simulated, static_cast<int64_t>(p.candidates.size()));
@@ -79,10 +87,68 @@ TEST(Plan, RankedByStepAndBatchKept) {
   for (size_t i = 0; i < p.candidates.size(); ++i) {
     const PlanLayout &l = p.candidates[i].layout;
     EXPECT_EQ(l.pp * l.dp, 4);
-    EXPECT_EQ(l.microbatches * l.dp, 8);
+    EXPECT_EQ(l.microbatches * l.microBatchSize * l.dp, 8);
     if (i > 0)
       EXPECT_LE(p.candidates[i - 1].makespan, p.candidates[i].makespan);
   }
+}
+
+// Every micro batch size of 1, 2, 4 and 8 that divides a replica's share
+// of the batch is tried.
+TEST(Plan, MicroBatchSizesAreSearched) {
+  Plan p = planned(2);
+  std::set<int64_t> sizes;
+  for (const PlanCandidate &c : p.candidates)
+    sizes.insert(c.layout.microBatchSize);
+  EXPECT_EQ(sizes, (std::set<int64_t>{1, 2, 4, 8}));
+}
+
+// Asking for the top 3 simulates fewer layouts (a layout whose busiest rank
+// alone takes longer than the third fastest step is not simulated) and
+// finds the same three, in the same order.
+TEST(Plan, TheBoundPrunesOnlyWhatCannotReachTheTop) {
+  for (int64_t ranks : {2, 4, 8}) {
+    Plan all = planned(ranks);
+    PlanRequest request{"spec.yaml", ranks, std::nullopt, std::nullopt};
+    request.top = 3;
+    auto top = plan(kSpec, request);
+    ASSERT_TRUE(static_cast<bool>(top));
+    EXPECT_GT(top->prunedByBound, 0) << ranks;
+    EXPECT_EQ(top->simulated + top->prunedByBound, all.simulated) << ranks;
+    ASSERT_GE(top->candidates.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(top->candidates[i].makespan, all.candidates[i].makespan);
+      EXPECT_EQ(layoutKey(top->candidates[i].layout),
+                layoutKey(all.candidates[i].layout));
+    }
+  }
+}
+
+// On a device the step is in seconds with its communication: a layout's
+// share of it is in [0, 1), and dp over a slow link costs more of the step
+// than over a fast one.
+TEST(Plan, OnADeviceCommunicationIsInTheStep) {
+  PlanRequest request{"spec.yaml", 4, std::nullopt, std::nullopt};
+  Expected<Cluster> fast = makeCluster("cpu");
+  ClusterOverrides slowLinks;
+  slowLinks.intraNode = "0.01,100";
+  slowLinks.interNode = "0.01,100";
+  Expected<Cluster> slow = makeCluster("cpu", slowLinks);
+  ASSERT_TRUE(fast && slow);
+  request.cluster = *fast;
+  auto onFast = plan(kSpec, request);
+  request.cluster = *slow;
+  auto onSlow = plan(kSpec, request);
+  ASSERT_TRUE(onFast && onSlow);
+  for (const PlanCandidate &c : onFast->candidates) {
+    EXPECT_GE(c.communication, 0);
+    EXPECT_LT(c.communication, 1);
+  }
+  // On links a thousand times slower communication is most of the step.
+  const PlanCandidate &best = onSlow->candidates[0];
+  EXPECT_GT(onSlow->candidates[0].makespan, onFast->candidates[0].makespan);
+  EXPECT_EQ(best.layout.dp * best.layout.pp, 4);
+  EXPECT_GT(best.communication, 0.5);
 }
 
 // A cap between the least memory of pp > 1 and of pp 1 leaves no pp 1

@@ -2,6 +2,7 @@
 #ifndef HYPIPE_TOOLS_HYPIPE_COMMANDS_H
 #define HYPIPE_TOOLS_HYPIPE_COMMANDS_H
 
+#include "core/model/Cluster.h"
 #include "frontend/Spec.h"
 
 #include <CLI/CLI.hpp>
@@ -24,6 +25,17 @@ void addScheduleCommand(CLI::App &app, Runner &run);
 void addTrainCommand(CLI::App &app, Runner &run);
 void addCheckpointCommand(CLI::App &app, Runner &run);
 void addPlanCommand(CLI::App &app, Runner &run);
+
+/// The cluster a step is timed on (plan and explain).
+struct ClusterOptions {
+  std::string device; ///< empty: none
+  ClusterOverrides overrides;
+};
+/// --device, --ranks-per-node, --intra-node, --inter-node, --mfu.
+void addClusterOptions(CLI::App *sub, ClusterOptions &options);
+/// The cluster the options describe: none without --device, and an error
+/// for a device's setting given without one.
+Expected<std::optional<Cluster>> clusterOf(const ClusterOptions &options);
 
 } // namespace hypipe::cli
 

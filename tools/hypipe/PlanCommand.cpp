@@ -21,13 +21,15 @@ namespace {
 
 struct PlanOptions {
   std::string spec;
-  int64_t ranks = 1;
+  std::optional<int64_t> ranks, gpus;
+  ClusterOptions cluster;
   std::optional<double> memoryGiB;
   std::optional<int64_t> globalBatch;
   int64_t top = 5;
   std::string out;
   bool json = false;
-  std::string costs; ///< --costs FILE
+  std::string costs;               ///< --costs FILE
+  std::string memoryOf = "hypipe"; ///< --memory-of
 };
 
 int fail(Error err) {
@@ -39,30 +41,42 @@ int fail(Error err) {
 }
 
 /// What bounds the winner, in a line.
-std::string boundText(const Plan &p) {
+std::string boundText(const Plan &p, bool cluster) {
   const PlanCandidate &best = p.candidates[0];
   if (p.memoryBound)
     return "memory: a layout pruned by the memory cap has less compute on its "
            "busiest rank than this one takes per step";
+  // The idle time communication causes is part of the bubble: what is
+  // left of the bubble with free communication is the schedule's own.
+  const double schedule = best.bubble - best.communication;
+  if (best.communication >= 0.05 && best.communication >= schedule)
+    return fmt::format("communication: transfers and gradient reductions the "
+                       "schedule does not hide add {:.1f}% to the step",
+                       100 * best.communication);
   if (best.bubble >= 0.05)
     return fmt::format("bubble: {:.1f}% of the worst rank's step is idle",
                        100 * best.bubble);
-  return "compute: the bubble is under 5% (transfers are not simulated yet, "
-         "so communication cannot bound it)";
+  return cluster ? "compute: the bubble is under 5%, communication included"
+                 : "compute: the bubble is under 5% (transfers are free "
+                   "without --device, so communication cannot bound it)";
 }
 
-void printPlanTable(const Plan &p, size_t shown, bool measured) {
+void printPlanTable(const Plan &p, size_t shown, bool seconds, bool cluster) {
   std::vector<std::string> header{"rank",
                                   "pp",
                                   "vpp",
                                   "dp",
                                   "schedule",
                                   "microbatches",
+                                  "micro_batch_size",
                                   "distributed_optimizer",
-                                  measured ? "step_s" : "step_GFLOP"};
-  if (measured)
+                                  seconds ? "step_s" : "step_GFLOP"};
+  if (seconds)
     header.push_back("tokens_per_s");
-  for (const char *h : {"bubble", "peak_memory_GiB", "sent_GiB_per_step"})
+  header.push_back("bubble");
+  if (cluster)
+    header.push_back("communication");
+  for (const char *h : {"peak_memory_GiB", "sent_GiB_per_step"})
     header.push_back(h);
   std::vector<std::vector<std::string>> rows{header};
   for (size_t i = 0; i < shown; ++i) {
@@ -74,43 +88,72 @@ void printPlanTable(const Plan &p, size_t shown, bool measured) {
                                  std::to_string(l.dp),
                                  l.schedule,
                                  std::to_string(l.microbatches),
+                                 std::to_string(l.microBatchSize),
                                  l.distributedOptimizer ? "yes" : "no",
                                  fmt::format("{:.4g}", c.makespan)};
-    if (measured)
+    if (seconds)
       row.push_back(withCommas(std::llround(stepTokens(c.spec) / c.makespan)));
-    for (std::string cell : {fmt::format("{:.1f}%", 100 * c.bubble),
-                             gib(c.peakMemory()), gib(c.bytesSentPerStep)})
+    row.push_back(fmt::format("{:.1f}%", 100 * c.bubble));
+    if (cluster)
+      row.push_back(fmt::format("{:.1f}%", 100 * c.communication));
+    for (std::string cell : {gib(c.peakMemory()), gib(c.bytesSentPerStep)})
       row.push_back(cell);
     rows.push_back(std::move(row));
   }
   printTable(rows);
 }
 
+/// Where the step's seconds come from, in a line.
+std::string unitText(const PlanRequest &r, const std::string &costsFile) {
+  if (!r.cluster && costsFile.empty())
+    return "step time in GFLOP of one rank (the simulator's unit, transfers "
+           "free; give --device or --costs FILE for seconds and tokens/s)";
+  std::string compute =
+      costsFile.empty()
+          ? fmt::format("{} at {:.0f}% of its peak", r.cluster->device.name,
+                        100 * r.cluster->device.achieved)
+          : fmt::format("the layer costs measured in {}", costsFile);
+  if (!r.cluster)
+    return fmt::format("step time in seconds from {} (transfers and gradient "
+                       "reduction free; give --device for them)",
+                       compute);
+  const Cluster &c = *r.cluster;
+  return fmt::format(
+      "step time in seconds: compute from {}; transfers and gradient "
+      "reductions on {} ranks a node, {:.4g} GB/s + {:.3g} us within one, "
+      "{:.4g} GB/s + {:.3g} us between",
+      compute, c.device.perNode, c.device.intraNode.bytesPerSecond / 1e9,
+      c.device.intraNode.latencySeconds * 1e6,
+      c.device.interNode.bytesPerSecond / 1e9,
+      c.device.interNode.latencySeconds * 1e6);
+}
+
 void printPlan(const Plan &p, size_t shown, const PlanOptions &o,
-               double seconds) {
-  std::cout << fmt::format("{}: {} ranks, global batch {}{}\n\n", o.spec,
-                           o.ranks, p.candidates[0].globalBatch,
-                           o.memoryGiB ? fmt::format(", at most {} GiB per "
-                                                     "rank",
-                                                     *o.memoryGiB)
-                                       : "");
-  printPlanTable(p, shown, !o.costs.empty());
+               const PlanRequest &r, double seconds) {
+  std::cout << fmt::format(
+      "{}: {} {}, global batch {}{}\n\n", o.spec, r.ranks,
+      r.cluster && r.cluster->device.gpu ? r.cluster->device.name + " GPUs"
+                                         : std::string("ranks"),
+      p.candidates[0].globalBatch,
+      r.memoryGiB
+          ? fmt::format(", at most {} GiB per rank{}{}", *r.memoryGiB,
+                        o.memoryGiB ? "" : " (the device's memory)",
+                        r.megatronMemory ? " as Megatron-LM holds it" : "")
+          : "");
+  printPlanTable(p, shown, r.stepModel().inSeconds(), r.cluster.has_value());
   std::cout << fmt::format(
       "\n{}\nbound: {}\nmegatron: {}\n"
-      "{} candidates simulated, {} pruned ({} by memory, {} invalid) in "
+      "{} candidates simulated, {} not ({} over the memory cap, {} unable to "
+      "reach the top {} by their busiest rank's compute, {} invalid) in "
       "{:.2f} s\n",
-      o.costs.empty()
-          ? "step time in GFLOP of one rank (the simulator's unit, transfers "
-            "free; give --costs FILE for seconds and tokens/s)"
-          : fmt::format("step time in seconds from the layer costs measured "
-                        "in {} (transfers and gradient reduction free)",
-                        o.costs),
-      boundText(p), megatronArgs(p.candidates[0]), p.simulated,
-      p.prunedByMemory + p.invalid, p.prunedByMemory, p.invalid, seconds);
+      unitText(r, o.costs), boundText(p, r.cluster.has_value()),
+      megatronArgs(p.candidates[0]), p.simulated,
+      p.prunedByMemory + p.prunedByBound + p.invalid, p.prunedByMemory,
+      p.prunedByBound, o.top, p.invalid, seconds);
 }
 
 void printPlanJson(const Plan &p, const std::vector<std::string> &files,
-                   bool measured) {
+                   bool seconds, bool cluster) {
   nlohmann::ordered_json out;
   out["candidates"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < files.size(); ++i) {
@@ -124,21 +167,27 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files,
          {"dp", l.dp},
          {"schedule", l.schedule},
          {"microbatches", l.microbatches},
+         {"micro_batch_size", l.microBatchSize},
          {"distributed_optimizer", l.distributedOptimizer},
          {"predicted_step", c.makespan},
          {"bubble", c.bubble},
-         {"peak_memory_bytes", c.costs.rankPeakMemory()},
+         {"peak_memory_bytes", c.memory},
          {"bytes_sent_per_step", c.bytesSentPerStep},
          {"megatron_args", megatronArgs(c)}});
-    if (measured) {
+    if (cluster)
+      out["candidates"].back()["communication"] = c.communication;
+    if (seconds) {
       out["candidates"].back()["predicted_step_s"] = c.makespan;
       out["candidates"].back()["predicted_tokens_per_s"] =
           stepTokens(c.spec) / c.makespan;
     }
   }
-  out["step_unit"] = measured ? "seconds" : "GFLOP of one rank";
+  out["step_unit"] = seconds ? "seconds" : "GFLOP of one rank";
   out["simulated"] = p.simulated;
-  out["pruned"] = p.prunedByMemory + p.invalid;
+  out["pruned"] = p.prunedByMemory + p.prunedByBound + p.invalid;
+  out["pruned_by_memory"] = p.prunedByMemory;
+  out["pruned_by_bound"] = p.prunedByBound;
+  out["invalid"] = p.invalid;
   std::cout << out.dump(2) << "\n";
 }
 
@@ -171,9 +220,41 @@ Expected<std::vector<std::string>> writePlans(const Plan &p, size_t shown,
   return files;
 }
 
+/// The request the options describe: --gpus is --ranks on a GPU device
+/// (h100 unless --device names another), whose memory caps a rank unless
+/// --memory-gib does.
+Expected<PlanRequest> requestOf(const PlanOptions &o) {
+  if (o.ranks.has_value() == o.gpus.has_value())
+    return Error(Problem{"give one of --ranks and --gpus",
+                         "--ranks N plans for N ranks (pp x dp); --gpus N "
+                         "for N GPUs (--device h100 unless given)"});
+  ClusterOptions clusterOptions = o.cluster;
+  if (o.gpus && clusterOptions.device.empty())
+    clusterOptions.device = "h100";
+  Expected<std::optional<Cluster>> cluster = clusterOf(clusterOptions);
+  if (!cluster)
+    return cluster.takeError();
+  if (o.gpus && !(*cluster)->device.gpu)
+    return Error(
+        Problem{fmt::format("--gpus plans GPUs; --device {} is not one",
+                            clusterOptions.device),
+                "give --ranks for CPU ranks"});
+  PlanRequest request{o.spec, o.ranks ? *o.ranks : *o.gpus, o.memoryGiB,
+                      o.globalBatch};
+  request.cluster = std::move(*cluster);
+  if (request.cluster && !request.memoryGiB)
+    request.memoryGiB = request.cluster->device.memoryGiB;
+  request.top = o.top;
+  request.megatronMemory = o.memoryOf == "megatron";
+  return request;
+}
+
 int runPlan(const PlanOptions &o) {
   auto start = std::chrono::steady_clock::now();
-  PlanRequest request{o.spec, o.ranks, o.memoryGiB, o.globalBatch};
+  Expected<PlanRequest> made = requestOf(o);
+  if (!made)
+    return fail(made.takeError());
+  PlanRequest &request = *made;
   if (!o.costs.empty()) {
     Expected<MeasuredCosts> costs = readMeasuredCosts(o.costs);
     if (!costs)
@@ -192,9 +273,10 @@ int runPlan(const PlanOptions &o) {
   if (!files)
     return fail(files.takeError());
   if (o.json)
-    printPlanJson(*p, *files, !o.costs.empty());
+    printPlanJson(*p, *files, request.stepModel().inSeconds(),
+                  request.cluster.has_value());
   else
-    printPlan(*p, shown, o, seconds);
+    printPlan(*p, shown, o, request, seconds);
   return 0;
 }
 
@@ -208,14 +290,23 @@ void addPlanCommand(CLI::App &app, Runner &run) {
               "layouts that fit (docs/plan.md)");
   sub->add_option("spec", o->spec, "model spec (YAML)")->required();
   sub->add_option("--ranks", o->ranks, "ranks (pp x dp) to plan for")
-      ->required()
       ->check(CLI::PositiveNumber);
+  sub->add_option("--gpus", o->gpus,
+                  "GPUs to plan for: --ranks on a GPU device (--device h100 "
+                  "unless given), capped by its memory")
+      ->check(CLI::PositiveNumber);
+  addClusterOptions(sub, o->cluster);
   sub->add_option("--costs", o->costs,
                   "layer costs a run measured (hypipe train SPEC --costs-out "
                   "FILE): rank by predicted seconds and show tokens/s");
   sub->add_option("--memory-gib", o->memoryGiB,
                   "memory cap per rank (the estimate `hypipe explain` prints)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--memory-of", o->memoryOf,
+                  "whose memory the cap holds: hypipe (hypipe-run's own "
+                  "buffers, the default) or megatron (what a Megatron-LM run "
+                  "of the printed flags holds: bf16 storage, docs/plan.md)")
+      ->check(CLI::IsMember({"hypipe", "megatron"}));
   sub->add_option("--global-batch", o->globalBatch,
                   "samples per step (default: the spec's micro_batch_size x "
                   "microbatches x dp)")

@@ -107,6 +107,7 @@ struct ExplainOptions {
   bool json = false;
   SpecOverrides overrides;
   std::string costs; ///< --costs FILE: measured layer costs
+  ClusterOptions cluster;
 };
 
 std::string gflop(int64_t flops) { return fmt::format("{:.4g}", flops / 1e9); }
@@ -124,10 +125,17 @@ struct Explanation {
   schedule::Simulation simulation;
   /// --costs: the file, and the simulation is in seconds.
   std::string costsFile;
+  /// --device: the simulation is in seconds with communication.
+  std::optional<Cluster> cluster;
+  /// With a device: the share of the step communication adds.
+  double communication = 0;
+
+  bool inSeconds() const { return !costsFile.empty() || cluster; }
 };
 
 Expected<Explanation> explain(const ModelSpec &spec,
-                              const std::string &costsFile) {
+                              const std::string &costsFile,
+                              std::optional<Cluster> cluster) {
   Explanation e{spec, spec.placement, specCosts(spec)};
   e.last = static_cast<int64_t>(spec.placement.stages.size()) - 1;
   std::optional<MeasuredCosts> measured;
@@ -138,11 +146,20 @@ Expected<Explanation> explain(const ModelSpec &spec,
     measured = std::move(*read);
     e.costsFile = costsFile;
   }
-  auto simulation =
-      simulateSpec(spec, e.costs.stageCost, measured ? &*measured : nullptr);
+  e.cluster = std::move(cluster);
+  StepModel model{measured ? &*measured : nullptr,
+                  e.cluster ? &*e.cluster : nullptr};
+  auto simulation = simulateSpec(spec, e.costs.stageCost, model);
   if (!simulation)
     return simulation.takeError();
   e.simulation = std::move(*simulation);
+  if (e.cluster && e.simulation.makespan > 0) {
+    model.communication = false;
+    auto free = simulateSpec(spec, e.costs.stageCost, model);
+    if (!free)
+      return free.takeError();
+    e.communication = 1 - free->makespan / e.simulation.makespan;
+  }
   return e;
 }
 
@@ -196,13 +213,30 @@ void printExplanationJson(const Explanation &e) {
               ? nlohmann::json(nullptr)
               : nlohmann::json(e.costs.rankRuntimeMemory[r])}});
   out["simulation"] = {
-      {"time_unit", e.costsFile.empty() ? "GFLOP of one rank" : "seconds"},
+      {"time_unit", e.inSeconds() ? "seconds" : "GFLOP of one rank"},
       {"makespan", e.simulation.makespan},
       {"bubble_fraction", e.simulation.bubbleFraction},
       {"peak_activations", e.simulation.peakActivations},
       {"peak_activation_bytes", e.simulation.peakActivationBytes}};
-  if (!e.costsFile.empty()) {
-    out["simulation"]["costs"] = e.costsFile;
+  if (e.cluster) {
+    const DeviceRates &d = e.cluster->device;
+    out["simulation"]["device"] = {
+        {"name", d.name},
+        {"flops_per_s",
+         e.cluster->flopsPerSecond(e.spec.training.dtype == "bf16")},
+        {"ranks_per_node", d.perNode},
+        {"intra_node",
+         {{"bytes_per_s", d.intraNode.bytesPerSecond},
+          {"latency_s", d.intraNode.latencySeconds}}},
+        {"inter_node",
+         {{"bytes_per_s", d.interNode.bytesPerSecond},
+          {"latency_s", d.interNode.latencySeconds}}}};
+    out["simulation"]["communication"] = e.communication;
+    out["simulation"]["exposed_reduction_s"] = e.simulation.exposedReduction;
+  }
+  if (e.inSeconds()) {
+    if (!e.costsFile.empty())
+      out["simulation"]["costs"] = e.costsFile;
     out["simulation"]["predicted_step_s"] = e.simulation.makespan;
     out["simulation"]["predicted_tokens_per_s"] =
         stepTokens(e.spec) / e.simulation.makespan;
@@ -268,7 +302,22 @@ void printExplanation(const Explanation &e) {
   printTable(rankRows);
   double worst = *std::max_element(e.simulation.bubbleFraction.begin(),
                                    e.simulation.bubbleFraction.end());
-  if (e.costsFile.empty())
+  if (e.cluster) {
+    const DeviceRates &d = e.cluster->device;
+    std::cout << fmt::format(
+        "\nschedule {} simulated on {} {} ({} a node; compute {}, "
+        "transfers and gradient reductions on the links): step {:.4g} s, {} "
+        "tokens/s predicted, bubble {:.1f}% on the worst rank, of which "
+        "communication adds {:.1f}% of the step\n",
+        e.spec.parallel.schedule, e.placement.pp * e.spec.parallel.dp,
+        d.name + (d.gpu ? " GPUs" : " ranks"), d.perNode,
+        e.costsFile.empty()
+            ? fmt::format("at {:.0f}% of its peak", 100 * d.achieved)
+            : fmt::format("measured in {}", e.costsFile),
+        e.simulation.makespan,
+        withCommas(std::llround(stepTokens(e.spec) / e.simulation.makespan)),
+        100 * worst, 100 * e.communication);
+  } else if (e.costsFile.empty())
     std::cout << fmt::format(
         "\nschedule {} simulated with these FLOPs (1 GFLOP = 1 time unit, "
         "transfers free): makespan {:.4g}, bubble {:.1f}% on the worst "
@@ -282,14 +331,21 @@ void printExplanation(const Explanation &e) {
         e.spec.parallel.schedule, e.costsFile, e.simulation.makespan,
         withCommas(std::llround(stepTokens(e.spec) / e.simulation.makespan)),
         100 * worst);
-  std::vector<std::vector<std::string>> simRows{
-      {"pp_rank", "bubble", "peak_activations", "peak_activation_MiB"}};
-  for (int64_t r = 0; r < e.placement.pp; ++r)
+  std::vector<std::string> simHeader{"pp_rank", "bubble", "peak_activations",
+                                     "peak_activation_MiB"};
+  if (e.cluster)
+    simHeader.push_back("exposed_reduction_s");
+  std::vector<std::vector<std::string>> simRows{simHeader};
+  for (int64_t r = 0; r < e.placement.pp; ++r) {
     simRows.push_back(
         {std::to_string(r),
          fmt::format("{:.1f}%", 100 * e.simulation.bubbleFraction[r]),
          std::to_string(e.simulation.peakActivations[r]),
          mib(static_cast<int64_t>(e.simulation.peakActivationBytes[r]))});
+    if (e.cluster)
+      simRows.back().push_back(
+          fmt::format("{:.4g}", e.simulation.exposedReduction[r]));
+  }
   printTable(simRows);
   if (!e.costs.exact)
     std::cout << "note: G, D and + layers are not in the cost model yet; their "
@@ -298,10 +354,16 @@ void printExplanation(const Explanation &e) {
 }
 
 int runExplain(const ExplainOptions &o) {
+  Expected<std::optional<Cluster>> cluster = clusterOf(o.cluster);
+  if (!cluster) {
+    Problem p = cluster.takeError().takeProblem();
+    llvm::errs() << "error: " << p.message << "\nhelp: " << p.help << "\n";
+    return 1;
+  }
   auto spec = load(o.spec, o.overrides);
   if (!spec)
     return 1;
-  Expected<Explanation> e = explain(*spec, o.costs);
+  Expected<Explanation> e = explain(*spec, o.costs, std::move(*cluster));
   if (!e) {
     llvm::errs() << "error: " << toString(e.takeError()) << "\n";
     return 1;
@@ -427,6 +489,8 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
   opt("--vpp", o.vpp, "virtual stages per rank");
   opt("--dp", o.dp, "data-parallel size");
   opt("--microbatches", o.microbatches, "microbatches per step");
+  opt("--micro-batch-size", o.microBatchSize,
+      "samples per microbatch (training.micro_batch_size)");
   opt("--steps", o.steps, "training steps");
   opt("--seed", o.seed, "seed of the initial weights and of the data order");
   sub->add_option_function<std::string>(
@@ -477,6 +541,7 @@ void addExplainCommand(CLI::App &app, Runner &run) {
                   "simulate in seconds with the layer costs a run measured "
                   "(hypipe train SPEC --costs-out FILE): the predicted step "
                   "and tokens/s");
+  addClusterOptions(sub, o->cluster);
   addOverrideOptions(sub, o->overrides);
   sub->callback([o, &run] { run = [o] { return runExplain(*o); }; });
 }
