@@ -56,6 +56,46 @@ Comm::Comm(int *argc, char ***argv) {
   MPI_Comm_rank(nodeComm, &nodeIndex);
   MPI_Comm_size(nodeComm, &nodeCount);
   hosts = allgatherText(MPI_COMM_WORLD, worldSize, thisHost());
+  MPI_Comm_dup(MPI_COMM_WORLD, &rollCallComm);
+}
+
+std::vector<int> Comm::silentRanks(double seconds) {
+  std::vector<int> silent;
+  if (!mpi)
+    return silent;
+  // One message each way with every other rank; sends that cannot go
+  // (a lost peer) are left behind: the run ends right after this.
+  static const int here = 1;
+  std::vector<int> heard(size_t(worldSize), 0);
+  std::vector<MPI_Request> receives;
+  std::vector<int> from;
+  for (int r = 0; r < worldSize; ++r) {
+    if (r == worldRank)
+      continue;
+    MPI_Request send;
+    MPI_Isend(&here, 1, MPI_INT, r, 0, rollCallComm, &send);
+    MPI_Request_free(&send);
+    receives.emplace_back();
+    from.push_back(r);
+    MPI_Irecv(&heard[size_t(r)], 1, MPI_INT, r, 0, rollCallComm,
+              &receives.back());
+  }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(seconds));
+  int done = 0;
+  while (Clock::now() < end) {
+    MPI_Testall(int(receives.size()), receives.data(), &done,
+                MPI_STATUSES_IGNORE);
+    if (done)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (size_t i = 0; i < from.size(); ++i)
+    if (!heard[size_t(from[i])])
+      silent.push_back(from[i]);
+  return silent;
 }
 
 std::vector<std::string> Comm::allgatherOnNode(const std::string &text) {
@@ -96,6 +136,8 @@ Comm::~Comm() {
     MPI_Comm_free(&dpComm);
   if (nodeComm != MPI_COMM_NULL)
     MPI_Comm_free(&nodeComm);
+  if (rollCallComm != MPI_COMM_NULL)
+    MPI_Comm_free(&rollCallComm);
   MPI_Finalize();
 }
 

@@ -79,6 +79,13 @@ public:
   std::vector<std::string> gatherToRoot(const std::string &bytes);
   void barrier();
 
+  /// A roll call on a communicator of its own: this rank tells every other
+  /// it is here and returns, in order, the ranks it has not heard the same
+  /// from within `seconds`. Every rank whose watchdog fires calls it, so
+  /// the ranks still running name the ones that are not (a lost host, a
+  /// stopped or hung process) rather than the collective they all wait in.
+  std::vector<int> silentRanks(double seconds);
+
   /// Ends every rank of the run with `code` (after this rank printed why).
   [[noreturn]] void abort(int code);
 
@@ -109,6 +116,7 @@ private:
   int worldRank = 0, worldSize = 1;
   int64_t pp = 1, dp = 1, pp_rank = 0, dp_rank = 0;
   MPI_Comm ppComm = MPI_COMM_NULL, dpComm = MPI_COMM_NULL;
+  MPI_Comm rollCallComm = MPI_COMM_NULL; ///< silentRanks' own
   MPI_Comm nodeComm = MPI_COMM_NULL;
   int nodeIndex = 0, nodeCount = 1;
   std::vector<std::string> hosts; ///< by world rank

@@ -187,7 +187,9 @@ public:
           "ncclCommSplit (a tied-parameter group)");
     if (!member)
       return kNoGroup;
-    return add(c);
+    const int group = add(c);
+    groupWhat[group] = tiedSumText(ppRanks);
+    return group;
   }
 
   Request iallreduce(Group group, void *data, int64_t count,
@@ -196,7 +198,7 @@ public:
       const Request id = next++;
       return id; // nothing to wait for: test() finds no operation
     }
-    return allreduceOn(group, data, count, type, "the tied-parameter sum");
+    return allreduceOn(group, data, count, type, groupWhat.at(int(group)));
   }
 
 protected:
@@ -233,6 +235,7 @@ private:
     std::string what;     ///< for describe()
   };
 
+  std::map<int, std::string> groupWhat; ///< per tied group: its wait, named
   int add(ncclComm_t c) {
     links.push_back({c, cuda::createStream()});
     return int(links.size()) - 1;

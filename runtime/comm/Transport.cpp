@@ -39,6 +39,15 @@ std::string Transport::dpPeersText() const {
   return out;
 }
 
+std::string Transport::tiedSumText(const std::vector<int64_t> &ppRanks) const {
+  std::string out;
+  for (int64_t pp : ppRanks)
+    if (pp != comm.ppRank())
+      out += (out.empty() ? "" : ", ") +
+             rankText(int(pp * comm.dpSize() + comm.dpRank()));
+  return "the tied-parameter sum with " + out;
+}
+
 bool Transport::testAll(std::vector<Request> &requests) {
   requests.erase(std::remove_if(requests.begin(), requests.end(),
                                 [&](Request r) { return test(r); }),
@@ -239,6 +248,7 @@ public:
     if (c == MPI_COMM_NULL)
       return kNoGroup;
     groups.push_back(c);
+    groupWhat.push_back(tiedSumText(ppRanks));
     return Group(groups.size() - 1);
   }
 
@@ -247,7 +257,7 @@ public:
     if (group == kNoGroup)
       return start(Op{});
     return allreduceOn(groups.at(size_t(group)), data, count, type,
-                       "the tied-parameter sum");
+                       groupWhat.at(size_t(group)));
   }
 
 protected:
@@ -340,6 +350,7 @@ private:
   bool orderedLinks = false;
   MPI_Op bf16Sum = MPI_OP_NULL;
   std::vector<MPI_Comm> groups;
+  std::vector<std::string> groupWhat; ///< per group: its wait, named
   std::map<Request, Op> ops;
   std::multimap<int64_t, void *> freeStages;
   Request next = 0;

@@ -110,6 +110,10 @@ protected:
   std::string rankText(int rank) const;
   /// The other members of this rank's data-parallel group, as rankText.
   std::string dpPeersText() const;
+  /// What a sum over the tied-parameter group of pipeline ranks `ppRanks`
+  /// waits for: the other members in this rank's data-parallel column, as
+  /// rankText ("the tied-parameter sum with rank 3 on host n3").
+  std::string tiedSumText(const std::vector<int64_t> &ppRanks) const;
 
   Comm &comm;
 };

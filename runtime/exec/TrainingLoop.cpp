@@ -46,12 +46,21 @@ void installWatchdog(Comm &comm, const RunOptions &o, const int64_t &step) {
     return;
   comm.setWaitHook([&comm, &o, &step](double waited, const std::string &what) {
     if (o.watchdog > 0 && waited >= o.watchdog) {
+      // The other ranks' watchdogs fire within about a second of this one
+      // (they wait in the same step): who does not answer is not running.
+      std::string silent;
+      for (int r : comm.silentRanks(std::min(o.watchdog, 10.0)))
+        silent += fmt::format("{}rank {} on host {}", silent.empty() ? "" : ", ",
+                              r, comm.hostOf(r));
       std::cerr << fmt::format(
-          "[rank {}] error: no progress for {:.0f} s in step {} (at {})\n"
+          "[rank {}] error: no progress for {:.0f} s in step {} (at {}){}\n"
           "help: the rank it waits for is stopped, hung or far slower; "
           "--watchdog SECONDS (now {:g}, 0: no limit) sets how long a wait "
           "may last\n",
-          comm.rank(), waited, step, what, o.watchdog);
+          comm.rank(), waited, step, what,
+          silent.empty() ? ""
+                         : fmt::format("; not answering: {}", silent),
+          o.watchdog);
       std::cerr.flush();
       comm.abort(1);
     }

@@ -67,8 +67,9 @@ namespace {
 struct TrainOptions {
   std::string spec, runDir, jsonLog, data, resume, initFrom, costsOut;
   std::string launcher = "mpirun"; ///< mpirun or srun (HYPIPE_MPIRUN wins)
-  std::string comm;                ///< --comm; empty: the spec's parallel.comm
-  int gpus = 0; ///< --gpus: this node's GPUs; 0: those visible
+  std::string hostfile;     ///< --hostfile: mpirun's, naming hosts and slots
+  std::string comm;         ///< --comm; empty: the spec's parallel.comm
+  int gpus = 0;             ///< --gpus: this node's GPUs; 0: those visible
   double gradBucketMib = 0; ///< --grad-bucket-mib; 0: hypipe-run's default
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
@@ -124,6 +125,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   add("--vpp", v.vpp);
   add("--dp", v.dp);
   add("--microbatches", v.microbatches);
+  add("--micro-batch-size", v.microBatchSize);
   add("--steps", v.steps);
   add("--seed", v.seed);
   add("--schedule", v.schedule);
@@ -138,6 +140,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   };
   addIf("--json-log", o.jsonLog, !o.jsonLog.empty());
   addIf("--launcher", o.launcher, o.launcher != "mpirun");
+  addIf("--hostfile", o.hostfile, !o.hostfile.empty());
   addIf("--data", o.data, !o.data.empty());
   addIf("--save-interval", std::to_string(o.saveInterval), o.saveInterval > 0);
   addIf("--keep-last", std::to_string(o.keepLast), o.keepLast > 0);
@@ -266,9 +269,9 @@ std::string cacheKey(const TrainOptions &o, const ModelSpec &loaded) {
       spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp),
       opt(v.microbatches), opt(v.steps), opt(v.seed), v.schedule.value_or("-"),
       v.target.value_or("-"), v.dtype.value_or("-"),
-      v.distributedOptimizer.has_value(),
-      loaded.parallel.scheduleCsv, readFile(loaded.parallel.scheduleCsv),
-      int64_t(st.st_mtime), int64_t(st.st_size));
+      v.distributedOptimizer.has_value(), loaded.parallel.scheduleCsv,
+      readFile(loaded.parallel.scheduleCsv), int64_t(st.st_mtime),
+      int64_t(st.st_size));
   return fmt::format("{:016x}", std::hash<std::string>{}(text));
 }
 
@@ -702,7 +705,10 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
       argv = {"mpirun", "-np", std::to_string(ranks)};
       if (::geteuid() == 0)
         argv.push_back("--allow-run-as-root");
-      if (ranks > int64_t(std::thread::hardware_concurrency()))
+      // The hosts' slots decide where ranks go; past them mpirun says so.
+      if (!o.hostfile.empty())
+        argv.insert(argv.end(), {"--hostfile", o.hostfile});
+      else if (ranks > int64_t(std::thread::hardware_concurrency()))
         argv.push_back("--oversubscribe");
     }
   }
@@ -898,6 +904,33 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
   return 0;
 }
 
+/// --hostfile goes to mpirun: refused with another launcher, and a file
+/// mpirun could not read is said here, not in Open MPI's words.
+bool checkHostfile(const TrainOptions &o) {
+  if (o.hostfile.empty())
+    return true;
+  if (std::getenv("HYPIPE_MPIRUN")) {
+    std::cerr << "error: --hostfile is for the mpirun hypipe train writes, "
+                 "and HYPIPE_MPIRUN gives the whole launch line\nhelp: put "
+                 "--hostfile in HYPIPE_MPIRUN, or unset it\n";
+    return false;
+  }
+  if (o.launcher != "mpirun") {
+    std::cerr << "error: --hostfile is mpirun's; srun takes its hosts from "
+                 "the Slurm allocation\nhelp: drop --hostfile (sbatch -N / "
+                 "--nodelist choose the hosts), or use --launcher mpirun\n";
+    return false;
+  }
+  if (::access(o.hostfile.c_str(), R_OK) != 0) {
+    std::cerr << "error: cannot read the hostfile '" << o.hostfile
+              << "': " << std::strerror(errno)
+              << "\nhelp: give a file of lines 'HOST slots=N' (Open MPI's "
+                 "hostfile), one per host\n";
+    return false;
+  }
+  return true;
+}
+
 int runTrain(const TrainOptions &o) {
   if (!o.resume.empty() && o.overwrite) {
     std::cerr << "error: --resume and --overwrite contradict each other: "
@@ -905,6 +938,8 @@ int runTrain(const TrainOptions &o) {
                  "--overwrite removes it first\nhelp: drop one of them\n";
     return 2;
   }
+  if (!checkHostfile(o))
+    return 1;
   auto spec = loadSpec(o.spec, o.overrides);
   if (!spec) {
     llvm::errs() << toString(spec.takeError());
@@ -988,6 +1023,10 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "what starts the ranks: mpirun (default) or srun (Slurm, "
                   "--mpi=pmix); HYPIPE_MPIRUN, a whole launch line, wins")
       ->check(CLI::IsMember({"mpirun", "srun"}));
+  sub->add_option("--hostfile", o->hostfile,
+                  "Open MPI's hostfile ('HOST slots=N' lines): the hosts "
+                  "mpirun starts the ranks on, in order (docs/runtime.md, "
+                  "\"Several hosts\")");
   sub->add_option("--costs-out", o->costsOut,
                   "write each layer kind's measured time (the steps after "
                   "the first) for `hypipe plan --costs` (cpu target)");
