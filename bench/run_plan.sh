@@ -3,7 +3,9 @@
 # scripts/build.sh: for each spec, one single-rank run measures the layer
 # costs (hypipe-run --costs-out, 1 thread), then every layout below is
 # predicted (`hypipe explain --costs`: the schedule simulated in seconds,
-# transfers and gradient reduction free) and run under mpirun with one
+# transfers and gradient reduction free; and with --device cpu besides:
+# the same compute, with the pipeline hand-offs and the data-parallel
+# reductions timed on the cpu row's links, docs/plan.md) and run under mpirun with one
 # thread a rank (2 ranks at most: this machine's cores), its tokens/s the
 # median of the steps after the first. Prints predicted, measured and their
 # ratio per layout, whether the predicted order is the measured one (pairs
@@ -47,11 +49,14 @@ for which in dist tiny; do
     --costs-out "$tmp/$which.costs.json" > /dev/null
   echo
   echo "model: $(basename "$spec" .yaml), costs measured on ${layouts[0]%%:*}"
-  printf '%-20s %6s %16s %16s %8s\n' layout ranks "predicted tok/s" "measured tok/s" ratio
+  printf '%-20s %6s %16s %16s %8s %16s %8s\n' layout ranks "predicted tok/s" "measured tok/s" ratio \
+    "with links" ratio
   : > "$tmp/$which.rows"
   for entry in "${layouts[@]}"; do
     lname=${entry%%:*} rest=${entry#*:} ranks=${rest%%:*} over=${rest#*:}
     predicted=$("$bin/hypipe" explain "$spec" $over --costs "$tmp/$which.costs.json" --json |
+      /usr/bin/python3 -c 'import json,sys; print("%.0f" % json.load(sys.stdin)["simulation"]["predicted_tokens_per_s"])')
+    linked=$("$bin/hypipe" explain "$spec" $over --costs "$tmp/$which.costs.json" --device cpu --json |
       /usr/bin/python3 -c 'import json,sys; print("%.0f" % json.load(sys.stdin)["simulation"]["predicted_tokens_per_s"])')
     "$bin/hypipe" compile "$spec" $over -o "$tmp/$which-$lname" > /dev/null
     if [[ $ranks == 1 ]]; then
@@ -61,8 +66,9 @@ for which in dist tiny; do
         --json-log "$tmp/$which-$lname.jsonl" > /dev/null
     fi
     measured=$(/usr/bin/python3 -c 'import json,statistics,sys; r=[json.loads(l) for l in open(sys.argv[1])][1:]; print("%.0f" % statistics.median(x["tokens_per_s"] for x in r))' "$tmp/$which-$lname.jsonl")
-    printf '%-20s %6s %16s %16s %7.2fx\n' "$lname" "$ranks" "$predicted" "$measured" \
-      "$(awk -v p="$predicted" -v m="$measured" 'BEGIN { print p / m }')"
+    printf '%-20s %6s %16s %16s %7.2fx %16s %7.2fx\n' "$lname" "$ranks" "$predicted" "$measured" \
+      "$(awk -v p="$predicted" -v m="$measured" 'BEGIN { print p / m }')" "$linked" \
+      "$(awk -v p="$linked" -v m="$measured" 'BEGIN { print p / m }')"
     echo "$lname $ranks $predicted $measured" >> "$tmp/$which.rows"
   done
   /usr/bin/python3 - "$tmp/$which.rows" <<'PY'

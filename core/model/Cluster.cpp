@@ -35,7 +35,7 @@ std::vector<DeviceRates> makeTable() {
   // at 0.8 of fp32 (bench/results/train.md, bf16.md); Open MPI's shared
   // memory between two ranks (bench/results/cluster.md) and a 10 Gb/s
   // Ethernet between hosts.
-  table.push_back({"cpu", 96e9, 120e9, 0.70, 24, 2, Link{3.2 * kGB, 1 * kUs},
+  table.push_back({"cpu", 96e9, 120e9, 0.70, 24, 2, Link{6 * kGB, 0.3 * kUs},
                    Link{1.1 * kGB, 30 * kUs}, false});
   return table;
 }
