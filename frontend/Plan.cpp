@@ -257,7 +257,9 @@ void Search::simulateLoaded() {
     if (top && steps.size() >= top) {
       std::nth_element(steps.begin(), steps.begin() + (top - 1), steps.end());
       // Bounds only grow from here: none of the rest can enter the top.
-      if (loaded[i].bound > steps[top - 1]) {
+      // A rank that never idles has a step equal to its bound up to the
+      // rounding of the simulator's sums: such a tie may still enter.
+      if (loaded[i].bound > steps[top - 1] * (1 + 1e-9)) {
         plan.prunedByBound += int64_t(loaded.size() - i);
         return;
       }
@@ -318,7 +320,15 @@ void setKey(std::vector<std::string> &lines, const std::string &section,
     lines.push_back(section + ":");
     range = std::pair{lines.size() - 1, lines.size()};
   }
-  lines.insert(lines.begin() + range->first + 1, "  " + key + ": " + value);
+  // Indented as the section's first key is (two spaces in an empty one).
+  std::string indent = "  ";
+  const std::regex keyLine(R"(^(\s+)[^\s#].*$)");
+  for (size_t i = range->first + 1; i < range->second; ++i)
+    if (std::regex_match(lines[i], m, keyLine)) {
+      indent = m[1].str();
+      break;
+    }
+  lines.insert(lines.begin() + range->first + 1, indent + key + ": " + value);
 }
 
 /// The YAML value of a path relative to the spec's directory, made absolute.

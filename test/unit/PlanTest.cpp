@@ -220,8 +220,51 @@ TEST(Plan, WrittenSpecLoadsAsTheCandidate) {
     EXPECT_EQ(spec->parallel.schedule, c.layout.schedule);
     EXPECT_EQ(spec->parallel.distributedOptimizer,
               c.layout.distributedOptimizer);
+    EXPECT_EQ(spec->training.microBatchSize, c.layout.microBatchSize);
     EXPECT_EQ(spec->data.path, "/somewhere/data/tokens.txt");
   }
+}
+
+// The micro batch size goes into a training section indented as the spec
+// indents it (the spec does not write the key: it is added).
+TEST(Plan, WrittenMicroBatchSizeKeepsTheSectionsIndent) {
+  std::string text = kSpec;
+  text.replace(text.find("training:\n  seq_length"),
+               std::string("training:\n  seq_length").size(),
+               "training:\n    seq_length");
+  Plan p = planned(2, std::nullopt, text);
+  ASSERT_FALSE(p.candidates.empty());
+  for (const PlanCandidate &c : p.candidates) {
+    auto written = plannedSpecText(text, "/somewhere", c);
+    ASSERT_TRUE(static_cast<bool>(written)) << written.problem().message;
+    EXPECT_NE(written->find(fmt::format("training:\n    micro_batch_size: {}\n"
+                                        "    seq_length",
+                                        c.layout.microBatchSize)),
+              std::string::npos)
+        << *written;
+  }
+}
+
+// The tied embedding's gradient is summed between the first and the last
+// pipeline rank after the reductions: a two-rank all-reduce of the table in
+// fp32, on the link between them, charged to both ends' stages.
+TEST(Plan, TiedEmbeddingSumIsInTheStep) {
+  auto spec = parseSpec(kSpec, "spec.yaml", SpecOverrides{2, 1, 1});
+  ASSERT_TRUE(static_cast<bool>(spec));
+  ASSERT_TRUE(spec->dims.tieEmbeddings);
+  Expected<Cluster> cpu = makeCluster("cpu");
+  ASSERT_TRUE(static_cast<bool>(cpu));
+  SpecCosts costs = specCosts(*spec);
+  StepModel model{nullptr, &*cpu};
+  auto step = stepCosts(*spec, costs.stageCost, model);
+  ASSERT_TRUE(static_cast<bool>(step));
+  const double table = 256.0 * 64 * 4; // vocab x hidden fp32
+  const double expected = allReduceSeconds(2, table, cpu->device.intraNode);
+  ASSERT_EQ(step->stageAfterStep.size(), 2u);
+  EXPECT_DOUBLE_EQ(step->stageAfterStep[0], expected);
+  EXPECT_DOUBLE_EQ(step->stageAfterStep[1], expected);
+  // dp 1: nothing to reduce over data parallelism.
+  EXPECT_EQ(step->stageReduce, (std::vector<double>{0, 0}));
 }
 
 // A cap under every layout's need names the least need and where it is.
