@@ -57,6 +57,9 @@ Comm::Comm(int *argc, char ***argv) {
   MPI_Comm_size(nodeComm, &nodeCount);
   hosts = allgatherText(MPI_COMM_WORLD, worldSize, thisHost());
   MPI_Comm_dup(MPI_COMM_WORLD, &rollCallComm);
+  // A lost peer makes a roll-call send fail: say so as an answer missing,
+  // not by ending the process before it names anyone.
+  MPI_Comm_set_errhandler(rollCallComm, MPI_ERRORS_RETURN);
 }
 
 std::vector<int> Comm::silentRanks(double seconds) {
@@ -66,7 +69,8 @@ std::vector<int> Comm::silentRanks(double seconds) {
   // One message each way with every other rank; sends that cannot go
   // (a lost peer) are left behind: the run ends right after this.
   static const int here = 1;
-  std::vector<int> heard(size_t(worldSize), 0);
+  std::vector<int> &heard = rollCallHeard;
+  heard.assign(size_t(worldSize), 0);
   std::vector<MPI_Request> receives;
   std::vector<int> from;
   for (int r = 0; r < worldSize; ++r) {
@@ -95,6 +99,13 @@ std::vector<int> Comm::silentRanks(double seconds) {
   for (size_t i = 0; i < from.size(); ++i)
     if (!heard[size_t(from[i])])
       silent.push_back(from[i]);
+  // Receives still open are withdrawn, so a later roll call matches only
+  // its own answers.
+  for (MPI_Request &r : receives)
+    if (r != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r);
+      MPI_Request_free(&r);
+    }
   return silent;
 }
 

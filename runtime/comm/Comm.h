@@ -117,6 +117,9 @@ private:
   int64_t pp = 1, dp = 1, pp_rank = 0, dp_rank = 0;
   MPI_Comm ppComm = MPI_COMM_NULL, dpComm = MPI_COMM_NULL;
   MPI_Comm rollCallComm = MPI_COMM_NULL; ///< silentRanks' own
+  /// silentRanks' receive buffers: a late answer lands here, never in
+  /// freed memory.
+  std::vector<int> rollCallHeard;
   MPI_Comm nodeComm = MPI_COMM_NULL;
   int nodeIndex = 0, nodeCount = 1;
   std::vector<std::string> hosts; ///< by world rank

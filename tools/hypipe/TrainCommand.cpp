@@ -263,12 +263,12 @@ std::string cacheKey(const TrainOptions &o, const ModelSpec &loaded) {
     return x ? std::to_string(*x) : std::string("-");
   };
   std::string text = fmt::format(
-      "{}\n{}\npp={} vpp={} dp={} mb={} steps={} seed={} schedule={} "
+      "{}\n{}\npp={} vpp={} dp={} mb={} mbs={} steps={} seed={} schedule={} "
       "target={} dtype={} distributed_optimizer={}\nschedule_csv={}\n{}\n{} "
       "{}\n",
       spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp),
-      opt(v.microbatches), opt(v.steps), opt(v.seed), v.schedule.value_or("-"),
-      v.target.value_or("-"), v.dtype.value_or("-"),
+      opt(v.microbatches), opt(v.microBatchSize), opt(v.steps), opt(v.seed),
+      v.schedule.value_or("-"), v.target.value_or("-"), v.dtype.value_or("-"),
       v.distributedOptimizer.has_value(), loaded.parallel.scheduleCsv,
       readFile(loaded.parallel.scheduleCsv), int64_t(st.st_mtime),
       int64_t(st.st_size));
