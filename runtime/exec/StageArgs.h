@@ -51,6 +51,12 @@ struct StageArgs {
   /// added to its layer's entry, [pass][layer of the program] with the
   /// passes forward, input-gradient, weight-gradient.
   double *layer_seconds = nullptr;
+  /// When set: called on the host after each weight-gradient call with its
+  /// layer, once its kernels are issued (the trainer starts the
+  /// data-parallel reduction of the gradient buckets that call completes,
+  /// in a stage's last backward: GradientBuckets.h).
+  void (*weight_gradient_done)(void *context, int32_t layer) = nullptr;
+  void *weight_gradient_context = nullptr;
 };
 
 } // namespace hypipe::rt

@@ -182,46 +182,51 @@ public:
 
   void backwardWeight() {
     for (const KernelCall &c : p.backwardWeight) {
-      const LayerTimer timer(a, p, 2, c.layer);
-      const ProgramLayer &l = p.layers[size_t(c.layer)];
-      float *grads = a.grads + l.params.elementOffset();
-      float *saved = a.saved + l.saved.elementOffset();
-      switch (l.kind) {
-      case LayerKind::Embedding:
-        Kernels::embeddingBackwardWeight(shape<EmbeddingShape>(l), t, saved,
-                                         grads);
-        break;
-      case LayerKind::Mamba:
-        Kernels::mambaBackwardWeight(shape<MambaShape>(l), t, saved, grads);
-        break;
-      case LayerKind::Attention:
-        Kernels::attentionBackwardWeight(shape<AttentionShape>(l), t, saved,
-                                         grads);
-        break;
-      case LayerKind::Mlp:
-        Kernels::mlpBackwardWeight(shape<MlpShape>(l), t, saved, grads);
-        break;
-      case LayerKind::Moe:
-        Kernels::moeBackwardWeight(shape<MoeShape>(l), t, saved, grads);
-        break;
-      case LayerKind::Head:
-        Kernels::headBackwardWeight(shape<HeadShape>(l), t, saved, grads);
-        break;
-      case LayerKind::MtpInput:
-        Kernels::mtpInputBackwardWeight(
-            shape<MtpInputShape>(l), t, saved, grads,
-            a.grads + p.sharedTable.elementOffset());
-        break;
-      case LayerKind::MtpOutput:
-        Kernels::mtpOutputBackwardWeight(shape<MtpOutputShape>(l), t, saved,
-                                         a.grads +
-                                             p.sharedOutput.elementOffset());
-        break;
-      }
+      backwardWeightCall(c);
+      if (a.weight_gradient_done)
+        a.weight_gradient_done(a.weight_gradient_context, c.layer);
     }
   }
 
 private:
+  void backwardWeightCall(const KernelCall &c) {
+    const LayerTimer timer(a, p, 2, c.layer);
+    const ProgramLayer &l = p.layers[size_t(c.layer)];
+    float *grads = a.grads + l.params.elementOffset();
+    float *saved = a.saved + l.saved.elementOffset();
+    switch (l.kind) {
+    case LayerKind::Embedding:
+      Kernels::embeddingBackwardWeight(shape<EmbeddingShape>(l), t, saved,
+                                       grads);
+      break;
+    case LayerKind::Mamba:
+      Kernels::mambaBackwardWeight(shape<MambaShape>(l), t, saved, grads);
+      break;
+    case LayerKind::Attention:
+      Kernels::attentionBackwardWeight(shape<AttentionShape>(l), t, saved,
+                                       grads);
+      break;
+    case LayerKind::Mlp:
+      Kernels::mlpBackwardWeight(shape<MlpShape>(l), t, saved, grads);
+      break;
+    case LayerKind::Moe:
+      Kernels::moeBackwardWeight(shape<MoeShape>(l), t, saved, grads);
+      break;
+    case LayerKind::Head:
+      Kernels::headBackwardWeight(shape<HeadShape>(l), t, saved, grads);
+      break;
+    case LayerKind::MtpInput:
+      Kernels::mtpInputBackwardWeight(shape<MtpInputShape>(l), t, saved, grads,
+                                      a.grads + p.sharedTable.elementOffset());
+      break;
+    case LayerKind::MtpOutput:
+      Kernels::mtpOutputBackwardWeight(shape<MtpOutputShape>(l), t, saved,
+                                       a.grads +
+                                           p.sharedOutput.elementOffset());
+      break;
+    }
+  }
+
   /// Adds its lifetime to the call's entry of args.layer_seconds, if set.
   class LayerTimer {
   public:

@@ -6,6 +6,7 @@
 
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Simulate.h"
+#include "runtime/exec/GradientBuckets.h"
 #include "runtime/exec/Init.h"
 #include "runtime/exec/StageRunner.h"
 #include "runtime/formats/Checkpoint.h"
@@ -340,6 +341,41 @@ void Trainer::startDpReduction(StageState &s) {
     dpRequests.push_back(transport->iallreduceDp(
         s.grads.data() + at,
         std::min<int64_t>(bucketFloats, s.grads.size() - at), DType::F32));
+}
+
+void Trainer::startBuckets(StageState &s, size_t layer) {
+  if (s.bucketsFor != bucketFloats) {
+    s.bucketsAfterLayer =
+        bucketsFinalAfter(s.entry->program, s.grads.size(), bucketFloats);
+    s.bucketsFor = bucketFloats;
+  }
+  for (int64_t b : s.bucketsAfterLayer.at(layer)) {
+    const int64_t at = b * bucketFloats;
+    dpRequests.push_back(transport->iallreduceDp(
+        s.grads.data() + at,
+        std::min<int64_t>(bucketFloats, s.grads.size() - at), DType::F32));
+  }
+  transport->testAll(dpRequests);
+}
+
+namespace {
+/// What weightGradientDone needs: the trainer and the stage.
+struct BucketHook {
+  Trainer *trainer;
+  void *stage;
+};
+} // namespace
+
+void Trainer::weightGradientDone(void *context, int32_t layer) {
+  if (layer < 0)
+    return;
+  auto *hook = static_cast<BucketHook *>(context);
+  Trainer &t = *hook->trainer;
+  StageState &s = *static_cast<StageState *>(hook->stage);
+  const size_t before = t.dpRequests.size();
+  t.startBuckets(s, size_t(layer));
+  if (layer != s.entry->program.backwardWeight.back().layer)
+    t.bucketsInBackward += int64_t(t.dpRequests.size() - before);
 }
 
 namespace {
@@ -689,10 +725,23 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
   }
   if (a.op == schedule::Op::B || a.op == schedule::Op::W) {
     timePass(s, args, 2);
+    // The stage's last backward: each all-reduce bucket starts once the
+    // last call writing into it has run, under the rest of the pass.
+    const bool bucketed = s.backwardsDone + 1 == st.microbatches &&
+                          !s.reducedByProgram && comm.dpSize() > 1 &&
+                          !sharded();
+    BucketHook hook{this, &s};
+    if (bucketed) {
+      args.weight_gradient_done = &Trainer::weightGradientDone;
+      args.weight_gradient_context = &hook;
+    }
     runStagePass(e.program, StagePass::BackwardWeight, args);
+    if (bucketed)
+      startBuckets(s, e.program.layers.size());
     s.freeSlots.push_back(st.slotOf.at(k));
     st.slotOf.erase(k);
-    if (++s.backwardsDone == st.microbatches && !s.reducedByProgram)
+    if (++s.backwardsDone == st.microbatches && !s.reducedByProgram &&
+        !bucketed)
       startDpReduction(s);
   }
 }
@@ -1231,7 +1280,8 @@ void Trainer::dump(const std::string &path, double loss, double aux,
   w.metadata("loss", fmt::format("{:.9g}", loss));
   w.metadata("aux_loss", fmt::format("{:.9g}", aux));
   for (size_t d = 0; d < mtp.size(); ++d)
-    w.metadata(fmt::format("mtp_{}_loss", d + 1), fmt::format("{:.9g}", mtp[d]));
+    w.metadata(fmt::format("mtp_{}_loss", d + 1),
+               fmt::format("{:.9g}", mtp[d]));
   if (!mtp.empty())
     w.metadata("mtp_loss", fmt::format("{:.9g}", mtpObjective(mtp)));
   w.write(path);
@@ -1255,7 +1305,9 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   else
     loadBatch(step, st);
   stageBatch();
+  bucketsInBackward = 0;
   st.sentBytes = runProgram(loss, aux, mtp);
+  st.bucketsInBackward = bucketsInBackward;
   if (faultNanStep == step)
     loss = std::nan("");
   reduceTiedGradients();

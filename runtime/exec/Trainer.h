@@ -45,6 +45,9 @@ struct StepStats {
   /// Bytes this rank sent to other pipeline ranks (activations forward,
   /// gradients back; bf16 runs send 2 bytes a value).
   int64_t sentBytes = 0;
+  /// Data-parallel all-reduce buckets this rank started inside a stage's
+  /// last weight-gradient pass, before its last call (GradientBuckets.h).
+  int64_t bucketsInBackward = 0;
 };
 
 /// Where a run's samples come from: one stream of tokens cut into windows
@@ -189,8 +192,12 @@ private:
     /// here (a tied copy only on its first stage).
     std::vector<ParamSegment> updated, normed;
     /// The step's program starts this stage's data-parallel reduction at
-    /// its REDUCE_GRAD; otherwise it starts after the last backward.
+    /// its REDUCE_GRAD; otherwise it starts in the last backward, each
+    /// bucket once final (bucketsAfterLayer), or after it when sharded.
     bool reducedByProgram = false;
+    /// bucketsFinalAfter(GradientBuckets.h) for bucketsFor floats a bucket.
+    std::vector<std::vector<int64_t>> bucketsAfterLayer;
+    int64_t bucketsFor = 0;
     /// A stage with MoE layers: one per program layer, where its routers
     /// record a non-finite logit; read once a step (routerFault).
     DeviceArray<RouterCheck> routerChecks;
@@ -277,6 +284,12 @@ private:
   /// B, or its halves I (input gradients) and W (weight gradients).
   void backward(const ActionEntry &a, StepState &st);
   void startDpReduction(StageState &s);
+  /// Starts the all-reduce of the buckets of `s` that are final after
+  /// `layer`'s weight gradient (layers.size(): those no call writes), and
+  /// moves the reductions in flight along.
+  void startBuckets(StageState &s, size_t layer);
+  /// StageArgs::weight_gradient_done in a stage's last backward.
+  static void weightGradientDone(void *context, int32_t layer);
   void reduceTiedGradients();
   /// True when the AdamW state is sharded over data-parallel ranks.
   bool sharded() const;
@@ -346,6 +359,7 @@ private:
   /// First stage (over all ranks) of each parameter held by several stages.
   std::map<std::string, int64_t> firstStage;
   std::vector<Transport::Request> dpRequests;
+  int64_t bucketsInBackward = 0; ///< this step's (StepStats)
   int64_t bucketFloats = kDefaultBucketFloats;
   std::vector<Timing> lastTimings;
   double epoch = 0;

@@ -14,9 +14,9 @@
 #include "runtime/kernels/cpu/Primitives.h"
 #include "runtime/kernels/cpu/Profile.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -46,20 +46,20 @@ void installWatchdog(Comm &comm, const RunOptions &o, const int64_t &step) {
     return;
   comm.setWaitHook([&comm, &o, &step](double waited, const std::string &what) {
     if (o.watchdog > 0 && waited >= o.watchdog) {
-      // The other ranks' watchdogs fire within about a second of this one
-      // (they wait in the same step): who does not answer is not running.
+      // The other waiting ranks' watchdogs fire within about a second of
+      // this one (they wait in the same step) and answer; who does not is
+      // not waiting with them: lost, stopped, or stuck outside a wait.
       std::string silent;
       for (int r : comm.silentRanks(std::min(o.watchdog, 10.0)))
-        silent += fmt::format("{}rank {} on host {}", silent.empty() ? "" : ", ",
-                              r, comm.hostOf(r));
+        silent += fmt::format("{}rank {} on host {}",
+                              silent.empty() ? "" : ", ", r, comm.hostOf(r));
       std::cerr << fmt::format(
           "[rank {}] error: no progress for {:.0f} s in step {} (at {}){}\n"
           "help: the rank it waits for is stopped, hung or far slower; "
           "--watchdog SECONDS (now {:g}, 0: no limit) sets how long a wait "
           "may last\n",
           comm.rank(), waited, step, what,
-          silent.empty() ? ""
-                         : fmt::format("; not answering: {}", silent),
+          silent.empty() ? "" : fmt::format("; not answering: {}", silent),
           o.watchdog);
       std::cerr.flush();
       comm.abort(1);
@@ -196,8 +196,7 @@ void writeMeasuredCosts(const RunOptions &o, const Artifact &a,
 
 /// Refuses, before the first step, outputs that cannot be written: rank
 /// 0's words when it found the problem (printed once), else every rank's.
-void agreeOnOutputs(const RunOptions &o, const Artifact &artifact,
-                    Comm &comm) {
+void agreeOnOutputs(const RunOptions &o, const Artifact &artifact, Comm &comm) {
   const std::string error = outputsProblem(o, artifact);
   std::vector<double> failed = comm.allgather({error.empty() ? 0.0 : 1.0});
   if (failed[0] != 0)
@@ -671,15 +670,19 @@ int runTraining(const RunOptions &o, Comm &comm) {
     }
     // Rank 0 decides whether to stop; everyone follows after this step.
     // The same exchange sums the bytes every rank sent.
-    const std::vector<double> shared = comm.allgather(
-        {root && fileExists(o.stopFile) ? 1.0 : 0.0, double(st.sentBytes)});
+    const std::vector<double> shared =
+        comm.allgather({root && fileExists(o.stopFile) ? 1.0 : 0.0,
+                        double(st.sentBytes), double(st.bucketsInBackward)});
     t.stopped = shared[0] != 0;
     if (log) {
       nlohmann::json record = stepRecord(st, artifact);
-      double sent = 0;
-      for (size_t r = 1; r < shared.size(); r += 2)
-        sent += shared[r];
+      double sent = 0, early = 0;
+      for (size_t r = 0; r + 2 < shared.size(); r += 3) {
+        sent += shared[r + 1];
+        early += shared[r + 2];
+      }
       record["p2p_bytes_sent"] = int64_t(sent);
+      record["dp_buckets_in_backward"] = int64_t(early);
       if (s == t.first)
         describeLaunch(record, data, t.first);
       log << record.dump() << "\n" << std::flush;
