@@ -343,7 +343,7 @@ void Trainer::startDpReduction(StageState &s) {
         std::min<int64_t>(bucketFloats, s.grads.size() - at), DType::F32));
 }
 
-void Trainer::startBuckets(StageState &s, size_t layer) {
+int64_t Trainer::startBuckets(StageState &s, size_t layer) {
   if (s.bucketsFor != bucketFloats) {
     s.bucketsAfterLayer =
         bucketsFinalAfter(s.entry->program, s.grads.size(), bucketFloats);
@@ -356,6 +356,7 @@ void Trainer::startBuckets(StageState &s, size_t layer) {
         std::min<int64_t>(bucketFloats, s.grads.size() - at), DType::F32));
   }
   transport->testAll(dpRequests);
+  return int64_t(s.bucketsAfterLayer[layer].size());
 }
 
 namespace {
@@ -372,10 +373,9 @@ void Trainer::weightGradientDone(void *context, int32_t layer) {
   auto *hook = static_cast<BucketHook *>(context);
   Trainer &t = *hook->trainer;
   StageState &s = *static_cast<StageState *>(hook->stage);
-  const size_t before = t.dpRequests.size();
-  t.startBuckets(s, size_t(layer));
+  const int64_t started = t.startBuckets(s, size_t(layer));
   if (layer != s.entry->program.backwardWeight.back().layer)
-    t.bucketsInBackward += int64_t(t.dpRequests.size() - before);
+    t.bucketsInBackward += started;
 }
 
 namespace {

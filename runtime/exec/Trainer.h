@@ -286,8 +286,8 @@ private:
   void startDpReduction(StageState &s);
   /// Starts the all-reduce of the buckets of `s` that are final after
   /// `layer`'s weight gradient (layers.size(): those no call writes), and
-  /// moves the reductions in flight along.
-  void startBuckets(StageState &s, size_t layer);
+  /// moves the reductions in flight along; returns how many it started.
+  int64_t startBuckets(StageState &s, size_t layer);
   /// StageArgs::weight_gradient_done in a stage's last backward.
   static void weightGradientDone(void *context, int32_t layer);
   void reduceTiedGradients();
