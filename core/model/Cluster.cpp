@@ -113,6 +113,16 @@ Expected<Link> parseLink(std::string_view text, std::string_view what) {
   return Link{gbps * kGB, us * kUs};
 }
 
+Cluster measuredCluster(const Link &link) {
+  DeviceRates d;
+  d.name = "measured";
+  d.achieved = 1;
+  d.perNode = int64_t(1) << 40;
+  d.intraNode = d.interNode = link;
+  d.gpu = false;
+  return Cluster{d};
+}
+
 Expected<Cluster> makeCluster(std::string_view name,
                               const ClusterOverrides &o) {
   Expected<DeviceRates> device = findDevice(name);

@@ -101,6 +101,10 @@ struct ClusterOverrides {
 Expected<Cluster> makeCluster(std::string_view name,
                               const ClusterOverrides &overrides = {});
 
+/// A cluster of one link class everywhere, measured by a run
+/// (MeasuredCosts::link): named "measured", no memory cap, one node.
+Cluster measuredCluster(const Link &link);
+
 /// Parses a link class `GBPS[,LATENCY_US]` (decimal GB/s, microseconds),
 /// e.g. `45,15`; `what` names the option in errors.
 Expected<Link> parseLink(std::string_view text, std::string_view what);

@@ -35,12 +35,14 @@ std::string measuredCostsJson(const MeasuredCosts &c) {
       passes[kPasses[p]] = {{"seconds", t.seconds[p]}, {"flops", t.flops[p]}};
     kinds[kind] = passes;
   }
-  return nlohmann::json{
-             {"hypipe_costs", 1},    {"target", c.target},
-             {"threads", c.threads}, {"tokens_per_microbatch", c.tokens},
-             {"dtype", c.dtype},     {"kinds", kinds}}
-             .dump(2) +
-         "\n";
+  nlohmann::json out{
+      {"hypipe_costs", 1},    {"target", c.target},
+      {"threads", c.threads}, {"tokens_per_microbatch", c.tokens},
+      {"dtype", c.dtype},     {"kinds", kinds}};
+  if (c.link)
+    out["link"] = {{"bytes_per_s", c.link->bytesPerSecond},
+                   {"latency_s", c.link->latencySeconds}};
+  return out.dump(2) + "\n";
 }
 
 Expected<MeasuredCosts> parseMeasuredCosts(const std::string &text,
@@ -73,6 +75,15 @@ Expected<MeasuredCosts> parseMeasuredCosts(const std::string &text,
                                   kind, kPasses[p]));
       }
       c.kinds[kind] = t;
+    }
+    if (j.contains("link")) {
+      Link link{j.at("link").at("bytes_per_s").get<double>(),
+                j.at("link").at("latency_s").get<double>()};
+      if (!std::isfinite(link.bytesPerSecond) || !(link.bytesPerSecond > 0) ||
+          !std::isfinite(link.latencySeconds) || link.latencySeconds < 0)
+        return fail("its link needs a positive bytes_per_s and a latency_s "
+                    "of zero or more");
+      c.link = link;
     }
   } catch (const nlohmann::json::exception &e) {
     return fail(e.what());

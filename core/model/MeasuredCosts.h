@@ -15,6 +15,7 @@
 #define HYPIPE_CORE_MODEL_MEASUREDCOSTS_H
 
 #include "core/Error.h"
+#include "core/model/Cluster.h"
 #include "core/model/CostModel.h"
 
 #include <array>
@@ -36,6 +37,11 @@ struct MeasuredCosts {
   /// By kind: "embedding", "mamba", "attention", "mlp", "moe", "head",
   /// "mtp" (an MTP depth's input and output together).
   std::map<std::string, KindTimes> kinds;
+  /// The link between the measured run's ranks 0 and 1 (a run of two or
+  /// more ranks): latency from 8-byte ping-pongs, bandwidth from 4 MiB ones.
+  /// plan and explain time transfers and reductions on it unless --device
+  /// names a row.
+  std::optional<Link> link;
 };
 
 /// The measured kind of a partition item: its name ("embedding", a layer

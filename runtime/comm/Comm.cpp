@@ -62,6 +62,55 @@ Comm::Comm(int *argc, char ***argv) {
   MPI_Comm_set_errhandler(rollCallComm, MPI_ERRORS_RETURN);
 }
 
+std::pair<double, double> Comm::measureLink(int64_t bytes) {
+  double fit[2] = {0, 0};
+  if (!mpi || worldSize < 2)
+    return {0, 0};
+  std::vector<char> buffer(size_t(std::max<int64_t>(bytes, 8)), 1);
+  bool failed = false;
+  // One leg: spun on (poll's sleeps after 5 ms would be timed as the
+  // link's), falling back to poll's watched wait after a second.
+  auto leg = [&](bool send, int n) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    const int rc = send ? MPI_Isend(buffer.data(), n, MPI_BYTE, 1 - worldRank,
+                                    1, rollCallComm, &r)
+                        : MPI_Irecv(buffer.data(), n, MPI_BYTE, 1 - worldRank,
+                                    1, rollCallComm, &r);
+    if (rc != MPI_SUCCESS) {
+      failed = true;
+      return;
+    }
+    int done = 0;
+    for (const double until = MPI_Wtime() + 1; !done && MPI_Wtime() < until;)
+      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (!done)
+      wait(&r, 1, "the link measurement between ranks 0 and 1");
+  };
+  auto oneWay = [&](int n, int repeats) {
+    std::vector<double> times;
+    for (int i = 0; i < repeats && worldRank < 2 && !failed; ++i) {
+      const double start = MPI_Wtime();
+      leg(worldRank == 0, n);
+      leg(worldRank != 0, n);
+      times.push_back((MPI_Wtime() - start) / 2);
+    }
+    std::sort(times.begin(), times.end());
+    return times.empty() ? 0.0 : times[times.size() / 2];
+  };
+  const double latency = oneWay(8, 51);
+  const double large = oneWay(int(buffer.size()), 9);
+  // No link when a transfer failed or the large message was no slower than
+  // the small one (noise: the fit would be meaningless).
+  if (worldRank == 0 && !failed && large > latency) {
+    fit[0] = double(buffer.size()) / (large - latency);
+    fit[1] = latency;
+  }
+  MPI_Request r;
+  MPI_Ibcast(fit, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD, &r);
+  wait(&r, 1, "rank 0's link measurement");
+  return {fit[0], fit[1]};
+}
+
 std::vector<int> Comm::silentRanks(double seconds) {
   std::vector<int> silent;
   if (!mpi)

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hypipe::rt {
@@ -86,6 +87,13 @@ public:
   /// stopped or hung process) rather than the collective they all wait in.
   std::vector<int> silentRanks(double seconds);
 
+  /// The link between world ranks 0 and 1: the median one-way time of
+  /// ping-pongs of 8 bytes (its latency) and of `bytes` (its bandwidth,
+  /// after the latency), on the roll call's communicator when the run's
+  /// traffic is done; every rank returns rank 0's figures, {bytes per
+  /// second, latency in seconds}. A collective: all ranks call it.
+  std::pair<double, double> measureLink(int64_t bytes);
+
   /// Ends every rank of the run with `code` (after this rank printed why).
   [[noreturn]] void abort(int code);
 
@@ -116,7 +124,8 @@ private:
   int worldRank = 0, worldSize = 1;
   int64_t pp = 1, dp = 1, pp_rank = 0, dp_rank = 0;
   MPI_Comm ppComm = MPI_COMM_NULL, dpComm = MPI_COMM_NULL;
-  MPI_Comm rollCallComm = MPI_COMM_NULL; ///< silentRanks' own
+  /// silentRanks' and measureLink's own: nothing else travels on it.
+  MPI_Comm rollCallComm = MPI_COMM_NULL;
   /// silentRanks' receive buffers: a late answer lands here, never in
   /// freed memory.
   std::vector<int> rollCallHeard;

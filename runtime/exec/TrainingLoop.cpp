@@ -162,6 +162,9 @@ void writeMeasuredCosts(const RunOptions &o, const Artifact &a,
     }
   }
   const std::vector<double> all = comm.allgather(sums);
+  // The link the run's ranks talk over, for plan's transfers (4 MiB: the
+  // size of a gradient bucket's piece more than of a hand-off).
+  const auto [bytesPerSecond, latency] = comm.measureLink(int64_t(4) << 20);
   if (comm.rank() != 0)
     return;
   const auto flops = costKindFlops(a);
@@ -170,6 +173,8 @@ void writeMeasuredCosts(const RunOptions &o, const Artifact &a,
   costs.threads = o.threads;
   costs.tokens = a.training.microBatchSize * a.training.seqLength;
   costs.dtype = a.precision;
+  if (bytesPerSecond > 0)
+    costs.link = Link{bytesPerSecond, latency};
   for (size_t k = 0; k < kNumCostKinds; ++k) {
     KindTimes times;
     double calls = 0;

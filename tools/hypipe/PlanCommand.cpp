@@ -118,6 +118,12 @@ std::string unitText(const PlanRequest &r, const std::string &costsFile) {
                        "reduction free; give --device for them)",
                        compute);
   const Cluster &c = *r.cluster;
+  if (c.device.name == "measured")
+    return fmt::format("step time in seconds: compute from {}; transfers and "
+                       "gradient reductions on the link that run measured, "
+                       "{:.4g} GB/s + {:.3g} us (--device for a cluster's)",
+                       compute, c.device.intraNode.bytesPerSecond / 1e9,
+                       c.device.intraNode.latencySeconds * 1e6);
   return fmt::format(
       "step time in seconds: compute from {}; transfers and gradient "
       "reductions on {} ranks a node, {:.4g} GB/s + {:.3g} us within one, "
@@ -260,6 +266,10 @@ int runPlan(const PlanOptions &o) {
     if (!costs)
       return fail(costs.takeError());
     request.costs = std::move(*costs);
+    // The link the measured run's ranks talked over, unless --device
+    // names a row.
+    if (!request.cluster && request.costs->link)
+      request.cluster = measuredCluster(*request.costs->link);
   }
   auto p = plan(request);
   double seconds =

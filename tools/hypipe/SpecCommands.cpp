@@ -147,6 +147,10 @@ Expected<Explanation> explain(const ModelSpec &spec,
     e.costsFile = costsFile;
   }
   e.cluster = std::move(cluster);
+  // The link the measured run's ranks talked over, unless --device names
+  // a row.
+  if (!e.cluster && measured && measured->link)
+    e.cluster = measuredCluster(*measured->link);
   StepModel model{measured ? &*measured : nullptr,
                   e.cluster ? &*e.cluster : nullptr};
   auto simulation = simulateSpec(spec, e.costs.stageCost, model);
@@ -220,11 +224,16 @@ void printExplanationJson(const Explanation &e) {
       {"peak_activation_bytes", e.simulation.peakActivationBytes}};
   if (e.cluster) {
     const DeviceRates &d = e.cluster->device;
+    // A link a run measured has no rate of its own (the compute is the
+    // measured layers') and no node size.
+    const bool measuredLink = d.name == "measured";
     out["simulation"]["device"] = {
         {"name", d.name},
-        {"flops_per_s",
-         e.cluster->flopsPerSecond(e.spec.training.dtype == "bf16")},
-        {"ranks_per_node", d.perNode},
+        {"flops_per_s", measuredLink ? nlohmann::json(nullptr)
+                                     : nlohmann::json(e.cluster->flopsPerSecond(
+                                           e.spec.training.dtype == "bf16"))},
+        {"ranks_per_node",
+         measuredLink ? nlohmann::json(nullptr) : nlohmann::json(d.perNode)},
         {"intra_node",
          {{"bytes_per_s", d.intraNode.bytesPerSecond},
           {"latency_s", d.intraNode.latencySeconds}}},
@@ -302,7 +311,19 @@ void printExplanation(const Explanation &e) {
   printTable(rankRows);
   double worst = *std::max_element(e.simulation.bubbleFraction.begin(),
                                    e.simulation.bubbleFraction.end());
-  if (e.cluster) {
+  if (e.cluster && e.cluster->device.name == "measured") {
+    const Link &l = e.cluster->device.intraNode;
+    std::cout << fmt::format(
+        "\nschedule {} simulated with the measured costs of {} (transfers "
+        "and gradient reductions on the link that run measured, {:.4g} GB/s "
+        "+ {:.3g} us): step {:.4g} s, {} tokens/s predicted, bubble {:.1f}% "
+        "on the worst rank, of which communication adds {:.1f}% of the "
+        "step\n",
+        e.spec.parallel.schedule, e.costsFile, l.bytesPerSecond / 1e9,
+        l.latencySeconds * 1e6, e.simulation.makespan,
+        withCommas(std::llround(stepTokens(e.spec) / e.simulation.makespan)),
+        100 * worst, 100 * e.communication);
+  } else if (e.cluster) {
     const DeviceRates &d = e.cluster->device;
     std::cout << fmt::format(
         "\nschedule {} simulated on {} {} ({} a node; compute {}, "
