@@ -115,6 +115,13 @@ for dtype in fp32 bf16; do
   mpirun --allow-run-as-root --oversubscribe -np 4 "$run" "$tmp/tiny-p2d2-cpu-$dtype" -q \
     --steps 20 --json-log "$kit/cpu/tiny-p2d2-$dtype.jsonl" --data "$kit/data/licenses.txt" > /dev/null
 done
+# The all-reduce overlapped with the last backward, bucket by bucket
+# (without the distributed optimizer, 10 KiB buckets): the same layout.
+compile "$root/examples/hybrid-tiny.yaml" --dp 2 --target cuda -o "$kit/art/tiny-p2d2-buckets"
+compile "$root/examples/hybrid-tiny.yaml" --dp 2 --target cpu -o "$tmp/tiny-p2d2-cpu-buckets"
+mpirun --allow-run-as-root --oversubscribe -np 4 "$run" "$tmp/tiny-p2d2-cpu-buckets" -q \
+  --steps 20 --grad-bucket-mib 0.01 --json-log "$kit/cpu/tiny-p2d2-buckets.jsonl" \
+  --data "$kit/data/licenses.txt" > /dev/null
 
 step "CUDA kernel sources"
 "$root/scripts/gpu-kit/copy-kernel-sources.sh" "$root" "$kit/kernels"

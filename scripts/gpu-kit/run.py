@@ -135,7 +135,7 @@ SUITES = [
               ["art/gpu-bench-bf16/manifest.json", "art/gpu-bench.explain.json"]),
     ], "bf16 (issue 33): the CUDA kernels against the CPU's exact emulation and"
        " PyTorch under the same rules, 200 steps, memcheck, tokens/s on tensor cores"),
-    Suite("transports", 150, [
+    Suite("transports", 170, [
         # NCCL through hypipe's own transport at communicator size 1: the
         # collectives of one (point-to-point needs two GPUs: ctest -L gpu-multi).
         Check("nccl-size-1", "source mpi/env.sh && mpirun -np 1 --allow-run-as-root"
@@ -158,6 +158,19 @@ SUITES = [
               " cpu/tiny-p2d2-bf16.jsonl $OUT/p2d2-bf16.jsonl --first-rtol 1e-4 --rtol 2e-2",
               60, ["art/tiny-p2d2-bf16/manifest.json", "cpu/tiny-p2d2-bf16.jsonl",
                    "py/losses.py", "mpi/env.sh"]),
+        # The all-reduce started bucket by bucket inside the last backward
+        # (GradientBuckets.h), GPU buffers staged through the host: the cpu
+        # target's losses, and buckets started inside the pass.
+        Check("p2d2-staged-buckets", "source mpi/env.sh && mpirun -np 4 --allow-run-as-root"
+              f" --oversubscribe {RUN} art/tiny-p2d2-buckets --comm mpi-staged --steps 20"
+              f" --grad-bucket-mib 0.01 --json-log $OUT/p2d2-buckets.jsonl -q --data {DATA}"
+              " && python3 py/losses.py cpu/tiny-p2d2-buckets.jsonl $OUT/p2d2-buckets.jsonl"
+              " --first-rtol 1e-5 --rtol 2e-3 && python3 -c \"import json, sys;"
+              " n = [json.loads(l)['dp_buckets_in_backward'] for l in open(sys.argv[1])];"
+              " print('buckets in backward', n); sys.exit(0 if min(n) > 0 else 1)\""
+              " $OUT/p2d2-buckets.jsonl", 60,
+              ["art/tiny-p2d2-buckets/manifest.json", "cpu/tiny-p2d2-buckets.jsonl",
+               "py/losses.py", "mpi/env.sh"]),
         # kill -9 of one GPU rank at step 3 ends all four within 60 s (not 124).
         Check("kill-one-rank", "source mpi/env.sh; HYPIPE_FAULT_KILL=1:3 timeout 60"
               " mpirun -np 4 --allow-run-as-root --oversubscribe -x HYPIPE_FAULT_KILL"
