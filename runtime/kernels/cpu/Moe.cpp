@@ -24,6 +24,8 @@
 namespace hypipe::rt::cpu {
 namespace {
 
+HYPIPE_MOE_EXPERT_PRIMITIVES(cpu)
+
 /// The first token (in token order, so at any thread count) whose router
 /// logits hold a NaN or an infinity, and that logit.
 struct NonFiniteLogit {
@@ -211,20 +213,9 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
     roundActivations(m.dyr, T * k * Hd);
   }
 
-  for (int64_t e = 0; e < E; ++e) {
-    int64_t r0 = off[e], n = off[e + 1] - off[e];
-    if (n == 0)
-      continue;
-    linearBackwardInput(n, s.ffn, Hd, m.dyr + r0 * Hd, p.w2(s, e),
-                        dact + r0 * s.ffn);
-    roundActivations(dact + r0 * s.ffn, n * s.ffn);
-    activationBackward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
-                       dact + r0 * s.ffn, m.dh1 + r0 * s.fc1Width());
-    roundActivations(m.dh1 + r0 * s.fc1Width(), n * s.fc1Width());
-    // dxr is a part of xn's gradient: rounded once xn's is complete.
-    linearBackwardInput(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
-                        p.w1(s, e), dxr + r0 * Hd);
-  }
+  // dxr is a part of xn's gradient: rounded once xn's is complete.
+  recipes::moeExpertsBackwardInput<MoeExpertPrimitives>(s, m, p, off, dact,
+                                                        dxr);
   {
     ProfileScope routing(KernelClass::MoeRouting);
     // Each token gathers its k rows, in row order (the order a scatter

@@ -22,6 +22,8 @@
 namespace hypipe::rt::cuda {
 namespace {
 
+HYPIPE_MOE_EXPERT_PRIMITIVES(cuda)
+
 /// One thread per token: softmax, top-k (ties to the lower index), weights.
 /// A NaN or infinite logit is recorded in `routerCheck` (the first thread to
 /// find one writes it), which the trainer reads once a step: no wait here.
@@ -270,19 +272,8 @@ void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
                                                    dy, m.yr, m.dyr, dTopW);
   launched("moe combine backward");
   roundActivations(m.dyr, R * Hd);
-  for (int64_t e = 0; e < E; ++e) {
-    int64_t r0 = off[e], n = off[e + 1] - off[e];
-    if (n == 0)
-      continue;
-    linearBackwardInput(n, s.ffn, Hd, m.dyr + r0 * Hd, p.w2(s, e),
-                        dact + r0 * s.ffn);
-    roundActivations(dact + r0 * s.ffn, n * s.ffn);
-    activationBackward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
-                       dact + r0 * s.ffn, m.dh1 + r0 * s.fc1Width());
-    roundActivations(m.dh1 + r0 * s.fc1Width(), n * s.fc1Width());
-    linearBackwardInput(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
-                        p.w1(s, e), dxr + r0 * Hd);
-  }
+  recipes::moeExpertsBackwardInput<MoeExpertPrimitives>(s, m, p, off, dact,
+                                                        dxr);
   scatterRowsKernel<<<unsigned(T), 128, 0, stream()>>>(Hd, int(k), slotRow, dxr,
                                                        dxn);
   launched("moe dispatch backward");

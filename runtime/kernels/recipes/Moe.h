@@ -10,10 +10,38 @@
 #define HYPIPE_RUNTIME_KERNELS_RECIPES_MOE_H
 
 #include "core/model/BufferLayouts.h"
+#include "runtime/kernels/ForwardTo.h"
 
 #include <vector>
 
 namespace hypipe::rt::recipes {
+
+/// Every expert's input-gradient chain over the rows routed to it, from
+/// the routed rows' output gradients m.dyr (complete and rounded): fc2's
+/// input gradient into `dact` [rows, ffn], the activation's into m.dh1, and
+/// fc1's into `dxr` [rows, hidden] (a part of the norm output's gradient:
+/// rounded once that is complete, by the caller). `P` is a struct with the
+/// target's linearBackwardInput, activationBackward and roundActivations.
+template <class P>
+void moeExpertsBackwardInput(const MoeShape &s, const MoeSaved &m,
+                             const MoeParams<const float> &p,
+                             const std::vector<int64_t> &off, float *dact,
+                             float *dxr) {
+  const int64_t Hd = s.hidden;
+  for (int64_t e = 0; e < s.experts; ++e) {
+    int64_t r0 = off[e], n = off[e + 1] - off[e];
+    if (n == 0)
+      continue;
+    P::linearBackwardInput(n, s.ffn, Hd, m.dyr + r0 * Hd, p.w2(s, e),
+                           dact + r0 * s.ffn);
+    P::roundActivations(dact + r0 * s.ffn, n * s.ffn);
+    P::activationBackward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
+                          dact + r0 * s.ffn, m.dh1 + r0 * s.fc1Width());
+    P::roundActivations(m.dh1 + r0 * s.fc1Width(), n * s.fc1Width());
+    P::linearBackwardInput(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
+                           p.w1(s, e), dxr + r0 * Hd);
+  }
+}
 
 /// Every expert's two weight gradients over the rows routed to it: `off`
 /// holds the experts' first rows (expertOffsets), `linearBackwardWeight` the
@@ -34,6 +62,14 @@ void moeExpertWeightGradients(LinearBackwardWeight linearBackwardWeight,
                          gp.w2(s, e));
   }
 }
+
+/// moeExpertsBackwardInput's primitives, forwarded to namespace `ns`.
+#define HYPIPE_MOE_EXPERT_PRIMITIVES(ns)                                       \
+  struct MoeExpertPrimitives {                                                 \
+    HYPIPE_FORWARD_TO(ns, linearBackwardInput)                                 \
+    HYPIPE_FORWARD_TO(ns, activationBackward)                                  \
+    HYPIPE_FORWARD_TO(ns, roundActivations)                                    \
+  };
 
 } // namespace hypipe::rt::recipes
 
