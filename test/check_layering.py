@@ -32,7 +32,7 @@ def main(root: pathlib.Path) -> int:
     checked = 0
     for folder, allowed in ALLOWED.items():
         for path in sorted((root / folder).rglob("*")):
-            if path.suffix not in {".h", ".cpp", ".td", ".cu", ".cuh"}:
+            if path.suffix not in {".h", ".cpp", ".td", ".cu", ".cuh", ".inc"}:
                 continue
             checked += 1
             rel = path.relative_to(root)

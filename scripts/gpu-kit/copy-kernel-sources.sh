@@ -14,7 +14,7 @@ sources=$(cd "$root" && ls runtime/kernels/cuda/*.cu)
 for s in $sources; do
   # nvcc -M lists every header the file includes; keep the repository's.
   (cd "$root" && "$nvcc" -M -std=c++17 -I. -DHYPIPE_HAVE_CUDA "$s") |
-    tr -s ' \\' '\n' | sed -n 's|^\./||; /^[a-z].*\.\(h\|cuh\|cu\)$/p' | sort -u
+    tr -s ' \\' '\n' | sed -n 's|^\./||; /^[a-z].*\.\(h\|cuh\|cu\|inc\)$/p' | sort -u
 done | sort -u | while read -r f; do
   [[ -f $root/$f ]] || continue
   mkdir -p "$out/$(dirname "$f")"

@@ -26,44 +26,12 @@ namespace hypipe::rt::cpu {
 /// Process-wide (the OpenMP threads read it); the CPU stage runner sets it
 /// from the artifact's precision before each pass.
 void setBf16Activations(bool on);
-bool bf16Activations();
 
-/// Rounds `n` floats in place to the nearest bfloat16 (ties to even, NaN
-/// kept a NaN) when bf16Activations(); leaves them alone in fp32.
-void roundActivations(float *p, int64_t n);
-
-/// C[M,N] = alpha * op(A) * op(B) + beta * C, row-major (cblas_sgemm on
-/// one thread; a large one cut into tiles fixed by its shape and shared
-/// over the OpenMP threads, so the bits do not depend on their number).
-void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-          float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-          float beta, float *C, int64_t ldc);
-
-/// y[T,out] = x[T,in] * W[out,in]^T.
-void linearForward(int64_t T, int64_t in, int64_t out, const float *x,
-                   const float *W, float *y);
-/// dx[T,in] = dy[T,out] * W[out,in] (+ dx when `accumulate`).
-void linearBackwardInput(int64_t T, int64_t in, int64_t out, const float *dy,
-                         const float *W, float *dx, bool accumulate = false);
-/// dW[out,in] += dy[T,out]^T * x[T,in].
-void linearBackwardWeight(int64_t T, int64_t in, int64_t out, const float *dy,
-                          const float *x, float *dW);
-
-/// y = x / rms(x) * w over the `n` columns of each of `T` rows; keeps rstd.
-void rmsnormForward(int64_t T, int64_t n, const float *x, const float *w,
-                    float *y, float *rstd);
-/// dx (+)= d/dx, dw += d/dw. With `accumulate`, dx already holds the
-/// residual branch's gradient and this adds to it (the fused residual).
-void rmsnormBackward(int64_t T, int64_t n, const float *x, const float *w,
-                     const float *rstd, const float *dy, float *dx, float *dw,
-                     bool accumulate);
-
-/// a = act(h): h is [T, fc1Width], a is [T, ffn] (SwiGLU halves the width).
-void activationForward(Activation act, int64_t T, int64_t ffn, const float *h,
-                       float *a);
-/// dh = d act(h) / dh * da.
-void activationBackward(Activation act, int64_t T, int64_t ffn, const float *h,
-                        const float *da, float *dh);
+// bf16Activations, roundActivations, gemm, the linear layer, RMSNorm and
+// the activations. Here gemm is cblas_sgemm on one thread, a large one cut
+// into tiles fixed by its shape and shared over the OpenMP threads, so the
+// bits do not depend on their number.
+#include "runtime/kernels/SharedPrimitives.inc"
 
 /// e^x in float, written so loops over arrays vectorise (std::exp does not
 /// without -ffast-math; the kernels build with -fno-trapping-math, which

@@ -96,43 +96,13 @@ __device__ inline float softplusf(float x) {
   return x > 20.0f ? x : log1pf(expf(x));
 }
 
-/// bf16 activations (docs/precision.md), as cpu::setBf16Activations: the
-/// same float buffers holding bf16 values, each complete activation and
-/// activation gradient rounded in place at the CPU kernels' points, so that
-/// the two targets agree up to the order of sums; and the linear layers'
-/// GEMMs on the tensor cores (bf16 products, fp32 accumulation: exact on
-/// bf16 values). Host state, set by the stage runner before each pass.
-/// (setBf16Activations and roundCopy: Layers.h.)
-bool bf16Activations();
-/// Rounds n floats in place to the nearest bfloat16 when bf16Activations().
-void roundActivations(float *p, int64_t n);
-
-/// C[M,N] = alpha op(A) op(B) + beta C, row-major.
-void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-          float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-          float beta, float *C, int64_t ldc);
-/// y[T,out] = x[T,in] W[out,in]^T.
-void linearForward(int64_t T, int64_t in, int64_t out, const float *x,
-                   const float *W, float *y);
-/// dx[T,in] (+)= dy[T,out] W[out,in].
-void linearBackwardInput(int64_t T, int64_t in, int64_t out, const float *dy,
-                         const float *W, float *dx, bool accumulate = false);
-/// dW[out,in] += dy[T,out]^T x[T,in].
-void linearBackwardWeight(int64_t T, int64_t in, int64_t out, const float *dy,
-                          const float *x, float *dW);
-
-/// y = x / rms(x) * w per row of n columns; keeps rstd [T].
-void rmsnormForward(int64_t T, int64_t n, const float *x, const float *w,
-                    float *y, float *rstd);
-/// dx (+)= d/dx (the residual fused with `accumulate`), dw += d/dw.
-void rmsnormBackward(int64_t T, int64_t n, const float *x, const float *w,
-                     const float *rstd, const float *dy, float *dx, float *dw,
-                     bool accumulate);
-
-void activationForward(Activation act, int64_t T, int64_t ffn, const float *h,
-                       float *a);
-void activationBackward(Activation act, int64_t T, int64_t ffn, const float *h,
-                        const float *da, float *dh);
+// bf16Activations, roundActivations, gemm, the linear layer, RMSNorm and
+// the activations. Here bf16 is host state set by the stage runner before
+// each pass (setBf16Activations and roundCopy: Layers.h), rounding at the
+// CPU kernels' points so the targets agree up to the order of sums, and
+// the linear layers' GEMMs run on the tensor cores in bf16 (bf16 products,
+// fp32 accumulation: exact on bf16 values).
+#include "runtime/kernels/SharedPrimitives.inc"
 
 /// y += x over n floats.
 void addInPlace(float *y, const float *x, int64_t n);
