@@ -228,19 +228,7 @@ float moeForward(const MoeShape &s, const Tokens &t, const float *params,
   slotRowKernel<<<blocksFor(T * k), 256, 0, stream()>>>(T * k, m.rowMap,
                                                         slotRow);
   launched("moe slots");
-  for (int64_t e = 0; e < E; ++e) {
-    int64_t r0 = off[e], n = off[e + 1] - off[e];
-    if (n == 0)
-      continue;
-    linearForward(n, Hd, s.fc1Width(), m.xr + r0 * Hd, p.w1(s, e),
-                  m.h1 + r0 * s.fc1Width());
-    roundActivations(m.h1 + r0 * s.fc1Width(), n * s.fc1Width());
-    activationForward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
-                      m.act + r0 * s.ffn);
-    roundActivations(m.act + r0 * s.ffn, n * s.ffn);
-    linearForward(n, s.ffn, Hd, m.act + r0 * s.ffn, p.w2(s, e), m.yr + r0 * Hd);
-    roundActivations(m.yr + r0 * Hd, n * Hd);
-  }
+  recipes::moeExpertsForward<MoeExpertPrimitives>(s, m, p, off);
   combineKernel<<<unsigned(T), 128, 0, stream()>>>(
       Hd, int(k), x, m.yr, slotRow, m.topW, y, bf16Activations());
   launched("moe combine");

@@ -16,6 +16,31 @@
 
 namespace hypipe::rt::recipes {
 
+/// Every expert's forward over the rows routed to it: fc1, the activation
+/// and fc2 from the gathered rows m.xr into m.h1, m.act and m.yr, each
+/// rounded to the activation type once complete. `P` as below, with
+/// linearForward and activationForward.
+template <class P>
+void moeExpertsForward(const MoeShape &s, const MoeSaved &m,
+                       const MoeParams<const float> &p,
+                       const std::vector<int64_t> &off) {
+  const int64_t Hd = s.hidden;
+  for (int64_t e = 0; e < s.experts; ++e) {
+    int64_t r0 = off[e], n = off[e + 1] - off[e];
+    if (n == 0)
+      continue;
+    P::linearForward(n, Hd, s.fc1Width(), m.xr + r0 * Hd, p.w1(s, e),
+                     m.h1 + r0 * s.fc1Width());
+    P::roundActivations(m.h1 + r0 * s.fc1Width(), n * s.fc1Width());
+    P::activationForward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
+                         m.act + r0 * s.ffn);
+    P::roundActivations(m.act + r0 * s.ffn, n * s.ffn);
+    P::linearForward(n, s.ffn, Hd, m.act + r0 * s.ffn, p.w2(s, e),
+                     m.yr + r0 * Hd);
+    P::roundActivations(m.yr + r0 * Hd, n * Hd);
+  }
+}
+
 /// Every expert's input-gradient chain over the rows routed to it, from
 /// the routed rows' output gradients m.dyr (complete and rounded): fc2's
 /// input gradient into `dact` [rows, ffn], the activation's into m.dh1, and
@@ -63,9 +88,11 @@ void moeExpertWeightGradients(LinearBackwardWeight linearBackwardWeight,
   }
 }
 
-/// moeExpertsBackwardInput's primitives, forwarded to namespace `ns`.
+/// The experts' primitives, forwarded to namespace `ns`.
 #define HYPIPE_MOE_EXPERT_PRIMITIVES(ns)                                       \
   struct MoeExpertPrimitives {                                                 \
+    HYPIPE_FORWARD_TO(ns, linearForward)                                       \
+    HYPIPE_FORWARD_TO(ns, activationForward)                                   \
     HYPIPE_FORWARD_TO(ns, linearBackwardInput)                                 \
     HYPIPE_FORWARD_TO(ns, activationBackward)                                  \
     HYPIPE_FORWARD_TO(ns, roundActivations)                                    \
