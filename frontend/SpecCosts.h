@@ -1,5 +1,4 @@
-//===- SpecCosts.h - a spec's costs per stage and rank, and its simulation
-//-===//
+//===- SpecCosts.h - a spec's costs per stage and rank, simulated ---------===//
 //
 // What `hypipe explain` shows and `hypipe plan` ranks by: the cost model's
 // costs summed per stage, each pipeline rank's memory estimate, and the

@@ -600,6 +600,23 @@ void describeLaunch(nlohmann::json &record, const DataSources &data,
     record["resumed"] = true;
 }
 
+/// The step's end on every rank: rank 0's word on stopping (everyone
+/// follows after this step), and the bytes every rank sent and the
+/// all-reduce buckets it started in a last backward, summed into `record`.
+bool agreeOnStep(Comm &comm, bool stop, const StepStats &st,
+                 nlohmann::json &record) {
+  const std::vector<double> shared = comm.allgather(
+      {stop ? 1.0 : 0.0, double(st.sentBytes), double(st.bucketsInBackward)});
+  double sent = 0, early = 0;
+  for (size_t r = 0; r + 2 < shared.size(); r += 3) {
+    sent += shared[r + 1];
+    early += shared[r + 2];
+  }
+  record["p2p_bytes_sent"] = int64_t(sent);
+  record["dp_buckets_in_backward"] = int64_t(early);
+  return shared[0] != 0;
+}
+
 } // namespace
 
 int runTraining(const RunOptions &o, Comm &comm) {
@@ -673,21 +690,9 @@ int runTraining(const RunOptions &o, Comm &comm) {
                           (timing.end - timing.start) * 1e6, s});
       spool << events.dump() << '\n';
     }
-    // Rank 0 decides whether to stop; everyone follows after this step.
-    // The same exchange sums the bytes every rank sent.
-    const std::vector<double> shared =
-        comm.allgather({root && fileExists(o.stopFile) ? 1.0 : 0.0,
-                        double(st.sentBytes), double(st.bucketsInBackward)});
-    t.stopped = shared[0] != 0;
+    nlohmann::json record = stepRecord(st, artifact);
+    t.stopped = agreeOnStep(comm, root && fileExists(o.stopFile), st, record);
     if (log) {
-      nlohmann::json record = stepRecord(st, artifact);
-      double sent = 0, early = 0;
-      for (size_t r = 0; r + 2 < shared.size(); r += 3) {
-        sent += shared[r + 1];
-        early += shared[r + 2];
-      }
-      record["p2p_bytes_sent"] = int64_t(sent);
-      record["dp_buckets_in_backward"] = int64_t(early);
       if (s == t.first)
         describeLaunch(record, data, t.first);
       log << record.dump() << "\n" << std::flush;
