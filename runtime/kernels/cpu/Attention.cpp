@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/kernels/recipes/Attention.h"
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
@@ -100,27 +101,10 @@ struct HeadColumns {
   }
 };
 
-} // namespace
-
-void attentionForward(const AttentionShape &s, const TokenShape &t,
-                      const float *params, const float *x, float *y,
-                      float *saved, float *ws) {
-  (void)ws;
-  const int64_t T = t.tokens(), D = s.headDim, Wd = s.qkvWidth(),
-                Cw = s.contextWidth(), qpg = s.heads / s.groups;
-  const float *norm = params, *wQkv = norm + s.hidden,
-              *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t, saved);
-  std::memcpy(a.x, x, sizeof(float) * T * s.hidden);
-  rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
-  roundActivations(a.xn, T * s.hidden);
-  linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
-  roundActivations(a.qkv, T * Wd);
-  if (s.rope) {
-    applyRope(s, t, a.qkv, 1.0f);
-    roundActivations(a.qkv, T * Wd);
-  }
-
+/// The core forward: a.qkv to a.ctx and each row's log-sum-exp in
+/// a.softmax (recipes/Attention.h).
+void coreForward(const AttentionShape &s, const TokenShape &t, AttnSaved &a) {
+  const int64_t D = s.headDim, Wd = s.qkvWidth(), Cw = s.contextWidth();
   const float scale = 1.0f / std::sqrt(float(D));
   ProfileScope core(KernelClass::Attention);
   // One causal block per sample: a sample attends only to itself. Per
@@ -182,36 +166,21 @@ void attentionForward(const AttentionShape &s, const TokenShape &t,
         }
       }
   }
-  // The core reads bf16 q, k and v and keeps its softmax statistics in
-  // fp32; its output is an activation.
-  roundActivations(a.ctx, T * Cw);
-  linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
-  roundActivations(y, T * s.hidden);
-  addResidual(T * s.hidden, x, y);
-  roundActivations(y, T * s.hidden);
 }
 
-void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
-                            const float *params, float *grads, float *saved,
-                            const float *dy, float *dx, float *ws) {
+/// The core backward: a.dqkv whole from the context's gradient `dctx`;
+/// `rows` is [T, heads] of scratch for dO . O (recipes/Attention.h).
+void coreBackward(const AttentionShape &s, const TokenShape &t, AttnSaved &a,
+                  const float *dctx, float *rows) {
   const int64_t T = t.tokens(), D = s.headDim, Wd = s.qkvWidth(),
                 Cw = s.contextWidth(), qpg = s.heads / s.groups;
-  const float *norm = params, *wQkv = norm + s.hidden,
-              *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t, saved);
-  float *dctx = ws;           // [T, Cw]
-  float *dxn = dctx + T * Cw; // [T, hidden], then [T, heads] (rowDot)
-
-  std::memcpy(a.dout, dy, sizeof(float) * T * s.hidden);
-  linearBackwardInput(T, Cw, s.hidden, dy, wProj, dctx);
-  roundActivations(dctx, T * Cw);
   std::memset(a.dqkv, 0, sizeof(float) * T * Wd);
 
   const float scale = 1.0f / std::sqrt(float(D));
   {
     ProfileScope core(KernelClass::Attention);
     // dO . O per row and head: the softmax backward's row term.
-    float *rowDot = dxn + T * s.hidden; // [T, heads]
+    float *rowDot = rows; // [T, heads]
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < T; ++row)
       for (int64_t h = 0; h < s.heads; ++h) {
@@ -277,29 +246,43 @@ void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
         }
     }
   }
-  // dq, dk and dv are complete once every block added to them; with RoPE
-  // the rotated q and k and the projection's output are two tensors, each
-  // gradient rounded.
-  roundActivations(a.dqkv, T * Wd);
-  if (s.rope) {
-    applyRope(s, t, a.dqkv, -1.0f);
-    roundActivations(a.dqkv, T * Wd);
-  }
+}
 
-  linearBackwardInput(T, s.hidden, Wd, a.dqkv, wQkv, dxn);
-  roundActivations(dxn, T * s.hidden);
-  std::memcpy(dx, dy, sizeof(float) * T * s.hidden);
-  rmsnormBackward(T, s.hidden, a.x, norm, a.rstd, dxn, dx, grads, true);
-  roundActivations(dx, T * s.hidden);
+struct CpuAttention : RecipeBasics {
+  static void rope(const AttentionShape &s, const TokenShape &t, float *qkv,
+                   float sign) {
+    applyRope(s, t, qkv, sign);
+  }
+  static void coreForward(const AttentionShape &s, const TokenShape &t,
+                          AttnSaved &a) {
+    cpu::coreForward(s, t, a);
+  }
+  static void coreBackward(const AttentionShape &s, const TokenShape &t,
+                           AttnSaved &a, const float *dctx, float *rows) {
+    cpu::coreBackward(s, t, a, dctx, rows);
+  }
+  HYPIPE_ATTENTION_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
+};
+
+using Recipe = recipes::Attention<CpuAttention>;
+
+} // namespace
+
+void attentionForward(const AttentionShape &s, const TokenShape &t,
+                      const float *params, const float *x, float *y,
+                      float *saved, float *) {
+  Recipe::forward(s, t, params, x, y, saved);
+}
+
+void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
+                            const float *params, float *grads, float *saved,
+                            const float *dy, float *dx, float *ws) {
+  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
 }
 
 void attentionBackwardWeight(const AttentionShape &s, const TokenShape &t,
                              const float *saved, float *grads) {
-  const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
-  AttnSaved a = attnSaved(s, t, const_cast<float *>(saved));
-  float *gQkv = grads + s.hidden, *gProj = gQkv + Wd * s.hidden;
-  linearBackwardWeight(T, s.hidden, Wd, a.dqkv, a.xn, gQkv);
-  linearBackwardWeight(T, Cw, s.hidden, a.dout, a.ctx, gProj);
+  Recipe::backwardWeight(s, t, saved, grads);
 }
 
 } // namespace hypipe::rt::cpu

@@ -14,15 +14,7 @@
 namespace hypipe::rt::cpu {
 namespace {
 
-struct CpuPrimitives {
-  static const TokenShape &shape(const TokenShape &t) { return t; }
-  static void copy(float *dst, const float *src, int64_t n) {
-    std::memcpy(dst, src, sizeof(float) * size_t(n));
-  }
-  static void addInto(float *y, const float *x, int64_t n) {
-    addResidual(n, x, y);
-  }
-  static void round(float *p, int64_t n) { roundActivations(p, n); }
+struct CpuPrimitives : RecipeBasics {
   HYPIPE_MLP_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
 };
 

@@ -67,6 +67,20 @@ inline float softplus(float x) {
 /// y[i] += x[i] for n floats (a residual connection), over the threads.
 void addResidual(int64_t n, const float *x, float *y);
 
+/// What every layer recipe (runtime/kernels/recipes/) takes of the target
+/// besides its kernels: the call's token shape, a copy, the residual add,
+/// the rounding to the activation type.
+struct RecipeBasics {
+  static const TokenShape &shape(const TokenShape &t) { return t; }
+  static void copy(float *dst, const float *src, int64_t n) {
+    std::memcpy(dst, src, sizeof(float) * size_t(n));
+  }
+  static void addInto(float *y, const float *x, int64_t n) {
+    addResidual(n, x, y);
+  }
+  static void round(float *p, int64_t n) { roundActivations(p, n); }
+};
+
 /// The OpenBLAS core type to ask for (OPENBLAS_CORETYPE) when OpenBLAS took
 /// this CPU for an older one than it is -- a virtual machine that hides its
 /// CPU model is seen as "Prescott" (SSE3), with a fraction of the sgemm

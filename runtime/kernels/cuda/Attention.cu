@@ -12,6 +12,7 @@
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
+#include "runtime/kernels/recipes/Attention.h"
 
 #include <cfloat>
 #include <string>
@@ -332,75 +333,64 @@ void rope(const AttentionShape &s, const Tokens &t, float *qkv, float sign) {
   launched("rope");
 }
 
+/// The core forward: a.qkv to a.ctx and each row's log-sum-exp in
+/// a.softmax (recipes/Attention.h).
+void coreForward(const AttentionShape &s, const Tokens &t, AttnSaved &a) {
+  if (t.tokens() > 0)
+    byHeadDim<Forward>(s.headDim, geometry(s, t, s.heads), a.qkv, a.ctx,
+                       a.softmax);
+}
+
+/// The core backward: a.dqkv whole from the context's gradient `dctx`;
+/// `rows` is [T, heads] of scratch for each row's dO . O.
+void coreBackward(const AttentionShape &s, const Tokens &t, AttnSaved &a,
+                  const float *dctx, float *rows) {
+  const int64_t T = t.tokens();
+  if (T == 0)
+    return;
+  deltaKernel<<<blocksFor(T * s.heads), 256, 0, stream()>>>(
+      T, int(s.heads), int(s.headDim), dctx, a.ctx, rows);
+  launched("attention delta");
+  byHeadDim<Backward>(s.headDim, geometry(s, t, s.groups),
+                      geometry(s, t, s.heads), a.qkv, dctx, a.softmax, rows,
+                      a.dqkv);
+}
+
+struct CudaAttention : RecipeBasics {
+  static void rope(const AttentionShape &s, const Tokens &t, float *qkv,
+                   float sign) {
+    cuda::rope(s, t, qkv, sign);
+  }
+  static void coreForward(const AttentionShape &s, const Tokens &t,
+                          AttnSaved &a) {
+    cuda::coreForward(s, t, a);
+  }
+  static void coreBackward(const AttentionShape &s, const Tokens &t,
+                           AttnSaved &a, const float *dctx, float *rows) {
+    cuda::coreBackward(s, t, a, dctx, rows);
+  }
+  HYPIPE_ATTENTION_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
+};
+
+using Recipe = recipes::Attention<CudaAttention>;
+
 } // namespace
 
 void attentionForward(const AttentionShape &s, const Tokens &t,
                       const float *params, const float *x, float *y,
                       float *saved, float *) {
-  const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
-  const float *norm = params, *wQkv = norm + s.hidden,
-              *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t.shape, saved);
-  copyFloats(a.x, x, T * s.hidden);
-  rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
-  roundActivations(a.xn, T * s.hidden);
-  linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
-  roundActivations(a.qkv, T * Wd);
-  if (s.rope) {
-    rope(s, t, a.qkv, 1.0f);
-    roundActivations(a.qkv, T * Wd);
-  }
-  if (T > 0)
-    byHeadDim<Forward>(s.headDim, geometry(s, t, s.heads), a.qkv, a.ctx,
-                       a.softmax);
-  roundActivations(a.ctx, T * Cw);
-  linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
-  roundActivations(y, T * s.hidden);
-  addInPlace(y, x, T * s.hidden);
-  roundActivations(y, T * s.hidden);
+  Recipe::forward(s, t, params, x, y, saved);
 }
 
 void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
                             const float *params, float *grads, float *saved,
                             const float *dy, float *dx, float *ws) {
-  const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
-  const float *norm = params, *wQkv = norm + s.hidden,
-              *wProj = wQkv + Wd * s.hidden;
-  AttnSaved a = attnSaved(s, t.shape, saved);
-  float *dctx = ws;                  // [T, Cw]
-  float *dxn = dctx + T * Cw;        // [T, hidden]
-  float *delta = dxn + T * s.hidden; // [T, heads]
-  copyFloats(a.dout, dy, T * s.hidden);
-  linearBackwardInput(T, Cw, s.hidden, dy, wProj, dctx);
-  roundActivations(dctx, T * Cw);
-  if (T > 0) {
-    deltaKernel<<<blocksFor(T * s.heads), 256, 0, stream()>>>(
-        T, int(s.heads), int(s.headDim), dctx, a.ctx, delta);
-    launched("attention delta");
-    byHeadDim<Backward>(s.headDim, geometry(s, t, s.groups),
-                        geometry(s, t, s.heads), a.qkv, dctx, a.softmax, delta,
-                        a.dqkv);
-  }
-  // The rounding points of the CPU kernel (Attention.cpp).
-  roundActivations(a.dqkv, T * Wd);
-  if (s.rope) {
-    rope(s, t, a.dqkv, -1.0f);
-    roundActivations(a.dqkv, T * Wd);
-  }
-  linearBackwardInput(T, s.hidden, Wd, a.dqkv, wQkv, dxn);
-  roundActivations(dxn, T * s.hidden);
-  copyFloats(dx, dy, T * s.hidden);
-  rmsnormBackward(T, s.hidden, a.x, norm, a.rstd, dxn, dx, grads, true);
-  roundActivations(dx, T * s.hidden);
+  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
 }
 
 void attentionBackwardWeight(const AttentionShape &s, const Tokens &t,
                              const float *saved, float *grads) {
-  const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
-  AttnSaved a = attnSaved(s, t.shape, const_cast<float *>(saved));
-  float *gQkv = grads + s.hidden, *gProj = gQkv + Wd * s.hidden;
-  linearBackwardWeight(T, s.hidden, Wd, a.dqkv, a.xn, gQkv);
-  linearBackwardWeight(T, Cw, s.hidden, a.dout, a.ctx, gProj);
+  Recipe::backwardWeight(s, t, saved, grads);
 }
 
 } // namespace hypipe::rt::cuda

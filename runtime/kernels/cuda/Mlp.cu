@@ -12,15 +12,7 @@
 namespace hypipe::rt::cuda {
 namespace {
 
-struct CudaPrimitives {
-  static const TokenShape &shape(const Tokens &t) { return t.shape; }
-  static void copy(float *dst, const float *src, int64_t n) {
-    copyFloats(dst, src, n);
-  }
-  static void addInto(float *y, const float *x, int64_t n) {
-    addInPlace(y, x, n);
-  }
-  static void round(float *p, int64_t n) { roundActivations(p, n); }
+struct CudaPrimitives : RecipeBasics {
   HYPIPE_MLP_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
 };
 

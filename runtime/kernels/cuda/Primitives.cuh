@@ -108,6 +108,20 @@ __device__ inline float softplusf(float x) {
 void addInPlace(float *y, const float *x, int64_t n);
 /// Sets n floats to zero.
 void zero(float *x, int64_t n);
+
+/// What every layer recipe (runtime/kernels/recipes/) takes of the target
+/// besides its kernels: the call's host token shape, a copy, the residual
+/// add, the rounding to the activation type.
+struct RecipeBasics {
+  static const TokenShape &shape(const Tokens &t) { return t.shape; }
+  static void copy(float *dst, const float *src, int64_t n) {
+    copyFloats(dst, src, n);
+  }
+  static void addInto(float *y, const float *x, int64_t n) {
+    addInPlace(y, x, n);
+  }
+  static void round(float *p, int64_t n) { roundActivations(p, n); }
+};
 /// Reads one float back (synchronises the stream).
 float readBack(const float *x);
 
