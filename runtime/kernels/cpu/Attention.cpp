@@ -261,7 +261,7 @@ struct CpuAttention : RecipeBasics {
                            AttnSaved &a, const float *dctx, float *rows) {
     cpu::coreBackward(s, t, a, dctx, rows);
   }
-  HYPIPE_ATTENTION_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
+  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
 };
 
 using Recipe = recipes::Attention<CpuAttention>;

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/kernels/recipes/Mamba.h"
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
@@ -167,21 +168,12 @@ void normWeightGradBlock(int64_t T, int64_t I, int64_t G, int64_t g, int64_t i0,
     out[i0 + j] += acc[j];
 }
 
-} // namespace
-
-void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
-                  const float *x, float *y, float *saved, float *ws) {
+/// in_proj's output to the conv's SiLU'd output m.xbc and dt's softplus
+/// m.dt (recipes/Mamba.h's convForward).
+void convForward(const MambaShape &s, const TokenShape &t,
+                 const MambaParams<const float> &p, MambaSaved &m) {
   const int64_t T = t.tokens(), H = s.heads, N = s.state, G = s.groups,
                 I = s.inner(), Cc = s.convChannels(), W = s.inProj();
-  MambaParams<const float> p = mambaParams(s, params);
-  MambaSaved m = mambaSaved(s, t, saved);
-
-  std::memcpy(m.x, x, sizeof(float) * T * s.hidden);
-  rmsnormForward(T, s.hidden, x, p.norm, m.xn, m.rstd);
-  roundActivations(m.xn, T * s.hidden);
-  linearForward(T, s.hidden, W, m.xn, p.inProj, m.zxbcdt);
-  roundActivations(m.zxbcdt, T * W);
-
   thread_local std::vector<int64_t> firstOfThread;
   sequenceStartOfRows(t, firstOfThread);
   const int64_t *first = firstOfThread.data();
@@ -199,14 +191,12 @@ void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
             softplus(m.zxbcdt[row * W + 2 * I + 2 * G * N + h] + p.dtBias[h]);
     }
   }
+}
 
-  // The conv and its SiLU are one kernel (causal_conv1d's): one rounding.
-  // dt stays fp32 (softplus inside the scan's kernel, as mamba_ssm does).
-  roundActivations(m.xbc, T * Cc);
-  scanForward(s, t, m.xbc, m.dt, p.aLog, p.d, m.y, m.states, ws);
-  roundActivations(m.y, T * I);
-
-  // Gate, then group RMSNorm (norm_before_gate = False).
+/// The gate and the group RMSNorm (norm_before_gate = False).
+void gatedNormForward(const MambaShape &s, const TokenShape &t,
+                      const MambaParams<const float> &p, MambaSaved &m) {
+  const int64_t T = t.tokens(), G = s.groups, I = s.inner(), W = s.inProj();
   const int64_t gs = I / G;
   {
     ProfileScope norm(KernelClass::Norm);
@@ -228,37 +218,15 @@ void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
       }
     }
   }
-
-  // The gate and the group norm are one kernel (RMSNormGated): the gated
-  // product stays fp32, the normed output is rounded.
-  roundActivations(m.normed, T * I);
-  linearForward(T, I, s.hidden, m.normed, p.outProj, y);
-  roundActivations(y, T * s.hidden);
-  addResidual(T * s.hidden, x, y);
-  roundActivations(y, T * s.hidden);
 }
 
-void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
-                        const float *params, float *grads, float *saved,
-                        const float *dy, float *dx, float *ws) {
-  const int64_t T = t.tokens(), H = s.heads, N = s.state, G = s.groups,
-                I = s.inner(), Cc = s.convChannels(), W = s.inProj(),
-                K = s.convWidth, numSeqs = t.sequences();
-  MambaParams<const float> p = mambaParams(s, params);
-  MambaParams<float> gp = mambaParams(s, grads);
-  MambaSaved m = mambaSaved(s, t, saved);
-
-  float *dnormed = ws;             // [T, I]
-  float *dyScan = dnormed + T * I; // [T, I]
-  float *dxbc = dyScan + T * I;    // [T, Cc] post-SiLU gradient
-  float *dtGrad = dxbc + T * Cc;   // [T, H]
-  float *dxn = dtGrad + T * H;     // [T, hidden], then the scan's
-
-  std::memcpy(m.dout, dy, sizeof(float) * T * s.hidden);
-  linearBackwardInput(T, I, s.hidden, dy, p.outProj, dnormed);
-  roundActivations(dnormed, T * I);
-
-  // Group RMSNorm and gate backward.
+/// The gated norm's backward: dyScan and z's gradient (in m.dzxbcdt), and
+/// the norm's weight gradient.
+void gatedNormBackward(const MambaShape &s, const TokenShape &t,
+                       const MambaParams<const float> &p,
+                       MambaParams<float> &gp, MambaSaved &m,
+                       const float *dnormed, float *dyScan) {
+  const int64_t T = t.tokens(), G = s.groups, I = s.inner(), W = s.inProj();
   const int64_t gs = I / G;
   float *dz = m.dzxbcdt; // z occupies the first I columns of dzxbcdt rows
   {
@@ -295,16 +263,26 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
                        });
     }
   }
+}
 
-  roundActivations(dyScan, T * I);
-  std::memset(dxbc, 0, sizeof(float) * T * Cc);
+/// The scan's backward: dxbc whole, dtGrad, and A's and D's gradients.
+void scanBackwardStep(const MambaShape &s, const TokenShape &t,
+                      const MambaParams<const float> &p, MambaParams<float> &gp,
+                      MambaSaved &m, const float *dyScan, float *dxbc,
+                      float *dtGrad, float *scratch) {
+  std::memset(dxbc, 0, sizeof(float) * t.tokens() * s.convChannels());
   scanBackward(s, t, m.xbc, m.dt, p.aLog, p.d, m.states, dyScan, dxbc, dtGrad,
-               gp.aLog, gp.d, dxn + T * s.hidden);
-  // The gradient of the conv's output (x, B, C); dt's stays fp32 into the
-  // softplus, inside the scan's kernel.
-  roundActivations(dxbc, T * Cc);
+               gp.aLog, gp.d, scratch);
+}
 
-  // dt = softplus(raw + dt_bias); conv + SiLU backward into dzxbcdt.
+/// dt's, the SiLU's and the conv's input gradients into m.dzxbcdt, and the
+/// conv's and dt_bias's weight gradients.
+void convBackward(const MambaShape &s, const TokenShape &t,
+                  const MambaParams<const float> &p, MambaParams<float> &gp,
+                  MambaSaved &m, float *dxbc, const float *dtGrad) {
+  const int64_t T = t.tokens(), H = s.heads, N = s.state, G = s.groups,
+                I = s.inner(), Cc = s.convChannels(), W = s.inProj(),
+                K = s.convWidth;
   {
     ProfileScope conv(KernelClass::Conv);
 #pragma omp parallel for schedule(static)
@@ -351,23 +329,63 @@ void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
       }
     }
   }
+}
 
-  // in_proj input gradient, then the pre-norm with the residual fused in.
-  roundActivations(m.dzxbcdt, T * W);
-  linearBackwardInput(T, s.hidden, W, m.dzxbcdt, p.inProj, dxn);
-  roundActivations(dxn, T * s.hidden);
-  std::memcpy(dx, dy, sizeof(float) * T * s.hidden);
-  rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
-  roundActivations(dx, T * s.hidden);
+struct CpuMamba : RecipeBasics {
+  static void convForward(const MambaShape &s, const TokenShape &t,
+                          const MambaParams<const float> &p, MambaSaved &m) {
+    cpu::convForward(s, t, p, m);
+  }
+  static void scanForward(const MambaShape &s, const TokenShape &t,
+                          const MambaParams<const float> &p, MambaSaved &m,
+                          float *ws) {
+    cpu::scanForward(s, t, m.xbc, m.dt, p.aLog, p.d, m.y, m.states, ws);
+  }
+  static void gatedNormForward(const MambaShape &s, const TokenShape &t,
+                               const MambaParams<const float> &p,
+                               MambaSaved &m) {
+    cpu::gatedNormForward(s, t, p, m);
+  }
+  static void gatedNormBackward(const MambaShape &s, const TokenShape &t,
+                                const MambaParams<const float> &p,
+                                MambaParams<float> &gp, MambaSaved &m,
+                                const float *dnormed, float *dyScan) {
+    cpu::gatedNormBackward(s, t, p, gp, m, dnormed, dyScan);
+  }
+  static void scanBackward(const MambaShape &s, const TokenShape &t,
+                           const MambaParams<const float> &p,
+                           MambaParams<float> &gp, MambaSaved &m,
+                           const float *dyScan, float *dxbc, float *dtGrad,
+                           float *scratch) {
+    scanBackwardStep(s, t, p, gp, m, dyScan, dxbc, dtGrad, scratch);
+  }
+  static void convBackward(const MambaShape &s, const TokenShape &t,
+                           const MambaParams<const float> &p,
+                           MambaParams<float> &gp, MambaSaved &m, float *dxbc,
+                           const float *dtGrad) {
+    cpu::convBackward(s, t, p, gp, m, dxbc, dtGrad);
+  }
+  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
+};
+
+using Recipe = recipes::Mamba<CpuMamba>;
+
+} // namespace
+
+void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
+                  const float *x, float *y, float *saved, float *ws) {
+  Recipe::forward(s, t, params, x, y, saved, ws);
+}
+
+void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
+                        const float *params, float *grads, float *saved,
+                        const float *dy, float *dx, float *ws) {
+  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
 }
 
 void mambaBackwardWeight(const MambaShape &s, const TokenShape &t,
                          const float *saved, float *grads) {
-  const int64_t T = t.tokens();
-  MambaSaved m = mambaSaved(s, t, const_cast<float *>(saved));
-  MambaParams<float> gp = mambaParams(s, grads);
-  linearBackwardWeight(T, s.hidden, s.inProj(), m.dzxbcdt, m.xn, gp.inProj);
-  linearBackwardWeight(T, s.inner(), s.hidden, m.dout, m.normed, gp.outProj);
+  Recipe::backwardWeight(s, t, saved, grads);
 }
 
 } // namespace hypipe::rt::cpu

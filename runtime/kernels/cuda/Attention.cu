@@ -369,7 +369,7 @@ struct CudaAttention : RecipeBasics {
                            AttnSaved &a, const float *dctx, float *rows) {
     cuda::coreBackward(s, t, a, dctx, rows);
   }
-  HYPIPE_ATTENTION_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
+  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
 };
 
 using Recipe = recipes::Attention<CudaAttention>;

@@ -17,6 +17,7 @@
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
+#include "runtime/kernels/recipes/Mamba.h"
 
 namespace hypipe::rt::cuda {
 namespace {
@@ -521,139 +522,185 @@ __global__ void convWeightGradKernel(Dims d, Seqs seqs, const float *zxbcdt,
 
 int64_t chunksOf(const Tokens &t) { return (t.tokens() + L - 1) / L; }
 
+/// The scan's device-side view of the call: its dims with the saved
+/// states, its sequences, its chunks.
+struct ScanCall {
+  Dims d;
+  Seqs seqs;
+  int chunks;
+  ScanCall(const MambaShape &s, const Tokens &t, MambaSaved &m)
+      : d(dimsOf(s, t)), seqs(seqsOf(t)), chunks(int(chunksOf(t))) {
+    d.states = m.states;
+  }
+};
+
+/// in_proj's output to the conv's SiLU'd output m.xbc and dt's softplus
+/// m.dt (recipes/Mamba.h's convForward).
+void convForward(const MambaShape &s, const Tokens &t,
+                 const MambaParams<const float> &p, MambaSaved &m) {
+  const ScanCall c(s, t, m);
+  convForwardKernel<<<blocksFor(t.tokens() * (c.d.Cc + c.d.H)), 256, 0,
+                      stream()>>>(c.d, c.seqs, m.zxbcdt, p.convW, p.convB,
+                                  p.dtBias, m.xbc, m.dt);
+  launched("mamba conv");
+}
+
+/// The SSD scan: chunk states, the states passed between chunks, the
+/// chunks' outputs.
+void scanForward(const MambaShape &s, const Tokens &t,
+                 const MambaParams<const float> &p, MambaSaved &m, float *ws) {
+  const ScanCall c(s, t, m);
+  const int64_t PN = s.headDim * s.state;
+  float *local = ws, *decay = ws + c.chunks * s.heads * PN;
+  const dim3 perChunk{unsigned(c.chunks), unsigned(s.heads)};
+  chunkStateKernel<<<perChunk, 256, 0, stream()>>>(c.d, c.seqs, m.xbc, m.dt,
+                                                   p.aLog, local, decay);
+  launched("mamba chunk states");
+  statePassKernel<<<dim3(blocksFor(PN), unsigned(s.heads)), 256, 0, stream()>>>(
+      c.d, c.seqs, c.chunks, local, decay, m.states);
+  launched("mamba state passing");
+  chunkOutputKernel<<<perChunk, 256, 0, stream()>>>(c.d, c.seqs, m.xbc, m.dt,
+                                                    p.aLog, p.d, m.y);
+  launched("mamba chunk outputs");
+}
+
+/// The gate and the group RMSNorm (norm_before_gate = False).
+void gatedNormForward(const MambaShape &s, const Tokens &t,
+                      const MambaParams<const float> &p, MambaSaved &m) {
+  const ScanCall c(s, t, m);
+  gatedNormForwardKernel<<<dim3(unsigned(t.tokens()), unsigned(s.groups)), 128,
+                           0, stream()>>>(c.d, m.y, m.zxbcdt, p.gnorm, m.gated,
+                                          m.grstd, m.normed);
+  launched("mamba gated norm");
+}
+
+/// The gated norm's backward: dyScan and z's gradient (in m.dzxbcdt), and
+/// the norm's weight gradient.
+void gatedNormBackward(const MambaShape &s, const Tokens &t,
+                       const MambaParams<const float> &p,
+                       MambaParams<float> &gp, MambaSaved &m,
+                       const float *dnormed, float *dyScan) {
+  const ScanCall c(s, t, m);
+  const int64_t T = t.tokens(), I = s.inner();
+  gatedNormBackwardKernel<<<dim3(unsigned(T), unsigned(s.groups)), 128, 0,
+                            stream()>>>(c.d, dnormed, m.gated, m.grstd, m.y,
+                                        p.gnorm, m.zxbcdt, dyScan, m.dzxbcdt);
+  launched("mamba gated norm backward");
+  const int64_t gs = I / s.groups;
+  for (int64_t g = 0; g < s.groups; ++g)
+    columnDot(T, gs, dnormed + g * gs, I, m.gated + g * gs, I, m.grstd + g,
+              s.groups, gp.gnorm + g * gs);
+}
+
+/// The scan's backward: dxbc whole, dtGrad, and A's and D's gradients;
+/// `scratch` holds the states' gradients, the chunks' decays and partial
+/// sums.
+void scanBackward(const MambaShape &s, const Tokens &t,
+                  const MambaParams<const float> &p, MambaParams<float> &gp,
+                  MambaSaved &m, const float *dyScan, float *dxbc,
+                  float *dtGrad, float *scratch) {
+  const ScanCall c(s, t, m);
+  const int64_t H = s.heads, PN = s.headDim * s.state;
+  float *dS = scratch;                    // [chunks, H, P*N]
+  float *decay = dS + c.chunks * H * PN;  // [chunks, H]
+  float *partials = decay + c.chunks * H; // [chunks, H, 2]
+  const dim3 perChunk{unsigned(c.chunks), unsigned(H)};
+  chunkStateGradKernel<<<perChunk, 256, 0, stream()>>>(
+      c.d, c.seqs, m.xbc, m.dt, p.aLog, dyScan, dS, decay);
+  launched("mamba state gradients");
+  statePassBackwardKernel<<<dim3(blocksFor(PN), unsigned(H)), 256, 0,
+                            stream()>>>(c.d, c.seqs, c.chunks, decay, dS);
+  launched("mamba state passing backward");
+  zero(dxbc, t.tokens() * s.convChannels());
+  chunkBackwardKernel<<<perChunk, 256, 0, stream()>>>(c.d, c.seqs, m.xbc, m.dt,
+                                                      p.aLog, p.d, dyScan, dS,
+                                                      dxbc, dtGrad, partials);
+  launched("mamba chunk backward");
+  scanParamGradKernel<<<blocksFor(H, 64), 64, 0, stream()>>>(
+      c.d, c.chunks, partials, p.aLog, gp.aLog, gp.d);
+  launched("mamba A and D gradients");
+}
+
+/// dt's, the SiLU's and the conv's input gradients into m.dzxbcdt, and the
+/// conv's and dt_bias's weight gradients.
+void convBackward(const MambaShape &s, const Tokens &t,
+                  const MambaParams<const float> &p, MambaParams<float> &gp,
+                  MambaSaved &m, float *dxbc, const float *dtGrad) {
+  const ScanCall c(s, t, m);
+  const int64_t T = t.tokens(), I = s.inner(), Cc = s.convChannels(),
+                H = s.heads;
+  dtBackwardKernel<<<blocksFor(T * H), 256, 0, stream()>>>(
+      c.d, m.zxbcdt, p.dtBias, dtGrad, m.dzxbcdt);
+  launched("mamba dt backward");
+  columnDot(T, H, m.dzxbcdt + 2 * I + 2 * s.groupState(), s.inProj(), nullptr,
+            0, nullptr, 0, gp.dtBias);
+  siluBackwardKernel<<<blocksFor(T * Cc), 256, 0, stream()>>>(
+      c.d, c.seqs, m.zxbcdt, p.convW, p.convB, dxbc);
+  launched("mamba conv activation backward");
+  convInputGradKernel<<<blocksFor(T * Cc), 256, 0, stream()>>>(
+      c.d, c.seqs, p.convW, dxbc, m.dzxbcdt);
+  launched("mamba conv input gradient");
+  convWeightGradKernel<<<dim3(blocksFor(Cc, 32), unsigned(s.convWidth + 1)),
+                         dim3(32, 8), 0, stream()>>>(c.d, c.seqs, m.zxbcdt,
+                                                     dxbc, gp.convW, gp.convB);
+  launched("mamba conv weight gradient");
+}
+
+struct CudaMamba : RecipeBasics {
+  static void convForward(const MambaShape &s, const Tokens &t,
+                          const MambaParams<const float> &p, MambaSaved &m) {
+    cuda::convForward(s, t, p, m);
+  }
+  static void scanForward(const MambaShape &s, const Tokens &t,
+                          const MambaParams<const float> &p, MambaSaved &m,
+                          float *ws) {
+    cuda::scanForward(s, t, p, m, ws);
+  }
+  static void gatedNormForward(const MambaShape &s, const Tokens &t,
+                               const MambaParams<const float> &p,
+                               MambaSaved &m) {
+    cuda::gatedNormForward(s, t, p, m);
+  }
+  static void gatedNormBackward(const MambaShape &s, const Tokens &t,
+                                const MambaParams<const float> &p,
+                                MambaParams<float> &gp, MambaSaved &m,
+                                const float *dnormed, float *dyScan) {
+    cuda::gatedNormBackward(s, t, p, gp, m, dnormed, dyScan);
+  }
+  static void scanBackward(const MambaShape &s, const Tokens &t,
+                           const MambaParams<const float> &p,
+                           MambaParams<float> &gp, MambaSaved &m,
+                           const float *dyScan, float *dxbc, float *dtGrad,
+                           float *scratch) {
+    cuda::scanBackward(s, t, p, gp, m, dyScan, dxbc, dtGrad, scratch);
+  }
+  static void convBackward(const MambaShape &s, const Tokens &t,
+                           const MambaParams<const float> &p,
+                           MambaParams<float> &gp, MambaSaved &m, float *dxbc,
+                           const float *dtGrad) {
+    cuda::convBackward(s, t, p, gp, m, dxbc, dtGrad);
+  }
+  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
+};
+
+using Recipe = recipes::Mamba<CudaMamba>;
+
 } // namespace
 
 void mambaForward(const MambaShape &s, const Tokens &t, const float *params,
                   const float *x, float *y, float *saved, float *ws) {
-  const int64_t T = t.tokens();
-  if (T == 0)
-    return;
-  MambaParams<const float> p = mambaParams(s, params);
-  MambaSaved m = mambaSaved(s, t.shape, saved);
-  Dims d = dimsOf(s, t);
-  d.states = m.states;
-  const Seqs seqs = seqsOf(t);
-  const int chunks = int(chunksOf(t));
-  const int64_t PN = s.headDim * s.state;
-  float *local = ws, *decay = ws + chunks * s.heads * PN;
-
-  copyFloats(m.x, x, T * s.hidden);
-  // bf16: the rounding points of the CPU kernel (Mamba.cpp).
-  rmsnormForward(T, s.hidden, x, p.norm, m.xn, m.rstd);
-  roundActivations(m.xn, T * s.hidden);
-  linearForward(T, s.hidden, s.inProj(), m.xn, p.inProj, m.zxbcdt);
-  roundActivations(m.zxbcdt, T * s.inProj());
-  convForwardKernel<<<blocksFor(T * (d.Cc + d.H)), 256, 0, stream()>>>(
-      d, seqs, m.zxbcdt, p.convW, p.convB, p.dtBias, m.xbc, m.dt);
-  launched("mamba conv");
-  roundActivations(m.xbc, T * d.Cc);
-  const dim3 perChunk{unsigned(chunks), unsigned(s.heads)};
-  chunkStateKernel<<<perChunk, 256, 0, stream()>>>(d, seqs, m.xbc, m.dt, p.aLog,
-                                                   local, decay);
-  launched("mamba chunk states");
-  statePassKernel<<<dim3(blocksFor(PN), unsigned(s.heads)), 256, 0, stream()>>>(
-      d, seqs, chunks, local, decay, m.states);
-  launched("mamba state passing");
-  chunkOutputKernel<<<perChunk, 256, 0, stream()>>>(d, seqs, m.xbc, m.dt,
-                                                    p.aLog, p.d, m.y);
-  launched("mamba chunk outputs");
-  roundActivations(m.y, T * s.inner());
-  gatedNormForwardKernel<<<dim3(unsigned(T), unsigned(s.groups)), 128, 0,
-                           stream()>>>(d, m.y, m.zxbcdt, p.gnorm, m.gated,
-                                       m.grstd, m.normed);
-  launched("mamba gated norm");
-  roundActivations(m.normed, T * s.inner());
-  linearForward(T, s.inner(), s.hidden, m.normed, p.outProj, y);
-  roundActivations(y, T * s.hidden);
-  addInPlace(y, x, T * s.hidden);
-  roundActivations(y, T * s.hidden);
+  Recipe::forward(s, t, params, x, y, saved, ws);
 }
 
 void mambaBackwardInput(const MambaShape &s, const Tokens &t,
                         const float *params, float *grads, float *saved,
                         const float *dy, float *dx, float *ws) {
-  const int64_t T = t.tokens();
-  if (T == 0)
-    return;
-  const int64_t I = s.inner(), Cc = s.convChannels(), H = s.heads,
-                PN = s.headDim * s.state;
-  MambaParams<const float> p = mambaParams(s, params);
-  MambaParams<float> gp = mambaParams(s, grads);
-  MambaSaved m = mambaSaved(s, t.shape, saved);
-  Dims d = dimsOf(s, t);
-  d.states = m.states;
-  const Seqs seqs = seqsOf(t);
-  const int chunks = int(chunksOf(t));
-
-  float *dnormed = ws;                  // [T, I]
-  float *dyScan = dnormed + T * I;      // [T, I]
-  float *dxbc = dyScan + T * I;         // [T, Cc]
-  float *dtGrad = dxbc + T * Cc;        // [T, H]
-  float *dxn = dtGrad + T * H;          // [T, hidden]
-  float *dS = dxn + T * s.hidden;       // [chunks, H, P*N]
-  float *decay = dS + chunks * H * PN;  // [chunks, H]
-  float *partials = decay + chunks * H; // [chunks, H, 2]
-
-  copyFloats(m.dout, dy, T * s.hidden);
-  linearBackwardInput(T, I, s.hidden, dy, p.outProj, dnormed);
-  roundActivations(dnormed, T * I);
-  gatedNormBackwardKernel<<<dim3(unsigned(T), unsigned(s.groups)), 128, 0,
-                            stream()>>>(d, dnormed, m.gated, m.grstd, m.y,
-                                        p.gnorm, m.zxbcdt, dyScan, m.dzxbcdt);
-  launched("mamba gated norm backward");
-  roundActivations(dyScan, T * I);
-  const int64_t gs = I / s.groups;
-  for (int64_t g = 0; g < s.groups; ++g)
-    columnDot(T, gs, dnormed + g * gs, I, m.gated + g * gs, I, m.grstd + g,
-              s.groups, gp.gnorm + g * gs);
-
-  const dim3 perChunk{unsigned(chunks), unsigned(H)};
-  chunkStateGradKernel<<<perChunk, 256, 0, stream()>>>(
-      d, seqs, m.xbc, m.dt, p.aLog, dyScan, dS, decay);
-  launched("mamba state gradients");
-  statePassBackwardKernel<<<dim3(blocksFor(PN), unsigned(H)), 256, 0,
-                            stream()>>>(d, seqs, chunks, decay, dS);
-  launched("mamba state passing backward");
-  zero(dxbc, T * Cc);
-  chunkBackwardKernel<<<perChunk, 256, 0, stream()>>>(
-      d, seqs, m.xbc, m.dt, p.aLog, p.d, dyScan, dS, dxbc, dtGrad, partials);
-  launched("mamba chunk backward");
-  roundActivations(dxbc, T * Cc);
-  scanParamGradKernel<<<blocksFor(H, 64), 64, 0, stream()>>>(
-      d, chunks, partials, p.aLog, gp.aLog, gp.d);
-  launched("mamba A and D gradients");
-
-  dtBackwardKernel<<<blocksFor(T * H), 256, 0, stream()>>>(
-      d, m.zxbcdt, p.dtBias, dtGrad, m.dzxbcdt);
-  launched("mamba dt backward");
-  columnDot(T, H, m.dzxbcdt + 2 * I + 2 * s.groupState(), s.inProj(), nullptr,
-            0, nullptr, 0, gp.dtBias);
-  siluBackwardKernel<<<blocksFor(T * Cc), 256, 0, stream()>>>(
-      d, seqs, m.zxbcdt, p.convW, p.convB, dxbc);
-  launched("mamba conv activation backward");
-  convInputGradKernel<<<blocksFor(T * Cc), 256, 0, stream()>>>(d, seqs, p.convW,
-                                                               dxbc, m.dzxbcdt);
-  launched("mamba conv input gradient");
-  convWeightGradKernel<<<dim3(blocksFor(Cc, 32), unsigned(s.convWidth + 1)),
-                         dim3(32, 8), 0, stream()>>>(d, seqs, m.zxbcdt, dxbc,
-                                                     gp.convW, gp.convB);
-  launched("mamba conv weight gradient");
-
-  roundActivations(m.dzxbcdt, T * s.inProj());
-  linearBackwardInput(T, s.hidden, s.inProj(), m.dzxbcdt, p.inProj, dxn);
-  roundActivations(dxn, T * s.hidden);
-  copyFloats(dx, dy, T * s.hidden);
-  rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
-  roundActivations(dx, T * s.hidden);
+  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
 }
 
 void mambaBackwardWeight(const MambaShape &s, const Tokens &t,
                          const float *saved, float *grads) {
-  const int64_t T = t.tokens();
-  MambaSaved m = mambaSaved(s, t.shape, const_cast<float *>(saved));
-  MambaParams<float> gp = mambaParams(s, grads);
-  linearBackwardWeight(T, s.hidden, s.inProj(), m.dzxbcdt, m.xn, gp.inProj);
-  linearBackwardWeight(T, s.inner(), s.hidden, m.dout, m.normed, gp.outProj);
+  Recipe::backwardWeight(s, t, saved, grads);
 }
 
 } // namespace hypipe::rt::cuda

@@ -19,17 +19,7 @@
 #define HYPIPE_RUNTIME_KERNELS_RECIPES_ATTENTION_H
 
 #include "core/model/BufferLayouts.h"
-#include "runtime/kernels/ForwardTo.h"
-
-/// The primitives the recipe calls under their own names: a target's
-/// struct forwards them with `HYPIPE_ATTENTION_PRIMITIVES(HYPIPE_FORWARD_TO,
-/// ns)`.
-#define HYPIPE_ATTENTION_PRIMITIVES(X, ns)                                     \
-  X(ns, linearForward)                                                         \
-  X(ns, linearBackwardInput)                                                   \
-  X(ns, linearBackwardWeight)                                                  \
-  X(ns, rmsnormForward)                                                        \
-  X(ns, rmsnormBackward)
+#include "runtime/kernels/recipes/Primitives.h"
 
 namespace hypipe::rt::recipes {
 

@@ -16,15 +16,12 @@
 #define HYPIPE_RUNTIME_KERNELS_RECIPES_MLP_H
 
 #include "core/model/BufferLayouts.h"
+#include "runtime/kernels/recipes/Primitives.h"
 
 /// The primitives the recipe calls: a target's struct forwards them with
 /// `HYPIPE_MLP_PRIMITIVES(HYPIPE_FORWARD_TO, ns)` (ForwardTo.h).
 #define HYPIPE_MLP_PRIMITIVES(X, ns)                                           \
-  X(ns, linearForward)                                                         \
-  X(ns, linearBackwardInput)                                                   \
-  X(ns, linearBackwardWeight)                                                  \
-  X(ns, rmsnormForward)                                                        \
-  X(ns, rmsnormBackward)                                                       \
+  HYPIPE_LINEAR_NORM_PRIMITIVES(X, ns)                                         \
   X(ns, activationForward)                                                     \
   X(ns, activationBackward)
 
