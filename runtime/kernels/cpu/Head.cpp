@@ -1,5 +1,6 @@
 //===- Head.cpp - embedding, final norm, output layer and loss on the CPU -===//
 
+#include "runtime/kernels/recipes/Head.h"
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
@@ -51,18 +52,13 @@ void embeddingBackwardWeight(const EmbeddingShape &s, const TokenShape &t,
   }
 }
 
-float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
-                    const float *norm, const float *wOut, const float *x,
-                    const int32_t *labels, const float *lossMask, int64_t shift,
-                    HeadSaved h) {
+namespace {
+
+/// The logits in h.probs to their softmax in place, h.mask and h.labels
+/// (the labels `shift` rows ahead), and the masked mean loss.
+float crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
+                   const int32_t *labels, const float *lossMask, HeadSaved h) {
   const int64_t T = t.tokens(), V = vocab;
-  std::memcpy(h.x, x, sizeof(float) * T * hidden);
-  rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
-  roundActivations(h.xn, T * hidden);
-  linearForward(T, hidden, V, h.xn, wOut, h.probs);
-  // bf16 logits, as the output layer writes them; the loss reads them in
-  // fp32 (Megatron upcasts before the cross-entropy).
-  roundActivations(h.probs, T * V);
   // Labels `shift` rows ahead within each sample; none past its end.
   // (A thread_local names each thread's own: the loop's threads read this
   // one through the pointer.)
@@ -106,10 +102,10 @@ float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
   return count > 0 ? float(total / count) : 0.0f;
 }
 
-void lmLossBackwardInput(const TokenShape &t, int64_t hidden, int64_t vocab,
-                         const float *norm, const float *wOut, HeadSaved h,
-                         float lossScale, const float *dxnExtra, float *dx,
-                         float *gNorm, float *ws) {
+/// h.probs to the logits' gradient in place: (softmax - onehot) * mask *
+/// lossScale / count.
+void crossEntropyBackward(const TokenShape &t, int64_t vocab, HeadSaved h,
+                          float lossScale) {
   const int64_t T = t.tokens(), V = vocab;
   {
     ProfileScope scope(KernelClass::Elementwise);
@@ -127,18 +123,39 @@ void lmLossBackwardInput(const TokenShape &t, int64_t hidden, int64_t vocab,
         r[v] *= c;
     }
   }
-  // The logits' gradient leaves the fp32 loss as bf16.
-  roundActivations(h.probs, T * V);
-  float *dxn = ws;
-  linearBackwardInput(T, hidden, V, h.probs, wOut, dxn);
-  // The normed output also feeds the next MTP depth: its gradient adds
-  // (that part not rounded yet), and the sum is the complete gradient.
-  if (dxnExtra)
-    for (int64_t i = 0; i < T * hidden; ++i)
-      dxn[i] += dxnExtra[i];
-  roundActivations(dxn, T * hidden);
-  rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
-  roundActivations(dx, T * hidden);
+}
+
+struct CpuHead : RecipeBasics {
+  static float crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
+                            const int32_t *labels, const float *lossMask,
+                            HeadSaved h, float *) {
+    return cpu::crossEntropy(t, vocab, shift, labels, lossMask, h);
+  }
+  static void crossEntropyBackward(const TokenShape &t, int64_t vocab,
+                                   HeadSaved h, float lossScale, float *) {
+    cpu::crossEntropyBackward(t, vocab, h, lossScale);
+  }
+  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
+};
+
+using Recipe = recipes::Head<CpuHead>;
+
+} // namespace
+
+float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
+                    const float *norm, const float *wOut, const float *x,
+                    const int32_t *labels, const float *lossMask, int64_t shift,
+                    HeadSaved h) {
+  return Recipe::lossForward(t, hidden, vocab, norm, wOut, x, labels, lossMask,
+                             shift, h, nullptr);
+}
+
+void lmLossBackwardInput(const TokenShape &t, int64_t hidden, int64_t vocab,
+                         const float *norm, const float *wOut, HeadSaved h,
+                         float lossScale, const float *dxnExtra, float *dx,
+                         float *gNorm, float *ws) {
+  Recipe::lossBackwardInput(t, hidden, vocab, norm, wOut, h, lossScale,
+                            dxnExtra, dx, gNorm, ws);
 }
 
 float headForward(const HeadShape &s, const TokenShape &t, const float *params,
@@ -166,9 +183,9 @@ void headBackwardInput(const HeadShape &s, const TokenShape &t,
 
 void headBackwardWeight(const HeadShape &s, const TokenShape &t,
                         const float *saved, float *grads) {
-  HeadSaved h = headSaved(s, t, const_cast<float *>(saved));
-  linearBackwardWeight(t.tokens(), s.hidden, s.vocab, h.probs, h.xn,
-                       grads + s.hidden);
+  Recipe::backwardWeight(t, s.hidden, s.vocab,
+                         headSaved(s, t, const_cast<float *>(saved)),
+                         grads + s.hidden);
 }
 
 const float *headNormed(const HeadShape &s, const TokenShape &t,

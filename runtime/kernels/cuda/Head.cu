@@ -10,6 +10,7 @@
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
+#include "runtime/kernels/recipes/Head.h"
 
 #include <cfloat>
 
@@ -118,21 +119,18 @@ void embeddingBackwardWeight(const EmbeddingShape &s, const Tokens &t,
                  saved + t.tokens(), grads);
 }
 
-float lmLossForward(const Tokens &t, int64_t hidden, int64_t vocab,
-                    const float *norm, const float *wOut, const float *x,
-                    const int32_t *labels, const float *lossMask, int64_t shift,
-                    HeadSaved h, float *ws) {
-  const int64_t T = t.tokens(), V = vocab;
-  if (T == 0)
-    return 0.0f;
-  copyFloats(h.x, x, T * hidden);
-  rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
-  roundActivations(h.xn, T * hidden);
-  linearForward(T, hidden, V, h.xn, wOut, h.probs);
-  roundActivations(h.probs, T * V);    // bf16 logits; the loss reads fp32
+namespace {
+
+/// The logits in h.probs to their softmax in place, h.mask and h.labels
+/// (the labels `shift` rows ahead within each sample), and the masked mean
+/// loss, read back to the host. `ws`: a [T] row loss and two sums.
+float crossEntropy(const Tokens &t, int64_t vocab, int64_t shift,
+                   const int32_t *labels, const float *lossMask, HeadSaved h,
+                   float *ws) {
+  const int64_t T = t.tokens();
   float *rowLoss = ws, *sums = ws + T; // [T], [2]
   crossEntropyKernel<<<unsigned(T), 256, 0, stream()>>>(
-      V, seqsOf(t), int(shift), h.probs, labels, lossMask, h.mask, h.labels,
+      vocab, seqsOf(t), int(shift), h.probs, labels, lossMask, h.mask, h.labels,
       rowLoss);
   launched("cross-entropy");
   sumTwoKernel<<<1, 1024, 0, stream()>>>(T, rowLoss, h.mask, sums);
@@ -145,28 +143,49 @@ float lmLossForward(const Tokens &t, int64_t hidden, int64_t vocab,
   return host[1] > 0 ? host[0] / host[1] : 0.0f;
 }
 
+/// h.probs to the logits' gradient in place; `ws` holds the mask's count.
+void crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
+                          float lossScale, float *ws) {
+  const int64_t T = t.tokens();
+  float *sums = ws;
+  sumTwoKernel<<<1, 1024, 0, stream()>>>(T, nullptr, h.mask, sums);
+  launched("mask count");
+  crossEntropyBackwardKernel<<<unsigned(T), 256, 0, stream()>>>(
+      vocab, h.probs, h.mask, h.labels, sums, lossScale);
+  launched("cross-entropy backward");
+}
+
+struct CudaHead : RecipeBasics {
+  static float crossEntropy(const Tokens &t, int64_t vocab, int64_t shift,
+                            const int32_t *labels, const float *lossMask,
+                            HeadSaved h, float *ws) {
+    return cuda::crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
+  }
+  static void crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
+                                   float lossScale, float *ws) {
+    cuda::crossEntropyBackward(t, vocab, h, lossScale, ws);
+  }
+  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
+};
+
+using Recipe = recipes::Head<CudaHead>;
+
+} // namespace
+
+float lmLossForward(const Tokens &t, int64_t hidden, int64_t vocab,
+                    const float *norm, const float *wOut, const float *x,
+                    const int32_t *labels, const float *lossMask, int64_t shift,
+                    HeadSaved h, float *ws) {
+  return Recipe::lossForward(t, hidden, vocab, norm, wOut, x, labels, lossMask,
+                             shift, h, ws);
+}
+
 void lmLossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
                          const float *norm, const float *wOut, HeadSaved h,
                          float lossScale, const float *dxnExtra, float *dx,
                          float *gNorm, float *ws) {
-  const int64_t T = t.tokens(), V = vocab;
-  if (T == 0)
-    return;
-  float *dxn = ws, *sums = ws + T * hidden;
-  sumTwoKernel<<<1, 1024, 0, stream()>>>(T, nullptr, h.mask, sums);
-  launched("mask count");
-  crossEntropyBackwardKernel<<<unsigned(T), 256, 0, stream()>>>(
-      V, h.probs, h.mask, h.labels, sums, lossScale);
-  launched("cross-entropy backward");
-  roundActivations(h.probs, T * V);
-  linearBackwardInput(T, hidden, V, h.probs, wOut, dxn);
-  // The normed output also feeds the next MTP depth: its gradient adds
-  // (after the GEMM, as on the CPU), and the sum is rounded in bf16.
-  if (dxnExtra)
-    addInPlace(dxn, dxnExtra, T * hidden);
-  roundActivations(dxn, T * hidden);
-  rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
-  roundActivations(dx, T * hidden);
+  Recipe::lossBackwardInput(t, hidden, vocab, norm, wOut, h, lossScale,
+                            dxnExtra, dx, gNorm, ws);
 }
 
 float headForward(const HeadShape &s, const Tokens &t, const float *params,
@@ -192,9 +211,9 @@ void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
 
 void headBackwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
                         float *grads) {
-  HeadSaved h = headSaved(s, t.shape, const_cast<float *>(saved));
-  linearBackwardWeight(t.tokens(), s.hidden, s.vocab, h.probs, h.xn,
-                       grads + s.hidden);
+  Recipe::backwardWeight(t, s.hidden, s.vocab,
+                         headSaved(s, t.shape, const_cast<float *>(saved)),
+                         grads + s.hidden);
 }
 
 const float *headNormed(const HeadShape &s, const Tokens &t,

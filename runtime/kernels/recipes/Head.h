@@ -1,0 +1,83 @@
+//===- Head.h - the output layer and its loss, written once over a target -===//
+//
+// The final RMSNorm, the output layer's logits and the cross-entropy over
+// them (the main head and every MTP depth's, whose labels lie `shift` rows
+// ahead), and the gradient back through them: one recipe for both targets
+// around their own cross-entropy kernels. `P` is a target's primitive set
+// (CPU: runtime/kernels/cpu/Head.cpp, CUDA: runtime/kernels/cuda/Head.cu):
+// RecipeBasics, the linear and norm kernels (recipes/Primitives.h), and
+//   crossEntropy(t, vocab, shift, labels, lossMask, h, scratch)
+//                         the logits in h.probs to their softmax in place,
+//                         h.mask, h.labels, and the masked mean loss
+//   crossEntropyBackward(t, vocab, h, lossScale, scratch)
+//                         h.probs to the logits' gradient in place
+// A call of no tokens does nothing (its loss is 0).
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_KERNELS_RECIPES_HEAD_H
+#define HYPIPE_RUNTIME_KERNELS_RECIPES_HEAD_H
+
+#include "core/model/BufferLayouts.h"
+#include "runtime/kernels/recipes/Primitives.h"
+
+namespace hypipe::rt::recipes {
+
+template <class P> struct Head {
+  /// `ws`: the cross-entropy's scratch (a [T] row loss and two sums on the
+  /// GPU; none on the CPU).
+  template <class Tokens>
+  static float lossForward(const Tokens &t, int64_t hidden, int64_t vocab,
+                           const float *norm, const float *wOut, const float *x,
+                           const int32_t *labels, const float *lossMask,
+                           int64_t shift, HeadSaved h, float *ws) {
+    const int64_t T = t.tokens();
+    if (T == 0)
+      return 0.0f;
+    P::copy(h.x, x, T * hidden);
+    P::rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
+    P::round(h.xn, T * hidden);
+    P::linearForward(T, hidden, vocab, h.xn, wOut, h.probs);
+    // bf16 logits, as the output layer writes them; the loss reads them in
+    // fp32 (Megatron upcasts before the cross-entropy).
+    P::round(h.probs, T * vocab);
+    return P::crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
+  }
+
+  /// `dxnExtra`: the next MTP depth's gradient of the normed output, or
+  /// null. `ws`: [T, hidden] for the norm's input gradient, then the
+  /// cross-entropy's scratch.
+  template <class Tokens>
+  static void lossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
+                                const float *norm, const float *wOut,
+                                HeadSaved h, float lossScale,
+                                const float *dxnExtra, float *dx, float *gNorm,
+                                float *ws) {
+    const int64_t T = t.tokens();
+    if (T == 0)
+      return;
+    float *dxn = ws;
+    P::crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
+    // The logits' gradient leaves the fp32 loss as bf16.
+    P::round(h.probs, T * vocab);
+    P::linearBackwardInput(T, hidden, vocab, h.probs, wOut, dxn);
+    // The normed output also feeds the next MTP depth: its gradient adds
+    // (that part not rounded yet), and the sum is the complete gradient.
+    if (dxnExtra)
+      P::addInto(dxn, dxnExtra, T * hidden);
+    P::round(dxn, T * hidden);
+    P::rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
+    P::round(dx, T * hidden);
+  }
+
+  /// The output layer's weight gradient (the logits' gradient is in
+  /// h.probs after lossBackwardInput).
+  template <class Tokens>
+  static void backwardWeight(const Tokens &t, int64_t hidden, int64_t vocab,
+                             HeadSaved h, float *gOut) {
+    P::linearBackwardWeight(t.tokens(), hidden, vocab, h.probs, h.xn, gOut);
+  }
+};
+
+} // namespace hypipe::rt::recipes
+
+#endif
