@@ -41,6 +41,15 @@ struct Layer {
   std::function<void(const float *saved, float *g)> backwardWeight;
 };
 
+/// A Layer of `params` parameters with the buffers shape `s` plans for `t`
+/// (its kernels set by the caller).
+template <typename Shape>
+Layer sized(const Shape &s, TokenShape t, int64_t params) {
+  return Layer{
+      params,  s.savedFloats(t), s.workspaceFloats(t), s.hidden, t, nullptr,
+      nullptr, nullptr};
+}
+
 template <typename Shape> int64_t countParams(const Shape &s) {
   int64_t n = 0;
   for (const ParamSpec &p : s.params(4))
@@ -113,14 +122,7 @@ void checkGradients(const Layer &L, unsigned seed,
 /// The Layer of kernels `fwd`, `bwdI`, `bwdW` on shape `s`.
 template <typename Shape, typename Fwd, typename BwdI, typename BwdW>
 Layer makeLayer(const Shape &s, TokenShape t, Fwd fwd, BwdI bwdI, BwdW bwdW) {
-  Layer l{countParams(s),
-          s.savedFloats(t),
-          s.workspaceFloats(t),
-          s.hidden,
-          t,
-          nullptr,
-          nullptr,
-          nullptr};
+  Layer l = sized(s, t, countParams(s));
   l.forward = [=](const float *p, const float *x, float *y, float *sv,
                   float *ws) -> float {
     if constexpr (std::is_void_v<decltype(fwd(s, t, p, x, y, sv, ws))>) {
@@ -421,14 +423,7 @@ Layer mtpInputLayer(const MtpInputShape &s, TokenShape t,
   int64_t own = 0;
   for (const ParamSpec &p : s.params())
     own += p.numel();
-  Layer l{own + s.vocab * s.hidden,
-          s.savedFloats(t),
-          s.workspaceFloats(t),
-          s.hidden,
-          t,
-          nullptr,
-          nullptr,
-          nullptr};
+  Layer l = sized(s, t, own + s.vocab * s.hidden);
   l.forward = [=](const float *p, const float *x, float *y, float *sv,
                   float *ws) {
     mtpInputForward(s, t, p, p + own, tokens.data(), x, y, sv, ws);
@@ -450,14 +445,7 @@ Layer mtpInputLayer(const MtpInputShape &s, TokenShape t,
 Layer mtpOutputLayer(const MtpOutputShape &s, TokenShape t,
                      const std::vector<int32_t> &labels,
                      const std::vector<float> &mask) {
-  Layer l{s.hidden + s.vocab * s.hidden,
-          s.savedFloats(t),
-          s.workspaceFloats(t),
-          s.hidden,
-          t,
-          nullptr,
-          nullptr,
-          nullptr};
+  Layer l = sized(s, t, s.hidden + s.vocab * s.hidden);
   l.forward = [=](const float *p, const float *x, float *y, float *sv,
                   float *ws) {
     float loss = mtpOutputForward(s, t, p, p + s.hidden, x, labels.data(),
