@@ -39,6 +39,23 @@ struct NonFiniteLogit {
 
 } // namespace
 
+namespace {
+/// The load-balancing loss of T tokens' routing: the experts' summed
+/// probabilities against their counts (Megatron's switch loss).
+double loadBalancingLoss(const MoeShape &s, int64_t T, const MoeSaved &m) {
+  const int64_t E = s.experts, k = s.topk;
+  double aux = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    double pe = 0;
+    for (int64_t tok = 0; tok < T; ++tok)
+      pe += m.probs[tok * E + e];
+    aux += pe * m.counts[e];
+  }
+  return aux *
+         (s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k)));
+}
+} // namespace
+
 float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
                  const float *x, float *y, float *saved, float *ws,
                  RouterCheck *check) {
@@ -109,14 +126,7 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
     for (int64_t slot = 0; slot < T * k; ++slot)
       ++m.counts[m.topIdx[slot]];
 
-    // Load-balancing loss.
-    for (int64_t e = 0; e < E; ++e) {
-      double pe = 0;
-      for (int64_t tok = 0; tok < T; ++tok)
-        pe += m.probs[tok * E + e];
-      aux += pe * m.counts[e];
-    }
-    aux *= s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k));
+    aux = loadBalancingLoss(s, T, m);
     m.aux[0] = float(aux);
 
     // Group rows by expert, in token order.
