@@ -160,6 +160,7 @@ struct Loaded {
   ModelSpec spec;
   SpecCosts costs;
   std::vector<int64_t> memory; ///< PlanCandidate::memory
+  schedule::Costs step;        ///< what its step is simulated with
   double bound = 0; ///< busiestRankCompute: no schedule of it is faster
 };
 
@@ -219,13 +220,12 @@ void Search::load(const PlanLayout &layout) {
   int64_t peak = *std::max_element(memory.begin(), memory.end());
   if (request.memoryGiB && peak > *request.memoryGiB * kGiB)
     return prune(layout, *spec, memory, bound);
-  loaded.push_back(
-      {layout, std::move(*spec), std::move(costs), std::move(memory), bound});
+  loaded.push_back({layout, std::move(*spec), std::move(costs),
+                    std::move(memory), std::move(*step), bound});
 }
 
 void Search::simulate(Loaded &l) {
-  StepModel model = request.stepModel();
-  auto simulation = simulateSpec(l.spec, l.costs.stageCost, model);
+  auto simulation = simulateSpec(l.spec, l.step);
   if (!simulation)
     return refuse(simulation.takeError().message());
   ++plan.simulated;
@@ -234,14 +234,7 @@ void Search::simulate(Loaded &l) {
   c.makespan = simulation->makespan;
   c.bubble = *std::max_element(simulation->bubbleFraction.begin(),
                                simulation->bubbleFraction.end());
-  if (model.cluster && c.makespan > 0) {
-    model.communication = false;
-    auto free = simulateSpec(c.spec, c.costs.stageCost, model);
-    if (free)
-      c.communication = 1 - free->makespan / c.makespan;
-    else
-      (void)free.takeError(); // it ran with communication just above
-  }
+  c.communication = communicationShare(c.spec, l.step, c.makespan);
   c.bytesSentPerStep = bytesSent(c.spec, c.costs);
   c.globalBatch = globalBatch;
   plan.candidates.push_back(std::move(c));

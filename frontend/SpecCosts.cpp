@@ -37,7 +37,7 @@ std::vector<ItemCost> stageCosts(const std::vector<ItemCost> &items,
 }
 
 /// Each stage's forward, input-gradient and weight-gradient seconds for one
-/// microbatch from measured layer costs (simulateSpec).
+/// microbatch from measured layer costs (stepCosts).
 struct StageSeconds {
   std::vector<double> f, i, w; ///< by stage index
 };
@@ -313,7 +313,7 @@ Expected<schedule::Costs> stepCosts(const ModelSpec &spec,
   }
   for (size_t i = 0; i < costs.stageI.size(); ++i)
     costs.stageB.push_back(costs.stageI[i] + costs.stageW[i]);
-  if (model.cluster && model.communication)
+  if (model.cluster)
     communicationCosts(spec, stageCost, *model.cluster, costs);
   return costs;
 }
@@ -327,19 +327,29 @@ double busiestRankCompute(const ModelSpec &spec, const schedule::Costs &costs) {
   return *std::max_element(busy.begin(), busy.end());
 }
 
-Expected<schedule::Simulation>
-simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost,
-             const StepModel &model) {
-  Expected<schedule::Costs> costs = stepCosts(spec, stageCost, model);
-  if (!costs)
-    return costs.takeError();
+Expected<schedule::Simulation> simulateSpec(const ModelSpec &spec,
+                                            const schedule::Costs &costs) {
   auto built = specPrograms(spec.parallel);
   if (!built)
     return built.takeError();
   // NCCL's links match by order: its programs receive in send order.
-  if (costs->inOrderStreams)
+  if (costs.inOrderStreams)
     schedule::receiveInSendOrder(built->ranks);
-  return schedule::simulate(*built, *costs);
+  return schedule::simulate(*built, costs);
+}
+
+double communicationShare(const ModelSpec &spec, const schedule::Costs &costs,
+                          double makespan) {
+  if (makespan <= 0 || !costs.hasCommunication())
+    return 0;
+  // The same programs ran with communication: they run without it.
+  Expected<schedule::Simulation> free =
+      simulateSpec(spec, costs.withoutCommunication());
+  if (!free) {
+    (void)free.takeError();
+    return 0;
+  }
+  return 1 - free->makespan / makespan;
 }
 
 } // namespace hypipe

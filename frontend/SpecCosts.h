@@ -63,33 +63,20 @@ std::vector<int64_t> runtimeMemory(const ModelSpec &spec,
 /// order with its communication.
 Expected<schedule::Schedule> specPrograms(const ParallelSpec &par);
 
-/// What a step is timed with (stepCosts, simulateSpec).
+/// What a step is timed with (stepCosts).
 struct StepModel {
   /// Layer costs a run measured: compute in seconds.
   const MeasuredCosts *measured = nullptr;
   /// A device with its link classes: compute in seconds from its rates
   /// (where nothing was measured), and communication timed on its links.
   const Cluster *cluster = nullptr;
-  /// False: transfers and reductions cost nothing (what bounds a plan is
-  /// found by simulating a layout both ways).
-  bool communication = true;
 
   bool inSeconds() const { return measured || cluster; }
 };
 
-/// Each stage's costs per microbatch (and its communication) as
-/// simulateSpec times them; fails naming a layer kind the measured costs
-/// lack.
-Expected<schedule::Costs> stepCosts(const ModelSpec &spec,
-                                    const std::vector<ItemCost> &stageCost,
-                                    const StepModel &model = {});
-
-/// The most compute any pipeline rank does in a step under `costs`: no
-/// schedule of the layout ends sooner (a lower bound on its step).
-double busiestRankCompute(const ModelSpec &spec, const schedule::Costs &costs);
-
-/// The spec's schedule simulated with the cost model's per-stage FLOPs (one
-/// GFLOP = one time unit; transfers free) and activation bytes.
+/// What each stage costs per microbatch, and its communication, for
+/// simulateSpec: by default the cost model's FLOPs (one GFLOP = one time
+/// unit; transfers free) with its activation bytes.
 /// - With `measured` layer costs (core/model/MeasuredCosts.h) the unit is
 ///   seconds: every part of a stage (the embedding, each layer, the head,
 ///   each MTP depth and its layers) costs its kind's measured seconds scaled
@@ -103,9 +90,24 @@ double busiestRankCompute(const ModelSpec &spec, const schedule::Costs &costs);
 ///   step's end) on its group's link, started when the stage's backward is
 ///   done, as hypipe-run starts it; the tied embedding's reduction between
 ///   the first and last pipeline ranks at the step's end.
-Expected<schedule::Simulation>
-simulateSpec(const ModelSpec &spec, const std::vector<ItemCost> &stageCost,
-             const StepModel &model = {});
+Expected<schedule::Costs> stepCosts(const ModelSpec &spec,
+                                    const std::vector<ItemCost> &stageCost,
+                                    const StepModel &model = {});
+
+/// The most compute any pipeline rank does in a step under `costs`: no
+/// schedule of the layout ends sooner (a lower bound on its step).
+double busiestRankCompute(const ModelSpec &spec, const schedule::Costs &costs);
+
+/// The spec's programs (its schedule CSV's, or the generated order with its
+/// communication) simulated with `costs` (stepCosts').
+Expected<schedule::Simulation> simulateSpec(const ModelSpec &spec,
+                                            const schedule::Costs &costs);
+
+/// The share of a step of `makespan` (simulated with `costs`) that its
+/// communication adds: the step with transfers and reductions free against
+/// it; 0 when `costs` time none.
+double communicationShare(const ModelSpec &spec, const schedule::Costs &costs,
+                          double makespan);
 
 /// Tokens of one training step: every data-parallel replica's microbatches.
 double stepTokens(const ModelSpec &spec);

@@ -70,6 +70,21 @@ struct Costs {
   }
 
   double cost(Op op, int64_t stage) const;
+  /// Whether any transfer or reduction takes time.
+  bool hasCommunication() const {
+    return transfer() > 0 || !boundaryTransfer.empty() ||
+           !stageReduce.empty() || !stageAfterStep.empty();
+  }
+  /// These costs with every transfer and reduction free (what the step
+  /// would take if communication cost nothing).
+  Costs withoutCommunication() const {
+    Costs free = *this;
+    free.latency = free.bandwidth = 0;
+    free.boundaryTransfer.clear();
+    free.stageReduce.clear();
+    free.stageAfterStep.clear();
+    return free;
+  }
   double transfer() const {
     return latency + (bandwidth > 0 ? sendBytes / bandwidth : 0);
   }

@@ -151,19 +151,16 @@ Expected<Explanation> explain(const ModelSpec &spec,
   // a row.
   if (!e.cluster && measured && measured->link)
     e.cluster = measuredCluster(*measured->link);
-  StepModel model{measured ? &*measured : nullptr,
-                  e.cluster ? &*e.cluster : nullptr};
-  auto simulation = simulateSpec(spec, e.costs.stageCost, model);
+  Expected<schedule::Costs> costs = stepCosts(
+      spec, e.costs.stageCost,
+      {measured ? &*measured : nullptr, e.cluster ? &*e.cluster : nullptr});
+  if (!costs)
+    return costs.takeError();
+  auto simulation = simulateSpec(spec, *costs);
   if (!simulation)
     return simulation.takeError();
   e.simulation = std::move(*simulation);
-  if (e.cluster && e.simulation.makespan > 0) {
-    model.communication = false;
-    auto free = simulateSpec(spec, e.costs.stageCost, model);
-    if (!free)
-      return free.takeError();
-    e.communication = 1 - free->makespan / e.simulation.makespan;
-  }
+  e.communication = communicationShare(spec, *costs, e.simulation.makespan);
   return e;
 }
 
