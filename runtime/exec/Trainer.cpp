@@ -337,10 +337,15 @@ void Trainer::startDpReduction(StageState &s) {
           transport->ireduceScatterDp(s.grads.data(), s.block, DType::F32));
     return;
   }
-  for (int64_t at = 0; at < s.grads.size(); at += bucketFloats)
-    dpRequests.push_back(transport->iallreduceDp(
-        s.grads.data() + at,
-        std::min<int64_t>(bucketFloats, s.grads.size() - at), DType::F32));
+  for (int64_t b = 0; b * bucketFloats < s.grads.size(); ++b)
+    reduceBucket(s, b);
+}
+
+void Trainer::reduceBucket(StageState &s, int64_t bucket) {
+  const int64_t at = bucket * bucketFloats;
+  dpRequests.push_back(transport->iallreduceDp(
+      s.grads.data() + at, std::min<int64_t>(bucketFloats, s.grads.size() - at),
+      DType::F32));
 }
 
 int64_t Trainer::startBuckets(StageState &s, size_t layer) {
@@ -349,30 +354,18 @@ int64_t Trainer::startBuckets(StageState &s, size_t layer) {
         bucketsFinalAfter(s.entry->program, s.grads.size(), bucketFloats);
     s.bucketsFor = bucketFloats;
   }
-  for (int64_t b : s.bucketsAfterLayer.at(layer)) {
-    const int64_t at = b * bucketFloats;
-    dpRequests.push_back(transport->iallreduceDp(
-        s.grads.data() + at,
-        std::min<int64_t>(bucketFloats, s.grads.size() - at), DType::F32));
-  }
+  for (int64_t b : s.bucketsAfterLayer.at(layer))
+    reduceBucket(s, b);
   transport->testAll(dpRequests);
   return int64_t(s.bucketsAfterLayer[layer].size());
 }
-
-namespace {
-/// What weightGradientDone needs: the trainer and the stage.
-struct BucketHook {
-  Trainer *trainer;
-  void *stage;
-};
-} // namespace
 
 void Trainer::weightGradientDone(void *context, int32_t layer) {
   if (layer < 0)
     return;
   auto *hook = static_cast<BucketHook *>(context);
   Trainer &t = *hook->trainer;
-  StageState &s = *static_cast<StageState *>(hook->stage);
+  StageState &s = *hook->stage;
   const int64_t started = t.startBuckets(s, size_t(layer));
   if (layer != s.entry->program.backwardWeight.back().layer)
     t.bucketsInBackward += started;

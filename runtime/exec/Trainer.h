@@ -288,8 +288,15 @@ private:
   /// `layer`'s weight gradient (layers.size(): those no call writes), and
   /// moves the reductions in flight along; returns how many it started.
   int64_t startBuckets(StageState &s, size_t layer);
-  /// StageArgs::weight_gradient_done in a stage's last backward.
+  /// Starts the all-reduce of `s`'s gradient bucket `bucket`.
+  void reduceBucket(StageState &s, int64_t bucket);
+  /// StageArgs::weight_gradient_done in a stage's last backward, with a
+  /// BucketHook as its context.
   static void weightGradientDone(void *context, int32_t layer);
+  struct BucketHook {
+    Trainer *trainer;
+    StageState *stage;
+  };
   void reduceTiedGradients();
   /// True when the AdamW state is sharded over data-parallel ranks.
   bool sharded() const;
