@@ -87,7 +87,8 @@ struct Segments {
 struct Scratch {
   std::vector<float> buf;
   float *cb, *m, *g, *cs, *dcs, *ddt;
-  float *gsum; ///< the CB gradient summed over a group's heads
+  float *dtRows; ///< a head's dt over a segment's rows, contiguous
+  float *gsum;   ///< the CB gradient summed over a group's heads
   /// [L][heads of a group x P] blocks: a group's heads side by side, so a
   /// product with the group's B or C, or with its heads' states (which lie
   /// one after another: [heads x P][N]), is one GEMM for all of them.
@@ -97,7 +98,7 @@ struct Scratch {
 Scratch &scratch(const MambaShape &s) {
   thread_local Scratch sc;
   const int64_t wide = s.heads / s.groups * s.headDim;
-  const size_t need = size_t(4 * L * L + 4 * L * wide + 3 * L);
+  const size_t need = size_t(4 * L * L + 4 * L * wide + 4 * L);
   if (sc.buf.size() < need)
     sc.buf.resize(need);
   float *p = sc.buf.data();
@@ -111,6 +112,7 @@ Scratch &scratch(const MambaShape &s) {
   sc.wd = p, p += L * wide;
   sc.cs = p, p += L;
   sc.dcs = p, p += L;
+  sc.dtRows = p, p += L;
   sc.ddt = p;
   return sc;
 }
@@ -265,20 +267,23 @@ void scanForward(const MambaShape &s, const TokenShape &t, const float *xbc,
   }
 }
 
-void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
-                  const float *dt, const float *aLog, const float *D,
-                  const float *states, const float *dy, float *dxbc, float *ddt,
-                  float *gALog, float *gD, float *ws) {
-  ProfileScope scope(KernelClass::Scan);
-  const Dims d(s, t);
-  thread_local Segments segmentsOfThisThread;
-  Segments &sg = segmentsOfThisThread; // shared with the loops' threads
-  sg.build(t, d.chunks);
-  float *dS = ws; // [chunk][head][P x N]: gradient of the entering state
-  float *partial = dS + d.chunks * d.H * d.PN; // [chunk][head][dA, dD]
+namespace {
 
-  // 1. Each chunk's own outputs' share of its entering state's gradient,
-  // (e^{cs} dY)^T C, for a group's heads in one product.
+/// The scan backward's operands and the workspace its phases share.
+struct Backward {
+  Dims d;
+  const Segments &sg;
+  const float *xbc, *dt, *aLog, *D, *states, *dy;
+  float *dxbc, *ddt;
+  float *dS;      ///< [chunk][head][P x N]: gradient of the entering state
+  float *partial; ///< [chunk][head][dA, dD]
+};
+
+/// 1. Each chunk's own outputs' share of its entering state's gradient,
+/// (e^{cs} dY)^T C, for a group's heads in one product.
+void enteringStateGradients(const MambaShape &s, const Backward &b) {
+  const Dims &d = b.d;
+  const Segments &sg = b.sg;
 #pragma omp parallel
   {
     // Every thread sizes its scratch whichever items it gets, so a later
@@ -288,19 +293,20 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
     for (int64_t c = 0; c < d.chunks; ++c)
       for (int64_t g = 0; g < d.G; ++g) {
         const int64_t h0 = g * d.hpg;
-        float *out = dS + (c * d.H + h0) * d.PN;
+        float *out = b.dS + (c * d.H + h0) * d.PN;
         if (!sg.entersWithState(c)) {
           std::memset(out, 0, sizeof(float) * d.hpg * d.PN);
           continue;
         }
         const Segment &seg = sg.first(c);
         const int64_t l = seg.len, r0 = seg.row0;
-        const float *C = xbc + r0 * d.Cc + d.I + d.G * d.N + g * d.N;
+        const float *C = b.xbc + r0 * d.Cc + d.I + d.G * d.N + g * d.N;
         for (int64_t h = h0; h < h0 + d.hpg; ++h) {
-          cumulativeDecay(dt + r0 * d.H + h, d.H, decayRate(aLog, h), l, sc.cs);
+          cumulativeDecay(b.dt + r0 * d.H + h, d.H, decayRate(b.aLog, h), l,
+                          sc.cs);
           for (int64_t r = 0; r < l; ++r) {
             const float e = fastExp(sc.cs[r]);
-            const float *dY = dy + (r0 + r) * d.I + h * d.P;
+            const float *dY = b.dy + (r0 + r) * d.I + h * d.P;
             float *scaled = sc.wa + r * d.GW + (h - h0) * d.P;
             for (int64_t p = 0; p < d.P; ++p)
               scaled[p] = e * dY[p];
@@ -310,9 +316,13 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
              d.N);
       }
   }
+}
 
-  // 2. Passed back over the chunks: a chunk that is one continuing segment
-  // hands the next chunk's entering-state gradient through its decay.
+/// 2. Passed back over the chunks: a chunk that is one continuing segment
+/// hands the next chunk's entering-state gradient through its decay.
+void passStateGradientsBack(const Backward &b) {
+  const Dims &d = b.d;
+  const Segments &sg = b.sg;
 #pragma omp parallel for schedule(static)
   for (int64_t h = 0; h < d.H; ++h)
     for (int64_t c = d.chunks - 2; c >= 0; --c) {
@@ -320,16 +330,196 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
           sg.begin[c + 1] - sg.begin[c] != 1)
         continue;
       const Segment &seg = sg.first(c);
-      const float decay = segmentDecay(dt + seg.row0 * d.H + h, d.H,
-                                       decayRate(aLog, h), seg.len);
-      float *here = dS + (c * d.H + h) * d.PN;
-      const float *next = dS + ((c + 1) * d.H + h) * d.PN;
+      const float decay = segmentDecay(b.dt + seg.row0 * d.H + h, d.H,
+                                       decayRate(b.aLog, h), seg.len);
+      float *here = b.dS + (c * d.H + h) * d.PN;
+      const float *next = b.dS + ((c + 1) * d.H + h) * d.PN;
       for (int64_t k = 0; k < d.PN; ++k)
         here[k] += decay * next[k];
     }
+}
 
-    // 3. x, B, C, dt gradients per (chunk, group); the heads of a group share
-    // B and C, so they run in order inside one work item.
+/// One head's rows of one segment in phase 3, and the state the segment
+/// enters with (S0) and the gradient of the one it leaves (dSout), where
+/// they exist.
+struct HeadRows {
+  int64_t l, hp; ///< rows; the head's columns in the scratch's wa..wd
+  const float *X, *dth, *dY;
+  float *dX;
+  float a;
+  const float *S0, *dSout;
+};
+
+/// Intra-chunk pairs: G = dY X^T; M, and dCB = G e^{..} dt. dX gets M^T dY
+/// and D dY; the group's CB gradient gets G.
+[[gnu::always_inline]] inline void
+intraChunkGradients(const Dims &d, Scratch &sc, const HeadRows &r, float Dh) {
+  const int64_t l = r.l;
+  const float *cs = sc.cs;
+  const float *dtRows = sc.dtRows;
+  float *dcs = sc.dcs, *ddtx = sc.ddt;
+  gemm(false, true, l, l, d.P, 1.0f, r.dY, d.I, r.X, d.Cc, 0.0f, sc.g, l);
+  for (int64_t i = 0; i < l; ++i) {
+    float *mr = sc.m + i * l, *gr = sc.g + i * l;
+    const float *cbr = sc.cb + i * l;
+    float rowTerm = 0;
+#pragma omp simd reduction(+ : rowTerm)
+    for (int64_t j = 0; j <= i; ++j) {
+      const float decay = fastExp(cs[i] - cs[j]), dtj = dtRows[j];
+      const float q = gr[j] * cbr[j] * decay;
+      ddtx[j] += q;
+      rowTerm += q * dtj;
+      dcs[j] -= q * dtj;
+      mr[j] = cbr[j] * decay * dtj;
+      gr[j] = gr[j] * decay * dtj;
+    }
+    dcs[i] += rowTerm;
+    std::fill(mr + i + 1, mr + l, 0.0f);
+    std::fill(gr + i + 1, gr + l, 0.0f);
+  }
+  gemm(true, false, l, d.P, l, 1.0f, sc.m, l, r.dY, d.I, 1.0f, r.dX, d.Cc);
+  for (int64_t i = 0; i < l; ++i)
+    for (int64_t p = 0; p < d.P; ++p)
+      r.dX[i * d.Cc + p] += Dh * r.dY[i * d.I + p];
+  for (int64_t k = 0; k < l * l; ++k)
+    sc.gsum[k] += sc.g[k];
+}
+
+/// The entering state read out: y_r += e^{cs_r} S0 C_r. dC gets
+/// (e^{cs} dY) S0, summed over the heads by one product after them.
+[[gnu::always_inline]] inline void
+enteringStateReadOutGradients(const Dims &d, Scratch &sc, const HeadRows &r) {
+  for (int64_t i = 0; i < r.l; ++i) {
+    const float e = fastExp(sc.cs[i]);
+    const float *readOut = sc.wa + i * d.GW + r.hp;
+    float *scaled = sc.wb + i * d.GW + r.hp;
+    float dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t p = 0; p < d.P; ++p) {
+      dot += r.dY[i * d.I + p] * readOut[p];
+      scaled[p] = e * r.dY[i * d.I + p];
+    }
+    sc.dcs[i] += e * dot;
+  }
+}
+
+/// The leaving state: S_out = e^{cs_last} S0 + sum_j w_j x_j B_j^T. dB gets
+/// (w X) dSout, summed over the heads by one product after them;
+/// u_j = x_j dSout B_j^T.
+[[gnu::always_inline]] inline void
+leavingStateGradients(const Dims &d, Scratch &sc, const HeadRows &r) {
+  const int64_t l = r.l;
+  const float *cs = sc.cs;
+  float lastTerm = 0;
+  for (int64_t j = 0; j < l; ++j) {
+    const float decay = fastExp(cs[l - 1] - cs[j]), w = decay * sc.dtRows[j];
+    const float *bs = sc.wc + j * d.GW + r.hp;
+    float *xw = sc.wd + j * d.GW + r.hp;
+    float u = 0;
+#pragma omp simd reduction(+ : u)
+    for (int64_t p = 0; p < d.P; ++p) {
+      u += r.X[j * d.Cc + p] * bs[p];
+      r.dX[j * d.Cc + p] += w * bs[p];
+      xw[p] = w * r.X[j * d.Cc + p];
+    }
+    sc.ddt[j] += decay * u;
+    lastTerm += w * u;
+    sc.dcs[j] -= w * u;
+  }
+  if (r.S0) {
+    double dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t k = 0; k < d.PN; ++k)
+      dot += double(r.dSout[k]) * r.S0[k];
+    lastTerm += fastExp(cs[l - 1]) * float(dot);
+  }
+  sc.dcs[l - 1] += lastTerm;
+}
+
+/// One head of one segment in phase 3: its x and dt gradients, its share of
+/// the group's B and C gradients (in the scratch), and its A and D partials.
+[[gnu::noinline]] void headGradients(const Backward &b, Scratch &sc,
+                                     const Segment &seg, int64_t c, int64_t h,
+                                     int64_t h0, bool leaves) {
+  // A copy the compiler keeps in registers: through the reference, the
+  // strided rows below turn into gathers and scatters.
+  const Dims d = b.d;
+  const int64_t l = seg.len, r0 = seg.row0;
+  const HeadRows r{l,
+                   (h - h0) * d.P,
+                   b.xbc + r0 * d.Cc + h * d.P,
+                   b.dt + r0 * d.H + h,
+                   b.dy + r0 * d.I + h * d.P,
+                   b.dxbc + r0 * d.Cc + h * d.P,
+                   decayRate(b.aLog, h),
+                   seg.continues ? b.states + (c * d.H + h) * d.PN : nullptr,
+                   leaves ? b.dS + ((c + 1) * d.H + h) * d.PN : nullptr};
+  cumulativeDecay(r.dth, d.H, r.a, l, sc.cs);
+  for (int64_t k = 0; k < l; ++k)
+    sc.dtRows[k] = r.dth[k * d.H];
+  std::fill(sc.dcs, sc.dcs + l, 0.0f);
+  std::fill(sc.ddt, sc.ddt + l, 0.0f);
+  intraChunkGradients(d, sc, r, b.D[h]);
+  if (r.S0)
+    enteringStateReadOutGradients(d, sc, r);
+  if (r.dSout)
+    leavingStateGradients(d, sc, r);
+
+  // cs_r = a * sum_{k<=r} dt_k: each dt_k gets a times the gradient of
+  // every cs_r with r >= k; A gets sum_k dt_k times it.
+  double dApart = 0, dDpart = 0;
+  float suffix = 0;
+  for (int64_t k = l - 1; k >= 0; --k) {
+    suffix += sc.dcs[k];
+    b.ddt[(r0 + k) * d.H + h] = sc.ddt[k] + suffix * r.a;
+    dApart += double(suffix) * sc.dtRows[k];
+  }
+  for (int64_t i = 0; i < l; ++i)
+#pragma omp simd reduction(+ : dDpart)
+    for (int64_t p = 0; p < d.P; ++p)
+      dDpart += double(r.dY[i * d.I + p]) * r.X[i * d.Cc + p];
+  b.partial[(c * d.H + h) * 2] += float(dApart);
+  b.partial[(c * d.H + h) * 2 + 1] += float(dDpart);
+}
+
+/// One segment of chunk c for group g in phase 3. The heads of a group share
+/// B and C: their CB gradients add up first, and dB, dC take two products per
+/// group, not per head; the products with the entering and leaving states
+/// are one per group too (the heads' states lie one after another).
+[[gnu::always_inline]] inline void segmentGradients(const Backward &b,
+                                                    Scratch &sc, int64_t c,
+                                                    int64_t g, int64_t i) {
+  const Dims &d = b.d;
+  const Segment &seg = b.sg.segs[size_t(i)];
+  const int64_t l = seg.len, r0 = seg.row0, h0 = g * d.hpg;
+  const float *B = b.xbc + r0 * d.Cc + d.I + g * d.N, *C = B + d.G * d.N;
+  float *dB = b.dxbc + r0 * d.Cc + d.I + g * d.N, *dC = dB + d.G * d.N;
+  const bool leaves = i + 1 == b.sg.begin[c + 1] && c + 1 < d.chunks &&
+                      b.sg.entersWithState(c + 1);
+  gemm(false, true, l, l, d.N, 1.0f, C, d.Cc, B, d.Cc, 0.0f, sc.cb, l);
+  std::fill(sc.gsum, sc.gsum + l * l, 0.0f);
+  const float *S0g = seg.continues ? b.states + (c * d.H + h0) * d.PN : nullptr;
+  const float *dSg = leaves ? b.dS + ((c + 1) * d.H + h0) * d.PN : nullptr;
+  if (S0g) // C S0^T, [l][heads x P]
+    gemm(false, true, l, d.GW, d.N, 1.0f, C, d.Cc, S0g, d.N, 0.0f, sc.wa, d.GW);
+  if (dSg) // B dSout^T, [l][heads x P]
+    gemm(false, true, l, d.GW, d.N, 1.0f, B, d.Cc, dSg, d.N, 0.0f, sc.wc, d.GW);
+  for (int64_t h = h0; h < h0 + d.hpg; ++h)
+    headGradients(b, sc, seg, c, h, h0, leaves);
+  if (S0g)
+    gemm(false, false, l, d.N, d.GW, 1.0f, sc.wb, d.GW, S0g, d.N, 1.0f, dC,
+         d.Cc);
+  if (dSg)
+    gemm(false, false, l, d.N, d.GW, 1.0f, sc.wd, d.GW, dSg, d.N, 1.0f, dB,
+         d.Cc);
+  gemm(false, false, l, d.N, l, 1.0f, sc.gsum, l, B, d.Cc, 1.0f, dC, d.Cc);
+  gemm(true, false, l, d.N, l, 1.0f, sc.gsum, l, C, d.Cc, 1.0f, dB, d.Cc);
+}
+
+/// 3. x, B, C, dt gradients per (chunk, group); the heads of a group share
+/// B and C, so they run in order inside one work item.
+void chunkGradients(const MambaShape &s, const Backward &b) {
+  const Dims &d = b.d;
 #pragma omp parallel
   {
     // Every thread sizes its scratch whichever items it gets, so a later
@@ -339,158 +529,37 @@ void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
     for (int64_t c = 0; c < d.chunks; ++c)
       for (int64_t g = 0; g < d.G; ++g) {
         for (int64_t h = g * d.hpg; h < (g + 1) * d.hpg; ++h)
-          partial[(c * d.H + h) * 2] = partial[(c * d.H + h) * 2 + 1] = 0;
-        for (int64_t i = sg.begin[c]; i < sg.begin[c + 1]; ++i) {
-          const Segment &seg = sg.segs[size_t(i)];
-          const int64_t l = seg.len, r0 = seg.row0;
-          const float *B = xbc + r0 * d.Cc + d.I + g * d.N, *C = B + d.G * d.N;
-          float *dB = dxbc + r0 * d.Cc + d.I + g * d.N, *dC = dB + d.G * d.N;
-          const bool isLast = i + 1 == sg.begin[c + 1];
-          const bool leaves =
-              isLast && c + 1 < d.chunks && sg.entersWithState(c + 1);
-          gemm(false, true, l, l, d.N, 1.0f, C, d.Cc, B, d.Cc, 0.0f, sc.cb, l);
-          // The heads of a group share B and C: their CB gradients add up
-          // first, and dB, dC take two products per group, not per head; the
-          // products with the entering and leaving states are one per group
-          // too (the heads' states lie one after another).
-          std::fill(sc.gsum, sc.gsum + l * l, 0.0f);
-          const int64_t h0 = g * d.hpg;
-          const float *S0g =
-              seg.continues ? states + (c * d.H + h0) * d.PN : nullptr;
-          const float *dSg =
-              leaves ? dS + ((c + 1) * d.H + h0) * d.PN : nullptr;
-          if (S0g) // C S0^T, [l][heads x P]
-            gemm(false, true, l, d.GW, d.N, 1.0f, C, d.Cc, S0g, d.N, 0.0f,
-                 sc.wa, d.GW);
-          if (dSg) // B dSout^T, [l][heads x P]
-            gemm(false, true, l, d.GW, d.N, 1.0f, B, d.Cc, dSg, d.N, 0.0f,
-                 sc.wc, d.GW);
-          for (int64_t h = h0; h < h0 + d.hpg; ++h) {
-            const int64_t hp = (h - h0) * d.P; // the head's columns in wa..wd
-            const float *X = xbc + r0 * d.Cc + h * d.P,
-                        *dth = dt + r0 * d.H + h, *dY = dy + r0 * d.I + h * d.P;
-            float *dX = dxbc + r0 * d.Cc + h * d.P;
-            const float a = decayRate(aLog, h);
-            const float *S0 =
-                seg.continues ? states + (c * d.H + h) * d.PN : nullptr;
-            const float *dSout =
-                leaves ? dS + ((c + 1) * d.H + h) * d.PN : nullptr;
-            float *cs = sc.cs, *dcs = sc.dcs, *ddtx = sc.ddt;
-            cumulativeDecay(dth, d.H, a, l, cs);
-            std::fill(dcs, dcs + l, 0.0f);
-            std::fill(ddtx, ddtx + l, 0.0f);
-
-            // Intra-chunk pairs: G = dY X^T; M, and dCB = G e^{..} dt.
-            gemm(false, true, l, l, d.P, 1.0f, dY, d.I, X, d.Cc, 0.0f, sc.g, l);
-            for (int64_t r = 0; r < l; ++r) {
-              float *mr = sc.m + r * l, *gr = sc.g + r * l;
-              const float *cbr = sc.cb + r * l;
-              float rowTerm = 0;
-#pragma omp simd reduction(+ : rowTerm)
-              for (int64_t j = 0; j <= r; ++j) {
-                const float decay = fastExp(cs[r] - cs[j]), dtj = dth[j * d.H];
-                const float q = gr[j] * cbr[j] * decay;
-                ddtx[j] += q;
-                rowTerm += q * dtj;
-                dcs[j] -= q * dtj;
-                mr[j] = cbr[j] * decay * dtj;
-                gr[j] = gr[j] * decay * dtj;
-              }
-              dcs[r] += rowTerm;
-              std::fill(mr + r + 1, mr + l, 0.0f);
-              std::fill(gr + r + 1, gr + l, 0.0f);
-            }
-            gemm(true, false, l, d.P, l, 1.0f, sc.m, l, dY, d.I, 1.0f, dX,
-                 d.Cc);
-            for (int64_t r = 0; r < l; ++r)
-              for (int64_t p = 0; p < d.P; ++p)
-                dX[r * d.Cc + p] += D[h] * dY[r * d.I + p];
-            for (int64_t k = 0; k < l * l; ++k)
-              sc.gsum[k] += sc.g[k];
-
-            // The entering state read out: y_r += e^{cs_r} S0 C_r. dC gets
-            // (e^{cs} dY) S0, summed over the heads by one product below.
-            if (S0) {
-              for (int64_t r = 0; r < l; ++r) {
-                const float e = fastExp(cs[r]);
-                const float *readOut = sc.wa + r * d.GW + hp;
-                float *scaled = sc.wb + r * d.GW + hp;
-                float dot = 0;
-#pragma omp simd reduction(+ : dot)
-                for (int64_t p = 0; p < d.P; ++p) {
-                  dot += dY[r * d.I + p] * readOut[p];
-                  scaled[p] = e * dY[r * d.I + p];
-                }
-                dcs[r] += e * dot;
-              }
-            }
-
-            // The leaving state: S_out = e^{cs_last} S0 + sum_j w_j x_j B_j^T.
-            // dB gets (w X) dSout, summed over the heads by one product below;
-            // u_j = x_j dSout B_j^T.
-            if (dSout) {
-              float lastTerm = 0;
-              for (int64_t j = 0; j < l; ++j) {
-                const float decay = fastExp(cs[l - 1] - cs[j]),
-                            w = decay * dth[j * d.H];
-                const float *bs = sc.wc + j * d.GW + hp;
-                float *xw = sc.wd + j * d.GW + hp;
-                float u = 0;
-#pragma omp simd reduction(+ : u)
-                for (int64_t p = 0; p < d.P; ++p) {
-                  u += X[j * d.Cc + p] * bs[p];
-                  dX[j * d.Cc + p] += w * bs[p];
-                  xw[p] = w * X[j * d.Cc + p];
-                }
-                ddtx[j] += decay * u;
-                lastTerm += w * u;
-                dcs[j] -= w * u;
-              }
-              if (S0) {
-                double dot = 0;
-#pragma omp simd reduction(+ : dot)
-                for (int64_t k = 0; k < d.PN; ++k)
-                  dot += double(dSout[k]) * S0[k];
-                lastTerm += fastExp(cs[l - 1]) * float(dot);
-              }
-              dcs[l - 1] += lastTerm;
-            }
-
-            // cs_r = a * sum_{k<=r} dt_k: each dt_k gets a times the gradient
-            // of every cs_r with r >= k; A gets sum_k dt_k times it.
-            double dApart = 0, dDpart = 0;
-            float suffix = 0;
-            for (int64_t k = l - 1; k >= 0; --k) {
-              suffix += dcs[k];
-              ddt[(r0 + k) * d.H + h] = ddtx[k] + suffix * a;
-              dApart += double(suffix) * dth[k * d.H];
-            }
-            for (int64_t r = 0; r < l; ++r)
-#pragma omp simd reduction(+ : dDpart)
-              for (int64_t p = 0; p < d.P; ++p)
-                dDpart += double(dY[r * d.I + p]) * X[r * d.Cc + p];
-            partial[(c * d.H + h) * 2] += float(dApart);
-            partial[(c * d.H + h) * 2 + 1] += float(dDpart);
-          }
-          if (S0g)
-            gemm(false, false, l, d.N, d.GW, 1.0f, sc.wb, d.GW, S0g, d.N, 1.0f,
-                 dC, d.Cc);
-          if (dSg)
-            gemm(false, false, l, d.N, d.GW, 1.0f, sc.wd, d.GW, dSg, d.N, 1.0f,
-                 dB, d.Cc);
-          gemm(false, false, l, d.N, l, 1.0f, sc.gsum, l, B, d.Cc, 1.0f, dC,
-               d.Cc);
-          gemm(true, false, l, d.N, l, 1.0f, sc.gsum, l, C, d.Cc, 1.0f, dB,
-               d.Cc);
-        }
+          b.partial[(c * d.H + h) * 2] = b.partial[(c * d.H + h) * 2 + 1] = 0;
+        for (int64_t i = b.sg.begin[c]; i < b.sg.begin[c + 1]; ++i)
+          segmentGradients(b, sc, c, g, i);
       }
   }
+}
 
+} // namespace
+
+void scanBackward(const MambaShape &s, const TokenShape &t, const float *xbc,
+                  const float *dt, const float *aLog, const float *D,
+                  const float *states, const float *dy, float *dxbc, float *ddt,
+                  float *gALog, float *gD, float *ws) {
+  ProfileScope scope(KernelClass::Scan);
+  const Dims d(s, t);
+  thread_local Segments segmentsOfThisThread;
+  Segments &sg = segmentsOfThisThread; // shared with the loops' threads
+  sg.build(t, d.chunks);
+  float *dS = ws;
+  const Backward b{d,      sg, xbc,  dt,  aLog, D,
+                   states, dy, dxbc, ddt, dS,   dS + d.chunks * d.H * d.PN};
+  enteringStateGradients(s, b);
+  passStateGradientsBack(b);
+  chunkGradients(s, b);
+
+  // The A and D partials summed in chunk order.
   for (int64_t h = 0; h < d.H; ++h) {
     double a = 0, dd = 0;
     for (int64_t c = 0; c < d.chunks; ++c) {
-      a += partial[(c * d.H + h) * 2];
-      dd += partial[(c * d.H + h) * 2 + 1];
+      a += b.partial[(c * d.H + h) * 2];
+      dd += b.partial[(c * d.H + h) * 2 + 1];
     }
     // dA/dA_log = A.
     gALog[h] += float(a) * decayRate(aLog, h);

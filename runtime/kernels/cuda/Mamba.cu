@@ -281,6 +281,203 @@ __global__ void statePassBackwardKernel(Dims d, Seqs seqs, int chunks,
   }
 }
 
+/// What step 3's block keeps in shared memory for its (chunk, head): the
+/// pair products, then their masked forms, and the per-row terms of the
+/// decays' gradient.
+struct ChunkGrads {
+  float CB[L][L + 1], XD[L][L + 1];
+  float rowT[L], colE[L], U[L], Vraw[L], dcum[L], diag[L];
+  float Wsum;
+};
+
+/// The (chunk, head) a step-3 block works on, and where its rows are.
+struct ChunkHead {
+  Dims d;
+  const Chunk &ch;
+  const float *xbc, *dy;
+  const float *Sin, *dS; ///< the entering state; the leaving one's gradient
+  int c, h, g;
+  __device__ const float *dyOf(int row) const {
+    return dy + int64_t(row) * d.I + h * d.P;
+  }
+};
+
+/// CB = C B^T and XD = dY X^T over the chunk's row pairs.
+__device__ __forceinline__ void pairProducts(const ChunkHead &k,
+                                             ChunkGrads &s) {
+  const Dims &d = k.d;
+  const int n = k.ch.n;
+  for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
+    const int i = e / n, j = e % n;
+    const int ri = k.ch.r0 + i, rj = k.ch.r0 + j;
+    const float *Ci = cOf(d, k.xbc, ri, k.g), *Bj = bOf(d, k.xbc, rj, k.g);
+    const float *dyi = k.dyOf(ri), *xj = xOf(d, k.xbc, rj, k.h);
+    float cb = 0, xd = 0;
+    for (int nn = 0; nn < d.N; ++nn)
+      cb += Ci[nn] * Bj[nn];
+    for (int p = 0; p < d.P; ++p)
+      xd += dyi[p] * xj[p];
+    s.CB[i][j] = cb;
+    s.XD[i][j] = xd;
+  }
+}
+
+/// Row and column sums of the pair terms E dt CB XD, the direct dt term.
+__device__ __forceinline__ void pairSums(const Chunk &ch, ChunkGrads &s) {
+  const int n = ch.n;
+  for (int k = threadIdx.x; k < n; k += blockDim.x) {
+    float r = 0, col = 0;
+    for (int j = ch.seg[k]; j <= k; ++j)
+      r += expf(ch.cum[k] - ch.cum[j]) * ch.dt[j] * s.CB[k][j] * s.XD[k][j];
+    for (int i = k; i < n && ch.seg[i] == ch.seg[k]; ++i)
+      col += expf(ch.cum[i] - ch.cum[k]) * s.CB[i][k] * s.XD[i][k];
+    s.rowT[k] = r;
+    s.colE[k] = col;
+    s.diag[k] = s.XD[k][k];
+  }
+}
+
+/// Entering-state readout (U) and leaving-state (V) terms, a warp per row,
+/// and the leaving state's dependence on the entering one (Wsum). Every
+/// thread of the block calls it (blockSum).
+__device__ __forceinline__ void stateTerms(const ChunkHead &k, ChunkGrads &s) {
+  const Dims &d = k.d;
+  const Chunk &ch = k.ch;
+  const int n = ch.n, last = n - 1;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32,
+            warps = blockDim.x / 32;
+  for (int r = warp; r < n; r += warps) {
+    const int row = ch.r0 + r;
+    const float *Cr = cOf(d, k.xbc, row, k.g), *Br = bOf(d, k.xbc, row, k.g);
+    const float *dyr = k.dyOf(row), *xr = xOf(d, k.xbc, row, k.h);
+    float u = 0, v = 0;
+    for (int p = lane; p < d.P; p += 32) {
+      float sc = 0, sb = 0;
+      for (int nn = 0; nn < d.N; ++nn) {
+        sc += k.Sin[int64_t(p) * d.N + nn] * Cr[nn];
+        sb += k.dS[int64_t(p) * d.N + nn] * Br[nn];
+      }
+      u += dyr[p] * sc;
+      v += xr[p] * sb;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      u += __shfl_xor_sync(0xffffffffu, u, o);
+      v += __shfl_xor_sync(0xffffffffu, v, o);
+    }
+    if (lane == 0) {
+      s.U[r] = ch.seg[r] == 0 ? expf(ch.cum[r]) * u : 0.0f;
+      s.Vraw[r] =
+          ch.seg[r] == ch.seg[last] ? expf(ch.cum[last] - ch.cum[r]) * v : 0.0f;
+    }
+  }
+  const int64_t PN = int64_t(d.P) * d.N;
+  float w = 0;
+  if (ch.seg[last] == 0)
+    for (int64_t e = threadIdx.x; e < PN; e += blockDim.x)
+      w += k.dS[e] * k.Sin[e];
+  w = blockSum(w);
+  if (threadIdx.x == 0)
+    s.Wsum = ch.seg[last] == 0 ? expf(ch.cum[last]) * w : 0.0f;
+}
+
+/// One thread: the gradient of the cumulative decays, then dt's gradient
+/// and the (chunk, head)'s A and D partials.
+__device__ __forceinline__ void decayGradients(const ChunkHead &k, float A,
+                                               ChunkGrads &s, float *dtGrad,
+                                               float *partials) {
+  const Dims &d = k.d;
+  const Chunk &ch = k.ch;
+  const int n = ch.n, last = n - 1;
+  float vTotal = 0;
+  for (int r = 0; r < n; ++r)
+    vTotal += ch.dt[r] * s.Vraw[r];
+  for (int r = 0; r < n; ++r)
+    s.dcum[r] = s.rowT[r] - ch.dt[r] * s.colE[r] + s.U[r] -
+                ch.dt[r] * s.Vraw[r] + (r == last ? vTotal + s.Wsum : 0.0f);
+  // d(dt*A)_r = the dcum of every later row of its segment.
+  float run = 0, dA = 0, dD = 0;
+  for (int r = last; r >= 0; --r) {
+    run =
+        (r == last || ch.seg[r + 1] != ch.seg[r]) ? s.dcum[r] : run + s.dcum[r];
+    const int row = ch.r0 + r;
+    dtGrad[int64_t(row) * d.H + k.h] = s.colE[r] + s.Vraw[r] + run * A;
+    dA += run * ch.dt[r];
+    dD += s.diag[r];
+  }
+  partials[2 * (k.c * d.H + k.h)] = dA;
+  partials[2 * (k.c * d.H + k.h) + 1] = dD;
+}
+
+/// CB -> R = mask E dt CB, XD -> Q = mask E dt XD.
+__device__ __forceinline__ void maskPairs(const Chunk &ch, ChunkGrads &s) {
+  const int n = ch.n;
+  for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
+    const int i = e / n, j = e % n;
+    const float f = (j <= i && ch.seg[i] == ch.seg[j])
+                        ? expf(ch.cum[i] - ch.cum[j]) * ch.dt[j]
+                        : 0.0f;
+    s.CB[i][j] *= f;
+    s.XD[i][j] *= f;
+  }
+}
+
+/// x's gradient: D dY, R^T dY, and the leaving state's share.
+__device__ __forceinline__ void xGradients(const ChunkHead &k, float D,
+                                           const ChunkGrads &s, float *dxbc) {
+  const Dims &d = k.d;
+  const Chunk &ch = k.ch;
+  const int n = ch.n, last = n - 1;
+  for (int e = threadIdx.x; e < n * d.P; e += blockDim.x) {
+    const int j = e / d.P, p = e % d.P, row = ch.r0 + j;
+    float acc = D * k.dyOf(row)[p];
+    for (int i = j; i < n; ++i)
+      acc += s.CB[i][j] * k.dyOf(ch.r0 + i)[p];
+    if (ch.seg[j] == ch.seg[last]) {
+      const float *Bj = bOf(d, k.xbc, row, k.g);
+      float sb = 0;
+      for (int nn = 0; nn < d.N; ++nn)
+        sb += k.dS[int64_t(p) * d.N + nn] * Bj[nn];
+      acc += expf(ch.cum[last] - ch.cum[j]) * ch.dt[j] * sb;
+    }
+    dxbc[int64_t(row) * d.Cc + k.h * d.P + p] = acc;
+  }
+}
+
+/// B's and C's gradients: Q's products, and the entering-state readout's and
+/// leaving state's shares, added to the group's columns (its heads share
+/// them).
+__device__ __forceinline__ void bcGradients(const ChunkHead &k,
+                                            const ChunkGrads &s, float *dxbc) {
+  const Dims &d = k.d;
+  const Chunk &ch = k.ch;
+  const int n = ch.n, last = n - 1;
+  for (int e = threadIdx.x; e < n * d.N; e += blockDim.x) {
+    const int r = e / d.N, nn = e % d.N, row = ch.r0 + r;
+    float dC = 0, dB = 0;
+    for (int j = ch.seg[r]; j <= r; ++j)
+      dC += s.XD[r][j] * bOf(d, k.xbc, ch.r0 + j, k.g)[nn];
+    for (int i = r; i < n; ++i)
+      dB += s.XD[i][r] * cOf(d, k.xbc, ch.r0 + i, k.g)[nn];
+    if (ch.seg[r] == 0) {
+      const float *dyr = k.dyOf(row);
+      float sum = 0;
+      for (int p = 0; p < d.P; ++p)
+        sum += dyr[p] * k.Sin[int64_t(p) * d.N + nn];
+      dC += expf(ch.cum[r]) * sum;
+    }
+    if (ch.seg[r] == ch.seg[last]) {
+      const float *xr = xOf(d, k.xbc, row, k.h);
+      float sum = 0;
+      for (int p = 0; p < d.P; ++p)
+        sum += xr[p] * k.dS[int64_t(p) * d.N + nn];
+      dB += expf(ch.cum[last] - ch.cum[r]) * ch.dt[r] * sum;
+    }
+    atomicAdd(dxbc + int64_t(row) * d.Cc + d.I + k.g * d.N + nn, dB);
+    atomicAdd(dxbc + int64_t(row) * d.Cc + d.I + d.G * d.N + k.g * d.N + nn,
+              dC);
+  }
+}
+
 /// Backward step 3: x, B, C and dt gradients of one (chunk, head), and its
 /// share of the A and D gradients.
 __global__ void chunkBackwardKernel(Dims d, Seqs seqs, const float *xbc,
@@ -289,146 +486,25 @@ __global__ void chunkBackwardKernel(Dims d, Seqs seqs, const float *xbc,
                                     const float *dSout, float *dxbc,
                                     float *dtGrad, float *partials) {
   __shared__ Chunk ch;
-  __shared__ float CB[L][L + 1], XD[L][L + 1];
-  __shared__ float rowT[L], colE[L], U[L], Vraw[L], dcum[L], diag[L];
-  __shared__ float Wsum;
+  __shared__ ChunkGrads s;
   const int c = blockIdx.x, h = blockIdx.y, g = h / (d.H / d.G);
-  const float A = -expf(aLog[h]), D = Dp[h];
+  const float A = -expf(aLog[h]);
   loadChunk(d, seqs, dtAll, A, c, h, ch);
-  const int n = ch.n, last = n - 1;
-  const int64_t PN = int64_t(d.P) * d.N;
-  const float *Sin = d.states + (int64_t(c) * d.H + h) * PN;
-  const float *dS = dSout + (int64_t(c) * d.H + h) * PN;
-  auto dyOf = [&](int row) { return dy + int64_t(row) * d.I + h * d.P; };
+  const int64_t at = (int64_t(c) * d.H + h) * d.P * d.N;
+  const ChunkHead k{d, ch, xbc, dy, d.states + at, dSout + at, c, h, g};
 
-  for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
-    const int i = e / n, j = e % n;
-    const int ri = ch.r0 + i, rj = ch.r0 + j;
-    const float *Ci = cOf(d, xbc, ri, g), *Bj = bOf(d, xbc, rj, g);
-    const float *dyi = dyOf(ri), *xj = xOf(d, xbc, rj, h);
-    float cb = 0, xd = 0;
-    for (int nn = 0; nn < d.N; ++nn)
-      cb += Ci[nn] * Bj[nn];
-    for (int p = 0; p < d.P; ++p)
-      xd += dyi[p] * xj[p];
-    CB[i][j] = cb;
-    XD[i][j] = xd;
-  }
+  pairProducts(k, s);
   __syncthreads();
-  // Row and column sums of the pair terms E dt CB XD, the direct dt term.
-  for (int k = threadIdx.x; k < n; k += blockDim.x) {
-    float r = 0, col = 0;
-    for (int j = ch.seg[k]; j <= k; ++j)
-      r += expf(ch.cum[k] - ch.cum[j]) * ch.dt[j] * CB[k][j] * XD[k][j];
-    for (int i = k; i < n && ch.seg[i] == ch.seg[k]; ++i)
-      col += expf(ch.cum[i] - ch.cum[k]) * CB[i][k] * XD[i][k];
-    rowT[k] = r;
-    colE[k] = col;
-    diag[k] = XD[k][k];
-  }
-  // Entering-state readout (U) and leaving-state (V) terms, a warp per row.
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32,
-            warps = blockDim.x / 32;
-  for (int k = warp; k < n; k += warps) {
-    const int row = ch.r0 + k;
-    const float *Ck = cOf(d, xbc, row, g), *Bk = bOf(d, xbc, row, g);
-    const float *dyk = dyOf(row), *xk = xOf(d, xbc, row, h);
-    float u = 0, v = 0;
-    for (int p = lane; p < d.P; p += 32) {
-      float sc = 0, sb = 0;
-      for (int nn = 0; nn < d.N; ++nn) {
-        sc += Sin[int64_t(p) * d.N + nn] * Ck[nn];
-        sb += dS[int64_t(p) * d.N + nn] * Bk[nn];
-      }
-      u += dyk[p] * sc;
-      v += xk[p] * sb;
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      u += __shfl_xor_sync(0xffffffffu, u, o);
-      v += __shfl_xor_sync(0xffffffffu, v, o);
-    }
-    if (lane == 0) {
-      U[k] = ch.seg[k] == 0 ? expf(ch.cum[k]) * u : 0.0f;
-      Vraw[k] =
-          ch.seg[k] == ch.seg[last] ? expf(ch.cum[last] - ch.cum[k]) * v : 0.0f;
-    }
-  }
-  float w = 0;
-  if (ch.seg[last] == 0)
-    for (int64_t e = threadIdx.x; e < PN; e += blockDim.x)
-      w += dS[e] * Sin[e];
-  w = blockSum(w);
+  pairSums(ch, s);
+  stateTerms(k, s);
+  __syncthreads();
   if (threadIdx.x == 0)
-    Wsum = ch.seg[last] == 0 ? expf(ch.cum[last]) * w : 0.0f;
+    decayGradients(k, A, s, dtGrad, partials);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    float vTotal = 0;
-    for (int k = 0; k < n; ++k)
-      vTotal += ch.dt[k] * Vraw[k];
-    for (int k = 0; k < n; ++k)
-      dcum[k] = rowT[k] - ch.dt[k] * colE[k] + U[k] - ch.dt[k] * Vraw[k] +
-                (k == last ? vTotal + Wsum : 0.0f);
-    // d(dt*A)_k = the dcum of every later row of its segment.
-    float run = 0, dA = 0, dD = 0;
-    for (int k = last; k >= 0; --k) {
-      run = (k == last || ch.seg[k + 1] != ch.seg[k]) ? dcum[k] : run + dcum[k];
-      const int row = ch.r0 + k;
-      dtGrad[int64_t(row) * d.H + h] = colE[k] + Vraw[k] + run * A;
-      dA += run * ch.dt[k];
-      dD += diag[k];
-    }
-    partials[2 * (c * d.H + h)] = dA;
-    partials[2 * (c * d.H + h) + 1] = dD;
-  }
+  maskPairs(ch, s);
   __syncthreads();
-  // CB -> R = mask E dt CB, XD -> Q = mask E dt XD.
-  for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
-    const int i = e / n, j = e % n;
-    const float f = (j <= i && ch.seg[i] == ch.seg[j])
-                        ? expf(ch.cum[i] - ch.cum[j]) * ch.dt[j]
-                        : 0.0f;
-    CB[i][j] *= f;
-    XD[i][j] *= f;
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < n * d.P; e += blockDim.x) {
-    const int j = e / d.P, p = e % d.P, row = ch.r0 + j;
-    float acc = D * dyOf(row)[p];
-    for (int i = j; i < n; ++i)
-      acc += CB[i][j] * dyOf(ch.r0 + i)[p];
-    if (ch.seg[j] == ch.seg[last]) {
-      const float *Bj = bOf(d, xbc, row, g);
-      float sb = 0;
-      for (int nn = 0; nn < d.N; ++nn)
-        sb += dS[int64_t(p) * d.N + nn] * Bj[nn];
-      acc += expf(ch.cum[last] - ch.cum[j]) * ch.dt[j] * sb;
-    }
-    dxbc[int64_t(row) * d.Cc + h * d.P + p] = acc;
-  }
-  for (int e = threadIdx.x; e < n * d.N; e += blockDim.x) {
-    const int k = e / d.N, nn = e % d.N, row = ch.r0 + k;
-    float dC = 0, dB = 0;
-    for (int j = ch.seg[k]; j <= k; ++j)
-      dC += XD[k][j] * bOf(d, xbc, ch.r0 + j, g)[nn];
-    for (int i = k; i < n; ++i)
-      dB += XD[i][k] * cOf(d, xbc, ch.r0 + i, g)[nn];
-    if (ch.seg[k] == 0) {
-      const float *dyk = dyOf(row);
-      float s = 0;
-      for (int p = 0; p < d.P; ++p)
-        s += dyk[p] * Sin[int64_t(p) * d.N + nn];
-      dC += expf(ch.cum[k]) * s;
-    }
-    if (ch.seg[k] == ch.seg[last]) {
-      const float *xk = xOf(d, xbc, row, h);
-      float s = 0;
-      for (int p = 0; p < d.P; ++p)
-        s += xk[p] * dS[int64_t(p) * d.N + nn];
-      dB += expf(ch.cum[last] - ch.cum[k]) * ch.dt[k] * s;
-    }
-    atomicAdd(dxbc + int64_t(row) * d.Cc + d.I + g * d.N + nn, dB);
-    atomicAdd(dxbc + int64_t(row) * d.Cc + d.I + d.G * d.N + g * d.N + nn, dC);
-  }
+  xGradients(k, Dp[h], s, dxbc);
+  bcGradients(k, s, dxbc);
 }
 
 /// A_log and D gradients: the chunks' partials summed in order.
