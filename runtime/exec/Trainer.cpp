@@ -159,28 +159,30 @@ std::unique_ptr<Device> openDevice(const Artifact &artifact, const Comm &comm) {
 
 } // namespace
 
-Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
-    : artifact(artifact), comm(comm), ppRank(comm.ppRank()), data(data) {
+Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data,
+                 int64_t bucketFloats)
+    : artifact(artifact), comm(comm), ppRank(comm.ppRank()), data(data),
+      bucketFloats(std::max<int64_t>(1, bucketFloats)) {
   const CommKind kind = chooseTransport(artifact, comm);
   artifact.comm = std::string(schedule::commKindName(kind)); // as resolved
   device = openDevice(artifact, comm);
   transport = makeTransport(kind, comm, *device);
-  const int64_t dp = sharded() ? comm.dpSize() : 1;
   for (StageEntry *e : artifact.stagesOf(ppRank)) {
     StageState s;
     s.entry = e;
-    // Megatron's distributed optimizer: the flat buffer cut into dp equal
-    // blocks, block d's moments on dp rank d.
-    s.block = (e->numParams + dp - 1) / dp;
-    s.begin = std::min(e->numParams, s.block * (dp > 1 ? comm.dpRank() : 0));
-    s.end = std::min(e->numParams, s.begin + s.block);
-    s.params = Buffer(*device, s.block * dp);
-    s.grads = Buffer(*device, s.block * dp);
-    s.adamM = Buffer(*device, s.block);
-    s.adamV = Buffer(*device, s.block);
+    // Megatron's distributed optimizer: every bucket cut into dp equal
+    // parts, part d's moments on dp rank d (ShardLayout.h).
+    s.shard = sharded() ? ShardLayout(e->numParams, comm.dpSize(),
+                                      comm.dpRank(), this->bucketFloats)
+                        : ShardLayout(e->numParams, 1, 0, e->numParams);
+    const int64_t floats = s.shard.bufferFloats();
+    s.params = Buffer(*device, floats);
+    s.grads = Buffer(*device, floats);
+    s.adamM = Buffer(*device, s.shard.shardFloats());
+    s.adamV = Buffer(*device, s.shard.shardFloats());
     s.workspace = Buffer(*device, e->workspaceFloats);
     if (e->program.activations == DType::BF16)
-      s.working = Buffer(*device, s.block * dp);
+      s.working = Buffer(*device, floats);
     s.routerChecks = routerChecksFor(*device, e->program);
     std::vector<float> init(e->numParams, 0.0f);
     for (const ParamEntry &p : e->params) {
@@ -210,7 +212,8 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
       for (const ParamEntry &p : s.entry->params)
         if (p.name == name) {
           local = true;
-          s.tied |= stageIndices.size() > 1;
+          if (stageIndices.size() > 1)
+            s.markTied(p);
         }
     if (stageIndices.size() > 1)
       firstStage[name] = stageIndices.front();
@@ -224,7 +227,8 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
   // The optimizer's segments. Each parameter once over the pipeline in the
   // norm: a tied copy counts only on the first stage that holds it.
   std::set<std::string> counted;
-  for (StageState &s : stages)
+  for (StageState &s : stages) {
+    s.updated.assign(size_t(s.shard.buckets()), {});
     for (const ParamEntry &p : s.entry->params) {
       // Which copy counts is decided before the shard cuts it: the first
       // copy's part, even where this rank's shard holds none of it.
@@ -232,14 +236,19 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data)
       const bool counts =
           it == firstStage.end() ||
           (it->second == s.entry->index && counted.insert(p.name).second);
-      const int64_t lo = std::max(p.offset, s.begin),
-                    hi = std::min(p.offset + p.numel, s.end);
-      if (lo >= hi)
-        continue;
-      s.updated.push_back({lo, hi, p.weightDecay});
-      if (counts)
-        s.normed.push_back({lo, hi, false});
+      for (int64_t b = 0; b < s.shard.buckets(); ++b) {
+        const int64_t own = s.shard.ownBegin(b);
+        const int64_t lo = std::max(p.offset, own),
+                      hi = std::min(p.offset + p.numel,
+                                    own + s.shard.partFloats(b));
+        if (lo >= hi)
+          continue;
+        s.updated[size_t(b)].push_back({lo, hi, p.weightDecay});
+        if (counts)
+          s.normed.push_back({lo, hi, false});
+      }
     }
+  }
 
   if (const char *kill = std::getenv("HYPIPE_FAULT_KILL"))
     std::sscanf(kill, "%d:%ld", &faultKillRank, &faultKillStep);
@@ -329,35 +338,43 @@ void Trainer::mainWeightsChanged() {
 void Trainer::startDpReduction(StageState &s) {
   if (comm.dpSize() == 1)
     return;
-  if (sharded()) {
-    // A tied stage's gradient is summed with its copies first (the sums
-    // commute, and the copies sit at other offsets of other buffers).
-    if (!s.tied)
-      dpRequests.push_back(
-          transport->ireduceScatterDp(s.grads.data(), s.block, DType::F32));
-    return;
-  }
-  for (int64_t b = 0; b * bucketFloats < s.grads.size(); ++b)
+  const int64_t stride = bucketStride(s);
+  for (int64_t b = 0; b * stride < s.grads.size(); ++b)
     reduceBucket(s, b);
 }
 
-void Trainer::reduceBucket(StageState &s, int64_t bucket) {
+int64_t Trainer::bucketStride(const StageState &s) const {
+  return sharded() ? s.shard.stride() : bucketFloats;
+}
+
+bool Trainer::reduceBucket(StageState &s, int64_t bucket) {
+  if (sharded() && s.waitsForTiedSum(bucket))
+    return false;
+  if (sharded()) {
+    dpRequests.push_back(transport->ireduceScatterDp(
+        s.grads.data() + s.shard.bucketBegin(bucket),
+        s.shard.partFloats(bucket), DType::F32));
+    return true;
+  }
   const int64_t at = bucket * bucketFloats;
   dpRequests.push_back(transport->iallreduceDp(
       s.grads.data() + at, std::min<int64_t>(bucketFloats, s.grads.size() - at),
       DType::F32));
+  return true;
 }
 
 int64_t Trainer::startBuckets(StageState &s, size_t layer) {
-  if (s.bucketsFor != bucketFloats) {
+  const int64_t stride = bucketStride(s);
+  if (s.bucketsFor != stride) {
     s.bucketsAfterLayer =
-        bucketsFinalAfter(s.entry->program, s.grads.size(), bucketFloats);
-    s.bucketsFor = bucketFloats;
+        bucketsFinalAfter(s.entry->program, s.grads.size(), stride);
+    s.bucketsFor = stride;
   }
+  int64_t started = 0;
   for (int64_t b : s.bucketsAfterLayer.at(layer))
-    reduceBucket(s, b);
+    started += reduceBucket(s, b);
   transport->testAll(dpRequests);
-  return int64_t(s.bucketsAfterLayer[layer].size());
+  return started;
 }
 
 void Trainer::weightGradientDone(void *context, int32_t layer) {
@@ -718,11 +735,11 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
   }
   if (a.op == schedule::Op::B || a.op == schedule::Op::W) {
     timePass(s, args, 2);
-    // The stage's last backward: each all-reduce bucket starts once the
-    // last call writing into it has run, under the rest of the pass.
+    // The stage's last backward: each bucket's all-reduce (reduce-scatter
+    // when sharded) starts once the last call writing into it has run,
+    // under the rest of the pass.
     const bool bucketed = s.backwardsDone + 1 == st.microbatches &&
-                          !s.reducedByProgram && comm.dpSize() > 1 &&
-                          !sharded();
+                          !s.reducedByProgram && comm.dpSize() > 1;
     BucketHook hook{this, &s};
     if (bucketed) {
       args.weight_gradient_done = &Trainer::weightGradientDone;
@@ -873,10 +890,12 @@ void Trainer::reduceTiedGradients() {
 void Trainer::finishShardedReduction() {
   std::vector<Transport::Request> pending;
   for (StageState &s : stages)
-    if (s.tied)
-      pending.push_back(
-          transport->ireduceScatterDp(s.grads.data(), s.block, DType::F32));
-  // Each rank's summed block lands where its parameters are.
+    for (int64_t b = 0; b < s.shard.buckets(); ++b)
+      if (s.waitsForTiedSum(b))
+        pending.push_back(
+            transport->ireduceScatterDp(s.grads.data() + s.shard.bucketBegin(b),
+                                        s.shard.partFloats(b), DType::F32));
+  // Each rank's summed parts land where its parameters are.
   transport->waitAll(pending);
 }
 
@@ -915,19 +934,23 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
                c2 = 1.0 - std::pow(b2, double(step));
   const AdamWStep a{
       lr, b1, b2, t.eps, c1, c2, float(1.0 - lr * t.weightDecay), clipScale};
-  for (StageState &s : stages) {
-    // The moments hold the rank's shard (all of the stage when the state
-    // is not sharded), from its first float.
-    device->adamw(a, s.updated, s.params.data(), s.grads.data(), s.adamM.data(),
-                  s.adamV.data(), s.begin);
-    // Every replica gets the updated blocks; the stage's next forward
-    // waits for them, so the gather overlaps what runs before it.
-    if (sharded() && s.working.size())
-      gatherWorkingCopy(s);
-    else if (sharded())
-      s.paramGather.push_back(
-          transport->iallgatherDp(s.params.data(), s.block, DType::F32));
-  }
+  for (StageState &s : stages)
+    for (int64_t b = 0; b < s.shard.buckets(); ++b) {
+      // The moments hold the rank's part of each bucket one after another
+      // (all of the stage when the state is not sharded).
+      device->adamw(a, s.updated[size_t(b)], s.params.data(), s.grads.data(),
+                    s.adamM.data(), s.adamV.data(),
+                    s.shard.ownBegin(b) - s.shard.momentBegin(b));
+      // Every replica gets the updated bucket, under the next bucket's
+      // update; the stage's next forward waits for them, so the gathers
+      // overlap what runs before it.
+      if (sharded() && s.working.size())
+        gatherWorkingCopy(s, b);
+      else if (sharded())
+        s.paramGather.push_back(
+            transport->iallgatherDp(s.params.data() + s.shard.bucketBegin(b),
+                                    s.shard.partFloats(b), DType::F32));
+    }
   mainWeightsChanged();
   // A gathered working copy is made from the new weights already.
   for (StageState &s : stages)
@@ -935,18 +958,21 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
       s.workingStale = false;
 }
 
-void Trainer::gatherWorkingCopy(StageState &s) {
-  // This rank's block as bf16 (rounded as refreshWorkingCopy rounds), put
-  // at its place in the gradient buffer's first dp x block x 2 bytes: the
-  // gradients are spent until the next step, which zeroes them only after
-  // the gather (awaitParameters).
-  const int64_t at = s.block * comm.dpRank();
+void Trainer::gatherWorkingCopy(StageState &s, int64_t bucket) {
+  // This rank's part of the bucket as bf16 (rounded as refreshWorkingCopy
+  // rounds), put at its place in the gradient buffer read as bf16: float
+  // i's bf16 copy at byte 2i. The gradients are spent until the next step,
+  // which zeroes them only after the gathers (awaitParameters), and a
+  // bucket's bf16 image ends where the next bucket begins in floats, so the
+  // later buckets' gradients, still to be read by their update, are intact.
+  const int64_t at = s.shard.ownBegin(bucket), n = s.shard.partFloats(bucket);
   float *mine = s.working.data() + at;
-  device->copy(mine, s.params.data() + at, int64_t(sizeof(float)) * s.block);
-  device->packBf16(mine, s.block);
+  device->copy(mine, s.params.data() + at, int64_t(sizeof(float)) * n);
+  device->packBf16(mine, n);
   auto *bytes = reinterpret_cast<char *>(s.grads.data());
-  device->copy(bytes + 2 * at, mine, 2 * s.block);
-  s.paramGather.push_back(transport->iallgatherDp(bytes, s.block, DType::BF16));
+  device->copy(bytes + 2 * at, mine, 2 * n);
+  s.paramGather.push_back(transport->iallgatherDp(
+      bytes + 2 * s.shard.bucketBegin(bucket), n, DType::BF16));
   s.gatheringWorking = true;
 }
 
@@ -956,22 +982,24 @@ std::vector<float> Trainer::fullParameters(StageState &s) {
   std::vector<float> params = s.params.download();
   if (!sharded())
     return comm.dpRank() == 0 ? params : std::vector<float>();
-  // Each rank's fp32 main weights are current in its own block (a bf16 run
+  // Each rank's fp32 main weights are current in its own parts (a bf16 run
   // gathers only the bf16 working copy).
-  std::vector<float> all(comm.dpRank() == 0 ? size_t(s.block * comm.dpSize())
-                                            : 0);
-  comm.gatherDp(params.data() + s.block * comm.dpRank(), s.block, all.data());
-  return all;
+  return gatherShards(s, s.shard.shardOf(params));
+}
+
+std::vector<float> Trainer::gatherShards(const StageState &s,
+                                         const std::vector<float> &mine) {
+  const int64_t n = s.shard.shardFloats();
+  std::vector<float> all(comm.dpRank() == 0 ? size_t(n * comm.dpSize()) : 0);
+  comm.gatherDp(mine.data(), n, all.data());
+  return comm.dpRank() == 0 ? s.shard.wholeOf(all) : std::vector<float>();
 }
 
 std::vector<float> Trainer::fullMoment(StageState &s, const Buffer &moment) {
   std::vector<float> shard = moment.download();
   if (!sharded())
     return shard;
-  std::vector<float> all(comm.dpRank() == 0 ? size_t(s.block * comm.dpSize())
-                                            : 0);
-  comm.gatherDp(shard.data(), s.block, all.data());
-  return all;
+  return gatherShards(s, shard);
 }
 
 int64_t Trainer::globalBatch() const {
@@ -1165,10 +1193,8 @@ int64_t Trainer::resume(const std::string &path) {
                   v.data() + p.offset);
       }
       s.params.upload(w.data(), s.params.size());
-      s.adamM.upload(m.data() + s.block * (sharded() ? comm.dpRank() : 0),
-                     s.block);
-      s.adamV.upload(v.data() + s.block * (sharded() ? comm.dpRank() : 0),
-                     s.block);
+      s.adamM.upload(s.shard.shardOf(m).data(), s.shard.shardFloats());
+      s.adamV.upload(s.shard.shardOf(v).data(), s.shard.shardFloats());
     }
     mainWeightsChanged();
     step = info.step;
@@ -1224,12 +1250,14 @@ double Trainer::mtpObjective(const std::vector<double> &depthLosses) const {
 void Trainer::dump(const std::string &path, double loss, double aux,
                    const std::vector<double> &mtp) {
   if (sharded()) {
-    // Every rank's block of summed gradients, for the whole gradient.
+    // Every rank's parts of summed gradients, for the whole gradient.
     std::vector<Transport::Request> gathers;
     for (StageState &s : stages) {
       awaitParameters(s);
-      gathers.push_back(
-          transport->iallgatherDp(s.grads.data(), s.block, DType::F32));
+      for (int64_t b = 0; b < s.shard.buckets(); ++b)
+        gathers.push_back(
+            transport->iallgatherDp(s.grads.data() + s.shard.bucketBegin(b),
+                                    s.shard.partFloats(b), DType::F32));
     }
     transport->waitAll(gathers);
   }

@@ -16,6 +16,7 @@
 #include "runtime/data/Data.h"
 #include "runtime/data/Samples.h"
 #include "runtime/exec/Device.h"
+#include "runtime/exec/ShardLayout.h"
 #include "runtime/exec/StageArgs.h"
 #include "runtime/formats/Artifact.h"
 
@@ -84,8 +85,13 @@ public:
   /// Loads the stage libraries of `comm`'s pipeline rank, opens the device
   /// of the artifact's target (the GPU of the launcher's local rank for
   /// cuda) and initialises its parameters there; collective (creates the
-  /// tied-parameter groups).
-  Trainer(Artifact &artifact, Comm &comm, TrainingData data);
+  /// tied-parameter groups). `bucketFloats` is the data-parallel
+  /// reduction's bucket size in floats (Megatron's --ddp-bucket-size;
+  /// default 16 MiB of fp32): smaller buckets start sooner and finish in
+  /// more pieces; with the distributed optimizer it also cuts the shards
+  /// (ShardLayout.h).
+  Trainer(Artifact &artifact, Comm &comm, TrainingData data,
+          int64_t bucketFloats = kDefaultBucketFloats);
   /// Completes the distributed optimizer's parameter all-gathers still in
   /// flight (every rank started them).
   ~Trainer();
@@ -142,12 +148,6 @@ public:
   /// while on, every kernel call's wall time is added to its layer's entry.
   void measureLayers(bool on) { measuring = on; }
 
-  /// The data-parallel all-reduce's bucket size in floats (Megatron's
-  /// --ddp-bucket-size; default 16 MiB of fp32): smaller buckets start
-  /// sooner and finish in more pieces.
-  void setGradientBucket(int64_t floats) {
-    bucketFloats = std::max<int64_t>(1, floats);
-  }
   /// Each local stage's measured seconds and pass counts: for stage `i`
   /// (in stagesOf order) seconds[pass][layer] over `passes[pass]` runs of
   /// the pass (forward, input-gradient, weight-gradient).
@@ -162,9 +162,8 @@ private:
   using Buffer = DeviceArray<float>;
   struct StageState {
     StageEntry *entry;
-    /// With the distributed optimizer, params and grads hold dp blocks of
-    /// `block` floats (the last padded) and adamM/adamV only this rank's
-    /// block; otherwise block is numParams.
+    /// params and grads hold shard.bufferFloats(), adamM and adamV this
+    /// rank's parts of every bucket (all of the stage when not sharded).
     Buffer params, grads, adamM, adamV, workspace;
     /// bf16 runs: the bf16 copy of `params` (the fp32 main weights) the
     /// kernels compute with, made at the stage's first forward after the
@@ -176,24 +175,38 @@ private:
     /// copy (in the gradient buffer), not the fp32 weights
     /// (gatherWorkingCopy; awaitParameters finishes it).
     bool gatheringWorking = false;
-    int64_t block = 0;
-    /// The parameter floats this rank's optimizer updates: [begin, end).
-    int64_t begin = 0, end = 0;
-    /// Holds a parameter tied to another stage: its gradient reduction
-    /// waits for the tied sum (sharded runs).
-    bool tied = false;
+    /// Which floats this rank's optimizer updates: with the distributed
+    /// optimizer its part of every bucket, otherwise one part of all.
+    ShardLayout shard;
+    /// Sharded runs: the buckets holding a parameter tied to another stage
+    /// (the embedding and the output layer), whose reduce-scatter waits for
+    /// the tied sum: the copies sit at other offsets of other buffers, and
+    /// the sums commute. The other buckets go in the backward.
+    std::vector<bool> tiedBuckets;
+    void markTied(const ParamEntry &p) {
+      tiedBuckets.resize(size_t(shard.buckets()), false);
+      for (int64_t b = p.offset / shard.stride();
+           b < shard.buckets() && shard.bucketBegin(b) < p.offset + p.numel;
+           ++b)
+        tiedBuckets[size_t(b)] = true;
+    }
+    bool waitsForTiedSum(int64_t bucket) const {
+      return size_t(bucket) < tiedBuckets.size() && tiedBuckets[size_t(bucket)];
+    }
     /// The all-gather of the updated parameters, while in flight.
     std::vector<Transport::Request> paramGather;
     std::vector<Buffer> slots;
     std::vector<int> freeSlots;
     int64_t backwardsDone = 0; ///< B or W actions this step
     /// What the optimizer goes over, fixed for the run: every parameter's
-    /// part in the rank's shard (AdamW), and those the gradient norm counts
-    /// here (a tied copy only on its first stage).
-    std::vector<ParamSegment> updated, normed;
+    /// part in the rank's part of each bucket (AdamW, by bucket), and those
+    /// the gradient norm counts here (a tied copy only on its first stage).
+    std::vector<std::vector<ParamSegment>> updated;
+    std::vector<ParamSegment> normed;
     /// The step's program starts this stage's data-parallel reduction at
     /// its REDUCE_GRAD; otherwise it starts in the last backward, each
-    /// bucket once final (bucketsAfterLayer), or after it when sharded.
+    /// bucket once final (bucketsAfterLayer), or after the tied sum when
+    /// sharded and tied.
     bool reducedByProgram = false;
     /// bucketsFinalAfter(GradientBuckets.h) for bucketsFor floats a bucket.
     std::vector<std::vector<int64_t>> bucketsAfterLayer;
@@ -284,12 +297,14 @@ private:
   /// B, or its halves I (input gradients) and W (weight gradients).
   void backward(const ActionEntry &a, StepState &st);
   void startDpReduction(StageState &s);
-  /// Starts the all-reduce of the buckets of `s` that are final after
+  /// Starts the reduction of the buckets of `s` that are final after
   /// `layer`'s weight gradient (layers.size(): those no call writes), and
   /// moves the reductions in flight along; returns how many it started.
   int64_t startBuckets(StageState &s, size_t layer);
-  /// Starts the all-reduce of `s`'s gradient bucket `bucket`.
-  void reduceBucket(StageState &s, int64_t bucket);
+  /// Starts the reduction of `s`'s gradient bucket `bucket`: an all-reduce,
+  /// or with the distributed optimizer a reduce-scatter into the ranks'
+  /// parts; false for a bucket that waits for the tied sum (sharded).
+  bool reduceBucket(StageState &s, int64_t bucket);
   /// StageArgs::weight_gradient_done in a stage's last backward, with a
   /// BucketHook as its context.
   static void weightGradientDone(void *context, int32_t layer);
@@ -300,8 +315,9 @@ private:
   void reduceTiedGradients();
   /// True when the AdamW state is sharded over data-parallel ranks.
   bool sharded() const;
-  /// Sharded runs: reduce-scatters what the program left (the tied
-  /// stages) and puts each rank's block of summed gradients in place.
+  /// Sharded runs: reduce-scatters what the program left (the buckets
+  /// holding tied parameters) and puts each rank's parts of summed
+  /// gradients in place.
   void finishShardedReduction();
   /// Waits for the all-gather of `s`'s parameters after the last update
   /// (bf16: widens the gathered working copy, zeroes the gradients).
@@ -310,13 +326,20 @@ private:
   /// bf16 (Megatron gathers its bf16 model parameters): half the bytes of
   /// fp32, and every rank's fp32 main weights stay current in its own
   /// block only.
-  void gatherWorkingCopy(StageState &s);
+  void gatherWorkingCopy(StageState &s, int64_t bucket);
+  /// The bucket size the stage's reduction goes in.
+  int64_t bucketStride(const StageState &s) const;
   /// A stage's fp32 parameters on the rank that writes the checkpoint
   /// (gathered from each rank's own block when sharded); {} elsewhere.
   std::vector<float> fullParameters(StageState &s);
   /// A stage's AdamW moment (`m` or `v`) over all of its parameters, on
   /// the rank that writes the checkpoint (gathered when sharded).
   std::vector<float> fullMoment(StageState &s, const Buffer &moment);
+  /// The whole of a stage's buffer on the rank that writes the checkpoint,
+  /// from every rank's `mine` (its shard, ShardLayout::shardOf); {}
+  /// elsewhere (collective over the data-parallel group).
+  std::vector<float> gatherShards(const StageState &s,
+                                  const std::vector<float> &mine);
   double localGradNormSquared() const;
   /// This rank's first MoE layer (stage and layer order) whose router met a
   /// NaN or infinite logit this step: its layer number and the logit; layer

@@ -640,9 +640,9 @@ int runTraining(const RunOptions &o, Comm &comm) {
       fmt::print("checkpoint: removed the incomplete {}/{} (a save that did "
                  "not finish)\n",
                  o.save, gone);
-  Trainer trainer(artifact, comm, {data.stream.get(), data.samples.get()});
-  if (o.gradBucketMib > 0)
-    trainer.setGradientBucket(int64_t(o.gradBucketMib * (1 << 20) / 4));
+  Trainer trainer(artifact, comm, {data.stream.get(), data.samples.get()},
+                  o.gradBucketMib > 0 ? int64_t(o.gradBucketMib * (1 << 20) / 4)
+                                      : kDefaultBucketFloats);
   RunTotals t;
   t.first = startingStep(o, artifact, trainer, root);
   std::ofstream log = openJsonLog(o, t.first, root);

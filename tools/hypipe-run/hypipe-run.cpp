@@ -128,9 +128,9 @@ void addRunOptions(CLI::App &app, RunOptions &options) {
                "report the share of step time spent in OpenBLAS GEMMs");
   app.add_option(
          "--grad-bucket-mib", options.gradBucketMib,
-         "the data-parallel gradient all-reduce's bucket size in MiB "
+         "the data-parallel gradient reduction's bucket size in MiB "
          "(Megatron's --ddp-bucket-size; default 16, at least 4 KiB; the "
-         "distributed optimizer reduce-scatters a stage at once)")
+         "distributed optimizer shards each bucket over the dp ranks)")
       ->check(CLI::Range(1.0 / 256, 1e6));
   app.add_option("--comm", options.comm,
                  "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc "

@@ -1064,9 +1064,9 @@ void addTrainCommand(CLI::App &app, Runner &run) {
       ->check(CLI::IsMember({"auto", "mpi", "mpi-staged", "cuda-ipc", "nccl"}));
   sub->add_option(
          "--grad-bucket-mib", o->gradBucketMib,
-         "the data-parallel gradient all-reduce's bucket size in MiB "
+         "the data-parallel gradient reduction's bucket size in MiB "
          "(Megatron's --ddp-bucket-size; default 16, at least 4 KiB; the "
-         "distributed optimizer reduce-scatters a stage at once)")
+         "distributed optimizer shards each bucket over the dp ranks)")
       ->check(CLI::Range(1.0 / 256, 1e6));
   sub->add_option("--gpus", o->gpus,
                   "the GPUs of this node for a cuda run (default: those "
