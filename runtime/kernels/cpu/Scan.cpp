@@ -150,6 +150,23 @@ struct Dims {
         chunks(s.scanChunks(t)), GW(hpg * P) {}
 };
 
+/// body(scratch, d, c, g) for every (chunk c, group g), the items shared out
+/// over the threads as they free up. Every thread sizes its scratch
+/// whichever items it gets, so a later step allocates nothing however the
+/// items fall. The body reads the dims through `d`, this function's copy,
+/// which the parallel region shares as the loops' own variables.
+template <typename Body>
+void forEachChunkAndGroup(const MambaShape &s, const Dims d, Body &&body) {
+#pragma omp parallel
+  {
+    Scratch &sc = scratch(s);
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t c = 0; c < d.chunks; ++c)
+      for (int64_t g = 0; g < d.G; ++g)
+        body(sc, d, c, g);
+  }
+}
+
 } // namespace
 
 int64_t scanWorkspaceFloats(const MambaShape &s, const TokenShape &t) {
@@ -167,14 +184,8 @@ void scanForward(const MambaShape &s, const TokenShape &t, const float *xbc,
   float *own = ws; // [chunk][head][P x N]: what the chunk's last segment adds
 
   // 1. Intra-chunk outputs and the chunks' own states.
-#pragma omp parallel
-  {
-    // Every thread sizes its scratch whichever items it gets, so a later
-    // step allocates nothing however the items fall.
-    Scratch &sc = scratch(s);
-#pragma omp for collapse(2) schedule(dynamic)
-    for (int64_t c = 0; c < d.chunks; ++c)
-      for (int64_t g = 0; g < d.G; ++g) {
+  forEachChunkAndGroup(
+      s, d, [&](Scratch &sc, const Dims &d, int64_t c, int64_t g) {
         const int64_t h0 = g * d.hpg;
         for (int64_t i = sg.begin[c]; i < sg.begin[c + 1]; ++i) {
           const Segment &seg = sg.segs[size_t(i)];
@@ -212,8 +223,7 @@ void scanForward(const MambaShape &s, const TokenShape &t, const float *xbc,
             gemm(true, false, d.GW, d.N, l, 1.0f, sc.wa, d.GW, B, d.Cc, 0.0f,
                  own + (c * d.H + h0) * d.PN, d.N);
         }
-      }
-  }
+      });
 
   // 2. The state entering every chunk, serial over chunks.
 #pragma omp parallel for schedule(static)
@@ -236,18 +246,12 @@ void scanForward(const MambaShape &s, const TokenShape &t, const float *xbc,
         enter[k] = decay * before[k] + added[k];
     }
 
-    // 3. The entering state read out by C in each chunk's first segment:
-    // C S^T for a group's heads in one product.
-#pragma omp parallel
-  {
-    // Every thread sizes its scratch whichever items it gets, so a later
-    // step allocates nothing however the items fall.
-    Scratch &sc = scratch(s);
-#pragma omp for collapse(2) schedule(dynamic)
-    for (int64_t c = 0; c < d.chunks; ++c)
-      for (int64_t g = 0; g < d.G; ++g) {
+  // 3. The entering state read out by C in each chunk's first segment:
+  // C S^T for a group's heads in one product.
+  forEachChunkAndGroup(
+      s, d, [&](Scratch &sc, const Dims &d, int64_t c, int64_t g) {
         if (!sg.entersWithState(c))
-          continue;
+          return;
         const Segment &seg = sg.first(c);
         const int64_t l = seg.len, r0 = seg.row0, h0 = g * d.hpg;
         const float *C = xbc + r0 * d.Cc + d.I + d.G * d.N + g * d.N;
@@ -263,8 +267,7 @@ void scanForward(const MambaShape &s, const TokenShape &t, const float *xbc,
               Y[r * d.I + p] += e * readOut[p];
           }
         }
-      }
-  }
+      });
 }
 
 namespace {
@@ -282,21 +285,14 @@ struct Backward {
 /// 1. Each chunk's own outputs' share of its entering state's gradient,
 /// (e^{cs} dY)^T C, for a group's heads in one product.
 void enteringStateGradients(const MambaShape &s, const Backward &b) {
-  const Dims &d = b.d;
   const Segments &sg = b.sg;
-#pragma omp parallel
-  {
-    // Every thread sizes its scratch whichever items it gets, so a later
-    // step allocates nothing however the items fall.
-    Scratch &sc = scratch(s);
-#pragma omp for collapse(2) schedule(dynamic)
-    for (int64_t c = 0; c < d.chunks; ++c)
-      for (int64_t g = 0; g < d.G; ++g) {
+  forEachChunkAndGroup(
+      s, b.d, [&](Scratch &sc, const Dims &d, int64_t c, int64_t g) {
         const int64_t h0 = g * d.hpg;
         float *out = b.dS + (c * d.H + h0) * d.PN;
         if (!sg.entersWithState(c)) {
           std::memset(out, 0, sizeof(float) * d.hpg * d.PN);
-          continue;
+          return;
         }
         const Segment &seg = sg.first(c);
         const int64_t l = seg.len, r0 = seg.row0;
@@ -314,8 +310,7 @@ void enteringStateGradients(const MambaShape &s, const Backward &b) {
         }
         gemm(true, false, d.GW, d.N, l, 1.0f, sc.wa, d.GW, C, d.Cc, 0.0f, out,
              d.N);
-      }
-  }
+      });
 }
 
 /// 2. Passed back over the chunks: a chunk that is one continuing segment
@@ -519,21 +514,13 @@ leavingStateGradients(const Dims &d, Scratch &sc, const HeadRows &r) {
 /// 3. x, B, C, dt gradients per (chunk, group); the heads of a group share
 /// B and C, so they run in order inside one work item.
 void chunkGradients(const MambaShape &s, const Backward &b) {
-  const Dims &d = b.d;
-#pragma omp parallel
-  {
-    // Every thread sizes its scratch whichever items it gets, so a later
-    // step allocates nothing however the items fall.
-    Scratch &sc = scratch(s);
-#pragma omp for collapse(2) schedule(dynamic)
-    for (int64_t c = 0; c < d.chunks; ++c)
-      for (int64_t g = 0; g < d.G; ++g) {
+  forEachChunkAndGroup(
+      s, b.d, [&](Scratch &sc, const Dims &d, int64_t c, int64_t g) {
         for (int64_t h = g * d.hpg; h < (g + 1) * d.hpg; ++h)
           b.partial[(c * d.H + h) * 2] = b.partial[(c * d.H + h) * 2 + 1] = 0;
         for (int64_t i = b.sg.begin[c]; i < b.sg.begin[c + 1]; ++i)
           segmentGradients(b, sc, c, g, i);
-      }
-  }
+      });
 }
 
 } // namespace
