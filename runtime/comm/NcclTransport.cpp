@@ -56,10 +56,18 @@ ncclDataType_t ncclType(DType type) {
 
 int64_t elementBytes(DType type) { return type == DType::BF16 ? 2 : 4; }
 
-class NcclTransport final : public Transport {
+/// An operation of NcclTransport in flight.
+struct NcclOp {
+  void *done = nullptr; ///< recorded on the link's stream after the op
+  std::string what;     ///< for describe()
+};
+
+class NcclTransport final : public PendingTransport<NcclOp> {
+  using Op = NcclOp;
+
 public:
   explicit NcclTransport(Comm &comm)
-      : Transport(comm), compute(cuda::streamHandle()) {
+      : PendingTransport<NcclOp>(comm), compute(cuda::streamHandle()) {
     ncclUniqueId id{};
     if (comm.rank() == 0)
       check(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -194,30 +202,20 @@ public:
 
   Request iallreduce(Group group, void *data, int64_t count,
                      DType type) override {
-    if (group == kNoGroup) {
-      const Request id = next++;
-      return id; // nothing to wait for: test() finds no operation
-    }
+    if (group == kNoGroup)
+      return nothingPending();
     return allreduceOn(group, data, count, type, groupWhat.at(int(group)));
   }
 
 protected:
-  std::string describe(Request r) const override {
-    auto it = ops.find(r);
-    return it == ops.end() ? "a finished transfer" : it->second.what;
-  }
-  bool test(Request r) override {
-    auto it = ops.find(r);
-    if (it == ops.end())
-      return true;
-    if (!cuda::eventDone(it->second.done)) {
+  bool complete(Op &op) override {
+    if (!cuda::eventDone(op.done)) {
       pollErrors();
       return false;
     }
     // Kernels queued from now on read what it wrote.
-    cuda::streamWaitEvent(compute, it->second.done);
-    events.push_back(it->second.done);
-    ops.erase(it);
+    cuda::streamWaitEvent(compute, op.done);
+    events.push_back(op.done);
     return true;
   }
 
@@ -229,10 +227,6 @@ private:
   struct Link {
     ncclComm_t comm = nullptr;
     void *stream = nullptr;
-  };
-  struct Op {
-    void *done = nullptr; ///< recorded on the link's stream after the op
-    std::string what;     ///< for describe()
   };
 
   std::map<int, std::string> groupWhat; ///< per tied group: its wait, named
@@ -280,9 +274,7 @@ private:
   Request finish(int l, std::string what) {
     Op op{event(), std::move(what)};
     cuda::recordEvent(op.done, links[l].stream);
-    const Request id = next++;
-    ops.emplace(id, op);
-    return id;
+    return start(std::move(op));
   }
 
   Request allreduceOn(int l, void *data, int64_t count, DType type,
@@ -319,9 +311,7 @@ private:
   std::vector<Link> links;
   int world = -1, dp = -1;
   std::map<int, int> sends, receives; ///< world rank -> link
-  std::map<Request, Op> ops;
-  std::vector<void *> events; ///< free for reuse
-  Request next = 0;
+  std::vector<void *> events;         ///< free for reuse
   bool failed = false;
 };
 

@@ -130,12 +130,25 @@ void sumBf16(void *in, void *inout, int *len, MPI_Datatype *) {
     b[i] = bf16::fromFloat(bf16::toFloat(a[i]) + bf16::toFloat(b[i]));
 }
 
+/// A transfer of MpiTransport in flight.
+struct MpiOp {
+  MPI_Request request = MPI_REQUEST_NULL;
+  /// The staging buffer it holds (returned to the pool when complete).
+  void *stage = nullptr;
+  int64_t stageBytes = 0;
+  /// What completes it once MPI has: the copy back to the device.
+  std::function<void()> done;
+  std::string what; ///< for describe()
+};
+
 /// Mpi (device == host memory, no staging) and MpiStaged (every transfer
 /// through a pinned host buffer, copied to and from the device).
-class MpiTransport final : public Transport {
+class MpiTransport final : public PendingTransport<MpiOp> {
+  using Op = MpiOp;
+
 public:
   MpiTransport(Comm &comm, Device &device, bool staged)
-      : Transport(comm), device(device), staged(staged) {
+      : PendingTransport<MpiOp>(comm), device(device), staged(staged) {
     if (comm.distributed())
       MPI_Op_create(&sumBf16, 1, &bf16Sum);
     const char *ordered = std::getenv("HYPIPE_ORDERED_LINKS");
@@ -261,15 +274,7 @@ public:
   }
 
 protected:
-  std::string describe(Request r) const override {
-    auto it = ops.find(r);
-    return it == ops.end() ? "a finished transfer" : it->second.what;
-  }
-  bool test(Request r) override {
-    auto it = ops.find(r);
-    if (it == ops.end())
-      return true;
-    Op &op = it->second;
+  bool complete(Op &op) override {
     if (op.request != MPI_REQUEST_NULL) {
       int done = 0;
       MPI_Test(&op.request, &done, MPI_STATUS_IGNORE);
@@ -280,27 +285,10 @@ protected:
       op.done();
     if (op.stage)
       freeStages.emplace(op.stageBytes, op.stage);
-    ops.erase(it);
     return true;
   }
 
 private:
-  struct Op {
-    MPI_Request request = MPI_REQUEST_NULL;
-    /// The staging buffer it holds (returned to the pool when complete).
-    void *stage = nullptr;
-    int64_t stageBytes = 0;
-    /// What completes it once MPI has: the copy back to the device.
-    std::function<void()> done;
-    std::string what; ///< for describe()
-  };
-
-  Request start(Op op) {
-    const Request id = next++;
-    ops.emplace(id, std::move(op));
-    return id;
-  }
-
   /// A pooled host buffer of at least `bytes` (the smallest that fits).
   void *takeStage(int64_t bytes, Op &op) {
     auto it = freeStages.lower_bound(bytes);
@@ -351,9 +339,7 @@ private:
   MPI_Op bf16Sum = MPI_OP_NULL;
   std::vector<MPI_Comm> groups;
   std::vector<std::string> groupWhat; ///< per group: its wait, named
-  std::map<Request, Op> ops;
   std::multimap<int64_t, void *> freeStages;
-  Request next = 0;
 };
 
 } // namespace

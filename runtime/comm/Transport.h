@@ -37,6 +37,7 @@
 #include "runtime/formats/StageProgram.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -116,6 +117,43 @@ protected:
   std::string tiedSumText(const std::vector<int64_t> &ppRanks) const;
 
   Comm &comm;
+};
+
+/// A transport that keeps its pending operations by request, each with what
+/// it waits for (`Op::what`, for the watchdog): describe() reads them, and
+/// test() drives one through complete() and forgets it once it is done.
+template <typename Op> class PendingTransport : public Transport {
+protected:
+  using Transport::Transport;
+  /// Drives `op`; true once it is complete (its result in place).
+  virtual bool complete(Op &op) = 0;
+  /// Keeps `op` pending; its request.
+  Request start(Op op) {
+    const Request id = next++;
+    ops.emplace(id, std::move(op));
+    return id;
+  }
+  /// A request with nothing to wait for: test() finds no operation.
+  Request nothingPending() { return next++; }
+
+  std::string describe(Request r) const final {
+    auto it = ops.find(r);
+    return it == ops.end() ? "a finished transfer" : it->second.what;
+  }
+  bool test(Request r) final {
+    auto it = ops.find(r);
+    if (it == ops.end())
+      return true;
+    if (!complete(it->second))
+      return false;
+    ops.erase(it);
+    return true;
+  }
+
+  std::map<Request, Op> ops;
+
+private:
+  Request next = 0;
 };
 
 /// The transport `kind` resolves to for this run (resolveComm first);
