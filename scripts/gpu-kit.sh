@@ -138,7 +138,7 @@ step "Python checks and peers"
 mkdir -p "$kit/py"
 cp "$root/test/reference/torch_reference.py" "$root/test/e2e/compare_dumps.py" \
   "$root/bench/fast_mamba.py" "$root/bench/fast_moe.py" "$root/bench/peer_train.py" \
-  "$root/bench/gpu/sdpa_bench.py" "$root/bench/gpu/peer_train_gpu.py" \
+  "$root/bench/gpu/sdpa_bench.py" "$root/bench/gpu/peer_train_gpu.py" "$root/bench/gpu/kit_main.py" \
   "$root/scripts/gpu-kit/losses.py" "$kit/py/"
 cp "$root/scripts/gpu-kit/run.sh" "$root/scripts/gpu-kit/run.py" "$kit/"
 commit=$(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo unknown)

@@ -354,10 +354,5 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as e:  # noqa: BLE001 - any failure is exit 1, with its trace
-        import traceback
-        traceback.print_exc()
-        print("peer_train_gpu: failed: %s" % e)
-        sys.exit(1)
+    from kit_main import run
+    run(main, "peer_train_gpu")

@@ -136,10 +136,5 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as e:  # noqa: BLE001 - any failure is exit 1, with its trace
-        import traceback
-        traceback.print_exc()
-        print("sdpa_bench: failed: %s" % e)
-        sys.exit(1)
+    from kit_main import run
+    run(main, "sdpa_bench")
