@@ -73,55 +73,85 @@ __device__ void loadKeyTile(const float *qkv, const Heads &hd, int g, int row0,
   __syncthreads();
 }
 
+/// A query block of the forward and query-gradient kernels: the sequence
+/// (blockIdx.z), the head (blockIdx.y) and its K/V group, and the thread's
+/// query row qi (kRows a block, one a thread).
+struct QueryBlock {
+  int seq, h, g, len, row0, qi;
+  bool active; ///< qi is a row of the sequence (the others only load tiles)
+  /// No row of the block is in the sequence.
+  __device__ bool empty() const { return int(blockIdx.x) * kRows >= len; }
+};
+
+__device__ inline QueryBlock queryBlock(const Seqs &seqs, const Heads &hd) {
+  QueryBlock b;
+  b.seq = blockIdx.z;
+  b.h = blockIdx.y;
+  b.g = b.h / (hd.heads / hd.groups);
+  b.len = seqs.length(b.seq);
+  b.row0 = seqs.start(b.seq);
+  b.qi = blockIdx.x * kRows + threadIdx.x;
+  b.active = b.qi < b.len;
+  return b;
+}
+
+/// visit(r) for every key r, in order, of each K/V tile (Ks, Vs) that the
+/// thread's query row sees (causal: keys up to its own row); the whole block
+/// loads every tile up to its last row's.
+template <int D, typename Visit>
+__device__ __forceinline__ void
+forEachVisibleKey(const QueryBlock &b, const float *qkv, const Heads &hd,
+                  float (*Ks)[D], float (*Vs)[D], Visit visit) {
+  const int lastKey = min(b.len, (int(blockIdx.x) + 1) * kRows);
+  for (int k0 = 0; k0 < lastKey; k0 += kTile) {
+    loadKeyTile<D>(qkv, hd, b.g, b.row0, b.len, k0, Ks, Vs);
+    if (!b.active)
+      continue;
+    const int end = min(kTile, b.qi - k0 + 1);
+    for (int r = 0; r < end; ++r)
+      visit(r);
+  }
+}
+
 template <int D>
 __global__ void forwardKernel(Seqs seqs, Heads hd, float scale,
                               const float *qkv, float *ctx, float *lse) {
   __shared__ float Ks[kTile][D], Vs[kTile][D];
-  const int seq = blockIdx.z, h = blockIdx.y;
-  const int len = seqs.length(seq), row0 = seqs.start(seq);
-  const int qi = blockIdx.x * kRows + threadIdx.x;
-  if (int(blockIdx.x) * kRows >= len)
+  const QueryBlock b = queryBlock(seqs, hd);
+  if (b.empty())
     return;
-  const bool active = qi < len;
-  const int g = h / (hd.heads / hd.groups);
+  const int h = b.h;
   float q[D], acc[D];
   const float *qr =
-      qkv + int64_t(row0 + (active ? qi : 0)) * hd.Wd + hd.qOffset(h);
+      qkv + int64_t(b.row0 + (b.active ? b.qi : 0)) * hd.Wd + hd.qOffset(h);
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     q[d] = qr[d] * scale;
     acc[d] = 0;
   }
   float m = -FLT_MAX, l = 0;
-  const int lastKey = min(len, (int(blockIdx.x) + 1) * kRows);
-  for (int k0 = 0; k0 < lastKey; k0 += kTile) {
-    loadKeyTile<D>(qkv, hd, g, row0, len, k0, Ks, Vs);
-    if (!active)
-      continue;
-    const int end = min(kTile, qi - k0 + 1);
-    for (int r = 0; r < end; ++r) {
-      float s = 0;
+  forEachVisibleKey<D>(b, qkv, hd, Ks, Vs, [&](int r) {
+    float s = 0;
+#pragma unroll
+    for (int d = 0; d < D; ++d)
+      s += q[d] * Ks[r][d];
+    if (s > m) {
+      float c = expf(m - s);
+      l *= c;
 #pragma unroll
       for (int d = 0; d < D; ++d)
-        s += q[d] * Ks[r][d];
-      if (s > m) {
-        float c = expf(m - s);
-        l *= c;
-#pragma unroll
-        for (int d = 0; d < D; ++d)
-          acc[d] *= c;
-        m = s;
-      }
-      float p = expf(s - m);
-      l += p;
-#pragma unroll
-      for (int d = 0; d < D; ++d)
-        acc[d] += p * Vs[r][d];
+        acc[d] *= c;
+      m = s;
     }
-  }
-  if (!active)
+    float p = expf(s - m);
+    l += p;
+#pragma unroll
+    for (int d = 0; d < D; ++d)
+      acc[d] += p * Vs[r][d];
+  });
+  if (!b.active)
     return;
-  const int64_t row = row0 + qi;
+  const int64_t row = b.row0 + b.qi;
   float inv = 1.0f / l;
   float *out = ctx + row * hd.Cw + int64_t(h) * D;
 #pragma unroll
@@ -218,14 +248,11 @@ __global__ void queryGradKernel(Seqs seqs, Heads hd, float scale,
                                 const float *lse, const float *delta,
                                 float *dqkv) {
   __shared__ float Ks[kTile][D], Vs[kTile][D];
-  const int seq = blockIdx.z, h = blockIdx.y;
-  const int len = seqs.length(seq), row0 = seqs.start(seq);
-  const int qi = blockIdx.x * kRows + threadIdx.x;
-  if (int(blockIdx.x) * kRows >= len)
+  const QueryBlock b = queryBlock(seqs, hd);
+  if (b.empty())
     return;
-  const bool active = qi < len;
-  const int g = h / (hd.heads / hd.groups);
-  const int64_t row = row0 + (active ? qi : 0);
+  const int h = b.h;
+  const int64_t row = b.row0 + (b.active ? b.qi : 0);
   float q[D], o[D], dq[D];
 #pragma unroll
   for (int d = 0; d < D; ++d) {
@@ -234,27 +261,20 @@ __global__ void queryGradKernel(Seqs seqs, Heads hd, float scale,
     dq[d] = 0;
   }
   const float L = lse[row * hd.heads + h], Dl = delta[row * hd.heads + h];
-  const int lastKey = min(len, (int(blockIdx.x) + 1) * kRows);
-  for (int k0 = 0; k0 < lastKey; k0 += kTile) {
-    loadKeyTile<D>(qkv, hd, g, row0, len, k0, Ks, Vs);
-    if (!active)
-      continue;
-    const int end = min(kTile, qi - k0 + 1);
-    for (int r = 0; r < end; ++r) {
-      float s = 0, dp = 0;
+  forEachVisibleKey<D>(b, qkv, hd, Ks, Vs, [&](int r) {
+    float s = 0, dp = 0;
 #pragma unroll
-      for (int d = 0; d < D; ++d) {
-        s += q[d] * Ks[r][d];
-        dp += o[d] * Vs[r][d];
-      }
-      float p = expf(s * scale - L);
-      float ds = p * (dp - Dl) * scale;
-#pragma unroll
-      for (int d = 0; d < D; ++d)
-        dq[d] += ds * Ks[r][d];
+    for (int d = 0; d < D; ++d) {
+      s += q[d] * Ks[r][d];
+      dp += o[d] * Vs[r][d];
     }
-  }
-  if (!active)
+    float p = expf(s * scale - L);
+    float ds = p * (dp - Dl) * scale;
+#pragma unroll
+    for (int d = 0; d < D; ++d)
+      dq[d] += ds * Ks[r][d];
+  });
+  if (!b.active)
     return;
   float *out = dqkv + row * hd.Wd + hd.qOffset(h);
 #pragma unroll
