@@ -963,7 +963,7 @@ void Trainer::gatherWorkingCopy(StageState &s, int64_t bucket) {
   // rounds), put at its place in the gradient buffer read as bf16: float
   // i's bf16 copy at byte 2i. The gradients are spent until the next step,
   // which zeroes them only after the gathers (awaitParameters), and a
-  // bucket's bf16 image ends where the next bucket begins in floats, so the
+  // bucket's bf16 image lies within the buckets up to its own, so the
   // later buckets' gradients, still to be read by their update, are intact.
   const int64_t at = s.shard.ownBegin(bucket), n = s.shard.partFloats(bucket);
   float *mine = s.working.data() + at;

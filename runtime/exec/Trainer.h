@@ -330,7 +330,7 @@ private:
   /// The bucket size the stage's reduction goes in.
   int64_t bucketStride(const StageState &s) const;
   /// A stage's fp32 parameters on the rank that writes the checkpoint
-  /// (gathered from each rank's own block when sharded); {} elsewhere.
+  /// (gathered from each rank's own parts when sharded); {} elsewhere.
   std::vector<float> fullParameters(StageState &s);
   /// A stage's AdamW moment (`m` or `v`) over all of its parameters, on
   /// the rank that writes the checkpoint (gathered when sharded).
