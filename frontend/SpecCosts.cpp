@@ -255,10 +255,15 @@ void communicationCosts(const ModelSpec &spec,
   // distributed optimizer gathers the parameters the kernels read.
   const double paramBytes = spec.training.dtype == "bf16" ? 2 : 4;
   costs.stageReduce.assign(stages.size(), 0.0);
+  costs.stageBuckets.assign(stages.size(), 1);
   costs.stageAfterStep.assign(stages.size(), 0.0);
   for (const PatternStage &s : stages) {
     const Link &link = cluster.dataParallelLink(s.ppRank, dp);
     const double params = double(stageCost[s.index].params);
+    // hypipe-run's default buckets, started inside the last backward.
+    costs.stageBuckets[s.index] = std::max<int64_t>(
+        1, (stageCost[s.index].params + kDefaultGradientBucketFloats - 1) /
+               kDefaultGradientBucketFloats);
     if (spec.parallel.distributedOptimizer) {
       costs.stageReduce[s.index] = reduceScatterSeconds(dp, params * 4, link);
       costs.stageAfterStep[s.index] =

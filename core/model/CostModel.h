@@ -17,6 +17,12 @@
 
 namespace hypipe {
 
+/// hypipe-run's data-parallel gradient bucket, in floats (16 MiB of fp32;
+/// --grad-bucket-mib, Megatron's --ddp-bucket-size): the reduction of a
+/// stage's gradients goes bucket by bucket, each started inside the
+/// stage's last backward once its gradients are in.
+inline constexpr int64_t kDefaultGradientBucketFloats = int64_t(4) << 20;
+
 /// What the costs depend on besides the model dimensions.
 struct CostSettings {
   int64_t seqLength = 128;

@@ -167,13 +167,16 @@ private:
   /// Checks the REDUCE_GRAD of `stage` at `step`: once, and after every
   /// backward of the stage, when its gradients are final.
   Error reduceGrad(int64_t rank, int64_t stage, size_t step);
-  /// Counts a finished backward of `stage` (B, or W after I) ending at
-  /// `end`; the last one starts the stage's reduction unless its program
-  /// starts it with REDUCE_GRAD.
-  void backwardDone(int64_t rank, int64_t stage, double end);
+  /// Counts a finished backward of `stage` (B, or W after I) running from
+  /// `start` to `end`; the last one starts the stage's reduction, bucket by
+  /// bucket over its weight-gradient part, unless its program starts it
+  /// with REDUCE_GRAD.
+  void backwardDone(int64_t rank, int64_t stage, double start, double end);
   /// Queues the stage's data-parallel reduction on `rank`'s collective
-  /// stream, ready at `ready`.
-  void startReduction(int64_t rank, int64_t stage, double ready);
+  /// stream: whole at `ready`, or in Costs::stageBuckets buckets ready
+  /// evenly over the `spread` before `ready`.
+  void startReduction(int64_t rank, int64_t stage, double ready,
+                      double spread = 0);
   std::vector<int64_t> backwardsDone; ///< per stage
   std::vector<bool> reducedInProgram; ///< per stage: it has a REDUCE_GRAD
   std::vector<double> collectiveFree; ///< per rank
@@ -337,7 +340,7 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
     if (a.op == Op::B) {
       --live[r];
       liveBytes[r] -= activation;
-      backwardDone(r, a.stage, end);
+      backwardDone(r, a.stage, start, end);
     }
     break;
   case Op::W:
@@ -350,7 +353,7 @@ Error Simulator::execute(int64_t r, const Action &a, double start,
       return err;
     --live[r];
     liveBytes[r] -= activation;
-    backwardDone(r, a.stage, end);
+    backwardDone(r, a.stage, start, end);
     break;
   case Op::SendF:
   case Op::SendB:
@@ -417,17 +420,29 @@ Error Simulator::reduceGrad(int64_t r, int64_t stage, size_t step) {
   return Error::success();
 }
 
-void Simulator::backwardDone(int64_t r, int64_t stage, double end) {
+void Simulator::backwardDone(int64_t r, int64_t stage, double start,
+                             double end) {
   if (++backwardsDone[static_cast<size_t>(stage)] == m &&
       !reducedInProgram[static_cast<size_t>(stage)])
-    startReduction(r, stage, end);
+    startReduction(r, stage, end, std::min(c.cost(Op::W, stage), end - start));
 }
 
-void Simulator::startReduction(int64_t r, int64_t stage, double ready) {
+void Simulator::startReduction(int64_t r, int64_t stage, double ready,
+                               double spread) {
   if (stage >= static_cast<int64_t>(c.stageReduce.size()))
     return;
-  collectiveFree[r] = std::max(collectiveFree[r], ready) +
-                      c.stageReduce[static_cast<size_t>(stage)];
+  const double total = c.stageReduce[static_cast<size_t>(stage)];
+  const int64_t k = stage < static_cast<int64_t>(c.stageBuckets.size())
+                        ? c.stageBuckets[static_cast<size_t>(stage)]
+                        : 1;
+  double &free = collectiveFree[r];
+  if (k <= 1 || spread <= 0) {
+    free = std::max(free, ready) + total;
+    return;
+  }
+  for (int64_t j = 1; j <= k; ++j)
+    free = std::max(free, ready - spread * double(k - j) / double(k)) +
+           total / double(k);
 }
 
 bool Simulator::advanceStreams() {

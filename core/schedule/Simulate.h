@@ -32,11 +32,20 @@ struct Costs {
   /// (a link class per boundary: core/model/Cluster.h).
   std::vector<double> boundaryTransfer;
   /// Optional per stage: the data-parallel reduction of the stage's
-  /// gradients. It starts where hypipe-run starts it, when the stage's
-  /// last backward on its rank is done (or at the stage's REDUCE_GRAD), on
-  /// the rank's one collective stream, so it overlaps the rank's later
-  /// compute, and the rank's step ends when its reductions are in.
+  /// gradients, on the rank's one collective stream, so it overlaps the
+  /// rank's later compute; the rank's step ends when its reductions are
+  /// in. It starts with the stage's last backward on its rank (or at the
+  /// stage's REDUCE_GRAD, whole), in `stageBuckets` equal buckets.
   std::vector<double> stageReduce;
+  /// Optional per stage: how many equal buckets the reduction goes in. As
+  /// hypipe-run (runtime/exec/GradientBuckets.h) and Megatron's overlapped
+  /// reduction start a bucket inside the stage's last backward once the
+  /// weight gradients it holds are in, bucket j of k is taken to be ready
+  /// j/k of the way through that backward's weight-gradient part (the
+  /// last W, or the W cost at the end of the last B); the buckets run one
+  /// after another. 1 or absent: the whole reduction when the backward
+  /// ends.
+  std::vector<int64_t> stageBuckets;
   /// Optional per stage: what follows the reductions at the step's end (the
   /// distributed optimizer's all-gather of the updated parameters).
   std::vector<double> stageAfterStep;

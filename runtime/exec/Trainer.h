@@ -11,6 +11,7 @@
 
 #include "core/data/Packing.h"
 #include "core/model/BufferLayouts.h"
+#include "core/model/CostModel.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/comm/Transport.h"
 #include "runtime/data/Data.h"
@@ -75,10 +76,9 @@ void agreeAcrossRanks(Comm &comm, const std::string &error,
 void onEveryRank(Comm &comm, const std::string &what,
                  const std::function<void()> &work);
 
-/// Gradients are all-reduced over data parallelism in buckets of at most
-/// this many floats (16 MiB), each started as soon as its stage's last
-/// backward action of the step has run.
-inline constexpr int64_t kDefaultBucketFloats = int64_t(4) << 20;
+/// Gradients are reduced over data parallelism in buckets of at most this
+/// many floats (16 MiB; GradientBuckets.h, ShardLayout.h).
+inline constexpr int64_t kDefaultBucketFloats = kDefaultGradientBucketFloats;
 
 class Trainer {
 public:

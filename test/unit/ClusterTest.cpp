@@ -116,5 +116,29 @@ TEST(Cluster, HandOffsAndReductionsTakeTheirTimeInTheStep) {
   EXPECT_DOUBLE_EQ(sim.exposedReduction[1], 4);
 }
 
+// In buckets, a reduction starts inside the last backward: bucket j of k is
+// ready j/k of the way through the backward's weight-gradient part (W = 1,
+// the end of the B of cost 2), and the buckets run one after another.
+TEST(Cluster, BucketsStartInsideTheLastBackward) {
+  schedule::Costs costs; // F = 1, B = 2 (of which W = 1)
+  costs.boundaryTransfer = {0.5};
+  // Stage 1's backward runs from 2.5 to 4.5: four buckets of 0.25 ready at
+  // 3.75, 4, 4.25 and 4.5, each taking 0.25 from when the one before is
+  // done: in at 4.75, 0.25 after the backward instead of 1.
+  costs.stageReduce = {0, 1};
+  costs.stageBuckets = {1, 4};
+  schedule::Simulation sim = simulateGpipe(costs);
+  EXPECT_DOUBLE_EQ(sim.exposedReduction[1], 0.25);
+  // Slower than the pass: the first bucket starts at 3.75 and the others
+  // queue behind it (3.75 + 4 x 1 = 7.75, 3.25 after the backward).
+  costs.stageReduce = {0, 4};
+  sim = simulateGpipe(costs);
+  EXPECT_DOUBLE_EQ(sim.exposedReduction[1], 3.25);
+  // One bucket: the whole reduction when the backward ends.
+  costs.stageBuckets = {1, 1};
+  sim = simulateGpipe(costs);
+  EXPECT_DOUBLE_EQ(sim.exposedReduction[1], 4);
+}
+
 } // namespace
 } // namespace hypipe
