@@ -436,7 +436,7 @@ void Simulator::startReduction(int64_t r, int64_t stage, double ready,
                         ? c.stageBuckets[static_cast<size_t>(stage)]
                         : 1;
   double &free = collectiveFree[r];
-  if (k <= 1 || spread <= 0) {
+  if (spread <= 0) {
     free = std::max(free, ready) + total;
     return;
   }

@@ -347,13 +347,23 @@ int64_t Trainer::bucketStride(const StageState &s) const {
   return sharded() ? s.shard.stride() : bucketFloats;
 }
 
+Transport::Request Trainer::scatterBucket(StageState &s, int64_t bucket) {
+  return transport->ireduceScatterDp(s.grads.data() +
+                                         s.shard.bucketBegin(bucket),
+                                     s.shard.partFloats(bucket), DType::F32);
+}
+
+Transport::Request Trainer::gatherBucket(StageState &s, float *buffer,
+                                         int64_t bucket) {
+  return transport->iallgatherDp(buffer + s.shard.bucketBegin(bucket),
+                                 s.shard.partFloats(bucket), DType::F32);
+}
+
 bool Trainer::reduceBucket(StageState &s, int64_t bucket) {
-  if (sharded() && s.waitsForTiedSum(bucket))
-    return false;
   if (sharded()) {
-    dpRequests.push_back(transport->ireduceScatterDp(
-        s.grads.data() + s.shard.bucketBegin(bucket),
-        s.shard.partFloats(bucket), DType::F32));
+    if (s.waitsForTiedSum(bucket))
+      return false;
+    dpRequests.push_back(scatterBucket(s, bucket));
     return true;
   }
   const int64_t at = bucket * bucketFloats;
@@ -892,9 +902,7 @@ void Trainer::finishShardedReduction() {
   for (StageState &s : stages)
     for (int64_t b = 0; b < s.shard.buckets(); ++b)
       if (s.waitsForTiedSum(b))
-        pending.push_back(
-            transport->ireduceScatterDp(s.grads.data() + s.shard.bucketBegin(b),
-                                        s.shard.partFloats(b), DType::F32));
+        pending.push_back(scatterBucket(s, b));
   // Each rank's summed parts land where its parameters are.
   transport->waitAll(pending);
 }
@@ -947,9 +955,7 @@ void Trainer::optimizerStep(int64_t step, double lr, double clipScale) {
       if (sharded() && s.working.size())
         gatherWorkingCopy(s, b);
       else if (sharded())
-        s.paramGather.push_back(
-            transport->iallgatherDp(s.params.data() + s.shard.bucketBegin(b),
-                                    s.shard.partFloats(b), DType::F32));
+        s.paramGather.push_back(gatherBucket(s, s.params.data(), b));
     }
   mainWeightsChanged();
   // A gathered working copy is made from the new weights already.
@@ -1255,9 +1261,7 @@ void Trainer::dump(const std::string &path, double loss, double aux,
     for (StageState &s : stages) {
       awaitParameters(s);
       for (int64_t b = 0; b < s.shard.buckets(); ++b)
-        gathers.push_back(
-            transport->iallgatherDp(s.grads.data() + s.shard.bucketBegin(b),
-                                    s.shard.partFloats(b), DType::F32));
+        gathers.push_back(gatherBucket(s, s.grads.data(), b));
     }
     transport->waitAll(gathers);
   }

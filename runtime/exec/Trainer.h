@@ -305,6 +305,11 @@ private:
   /// or with the distributed optimizer a reduce-scatter into the ranks'
   /// parts; false for a bucket that waits for the tied sum (sharded).
   bool reduceBucket(StageState &s, int64_t bucket);
+  /// Sharded runs: the reduce-scatter of `s`'s gradient bucket `bucket`
+  /// into the ranks' parts, and the all-gather of that bucket of `buffer`
+  /// (its parameters or gradients, fp32) from them.
+  Transport::Request scatterBucket(StageState &s, int64_t bucket);
+  Transport::Request gatherBucket(StageState &s, float *buffer, int64_t bucket);
   /// StageArgs::weight_gradient_done in a stage's last backward, with a
   /// BucketHook as its context.
   static void weightGradientDone(void *context, int32_t layer);
