@@ -19,49 +19,62 @@ uint64_t fnv1a(const std::string &s) {
   return h;
 }
 
-/// A counter-based stream: value i is a pure function of (key, i).
+/// A counter-based stream: the draw at a counter is a pure function of
+/// (key, counter), so element i of a parameter can be computed on any thread
+/// without the draws before it. A uniform element i draws counter i; a normal
+/// one counters 2i and 2i + 1 (one value per pair, Box-Muller).
 struct Stream {
-  uint64_t key, counter = 0;
-  double uniform() { // in (0, 1)
-    return unitInterval(splitmix64(key ^ splitmix64(counter++)));
+  uint64_t key;
+  double uniformAt(uint64_t counter) const { // in (0, 1)
+    return unitInterval(splitmix64(key ^ splitmix64(counter)));
   }
-  double normal() { // one value per pair of uniforms
-    double u1 = uniform(), u2 = uniform();
-    return standardNormal(u1, u2);
+  double normalAt(uint64_t i) const {
+    return standardNormal(uniformAt(2 * i), uniformAt(2 * i + 1));
   }
 };
+
+/// Below this many values one thread fills a parameter (a parallel region
+/// costs more than it saves).
+constexpr int64_t kParallelFrom = int64_t(1) << 15;
+
+/// dst[i] = value(i) for i in [0, n), shared among threads for large n; the
+/// values do not depend on the thread count.
+template <class Value> void fill(float *dst, int64_t n, Value value) {
+#pragma omp parallel for schedule(static) if (n >= kParallelFrom)
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = value(uint64_t(i));
+}
 
 } // namespace
 
 void initParameter(const ParamEntry &p, int64_t seed, float *dst) {
   // Keyed by the name a parameter had when its stream was fixed, so a
   // seed draws the same weights across hypipe versions.
-  Stream s{splitmix64(uint64_t(seed)) ^ fnv1a(legacyParameterName(p.name))};
+  const Stream s{splitmix64(uint64_t(seed)) ^
+                 fnv1a(legacyParameterName(p.name))};
+  const double a = p.initA, b = p.initB;
   if (p.init == "normal") {
-    for (int64_t i = 0; i < p.numel; ++i)
-      dst[i] = float(p.initA * s.normal());
+    fill(dst, p.numel, [&](uint64_t i) { return float(a * s.normalAt(i)); });
   } else if (p.init == "uniform") {
-    for (int64_t i = 0; i < p.numel; ++i)
-      dst[i] = float(p.initA + (p.initB - p.initA) * s.uniform());
+    fill(dst, p.numel,
+         [&](uint64_t i) { return float(a + (b - a) * s.uniformAt(i)); });
   } else if (p.init == "ones") {
-    for (int64_t i = 0; i < p.numel; ++i)
-      dst[i] = 1.0f;
+    fill(dst, p.numel, [](uint64_t) { return 1.0f; });
   } else if (p.init == "zeros") {
-    for (int64_t i = 0; i < p.numel; ++i)
-      dst[i] = 0.0f;
+    fill(dst, p.numel, [](uint64_t) { return 0.0f; });
   } else if (p.init == "mamba_a_log") {
     // A ~ U[a, b], stored as log A (Mamba-2's A_init_range).
-    for (int64_t i = 0; i < p.numel; ++i)
-      dst[i] = float(std::log(p.initA + (p.initB - p.initA) * s.uniform()));
+    fill(dst, p.numel, [&](uint64_t i) {
+      return float(std::log(a + (b - a) * s.uniformAt(i)));
+    });
   } else if (p.init == "mamba_dt_bias") {
     // dt log-uniform in [dt_min, dt_max], stored as softplus^-1(dt).
-    for (int64_t i = 0; i < p.numel; ++i) {
-      double dt =
-          std::exp(std::log(p.initA) +
-                   s.uniform() * (std::log(p.initB) - std::log(p.initA)));
+    fill(dst, p.numel, [&](uint64_t i) {
+      double dt = std::exp(std::log(a) +
+                           s.uniformAt(i) * (std::log(b) - std::log(a)));
       dt = std::max(dt, 1e-4);
-      dst[i] = float(dt + std::log(-std::expm1(-dt)));
-    }
+      return float(dt + std::log(-std::expm1(-dt)));
+    });
   } else {
     throw RuntimeError(fmt::format(
         "error: parameter '{}' has unknown initialisation '{}'\nhelp: "

@@ -17,7 +17,9 @@ namespace hypipe::rt {
 
 using hypipe::splitmix64;
 
-/// Fills `dst` (param.numel floats) with the parameter's initial values.
+/// Fills `dst` (param.numel floats) with the parameter's initial values:
+/// large parameters on all of OpenMP's threads, the values the same bits as
+/// one thread's (each is a pure function of seed, name and index).
 void initParameter(const ParamEntry &param, int64_t seed, float *dst);
 
 } // namespace hypipe::rt
