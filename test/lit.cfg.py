@@ -26,6 +26,11 @@ config.substitutions.append(("%reference", os.path.join(config.test_source_root,
 # runs in the GPU kit instead, scripts/gpu-kit.sh).
 if config.hypipe_cuda == "ON":
     config.available_features.add("cuda")
+# A private mount namespace (root): tests that hide a library from a run.
+import subprocess as _subprocess
+if _subprocess.call(["unshare", "-m", "true"], stdout=_subprocess.DEVNULL,
+                    stderr=_subprocess.DEVNULL) == 0:
+    config.available_features.add("unshare")
 # Stand-in hosts (scripts/multihost/hosts.sh: network namespaces joined by a
 # bridge, issue 38): test/multihost runs where they can be made, and says
 # why not where they cannot (lit then reports those tests UNSUPPORTED).

@@ -25,12 +25,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/comm/NcclLibrary.h"
 #include "runtime/comm/Transport.h"
 #include "runtime/formats/RuntimeError.h"
 #include "runtime/kernels/cuda/Context.h"
 
 #include <fmt/format.h>
-#include <nccl.h>
 
 #include <algorithm>
 #include <exception>
@@ -38,16 +38,17 @@
 
 namespace hypipe::rt {
 
-bool ncclBuilt() { return true; }
-
 namespace {
+
+/// NCCL's entry points (loaded on the first use: NcclLibrary.h).
+const NcclLibrary &lib() { return ncclLibrary(); }
 
 void check(ncclResult_t status, const char *what) {
   if (status != ncclSuccess && status != ncclInProgress)
     throw RuntimeError(fmt::format(
         "error: NCCL: {}: {}\nhelp: NCCL_DEBUG=WARN shows NCCL's own account; "
         "--comm mpi-staged runs without NCCL",
-        what, ncclGetErrorString(status)));
+        what, lib().ncclGetErrorString(status)));
 }
 
 ncclDataType_t ncclType(DType type) {
@@ -70,14 +71,14 @@ public:
       : PendingTransport<NcclOp>(comm), compute(cuda::streamHandle()) {
     ncclUniqueId id{};
     if (comm.rank() == 0)
-      check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      check(lib().ncclGetUniqueId(&id), "ncclGetUniqueId");
     if (comm.distributed())
       MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm.world());
     world = add(nullptr);
-    check(ncclCommInitRank(&links[world].comm, comm.size(), id, comm.rank()),
+    check(lib().ncclCommInitRank(&links[world].comm, comm.size(), id, comm.rank()),
           "ncclCommInitRank (the world)");
     dp = add(nullptr);
-    check(ncclCommSplit(links[world].comm, int(comm.ppRank()),
+    check(lib().ncclCommSplit(links[world].comm, int(comm.ppRank()),
                         int(comm.dpRank()), &links[dp].comm, nullptr),
           "ncclCommSplit (the data-parallel group)");
   }
@@ -88,11 +89,11 @@ public:
     // communicator. Communicators go before their streams.
     if (failed || !ops.empty() || std::uncaught_exceptions() > 0)
       abortAll();
-    ncclGroupStart();
+    lib().ncclGroupStart();
     for (Link &l : links)
       if (l.comm)
-        ncclCommDestroy(l.comm);
-    ncclGroupEnd();
+        lib().ncclCommDestroy(l.comm);
+    lib().ncclGroupEnd();
     for (Link &l : links)
       if (l.stream)
         cuda::destroyStream(l.stream);
@@ -111,7 +112,7 @@ public:
     std::vector<ncclUniqueId> out(sendTo.size()), in(receiveFrom.size());
     std::vector<MPI_Request> requests;
     for (size_t i = 0; i < sendTo.size(); ++i) {
-      check(ncclGetUniqueId(&out[i]), "ncclGetUniqueId");
+      check(lib().ncclGetUniqueId(&out[i]), "ncclGetUniqueId");
       requests.emplace_back();
       MPI_Isend(&out[i], sizeof(ncclUniqueId), MPI_BYTE, sendTo[i], kIdTag,
                 comm.world(), &requests.back());
@@ -124,27 +125,27 @@ public:
     MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
     // Both ends of every link at once, in one group: the order in which
     // the ranks reach their links does not matter.
-    check(ncclGroupStart(), "ncclGroupStart");
+    check(lib().ncclGroupStart(), "ncclGroupStart");
     for (size_t i = 0; i < sendTo.size(); ++i) {
       const int l = add(nullptr);
       sends[sendTo[i]] = l;
-      check(ncclCommInitRank(&links[l].comm, 2, out[i], kSender),
+      check(lib().ncclCommInitRank(&links[l].comm, 2, out[i], kSender),
             "ncclCommInitRank (a pipeline link)");
     }
     for (size_t i = 0; i < receiveFrom.size(); ++i) {
       const int l = add(nullptr);
       receives[receiveFrom[i]] = l;
-      check(ncclCommInitRank(&links[l].comm, 2, in[i], kReceiver),
+      check(lib().ncclCommInitRank(&links[l].comm, 2, in[i], kReceiver),
             "ncclCommInitRank (a pipeline link)");
     }
-    check(ncclGroupEnd(), "ncclGroupEnd (the pipeline links)");
+    check(lib().ncclGroupEnd(), "ncclGroupEnd (the pipeline links)");
   }
 
   Request isend(const void *data, int64_t count, DType type, int peer,
                 int) override {
     const int l = linkTo(sends, peer, "sends to");
     Link &link = ready(l);
-    check(ncclSend(data, size_t(count), ncclType(type), kReceiver, link.comm,
+    check(lib().ncclSend(data, size_t(count), ncclType(type), kReceiver, link.comm,
                    static_cast<cudaStream_t>(link.stream)),
           "ncclSend");
     return finish(l, "sending to " + rankText(peer));
@@ -153,7 +154,7 @@ public:
   Request irecv(void *data, int64_t count, DType type, int peer, int) override {
     const int l = linkTo(receives, peer, "receives from");
     Link &link = ready(l);
-    check(ncclRecv(data, size_t(count), ncclType(type), kSender, link.comm,
+    check(lib().ncclRecv(data, size_t(count), ncclType(type), kSender, link.comm,
                    static_cast<cudaStream_t>(link.stream)),
           "ncclRecv");
     return finish(l, "receiving from " + rankText(peer));
@@ -168,7 +169,7 @@ public:
     Link &link = ready(dp);
     void *mine =
         static_cast<char *>(data) + comm.dpRank() * block * elementBytes(type);
-    check(ncclReduceScatter(data, mine, size_t(block), ncclType(type), ncclSum,
+    check(lib().ncclReduceScatter(data, mine, size_t(block), ncclType(type), ncclSum,
                             link.comm, static_cast<cudaStream_t>(link.stream)),
           "ncclReduceScatter");
     return finish(dp, "the data-parallel reduce-scatter with " + dpPeersText());
@@ -178,7 +179,7 @@ public:
     Link &link = ready(dp);
     const void *mine = static_cast<const char *>(data) +
                        comm.dpRank() * block * elementBytes(type);
-    check(ncclAllGather(mine, data, size_t(block), ncclType(type), link.comm,
+    check(lib().ncclAllGather(mine, data, size_t(block), ncclType(type), link.comm,
                         static_cast<cudaStream_t>(link.stream)),
           "ncclAllGather");
     return finish(dp, "the data-parallel all-gather with " + dpPeersText());
@@ -189,7 +190,7 @@ public:
                                   comm.ppRank()) != ppRanks.end();
     ncclComm_t c = nullptr;
     // Groups are per pipeline: members of one dp column share a color.
-    check(ncclCommSplit(links[world].comm,
+    check(lib().ncclCommSplit(links[world].comm,
                         member ? int(comm.dpRank()) : NCCL_SPLIT_NOCOLOR,
                         int(comm.ppRank()), &c, nullptr),
           "ncclCommSplit (a tied-parameter group)");
@@ -266,7 +267,7 @@ private:
   void abortAll() {
     for (Link &l : links)
       if (l.comm) {
-        ncclCommAbort(l.comm);
+        lib().ncclCommAbort(l.comm);
         l.comm = nullptr;
       }
   }
@@ -280,7 +281,7 @@ private:
   Request allreduceOn(int l, void *data, int64_t count, DType type,
                       std::string what) {
     Link &link = ready(l);
-    check(ncclAllReduce(data, data, size_t(count), ncclType(type), ncclSum,
+    check(lib().ncclAllReduce(data, data, size_t(count), ncclType(type), ncclSum,
                         link.comm, static_cast<cudaStream_t>(link.stream)),
           "ncclAllReduce");
     return finish(l, std::move(what));
@@ -294,7 +295,7 @@ private:
       if (!l.comm)
         continue;
       ncclResult_t async = ncclSuccess;
-      if (ncclCommGetAsyncError(l.comm, &async) != ncclSuccess ||
+      if (lib().ncclCommGetAsyncError(l.comm, &async) != ncclSuccess ||
           (async != ncclSuccess && async != ncclInProgress)) {
         failed = true;
         abortAll(); // no kernel stays waiting on the lost peer
@@ -302,7 +303,7 @@ private:
             "error: NCCL: a transfer failed on rank {}: {}\nhelp: the "
             "messages of the other ranks name the cause; NCCL_DEBUG=WARN "
             "shows NCCL's own account",
-            comm.rank(), ncclGetErrorString(async)));
+            comm.rank(), lib().ncclGetErrorString(async)));
       }
     }
   }

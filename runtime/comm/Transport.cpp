@@ -56,7 +56,7 @@ bool Transport::testAll(std::vector<Request> &requests) {
 }
 
 #ifndef HYPIPE_HAVE_NCCL
-bool ncclBuilt() { return false; }
+std::string ncclUnavailable() { return "this hypipe was built without NCCL"; }
 std::unique_ptr<Transport> makeNcclTransport(Comm &, Device &) {
   throw RuntimeError("error: --comm nccl: this hypipe was built without "
                      "NCCL\nhelp: rebuild with NCCL at /usr/local/cuda, or "
@@ -71,7 +71,10 @@ CommKind resolveComm(CommKind requested, bool cudaTarget, int localRanks,
   case CommKind::Auto:
     if (!cudaTarget)
       return CommKind::Mpi;
-    return sharing || !ncclBuilt() ? CommKind::MpiStaged : CommKind::Nccl;
+    // Without NCCL on the node a run still starts: mpi-staged moves the
+    // same tensors through host buffers.
+    return sharing || !ncclUnavailable().empty() ? CommKind::MpiStaged
+                                                 : CommKind::Nccl;
   case CommKind::Mpi:
     if (cudaTarget)
       throw RuntimeError(
@@ -91,10 +94,13 @@ CommKind resolveComm(CommKind requested, bool cudaTarget, int localRanks,
       throw RuntimeError(
           "error: --comm nccl moves GPU memory, and this artifact's target is "
           "cpu\nhelp: use --comm mpi (or auto) for a cpu artifact");
-    if (!ncclBuilt())
-      throw RuntimeError("error: --comm nccl: this hypipe was built without "
-                         "NCCL\nhelp: rebuild with NCCL at /usr/local/cuda, "
-                         "or use --comm mpi-staged");
+    if (std::string why = ncclUnavailable(); !why.empty())
+      throw RuntimeError(fmt::format(
+          "error: --comm nccl: {}\nhelp: put the directory that holds "
+          "libnccl.so.2 on LD_LIBRARY_PATH (a pip install keeps it in "
+          "site-packages/nvidia/nccl/lib; a build without NCCL needs NCCL at "
+          "/usr/local/cuda), or use --comm mpi-staged",
+          why));
     if (gpus == 0)
       throw RuntimeError(
           "error: --comm nccl needs a GPU per rank, and this node sees none\n"

@@ -170,8 +170,9 @@ std::unique_ptr<Transport> makeTransport(CommKind kind, Comm &comm,
 CommKind resolveComm(CommKind requested, bool cudaTarget, int localRanks,
                      int gpus);
 
-/// True when hypipe was built with NCCL.
-bool ncclBuilt();
+/// Empty when NCCL can be used: hypipe was built with it and libnccl.so.2
+/// loads (NcclLibrary.h: hypipe-run is not linked to it); else why not.
+std::string ncclUnavailable();
 /// The Nccl transport (NcclTransport.cpp; throws RuntimeError when hypipe
 /// was built without NCCL). Collective over the world.
 std::unique_ptr<Transport> makeNcclTransport(Comm &comm, Device &device);
