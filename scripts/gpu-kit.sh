@@ -3,13 +3,16 @@
 # MLIR, OpenBLAS and Open MPI), carried to a GPU node that has none of them,
 # and run there in one call (docs/cuda.md, "The GPU kit").
 #
-#   scripts/gpu-kit.sh build DIR [BUILD_DIR]   fill DIR (under 64 MiB)
-#   DIR/run.sh OUT [SUITE...]                  on the node: every suite, or
-#                                              those named; OUT/results.{json,md}
+#   scripts/gpu-kit.sh build DIR [BUILD_DIR]   fill DIR (under 48 MiB)
+#   DIR/run.sh OUT --deadline 400              on the node: the default plan
+#                                              (or the plans, suites and
+#                                              SUITE:CHECKs named); OUT holds
+#                                              results.{json,md}, work.tar.gz
 #
 # DIR holds:
 #   bundle/    hypipe-run and the libraries a node lacks (scripts/bundle.sh;
-#              OpenBLAS as .xz, unpacked by run.sh)
+#              OpenBLAS as .xz, unpacked by bundle/env.sh under $TMPDIR,
+#              never into the kit)
 #   mpi/       Open MPI relocated: mpirun, its libraries, MCA components and
 #              PMIx, found through OPAL_PREFIX (mpi/env.sh sets it up)
 #   art/       cuda artifacts: the reference specs, the bundled example, the
@@ -58,7 +61,8 @@ cp "$build/bin/hypipe-transport-tests" "$kit/bundle/libexec/"
 sed 's|libexec/hypipe-run|libexec/hypipe-transport-tests|' "$kit/bundle/bin/hypipe-run" \
   > "$kit/bundle/bin/hypipe-transport-tests"
 chmod +x "$kit/bundle/bin/hypipe-transport-tests"
-# OpenBLAS (every core type: 36 MB) travels compressed; run.sh unpacks it.
+# OpenBLAS (every core type: 36 MB) travels compressed; bundle/env.sh
+# unpacks it outside the kit on first use.
 xz -T2 -6 "$kit/bundle/lib/libopenblas.so.0"
 
 step "Open MPI, relocated"
@@ -149,7 +153,8 @@ printf '{"commit": "%s", "built": "%s", "host": "%s"}\n' "$commit" \
 (cd "$kit" && find . -type f -printf '%s %p\n' | sort -k2 > MANIFEST)
 size=$(du -sb "$kit" | cut -f1)
 step "$(numfmt --to=iec "$size") in $kit"
-if ((size > 64 * 1024 * 1024)); then
-  echo "error: the kit is over 64 MiB, more than a GPU call carries" >&2
+if ((size > 48 * 1024 * 1024)); then
+  echo "error: the kit is over 48 MiB (a GPU call carries 64 MiB in all, the" \
+    "repository's files with it)" >&2
   exit 1
 fi

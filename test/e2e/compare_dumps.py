@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Compares the gradients of two hypipe-run --dump-step files.
 
-usage: compare_dumps.py A B TOL
+usage: compare_dumps.py A B TOL [FIGURE]
 Every "grad.*" tensor of A must be in B, within TOL relative (Frobenius
-norm of the difference over the norm of A's), and the losses too."""
+norm of the difference over the norm of A's), and the losses too. With
+FIGURE, the largest difference is also printed as the GPU kit's figure line
+`@figure FIGURE VALUE -`."""
 import os
 import sys
 
@@ -28,4 +30,6 @@ worst = max(worst, abs(la - lb) / abs(la))
 ok = count > 0 and worst <= tol
 print("%d gradients and the loss, max relative difference %.3g (%s %g)"
       % (count, worst, "within" if ok else "ABOVE", tol))
+if len(sys.argv) > 4:
+    print("@figure %s %.3e -" % (sys.argv[4], worst))
 sys.exit(0 if ok else 1)

@@ -1,28 +1,52 @@
 #!/usr/bin/env python3
-"""Checks a GPU kit results.json: well formed, every suite of the kit present
-(or only those named) with its checks, and each suite's status as expected.
+"""Checks a GPU kit run's OUT folder: at most 8 files, none deeper than two
+folders (what one GPU call brings back), results.json well formed with the
+suites named (in order) and each suite's status as expected, the plan's
+limits summed right, and the archive of the work folder beside it.
 
-usage: check_results.py RESULTS.json STATUS[:REASON] [SUITE...]
+usage: check_results.py OUT STATUS[:REASON] [SUITE...]
 STATUS is what every (named) suite must report; REASON, when given, must be
-in each suite's reason."""
+in each suite's reason. Without SUITEs, the suites of the default plan."""
 import json
+import os
 import sys
+import tarfile
 
-SUITES = ["environment", "correctness", "bf16", "transports", "probes", "baselines",
-          "bench"]
+DEFAULT_SUITES = ["environment", "correctness", "bf16", "bench", "baselines", "transports",
+                  "probes"]
+
+
+def check_files(out, errors):
+    files = []
+    for folder, _, names in os.walk(out):
+        for n in names:
+            rel = os.path.relpath(os.path.join(folder, n), out)
+            files.append(rel)
+            if rel.count(os.sep) > 2:
+                errors.append(f"{rel} is deeper than two folders")
+            if os.path.getsize(os.path.join(out, rel)) > 16 << 20:
+                errors.append(f"{rel} is over 16 MiB")
+    if len(files) > 8:
+        errors.append(f"OUT holds {len(files)} files, over 8: {sorted(files)}")
+    return files
 
 
 def main():
-    path, expect = sys.argv[1], sys.argv[2]
-    names = sys.argv[3:] or SUITES
+    out, expect = sys.argv[1], sys.argv[2]
+    names = sys.argv[3:] or DEFAULT_SUITES
     status, _, reason = expect.partition(":")
-    report = json.load(open(path))
     errors = []
-    for key in ("kit", "host", "started", "gpu", "seconds", "suites"):
+    files = check_files(out, errors)
+    report = json.load(open(os.path.join(out, "results.json")))
+    for key in ("kit", "host", "started", "gpu", "seconds", "suites", "checks",
+                "plan_limit_s", "archive"):
         if key not in report:
             errors.append(f"no '{key}'")
     if "commit" not in report.get("kit", {}):
         errors.append("the kit's commit is not recorded")
+    checks = report.get("checks", [])
+    if report.get("plan_limit_s") != sum(c["limit_s"] for c in checks):
+        errors.append(f"plan_limit_s {report.get('plan_limit_s')} is not the checks' sum")
     got = [s["name"] for s in report.get("suites", [])]
     if got != names:
         errors.append(f"suites {got}, expected {names}")
@@ -34,17 +58,24 @@ def main():
             errors.append(f"suite {s['name']}: {s.get('status')}, expected {status}")
         if reason and reason not in s.get("reason", ""):
             errors.append(f"suite {s['name']}: reason {s.get('reason')!r} lacks {reason!r}")
-        if status == "skipped" and not s.get("checks"):
+        if not s.get("checks"):
             errors.append(f"suite {s['name']}: no checks listed")
-        for c in s.get("checks", []):
-            if c.get("status") not in ("passed", "failed", "skipped"):
-                errors.append(f"{s['name']}/{c.get('name')}: status {c.get('status')}")
-            if not isinstance(c.get("figures"), dict):
-                errors.append(f"{s['name']}/{c.get('name')}: figures not a mapping")
+    for c in checks:
+        if c.get("status") not in ("passed", "failed", "skipped", "not started"):
+            errors.append(f"{c.get('suite')}/{c.get('name')}: status {c.get('status')}")
+        if not isinstance(c.get("figures"), dict):
+            errors.append(f"{c.get('suite')}/{c.get('name')}: figures not a mapping")
+    if "work.tar.gz" not in files:
+        errors.append("no work.tar.gz beside the results")
+    else:
+        with tarfile.open(os.path.join(out, "work.tar.gz")) as tar:
+            tar.getmembers()
+    if "results.md" not in files:
+        errors.append("no results.md")
     for e in errors:
         print("FAIL: " + e)
     if not errors:
-        print(f"results.json: {len(got)} suites, each {expect}")
+        print(f"{out}: {len(files)} files; results.json: {len(got)} suites, each {expect}")
     return 1 if errors else 0
 
 

@@ -17,7 +17,11 @@ backward (`stored` below). `--rules fp32` drops the rounding: the distance of
 a bf16 run to that model is what the emulation adds, and a test shows its
 tolerance tells the two apart.
 
+`--figure NAME` also prints the largest relative error as the GPU kit's
+figure line `@figure NAME VALUE -`.
+
 usage: torch_reference.py ARTIFACT DUMP [--tol 1e-4] [--rules fp32|bf16]
+                          [--figure NAME]
 """
 import argparse
 import json
@@ -221,6 +225,8 @@ def main():
     ap.add_argument("--rules", choices=["fp32", "bf16"],
                     help="the precision's rules to rebuild the model under "
                     "(default: the artifact's precision)")
+    ap.add_argument("--figure", help="print the largest relative error as "
+                    "'@figure NAME VALUE -' (the GPU kit's figures)")
     args = ap.parse_args()
     manifest = json.load(open(args.artifact + "/manifest.json"))
     spec_dims = manifest["model"]
@@ -408,6 +414,8 @@ def main():
           "max relative error %.2e (tolerance %.0e)"
           % (len(params), what, "bf16" if BF16 else "fp32", lm_total,
              meta["loss"], worst, args.tol))
+    if args.figure:
+        print("@figure %s %.3e -" % (args.figure, worst))
     for f in failures:
         print("MISMATCH " + f)
     return 1 if failures else 0

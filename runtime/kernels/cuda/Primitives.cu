@@ -5,6 +5,7 @@
 #include "runtime/kernels/recipes/Linear.h"
 #include <cuda_bf16.h>
 
+#include <cstdlib>
 #include <string>
 
 namespace hypipe::rt::cuda {
@@ -34,6 +35,29 @@ void check(cublasStatus_t status, const char *what) {
   if (status != CUBLAS_STATUS_SUCCESS)
     throw CudaError(std::string("error: cuBLAS: ") + what + ": " +
                     cublasGetStatusString(status));
+}
+
+namespace {
+bool syncEveryLaunch() {
+  static const bool on = [] {
+    const char *v = std::getenv("HYPIPE_CUDA_SYNC");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
+/// Under HYPIPE_CUDA_SYNC: waits for the work just queued and names it.
+void waitFor(const char *what) {
+  if (syncEveryLaunch())
+    check(cudaStreamSynchronize(stream()),
+          (std::string(what) + " (HYPIPE_CUDA_SYNC: failed in this call)")
+              .c_str());
+}
+} // namespace
+
+void launched(const char *what) {
+  check(cudaGetLastError(), what);
+  waitFor(what);
 }
 
 int deviceCount() {
@@ -159,6 +183,7 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                     transA ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M), int(K),
                     &alpha, B, int(ldb), A, int(lda), &beta, C, int(ldc)),
         "sgemm");
+  waitFor("sgemm");
 }
 
 namespace {
@@ -191,6 +216,7 @@ void linearGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
       int(ldc), CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
   check(cublasSetMathMode(blas(), CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
   check(status, "bf16 gemm");
+  waitFor("bf16 gemm");
 }
 
 } // namespace

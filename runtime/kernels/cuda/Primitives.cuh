@@ -21,8 +21,11 @@ namespace hypipe::rt::cuda {
 /// Throws CudaError naming `what` when `status` is an error.
 void check(cudaError_t status, const char *what);
 void check(cublasStatus_t status, const char *what);
-/// Checks the last launch.
-inline void launched(const char *what) { check(cudaGetLastError(), what); }
+/// Checks the last launch. With HYPIPE_CUDA_SYNC=1 in the environment it
+/// also waits for the kernel, so that a kernel that fails is named at its own
+/// launch rather than at the next synchronisation (a debug switch: the GPU
+/// kit's `run.sh --sync`).
+void launched(const char *what);
 
 cudaStream_t stream();
 cublasHandle_t blas();

@@ -25,12 +25,15 @@
 #                         @figure mpi_staged_gbs X GB/s  (rank 0 prints)
 #   cublas_gemm [--smoke] [MxNxK ...]
 #                         cuBLAS GEMM rate on hypipe's linear layout at
-#                         8192^3 and each shape given: bf16 (GemmEx, fp32
-#                         accumulation) and fp32 (Sgemm, pedantic: no TF32),
-#                         one product per case checked against the host;
+#                         8192^3 and each shape given, for the forward,
+#                         input-gradient and weight-gradient (beta 1)
+#                         products: bf16 (GemmEx, bf16 operands, fp32
+#                         accumulation), hypipe_bf16 (hypipe's own mode: fp32
+#                         operands, COMPUTE_32F_FAST_16BF) and fp32 (Sgemm,
+#                         pedantic: no TF32, forward at 8192^3), one product
+#                         per case checked against the host;
 #                         --smoke: one 256^3 case only (for the tools).
-#                         @figure gemm_bf16_<M>x<N>x<K> X TFLOP/s
-#                         @figure gemm_fp32_<M>x<N>x<K> X TFLOP/s
+#                         @figure gemm_<mode>_<fwd|dgrad|wgrad>_<M>x<N>x<K> X TFLOP/s
 #   cudnn_sdpa            cuDNN fused attention forward through the backend
 #                         graph API: causal and causal variable-length, bf16,
 #                         d=64 and 128, checked against a naive kernel; timed

@@ -1,22 +1,32 @@
 //===- cublas_gemm.cu - cuBLAS GEMM throughput, the baseline --------------===//
 //
-// The GEMM rate hypipe's kernels are measured against, on the layout of
-// hypipe's linear layers: row-major Y[M,N] = X[M,K] W[N,K]^T (column-major
-// C^T = op_T(W) op_N(X), the call hypipe's gemm() makes). Two precisions:
-//   bf16: cublasGemmEx, bf16 inputs and output, CUBLAS_COMPUTE_32F
-//         (fp32 accumulation, tensor cores), default math mode;
-//   fp32: cublasSgemm on a handle in CUBLAS_PEDANTIC_MATH (no TF32), the
-//         call and mode of hypipe's own cuda target.
-// Each shape runs at 8192x8192x8192 and at every MxNxK given. Repeats rotate
-// over 2..8 sets of random inputs (at least 512 MiB of A and B in all) so
-// that they are not served from L2. Before timing, one product per
-// precision and shape is checked: the output starts as NaN and must have no
-// NaN left, and 16 sampled entries must match a double-precision host dot
-// product of the same (rounded) inputs within 1e-2 (bf16) or 1e-4 (fp32) of
-// the larger of |value| and the root-sum-square of the products.
-// Figures: `@figure gemm_<bf16|fp32>_<M>x<N>x<K> X TFLOP/s` (2MNK per
+// The GEMM rates hypipe's kernels are measured against, on the layout of
+// hypipe's linear layers (row-major, as its gemm(): column-major C^T =
+// op(B)^T op(A)^T), for each of a linear layer's three products, with X the
+// layer's input [M, K], W its weight [N, K] and dY the output's gradient:
+//   fwd    Y[M,N]   = X W^T
+//   dgrad  dX[M,K]  = dY W
+//   wgrad  dW[N,K] += dY^T X   (beta 1: the gradient accumulates)
+// Three modes:
+//   bf16         cublasGemmEx, bf16 operands and output, CUBLAS_COMPUTE_32F
+//                (tensor cores, fp32 accumulation): what a bf16 framework gets;
+//   hypipe_bf16  hypipe's own bf16 mode (runtime/kernels/cuda/Primitives.cu):
+//                fp32 operands holding bf16 values and fp32 output,
+//                cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_16BF;
+//   fp32         cublasSgemm on a handle in CUBLAS_PEDANTIC_MATH (no TF32),
+//                hypipe's fp32 mode (forward at 8192^3 only: the checking
+//                precision, not the speed path).
+// The bf16 modes run all three products at 8192x8192x8192 and every MxNxK
+// given. Repeats rotate over 2..8 sets of random inputs (at least 512 MiB of
+// A and B in all) so that they are not served from L2. Before timing, one
+// product per mode, pass and shape is checked: the output starts as NaN (0
+// for wgrad's accumulation) and must have no NaN left, and 16 sampled
+// entries must match a double-precision host dot product of the same
+// (rounded) inputs within 1e-2 (bf16 output), 1e-3 (hypipe_bf16) or 1e-4
+// (fp32) of the larger of |value| and the root-sum-square of the products.
+// Figures: `@figure gemm_<mode>_<pass>_<M>x<N>x<K> X TFLOP/s` (2MNK per
 // product, median of 20 event-timed batches after 3 warm-ups).
-// Usage: cublas_gemm [MxNxK ...]   e.g. cublas_gemm 4096x10304x2048
+// Usage: cublas_gemm [--smoke] [MxNxK ...]   e.g. cublas_gemm 4096x10304x2048
 //
 //===----------------------------------------------------------------------===//
 #include "probe.cuh"
@@ -56,24 +66,63 @@ Shape parseShape(const char *text) {
   return {m, n, k};
 }
 
+enum class Mode { Bf16, HypipeBf16, Fp32 };
+enum class Pass { Forward, InputGrad, WeightGrad };
+
+const char *modeName(Mode m) {
+  return m == Mode::Bf16 ? "bf16" : m == Mode::HypipeBf16 ? "hypipe_bf16" : "fp32";
+}
+const char *passName(Pass p) {
+  return p == Pass::Forward ? "fwd" : p == Pass::InputGrad ? "dgrad" : "wgrad";
+}
+double tolerance(Mode m) {
+  return m == Mode::Bf16 ? 1e-2 : m == Mode::HypipeBf16 ? 1e-3 : 1e-4;
+}
+
+/// One product as hypipe's gemm() takes it: row-major C[m,n] (+)= op(A)
+/// op(B), op(A) m x k, op(B) k x n, and the sizes of the three operands.
+struct Product {
+  bool transA, transB;
+  int64_t m, n, k, lda, ldb, ldc;
+  float beta;
+  uint64_t sizeA, sizeB, sizeC;
+};
+
+Product productOf(Pass pass, const Shape &s) {
+  const uint64_t x = uint64_t(s.M) * s.K, w = uint64_t(s.N) * s.K,
+                 y = uint64_t(s.M) * s.N;
+  switch (pass) {
+  case Pass::Forward: // A = X [M,K], B = W [N,K]
+    return {false, true, s.M, s.N, s.K, s.K, s.K, s.N, 0.0f, x, w, y};
+  case Pass::InputGrad: // A = dY [M,N], B = W [N,K]
+    return {false, false, s.M, s.K, s.N, s.N, s.K, s.K, 0.0f, y, w, x};
+  case Pass::WeightGrad: // A = dY [M,N] transposed, B = X [M,K]
+    return {true, false, s.N, s.K, s.M, s.N, s.K, s.K, 1.0f, y, x, w};
+  }
+  return {};
+}
+
 __device__ float randomValue(uint64_t i, uint32_t seed) {
   // In (-1, 1) and never zero: an odd multiple of 2^-24.
   uint32_t bits = probe::patternWord(i, seed) >> 8;
   return (float(bits) + 0.5f) * (2.0f / 16777216.0f) - 1.0f;
 }
 
-__device__ void store(float *p, float v) { *p = v; }
-__device__ void store(__nv_bfloat16 *p, float v) {
+__device__ void store(float *p, float v, bool roundToBf16) {
+  *p = roundToBf16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
+}
+__device__ void store(__nv_bfloat16 *p, float v, bool) {
   *p = __float2bfloat16_rn(v);
 }
 __host__ __device__ float load(float v) { return v; }
 __host__ __device__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 template <class T>
-__global__ void fillRandomKernel(T *x, uint64_t n, uint32_t seed) {
+__global__ void fillRandomKernel(T *x, uint64_t n, uint32_t seed,
+                                 bool roundToBf16) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n;
        i += uint64_t(gridDim.x) * blockDim.x)
-    store(x + i, randomValue(i, seed));
+    store(x + i, randomValue(i, seed), roundToBf16);
 }
 
 template <class T>
@@ -85,38 +134,31 @@ __global__ void countNanKernel(const T *x, uint64_t n,
       atomicAdd(nans, 1ull);
 }
 
-template <class T> struct Precision;
-template <> struct Precision<__nv_bfloat16> {
-  static constexpr const char *name = "bf16";
-  static constexpr double tolerance = 1e-2;
-};
-template <> struct Precision<float> {
-  static constexpr const char *name = "fp32";
-  static constexpr double tolerance = 1e-4;
-};
-
 struct Handles {
   cudaStream_t stream;
   cublasHandle_t tensorCore; // default math
   cublasHandle_t pedantic;   // CUBLAS_PEDANTIC_MATH, as hypipe's runtime
 };
 
-/// C = X W^T on one input set, row-major, as hypipe's linearForward.
-void gemm(const Handles &h, const Shape &s, const __nv_bfloat16 *X,
-          const __nv_bfloat16 *W, __nv_bfloat16 *Y) {
-  const float one = 1.0f, zero = 0.0f;
-  PROBE_CUBLAS(cublasGemmEx(h.tensorCore, CUBLAS_OP_T, CUBLAS_OP_N, int(s.N),
-                            int(s.M), int(s.K), &one, W, CUDA_R_16BF, int(s.K),
-                            X, CUDA_R_16BF, int(s.K), &zero, Y, CUDA_R_16BF,
-                            int(s.N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-void gemm(const Handles &h, const Shape &s, const float *X, const float *W,
-          float *Y) {
-  const float one = 1.0f, zero = 0.0f;
-  PROBE_CUBLAS(cublasSgemm(h.pedantic, CUBLAS_OP_T, CUBLAS_OP_N, int(s.N),
-                           int(s.M), int(s.K), &one, W, int(s.K), X, int(s.K),
-                           &zero, Y, int(s.N)));
+void gemm(const Handles &h, Mode mode, const Product &p, const void *A,
+          const void *B, void *C) {
+  const float one = 1.0f;
+  const cublasOperation_t opA = p.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opB = p.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (mode == Mode::Fp32) {
+    PROBE_CUBLAS(cublasSgemm(h.pedantic, opB, opA, int(p.n), int(p.m), int(p.k),
+                             &one, static_cast<const float *>(B), int(p.ldb),
+                             static_cast<const float *>(A), int(p.lda), &p.beta,
+                             static_cast<float *>(C), int(p.ldc)));
+    return;
+  }
+  const cudaDataType_t type = mode == Mode::Bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t compute =
+      mode == Mode::Bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_16BF;
+  PROBE_CUBLAS(cublasGemmEx(h.tensorCore, opB, opA, int(p.n), int(p.m),
+                            int(p.k), &one, B, type, int(p.ldb), A, type,
+                            int(p.lda), &p.beta, C, type, int(p.ldc), compute,
+                            CUBLAS_GEMM_DEFAULT));
 }
 
 template <class T> T *deviceArray(uint64_t n) {
@@ -125,28 +167,32 @@ template <class T> T *deviceArray(uint64_t n) {
   return p;
 }
 
-template <class T> std::vector<T> download(const T *p, uint64_t n) {
-  std::vector<T> host(n);
-  PROBE_CUDA(cudaMemcpy(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+/// `count` elements of `src`, `stride` apart, to the host.
+template <class T>
+std::vector<T> download(const T *src, uint64_t count, uint64_t stride = 1) {
+  std::vector<T> host(count);
+  PROBE_CUDA(cudaMemcpy2D(host.data(), sizeof(T), src, stride * sizeof(T),
+                          sizeof(T), count, cudaMemcpyDeviceToHost));
   return host;
 }
 
 /// Checks one product: every output written, sampled entries right.
 template <class T>
-void checkProduct(const Handles &h, const Shape &s, const T *X, const T *W,
-                  T *Y) {
-  const uint64_t outputs = uint64_t(s.M) * s.N;
-  PROBE_CUDA(cudaMemsetAsync(Y, 0xff, outputs * sizeof(T), h.stream));
-  gemm(h, s, X, W, Y);
+void checkProduct(const Handles &h, Mode mode, const Product &p,
+                  const std::string &what, const T *A, const T *B, T *C) {
+  const uint64_t outputs = uint64_t(p.m) * p.n;
+  // wgrad accumulates: it starts from zeros; the others must write every
+  // entry over a NaN.
+  PROBE_CUDA(cudaMemsetAsync(C, p.beta != 0.0f ? 0 : 0xff, outputs * sizeof(T),
+                             h.stream));
+  gemm(h, mode, p, A, B, C);
   unsigned long long *nans = deviceArray<unsigned long long>(1);
   PROBE_CUDA(cudaMemsetAsync(nans, 0, sizeof(*nans), h.stream));
-  countNanKernel<<<1024, 256, 0, h.stream>>>(Y, outputs, nans);
+  countNanKernel<<<1024, 256, 0, h.stream>>>(C, outputs, nans);
   probe::checkLaunch("countNanKernel");
   PROBE_CUDA(cudaStreamSynchronize(h.stream));
   unsigned long long unwritten = download(nans, 1)[0];
   PROBE_CUDA(cudaFree(nans));
-  const std::string what =
-      std::string(Precision<T>::name) + " GEMM " + s.name();
   if (unwritten)
     probe::fail(what + ": " + std::to_string(unwritten) + " of " +
                 std::to_string(outputs) +
@@ -154,36 +200,42 @@ void checkProduct(const Handles &h, const Shape &s, const T *X, const T *W,
 
   double worst = 0;
   for (int sample = 0; sample < 16; ++sample) {
-    int64_t m = sample == 0 ? 0 : probe::patternWord(2 * sample, 7) % s.M;
-    int64_t n =
-        sample == 0 ? s.N - 1 : probe::patternWord(2 * sample + 1, 7) % s.N;
-    std::vector<T> x = download(X + m * s.K, uint64_t(s.K));
-    std::vector<T> w = download(W + n * s.K, uint64_t(s.K));
+    int64_t i = sample == 0 ? 0 : probe::patternWord(2 * sample, 7) % p.m;
+    int64_t j =
+        sample == 0 ? p.n - 1 : probe::patternWord(2 * sample + 1, 7) % p.n;
+    // Row i of op(A) and column j of op(B).
+    std::vector<T> a = p.transA ? download(A + i, p.k, p.lda)
+                                : download(A + i * p.lda, p.k);
+    std::vector<T> b = p.transB ? download(B + j * p.ldb, p.k)
+                                : download(B + j, p.k, p.ldb);
     double ref = 0, sumSquares = 0;
-    for (int64_t k = 0; k < s.K; ++k) {
-      double p = double(load(x[k])) * double(load(w[k]));
-      ref += p;
-      sumSquares += p * p;
+    for (int64_t q = 0; q < p.k; ++q) {
+      double product = double(load(a[q])) * double(load(b[q]));
+      ref += product;
+      sumSquares += product * product;
     }
-    double got = load(download(Y + m * s.N + n, 1)[0]);
+    double got = load(download(C + i * p.ldc + j, 1)[0]);
     double error =
         std::fabs(got - ref) / std::max(std::fabs(ref), std::sqrt(sumSquares));
     worst = std::max(worst, error);
-    if (!(error <= Precision<T>::tolerance))
-      probe::fail(what + ": Y[" + std::to_string(m) + "," + std::to_string(n) +
+    if (!(error <= tolerance(mode)))
+      probe::fail(what + ": C[" + std::to_string(i) + "," + std::to_string(j) +
                   "] = " + std::to_string(got) + ", host reference " +
                   std::to_string(ref) + " (relative error " +
                   std::to_string(error) + ")");
   }
   std::printf("%s: no output unwritten, 16 sampled entries within %.0e "
               "(worst %.2e)\n",
-              what.c_str(), Precision<T>::tolerance, worst);
+              what.c_str(), tolerance(mode), worst);
 }
 
-template <class T> void measure(const Handles &h, const Shape &s) {
-  const uint64_t inputs = uint64_t(s.M) * s.K + uint64_t(s.N) * s.K;
-  const uint64_t outputs = uint64_t(s.M) * s.N;
-  const uint64_t setBytes = (inputs + outputs) * sizeof(T);
+template <class T>
+void measure(const Handles &h, Mode mode, Pass pass, const Shape &s) {
+  const Product p = productOf(pass, s);
+  const std::string what = std::string(modeName(mode)) + " " + passName(pass) +
+                           " " + s.name();
+  const uint64_t inputs = p.sizeA + p.sizeB;
+  const uint64_t setBytes = (inputs + p.sizeC) * sizeof(T);
   const uint64_t rotate = uint64_t(512) << 20;
   int sets = int(std::min<uint64_t>(
       8, std::max<uint64_t>(2, (rotate + inputs * sizeof(T) - 1) /
@@ -193,38 +245,40 @@ template <class T> void measure(const Handles &h, const Shape &s) {
   while (sets > 1 && double(sets) * setBytes > 0.8 * double(freeBytes))
     --sets;
   if (double(setBytes) > 0.8 * double(freeBytes))
-    probe::fail(std::string(Precision<T>::name) + " GEMM " + s.name() +
-                " needs " + std::to_string(setBytes >> 20) + " MiB, " +
+    probe::fail(what + " needs " + std::to_string(setBytes >> 20) + " MiB, " +
                 std::to_string(freeBytes >> 20) + " MiB free");
 
-  std::vector<T *> X(sets), W(sets), Y(sets);
+  const bool roundToBf16 = mode == Mode::HypipeBf16; // bf16 values in fp32
+  std::vector<T *> A(sets), B(sets), C(sets);
   for (int i = 0; i < sets; ++i) {
-    X[i] = deviceArray<T>(uint64_t(s.M) * s.K);
-    W[i] = deviceArray<T>(uint64_t(s.N) * s.K);
-    Y[i] = deviceArray<T>(outputs);
-    fillRandomKernel<<<1024, 256, 0, h.stream>>>(X[i], uint64_t(s.M) * s.K,
-                                                 uint32_t(2 * i + 1));
+    A[i] = deviceArray<T>(p.sizeA);
+    B[i] = deviceArray<T>(p.sizeB);
+    C[i] = deviceArray<T>(p.sizeC);
+    fillRandomKernel<<<1024, 256, 0, h.stream>>>(A[i], p.sizeA,
+                                                 uint32_t(2 * i + 1), roundToBf16);
     probe::checkLaunch("fillRandomKernel");
-    fillRandomKernel<<<1024, 256, 0, h.stream>>>(W[i], uint64_t(s.N) * s.K,
-                                                 uint32_t(2 * i + 2));
+    fillRandomKernel<<<1024, 256, 0, h.stream>>>(B[i], p.sizeB,
+                                                 uint32_t(2 * i + 2), roundToBf16);
     probe::checkLaunch("fillRandomKernel");
+    PROBE_CUDA(cudaMemsetAsync(C[i], 0, p.sizeC * sizeof(T), h.stream));
   }
-  checkProduct(h, s, X[0], W[0], Y[0]);
+  checkProduct(h, mode, p, what, A[0], B[0], C[0]);
 
   double ms = probe::medianMs(h.stream, 3, 20, sets, [&](int call) {
     int i = call % sets;
-    gemm(h, s, X[i], W[i], Y[i]);
+    gemm(h, mode, p, A[i], B[i], C[i]);
   });
   double tflops =
       2.0 * double(s.M) * double(s.N) * double(s.K) / (ms * 1e-3) / 1e12;
-  std::printf("%s GEMM %s: %.3f ms, %.1f TFLOP/s (%d input sets)\n",
-              Precision<T>::name, s.name().c_str(), ms, tflops, sets);
-  probe::figure(std::string("gemm_") + Precision<T>::name + "_" + s.name(),
+  std::printf("%s: %.3f ms, %.1f TFLOP/s (%d input sets)\n", what.c_str(), ms,
+              tflops, sets);
+  probe::figure(std::string("gemm_") + modeName(mode) + "_" + passName(pass) +
+                    "_" + s.name(),
                 tflops, "TFLOP/s");
   for (int i = 0; i < sets; ++i) {
-    PROBE_CUDA(cudaFree(X[i]));
-    PROBE_CUDA(cudaFree(W[i]));
-    PROBE_CUDA(cudaFree(Y[i]));
+    PROBE_CUDA(cudaFree(A[i]));
+    PROBE_CUDA(cudaFree(B[i]));
+    PROBE_CUDA(cudaFree(C[i]));
   }
 }
 
@@ -257,9 +311,13 @@ int main(int argc, char **argv) {
   PROBE_CUBLAS(cublasGetVersion(h.tensorCore, &version));
   std::printf("cuBLAS %d\n", version);
 
-  for (const Shape &s : shapes) {
-    measure<__nv_bfloat16>(h, s);
-    measure<float>(h, s);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    for (Pass pass : {Pass::Forward, Pass::InputGrad, Pass::WeightGrad}) {
+      measure<__nv_bfloat16>(h, Mode::Bf16, pass, shapes[i]);
+      measure<float>(h, Mode::HypipeBf16, pass, shapes[i]);
+    }
+    if (i == 0)
+      measure<float>(h, Mode::Fp32, Pass::Forward, shapes[i]);
   }
   PROBE_CUBLAS(cublasDestroy(h.tensorCore));
   PROBE_CUBLAS(cublasDestroy(h.pedantic));
