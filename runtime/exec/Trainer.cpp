@@ -1253,8 +1253,8 @@ double Trainer::mtpObjective(const std::vector<double> &depthLosses) const {
                                    double(depthLosses.size());
 }
 
-void Trainer::dump(const std::string &path, double loss, double aux,
-                   const std::vector<double> &mtp) {
+void Trainer::dump(const std::string &path, int64_t step, double loss,
+                   double aux, const std::vector<double> &mtp) {
   if (sharded()) {
     // Every rank's parts of summed gradients, for the whole gradient.
     std::vector<Transport::Request> gathers;
@@ -1302,6 +1302,7 @@ void Trainer::dump(const std::string &path, double loss, double aux,
     w.add("tokens", shape, tokens.data());
     w.add("labels", shape, labels.data());
   }
+  w.metadata("step", std::to_string(step));
   w.metadata("loss", fmt::format("{:.9g}", loss));
   w.metadata("aux_loss", fmt::format("{:.9g}", aux));
   for (size_t d = 0; d < mtp.size(); ++d)
@@ -1339,7 +1340,7 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   if (sharded())
     finishShardedReduction();
   if (!dumpPath.empty())
-    dump(dumpPath, loss, aux, mtp);
+    dump(dumpPath, step, loss, aux, mtp);
   // Loss, aux loss, squared norm and router fault of every rank, added in
   // rank order so every rank computes the same bits.
   const auto [faultLayer, faultLogit] = routerFault();

@@ -351,7 +351,7 @@ private:
   /// 0 when none did.
   std::pair<int64_t, float> routerFault() const;
   void optimizerStep(int64_t step, double lr, double clipScale);
-  void dump(const std::string &path, double loss, double aux,
+  void dump(const std::string &path, int64_t step, double loss, double aux,
             const std::vector<double> &mtp);
   /// What the MTP depths add to the objective: mtp_loss_scaling_factor /
   /// depths times the sum of their losses (Megatron's MTPLossAutoScaler).

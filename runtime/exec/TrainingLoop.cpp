@@ -671,7 +671,9 @@ int runTraining(const RunOptions &o, Comm &comm) {
                           (s > t.first || t.first == total));
     const std::array<double, cpu::kNumKernelClasses> before =
         cpu::profileSeconds();
-    StepStats st = trainer.step(s, s == 1 ? o.dump : "");
+    // --dump-step: the first step this run takes (step 1, or the one after
+    // the checkpoint it resumed from).
+    StepStats st = trainer.step(s, s == t.first ? o.dump : "");
     const std::array<double, cpu::kNumKernelClasses> after =
         cpu::profileSeconds();
     for (int c = 0; c < cpu::kNumKernelClasses; ++c)
@@ -707,6 +709,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
             fmt::print("checkpoint: removed {}/{} (--keep-last {})\n", o.save,
                        gone, o.keepLast);
     }
+    if (root && !o.quiet && s == t.first && !o.dump.empty())
+      fmt::print("dump: step {} (the run's first) written to {}\n", s, o.dump);
     if (root && !o.quiet)
       printStepLine(st, s, t.first, total, t.elapsed, tty,
                     s == total || exiting);

@@ -148,6 +148,12 @@ json nemotronHConfig(const ModelInfo &m, const std::string &layers) {
   c["mamba_hidden_act"] = "silu";
   c["use_conv_bias"] = true;
   c["mamba_proj_bias"] = false;
+  // transformers clamps the Mamba step size from below at time_step_min
+  // (default 0.001: its mixer's time_step_limit); Megatron-LM, mamba_ssm and
+  // hypipe do not clamp, and a trained model's steps fall below 0.001. At 0
+  // the clamp is a no-op (softplus is positive); transformers' initialiser,
+  // the field's only other reader, floors at time_step_floor.
+  c["time_step_min"] = 0.0;
   c["chunk_size"] = 128;
   c["layer_norm_epsilon"] = 1e-5;
   c["residual_in_fp32"] = false;

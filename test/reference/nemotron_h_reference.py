@@ -12,9 +12,15 @@ the same parameters and batch (a `hypipe-run --dump-step` file).
 
 With --transformers, loads the directory with transformers'
 AutoModelForCausalLM instead and compares its loss the same way; exits 77
-(skipped) when transformers is not installed.
+(skipped) when transformers is not installed. With --logits-tol T as well,
+transformers' model is also loaded in float64 and its logits on every
+microbatch compared with the float64 NemotronH blocks' (the largest absolute
+difference over the largest absolute logit): what transformers computes
+from the config.json hypipe wrote must be what hypipe computes, not only on
+average.
 
-usage: nemotron_h_reference.py HF_DIR DUMP [--tol 1e-5] [--transformers]"""
+usage: nemotron_h_reference.py HF_DIR DUMP [--tol 1e-5] [--transformers]
+                               [--logits-tol T]"""
 import argparse
 import json
 import os
@@ -98,12 +104,32 @@ def logits(config, w, tokens):
     return h @ head.T
 
 
+def compare_logits(args, tokens):
+    """transformers' float64 logits against the float64 NemotronH blocks'."""
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(
+        args.hf_dir, dtype=torch.float64, trust_remote_code=False).eval()
+    config, weights = load_hf(args.hf_dir)
+    worst = 0.0
+    with torch.no_grad():
+        for t in tokens:
+            ours = logits(config, weights, t)
+            theirs = model(input_ids=t).logits
+            worst = max(worst, float((theirs - ours).abs().max() / ours.abs().max()))
+    ok = worst <= args.logits_tol
+    print("transformers float64 logits vs the float64 NemotronH blocks: largest difference "
+          "%.2g of the largest logit (%s %g)" % (worst, "within" if ok else "ABOVE",
+                                                  args.logits_tol))
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("hf_dir")
     ap.add_argument("dump")
     ap.add_argument("--tol", type=float, default=1e-5)
     ap.add_argument("--transformers", action="store_true")
+    ap.add_argument("--logits-tol", type=float, default=None)
     args = ap.parse_args()
     dump, meta = load_safetensors(args.dump)
     tokens, labels = dump["tokens"].long(), dump["labels"].long()  # [m, b, s]
@@ -120,6 +146,8 @@ def main():
             per_mb = [F.cross_entropy(model(input_ids=t).logits.double().flatten(0, 1),
                                       l.flatten()) for t, l in zip(tokens, labels)]
         source = "transformers %s" % model.__class__.__name__
+        if args.logits_tol is not None and not compare_logits(args, tokens):
+            sys.exit(1)
     else:
         config, weights = load_hf(args.hf_dir)
         with torch.no_grad():

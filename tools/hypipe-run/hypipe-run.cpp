@@ -82,8 +82,10 @@ void addRunOptions(CLI::App &app, RunOptions &options) {
   app.add_option("--json-log", options.jsonLog,
                  "write one JSON object per step to this file");
   app.add_option("--dump-step", options.dump,
-                 "write the first step's parameters, gradients and batch to "
-                 "this safetensors file (for reference checks; one rank)");
+                 "write the first step this run takes (step 1, or the step "
+                 "after the checkpoint it resumes) to this safetensors file: "
+                 "its parameters, gradients and batch (for reference "
+                 "checks; one rank)");
   app.add_option("--save", options.save,
                  "checkpoint directory: a step_N directory per save and "
                  "'latest'");
