@@ -264,14 +264,36 @@ void Search::simulateLoaded() {
   }
 }
 
-Error noLayoutFits(const LeastMemory &m, double capGiB) {
-  return Error(Problem{
+Error noLayoutFits(const LeastMemory &m, const PlanRequest &request) {
+  const double capGiB = *request.memoryGiB;
+  const std::string problem =
       fmt::format("no layout fits {} GiB per rank: the least any needs is "
                   "{:.2f} GiB, on pp rank {} (stages {}) of {}",
                   capGiB, m.bytes / kGiB, m.ppRank, stageList(m.stages),
-                  layoutText(m.layout)),
-      fmt::format("give --memory-gib {:.2f} or more, or more ranks",
-                  std::ceil(m.bytes / kGiB * 100) / 100)});
+                  layoutText(m.layout));
+  // A device's memory is what the GPU has: asking for more is no help.
+  const bool deviceCap = request.cluster && request.cluster->device.gpu &&
+                         capGiB == request.cluster->device.memoryGiB;
+  std::vector<std::string> ways;
+  if (!deviceCap)
+    ways.push_back(fmt::format("give --memory-gib {:.2f} or more",
+                               std::ceil(m.bytes / kGiB * 100) / 100));
+  ways.push_back(fmt::format("more ranks (deeper pipelines hold fewer "
+                             "layers a rank: --{} {})",
+                             request.cluster ? "gpus" : "ranks",
+                             2 * request.ranks));
+  if (!request.megatronMemory)
+    ways.push_back("--memory-of megatron to plan for what a Megatron-LM run "
+                   "holds (hypipe-run keeps more: docs/plan.md)");
+  ways.push_back(m.layout.microBatchSize > 1
+                     ? "a smaller micro batch or sequence (training.seq_length)"
+                     : "a shorter sequence (training.seq_length)");
+  std::string help = ways[0];
+  for (size_t i = 1; i < ways.size(); ++i)
+    help += (i + 1 == ways.size() ? ", or " : ", ") + ways[i];
+  return Error(Problem{
+      problem, help + "; tensor parallelism and activation recompute, which "
+                      "would make a rank's share smaller, are not built yet"});
 }
 
 /// Where top-level section `name` starts and ends in `lines` ([begin, end),
@@ -473,7 +495,7 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
   search.simulateLoaded();
   Plan &p = search.plan;
   if (p.candidates.empty() && p.leastMemory)
-    return noLayoutFits(*p.leastMemory, *request.memoryGiB);
+    return noLayoutFits(*p.leastMemory, request);
   if (p.candidates.empty())
     return Error(
         Problem{fmt::format("the spec refuses all {} layouts for {} ranks: {}",
@@ -485,7 +507,73 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
   return std::move(p);
 }
 
-std::string megatronArgs(const PlanCandidate &c) {
+std::string megatronModelArgs(const ModelSpec &spec) {
+  const ModelDims &d = spec.dims;
+  const TrainingSpec &t = spec.training;
+  const std::map<char, int64_t> counts = spec.pattern.layerCounts();
+  auto has = [&](char symbol) {
+    auto it = counts.find(symbol);
+    return it != counts.end() && it->second > 0;
+  };
+  std::string out = fmt::format(
+      "--num-layers {} --hidden-size {} --ffn-hidden-size {} "
+      "--num-attention-heads {}",
+      spec.pattern.numLayers(), d.hidden, d.ffnHidden, d.numHeads);
+  if (d.numQueryGroups != d.numHeads)
+    out += fmt::format(" --group-query-attention --num-query-groups {}",
+                       d.numQueryGroups);
+  out += fmt::format(" --kv-channels {} --seq-length {} "
+                     "--max-position-embeddings {}",
+                     d.kvChannels(), t.seqLength, t.seqLength);
+  if (has('M'))
+    out += fmt::format(" --mamba-num-heads {} --mamba-head-dim {} "
+                       "--mamba-state-dim {} --mamba-num-groups {}",
+                       d.mambaNumHeads, d.mambaHeadDim, d.mambaState,
+                       d.mambaNumGroups);
+  if (has('E'))
+    out += fmt::format(" --num-experts {} --moe-router-topk {} "
+                       "--moe-ffn-hidden-size {} --moe-router-load-balancing-"
+                       "type aux_loss --moe-aux-loss-coeff {:g}",
+                       d.numExperts, d.moeTopK, d.expertFfnHidden(),
+                       spec.moeAuxLossCoeff);
+  if (spec.pattern.hasMtp())
+    out += fmt::format(" --mtp-num-layers {} --mtp-loss-scaling-factor {:g}",
+                       spec.pattern.mtpDepths, spec.mtpLossScalingFactor);
+  out += fmt::format(" --position-embedding-type {}", spec.positionEmbedding);
+  if (d.activation == "squared_relu")
+    out += " --squared-relu";
+  else if (d.activation == "swiglu")
+    out += " --swiglu";
+  out += " --normalization RMSNorm --disable-bias-linear";
+  if (!d.tieEmbeddings)
+    out += " --untie-embeddings-and-output-weights";
+  out += fmt::format(
+      " --tokenizer-type NullTokenizer --vocab-size {} --train-iters {} "
+      "--lr {:g} --min-lr {:g} --lr-decay-style cosine --lr-warmup-iters {} "
+      "--weight-decay {:g} --clip-grad {:g} --seed {}",
+      d.vocab, t.steps, t.lr, t.minLr, t.warmupSteps, t.weightDecay,
+      t.gradClip, t.seed);
+  if (t.lrDecaySteps > 0)
+    out += fmt::format(" --lr-decay-iters {}", t.lrDecaySteps);
+  if (t.dtype == "bf16")
+    out += " --bf16";
+  if (t.calculatePerTokenLoss)
+    out += " --calculate-per-token-loss";
+  return out;
+}
+
+std::optional<std::string> megatronCannotRun(const PlanCandidate &c) {
+  const std::string &schedule = c.layout.schedule;
+  // One stage is no pipeline: any schedule is Megatron's no-pipelining one.
+  if (schedule == "1f1b" || schedule == "interleaved-1f1b" ||
+      (c.layout.pp == 1 && c.layout.vpp == 1))
+    return std::nullopt;
+  return fmt::format("Megatron-LM cannot run {}: its schedules are 1f1b and "
+                     "interleaved-1f1b",
+                     schedule);
+}
+
+std::string megatronLayoutArgs(const PlanCandidate &c) {
   const PlanLayout &l = c.layout;
   std::string out = fmt::format("--pipeline-model-parallel-size {}", l.pp);
   if (l.vpp > 1)
@@ -500,6 +588,10 @@ std::string megatronArgs(const PlanCandidate &c) {
     out += fmt::format(" --microbatch-group-size-per-virtual-pipeline-stage {}",
                        c.spec.parallel.groupSize);
   return out;
+}
+
+std::string megatronArgs(const PlanCandidate &c) {
+  return megatronLayoutArgs(c) + " " + megatronModelArgs(c.spec);
 }
 
 Expected<std::string> plannedSpecText(const std::string &specText,

@@ -107,8 +107,18 @@ Expected<Plan> plan(const PlanRequest &request);
 /// Same, for the spec text `text` (named request.specPath).
 Expected<Plan> plan(const std::string &text, const PlanRequest &request);
 
+/// Megatron-LM's flags for the model itself (pretrain_mamba.py): sizes,
+/// layer kinds, sequence, tokenizer, optimizer and precision; the same for
+/// every layout of the spec.
+std::string megatronModelArgs(const ModelSpec &spec);
 /// Megatron-LM's flags for the candidate's placement and batch.
+std::string megatronLayoutArgs(const PlanCandidate &candidate);
+/// The complete argument list: the layout's flags, then the model's. Run on
+/// pp x dp GPUs (Megatron takes dp from the world size).
 std::string megatronArgs(const PlanCandidate &candidate);
+/// Why Megatron-LM cannot run the candidate (a schedule it does not have:
+/// gpipe, zb-h1, zbv, dualpipev), or nullopt.
+std::optional<std::string> megatronCannotRun(const PlanCandidate &candidate);
 
 /// `specText` (the original spec) with the candidate's parallel section, its
 /// pattern pinned with `|`, and relative data and init paths made absolute

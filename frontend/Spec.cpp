@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <set>
 #include <variant>
 
@@ -290,26 +291,33 @@ private:
 
   /// Command-line values win over the file's; the checks that follow treat
   /// them as if the file said so.
-  void applyOverrides() {
+  llvm::Error applyOverrides() {
     ParallelSpec &par = draft.spec.parallel;
     TrainingSpec &tr = draft.spec.training;
-    const std::pair<const char *, bool> given[] = {
-        {"parallel.pp", bool(overrides.pp)},
-        {"parallel.vpp", bool(overrides.vpp)},
-        {"parallel.dp", bool(overrides.dp)},
-        {"parallel.schedule", bool(overrides.schedule)},
-        {"parallel.microbatches", bool(overrides.microbatches)},
-        {"training.micro_batch_size", bool(overrides.microBatchSize)},
-        {"training.steps", bool(overrides.steps)},
-        {"training.seed", bool(overrides.seed)},
-        {"training.target", bool(overrides.target)},
-        {"training.dtype", bool(overrides.dtype)},
-        {"parallel.distributed_optimizer",
+    // The flag each command-line value came by: an error about one names it.
+    const std::tuple<const char *, const char *, bool> given[] = {
+        {"parallel.pp", "--pp", bool(overrides.pp)},
+        {"parallel.vpp", "--vpp", bool(overrides.vpp)},
+        {"parallel.dp", "--dp", bool(overrides.dp)},
+        {"parallel.schedule", "--schedule", bool(overrides.schedule)},
+        {"parallel.microbatches",
+         overrides.globalBatchSize ? "--global-batch-size" : "--microbatches",
+         bool(overrides.microbatches || overrides.globalBatchSize)},
+        {"training.micro_batch_size", "--micro-batch-size",
+         bool(overrides.microBatchSize)},
+        {"training.steps", "--steps", bool(overrides.steps)},
+        {"training.seed", "--seed", bool(overrides.seed)},
+        {"training.target", "--target", bool(overrides.target)},
+        {"training.dtype", "--dtype", bool(overrides.dtype)},
+        {"training.lr", "--lr", bool(overrides.lr)},
+        {"training.min_lr", "--min-lr", bool(overrides.minLr)},
+        {"parallel.distributed_optimizer", "--distributed-optimizer",
          bool(overrides.distributedOptimizer)},
-        {"parallel.schedule_csv", bool(overrides.scheduleCsv)}};
-    for (auto [key, isGiven] : given)
+        {"parallel.schedule_csv", "--schedule-csv",
+         bool(overrides.scheduleCsv)}};
+    for (auto [key, flag, isGiven] : given)
       if (isGiven)
-        overridden.insert(key);
+        overridden[key] = flag;
     if (overrides.pp)
       par.pp = *overrides.pp;
     if (overrides.vpp)
@@ -334,10 +342,44 @@ private:
       par.distributedOptimizer = *overrides.distributedOptimizer;
     if (overrides.scheduleCsv)
       par.scheduleCsv = *overrides.scheduleCsv;
+    if (overrides.lr)
+      tr.lr = *overrides.lr;
+    if (overrides.minLr)
+      tr.minLr = *overrides.minLr;
+    return applyGlobalBatchSize();
+  }
+  /// --global-batch-size as Megatron-LM reads it: micro_batch_size x dp x
+  /// the microbatches per step.
+  llvm::Error applyGlobalBatchSize() {
+    if (!overrides.globalBatchSize)
+      return llvm::Error::success();
+    const int64_t global = *overrides.globalBatchSize;
+    const int64_t mbs = draft.spec.training.microBatchSize;
+    const int64_t dp = draft.spec.parallel.dp;
+    auto fail = [](std::string message, std::string help) {
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          fmt::format("error: {}\nhelp: {}\n", message, help));
+    };
+    if (overrides.microbatches)
+      return fail("--global-batch-size and --microbatches both set the "
+                  "microbatches per step",
+                  "give one: the global batch is micro_batch_size x dp x "
+                  "microbatches");
+    if (mbs < 1 || dp < 1 || global < mbs * dp || global % (mbs * dp) != 0)
+      return fail(fmt::format("--global-batch-size {} is not a whole number of "
+                              "micro_batch_size ({}) x dp ({}) = {} samples",
+                              global, mbs, dp, mbs * dp),
+                  fmt::format("give a multiple of {}: each step runs the "
+                              "global batch over that many microbatches, as "
+                              "Megatron-LM does",
+                              mbs * dp));
+    draft.microbatches = global / (mbs * dp);
+    return llvm::Error::success();
   }
   /// "section.key" of the values the command line gave: an error about one
   /// names its flag, not the spec's line.
-  std::set<std::string> overridden;
+  std::map<std::string, std::string> overridden; // "section.key" -> flag
   std::string overriddenFlag; ///< set by nodeFor for the error that follows
   std::map<std::string, yaml::Node *> valueNodes;   // "section.key" -> value
   std::map<std::string, yaml::Node *> sectionNodes; // "section" -> key node
@@ -385,9 +427,9 @@ llvm::Error Loader::scalarError(yaml::Node *node, Error err) {
 }
 
 yaml::Node *Loader::nodeFor(llvm::StringRef section, llvm::StringRef key) {
-  if (overridden.count((section + "." + key).str())) {
-    overriddenFlag = "--" + key.str();
-    std::replace(overriddenFlag.begin(), overriddenFlag.end(), '_', '-');
+  if (auto it = overridden.find((section + "." + key).str());
+      it != overridden.end()) {
+    overriddenFlag = it->second;
     return nullptr;
   }
   auto it = valueNodes.find((section + "." + key).str());
@@ -696,7 +738,8 @@ llvm::Expected<ModelSpec> Loader::load() {
   }
   if (!yamlError.empty())
     return yamlFailure();
-  applyOverrides();
+  if (auto err = applyOverrides())
+    return std::move(err);
   // Check while the document's nodes are alive: advancing the document
   // iterator frees them.
   if (auto err = check())

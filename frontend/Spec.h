@@ -123,6 +123,10 @@ struct ModelSpec {
 struct SpecOverrides {
   std::optional<int64_t> pp, vpp, dp, microbatches, steps, seed;
   std::optional<int64_t> microBatchSize;
+  /// Megatron-LM's --global-batch-size: the microbatches per step are it
+  /// over micro_batch_size x dp.
+  std::optional<int64_t> globalBatchSize;
+  std::optional<double> lr, minLr;
   std::optional<std::string> schedule, target, dtype;
   std::optional<bool> distributedOptimizer;
   /// A schedule CSV, relative to the working directory (the file's

@@ -11,6 +11,7 @@
 #include "runtime/kernels/cpu/Primitives.h"
 #include "tools/Version.h"
 #include "tools/common/CliChecks.h"
+#include "tools/common/CliErrors.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -72,7 +73,7 @@ void addRunOptions(CLI::App &app, RunOptions &options) {
       ->required();
   app.add_option("--data", options.dataPath,
                  "training text (bytes); default: the spec's data.path");
-  app.add_option("--steps", options.steps,
+  app.add_option("--steps,--train-iters", options.steps,
                  "training steps (default: the spec's)");
   app.add_option("--seed", options.seed, "seed of weights and data order");
   app.add_option("--threads", options.threads,
@@ -109,7 +110,7 @@ void addRunOptions(CLI::App &app, RunOptions &options) {
   app.add_option("--exit-interval", options.exitInterval,
                  "stop after step N (saving first when --save is given)")
       ->check(wholeAtLeast(1));
-  app.add_option("--resume", options.resume,
+  app.add_option("--resume,--load", options.resume,
                  "continue from a checkpoint: a --save directory, a step_N "
                  "directory or a merged file (any pp/vpp/schedule)");
   app.add_option("--init-from", options.initFrom,
@@ -165,8 +166,9 @@ int main(int argc, char **argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
     // --help and --version succeed; a usage error exits 2, as in hypipe.
-    int code = comm.rank() == 0 ? app.exit(e) : e.get_exit_code();
-    return code == 0 ? 0 : 2;
+    if (comm.rank() == 0)
+      return reportParseError(app, e);
+    return e.get_exit_code() == 0 ? 0 : 2;
   }
 
   const bool root = comm.rank() == 0;

@@ -134,6 +134,23 @@ std::string unitText(const PlanRequest &r, const std::string &costsFile) {
       c.device.interNode.latencySeconds * 1e6);
 }
 
+/// Megatron-LM's complete argument list for each row of the table: the
+/// model's flags once (they are every row's), then each row's layout flags,
+/// or why Megatron-LM cannot run that row.
+void printMegatronArgs(const Plan &p, size_t shown) {
+  const PlanCandidate &first = p.candidates[0];
+  std::cout << fmt::format(
+      "megatron: pretrain_mamba.py on pp x dp GPUs with each row's flags and "
+      "the model's: {}\n",
+      megatronModelArgs(first.spec));
+  for (size_t i = 0; i < shown; ++i) {
+    const PlanCandidate &c = p.candidates[i];
+    std::optional<std::string> cannot = megatronCannotRun(c);
+    std::cout << fmt::format("megatron {}: {}\n", i + 1,
+                             cannot ? *cannot : megatronLayoutArgs(c));
+  }
+}
+
 void printPlan(const Plan &p, size_t shown, const PlanOptions &o,
                const PlanRequest &r, double seconds) {
   std::cout << fmt::format(
@@ -147,13 +164,14 @@ void printPlan(const Plan &p, size_t shown, const PlanOptions &o,
                         r.megatronMemory ? " as Megatron-LM holds it" : "")
           : "");
   printPlanTable(p, shown, r.stepModel().inSeconds(), r.cluster.has_value());
+  std::cout << fmt::format("\n{}\nbound: {}\n", unitText(r, o.costs),
+                           boundText(p, r.cluster.has_value()));
+  printMegatronArgs(p, shown);
   std::cout << fmt::format(
-      "\n{}\nbound: {}\nmegatron: {}\n"
       "{} candidates simulated, {} not ({} over the memory cap, {} unable to "
       "reach the top {} by their busiest rank's compute, {} invalid) in "
       "{:.2f} s\n",
-      unitText(r, o.costs), boundText(p, r.cluster.has_value()),
-      megatronArgs(p.candidates[0]), p.simulated,
+      p.simulated,
       p.prunedByMemory + p.prunedByBound + p.invalid, p.prunedByMemory,
       p.prunedByBound, o.top, p.invalid, seconds);
 }
@@ -179,7 +197,11 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files,
          {"bubble", c.bubble},
          {"peak_memory_bytes", c.memory},
          {"bytes_sent_per_step", c.bytesSentPerStep},
-         {"megatron_args", megatronArgs(c)}});
+         {"megatron_args", megatronCannotRun(c)
+                               ? nlohmann::ordered_json()
+                               : nlohmann::ordered_json(megatronArgs(c))}});
+    if (std::optional<std::string> cannot = megatronCannotRun(c))
+      out["candidates"].back()["megatron_cannot_run"] = *cannot;
     if (cluster)
       out["candidates"].back()["communication"] = c.communication;
     if (seconds) {

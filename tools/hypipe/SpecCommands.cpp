@@ -503,14 +503,34 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
     sub->add_option_function<int64_t>(
         name, [&slot](const int64_t &v) { slot = v; }, what);
   };
-  opt("--pp", o.pp, "pipeline-parallel size (instead of the spec's)");
-  opt("--vpp", o.vpp, "virtual stages per rank");
+  // Megatron-LM's names are aliases where they mean the same
+  // (tools/common/CliErrors.h says what the others mean instead).
+  opt("--pp,--pipeline-model-parallel-size", o.pp,
+      "pipeline-parallel size (instead of the spec's)");
+  opt("--vpp,--virtual-pipeline-model-parallel-size", o.vpp,
+      "virtual stages per rank (Megatron's "
+      "--num-layers-per-virtual-pipeline-stage is another thing: layers per "
+      "virtual stage)");
   opt("--dp", o.dp, "data-parallel size");
   opt("--microbatches", o.microbatches, "microbatches per step");
+  opt("--global-batch-size", o.globalBatchSize,
+      "samples per step: micro_batch_size x dp x microbatches (Megatron's; "
+      "sets the microbatches)");
   opt("--micro-batch-size", o.microBatchSize,
       "samples per microbatch (training.micro_batch_size)");
-  opt("--steps", o.steps, "training steps");
+  opt("--steps,--train-iters", o.steps, "training steps");
   opt("--seed", o.seed, "seed of the initial weights and of the data order");
+  auto real = [&](const char *name, std::optional<double> &slot,
+                  const char *what) {
+    sub->add_option_function<double>(
+        name, [&slot](const double &v) { slot = v; }, what);
+  };
+  real("--lr", o.lr, "peak learning rate (training.lr)");
+  real("--min-lr", o.minLr,
+       "learning rate the cosine decay ends at (training.min_lr)");
+  sub->add_flag_function(
+      "--bf16", [&o](int64_t) { o.dtype = "bf16"; },
+      "train in bf16: Megatron's --bf16, the same as --dtype bf16");
   sub->add_option_function<std::string>(
       "--schedule", [&o](const std::string &v) { o.schedule = v; },
       "pipeline schedule");
@@ -528,7 +548,7 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       "run the programs of this torch.distributed.pipelining CSV instead of "
       "the generated order (parallel.schedule_csv)");
   sub->add_flag_function(
-      "--distributed-optimizer",
+      "--distributed-optimizer,--use-distributed-optimizer",
       [&o](int64_t) { o.distributedOptimizer = true; },
       "shard the AdamW state over the data-parallel ranks (Megatron's "
       "--use-distributed-optimizer; parallel.distributed_optimizer)");

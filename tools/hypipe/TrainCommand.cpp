@@ -1053,8 +1053,9 @@ void addTrainCommand(CLI::App &app, Runner &run) {
   sub->add_flag("--overwrite", o->overwrite,
                 "start a new run in a run directory that holds another "
                 "run's log and checkpoints, removing them");
-  sub->add_option("--resume", o->resume,
-                  "continue from a checkpoint ('auto': RUN/ckpt)");
+  sub->add_option("--resume,--load", o->resume,
+                  "continue from a checkpoint ('auto': RUN/ckpt; --load is "
+                  "Megatron's name)");
   sub->add_option("--data", o->data, "training data instead of data.path");
   sub->add_option("--threads", o->threads, "CPU threads per rank")
       ->check(CLI::Range(1, 4096));

@@ -1,5 +1,6 @@
 //===- main.cpp - the hypipe command-line tool ----------------------------===//
 #include "tools/Version.h"
+#include "tools/common/CliErrors.h"
 #include "tools/hypipe/Commands.h"
 
 #include <exception>
@@ -29,8 +30,7 @@ int main(int argc, char **argv) {
   } catch (const CLI::CallForVersion &e) {
     return app.exit(e);
   } catch (const CLI::ParseError &e) {
-    app.exit(e);
-    return 2; // usage error
+    return hypipe::cli::reportParseError(app, e); // 2: a usage error
   }
   try {
     return run();
