@@ -1370,7 +1370,8 @@ llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path,
     if (p.help == files::kReadHelp)
       p.help = "check the path; bundled examples are in examples/";
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "error: " + p.message + "\nhelp: " + p.help);
+                                   "error: " + p.message + "\nhelp: " +
+                                       p.help + "\n");
   }
   return parseSpec(*text, path, overrides);
 }

@@ -51,7 +51,7 @@ int runCompile(const CompileOptions &o) {
     llvm::errs() << "error: unknown --emit value '" << o.emit
                  << "'\nhelp: use --emit=artifact (a directory hypipe-run "
                     "executes) or --emit=mlir (the hybrid-dialect model)\n";
-    return 1;
+    return 2; // a malformed command line (docs/cli.md)
   }
   if (o.emit == "artifact" && (o.output.empty() || o.output == "-")) {
     llvm::errs() << "error: an artifact is a directory: give it with -o\n"

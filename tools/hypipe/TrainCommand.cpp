@@ -361,7 +361,11 @@ void copyLauncherErrors(int fd, const std::function<void()> &onAbort) {
 
 /// Runs `argv` in its own process group (so the terminal's Ctrl-C reaches
 /// only us) and returns its exit status (128 + signal when killed).
-int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
+/// Runs the launcher and returns its exit status (128 + N when signal N
+/// ended it, as a shell says; `*signal` is then N, else 0).
+int launch(const std::vector<std::string> &argv, const std::string &stopFile,
+           int *signal) {
+  *signal = 0;
   int errors[2];
   if (::pipe(errors) != 0) {
     std::cerr << "error: cannot create a pipe: " << std::strerror(errno)
@@ -474,8 +478,10 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile) {
     copier.join();
   else
     copier.detach();
-  if (WIFSIGNALED(status))
+  if (WIFSIGNALED(status)) {
+    *signal = WTERMSIG(status);
     return 128 + WTERMSIG(status);
+  }
   return WEXITSTATUS(status);
 }
 
@@ -651,6 +657,50 @@ bool compileRun(const TrainOptions &o, const ModelSpec &spec,
 /// (--gpus, else those visible). NCCL needs a GPU per rank: refused, saying
 /// what works; otherwise ranks beyond the GPUs share them over mpi-staged
 /// (said). False after printing the error.
+/// The training data, checked before anything is compiled or launched (the
+/// ranks would find a missing file only after both): the file --data or the
+/// spec's data.path names (relative to the spec) is there, a regular file,
+/// and readable; for indexed data, PREFIX.bin and PREFIX.idx.
+bool checkData(const TrainOptions &o, const ModelSpec &spec) {
+  const bool given = !o.data.empty();
+  if (spec.data.format == "mock" || (!given && spec.data.path.empty()))
+    return true; // mock data checks its lengths file where it reads it
+  std::filesystem::path path = given ? o.data : spec.data.path;
+  if (!given && path.is_relative())
+    path = std::filesystem::path(spec.file).parent_path() / path;
+  const std::string from =
+      given ? "--data" : fmt::format("data.path in {}", spec.file);
+  std::vector<std::string> files = {path.string()};
+  if (spec.data.format == "indexed")
+    files = {path.string() + ".bin", path.string() + ".idx"};
+  for (const std::string &file : files) {
+    struct stat st;
+    std::string problem;
+    if (::stat(file.c_str(), &st) != 0)
+      problem = errno == ENOENT ? "does not exist" : std::strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+      problem = "is a directory";
+    else if (!S_ISREG(st.st_mode))
+      problem = "is not a regular file (a pipe or a device cannot be read "
+                "by every rank)";
+    else if (::access(file.c_str(), R_OK) != 0)
+      problem = "cannot be read: " + std::string(std::strerror(errno));
+    if (problem.empty())
+      continue;
+    std::cerr << fmt::format(
+        "error: the training data '{}' ({}) {}\nhelp: {}\n", file, from,
+        problem,
+        spec.data.format == "indexed"
+            ? "indexed data is a prefix: PREFIX.bin and PREFIX.idx, as "
+              "Megatron-LM's preprocess_data.py writes them"
+            : given ? "check the path (relative to the working directory)"
+                    : "check the path (relative to the spec's directory), "
+                      "or give --data FILE");
+    return false;
+  }
+  return true;
+}
+
 bool checkGpus(const TrainOptions &o, const ModelSpec &spec) {
   if (spec.training.target != "cuda" || o.launcher != "mpirun" ||
       std::getenv("HYPIPE_MPIRUN"))
@@ -660,6 +710,19 @@ bool checkGpus(const TrainOptions &o, const ModelSpec &spec) {
   const std::string comm = o.comm.empty() ? spec.parallel.comm : o.comm;
   if (ranks <= gpus)
     return true;
+  // No GPU here and the ranks start here: one message now, not one a rank
+  // after the launch.
+  if (gpus == 0 && o.hostfile.empty()) {
+    std::cerr << "error: the spec trains on the cuda target, and this node "
+                 "has no GPU (CUDA sees none"
+              << (std::getenv("CUDA_VISIBLE_DEVICES")
+                      ? fmt::format("; CUDA_VISIBLE_DEVICES='{}'",
+                                    std::getenv("CUDA_VISIBLE_DEVICES"))
+                      : std::string())
+              << ")\nhelp: run it on a GPU node, or train on the CPU with "
+                 "--target cpu\n";
+    return false;
+  }
   if (comm == "nccl") {
     std::cerr << fmt::format(
         "error: pp {} x dp {} = {} ranks over --comm nccl need a GPU each, "
@@ -679,6 +742,7 @@ struct LaunchResult {
   int status = 0;
   bool stopped = false; ///< ended by Ctrl-C (the stop file), not a failure
   std::string launcher;
+  int signal = 0; ///< the signal that ended the launcher itself, or 0
 };
 
 /// Step 2 of `hypipe train`: launches pp x dp ranks of hypipe-run on the
@@ -770,12 +834,13 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
   }
   fmt::print("launch: {}\n", fmt::join(argv, " "));
   std::fflush(stdout);
-  int status = launch(argv, stopFile);
+  int signal = 0;
+  int status = launch(argv, stopFile, &signal);
   bool stopped = status == 130 && ::access(stopFile.c_str(), F_OK) == 0;
   if (hungUp)
     status = 128 + SIGHUP;
   ::unlink(stopFile.c_str());
-  return {status, stopped, ranks > 1 ? argv[0] : "hypipe-run"};
+  return {status, stopped, ranks > 1 ? argv[0] : "hypipe-run", signal};
 }
 
 /// What the summary reads from the run's JSON log.
@@ -945,6 +1010,9 @@ int runTrain(const TrainOptions &o) {
     llvm::errs() << toString(spec.takeError());
     return 1;
   }
+  // What the ranks would find only after the compile and the launch.
+  if (!checkData(o, *spec) || !checkGpus(o, *spec))
+    return 1;
   std::string run = o.runDir.empty() ? "runs/" + spec->name : o.runDir;
   std::string artifact = run + "/artifact";
   if (llvm::sys::fs::create_directories(run)) {
@@ -958,8 +1026,7 @@ int runTrain(const TrainOptions &o) {
     std::cerr << "error: " << toString(err) << "\n";
     return 1;
   }
-  if (!checkGpus(o, *spec))
-    return 1;
+
   if (!lockRunDirectory(run) || !claimRunDirectory(o, run, log))
     return 1;
   if (!compileRun(o, *spec, run, artifact))
@@ -994,7 +1061,12 @@ int runTrain(const TrainOptions &o) {
         "error: training failed: {} exited with status {}{}\nhelp: the "
         "messages above name the rank and the cause{}\n",
         launched.launcher, status,
-        status > 128 ? fmt::format(" (signal {})", status - 128) : "",
+        // An exit status over 128 is a signal only when one ended it
+        // (mpirun exits 255 on its own).
+        launched.signal ? fmt::format(" (ended by signal {}: {})",
+                                      launched.signal,
+                                      strsignal(launched.signal))
+                        : "",
         step ? fmt::format("; resume from the last checkpoint (step {}) "
                            "with: {}",
                            *step, resumeCommand(o, run))
