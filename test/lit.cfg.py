@@ -14,6 +14,7 @@ config.environment["PATH"] = os.pathsep.join(
 config.substitutions.append(("%examples", os.path.join(config.hypipe_src_root, "examples")))
 config.substitutions.append(("%src", config.hypipe_src_root))
 config.substitutions.append(("%bindir", config.hypipe_tools_dir))
+config.substitutions.append(("%builddir", config.hypipe_obj_root))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "cli", "Inputs")))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 # Real multi-process runs; as root Open MPI needs the flag, and the tests

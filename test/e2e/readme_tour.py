@@ -15,7 +15,7 @@ and losses and norms may differ by 2 in their last digit or 2% (OpenBLAS's
 kernels differ by CPU, and 200 steps grow the difference); counts (steps,
 tokens, parameters) are exact.
 
-usage: readme_tour.py README BIN_DIR SOURCE_DIR WORK
+usage: readme_tour.py README BIN_DIR SOURCE_DIR WORK [--section HEADING ...]
        readme_tour.py --self-test"""
 import os
 import re
@@ -25,12 +25,12 @@ import sys
 SECTIONS = ("## A five-minute tour", "## Train it")
 
 
-def tour_blocks(readme):
+def tour_blocks(readme, sections=SECTIONS):
     """(language, lines) of every fenced block in the tour's sections."""
     blocks, inside, lang, lines, section = [], False, None, [], None
     for line in readme.splitlines():
         if line.startswith("## "):
-            section = line if line.startswith(SECTIONS) else None
+            section = line if line.startswith(sections) else None
         if line.startswith("```"):
             if inside:
                 if section and lang in ("console", "sh"):
@@ -169,6 +169,11 @@ def main():
     if sys.argv[1:2] == ["--self-test"]:
         sys.exit(self_test())
     readme, bin_dir, source, work = sys.argv[1:5]
+    # --section HEADING (repeatable): another document's sections instead of
+    # the README's tour (docs/ write `hypipe`: the build's bin is on PATH).
+    args = sys.argv[5:]
+    sections = tuple(args[i + 1] for i in range(len(args) - 1) if args[i] == "--section")
+    env = dict(os.environ, PATH=os.path.realpath(bin_dir) + os.pathsep + os.environ["PATH"])
     os.makedirs(work + "/build", exist_ok=True)
     os.makedirs(work + "/tmp", exist_ok=True)
     for link, target in (("build/bin", bin_dir), ("examples", source + "/examples"),
@@ -176,15 +181,16 @@ def main():
         if not os.path.islink(work + "/" + link):
             os.symlink(os.path.realpath(target), work + "/" + link)
     ran = failed = 0
-    for lang, lines in tour_blocks(open(readme).read()):
+    for lang, lines in tour_blocks(open(readme).read(), sections or SECTIONS):
         for command, shown in commands(lang, lines):
             result = subprocess.run(["bash", "-o", "pipefail", "-c",
                                      command.replace("/tmp/", work + "/tmp/")],
-                                    cwd=work, capture_output=True, text=True, timeout=300)
+                                    cwd=work, capture_output=True, text=True, timeout=300,
+                                    env=env)
             ran += 1
             failed += not check(command, shown, result, work, bin_dir)
     print("README tour: %d commands, %d failed" % (ran, failed))
-    sys.exit(1 if failed or ran < 10 else 0)
+    sys.exit(1 if failed or ran < (10 if not sections else 1) else 0)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ Error checkOutputs(const ScheduleOptions &o) {
   std::vector<std::string> inputs;
   if (!o.csvIn.empty())
     inputs.push_back(o.csvIn);
+  std::vector<std::string> written; // said after the output (stderr: --json)
   for (const auto &[path, flag] : outputsOf(o)) {
     if (path.empty())
       continue;
@@ -130,6 +131,7 @@ int runSchedule(const ScheduleOptions &o) {
     return fail((o.csvIn.empty() ? "" : o.csvIn + ": ") +
                 toString(simulation.takeError()));
 
+  std::vector<std::string> written; // said after the output (stderr: --json)
   for (const auto &[path, flag] : outputsOf(o)) {
     if (path.empty())
       continue;
@@ -142,6 +144,7 @@ int runSchedule(const ScheduleOptions &o) {
       return fail(toString(err));
     if (which == "--svg")
       noteAggregated(svgLayout(schedule, *simulation));
+    written.push_back(fmt::format("wrote {} ({})", path, flag));
   }
 
   if (o.json) {
@@ -165,6 +168,8 @@ int runSchedule(const ScheduleOptions &o) {
                          {"bubble_fraction", simulation->bubbleFraction},
                          {"peak_activations", simulation->peakActivations}};
     std::cout << out.dump(2) << "\n";
+    for (const std::string &line : written)
+      std::cerr << line << "\n";
     return 0;
   }
   std::cout << fmt::format(
@@ -191,6 +196,8 @@ int runSchedule(const ScheduleOptions &o) {
   std::cout << "verified: every send meets its receive, every microbatch runs "
                "forward and "
                "backward on every stage, no rank waits forever\n";
+  for (const std::string &line : written)
+    std::cout << line << "\n";
   return 0;
 }
 
