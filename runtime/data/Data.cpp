@@ -103,7 +103,9 @@ IndexedDataset::IndexedDataset(const std::string &path, int64_t seqLength,
                     std::istreambuf_iterator<char>());
   MegatronIndex index = parseMegatronIndex(bytes, idx);
 
-  int fd = ::open(binPath.c_str(), O_RDONLY);
+  // O_NONBLOCK: opening a FIFO nobody writes would block every rank; the
+  // check below refuses it (the index's own check: requireRegularFile).
+  int fd = ::open(binPath.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     throw RuntimeError(fmt::format(
         "error: cannot read '{}'\nhelp: the .bin belongs next to '{}'", binPath,
@@ -116,6 +118,7 @@ IndexedDataset::IndexedDataset(const std::string &path, int64_t seqLength,
         fmt::format("error: '{}' is not a regular file\nhelp: {}", binPath,
                     kMegatronIndexHelp));
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   binBytes = size_t(st.st_size);
   try {
     starts = checkMegatronBin(index, binBytes, binPath);

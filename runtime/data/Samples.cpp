@@ -43,14 +43,18 @@ namespace {
 
 /// `path` read whole through `bound`; the help says where the path came
 /// from.
-std::string readFile(const std::string &path, files::ReadBound bound) {
+/// Reads a data file whole; `source` is where its path was given, for the
+/// help (data.path, or the path of data.mock).
+std::string readFile(const std::string &path, files::ReadBound bound,
+                     const std::string &source = "data.path in the spec") {
   requireRegularFile(path, std::string(bound.what),
-                     "set data.path in the spec to a file");
+                     fmt::format("set {} to a file", source));
   if (!pathExists(path))
     throw RuntimeError(fmt::format(
-        "error: cannot read {} '{}'\nhelp: set data.path in the spec "
-        "(relative to the spec file) or pass --data FILE",
-        bound.what, path));
+        "error: cannot read {} '{}'\nhelp: set {} (relative to the spec "
+        "file){}",
+        bound.what, path, source,
+        source == "data.path in the spec" ? " or pass --data FILE" : ""));
   return readFileBounded(path, bound);
 }
 
@@ -58,7 +62,7 @@ std::string readFile(const std::string &path, files::ReadBound bound) {
 /// column, and the help: what a user needs to fix one line of a data file.
 RuntimeError located(const std::string &path, const std::string &text,
                      size_t offset, const std::string &message,
-                     const std::string &help) {
+                     const std::string &help, bool echo = true) {
   offset = std::min(offset, text.size());
   size_t newline = offset ? text.rfind('\n', offset - 1) : std::string::npos;
   size_t lineStart = newline == std::string::npos ? 0 : newline + 1;
@@ -73,6 +77,9 @@ RuntimeError located(const std::string &path, const std::string &text,
   std::string shown = files::printable(text.substr(
       lineStart + from, std::min<size_t>(lineEnd - lineStart - from, 60)));
   std::string prefix = from > 0 ? "..." : "";
+  if (!echo) // a file named by a path the spec gave: its bytes stay unshown
+    return RuntimeError(fmt::format("{}:{}:{}: error: {}\nhelp: {}", path,
+                                    line, column + 1, message, help));
   return RuntimeError(
       fmt::format("{}:{}:{}: error: {}\n{}{}\n{}^\nhelp: {}", path, line,
                   column + 1, message, prefix, shown,
@@ -395,11 +402,13 @@ std::unique_ptr<SampleSource> openSamples(const SampleOptions &o) {
       std::string path = config->path;
       if (!path.empty() && path[0] != '/' && !o.specDir.empty())
         path = o.specDir + "/" + path;
-      std::string text = readFile(path, files::kMockLengths);
+      std::string text =
+          readFile(path, files::kMockLengths, "the path of data.mock");
       if (Error err = packing::readMockLengths(text, config->lengths)) {
         const Problem &p = err.problem();
+        // Not echoed: the path may name any file (docs/security.md).
         if (p.offset)
-          throw located(path, text, *p.offset, p.message, p.help);
+          throw located(path, text, *p.offset, p.message, p.help, false);
         throw RuntimeError(fmt::format("error: '{}': {}\nhelp: write one "
                                        "positive length per line",
                                        path, p.message));

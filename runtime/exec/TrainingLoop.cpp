@@ -409,7 +409,8 @@ DataSources openData(const RunOptions &o, const Artifact &artifact,
   const std::string dataPath =
       o.dataPath.empty() ? artifact.dataPath : o.dataPath;
   DataSources data;
-  onEveryRank(comm, "error: cannot open the training data", [&] {
+  // Opening and reading alike: the ranks' own messages say which it was.
+  onEveryRank(comm, "error: the training data cannot be used", [&] {
     if (artifact.packing.enabled) {
       SampleOptions so;
       so.format = artifact.dataFormat;

@@ -1015,9 +1015,10 @@ int runTrain(const TrainOptions &o) {
     return 1;
   std::string run = o.runDir.empty() ? "runs/" + spec->name : o.runDir;
   std::string artifact = run + "/artifact";
-  if (llvm::sys::fs::create_directories(run)) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(run)) {
     std::cerr << "error: cannot create the run directory '" << run
-              << "'\nhelp: pass --run-dir DIR somewhere writable\n";
+              << "': " << ec.message()
+              << "\nhelp: pass --run-dir DIR somewhere writable\n";
     return 1;
   }
   std::string log = o.jsonLog.empty() ? run + "/log.jsonl" : o.jsonLog;
