@@ -13,6 +13,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -539,6 +541,55 @@ void checkNemotronConfig(const ModelInfo &m, const std::string &path) {
                  "num_attention_heads import");
 }
 
+/// config.json's fields that change what the model computes, refused when
+/// they say other than what hypipe computes: such a checkpoint would import
+/// and then train as another model. (chunk_size only cuts the scan's work:
+/// any positive value computes the same; residual_in_fp32 keeps the residual
+/// stream in fp32, as hypipe's fp32 main stream does.)
+void checkNemotronMath(const json &c, const std::string &path) {
+  auto refuse = [&](const std::string &key, const std::string &says,
+                    const std::string &computes) {
+    return RuntimeError(fmt::format(
+        "error: '{}' cannot be imported: its {} is {}, and hypipe computes "
+        "{}\nhelp: hypipe imports the NemotronH models it computes exactly; "
+        "this one would train as another model",
+        path, key, says, computes));
+  };
+  if (c.contains("architectures")) {
+    const json &a = c["architectures"];
+    const bool ours =
+        a.is_array() && std::any_of(a.begin(), a.end(), [](const json &x) {
+          return x == "NemotronHForCausalLM";
+        });
+    if (!ours)
+      throw refuse("architectures", files::excerpt(a.dump(), 120),
+                   "NemotronHForCausalLM");
+  }
+  const auto act = configOr<std::string>(c, "mamba_hidden_act", "silu", path);
+  if (act != "silu")
+    throw refuse("mamba_hidden_act", "'" + files::excerpt(act, 60) + "'",
+                 "silu after the Mamba conv (Mamba-2's)");
+  if (c.contains("layer_norm_epsilon")) {
+    const json &eps = c["layer_norm_epsilon"];
+    if (!eps.is_number() || !(std::abs(eps.get<double>() - 1e-5) <= 1e-12))
+      throw refuse("layer_norm_epsilon", files::excerpt(eps.dump(), 60),
+                   "RMSNorm with epsilon 1e-5 (Megatron's)");
+  }
+  if (c.contains("chunk_size") &&
+      !(c["chunk_size"].is_number_integer() && c["chunk_size"] > 0))
+    throw refuse("chunk_size", files::excerpt(c["chunk_size"].dump(), 60),
+                 "the SSD scan in chunks of a positive length");
+  for (const char *bias :
+       {"attention_bias", "mlp_bias", "use_bias", "mamba_proj_bias"})
+    if (configOr(c, bias, false, path))
+      throw refuse(bias, "true",
+                   "no bias on the linear layers (Megatron's "
+                   "--disable-bias-linear)");
+  if (!configOr(c, "use_conv_bias", true, path))
+    throw refuse("use_conv_bias", "false",
+                 "the Mamba conv with its bias (conv1d.bias)");
+}
+
 /// A NemotronH config.json as the model hypipe trains; refuses what hypipe
 /// cannot express and what contradicts itself.
 ModelInfo nemotronModel(const std::string &input) {
@@ -558,6 +609,7 @@ ModelInfo nemotronModel(const std::string &input) {
         "('nemotron_h') models\nhelp: hypipe trains Megatron's hybrid "
         "models; other architectures have no hypipe spec",
         configPath, files::excerpt(type, 80)));
+  checkNemotronMath(c, configPath);
   ModelInfo m = readNemotronConfig(c, configPath);
   checkNemotronConfig(m, configPath);
   return m;
@@ -623,11 +675,21 @@ class Importer {
 public:
   ImportResult result;
   CheckpointInfo info;
+  std::string source; ///< what is imported, for the messages
 
   Importer() { info.globalBatch = 1; } // step 0: no data order to keep
 
   void keep(const std::string &name, const std::vector<int64_t> &shape,
             std::vector<float> values) {
+    // A NaN or an infinity trains into NaN at the first step.
+    auto bad = std::find_if(values.begin(), values.end(),
+                            [](float v) { return !std::isfinite(v); });
+    if (bad != values.end())
+      throw RuntimeError(fmt::format(
+          "error: '{}' cannot be imported: {} holds {} at element {}\nhelp: "
+          "a checkpoint to start from must hold finite weights; export it "
+          "again from a run that had not diverged",
+          source, name, *bad, bad - values.begin()));
     data.push_back(std::move(values));
     w.add(name, shape, data.back().data());
     ++result.tensors;
@@ -637,6 +699,7 @@ public:
   /// by name; names hypipe used before resolve when the file is read.
   void megatron(const std::string &input) {
     result.kind = "megatron";
+    source = input;
     files.push_back(std::make_unique<SafeTensorsFile>(input));
     const SafeTensorsFile &f = *files.back();
     for (const std::string &name : f.names()) {
@@ -660,6 +723,7 @@ public:
   /// q, k and v projections joined into linear_qkv.
   void nemotron(const std::string &input) {
     result.kind = "hf-nemotron-h";
+    source = input;
     const ModelInfo m = nemotronModel(input);
     where = tensorFiles(input);
     this->input = input;

@@ -5,7 +5,8 @@ user (or a broken conversion script) would.
 usage: edit_hf.py SRC DST EDIT...
 EDIT: `config.KEY=JSON` sets a config.json field (`config.KEY=` removes it);
 `transpose:NAME` stores tensor NAME with its two dimensions swapped (the
-same bytes, as a transposed copy would have them)."""
+same bytes, as a transposed copy would have them); `nan:NAME` makes the
+first element of tensor NAME a NaN (a run that diverged)."""
 import json
 import os
 import shutil
@@ -34,6 +35,30 @@ def transpose(directory, name):
     sys.exit("no tensor " + name)
 
 
+def poison(directory, name):
+    """The data changed, so its checksum goes: the file reads as one written
+    elsewhere (as poison_tensor.py does)."""
+    for file in safetensors_files(directory):
+        path = os.path.join(directory, file)
+        with open(path, "rb") as f:
+            data = f.read()
+        (length,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8 : 8 + length])
+        if name not in header:
+            continue
+        header.get("__metadata__", {}).pop("checksum", None)
+        body = bytearray(data[8 + length :])
+        at = header[name]["data_offsets"][0]
+        nan = {"F32": struct.pack("<f", float("nan")), "BF16": b"\xc0\x7f"}[header[name]["dtype"]]
+        body[at : at + len(nan)] = nan
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + bytes(body))
+        return
+    sys.exit("no tensor " + name)
+
+
 src, dst = sys.argv[1:3]
 shutil.rmtree(dst, ignore_errors=True)
 shutil.copytree(src, dst)
@@ -49,5 +74,7 @@ for edit in sys.argv[3:]:
         json.dump(config, open(config_path, "w"))
     elif edit.startswith("transpose:"):
         transpose(dst, edit[len("transpose:") :])
+    elif edit.startswith("nan:"):
+        poison(dst, edit[len("nan:") :])
     else:
         sys.exit("unknown edit " + edit)
