@@ -162,6 +162,10 @@ int main(int argc, char **argv) {
   RunOptions options;
   options.threads = defaultThreads();
   addRunOptions(app, options);
+  // hypipe train's: rank 0 creates it once every rank has joined (MPI is
+  // up), so a launch that never gets there can be told and ended.
+  std::string startedFile;
+  app.add_option("--started-file", startedFile)->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -172,6 +176,8 @@ int main(int argc, char **argv) {
   }
 
   const bool root = comm.rank() == 0;
+  if (root && !startedFile.empty())
+    std::ofstream(startedFile) << "started\n";
   try {
     return runTraining(options, comm);
   } catch (const CollectiveError &e) {

@@ -36,6 +36,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -68,6 +69,7 @@ struct TrainOptions {
   std::string spec, runDir, jsonLog, data, resume, initFrom, costsOut;
   std::string launcher = "mpirun"; ///< mpirun or srun (HYPIPE_MPIRUN wins)
   std::string hostfile;     ///< --hostfile: mpirun's, naming hosts and slots
+  double startTimeout = 300; ///< --start-timeout: seconds until a rank runs
   std::string comm;         ///< --comm; empty: the spec's parallel.comm
   int gpus = 0;             ///< --gpus: this node's GPUs; 0: those visible
   double gradBucketMib = 0; ///< --grad-bucket-mib; 0: hypipe-run's default
@@ -290,6 +292,8 @@ const char *stopRequest() {
 volatile sig_atomic_t hungUp = 0;
 /// A second Ctrl-C (or SIGTERM) ended the ranks at once.
 bool ended = false;
+/// Ended by Ctrl-C or SIGTERM before any rank had started.
+bool endedBeforeStart = false;
 void onHangup(int) {
   hungUp = 1;
   interrupts = interrupts + 2;
@@ -364,8 +368,14 @@ void copyLauncherErrors(int fd, const std::function<void()> &onAbort) {
 /// Runs the launcher and returns its exit status (128 + N when signal N
 /// ended it, as a shell says; `*signal` is then N, else 0).
 int launch(const std::vector<std::string> &argv, const std::string &stopFile,
-           int *signal) {
+           double startTimeout, int *signal) {
   *signal = 0;
+  // Created by rank 0 once every rank has joined (hypipe-run --started-file):
+  // until then the launcher may be waiting on a host that never answers.
+  const std::string startedFile =
+      (std::filesystem::path(stopFile).parent_path() / ".started").string();
+  ::unlink(startedFile.c_str());
+  auto started = [&] { return ::access(startedFile.c_str(), F_OK) == 0; };
   int errors[2];
   if (::pipe(errors) != 0) {
     std::cerr << "error: cannot create a pipe: " << std::strerror(errno)
@@ -432,6 +442,7 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile,
   // launcher is ended too (SIGTERM, then SIGKILL).
   constexpr double kAbortGrace = 20;
   bool termSent = false, killSent = false;
+  const double launchedAt = seconds();
   while (true) {
     pid_t r = ::waitpid(child, &status, WNOHANG);
     if (r == child)
@@ -440,12 +451,24 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile,
       status = 1 << 8; // exit status 1
       break;
     }
-    const double aborted = *abortedAt;
-    if (aborted > 0 && !termSent && seconds() - aborted > kAbortGrace) {
+    // No rank joined in time (an ssh that connects and never answers):
+    // the launch ends as an aborted one, the whole process group with it.
+    if (startTimeout > 0 && !termSent && *abortedAt == 0 && !started() &&
+        seconds() - launchedAt > startTimeout) {
       std::cerr << fmt::format(
-          "hypipe train: a rank ended the job {:.0f} s ago and the launcher "
-          "is still waiting (for a host it lost?); ending it\n",
-          kAbortGrace);
+          "hypipe train: no rank started within {:g} s (--start-timeout): "
+          "the launcher is still waiting, for a host that does not answer?; "
+          "ending it\n",
+          startTimeout);
+      *abortedAt = seconds() - kAbortGrace; // SIGTERM now, SIGKILL in 5 s
+    }
+    const double aborted = *abortedAt;
+    if (aborted > 0 && !termSent && seconds() - aborted >= kAbortGrace) {
+      if (started())
+        std::cerr << fmt::format(
+            "hypipe train: a rank ended the job {:.0f} s ago and the "
+            "launcher is still waiting (for a host it lost?); ending it\n",
+            kAbortGrace);
       ::kill(-child, SIGTERM);
       termSent = true;
     } else if (termSent && !killSent && seconds() - aborted > kAbortGrace + 5) {
@@ -457,7 +480,15 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile,
     if (interrupts > seen) {
       const bool first = seen == 0 && interrupts == 1;
       seen = interrupts;
-      if (first) {
+      if (first && !started()) {
+        // No rank to finish a step: the launch itself ends now.
+        ended = endedBeforeStart = true;
+        std::cerr << "\nhypipe train: no rank has started yet; ending the "
+                     "launch\n";
+        ::kill(-child, SIGTERM);
+        *abortedAt = seconds() - kAbortGrace + 5; // SIGKILL if it lingers
+        termSent = true;
+      } else if (first) {
         std::ofstream(stopFile) << "stop\n";
         std::cerr << "\nhypipe train: stopping after the current step (the "
                      "ranks save a checkpoint); Ctrl-C again ends them now\n";
@@ -771,7 +802,7 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
         argv.push_back("--allow-run-as-root");
       // The hosts' slots decide where ranks go; past them mpirun says so.
       if (!o.hostfile.empty())
-        argv.insert(argv.end(), {"--hostfile", o.hostfile});
+        argv.insert(argv.end(), {"--hostfile", run + "/hostfile"});
       else if (ranks > int64_t(std::thread::hardware_concurrency()))
         argv.push_back("--oversubscribe");
     }
@@ -782,7 +813,8 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
   argv.push_back(::isatty(STDOUT_FILENO) ? "bar" : "lines");
   for (const std::string &a :
        {std::string("--json-log"), log, std::string("--trace"), trace,
-        std::string("--stop-file"), stopFile})
+        std::string("--stop-file"), stopFile,
+        std::string("--started-file"), run + "/.started"})
     argv.push_back(a);
   if (!o.noSave) {
     argv.push_back("--save");
@@ -835,7 +867,7 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
   fmt::print("launch: {}\n", fmt::join(argv, " "));
   std::fflush(stdout);
   int signal = 0;
-  int status = launch(argv, stopFile, &signal);
+  int status = launch(argv, stopFile, o.startTimeout, &signal);
   bool stopped = status == 130 && ::access(stopFile.c_str(), F_OK) == 0;
   if (hungUp)
     status = 128 + SIGHUP;
@@ -969,6 +1001,67 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
   return 0;
 }
 
+/// The hostfile as read once (a pipe such as `--hostfile <(...)` gives its
+/// text once); mpirun gets RUN/hostfile, a copy.
+std::string hostfileText;
+
+/// Reads the hostfile, waiting at most 5 s for a pipe or FIFO to be written
+/// (a FIFO nobody writes would block for ever), at most 1 MiB.
+std::optional<std::string> readHostfile(const std::string &path,
+                                        std::string &why) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    why = std::strerror(errno);
+    return std::nullopt;
+  }
+  struct stat st {};
+  const bool fifo = ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+  std::string text;
+  constexpr size_t kMost = 1 << 20;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (true) {
+    struct pollfd p {fd, POLLIN, 0};
+    int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(
+                       deadline - std::chrono::steady_clock::now())
+                       .count());
+    if (left <= 0 || ::poll(&p, 1, left) == 0) {
+      why = "nothing came in 5 s (a FIFO nobody writes?)";
+      break;
+    }
+    char buffer[4096];
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      // A FIFO with no writer yet reads as empty: keep waiting for one.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    if (n < 0) {
+      why = std::strerror(errno);
+      break;
+    }
+    if (n == 0 && text.empty() && fifo) {
+      // A FIFO whose writer has not come yet reads as at its end.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    if (n == 0) {
+      ::close(fd);
+      if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+        why = "it names no host";
+        return std::nullopt;
+      }
+      return text;
+    }
+    text.append(buffer, size_t(n));
+    if (text.size() > kMost) {
+      why = "it is over 1 MiB, more than a hostfile holds";
+      break;
+    }
+  }
+  ::close(fd);
+  return std::nullopt;
+}
+
 /// --hostfile goes to mpirun: refused with another launcher, and a file
 /// mpirun could not read is said here, not in Open MPI's words.
 bool checkHostfile(const TrainOptions &o) {
@@ -986,15 +1079,18 @@ bool checkHostfile(const TrainOptions &o) {
                  "--nodelist choose the hosts), or use --launcher mpirun\n";
     return false;
   }
-  if (::access(o.hostfile.c_str(), R_OK) != 0) {
-    std::cerr << "error: cannot read the hostfile '" << o.hostfile
-              << "': " << std::strerror(errno)
-              << "\nhelp: give a file of lines 'HOST slots=N' (Open MPI's "
-                 "hostfile), one per host\n";
-    return false;
+  std::string why;
+  if (std::optional<std::string> text = readHostfile(o.hostfile, why)) {
+    hostfileText = std::move(*text);
+    return true;
   }
-  return true;
+  std::cerr << "error: cannot read the hostfile '" << o.hostfile << "': " << why
+            << "\nhelp: give a file of lines 'HOST slots=N' (Open MPI's "
+               "hostfile), one per host\n";
+  return false;
 }
+
+
 
 int runTrain(const TrainOptions &o) {
   if (!o.resume.empty() && o.overwrite) {
@@ -1021,6 +1117,8 @@ int runTrain(const TrainOptions &o) {
               << "\nhelp: pass --run-dir DIR somewhere writable\n";
     return 1;
   }
+  if (!o.hostfile.empty() && !writeRunFile(run + "/hostfile", hostfileText))
+    return 1;
   std::string log = o.jsonLog.empty() ? run + "/log.jsonl" : o.jsonLog;
   std::string trace = run + "/trace.json";
   if (auto err = checkJsonLog(log, *spec)) {
@@ -1047,7 +1145,11 @@ int runTrain(const TrainOptions &o) {
   if (hungUp)
     return endedBy("hung up (SIGHUP): the ranks were ended", 128 + SIGHUP);
   if (ended)
-    return endedBy(lastStopSignal == SIGTERM ? "ended on a second SIGTERM"
+    return endedBy(endedBeforeStart
+                       ? (lastStopSignal == SIGTERM
+                              ? "ended on SIGTERM before any rank started"
+                              : "ended on Ctrl-C before any rank started")
+                   : lastStopSignal == SIGTERM ? "ended on a second SIGTERM"
                                              : "ended on a second Ctrl-C",
                    130);
   if (status != 0 && !stopped) {
@@ -1119,6 +1221,11 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "(default: the spec's training.lr_decay_steps, else the "
                   "last step; a resumed run keeps its checkpoint's)")
       ->check(wholeAtLeast(1));
+  sub->add_option("--start-timeout", o->startTimeout,
+                  "end the launch when no rank has started this many "
+                  "seconds after it (a host whose ssh never answers; "
+                  "default 300, 0: no limit)")
+      ->check(nonNegativeNumber());
   sub->add_option("--watchdog", o->watchdog,
                   "end the run when one wait on other ranks lasts this many "
                   "seconds (default 600; 0: no limit)")
