@@ -118,6 +118,11 @@ void addRunOptions(CLI::App &app, RunOptions &options) {
                  "instead of training.init_from");
   app.add_option("--trace", options.trace,
                  "write a Chrome trace of every rank's actions to this file");
+  app.add_option("--log-interval", options.logInterval,
+                 "print a step line every N steps, and the first and last "
+                 "(Megatron's --log-interval; default 1); --json-log keeps "
+                 "every step")
+      ->check(wholeAtLeast(1));
   app.add_option("--stop-file", options.stopFile,
                  "stop cleanly (after the current step, saving) once this "
                  "file exists (hypipe train uses it for Ctrl-C)");

@@ -73,7 +73,8 @@ struct TrainOptions {
   double gradBucketMib = 0; ///< --grad-bucket-mib; 0: hypipe-run's default
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
-  double watchdog = -1; ///< -1: hypipe-run's default
+  int64_t logInterval = 0; ///< --log-interval; 0: hypipe-run's default (1)
+  double watchdog = -1;    ///< -1: hypipe-run's default
   int threads = 0;
   bool noSave = false, overwrite = false;
 };
@@ -150,6 +151,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   addIf("--comm", o.comm, !o.comm.empty());
   addIf("--grad-bucket-mib", fmt::format("{:g}", o.gradBucketMib),
         o.gradBucketMib > 0);
+  addIf("--log-interval", std::to_string(o.logInterval), o.logInterval > 0);
   words.insert(words.end(), {"--resume", "auto"});
   std::string out;
   for (const std::string &w : words)
@@ -720,6 +722,8 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
        {std::string("--json-log"), log, std::string("--trace"), trace,
         std::string("--stop-file"), stopFile})
     argv.push_back(a);
+  if (o.logInterval > 0)
+    argv.insert(argv.end(), {"--log-interval", std::to_string(o.logInterval)});
   if (!o.noSave) {
     argv.push_back("--save");
     argv.push_back(run + "/ckpt");
@@ -1034,6 +1038,11 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "checkpoint every N steps (always after the last)")
       ->check(wholeAtLeast(1));
   sub->add_flag("--no-save", o->noSave, "write no checkpoints");
+  sub->add_option("--log-interval", o->logInterval,
+                  "print a step line every N steps, and the first and last "
+                  "(Megatron's --log-interval; default 1); the JSON log "
+                  "keeps every step")
+      ->check(wholeAtLeast(1));
   sub->add_option("--keep-last", o->keepLast,
                   "keep only the newest N checkpoints (default: all)")
       ->check(wholeAtLeast(1));
