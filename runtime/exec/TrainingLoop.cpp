@@ -265,6 +265,22 @@ std::string traceSpool(const std::string &trace, int rank) {
   return fmt::format("{}.rank{}.jsonl", trace, rank);
 }
 
+/// --trace: this rank's spool, opened anew; rank 0 warns when --trace-steps
+/// holds none of the steps `first` to `last` this launch runs.
+std::ofstream openTraceSpool(const RunOptions &o, Comm &comm, int64_t first,
+                             int64_t last) {
+  std::ofstream spool;
+  if (o.trace.empty())
+    return spool;
+  if (comm.rank() == 0 && (o.traceFirst > last || o.traceLast < first))
+    std::cerr << fmt::format(
+        "warning: --trace-steps {}-{} holds none of the steps this run takes "
+        "({}-{}); the trace will have no actions\n",
+        o.traceFirst, o.traceLast, first, last);
+  spool.open(traceSpool(o.trace, comm.rank()), std::ios::trunc);
+  return spool;
+}
+
 /// Rank 0 streams the Chrome trace (core/schedule/Trace.h) of every rank's
 /// spooled actions into `path`: one process per pipeline rank, one thread
 /// per data-parallel rank; then removes the spools. The spools must be
@@ -724,9 +740,7 @@ int runTraining(const RunOptions &o, Comm &comm) {
   const int64_t total = artifact.training.steps;
   if (root && !o.quiet)
     printRunHeader(o, artifact, data, t.first);
-  std::ofstream spool;
-  if (!o.trace.empty())
-    spool.open(traceSpool(o.trace, comm.rank()), std::ios::trunc);
+  std::ofstream spool = openTraceSpool(o, comm, t.first, total);
   t.last = t.first - 1;
   StepLines lines(o.logInterval, t.first, total, tty);
   int64_t current = t.first;
@@ -751,7 +765,7 @@ int runTraining(const RunOptions &o, Comm &comm) {
     for (int c = 0; c < cpu::kNumKernelClasses; ++c)
       profile[c] += after[c] - before[c];
     t.add(st);
-    if (spool) {
+    if (spool && s >= o.traceFirst && s <= o.traceLast) {
       nlohmann::json events = nlohmann::json::array();
       for (const Trainer::Timing &timing : trainer.timings())
         events.push_back({timing.name, timing.category, timing.start * 1e6,

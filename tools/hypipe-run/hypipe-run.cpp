@@ -24,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <thread>
+#include <tuple>
 
 using namespace hypipe::rt;
 using namespace hypipe::cli;
@@ -66,7 +67,9 @@ bool needsRestart() {
   return restart;
 }
 
-void addRunOptions(CLI::App &app, RunOptions &options) {
+/// `traceSteps` receives --trace-steps' text, parsed after the command line.
+void addRunOptions(CLI::App &app, RunOptions &options,
+                   std::string &traceSteps) {
   app.add_option("artifact", options.dir,
                  "artifact directory (hypipe compile -o)")
       ->required();
@@ -116,8 +119,13 @@ void addRunOptions(CLI::App &app, RunOptions &options) {
                  "start from these weights (a checkpoint or `hypipe ckpt "
                  "import` file; fresh optimizer, step 1): fine-tuning; "
                  "instead of training.init_from");
-  app.add_option("--trace", options.trace,
-                 "write a Chrome trace of every rank's actions to this file");
+  CLI::Option *trace = app.add_option(
+      "--trace", options.trace,
+      "write a Chrome trace of every rank's actions to this file");
+  app.add_option("--trace-steps", traceSteps,
+                 "trace only steps A to B, both included (default: all)")
+      ->check(stepRange())
+      ->needs(trace);
   app.add_option("--log-interval", options.logInterval,
                  "print a step line every N steps, and the first and last "
                  "(Megatron's --log-interval; default 1); --json-log keeps "
@@ -165,7 +173,8 @@ int main(int argc, char **argv) {
                                     " (git " HYPIPE_GIT_REVISION ")");
   RunOptions options;
   options.threads = defaultThreads();
-  addRunOptions(app, options);
+  std::string traceSteps;
+  addRunOptions(app, options, traceSteps);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -173,6 +182,8 @@ int main(int argc, char **argv) {
     int code = comm.rank() == 0 ? app.exit(e) : e.get_exit_code();
     return code == 0 ? 0 : 2;
   }
+  if (auto steps = parseStepRange(traceSteps))
+    std::tie(options.traceFirst, options.traceLast) = *steps;
 
   const bool root = comm.rank() == 0;
   try {

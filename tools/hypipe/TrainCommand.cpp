@@ -74,9 +74,11 @@ struct TrainOptions {
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
   int64_t logInterval = 0; ///< --log-interval; 0: hypipe-run's default (1)
+  std::string traceSteps;  ///< --trace-steps A-B; empty: every step
   double watchdog = -1;    ///< -1: hypipe-run's default
   int threads = 0;
   bool noSave = false, overwrite = false;
+  bool noTrace = false; ///< --no-trace: no RUN/trace.json, no measured bubble
 };
 
 /// A file of the run directory (or a spec or CSV already loaded), read
@@ -152,6 +154,9 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   addIf("--grad-bucket-mib", fmt::format("{:g}", o.gradBucketMib),
         o.gradBucketMib > 0);
   addIf("--log-interval", std::to_string(o.logInterval), o.logInterval > 0);
+  addIf("--trace-steps", o.traceSteps, !o.traceSteps.empty());
+  if (o.noTrace)
+    words.push_back("--no-trace");
   words.insert(words.end(), {"--resume", "auto"});
   std::string out;
   for (const std::string &w : words)
@@ -505,6 +510,8 @@ std::optional<Measured> measure(const nlohmann::json &trace,
       first = std::min(first, step);
       m.lastStep = std::max(m.lastStep, step);
     }
+  if (m.lastStep == 0)
+    return std::nullopt; // --trace-steps outside the steps run
   m.firstStep = m.lastStep > first ? first + 1 : first;
   int64_t n = s.numStages();
   const schedule::Op computeOps[] = {schedule::Op::F, schedule::Op::B,
@@ -719,9 +726,12 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
   argv.push_back("--progress");
   argv.push_back(::isatty(STDOUT_FILENO) ? "bar" : "lines");
   for (const std::string &a :
-       {std::string("--json-log"), log, std::string("--trace"), trace,
-        std::string("--stop-file"), stopFile})
+       {std::string("--json-log"), log, std::string("--stop-file"), stopFile})
     argv.push_back(a);
+  if (!o.noTrace)
+    argv.insert(argv.end(), {"--trace", trace});
+  if (!o.traceSteps.empty())
+    argv.insert(argv.end(), {"--trace-steps", o.traceSteps});
   if (o.logInterval > 0)
     argv.insert(argv.end(), {"--log-interval", std::to_string(o.logInterval)});
   if (!o.noSave) {
@@ -820,6 +830,58 @@ LoggedRun readRunLog(const std::string &log) {
   return logged;
 }
 
+/// The summary's measurements: the measured bubble (from the trace, unless
+/// --no-trace) next to the simulator's for the same programs fed the
+/// measured stage costs, written as RUN/trace.sim.json; memory next to its
+/// estimate. True when both traces were written.
+bool reportMeasurements(const TrainOptions &o, const std::string &run,
+                        const std::string &artifact, const std::string &trace,
+                        const LoggedRun &logged,
+                        nlohmann::ordered_json &summary) {
+  if (o.noTrace)
+    fmt::print("  bubble: not measured (--no-trace): the measured bubble "
+               "needs the trace; train without --no-trace (--trace-steps "
+               "A-B keeps it small)\n");
+  nlohmann::json traceJson =
+      o.noTrace ? nlohmann::json()
+                : nlohmann::json::parse(readFile(trace), nullptr, false);
+  bool traced = false;
+  try {
+    rt::Artifact art = rt::loadArtifact(artifact);
+    if (std::optional<schedule::Schedule> s = art.asSchedule()) {
+      std::optional<Measured> m = measure(traceJson, *s);
+      auto sim = schedule::simulate(*s, m ? m->costs : schedule::Costs{});
+      if (sim) {
+        if (m) {
+          traced = writeRunFile(run + "/trace.sim.json",
+                                schedule::chromeTrace(*s, *sim));
+          summary["bubble"] = {{"steps", {m->firstStep, m->lastStep}},
+                               {"measured", m->bubble},
+                               {"predicted", sim->bubbleFraction}};
+          std::string rows;
+          for (int64_t r = 0; r < art.pp; ++r)
+            rows +=
+                fmt::format("{}rank {} {:.1f}% vs {:.1f}%", r ? ", " : "", r,
+                            100 * m->bubble[r], 100 * sim->bubbleFraction[r]);
+          fmt::print("  bubble (mean of steps {}-{}, measured vs simulated "
+                     "with the measured stage costs): {}\n",
+                     m->firstStep, m->lastStep, rows);
+        }
+        if (!m && !o.noTrace)
+          fmt::print("  bubble: not measured: {} holds no step{}\n", trace,
+                     o.traceSteps.empty()
+                         ? std::string()
+                         : fmt::format(" (--trace-steps {})", o.traceSteps));
+        summary["memory_mib"] =
+            memoryReport(art, traceJson, logged.maxMicrobatches);
+      }
+    }
+  } catch (const rt::RuntimeError &e) {
+    std::cerr << e.what() << "\n";
+  }
+  return traced;
+}
+
 /// Step 3 of `hypipe train`: the summary (losses, throughput, measured
 /// bubble next to the simulator's, memory next to its estimate), the loss
 /// curve and the simulated trace; returns the exit code.
@@ -854,47 +916,19 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
       losses.back().second, withCommas(std::llround(logged.tokensPerSecond)),
       entropy ? fmt::format("; unigram entropy of the data {:.4f}", *entropy)
               : "");
-  // The measured bubble next to the simulator's for the same programs fed
-  // the measured stage costs; memory next to its estimate.
-  nlohmann::json traceJson =
-      nlohmann::json::parse(readFile(trace), nullptr, false);
-  try {
-    rt::Artifact art = rt::loadArtifact(artifact);
-    if (std::optional<schedule::Schedule> s = art.asSchedule()) {
-      std::optional<Measured> m = measure(traceJson, *s);
-      auto sim = schedule::simulate(*s, m ? m->costs : schedule::Costs{});
-      if (sim) {
-        if (m) {
-          writeRunFile(run + "/trace.sim.json",
-                       schedule::chromeTrace(*s, *sim));
-          summary["bubble"] = {{"steps", {m->firstStep, m->lastStep}},
-                               {"measured", m->bubble},
-                               {"predicted", sim->bubbleFraction}};
-          std::string rows;
-          for (int64_t r = 0; r < art.pp; ++r)
-            rows +=
-                fmt::format("{}rank {} {:.1f}% vs {:.1f}%", r ? ", " : "", r,
-                            100 * m->bubble[r], 100 * sim->bubbleFraction[r]);
-          fmt::print("  bubble (mean of steps {}-{}, measured vs simulated "
-                     "with the measured stage costs): {}\n",
-                     m->firstStep, m->lastStep, rows);
-        }
-        summary["memory_mib"] =
-            memoryReport(art, traceJson, logged.maxMicrobatches);
-      }
-    }
-  } catch (const rt::RuntimeError &e) {
-    std::cerr << e.what() << "\n";
-  }
+  const bool traced =
+      reportMeasurements(o, run, artifact, trace, logged, summary);
   logged.curve.title =
       fmt::format("{} ({}), pp {} vpp {} dp {}, {}", spec.name,
                   spec.pattern.text, spec.parallel.pp, spec.parallel.vpp,
                   spec.parallel.dp, spec.parallel.schedule);
   writeRunFile(run + "/loss.svg", report::lossSvg(logged.curve));
   writeRunFile(run + "/summary.json", summary.dump(2) + "\n");
-  fmt::print("  wrote {0}/loss.svg, {0}/summary.json, {1}, {0}/trace.json "
-             "(measured) and {0}/trace.sim.json (simulated){2}\n",
-             run, log,
+  fmt::print("  wrote {0}/loss.svg, {0}/summary.json, {1}{2}{3}\n", run, log,
+             traced ? fmt::format(", {0}/trace.json (measured) and "
+                                  "{0}/trace.sim.json (simulated)",
+                                  run)
+                    : "",
              o.noSave ? "" : fmt::format(", checkpoints in {}/ckpt", run));
   if (stopped) {
     if (latestCheckpointStep(run))
@@ -968,6 +1002,12 @@ int runTrain(const TrainOptions &o) {
     return 1;
   if (!compileRun(o, *spec, run, artifact))
     return 1;
+  if (o.noTrace) {
+    // An earlier launch's traces would pass for this one's.
+    std::error_code ec;
+    for (const std::string &p : {trace, run + "/trace.sim.json"})
+      std::filesystem::remove(p, ec);
+  }
   LaunchResult launched = launchRun(o, *spec, run, artifact, log, trace);
   int status = launched.status;
   bool stopped = launched.stopped;
@@ -1038,6 +1078,14 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "checkpoint every N steps (always after the last)")
       ->check(wholeAtLeast(1));
   sub->add_flag("--no-save", o->noSave, "write no checkpoints");
+  CLI::Option *noTrace = sub->add_flag(
+      "--no-trace", o->noTrace,
+      "write no RUN/trace.json (the summary then has no measured bubble)");
+  sub->add_option("--trace-steps", o->traceSteps,
+                  "trace only steps A to B, both included (default: all; "
+                  "the measured bubble is their mean)")
+      ->check(stepRange())
+      ->excludes(noTrace);
   sub->add_option("--log-interval", o->logInterval,
                   "print a step line every N steps, and the first and last "
                   "(Megatron's --log-interval; default 1); the JSON log "
