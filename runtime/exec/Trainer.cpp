@@ -417,9 +417,12 @@ const Trainer::Program &Trainer::programFor(int64_t microbatches) {
   } catch (const RuntimeError &e) {
     throw CollectiveError(e.what());
   }
-  // Trace names, formatted once rather than in every step.
+  // Texts and trace names, formatted once rather than in every step.
+  const schedule::Placement placement =
+      schedule::placementOf(artifact.schedule);
   for (const ActionEntry &a : p.actions) {
     p.texts.push_back(schedule::pytorchText(a));
+    p.traceNames.push_back(schedule::megatronText(a, placement, artifact.pp));
     if (a.op == schedule::Op::ReduceGrad)
       p.reduceGradStages.push_back(a.stage);
   }
@@ -784,6 +787,7 @@ int64_t Trainer::runProgram(double &loss, double &aux,
     localStage(stage).reducedByProgram = true;
   const std::vector<ActionEntry> &program = prog.actions;
   const std::vector<std::string> &actionText = prog.texts;
+  const std::vector<std::string> &traceName = prog.traceNames;
   for (size_t i = 0; i < program.size(); ++i) {
     const ActionEntry &a = program[i];
     double begin = now() - epoch;
@@ -801,8 +805,8 @@ int64_t Trainer::runProgram(double &loss, double &aux,
     // The data of a posted receive: the wait is traced apart, so the
     // action's own span is compute only.
     if (schedule::isCompute(a.op) && awaitInput(a, st)) {
-      lastTimings.push_back({"wait " + actionText[i], schedule::kWaitCategory,
-                             begin, now() - epoch});
+      lastTimings.push_back({"wait " + traceName[i], schedule::kWaitCategory,
+                             begin, now() - epoch, a.stage, a.microbatch});
       begin = now() - epoch;
     }
     switch (a.op) {
@@ -830,8 +834,8 @@ int64_t Trainer::runProgram(double &loss, double &aux,
     case schedule::Op::Reshard:
       break; // skipped above
     }
-    lastTimings.push_back(
-        {actionText[i], schedule::traceCategory(a.op), begin, now() - epoch});
+    lastTimings.push_back({traceName[i], schedule::traceCategory(a.op), begin,
+                           now() - epoch, a.stage, a.microbatch});
     // Let MPI move pending sends and reductions along between kernels; a
     // transfer needs no progress call of its own.
     if (comm.distributed() && schedule::isCompute(a.op)) {

@@ -135,12 +135,16 @@ public:
   /// One compute or transfer action of the last step, in seconds since the
   /// trainer started (for traces).
   struct Timing {
+    /// Megatron's notation (schedule::megatronText, as the simulator's trace
+    /// names actions): `F3.1`, `wait B2.0`.
     std::string name;
     /// schedule::traceCategory of the action (F, B, I, W, SEND_F, RECV_B,
     /// REDUCE_GRAD: the stage's data-parallel reduction started, ...), or
     /// schedule::kWaitCategory for the wait on a posted receive.
     const char *category;
     double start, end;
+    /// The action's stage and microbatch.
+    int32_t stage = -1, microbatch = -1;
   };
   const std::vector<Timing> &timings() const { return lastTimings; }
 
@@ -250,7 +254,9 @@ private:
   /// A rank's program for some microbatch count, with its actions' texts.
   struct Program {
     std::vector<ActionEntry> actions;
-    std::vector<std::string> texts;
+    /// PyTorch's text of each action (`1RECV_F0`, with the stage), as the
+    /// manifest and messages name it; and its trace name (Timing::name).
+    std::vector<std::string> texts, traceNames;
     /// Global stages whose REDUCE_GRAD the program carries.
     std::vector<int32_t> reduceGradStages;
   };

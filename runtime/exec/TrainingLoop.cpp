@@ -304,7 +304,10 @@ void writeChromeTrace(const std::string &path, int ranks, const Artifact &a,
                       traceSpool(path, r)));
     for (std::string line; std::getline(in, line);)
       for (const nlohmann::json &e : nlohmann::json::parse(line))
-        trace.complete(e[0], e[1], pp, dp, e[2], e[3], {{"step", e[4]}});
+        // An action's args name its stage and microbatch, as the
+        // simulator's do.
+        trace.complete(e[0], e[1], pp, dp, e[2], e[3],
+                       {{"step", e[4]}, {"stage", e[5]}, {"microbatch", e[6]}});
   }
   trace.otherData() = {{"source", "hypipe-run"},
                        {"schedule", a.schedule},
@@ -769,7 +772,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
       nlohmann::json events = nlohmann::json::array();
       for (const Trainer::Timing &timing : trainer.timings())
         events.push_back({timing.name, timing.category, timing.start * 1e6,
-                          (timing.end - timing.start) * 1e6, s});
+                          (timing.end - timing.start) * 1e6, s, timing.stage,
+                          timing.microbatch});
       spool << events.dump() << '\n';
     }
     nlohmann::json record = stepRecord(st, artifact);

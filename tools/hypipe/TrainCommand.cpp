@@ -530,7 +530,7 @@ std::optional<Measured> measure(const nlohmann::json &trace,
   for (const nlohmann::json &e : trace["traceEvents"]) {
     if (e.value("ph", "") != "X" || e["tid"].get<int64_t>() != 0)
       continue;
-    std::string cat = e["cat"].get<std::string>(), name = e["name"];
+    const std::string cat = e["cat"].get<std::string>();
     int64_t step = e["args"]["step"].get<int64_t>();
     int64_t rank = e["pid"].get<int64_t>();
     double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
@@ -545,11 +545,11 @@ std::optional<Measured> measure(const nlohmann::json &trace,
       continue;
     if (rank >= 0 && rank < s.pp)
       span.busy[size_t(rank)] += dur;
-    auto action = schedule::parsePytorchAction(name, s.actionContext());
-    if (!action)
+    const int64_t stage = e["args"].value("stage", int64_t(-1));
+    if (stage < 0 || stage >= n)
       continue;
-    sum[*op][action->stage] += dur;
-    count[*op][action->stage] += 1;
+    sum[*op][stage] += dur;
+    count[*op][stage] += 1;
   }
   for (schedule::Op k : computeOps) {
     std::vector<double> mean(n, 0);
