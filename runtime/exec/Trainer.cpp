@@ -360,9 +360,11 @@ Transport::Request Trainer::gatherBucket(StageState &s, float *buffer,
 }
 
 bool Trainer::reduceBucket(StageState &s, int64_t bucket) {
+  if (sharded() && s.waitsForTiedSum(bucket))
+    return false;
+  if (reductionBegin < 0)
+    reductionBegin = now() - epoch;
   if (sharded()) {
-    if (s.waitsForTiedSum(bucket))
-      return false;
     dpRequests.push_back(scatterBucket(s, bucket));
     return true;
   }
@@ -849,6 +851,7 @@ int64_t Trainer::runProgram(double &loss, double &aux,
     comm.setWaitContext("the end of the program");
   transport->waitAll(st.sends);
   transport->waitAll(dpRequests);
+  reductionEnd = now() - epoch;
   for (auto *posted : {&st.postedActs, &st.postedGrads})
     for (auto &[key, requests] : *posted)
       transport->waitAll(requests); // a verified program reads all it receives
@@ -907,8 +910,13 @@ void Trainer::finishShardedReduction() {
     for (int64_t b = 0; b < s.shard.buckets(); ++b)
       if (s.waitsForTiedSum(b))
         pending.push_back(scatterBucket(s, b));
+  if (pending.empty())
+    return;
+  if (reductionBegin < 0)
+    reductionBegin = now() - epoch;
   // Each rank's summed parts land where its parameters are.
   transport->waitAll(pending);
+  reductionEnd = now() - epoch;
 }
 
 double Trainer::localGradNormSquared() const {
@@ -1324,6 +1332,8 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
       device->zero(s.grads.data(), s.grads.size());
   StepStats st;
   st.step = step;
+  device->startPeakWindow();
+  reductionBegin = -1;
   // Fault injection for the tests (docs/runtime.md): this rank dies at the
   // start of a step, or a step's loss turns into NaN.
   if (faultKillRank == comm.rank() && faultKillStep == step)
@@ -1343,6 +1353,10 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   reduceTiedGradients();
   if (sharded())
     finishShardedReduction();
+  if (reductionBegin >= 0)
+    lastTimings.push_back({"dp gradient reduction",
+                           schedule::kDpReductionCategory, reductionBegin,
+                           reductionEnd, -1, -1, /*overlapping=*/true});
   if (!dumpPath.empty())
     dump(dumpPath, step, loss, aux, mtp);
   // Loss, aux loss, squared norm and router fault of every rank, added in
@@ -1379,7 +1393,12 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
       clip = coeff;
   }
   st.lr = learningRate(t, step);
+  const double optimizerBegin = now() - epoch;
   optimizerStep(step, st.lr, clip);
+  lastTimings.push_back({"optimizer step", schedule::kOptimizerCategory,
+                         optimizerBegin, now() - epoch});
+  st.liveTensorBytes = device->liveBytes();
+  st.stepPeakTensorBytes = device->windowPeakBytes();
   st.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

@@ -281,6 +281,50 @@ std::ofstream openTraceSpool(const RunOptions &o, Comm &comm, int64_t first,
   return spool;
 }
 
+/// Appends step `s`'s spans (Trainer::timings) and the rank's tensor
+/// memory at its end to the rank's spool: one line.
+void spoolStep(std::ofstream &spool, const Trainer &trainer,
+               const StepStats &st, int64_t s) {
+  nlohmann::json spans = nlohmann::json::array();
+  double end = 0;
+  for (const Trainer::Timing &t : trainer.timings()) {
+    spans.push_back({t.name, t.category, t.start * 1e6, (t.end - t.start) * 1e6,
+                     t.stage, t.microbatch, t.overlapping});
+    end = std::max(end, t.end);
+  }
+  const double mib = 1 << 20;
+  spool << nlohmann::json{{"step", s},
+                          {"spans", spans},
+                          {"memory",
+                           {end * 1e6, double(st.liveTensorBytes) / mib,
+                            double(st.stepPeakTensorBytes) / mib}}}
+               .dump()
+        << '\n';
+}
+
+/// One spooled step of world rank `rank` into the trace: actions and the
+/// optimizer step as complete events on the rank's thread (an action's
+/// args name its stage and microbatch, as the simulator's do), the
+/// reduction as an async span beside them, the memory as a counter.
+void traceSpooledStep(schedule::ChromeTrace &trace, const nlohmann::json &line,
+                      int rank, int64_t pp, int64_t dp) {
+  const int64_t step = line["step"];
+  for (const nlohmann::json &e : line["spans"]) {
+    nlohmann::ordered_json args{{"step", step}};
+    if (e[4].get<int32_t>() >= 0) {
+      args["stage"] = e[4];
+      args["microbatch"] = e[5];
+    }
+    if (e[6].get<bool>())
+      trace.asyncSpan(e[0], e[1], pp, dp, rank, e[2], e[3], std::move(args));
+    else
+      trace.complete(e[0], e[1], pp, dp, e[2], e[3], std::move(args));
+  }
+  const nlohmann::json &memory = line["memory"];
+  trace.counter(fmt::format("tensor memory MiB (rank {})", rank), pp, memory[0],
+                {{"in_use", memory[1]}, {"step_peak", memory[2]}});
+}
+
 /// Rank 0 streams the Chrome trace (core/schedule/Trace.h) of every rank's
 /// spooled actions into `path`: one process per pipeline rank, one thread
 /// per data-parallel rank; then removes the spools. The spools must be
@@ -303,11 +347,7 @@ void writeChromeTrace(const std::string &path, int ranks, const Artifact &a,
                       "all ranks?)",
                       traceSpool(path, r)));
     for (std::string line; std::getline(in, line);)
-      for (const nlohmann::json &e : nlohmann::json::parse(line))
-        // An action's args name its stage and microbatch, as the
-        // simulator's do.
-        trace.complete(e[0], e[1], pp, dp, e[2], e[3],
-                       {{"step", e[4]}, {"stage", e[5]}, {"microbatch", e[6]}});
+      traceSpooledStep(trace, nlohmann::json::parse(line), r, pp, dp);
   }
   trace.otherData() = {{"source", "hypipe-run"},
                        {"schedule", a.schedule},
@@ -768,14 +808,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
     for (int c = 0; c < cpu::kNumKernelClasses; ++c)
       profile[c] += after[c] - before[c];
     t.add(st);
-    if (spool && s >= o.traceFirst && s <= o.traceLast) {
-      nlohmann::json events = nlohmann::json::array();
-      for (const Trainer::Timing &timing : trainer.timings())
-        events.push_back({timing.name, timing.category, timing.start * 1e6,
-                          (timing.end - timing.start) * 1e6, s, timing.stage,
-                          timing.microbatch});
-      spool << events.dump() << '\n';
-    }
+    if (spool && s >= o.traceFirst && s <= o.traceLast)
+      spoolStep(spool, trainer, st, s);
     nlohmann::json record = stepRecord(st, artifact);
     t.stopped = agreeOnStep(comm, root && fileExists(o.stopFile), st, record);
     if (log) {

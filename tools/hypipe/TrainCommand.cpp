@@ -534,13 +534,15 @@ std::optional<Measured> measure(const nlohmann::json &trace,
     int64_t step = e["args"]["step"].get<int64_t>();
     int64_t rank = e["pid"].get<int64_t>();
     double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
-    if (step < m.firstStep)
+    // The schedule's actions and their waits make the step's span; the
+    // optimizer step after them is no part of the simulated one.
+    std::optional<schedule::Op> op = schedule::parseOpName(cat);
+    if (step < m.firstStep || (!op && cat != schedule::kWaitCategory))
       continue;
     StepSpan &span = steps[step];
     span.busy.resize(size_t(s.pp), 0.0);
     span.begin = std::min(span.begin, ts);
     span.end = std::max(span.end, ts + dur);
-    std::optional<schedule::Op> op = schedule::parseOpName(cat);
     if (!op || !schedule::isCompute(*op))
       continue;
     if (rank >= 0 && rank < s.pp)
