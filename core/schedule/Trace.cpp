@@ -51,6 +51,36 @@ void ChromeTrace::complete(const std::string &name, const std::string &category,
        {"args", std::move(args)}});
 }
 
+void ChromeTrace::asyncSpan(const std::string &name,
+                            const std::string &category, int64_t pid,
+                            int64_t tid, int64_t id, double startUs,
+                            double durationUs, nlohmann::ordered_json args) {
+  add({{"name", name},
+       {"cat", category},
+       {"ph", "b"},
+       {"id", id},
+       {"pid", pid},
+       {"tid", tid},
+       {"ts", startUs},
+       {"args", std::move(args)}});
+  add({{"name", name},
+       {"cat", category},
+       {"ph", "e"},
+       {"id", id},
+       {"pid", pid},
+       {"tid", tid},
+       {"ts", startUs + durationUs}});
+}
+
+void ChromeTrace::counter(const std::string &name, int64_t pid, double tsUs,
+                          nlohmann::ordered_json values) {
+  add({{"name", name},
+       {"ph", "C"},
+       {"pid", pid},
+       {"ts", tsUs},
+       {"args", std::move(values)}});
+}
+
 std::string ChromeTrace::dump(int indent) const {
   nlohmann::ordered_json trace;
   trace["traceEvents"] = events_;

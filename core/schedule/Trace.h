@@ -36,6 +36,18 @@ public:
   void complete(const std::string &name, const std::string &category,
                 int64_t pid, int64_t tid, double startUs, double durationUs,
                 nlohmann::ordered_json args = nlohmann::ordered_json::object());
+  /// A span that overlaps the actions of its thread (the runtime's
+  /// data-parallel reduction): an async pair ("b"/"e"), which viewers draw
+  /// on a row of its own under the process. `id` tells concurrent spans
+  /// apart.
+  void
+  asyncSpan(const std::string &name, const std::string &category, int64_t pid,
+            int64_t tid, int64_t id, double startUs, double durationUs,
+            nlohmann::ordered_json args = nlohmann::ordered_json::object());
+  /// A counter track ("C"): `name`'s series (the keys of `values`) take
+  /// these values at `tsUs`, until its next sample.
+  void counter(const std::string &name, int64_t pid, double tsUs,
+               nlohmann::ordered_json values);
   /// Free-form metadata (schedule, shape, measured memory, ...).
   nlohmann::ordered_json &otherData() { return other_; }
 

@@ -76,6 +76,11 @@ inline const char *traceCategory(Op op) { return opName(op); }
 /// The category of the time a compute action waits for the receive it
 /// reads (runtime traces: `wait <action>` spans).
 inline constexpr const char *kWaitCategory = "WAIT";
+/// Runtime traces only: a rank's data-parallel gradient reduction (from its
+/// first bucket's start until it saw the last one done, beside the actions)
+/// and its optimizer step.
+inline constexpr const char *kDpReductionCategory = "DP_REDUCTION";
+inline constexpr const char *kOptimizerCategory = "OPTIMIZER";
 /// The inverse of `opName`; nullopt for anything else.
 std::optional<Op> parseOpName(std::string_view name);
 bool isCompute(Op op);

@@ -70,13 +70,17 @@ public:
   /// once so far: what the run's tensors really took.
   int64_t liveBytes() const { return live; }
   int64_t peakBytes() const { return peak; }
+  /// The most held at once since startPeakWindow() (a step's peak).
+  int64_t windowPeakBytes() const { return windowPeak; }
+  void startPeakWindow() { windowPeak = live; }
   void account(int64_t bytes) {
     live += bytes;
     peak = std::max(peak, live);
+    windowPeak = std::max(windowPeak, live);
   }
 
 private:
-  int64_t live = 0, peak = 0;
+  int64_t live = 0, peak = 0, windowPeak = 0;
 };
 
 /// Plain memory and loops: the cpu target.

@@ -360,9 +360,11 @@ Transport::Request Trainer::gatherBucket(StageState &s, float *buffer,
 }
 
 bool Trainer::reduceBucket(StageState &s, int64_t bucket) {
+  if (sharded() && s.waitsForTiedSum(bucket))
+    return false;
+  if (reductionBegin < 0)
+    reductionBegin = now() - epoch;
   if (sharded()) {
-    if (s.waitsForTiedSum(bucket))
-      return false;
     dpRequests.push_back(scatterBucket(s, bucket));
     return true;
   }
@@ -417,9 +419,12 @@ const Trainer::Program &Trainer::programFor(int64_t microbatches) {
   } catch (const RuntimeError &e) {
     throw CollectiveError(e.what());
   }
-  // Trace names, formatted once rather than in every step.
+  // Texts and trace names, formatted once rather than in every step.
+  const schedule::Placement placement =
+      schedule::placementOf(artifact.schedule);
   for (const ActionEntry &a : p.actions) {
     p.texts.push_back(schedule::pytorchText(a));
+    p.traceNames.push_back(schedule::megatronText(a, placement, artifact.pp));
     if (a.op == schedule::Op::ReduceGrad)
       p.reduceGradStages.push_back(a.stage);
   }
@@ -784,6 +789,7 @@ int64_t Trainer::runProgram(double &loss, double &aux,
     localStage(stage).reducedByProgram = true;
   const std::vector<ActionEntry> &program = prog.actions;
   const std::vector<std::string> &actionText = prog.texts;
+  const std::vector<std::string> &traceName = prog.traceNames;
   for (size_t i = 0; i < program.size(); ++i) {
     const ActionEntry &a = program[i];
     double begin = now() - epoch;
@@ -801,8 +807,8 @@ int64_t Trainer::runProgram(double &loss, double &aux,
     // The data of a posted receive: the wait is traced apart, so the
     // action's own span is compute only.
     if (schedule::isCompute(a.op) && awaitInput(a, st)) {
-      lastTimings.push_back({"wait " + actionText[i], schedule::kWaitCategory,
-                             begin, now() - epoch});
+      lastTimings.push_back({"wait " + traceName[i], schedule::kWaitCategory,
+                             begin, now() - epoch, a.stage, a.microbatch});
       begin = now() - epoch;
     }
     switch (a.op) {
@@ -830,8 +836,8 @@ int64_t Trainer::runProgram(double &loss, double &aux,
     case schedule::Op::Reshard:
       break; // skipped above
     }
-    lastTimings.push_back(
-        {actionText[i], schedule::traceCategory(a.op), begin, now() - epoch});
+    lastTimings.push_back({traceName[i], schedule::traceCategory(a.op), begin,
+                           now() - epoch, a.stage, a.microbatch});
     // Let MPI move pending sends and reductions along between kernels; a
     // transfer needs no progress call of its own.
     if (comm.distributed() && schedule::isCompute(a.op)) {
@@ -845,6 +851,7 @@ int64_t Trainer::runProgram(double &loss, double &aux,
     comm.setWaitContext("the end of the program");
   transport->waitAll(st.sends);
   transport->waitAll(dpRequests);
+  reductionEnd = now() - epoch;
   for (auto *posted : {&st.postedActs, &st.postedGrads})
     for (auto &[key, requests] : *posted)
       transport->waitAll(requests); // a verified program reads all it receives
@@ -903,8 +910,13 @@ void Trainer::finishShardedReduction() {
     for (int64_t b = 0; b < s.shard.buckets(); ++b)
       if (s.waitsForTiedSum(b))
         pending.push_back(scatterBucket(s, b));
+  if (pending.empty())
+    return;
+  if (reductionBegin < 0)
+    reductionBegin = now() - epoch;
   // Each rank's summed parts land where its parameters are.
   transport->waitAll(pending);
+  reductionEnd = now() - epoch;
 }
 
 double Trainer::localGradNormSquared() const {
@@ -1320,6 +1332,8 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
       device->zero(s.grads.data(), s.grads.size());
   StepStats st;
   st.step = step;
+  device->startPeakWindow();
+  reductionBegin = -1;
   // Fault injection for the tests (docs/runtime.md): this rank dies at the
   // start of a step, or a step's loss turns into NaN.
   if (faultKillRank == comm.rank() && faultKillStep == step)
@@ -1339,6 +1353,10 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   reduceTiedGradients();
   if (sharded())
     finishShardedReduction();
+  if (reductionBegin >= 0)
+    lastTimings.push_back({"dp gradient reduction",
+                           schedule::kDpReductionCategory, reductionBegin,
+                           reductionEnd, -1, -1, /*overlapping=*/true});
   if (!dumpPath.empty())
     dump(dumpPath, step, loss, aux, mtp);
   // Loss, aux loss, squared norm and router fault of every rank, added in
@@ -1375,7 +1393,12 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
       clip = coeff;
   }
   st.lr = learningRate(t, step);
+  const double optimizerBegin = now() - epoch;
   optimizerStep(step, st.lr, clip);
+  lastTimings.push_back({"optimizer step", schedule::kOptimizerCategory,
+                         optimizerBegin, now() - epoch});
+  st.liveTensorBytes = device->liveBytes();
+  st.stepPeakTensorBytes = device->windowPeakBytes();
   st.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

@@ -50,6 +50,9 @@ struct StepStats {
   /// Data-parallel all-reduce buckets this rank started inside a stage's
   /// last weight-gradient pass, before its last call (GradientBuckets.h).
   int64_t bucketsInBackward = 0;
+  /// This rank's tensor bytes held at the step's end, and the most held at
+  /// once during it (the trace's memory counter).
+  int64_t liveTensorBytes = 0, stepPeakTensorBytes = 0;
 };
 
 /// Where a run's samples come from: one stream of tokens cut into windows
@@ -132,15 +135,25 @@ public:
   /// data.global_batch_size when packing.
   int64_t globalBatch() const;
 
-  /// One compute or transfer action of the last step, in seconds since the
-  /// trainer started (for traces).
+  /// One span of the last step, in seconds since the trainer started (for
+  /// traces): a compute or transfer action, the wait on a posted receive,
+  /// the data-parallel gradient reduction, the optimizer step.
   struct Timing {
+    /// An action's is Megatron's notation (schedule::megatronText, as the
+    /// simulator's trace names it): `F3.1`, `wait B2.0`.
     std::string name;
     /// schedule::traceCategory of the action (F, B, I, W, SEND_F, RECV_B,
-    /// REDUCE_GRAD: the stage's data-parallel reduction started, ...), or
-    /// schedule::kWaitCategory for the wait on a posted receive.
+    /// REDUCE_GRAD: the stage's data-parallel reduction started, ...),
+    /// schedule::kWaitCategory for the wait on a posted receive,
+    /// kDpReductionCategory or kOptimizerCategory.
     const char *category;
     double start, end;
+    /// The action's stage and microbatch; -1 for spans of no action.
+    int32_t stage = -1, microbatch = -1;
+    /// Runs beside the rank's actions instead of between them (the
+    /// reduction, from its first bucket's start until the rank saw the last
+    /// one done): the trace shows it on a track of its own.
+    bool overlapping = false;
   };
   const std::vector<Timing> &timings() const { return lastTimings; }
 
@@ -250,7 +263,9 @@ private:
   /// A rank's program for some microbatch count, with its actions' texts.
   struct Program {
     std::vector<ActionEntry> actions;
-    std::vector<std::string> texts;
+    /// PyTorch's text of each action (`1RECV_F0`, with the stage), as the
+    /// manifest and messages name it; and its trace name (Timing::name).
+    std::vector<std::string> texts, traceNames;
     /// Global stages whose REDUCE_GRAD the program carries.
     std::vector<int32_t> reduceGradStages;
   };
@@ -397,6 +412,9 @@ private:
   int64_t bucketsInBackward = 0; ///< this step's (StepStats)
   int64_t bucketFloats = kDefaultBucketFloats;
   std::vector<Timing> lastTimings;
+  /// When this step's first data-parallel bucket started (seconds since
+  /// `epoch`; < 0 before it) and when the rank saw its last one done.
+  double reductionBegin = -1, reductionEnd = 0;
   double epoch = 0;
   bool measuring = false;
   int faultKillRank = -1;

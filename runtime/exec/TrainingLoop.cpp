@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -264,6 +265,66 @@ std::string traceSpool(const std::string &trace, int rank) {
   return fmt::format("{}.rank{}.jsonl", trace, rank);
 }
 
+/// --trace: this rank's spool, opened anew; rank 0 warns when --trace-steps
+/// holds none of the steps `first` to `last` this launch runs.
+std::ofstream openTraceSpool(const RunOptions &o, Comm &comm, int64_t first,
+                             int64_t last) {
+  std::ofstream spool;
+  if (o.trace.empty())
+    return spool;
+  if (comm.rank() == 0 && (o.traceFirst > last || o.traceLast < first))
+    std::cerr << fmt::format(
+        "warning: --trace-steps {}-{} holds none of the steps this run takes "
+        "({}-{}); the trace will have no actions\n",
+        o.traceFirst, o.traceLast, first, last);
+  spool.open(traceSpool(o.trace, comm.rank()), std::ios::trunc);
+  return spool;
+}
+
+/// Appends step `s`'s spans (Trainer::timings) and the rank's tensor
+/// memory at its end to the rank's spool: one line.
+void spoolStep(std::ofstream &spool, const Trainer &trainer,
+               const StepStats &st, int64_t s) {
+  nlohmann::json spans = nlohmann::json::array();
+  double end = 0;
+  for (const Trainer::Timing &t : trainer.timings()) {
+    spans.push_back({t.name, t.category, t.start * 1e6, (t.end - t.start) * 1e6,
+                     t.stage, t.microbatch, t.overlapping});
+    end = std::max(end, t.end);
+  }
+  const double mib = 1 << 20;
+  spool << nlohmann::json{{"step", s},
+                          {"spans", spans},
+                          {"memory",
+                           {end * 1e6, double(st.liveTensorBytes) / mib,
+                            double(st.stepPeakTensorBytes) / mib}}}
+               .dump()
+        << '\n';
+}
+
+/// One spooled step of world rank `rank` into the trace: actions and the
+/// optimizer step as complete events on the rank's thread (an action's
+/// args name its stage and microbatch, as the simulator's do), the
+/// reduction as an async span beside them, the memory as a counter.
+void traceSpooledStep(schedule::ChromeTrace &trace, const nlohmann::json &line,
+                      int rank, int64_t pp, int64_t dp) {
+  const int64_t step = line["step"];
+  for (const nlohmann::json &e : line["spans"]) {
+    nlohmann::ordered_json args{{"step", step}};
+    if (e[4].get<int32_t>() >= 0) {
+      args["stage"] = e[4];
+      args["microbatch"] = e[5];
+    }
+    if (e[6].get<bool>())
+      trace.asyncSpan(e[0], e[1], pp, dp, rank, e[2], e[3], std::move(args));
+    else
+      trace.complete(e[0], e[1], pp, dp, e[2], e[3], std::move(args));
+  }
+  const nlohmann::json &memory = line["memory"];
+  trace.counter(fmt::format("tensor memory MiB (rank {})", rank), pp, memory[0],
+                {{"in_use", memory[1]}, {"step_peak", memory[2]}});
+}
+
 /// Rank 0 streams the Chrome trace (core/schedule/Trace.h) of every rank's
 /// spooled actions into `path`: one process per pipeline rank, one thread
 /// per data-parallel rank; then removes the spools. The spools must be
@@ -286,8 +347,7 @@ void writeChromeTrace(const std::string &path, int ranks, const Artifact &a,
                       "all ranks?)",
                       traceSpool(path, r)));
     for (std::string line; std::getline(in, line);)
-      for (const nlohmann::json &e : nlohmann::json::parse(line))
-        trace.complete(e[0], e[1], pp, dp, e[2], e[3], {{"step", e[4]}});
+      traceSpooledStep(trace, nlohmann::json::parse(line), r, pp, dp);
   }
   trace.otherData() = {{"source", "hypipe-run"},
                        {"schedule", a.schedule},
@@ -497,26 +557,62 @@ void printRunHeader(const RunOptions &o, const Artifact &artifact,
   std::fflush(stdout);
 }
 
-/// One step's line: a bar that rewrites itself on a terminal, else a line.
-void printStepLine(const StepStats &st, int64_t s, int64_t first, int64_t total,
-                   double elapsed, bool tty, bool ending) {
-  std::string line = fmt::format(
-      "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {} "
-      "tokens/s",
-      s, std::to_string(total).size(), total, st.loss, st.lr, st.gradNorm,
-      hypipe::withCommas(std::llround(st.tokensPerSecond)));
-  if (tty) {
-    int width = 20, done = int(width * s / total);
-    double eta = elapsed / double(s - first + 1) * double(total - s);
-    fmt::print("\r[{}{}] {} | ETA {:.0f}s\x1b[K", std::string(done, '#'),
-               std::string(width - done, '.'), line, eta);
-    if (ending)
-      fmt::print("\n");
-  } else {
-    fmt::print("{}\n", line);
-  }
-  std::fflush(stdout);
+/// A time left, to the second under an hour: `42s`, `5m07s`, `3h12m`.
+std::string durationText(double seconds) {
+  const int64_t whole = std::llround(std::max(0.0, seconds));
+  if (whole < 60)
+    return fmt::format("{}s", whole);
+  if (whole < 3600)
+    return fmt::format("{}m{:02}s", whole / 60, whole % 60);
+  return fmt::format("{}h{:02}m", whole / 3600, whole % 3600 / 60);
 }
+
+/// Rank 0's step lines (--log-interval N): the launch's first step, every
+/// N-th and the last, each with the mean wall time per step since the line
+/// before (Megatron's "elapsed time per iteration": the logging and
+/// checkpoints between steps count) and the remaining steps' ETA at that
+/// pace; a bar that rewrites itself on a terminal, else a line.
+class StepLines {
+public:
+  StepLines(int64_t interval, int64_t first, int64_t total, bool tty)
+      : interval(interval), first(first), total(total), tty(tty),
+        lastStep(first - 1), lastTime(std::chrono::steady_clock::now()) {}
+
+  bool due(int64_t s, bool ending) const {
+    return s == first || ending || s % interval == 0;
+  }
+
+  void print(const StepStats &st, int64_t s, bool ending) {
+    const auto time = std::chrono::steady_clock::now();
+    const double perStep =
+        std::chrono::duration<double>(time - lastTime).count() /
+        double(s - lastStep);
+    lastStep = s;
+    lastTime = time;
+    std::string line = fmt::format(
+        "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {} "
+        "tokens/s | {:.1f} ms/step | ETA {}",
+        s, std::to_string(total).size(), total, st.loss, st.lr, st.gradNorm,
+        hypipe::withCommas(std::llround(st.tokensPerSecond)), perStep * 1e3,
+        durationText(perStep * double(total - s)));
+    if (tty) {
+      const int width = 20, done = int(width * s / total);
+      fmt::print("\r[{}{}] {}\x1b[K", std::string(done, '#'),
+                 std::string(width - done, '.'), line);
+      if (ending)
+        fmt::print("\n");
+    } else {
+      fmt::print("{}\n", line);
+    }
+    std::fflush(stdout);
+  }
+
+private:
+  const int64_t interval, first, total;
+  const bool tty;
+  int64_t lastStep;
+  std::chrono::steady_clock::time_point lastTime;
+};
 
 /// Rank 0 merges every rank's spool into the Chrome trace. The trace is a
 /// by-product: failing to write it (a full disk) says so but does not fail
@@ -543,12 +639,46 @@ void finishTrace(const RunOptions &o, std::ofstream &spool,
   }
 }
 
+/// Every rank's peak tensor memory and peak RSS in MiB, taken before the
+/// trace is merged: [tensors, RSS] per world rank, one after another.
+std::vector<double> memoryByRank(const Trainer &trainer, Comm &comm) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return comm.allgather({double(trainer.peakTensorBytes()) / (1 << 20),
+                         double(usage.ru_maxrss) / 1024});
+}
+
 /// What the run did, summed on rank 0 at its end.
 struct RunTotals {
   int64_t first = 1, last = 0, realTokens = 0, paddedTokens = 0;
   double elapsed = 0, firstLoss = 0, lastLoss = 0;
   bool stopped = false;
+
+  void add(const StepStats &st) {
+    last = st.step;
+    elapsed += st.seconds;
+    realTokens += st.tokens;
+    paddedTokens += st.paddedTokens;
+    if (st.step == first)
+      firstLoss = st.loss;
+    lastLoss = st.loss;
+  }
 };
+
+/// Saves step `s` to --save when it is due (every --save-interval steps,
+/// and the run's last step, `ending`), then keeps the newest --keep-last.
+void saveIfDue(const RunOptions &o, Trainer &trainer, int64_t s, bool ending,
+               bool root) {
+  if (o.save.empty() ||
+      !(ending || (o.saveInterval > 0 && s % o.saveInterval == 0)))
+    return;
+  trainer.save(o.save, s);
+  if (root && o.keepLast > 0)
+    for (const std::string &gone : pruneCheckpoints(o.save, o.keepLast))
+      if (!o.quiet)
+        fmt::print("checkpoint: removed {}/{} (--keep-last {})\n", o.save, gone,
+                   o.keepLast);
+}
 
 void printSummary(const RunOptions &o, const DataSources &data,
                   const RunTotals &t, const std::vector<double> &memory) {
@@ -654,10 +784,9 @@ int runTraining(const RunOptions &o, Comm &comm) {
   const int64_t total = artifact.training.steps;
   if (root && !o.quiet)
     printRunHeader(o, artifact, data, t.first);
-  std::ofstream spool;
-  if (!o.trace.empty())
-    spool.open(traceSpool(o.trace, comm.rank()), std::ios::trunc);
+  std::ofstream spool = openTraceSpool(o, comm, t.first, total);
   t.last = t.first - 1;
+  StepLines lines(o.logInterval, t.first, total, tty);
   int64_t current = t.first;
   installWatchdog(comm, o, current);
   // --profile: each step's time by kernel class, summed over the steps (the
@@ -679,20 +808,9 @@ int runTraining(const RunOptions &o, Comm &comm) {
         cpu::profileSeconds();
     for (int c = 0; c < cpu::kNumKernelClasses; ++c)
       profile[c] += after[c] - before[c];
-    t.last = s;
-    t.elapsed += st.seconds;
-    t.realTokens += st.tokens;
-    t.paddedTokens += st.paddedTokens;
-    if (s == t.first)
-      t.firstLoss = st.loss;
-    t.lastLoss = st.loss;
-    if (spool) {
-      nlohmann::json events = nlohmann::json::array();
-      for (const Trainer::Timing &timing : trainer.timings())
-        events.push_back({timing.name, timing.category, timing.start * 1e6,
-                          (timing.end - timing.start) * 1e6, s});
-      spool << events.dump() << '\n';
-    }
+    t.add(st);
+    if (spool && s >= o.traceFirst && s <= o.traceLast)
+      spoolStep(spool, trainer, st, s);
     nlohmann::json record = stepRecord(st, artifact);
     t.stopped = agreeOnStep(comm, root && fileExists(o.stopFile), st, record);
     if (log) {
@@ -701,33 +819,21 @@ int runTraining(const RunOptions &o, Comm &comm) {
       log << record.dump() << "\n" << std::flush;
     }
     bool exiting = t.stopped || (o.exitInterval > 0 && s == o.exitInterval);
-    if (!o.save.empty() && (s == total || exiting ||
-                            (o.saveInterval > 0 && s % o.saveInterval == 0))) {
-      trainer.save(o.save, s);
-      if (root && o.keepLast > 0)
-        for (const std::string &gone : pruneCheckpoints(o.save, o.keepLast))
-          if (!o.quiet)
-            fmt::print("checkpoint: removed {}/{} (--keep-last {})\n", o.save,
-                       gone, o.keepLast);
-    }
+    const bool ending = s == total || exiting;
+    saveIfDue(o, trainer, s, ending, root);
     if (root && !o.quiet && s == t.first && !o.dump.empty())
       fmt::print("dump: step {} (the run's first) written to {}\n", s, o.dump);
-    if (root && !o.quiet)
-      printStepLine(st, s, t.first, total, t.elapsed, tty,
-                    s == total || exiting);
+    if (root && !o.quiet && lines.due(s, ending))
+      lines.print(st, s, ending);
     if (exiting)
       break;
   }
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
   cpu::setProfiling(false);
   const std::vector<double> profileByRank =
       o.profile
           ? comm.allgather(std::vector<double>(profile.begin(), profile.end()))
           : std::vector<double>();
-  std::vector<double> memory =
-      comm.allgather({double(trainer.peakTensorBytes()) / (1 << 20),
-                      double(usage.ru_maxrss) / 1024});
+  const std::vector<double> memory = memoryByRank(trainer, comm);
   if (!o.trace.empty())
     finishTrace(o, spool, artifact, comm, memory);
   if (!o.costsOut.empty())

@@ -26,6 +26,10 @@ struct RunOptions {
   int64_t steps = 0, seed = -1, saveInterval = 0, exitInterval = 0;
   int64_t keepLast = 0;     ///< step directories of `save` kept; 0: all
   int64_t lrDecaySteps = 0; ///< --lr-decay-steps; 0: not given
+  /// --log-interval: a step line every N steps, the first and last too.
+  int64_t logInterval = 1;
+  /// --trace-steps: the steps `trace` keeps, both included.
+  int64_t traceFirst = 1, traceLast = INT64_MAX;
   /// Seconds one wait on other ranks may last before the run ends naming
   /// the stuck action (0: no limit).
   double watchdog = 600;

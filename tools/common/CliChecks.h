@@ -14,8 +14,12 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace hypipe::cli {
 
@@ -49,6 +53,39 @@ inline CLI::Validator numberAbove0(bool strictly) {
         return std::string();
       },
       strictly ? "NUMBER > 0" : "NUMBER >= 0");
+}
+
+/// Steps A to B, both included, written `A-B` with 1 <= A <= B (the steps
+/// `--trace-steps` traces); nullopt for anything else.
+inline std::optional<std::pair<int64_t, int64_t>>
+parseStepRange(std::string_view text) {
+  const size_t dash = text.find('-');
+  if (dash == std::string_view::npos)
+    return std::nullopt;
+  auto whole = [](std::string_view digits, int64_t &value) {
+    auto [end, ec] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    return !digits.empty() && ec == std::errc() &&
+           end == digits.data() + digits.size();
+  };
+  int64_t first = 0, last = 0;
+  if (!whole(text.substr(0, dash), first) ||
+      !whole(text.substr(dash + 1), last) || first < 1 || last < first)
+    return std::nullopt;
+  return std::pair{first, last};
+}
+
+/// What parseStepRange reads.
+inline CLI::Validator stepRange() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        if (parseStepRange(text))
+          return std::string();
+        return fmt::format("must be A-B, the steps A to B (both included, "
+                           "1 <= A <= B; e.g. 10-20) (got '{}')",
+                           text);
+      },
+      "A-B");
 }
 
 inline CLI::Validator positiveNumber() { return numberAbove0(true); }

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <iostream>
 #include <thread>
+#include <tuple>
 
 using namespace hypipe::rt;
 using namespace hypipe::cli;
@@ -67,7 +68,9 @@ bool needsRestart() {
   return restart;
 }
 
-void addRunOptions(CLI::App &app, RunOptions &options) {
+/// `traceSteps` receives --trace-steps' text, parsed after the command line.
+void addRunOptions(CLI::App &app, RunOptions &options,
+                   std::string &traceSteps) {
   app.add_option("artifact", options.dir,
                  "artifact directory (hypipe compile -o)")
       ->required();
@@ -117,8 +120,18 @@ void addRunOptions(CLI::App &app, RunOptions &options) {
                  "start from these weights (a checkpoint or `hypipe ckpt "
                  "import` file; fresh optimizer, step 1): fine-tuning; "
                  "instead of training.init_from");
-  app.add_option("--trace", options.trace,
-                 "write a Chrome trace of every rank's actions to this file");
+  CLI::Option *trace = app.add_option(
+      "--trace", options.trace,
+      "write a Chrome trace of every rank's actions to this file");
+  app.add_option("--trace-steps", traceSteps,
+                 "trace only steps A to B, both included (default: all)")
+      ->check(stepRange())
+      ->needs(trace);
+  app.add_option("--log-interval", options.logInterval,
+                 "print a step line every N steps, and the first and last "
+                 "(Megatron's --log-interval; default 1); --json-log keeps "
+                 "every step")
+      ->check(wholeAtLeast(1));
   app.add_option("--stop-file", options.stopFile,
                  "stop cleanly (after the current step, saving) once this "
                  "file exists (hypipe train uses it for Ctrl-C)");
@@ -161,7 +174,8 @@ int main(int argc, char **argv) {
                                     " (git " HYPIPE_GIT_REVISION ")");
   RunOptions options;
   options.threads = defaultThreads();
-  addRunOptions(app, options);
+  std::string traceSteps;
+  addRunOptions(app, options, traceSteps);
   // hypipe train's: rank 0 creates it once every rank has joined (MPI is
   // up), so a launch that never gets there can be told and ended.
   std::string startedFile;
@@ -174,6 +188,8 @@ int main(int argc, char **argv) {
       return reportParseError(app, e);
     return e.get_exit_code() == 0 ? 0 : 2;
   }
+  if (auto steps = parseStepRange(traceSteps))
+    std::tie(options.traceFirst, options.traceLast) = *steps;
 
   const bool root = comm.rank() == 0;
   if (root && !startedFile.empty())

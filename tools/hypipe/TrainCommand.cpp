@@ -75,9 +75,12 @@ struct TrainOptions {
   double gradBucketMib = 0; ///< --grad-bucket-mib; 0: hypipe-run's default
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
-  double watchdog = -1; ///< -1: hypipe-run's default
+  int64_t logInterval = 0; ///< --log-interval; 0: hypipe-run's default (1)
+  std::string traceSteps;  ///< --trace-steps A-B; empty: every step
+  double watchdog = -1;    ///< -1: hypipe-run's default
   int threads = 0;
   bool noSave = false, overwrite = false;
+  bool noTrace = false; ///< --no-trace: no RUN/trace.json, no measured bubble
 };
 
 /// A file of the run directory (or a spec or CSV already loaded), read
@@ -152,6 +155,10 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   addIf("--comm", o.comm, !o.comm.empty());
   addIf("--grad-bucket-mib", fmt::format("{:g}", o.gradBucketMib),
         o.gradBucketMib > 0);
+  addIf("--log-interval", std::to_string(o.logInterval), o.logInterval > 0);
+  addIf("--trace-steps", o.traceSteps, !o.traceSteps.empty());
+  if (o.noTrace)
+    words.push_back("--no-trace");
   words.insert(words.end(), {"--resume", "auto"});
   std::string out;
   for (const std::string &w : words)
@@ -540,6 +547,8 @@ std::optional<Measured> measure(const nlohmann::json &trace,
       first = std::min(first, step);
       m.lastStep = std::max(m.lastStep, step);
     }
+  if (m.lastStep == 0)
+    return std::nullopt; // --trace-steps outside the steps run
   m.firstStep = m.lastStep > first ? first + 1 : first;
   int64_t n = s.numStages();
   const schedule::Op computeOps[] = {schedule::Op::F, schedule::Op::B,
@@ -558,26 +567,28 @@ std::optional<Measured> measure(const nlohmann::json &trace,
   for (const nlohmann::json &e : trace["traceEvents"]) {
     if (e.value("ph", "") != "X" || e["tid"].get<int64_t>() != 0)
       continue;
-    std::string cat = e["cat"].get<std::string>(), name = e["name"];
+    const std::string cat = e["cat"].get<std::string>();
     int64_t step = e["args"]["step"].get<int64_t>();
     int64_t rank = e["pid"].get<int64_t>();
     double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
-    if (step < m.firstStep)
+    // The schedule's actions and their waits make the step's span; the
+    // optimizer step after them is no part of the simulated one.
+    std::optional<schedule::Op> op = schedule::parseOpName(cat);
+    if (step < m.firstStep || (!op && cat != schedule::kWaitCategory))
       continue;
     StepSpan &span = steps[step];
     span.busy.resize(size_t(s.pp), 0.0);
     span.begin = std::min(span.begin, ts);
     span.end = std::max(span.end, ts + dur);
-    std::optional<schedule::Op> op = schedule::parseOpName(cat);
     if (!op || !schedule::isCompute(*op))
       continue;
     if (rank >= 0 && rank < s.pp)
       span.busy[size_t(rank)] += dur;
-    auto action = schedule::parsePytorchAction(name, s.actionContext());
-    if (!action)
+    const int64_t stage = e["args"].value("stage", int64_t(-1));
+    if (stage < 0 || stage >= n)
       continue;
-    sum[*op][action->stage] += dur;
-    count[*op][action->stage] += 1;
+    sum[*op][stage] += dur;
+    count[*op][stage] += 1;
   }
   for (schedule::Op k : computeOps) {
     std::vector<double> mean(n, 0);
@@ -812,10 +823,15 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
   argv.push_back("--progress");
   argv.push_back(::isatty(STDOUT_FILENO) ? "bar" : "lines");
   for (const std::string &a :
-       {std::string("--json-log"), log, std::string("--trace"), trace,
-        std::string("--stop-file"), stopFile,
+       {std::string("--json-log"), log, std::string("--stop-file"), stopFile,
         std::string("--started-file"), run + "/.started"})
     argv.push_back(a);
+  if (!o.noTrace)
+    argv.insert(argv.end(), {"--trace", trace});
+  if (!o.traceSteps.empty())
+    argv.insert(argv.end(), {"--trace-steps", o.traceSteps});
+  if (o.logInterval > 0)
+    argv.insert(argv.end(), {"--log-interval", std::to_string(o.logInterval)});
   if (!o.noSave) {
     argv.push_back("--save");
     argv.push_back(run + "/ckpt");
@@ -913,6 +929,58 @@ LoggedRun readRunLog(const std::string &log) {
   return logged;
 }
 
+/// The summary's measurements: the measured bubble (from the trace, unless
+/// --no-trace) next to the simulator's for the same programs fed the
+/// measured stage costs, written as RUN/trace.sim.json; memory next to its
+/// estimate. True when both traces were written.
+bool reportMeasurements(const TrainOptions &o, const std::string &run,
+                        const std::string &artifact, const std::string &trace,
+                        const LoggedRun &logged,
+                        nlohmann::ordered_json &summary) {
+  if (o.noTrace)
+    fmt::print("  bubble: not measured (--no-trace): the measured bubble "
+               "needs the trace; train without --no-trace (--trace-steps "
+               "A-B keeps it small)\n");
+  nlohmann::json traceJson =
+      o.noTrace ? nlohmann::json()
+                : nlohmann::json::parse(readFile(trace), nullptr, false);
+  bool traced = false;
+  try {
+    rt::Artifact art = rt::loadArtifact(artifact);
+    if (std::optional<schedule::Schedule> s = art.asSchedule()) {
+      std::optional<Measured> m = measure(traceJson, *s);
+      auto sim = schedule::simulate(*s, m ? m->costs : schedule::Costs{});
+      if (sim) {
+        if (m) {
+          traced = writeRunFile(run + "/trace.sim.json",
+                                schedule::chromeTrace(*s, *sim));
+          summary["bubble"] = {{"steps", {m->firstStep, m->lastStep}},
+                               {"measured", m->bubble},
+                               {"predicted", sim->bubbleFraction}};
+          std::string rows;
+          for (int64_t r = 0; r < art.pp; ++r)
+            rows +=
+                fmt::format("{}rank {} {:.1f}% vs {:.1f}%", r ? ", " : "", r,
+                            100 * m->bubble[r], 100 * sim->bubbleFraction[r]);
+          fmt::print("  bubble (mean of steps {}-{}, measured vs simulated "
+                     "with the measured stage costs): {}\n",
+                     m->firstStep, m->lastStep, rows);
+        }
+        if (!m && !o.noTrace)
+          fmt::print("  bubble: not measured: {} holds no step{}\n", trace,
+                     o.traceSteps.empty()
+                         ? std::string()
+                         : fmt::format(" (--trace-steps {})", o.traceSteps));
+        summary["memory_mib"] =
+            memoryReport(art, traceJson, logged.maxMicrobatches);
+      }
+    }
+  } catch (const rt::RuntimeError &e) {
+    std::cerr << e.what() << "\n";
+  }
+  return traced;
+}
+
 /// Step 3 of `hypipe train`: the summary (losses, throughput, measured
 /// bubble next to the simulator's, memory next to its estimate), the loss
 /// curve and the simulated trace; returns the exit code.
@@ -947,47 +1015,19 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
       losses.back().second, withCommas(std::llround(logged.tokensPerSecond)),
       entropy ? fmt::format("; unigram entropy of the data {:.4f}", *entropy)
               : "");
-  // The measured bubble next to the simulator's for the same programs fed
-  // the measured stage costs; memory next to its estimate.
-  nlohmann::json traceJson =
-      nlohmann::json::parse(readFile(trace), nullptr, false);
-  try {
-    rt::Artifact art = rt::loadArtifact(artifact);
-    if (std::optional<schedule::Schedule> s = art.asSchedule()) {
-      std::optional<Measured> m = measure(traceJson, *s);
-      auto sim = schedule::simulate(*s, m ? m->costs : schedule::Costs{});
-      if (sim) {
-        if (m) {
-          writeRunFile(run + "/trace.sim.json",
-                       schedule::chromeTrace(*s, *sim));
-          summary["bubble"] = {{"steps", {m->firstStep, m->lastStep}},
-                               {"measured", m->bubble},
-                               {"predicted", sim->bubbleFraction}};
-          std::string rows;
-          for (int64_t r = 0; r < art.pp; ++r)
-            rows +=
-                fmt::format("{}rank {} {:.1f}% vs {:.1f}%", r ? ", " : "", r,
-                            100 * m->bubble[r], 100 * sim->bubbleFraction[r]);
-          fmt::print("  bubble (mean of steps {}-{}, measured vs simulated "
-                     "with the measured stage costs): {}\n",
-                     m->firstStep, m->lastStep, rows);
-        }
-        summary["memory_mib"] =
-            memoryReport(art, traceJson, logged.maxMicrobatches);
-      }
-    }
-  } catch (const rt::RuntimeError &e) {
-    std::cerr << e.what() << "\n";
-  }
+  const bool traced =
+      reportMeasurements(o, run, artifact, trace, logged, summary);
   logged.curve.title =
       fmt::format("{} ({}), pp {} vpp {} dp {}, {}", spec.name,
                   spec.pattern.text, spec.parallel.pp, spec.parallel.vpp,
                   spec.parallel.dp, spec.parallel.schedule);
   writeRunFile(run + "/loss.svg", report::lossSvg(logged.curve));
   writeRunFile(run + "/summary.json", summary.dump(2) + "\n");
-  fmt::print("  wrote {0}/loss.svg, {0}/summary.json, {1}, {0}/trace.json "
-             "(measured) and {0}/trace.sim.json (simulated){2}\n",
-             run, log,
+  fmt::print("  wrote {0}/loss.svg, {0}/summary.json, {1}{2}{3}\n", run, log,
+             traced ? fmt::format(", {0}/trace.json (measured) and "
+                                  "{0}/trace.sim.json (simulated)",
+                                  run)
+                    : "",
              o.noSave ? "" : fmt::format(", checkpoints in {}/ckpt", run));
   if (stopped) {
     if (latestCheckpointStep(run))
@@ -1130,6 +1170,12 @@ int runTrain(const TrainOptions &o) {
     return 1;
   if (!compileRun(o, *spec, run, artifact))
     return 1;
+  if (o.noTrace) {
+    // An earlier launch's traces would pass for this one's.
+    std::error_code ec;
+    for (const std::string &p : {trace, run + "/trace.sim.json"})
+      std::filesystem::remove(p, ec);
+  }
   LaunchResult launched = launchRun(o, *spec, run, artifact, log, trace);
   int status = launched.status;
   bool stopped = launched.stopped;
@@ -1209,6 +1255,19 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "checkpoint every N steps (always after the last)")
       ->check(wholeAtLeast(1));
   sub->add_flag("--no-save", o->noSave, "write no checkpoints");
+  CLI::Option *noTrace = sub->add_flag(
+      "--no-trace", o->noTrace,
+      "write no RUN/trace.json (the summary then has no measured bubble)");
+  sub->add_option("--trace-steps", o->traceSteps,
+                  "trace only steps A to B, both included (default: all; "
+                  "the measured bubble is their mean)")
+      ->check(stepRange())
+      ->excludes(noTrace);
+  sub->add_option("--log-interval", o->logInterval,
+                  "print a step line every N steps, and the first and last "
+                  "(Megatron's --log-interval; default 1); the JSON log "
+                  "keeps every step")
+      ->check(wholeAtLeast(1));
   sub->add_option("--keep-last", o->keepLast,
                   "keep only the newest N checkpoints (default: all)")
       ->check(wholeAtLeast(1));
