@@ -108,6 +108,15 @@ std::vector<int64_t> checkMegatronBin(const MegatronIndex &index,
   for (size_t s = 0; s < index.lengths.size(); ++s) {
     uint64_t pointer = uint64_t(index.pointers[s]);
     uint64_t size = uint64_t(index.lengths[s]) * uint64_t(index.itemSize);
+    // A pointer between two tokens would read halves of two as one: tokens
+    // out of the vocabulary, or worse, silently other ones.
+    if (pointer % uint64_t(index.itemSize) != 0)
+      throw bad(binPath,
+                fmt::format("sequence {} starts at byte {}, which is not a "
+                            "whole number of its {}-byte tokens (a damaged "
+                            ".idx: Megatron's pointers are token offsets "
+                            "times the token size)",
+                            s, index.pointers[s], index.itemSize));
     if (pointer > binBytes || size > binBytes - pointer)
       throw bad(binPath,
                 fmt::format("sequence {} ({} tokens at byte {}) runs past the "

@@ -6,7 +6,8 @@ layout of Megatron's _IndexWriter: "MMIDIDX\\0\\0", version 1 (<Q), dtype code
 sequence byte pointers (int64), document boundaries (int64).
 
 usage: write_indexed.py TEXT PREFIX [uint16|int32|uint8|float32] [BREAK]
-BREAK: bad-magic, truncated-idx, truncated-bin, big-token"""
+BREAK: bad-magic, truncated-idx, truncated-bin, big-token, misaligned (the second
+document's pointer one byte off its tokens)"""
 import struct
 import sys
 
@@ -35,6 +36,8 @@ idx = (b"MMIDIDX\x00\x00" if breakage != "bad-magic" else b"NOTANIDX\x00")
 idx += struct.pack("<Q", 1) + struct.pack("<B", code)
 idx += struct.pack("<Q", len(docs)) + struct.pack("<Q", len(docs) + 1)
 idx += struct.pack("<%di" % len(docs), *lengths)
+if breakage == "misaligned":
+    pointers[1] += 1
 idx += struct.pack("<%dq" % len(docs), *pointers)
 idx += struct.pack("<%dq" % (len(docs) + 1), *range(len(docs) + 1))
 with open(prefix + ".idx", "wb") as f:
