@@ -177,6 +177,29 @@ std::optional<int64_t> latestCheckpointStep(const std::string &run) {
   }
 }
 
+/// A resume whose checkpoint is at or past the run's last step has nothing
+/// to train: said before the compile and the launch (the ranks said it after
+/// both). A checkpoint that does not load is left for the ranks to name.
+bool resumeHasStepsLeft(const TrainOptions &o, const ModelSpec &spec,
+                        const std::string &run) {
+  if (o.resume.empty())
+    return true;
+  const std::string path = o.resume == "auto" ? run + "/ckpt" : o.resume;
+  int64_t step = 0;
+  try {
+    step = rt::readCheckpointInfo(path).step;
+  } catch (const rt::RuntimeError &) {
+    return true;
+  }
+  if (step < spec.training.steps)
+    return true;
+  std::cerr << fmt::format(
+      "error: the checkpoint in '{}' is at step {}, and this run ends at step "
+      "{}: nothing is left to train\nhelp: pass --steps N with N > {}\n",
+      path, step, spec.training.steps, step);
+  return false;
+}
+
 /// Holds RUN/.lock for the life of this process (and of the launcher,
 /// which inherits it), so that two `hypipe train` never share a run
 /// directory. Returns false, having said who holds it, when it is taken.
@@ -329,6 +352,11 @@ void copyLauncherErrors(int fd, const std::function<void()> &onAbort) {
                                          "MPI_ABORT was invoked"};
   static const char *const kNoise[] = {"ORTE_ERROR_LOG:",
                                        "has sent help message"};
+  // Open MPI's shared-memory transport, when a peer it was reading from is
+  // gone ("[host:pid] Read -1, expected 32768, errno = 14"): after a rank
+  // ended the job, an echo of that, not a cause.
+  static const char *const kAfterAbort[] = {"] Read -1, expected "};
+  bool aborted = false;
   auto isFrame = [](const std::string &line) {
     return line.size() > 20 && line.find_first_not_of('-') >= 20;
   };
@@ -344,8 +372,15 @@ void copyLauncherErrors(int fd, const std::function<void()> &onAbort) {
     line += buffer;
     if (line.back() != '\n' && !::feof(in))
       continue;
-    if (saysRankAborts(line))
+    if (saysRankAborts(line)) {
       onAbort();
+      aborted = true;
+    }
+    const bool echo =
+        aborted && std::any_of(std::begin(kAfterAbort), std::end(kAfterAbort),
+                               [&](const char *n) {
+                                 return line.find(n) != std::string::npos;
+                               });
     if (isFrame(line)) {
       block += line;
       if (inBlock) {
@@ -359,7 +394,7 @@ void copyLauncherErrors(int fd, const std::function<void()> &onAbort) {
       inBlock = !inBlock;
     } else if (inBlock) {
       block += line;
-    } else if (!isNoise(line)) {
+    } else if (!isNoise(line) && !echo) {
       std::fputs(line.c_str(), stderr);
     }
     std::fflush(stderr);
@@ -1168,7 +1203,7 @@ int runTrain(const TrainOptions &o) {
 
   if (!lockRunDirectory(run) || !claimRunDirectory(o, run, log))
     return 1;
-  if (!compileRun(o, *spec, run, artifact))
+  if (!resumeHasStepsLeft(o, *spec, run) || !compileRun(o, *spec, run, artifact))
     return 1;
   if (o.noTrace) {
     // An earlier launch's traces would pass for this one's.
