@@ -441,6 +441,26 @@ yaml::Node *Loader::nodeFor(llvm::StringRef section, llvm::StringRef key) {
   return rootNode;
 }
 
+/// Where `text` (valid UTF-8) holds a character that is not printable
+/// though its bytes are not ASCII controls: a C1 control (U+0080-U+009F) or
+/// a bidirectional formatting character (U+061C, U+200E-U+200F,
+/// U+202A-U+202E, U+2066-U+2069), which makes a path read as another.
+std::optional<size_t> invisibleControl(llvm::StringRef text) {
+  for (size_t i = 0; i + 1 < text.size(); ++i) {
+    const auto b0 = static_cast<unsigned char>(text[i]);
+    const auto b1 = static_cast<unsigned char>(text[i + 1]);
+    if ((b0 == 0xC2 && b1 >= 0x80 && b1 <= 0x9F) || (b0 == 0xD8 && b1 == 0x9C))
+      return i;
+    if (b0 != 0xE2 || i + 2 >= text.size())
+      continue;
+    const auto b2 = static_cast<unsigned char>(text[i + 2]);
+    if ((b1 == 0x80 && (b2 == 0x8E || b2 == 0x8F || (b2 >= 0xAA && b2 <= 0xAE))) ||
+        (b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9))
+      return i;
+  }
+  return std::nullopt;
+}
+
 llvm::Error Loader::checkText(const Section &section, const Field &field,
                               yaml::Node *value, llvm::StringRef v) {
   std::string where =
@@ -476,6 +496,15 @@ llvm::Error Loader::checkText(const Section &section, const Field &field,
                    "names, paths and other text in a spec are one line of "
                    "printable characters; remove it");
   }
+  if (std::optional<size_t> at = invisibleControl(v))
+    return error(locInScalar(value, *at), 1,
+                 fmt::format("{} contains an invisible control character "
+                             "(a C1 control or a bidirectional override, "
+                             "which reorders how a terminal shows it) at "
+                             "byte {}",
+                             where, *at),
+                 "names, paths and other text in a spec are one line of "
+                 "printable characters; remove it");
   if (where == "model.name") {
     // The name becomes a directory (runs/<name>), a symbol and a comment.
     auto ok = [](char c) {
