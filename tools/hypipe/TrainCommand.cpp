@@ -1000,6 +1000,13 @@ bool reportMeasurements(const TrainOptions &o, const std::string &run,
           fmt::print("  bubble (mean of steps {}-{}, measured vs simulated "
                      "with the measured stage costs): {}\n",
                      m->firstStep, m->lastStep, rows);
+          // Said every time: the two differ most where they mean most to
+          // a reader (a small model, a short step).
+          fmt::print("  (the simulation gives every microbatch its "
+                       "stage's mean time and leaves out the transfers' "
+                       "and the per-step agreement's waits and the runtime's "
+                       "own work between kernels: a small model's steps are "
+                       "mostly those)\n");
         }
         if (!m && !o.noTrace)
           fmt::print("  bubble: not measured: {} holds no step{}\n", trace,
