@@ -407,11 +407,58 @@ void copyLauncherErrors(int fd, const std::function<void()> &onAbort) {
 
 /// Runs `argv` in its own process group (so the terminal's Ctrl-C reaches
 /// only us) and returns its exit status (128 + signal when killed).
+/// The processes the launcher left behind. mpirun starts its agents (ssh)
+/// in sessions of their own, out of reach of a signal to its process group:
+/// an ssh that never got an answer outlived it under init. hypipe train is
+/// their subreaper (launch()), so they are its children once the launcher is
+/// gone: each gets SIGTERM, then SIGKILL after 2 s, and is reaped.
+void endOrphans() {
+  auto children = [] {
+    std::vector<pid_t> out;
+    const std::string me = std::to_string(::getpid());
+    std::error_code ec;
+    for (const auto &entry : std::filesystem::directory_iterator("/proc", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos)
+        continue;
+      std::ifstream stat(entry.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      // pid (comm) state ppid ...: comm may hold spaces, so from the last ')'.
+      std::istringstream rest(line.substr(line.rfind(')') + 1));
+      std::string state, ppid;
+      rest >> state >> ppid;
+      if (ppid == me && state != "Z")
+        out.push_back(pid_t(std::stol(name)));
+    }
+    return out;
+  };
+  auto reap = [] {
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  };
+  reap();
+  std::vector<pid_t> left = children();
+  for (pid_t p : left)
+    ::kill(p, SIGTERM);
+  for (int i = 0; i < 20 && !left.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    reap();
+    left = children();
+  }
+  for (pid_t p : left)
+    ::kill(p, SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  reap();
+}
+
 /// Runs the launcher and returns its exit status (128 + N when signal N
 /// ended it, as a shell says; `*signal` is then N, else 0).
 int launch(const std::vector<std::string> &argv, const std::string &stopFile,
            double startTimeout, int *signal) {
   *signal = 0;
+  // What the launcher leaves behind becomes ours to end (endOrphans).
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   // Created by rank 0 once every rank has joined (hypipe-run --started-file):
   // until then the launcher may be waiting on a host that never answers.
   const std::string startedFile =
@@ -543,6 +590,7 @@ int launch(const std::vector<std::string> &argv, const std::string &stopFile,
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
   ::signal(SIGHUP, SIG_DFL);
+  endOrphans();
   // The ranks inherited the pipe and end with the launcher; should one
   // linger, its last words are not worth hanging for.
   for (int i = 0; i < 50 && !*copied; ++i)
