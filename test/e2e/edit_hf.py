@@ -18,7 +18,9 @@ def safetensors_files(directory):
     return [f for f in os.listdir(directory) if f.endswith(".safetensors")]
 
 
-def transpose(directory, name):
+def edit_tensor(directory, name, change):
+    """Rewrites the safetensors file holding tensor NAME: change(header,
+    body) edits its header entry and data in place."""
     for file in safetensors_files(directory):
         path = os.path.join(directory, file)
         with open(path, "rb") as f:
@@ -27,36 +29,27 @@ def transpose(directory, name):
         header = json.loads(data[8 : 8 + length])
         if name not in header:
             continue
-        header[name]["shape"] = header[name]["shape"][::-1]
-        text = json.dumps(header).encode()
-        with open(path, "wb") as f:
-            f.write(struct.pack("<Q", len(text)) + text + data[8 + length :])
-        return
-    sys.exit("no tensor " + name)
-
-
-def poison(directory, name):
-    """The data changed, so its checksum goes: the file reads as one written
-    elsewhere (as poison_tensor.py does)."""
-    for file in safetensors_files(directory):
-        path = os.path.join(directory, file)
-        with open(path, "rb") as f:
-            data = f.read()
-        (length,) = struct.unpack("<Q", data[:8])
-        header = json.loads(data[8 : 8 + length])
-        if name not in header:
-            continue
-        header.get("__metadata__", {}).pop("checksum", None)
         body = bytearray(data[8 + length :])
-        at = header[name]["data_offsets"][0]
-        nan = {"F32": struct.pack("<f", float("nan")), "BF16": b"\xc0\x7f"}[header[name]["dtype"]]
-        body[at : at + len(nan)] = nan
+        change(header, body)
         text = json.dumps(header).encode()
         text += b" " * (-len(text) % 8)
         with open(path, "wb") as f:
             f.write(struct.pack("<Q", len(text)) + text + bytes(body))
         return
     sys.exit("no tensor " + name)
+
+
+def transpose(header, body, name):
+    header[name]["shape"] = header[name]["shape"][::-1]
+
+
+def poison(header, body, name):
+    """The data changes, so its checksum goes: the file reads as one written
+    elsewhere (as poison_tensor.py does)."""
+    header.get("__metadata__", {}).pop("checksum", None)
+    at = header[name]["data_offsets"][0]
+    nan = {"F32": struct.pack("<f", float("nan")), "BF16": b"\xc0\x7f"}[header[name]["dtype"]]
+    body[at : at + len(nan)] = nan
 
 
 src, dst = sys.argv[1:3]
@@ -72,9 +65,9 @@ for edit in sys.argv[3:]:
         else:
             config.pop(key)
         json.dump(config, open(config_path, "w"))
-    elif edit.startswith("transpose:"):
-        transpose(dst, edit[len("transpose:") :])
-    elif edit.startswith("nan:"):
-        poison(dst, edit[len("nan:") :])
+    elif edit.startswith(("transpose:", "nan:")):
+        kind, name = edit.split(":", 1)
+        change = transpose if kind == "transpose" else poison
+        edit_tensor(dst, name, lambda header, body: change(header, body, name))
     else:
         sys.exit("unknown edit " + edit)

@@ -81,28 +81,10 @@ inline size_t editDistance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-/// The long options of the command the user named (the deepest subcommand
-/// parsed), with their dashes.
-inline std::vector<std::string> optionNames(const CLI::App &app) {
-  const CLI::App *command = &app;
-  for (bool deeper = true; deeper;) {
-    deeper = false;
-    for (const CLI::App *sub : command->get_subcommands())
-      if (sub->parsed()) {
-        command = sub;
-        deeper = true;
-        break;
-      }
-  }
-  std::vector<std::string> names;
-  for (const CLI::Option *opt : command->get_options())
-    for (const std::string &name : opt->get_lnames())
-      names.push_back("--" + name);
-  return names;
-}
-
-/// The name of the command the user named, for "hypipe train --help".
-inline std::string commandPath(const CLI::App &app) {
+/// The command the user named (the deepest subcommand parsed) and its
+/// name as typed, for "hypipe train --help".
+inline std::pair<const CLI::App *, std::string>
+namedCommand(const CLI::App &app) {
   std::string path = app.get_name();
   path = path.substr(path.find_last_of('/') + 1); // argv[0]'s base name
   const CLI::App *command = &app;
@@ -116,7 +98,16 @@ inline std::string commandPath(const CLI::App &app) {
         break;
       }
   }
-  return path;
+  return {command, path};
+}
+
+/// The long options of the command the user named, with their dashes.
+inline std::vector<std::string> optionNames(const CLI::App &app) {
+  std::vector<std::string> names;
+  for (const CLI::Option *opt : namedCommand(app).first->get_options())
+    for (const std::string &name : opt->get_lnames())
+      names.push_back("--" + name);
+  return names;
 }
 
 /// "error: ... help: ..." for one option the command does not take.
@@ -124,7 +115,7 @@ inline std::string unknownOptionMessage(const CLI::App &app,
                                         const std::string &arg) {
   const std::string flag = arg.substr(0, arg.find('='));
   const std::string help = fmt::format("`{} --help` lists the options",
-                                       commandPath(app));
+                                       namedCommand(app).second);
   for (const ForeignFlag &f : kMegatronFlags)
     if (flag == f.flag)
       return fmt::format("error: {} is Megatron-LM's, and hypipe takes no "
