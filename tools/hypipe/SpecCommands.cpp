@@ -8,6 +8,7 @@
 #include "frontend/SpecCosts.h"
 #include "runtime/exec/NumberFormat.h"
 #include "targets/Artifact.h"
+#include "tools/common/CliChecks.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
 
@@ -492,7 +493,8 @@ void addPartitionCommand(CLI::App &app, Runner &run) {
                   "what to balance: time (FLOPs) or params")
       ->check(CLI::IsMember({"time", "params"}));
   sub->add_option("--max-memory-gib", o->maxMemoryGiB,
-                  "memory cap per rank in GiB");
+                  "memory cap per rank in GiB")
+      ->check(numberBetween(0, false, double(kMaxRankBytes >> 30)));
   sub->add_flag("--json", o->json, "print JSON (format in docs/cli.md)");
   sub->callback([o, &run] { run = [o] { return runPartition(*o); }; });
 }
