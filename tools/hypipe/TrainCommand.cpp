@@ -703,6 +703,14 @@ bool checkData(const TrainOptions &o, const ModelSpec &spec) {
 }
 
 bool checkGpus(const TrainOptions &o, const ModelSpec &spec) {
+  if (o.gpus > 0 && spec.training.target != "cuda") {
+    std::cerr << fmt::format(
+        "error: --gpus {} picks the GPUs of a cuda run, and this one trains "
+        "on the {} target\nhelp: drop --gpus, or train on the GPUs with "
+        "--target cuda\n",
+        o.gpus, spec.training.target);
+    return false;
+  }
   if (spec.training.target != "cuda" || o.launcher != "mpirun" ||
       std::getenv("HYPIPE_MPIRUN"))
     return true; // on other nodes: the ranks check there
