@@ -254,6 +254,7 @@ private:
   llvm::Error check();
   llvm::Error checkSizes();
   llvm::Error checkPattern();
+  llvm::Error checkPatternLayers();
   llvm::Error checkModel();
   llvm::Error checkParallel();
   llvm::Error checkTraining();
@@ -845,6 +846,8 @@ llvm::Error Loader::checkPattern() {
   if (!pattern)
     return scalarError(patternNode, pattern.takeError());
   spec.pattern = std::move(*pattern);
+  if (auto err = checkPatternLayers())
+    return err;
   if (std::optional<llvm::StringRef> inner = verbatimScalar(patternNode);
       inner && !inner->contains('\n')) {
     auto [line, column] =
@@ -864,6 +867,24 @@ llvm::Error Loader::checkPattern() {
                  "the pattern has no layers",
                  "give at least one layer symbol, e.g. pattern: \"M*M-\"");
   return llvm::Error::success();
+}
+
+/// The pattern's layers against model.num_layers' bound, which the
+/// runtime's manifest check (checkRunSizes) holds a compiled model to: the
+/// caret is on the first layer past it.
+llvm::Error Loader::checkPatternLayers() {
+  const HybridPattern &pattern = draft.spec.pattern;
+  const SizeBound &bound = sizeBound("model.num_layers");
+  if (pattern.numLayers() <= bound.max)
+    return llvm::Error::success();
+  size_t offset = 0;
+  for (int64_t seen = 0; offset < pattern.text.size(); ++offset)
+    if (pattern.text[offset] != '|' && ++seen > bound.max)
+      break;
+  return error(locInScalar(patternNode, offset), 1,
+               tooLarge("the number of layers of model.pattern",
+                        pattern.numLayers(), bound.max),
+               bound.help);
 }
 
 /// Dimensions, then what each layer kind in use needs.
