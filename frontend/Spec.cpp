@@ -211,12 +211,16 @@ private:
   }
   llvm::Error error(yaml::Node *node, llvm::StringRef message,
                     llvm::StringRef help) {
-    if (!node && !overriddenFlag.empty()) // a value from the command line
+    if (!node && !overriddenFlag.empty()) // a value given in place of one
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          fmt::format("error: {} (given as {} on the command line)\nhelp: "
-                      "{}\n",
-                      message.str(), overriddenFlag, help.str()));
+          fmt::format("error: {} ({})\nhelp: {}\n", message.str(),
+                      overrides.givenBy.empty()
+                          ? fmt::format("given as {} on the command line",
+                                        overriddenFlag)
+                          : fmt::format("{} as {} sets it", overriddenKey,
+                                        overrides.givenBy),
+                      help.str()));
     llvm::SMRange range = node ? node->getSourceRange() : llvm::SMRange();
     // Nodes the parser gave up on have no source range.
     if (!range.Start.isValid())
@@ -381,7 +385,8 @@ private:
   /// "section.key" of the values the command line gave: an error about one
   /// names its flag, not the spec's line.
   std::map<std::string, std::string> overridden; // "section.key" -> flag
-  std::string overriddenFlag; ///< set by nodeFor for the error that follows
+  /// Set by nodeFor for the error that follows: the flag and "section.key".
+  std::string overriddenFlag, overriddenKey;
   std::map<std::string, yaml::Node *> valueNodes;   // "section.key" -> value
   std::map<std::string, yaml::Node *> sectionNodes; // "section" -> key node
   yaml::Node *rootNode = nullptr;
@@ -431,6 +436,7 @@ yaml::Node *Loader::nodeFor(llvm::StringRef section, llvm::StringRef key) {
   if (auto it = overridden.find((section + "." + key).str());
       it != overridden.end()) {
     overriddenFlag = it->second;
+    overriddenKey = it->first;
     return nullptr;
   }
   auto it = valueNodes.find((section + "." + key).str());
@@ -1391,8 +1397,8 @@ llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path,
     if (p.help == files::kReadHelp)
       p.help = "check the path; bundled examples are in examples/";
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "error: " + p.message + "\nhelp: " +
-                                       p.help + "\n");
+                                   "error: " + p.message + "\nhelp: " + p.help +
+                                       "\n");
   }
   return parseSpec(*text, path, overrides);
 }

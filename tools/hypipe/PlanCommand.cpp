@@ -286,6 +286,15 @@ int runPlan(const PlanOptions &o) {
   if (!made)
     return fail(made.takeError());
   PlanRequest &request = *made;
+  Expected<std::string> text = files::readBounded(o.spec, files::kSpec);
+  if (!text)
+    return fail(text.takeError());
+  // The spec's own errors as the loader renders them (file:line:col, the
+  // line, a caret), not inside a line of plan's.
+  if (llvm::Expected<ModelSpec> spec = parseSpec(*text, o.spec); !spec) {
+    llvm::errs() << llvm::toString(spec.takeError());
+    return 1;
+  }
   if (!o.costs.empty()) {
     Expected<MeasuredCosts> costs = readMeasuredCosts(o.costs);
     if (!costs)
@@ -296,7 +305,7 @@ int runPlan(const PlanOptions &o) {
     if (!request.cluster && request.costs->link)
       request.cluster = measuredCluster(*request.costs->link);
   }
-  auto p = plan(request);
+  auto p = plan(*text, request);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
