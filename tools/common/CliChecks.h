@@ -50,6 +50,24 @@ inline CLI::Validator wholeBetween(long long least,
            : fmt::format("INT >= {}", least));
 }
 
+/// Any whole number of 64 bits, for an option whose range a later check
+/// says in its own words (the spec loader's bounds): CLI11's conversion
+/// would make 10^23 into 2^63 - 1 and the later check name that.
+inline CLI::Validator wholeNumber() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        long long value = 0;
+        auto [end, ec] =
+            std::from_chars(text.data(), text.data() + text.size(), value);
+        if (ec == std::errc() && end == text.data() + text.size())
+          return std::string();
+        return fmt::format("must be a whole number that fits 64 bits (got "
+                           "'{}')",
+                           text);
+      },
+      "INT");
+}
+
 /// A whole number of at least `least`.
 inline CLI::Validator wholeAtLeast(long long least) {
   return wholeBetween(least, std::nullopt);

@@ -503,7 +503,8 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
   auto opt = [&](const char *name, std::optional<int64_t> &slot,
                  const char *what) {
     sub->add_option_function<int64_t>(
-        name, [&slot](const int64_t &v) { slot = v; }, what);
+           name, [&slot](const int64_t &v) { slot = v; }, what)
+        ->check(wholeNumber()); // the spec loader says each one's range
   };
   // Megatron-LM's names are aliases where they mean the same
   // (tools/common/CliErrors.h says what the others mean instead).
