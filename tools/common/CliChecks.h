@@ -68,6 +68,20 @@ inline CLI::Validator wholeNumber() {
       "INT");
 }
 
+/// Any finite number, for an option whose range a later check says (the
+/// spec loader's, as it refuses `lr: nan` in the file).
+inline CLI::Validator finiteNumber() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        char *end = nullptr;
+        double value = std::strtod(text.c_str(), &end);
+        if (end && *end == '\0' && !text.empty() && std::isfinite(value))
+          return std::string();
+        return fmt::format("must be a finite number (got '{}')", text);
+      },
+      "NUMBER");
+}
+
 /// A whole number of at least `least`.
 inline CLI::Validator wholeAtLeast(long long least) {
   return wholeBetween(least, std::nullopt);

@@ -526,7 +526,8 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
   auto real = [&](const char *name, std::optional<double> &slot,
                   const char *what) {
     sub->add_option_function<double>(
-        name, [&slot](const double &v) { slot = v; }, what);
+           name, [&slot](const double &v) { slot = v; }, what)
+        ->check(finiteNumber());
   };
   real("--lr", o.lr, "peak learning rate (training.lr)");
   real("--min-lr", o.minLr,
