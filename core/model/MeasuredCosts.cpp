@@ -51,10 +51,11 @@ std::string measuredCostsJson(const MeasuredCosts &c) {
 namespace {
 
 /// What is wrong with a kind's times ("" if nothing): each pass's seconds
-/// finite, 0 to MeasuredBounds::kMostSeconds, the forward's above 0 (a step
-/// of no time has infinite tokens/s); each FLOP count 0 (a lookup, scaled by
-/// tokens) or 1 to MeasuredBounds::kMostFlops (a count below 1 would
-/// scale a layer's time up without bound).
+/// finite, 0 to MeasuredBounds::kMostSeconds, the forward's at least
+/// kLeastForwardSeconds (a step of no time has infinite tokens/s); each FLOP
+/// count 0 (a lookup, scaled by tokens) or 1 to MeasuredBounds::kMostFlops
+/// (a count below 1 would scale a layer's time up without bound), reached
+/// at most kMostFlopsPerSecond fast.
 std::string kindTimesProblem(const KindTimes &t) {
   for (int p = 0; p < 3; ++p) {
     const double seconds = t.seconds[size_t(p)], flops = t.flops[size_t(p)];
@@ -62,12 +63,18 @@ std::string kindTimesProblem(const KindTimes &t) {
         seconds > MeasuredBounds::kMostSeconds)
       return fmt::format("a {} of {} seconds a call, outside 0 to {:g}",
                          kPasses[p], seconds, MeasuredBounds::kMostSeconds);
-    if (p == 0 && !(seconds > 0))
-      return "a forward that takes no time (0 seconds)";
+    if (p == 0 && !(seconds >= MeasuredBounds::kLeastForwardSeconds))
+      return fmt::format("a forward of {} seconds a call, less than {:g}",
+                         seconds, MeasuredBounds::kLeastForwardSeconds);
     if (!std::isfinite(flops) || !(flops == 0 || flops >= 1) ||
         flops > MeasuredBounds::kMostFlops)
       return fmt::format("a {} of {} FLOPs, neither 0 nor 1 to 2^63",
                          kPasses[p], flops);
+    if (seconds > 0 && flops / seconds > MeasuredBounds::kMostFlopsPerSecond)
+      return fmt::format("a {} of {} FLOPs in {} seconds, faster than {:g} "
+                         "FLOP/s",
+                         kPasses[p], flops, seconds,
+                         MeasuredBounds::kMostFlopsPerSecond);
   }
   return std::string();
 }

@@ -57,6 +57,10 @@ inline constexpr const char *kMeasuredKinds[] = {
 /// the threads are those a run may have (SizeBounds.h).
 struct MeasuredBounds {
   static constexpr double kMostSeconds = 3600;
+  /// A forward of less than a nanosecond, or a pass faster than 10^18
+  /// FLOP/s (a thousand H100s' peak), would make tokens/s past 2^63.
+  static constexpr double kLeastForwardSeconds = 1e-9;
+  static constexpr double kMostFlopsPerSecond = 1e18;
   static constexpr double kMostFlops = 9.223372036854775807e18;
 };
 
