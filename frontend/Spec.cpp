@@ -875,11 +875,20 @@ llvm::Error Loader::checkPattern() {
   return llvm::Error::success();
 }
 
-/// The pattern's layers against model.num_layers' bound, which the
-/// runtime's manifest check (checkRunSizes) holds a compiled model to: the
-/// caret is on the first layer past it.
+/// The pattern's layers against model.num_layers' bound and its segments
+/// (its stages, pp x vpp) against kMaxStages, which the runtime's manifest
+/// check (checkRunSizes) holds a compiled model to: the caret is on the
+/// first layer, or the '|' of the first segment, past the bound.
 llvm::Error Loader::checkPatternLayers() {
   const HybridPattern &pattern = draft.spec.pattern;
+  if (pattern.numSegments() > kMaxStages)
+    return error(
+        locInScalar(patternNode, pattern.segmentOffsets[kMaxStages] - 1), 1,
+        tooLarge("the number of segments of model.pattern (its stages, pp x "
+                 "vpp)",
+                 pattern.numSegments(), kMaxStages),
+        "use fewer segments; each stage holds a layer or more, and a model "
+        "at most 4096");
   const SizeBound &bound = sizeBound("model.num_layers");
   if (pattern.numLayers() <= bound.max)
     return llvm::Error::success();
