@@ -264,6 +264,7 @@ private:
   llvm::Error checkTraining();
   llvm::Error checkScheduleCsv();
   llvm::Error checkGroupSize();
+  llvm::Error placeByLayout();
   llvm::Error checkPacking();
   llvm::Error checkPartition();
   llvm::Error checkMemory();
@@ -968,34 +969,8 @@ llvm::Error Loader::checkParallel() {
   PlacementOptions options{par.pp, draft.vpp, par.firstStageLayers,
                            par.lastStageLayers, schedule::placementOf(*kind)};
   if (!par.layout.empty()) {
-    yaml::Node *layoutNode = nodeFor("parallel", "layout");
-    if (spec.pattern.hasPipes())
-      return error(
-          layoutNode,
-          "parallel.layout cannot be combined with '|' in model.pattern",
-          "place the layers one way: either '|' in the pattern or the layout "
-          "string");
-    auto layout = parsePipelineLayout(par.layout, par.pp);
-    if (!layout)
-      return scalarError(layoutNode, layout.takeError());
-    std::optional<int64_t> mtpLayers;
-    if (spec.pattern.hasMtp())
-      mtpLayers = spec.pattern.mtpDepths;
-    if (auto valid = validatePipelineLayout(*layout, spec.pattern.numLayers(),
-                                            mtpLayers);
-        !valid)
-      return scalarError(layoutNode, valid.takeError());
-    if (draft.vpp && *draft.vpp != layout->vpp)
-      return error(nodeFor("parallel", "vpp"),
-                   fmt::format("parallel.vpp is {} but the layout has {} "
-                               "stages = pp {} * vpp {}",
-                               *draft.vpp, layout->stages.size(), layout->pp,
-                               layout->vpp),
-                   "remove vpp (the layout defines it) or fix the layout");
-    auto placement = placementFromLayout(spec.pattern, *layout);
-    if (!placement)
-      return scalarError(layoutNode, placement.takeError());
-    spec.placement = std::move(*placement);
+    if (llvm::Error err = placeByLayout())
+      return err;
   } else if (!spec.pattern.hasPipes() && !par.firstStageLayers &&
              !par.lastStageLayers && par.pp * draft.vpp.value_or(1) > 1) {
     // The compiler balances the stages; done once the rest is checked.
@@ -1038,6 +1013,49 @@ llvm::Error Loader::checkParallel() {
                  refused.problem().help.empty()
                      ? "see docs/schedules.md for what each schedule accepts"
                      : refused.problem().help);
+  return llvm::Error::success();
+}
+
+/// The placement parallel.layout gives: parsed, checked against the
+/// pattern, and within kMaxStages stages, the bound hypipe-run's manifest
+/// check holds a compiled model to.
+llvm::Error Loader::placeByLayout() {
+  ModelSpec &spec = draft.spec;
+  ParallelSpec &par = spec.parallel;
+  yaml::Node *layoutNode = nodeFor("parallel", "layout");
+  if (spec.pattern.hasPipes())
+    return error(
+        layoutNode,
+        "parallel.layout cannot be combined with '|' in model.pattern",
+        "place the layers one way: either '|' in the pattern or the layout "
+        "string");
+  auto layout = parsePipelineLayout(par.layout, par.pp);
+  if (!layout)
+    return scalarError(layoutNode, layout.takeError());
+  std::optional<int64_t> mtpLayers;
+  if (spec.pattern.hasMtp())
+    mtpLayers = spec.pattern.mtpDepths;
+  if (auto valid =
+          validatePipelineLayout(*layout, spec.pattern.numLayers(), mtpLayers);
+      !valid)
+    return scalarError(layoutNode, valid.takeError());
+  if (int64_t(layout->stages.size()) > kMaxStages)
+    return error(layoutNode,
+                 tooLarge("the number of stages of parallel.layout (pp x vpp)",
+                          int64_t(layout->stages.size()), kMaxStages),
+                 "use fewer stages; each holds a layer or more, and a model "
+                 "at most 4096");
+  if (draft.vpp && *draft.vpp != layout->vpp)
+    return error(nodeFor("parallel", "vpp"),
+                 fmt::format("parallel.vpp is {} but the layout has {} "
+                             "stages = pp {} * vpp {}",
+                             *draft.vpp, layout->stages.size(), layout->pp,
+                             layout->vpp),
+                 "remove vpp (the layout defines it) or fix the layout");
+  auto placement = placementFromLayout(spec.pattern, *layout);
+  if (!placement)
+    return scalarError(layoutNode, placement.takeError());
+  spec.placement = std::move(*placement);
   return llvm::Error::success();
 }
 
