@@ -142,6 +142,19 @@ LeastMemory leastMemoryOf(const PlanLayout &layout, const ModelSpec &spec,
   return m;
 }
 
+/// The first line of a rendered spec error ("FILE:L:C: error: WHAT"), as
+/// WHAT (FILE:L:C): the plan's own "error: " heads the line it goes in.
+std::string refusalLine(const std::string &rendered) {
+  std::string line = rendered.substr(0, rendered.find('\n'));
+  const size_t at = line.find("error: ");
+  if (at == std::string::npos)
+    return line;
+  std::string what = line.substr(at + 7);
+  if (at >= 2) // "FILE:L:C: "
+    what += " (" + line.substr(0, at - 2) + ")";
+  return what;
+}
+
 SpecOverrides overridesOf(const PlanLayout &l) {
   SpecOverrides o;
   o.pp = l.pp;
@@ -151,6 +164,7 @@ SpecOverrides overridesOf(const PlanLayout &l) {
   o.microbatches = l.microbatches;
   o.microBatchSize = l.microBatchSize;
   o.distributedOptimizer = l.distributedOptimizer;
+  o.givenBy = "the layout plan tried";
   return o;
 }
 
@@ -202,11 +216,8 @@ void Search::prune(const PlanLayout &layout, const ModelSpec &spec,
 
 void Search::load(const PlanLayout &layout) {
   auto spec = parseSpec(text, request.specPath, overridesOf(layout));
-  if (!spec) {
-    std::string why = llvm::toString(spec.takeError());
-    return refuse(
-        why.substr(why.rfind("error: ", 0) == 0 ? 7 : 0, why.find('\n')));
-  }
+  if (!spec)
+    return refuse(refusalLine(llvm::toString(spec.takeError())));
   SpecCosts costs = specCosts(*spec);
   // A layer kind the measured costs lack fails here (the schedule itself
   // was checked when the spec loaded).

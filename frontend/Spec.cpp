@@ -211,12 +211,16 @@ private:
   }
   llvm::Error error(yaml::Node *node, llvm::StringRef message,
                     llvm::StringRef help) {
-    if (!node && !overriddenFlag.empty()) // a value from the command line
+    if (!node && !overriddenFlag.empty()) // a value given in place of one
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          fmt::format("error: {} (given as {} on the command line)\nhelp: "
-                      "{}\n",
-                      message.str(), overriddenFlag, help.str()));
+          fmt::format("error: {} ({})\nhelp: {}\n", message.str(),
+                      overrides.givenBy.empty()
+                          ? fmt::format("given as {} on the command line",
+                                        overriddenFlag)
+                          : fmt::format("{} as {} sets it", overriddenKey,
+                                        overrides.givenBy),
+                      help.str()));
     llvm::SMRange range = node ? node->getSourceRange() : llvm::SMRange();
     // Nodes the parser gave up on have no source range.
     if (!range.Start.isValid())
@@ -254,11 +258,13 @@ private:
   llvm::Error check();
   llvm::Error checkSizes();
   llvm::Error checkPattern();
+  llvm::Error checkPatternLayers();
   llvm::Error checkModel();
   llvm::Error checkParallel();
   llvm::Error checkTraining();
   llvm::Error checkScheduleCsv();
   llvm::Error checkGroupSize();
+  llvm::Error placeByLayout();
   llvm::Error checkPacking();
   llvm::Error checkPartition();
   llvm::Error checkMemory();
@@ -380,7 +386,8 @@ private:
   /// "section.key" of the values the command line gave: an error about one
   /// names its flag, not the spec's line.
   std::map<std::string, std::string> overridden; // "section.key" -> flag
-  std::string overriddenFlag; ///< set by nodeFor for the error that follows
+  /// Set by nodeFor for the error that follows: the flag and "section.key".
+  std::string overriddenFlag, overriddenKey;
   std::map<std::string, yaml::Node *> valueNodes;   // "section.key" -> value
   std::map<std::string, yaml::Node *> sectionNodes; // "section" -> key node
   yaml::Node *rootNode = nullptr;
@@ -430,6 +437,7 @@ yaml::Node *Loader::nodeFor(llvm::StringRef section, llvm::StringRef key) {
   if (auto it = overridden.find((section + "." + key).str());
       it != overridden.end()) {
     overriddenFlag = it->second;
+    overriddenKey = it->first;
     return nullptr;
   }
   auto it = valueNodes.find((section + "." + key).str());
@@ -874,6 +882,8 @@ llvm::Error Loader::checkPattern() {
   if (!pattern)
     return scalarError(patternNode, pattern.takeError());
   spec.pattern = std::move(*pattern);
+  if (auto err = checkPatternLayers())
+    return err;
   if (std::optional<llvm::StringRef> inner = verbatimScalar(patternNode);
       inner && !inner->contains('\n')) {
     auto [line, column] =
@@ -893,6 +903,33 @@ llvm::Error Loader::checkPattern() {
                  "the pattern has no layers",
                  "give at least one layer symbol, e.g. pattern: \"M*M-\"");
   return llvm::Error::success();
+}
+
+/// The pattern's layers against model.num_layers' bound and its segments
+/// (its stages, pp x vpp) against kMaxStages, which the runtime's manifest
+/// check (checkRunSizes) holds a compiled model to: the caret is on the
+/// first layer, or the '|' of the first segment, past the bound.
+llvm::Error Loader::checkPatternLayers() {
+  const HybridPattern &pattern = draft.spec.pattern;
+  if (pattern.numSegments() > kMaxStages)
+    return error(
+        locInScalar(patternNode, pattern.segmentOffsets[kMaxStages] - 1), 1,
+        tooLarge("the number of segments of model.pattern (its stages, pp x "
+                 "vpp)",
+                 pattern.numSegments(), kMaxStages),
+        "use fewer segments; each stage holds a layer or more, and a model "
+        "at most 4096");
+  const SizeBound &bound = sizeBound("model.num_layers");
+  if (pattern.numLayers() <= bound.max)
+    return llvm::Error::success();
+  size_t offset = 0;
+  for (int64_t seen = 0; offset < pattern.text.size(); ++offset)
+    if (pattern.text[offset] != '|' && ++seen > bound.max)
+      break;
+  return error(locInScalar(patternNode, offset), 1,
+               tooLarge("the number of layers of model.pattern",
+                        pattern.numLayers(), bound.max),
+               bound.help);
 }
 
 /// Dimensions, then what each layer kind in use needs.
@@ -961,34 +998,8 @@ llvm::Error Loader::checkParallel() {
   PlacementOptions options{par.pp, draft.vpp, par.firstStageLayers,
                            par.lastStageLayers, schedule::placementOf(*kind)};
   if (!par.layout.empty()) {
-    yaml::Node *layoutNode = nodeFor("parallel", "layout");
-    if (spec.pattern.hasPipes())
-      return error(
-          layoutNode,
-          "parallel.layout cannot be combined with '|' in model.pattern",
-          "place the layers one way: either '|' in the pattern or the layout "
-          "string");
-    auto layout = parsePipelineLayout(par.layout, par.pp);
-    if (!layout)
-      return scalarError(layoutNode, layout.takeError());
-    std::optional<int64_t> mtpLayers;
-    if (spec.pattern.hasMtp())
-      mtpLayers = spec.pattern.mtpDepths;
-    if (auto valid = validatePipelineLayout(*layout, spec.pattern.numLayers(),
-                                            mtpLayers);
-        !valid)
-      return scalarError(layoutNode, valid.takeError());
-    if (draft.vpp && *draft.vpp != layout->vpp)
-      return error(nodeFor("parallel", "vpp"),
-                   fmt::format("parallel.vpp is {} but the layout has {} "
-                               "stages = pp {} * vpp {}",
-                               *draft.vpp, layout->stages.size(), layout->pp,
-                               layout->vpp),
-                   "remove vpp (the layout defines it) or fix the layout");
-    auto placement = placementFromLayout(spec.pattern, *layout);
-    if (!placement)
-      return scalarError(layoutNode, placement.takeError());
-    spec.placement = std::move(*placement);
+    if (llvm::Error err = placeByLayout())
+      return err;
   } else if (!spec.pattern.hasPipes() && !par.firstStageLayers &&
              !par.lastStageLayers && par.pp * draft.vpp.value_or(1) > 1) {
     // The compiler balances the stages; done once the rest is checked.
@@ -1031,6 +1042,49 @@ llvm::Error Loader::checkParallel() {
                  refused.problem().help.empty()
                      ? "see docs/schedules.md for what each schedule accepts"
                      : refused.problem().help);
+  return llvm::Error::success();
+}
+
+/// The placement parallel.layout gives: parsed, checked against the
+/// pattern, and within kMaxStages stages, the bound hypipe-run's manifest
+/// check holds a compiled model to.
+llvm::Error Loader::placeByLayout() {
+  ModelSpec &spec = draft.spec;
+  ParallelSpec &par = spec.parallel;
+  yaml::Node *layoutNode = nodeFor("parallel", "layout");
+  if (spec.pattern.hasPipes())
+    return error(
+        layoutNode,
+        "parallel.layout cannot be combined with '|' in model.pattern",
+        "place the layers one way: either '|' in the pattern or the layout "
+        "string");
+  auto layout = parsePipelineLayout(par.layout, par.pp);
+  if (!layout)
+    return scalarError(layoutNode, layout.takeError());
+  std::optional<int64_t> mtpLayers;
+  if (spec.pattern.hasMtp())
+    mtpLayers = spec.pattern.mtpDepths;
+  if (auto valid =
+          validatePipelineLayout(*layout, spec.pattern.numLayers(), mtpLayers);
+      !valid)
+    return scalarError(layoutNode, valid.takeError());
+  if (int64_t(layout->stages.size()) > kMaxStages)
+    return error(layoutNode,
+                 tooLarge("the number of stages of parallel.layout (pp x vpp)",
+                          int64_t(layout->stages.size()), kMaxStages),
+                 "use fewer stages; each holds a layer or more, and a model "
+                 "at most 4096");
+  if (draft.vpp && *draft.vpp != layout->vpp)
+    return error(nodeFor("parallel", "vpp"),
+                 fmt::format("parallel.vpp is {} but the layout has {} "
+                             "stages = pp {} * vpp {}",
+                             *draft.vpp, layout->stages.size(), layout->pp,
+                             layout->vpp),
+                 "remove vpp (the layout defines it) or fix the layout");
+  auto placement = placementFromLayout(spec.pattern, *layout);
+  if (!placement)
+    return scalarError(layoutNode, placement.takeError());
+  spec.placement = std::move(*placement);
   return llvm::Error::success();
 }
 
@@ -1399,8 +1453,8 @@ llvm::Expected<ModelSpec> loadSpec(llvm::StringRef path,
     if (p.help == files::kReadHelp)
       p.help = "check the path; bundled examples are in examples/";
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "error: " + p.message + "\nhelp: " +
-                                       p.help + "\n");
+                                   "error: " + p.message + "\nhelp: " + p.help +
+                                       "\n");
   }
   return parseSpec(*text, path, overrides);
 }

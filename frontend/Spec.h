@@ -132,6 +132,10 @@ struct SpecOverrides {
   /// A schedule CSV, relative to the working directory (the file's
   /// parallel.schedule_csv is relative to the spec's directory).
   std::optional<std::string> scheduleCsv;
+  /// Whose values these are when not the command line's ("the layout plan
+  /// tried"): an error about one then names the spec's key and this, not a
+  /// flag the user never gave.
+  std::string givenBy;
 };
 
 /// The files a spec reads: itself, its data, its schedule CSV and the

@@ -92,10 +92,26 @@ double allReduceSeconds(int64_t ranks, double bytes, const Link &link) {
   return 2 * reduceScatterSeconds(ranks, bytes, link);
 }
 
+std::string linkProblem(const Link &link) {
+  using B = ClusterBounds;
+  const double gbps = link.bytesPerSecond / kGB;
+  if (!(link.bytesPerSecond >= B::kLeastBytesPerSecond &&
+        link.bytesPerSecond <= B::kMostBytesPerSecond))
+    return fmt::format("a bandwidth of {:g} GB/s, outside {:g} to {:g} GB/s",
+                       gbps, B::kLeastBytesPerSecond / kGB,
+                       B::kMostBytesPerSecond / kGB);
+  if (!(link.latencySeconds >= 0 &&
+        link.latencySeconds <= B::kMostLatencySeconds))
+    return fmt::format("a latency of {:g} us, outside 0 to {:g} us",
+                       link.latencySeconds / kUs, B::kMostLatencySeconds / kUs);
+  return std::string();
+}
+
 Expected<Link> parseLink(std::string_view text, std::string_view what) {
-  auto bad = [&] {
+  auto bad = [&](std::string why = "") {
     return Error(Problem{
-        fmt::format("{} '{}' is not a link class", what, text),
+        why.empty() ? fmt::format("{} '{}' is not a link class", what, text)
+                    : fmt::format("{} '{}' gives {}", what, text, why),
         fmt::format("write the bandwidth in GB/s and, after a comma, the "
                     "latency in microseconds, e.g. {} 45,15",
                     what)});
@@ -110,7 +126,10 @@ Expected<Link> parseLink(std::string_view text, std::string_view what) {
   if (parts.size() == 2 && (!text::parseDouble(text::trim(parts[1]), us) ||
                             !(us >= 0) || !std::isfinite(us)))
     return bad();
-  return Link{gbps * kGB, us * kUs};
+  Link link{gbps * kGB, us * kUs};
+  if (std::string why = linkProblem(link); !why.empty())
+    return bad(why);
+  return link;
 }
 
 Cluster measuredCluster(const Link &link) {
@@ -130,18 +149,18 @@ Expected<Cluster> makeCluster(std::string_view name,
     return device.takeError();
   Cluster c{std::move(*device)};
   if (o.perNode) {
-    if (*o.perNode < 1 || *o.perNode > 1024)
+    if (*o.perNode < 1 || *o.perNode > ClusterBounds::kMostRanksPerNode)
       return Error(Problem{
-          fmt::format("--ranks-per-node is {}; a node holds 1 to 1024 ranks",
-                      *o.perNode),
+          fmt::format("--ranks-per-node is {}; a node holds 1 to {} ranks",
+                      *o.perNode, ClusterBounds::kMostRanksPerNode),
           "give the number of devices in one node (8 on a DGX)"});
     c.device.perNode = *o.perNode;
   }
   if (o.achieved) {
-    if (!(*o.achieved > 0 && *o.achieved <= 1))
+    if (!(*o.achieved >= ClusterBounds::kLeastMfu && *o.achieved <= 1))
       return Error(Problem{
-          fmt::format("--mfu is {}; it is a share of the peak, in (0, 1]",
-                      *o.achieved),
+          fmt::format("--mfu is {}; it is a share of the peak, from {} to 1",
+                      *o.achieved, ClusterBounds::kLeastMfu),
           "give e.g. --mfu 0.4 for 40% of the device's peak"});
     c.device.achieved = *o.achieved;
   }

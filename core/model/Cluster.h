@@ -89,6 +89,24 @@ double allReduceSeconds(int64_t ranks, double bytes, const Link &link);
 double reduceScatterSeconds(int64_t ranks, double bytes, const Link &link);
 double allGatherSeconds(int64_t ranks, double bytes, const Link &link);
 
+/// The range of what a device's row may be changed to, and of a link a run
+/// measured: past these a step's time is infinite, zero or not a number
+/// (`--mfu 5e-324`, `--intra-node 1e-300`), not a time a plan can rank.
+/// Each bound is far beyond any real device (docs/plan.md).
+struct ClusterBounds {
+  static constexpr int64_t kMostRanksPerNode = 1024;
+  static constexpr double kLeastMfu = 1e-3; ///< 0.1% of the peak
+  /// A link: 1 MB/s (a slow WAN) to 100 TB/s (100x NVLink 4), latency at
+  /// most 1 s.
+  static constexpr double kLeastBytesPerSecond = 1e6;
+  static constexpr double kMostBytesPerSecond = 1e14;
+  static constexpr double kMostLatencySeconds = 1;
+};
+
+/// What is wrong with `link` against ClusterBounds, in words ("" if
+/// nothing): "a bandwidth of 1e-300 GB/s, outside 0.001 to 100000 GB/s".
+std::string linkProblem(const Link &link);
+
 /// What a user may change of a device's row (hypipe plan and explain's
 /// --ranks-per-node, --intra-node, --inter-node, --mfu).
 struct ClusterOverrides {

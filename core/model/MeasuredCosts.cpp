@@ -2,10 +2,13 @@
 
 #include "core/model/MeasuredCosts.h"
 #include "core/io/Files.h"
+#include "core/model/SizeBounds.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace hypipe {
@@ -45,6 +48,55 @@ std::string measuredCostsJson(const MeasuredCosts &c) {
   return out.dump(2) + "\n";
 }
 
+namespace {
+
+/// What is wrong with a kind's times ("" if nothing): each pass's seconds
+/// finite, 0 to MeasuredBounds::kMostSeconds, the forward's at least
+/// kLeastForwardSeconds (a step of no time has infinite tokens/s); each FLOP
+/// count 0 (a lookup, scaled by tokens) or 1 to MeasuredBounds::kMostFlops
+/// (a count below 1 would scale a layer's time up without bound), reached
+/// at most kMostFlopsPerSecond fast.
+std::string kindTimesProblem(const KindTimes &t) {
+  for (int p = 0; p < 3; ++p) {
+    const double seconds = t.seconds[size_t(p)], flops = t.flops[size_t(p)];
+    if (!std::isfinite(seconds) || seconds < 0 ||
+        seconds > MeasuredBounds::kMostSeconds)
+      return fmt::format("a {} of {} seconds a call, outside 0 to {:g}",
+                         kPasses[p], seconds, MeasuredBounds::kMostSeconds);
+    if (p == 0 && !(seconds >= MeasuredBounds::kLeastForwardSeconds))
+      return fmt::format("a forward of {} seconds a call, less than {:g}",
+                         seconds, MeasuredBounds::kLeastForwardSeconds);
+    if (!std::isfinite(flops) || !(flops == 0 || flops >= 1) ||
+        flops > MeasuredBounds::kMostFlops)
+      return fmt::format("a {} of {} FLOPs, neither 0 nor 1 to 2^63",
+                         kPasses[p], flops);
+    if (seconds > 0 && flops / seconds > MeasuredBounds::kMostFlopsPerSecond)
+      return fmt::format("a {} of {} FLOPs in {} seconds, faster than {:g} "
+                         "FLOP/s",
+                         kPasses[p], flops, seconds,
+                         MeasuredBounds::kMostFlopsPerSecond);
+  }
+  return std::string();
+}
+
+/// What is wrong with the run's own fields ("" if nothing).
+std::string runFieldsProblem(const MeasuredCosts &c) {
+  if (c.target != "cpu")
+    return fmt::format("its target is '{}'; only a cpu run times its "
+                       "layers",
+                       c.target);
+  if (c.dtype != "fp32" && c.dtype != "bf16")
+    return fmt::format("its dtype is '{}', not fp32 or bf16", c.dtype);
+  if (c.tokens < 1 || c.tokens > kMaxMicrobatchTokens || c.threads < 1 ||
+      c.threads > kMaxThreads)
+    return fmt::format("tokens_per_microbatch ({}) must be 1 to {} and "
+                       "threads ({}) 1 to {}",
+                       c.tokens, kMaxMicrobatchTokens, c.threads, kMaxThreads);
+  return std::string();
+}
+
+} // namespace
+
 Expected<MeasuredCosts> parseMeasuredCosts(const std::string &text,
                                            const std::string &what) {
   auto fail = [&](const std::string &why) {
@@ -64,32 +116,33 @@ Expected<MeasuredCosts> parseMeasuredCosts(const std::string &text,
     c.threads = j.at("threads").get<int64_t>();
     c.tokens = j.at("tokens_per_microbatch").get<int64_t>();
     c.dtype = j.at("dtype").get<std::string>();
+    if (std::string why = runFieldsProblem(c); !why.empty())
+      return fail(why);
     for (const auto &[kind, passes] : j.at("kinds").items()) {
+      if (std::find_if(std::begin(kMeasuredKinds), std::end(kMeasuredKinds),
+                       [&](const char *k) { return kind == k; }) ==
+          std::end(kMeasuredKinds))
+        return fail(fmt::format("kind '{}' is not one a run measures ({})",
+                                kind, fmt::join(kMeasuredKinds, ", ")));
       KindTimes t;
       for (int p = 0; p < 3; ++p) {
         t.seconds[p] = passes.at(kPasses[p]).at("seconds").get<double>();
         t.flops[p] = passes.at(kPasses[p]).at("flops").get<double>();
-        if (!std::isfinite(t.seconds[p]) || t.seconds[p] < 0 ||
-            !std::isfinite(t.flops[p]) || t.flops[p] < 0)
-          return fail(fmt::format("kind '{}' has a negative or non-finite {}",
-                                  kind, kPasses[p]));
       }
+      if (std::string why = kindTimesProblem(t); !why.empty())
+        return fail(fmt::format("kind '{}' has {}", kind, why));
       c.kinds[kind] = t;
     }
     if (j.contains("link")) {
       Link link{j.at("link").at("bytes_per_s").get<double>(),
                 j.at("link").at("latency_s").get<double>()};
-      if (!std::isfinite(link.bytesPerSecond) || !(link.bytesPerSecond > 0) ||
-          !std::isfinite(link.latencySeconds) || link.latencySeconds < 0)
-        return fail("its link needs a positive bytes_per_s and a latency_s "
-                    "of zero or more");
+      if (std::string why = linkProblem(link); !why.empty())
+        return fail("its link has " + why);
       c.link = link;
     }
   } catch (const nlohmann::json::exception &e) {
     return fail(e.what());
   }
-  if (c.tokens < 1 || c.threads < 1)
-    return fail("tokens_per_microbatch and threads must be positive");
   return c;
 }
 

@@ -44,13 +44,35 @@ struct MeasuredCosts {
   std::optional<Link> link;
 };
 
+/// The kinds a run measures, in the order ranks exchange their sums: the
+/// layer kinds' own names (layerKindName), an MTP depth's input and output
+/// together as "mtp". A costs file names no other.
+inline constexpr const char *kMeasuredKinds[] = {
+    "embedding", "mamba", "attention", "mlp", "moe", "head", "mtp"};
+
+/// What a costs file's numbers may be: beyond these a plan's step is
+/// infinite or not a number (`seconds: 1e308`). One call of one layer's pass
+/// on one microbatch takes at most an hour and costs at most 2^63 FLOPs
+/// (CostModel's bound at the size bounds); the tokens of a microbatch and
+/// the threads are those a run may have (SizeBounds.h).
+struct MeasuredBounds {
+  static constexpr double kMostSeconds = 3600;
+  /// A forward of less than a nanosecond, or a pass faster than 10^18
+  /// FLOP/s (a thousand H100s' peak), would make tokens/s past 2^63.
+  static constexpr double kLeastForwardSeconds = 1e-9;
+  static constexpr double kMostFlopsPerSecond = 1e18;
+  static constexpr double kMostFlops = 9.223372036854775807e18;
+};
+
 /// The measured kind of a partition item: its name ("embedding", a layer
 /// symbol, "head") as a MeasuredCosts kind.
 std::string measuredKindOf(const std::string &itemName);
 
 std::string measuredCostsJson(const MeasuredCosts &costs);
-/// Parses FILE's text (`what` names it in errors); every number finite and
-/// not negative.
+/// Parses FILE's text (`what` names it in errors): a cpu run's (the only
+/// target whose layers are timed), fp32 or bf16, kinds of kMeasuredKinds,
+/// every number within MeasuredBounds and a forward that takes time, the
+/// link within ClusterBounds.
 Expected<MeasuredCosts> parseMeasuredCosts(const std::string &text,
                                            const std::string &what);
 

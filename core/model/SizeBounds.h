@@ -53,6 +53,9 @@ inline constexpr int64_t kMaxWeightElements = int64_t(1) << 36;
 /// optimizer state, activations in flight, buffers): 1 TiB.
 inline constexpr int64_t kMaxRankBytes = int64_t(1) << 40;
 
+/// CPU threads one rank runs (--threads of hypipe train and hypipe-run).
+inline constexpr int64_t kMaxThreads = 4096;
+
 /// "NAME is VALUE, more than the MAX (2^K) hypipe accepts".
 std::string tooLarge(std::string_view name, int64_t value, int64_t max);
 

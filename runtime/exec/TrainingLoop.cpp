@@ -102,11 +102,8 @@ std::string outputsProblem(const RunOptions &o, const Artifact &a) {
   return std::string();
 }
 
-/// The kinds of measured costs, in the order ranks exchange their sums:
-/// the layer kinds' own names (layerKindName), an MTP depth's input and
-/// output together as "mtp".
-constexpr const char *kCostKinds[] = {"embedding", "mamba", "attention", "mlp",
-                                      "moe",       "head",  "mtp"};
+/// The kinds of measured costs (MeasuredCosts.h: the reader takes these).
+constexpr const auto &kCostKinds = kMeasuredKinds;
 constexpr size_t kNumCostKinds = std::size(kCostKinds);
 
 size_t costKindOf(LayerKind kind) {

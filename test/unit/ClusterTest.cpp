@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace hypipe {
 namespace {
 
@@ -73,6 +75,29 @@ TEST(Cluster, OverridesAreCheckedAndApplied) {
   ClusterOverrides none;
   none.perNode = 0;
   EXPECT_FALSE(static_cast<bool>(makeCluster("h100", none)));
+}
+
+// Past these a step's time is inf or nan (issue 47): one bound for the
+// options and for the link a costs file carries.
+TEST(Cluster, RowsAndLinksStayWithinWhatADeviceCanBe) {
+  for (const char *bad : {"1e-300", "1e300", "45,1e300", "0.0009"}) {
+    Expected<Link> link = parseLink(bad, "--intra-node");
+    ASSERT_FALSE(static_cast<bool>(link)) << bad;
+    EXPECT_NE(link.takeError().message().find("outside"), std::string::npos)
+        << bad;
+  }
+  EXPECT_TRUE(static_cast<bool>(parseLink("0.001,1000000", "--intra-node")));
+  EXPECT_TRUE(static_cast<bool>(parseLink("100000", "--intra-node")));
+  for (double mfu : {5e-324, 0.0009, std::nan("")}) {
+    ClusterOverrides o;
+    o.achieved = mfu;
+    EXPECT_FALSE(static_cast<bool>(makeCluster("h100", o))) << mfu;
+  }
+  ClusterOverrides least;
+  least.achieved = ClusterBounds::kLeastMfu;
+  EXPECT_TRUE(static_cast<bool>(makeCluster("h100", least)));
+  EXPECT_EQ(linkProblem(Link{1e9, 1e-6}), "");
+  EXPECT_NE(linkProblem(Link{1e9, 2}), "");
 }
 
 schedule::Simulation simulateGpipe(const schedule::Costs &costs,

@@ -23,36 +23,96 @@
 
 namespace hypipe::cli {
 
-/// A whole number of at least `least`.
-inline CLI::Validator wholeAtLeast(long long least) {
+/// ", 1 or more", " from 1 to 65536": the allowed range in words.
+inline std::string wholeRangeText(long long least,
+                                  std::optional<long long> most) {
+  return most ? fmt::format(" from {} to {}", least, *most)
+              : fmt::format(", {} or more", least);
+}
+
+/// A whole number from `least` to `most` (none: any that fits 64 bits).
+/// A number past 64 bits is named as given, not as the 2^63 - 1 that a
+/// saturating conversion would make of it.
+inline CLI::Validator wholeBetween(long long least,
+                                   std::optional<long long> most) {
   return CLI::Validator(
-      [least](std::string &text) -> std::string {
+      [least, most](std::string &text) -> std::string {
         long long value = 0;
         auto [end, ec] =
             std::from_chars(text.data(), text.data() + text.size(), value);
-        if (ec != std::errc() || end != text.data() + text.size() ||
-            value < least)
-          return fmt::format("must be a whole number, {} or more (got '{}')",
-                             least, text);
-        return std::string();
+        const bool whole =
+            end == text.data() + text.size() &&
+            (ec == std::errc() || ec == std::errc::result_out_of_range);
+        if (whole && ec == std::errc() && value >= least &&
+            (!most || value <= *most))
+          return std::string();
+        return fmt::format("must be a whole number{} (got '{}')",
+                           wholeRangeText(least, most), text);
       },
-      fmt::format("INT >= {}", least));
+      most ? fmt::format("INT in [{}, {}]", least, *most)
+           : fmt::format("INT >= {}", least));
 }
 
-/// A finite number above 0 (`strictly`) or of at least 0.
-inline CLI::Validator numberAbove0(bool strictly) {
+/// Any whole number of 64 bits, for an option whose range a later check
+/// says in its own words (the spec loader's bounds): CLI11's conversion
+/// would make 10^23 into 2^63 - 1 and the later check name that.
+inline CLI::Validator wholeNumber() {
   return CLI::Validator(
-      [strictly](std::string &text) -> std::string {
+      [](std::string &text) -> std::string {
+        long long value = 0;
+        auto [end, ec] =
+            std::from_chars(text.data(), text.data() + text.size(), value);
+        if (ec == std::errc() && end == text.data() + text.size())
+          return std::string();
+        return fmt::format("must be a whole number that fits 64 bits (got "
+                           "'{}')",
+                           text);
+      },
+      "INT");
+}
+
+/// Any finite number, for an option whose range a later check says (the
+/// spec loader's, as it refuses `lr: nan` in the file).
+inline CLI::Validator finiteNumber() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        char *end = nullptr;
+        double value = std::strtod(text.c_str(), &end);
+        if (end && *end == '\0' && !text.empty() && std::isfinite(value))
+          return std::string();
+        return fmt::format("must be a finite number (got '{}')", text);
+      },
+      "NUMBER");
+}
+
+/// A whole number of at least `least`.
+inline CLI::Validator wholeAtLeast(long long least) {
+  return wholeBetween(least, std::nullopt);
+}
+
+/// A finite number above `least` (or at least it, `inclusive`) and at most
+/// `most`: NaN, infinities and the 1e-300 that would make a time infinite
+/// are refused with the range in words.
+inline CLI::Validator numberBetween(double least, bool inclusive,
+                                    std::optional<double> most) {
+  std::string range =
+      inclusive ? (most ? fmt::format("from {} to {}", least, *most)
+                        : fmt::format("of {} or more", least))
+                : fmt::format("above {}", least) +
+                      (most ? fmt::format(" and at most {}", *most) : "");
+  return CLI::Validator(
+      [=](std::string &text) -> std::string {
         char *end = nullptr;
         double value = std::strtod(text.c_str(), &end);
         bool ok = end && *end == '\0' && !text.empty() &&
-                  std::isfinite(value) && (strictly ? value > 0 : value >= 0);
+                  std::isfinite(value) &&
+                  (inclusive ? value >= least : value > least) &&
+                  (!most || value <= *most);
         if (!ok)
-          return fmt::format("must be a number {} (got '{}')",
-                             strictly ? "above 0" : "of 0 or more", text);
+          return fmt::format("must be a number {} (got '{}')", range, text);
         return std::string();
       },
-      strictly ? "NUMBER > 0" : "NUMBER >= 0");
+      "NUMBER " + range);
 }
 
 /// Steps A to B, both included, written `A-B` with 1 <= A <= B (the steps
@@ -88,8 +148,12 @@ inline CLI::Validator stepRange() {
       "A-B");
 }
 
-inline CLI::Validator positiveNumber() { return numberAbove0(true); }
-inline CLI::Validator nonNegativeNumber() { return numberAbove0(false); }
+inline CLI::Validator positiveNumber() {
+  return numberBetween(0, false, std::nullopt);
+}
+inline CLI::Validator nonNegativeNumber() {
+  return numberBetween(0, true, std::nullopt);
+}
 
 } // namespace hypipe::cli
 

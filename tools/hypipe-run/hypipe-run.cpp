@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/model/SizeBounds.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/exec/TrainingLoop.h"
 #include "runtime/formats/Artifact.h"
@@ -82,7 +83,7 @@ void addRunOptions(CLI::App &app, RunOptions &options,
   app.add_option("--threads", options.threads,
                  "CPU threads per rank (default: the node's cores / ranks "
                  "on the node)")
-      ->check(CLI::Range(1, 4096));
+      ->check(wholeBetween(1, hypipe::kMaxThreads));
   app.add_option("--json-log", options.jsonLog,
                  "write one JSON object per step to this file");
   app.add_option("--dump-step", options.dump,
@@ -147,7 +148,7 @@ void addRunOptions(CLI::App &app, RunOptions &options,
          "the data-parallel gradient reduction's bucket size in MiB "
          "(Megatron's --ddp-bucket-size; default 16, at least 4 KiB; the "
          "distributed optimizer shards each bucket over the dp ranks)")
-      ->check(CLI::Range(1.0 / 256, 1e6));
+      ->check(numberBetween(1.0 / 256, true, 1e6));
   app.add_option("--comm", options.comm,
                  "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc "
                  "or nccl (instead of the manifest's parallel.comm)")

@@ -1,4 +1,5 @@
 //===- ClusterOptions.cpp - the device and link options of plan, explain --===//
+#include "tools/common/CliChecks.h"
 #include "tools/hypipe/Commands.h"
 
 #include <fmt/format.h>
@@ -15,9 +16,11 @@ void addClusterOptions(CLI::App *sub, ClusterOptions &o) {
                               "table\")",
                               names));
   sub->add_option_function<int64_t>(
-      "--ranks-per-node", [&o](const int64_t &v) { o.overrides.perNode = v; },
-      "devices in one node (default: the device's; ranks fill nodes in "
-      "order, data parallel inner to pipeline)");
+         "--ranks-per-node",
+         [&o](const int64_t &v) { o.overrides.perNode = v; },
+         "devices in one node (default: the device's; ranks fill nodes in "
+         "order, data parallel inner to pipeline)")
+      ->check(wholeBetween(1, ClusterBounds::kMostRanksPerNode));
   sub->add_option_function<std::string>(
       "--intra-node", [&o](const std::string &v) { o.overrides.intraNode = v; },
       "the link within a node: GB/s[,latency in us], e.g. 360,8");
@@ -32,7 +35,7 @@ void addClusterOptions(CLI::App *sub, ClusterOptions &o) {
 
 Expected<std::optional<Cluster>> clusterOf(const ClusterOptions &o) {
   const ClusterOverrides &v = o.overrides;
-  if (o.device.empty()) {
+  if (!o.device) {
     if (v.perNode || v.intraNode || v.interNode || v.achieved)
       return Error(Problem{
           "--ranks-per-node, --intra-node, --inter-node and --mfu change a "
@@ -40,7 +43,7 @@ Expected<std::optional<Cluster>> clusterOf(const ClusterOptions &o) {
           "add --device h100 (or h200, a100, cpu)"});
     return std::optional<Cluster>();
   }
-  Expected<Cluster> cluster = makeCluster(o.device, v);
+  Expected<Cluster> cluster = makeCluster(*o.device, v);
   if (!cluster)
     return cluster.takeError();
   return std::optional<Cluster>(std::move(*cluster));

@@ -28,7 +28,8 @@ void addPlanCommand(CLI::App &app, Runner &run);
 
 /// The cluster a step is timed on (plan and explain).
 struct ClusterOptions {
-  std::string device; ///< empty: none
+  /// None without --device; `--device ''` is a device name, and refused.
+  std::optional<std::string> device;
   ClusterOverrides overrides;
 };
 /// --device, --ranks-per-node, --intra-node, --inter-node, --mfu.

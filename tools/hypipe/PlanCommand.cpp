@@ -1,12 +1,15 @@
 //===- PlanCommand.cpp - `hypipe plan` ------------------------------------===//
 #include "core/io/Files.h"
+#include "core/model/SizeBounds.h"
 #include "frontend/Plan.h"
 #include "runtime/exec/NumberFormat.h"
+#include "tools/common/CliChecks.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -257,7 +260,7 @@ Expected<PlanRequest> requestOf(const PlanOptions &o) {
                          "--ranks N plans for N ranks (pp x dp); --gpus N "
                          "for N GPUs (--device h100 unless given)"});
   ClusterOptions clusterOptions = o.cluster;
-  if (o.gpus && clusterOptions.device.empty())
+  if (o.gpus && !clusterOptions.device)
     clusterOptions.device = "h100";
   Expected<std::optional<Cluster>> cluster = clusterOf(clusterOptions);
   if (!cluster)
@@ -265,7 +268,7 @@ Expected<PlanRequest> requestOf(const PlanOptions &o) {
   if (o.gpus && !(*cluster)->device.gpu)
     return Error(
         Problem{fmt::format("--gpus plans GPUs; --device {} is not one",
-                            clusterOptions.device),
+                            *clusterOptions.device),
                 "give --ranks for CPU ranks"});
   PlanRequest request{o.spec, o.ranks ? *o.ranks : *o.gpus, o.memoryGiB,
                       o.globalBatch};
@@ -283,6 +286,15 @@ int runPlan(const PlanOptions &o) {
   if (!made)
     return fail(made.takeError());
   PlanRequest &request = *made;
+  Expected<std::string> text = files::readBounded(o.spec, files::kSpec);
+  if (!text)
+    return fail(text.takeError());
+  // The spec's own errors as the loader renders them (file:line:col, the
+  // line, a caret), not inside a line of plan's.
+  if (llvm::Expected<ModelSpec> spec = parseSpec(*text, o.spec); !spec) {
+    llvm::errs() << llvm::toString(spec.takeError());
+    return 1;
+  }
   if (!o.costs.empty()) {
     Expected<MeasuredCosts> costs = readMeasuredCosts(o.costs);
     if (!costs)
@@ -293,7 +305,7 @@ int runPlan(const PlanOptions &o) {
     if (!request.cluster && request.costs->link)
       request.cluster = measuredCluster(*request.costs->link);
   }
-  auto p = plan(request);
+  auto p = plan(*text, request);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -321,19 +333,21 @@ void addPlanCommand(CLI::App &app, Runner &run) {
               "the distributed optimizer for a rank count; print the fastest "
               "layouts that fit (docs/plan.md)");
   sub->add_option("spec", o->spec, "model spec (YAML)")->required();
+  // The most a request may ask for, as checkRequest and SizeBounds.h bound
+  // it (one rank's 1 TiB the memory cap's).
   sub->add_option("--ranks", o->ranks, "ranks (pp x dp) to plan for")
-      ->check(CLI::PositiveNumber);
+      ->check(wholeBetween(1, kMaxRanks));
   sub->add_option("--gpus", o->gpus,
                   "GPUs to plan for: --ranks on a GPU device (--device h100 "
                   "unless given), capped by its memory")
-      ->check(CLI::PositiveNumber);
+      ->check(wholeBetween(1, kMaxRanks));
   addClusterOptions(sub, o->cluster);
   sub->add_option("--costs", o->costs,
                   "layer costs a run measured (hypipe train SPEC --costs-out "
                   "FILE): rank by predicted seconds and show tokens/s");
   sub->add_option("--memory-gib", o->memoryGiB,
                   "memory cap per rank (the estimate `hypipe explain` prints)")
-      ->check(CLI::PositiveNumber);
+      ->check(numberBetween(0, false, double(kMaxRankBytes >> 30)));
   sub->add_option("--memory-of", o->memoryOf,
                   "whose memory the cap holds: hypipe (hypipe-run's own "
                   "buffers, the default) or megatron (what a Megatron-LM run "
@@ -342,9 +356,9 @@ void addPlanCommand(CLI::App &app, Runner &run) {
   sub->add_option("--global-batch", o->globalBatch,
                   "samples per step (default: the spec's micro_batch_size x "
                   "microbatches x dp)")
-      ->check(CLI::PositiveNumber);
+      ->check(wholeBetween(1, kMaxStepTokens));
   sub->add_option("--top", o->top, "candidates to print")
-      ->check(CLI::PositiveNumber);
+      ->check(wholeAtLeast(1));
   sub->add_option("--out", o->out,
                   "write DIR/plan-1.yaml ... (best first), each a complete "
                   "spec");

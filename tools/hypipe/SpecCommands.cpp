@@ -8,6 +8,7 @@
 #include "frontend/SpecCosts.h"
 #include "runtime/exec/NumberFormat.h"
 #include "targets/Artifact.h"
+#include "tools/common/CliChecks.h"
 #include "tools/hypipe/Commands.h"
 #include "tools/hypipe/Report.h"
 
@@ -492,7 +493,8 @@ void addPartitionCommand(CLI::App &app, Runner &run) {
                   "what to balance: time (FLOPs) or params")
       ->check(CLI::IsMember({"time", "params"}));
   sub->add_option("--max-memory-gib", o->maxMemoryGiB,
-                  "memory cap per rank in GiB");
+                  "memory cap per rank in GiB")
+      ->check(numberBetween(0, false, double(kMaxRankBytes >> 30)));
   sub->add_flag("--json", o->json, "print JSON (format in docs/cli.md)");
   sub->callback([o, &run] { run = [o] { return runPartition(*o); }; });
 }
@@ -501,7 +503,8 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
   auto opt = [&](const char *name, std::optional<int64_t> &slot,
                  const char *what) {
     sub->add_option_function<int64_t>(
-        name, [&slot](const int64_t &v) { slot = v; }, what);
+           name, [&slot](const int64_t &v) { slot = v; }, what)
+        ->check(wholeNumber()); // the spec loader says each one's range
   };
   // Megatron-LM's names are aliases where they mean the same
   // (tools/common/CliErrors.h says what the others mean instead).
@@ -523,7 +526,8 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
   auto real = [&](const char *name, std::optional<double> &slot,
                   const char *what) {
     sub->add_option_function<double>(
-        name, [&slot](const double &v) { slot = v; }, what);
+           name, [&slot](const double &v) { slot = v; }, what)
+        ->check(finiteNumber());
   };
   real("--lr", o.lr, "peak learning rate (training.lr)");
   real("--min-lr", o.minLr,

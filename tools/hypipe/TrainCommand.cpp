@@ -12,6 +12,7 @@
 #include "conversion/SpecToHybrid.h"
 #include "core/io/Files.h"
 #include "core/model/CostModel.h"
+#include "core/model/SizeBounds.h"
 #include "core/report/LossPlot.h"
 #include "core/schedule/Render.h"
 #include "core/schedule/Simulate.h"
@@ -827,6 +828,14 @@ bool checkData(const TrainOptions &o, const ModelSpec &spec) {
 }
 
 bool checkGpus(const TrainOptions &o, const ModelSpec &spec) {
+  if (o.gpus > 0 && spec.training.target != "cuda") {
+    std::cerr << fmt::format(
+        "error: --gpus {} picks the GPUs of a cuda run, and this one trains "
+        "on the {} target\nhelp: drop --gpus, or train on the GPUs with "
+        "--target cuda\n",
+        o.gpus, spec.training.target);
+    return false;
+  }
   if (spec.training.target != "cuda" || o.launcher != "mpirun" ||
       std::getenv("HYPIPE_MPIRUN"))
     return true; // on other nodes: the ranks check there
@@ -1387,7 +1396,7 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "Megatron's name)");
   sub->add_option("--data", o->data, "training data instead of data.path");
   sub->add_option("--threads", o->threads, "CPU threads per rank")
-      ->check(CLI::Range(1, 4096));
+      ->check(wholeBetween(1, kMaxThreads));
   sub->add_option("--comm", o->comm,
                   "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc "
                   "or nccl (instead of parallel.comm; docs/runtime.md)")
@@ -1397,11 +1406,11 @@ void addTrainCommand(CLI::App &app, Runner &run) {
          "the data-parallel gradient reduction's bucket size in MiB "
          "(Megatron's --ddp-bucket-size; default 16, at least 4 KiB; the "
          "distributed optimizer shards each bucket over the dp ranks)")
-      ->check(CLI::Range(1.0 / 256, 1e6));
+      ->check(numberBetween(1.0 / 256, true, 1e6));
   sub->add_option("--gpus", o->gpus,
                   "the GPUs of this node for a cuda run (default: those "
                   "visible): --comm nccl needs one per rank")
-      ->check(CLI::Range(1, 4096));
+      ->check(wholeBetween(1, ClusterBounds::kMostRanksPerNode));
   sub->callback([o, &run] { run = [o] { return runTrain(*o); }; });
 }
 
