@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -77,6 +78,13 @@ bool isInside(const std::string &inner, const std::string &outer) {
   return inner.size() > outer.size() &&
          inner.compare(0, outer.size(), outer) == 0 &&
          inner[outer.size()] == '/';
+}
+
+/// True if both paths exist and name the same file (a hard link counts).
+bool sameFile(const std::string &a, const std::string &b) {
+  struct stat sa, sb;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
+         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 Error readError(const std::string &path, ReadBound bound, int err) {
@@ -168,11 +176,11 @@ Error checkFileOutput(const std::string &path, std::string_view what) {
   // directories (fs.protected_symlinks) would not apply to a rename onto
   // the file it names, and replacing the link would lose it.
   if (S_ISLNK(st.st_mode))
-    return Error(Problem{
-        fmt::format("{} '{}' is a symbolic link, which hypipe does not "
-                    "write through",
-                    what, path),
-        "name the file itself", std::nullopt, 1});
+    return Error(
+        Problem{fmt::format("{} '{}' is a symbolic link, which hypipe does not "
+                            "write through",
+                            what, path),
+                "name the file itself", std::nullopt, 1});
   return Error(Problem{
       fmt::format("{} '{}' is {}, not a file hypipe may replace", what, path,
                   kindOf(st.st_mode)),
@@ -197,18 +205,37 @@ Error checkDirectoryOutput(const std::string &path, std::string_view what) {
       "name a directory, or a path where one may be created", std::nullopt, 1});
 }
 
+Error checkOutputDirectoryHoldsOnly(
+    const std::string &dir, std::string_view what,
+    const std::function<bool(const std::string &name)> &ours,
+    std::string_view help) {
+  if (auto err = checkDirectoryOutput(dir, what))
+    return err;
+  std::error_code ec;
+  std::vector<std::string> others;
+  for (const auto &entry : std::filesystem::directory_iterator(dir, ec))
+    if (std::string name = entry.path().filename().string(); !ours(name))
+      others.push_back(name);
+  if (others.empty())
+    return Error::success();
+  std::sort(others.begin(), others.end());
+  return Error(Problem{
+      fmt::format("{} '{}' holds '{}'{}, which hypipe did not write there: "
+                  "the output would be written among other files",
+                  what, dir, others[0],
+                  others.size() > 1
+                      ? fmt::format(" and {} more", others.size() - 1)
+                      : std::string()),
+      std::string(help), std::nullopt, 1});
+}
+
 Error checkNotAnInput(const std::string &output, std::string_view what,
                       const std::vector<std::string> &inputs,
                       bool replacedWhole) {
   const std::string out = realPathOf(output);
-  struct stat outStat;
-  bool outExists = ::stat(output.c_str(), &outStat) == 0;
   for (const std::string &input : inputs) {
-    struct stat inStat;
     const std::string in = realPathOf(input);
-    bool same = outExists && ::stat(input.c_str(), &inStat) == 0 &&
-                inStat.st_dev == outStat.st_dev &&
-                inStat.st_ino == outStat.st_ino;
+    bool same = sameFile(output, input);
     if (same || isInside(out, in))
       return Error(Problem{
           fmt::format("{} '{}' is {}the input '{}': writing it would "
@@ -223,6 +250,43 @@ Error checkNotAnInput(const std::string &output, std::string_view what,
                   "write the output somewhere else", std::nullopt, 1});
   }
   return Error::success();
+}
+
+Error checkOutputsApart(const std::vector<Output> &outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      const Output &a = outputs[i], &b = outputs[j];
+      if (i == j || a.path.empty() || b.path.empty())
+        continue;
+      const std::string ra = realPathOf(a.path), rb = realPathOf(b.path);
+      const bool same = sameFile(a.path, b.path) || (!ra.empty() && ra == rb);
+      // A pair that is the same path is reported once, named by the
+      // earlier of the two (callers list the user's flags first).
+      if ((same && i < j) || (!same && isInside(ra, rb)))
+        return Error(Problem{
+            fmt::format("{} '{}' is {}{} '{}': one output of the run would "
+                        "overwrite or remove the other",
+                        a.what, a.path, same ? "also " : "inside ", b.what,
+                        b.path),
+            "give each output its own path", std::nullopt, 1});
+    }
+  return Error::success();
+}
+
+Error checkOutputDirectoryExists(const std::string &path,
+                                 std::string_view what) {
+  const std::string dir = directoryOf(path);
+  struct stat st;
+  const bool exists = ::stat(dir.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode))
+    return Error::success();
+  return Error(Problem{
+      fmt::format("{} '{}' cannot be written: its directory '{}' {}", what,
+                  path, dir, exists ? "is not a directory" : "does not exist"),
+      fmt::format("create the directory '{}' first, or name a file in one "
+                  "that exists",
+                  dir),
+      std::nullopt, 1});
 }
 
 Error replaceDirectory(const std::string &built, const std::string &target,
@@ -272,14 +336,13 @@ Error writeAtomically(
     return Error(Problem{
         fmt::format("cannot {} {} '{}': {}", step, what, path,
                     std::strerror(err)),
-        err == ENOENT ? fmt::format("create the directory '{}' first",
-                                    directoryOf(path))
-                      : fmt::format("check free space and permissions of "
-                                    "'{}'; {}",
-                                    directoryOf(path),
-                                    existed
-                                        ? "the file that was there is untouched"
-                                        : "nothing was written there"),
+        err == ENOENT
+            ? fmt::format("create the directory '{}' first", directoryOf(path))
+            : fmt::format("check free space and permissions of "
+                          "'{}'; {}",
+                          directoryOf(path),
+                          existed ? "the file that was there is untouched"
+                                  : "nothing was written there"),
         std::nullopt, 1});
   };
   // A new file gets what the umask gives; a replaced one keeps its mode.

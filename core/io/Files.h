@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -72,6 +73,16 @@ Error checkFileOutput(const std::string &path, std::string_view what);
 /// or it is a directory (or a symbolic link to one).
 Error checkDirectoryOutput(const std::string &path, std::string_view what);
 
+/// Success if the directory `dir` may take a command's output, which
+/// replaces every file `ours` accepts (an earlier output of the command): it
+/// does not exist, is empty, or holds only such files. Another entry is
+/// refused, naming it, so that no user's file is replaced or left among
+/// the output. `what` names the output ("the export directory").
+Error checkOutputDirectoryHoldsOnly(
+    const std::string &dir, std::string_view what,
+    const std::function<bool(const std::string &name)> &ours,
+    std::string_view help);
+
 /// Success unless `output` is one of `inputs` (same device and inode) or
 /// lies inside one of them (inside its real path); with `replacedWhole`,
 /// also unless an input lies inside `output` (a directory the command
@@ -79,6 +90,23 @@ Error checkDirectoryOutput(const std::string &path, std::string_view what);
 Error checkNotAnInput(const std::string &output, std::string_view what,
                       const std::vector<std::string> &inputs,
                       bool replacedWhole = false);
+
+/// One output of a command, for checkOutputsApart.
+struct Output {
+  std::string path;
+  std::string what; ///< "--costs-out", "the run's checkpoint directory"
+};
+
+/// Success unless one of `outputs` is another (same path, or same device and
+/// inode) or lies inside another (a file in a directory that is an output
+/// too): either would overwrite, or be removed with, what the other wrote.
+/// Empty paths are skipped.
+Error checkOutputsApart(const std::vector<Output> &outputs);
+
+/// Success if the directory the file `path` is written in exists, so that a
+/// missing one is found before a command's work, not when it writes.
+Error checkOutputDirectoryExists(const std::string &path,
+                                 std::string_view what);
 
 /// Writes the concatenation of `pieces` to `path`: to a new temporary file in
 /// its directory, synced, then renamed over `path` (and the directory

@@ -39,6 +39,54 @@ double learningRate(const TrainingConfig &c, int64_t step) {
 
 namespace {
 
+/// The index of the first element of `values[0, n)` that is NaN or
+/// infinite, or of the first negative one with `nonNegative`; -1 if none.
+int64_t firstInsane(const float *values, int64_t n, bool nonNegative) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(values[i]) || (nonNegative && values[i] < 0))
+      return i;
+  return -1;
+}
+
+/// Refuses a checkpoint whose parameter `p` or Adam moments cannot have
+/// been written by a run: training from them would turn the first update
+/// into NaN (sqrt of a negative second moment) and save it.
+void checkOptimizerState(const std::string &where, const ParamEntry &p,
+                         const float *w, const float *m, const float *v) {
+  const struct {
+    std::string name;
+    const float *values;
+    bool nonNegative;
+  } tensors[] = {{p.name, w, false},
+                 {"optimizer.exp_avg." + p.name, m, false},
+                 {"optimizer.exp_avg_sq." + p.name, v, true}};
+  for (const auto &t : tensors) {
+    const int64_t at = firstInsane(t.values + p.offset, p.numel, t.nonNegative);
+    if (at < 0)
+      continue;
+    const float value = t.values[p.offset + at];
+    throw RuntimeError(fmt::format(
+        "checkpoint '{}': tensor '{}' holds {} at element {}{}; no run "
+        "writes that, so the checkpoint was edited or is corrupt\nhelp: "
+        "resume from an earlier checkpoint (a step_* directory), or start "
+        "over from its weights with --init-from",
+        where, t.name, value, at,
+        t.nonNegative && std::isfinite(value)
+            ? " (a second moment is a mean of squares, never negative)"
+            : ""));
+  }
+}
+
+/// The name of a parameter of `stage` that holds a NaN or infinite value
+/// in `params` (its full parameters), or "".
+std::string nonFiniteParameter(const StageEntry &stage,
+                               const std::vector<float> &params) {
+  for (const ParamEntry &p : stage.params)
+    if (firstInsane(params.data() + p.offset, p.numel, false) >= 0)
+      return p.name;
+  return std::string();
+}
+
 /// What every rank contributes to a step's end: loss, aux loss, squared
 /// gradient norm, its router fault (layer number, logit), then each MTP
 /// depth's loss.
@@ -1071,33 +1119,32 @@ void onEveryRank(Comm &comm, const std::string &what,
   agreeAcrossRanks(comm, error, what);
 }
 
-void Trainer::save(const std::string &root, int64_t step) {
-  const TrainingConfig &t = artifact.training;
+/// The metadata a checkpoint of `artifact`'s run at `step` carries.
+static CheckpointInfo checkpointInfoOf(const Artifact &artifact, int64_t step,
+                                       int64_t globalBatch) {
   CheckpointInfo info;
   info.step = step;
   info.lrDecaySteps = artifact.training.decayEnd();
-  info.globalBatch = globalBatch();
+  info.globalBatch = globalBatch;
   info.consumedSamples = step * info.globalBatch;
-  info.seed = t.seed;
+  info.seed = artifact.training.seed;
   info.model = artifact.model.name;
   info.pattern = artifact.model.pattern;
   info.modelConfig = modelJson(artifact.model).dump();
   info.layout = fmt::format("pp={},vpp={},dp={},schedule={},microbatches={}",
                             artifact.pp, artifact.vpp, artifact.dp,
                             artifact.schedule, artifact.microbatches);
+  return info;
+}
+
+void Trainer::save(const std::string &root, int64_t step) {
+  const CheckpointInfo info = checkpointInfoOf(artifact, step, globalBatch());
   const std::string name = stepDirectoryName(step), dir = root + "/" + name;
   const std::string what =
       fmt::format("error: saving the checkpoint of step {} to '{}' failed; "
                   "the previous checkpoint is intact",
                   step, dir);
   std::string error;
-  if (comm.rank() == 0)
-    for (const std::string &d : {root, dir})
-      if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
-        error = fmt::format("cannot create '{}': {}", d, std::strerror(errno));
-        break;
-      }
-  agreeAcrossRanks(comm, error, what);
   // Data-parallel replicas hold the same parameters: replica 0 writes
   // them, with the moments gathered from every shard when sharded (the
   // file is the same either way).
@@ -1107,7 +1154,24 @@ void Trainer::save(const std::string &root, int64_t step) {
     host.push_back(fullParameters(s));
     host.push_back(fullMoment(s, s.adamM));
     host.push_back(fullMoment(s, s.adamV));
+    // A NaN saved would become `latest`, and every resume would start from
+    // it: the last good checkpoint stays latest instead.
+    const std::string bad = nonFiniteParameter(*s.entry, host[host.size() - 3]);
+    if (!bad.empty() && error.empty())
+      error = fmt::format(
+          "step {}: parameter '{}' holds a NaN or infinite value; no "
+          "checkpoint is saved for it\nhelp: the update diverged: lower "
+          "training.lr or raise warmup_steps, and check the state it started "
+          "from (--resume, --init-from)",
+          step, bad);
   }
+  if (comm.rank() == 0 && error.empty())
+    for (const std::string &d : {root, dir})
+      if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
+        error = fmt::format("cannot create '{}': {}", d, std::strerror(errno));
+        break;
+      }
+  agreeAcrossRanks(comm, error, what);
   std::string written; // "FILE BYTES CHECKSUM" on the ranks that write
   if (comm.dpRank() == 0) {
     SafeTensorsWriter w;
@@ -1209,6 +1273,7 @@ int64_t Trainer::resume(const std::string &path) {
         ckpt.read("optimizer.exp_avg." + p.name, p.shape, m.data() + p.offset);
         ckpt.read("optimizer.exp_avg_sq." + p.name, p.shape,
                   v.data() + p.offset);
+        checkOptimizerState(ckpt.location(), p, w.data(), m.data(), v.data());
       }
       s.params.upload(w.data(), s.params.size());
       s.adamM.upload(s.shard.shardOf(m).data(), s.shard.shardFloats());

@@ -2,6 +2,7 @@
 #include "runtime/exec/TrainingLoop.h"
 #include "core/model/MeasuredCosts.h"
 
+#include "core/io/DirectoryLock.h"
 #include "core/io/Files.h"
 #include "core/schedule/Trace.h"
 #include "runtime/data/Data.h"
@@ -24,6 +25,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -77,28 +79,38 @@ void installWatchdog(Comm &comm, const RunOptions &o, const int64_t &step) {
 }
 
 /// Why this rank cannot write one of the run's outputs (core/io/Files.h):
-/// not a file it may replace, or one of the run's inputs (the artifact, the
-/// data, the checkpoint it resumes or starts from); or "".
+/// not a file it may replace, in a directory that does not exist, one of
+/// the run's inputs (the artifact, the data, the checkpoint it resumes or
+/// starts from), or another of its outputs; or "".
 std::string outputsProblem(const RunOptions &o, const Artifact &a) {
   std::vector<std::string> inputs = {o.dir, a.specFile};
   for (const std::string &p : {o.dataPath.empty() ? a.dataPath : o.dataPath,
                                o.resume, o.initFrom, a.training.initFrom})
     if (!p.empty())
       inputs.push_back(p);
-  for (auto [path, flag] : {std::pair{o.jsonLog, "--json-log"},
-                            {o.trace, "--trace"},
-                            {o.dump, "--dump-step"},
-                            {o.costsOut, "--costs-out"}}) {
-    if (path.empty())
+  const std::vector<files::Output> outputs = {{o.jsonLog, "--json-log"},
+                                              {o.trace, "--trace"},
+                                              {o.dump, "--dump-step"},
+                                              {o.costsOut, "--costs-out"},
+                                              {o.save, "--save"}};
+  // All but --save are files.
+  for (auto it = outputs.begin(); it + 1 != outputs.end(); ++it) {
+    if (it->path.empty())
       continue;
-    if (Error err = files::checkFileOutput(path, flag))
+    if (Error err = files::checkFileOutput(it->path, it->what))
       return "error: " + toString(err);
-    if (Error err = files::checkNotAnInput(path, flag, inputs))
+    if (Error err = files::checkNotAnInput(it->path, it->what, inputs))
       return "error: " + toString(err);
   }
   if (!o.save.empty())
     if (Error err = files::checkDirectoryOutput(o.save, "--save"))
       return "error: " + toString(err);
+  if (Error err = files::checkOutputsApart(outputs))
+    return "error: " + toString(err);
+  for (auto it = outputs.begin(); it + 1 != outputs.end(); ++it)
+    if (!it->path.empty())
+      if (Error err = files::checkOutputDirectoryExists(it->path, it->what))
+        return "error: " + toString(err);
   return std::string();
 }
 
@@ -197,10 +209,29 @@ void writeMeasuredCosts(const RunOptions &o, const Artifact &a,
                costs.kinds.size());
 }
 
+/// Rank 0 makes --save's directory and holds its lock for the run, so that
+/// a second run saving there is refused instead of replacing this one's
+/// checkpoints (core/io/DirectoryLock.h); or why it cannot.
+std::string lockSaveDirectory(const std::string &save) {
+  std::error_code ec;
+  std::filesystem::create_directories(save, ec);
+  if (ec)
+    return fmt::format("error: cannot create the checkpoint directory '{}' "
+                       "(--save): {}\nhelp: name a writable directory",
+                       save, ec.message());
+  if (Error err = files::lockDirectory(
+          save, "the checkpoint directory (--save)",
+          "wait for that run to end, or save into another directory"))
+    return "error: " + toString(err);
+  return std::string();
+}
+
 /// Refuses, before the first step, outputs that cannot be written: rank
 /// 0's words when it found the problem (printed once), else every rank's.
 void agreeOnOutputs(const RunOptions &o, const Artifact &artifact, Comm &comm) {
-  const std::string error = outputsProblem(o, artifact);
+  std::string error = outputsProblem(o, artifact);
+  if (error.empty() && comm.rank() == 0 && !o.save.empty())
+    error = lockSaveDirectory(o.save);
   std::vector<double> failed = comm.allgather({error.empty() ? 0.0 : 1.0});
   if (failed[0] != 0)
     throw CollectiveError(error);

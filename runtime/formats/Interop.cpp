@@ -2,10 +2,11 @@
 
 #include "runtime/formats/Interop.h"
 
+#include "core/io/Files.h"
 #include "core/model/LayerShapes.h"
 #include "core/model/ModelDims.h"
-#include "runtime/formats/Checkpoint.h"
 #include "core/numeric/Bf16.h"
+#include "runtime/formats/Checkpoint.h"
 #include "runtime/formats/FileCheck.h"
 #include "runtime/formats/SafeTensors.h"
 
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -350,12 +352,57 @@ void writeShard(const std::string &path, const std::vector<Planned> &plan,
   w.write(path);
 }
 
+/// True for a file of `dir` that an earlier export wrote, which a new one
+/// replaces: its shards and index, and a config.json beside that index (a
+/// user's config.json alone is not an export's).
+bool isExportFile(const std::string &dir, const std::string &name) {
+  const char *index = "model.safetensors.index.json";
+  if (name == index)
+    return true;
+  if (name == "config.json")
+    return std::filesystem::exists(dir + "/" + index);
+  unsigned a = 0, b = 0;
+  char end = 0;
+  return name.size() == 32 &&
+         std::sscanf(name.c_str(), "model-%5u-of-%5u.safetensor%c", &a, &b,
+                     &end) == 3 &&
+         end == 's';
+}
+
+/// Writes the shards, the index and config.json into `dir`.
+void writeExport(const std::string &dir, const std::vector<Planned> &plan,
+                 const std::vector<std::vector<size_t>> &shards, int64_t total,
+                 const ModelInfo &m, const std::string &layers, DType dtype) {
+  json weightMap = json::object();
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const std::string file =
+        fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+    writeShard(dir + "/" + file, plan, shards[s], dtype);
+    for (size_t i : shards[s])
+      weightMap[plan[i].name] = file;
+  }
+  json index = {{"metadata", {{"total_size", total}}},
+                {"weight_map", weightMap}};
+  writeText(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+  json config = nemotronHConfig(m, layers);
+  config["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";
+  writeText(dir + "/config.json", config.dump(2) + "\n");
+}
+
 } // namespace
 
 ExportResult exportHuggingFace(const std::string &checkpoint,
                                const ModelInfo &m, const std::string &outDir,
                                int64_t maxShardBytes, DType dtype) {
-  requireOutputDirectory(outDir, "the export directory", {checkpoint});
+  const char *what = "the export directory";
+  requireOutputDirectory(outDir, what, {checkpoint});
+  // The export replaces an earlier one whole (no stale shard of it stays
+  // beside the new ones) and never a directory of other files.
+  throwIfError(files::checkOutputDirectoryHoldsOnly(
+      outDir, what,
+      [&](const std::string &name) { return isExportFile(outDir, name); },
+      "give -o a new or empty directory, or an earlier export (which is "
+      "replaced whole)"));
   const std::string layers = layerSymbols(m.pattern);
   if (std::string why = inexpressible(m, layers); !why.empty())
     throw RuntimeError(fmt::format(
@@ -367,25 +414,21 @@ ExportResult exportHuggingFace(const std::string &checkpoint,
   CheckpointReader ckpt(checkpoint);
   std::vector<Planned> plan = planExport(ckpt, m, layers);
   auto [shards, total] = shardsOf(plan, dtypeBytes(dtype), maxShardBytes);
+  const std::string built = files::siblingTemporary(outDir);
   std::error_code ec;
-  std::filesystem::create_directories(outDir, ec);
+  std::filesystem::create_directories(built, ec);
   if (ec)
     throw RuntimeError(
-        fmt::format("error: cannot create '{}': {}", outDir, ec.message()));
-  json weightMap = json::object();
-  for (size_t s = 0; s < shards.size(); ++s) {
-    const std::string file =
-        fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
-    writeShard(outDir + "/" + file, plan, shards[s], dtype);
-    for (size_t i : shards[s])
-      weightMap[plan[i].name] = file;
+        fmt::format("error: cannot create '{}': {}\nhelp: check that the "
+                    "directory of '{}' exists and is writable",
+                    built, ec.message(), outDir));
+  try {
+    writeExport(built, plan, shards, total, m, layers, dtype);
+  } catch (...) {
+    std::filesystem::remove_all(built, ec);
+    throw;
   }
-  json index = {{"metadata", {{"total_size", total}}},
-                {"weight_map", weightMap}};
-  writeText(outDir + "/model.safetensors.index.json", index.dump(2) + "\n");
-  json config = nemotronHConfig(m, layers);
-  config["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";
-  writeText(outDir + "/config.json", config.dump(2) + "\n");
+  throwIfError(files::replaceDirectory(built, outDir, "the export"));
   return {int64_t(plan.size()), int64_t(shards.size()), total};
 }
 

@@ -7,13 +7,16 @@
 //
 //===----------------------------------------------------------------------===//
 #include "core/io/Files.h"
+#include "core/io/DirectoryLock.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <csignal>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -204,6 +207,78 @@ TEST_F(FilesTest, ADirectoryIsReplacedWhole) {
   EXPECT_TRUE(fs::exists(dir + "/art/manifest.json"));
   EXPECT_FALSE(fs::exists(dir + "/art/stale"));
   EXPECT_EQ(names(), (std::vector<std::string>{"art"}));
+}
+
+TEST_F(FilesTest, OutputsOfOneRunAreApart) {
+  const std::string ckpt = dir + "/run/ckpt";
+  // Apart: success, whether or not the files exist yet.
+  EXPECT_EQ(said(checkOutputsApart({{dir + "/costs.json", "--costs-out"},
+                                    {dir + "/log.jsonl", "--json-log"},
+                                    {ckpt, "the checkpoints"},
+                                    {"", "--trace"}})),
+            "");
+  // Inside another output, or the same path (also through "..").
+  EXPECT_NE(said(checkOutputsApart({{ckpt + "/latest", "--costs-out"},
+                                    {ckpt, "the checkpoints"}}))
+                .find("--costs-out '" + ckpt +
+                      "/latest' is inside the checkpoints '" + ckpt + "'"),
+            std::string::npos);
+  EXPECT_NE(said(checkOutputsApart({{dir + "/x", "--costs-out"},
+                                    {dir + "/run/../x", "--json-log"}}))
+                .find("--costs-out '" + dir + "/x' is also --json-log"),
+            std::string::npos);
+  // A hard link to the same file is the same output.
+  put(dir + "/a", "a");
+  ASSERT_EQ(::link((dir + "/a").c_str(), (dir + "/b").c_str()), 0);
+  EXPECT_NE(said(checkOutputsApart(
+                {{dir + "/a", "--trace"}, {dir + "/b", "--json-log"}})),
+            "");
+}
+
+TEST_F(FilesTest, AnOutputsDirectoryMustExist) {
+  EXPECT_EQ(said(checkOutputDirectoryExists(dir + "/f", "--costs-out")), "");
+  EXPECT_NE(said(checkOutputDirectoryExists(dir + "/no/f", "--costs-out"))
+                .find("its directory '" + dir + "/no' does not exist"),
+            std::string::npos);
+  put(dir + "/file", "x");
+  EXPECT_NE(said(checkOutputDirectoryExists(dir + "/file/f", "--costs-out"))
+                .find("is not a directory"),
+            std::string::npos);
+}
+
+TEST_F(FilesTest, AnOutputDirectoryHoldsOnlyAnEarlierOutput) {
+  auto ours = [](const std::string &name) { return name == "plan-1.yaml"; };
+  EXPECT_EQ(
+      said(checkOutputDirectoryHoldsOnly(dir + "/new", "--out", ours, "help")),
+      "");
+  put(dir + "/plan-1.yaml", "x");
+  EXPECT_EQ(said(checkOutputDirectoryHoldsOnly(dir, "--out", ours, "help")),
+            "");
+  put(dir + "/notes.txt", "x");
+  put(dir + "/other.txt", "x");
+  EXPECT_EQ(said(checkOutputDirectoryHoldsOnly(dir, "--out", ours, "do X")),
+            "--out '" + dir +
+                "' holds 'notes.txt' and 1 more, which hypipe did not write "
+                "there: the output would be written among other files\n"
+                "help: do X");
+}
+
+TEST_F(FilesTest, ADirectoryHasOneWriter) {
+  EXPECT_EQ(said(checkNotLocked(dir, "the run directory", "wait")), "");
+  // Another holder (another open file description, as another process has).
+  put(dir + "/.lock", "pid 1 on elsewhere\n");
+  int other = ::open((dir + "/.lock").c_str(), O_RDONLY);
+  ASSERT_GE(other, 0);
+  ASSERT_EQ(::flock(other, LOCK_EX), 0);
+  EXPECT_EQ(said(lockDirectory(dir, "the run directory", "wait")),
+            "the run directory '" + dir + "' is in use by another run (" + dir +
+                "/.lock: pid 1 on elsewhere)\nhelp: wait");
+  EXPECT_NE(said(checkNotLocked(dir, "the run directory", "wait")), "");
+  ::close(other);
+  EXPECT_EQ(said(checkNotLocked(dir, "the run directory", "wait")), "");
+  EXPECT_EQ(said(lockDirectory(dir, "the run directory", "wait")), "");
+  EXPECT_NE(get(dir + "/.lock").find("pid " + std::to_string(::getpid())),
+            std::string::npos);
 }
 
 TEST(Excerpt, IsShortPrintableAndSaysWhatWasCut) {

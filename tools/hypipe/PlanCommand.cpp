@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -174,9 +176,8 @@ void printPlan(const Plan &p, size_t shown, const PlanOptions &o,
       "{} candidates simulated, {} not ({} over the memory cap, {} unable to "
       "reach the top {} by their busiest rank's compute, {} invalid) in "
       "{:.2f} s\n",
-      p.simulated,
-      p.prunedByMemory + p.prunedByBound + p.invalid, p.prunedByMemory,
-      p.prunedByBound, o.top, p.invalid, seconds);
+      p.simulated, p.prunedByMemory + p.prunedByBound + p.invalid,
+      p.prunedByMemory, p.prunedByBound, o.top, p.invalid, seconds);
 }
 
 void printPlanJson(const Plan &p, const std::vector<std::string> &files,
@@ -222,15 +223,44 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files,
   std::cout << out.dump(2) << "\n";
 }
 
-/// Writes DIR/plan-1.yaml ... for the first `shown` candidates.
+/// The number N of a file name plan-N.yaml, or 0.
+size_t planNumber(const std::string &name) {
+  unsigned n = 0;
+  char end = 0;
+  if (std::sscanf(name.c_str(), "plan-%u.yam%c", &n, &end) != 2 || end != 'l' ||
+      name != fmt::format("plan-{}.yaml", n))
+    return 0;
+  return n;
+}
+
+/// True for a file an earlier `hypipe plan --out` wrote: plan-N.yaml that
+/// begins as plannedSpecText begins (a user's own plan-1.yaml does not).
+bool isEarlierPlan(const std::string &dir, const std::string &name) {
+  if (planNumber(name) == 0)
+    return false;
+  auto text = files::readBounded(dir + "/" + name, files::kSpec);
+  if (!text) {
+    (void)text.takeError();
+    return false;
+  }
+  return text->rfind("# hypipe plan: ", 0) == 0;
+}
+
+/// Writes DIR/plan-1.yaml ... for the first `shown` candidates, into a
+/// directory that is new, empty or an earlier plan's; an earlier plan's
+/// plan-N.yaml past them goes, so that no stale plan stays beside these.
 Expected<std::vector<std::string>> writePlans(const Plan &p, size_t shown,
                                               const PlanOptions &o) {
   std::vector<std::string> files(shown);
   if (o.out.empty())
     return files;
-  if (auto err = files::checkDirectoryOutput(o.out, "--out"))
-    return std::move(err);
   if (auto err = files::checkNotAnInput(o.out, "--out", {o.spec}, true))
+    return std::move(err);
+  if (auto err = files::checkOutputDirectoryHoldsOnly(
+          o.out, "--out",
+          [&](const std::string &name) { return isEarlierPlan(o.out, name); },
+          "give --out a new or empty directory, or an earlier plan's "
+          "(whose plan-N.yaml files are replaced)"))
     return std::move(err);
   auto text = files::readBounded(o.spec, files::kSpec);
   if (!text)
@@ -248,6 +278,10 @@ Expected<std::vector<std::string>> writePlans(const Plan &p, size_t shown,
     if (auto err = files::writeAtomically(files[i], "--out", *planned))
       return std::move(err);
   }
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(o.out, ec))
+    if (planNumber(entry.path().filename().string()) > shown)
+      std::filesystem::remove(entry.path(), ec);
   return files;
 }
 

@@ -1,5 +1,6 @@
 //===- SpecCommands.cpp - `hypipe compile` and `hypipe explain` -----------===//
 #include "conversion/SpecToHybrid.h"
+#include "core/io/DirectoryLock.h"
 #include "core/io/Files.h"
 #include "core/model/CostModel.h"
 #include "core/model/SizeBounds.h"
@@ -22,6 +23,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -46,6 +48,23 @@ struct CompileOptions {
   std::string output;
   SpecOverrides overrides;
 };
+
+/// An artifact inside a run directory that a running `hypipe train` holds
+/// (RUN/.lock) is that run's: replacing it would swap the program under
+/// ranks that are still starting or that resume from it.
+Error checkRunNotActive(const std::string &output) {
+  std::filesystem::path out = std::filesystem::path(output).lexically_normal();
+  if (!out.has_filename())
+    out = out.parent_path();
+  const std::string run =
+      out.has_parent_path() ? out.parent_path().string() : ".";
+  return files::checkNotLocked(
+      run, "the run directory",
+      fmt::format("-o '{}' would replace the artifact of that running "
+                  "`hypipe train`: wait for it to end, or compile into "
+                  "another directory",
+                  output));
+}
 
 int runCompile(const CompileOptions &o) {
   if (o.emit != "mlir" && o.emit != "artifact") {
@@ -75,6 +94,10 @@ int runCompile(const CompileOptions &o) {
     return 1;
   }
   if (o.emit == "artifact") {
+    if (auto err = checkRunNotActive(o.output)) {
+      llvm::errs() << "error: " << toString(err) << "\n";
+      return 1;
+    }
     if (auto err = writeArtifact(*module, *spec, o.output)) {
       llvm::errs() << toString(std::move(err)) << "\n";
       return 1;

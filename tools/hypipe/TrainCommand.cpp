@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "conversion/SpecToHybrid.h"
+#include "core/io/DirectoryLock.h"
 #include "core/io/Files.h"
 #include "core/model/CostModel.h"
 #include "core/model/SizeBounds.h"
@@ -201,42 +202,39 @@ bool resumeHasStepsLeft(const TrainOptions &o, const ModelSpec &spec,
   return false;
 }
 
-/// Holds RUN/.lock for the life of this process (and of the launcher,
-/// which inherits it), so that two `hypipe train` never share a run
-/// directory. Returns false, having said who holds it, when it is taken.
-bool lockRunDirectory(const std::string &run) {
-  const std::string path = run + "/.lock";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
-  if (fd < 0) {
-    std::cerr << fmt::format("error: cannot create '{}': {}\nhelp: pass "
-                             "--run-dir DIR somewhere writable\n",
-                             path, std::strerror(errno));
-    return false;
+/// The run's outputs, checked before anything is compiled or launched: the
+/// log and --costs-out may be written as files in directories that exist
+/// and are none of the spec's inputs (the spec, its data, its schedule CSV,
+/// the weights it starts from); no output is, or lies inside, another or
+/// one of the run directory's own (its checkpoints, artifact, lock, trace).
+Error checkRunOutputs(const TrainOptions &o, const ModelSpec &spec,
+                      const std::string &run, const std::string &log,
+                      const std::string &trace) {
+  for (auto [path, flag] :
+       {std::pair{log, "--json-log"}, {o.costsOut, "--costs-out"}}) {
+    if (path.empty())
+      continue;
+    if (auto err = files::checkFileOutput(path, flag))
+      return err;
+    if (auto err = files::checkNotAnInput(path, flag, specInputs(spec)))
+      return err;
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    std::string holder = files::excerpt(readFile(path));
-    std::cerr << fmt::format(
-        "error: the run directory '{}' is in use by another run{}\nhelp: "
-        "wait for that run to end, or train into another --run-dir\n",
-        run,
-        holder.empty() ? std::string() : " (" + path + ": " + holder + ")");
-    ::close(fd);
-    return false;
-  }
-  char host[256] = "";
-  ::gethostname(host, sizeof(host) - 1);
-  std::string who = fmt::format("pid {} on {}\n", ::getpid(), host);
-  if (::ftruncate(fd, 0) == 0)
-    (void)!::write(fd, who.data(), who.size());
-  return true; // fd stays open: the lock lasts until we (and mpirun) exit
-}
-
-/// The log may be written as a file and is none of the spec's inputs (the
-/// spec, its data, its schedule CSV, the weights it starts from).
-Error checkJsonLog(const std::string &log, const ModelSpec &spec) {
-  if (auto err = files::checkFileOutput(log, "--json-log"))
+  if (auto err = files::checkOutputsApart(
+          {{o.costsOut, "--costs-out"},
+           {log, o.jsonLog.empty() ? "the run's log" : "--json-log"},
+           {run + "/ckpt", "the run's checkpoint directory"},
+           {run + "/artifact", "the run's artifact"},
+           {run + "/.lock", "the run directory's lock"},
+           {trace, "the run's trace"},
+           {run + "/trace.sim.json", "the run's simulated trace"},
+           {run + "/summary.json", "the run's summary"},
+           {run + "/loss.svg", "the run's loss plot"}}))
     return err;
-  return files::checkNotAnInput(log, "--json-log", specInputs(spec));
+  // hypipe-run writes --costs-out after the last step: a missing directory
+  // is found now, not after the whole run trained.
+  if (o.costsOut.empty())
+    return Error::success();
+  return files::checkOutputDirectoryExists(o.costsOut, "--costs-out");
 }
 
 /// A run directory belongs to one run: a new run (no --resume) into one
@@ -246,7 +244,11 @@ bool claimRunDirectory(const TrainOptions &o, const std::string &run,
                        const std::string &log) {
   const std::string ckpt = run + "/ckpt";
   bool hasLog = ::access(log.c_str(), F_OK) == 0;
-  bool hasCkpt = ::access(ckpt.c_str(), F_OK) == 0;
+  // A checkpoint directory holding only hypipe-run's lock saved nothing.
+  std::error_code ec;
+  bool hasCkpt = false;
+  for (const auto &entry : std::filesystem::directory_iterator(ckpt, ec))
+    hasCkpt = hasCkpt || entry.path().filename() != ".lock";
   if (!o.resume.empty() || (!hasLog && !hasCkpt))
     return true;
   if (!o.overwrite) {
@@ -261,7 +263,6 @@ bool claimRunDirectory(const TrainOptions &o, const std::string &run,
                 : "");
     return false;
   }
-  std::error_code ec;
   // A --json-log of the user's is truncated when the run starts, not
   // removed here: only the run directory's own files go.
   for (const std::string &p :
@@ -819,9 +820,9 @@ bool checkData(const TrainOptions &o, const ModelSpec &spec) {
         spec.data.format == "indexed"
             ? "indexed data is a prefix: PREFIX.bin and PREFIX.idx, as "
               "Megatron-LM's preprocess_data.py writes them"
-            : given ? "check the path (relative to the working directory)"
-                    : "check the path (relative to the spec's directory), "
-                      "or give --data FILE");
+        : given ? "check the path (relative to the working directory)"
+                : "check the path (relative to the spec's directory), "
+                  "or give --data FILE");
     return false;
   }
   return true;
@@ -1260,12 +1261,18 @@ int runTrain(const TrainOptions &o) {
     return 1;
   std::string log = o.jsonLog.empty() ? run + "/log.jsonl" : o.jsonLog;
   std::string trace = run + "/trace.json";
-  if (auto err = checkJsonLog(log, *spec)) {
+  if (auto err = checkRunOutputs(o, *spec, run, log, trace)) {
     std::cerr << "error: " << toString(err) << "\n";
     return 1;
   }
 
-  if (!lockRunDirectory(run) || !claimRunDirectory(o, run, log))
+  if (auto err = files::lockDirectory(
+          run, "the run directory",
+          "wait for that run to end, or train into another --run-dir")) {
+    std::cerr << "error: " << toString(err) << "\n";
+    return 1;
+  }
+  if (!claimRunDirectory(o, run, log))
     return 1;
   if (!resumeHasStepsLeft(o, *spec, run) || !compileRun(o, *spec, run, artifact))
     return 1;
@@ -1311,10 +1318,10 @@ int runTrain(const TrainOptions &o) {
         launched.launcher, status,
         // An exit status over 128 is a signal only when one ended it
         // (mpirun exits 255 on its own).
-        launched.signal ? fmt::format(" (ended by signal {}: {})",
-                                      launched.signal,
-                                      strsignal(launched.signal))
-                        : "",
+        launched.signal
+            ? fmt::format(" (ended by signal {}: {})", launched.signal,
+                          strsignal(launched.signal))
+            : "",
         step ? fmt::format("; resume from the last checkpoint (step {}) "
                            "with: {}",
                            *step, resumeCommand(o, run))
