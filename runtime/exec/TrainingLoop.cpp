@@ -83,6 +83,14 @@ void installWatchdog(Comm &comm, const RunOptions &o, const int64_t &step) {
 /// the run's inputs (the artifact, the data, the checkpoint it resumes or
 /// starts from), or another of its outputs; or "".
 std::string outputsProblem(const RunOptions &o, const Artifact &a) {
+  // Training data is a file: one that names a directory is the data's fault,
+  // not that of an output the directory happens to hold.
+  const std::string data = o.dataPath.empty() ? a.dataPath : o.dataPath;
+  if (!data.empty() && isDirectory(data))
+    return fmt::format("error: training data '{}' is a directory, not a "
+                       "file\nhelp: set data.path in the spec (or --data) "
+                       "to a file",
+                       data);
   std::vector<std::string> inputs = {o.dir, a.specFile};
   for (const std::string &p : {o.dataPath.empty() ? a.dataPath : o.dataPath,
                                o.resume, o.initFrom, a.training.initFrom})
