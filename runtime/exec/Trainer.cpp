@@ -1156,7 +1156,11 @@ void Trainer::save(const std::string &root, int64_t step) {
     host.push_back(fullMoment(s, s.adamV));
     // A NaN saved would become `latest`, and every resume would start from
     // it: the last good checkpoint stays latest instead.
-    const std::string bad = nonFiniteParameter(*s.entry, host[host.size() - 3]);
+    // (Only the replicas that write hold them: the others' are empty.)
+    const std::vector<float> &params = host[host.size() - 3];
+    const std::string bad = params.size() < size_t(s.entry->numParams)
+                                ? std::string()
+                                : nonFiniteParameter(*s.entry, params);
     if (!bad.empty() && error.empty())
       error = fmt::format(
           "step {}: parameter '{}' holds a NaN or infinite value; no "
