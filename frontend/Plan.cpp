@@ -526,10 +526,10 @@ std::string megatronModelArgs(const ModelSpec &spec) {
     auto it = counts.find(symbol);
     return it != counts.end() && it->second > 0;
   };
-  std::string out = fmt::format(
-      "--num-layers {} --hidden-size {} --ffn-hidden-size {} "
-      "--num-attention-heads {}",
-      spec.pattern.numLayers(), d.hidden, d.ffnHidden, d.numHeads);
+  std::string out =
+      fmt::format("--num-layers {} --hidden-size {} --ffn-hidden-size {} "
+                  "--num-attention-heads {}",
+                  spec.pattern.numLayers(), d.hidden, d.ffnHidden, d.numHeads);
   if (d.numQueryGroups != d.numHeads)
     out += fmt::format(" --group-query-attention --num-query-groups {}",
                        d.numQueryGroups);
@@ -562,8 +562,8 @@ std::string megatronModelArgs(const ModelSpec &spec) {
       " --tokenizer-type NullTokenizer --vocab-size {} --train-iters {} "
       "--lr {:g} --min-lr {:g} --lr-decay-style cosine --lr-warmup-iters {} "
       "--weight-decay {:g} --clip-grad {:g} --seed {}",
-      d.vocab, t.steps, t.lr, t.minLr, t.warmupSteps, t.weightDecay,
-      t.gradClip, t.seed);
+      d.vocab, t.steps, t.lr, t.minLr, t.warmupSteps, t.weightDecay, t.gradClip,
+      t.seed);
   if (t.lrDecaySteps > 0)
     out += fmt::format(" --lr-decay-iters {}", t.lrDecaySteps);
   if (t.dtype == "bf16")

@@ -24,8 +24,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <tuple>
 #include <set>
+#include <tuple>
 #include <variant>
 
 namespace hypipe {
@@ -462,7 +462,8 @@ std::optional<size_t> invisibleControl(llvm::StringRef text) {
     if (b0 != 0xE2 || i + 2 >= text.size())
       continue;
     const auto b2 = static_cast<unsigned char>(text[i + 2]);
-    if ((b1 == 0x80 && (b2 == 0x8E || b2 == 0x8F || (b2 >= 0xAA && b2 <= 0xAE))) ||
+    if ((b1 == 0x80 &&
+         (b2 == 0x8E || b2 == 0x8F || (b2 >= 0xAA && b2 <= 0xAE))) ||
         (b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9))
       return i;
   }

@@ -75,11 +75,12 @@ public:
     if (comm.distributed())
       MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm.world());
     world = add(nullptr);
-    check(lib().ncclCommInitRank(&links[world].comm, comm.size(), id, comm.rank()),
+    check(lib().ncclCommInitRank(&links[world].comm, comm.size(), id,
+                                 comm.rank()),
           "ncclCommInitRank (the world)");
     dp = add(nullptr);
     check(lib().ncclCommSplit(links[world].comm, int(comm.ppRank()),
-                        int(comm.dpRank()), &links[dp].comm, nullptr),
+                              int(comm.dpRank()), &links[dp].comm, nullptr),
           "ncclCommSplit (the data-parallel group)");
   }
 
@@ -145,8 +146,8 @@ public:
                 int) override {
     const int l = linkTo(sends, peer, "sends to");
     Link &link = ready(l);
-    check(lib().ncclSend(data, size_t(count), ncclType(type), kReceiver, link.comm,
-                   static_cast<cudaStream_t>(link.stream)),
+    check(lib().ncclSend(data, size_t(count), ncclType(type), kReceiver,
+                         link.comm, static_cast<cudaStream_t>(link.stream)),
           "ncclSend");
     return finish(l, "sending to " + rankText(peer));
   }
@@ -154,8 +155,8 @@ public:
   Request irecv(void *data, int64_t count, DType type, int peer, int) override {
     const int l = linkTo(receives, peer, "receives from");
     Link &link = ready(l);
-    check(lib().ncclRecv(data, size_t(count), ncclType(type), kSender, link.comm,
-                   static_cast<cudaStream_t>(link.stream)),
+    check(lib().ncclRecv(data, size_t(count), ncclType(type), kSender,
+                         link.comm, static_cast<cudaStream_t>(link.stream)),
           "ncclRecv");
     return finish(l, "receiving from " + rankText(peer));
   }
@@ -169,8 +170,9 @@ public:
     Link &link = ready(dp);
     void *mine =
         static_cast<char *>(data) + comm.dpRank() * block * elementBytes(type);
-    check(lib().ncclReduceScatter(data, mine, size_t(block), ncclType(type), ncclSum,
-                            link.comm, static_cast<cudaStream_t>(link.stream)),
+    check(lib().ncclReduceScatter(data, mine, size_t(block), ncclType(type),
+                                  ncclSum, link.comm,
+                                  static_cast<cudaStream_t>(link.stream)),
           "ncclReduceScatter");
     return finish(dp, "the data-parallel reduce-scatter with " + dpPeersText());
   }
@@ -179,8 +181,9 @@ public:
     Link &link = ready(dp);
     const void *mine = static_cast<const char *>(data) +
                        comm.dpRank() * block * elementBytes(type);
-    check(lib().ncclAllGather(mine, data, size_t(block), ncclType(type), link.comm,
-                        static_cast<cudaStream_t>(link.stream)),
+    check(lib().ncclAllGather(mine, data, size_t(block), ncclType(type),
+                              link.comm,
+                              static_cast<cudaStream_t>(link.stream)),
           "ncclAllGather");
     return finish(dp, "the data-parallel all-gather with " + dpPeersText());
   }
@@ -191,8 +194,8 @@ public:
     ncclComm_t c = nullptr;
     // Groups are per pipeline: members of one dp column share a color.
     check(lib().ncclCommSplit(links[world].comm,
-                        member ? int(comm.dpRank()) : NCCL_SPLIT_NOCOLOR,
-                        int(comm.ppRank()), &c, nullptr),
+                              member ? int(comm.dpRank()) : NCCL_SPLIT_NOCOLOR,
+                              int(comm.ppRank()), &c, nullptr),
           "ncclCommSplit (a tied-parameter group)");
     if (!member)
       return kNoGroup;
@@ -281,8 +284,9 @@ private:
   Request allreduceOn(int l, void *data, int64_t count, DType type,
                       std::string what) {
     Link &link = ready(l);
-    check(lib().ncclAllReduce(data, data, size_t(count), ncclType(type), ncclSum,
-                        link.comm, static_cast<cudaStream_t>(link.stream)),
+    check(lib().ncclAllReduce(data, data, size_t(count), ncclType(type),
+                              ncclSum, link.comm,
+                              static_cast<cudaStream_t>(link.stream)),
           "ncclAllReduce");
     return finish(l, std::move(what));
   }

@@ -78,8 +78,8 @@ RuntimeError located(const std::string &path, const std::string &text,
       lineStart + from, std::min<size_t>(lineEnd - lineStart - from, 60)));
   std::string prefix = from > 0 ? "..." : "";
   if (!echo) // a file named by a path the spec gave: its bytes stay unshown
-    return RuntimeError(fmt::format("{}:{}:{}: error: {}\nhelp: {}", path,
-                                    line, column + 1, message, help));
+    return RuntimeError(fmt::format("{}:{}:{}: error: {}\nhelp: {}", path, line,
+                                    column + 1, message, help));
   return RuntimeError(
       fmt::format("{}:{}:{}: error: {}\n{}{}\n{}^\nhelp: {}", path, line,
                   column + 1, message, prefix, shown,

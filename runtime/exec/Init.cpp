@@ -70,8 +70,8 @@ void initParameter(const ParamEntry &p, int64_t seed, float *dst) {
   } else if (p.init == "mamba_dt_bias") {
     // dt log-uniform in [dt_min, dt_max], stored as softplus^-1(dt).
     fill(dst, p.numel, [&](uint64_t i) {
-      double dt = std::exp(std::log(a) +
-                           s.uniformAt(i) * (std::log(b) - std::log(a)));
+      double dt =
+          std::exp(std::log(a) + s.uniformAt(i) * (std::log(b) - std::log(a)));
       dt = std::max(dt, 1e-4);
       return float(dt + std::log(-std::expm1(-dt)));
     });

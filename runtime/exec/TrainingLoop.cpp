@@ -123,16 +123,16 @@ std::string outputsProblem(const RunOptions &o, const Artifact &a) {
 }
 
 /// The kinds of measured costs (MeasuredCosts.h: the reader takes these).
-constexpr const auto &kCostKinds = kMeasuredKinds;
-constexpr size_t kNumCostKinds = std::size(kCostKinds);
+constexpr size_t kNumCostKinds = std::size(kMeasuredKinds);
 
 size_t costKindOf(LayerKind kind) {
   const std::string_view name =
       kind == LayerKind::MtpInput || kind == LayerKind::MtpOutput
           ? "mtp"
           : layerKindName(kind);
-  return size_t(std::find(std::begin(kCostKinds), std::end(kCostKinds), name) -
-                std::begin(kCostKinds));
+  return size_t(
+      std::find(std::begin(kMeasuredKinds), std::end(kMeasuredKinds), name) -
+      std::begin(kMeasuredKinds));
 }
 
 /// The cost model's FLOPs of one call of each kind's passes at the run's
@@ -207,7 +207,7 @@ void writeMeasuredCosts(const RunOptions &o, const Artifact &a,
       calls += n;
     }
     if (calls > 0)
-      costs.kinds[kCostKinds[k]] = times;
+      costs.kinds[kMeasuredKinds[k]] = times;
   }
   if (Error err = files::writeAtomically(o.costsOut, "the measured costs",
                                          measuredCostsJson(costs)))

@@ -1,4 +1,5 @@
-//===- InitTest.cpp - parallel initialisation is the serial stream ---------===//
+//===- InitTest.cpp - parallel initialisation is the serial stream
+//---------===//
 //
 // initParameter fills large parameters on every OpenMP thread. Its values
 // must be the bits of the serial stream hypipe has always drawn (the
@@ -8,9 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/exec/Init.h"
 #include "core/Random.h"
 #include "core/model/ParameterNames.h"
-#include "runtime/exec/Init.h"
 #include "runtime/formats/Artifact.h"
 
 #include <gtest/gtest.h>
@@ -30,7 +31,9 @@ namespace {
 /// and the FNV-1a hash of the parameter's (legacy) name.
 struct SerialStream {
   uint64_t key, counter = 0;
-  double uniform() { return unitInterval(splitmix64(key ^ splitmix64(counter++))); }
+  double uniform() {
+    return unitInterval(splitmix64(key ^ splitmix64(counter++)));
+  }
 };
 
 std::vector<float> serialInit(const ParamEntry &p, int64_t seed) {
@@ -61,7 +64,8 @@ std::vector<float> serialInit(const ParamEntry &p, int64_t seed) {
   return out;
 }
 
-std::vector<float> parallelInit(const ParamEntry &p, int64_t seed, int threads) {
+std::vector<float> parallelInit(const ParamEntry &p, int64_t seed,
+                                int threads) {
   const int before = omp_get_max_threads();
   omp_set_num_threads(threads);
   std::vector<float> out(p.numel, -7.0f);
@@ -96,9 +100,11 @@ TEST(Init, ParallelFillIsTheSerialStream) {
   const std::vector<ParamEntry> params = {
       param("decoder.layers.0.mixer.in_proj.weight", 100003, "normal", 0.02, 0),
       param("embedding.word_embeddings.weight", 777, "normal", 0.02, 0),
-      param("decoder.layers.0.mlp.linear_fc1.weight", 65537, "uniform", -0.1, 0.3),
+      param("decoder.layers.0.mlp.linear_fc1.weight", 65537, "uniform", -0.1,
+            0.3),
       param("decoder.layers.0.mixer.A_log", 40961, "mamba_a_log", 1, 16),
-      param("decoder.layers.0.mixer.dt_bias", 50001, "mamba_dt_bias", 1e-3, 0.1),
+      param("decoder.layers.0.mixer.dt_bias", 50001, "mamba_dt_bias", 1e-3,
+            0.1),
       param("decoder.layers.0.mixer.D", 70001, "ones", 0, 0),
       param("decoder.layers.0.mixer.conv1d.bias", 33333, "zeros", 0, 0),
   };

@@ -23,6 +23,27 @@
 
 namespace hypipe::cli {
 
+/// `text` whole as a 64-bit whole number; nullopt for anything else (a
+/// number past 64 bits included: never saturated to 2^63 - 1).
+inline std::optional<long long> parseWhole(std::string_view text) {
+  long long value = 0;
+  auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    return std::nullopt;
+  return value;
+}
+
+/// `text` whole as a finite number; nullopt for anything else (NaN and the
+/// infinities included).
+inline std::optional<double> parseFinite(const std::string &text) {
+  char *end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || !end || *end != '\0' || !std::isfinite(value))
+    return std::nullopt;
+  return value;
+}
+
 /// ", 1 or more", " from 1 to 65536": the allowed range in words.
 inline std::string wholeRangeText(long long least,
                                   std::optional<long long> most) {
@@ -37,14 +58,8 @@ inline CLI::Validator wholeBetween(long long least,
                                    std::optional<long long> most) {
   return CLI::Validator(
       [least, most](std::string &text) -> std::string {
-        long long value = 0;
-        auto [end, ec] =
-            std::from_chars(text.data(), text.data() + text.size(), value);
-        const bool whole =
-            end == text.data() + text.size() &&
-            (ec == std::errc() || ec == std::errc::result_out_of_range);
-        if (whole && ec == std::errc() && value >= least &&
-            (!most || value <= *most))
+        std::optional<long long> value = parseWhole(text);
+        if (value && *value >= least && (!most || *value <= *most))
           return std::string();
         return fmt::format("must be a whole number{} (got '{}')",
                            wholeRangeText(least, most), text);
@@ -59,10 +74,7 @@ inline CLI::Validator wholeBetween(long long least,
 inline CLI::Validator wholeNumber() {
   return CLI::Validator(
       [](std::string &text) -> std::string {
-        long long value = 0;
-        auto [end, ec] =
-            std::from_chars(text.data(), text.data() + text.size(), value);
-        if (ec == std::errc() && end == text.data() + text.size())
+        if (parseWhole(text))
           return std::string();
         return fmt::format("must be a whole number that fits 64 bits (got "
                            "'{}')",
@@ -76,9 +88,7 @@ inline CLI::Validator wholeNumber() {
 inline CLI::Validator finiteNumber() {
   return CLI::Validator(
       [](std::string &text) -> std::string {
-        char *end = nullptr;
-        double value = std::strtod(text.c_str(), &end);
-        if (end && *end == '\0' && !text.empty() && std::isfinite(value))
+        if (parseFinite(text))
           return std::string();
         return fmt::format("must be a finite number (got '{}')", text);
       },
@@ -102,12 +112,10 @@ inline CLI::Validator numberBetween(double least, bool inclusive,
                       (most ? fmt::format(" and at most {}", *most) : "");
   return CLI::Validator(
       [=](std::string &text) -> std::string {
-        char *end = nullptr;
-        double value = std::strtod(text.c_str(), &end);
-        bool ok = end && *end == '\0' && !text.empty() &&
-                  std::isfinite(value) &&
-                  (inclusive ? value >= least : value > least) &&
-                  (!most || value <= *most);
+        std::optional<double> value = parseFinite(text);
+        const bool ok = value &&
+                        (inclusive ? *value >= least : *value > least) &&
+                        (!most || *value <= *most);
         if (!ok)
           return fmt::format("must be a number {} (got '{}')", range, text);
         return std::string();
@@ -122,17 +130,11 @@ parseStepRange(std::string_view text) {
   const size_t dash = text.find('-');
   if (dash == std::string_view::npos)
     return std::nullopt;
-  auto whole = [](std::string_view digits, int64_t &value) {
-    auto [end, ec] =
-        std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    return !digits.empty() && ec == std::errc() &&
-           end == digits.data() + digits.size();
-  };
-  int64_t first = 0, last = 0;
-  if (!whole(text.substr(0, dash), first) ||
-      !whole(text.substr(dash + 1), last) || first < 1 || last < first)
+  const std::optional<long long> first = parseWhole(text.substr(0, dash));
+  const std::optional<long long> last = parseWhole(text.substr(dash + 1));
+  if (!first || !last || *first < 1 || *last < *first)
     return std::nullopt;
-  return std::pair{first, last};
+  return std::pair<int64_t, int64_t>{*first, *last};
 }
 
 /// What parseStepRange reads.

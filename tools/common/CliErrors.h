@@ -114,8 +114,8 @@ inline std::vector<std::string> optionNames(const CLI::App &app) {
 inline std::string unknownOptionMessage(const CLI::App &app,
                                         const std::string &arg) {
   const std::string flag = arg.substr(0, arg.find('='));
-  const std::string help = fmt::format("`{} --help` lists the options",
-                                       namedCommand(app).second);
+  const std::string help =
+      fmt::format("`{} --help` lists the options", namedCommand(app).second);
   for (const ForeignFlag &f : kMegatronFlags)
     if (flag == f.flag)
       return fmt::format("error: {} is Megatron-LM's, and hypipe takes no "

@@ -70,11 +70,11 @@ namespace {
 struct TrainOptions {
   std::string spec, runDir, jsonLog, data, resume, initFrom, costsOut;
   std::string launcher = "mpirun"; ///< mpirun or srun (HYPIPE_MPIRUN wins)
-  std::string hostfile;     ///< --hostfile: mpirun's, naming hosts and slots
+  std::string hostfile;      ///< --hostfile: mpirun's, naming hosts and slots
   double startTimeout = 300; ///< --start-timeout: seconds until a rank runs
-  std::string comm;         ///< --comm; empty: the spec's parallel.comm
-  int gpus = 0;             ///< --gpus: this node's GPUs; 0: those visible
-  double gradBucketMib = 0; ///< --grad-bucket-mib; 0: hypipe-run's default
+  std::string comm;          ///< --comm; empty: the spec's parallel.comm
+  int gpus = 0;              ///< --gpus: this node's GPUs; 0: those visible
+  double gradBucketMib = 0;  ///< --grad-bucket-mib; 0: hypipe-run's default
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
   int64_t logInterval = 0; ///< --log-interval; 0: hypipe-run's default (1)
@@ -780,10 +780,6 @@ bool compileRun(const TrainOptions &o, const ModelSpec &spec,
   return true;
 }
 
-/// A cuda run launched here by mpirun: its ranks against this node's GPUs
-/// (--gpus, else those visible). NCCL needs a GPU per rank: refused, saying
-/// what works; otherwise ranks beyond the GPUs share them over mpi-staged
-/// (said). False after printing the error.
 /// The training data, checked before anything is compiled or launched (the
 /// ranks would find a missing file only after both): the file --data or the
 /// spec's data.path names (relative to the spec) is there, a regular file,
@@ -828,6 +824,10 @@ bool checkData(const TrainOptions &o, const ModelSpec &spec) {
   return true;
 }
 
+/// A cuda run launched here by mpirun: its ranks against this node's GPUs
+/// (--gpus, else those visible). NCCL needs a GPU per rank: refused, saying
+/// what works; otherwise ranks beyond the GPUs share them over mpi-staged
+/// (said). False after printing the error.
 bool checkGpus(const TrainOptions &o, const ModelSpec &spec) {
   if (o.gpus > 0 && spec.training.target != "cuda") {
     std::cerr << fmt::format(
@@ -1061,10 +1061,10 @@ bool reportMeasurements(const TrainOptions &o, const std::string &run,
           // Said every time: the two differ most where they mean most to
           // a reader (a small model, a short step).
           fmt::print("  (the simulation gives every microbatch its "
-                       "stage's mean time and leaves out the transfers' "
-                       "and the per-step agreement's waits and the runtime's "
-                       "own work between kernels: a small model's steps are "
-                       "mostly those)\n");
+                     "stage's mean time and leaves out the transfers' "
+                     "and the per-step agreement's waits and the runtime's "
+                     "own work between kernels: a small model's steps are "
+                     "mostly those)\n");
         }
         if (!m && !o.noTrace)
           fmt::print("  bubble: not measured: {} holds no step{}\n", trace,
@@ -1141,10 +1141,6 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
   return 0;
 }
 
-/// The hostfile as read once (a pipe such as `--hostfile <(...)` gives its
-/// text once); mpirun gets RUN/hostfile, a copy.
-std::string hostfileText;
-
 /// Reads the hostfile, waiting at most 5 s for a pipe or FIFO to be written
 /// (a FIFO nobody writes would block for ever), at most 1 MiB.
 std::optional<std::string> readHostfile(const std::string &path,
@@ -1160,7 +1156,9 @@ std::optional<std::string> readHostfile(const std::string &path,
   constexpr size_t kMost = 1 << 20;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (true) {
-    struct pollfd p {fd, POLLIN, 0};
+    struct pollfd p {
+      fd, POLLIN, 0
+    };
     int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(
                        deadline - std::chrono::steady_clock::now())
                        .count());
@@ -1203,8 +1201,9 @@ std::optional<std::string> readHostfile(const std::string &path,
 }
 
 /// --hostfile goes to mpirun: refused with another launcher, and a file
-/// mpirun could not read is said here, not in Open MPI's words.
-bool checkHostfile(const TrainOptions &o) {
+/// mpirun could not read is said here, not in Open MPI's words; its text,
+/// read once, goes to `text`.
+bool checkHostfile(const TrainOptions &o, std::string &text) {
   if (o.hostfile.empty())
     return true;
   if (std::getenv("HYPIPE_MPIRUN")) {
@@ -1220,8 +1219,8 @@ bool checkHostfile(const TrainOptions &o) {
     return false;
   }
   std::string why;
-  if (std::optional<std::string> text = readHostfile(o.hostfile, why)) {
-    hostfileText = std::move(*text);
+  if (std::optional<std::string> read = readHostfile(o.hostfile, why)) {
+    text = std::move(*read);
     return true;
   }
   std::cerr << "error: cannot read the hostfile '" << o.hostfile << "': " << why
@@ -1230,8 +1229,6 @@ bool checkHostfile(const TrainOptions &o) {
   return false;
 }
 
-
-
 int runTrain(const TrainOptions &o) {
   if (!o.resume.empty() && o.overwrite) {
     std::cerr << "error: --resume and --overwrite contradict each other: "
@@ -1239,7 +1236,10 @@ int runTrain(const TrainOptions &o) {
                  "--overwrite removes it first\nhelp: drop one of them\n";
     return 2;
   }
-  if (!checkHostfile(o))
+  // Read once (a pipe such as `--hostfile <(...)` gives its text once):
+  // mpirun gets the copy RUN/hostfile.
+  std::string hostfileText;
+  if (!checkHostfile(o, hostfileText))
     return 1;
   auto spec = loadSpec(o.spec, o.overrides);
   if (!spec) {
@@ -1274,7 +1274,8 @@ int runTrain(const TrainOptions &o) {
   }
   if (!claimRunDirectory(o, run, log))
     return 1;
-  if (!resumeHasStepsLeft(o, *spec, run) || !compileRun(o, *spec, run, artifact))
+  if (!resumeHasStepsLeft(o, *spec, run) ||
+      !compileRun(o, *spec, run, artifact))
     return 1;
   if (o.noTrace) {
     // An earlier launch's traces would pass for this one's.
@@ -1302,7 +1303,7 @@ int runTrain(const TrainOptions &o) {
                               ? "ended on SIGTERM before any rank started"
                               : "ended on Ctrl-C before any rank started")
                    : lastStopSignal == SIGTERM ? "ended on a second SIGTERM"
-                                             : "ended on a second Ctrl-C",
+                                               : "ended on a second Ctrl-C",
                    130);
   if (status != 0 && !stopped) {
     std::optional<int64_t> step =

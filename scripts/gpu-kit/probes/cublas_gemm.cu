@@ -70,7 +70,9 @@ enum class Mode { Bf16, HypipeBf16, Fp32 };
 enum class Pass { Forward, InputGrad, WeightGrad };
 
 const char *modeName(Mode m) {
-  return m == Mode::Bf16 ? "bf16" : m == Mode::HypipeBf16 ? "hypipe_bf16" : "fp32";
+  return m == Mode::Bf16         ? "bf16"
+         : m == Mode::HypipeBf16 ? "hypipe_bf16"
+                                 : "fp32";
 }
 const char *passName(Pass p) {
   return p == Pass::Forward ? "fwd" : p == Pass::InputGrad ? "dgrad" : "wgrad";
@@ -204,10 +206,10 @@ void checkProduct(const Handles &h, Mode mode, const Product &p,
     int64_t j =
         sample == 0 ? p.n - 1 : probe::patternWord(2 * sample + 1, 7) % p.n;
     // Row i of op(A) and column j of op(B).
-    std::vector<T> a = p.transA ? download(A + i, p.k, p.lda)
-                                : download(A + i * p.lda, p.k);
-    std::vector<T> b = p.transB ? download(B + j * p.ldb, p.k)
-                                : download(B + j, p.k, p.ldb);
+    std::vector<T> a =
+        p.transA ? download(A + i, p.k, p.lda) : download(A + i * p.lda, p.k);
+    std::vector<T> b =
+        p.transB ? download(B + j * p.ldb, p.k) : download(B + j, p.k, p.ldb);
     double ref = 0, sumSquares = 0;
     for (int64_t q = 0; q < p.k; ++q) {
       double product = double(load(a[q])) * double(load(b[q]));
@@ -232,8 +234,8 @@ void checkProduct(const Handles &h, Mode mode, const Product &p,
 template <class T>
 void measure(const Handles &h, Mode mode, Pass pass, const Shape &s) {
   const Product p = productOf(pass, s);
-  const std::string what = std::string(modeName(mode)) + " " + passName(pass) +
-                           " " + s.name();
+  const std::string what =
+      std::string(modeName(mode)) + " " + passName(pass) + " " + s.name();
   const uint64_t inputs = p.sizeA + p.sizeB;
   const uint64_t setBytes = (inputs + p.sizeC) * sizeof(T);
   const uint64_t rotate = uint64_t(512) << 20;
@@ -254,11 +256,11 @@ void measure(const Handles &h, Mode mode, Pass pass, const Shape &s) {
     A[i] = deviceArray<T>(p.sizeA);
     B[i] = deviceArray<T>(p.sizeB);
     C[i] = deviceArray<T>(p.sizeC);
-    fillRandomKernel<<<1024, 256, 0, h.stream>>>(A[i], p.sizeA,
-                                                 uint32_t(2 * i + 1), roundToBf16);
+    fillRandomKernel<<<1024, 256, 0, h.stream>>>(
+        A[i], p.sizeA, uint32_t(2 * i + 1), roundToBf16);
     probe::checkLaunch("fillRandomKernel");
-    fillRandomKernel<<<1024, 256, 0, h.stream>>>(B[i], p.sizeB,
-                                                 uint32_t(2 * i + 2), roundToBf16);
+    fillRandomKernel<<<1024, 256, 0, h.stream>>>(
+        B[i], p.sizeB, uint32_t(2 * i + 2), roundToBf16);
     probe::checkLaunch("fillRandomKernel");
     PROBE_CUDA(cudaMemsetAsync(C[i], 0, p.sizeC * sizeof(T), h.stream));
   }
