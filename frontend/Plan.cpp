@@ -574,14 +574,18 @@ std::string megatronModelArgs(const ModelSpec &spec) {
 }
 
 std::optional<std::string> megatronCannotRun(const PlanCandidate &c) {
-  const std::string &schedule = c.layout.schedule;
+  // The schedule as the spec loader parsed it, not its name compared.
+  const schedule::ScheduleKind kind = c.spec.parallel.scheduleKind;
   // One stage is no pipeline: any schedule is Megatron's no-pipelining one.
-  if (schedule == "1f1b" || schedule == "interleaved-1f1b" ||
+  if (kind == schedule::ScheduleKind::OneFOneB ||
+      kind == schedule::ScheduleKind::Interleaved1F1B ||
       (c.layout.pp == 1 && c.layout.vpp == 1))
     return std::nullopt;
-  return fmt::format("Megatron-LM cannot run {}: its schedules are 1f1b and "
-                     "interleaved-1f1b",
-                     schedule);
+  return fmt::format(
+      "Megatron-LM cannot run {}: its schedules are {} and {}",
+      schedule::scheduleName(kind),
+      schedule::scheduleName(schedule::ScheduleKind::OneFOneB),
+      schedule::scheduleName(schedule::ScheduleKind::Interleaved1F1B));
 }
 
 std::string megatronLayoutArgs(const PlanCandidate &c) {
