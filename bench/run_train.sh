@@ -12,12 +12,14 @@
 # Usage: bench/run_train.sh [steps] [threads...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# BIN: the hypipe, hypipe-run and bench-sgemm to measure (another build, to compare two).
+bin=${BIN:-$root/build/bin}
 steps=${1:-10}
 shift || true
 threads=("${@:-1 2}")
 read -r -a threads <<< "${threads[*]}"
 specs=${SPECS:-"$root/bench/specs/train-bench.yaml $root/bench/specs/train-issue.yaml"}
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$("$root/build/bin/bench-sgemm" --core)}
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$("$bin/bench-sgemm" --core)}
 # PyTorch's OpenBLAS threads sleep soon after each GEMM (hypipe's OpenBLAS
 # runs on one thread; gemm() shares large GEMMs over hypipe's threads).
 export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
@@ -26,8 +28,8 @@ tmp=$(mktemp -d)
 for spec in $specs; do
   name=$(basename "$spec" .yaml)
   art=$tmp/$name.hpa
-  "$root/build/bin/hypipe" compile "$spec" -o "$art" > /dev/null
-  gflop=$("$root/build/bin/hypipe" explain "$spec" --json |
+  "$bin/hypipe" compile "$spec" -o "$art" > /dev/null
+  gflop=$("$bin/hypipe" explain "$spec" --json |
     /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(s["forward_flops"]+s["backward_input_flops"]+s["backward_weight_flops"] for s in d["stages"])*d["microbatches"]/1e9)')
   tokens=$(/usr/bin/python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); t=m["training"]; print(t["micro_batch_size"]*t["seq_length"]*m["parallel"]["microbatches"])' "$art/manifest.json")
   echo
@@ -35,11 +37,11 @@ for spec in $specs; do
   printf '%-8s %14s %14s %8s %12s %12s  %s\n' threads "hypipe tok/s" "PyTorch tok/s" ratio "model GF/s" "% of sgemm" "hypipe step time by class"
   bestHyp=0 bestHypT=0 bestPeer=0 bestPeerT=0
   for t in "${threads[@]}"; do
-    sgemm=$("$root/build/bin/bench-sgemm" "$t")
-    out=$(OMP_NUM_THREADS=$t "$root/build/bin/hypipe-run" "$art" --steps $((steps + 1)) --threads "$t" \
-          --json-log "$art/log-$t.jsonl" --profile -q)
+    sgemm=$("$bin/bench-sgemm" "$t")
+    out=$(OMP_NUM_THREADS=$t "$bin/hypipe-run" "$art" --steps $((steps + 1)) --threads "$t" \
+          --json-log "$tmp/$name-log-$t.jsonl" --profile -q)
     classes=$(awk '/^profile /{on=1; next} on && /steps/ {on=0} on { n=split($0, f, /  +/); sub(/%$/, "", f[n]); if (f[n] + 0 >= 3) printf "%s %s%%, ", f[1], f[n] }' <<< "$out")
-    hyp=$(/usr/bin/python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][1:]; print("%.1f" % (len(r)*'"$tokens"'/sum('"$tokens"'/x["tokens_per_s"] for x in r)))' "$art/log-$t.jsonl")
+    hyp=$(/usr/bin/python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][1:]; print("%.1f" % (len(r)*'"$tokens"'/sum('"$tokens"'/x["tokens_per_s"] for x in r)))' "$tmp/$name-log-$t.jsonl")
     read -r peer _ < <(/usr/bin/python3 "$root/bench/peer_train.py" "$art" "$t" "$steps")
     awk -v t="$t" -v h="$hyp" -v p="$peer" -v g="$gflop" -v s="$sgemm" -v c="${classes%, }" -v n="$tokens" \
       'BEGIN { gfs = g * h / n; printf "%-8s %14.0f %14.0f %7.2fx %12.1f %11.1f%%  %s\n", t, h, p, h / p, gfs, 100 * gfs / s, c }'
