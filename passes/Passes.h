@@ -44,7 +44,7 @@ mlir::LogicalResult insertP2P(hybrid::ModelOp model);
 mlir::LogicalResult buildSchedulePrograms(hybrid::ModelOp model,
                                           llvm::StringRef importCsv = "");
 mlir::LogicalResult insertComms(hybrid::ModelOp model);
-mlir::LogicalResult planBuffers(hybrid::ModelOp model);
+mlir::LogicalResult lowerKernels(hybrid::ModelOp model);
 mlir::LogicalResult verifySchedule(hybrid::ModelOp model,
                                    llvm::StringRef costs);
 

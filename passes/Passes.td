@@ -139,18 +139,21 @@ def PipeVerifySchedule : Pass<"pipe-verify-schedule", "::hypipe::hybrid::ModelOp
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
 
-def PipePlanBuffers : Pass<"pipe-plan-buffers", "::hypipe::hybrid::ModelOp"> {
-  let summary = "Lower every pipe.stage to CPU kernel calls with a buffer plan";
+def PipeLowerKernels : Pass<"pipe-lower-kernels", "::hypipe::hybrid::ModelOp"> {
+  let summary = "Lower every pipe.stage to its kernel program over a typed buffer plan";
   let description = [{
     Requires: outlined stages (`pipe-outline-stages`). For each stage, picks
     the kernel of every layer with its static shape and lays out three
-    buffers: parameters (in Megatron order, one range per layer), the saved
-    tensors one in-flight microbatch keeps between F and its I/W, and a
-    workspace shared by all microbatches. Guarantees: every layer op carries
-    `pipe.kernel = {kind, params = [offset, floats], saved = [offset,
-    floats]}` and every stage `pipe.buffer_plan = {params, saved,
-    workspace}` (floats), or the pass fails at the first layer the CPU target
-    cannot lower (G, D, +, MTP).
+    buffers in bytes: parameters (in Megatron order, one range per layer),
+    the saved tensors one in-flight microbatch keeps between F and its I/W,
+    and a workspace shared by all microbatches (two activation slots and the
+    largest layer's scratch). Guarantees: every stage ends in one
+    `pipe.kernel_program` whose `pipe.kernel_layer`s carry their kernels,
+    shapes and f32 ranges, and whose forward, backward_input and
+    backward_weight passes list the kernel calls in the order they run (a
+    stage lowered again gets a new program); `activations` is the model's
+    `pipe.precision` (f32 when absent). Fails at the first layer the targets
+    cannot lower (G, D, +, MTP outside the last stage).
   }];
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }

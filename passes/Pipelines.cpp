@@ -15,14 +15,15 @@ void buildArtifactPassPipeline(mlir::OpPassManager &pm,
   model.addPass(createPipeBuildSchedule({scheduleCsv}));
   model.addPass(createPipeInsertComms());
   model.addPass(createPipeVerifySchedule());
-  model.addPass(createPipePlanBuffers());
+  model.addPass(createPipeLowerKernels());
 }
 
 void registerHypipePassPipelines() {
   mlir::PassPipelineRegistration<>(
       "hypipe-artifact-pipeline",
-      "From placed layers to planned, scheduled stages: outline stages, "
-      "insert p2p, build, communicate and verify the schedule, plan buffers",
+      "From placed layers to scheduled stages lowered to kernel programs: "
+      "outline stages, insert p2p, build, communicate and verify the "
+      "schedule, lower each stage to its kernel program",
       [](mlir::OpPassManager &pm) { buildArtifactPassPipeline(pm); });
 }
 

@@ -7,7 +7,6 @@
 #include "dialects/hybrid/HybridOps.h"
 #include "frontend/Diagnostic.h"
 #include "passes/Passes.h"
-#include "passes/lowering/KernelPlan.h"
 #include "passes/schedule/Programs.h"
 #include "runtime/formats/FileCheck.h"
 #include "targets/StageProgram.h"
@@ -42,41 +41,6 @@ llvm::Error writeFile(const std::string &path, const std::string &text) {
   if (auto err = files::writeAtomically(path, "the artifact's file", text))
     return failWith(std::move(err));
   return llvm::Error::success();
-}
-
-/// The manifest's entry of a planned stage: its kernel program and its
-/// parameters' names, shapes and initialisation.
-rt::StageEntry stageEntry(const cpu::StagePlan &plan) {
-  rt::StageEntry e;
-  e.index = plan.index;
-  e.ppRank = plan.ppRank;
-  e.vpStage = plan.vpStage;
-  e.hasEmbedding = plan.hasEmbedding;
-  e.hasHead = plan.hasHead;
-  e.batch = plan.tokens.batch;
-  e.seq = plan.tokens.seq;
-  e.hidden = plan.hidden;
-  e.numParams = plan.paramFloats;
-  e.savedFloats = plan.savedFloats;
-  e.workspaceFloats = plan.workspaceFloats;
-  e.program = buildStageProgram(plan);
-  for (const cpu::KernelLayer &layer : plan.layers) {
-    int64_t offset = layer.paramOffset;
-    for (const rt::ParamSpec &p : layer.params) {
-      rt::ParamEntry pe;
-      pe.name = layer.parameterName(p);
-      pe.shape = p.shape;
-      pe.offset = offset;
-      pe.numel = p.numel();
-      pe.init = rt::initName(p.init);
-      pe.initA = p.a;
-      pe.initB = p.b;
-      pe.weightDecay = p.decay();
-      e.params.push_back(std::move(pe));
-      offset += p.numel();
-    }
-  }
-  return e;
 }
 
 } // namespace
@@ -275,10 +239,15 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   llvm::sys::fs::make_absolute(specPath);
   if (auto err = checkArtifactDirectory(dir, spec))
     return err;
-  for (auto model : module.getOps<hybrid::ModelOp>())
-    model->setAttr(
-        pipe::kTargetAttr,
-        mlir::StringAttr::get(module.getContext(), spec.training.target));
+  for (auto model : module.getOps<hybrid::ModelOp>()) {
+    MLIRContext *context = module.getContext();
+    model->setAttr(pipe::kTargetAttr,
+                   mlir::StringAttr::get(context, spec.training.target));
+    model->setAttr(pipe::kPrecisionAttr,
+                   TypeAttr::get(spec.training.dtype == "bf16"
+                                     ? Type(BFloat16Type::get(context))
+                                     : Type(Float32Type::get(context))));
+  }
   if (failed(lowerForArtifact(module, spec.parallel.scheduleCsv)))
     return fail("error: lowering failed (the diagnostics above say where)");
   auto models = module.getOps<hybrid::ModelOp>();
@@ -287,13 +256,12 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   hybrid::ModelOp model = *models.begin();
 
   rt::Artifact artifact;
+  const rt::Target target = cuda ? rt::Target::Cuda : rt::Target::Cpu;
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>()) {
-    FailureOr<cpu::StagePlan> plan = cpu::readStagePlan(stage);
-    if (failed(plan))
+    FailureOr<rt::StageEntry> entry = translateStage(stage, target);
+    if (failed(entry))
       return fail("error: the stages cannot be lowered to kernels");
-    artifact.stages.push_back(stageEntry(*plan));
-    artifact.stages.back().program.activations =
-        spec.training.dtype == "bf16" ? rt::DType::BF16 : rt::DType::F32;
+    artifact.stages.push_back(std::move(*entry));
   }
 
   auto programs = schedule::readPrograms(model);

@@ -1,119 +1,126 @@
-//===- StageProgram.cpp - a planned stage as its kernel program -----------===//
+//===- StageProgram.cpp - a kernel program as the manifest's stage --------===//
 
 #include "targets/StageProgram.h"
+
+#include "llvm/ADT/DenseMap.h"
 
 namespace hypipe {
 namespace {
 
-using rt::KernelCall;
-using rt::LayerKind;
-using rt::Slot;
-using rt::TensorRange;
-
-TensorRange floats(int64_t offset, int64_t count) {
-  return {4 * offset, 4 * count, rt::DType::F32};
+rt::TensorRange rangeOf(pipe::RangeAttr range) {
+  return {range.getOffset(), range.getBytes(),
+          range.getDtype().isBF16() ? rt::DType::BF16 : rt::DType::F32};
 }
 
-/// Where the tensors an MTP depth shares with the model sit in the stage's
-/// parameters: the output layer (the head's) and the embedding table.
-void placeSharedTensors(const cpu::StagePlan &plan, rt::StageProgram &p) {
-  bool mtp = false;
-  int64_t output = -1, table = -1, vocab = 0;
-  for (const cpu::KernelLayer &l : plan.layers) {
-    mtp |= l.kind == cpu::KernelKind::MtpInput;
-    int64_t at = l.paramOffset;
-    for (const rt::ParamSpec &param : l.params) {
-      if (l.kind == cpu::KernelKind::Head &&
-          param.name != "decoder.final_norm.weight") {
-        output = at;
-        vocab = std::get<rt::HeadShape>(l.shape).vocab;
-      }
-      if (table < 0 &&
-          l.parameterName(param) == "embedding.word_embeddings.weight")
-        table = at;
-      at += param.numel();
-    }
+rt::Slot slotOf(pipe::Slot slot) { return rt::Slot(int(slot)); }
+static_assert(int(pipe::Slot::act1) == int(rt::Slot::Act1),
+              "pipe.kernel_call slots are rt::Slot's, in its order");
+
+/// The parameters of `layer`, from its shape, placed from its range's
+/// start: their Megatron names (the embedding table keeps its model-level
+/// name in every stage that holds a copy), shapes and initialisation.
+void addParams(pipe::KernelLayerOp layer, const rt::LayerShape &shape,
+               int64_t numLayers, rt::StageEntry &e) {
+  int64_t offset = rangeOf(layer.getParams()).elementOffset();
+  for (const rt::ParamSpec &p : rt::paramsOf(shape, numLayers)) {
+    rt::ParamEntry pe;
+    pe.name = p.name.rfind("embedding.", 0) == 0
+                  ? p.name
+                  : layer.getPrefix().str() + p.name;
+    pe.shape = p.shape;
+    pe.offset = offset;
+    pe.numel = p.numel();
+    pe.init = rt::initName(p.init);
+    pe.initA = p.a;
+    pe.initB = p.b;
+    pe.weightDecay = p.decay();
+    e.params.push_back(std::move(pe));
+    offset += p.numel();
   }
-  if (!mtp)
-    return;
-  p.sharedOutput = floats(output, vocab * plan.hidden);
-  p.sharedTable = floats(table, vocab * plan.hidden);
+}
+
+std::vector<rt::KernelCall>
+callsOf(pipe::KernelPassOp pass,
+        const llvm::DenseMap<mlir::Value, int32_t> &index) {
+  std::vector<rt::KernelCall> calls;
+  for (mlir::Operation &op : pass.getBody().front()) {
+    if (auto call = mlir::dyn_cast<pipe::KernelCallOp>(op))
+      calls.push_back({index.lookup(call.getLayer()), slotOf(call.getIn()),
+                       slotOf(call.getOut())});
+    else if (auto copy = mlir::dyn_cast<pipe::KernelCopyOp>(op))
+      calls.push_back({-1, slotOf(copy.getIn()), slotOf(copy.getOut())});
+  }
+  return calls;
 }
 
 } // namespace
 
-rt::StageProgram buildStageProgram(const cpu::StagePlan &plan) {
-  rt::StageProgram p;
-  p.target = plan.target;
-  p.tokens = plan.tokens;
-  p.hidden = plan.hidden;
-  p.paramBytes = 4 * plan.paramFloats;
-  p.savedBytes = 4 * plan.savedFloats;
-  p.workspaceBytes = 4 * plan.workspaceFloats;
-  const int64_t act = plan.tokens.tokens() * plan.hidden;
-  // The workspace: two activations the layers ping-pong between, then the
-  // scratch the largest layer needs.
-  p.act0 = floats(0, act);
-  p.act1 = floats(act, act);
-  p.scratch = floats(2 * act, plan.workspaceFloats - 2 * act);
-  for (const cpu::KernelLayer &l : plan.layers)
-    p.layers.push_back({l.kind, l.layer, l.shape,
-                        floats(l.paramOffset, l.paramFloats),
-                        floats(l.savedOffset, l.savedFloats)});
-  placeSharedTensors(plan, p);
-  const Slot acts[2] = {Slot::Act0, Slot::Act1};
-  const int32_t n = int32_t(plan.layers.size());
+mlir::FailureOr<rt::StageEntry> translateStage(pipe::StageOp stage,
+                                               rt::Target target) {
+  auto programs = stage.getBody().front().getOps<pipe::KernelProgramOp>();
+  if (programs.empty())
+    return stage.emitError()
+           << "has no pipe.kernel_program: run pipe-lower-kernels first";
+  pipe::KernelProgramOp program = *programs.begin();
+  rt::StageEntry e;
+  e.index = int64_t(stage.getIndex());
+  e.ppRank = int64_t(stage.getPpRank());
+  e.vpStage = int64_t(stage.getVpStage());
+  e.batch = int64_t(program.getBatch());
+  e.seq = int64_t(program.getSeq());
+  e.hidden = int64_t(program.getHidden());
+  rt::StageProgram &p = e.program;
+  p.target = target;
+  p.activations =
+      program.getActivations().isBF16() ? rt::DType::BF16 : rt::DType::F32;
+  p.tokens = rt::TokenShape{e.batch, e.seq};
+  p.hidden = e.hidden;
+  p.paramBytes = int64_t(program.getParamBytes());
+  p.savedBytes = int64_t(program.getSavedBytes());
+  p.workspaceBytes = int64_t(program.getWorkspaceBytes());
+  p.act0 = rangeOf(program.getAct0());
+  p.act1 = rangeOf(program.getAct1());
+  p.scratch = rangeOf(program.getScratch());
+  if (auto shared = program.getSharedOutputAttr())
+    p.sharedOutput = rangeOf(shared);
+  if (auto shared = program.getSharedTableAttr())
+    p.sharedTable = rangeOf(shared);
+  // The manifest counts the buffers in f32 elements.
+  const rt::DType f32 = rt::DType::F32;
+  e.numParams = p.paramBytes / rt::dtypeBytes(f32);
+  e.savedFloats = p.savedBytes / rt::dtypeBytes(f32);
+  e.workspaceFloats = p.workspaceBytes / rt::dtypeBytes(f32);
 
-  // Forward: the first layer reads the stage input, the last writes the
-  // stage output; the head and an MTP depth's output end in a loss.
-  Slot x = Slot::Input;
-  int cur = 0;
-  bool wroteOutput = false;
-  for (int32_t i = 0; i < n; ++i) {
-    const LayerKind kind = p.layers[size_t(i)].kind;
-    const bool lastMixer = !plan.hasHead && i + 1 == n;
-    const Slot dst = lastMixer ? Slot::Output : acts[cur];
-    if (kind == LayerKind::Head || kind == LayerKind::MtpOutput) {
-      p.forward.push_back({i, x, Slot::None});
-      continue;
-    }
-    const bool readsX =
-        kind != LayerKind::Embedding && kind != LayerKind::MtpInput;
-    p.forward.push_back({i, readsX ? x : Slot::None, dst});
-    wroteOutput |= lastMixer;
-    x = dst;
-    cur ^= 1;
+  llvm::DenseMap<mlir::Value, int32_t> index;
+  for (auto layer : program.getBody().front().getOps<pipe::KernelLayerOp>()) {
+    std::string error;
+    mlir::FailureOr<rt::LayerShape> shape =
+        pipe::readShape(layer.getKind(), layer.getShape(), error);
+    if (failed(shape))
+      return layer.emitError() << error;
+    const rt::LayerKind kind = pipe::layerKind(layer.getKind());
+    e.hasEmbedding |= kind == rt::LayerKind::Embedding;
+    e.hasHead |= kind == rt::LayerKind::Head;
+    addParams(layer, *shape, int64_t(program.getNumLayers()), e);
+    index[layer.getResult()] = int32_t(p.layers.size());
+    p.layers.push_back({kind, int64_t(layer.getLayer()), *shape,
+                        rangeOf(layer.getParams()), rangeOf(layer.getSaved())});
   }
-  if (!plan.hasHead && !wroteOutput)
-    p.forward.push_back({-1, x, Slot::Output});
-
-  // Input gradients, layers in reverse: the head and an MTP depth's output
-  // start from their loss, the first layer writes the stage's input
-  // gradient.
-  Slot dy = Slot::GradOutput;
-  cur = 0;
-  bool wroteGradInput = false;
-  for (int32_t i = n; i-- > 0;) {
-    const LayerKind kind = p.layers[size_t(i)].kind;
-    const bool firstMixer = !plan.hasEmbedding && i == 0;
-    const Slot dst = firstMixer ? Slot::GradInput : acts[cur];
-    if (kind == LayerKind::Embedding) {
-      p.backwardInput.push_back({i, dy, Slot::None});
-      continue;
+  for (auto pass : program.getBody().front().getOps<pipe::KernelPassOp>()) {
+    std::vector<rt::KernelCall> calls = callsOf(pass, index);
+    switch (pass.getPass()) {
+    case pipe::KernelPass::forward:
+      p.forward = std::move(calls);
+      break;
+    case pipe::KernelPass::backward_input:
+      p.backwardInput = std::move(calls);
+      break;
+    case pipe::KernelPass::backward_weight:
+      p.backwardWeight = std::move(calls);
+      break;
     }
-    const bool startsFromLoss =
-        kind == LayerKind::Head || kind == LayerKind::MtpOutput;
-    p.backwardInput.push_back({i, startsFromLoss ? Slot::None : dy, dst});
-    wroteGradInput |= firstMixer;
-    dy = dst;
-    cur ^= 1;
   }
-  if (!plan.hasEmbedding && !wroteGradInput)
-    p.backwardInput.push_back({-1, dy, Slot::GradInput});
-
-  for (int32_t i = n; i-- > 0;)
-    p.backwardWeight.push_back({i, Slot::None, Slot::None});
-  return p;
+  return e;
 }
 
 } // namespace hypipe

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -167,6 +168,15 @@ inline int64_t lmLossWorkspaceFloats(const TokenShape &t, int64_t hidden,
 }
 
 struct MambaShape {
+  /// f(name, field) for each field (forEachField).
+  template <class Self, class F> static void fields(Self &s, F &&f) {
+    f("hidden", s.hidden);
+    f("heads", s.heads);
+    f("head_dim", s.headDim);
+    f("state", s.state);
+    f("groups", s.groups);
+    f("conv_width", s.convWidth);
+  }
   int64_t hidden, heads, headDim, state, groups, convWidth;
   int64_t inner() const { return heads * headDim; }
   int64_t groupState() const { return groups * state; }
@@ -230,6 +240,15 @@ struct MambaShape {
 };
 
 struct AttentionShape {
+  /// f(name, field) for each field (forEachField).
+  template <class Self, class F> static void fields(Self &s, F &&f) {
+    f("hidden", s.hidden);
+    f("heads", s.heads);
+    f("groups", s.groups);
+    f("head_dim", s.headDim);
+    f("rope", s.rope);
+    f("rope_base", s.ropeBase);
+  }
   int64_t hidden, heads, groups, headDim;
   bool rope = false;
   double ropeBase = 10000.0;
@@ -265,6 +284,12 @@ struct AttentionShape {
 };
 
 struct MlpShape {
+  /// f(name, field) for each field (forEachField).
+  template <class Self, class F> static void fields(Self &s, F &&f) {
+    f("hidden", s.hidden);
+    f("ffn", s.ffn);
+    f("activation", s.act);
+  }
   int64_t hidden, ffn;
   Activation act = Activation::SquaredRelu;
   int64_t fc1Width() const { return act == Activation::Swiglu ? 2 * ffn : ffn; }
@@ -290,6 +315,15 @@ struct MlpShape {
 };
 
 struct MoeShape {
+  /// f(name, field) for each field (forEachField).
+  template <class Self, class F> static void fields(Self &s, F &&f) {
+    f("hidden", s.hidden);
+    f("ffn", s.ffn);
+    f("experts", s.experts);
+    f("topk", s.topk);
+    f("activation", s.act);
+    f("aux_loss_coeff", s.auxLossCoeff);
+  }
   int64_t hidden, ffn, experts, topk;
   Activation act = Activation::SquaredRelu;
   double auxLossCoeff = 0.0;
@@ -331,6 +365,11 @@ struct MoeShape {
 };
 
 struct EmbeddingShape {
+  /// f(name, field) for each field (forEachField).
+  template <class Self, class F> static void fields(Self &s, F &&f) {
+    f("vocab", s.vocab);
+    f("hidden", s.hidden);
+  }
   int64_t vocab, hidden;
   std::vector<ParamSpec> params() const {
     return {embeddingTableParam(vocab, hidden)};
@@ -346,6 +385,12 @@ struct EmbeddingShape {
 
 /// Final RMSNorm, output layer and cross-entropy.
 struct HeadShape {
+  /// f(name, field) for each field (forEachField).
+  template <class Self, class F> static void fields(Self &s, F &&f) {
+    f("vocab", s.vocab);
+    f("hidden", s.hidden);
+    f("tied", s.tied);
+  }
   int64_t vocab, hidden;
   bool tied = true;
   std::vector<ParamSpec> params() const {
@@ -376,6 +421,13 @@ struct HeadShape {
 /// (eh_proj). The embedding table is the model's (shared, not a parameter
 /// of the depth).
 struct MtpInputShape {
+  /// f(name, field) for each field (forEachField).
+  template <class Self, class F> static void fields(Self &s, F &&f) {
+    f("vocab", s.vocab);
+    f("hidden", s.hidden);
+    f("depth", s.depth);
+    f("owns_table", s.ownsTable);
+  }
   int64_t vocab, hidden, depth;
   /// The stage has no embedding table of its own (no embedding layer, an
   /// untied head): this depth carries the copy, under the embedding's name
@@ -407,6 +459,13 @@ struct MtpInputShape {
 /// (masked past each sequence's end), weighted by `lossWeight` =
 /// mtp_loss_scaling_factor / depths in the objective.
 struct MtpOutputShape {
+  /// f(name, field) for each field (forEachField).
+  template <class Self, class F> static void fields(Self &s, F &&f) {
+    f("vocab", s.vocab);
+    f("hidden", s.hidden);
+    f("depth", s.depth);
+    f("loss_weight", s.lossWeight);
+  }
   int64_t vocab, hidden, depth;
   double lossWeight = 0.1;
   std::vector<ParamSpec> params() const {
@@ -426,6 +485,33 @@ struct MtpOutputShape {
 using LayerShape =
     std::variant<EmbeddingShape, MambaShape, AttentionShape, MlpShape, MoeShape,
                  HeadShape, MtpInputShape, MtpOutputShape>;
+
+inline LayerKind kindOf(const LayerShape &shape) {
+  return LayerKind(shape.index());
+}
+
+/// A `kind` layer's shape with its fields value-initialised: what a reader
+/// fills in with forEachField.
+template <size_t... I>
+LayerShape blankShapeOf(size_t kind, std::index_sequence<I...>) {
+  LayerShape shape;
+  ((kind == I ? (shape = std::variant_alternative_t<I, LayerShape>{}, 0) : 0),
+   ...);
+  return shape;
+}
+inline LayerShape blankShape(LayerKind kind) {
+  return blankShapeOf(
+      size_t(kind),
+      std::make_index_sequence<std::variant_size_v<LayerShape>>());
+}
+
+/// Calls f(name, field) for every field of `shape` -- an int64_t, bool,
+/// double or Activation, by reference -- with the name the manifest and
+/// the IR spell it with, in a fixed order: the one list every writer and
+/// reader of a shape goes through.
+template <class Shape, class F> void forEachField(Shape &shape, F &&f) {
+  std::visit([&](auto &s) { std::decay_t<decltype(s)>::fields(s, f); }, shape);
+}
 
 //===----------------------------------------------------------------------===//
 // Shapes from the model's dimensions: what the kernel planner lowers and
@@ -466,6 +552,40 @@ inline int64_t numel(const std::vector<ParamSpec> &params) {
   for (const ParamSpec &p : params)
     n += p.numel();
   return n;
+}
+
+template <class S, class = void> struct ScalesWithDepth : std::false_type {};
+template <class S>
+struct ScalesWithDepth<
+    S, std::void_t<decltype(std::declval<const S &>().params(int64_t()))>>
+    : std::true_type {};
+
+/// A layer's parameters, names without the layer's prefix, in a model of
+/// `numLayers` main layers (a decoder layer's output projections start
+/// smaller in deeper models).
+inline std::vector<ParamSpec> paramsOf(const LayerShape &shape,
+                                       int64_t numLayers) {
+  return std::visit(
+      [&](const auto &s) {
+        if constexpr (ScalesWithDepth<std::decay_t<decltype(s)>>::value)
+          return s.params(numLayers);
+        else
+          return s.params();
+      },
+      shape);
+}
+
+/// Floats a layer saves of one microbatch of `tokens`, and the scratch its
+/// kernels need, on `target`.
+inline int64_t savedFloatsOf(const LayerShape &shape, const TokenShape &tokens,
+                             Target target) {
+  return std::visit(
+      [&](const auto &s) { return s.savedFloats(tokens, target); }, shape);
+}
+inline int64_t workspaceFloatsOf(const LayerShape &shape,
+                                 const TokenShape &tokens, Target target) {
+  return std::visit(
+      [&](const auto &s) { return s.workspaceFloats(tokens, target); }, shape);
 }
 
 } // namespace hypipe::rt

@@ -3,6 +3,7 @@
 
 include "dialects/pipe/PipeDialect.td"
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
 
 class Pipe_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<Pipe_Dialect, name, traits> {
@@ -31,46 +32,38 @@ def Pipe_RangeAttr : Pipe_Attr<"Range", "range"> {
   }];
 }
 
-def Pipe_KernelAttr : Pipe_Attr<"Kernel", "kernel"> {
-  let summary = "The kernel a layer lowers to and its ranges (pipe.kernel)";
-  let description = [{
-    What `pipe-plan-buffers` decides for one layer, recorded on its op as the
-    discardable attribute `pipe.kernel` (an MTP depth's output end as
-    `pipe.kernel_mtp_output`): the kernel and where its parameters and its
-    saved tensors of one microbatch sit in its stage's buffers.
+//===----------------------------------------------------------------------===//
+// Kernel programs: the enums and the type of `pipe.kernel_program`'s ops
+//===----------------------------------------------------------------------===//
 
-        #pipe.kernel<kind = "mamba",
-                     params = #pipe.range<offset = 0, bytes = 1024, dtype = f32>,
-                     saved = #pipe.range<offset = 0, bytes = 512, dtype = f32>>
-
-    (kernel_c1) `kind` is a kernel hypipe has: `embedding`, `mamba`,
-                `attention`, `mlp`, `moe`, `head`, `mtp_input`, `mtp_output`
-                (core/model/LayerShapes.h).
-    (kernel_c2) Both ranges have a dtype the kernel takes: `f32` (every
-                kernel, for now).
-  }];
-  let parameters = (ins StringRefParameter<"kernel">:$kind,
-                        "RangeAttr":$params, "RangeAttr":$saved);
-  let assemblyFormat = "`<` struct(params) `>`";
-  let genVerifyDecl = 1;
+// The cases have rt::LayerKind's values (core/model/LayerShapes.h), in its
+// order: dialects/pipe/KernelProgram.cpp static_asserts it.
+def Pipe_KernelKind : I32EnumAttr<"KernelKind", "a layer's kernel", [
+    I32EnumAttrCase<"embedding", 0>, I32EnumAttrCase<"mamba", 1>,
+    I32EnumAttrCase<"attention", 2>, I32EnumAttrCase<"mlp", 3>,
+    I32EnumAttrCase<"moe", 4>, I32EnumAttrCase<"head", 5>,
+    I32EnumAttrCase<"mtp_input", 6>, I32EnumAttrCase<"mtp_output", 7>]> {
+  let cppNamespace = "::hypipe::pipe";
 }
 
-def Pipe_BufferPlanAttr : Pipe_Attr<"BufferPlan", "buffer_plan"> {
-  let summary = "A stage's buffer sizes (pipe.buffer_plan)";
-  let description = [{
-    Recorded on a `pipe.stage` by `pipe-plan-buffers`, in bytes: its
-    parameters (and as many gradients), the saved tensors of one microbatch,
-    and the workspace its microbatches share (two activations and the largest
-    scratch of a layer).
+// rt::Slot's values (runtime/formats/StageProgram.h), in its order.
+def Pipe_Slot : I32EnumAttr<"Slot", "an activation slot of a stage", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"input", 1>,
+    I32EnumAttrCase<"output", 2>, I32EnumAttrCase<"grad_output", 3>,
+    I32EnumAttrCase<"grad_input", 4>, I32EnumAttrCase<"act0", 5>,
+    I32EnumAttrCase<"act1", 6>]> {
+  let cppNamespace = "::hypipe::pipe";
+}
 
-        #pipe.buffer_plan<params = 4096, saved = 8192, workspace = 2048>
+def Pipe_KernelPass : I32EnumAttr<"KernelPass", "a pass of a kernel program", [
+    I32EnumAttrCase<"forward", 0>, I32EnumAttrCase<"backward_input", 1>,
+    I32EnumAttrCase<"backward_weight", 2>]> {
+  let cppNamespace = "::hypipe::pipe";
+}
 
-    (buffer_plan_c1) Every size is non-negative and a multiple of 4 bytes.
-  }];
-  let parameters = (ins "int64_t":$params, "int64_t":$saved,
-                        "int64_t":$workspace);
-  let assemblyFormat = "`<` struct(params) `>`";
-  let genVerifyDecl = 1;
+def Pipe_LayerType : TypeDef<Pipe_Dialect, "Layer"> {
+  let mnemonic = "layer";
+  let summary = "A layer of a kernel program, as its calls name it";
 }
 
 #endif // HYPIPE_PIPE_ATTRS

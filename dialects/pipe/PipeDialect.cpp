@@ -14,13 +14,22 @@ using namespace hypipe::pipe;
 
 #include "dialects/pipe/PipeDialect.cpp.inc"
 
+#include "dialects/pipe/PipeEnums.cpp.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "dialects/pipe/PipeAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/pipe/PipeTypes.cpp.inc"
 
 void PipeDialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "dialects/pipe/PipeAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/pipe/PipeTypes.cpp.inc"
       >();
   addOperations<
 #define GET_OP_LIST
@@ -35,11 +44,7 @@ void PipeDialect::initialize() {
 namespace {
 /// Bytes of one element of `type`, for the dtypes a range may have.
 int64_t elementBytes(Type type) {
-  if (type.isF32())
-    return 4;
-  if (type.isBF16())
-    return 2;
-  return 0;
+  return type.isF32() || type.isBF16() ? type.getIntOrFloatBitWidth() / 8 : 0;
 }
 } // namespace
 
@@ -61,48 +66,15 @@ LogicalResult RangeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-LogicalResult KernelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                 StringRef kind, RangeAttr params,
-                                 RangeAttr saved) {
-  // kernel_c1
-  bool known = false;
-  for (const char *name : hypipe::rt::kLayerKindNames)
-    known |= kind == name;
-  if (!known)
-    return emitError() << "unknown kernel '" << kind << "' (kernel_c1)";
-  // kernel_c2
-  for (RangeAttr range : {params, saved})
-    if (!range.getDtype().isF32())
-      return emitError() << "kernel '" << kind << "' takes f32 tensors, not "
-                         << range.getDtype() << " (kernel_c2)";
-  return success();
-}
-
-LogicalResult
-BufferPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                       int64_t params, int64_t saved, int64_t workspace) {
-  // buffer_plan_c1
-  for (int64_t size : {params, saved, workspace})
-    if (size < 0 || size % 4 != 0)
-      return emitError() << "buffer sizes must be non-negative multiples of 4 "
-                            "bytes, got "
-                         << size << " (buffer_plan_c1)";
-  return success();
-}
-
 LogicalResult PipeDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name == kBufferPlanAttr) {
-    if (!isa<StageOp>(op))
-      return op->emitError() << "'" << name << "' belongs on a pipe.stage";
-    if (!isa<BufferPlanAttr>(attr.getValue()))
-      return op->emitError() << "'" << name << "' must be a #pipe.buffer_plan";
-    return success();
-  }
-  if (name == kKernelAttr || name == kKernelMtpOutputAttr) {
-    if (!isa<KernelAttr>(attr.getValue()))
-      return op->emitError() << "'" << name << "' must be a #pipe.kernel";
+  if (name == kPrecisionAttr) {
+    auto precision = dyn_cast<TypeAttr>(attr.getValue());
+    if (!isa<hybrid::ModelOp>(op) || !precision ||
+        !(precision.getValue().isF32() || precision.getValue().isBF16()))
+      return op->emitError()
+             << "'" << name << "' is f32 or bf16 on a hybrid.model";
     return success();
   }
   if (name == kTargetAttr) {

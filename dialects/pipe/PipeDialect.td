@@ -14,12 +14,15 @@ def Pipe_Dialect : Dialect {
     `pipe.send` / `pipe.recv` pair for activations going forward and a
     `pipe.send_grad` / `pipe.recv_grad` pair for their gradients coming back,
     and stages carry their data-parallel and tied-embedding gradient
-    reductions.
+    reductions. After `pipe-lower-kernels`, every stage ends in its
+    `pipe.kernel_program`: the kernel calls of its passes over a typed
+    buffer plan.
   }];
   let dependentDialects = ["::hypipe::hybrid::HybridDialect"];
   let useDefaultAttributePrinterParser = 1;
-  // `pipe.kernel`, `pipe.kernel_mtp_output` and `pipe.buffer_plan` are
-  // discardable attributes: the dialect checks their types and places.
+  let useDefaultTypePrinterParser = 1;
+  // `pipe.target` and `pipe.precision` are discardable attributes of a
+  // hybrid.model: the dialect checks their types and places.
   let hasOperationAttrVerify = 1;
 }
 

@@ -123,44 +123,13 @@ LogicalResult StageOp::verify() {
              << " (stage_c4)";
   }
   // stage_c5
-  if (auto plan = (*this)->getAttrOfType<BufferPlanAttr>(kBufferPlanAttr)) {
-    struct Placed {
-      RangeAttr range;
-      Operation *op;
-    };
-    std::vector<Placed> params, saved;
-    WalkResult outside = getBody().walk([&](Operation *op) {
-      for (const char *name : {kKernelAttr, kKernelMtpOutputAttr}) {
-        auto kernel = op->getAttrOfType<KernelAttr>(name);
-        if (!kernel)
-          continue;
-        if (kernel.getParams().end() > plan.getParams() ||
-            kernel.getSaved().end() > plan.getSaved()) {
-          op->emitError() << "'" << name << "' " << kernel
-                          << " lies outside its stage's buffers " << plan
-                          << " (stage_c5)";
-          return WalkResult::interrupt();
-        }
-        if (kernel.getParams().getBytes() > 0)
-          params.push_back({kernel.getParams(), op});
-        if (kernel.getSaved().getBytes() > 0)
-          saved.push_back({kernel.getSaved(), op});
-      }
-      return WalkResult::advance();
-    });
-    if (outside.wasInterrupted())
-      return failure();
-    for (auto *ranges : {&params, &saved}) {
-      llvm::sort(*ranges, [](const Placed &a, const Placed &b) {
-        return a.range.getOffset() < b.range.getOffset();
-      });
-      for (size_t n = 1; n < ranges->size(); ++n)
-        if ((*ranges)[n].range.getOffset() < (*ranges)[n - 1].range.end())
-          return (*ranges)[n].op->emitError()
-                 << "its " << (ranges == &params ? "parameter" : "saved")
-                 << " range " << (*ranges)[n].range << " overlaps another "
-                 << "layer's " << (*ranges)[n - 1].range << " (stage_c5)";
-    }
+  int programs = 0;
+  for (Operation &op : getBody().front()) {
+    if (!isa<KernelProgramOp>(op))
+      continue;
+    if (++programs > 1 || !isa<YieldOp>(op.getNextNode()))
+      return op.emitOpError() << "must be its stage's only kernel program, "
+                                 "just before the pipe.yield (stage_c5)";
   }
   return success();
 }

@@ -2,29 +2,49 @@
 #ifndef HYPIPE_DIALECTS_PIPE_PIPEOPS_H
 #define HYPIPE_DIALECTS_PIPE_PIPEOPS_H
 
+#include "core/model/LayerShapes.h"
 #include "dialects/pipe/PipeDialect.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/pipe/PipeEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/pipe/PipeAttrs.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/pipe/PipeTypes.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/pipe/PipeOps.h.inc"
 
 namespace hypipe::pipe {
 
-/// Discardable attribute names written by `pipe-plan-buffers`: a stage's
-/// #pipe.buffer_plan, each layer's #pipe.kernel (an MTP depth's output end
-/// under its own name, on the same op as its input end's).
-inline constexpr const char *kBufferPlanAttr = "pipe.buffer_plan";
-inline constexpr const char *kKernelAttr = "pipe.kernel";
-inline constexpr const char *kKernelMtpOutputAttr = "pipe.kernel_mtp_output";
 /// On a hybrid.model: the target its stages are planned for (cpu, cuda).
 inline constexpr const char *kTargetAttr = "pipe.target";
+/// On a hybrid.model: the precision it trains in (f32 or bf16, a type).
+inline constexpr const char *kPrecisionAttr = "pipe.precision";
+
+/// A kernel layer's shape as its `shape` dictionary, and back: one entry
+/// per field (rt::forEachField), integers and flags as i64 and bool,
+/// coefficients as f64, the activation by name.
+mlir::DictionaryAttr shapeAttr(mlir::MLIRContext *context,
+                               const rt::LayerShape &shape);
+/// Fails with a message (without the op) when `dict` is not a `kind`
+/// shape: a missing, extra or mistyped field.
+mlir::FailureOr<rt::LayerShape>
+readShape(KernelKind kind, mlir::DictionaryAttr dict, std::string &error);
+
+inline rt::LayerKind layerKind(KernelKind kind) {
+  return rt::LayerKind(int(kind));
+}
+inline KernelKind kernelKind(rt::LayerKind kind) {
+  return KernelKind(int(kind));
+}
 
 } // namespace hypipe::pipe
 

@@ -3,6 +3,7 @@
 
 include "dialects/pipe/PipeDialect.td"
 include "dialects/pipe/PipeAttrs.td"
+include "mlir/IR/OpAsmInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Pipe_StageOp : Pipe_Op<"stage", [SingleBlock]> {
@@ -21,9 +22,8 @@ def Pipe_StageOp : Pipe_Op<"stage", [SingleBlock]> {
     (stage_c3) The stages of a model appear in index order, 0 to `pp * vpp - 1`.
     (stage_c4) Every input is an argument of the model or a result of an earlier
          stage.
-    (stage_c5) With a `pipe.buffer_plan`, every layer's `pipe.kernel` ranges lie
-         inside the plan's buffers, and no two layers' parameter ranges, nor
-         two saved ranges, overlap.
+    (stage_c5) It holds at most one `pipe.kernel_program`, just before its
+         `pipe.yield`.
   }];
   let arguments = (ins I64Attr:$index, I64Attr:$pp_rank, I64Attr:$vp_stage,
                        Variadic<AnyType>:$inputs);
@@ -132,6 +132,144 @@ def Pipe_ProgramOp : Pipe_Op<"program"> {
   }];
   let arguments = (ins I64Attr:$pp_rank, StrAttr:$schedule, StrArrayAttr:$actions);
   let assemblyFormat = "`rank` $pp_rank $schedule $actions attr-dict";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel programs
+//===----------------------------------------------------------------------===//
+
+def Pipe_KernelProgramOp : Pipe_Op<"kernel_program",
+    [HasParent<"StageOp">, SingleBlock, NoTerminator]> {
+  let summary = "A stage lowered to kernel calls over a typed buffer plan";
+  let description = [{
+    What `pipe-lower-kernels` lowers its stage to, and what the artifact
+    holds of it (docs/artifact.md, "kernel program"): the stage's layers as
+    `pipe.kernel_layer`s, each with its kernel, static shape and typed byte
+    ranges of the stage's parameter buffer (its gradients mirror it) and of
+    one microbatch's saved buffer; then three `pipe.kernel_pass`es --
+    forward, input gradient, weight gradient -- listing the kernel calls in
+    the order they run. The workspace, shared by every microbatch, holds the
+    two activation slots the layers ping-pong between and the scratch of the
+    largest layer. `activations` is what the kernels keep activations and
+    their gradients in (f32, or bf16 values rounded in f32 storage:
+    docs/precision.md); `tokens` the microbatch capacity the shapes are
+    planned for; `layers` the model's main layers (it scales output
+    projections' initial values).
+
+        pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 2
+            buffers(params 2008, saved 2192, workspace 352)
+            act0 <offset = 0, bytes = 128, dtype = f32> ... {
+          %0 = pipe.kernel_layer embedding layer 0 "" params <...> saved <...>
+                   shape {hidden = 8 : i64, vocab = 16 : i64}
+          pipe.kernel_pass forward {
+            pipe.kernel_call %0(none) -> act0
+            ...
+
+    (kernel_program_c1) Its body holds `pipe.kernel_layer`s, then exactly
+         three `pipe.kernel_pass`es: forward, backward_input, backward_weight.
+    (kernel_program_c2) Buffer sizes are non-negative multiples of the f32
+         size; `activations` is f32 or bf16.
+    (kernel_program_c3) Every layer's ranges lie inside the parameter and
+         saved buffers, and no two layers' parameter ranges, nor two saved
+         ranges, overlap; `act0`, `act1` and `scratch` lie inside the
+         workspace and do not overlap, the activation slots each one
+         [tokens, hidden] activation.
+    (kernel_program_c4) `shared_output` and `shared_table` (multi-token
+         prediction's view of the output layer and embedding table) lie
+         inside the parameter buffer.
+  }];
+  let arguments = (ins TypeAttr:$activations, I64Attr:$batch, I64Attr:$seq,
+                       I64Attr:$hidden, I64Attr:$num_layers,
+                       I64Attr:$param_bytes, I64Attr:$saved_bytes,
+                       I64Attr:$workspace_bytes, Pipe_RangeAttr:$act0,
+                       Pipe_RangeAttr:$act1, Pipe_RangeAttr:$scratch,
+                       OptionalAttr<Pipe_RangeAttr>:$shared_output,
+                       OptionalAttr<Pipe_RangeAttr>:$shared_table);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `activations` $activations `tokens` $batch `x` $seq `hidden` $hidden
+    `layers` $num_layers
+    `buffers` `(` `params` $param_bytes `,` `saved` $saved_bytes `,`
+    `workspace` $workspace_bytes `)`
+    `act0` $act0 `act1` $act1 `scratch` $scratch
+    (`shared_output` $shared_output^)? (`shared_table` $shared_table^)?
+    attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+}
+
+def Pipe_KernelLayerOp : Pipe_Op<"kernel_layer",
+    [HasParent<"KernelProgramOp">, Pure,
+     DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let summary = "One layer of a kernel program: its kernel, shape and ranges";
+  let description = [{
+    `layer` is the 1-based layer number in the pattern (0: embedding and
+    head); `prefix` starts its parameters' Megatron names
+    (`decoder.layers.3.`; the embedding table keeps its own name). `shape`
+    holds the kernel's static shape, one entry per field
+    (core/model/LayerShapes.h, forEachField).
+
+    (kernel_layer_c1) `shape` has exactly the fields of `kind`'s shape, each
+         of its type (integers and flags as i64 and bool, coefficients as
+         f64, the activation by name).
+    (kernel_layer_c2) `params` and `saved` are f32 ranges exactly as large as
+         the shape's parameters and saved tensors for the program's tokens
+         and the model's target.
+  }];
+  let arguments = (ins Pipe_KernelKind:$kind, I64Attr:$layer,
+                       StrAttr:$prefix, Pipe_RangeAttr:$params,
+                       Pipe_RangeAttr:$saved, DictionaryAttr:$shape);
+  let results = (outs Pipe_LayerType:$result);
+  let assemblyFormat = [{
+    $kind `layer` $layer $prefix `params` $params `saved` $saved
+    `shape` $shape attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Pipe_KernelPassOp : Pipe_Op<"kernel_pass",
+    [HasParent<"KernelProgramOp">, SingleBlock, NoTerminator]> {
+  let summary = "The kernel calls of one pass, in the order they run";
+  let description = [{
+    (kernel_pass_c1) Its body holds only `pipe.kernel_call` and
+         `pipe.kernel_copy` ops.
+    (kernel_pass_c2) In forward and backward_input, every call or copy that
+         reads a slot reads the one the call before it wrote (the first: the
+         stage's input, or its output's gradient); backward_weight calls read
+         and write no slot.
+  }];
+  let arguments = (ins Pipe_KernelPass:$pass);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$pass attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+}
+
+def Pipe_KernelCallOp : Pipe_Op<"kernel_call", [HasParent<"KernelPassOp">]> {
+  let summary = "Runs one layer's kernel of the enclosing pass";
+  let description = [{
+    Reads activation slot `in` and writes `out` (`none`: the layer reads its
+    tokens, or ends in a loss).
+
+    (kernel_call_c1) `layer` is a `pipe.kernel_layer` of the same program.
+  }];
+  let arguments = (ins Pipe_LayerType:$layer, Pipe_Slot:$in,
+                       Pipe_Slot:$out);
+  let assemblyFormat = "$layer `(` $in `)` `->` $out attr-dict";
+  let hasVerifier = 1;
+}
+
+def Pipe_KernelCopyOp : Pipe_Op<"kernel_copy", [HasParent<"KernelPassOp">]> {
+  let summary = "Copies one activation slot to another";
+  let description = [{
+    Where a stage's last layer cannot write its output itself (an empty
+    stage, a stage that ends in a layer writing a workspace slot).
+
+    (kernel_copy_c1) `in` and `out` are slots, not `none`, and differ.
+  }];
+  let arguments = (ins Pipe_Slot:$in, Pipe_Slot:$out);
+  let assemblyFormat = "$in `->` $out attr-dict";
   let hasVerifier = 1;
 }
 

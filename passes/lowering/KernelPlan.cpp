@@ -66,6 +66,10 @@ public:
     plan.vpStage = int64_t(stage.getVpStage());
     plan.tokens = tokenShapeOf(stage, model);
     plan.hidden = dims.hidden;
+    plan.numLayers = numLayers;
+    plan.activations = Float32Type::get(model.getContext());
+    if (auto p = model->getAttrOfType<TypeAttr>(pipe::kPrecisionAttr))
+      plan.activations = p.getValue();
   }
 
   FailureOr<StagePlan> describe(pipe::StageOp stage) {
@@ -97,15 +101,18 @@ private:
     return 0;
   }
 
-  /// A layer's parameters and buffer sizes, all from its shape.
+  /// A layer's parameters and buffer sizes, all from its shape, in bytes
+  /// of the f32 every buffer is kept in (a bf16 run rounds its activations
+  /// in f32 storage: docs/precision.md).
   template <typename Shape>
   void size(KernelLayer &layer, const Shape &shape,
             std::vector<rt::ParamSpec> params) {
+    constexpr int64_t f32 = sizeof(float);
     layer.shape = shape;
     layer.params = std::move(params);
-    layer.savedFloats = shape.savedFloats(plan.tokens, target);
-    layer.workspaceFloats = shape.workspaceFloats(plan.tokens, target);
-    layer.paramFloats = rt::numel(layer.params);
+    layer.savedBytes = f32 * shape.savedFloats(plan.tokens, target);
+    layer.workspaceBytes = f32 * shape.workspaceFloats(plan.tokens, target);
+    layer.paramBytes = f32 * rt::numel(layer.params);
   }
 
   /// One layer op as a kernel with its parameters and buffer sizes; false
@@ -243,56 +250,26 @@ FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
 
 } // namespace
 
+int64_t StagePlan::activationBytes() const {
+  return int64_t(sizeof(float)) * tokens.tokens() * hidden;
+}
+
 FailureOr<StagePlan> planStage(pipe::StageOp stage) {
   FailureOr<StagePlan> plan = describeStage(stage);
   if (failed(plan))
     return failure();
   // Parameters and saved tensors: one range per layer, in layer order;
-  // the workspace: the largest any layer needs plus the two activation
-  // buffers the stage ping-pongs between layers.
+  // the workspace: the two activation buffers the stage ping-pongs between
+  // layers, then the largest scratch any layer needs.
+  int64_t scratch = 0;
   for (KernelLayer &layer : plan->layers) {
-    layer.paramOffset = plan->paramFloats;
-    layer.savedOffset = plan->savedFloats;
-    plan->paramFloats += layer.paramFloats;
-    plan->savedFloats += layer.savedFloats;
-    plan->workspaceFloats =
-        std::max(plan->workspaceFloats, layer.workspaceFloats);
+    layer.paramOffset = plan->paramBytes;
+    layer.savedOffset = plan->savedBytes;
+    plan->paramBytes += layer.paramBytes;
+    plan->savedBytes += layer.savedBytes;
+    scratch = std::max(scratch, layer.workspaceBytes);
   }
-  plan->workspaceFloats += 2 * plan->tokens.tokens() * plan->hidden;
-  return plan;
-}
-
-FailureOr<StagePlan> readStagePlan(pipe::StageOp stage) {
-  FailureOr<StagePlan> plan = describeStage(stage);
-  if (failed(plan))
-    return failure();
-  auto totals =
-      stage->getAttrOfType<pipe::BufferPlanAttr>(pipe::kBufferPlanAttr);
-  if (!totals)
-    return stage.emitError() << "has no '" << pipe::kBufferPlanAttr
-                             << "': run pipe-plan-buffers first";
-  // The kernels take f32 (kernel_c2), so every range counts floats.
-  plan->paramFloats = totals.getParams() / 4;
-  plan->savedFloats = totals.getSaved() / 4;
-  plan->workspaceFloats = totals.getWorkspace() / 4;
-  for (KernelLayer &layer : plan->layers) {
-    auto kernel = layer.op->getAttrOfType<pipe::KernelAttr>(layer.planAttr());
-    if (!kernel)
-      return layer.op->emitError() << "has no '" << layer.planAttr()
-                                   << "': run pipe-plan-buffers first";
-    pipe::RangeAttr p = kernel.getParams(), v = kernel.getSaved();
-    if (kernel.getKind() != layerKindName(layer.kind) ||
-        p.getBytes() != 4 * layer.paramFloats ||
-        v.getBytes() != 4 * layer.savedFloats || p.end() > totals.getParams() ||
-        v.end() > totals.getSaved())
-      return layer.op->emitError()
-             << "'" << layer.planAttr() << "' " << kernel
-             << " does not match the layer's " << layerKindName(layer.kind)
-             << " kernel (" << 4 * layer.paramFloats << " parameter and "
-             << 4 * layer.savedFloats << " saved bytes) or its stage's buffers";
-    layer.paramOffset = p.getOffset() / 4;
-    layer.savedOffset = v.getOffset() / 4;
-  }
+  plan->workspaceBytes = 2 * plan->activationBytes() + scratch;
   return plan;
 }
 

@@ -1,11 +1,11 @@
-//===- KernelPlan.h - a pipe.stage as kernel calls with a buffer plan -----===//
+//===- KernelPlan.h - a pipe.stage's layers planned into its buffers ------===//
 //
-// The lowering of one `pipe.stage` for a target (one planner, one emitter
-// per target): its layers in order,
-// each with the static shape its kernel takes, its parameters (Megatron
-// names, shapes, initialisation) and its place in the stage's parameter
-// buffer and per-microbatch saved buffer. `pipe-plan-buffers` records the
-// plan on the IR; the C++ translation and the artifact writer read it.
+// The one description of a stage's layers for the kernels: in order, each
+// with the static shape its kernel takes, its parameters (Megatron names,
+// shapes, initialisation) and its place in bytes in the stage's parameter
+// buffer and per-microbatch saved buffer. `pipe-lower-kernels` emits the
+// plan as the stage's `pipe.kernel_program`; everything after it reads that
+// op (targets/StageProgram.h), never this.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_TARGETS_CPU_KERNELPLAN_H
@@ -36,11 +36,10 @@ struct KernelLayer {
   std::string prefix;
   rt::LayerShape shape;              ///< the alternative of `kind`
   std::vector<rt::ParamSpec> params; ///< names without the prefix
-  int64_t paramFloats = 0, savedFloats = 0, workspaceFloats = 0;
+  /// Bytes of the layer's parameters, its saved tensors of one microbatch
+  /// and its scratch, and where the first two sit in the stage's buffers.
+  int64_t paramBytes = 0, savedBytes = 0, workspaceBytes = 0;
   int64_t paramOffset = 0, savedOffset = 0;
-  /// The attribute pipe-plan-buffers records this kernel's ranges in: an
-  /// MTP depth's op carries its input's and its output's.
-  const char *planAttr() const;
   /// The full (Megatron) name of one of `params`: the prefix and the name,
   /// except the embedding table, which keeps its model-level name in any
   /// stage that holds a copy (an MTP depth's).
@@ -54,31 +53,26 @@ struct StagePlan {
   /// The model's `pipe.target` (default cpu): attention's saved tensors and
   /// some workspaces differ between the targets' kernels.
   rt::Target target = rt::Target::Cpu;
+  /// The model's `pipe.precision` (default f32): what the kernels keep
+  /// activations in.
+  mlir::Type activations;
   rt::TokenShape tokens;
-  int64_t hidden = 0;
+  int64_t hidden = 0, numLayers = 0;
   bool hasEmbedding = false, hasHead = false;
   std::vector<KernelLayer> layers;
-  int64_t paramFloats = 0, savedFloats = 0;
-  /// Layer workspace (the largest any layer needs) plus two activation
-  /// buffers the stage ping-pongs between layers.
-  int64_t workspaceFloats = 0;
+  /// Buffer sizes in bytes: parameters, the saved tensors of one
+  /// microbatch, and the workspace (two activations the stage ping-pongs
+  /// between layers, then the largest scratch a layer needs).
+  int64_t paramBytes = 0, savedBytes = 0, workspaceBytes = 0;
+  /// Bytes of one [tokens, hidden] activation.
+  int64_t activationBytes() const;
 };
 
-/// Plans `stage` (what pipe-plan-buffers runs). Fails (with an error at the
-/// op) on layers the targets cannot lower yet: G, D, +, MTP on cuda, and
-/// MTP outside the stage with the output layer.
+/// Plans `stage` (what pipe-lower-kernels lowers): its layers' kernels,
+/// shapes and parameters, read off its ops, and their places in its
+/// buffers. Fails (with an error at the op) on layers the targets cannot
+/// lower yet: G, D, + and MTP outside the stage with the output layer.
 mlir::FailureOr<StagePlan> planStage(pipe::StageOp stage);
-
-/// The plan pipe-plan-buffers recorded on `stage` (`pipe.buffer_plan` and
-/// each layer's `pipe.kernel`), with the layers' shapes and parameters: what
-/// a translation reads. Never plans: a stage without the attributes, or
-/// with attributes that do not fit its layers, is an error at the op.
-mlir::FailureOr<StagePlan> readStagePlan(pipe::StageOp stage);
-
-inline const char *KernelLayer::planAttr() const {
-  return kind == KernelKind::MtpOutput ? pipe::kKernelMtpOutputAttr
-                                       : pipe::kKernelAttr;
-}
 
 } // namespace hypipe::cpu
 

@@ -466,33 +466,9 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that #pipe.kernel (kernel_c1) refuses a kernel hypipe does not have.
-// expected-error @+1 {{unknown kernel 'conv3d' (kernel_c1)}}
-"test.op"() {k = #pipe.kernel<kind = "conv3d", params = <offset = 0, bytes = 16, dtype = f32>, saved = <offset = 0, bytes = 16, dtype = f32>>} : () -> ()
-
-// -----
-
-// Tests that #pipe.kernel (kernel_c2) refuses a dtype its kernel does not take.
-// expected-error @+1 {{kernel 'mamba' takes f32 tensors, not 'bf16' (kernel_c2)}}
-"test.op"() {k = #pipe.kernel<kind = "mamba", params = <offset = 0, bytes = 16, dtype = bf16>, saved = <offset = 0, bytes = 16, dtype = f32>>} : () -> ()
-
-// -----
-
-// Tests that #pipe.buffer_plan (buffer_plan_c1) refuses a size that is not a whole number of floats.
-// expected-error @+1 {{buffer sizes must be non-negative multiples of 4 bytes, got 6 (buffer_plan_c1)}}
-"test.op"() {p = #pipe.buffer_plan<params = 6, saved = 0, workspace = 0>} : () -> ()
-
-// -----
-
-// Tests that pipe.buffer_plan belongs on a pipe.stage only.
-// expected-error @+1 {{'pipe.buffer_plan' belongs on a pipe.stage}}
-"test.op"() {pipe.buffer_plan = #pipe.buffer_plan<params = 0, saved = 0, workspace = 0>} : () -> ()
-
-// -----
-
-// Tests that pipe.kernel must be a #pipe.kernel.
-// expected-error @+1 {{'pipe.kernel' must be a #pipe.kernel}}
-"test.op"() {pipe.kernel = {kind = "mamba"}} : () -> ()
+// Tests that pipe.precision is a float type a model trains in.
+// expected-error @+1 {{'pipe.precision' is f32 or bf16 on a hybrid.model}}
+"test.op"() {pipe.precision = i32} : () -> ()
 
 // -----
 
@@ -502,17 +478,31 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.stage (stage_c5) refuses a layer whose ranges lie outside the stage's buffers.
-hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M-"} {
+// Tests that pipe.kernel_program (kernel_program_c1) needs all three passes, in order.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
-  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) attributes {pipe.buffer_plan = #pipe.buffer_plan<params = 1024, saved = 1024, workspace = 0>} -> tensor<f32> {
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
   ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
     %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
-    // expected-error @+1 {{'pipe.kernel' #pipe.kernel<kind = "mamba", params = <offset = 512, bytes = 1024, dtype = f32>, saved = <offset = 0, bytes = 16, dtype = f32>> lies outside its stage's buffers #pipe.buffer_plan<params = 1024, saved = 1024, workspace = 0> (stage_c5)}}
-    %1 = hybrid.mamba %h {pipe.kernel = #pipe.kernel<kind = "mamba", params = <offset = 512, bytes = 1024, dtype = f32>, saved = <offset = 0, bytes = 16, dtype = f32>>} : tensor<1x4x8xf32>
-    %2 = hybrid.mlp %1 : tensor<1x4x8xf32>
-    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    // expected-error @+1 {{'pipe.kernel_program' op must hold its layers, then a backward_weight pass where it holds nothing (kernel_program_c1)}}
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+    }
     pipe.yield %o : tensor<f32>
   }
   hybrid.return %loss : tensor<f32>
@@ -520,17 +510,763 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that pipe.stage (stage_c5) refuses two layers whose parameter ranges overlap.
-hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M-"} {
+// Tests that pipe.kernel_program (kernel_program_c1) refuses a layer after the passes begin.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
-  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) attributes {pipe.buffer_plan = #pipe.buffer_plan<params = 1024, saved = 1024, workspace = 0>} -> tensor<f32> {
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
   ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
     %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
-    %1 = hybrid.mamba %h {pipe.kernel = #pipe.kernel<kind = "mamba", params = <offset = 0, bytes = 512, dtype = f32>, saved = <offset = 0, bytes = 16, dtype = f32>>} : tensor<1x4x8xf32>
-    // expected-error @+1 {{its parameter range #pipe.range<offset = 256, bytes = 256, dtype = f32> overlaps another layer's #pipe.range<offset = 0, bytes = 512, dtype = f32> (stage_c5)}}
-    %2 = hybrid.mlp %1 {pipe.kernel = #pipe.kernel<kind = "mlp", params = <offset = 256, bytes = 256, dtype = f32>, saved = <offset = 16, bytes = 16, dtype = f32>>} : tensor<1x4x8xf32>
-    %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    // expected-error @+1 {{'pipe.kernel_program' op must hold its layers, then a backward_weight pass where it holds pipe.kernel_layer (kernel_program_c1)}}
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      %late = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 0, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 0 : i64}
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_program (kernel_program_c2) refuses a buffer size that is not a whole number of floats.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    // expected-error @+1 {{'pipe.kernel_program' op buffer sizes must be non-negative multiples of 4 bytes, got 2114 (kernel_program_c2)}}
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2114, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_program (kernel_program_c2) refuses activations of a type the kernels do not keep.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    // expected-error @+1 {{'pipe.kernel_program' op activations must be f32 or bf16, not 'f16' (kernel_program_c2)}}
+    pipe.kernel_program activations f16 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_program (kernel_program_c3) refuses a layer range outside its buffer.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      // expected-error @+1 {{'pipe.kernel_layer' op its saved range #pipe.range<offset = 1316, bytes = 560, dtype = f32> lies outside the 1872-byte buffer (kernel_program_c3)}}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1316, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_program (kernel_program_c3) refuses two layers whose parameter ranges overlap.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      // expected-error @+1 {{'pipe.kernel_layer' op its parameter range #pipe.range<offset = 508, bytes = 1056, dtype = f32> overlaps #pipe.range<offset = 0, bytes = 512, dtype = f32> (kernel_program_c3)}}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 508, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_program (kernel_program_c3) refuses an activation slot that is not one activation.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    // expected-error @+1 {{'pipe.kernel_program' op act1 #pipe.range<offset = 128, bytes = 64, dtype = f32> must hold one 128-byte activation (kernel_program_c3)}}
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 64, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_program (kernel_program_c3) refuses workspace parts that overlap.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    // expected-error @+1 {{'pipe.kernel_program' op its workspace range #pipe.range<offset = 252, bytes = 384, dtype = f32> overlaps #pipe.range<offset = 128, bytes = 128, dtype = f32> (kernel_program_c3)}}
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 252, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_program (kernel_program_c4) refuses a shared tensor outside the parameters.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    // expected-error @+1 {{'pipe.kernel_program' op its shared range #pipe.range<offset = 2048, bytes = 512, dtype = f32> lies outside the 2112-byte buffer (kernel_program_c4)}}
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> shared_output <offset = 2048, bytes = 512, dtype = f32> shared_table <offset = 0, bytes = 512, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_layer (kernel_layer_c1) refuses a shape without one of its kind's fields.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      // expected-error @+1 {{'pipe.kernel_layer' op its shape is not a mlp shape: field 'ffn' is missing or not an i64 (kernel_layer_c1)}}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_layer (kernel_layer_c1) refuses an activation hypipe does not have.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      // expected-error @+1 {{'pipe.kernel_layer' op its shape is not a mlp shape: field 'activation' is missing or not an activation name (kernel_layer_c1)}}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "tanh", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_layer (kernel_layer_c1) refuses a field its kind does not have.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      // expected-error @+1 {{'pipe.kernel_layer' op its shape is not a head shape: it has 4 fields, a head shape 3 (kernel_layer_c1)}}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64, rope = true}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_layer (kernel_layer_c2) refuses a parameter range of another size than its shape's.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      // expected-error @+1 {{'pipe.kernel_layer' op its parameter range #pipe.range<offset = 1568, bytes = 540, dtype = f32> is not the shape's 544 bytes of f32 (kernel_layer_c2)}}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 540, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_layer (kernel_layer_c2) refuses a bf16 range (the kernels keep f32 buffers).
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      // expected-error @+1 {{'pipe.kernel_layer' op its saved range #pipe.range<offset = 0, bytes = 144, dtype = bf16> is not the shape's 144 bytes of f32 (kernel_layer_c2)}}
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = bf16> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_pass (kernel_pass_c1) holds only kernel calls and copies.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        // expected-error @+1 {{'test.op' op is not a kernel call or copy (kernel_pass_c1)}}
+        "test.op"() : () -> ()
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_pass (kernel_pass_c2) refuses a forward call that reads a slot the call before it did not write.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        // expected-error @+1 {{'pipe.kernel_call' op reads act1 where the call before it wrote act0 (kernel_pass_c2)}}
+        pipe.kernel_call %mlp1(act1) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_pass (kernel_pass_c2) refuses a first input-gradient call that does not read the output's gradient.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        // expected-error @+1 {{'pipe.kernel_call' op reads input where the call before it wrote grad_output (kernel_pass_c2)}}
+        pipe.kernel_call %head(input) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_pass (kernel_pass_c2) refuses a weight-gradient call that writes a slot.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        // expected-error @+1 {{'pipe.kernel_call' op a weight-gradient call reads and writes no slot (kernel_pass_c2)}}
+        pipe.kernel_call %mlp1(none) -> act0
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.kernel_copy (kernel_copy_c1) copies between two different slots.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        // expected-error @+1 {{'pipe.kernel_copy' op copies between two different slots, not act1 -> act1 (kernel_copy_c1)}}
+        pipe.kernel_copy act1 -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that pipe.stage (stage_c5) holds one kernel program, just before its pipe.yield.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    // expected-error @+1 {{'pipe.kernel_program' op must be its stage's only kernel program, just before the pipe.yield (stage_c5)}}
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %o : tensor<f32>
+  }
+  hybrid.return %loss : tensor<f32>
+}
+
+
+// -----
+
+// Tests that pipe.kernel_call (kernel_call_c1) calls a layer of its own program.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %loss = pipe.stage 0 rank 0 chunk 0 inputs(%tokens, %labels : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x4xi64>, %l: tensor<1x4xi64>):
+    %h = hybrid.embedding %t : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+    %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    %other = "test.op"() : () -> !pipe.layer
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        // expected-error @+1 {{'pipe.kernel_call' op must call a pipe.kernel_layer of its own program (kernel_call_c1)}}
+        pipe.kernel_call %other(none) -> none
+      }
+    }
     pipe.yield %o : tensor<f32>
   }
   hybrid.return %loss : tensor<f32>

@@ -9,6 +9,7 @@
 #include "passes/Passes.h"
 #include "conversion/SpecToHybrid.h"
 #include "passes/lowering/KernelPlan.h"
+#include "targets/StageProgram.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -75,10 +76,11 @@ TEST(Passes, AutoPartitionKeepsMegatronsOwnSegments) {
   EXPECT_GE(checked, 8);
 }
 
-// Tests that the translation reads back exactly what pipe-plan-buffers
-// planned, and refuses a stage with no plan or a plan that does not fit its
-// layers instead of planning again.
-TEST(Passes, ReadStagePlanReadsThePlanAndNothingElse) {
+// Tests that the artifact's translation reads a stage's kernel program and
+// nothing else: it refuses a stage that pipe-lower-kernels has not lowered
+// instead of planning it, gives the planned offsets, follows an edit of the
+// IR, and a stage lowered twice holds one program.
+TEST(Passes, TranslationReadsTheKernelProgramOnly) {
   auto spec = parseSpec(specFor("M*|-E", 2, 1), "plan.yaml");
   ASSERT_TRUE(static_cast<bool>(spec)) << toString(spec.takeError());
   mlir::MLIRContext context;
@@ -93,34 +95,41 @@ TEST(Passes, ReadStagePlanReadsThePlanAndNothingElse) {
     diagnostics += d.str() + "\n";
     return mlir::success();
   });
-  EXPECT_TRUE(failed(cpu::readStagePlan(stage)));
-  EXPECT_NE(diagnostics.find("run pipe-plan-buffers first"), std::string::npos)
+  EXPECT_TRUE(failed(translateStage(stage, rt::Target::Cpu)));
+  EXPECT_NE(diagnostics.find("run pipe-lower-kernels first"), std::string::npos)
       << diagnostics;
 
-  ASSERT_TRUE(succeeded(planBuffers(model)));
+  ASSERT_TRUE(succeeded(lowerKernels(model)));
+  ASSERT_TRUE(succeeded(lowerKernels(model)));
+  auto programs = stage.getBody().front().getOps<pipe::KernelProgramOp>();
+  ASSERT_EQ(std::distance(programs.begin(), programs.end()), 1);
   auto planned = cpu::planStage(stage);
-  auto read = cpu::readStagePlan(stage);
+  auto read = translateStage(stage, rt::Target::Cpu);
   ASSERT_TRUE(succeeded(planned) && succeeded(read));
-  EXPECT_EQ(read->paramFloats, planned->paramFloats);
-  EXPECT_EQ(read->savedFloats, planned->savedFloats);
-  EXPECT_EQ(read->workspaceFloats, planned->workspaceFloats);
-  ASSERT_EQ(read->layers.size(), planned->layers.size());
-  for (size_t i = 0; i < read->layers.size(); ++i) {
-    EXPECT_EQ(read->layers[i].paramOffset, planned->layers[i].paramOffset);
-    EXPECT_EQ(read->layers[i].savedOffset, planned->layers[i].savedOffset);
+  EXPECT_EQ(read->program.paramBytes, planned->paramBytes);
+  EXPECT_EQ(read->program.savedBytes, planned->savedBytes);
+  EXPECT_EQ(read->program.workspaceBytes, planned->workspaceBytes);
+  ASSERT_EQ(read->program.layers.size(), planned->layers.size());
+  for (size_t i = 0; i < planned->layers.size(); ++i) {
+    EXPECT_EQ(read->program.layers[i].params.offset,
+              planned->layers[i].paramOffset);
+    EXPECT_EQ(read->program.layers[i].saved.offset,
+              planned->layers[i].savedOffset);
   }
 
-  // A plan that says the stage holds fewer parameters than its layers need.
-  auto totals =
-      stage->getAttrOfType<pipe::BufferPlanAttr>(pipe::kBufferPlanAttr);
-  stage->setAttr(pipe::kBufferPlanAttr,
-                 pipe::BufferPlanAttr::get(&context, totals.getParams() - 4,
-                                           totals.getSaved(),
-                                           totals.getWorkspace()));
-  diagnostics.clear();
-  EXPECT_TRUE(failed(cpu::readStagePlan(stage)));
-  EXPECT_NE(diagnostics.find("does not match the layer's"), std::string::npos)
-      << diagnostics;
+  // The program says where the first layer's saved tensors sit; the
+  // translation takes the IR's word for it.
+  auto layer = *(*programs.begin())
+                    .getBody()
+                    .front()
+                    .getOps<pipe::KernelLayerOp>()
+                    .begin();
+  pipe::RangeAttr saved = layer.getSaved();
+  layer.setSavedAttr(pipe::RangeAttr::get(&context, saved.getOffset() + 4,
+                                          saved.getBytes(), saved.getDtype()));
+  read = translateStage(stage, rt::Target::Cpu);
+  ASSERT_TRUE(succeeded(read));
+  EXPECT_EQ(read->program.layers[0].saved.offset, saved.getOffset() + 4);
 }
 
 } // namespace

@@ -10,7 +10,6 @@
 #include "runtime/formats/StageProgram.h"
 #include "conversion/SpecToHybrid.h"
 #include "passes/Passes.h"
-#include "passes/lowering/KernelPlan.h"
 #include "targets/Artifact.h"
 #include "targets/StageProgram.h"
 
@@ -53,10 +52,10 @@ std::vector<Lowered> lower(const std::string &pattern, int64_t pp,
   EXPECT_TRUE(succeeded(lowerForArtifact(*module)));
   std::vector<Lowered> out;
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>()) {
-    auto plan = cpu::readStagePlan(stage);
-    EXPECT_TRUE(succeeded(plan));
-    out.push_back(
-        {buildStageProgram(*plan), plan->hasEmbedding, plan->hasHead});
+    auto entry = translateStage(stage, target == "cuda" ? rt::Target::Cuda
+                                                        : rt::Target::Cpu);
+    EXPECT_TRUE(succeeded(entry));
+    out.push_back({entry->program, entry->hasEmbedding, entry->hasHead});
   }
   return out;
 }

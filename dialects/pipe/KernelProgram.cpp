@@ -1,0 +1,295 @@
+//===- KernelProgram.cpp - the kernel program ops and their shapes --------===//
+
+#include "dialects/hybrid/HybridOps.h"
+#include "dialects/pipe/PipeOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+#include <type_traits>
+
+using namespace mlir;
+
+namespace hypipe::pipe {
+
+static_assert(int(KernelKind::embedding) == int(rt::LayerKind::Embedding) &&
+                  int(KernelKind::mtp_output) == int(rt::LayerKind::MtpOutput),
+              "pipe.kernel_layer kinds are rt::LayerKind's, in its order");
+
+DictionaryAttr shapeAttr(MLIRContext *context, const rt::LayerShape &shape) {
+  Builder b(context);
+  SmallVector<NamedAttribute> fields;
+  rt::forEachField(shape, [&](const char *name, const auto &value) {
+    using T = std::decay_t<decltype(value)>;
+    Attribute attr;
+    if constexpr (std::is_same_v<T, bool>)
+      attr = b.getBoolAttr(value);
+    else if constexpr (std::is_same_v<T, int64_t>)
+      attr = b.getI64IntegerAttr(value);
+    else if constexpr (std::is_same_v<T, double>)
+      attr = b.getF64FloatAttr(value);
+    else
+      attr = b.getStringAttr(rt::activationName(value));
+    fields.push_back(b.getNamedAttr(name, attr));
+  });
+  return b.getDictionaryAttr(fields);
+}
+
+namespace {
+/// Reads one field of a shape dictionary into `value`; false (with
+/// `error`) when it is missing or of another type.
+template <typename T>
+bool readField(DictionaryAttr dict, const char *name, T &value,
+               std::string &error) {
+  Attribute attr = dict.get(name);
+  if constexpr (std::is_same_v<T, bool>) {
+    if (auto flag = dyn_cast_or_null<BoolAttr>(attr))
+      return value = flag.getValue(), true;
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    auto integer = dyn_cast_or_null<IntegerAttr>(attr);
+    if (integer && integer.getType().isInteger(64))
+      return value = integer.getInt(), true;
+  } else if constexpr (std::is_same_v<T, double>) {
+    auto number = dyn_cast_or_null<FloatAttr>(attr);
+    if (number && number.getType().isF64())
+      return value = number.getValueAsDouble(), true;
+  } else {
+    if (auto name = dyn_cast_or_null<StringAttr>(attr))
+      for (rt::Activation a : {rt::Activation::SquaredRelu,
+                               rt::Activation::Gelu, rt::Activation::Swiglu})
+        if (name.getValue() == rt::activationName(a))
+          return value = a, true;
+  }
+  error = std::string("field '") + name + "' is missing or not " +
+          (std::is_same_v<T, bool>      ? "a bool"
+           : std::is_same_v<T, int64_t> ? "an i64"
+           : std::is_same_v<T, double>  ? "an f64"
+                                        : "an activation name");
+  return false;
+}
+} // namespace
+
+FailureOr<rt::LayerShape> readShape(KernelKind kind, DictionaryAttr dict,
+                                    std::string &error) {
+  rt::LayerShape shape = rt::blankShape(layerKind(kind));
+  size_t count = 0;
+  bool ok = true;
+  rt::forEachField(shape, [&](const char *name, auto &value) {
+    ++count;
+    ok = ok && readField(dict, name, value, error);
+  });
+  if (ok && dict.size() != count) {
+    error = "it has " + std::to_string(dict.size()) + " fields, a " +
+            stringifyKernelKind(kind).str() + " shape " + std::to_string(count);
+    ok = false;
+  }
+  if (!ok)
+    return failure();
+  return shape;
+}
+
+namespace {
+
+rt::Target targetOf(Operation *op) {
+  auto model = op->getParentOfType<hybrid::ModelOp>();
+  auto target =
+      model ? model->getAttrOfType<StringAttr>(kTargetAttr) : StringAttr();
+  return target && target.getValue() == "cuda" ? rt::Target::Cuda
+                                               : rt::Target::Cpu;
+}
+
+int64_t floatBytes(MLIRContext *context) {
+  return Float32Type::get(context).getWidth() / 8;
+}
+
+/// A range's place for the overlap checks.
+struct Placed {
+  RangeAttr range;
+  Operation *op;
+};
+
+LogicalResult checkInside(Operation *op, RangeAttr range, int64_t bytes,
+                          StringRef what, StringRef invariant) {
+  if (range.end() > bytes)
+    return op->emitOpError()
+           << "its " << what << " range " << range << " lies outside the "
+           << bytes << "-byte buffer (" << invariant << ")";
+  return success();
+}
+
+LogicalResult checkDisjoint(std::vector<Placed> ranges, StringRef what) {
+  llvm::sort(ranges, [](const Placed &a, const Placed &b) {
+    return a.range.getOffset() < b.range.getOffset();
+  });
+  for (size_t n = 1; n < ranges.size(); ++n)
+    if (ranges[n].range.getOffset() < ranges[n - 1].range.end())
+      return ranges[n].op->emitOpError()
+             << "its " << what << " range " << ranges[n].range << " overlaps "
+             << ranges[n - 1].range << " (kernel_program_c3)";
+  return success();
+}
+
+} // namespace
+
+LogicalResult KernelProgramOp::verify() {
+  // kernel_program_c2
+  const int64_t f32 = floatBytes(getContext());
+  for (int64_t size : {getParamBytes(), getSavedBytes(), getWorkspaceBytes()})
+    if (size < 0 || size % f32 != 0)
+      return emitOpError() << "buffer sizes must be non-negative multiples of "
+                           << f32 << " bytes, got " << size
+                           << " (kernel_program_c2)";
+  if (!getActivations().isF32() && !getActivations().isBF16())
+    return emitOpError() << "activations must be f32 or bf16, not "
+                         << getActivations() << " (kernel_program_c2)";
+  // kernel_program_c3: the workspace's parts
+  const int64_t activation = getBatch() * getSeq() * getHidden() * f32;
+  std::vector<Placed> parts;
+  for (auto [range, name] : {std::pair{getAct0(), "act0"},
+                             {getAct1(), "act1"},
+                             {getScratch(), "scratch"}}) {
+    if (failed(checkInside(*this, range, getWorkspaceBytes(), name,
+                           "kernel_program_c3")))
+      return failure();
+    if (StringRef(name) != "scratch" && range.getBytes() != activation)
+      return emitOpError() << name << " " << range << " must hold one "
+                           << activation << "-byte activation "
+                           << "(kernel_program_c3)";
+    parts.push_back({range, *this});
+  }
+  if (failed(checkDisjoint(parts, "workspace")))
+    return failure();
+  // kernel_program_c4
+  for (auto range : {getSharedOutputAttr(), getSharedTableAttr()})
+    if (range && failed(checkInside(*this, range, getParamBytes(), "shared",
+                                    "kernel_program_c4")))
+      return failure();
+  return success();
+}
+
+LogicalResult KernelProgramOp::verifyRegions() {
+  // kernel_program_c1
+  Block &body = getBody().front();
+  auto op = body.begin();
+  std::vector<Placed> params, saved;
+  for (; op != body.end() && isa<KernelLayerOp>(*op); ++op) {
+    auto layer = cast<KernelLayerOp>(*op);
+    // kernel_program_c3: the layers' ranges
+    if (failed(checkInside(layer, layer.getParams(), getParamBytes(),
+                           "parameter", "kernel_program_c3")) ||
+        failed(checkInside(layer, layer.getSaved(), getSavedBytes(), "saved",
+                           "kernel_program_c3")))
+      return failure();
+    if (layer.getParams().getBytes() > 0)
+      params.push_back({layer.getParams(), layer});
+    if (layer.getSaved().getBytes() > 0)
+      saved.push_back({layer.getSaved(), layer});
+  }
+  for (KernelPass pass : {KernelPass::forward, KernelPass::backward_input,
+                          KernelPass::backward_weight}) {
+    auto passOp =
+        op == body.end() ? KernelPassOp() : dyn_cast<KernelPassOp>(*op);
+    if (!passOp || passOp.getPass() != pass)
+      return emitOpError() << "must hold its layers, then a "
+                           << stringifyKernelPass(pass)
+                           << " pass where it holds "
+                           << (op == body.end() ? StringRef("nothing")
+                                                : op->getName().getStringRef())
+                           << " (kernel_program_c1)";
+    ++op;
+  }
+  if (op != body.end())
+    return op->emitOpError()
+           << "follows the weight-gradient pass (kernel_program_c1)";
+  if (failed(checkDisjoint(params, "parameter")))
+    return failure();
+  return checkDisjoint(saved, "saved");
+}
+
+LogicalResult KernelLayerOp::verify() {
+  // kernel_layer_c1
+  std::string error;
+  FailureOr<rt::LayerShape> shape = readShape(getKind(), getShape(), error);
+  if (failed(shape))
+    return emitOpError() << "its shape is not a "
+                         << stringifyKernelKind(getKind())
+                         << " shape: " << error << " (kernel_layer_c1)";
+  // kernel_layer_c2
+  auto program = cast<KernelProgramOp>((*this)->getParentOp());
+  const int64_t f32 = floatBytes(getContext());
+  const rt::TokenShape tokens{program.getBatch(), program.getSeq()};
+  const rt::Target target = targetOf(*this);
+  const int64_t paramFloats =
+      rt::numel(rt::paramsOf(*shape, int64_t(program.getNumLayers())));
+  const int64_t savedFloats = rt::savedFloatsOf(*shape, tokens, target);
+  for (auto [range, floats, what] :
+       {std::tuple{getParams(), paramFloats, "parameter"},
+        {getSaved(), savedFloats, "saved"}})
+    if (!range.getDtype().isF32() || range.getBytes() != floats * f32)
+      return emitOpError() << "its " << what << " range " << range
+                           << " is not the shape's " << floats * f32
+                           << " bytes of f32 (kernel_layer_c2)";
+  return success();
+}
+
+/// `%mamba3`, `%head`: the kernel and the layer number, so that a printed
+/// program reads by layer.
+void KernelLayerOp::getAsmResultNames(
+    function_ref<void(Value, StringRef)> setName) {
+  std::string name = stringifyKernelKind(getKind()).str();
+  if (getLayer() > 0)
+    name += std::to_string(getLayer());
+  setName(getResult(), name);
+}
+
+LogicalResult KernelPassOp::verifyRegions() {
+  // kernel_pass_c1, kernel_pass_c2
+  Slot written =
+      getPass() == KernelPass::forward ? Slot::input : Slot::grad_output;
+  for (Operation &op : getBody().front()) {
+    Slot in, out;
+    if (auto call = dyn_cast<KernelCallOp>(op)) {
+      in = call.getIn();
+      out = call.getOut();
+    } else if (auto copy = dyn_cast<KernelCopyOp>(op)) {
+      in = copy.getIn();
+      out = copy.getOut();
+    } else {
+      return op.emitOpError()
+             << "is not a kernel call or copy (kernel_pass_c1)";
+    }
+    if (getPass() == KernelPass::backward_weight) {
+      if (in != Slot::none || out != Slot::none)
+        return op.emitOpError() << "a weight-gradient call reads and writes "
+                                   "no slot (kernel_pass_c2)";
+      continue;
+    }
+    if (in != Slot::none && in != written)
+      return op.emitOpError()
+             << "reads " << stringifySlot(in) << " where the call before it "
+             << "wrote " << stringifySlot(written) << " (kernel_pass_c2)";
+    if (out != Slot::none)
+      written = out;
+  }
+  return success();
+}
+
+LogicalResult KernelCallOp::verify() {
+  // kernel_call_c1
+  auto layer = getLayer().getDefiningOp<KernelLayerOp>();
+  if (!layer || layer->getParentOp() != (*this)->getParentOp()->getParentOp())
+    return emitOpError() << "must call a pipe.kernel_layer of its own program "
+                            "(kernel_call_c1)";
+  return success();
+}
+
+LogicalResult KernelCopyOp::verify() {
+  // kernel_copy_c1
+  if (getIn() == Slot::none || getOut() == Slot::none || getIn() == getOut())
+    return emitOpError() << "copies between two different slots, not "
+                         << stringifySlot(getIn()) << " -> "
+                         << stringifySlot(getOut()) << " (kernel_copy_c1)";
+  return success();
+}
+
+} // namespace hypipe::pipe
