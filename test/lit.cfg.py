@@ -9,8 +9,21 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.hypipe_obj_root, "test")
 config.excludes = ["gpu-kit", "check_training.py", "compare_logs.py", "unit", "conformance", "fuzz", "reference", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
 
-config.environment["PATH"] = os.pathsep.join(
-    [config.hypipe_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+# MLIR's convention (the standalone example): FileCheck and not from
+# LLVM's tools, hypipe's own tools substituted by their built paths.
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.hypipe_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(
+    [ToolSubst(name, unresolved="fatal") for name in ("FileCheck", "not")],
+    [config.llvm_tools_dir])
+# Not inside quotes: a RUN line's text that names the tool (a README
+# section, a shell snippet) stays as written; the PATH above finds those.
+llvm_config.add_tool_substitutions(
+    [ToolSubst(name, pre=".-^/\\<`'\"", unresolved="fatal") for name in
+     ("hypipe", "hypipe-opt", "hypipe-run", "hypipe-transport-tests")],
+    [config.hypipe_tools_dir])
 config.substitutions.append(("%examples", os.path.join(config.hypipe_src_root, "examples")))
 config.substitutions.append(("%src", config.hypipe_src_root))
 config.substitutions.append(("%bindir", config.hypipe_tools_dir))
