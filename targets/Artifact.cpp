@@ -262,7 +262,7 @@ llvm::Error writeArtifactFiles(const std::string &dir,
 
 llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
                           const std::string &dir) {
-  const bool cuda = spec.training.target == "cuda";
+  const bool cuda = spec.training.target == rt::Target::Cuda;
   if (cuda && !HYPIPE_CUDA_KERNELS_BUILT)
     return fail(fmt::format(
         "error: {}: the target is cuda, and this hypipe was built without the "
@@ -276,9 +276,9 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   if (auto err = checkArtifactDirectory(dir, spec))
     return err;
   for (auto model : module.getOps<hybrid::ModelOp>())
-    model->setAttr(
-        pipe::kTargetAttr,
-        mlir::StringAttr::get(module.getContext(), spec.training.target));
+    model->setAttr(pipe::kTargetAttr,
+                   mlir::StringAttr::get(module.getContext(),
+                                         rt::targetName(spec.training.target)));
   if (failed(lowerForArtifact(module, spec.parallel.scheduleCsv)))
     return fail("error: lowering failed (the diagnostics above say where)");
   auto models = module.getOps<hybrid::ModelOp>();
@@ -293,7 +293,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
       return fail("error: the stages cannot be lowered to kernels");
     artifact.stages.push_back(stageEntry(*plan));
     artifact.stages.back().program.activations =
-        spec.training.dtype == "bf16" ? rt::DType::BF16 : rt::DType::F32;
+        rt::activationDType(spec.training.dtype);
   }
 
   auto programs = schedule::readPrograms(model);
@@ -319,7 +319,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.microbatches = spec.parallel.microbatches;
   artifact.groupSize = spec.parallel.groupSize;
   artifact.distributedOptimizer = spec.parallel.distributedOptimizer;
-  artifact.comm = spec.parallel.comm;
+  artifact.comm = std::string(schedule::commKindName(spec.parallel.comm));
   artifact.numStages = int64_t(artifact.stages.size());
 
   artifact.training = trainingConfig(tr, specPath);
