@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
   using namespace hypipe::schedule;
   int64_t pp = 64, vpp = 8, m = argc > 1 ? std::atoll(argv[1]) : 1024;
   auto t0 = std::chrono::steady_clock::now();
-  auto schedule = buildSchedule({"interleaved-1f1b", pp, vpp, m});
+  auto schedule = buildSchedule({ScheduleKind::Interleaved1F1B, pp, vpp, m});
   if (!schedule) {
     std::cerr << toString(schedule.takeError()) << "\n";
     return 1;

@@ -51,11 +51,10 @@ std::vector<std::pair<int64_t, int64_t>> shapes(const ModelSpec &spec,
   return out;
 }
 
-bool scheduleRuns(const std::string &name, int64_t pp, int64_t vpp,
+bool scheduleRuns(schedule::ScheduleKind kind, int64_t pp, int64_t vpp,
                   int64_t microbatches) {
-  auto kind = schedule::parseScheduleKind(name);
-  return kind && !schedule::checkScheduleShape(*kind, vpp) &&
-         !schedule::checkSchedule({name, pp, vpp, microbatches, std::nullopt});
+  return !schedule::checkScheduleShape(kind, vpp) &&
+         !schedule::checkSchedule({kind, pp, vpp, microbatches, std::nullopt});
 }
 
 int64_t specGlobalBatch(const ModelSpec &spec) {
@@ -73,8 +72,8 @@ std::string stageList(const std::vector<int64_t> &stages) {
 std::string layoutText(const PlanLayout &l) {
   return fmt::format("pp={} vpp={} dp={} {} microbatches={} "
                      "micro_batch_size={}{}",
-                     l.pp, l.vpp, l.dp, l.schedule, l.microbatches,
-                     l.microBatchSize,
+                     l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule),
+                     l.microbatches, l.microBatchSize,
                      l.distributedOptimizer ? " distributed optimizer" : "");
 }
 
@@ -160,7 +159,7 @@ SpecOverrides overridesOf(const PlanLayout &l) {
   o.pp = l.pp;
   o.vpp = l.vpp;
   o.dp = l.dp;
-  o.schedule = l.schedule;
+  o.schedule = schedule::scheduleName(l.schedule);
   o.microbatches = l.microbatches;
   o.microBatchSize = l.microBatchSize;
   o.distributedOptimizer = l.distributedOptimizer;
@@ -375,7 +374,7 @@ std::vector<std::string> parallelSection(const PlanCandidate &c) {
       fmt::format("  pp: {}", l.pp),
       fmt::format("  vpp: {}", l.vpp),
       fmt::format("  dp: {}", l.dp),
-      fmt::format("  schedule: {}", l.schedule),
+      fmt::format("  schedule: {}", schedule::scheduleName(l.schedule)),
       fmt::format("  microbatches: {}", l.microbatches),
       fmt::format("  distributed_optimizer: {}",
                   l.distributedOptimizer ? "true" : "false")};
@@ -471,10 +470,10 @@ std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,
       if (globalBatch % (mbs * dp) != 0)
         continue;
       const int64_t microbatches = globalBatch / (mbs * dp);
-      for (const std::string &name : schedule::scheduleNames())
+      for (schedule::ScheduleKind kind : schedule::scheduleKinds())
         for (bool sharded : {false, true})
-          if (scheduleRuns(name, pp, vpp, microbatches) && (!sharded || dp > 1))
-            out.push_back({pp, vpp, dp, microbatches, mbs, name, sharded});
+          if (scheduleRuns(kind, pp, vpp, microbatches) && (!sharded || dp > 1))
+            out.push_back({pp, vpp, dp, microbatches, mbs, kind, sharded});
     }
   return out;
 }
@@ -566,7 +565,7 @@ std::string megatronModelArgs(const ModelSpec &spec) {
       t.seed);
   if (t.lrDecaySteps > 0)
     out += fmt::format(" --lr-decay-iters {}", t.lrDecaySteps);
-  if (t.dtype == "bf16")
+  if (t.dtype == TrainingPrecision::Bf16)
     out += " --bf16";
   if (t.calculatePerTokenLoss)
     out += " --calculate-per-token-loss";
@@ -575,7 +574,7 @@ std::string megatronModelArgs(const ModelSpec &spec) {
 
 std::optional<std::string> megatronCannotRun(const PlanCandidate &c) {
   // The schedule as the spec loader parsed it, not its name compared.
-  const schedule::ScheduleKind kind = c.spec.parallel.scheduleKind;
+  const schedule::ScheduleKind kind = c.spec.parallel.schedule;
   // One stage is no pipeline: any schedule is Megatron's no-pipelining one.
   if (kind == schedule::ScheduleKind::OneFOneB ||
       kind == schedule::ScheduleKind::Interleaved1F1B ||

@@ -49,7 +49,7 @@ struct PlanRequest {
 struct PlanLayout {
   int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;
   int64_t microBatchSize = 1; ///< samples a microbatch
-  std::string schedule;
+  schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   bool distributedOptimizer = false;
 };
 

@@ -44,6 +44,9 @@ struct Draft {
   std::optional<int64_t> vpp;
   std::optional<int64_t> microbatches;
   std::optional<int64_t> groupSize; ///< absent: pp, Megatron's default
+  /// The enum fields as written; checking parses each into the spec once.
+  std::string schedule = "1f1b", comm = "auto", objective = "time",
+              dtype = "fp32", target = "cpu", format = "text";
 };
 
 using FieldRef =
@@ -95,17 +98,17 @@ const std::vector<Field> &parallelFields() {
       HYPIPE_FIELD("pp", d.spec.parallel.pp),
       HYPIPE_FIELD("vpp", d.vpp),
       HYPIPE_FIELD("dp", d.spec.parallel.dp),
-      HYPIPE_FIELD("schedule", d.spec.parallel.schedule),
+      HYPIPE_FIELD("schedule", d.schedule),
       HYPIPE_FIELD("microbatches", d.microbatches),
       HYPIPE_FIELD("microbatch_group_size_per_vp_stage", d.groupSize),
       HYPIPE_FIELD("first_stage_layers", d.spec.parallel.firstStageLayers),
       HYPIPE_FIELD("last_stage_layers", d.spec.parallel.lastStageLayers),
       HYPIPE_FIELD("layout", d.spec.parallel.layout),
-      HYPIPE_FIELD("objective", d.spec.parallel.objective),
+      HYPIPE_FIELD("objective", d.objective),
       HYPIPE_FIELD("max_memory_gib", d.spec.parallel.maxMemoryGiB),
       HYPIPE_FIELD("distributed_optimizer",
                    d.spec.parallel.distributedOptimizer),
-      HYPIPE_FIELD("comm", d.spec.parallel.comm),
+      HYPIPE_FIELD("comm", d.comm),
       HYPIPE_FIELD("schedule_csv", d.spec.parallel.scheduleCsv),
   };
   return fields;
@@ -126,8 +129,8 @@ const std::vector<Field> &trainingFields() {
       HYPIPE_FIELD("calculate_per_token_loss",
                    d.spec.training.calculatePerTokenLoss),
       HYPIPE_FIELD("init_from", d.spec.training.initFrom),
-      HYPIPE_FIELD("dtype", d.spec.training.dtype),
-      HYPIPE_FIELD("target", d.spec.training.target),
+      HYPIPE_FIELD("dtype", d.dtype),
+      HYPIPE_FIELD("target", d.target),
   };
   return fields;
 }
@@ -135,7 +138,7 @@ const std::vector<Field> &trainingFields() {
 const std::vector<Field> &dataFields() {
   static const std::vector<Field> fields = {
       HYPIPE_FIELD("path", d.spec.data.path),
-      HYPIPE_FIELD("format", d.spec.data.format),
+      HYPIPE_FIELD("format", d.format),
       HYPIPE_FIELD("packing", d.spec.data.packing),
       HYPIPE_FIELD("max_tokens_per_microbatch",
                    d.spec.data.maxTokensPerMicrobatch),
@@ -331,7 +334,7 @@ private:
     if (overrides.dp)
       par.dp = *overrides.dp;
     if (overrides.schedule)
-      par.schedule = *overrides.schedule;
+      draft.schedule = *overrides.schedule;
     if (overrides.microbatches)
       draft.microbatches = *overrides.microbatches;
     if (overrides.microBatchSize)
@@ -341,9 +344,9 @@ private:
     if (overrides.seed)
       tr.seed = *overrides.seed;
     if (overrides.target)
-      tr.target = *overrides.target;
+      draft.target = *overrides.target;
     if (overrides.dtype)
-      tr.dtype = *overrides.dtype;
+      draft.dtype = *overrides.dtype;
     if (overrides.distributedOptimizer)
       par.distributedOptimizer = *overrides.distributedOptimizer;
     if (overrides.scheduleCsv)
@@ -984,17 +987,17 @@ llvm::Error Loader::checkParallel() {
     return error(nodeFor("parallel", "vpp"), "parallel.vpp must be at least 1",
                  "1 switches virtual pipelining off");
   std::optional<schedule::ScheduleKind> kind =
-      schedule::parseScheduleKind(par.schedule);
+      schedule::parseScheduleKind(draft.schedule);
   if (!kind) {
     llvm::SmallVector<llvm::StringRef> names(schedule::scheduleNames().begin(),
                                              schedule::scheduleNames().end());
-    auto guess = closest(par.schedule, names);
+    auto guess = closest(draft.schedule, names);
     return error(nodeFor("parallel", "schedule"),
-                 fmt::format("unknown schedule '{}'", par.schedule),
+                 fmt::format("unknown schedule '{}'", draft.schedule),
                  guess ? fmt::format("did you mean '{}'?", *guess)
                        : "use one of " + schedule::scheduleNameList());
   }
-  par.scheduleKind = *kind;
+  par.schedule = *kind;
 
   PlacementOptions options{par.pp, draft.vpp, par.firstStageLayers,
                            par.lastStageLayers, schedule::placementOf(*kind)};
@@ -1101,7 +1104,7 @@ llvm::Error Loader::checkGroupSize() {
   yaml::Node *node = nodeFor("parallel", "microbatch_group_size_per_vp_stage");
   const std::string help =
       fmt::format("leave it out to use pp = {} (Megatron's default)", par.pp);
-  if (par.scheduleKind == schedule::ScheduleKind::Interleaved1F1B) {
+  if (par.schedule == schedule::ScheduleKind::Interleaved1F1B) {
     if (Error refused =
             schedule::checkGroupSize(par.pp, par.microbatches, par.groupSize))
       return error(node, refused.message(), help);
@@ -1190,20 +1193,25 @@ llvm::Error Loader::checkTraining() {
     return error(nodeFor("training", "grad_clip"),
                  "training.grad_clip cannot be negative",
                  "use 0 to switch clipping off");
-  if (t.dtype != "fp32" && t.dtype != "bf16")
+  std::optional<TrainingPrecision> dtype = parsePrecision(draft.dtype);
+  if (!dtype)
     return error(nodeFor("training", "dtype"),
-                 fmt::format("unknown dtype '{}'", t.dtype),
+                 fmt::format("unknown dtype '{}'", draft.dtype),
                  "use fp32 or bf16");
-  if (t.target != "cpu" && t.target != "cuda")
+  t.dtype = *dtype;
+  std::optional<rt::Target> target = rt::parseTarget(draft.target);
+  if (!target)
     return error(nodeFor("training", "target"),
-                 fmt::format("unknown target '{}'", t.target),
+                 fmt::format("unknown target '{}'", draft.target),
                  "use cpu (C++ over OpenBLAS) or cuda (CUDA C++ over cuBLAS)");
-  if (spec.data.format != "text" && spec.data.format != "indexed" &&
-      spec.data.format != "jsonl" && spec.data.format != "mock")
+  t.target = *target;
+  std::optional<DataFormat> format = parseDataFormat(draft.format);
+  if (!format)
     return error(nodeFor("data", "format"),
-                 fmt::format("unknown data format '{}'", spec.data.format),
+                 fmt::format("unknown data format '{}'", draft.format),
                  "use text (raw bytes), indexed (Megatron .bin/.idx), jsonl "
                  "(one sample per line) or mock (Megatron's mock SFT data)");
+  spec.data.format = *format;
   return checkPacking();
 }
 
@@ -1222,11 +1230,11 @@ llvm::Error Loader::checkPacking() {
                                  "is off",
                                  key),
                      "set data.packing: true");
-    if (d.format == "jsonl" || d.format == "mock")
+    if (d.format == DataFormat::Jsonl || d.format == DataFormat::Mock)
       return error(nodeFor("data", "format"),
                    fmt::format("{} data has samples of many lengths, which "
                                "hypipe trains packed",
-                               d.format),
+                               dataFormatName(d.format)),
                    "set data.packing: true");
     if (!d.mock.empty())
       return error(nodeFor("data", "mock"),
@@ -1235,7 +1243,7 @@ llvm::Error Loader::checkPacking() {
                    "set data.format: mock and data.packing: true");
     return llvm::Error::success();
   }
-  if (d.format == "text")
+  if (d.format == DataFormat::Text)
     return error(nodeFor("data", "format"),
                  "text data is one stream of bytes without samples to pack",
                  "use jsonl, indexed (one sample per document) or mock data, "
@@ -1289,7 +1297,7 @@ llvm::Error Loader::checkPacking() {
                              "microbatches (each holds at least one sample)",
                              *d.globalBatchSize, *d.minBinCount),
                  "raise data.global_batch_size");
-  if (d.format == "mock") {
+  if (d.format == DataFormat::Mock) {
     if (d.mock.empty())
       return error(nodeFor("data", "format"),
                    "mock data needs its configuration in data.mock",
@@ -1313,15 +1321,20 @@ llvm::Error Loader::checkPacking() {
 llvm::Error Loader::checkPartition() {
   ModelSpec &spec = draft.spec;
   ParallelSpec &par = spec.parallel;
-  if (!schedule::parseCommKind(par.comm))
+  std::optional<schedule::CommKind> comm = schedule::parseCommKind(draft.comm);
+  if (!comm)
     return error(nodeFor("parallel", "comm"),
-                 fmt::format("unknown transport '{}'", par.comm),
+                 fmt::format("unknown transport '{}'", draft.comm),
                  fmt::format("parallel.comm is one of {} (docs/runtime.md)",
                              schedule::kCommKindList));
-  if (par.objective != "time" && par.objective != "params")
-    return error(nodeFor("parallel", "objective"),
-                 fmt::format("unknown partition objective '{}'", par.objective),
-                 "use time (balance FLOPs) or params (balance parameters)");
+  par.comm = *comm;
+  std::optional<PartitionObjective> objective = parseObjective(draft.objective);
+  if (!objective)
+    return error(
+        nodeFor("parallel", "objective"),
+        fmt::format("unknown partition objective '{}'", draft.objective),
+        "use time (balance FLOPs) or params (balance parameters)");
+  par.objective = *objective;
   if (par.maxMemoryGiB && !(*par.maxMemoryGiB > 0))
     return error(nodeFor("parallel", "max_memory_gib"),
                  "parallel.max_memory_gib must be positive",
@@ -1407,17 +1420,16 @@ AutoPartitionRequest ModelSpec::partitionRequest() const {
   r.dims = dims;
   r.settings.seqLength = training.seqLength;
   r.settings.microBatchSize = training.microBatchSize;
-  r.settings.bf16 = training.dtype == "bf16";
+  r.settings.bf16 = training.dtype == TrainingPrecision::Bf16;
   r.settings.optimizerShards = parallel.distributedOptimizer ? parallel.dp : 1;
   r.layers = pattern.layers();
   r.mtpLayers = pattern.mtp;
   r.mtpDepths = pattern.mtpDepths;
   r.pp = placement.pp;
   r.vpp = placement.vpp;
-  r.schedule = parallel.scheduleKind;
+  r.schedule = parallel.schedule;
   r.microbatches = parallel.microbatches;
-  r.objective =
-      parseObjective(parallel.objective).value_or(PartitionObjective::Time);
+  r.objective = parallel.objective;
   r.maxMemoryGiB = parallel.maxMemoryGiB;
   return r;
 }

@@ -9,9 +9,13 @@
 #ifndef HYPIPE_FRONTEND_SPEC_H
 #define HYPIPE_FRONTEND_SPEC_H
 
+#include "core/data/DataFormat.h"
 #include "core/lang/HybridPattern.h"
+#include "core/model/LayerShapes.h"
 #include "core/model/ModelDims.h"
+#include "core/model/Precision.h"
 #include "core/partition/AutoPartition.h"
+#include "core/schedule/CommKind.h"
 #include "core/schedule/Schedule.h"
 
 #include "llvm/Support/Error.h"
@@ -25,23 +29,20 @@ struct ParallelSpec {
   int64_t pp = 1;
   int64_t vpp = 1;
   int64_t dp = 1;
-  std::string schedule = "1f1b";
-  /// `schedule`, parsed once where the spec is read.
-  schedule::ScheduleKind scheduleKind = schedule::ScheduleKind::OneFOneB;
+  schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   int64_t microbatches = 1;
   /// microbatch_group_size_per_vp_stage: pp when the spec leaves it out.
   int64_t groupSize = 1;
   std::optional<int64_t> firstStageLayers;
   std::optional<int64_t> lastStageLayers;
   std::string layout; ///< Optional Megatron layout string (`E t m L`).
-  std::string objective = "time";     ///< auto-partition objective
+  PartitionObjective objective = PartitionObjective::Time;
   std::optional<double> maxMemoryGiB; ///< auto-partition memory cap per rank
   /// Megatron's --use-distributed-optimizer (ZeRO-1): the AdamW moments
   /// sharded over the data-parallel ranks of each pipeline rank.
   bool distributedOptimizer = false;
-  /// How tensors cross ranks (schedule::CommKind: auto, mpi, mpi-staged,
-  /// cuda-ipc, nccl); hypipe-run --comm replaces it.
-  std::string comm = "auto";
+  /// How tensors cross ranks; hypipe-run --comm replaces it.
+  schedule::CommKind comm = schedule::CommKind::Auto;
   /// A PyTorch pipelining CSV whose programs the ranks run instead of the
   /// generated order of `schedule` (which still places the stages): an
   /// absolute path once loaded; empty for the generated order.
@@ -68,10 +69,10 @@ struct TrainingSpec {
   /// every loss token of the global batch; false (Megatron's default): the
   /// mean of the microbatches' mean losses (docs/data.md).
   bool calculatePerTokenLoss = false;
-  std::string dtype = "fp32";
+  TrainingPrecision dtype = TrainingPrecision::Fp32;
   /// What the stages are compiled for: cpu (C++ over OpenBLAS) or cuda
   /// (CUDA C++ over cuBLAS, docs/cuda.md).
-  std::string target = "cpu";
+  rt::Target target = rt::Target::Cpu;
   /// Weights to start from (fine-tuning): a checkpoint or a `hypipe ckpt
   /// import` file, relative to the spec's directory.
   std::string initFrom;
@@ -79,7 +80,7 @@ struct TrainingSpec {
 
 struct DataSpec {
   std::string path;
-  std::string format = "text";
+  DataFormat format = DataFormat::Text;
   /// Sequence packing (docs/data.md): variable-length samples packed into
   /// microbatches of at most maxTokensPerMicrobatch tokens.
   bool packing = false;

@@ -107,8 +107,7 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
   const ModelDims &d = spec.dims;
   const rt::TokenShape tokens{spec.training.microBatchSize,
                               spec.training.seqLength};
-  const rt::Target target =
-      spec.training.target == "cuda" ? rt::Target::Cuda : rt::Target::Cpu;
+  const rt::Target target = spec.training.target;
   schedule::StageBuffers b;
   b.stage = stage.index;
   int64_t scratch = 0;
@@ -177,7 +176,7 @@ std::vector<int64_t> runtimeMemory(const ModelSpec &spec,
     held[size_t(s.ppRank)].push_back(*b);
   }
   const double perParameter = runtimeBytesPerParameter(
-      spec.training.dtype == "bf16",
+      spec.training.dtype == TrainingPrecision::Bf16,
       spec.parallel.distributedOptimizer ? spec.parallel.dp : 1);
   std::vector<int64_t> bytes;
   for (int64_t rank = 0; rank < placement.pp; ++rank)
@@ -253,7 +252,8 @@ void communicationCosts(const ModelSpec &spec,
             .seconds(double(stageCost[b].sendBytes)));
   // Gradients are reduced in fp32 (Megatron forces it with bf16); the
   // distributed optimizer gathers the parameters the kernels read.
-  const double paramBytes = spec.training.dtype == "bf16" ? 2 : 4;
+  const double paramBytes =
+      spec.training.dtype == TrainingPrecision::Bf16 ? 2 : 4;
   costs.stageReduce.assign(stages.size(), 0.0);
   costs.stageBuckets.assign(stages.size(), 1);
   costs.stageAfterStep.assign(stages.size(), 0.0);
@@ -290,8 +290,7 @@ Expected<schedule::Costs> stepCosts(const ModelSpec &spec,
                                     const StepModel &model) {
   schedule::Costs costs;
   // The transport's model of transfers (parallel.comm).
-  costs.setComm(schedule::parseCommKind(spec.parallel.comm)
-                    .value_or(schedule::CommKind::Auto));
+  costs.setComm(spec.parallel.comm);
   for (const ItemCost &c : stageCost)
     costs.activationBytes.push_back(static_cast<double>(c.activationBytes));
   if (model.measured) {
@@ -305,9 +304,9 @@ Expected<schedule::Costs> stepCosts(const ModelSpec &spec,
   } else {
     // Seconds at the device's rate, else GFLOP.
     const double perUnit =
-        model.cluster
-            ? model.cluster->flopsPerSecond(spec.training.dtype == "bf16")
-            : 1e9;
+        model.cluster ? model.cluster->flopsPerSecond(spec.training.dtype ==
+                                                      TrainingPrecision::Bf16)
+                      : 1e9;
     for (const ItemCost &c : stageCost) {
       costs.stageF.push_back(static_cast<double>(c.forwardFlops) / perUnit);
       costs.stageI.push_back(static_cast<double>(c.backwardInputFlops) /

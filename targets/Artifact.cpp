@@ -226,7 +226,7 @@ llvm::Error writeArtifactFiles(const std::string &dir,
 
 llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
                           const std::string &dir) {
-  const bool cuda = spec.training.target == "cuda";
+  const bool cuda = spec.training.target == rt::Target::Cuda;
   if (cuda && !HYPIPE_CUDA_KERNELS_BUILT)
     return fail(fmt::format(
         "error: {}: the target is cuda, and this hypipe was built without the "
@@ -241,10 +241,11 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
     return err;
   for (auto model : module.getOps<hybrid::ModelOp>()) {
     MLIRContext *context = module.getContext();
+    context->loadDialect<pipe::PipeDialect>();
     model->setAttr(pipe::kTargetAttr,
-                   mlir::StringAttr::get(context, spec.training.target));
+                   pipe::targetAttr(context, spec.training.target));
     model->setAttr(pipe::kPrecisionAttr,
-                   TypeAttr::get(spec.training.dtype == "bf16"
+                   TypeAttr::get(spec.training.dtype == TrainingPrecision::Bf16
                                      ? Type(BFloat16Type::get(context))
                                      : Type(Float32Type::get(context))));
   }
@@ -256,9 +257,9 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   hybrid::ModelOp model = *models.begin();
 
   rt::Artifact artifact;
-  const rt::Target target = cuda ? rt::Target::Cuda : rt::Target::Cpu;
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>()) {
-    FailureOr<rt::StageEntry> entry = translateStage(stage, target);
+    FailureOr<rt::StageEntry> entry =
+        translateStage(stage, spec.training.target);
     if (failed(entry))
       return fail("error: the stages cannot be lowered to kernels");
     artifact.stages.push_back(std::move(*entry));
@@ -287,7 +288,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.microbatches = spec.parallel.microbatches;
   artifact.groupSize = spec.parallel.groupSize;
   artifact.distributedOptimizer = spec.parallel.distributedOptimizer;
-  artifact.comm = spec.parallel.comm;
+  artifact.comm = std::string(schedule::commKindName(spec.parallel.comm));
   artifact.numStages = int64_t(artifact.stages.size());
 
   artifact.training = trainingConfig(tr, specPath);

@@ -242,7 +242,8 @@ double peakMicrobatchesInFlight(schedule::ScheduleKind schedule, int64_t pp,
     // Its phases hold different counts on each rank: read the peak off the
     // generated order (a forward takes a stage activation, B or W frees
     // it; two stages per rank, so a chunk is half a microbatch).
-    auto built = schedule::buildSchedule({"dualpipev", pp, 2, microbatches});
+    auto built = schedule::buildSchedule(
+        {schedule::ScheduleKind::DualPipeV, pp, 2, microbatches});
     if (!built) {
       (void)built.takeError();
       return std::min(static_cast<double>(pp), m);

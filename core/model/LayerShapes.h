@@ -15,7 +15,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -55,6 +57,14 @@ enum class Target { Cpu, Cuda };
 
 inline const char *targetName(Target t) {
   return t == Target::Cuda ? "cuda" : "cpu";
+}
+
+/// The inverse of targetName; nullopt for anything else.
+inline std::optional<Target> parseTarget(std::string_view name) {
+  for (Target t : {Target::Cpu, Target::Cuda})
+    if (name == targetName(t))
+      return t;
+  return std::nullopt;
 }
 
 inline const char *activationName(Activation a) {

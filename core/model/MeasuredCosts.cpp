@@ -38,10 +38,12 @@ std::string measuredCostsJson(const MeasuredCosts &c) {
       passes[kPasses[p]] = {{"seconds", t.seconds[p]}, {"flops", t.flops[p]}};
     kinds[kind] = passes;
   }
-  nlohmann::json out{
-      {"hypipe_costs", 1},    {"target", c.target},
-      {"threads", c.threads}, {"tokens_per_microbatch", c.tokens},
-      {"dtype", c.dtype},     {"kinds", kinds}};
+  nlohmann::json out{{"hypipe_costs", 1},
+                     {"target", rt::targetName(c.target)},
+                     {"threads", c.threads},
+                     {"tokens_per_microbatch", c.tokens},
+                     {"dtype", precisionName(c.dtype)},
+                     {"kinds", kinds}};
   if (c.link)
     out["link"] = {{"bytes_per_s", c.link->bytesPerSecond},
                    {"latency_s", c.link->latencySeconds}};
@@ -79,14 +81,18 @@ std::string kindTimesProblem(const KindTimes &t) {
   return std::string();
 }
 
-/// What is wrong with the run's own fields ("" if nothing).
-std::string runFieldsProblem(const MeasuredCosts &c) {
-  if (c.target != "cpu")
+/// What is wrong with the run's own fields ("" if nothing): `target` and
+/// `dtype` as the file writes them, parsed into `c`.
+std::string runFieldsProblem(const std::string &target,
+                             const std::string &dtype, MeasuredCosts &c) {
+  if (rt::parseTarget(target) != rt::Target::Cpu)
     return fmt::format("its target is '{}'; only a cpu run times its "
                        "layers",
-                       c.target);
-  if (c.dtype != "fp32" && c.dtype != "bf16")
-    return fmt::format("its dtype is '{}', not fp32 or bf16", c.dtype);
+                       target);
+  std::optional<TrainingPrecision> precision = parsePrecision(dtype);
+  if (!precision)
+    return fmt::format("its dtype is '{}', not fp32 or bf16", dtype);
+  c.dtype = *precision;
   if (c.tokens < 1 || c.tokens > kMaxMicrobatchTokens || c.threads < 1 ||
       c.threads > kMaxThreads)
     return fmt::format("tokens_per_microbatch ({}) must be 1 to {} and "
@@ -112,11 +118,11 @@ Expected<MeasuredCosts> parseMeasuredCosts(const std::string &text,
     return fail("it lacks \"hypipe_costs\": 1");
   MeasuredCosts c;
   try {
-    c.target = j.at("target").get<std::string>();
+    const auto target = j.at("target").get<std::string>();
     c.threads = j.at("threads").get<int64_t>();
     c.tokens = j.at("tokens_per_microbatch").get<int64_t>();
-    c.dtype = j.at("dtype").get<std::string>();
-    if (std::string why = runFieldsProblem(c); !why.empty())
+    const auto dtype = j.at("dtype").get<std::string>();
+    if (std::string why = runFieldsProblem(target, dtype, c); !why.empty())
       return fail(why);
     for (const auto &[kind, passes] : j.at("kinds").items()) {
       if (std::find_if(std::begin(kMeasuredKinds), std::end(kMeasuredKinds),

@@ -17,6 +17,8 @@
 #include "core/Error.h"
 #include "core/model/Cluster.h"
 #include "core/model/CostModel.h"
+#include "core/model/LayerShapes.h"
+#include "core/model/Precision.h"
 
 #include <array>
 #include <map>
@@ -30,10 +32,10 @@ struct KindTimes {
 };
 
 struct MeasuredCosts {
-  std::string target = "cpu";
+  rt::Target target = rt::Target::Cpu;
   int64_t threads = 1;
   int64_t tokens = 0; ///< per microbatch, at the measured run's shapes
-  std::string dtype = "fp32";
+  TrainingPrecision dtype = TrainingPrecision::Fp32;
   /// By kind: "embedding", "mamba", "attention", "mlp", "moe", "head",
   /// "mtp" (an MTP depth's input and output together).
   std::map<std::string, KindTimes> kinds;

@@ -13,6 +13,7 @@
 
 #include "core/lang/HybridPattern.h"
 #include "core/model/CostModel.h"
+#include "core/model/Precision.h"
 #include "core/partition/Partitioner.h"
 
 #include <optional>
@@ -22,9 +23,6 @@ namespace hypipe {
 /// What the automatic split balances: time (the cost model's FLOPs of
 /// forward and backward) or parameters.
 enum class PartitionObjective { Time, Params };
-
-/// The precision the memory model counts weights in (`training.dtype`).
-enum class TrainingPrecision { Fp32, Bf16 };
 
 /// `time`, `params`: the spelling of the spec and the command lines.
 const char *objectiveName(PartitionObjective objective);

@@ -363,15 +363,6 @@ Error checkScheduleSize(int64_t pp, int64_t vpp, int64_t microbatches) {
 
 namespace {
 
-/// `request`'s schedule, parsed once for checking and building.
-Expected<ScheduleKind> kindOf(const ScheduleRequest &q) {
-  std::optional<ScheduleKind> kind = parseScheduleKind(q.name);
-  if (!kind)
-    return refuse(fmt::format("unknown schedule '{}': use one of {}", q.name,
-                              scheduleNameList()));
-  return *kind;
-}
-
 Error checkRequest(const ScheduleRequest &q, ScheduleKind kind) {
   if (Error refused = checkScheduleSize(q.pp, q.vpp, q.microbatches))
     return refused;
@@ -417,32 +408,26 @@ Error checkGroupSize(int64_t pp, int64_t microbatches, int64_t g) {
 }
 
 Error checkSchedule(const ScheduleRequest &q) {
-  Expected<ScheduleKind> kind = kindOf(q);
-  if (!kind)
-    return kind.takeError();
-  return checkRequest(q, *kind);
+  return checkRequest(q, q.kind);
 }
 
 Expected<Schedule> buildSchedule(const ScheduleRequest &q) {
-  Expected<ScheduleKind> kind = kindOf(q);
-  if (!kind)
-    return kind.takeError();
-  if (auto err = checkRequest(q, *kind))
+  if (auto err = checkRequest(q, q.kind))
     return std::move(err);
   Schedule s;
-  s.name = q.name;
+  s.name = scheduleName(q.kind);
   s.pp = q.pp;
   s.vpp = q.vpp;
   s.microbatches = q.microbatches;
   s.ranks.resize(q.pp);
-  s.placement = placementOf(*kind);
-  switch (*kind) {
+  s.placement = placementOf(q.kind);
+  switch (q.kind) {
   case ScheduleKind::GPipe:
     buildGpipe(s);
     break;
   case ScheduleKind::OneFOneB:
   case ScheduleKind::ZbH1:
-    buildOneFOneB(s, *kind == ScheduleKind::ZbH1);
+    buildOneFOneB(s, q.kind == ScheduleKind::ZbH1);
     break;
   case ScheduleKind::Interleaved1F1B:
     buildInterleaved(s, q.groupSize.value_or(q.pp));
@@ -679,15 +664,14 @@ Expected<CsvImport> importCsv(std::string_view text, int64_t pp, int64_t vpp,
                : ""));
 }
 
-Expected<CsvImport> importCsvForModel(std::string_view text,
-                                      const std::string &scheduleName,
+Expected<CsvImport> importCsvForModel(std::string_view text, ScheduleKind kind,
                                       int64_t pp, int64_t vpp,
                                       int64_t microbatches) {
   auto imported = importCsv(text, pp, vpp, microbatches, std::nullopt);
   if (!imported)
     return imported.takeError();
   Schedule &s = imported->schedule;
-  const Placement stagesOn = placementOf(scheduleName);
+  const Placement stagesOn = placementOf(kind);
   if (s.placement != stagesOn) {
     Problem p;
     p.message = fmt::format(
@@ -696,7 +680,7 @@ Expected<CsvImport> importCsvForModel(std::string_view text,
         s.placement == Placement::V ? "in a V (rank r holds stages r and 2 pp "
                                       "- 1 - r)"
                                     : "in a loop (stage s on rank s % pp)",
-        scheduleName, stagesOn == Placement::V ? "in a V" : "in a loop");
+        scheduleName(kind), stagesOn == Placement::V ? "in a V" : "in a loop");
     p.help = s.placement == Placement::V
                  ? "set parallel.schedule to zbv or dualpipev, the schedules "
                    "that place stages in a V"
@@ -719,7 +703,7 @@ Expected<CsvImport> importCsvForModel(std::string_view text,
                          runs, microbatches);
     return Error(std::move(p));
   }
-  s.name = scheduleName;
+  s.name = scheduleName(kind);
   Schedule withTransfers = s;
   insertCommunication(withTransfers);
   if (auto verified = simulate(withTransfers); !verified)
@@ -727,9 +711,9 @@ Expected<CsvImport> importCsvForModel(std::string_view text,
   return imported;
 }
 
-Expected<CsvImport> readCsvForModel(const std::string &path,
-                                    const std::string &scheduleName, int64_t pp,
-                                    int64_t vpp, int64_t microbatches) {
+Expected<CsvImport> readCsvForModel(const std::string &path, ScheduleKind kind,
+                                    int64_t pp, int64_t vpp,
+                                    int64_t microbatches) {
   Expected<std::string> text = files::readBounded(path, files::kScheduleCsv);
   if (!text) {
     Problem p = text.takeError().takeProblem();
@@ -738,7 +722,7 @@ Expected<CsvImport> readCsvForModel(const std::string &path,
              "--schedule-csv from the working directory)";
     return Error(std::move(p));
   }
-  auto imported = importCsvForModel(*text, scheduleName, pp, vpp, microbatches);
+  auto imported = importCsvForModel(*text, kind, pp, vpp, microbatches);
   if (!imported) {
     Problem p = imported.takeError().takeProblem();
     p.message = path + ": " + p.message;

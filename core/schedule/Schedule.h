@@ -7,7 +7,7 @@
 // `SEND_B`, `RECV_B` with the peer rank. Stages are numbered globally
 // (0..pp*vpp-1); a rank holds `vpp` of them (its chunks).
 //
-// This is a pure library: `(schedule name, pp, vpp, microbatches, options)`
+// This is a pure library: `(schedule kind, pp, vpp, microbatches, options)`
 // to action lists, communication insertion, and the simulator that verifies
 // and times a program (Simulate.h). The CLI, the passes and the runtime call
 // it. See docs/schedules.md.
@@ -51,10 +51,9 @@ struct Schedule {
 };
 
 struct ScheduleRequest {
-  /// A name of scheduleNames() (`gpipe`, `1f1b`, `interleaved-1f1b`,
-  /// `zb-h1`, `zbv`, `dualpipev`): parsed once into its ScheduleKind, which
-  /// checking and building dispatch on.
-  std::string name;
+  /// What checking and building dispatch on (parsed once, where the name
+  /// was read: the spec, the manifest, `--schedule`, the IR).
+  ScheduleKind kind = ScheduleKind::OneFOneB;
   int64_t pp = 1;
   int64_t vpp = 1;
   int64_t microbatches = 1;
@@ -155,20 +154,19 @@ Expected<CsvImport> importCsv(std::string_view text, int64_t pp, int64_t vpp,
 /// The programs of a model that runs a CSV instead of a generated order
 /// (`parallel.schedule_csv`, `pipe-build-schedule{import-csv=...}`): the
 /// file imported for the model's shape with its placement inferred, which
-/// must be the one the model's stages are placed on (`scheduleName`'s: V for
+/// must be the one the model's stages are placed on (`kind`'s: V for
 /// zbv and dualpipev, the loop otherwise), running exactly `microbatches`;
 /// verified by the simulator (with `insertCommunication`'s transfers when
 /// the file writes none). The programs are the file's, as written, named
-/// `scheduleName`.
-Expected<CsvImport> importCsvForModel(std::string_view text,
-                                      const std::string &scheduleName,
+/// after `kind`.
+Expected<CsvImport> importCsvForModel(std::string_view text, ScheduleKind kind,
                                       int64_t pp, int64_t vpp,
                                       int64_t microbatches);
 /// The same, read from the file at `path`; a file that cannot be read is an
 /// error naming it and the reason. Errors name the file first.
-Expected<CsvImport> readCsvForModel(const std::string &path,
-                                    const std::string &scheduleName, int64_t pp,
-                                    int64_t vpp, int64_t microbatches);
+Expected<CsvImport> readCsvForModel(const std::string &path, ScheduleKind kind,
+                                    int64_t pp, int64_t vpp,
+                                    int64_t microbatches);
 
 /// What an import made of PyTorch's runtime actions, a line each (the
 /// inferred placement, overlapped pairs, FSDP actions, REDUCE_GRAD), for the

@@ -55,6 +55,16 @@ const std::vector<std::string> &scheduleNames() {
   return names;
 }
 
+const std::vector<ScheduleKind> &scheduleKinds() {
+  static const std::vector<ScheduleKind> kinds = [] {
+    std::vector<ScheduleKind> out;
+    for (auto [kind, name] : kSchedules)
+      out.push_back(kind);
+    return out;
+  }();
+  return kinds;
+}
+
 std::optional<ScheduleKind> parseScheduleKind(std::string_view name) {
   for (auto [kind, n] : kSchedules)
     if (name == n)
@@ -93,11 +103,6 @@ Placement placementOf(ScheduleKind kind) {
   return kind == ScheduleKind::ZbV || kind == ScheduleKind::DualPipeV
              ? Placement::V
              : Placement::Loop;
-}
-
-Placement placementOf(std::string_view scheduleName) {
-  auto kind = parseScheduleKind(scheduleName);
-  return kind ? placementOf(*kind) : Placement::Loop;
 }
 
 const char *placementName(Placement placement) {

@@ -38,6 +38,8 @@ enum class ScheduleKind : uint8_t {
 const char *scheduleName(ScheduleKind kind);
 /// The known schedule names, in the order docs/schedules.md presents them.
 const std::vector<std::string> &scheduleNames();
+/// The schedules themselves, in that order.
+const std::vector<ScheduleKind> &scheduleKinds();
 /// `gpipe` -> GPipe, ...; nullopt for an unknown name.
 std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
 /// "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipev": for error messages.
@@ -122,8 +124,6 @@ enum class Placement : uint8_t {
 /// The placement a schedule runs on: zbv's and dualpipev's V, the loop for
 /// every other one.
 Placement placementOf(ScheduleKind kind);
-/// Likewise by name; unknown names get the loop.
-Placement placementOf(std::string_view scheduleName);
 const char *placementName(Placement placement); ///< "loop" or "v"
 
 int64_t rankOfStage(Placement placement, int64_t pp, int64_t stage);

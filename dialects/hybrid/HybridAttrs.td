@@ -2,6 +2,7 @@
 #define HYPIPE_HYBRID_ATTRS
 
 include "dialects/hybrid/HybridDialect.td"
+include "dialects/hybrid/HybridEnums.td"
 
 class Hybrid_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<Hybrid_Dialect, name, traits> {
@@ -56,22 +57,30 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
 def Hybrid_ParallelAttr : Hybrid_Attr<"Parallel", "parallel"> {
   let summary = "Parallel layout: pipeline, virtual pipeline and data parallel sizes, schedule";
   let description = [{
+    `schedule` is one of the enum's cases (`gpipe`, `1f1b`,
+    `interleaved-1f1b`, `zb-h1`, `zbv`, `dualpipev`, the names of
+    `core/schedule/Vocabulary.cpp`): the parser refuses anything else, so no
+    verifier has to.
+
     (parallel_c1) `pp`, `vpp`, `dp`, `microbatches` and `group_size` are
                   positive.
-    (parallel_c2) `schedule` is exactly one of `gpipe`, `1f1b`,
-                  `interleaved-1f1b`, `zb-h1`, `zbv`, `dualpipev` (the names of
-                  `core/schedule/Vocabulary.cpp`, lower case as written).
   }];
   let parameters = (ins
     "int64_t":$pp,
     "int64_t":$vpp,
     "int64_t":$dp,
-    StringRefParameter<"pipeline schedule name">:$schedule,
+    EnumParameter<Hybrid_Schedule>:$schedule,
     "int64_t":$microbatches,
     "int64_t":$group_size
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// `schedule` as the schedule library's enum.
+    ::hypipe::schedule::ScheduleKind getScheduleKind() const {
+      return toScheduleKind(getSchedule());
+    }
+  }];
 }
 
 def Hybrid_PlacementAttr : Hybrid_Attr<"Placement", "placement"> {

@@ -10,6 +10,7 @@ using namespace mlir;
 using namespace hypipe::hybrid;
 
 #include "dialects/hybrid/HybridDialect.cpp.inc"
+#include "dialects/hybrid/HybridEnums.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/hybrid/HybridAttrs.cpp.inc"

@@ -81,15 +81,12 @@ LogicalResult DimsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t pp, int64_t vpp, int64_t dp,
-                                   StringRef schedule, int64_t microbatches,
+                                   Schedule, int64_t microbatches,
                                    int64_t groupSize) {
   // parallel_c1
   if (pp < 1 || vpp < 1 || dp < 1 || microbatches < 1 || groupSize < 1)
     return emitError() << "pp, vpp, dp, microbatches and group_size must be "
                           "positive (parallel_c1)";
-  // parallel_c2
-  if (!schedule::parseScheduleKind(schedule))
-    return emitError() << "unknown schedule '" << schedule << "' (parallel_c2)";
   return success();
 }
 
@@ -216,7 +213,7 @@ static LogicalResult verifyPlacements(ModelOp model,
                           static_cast<int64_t>(i));
   int64_t previousSegment = 0;
   const hypipe::schedule::Placement style =
-      hypipe::schedule::placementOf(parallel.getSchedule());
+      hypipe::schedule::placementOf(parallel.getScheduleKind());
   for (auto [i, op] : llvm::enumerate(layers)) {
     // model_c7: the layer itself is verified after the model, so the
     // attribute's kind is checked here.

@@ -4,6 +4,7 @@
 
 #include "core/model/ModelDims.h"
 #include "dialects/hybrid/HybridDialect.h"
+#include "dialects/hybrid/HybridEnums.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Attributes.h"

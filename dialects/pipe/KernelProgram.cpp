@@ -88,15 +88,18 @@ FailureOr<rt::LayerShape> readShape(KernelKind kind, DictionaryAttr dict,
   return shape;
 }
 
-namespace {
+static_assert(int(Target::cuda) == int(rt::Target::Cuda),
+              "pipe.target's values are rt::Target's");
 
 rt::Target targetOf(Operation *op) {
-  auto model = op->getParentOfType<hybrid::ModelOp>();
-  auto target =
-      model ? model->getAttrOfType<StringAttr>(kTargetAttr) : StringAttr();
-  return target && target.getValue() == "cuda" ? rt::Target::Cuda
-                                               : rt::Target::Cpu;
+  auto model = isa<hybrid::ModelOp>(op)
+                   ? cast<hybrid::ModelOp>(op)
+                   : op->getParentOfType<hybrid::ModelOp>();
+  auto target = model ? model->getAttrOfType<TargetAttr>(kTargetAttr) : nullptr;
+  return target ? rt::Target(int(target.getValue())) : rt::Target::Cpu;
 }
+
+namespace {
 
 int64_t floatBytes(MLIRContext *context) {
   return Float32Type::get(context).getWidth() / 8;

@@ -61,6 +61,15 @@ def Pipe_KernelPass : I32EnumAttr<"KernelPass", "a pass of a kernel program", [
   let cppNamespace = "::hypipe::pipe";
 }
 
+// rt::Target's values (core/model/LayerShapes.h): what a model's stages
+// are lowered for, the discardable `pipe.target` of a hybrid.model.
+def Pipe_Target : I32EnumAttr<"Target", "a target the stages run on", [
+    I32EnumAttrCase<"cpu", 0>, I32EnumAttrCase<"cuda", 1>]> {
+  let cppNamespace = "::hypipe::pipe";
+  let genSpecializedAttr = 0;
+}
+def Pipe_TargetAttr : EnumAttr<Pipe_Dialect, Pipe_Target, "target">;
+
 def Pipe_LayerType : TypeDef<Pipe_Dialect, "Layer"> {
   let mnemonic = "layer";
   let summary = "A layer of a kernel program, as its calls name it";

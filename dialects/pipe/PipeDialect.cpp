@@ -78,11 +78,10 @@ LogicalResult PipeDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kTargetAttr) {
-    auto target = dyn_cast<StringAttr>(attr.getValue());
-    if (!isa<hybrid::ModelOp>(op) || !target)
+    if (!isa<hybrid::ModelOp>(op) || !isa<TargetAttr>(attr.getValue()))
       return op->emitError()
-             << "'" << name << "' is a string on a hybrid.model";
-    return success(); // its values are the planner's to check, with help
+             << "'" << name << "' is a #pipe.target on a hybrid.model";
+    return success();
   }
   return op->emitError() << "unknown pipe attribute '" << name << "'";
 }

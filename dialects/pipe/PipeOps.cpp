@@ -53,7 +53,7 @@ LogicalResult verifyPeer(Operation *op, StringRef label, StageOp stage,
     return op->emitOpError() << "peer_stage must be " << expectedStage
                              << ", got " << peerStage << " (" << label << ")";
   int64_t peerRank = schedule::rankOfStage(
-      schedule::placementOf(parallelOf(op).getSchedule()), pp, peerStage);
+      schedule::placementOf(parallelOf(op).getScheduleKind()), pp, peerStage);
   if (peerRank != peer)
     return op->emitOpError()
            << "stage " << peerStage << " runs on rank " << peerRank
@@ -72,7 +72,7 @@ LogicalResult StageOp::verify() {
   auto parallel = model.getParallel();
   int64_t pp = parallel.getPp(), vpp = parallel.getVpp();
   int64_t index = getIndex(), rank = getPpRank(), chunk = getVpStage();
-  auto placement = schedule::placementOf(parallel.getSchedule());
+  auto placement = schedule::placementOf(parallel.getScheduleKind());
   if (rank >= pp || chunk >= vpp || index >= pp * vpp ||
       rank != schedule::rankOfStage(placement, pp, index) ||
       chunk != schedule::chunkOfStage(placement, pp, index))
@@ -211,11 +211,11 @@ LogicalResult TiedEmbeddingAllReduceOp::verify() {
   if (index != 0 && index != last)
     return emitOpError() << "must be in the first or the last stage"
                          << " (tied_embedding_allreduce_c1)";
-  int64_t other =
-      index == 0
-          ? schedule::rankOfStage(schedule::placementOf(parallel.getSchedule()),
-                                  parallel.getPp(), last)
-          : 0;
+  int64_t other = index == 0
+                      ? schedule::rankOfStage(
+                            schedule::placementOf(parallel.getScheduleKind()),
+                            parallel.getPp(), last)
+                      : 0;
   if (static_cast<int64_t>(getPeer()) != other ||
       other == static_cast<int64_t>(stage->getPpRank()))
     return emitOpError() << "peer must be the rank of the other end (" << other
@@ -248,7 +248,7 @@ LogicalResult ProgramOp::verify() {
   shape.pp = pp;
   shape.vpp = parallel.getVpp();
   shape.microbatches = parallel.getMicrobatches();
-  shape.placement = schedule::placementOf(parallel.getSchedule());
+  shape.placement = schedule::placementOf(parallel.getScheduleKind());
   for (auto [index, text] :
        llvm::enumerate(getActions().getAsValueRange<StringAttr>())) {
     auto action = schedule::parsePytorchAction(text, shape.actionContext());

@@ -24,7 +24,8 @@
 
 namespace hypipe::pipe {
 
-/// On a hybrid.model: the target its stages are planned for (cpu, cuda).
+/// On a hybrid.model: the target its stages are planned for,
+/// `#pipe.target<cpu>` or `#pipe.target<cuda>`.
 inline constexpr const char *kTargetAttr = "pipe.target";
 /// On a hybrid.model: the precision it trains in (f32 or bf16, a type).
 inline constexpr const char *kPrecisionAttr = "pipe.precision";
@@ -38,6 +39,12 @@ mlir::DictionaryAttr shapeAttr(mlir::MLIRContext *context,
 /// shape: a missing, extra or mistyped field.
 mlir::FailureOr<rt::LayerShape>
 readShape(KernelKind kind, mlir::DictionaryAttr dict, std::string &error);
+
+/// The model's `pipe.target` around `op` (cpu when it has none).
+rt::Target targetOf(mlir::Operation *op);
+inline TargetAttr targetAttr(mlir::MLIRContext *context, rt::Target target) {
+  return TargetAttr::get(context, Target(int(target)));
+}
 
 inline rt::LayerKind layerKind(KernelKind kind) {
   return rt::LayerKind(int(kind));

@@ -237,15 +237,7 @@ FailureOr<StagePlan> describeStage(pipe::StageOp stage) {
   if (!model)
     return stage.emitError("pipe.stage must sit inside a hybrid.model to be "
                            "lowered to kernels");
-  rt::Target target = rt::Target::Cpu;
-  if (auto t = model->getAttrOfType<StringAttr>(pipe::kTargetAttr)) {
-    if (t.getValue() == "cuda")
-      target = rt::Target::Cuda;
-    else if (t.getValue() != "cpu")
-      return model.emitError() << "'" << pipe::kTargetAttr << "' is '"
-                               << t.getValue() << "'; expected cpu or cuda";
-  }
-  return StageDescriber(stage, model, target).describe(stage);
+  return StageDescriber(stage, model, pipe::targetOf(model)).describe(stage);
 }
 
 } // namespace

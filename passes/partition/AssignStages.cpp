@@ -81,8 +81,11 @@ LogicalResult assignStages(hybrid::ModelOp model, StringRef layoutText) {
                 "layout=<Megatron layout string>";
     auto placed = placeHybridPattern(
         *pattern,
-        PlacementOptions{
-            pp, vpp, {}, {}, schedule::placementOf(parallel.getSchedule())});
+        PlacementOptions{pp,
+                         vpp,
+                         {},
+                         {},
+                         schedule::placementOf(parallel.getScheduleKind())});
     if (!placed)
       return model.emitOpError() << toString(placed.takeError());
     placement = std::move(*placed);

@@ -34,12 +34,7 @@ LogicalResult autoPartitionModel(hybrid::ModelOp model,
   request.mtpDepths = pattern->mtpDepths;
   request.pp = parallel.getPp();
   request.vpp = parallel.getVpp();
-  std::optional<schedule::ScheduleKind> kind =
-      schedule::parseScheduleKind(parallel.getSchedule());
-  if (!kind) // the attribute's verifier holds it to the known names
-    return model.emitOpError()
-           << "unknown schedule '" << parallel.getSchedule() << "'";
-  request.schedule = *kind;
+  request.schedule = parallel.getScheduleKind();
   request.microbatches = parallel.getMicrobatches();
   request.objective = objective;
   request.maxMemoryGiB = maxMemoryGiB;

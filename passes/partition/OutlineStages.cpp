@@ -93,7 +93,7 @@ LogicalResult outlineStages(hybrid::ModelOp model) {
     for (Value v : outputs)
       outputTypes.push_back(v.getType());
     // zbv runs on a V (rank r holds stages r and 2 pp - 1 - r).
-    auto placement = schedule::placementOf(parallel.getSchedule());
+    auto placement = schedule::placementOf(parallel.getScheduleKind());
     auto stage = b.create<pipe::StageOp>(
         loc, outputTypes, index, schedule::rankOfStage(placement, pp, index),
         schedule::chunkOfStage(placement, pp, index), inputs.getArrayRef());

@@ -20,7 +20,7 @@ LogicalResult buildSchedulePrograms(hybrid::ModelOp model,
   hybrid::ParallelAttr parallel = model.getParallel();
   if (!importCsv.empty()) {
     auto imported = schedule::readCsvForModel(
-        importCsv.str(), parallel.getSchedule().str(), parallel.getPp(),
+        importCsv.str(), parallel.getScheduleKind(), parallel.getPp(),
         parallel.getVpp(), parallel.getMicrobatches());
     if (!imported)
       return model.emitOpError() << toString(imported.takeError());
@@ -28,7 +28,7 @@ LogicalResult buildSchedulePrograms(hybrid::ModelOp model,
     return success();
   }
   auto built = schedule::buildSchedule(
-      {parallel.getSchedule().str(), parallel.getPp(), parallel.getVpp(),
+      {parallel.getScheduleKind(), parallel.getPp(), parallel.getVpp(),
        parallel.getMicrobatches(), parallel.getGroupSize()});
   if (!built)
     return model.emitOpError() << toString(built.takeError());

@@ -17,8 +17,8 @@ Expected<Schedule> readPrograms(hybrid::ModelOp model) {
   s.pp = parallel.getPp();
   s.vpp = parallel.getVpp();
   s.microbatches = parallel.getMicrobatches();
-  s.name = parallel.getSchedule().str();
-  s.placement = placementOf(s.name);
+  s.name = scheduleName(parallel.getScheduleKind());
+  s.placement = placementOf(parallel.getScheduleKind());
   for (auto program : model.getBody().front().getOps<pipe::ProgramOp>()) {
     std::vector<Action> actions;
     for (StringRef text : program.getActions().getAsValueRange<StringAttr>()) {

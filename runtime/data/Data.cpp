@@ -183,15 +183,15 @@ int64_t IndexedDataset::at(int64_t position) const {
   }
 }
 
-std::unique_ptr<Dataset> openDataset(const std::string &path,
-                                     const std::string &format,
+std::unique_ptr<Dataset> openDataset(const std::string &path, DataFormat format,
                                      int64_t seqLength, int64_t vocab) {
-  if (format == "text")
+  if (format == DataFormat::Text)
     return std::make_unique<TextDataset>(path, seqLength, vocab);
-  if (format == "indexed")
+  if (format == DataFormat::Indexed)
     return std::make_unique<IndexedDataset>(path, seqLength, vocab);
-  throw RuntimeError(fmt::format(
-      "error: unknown data format '{}'\nhelp: use text or indexed", format));
+  throw RuntimeError(
+      fmt::format("error: unknown data format '{}'\nhelp: use text or indexed",
+                  dataFormatName(format)));
 }
 
 } // namespace hypipe::rt

@@ -10,6 +10,8 @@
 #ifndef HYPIPE_RUNTIME_DATA_DATA_H
 #define HYPIPE_RUNTIME_DATA_DATA_H
 
+#include "core/data/DataFormat.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -82,9 +84,8 @@ private:
   std::vector<int64_t> pointers, documents, starts; ///< starts: token offsets
 };
 
-/// Opens `path` as `format` ("text" or "indexed").
-std::unique_ptr<Dataset> openDataset(const std::string &path,
-                                     const std::string &format,
+/// Opens `path` as `format` (text or indexed).
+std::unique_ptr<Dataset> openDataset(const std::string &path, DataFormat format,
                                      int64_t seqLength, int64_t vocab);
 
 } // namespace hypipe::rt

@@ -389,11 +389,11 @@ private:
 } // namespace
 
 std::unique_ptr<SampleSource> openSamples(const SampleOptions &o) {
-  if (o.format == "jsonl")
+  if (o.format == DataFormat::Jsonl)
     return openJsonl(o);
-  if (o.format == "indexed")
+  if (o.format == DataFormat::Indexed)
     return std::make_unique<IndexedSamples>(o);
-  if (o.format == "mock") {
+  if (o.format == DataFormat::Mock) {
     Expected<packing::MockSftConfig> config =
         packing::parseMockSftConfig(o.mockConfig, o.budget);
     if (!config)
@@ -445,7 +445,7 @@ std::unique_ptr<SampleSource> openSamples(const SampleOptions &o) {
   throw RuntimeError(fmt::format(
       "error: data format '{}' has no variable-length samples\nhelp: packing "
       "reads jsonl, indexed or mock data",
-      o.format));
+      dataFormatName(o.format)));
 }
 
 } // namespace hypipe::rt

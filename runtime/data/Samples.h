@@ -15,6 +15,8 @@
 #ifndef HYPIPE_RUNTIME_DATA_SAMPLES_H
 #define HYPIPE_RUNTIME_DATA_SAMPLES_H
 
+#include "core/data/DataFormat.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,8 +60,8 @@ private:
 };
 
 struct SampleOptions {
-  std::string format;     ///< jsonl, indexed or mock
-  std::string path;       ///< jsonl file or indexed prefix
+  DataFormat format = DataFormat::Jsonl; ///< jsonl, indexed or mock
+  std::string path;                      ///< jsonl file or indexed prefix
   std::string mockConfig; ///< the mock dataset's JSON (format mock)
   std::string specDir;    ///< resolves a relative lengths file of `mock`
   int64_t vocab = 0;

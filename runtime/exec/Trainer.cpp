@@ -152,7 +152,7 @@ int gpuOrdinal(const Comm &comm) {
 /// The transport this run uses (the artifact's `comm`, resolved the same
 /// on every rank: nodes that resolve `auto` differently all stage).
 CommKind chooseTransport(const Artifact &artifact, Comm &comm) {
-  const bool cuda = artifact.target == "cuda";
+  const bool cuda = artifact.target == Target::Cuda;
   const std::optional<CommKind> requested =
       schedule::parseCommKind(artifact.comm);
   if (!requested)
@@ -184,7 +184,7 @@ CommKind chooseTransport(const Artifact &artifact, Comm &comm) {
 }
 
 std::unique_ptr<Device> openDevice(const Artifact &artifact, const Comm &comm) {
-  if (artifact.target != "cuda")
+  if (artifact.target != Target::Cuda)
     return makeHostDevice();
   const int ordinal = gpuOrdinal(comm);
   std::unique_ptr<Device> device;
@@ -671,7 +671,9 @@ bool Trainer::awaitInput(const ActionEntry &a, StepState &st) {
   return true;
 }
 
-bool Trainer::wireBf16() const { return artifact.precision == "bf16"; }
+bool Trainer::wireBf16() const {
+  return artifact.precision == TrainingPrecision::Bf16;
+}
 
 StageArgs Trainer::stageArgs(StageState &s, const ActionEntry &a) {
   StageArgs args;
@@ -1133,7 +1135,8 @@ static CheckpointInfo checkpointInfoOf(const Artifact &artifact, int64_t step,
   info.modelConfig = modelJson(artifact.model).dump();
   info.layout = fmt::format("pp={},vpp={},dp={},schedule={},microbatches={}",
                             artifact.pp, artifact.vpp, artifact.dp,
-                            artifact.schedule, artifact.microbatches);
+                            schedule::scheduleName(artifact.schedule),
+                            artifact.microbatches);
   return info;
 }
 

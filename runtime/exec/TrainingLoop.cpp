@@ -143,7 +143,7 @@ costKindFlops(const Artifact &a) {
   CostSettings s;
   s.seqLength = a.training.seqLength;
   s.microBatchSize = a.training.microBatchSize;
-  s.bf16 = a.precision == "bf16";
+  s.bf16 = a.precision == TrainingPrecision::Bf16;
   auto of = [](const ItemCost &c) {
     return std::array<double, 3>{double(c.forwardFlops),
                                  double(c.backwardInputFlops),
@@ -386,7 +386,7 @@ void writeChromeTrace(const std::string &path, int ranks, const Artifact &a,
       traceSpooledStep(trace, nlohmann::json::parse(line), r, pp, dp);
   }
   trace.otherData() = {{"source", "hypipe-run"},
-                       {"schedule", a.schedule},
+                       {"schedule", schedule::scheduleName(a.schedule)},
                        {"pp", a.pp},
                        {"vpp", a.vpp},
                        {"dp", a.dp},
@@ -576,7 +576,7 @@ void printRunHeader(const RunOptions &o, const Artifact &artifact,
              "{}), schedule {}, {}, {} threads per rank\n",
              artifact.model.name, artifact.model.pattern, artifact.numStages,
              ranks, ranks > 1 ? "s" : "", artifact.pp, artifact.dp,
-             artifact.schedule, batching, o.threads);
+             schedule::scheduleName(artifact.schedule), batching, o.threads);
   if (data.samples)
     fmt::print("packing: {}; {} samples per step into microbatches of up "
                "to {} tokens ({} scheduler){}\n",
@@ -791,11 +791,11 @@ int runTraining(const RunOptions &o, Comm &comm) {
   Artifact artifact = loadForLaunch(o, comm);
   // Kernel launches return before the GPU has run them: layer times need
   // the cpu target (or a synchronising timer, not written yet).
-  if (!o.costsOut.empty() && artifact.target != "cpu")
+  if (!o.costsOut.empty() && artifact.target != Target::Cpu)
     throw CollectiveError(
         "error: --costs-out measures the cpu target's layers; this artifact's "
         "target is " +
-        artifact.target +
+        std::string(targetName(artifact.target)) +
         "\nhelp: measure with a --target cpu artifact of the spec, or plan "
         "without --costs");
   cpu::setNumThreads(o.threads);

@@ -32,6 +32,23 @@ namespace {
   throw RuntimeError(fmt::format("error: {}\nhelp: {}", message, help));
 }
 
+constexpr const char *kCorruptOrOther =
+    "the manifest is corrupt or from another version of hypipe; recompile the "
+    "artifact with `hypipe compile SPEC -o DIR`";
+
+/// The enum a manifest's `name` (its `what`) parsed to; a name this
+/// hypipe-run does not know (`knows` lists those it does) is refused.
+template <typename Enum>
+Enum knownName(std::optional<Enum> parsed, const std::string &path,
+               const char *what, const std::string &name,
+               const std::string &knows, const char *help) {
+  if (!parsed)
+    fail(fmt::format("'{}' has {} '{}'; this hypipe-run knows {}", path, what,
+                     name, knows),
+         help);
+  return *parsed;
+}
+
 /// `key` of `j` if present, else `fallback`; a value of the wrong type is
 /// refused like field()'s (json::value would throw a type_error instead).
 template <typename T>
@@ -89,8 +106,7 @@ T optionalField(const json &j, const char *key, T fallback,
 [[noreturn]] void corruptProgram(const std::string &where,
                                  const std::string &what) {
   fail(fmt::format("{}: its kernel program is invalid: {}", where, what),
-       "the manifest is corrupt or from another version of hypipe; recompile "
-       "the artifact with `hypipe compile SPEC -o DIR`");
+       kCorruptOrOther);
 }
 
 // A stage's kernel program (StageProgram.h) in the manifest: its layers
@@ -385,7 +401,7 @@ ModelDims dimsOf(const ModelInfo &m) {
 
 schedule::Schedule Artifact::asSchedule() const {
   schedule::Schedule s;
-  s.name = schedule;
+  s.name = schedule::scheduleName(schedule);
   s.pp = pp;
   s.vpp = vpp;
   s.microbatches = microbatches;
@@ -446,22 +462,23 @@ nlohmann::json manifestToJson(const Artifact &a) {
         action["batched"] = true;
       actions.push_back(action);
     }
-    programs.push_back(
-        {{"pp_rank", rank}, {"schedule", a.schedule}, {"actions", actions}});
+    programs.push_back({{"pp_rank", rank},
+                        {"schedule", schedule::scheduleName(a.schedule)},
+                        {"actions", actions}});
   }
   const TrainingConfig &t = a.training;
   return {
       {"format", "hypipe-artifact"},
       {"version", kArtifactVersion},
-      {"target", a.target},
-      {"precision", a.precision},
+      {"target", targetName(a.target)},
+      {"precision", precisionName(a.precision)},
       {"compute_capability", a.computeCapability},
       {"model", modelJson(d)},
       {"parallel",
        {{"pp", a.pp},
         {"vpp", a.vpp},
         {"dp", a.dp},
-        {"schedule", a.schedule},
+        {"schedule", schedule::scheduleName(a.schedule)},
         {"microbatches", a.microbatches},
         {"microbatch_group_size", a.groupSize},
         {"distributed_optimizer", a.distributedOptimizer},
@@ -484,7 +501,7 @@ nlohmann::json manifestToJson(const Artifact &a) {
         {"adam_eps", t.eps}}},
       {"data",
        {{"path", a.dataPath},
-        {"format", a.dataFormat},
+        {"format", dataFormatName(a.dataFormat)},
         {"packing",
          {{"enabled", a.packing.enabled},
           {"max_tokens_per_microbatch", a.packing.maxTokens},
@@ -503,7 +520,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
 }
 
 double runtimeBytesPerParameter(const Artifact &a) {
-  return hypipe::runtimeBytesPerParameter(a.precision == "bf16",
+  return hypipe::runtimeBytesPerParameter(a.precision ==
+                                              TrainingPrecision::Bf16,
                                           a.distributedOptimizer ? a.dp : 1);
 }
 
@@ -522,7 +540,8 @@ std::vector<ActionEntry> rankProgram(const Artifact &a, int64_t ppRank,
           "error: no {} schedule for {} microbatches: {}\nhelp: set "
           "data.bin_count_multiple (and min_bin_count) to counts the "
           "schedule accepts",
-          a.schedule, microbatches, toString(built.takeError())));
+          schedule::scheduleName(a.schedule), microbatches,
+          toString(built.takeError())));
     schedule::insertCommunication(*built);
     if (auto sim = schedule::simulate(*built); !sim)
       // The verifier the compiler runs (pipe-verify-schedule): every
@@ -531,7 +550,8 @@ std::vector<ActionEntry> rankProgram(const Artifact &a, int64_t ppRank,
           "error: the {} schedule for {} microbatches does not verify: "
           "{}\nhelp: this is a bug in hypipe's schedule library; please "
           "report it",
-          a.schedule, microbatches, toString(sim.takeError())));
+          schedule::scheduleName(a.schedule), microbatches,
+          toString(sim.takeError())));
     programs = std::move(built->ranks);
   }
   // Posting receives earlier keeps a verified program verified.
@@ -741,26 +761,25 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
          "hypipe-run");
 
   Artifact a;
-  a.target = field<std::string>(m, "target", path);
-  if (a.target != "cpu" && a.target != "cuda")
-    fail(fmt::format("'{}' has target '{}'; this hypipe-run knows cpu and cuda",
-                     path, a.target),
-         "recompile the spec with the hypipe that ships with this "
-         "hypipe-run");
-  a.precision = optionalField<std::string>(m, "precision", "fp32", path);
-  if (a.precision != "fp32" && a.precision != "bf16")
-    fail(fmt::format("'{}' has precision '{}'; this hypipe-run knows fp32 and "
-                     "bf16",
-                     path, a.precision),
-         "the manifest is corrupt or from another version of hypipe; "
-         "recompile the artifact with `hypipe compile SPEC -o DIR`");
+  const auto target = field<std::string>(m, "target", path);
+  a.target =
+      knownName(parseTarget(target), path, "target", target, "cpu and cuda",
+                "recompile the spec with the hypipe that ships with "
+                "this hypipe-run");
+  const auto precision =
+      optionalField<std::string>(m, "precision", "fp32", path);
+  a.precision = knownName(parsePrecision(precision), path, "precision",
+                          precision, "fp32 and bf16", kCorruptOrOther);
   a.computeCapability = optionalField<int>(m, "compute_capability", 0, path);
   a.model = parseModelInfo(field<json>(m, "model", path), path);
   const json &par = field<json>(m, "parallel", path);
   a.pp = field<int64_t>(par, "pp", path);
   a.vpp = field<int64_t>(par, "vpp", path);
   a.dp = field<int64_t>(par, "dp", path);
-  a.schedule = field<std::string>(par, "schedule", path);
+  const auto scheduleText = field<std::string>(par, "schedule", path);
+  a.schedule =
+      knownName(schedule::parseScheduleKind(scheduleText), path, "schedule",
+                scheduleText, schedule::scheduleNameList(), kCorruptOrOther);
   a.microbatches = field<int64_t>(par, "microbatches", path);
   a.groupSize = field<int64_t>(par, "microbatch_group_size", path);
   a.distributedOptimizer =
@@ -774,7 +793,9 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   a.training = parseTraining(field<json>(m, "training", path), path);
   const json &data = field<json>(m, "data", path);
   a.dataPath = field<std::string>(data, "path", path);
-  a.dataFormat = field<std::string>(data, "format", path);
+  const auto format = field<std::string>(data, "format", path);
+  a.dataFormat = knownName(parseDataFormat(format), path, "data format", format,
+                           "text, indexed, jsonl and mock", kCorruptOrOther);
   a.packing = parsePacking(field<json>(data, "packing", path), path);
   // Manifests written before the field trained packed steps per token:
   // they keep doing so.
@@ -785,10 +806,9 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   a.specText = field<std::string>(spec, "text", path);
   checkSizes(a, path);
 
-  const Target target = a.target == "cuda" ? Target::Cuda : Target::Cpu;
   for (const json &s : field<json>(m, "stages", path)) {
-    StageEntry e = parseStage(s, target, path);
-    e.program.activations = a.precision == "bf16" ? DType::BF16 : DType::F32;
+    StageEntry e = parseStage(s, a.target, path);
+    e.program.activations = activationDType(a.precision);
     if (e.index != int64_t(a.stages.size()))
       fail(fmt::format("{} (stage {}): stages are out of order", path, e.index),
            "the manifest is corrupt; recompile the artifact");

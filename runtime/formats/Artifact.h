@@ -10,7 +10,9 @@
 #ifndef HYPIPE_RUNTIME_FORMATS_ARTIFACT_H
 #define HYPIPE_RUNTIME_FORMATS_ARTIFACT_H
 
+#include "core/data/DataFormat.h"
 #include "core/model/ModelDims.h"
+#include "core/model/Precision.h"
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Vocabulary.h"
 #include "runtime/formats/RuntimeError.h"
@@ -117,13 +119,13 @@ struct PackingConfig {
 
 struct Artifact {
   std::string dir;
-  std::string target = "cpu"; ///< cpu or cuda
-  std::string precision = "fp32";
+  Target target = Target::Cpu;
+  TrainingPrecision precision = TrainingPrecision::Fp32;
   /// cuda: the oldest compute capability the stages run on (major * 10 +
   /// minor); 0 on cpu.
   int computeCapability = 0;
   ModelInfo model;
-  std::string schedule;
+  schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;
   int64_t groupSize = 1; ///< microbatch_group_size_per_vp_stage, as resolved
   /// AdamW moments sharded over the dp ranks (docs/runtime.md).
@@ -133,7 +135,8 @@ struct Artifact {
   std::string comm = "auto";
   int64_t numStages = 0;
   TrainingConfig training;
-  std::string dataPath, dataFormat;
+  std::string dataPath;
+  DataFormat dataFormat = DataFormat::Text;
   PackingConfig packing;
   std::string specFile, specText;
   std::vector<StageEntry> stages;                 ///< all stages, by index

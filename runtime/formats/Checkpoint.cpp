@@ -350,13 +350,14 @@ void writeCheckpointIndex(const std::string &dir, const CheckpointInfo &info,
                           const std::map<std::string, std::string> &weightMap,
                           const std::map<std::string, WrittenFile> &files,
                           int64_t pp, int64_t vpp, int64_t dp,
-                          const std::string &schedule, int64_t microbatches) {
+                          schedule::ScheduleKind schedule,
+                          int64_t microbatches) {
   nlohmann::ordered_json index;
   index["metadata"] = info.metadata();
   index["layout"] = {{"pp", pp},
                      {"vpp", vpp},
                      {"dp", dp},
-                     {"schedule", schedule},
+                     {"schedule", schedule::scheduleName(schedule)},
                      {"microbatches", microbatches}};
   index["weight_map"] = weightMap;
   nlohmann::ordered_json sums = nlohmann::ordered_json::object();

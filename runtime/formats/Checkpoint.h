@@ -15,6 +15,7 @@
 #ifndef HYPIPE_RUNTIME_FORMATS_CHECKPOINT_H
 #define HYPIPE_RUNTIME_FORMATS_CHECKPOINT_H
 
+#include "core/schedule/Vocabulary.h"
 #include "runtime/formats/SafeTensors.h"
 
 #include <cstdint>
@@ -96,7 +97,8 @@ void writeCheckpointIndex(const std::string &dir, const CheckpointInfo &info,
                           const std::map<std::string, std::string> &weightMap,
                           const std::map<std::string, WrittenFile> &files,
                           int64_t pp, int64_t vpp, int64_t dp,
-                          const std::string &schedule, int64_t microbatches);
+                          schedule::ScheduleKind schedule,
+                          int64_t microbatches);
 
 /// Points `root`/latest at `stepDir` (a name inside root), atomically.
 void markLatest(const std::string &root, const std::string &stepDir);

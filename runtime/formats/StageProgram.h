@@ -18,6 +18,7 @@
 #define HYPIPE_RUNTIME_FORMATS_STAGEPROGRAM_H
 
 #include "core/model/LayerShapes.h"
+#include "core/model/Precision.h"
 
 #include <cstdint>
 #include <optional>
@@ -33,6 +34,12 @@ enum class DType : uint8_t { F32, BF16 };
 const char *dtypeName(DType dtype);
 std::optional<DType> parseDType(std::string_view name);
 int64_t dtypeBytes(DType dtype);
+
+/// The dtype a model trained in `precision` keeps its activations and
+/// transfers in.
+inline DType activationDType(TrainingPrecision precision) {
+  return precision == TrainingPrecision::Bf16 ? DType::BF16 : DType::F32;
+}
 
 /// A tensor as a range of one of the stage's buffers.
 struct TensorRange {

@@ -59,7 +59,7 @@ hybrid.model @two attributes {dims = #dims, parallel = #hybrid.parallel<pp = 2, 
 
 // Tests that zbv runs on the stages' V placement: rank 0 runs stages 0 and 3, rank 1 the middle two.
 // CHECK-LABEL: hybrid.model @two
-// CHECK-SAME: schedule = "zbv"
+// CHECK-SAME: schedule = zbv,
 // CHECK: pipe.program rank 0 "zbv" ["0F0", "0F1", "3F0",
 // CHECK: pipe.program rank 1 "zbv" ["1F0", "2F0",
 #dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">

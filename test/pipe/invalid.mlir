@@ -466,6 +466,19 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
+// Tests that pipe.target is the target enum, not a string.
+// expected-error @+1 {{'pipe.target' is a #pipe.target on a hybrid.model}}
+"test.op"() {pipe.target = "cuda"} : () -> ()
+
+// -----
+
+// Tests that pipe.target names a target hypipe has.
+// expected-error @+2 {{expected valid keyword}}
+// expected-error @+1 {{failed to parse Pipe_TargetAttr parameter 'value' which is to be a `::hypipe::pipe::Target`}}
+"test.op"() {pipe.target = #pipe.target<tpu>} : () -> ()
+
+// -----
+
 // Tests that pipe.precision is a float type a model trains in.
 // expected-error @+1 {{'pipe.precision' is f32 or bf16 on a hybrid.model}}
 "test.op"() {pipe.precision = i32} : () -> ()

@@ -15,7 +15,7 @@ namespace {
 
 Artifact sample() {
   Artifact a;
-  a.target = "cpu";
+  a.target = Target::Cpu;
   a.model.name = "m";
   a.model.pattern = "M*|-E";
   a.model.numLayers = 4;
@@ -40,7 +40,7 @@ Artifact sample() {
   a.pp = 2;
   a.vpp = 1;
   a.dp = 3;
-  a.schedule = "zb-h1";
+  a.schedule = schedule::ScheduleKind::ZbH1;
   a.microbatches = 4;
   a.groupSize = 2;
   a.packing = {true,  512,
@@ -50,7 +50,7 @@ Artifact sample() {
                1.5e6, 40.25};
   a.training = {256, 2, 10, 7, 1e-3, 1e-4, 0.1, 1.0, 2, 8, 0.8, 0.95, 1e-6};
   a.dataPath = "/data/x.bin";
-  a.dataFormat = "indexed";
+  a.dataFormat = DataFormat::Indexed;
   a.specFile = "/specs/m.yaml";
   a.specText = "model: {}\n";
   for (int64_t s = 0; s < 2; ++s) {
@@ -99,7 +99,7 @@ Artifact sample() {
     a.stages.push_back(e);
   }
   a.numStages = 2;
-  auto built = schedule::buildSchedule({"zb-h1", 2, 1, 4});
+  auto built = schedule::buildSchedule({schedule::ScheduleKind::ZbH1, 2, 1, 4});
   EXPECT_TRUE(static_cast<bool>(built));
   schedule::insertCommunication(*built);
   a.programs = built->ranks;

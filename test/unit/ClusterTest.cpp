@@ -102,7 +102,8 @@ TEST(Cluster, RowsAndLinksStayWithinWhatADeviceCanBe) {
 
 schedule::Simulation simulateGpipe(const schedule::Costs &costs,
                                    int64_t microbatches = 1) {
-  auto s = schedule::buildSchedule({"gpipe", 2, 1, microbatches, {}});
+  auto s = schedule::buildSchedule(
+      {schedule::ScheduleKind::GPipe, 2, 1, microbatches, {}});
   EXPECT_TRUE(static_cast<bool>(s));
   schedule::insertCommunication(*s);
   auto sim = schedule::simulate(*s, costs);

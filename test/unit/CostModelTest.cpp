@@ -167,7 +167,8 @@ TEST(CostModel, InFlightClosedFormEqualsTheSimulator) {
     for (int64_t pp : {1, 2, 3, 4})
       for (int64_t vpp : {1, 2, 3})
         for (int64_t m : {1, 2, 4, 5, 8, 12}) {
-          schedule::ScheduleRequest request{name, pp, vpp, m};
+          schedule::ScheduleRequest request{*schedule::parseScheduleKind(name),
+                                            pp, vpp, m};
           auto built = schedule::buildSchedule(request);
           if (!built)
             continue; // a shape this schedule refuses
@@ -260,7 +261,8 @@ TEST(CostModel, CountsAtTheSizeBoundsDoNotWrap) {
 // chunks: two per microbatch on a V).
 TEST(CostModel, DualPipeVInFlightMatchesTheSimulator) {
   for (auto [pp, m] : {std::pair<int64_t, int64_t>{2, 4}, {4, 8}, {4, 11}}) {
-    auto built = hypipe::schedule::buildSchedule({"dualpipev", pp, 2, m});
+    auto built = hypipe::schedule::buildSchedule(
+        {hypipe::schedule::ScheduleKind::DualPipeV, pp, 2, m});
     ASSERT_TRUE(static_cast<bool>(built));
     hypipe::schedule::insertCommunication(*built);
     auto sim = hypipe::schedule::simulate(*built);

@@ -174,7 +174,8 @@ protected:
       writer.metadata(k, v);
     WrittenFile f = writer.write(step + "/pp0.safetensors");
     writeCheckpointIndex(step, info, {{"w", "pp0.safetensors"}},
-                         {{"pp0.safetensors", f}}, 1, 1, 1, "1f1b", 1);
+                         {{"pp0.safetensors", f}}, 1, 1, 1,
+                         schedule::ScheduleKind::OneFOneB, 1);
     markLatest(root, stepDirectoryName(3));
     return root;
   }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "conversion/SpecToHybrid.h"
+#include "dialects/hybrid/HybridEnums.h"
 #include "passes/lowering/KernelPlan.h"
 #include "targets/StageProgram.h"
 
@@ -32,6 +33,17 @@ std::string specFor(const std::string &pattern, int64_t pp, int64_t vpp) {
       "  num_experts: 2\n  moe_router_topk: 1\nparallel:\n  pp: {}\n"
       "  schedule: {}\ntraining:\n  seq_length: 4\n",
       pattern, pp, vpp > 1 ? "interleaved-1f1b" : "1f1b");
+}
+
+// The hybrid dialect's schedule enum and the schedule library's ScheduleKind
+// name the same schedules, in the same order, the same way: HybridEnums.h
+// converts between them by value.
+TEST(HybridEnums, ScheduleMatchesTheScheduleLibrary) {
+  for (schedule::ScheduleKind kind : schedule::scheduleKinds())
+    EXPECT_EQ(hybrid::stringifySchedule(hybrid::toSchedule(kind)).str(),
+              schedule::scheduleName(kind));
+  EXPECT_EQ(size_t(hybrid::getMaxEnumValForSchedule()) + 1,
+            schedule::scheduleKinds().size());
 }
 
 TEST(Passes, AutoPartitionKeepsMegatronsOwnSegments) {

@@ -54,8 +54,9 @@ int64_t smallestPeak(const Plan &p, bool onePipelineRank) {
 }
 
 std::string layoutKey(const PlanLayout &l) {
-  return fmt::format("{} {} {} {} {} {} {}", l.pp, l.vpp, l.dp, l.schedule,
-                     l.microbatches, l.microBatchSize, l.distributedOptimizer);
+  return fmt::format("{} {} {} {} {} {} {}", l.pp, l.vpp, l.dp,
+                     schedule::scheduleName(l.schedule), l.microbatches,
+                     l.microBatchSize, l.distributedOptimizer);
 }
 
 /// The value after `flag` in Megatron-LM arguments ("" if absent).

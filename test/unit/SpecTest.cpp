@@ -35,7 +35,7 @@ TEST(Spec, DefaultsAndPlacement) {
   EXPECT_EQ(s.placement.stages[3].layers, "*M");
   EXPECT_EQ(s.placement.stages[3].ppRank, 1);
   EXPECT_EQ(s.dims.hidden, 256);
-  EXPECT_EQ(s.training.dtype, "fp32");
+  EXPECT_EQ(s.training.dtype, TrainingPrecision::Fp32);
 }
 
 TEST(Spec, UnknownKeySuggestsTheClosest) {

@@ -33,7 +33,7 @@ struct Lowered {
 
 std::vector<Lowered> lower(const std::string &pattern, int64_t pp,
                            const std::string &schedule,
-                           const std::string &target = "cpu") {
+                           rt::Target target = rt::Target::Cpu) {
   std::string text =
       "model:\n  pattern: \"" + pattern +
       "\"\n  hidden_size: 16\n  num_attention_heads: 2\n"
@@ -48,12 +48,11 @@ std::vector<Lowered> lower(const std::string &pattern, int64_t pp,
   context.loadDialect<pipe::PipeDialect>();
   auto module = buildModel(context, *spec);
   auto model = *module->getOps<hybrid::ModelOp>().begin();
-  model->setAttr(pipe::kTargetAttr, mlir::StringAttr::get(&context, target));
+  model->setAttr(pipe::kTargetAttr, pipe::targetAttr(&context, target));
   EXPECT_TRUE(succeeded(lowerForArtifact(*module)));
   std::vector<Lowered> out;
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>()) {
-    auto entry = translateStage(stage, target == "cuda" ? rt::Target::Cuda
-                                                        : rt::Target::Cpu);
+    auto entry = translateStage(stage, target);
     EXPECT_TRUE(succeeded(entry));
     out.push_back({entry->program, entry->hasEmbedding, entry->hasHead});
   }
@@ -71,23 +70,23 @@ TEST(StageProgram, RealSpecsPassTheRuntimesChecks) {
   struct Case {
     const char *pattern;
     int64_t pp;
-    const char *schedule, *target;
+    const char *schedule;
+    rt::Target target;
   } cases[] = {
-      {"M*-E", 1, "1f1b", "cpu"},
-      {"M*|-E", 2, "1f1b", "cpu"},
-      {"M||*-|E", 2, "interleaved-1f1b", "cpu"},
-      {"M*|-|E|", 2, "zbv", "cpu"},
-      {"M*-E/M-/M-", 1, "1f1b", "cpu"},
-      {"M*|-E/*E", 2, "1f1b", "cpu"},
-      {"M*-E/M-", 1, "1f1b", "cuda"},
+      {"M*-E", 1, "1f1b", rt::Target::Cpu},
+      {"M*|-E", 2, "1f1b", rt::Target::Cpu},
+      {"M||*-|E", 2, "interleaved-1f1b", rt::Target::Cpu},
+      {"M*|-|E|", 2, "zbv", rt::Target::Cpu},
+      {"M*-E/M-/M-", 1, "1f1b", rt::Target::Cpu},
+      {"M*|-E/*E", 2, "1f1b", rt::Target::Cpu},
+      {"M*-E/M-", 1, "1f1b", rt::Target::Cuda},
   };
   int stages = 0;
   for (const Case &c : cases) {
-    SCOPED_TRACE(std::string(c.pattern) + " on " + c.target);
+    SCOPED_TRACE(std::string(c.pattern) + " on " + rt::targetName(c.target));
     for (const Lowered &l : lower(c.pattern, c.pp, c.schedule, c.target)) {
       EXPECT_EQ(check(l), "");
-      EXPECT_EQ(l.program.target == rt::Target::Cuda,
-                std::string(c.target) == "cuda");
+      EXPECT_EQ(l.program.target, c.target);
       ++stages;
     }
   }

@@ -21,7 +21,7 @@ struct Drawn {
 
 Drawn draw(const std::string &name, int64_t pp, int64_t vpp, int64_t m) {
   Drawn d;
-  auto built = buildSchedule({name, pp, vpp, m});
+  auto built = buildSchedule({*parseScheduleKind(name), pp, vpp, m});
   EXPECT_TRUE(static_cast<bool>(built)) << toString(built.takeError());
   if (!built)
     return d;

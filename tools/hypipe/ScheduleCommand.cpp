@@ -78,6 +78,10 @@ void noteAggregated(const SvgLayout &layout) {
 int runSchedule(const ScheduleOptions &o) {
   if (auto err = checkOutputs(o))
     return fail(toString(err));
+  std::optional<ScheduleKind> kind = parseScheduleKind(o.name);
+  if (!kind)
+    return fail(fmt::format("unknown schedule '{}': use one of {}", o.name,
+                            scheduleNameList()));
   Schedule schedule;
   if (!o.csvIn.empty()) {
     Expected<std::string> text =
@@ -87,7 +91,7 @@ int runSchedule(const ScheduleOptions &o) {
     // The placement comes from --schedule when given, else from the file.
     std::optional<Placement> placement;
     if (o.scheduleGiven)
-      placement = placementOf(o.name);
+      placement = placementOf(*kind);
     auto loaded = importCsv(*text, o.pp, o.vpp, o.microbatches, placement);
     if (!loaded)
       return fail(fmt::format("{}: {}", o.csvIn, toString(loaded.takeError())));
@@ -99,7 +103,7 @@ int runSchedule(const ScheduleOptions &o) {
     }
   } else {
     auto built =
-        buildSchedule({o.name, o.pp, o.vpp, o.microbatches, o.groupSize});
+        buildSchedule({*kind, o.pp, o.vpp, o.microbatches, o.groupSize});
     if (!built)
       return fail(toString(built.takeError()));
     schedule = std::move(*built);
@@ -113,7 +117,7 @@ int runSchedule(const ScheduleOptions &o) {
   // An imported program with its own communication is checked as written.
   insertCommunication(schedule);
   // hypipe's NCCL links match by order: its programs receive in send order.
-  const bool nccl = o.comm == "nccl";
+  const bool nccl = parseCommKind(o.comm) == CommKind::Nccl;
   if (nccl)
     receiveInSendOrder(schedule.ranks);
 

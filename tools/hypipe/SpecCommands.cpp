@@ -104,7 +104,8 @@ int runCompile(const CompileOptions &o) {
     }
     llvm::outs() << "wrote " << o.output << " (" << spec->parallel.pp
                  << " pipeline ranks x " << spec->parallel.dp
-                 << " data-parallel, " << spec->parallel.schedule << ")\n";
+                 << " data-parallel, "
+                 << schedule::scheduleName(spec->parallel.schedule) << ")\n";
     return 0;
   }
   std::string text;
@@ -198,7 +199,7 @@ void printExplanationJson(const Explanation &e) {
   out["vpp"] = e.placement.vpp;
   out["dp"] = e.spec.parallel.dp;
   out["distributed_optimizer"] = e.spec.parallel.distributedOptimizer;
-  out["schedule"] = e.spec.parallel.schedule;
+  out["schedule"] = schedule::scheduleName(e.spec.parallel.schedule);
   if (!e.spec.parallel.scheduleCsv.empty())
     out["schedule_csv"] = e.spec.parallel.scheduleCsv;
   out["microbatches"] = e.spec.parallel.microbatches;
@@ -250,9 +251,10 @@ void printExplanationJson(const Explanation &e) {
     const bool measuredLink = d.name == "measured";
     out["simulation"]["device"] = {
         {"name", d.name},
-        {"flops_per_s", measuredLink ? nlohmann::json(nullptr)
-                                     : nlohmann::json(e.cluster->flopsPerSecond(
-                                           e.spec.training.dtype == "bf16"))},
+        {"flops_per_s",
+         measuredLink ? nlohmann::json(nullptr)
+                      : nlohmann::json(e.cluster->flopsPerSecond(
+                            e.spec.training.dtype == TrainingPrecision::Bf16))},
         {"ranks_per_node",
          measuredLink ? nlohmann::json(nullptr) : nlohmann::json(d.perNode)},
         {"intra_node",
@@ -287,16 +289,17 @@ void printExplanation(const Explanation &e) {
                         e.costs.request.settings.optimizerShards)
           : "",
       e.spec.parallel.scheduleCsv.empty()
-          ? e.spec.parallel.schedule
-          : fmt::format("{} (programs from {})", e.spec.parallel.schedule,
+          ? schedule::scheduleName(e.spec.parallel.schedule)
+          : fmt::format("{} (programs from {})",
+                        schedule::scheduleName(e.spec.parallel.schedule),
                         e.spec.parallel.scheduleCsv),
       e.spec.parallel.microbatches, e.costs.request.settings.tokens(),
-      e.spec.training.dtype);
+      precisionName(e.spec.training.dtype));
   std::cout << fmt::format(
       "pattern: {}{}\n\n", e.costs.pinned,
       e.spec.autoPartitioned
           ? fmt::format("   (balanced by {}; pin it to keep it)",
-                        e.spec.parallel.objective)
+                        objectiveName(e.spec.parallel.objective))
           : "");
   std::vector<std::vector<std::string>> rows{
       {"stage", "pp_rank", "vp_stage", "layers", "layer_numbers", "parameters",
@@ -340,8 +343,8 @@ void printExplanation(const Explanation &e) {
         "+ {:.3g} us): step {:.4g} s, {} tokens/s predicted, bubble {:.1f}% "
         "on the worst rank, of which communication adds {:.1f}% of the "
         "step\n",
-        e.spec.parallel.schedule, e.costsFile, l.bytesPerSecond / 1e9,
-        l.latencySeconds * 1e6, e.simulation.makespan,
+        schedule::scheduleName(e.spec.parallel.schedule), e.costsFile,
+        l.bytesPerSecond / 1e9, l.latencySeconds * 1e6, e.simulation.makespan,
         withCommas(std::llround(stepTokens(e.spec) / e.simulation.makespan)),
         100 * worst, 100 * e.communication);
   } else if (e.cluster) {
@@ -351,7 +354,8 @@ void printExplanation(const Explanation &e) {
         "transfers and gradient reductions on the links): step {:.4g} s, {} "
         "tokens/s predicted, bubble {:.1f}% on the worst rank, of which "
         "communication adds {:.1f}% of the step\n",
-        e.spec.parallel.schedule, e.placement.pp * e.spec.parallel.dp,
+        schedule::scheduleName(e.spec.parallel.schedule),
+        e.placement.pp * e.spec.parallel.dp,
         d.name + (d.gpu ? " GPUs" : " ranks"), d.perNode,
         e.costsFile.empty()
             ? fmt::format("at {:.0f}% of its peak", 100 * d.achieved)
@@ -364,13 +368,15 @@ void printExplanation(const Explanation &e) {
         "\nschedule {} simulated with these FLOPs (1 GFLOP = 1 time unit, "
         "transfers free): makespan {:.4g}, bubble {:.1f}% on the worst "
         "rank\n",
-        e.spec.parallel.schedule, e.simulation.makespan, 100 * worst);
+        schedule::scheduleName(e.spec.parallel.schedule), e.simulation.makespan,
+        100 * worst);
   else
     std::cout << fmt::format(
         "\nschedule {} simulated with the measured costs of {} (transfers "
         "free): step {:.4g} s, {} tokens/s predicted, bubble {:.1f}% on the "
         "worst rank\n",
-        e.spec.parallel.schedule, e.costsFile, e.simulation.makespan,
+        schedule::scheduleName(e.spec.parallel.schedule), e.costsFile,
+        e.simulation.makespan,
         withCommas(std::llround(stepTokens(e.spec) / e.simulation.makespan)),
         100 * worst);
   std::vector<std::string> simHeader{"pp_rank", "bubble", "peak_activations",

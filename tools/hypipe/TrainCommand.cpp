@@ -786,7 +786,8 @@ bool compileRun(const TrainOptions &o, const ModelSpec &spec,
 /// and readable; for indexed data, PREFIX.bin and PREFIX.idx.
 bool checkData(const TrainOptions &o, const ModelSpec &spec) {
   const bool given = !o.data.empty();
-  if (spec.data.format == "mock" || (!given && spec.data.path.empty()))
+  if (spec.data.format == DataFormat::Mock ||
+      (!given && spec.data.path.empty()))
     return true; // mock data checks its lengths file where it reads it
   std::filesystem::path path = given ? o.data : spec.data.path;
   if (!given && path.is_relative())
@@ -794,7 +795,7 @@ bool checkData(const TrainOptions &o, const ModelSpec &spec) {
   const std::string from =
       given ? "--data" : fmt::format("data.path in {}", spec.file);
   std::vector<std::string> files = {path.string()};
-  if (spec.data.format == "indexed")
+  if (spec.data.format == DataFormat::Indexed)
     files = {path.string() + ".bin", path.string() + ".idx"};
   for (const std::string &file : files) {
     struct stat st;
@@ -813,7 +814,7 @@ bool checkData(const TrainOptions &o, const ModelSpec &spec) {
     std::cerr << fmt::format(
         "error: the training data '{}' ({}) {}\nhelp: {}\n", file, from,
         problem,
-        spec.data.format == "indexed"
+        spec.data.format == DataFormat::Indexed
             ? "indexed data is a prefix: PREFIX.bin and PREFIX.idx, as "
               "Megatron-LM's preprocess_data.py writes them"
         : given ? "check the path (relative to the working directory)"
@@ -829,20 +830,22 @@ bool checkData(const TrainOptions &o, const ModelSpec &spec) {
 /// what works; otherwise ranks beyond the GPUs share them over mpi-staged
 /// (said). False after printing the error.
 bool checkGpus(const TrainOptions &o, const ModelSpec &spec) {
-  if (o.gpus > 0 && spec.training.target != "cuda") {
+  if (o.gpus > 0 && spec.training.target != rt::Target::Cuda) {
     std::cerr << fmt::format(
         "error: --gpus {} picks the GPUs of a cuda run, and this one trains "
         "on the {} target\nhelp: drop --gpus, or train on the GPUs with "
         "--target cuda\n",
-        o.gpus, spec.training.target);
+        o.gpus, rt::targetName(spec.training.target));
     return false;
   }
-  if (spec.training.target != "cuda" || o.launcher != "mpirun" ||
+  if (spec.training.target != rt::Target::Cuda || o.launcher != "mpirun" ||
       std::getenv("HYPIPE_MPIRUN"))
     return true; // on other nodes: the ranks check there
   const int64_t ranks = spec.parallel.pp * spec.parallel.dp;
   const int gpus = o.gpus > 0 ? o.gpus : rt::cudaDeviceCount();
-  const std::string comm = o.comm.empty() ? spec.parallel.comm : o.comm;
+  // --comm (checked against the names when given), else the spec's.
+  const schedule::CommKind comm =
+      schedule::parseCommKind(o.comm).value_or(spec.parallel.comm);
   if (ranks <= gpus)
     return true;
   // No GPU here and the ranks start here: one message now, not one a rank
@@ -858,7 +861,7 @@ bool checkGpus(const TrainOptions &o, const ModelSpec &spec) {
                  "--target cpu\n";
     return false;
   }
-  if (comm == "nccl") {
+  if (comm == schedule::CommKind::Nccl) {
     std::cerr << fmt::format(
         "error: pp {} x dp {} = {} ranks over --comm nccl need a GPU each, "
         "and this node has {}{}\nhelp: use --comm mpi-staged (or auto) to "
@@ -867,7 +870,9 @@ bool checkGpus(const TrainOptions &o, const ModelSpec &spec) {
         o.gpus > 0 ? " (--gpus)" : " visible");
     return false;
   }
-  if (ranks > 1 && gpus > 0 && (comm == "auto" || comm == "mpi-staged"))
+  if (ranks > 1 && gpus > 0 &&
+      (comm == schedule::CommKind::Auto ||
+       comm == schedule::CommKind::MpiStaged))
     fmt::print("note: {} ranks share {} GPU{} over mpi-staged\n", ranks, gpus,
                gpus == 1 ? "" : "s");
   return true;
@@ -1096,11 +1101,12 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
   }
   nlohmann::ordered_json summary;
   summary["spec"] = o.spec;
-  summary["layout"] = {{"pp", spec.parallel.pp},
-                       {"vpp", spec.parallel.vpp},
-                       {"dp", spec.parallel.dp},
-                       {"schedule", spec.parallel.schedule},
-                       {"microbatches", spec.parallel.microbatches}};
+  summary["layout"] = {
+      {"pp", spec.parallel.pp},
+      {"vpp", spec.parallel.vpp},
+      {"dp", spec.parallel.dp},
+      {"schedule", schedule::scheduleName(spec.parallel.schedule)},
+      {"microbatches", spec.parallel.microbatches}};
   summary["steps"] = losses.back().first;
   summary["first_loss"] = losses.front().second;
   summary["last_loss"] = losses.back().second;
@@ -1117,10 +1123,10 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
               : "");
   const bool traced =
       reportMeasurements(o, run, artifact, trace, logged, summary);
-  logged.curve.title =
-      fmt::format("{} ({}), pp {} vpp {} dp {}, {}", spec.name,
-                  spec.pattern.text, spec.parallel.pp, spec.parallel.vpp,
-                  spec.parallel.dp, spec.parallel.schedule);
+  logged.curve.title = fmt::format(
+      "{} ({}), pp {} vpp {} dp {}, {}", spec.name, spec.pattern.text,
+      spec.parallel.pp, spec.parallel.vpp, spec.parallel.dp,
+      schedule::scheduleName(spec.parallel.schedule));
   writeRunFile(run + "/loss.svg", report::lossSvg(logged.curve));
   writeRunFile(run + "/summary.json", summary.dump(2) + "\n");
   fmt::print("  wrote {0}/loss.svg, {0}/summary.json, {1}{2}{3}\n", run, log,
@@ -1485,7 +1491,8 @@ void addCheckpointCommand(CLI::App &app, Runner &run) {
     run = [ex] {
       try {
         rt::ModelInfo model = rt::checkpointModel(ex->checkpoint, ex->artifact);
-        const bool bf16 = ex->dtype == "bf16";
+        // --dtype is one of the names (checked by CLI11).
+        const bool bf16 = parsePrecision(ex->dtype) == TrainingPrecision::Bf16;
         rt::ExportResult r = rt::exportHuggingFace(
             ex->checkpoint, model, ex->output,
             int64_t(ex->maxShardGiB * double(int64_t(1) << 30)),
