@@ -83,39 +83,45 @@ public:
       float *y = c.out == Slot::None ? nullptr : out(c.out);
       switch (l.kind) {
       case LayerKind::Embedding:
-        Kernels::embeddingForward(shape<EmbeddingShape>(l), t, params, a.tokens,
-                                  y, saved);
+        Kernels::embeddingForward(p.activations, shape<EmbeddingShape>(l), t,
+                                  params, a.tokens, y, saved);
         break;
       case LayerKind::Mamba:
-        Kernels::mambaForward(shape<MambaShape>(l), t, params, x, y, saved, ws);
+        Kernels::mambaForward(p.activations, shape<MambaShape>(l), t, params, x,
+                              y, saved, ws);
         break;
       case LayerKind::Attention:
-        Kernels::attentionForward(shape<AttentionShape>(l), t, params, x, y,
-                                  saved, ws);
+        Kernels::attentionForward(p.activations, shape<AttentionShape>(l), t,
+                                  params, x, y, saved, ws);
         break;
       case LayerKind::Mlp:
-        Kernels::mlpForward(shape<MlpShape>(l), t, params, x, y, saved, ws);
+        Kernels::mlpForward(p.activations, shape<MlpShape>(l), t, params, x, y,
+                            saved, ws);
         break;
       case LayerKind::Moe:
-        a.aux_loss += Kernels::moeForward(shape<MoeShape>(l), t, params, x, y,
-                                          saved, ws, a.router_checks + c.layer);
+        a.aux_loss +=
+            Kernels::moeForward(p.activations, shape<MoeShape>(l), t, params, x,
+                                y, saved, ws, a.router_checks + c.layer);
         break;
       case LayerKind::Head:
-        a.loss = Kernels::headForward(shape<HeadShape>(l), t, params, x,
-                                      a.labels, a.loss_mask, saved, ws);
+        a.loss =
+            Kernels::headForward(p.activations, shape<HeadShape>(l), t, params,
+                                 x, a.labels, a.loss_mask, saved, ws);
         if (!p.sharedOutput.empty())
           h = Kernels::headNormed(shape<HeadShape>(l), t, saved);
         break;
       case LayerKind::MtpInput:
-        Kernels::mtpInputForward(shape<MtpInputShape>(l), t, params,
+        Kernels::mtpInputForward(p.activations, shape<MtpInputShape>(l), t,
+                                 params,
                                  a.params + p.sharedTable.elementOffset(),
                                  a.tokens, h, y, saved, ws);
         break;
       case LayerKind::MtpOutput: {
         const auto &s = shape<MtpOutputShape>(l);
-        a.mtp_losses[s.depth - 1] += Kernels::mtpOutputForward(
-            s, t, params, a.params + p.sharedOutput.elementOffset(), x,
-            a.labels, a.loss_mask, saved, ws);
+        a.mtp_losses[s.depth - 1] +=
+            Kernels::mtpOutputForward(p.activations, s, t, params,
+                                      a.params + p.sharedOutput.elementOffset(),
+                                      x, a.labels, a.loss_mask, saved, ws);
         h = Kernels::mtpNormed(s, t, saved);
         break;
       }
@@ -139,41 +145,44 @@ public:
       float *dx = c.out == Slot::None ? nullptr : out(c.out);
       switch (l.kind) {
       case LayerKind::Embedding:
-        Kernels::embeddingBackwardInput(shape<EmbeddingShape>(l), t, dy, saved);
+        Kernels::embeddingBackwardInput(p.activations, shape<EmbeddingShape>(l),
+                                        t, dy, saved);
         break;
       case LayerKind::Mamba:
-        Kernels::mambaBackwardInput(shape<MambaShape>(l), t, params, grads,
-                                    saved, dy, dx, ws);
+        Kernels::mambaBackwardInput(p.activations, shape<MambaShape>(l), t,
+                                    params, grads, saved, dy, dx, ws);
         break;
       case LayerKind::Attention:
-        Kernels::attentionBackwardInput(shape<AttentionShape>(l), t, params,
-                                        grads, saved, dy, dx, ws);
+        Kernels::attentionBackwardInput(p.activations, shape<AttentionShape>(l),
+                                        t, params, grads, saved, dy, dx, ws);
         break;
       case LayerKind::Mlp:
-        Kernels::mlpBackwardInput(shape<MlpShape>(l), t, params, grads, saved,
-                                  dy, dx, ws);
+        Kernels::mlpBackwardInput(p.activations, shape<MlpShape>(l), t, params,
+                                  grads, saved, dy, dx, ws);
         break;
       case LayerKind::Moe:
-        Kernels::moeBackwardInput(shape<MoeShape>(l), t, params, grads, saved,
-                                  dy, dx, ws, a.loss_scale);
+        Kernels::moeBackwardInput(p.activations, shape<MoeShape>(l), t, params,
+                                  grads, saved, dy, dx, ws, a.loss_scale);
         break;
       case LayerKind::Head:
         if (p.sharedOutput.empty())
-          Kernels::headBackwardInput(shape<HeadShape>(l), t, params, grads,
-                                     saved, a.loss_scale, dx, ws);
+          Kernels::headBackwardInput(p.activations, shape<HeadShape>(l), t,
+                                     params, grads, saved, a.loss_scale, dx,
+                                     ws);
         else
-          Kernels::headBackwardInput(shape<HeadShape>(l), t, params, grads,
-                                     saved, a.loss_scale, dh, dx, ws);
+          Kernels::headBackwardInput(p.activations, shape<HeadShape>(l), t,
+                                     params, grads, saved, a.loss_scale, dh, dx,
+                                     ws);
         break;
       case LayerKind::MtpOutput:
         Kernels::mtpOutputBackwardInput(
-            shape<MtpOutputShape>(l), t, params, grads,
+            p.activations, shape<MtpOutputShape>(l), t, params, grads,
             a.params + p.sharedOutput.elementOffset(), saved, a.loss_scale, dh,
             dx, ws);
         break;
       case LayerKind::MtpInput:
-        Kernels::mtpInputBackwardInput(shape<MtpInputShape>(l), t, params,
-                                       grads, saved, dy, dx, ws);
+        Kernels::mtpInputBackwardInput(p.activations, shape<MtpInputShape>(l),
+                                       t, params, grads, saved, dy, dx, ws);
         dh = dx;
         break;
       }
@@ -196,33 +205,38 @@ private:
     float *saved = a.saved + l.saved.elementOffset();
     switch (l.kind) {
     case LayerKind::Embedding:
-      Kernels::embeddingBackwardWeight(shape<EmbeddingShape>(l), t, saved,
-                                       grads);
+      Kernels::embeddingBackwardWeight(p.activations, shape<EmbeddingShape>(l),
+                                       t, saved, grads);
       break;
     case LayerKind::Mamba:
-      Kernels::mambaBackwardWeight(shape<MambaShape>(l), t, saved, grads);
+      Kernels::mambaBackwardWeight(p.activations, shape<MambaShape>(l), t,
+                                   saved, grads);
       break;
     case LayerKind::Attention:
-      Kernels::attentionBackwardWeight(shape<AttentionShape>(l), t, saved,
-                                       grads);
+      Kernels::attentionBackwardWeight(p.activations, shape<AttentionShape>(l),
+                                       t, saved, grads);
       break;
     case LayerKind::Mlp:
-      Kernels::mlpBackwardWeight(shape<MlpShape>(l), t, saved, grads);
+      Kernels::mlpBackwardWeight(p.activations, shape<MlpShape>(l), t, saved,
+                                 grads);
       break;
     case LayerKind::Moe:
-      Kernels::moeBackwardWeight(shape<MoeShape>(l), t, saved, grads);
+      Kernels::moeBackwardWeight(p.activations, shape<MoeShape>(l), t, saved,
+                                 grads);
       break;
     case LayerKind::Head:
-      Kernels::headBackwardWeight(shape<HeadShape>(l), t, saved, grads);
+      Kernels::headBackwardWeight(p.activations, shape<HeadShape>(l), t, saved,
+                                  grads);
       break;
     case LayerKind::MtpInput:
-      Kernels::mtpInputBackwardWeight(shape<MtpInputShape>(l), t, saved, grads,
+      Kernels::mtpInputBackwardWeight(p.activations, shape<MtpInputShape>(l), t,
+                                      saved, grads,
                                       a.grads + p.sharedTable.elementOffset());
       break;
     case LayerKind::MtpOutput:
-      Kernels::mtpOutputBackwardWeight(shape<MtpOutputShape>(l), t, saved,
-                                       a.grads +
-                                           p.sharedOutput.elementOffset());
+      Kernels::mtpOutputBackwardWeight(
+          p.activations, shape<MtpOutputShape>(l), t, saved,
+          a.grads + p.sharedOutput.elementOffset());
       break;
     }
   }

@@ -35,7 +35,6 @@ struct CpuKernels {
 void runStagePass(const StageProgram &program, StagePass pass,
                   StageArgs &args) {
   if (program.target == Target::Cpu) {
-    cpu::setBf16Activations(program.activations == DType::BF16);
     return runStagePassOn<CpuKernels>(program, pass, args);
   }
 #if HYPIPE_HAVE_CUDA

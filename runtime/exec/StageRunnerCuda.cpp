@@ -35,7 +35,6 @@ struct CudaKernels {
 
 void runCudaStagePass(const StageProgram &program, StagePass pass,
                       StageArgs &args) {
-  cuda::setBf16Activations(program.activations == DType::BF16);
   runStagePassOn<CudaKernels>(program, pass, args);
 }
 

@@ -125,27 +125,32 @@ Layer makeLayer(const Shape &s, TokenShape t, Fwd fwd, BwdI bwdI, BwdW bwdW) {
   Layer l = sized(s, t, countParams(s));
   l.forward = [=](const float *p, const float *x, float *y, float *sv,
                   float *ws) -> float {
-    if constexpr (std::is_void_v<decltype(fwd(s, t, p, x, y, sv, ws))>) {
-      fwd(s, t, p, x, y, sv, ws);
+    if constexpr (std::is_void_v<decltype(fwd(DType::F32, s, t, p, x, y, sv,
+                                              ws))>) {
+      fwd(DType::F32, s, t, p, x, y, sv, ws);
       return 0.0f;
     } else {
-      return fwd(s, t, p, x, y, sv, ws);
+      return fwd(DType::F32, s, t, p, x, y, sv, ws);
     }
   };
   l.backwardInput = [=](const float *p, float *g, float *sv, const float *dy,
-                        float *dx,
-                        float *ws) { bwdI(s, t, p, g, sv, dy, dx, ws); };
-  l.backwardWeight = [=](const float *sv, float *g) { bwdW(s, t, sv, g); };
+                        float *dx, float *ws) {
+    bwdI(DType::F32, s, t, p, g, sv, dy, dx, ws);
+  };
+  l.backwardWeight = [=](const float *sv, float *g) {
+    bwdW(DType::F32, s, t, sv, g);
+  };
   return l;
 }
 
 const TokenShape kTokens{2, 7};
 
 /// moeForward where every router logit is finite: its check stays clear.
-float moeForwardFinite(const MoeShape &s, const TokenShape &t, const float *p,
-                       const float *x, float *y, float *sv, float *ws) {
+float moeForwardFinite(DType activations, const MoeShape &s,
+                       const TokenShape &t, const float *p, const float *x,
+                       float *y, float *sv, float *ws) {
   RouterCheck check;
-  const float aux = moeForward(s, t, p, x, y, sv, ws, &check);
+  const float aux = moeForward(activations, s, t, p, x, y, sv, ws, &check);
   EXPECT_EQ(check.nonFinite, 0);
   return aux;
 }
@@ -190,9 +195,10 @@ INSTANTIATE_TEST_SUITE_P(Activations, MlpGradient,
 
 TEST(KernelGradient, MoeWithAuxLoss) {
   // The load-balancing loss enters L with weight 1 (lossScale = 1).
-  auto bwdI = [](const MoeShape &s, const TokenShape &t, const float *p,
-                 float *g, float *sv, const float *dy, float *dx, float *ws) {
-    moeBackwardInput(s, t, p, g, sv, dy, dx, ws, 1.0f);
+  auto bwdI = [](DType activations, const MoeShape &s, const TokenShape &t,
+                 const float *p, float *g, float *sv, const float *dy,
+                 float *dx, float *ws) {
+    moeBackwardInput(activations, s, t, p, g, sv, dy, dx, ws, 1.0f);
   };
   checkGradients(makeLayer(MoeShape{6, 8, 4, 2, Activation::Gelu, 0.1}, kTokens,
                            moeForwardFinite, bwdI, moeBackwardWeight),
@@ -211,8 +217,8 @@ TEST(MoeRouter, RecordsANonFiniteLogitAndStaysInRange) {
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
   fillRandom(rng, u, p, x);
   auto route = [&](RouterCheck &check) {
-    moeForward(s, kTokens, p.data(), x.data(), y.data(), saved.data(),
-               ws.data(), &check);
+    moeForward(DType::F32, s, kTokens, p.data(), x.data(), y.data(),
+               saved.data(), ws.data(), &check);
   };
   RouterCheck clean;
   route(clean);
@@ -374,10 +380,11 @@ void checkPackedEqualsSeparate(const Shape &s, Fwd fwd, BwdI bwdI, BwdW bwdW) {
 
   std::vector<float> saved(s.savedFloats(capacity)),
       ws(s.workspaceFloats(capacity)), y(T * Hd), dx(T * Hd), g(P, 0.0f);
-  fwd(s, packed, p.data(), x.data(), y.data(), saved.data(), ws.data());
-  bwdI(s, packed, p.data(), g.data(), saved.data(), dy.data(), dx.data(),
-       ws.data());
-  bwdW(s, packed, saved.data(), g.data());
+  fwd(DType::F32, s, packed, p.data(), x.data(), y.data(), saved.data(),
+      ws.data());
+  bwdI(DType::F32, s, packed, p.data(), g.data(), saved.data(), dy.data(),
+       dx.data(), ws.data());
+  bwdW(DType::F32, s, packed, saved.data(), g.data());
 
   std::vector<float> gAlone(P, 0.0f);
   for (int64_t q = 0; q < packed.numSeqs; ++q) {
@@ -385,10 +392,11 @@ void checkPackedEqualsSeparate(const Shape &s, Fwd fwd, BwdI bwdI, BwdW bwdW) {
     const int64_t at = packed.start(q) * Hd, n = alone.tokens() * Hd;
     std::vector<float> sv(s.savedFloats(alone)), w(s.workspaceFloats(alone)),
         yq(n), dxq(n);
-    fwd(s, alone, p.data(), x.data() + at, yq.data(), sv.data(), w.data());
-    bwdI(s, alone, p.data(), gAlone.data(), sv.data(), dy.data() + at,
-         dxq.data(), w.data());
-    bwdW(s, alone, sv.data(), gAlone.data());
+    fwd(DType::F32, s, alone, p.data(), x.data() + at, yq.data(), sv.data(),
+        w.data());
+    bwdI(DType::F32, s, alone, p.data(), gAlone.data(), sv.data(),
+         dy.data() + at, dxq.data(), w.data());
+    bwdW(DType::F32, s, alone, sv.data(), gAlone.data());
     for (int64_t i = 0; i < n; ++i) {
       EXPECT_NEAR(y[at + i], yq[i], 1e-5 * (1 + std::abs(yq[i])))
           << "sample " << q << " y[" << i << "]";
@@ -426,15 +434,15 @@ Layer mtpInputLayer(const MtpInputShape &s, TokenShape t,
   Layer l = sized(s, t, own + s.vocab * s.hidden);
   l.forward = [=](const float *p, const float *x, float *y, float *sv,
                   float *ws) {
-    mtpInputForward(s, t, p, p + own, tokens.data(), x, y, sv, ws);
+    mtpInputForward(DType::F32, s, t, p, p + own, tokens.data(), x, y, sv, ws);
     return 0.0f;
   };
   l.backwardInput = [=](const float *p, float *g, float *sv, const float *dy,
                         float *dx, float *ws) {
-    mtpInputBackwardInput(s, t, p, g, sv, dy, dx, ws);
+    mtpInputBackwardInput(DType::F32, s, t, p, g, sv, dy, dx, ws);
   };
   l.backwardWeight = [=](const float *sv, float *g) {
-    mtpInputBackwardWeight(s, t, sv, g, g + own);
+    mtpInputBackwardWeight(DType::F32, s, t, sv, g, g + own);
   };
   return l;
 }
@@ -448,17 +456,18 @@ Layer mtpOutputLayer(const MtpOutputShape &s, TokenShape t,
   Layer l = sized(s, t, s.hidden + s.vocab * s.hidden);
   l.forward = [=](const float *p, const float *x, float *y, float *sv,
                   float *ws) {
-    float loss = mtpOutputForward(s, t, p, p + s.hidden, x, labels.data(),
-                                  mask.data(), sv, ws);
+    float loss = mtpOutputForward(DType::F32, s, t, p, p + s.hidden, x,
+                                  labels.data(), mask.data(), sv, ws);
     std::copy_n(mtpNormed(s, t, sv), t.tokens() * s.hidden, y);
     return float(loss * s.lossWeight);
   };
   l.backwardInput = [=](const float *p, float *g, float *sv, const float *dy,
                         float *dx, float *ws) {
-    mtpOutputBackwardInput(s, t, p, g, p + s.hidden, sv, 1.0f, dy, dx, ws);
+    mtpOutputBackwardInput(DType::F32, s, t, p, g, p + s.hidden, sv, 1.0f, dy,
+                           dx, ws);
   };
   l.backwardWeight = [=](const float *sv, float *g) {
-    mtpOutputBackwardWeight(s, t, sv, g + s.hidden);
+    mtpOutputBackwardWeight(DType::F32, s, t, sv, g + s.hidden);
   };
   return l;
 }
@@ -508,8 +517,8 @@ TEST(MtpShift, LabelsAndTokensStayInsideTheirSequence) {
   std::vector<int32_t> labels = {10, 11, 12, 13, 14, 15, 9};
   std::vector<float> saved(out.savedFloats(t)), ws(out.workspaceFloats(t));
   std::vector<float> params(2 + 16 * 2, 0.1f), x(7 * 2, 0.3f);
-  mtpOutputForward(out, t, params.data(), params.data() + 2, x.data(),
-                   labels.data(), nullptr, saved.data(), ws.data());
+  mtpOutputForward(DType::F32, out, t, params.data(), params.data() + 2,
+                   x.data(), labels.data(), nullptr, saved.data(), ws.data());
   HeadSaved h = headSaved(out, t, saved.data());
   EXPECT_EQ(std::vector<int32_t>(h.labels, h.labels + 7),
             (std::vector<int32_t>{12, 0, 0, 15, 9, 0, 0}));
@@ -520,8 +529,9 @@ TEST(MtpShift, LabelsAndTokensStayInsideTheirSequence) {
   std::vector<float> inSaved(in.savedFloats(t)), inWs(in.workspaceFloats(t)),
       y(7 * 2);
   std::vector<float> inParams(2 + 2 + 2 * 4, 0.1f), table(16 * 2, 0.2f);
-  mtpInputForward(in, t, inParams.data(), table.data(), labels.data(), x.data(),
-                  y.data(), inSaved.data(), inWs.data());
+  mtpInputForward(DType::F32, in, t, inParams.data(), table.data(),
+                  labels.data(), x.data(), y.data(), inSaved.data(),
+                  inWs.data());
   MtpInputSaved m = mtpInputSaved(in, t, inSaved.data());
   EXPECT_EQ(std::vector<int32_t>(m.ids, m.ids + 7),
             (std::vector<int32_t>{12, 0, 0, 15, 9, 0, 0}));
@@ -600,10 +610,10 @@ std::function<void()> layerStep(const Layer &L) {
 
 TEST(NoAllocationInAStep, EveryLayerKind) {
   const TokenShape packed = packedTokens();
-  auto moeBwdI = [](const MoeShape &s, const TokenShape &t, const float *p,
-                    float *g, float *sv, const float *dy, float *dx,
-                    float *ws) {
-    moeBackwardInput(s, t, p, g, sv, dy, dx, ws, 1.0f);
+  auto moeBwdI = [](DType activations, const MoeShape &s, const TokenShape &t,
+                    const float *p, float *g, float *sv, const float *dy,
+                    float *dx, float *ws) {
+    moeBackwardInput(activations, s, t, p, g, sv, dy, dx, ws, 1.0f);
   };
   const std::pair<const char *, Layer> layers[] = {
       {"mamba", makeLayer(MambaShape{8, 4, 3, 5, 2, 3}, packed, mambaForward,

@@ -261,28 +261,31 @@ struct CpuAttention : RecipeBasics {
                            AttnSaved &a, const float *dctx, float *rows) {
     cpu::coreBackward(s, t, a, dctx, rows);
   }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
+  HYPIPE_LINEAR_NORM_PRIMITIVES(cpu)
 };
 
 using Recipe = recipes::Attention<CpuAttention>;
 
 } // namespace
 
-void attentionForward(const AttentionShape &s, const TokenShape &t,
-                      const float *params, const float *x, float *y,
-                      float *saved, float *) {
-  Recipe::forward(s, t, params, x, y, saved);
+void attentionForward(DType activations, const AttentionShape &s,
+                      const TokenShape &t, const float *params, const float *x,
+                      float *y, float *saved, float *) {
+  Recipe{CpuAttention{{activations}}}.forward(s, t, params, x, y, saved);
 }
 
-void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
-                            const float *params, float *grads, float *saved,
-                            const float *dy, float *dx, float *ws) {
-  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
+void attentionBackwardInput(DType activations, const AttentionShape &s,
+                            const TokenShape &t, const float *params,
+                            float *grads, float *saved, const float *dy,
+                            float *dx, float *ws) {
+  Recipe{CpuAttention{{activations}}}.backwardInput(s, t, params, grads, saved,
+                                                    dy, dx, ws);
 }
 
-void attentionBackwardWeight(const AttentionShape &s, const TokenShape &t,
-                             const float *saved, float *grads) {
-  Recipe::backwardWeight(s, t, saved, grads);
+void attentionBackwardWeight(DType activations, const AttentionShape &s,
+                             const TokenShape &t, const float *saved,
+                             float *grads) {
+  Recipe{CpuAttention{{activations}}}.backwardWeight(s, t, saved, grads);
 }
 
 } // namespace hypipe::rt::cpu

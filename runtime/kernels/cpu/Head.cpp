@@ -13,9 +13,9 @@
 
 namespace hypipe::rt::cpu {
 
-void embeddingForward(const EmbeddingShape &s, const TokenShape &t,
-                      const float *params, const int32_t *tokens, float *y,
-                      float *saved) {
+void embeddingForward(DType activations, const EmbeddingShape &s,
+                      const TokenShape &t, const float *params,
+                      const int32_t *tokens, float *y, float *saved) {
   ProfileScope scope(KernelClass::Elementwise);
   const int64_t T = t.tokens();
   int32_t *keptTokens = reinterpret_cast<int32_t *>(saved);
@@ -27,13 +27,15 @@ void embeddingForward(const EmbeddingShape &s, const TokenShape &t,
   }
 }
 
-void embeddingBackwardInput(const EmbeddingShape &s, const TokenShape &t,
-                            const float *dy, float *saved) {
+void embeddingBackwardInput(DType activations, const EmbeddingShape &s,
+                            const TokenShape &t, const float *dy,
+                            float *saved) {
   std::memcpy(saved + t.tokens(), dy, sizeof(float) * t.tokens() * s.hidden);
 }
 
-void embeddingBackwardWeight(const EmbeddingShape &s, const TokenShape &t,
-                             const float *saved, float *grads) {
+void embeddingBackwardWeight(DType activations, const EmbeddingShape &s,
+                             const TokenShape &t, const float *saved,
+                             float *grads) {
   ProfileScope scope(KernelClass::Elementwise);
   const int32_t *tokens = reinterpret_cast<const int32_t *>(saved);
   const float *dy = saved + t.tokens();
@@ -135,57 +137,59 @@ struct CpuHead : RecipeBasics {
                                    HeadSaved h, float lossScale, float *) {
     cpu::crossEntropyBackward(t, vocab, h, lossScale);
   }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
+  HYPIPE_LINEAR_NORM_PRIMITIVES(cpu)
 };
 
 using Recipe = recipes::Head<CpuHead>;
 
 } // namespace
 
-float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
-                    const float *norm, const float *wOut, const float *x,
-                    const int32_t *labels, const float *lossMask, int64_t shift,
-                    HeadSaved h) {
-  return Recipe::lossForward(t, hidden, vocab, norm, wOut, x, labels, lossMask,
-                             shift, h, nullptr);
+float lmLossForward(DType activations, const TokenShape &t, int64_t hidden,
+                    int64_t vocab, const float *norm, const float *wOut,
+                    const float *x, const int32_t *labels,
+                    const float *lossMask, int64_t shift, HeadSaved h) {
+  return Recipe{CpuHead{{activations}}}.lossForward(
+      t, hidden, vocab, norm, wOut, x, labels, lossMask, shift, h, nullptr);
 }
 
-void lmLossBackwardInput(const TokenShape &t, int64_t hidden, int64_t vocab,
-                         const float *norm, const float *wOut, HeadSaved h,
-                         float lossScale, const float *dxnExtra, float *dx,
-                         float *gNorm, float *ws) {
-  Recipe::lossBackwardInput(t, hidden, vocab, norm, wOut, h, lossScale,
-                            dxnExtra, dx, gNorm, ws);
+void lmLossBackwardInput(DType activations, const TokenShape &t, int64_t hidden,
+                         int64_t vocab, const float *norm, const float *wOut,
+                         HeadSaved h, float lossScale, const float *dxnExtra,
+                         float *dx, float *gNorm, float *ws) {
+  Recipe{CpuHead{{activations}}}.lossBackwardInput(
+      t, hidden, vocab, norm, wOut, h, lossScale, dxnExtra, dx, gNorm, ws);
 }
 
-float headForward(const HeadShape &s, const TokenShape &t, const float *params,
-                  const float *x, const int32_t *labels, const float *lossMask,
-                  float *saved, float *ws) {
+float headForward(DType activations, const HeadShape &s, const TokenShape &t,
+                  const float *params, const float *x, const int32_t *labels,
+                  const float *lossMask, float *saved, float *ws) {
   (void)ws;
-  return lmLossForward(t, s.hidden, s.vocab, params, params + s.hidden, x,
-                       labels, lossMask, 0, headSaved(s, t, saved));
+  return lmLossForward(activations, t, s.hidden, s.vocab, params,
+                       params + s.hidden, x, labels, lossMask, 0,
+                       headSaved(s, t, saved));
 }
 
-void headBackwardInput(const HeadShape &s, const TokenShape &t,
-                       const float *params, float *grads, float *saved,
-                       float lossScale, float *dx, float *ws) {
-  headBackwardInput(s, t, params, grads, saved, lossScale, nullptr, dx, ws);
+void headBackwardInput(DType activations, const HeadShape &s,
+                       const TokenShape &t, const float *params, float *grads,
+                       float *saved, float lossScale, float *dx, float *ws) {
+  headBackwardInput(activations, s, t, params, grads, saved, lossScale, nullptr,
+                    dx, ws);
 }
 
-void headBackwardInput(const HeadShape &s, const TokenShape &t,
-                       const float *params, float *grads, float *saved,
-                       float lossScale, const float *dxnExtra, float *dx,
-                       float *ws) {
-  lmLossBackwardInput(t, s.hidden, s.vocab, params, params + s.hidden,
-                      headSaved(s, t, saved), lossScale, dxnExtra, dx, grads,
-                      ws);
+void headBackwardInput(DType activations, const HeadShape &s,
+                       const TokenShape &t, const float *params, float *grads,
+                       float *saved, float lossScale, const float *dxnExtra,
+                       float *dx, float *ws) {
+  lmLossBackwardInput(activations, t, s.hidden, s.vocab, params,
+                      params + s.hidden, headSaved(s, t, saved), lossScale,
+                      dxnExtra, dx, grads, ws);
 }
 
-void headBackwardWeight(const HeadShape &s, const TokenShape &t,
-                        const float *saved, float *grads) {
-  Recipe::backwardWeight(t, s.hidden, s.vocab,
-                         headSaved(s, t, const_cast<float *>(saved)),
-                         grads + s.hidden);
+void headBackwardWeight(DType activations, const HeadShape &s,
+                        const TokenShape &t, const float *saved, float *grads) {
+  Recipe{CpuHead{{activations}}}.backwardWeight(
+      t, s.hidden, s.vocab, headSaved(s, t, const_cast<float *>(saved)),
+      grads + s.hidden);
 }
 
 const float *headNormed(const HeadShape &s, const TokenShape &t,

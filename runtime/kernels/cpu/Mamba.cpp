@@ -365,27 +365,30 @@ struct CpuMamba : RecipeBasics {
                            const float *dtGrad) {
     cpu::convBackward(s, t, p, gp, m, dxbc, dtGrad);
   }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
+  HYPIPE_LINEAR_NORM_PRIMITIVES(cpu)
 };
 
 using Recipe = recipes::Mamba<CpuMamba>;
 
 } // namespace
 
-void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
-                  const float *x, float *y, float *saved, float *ws) {
-  Recipe::forward(s, t, params, x, y, saved, ws);
+void mambaForward(DType activations, const MambaShape &s, const TokenShape &t,
+                  const float *params, const float *x, float *y, float *saved,
+                  float *ws) {
+  Recipe{CpuMamba{{activations}}}.forward(s, t, params, x, y, saved, ws);
 }
 
-void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
-                        const float *params, float *grads, float *saved,
-                        const float *dy, float *dx, float *ws) {
-  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
+void mambaBackwardInput(DType activations, const MambaShape &s,
+                        const TokenShape &t, const float *params, float *grads,
+                        float *saved, const float *dy, float *dx, float *ws) {
+  Recipe{CpuMamba{{activations}}}.backwardInput(s, t, params, grads, saved, dy,
+                                                dx, ws);
 }
 
-void mambaBackwardWeight(const MambaShape &s, const TokenShape &t,
-                         const float *saved, float *grads) {
-  Recipe::backwardWeight(s, t, saved, grads);
+void mambaBackwardWeight(DType activations, const MambaShape &s,
+                         const TokenShape &t, const float *saved,
+                         float *grads) {
+  Recipe{CpuMamba{{activations}}}.backwardWeight(s, t, saved, grads);
 }
 
 } // namespace hypipe::rt::cpu

@@ -15,27 +15,29 @@ namespace hypipe::rt::cpu {
 namespace {
 
 struct CpuPrimitives : RecipeBasics {
-  HYPIPE_MLP_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
+  HYPIPE_MLP_PRIMITIVES(cpu)
 };
 
 using Recipe = recipes::Mlp<CpuPrimitives>;
 
 } // namespace
 
-void mlpForward(const MlpShape &s, const TokenShape &t, const float *params,
-                const float *x, float *y, float *saved, float *) {
-  Recipe::forward(s, t, params, x, y, saved);
+void mlpForward(DType activations, const MlpShape &s, const TokenShape &t,
+                const float *params, const float *x, float *y, float *saved,
+                float *) {
+  Recipe{CpuPrimitives{{activations}}}.forward(s, t, params, x, y, saved);
 }
 
-void mlpBackwardInput(const MlpShape &s, const TokenShape &t,
+void mlpBackwardInput(DType activations, const MlpShape &s, const TokenShape &t,
                       const float *params, float *grads, float *saved,
                       const float *dy, float *dx, float *ws) {
-  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
+  Recipe{CpuPrimitives{{activations}}}.backwardInput(s, t, params, grads, saved,
+                                                     dy, dx, ws);
 }
 
-void mlpBackwardWeight(const MlpShape &s, const TokenShape &t,
-                       const float *saved, float *grads) {
-  Recipe::backwardWeight(s, t, saved, grads);
+void mlpBackwardWeight(DType activations, const MlpShape &s,
+                       const TokenShape &t, const float *saved, float *grads) {
+  Recipe{CpuPrimitives{{activations}}}.backwardWeight(s, t, saved, grads);
 }
 
 } // namespace hypipe::rt::cpu

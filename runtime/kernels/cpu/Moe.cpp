@@ -15,6 +15,7 @@
 #include "runtime/kernels/cpu/Layers.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "runtime/kernels/cpu/Profile.h"
+#include "runtime/kernels/recipes/Primitives.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +25,12 @@
 namespace hypipe::rt::cpu {
 namespace {
 
-HYPIPE_MOE_EXPERT_PRIMITIVES(cpu)
+/// The experts' primitives (recipes/Moe.h), in the call's precision.
+struct MoeExpertPrimitives : RecipeBasics {
+  HYPIPE_LINEAR_NORM_PRIMITIVES(cpu)
+  HYPIPE_FORWARD_TO(cpu, activationForward)
+  HYPIPE_FORWARD_TO(cpu, activationBackward)
+};
 
 /// The first token (in token order, so at any thread count) whose router
 /// logits hold a NaN or an infinity, and that logit.
@@ -56,9 +62,9 @@ double loadBalancingLoss(const MoeShape &s, int64_t T, const MoeSaved &m) {
 }
 } // namespace
 
-float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
-                 const float *x, float *y, float *saved, float *ws,
-                 RouterCheck *check) {
+float moeForward(DType activations, const MoeShape &s, const TokenShape &t,
+                 const float *params, const float *x, float *y, float *saved,
+                 float *ws, RouterCheck *check) {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
@@ -70,11 +76,11 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
 
   std::memcpy(m.x, x, sizeof(float) * T * Hd);
   rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
-  roundActivations(m.xn, T * Hd);
-  linearForward(T, Hd, E, m.xn, p.router, logits);
+  roundActivations(activations, m.xn, T * Hd);
+  linearForward(activations, T, Hd, E, m.xn, p.router, logits);
   // bf16 logits (the router's GEMM writes them); its softmax, the
   // probabilities and the weights stay fp32.
-  roundActivations(logits, T * E);
+  roundActivations(activations, logits, T * E);
 
   {
     ProfileScope routing(KernelClass::MoeRouting);
@@ -141,14 +147,14 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
       }
   }
 
-  recipes::moeExpertsForward<MoeExpertPrimitives>(s, m, p, off);
+  recipes::moeExpertsForward(MoeExpertPrimitives{{activations}}, s, m, p, off);
 
   {
     ProfileScope routing(KernelClass::MoeRouting);
     // fp32: y = x + sum_j w_j y_j in one pass. bf16: the weighted sum is
     // the layer's output before the residual, rounded, then the sum with
     // the residual is.
-    const bool bf16 = bf16Activations();
+    const bool bf16 = activations == DType::BF16;
 #pragma omp parallel for schedule(static)
     for (int64_t tok = 0; tok < T; ++tok) {
       float *yt = y + tok * Hd;
@@ -172,7 +178,7 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
   return float(aux);
 }
 
-void moeBackwardInput(const MoeShape &s, const TokenShape &t,
+void moeBackwardInput(DType activations, const MoeShape &s, const TokenShape &t,
                       const float *params, float *grads, float *saved,
                       const float *dy, float *dx, float *ws, float lossScale) {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
@@ -208,12 +214,12 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
       dTopW[slot] = float(dot);
     }
     // Each row's output gradient is complete (one token reads a row).
-    roundActivations(m.dyr, T * k * Hd);
+    roundActivations(activations, m.dyr, T * k * Hd);
   }
 
   // dxr is a part of xn's gradient: rounded once xn's is complete.
-  recipes::moeExpertsBackwardInput<MoeExpertPrimitives>(s, m, p, off, dact,
-                                                        dxr);
+  recipes::moeExpertsBackwardInput(MoeExpertPrimitives{{activations}}, s, m, p,
+                                   off, dact, dxr);
   {
     ProfileScope routing(KernelClass::MoeRouting);
     // Each token gathers its k rows, in row order (the order a scatter
@@ -265,22 +271,24 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
         dlogits[tok * E + e] = pr[e] * (dp[e] - float(dot));
     }
   }
-  roundActivations(dlogits, T * E);
-  linearBackwardInput(T, Hd, E, dlogits, p.router, dxn, /*accumulate=*/true);
-  linearBackwardWeight(T, Hd, E, dlogits, m.xn, gp.router);
-  roundActivations(dxn, T * Hd);
+  roundActivations(activations, dlogits, T * E);
+  linearBackwardInput(activations, T, Hd, E, dlogits, p.router, dxn,
+                      /*accumulate=*/true);
+  linearBackwardWeight(activations, T, Hd, E, dlogits, m.xn, gp.router);
+  roundActivations(activations, dxn, T * Hd);
 
   std::memcpy(dx, dy, sizeof(float) * T * Hd);
   rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
-  roundActivations(dx, T * Hd);
+  roundActivations(activations, dx, T * Hd);
 }
 
-void moeBackwardWeight(const MoeShape &s, const TokenShape &t,
-                       const float *saved, float *grads) {
+void moeBackwardWeight(DType activations, const MoeShape &s,
+                       const TokenShape &t, const float *saved, float *grads) {
   MoeSaved m = moeSaved(s, t, const_cast<float *>(saved));
   thread_local std::vector<int64_t> off;
   expertOffsets(s, m.counts, off);
-  recipes::moeExpertWeightGradients(linearBackwardWeight, s, m, off, grads);
+  recipes::moeExpertWeightGradients(MoeExpertPrimitives{{activations}}, s, m,
+                                    off, grads);
 }
 
 } // namespace hypipe::rt::cpu

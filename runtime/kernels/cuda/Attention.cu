@@ -389,28 +389,31 @@ struct CudaAttention : RecipeBasics {
                            AttnSaved &a, const float *dctx, float *rows) {
     cuda::coreBackward(s, t, a, dctx, rows);
   }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
+  HYPIPE_LINEAR_NORM_PRIMITIVES(cuda)
 };
 
 using Recipe = recipes::Attention<CudaAttention>;
 
 } // namespace
 
-void attentionForward(const AttentionShape &s, const Tokens &t,
-                      const float *params, const float *x, float *y,
-                      float *saved, float *) {
-  Recipe::forward(s, t, params, x, y, saved);
+void attentionForward(DType activations, const AttentionShape &s,
+                      const Tokens &t, const float *params, const float *x,
+                      float *y, float *saved, float *) {
+  Recipe{CudaAttention{{activations}}}.forward(s, t, params, x, y, saved);
 }
 
-void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
-                            const float *params, float *grads, float *saved,
-                            const float *dy, float *dx, float *ws) {
-  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
+void attentionBackwardInput(DType activations, const AttentionShape &s,
+                            const Tokens &t, const float *params, float *grads,
+                            float *saved, const float *dy, float *dx,
+                            float *ws) {
+  Recipe{CudaAttention{{activations}}}.backwardInput(s, t, params, grads, saved,
+                                                     dy, dx, ws);
 }
 
-void attentionBackwardWeight(const AttentionShape &s, const Tokens &t,
-                             const float *saved, float *grads) {
-  Recipe::backwardWeight(s, t, saved, grads);
+void attentionBackwardWeight(DType activations, const AttentionShape &s,
+                             const Tokens &t, const float *saved,
+                             float *grads) {
+  Recipe{CudaAttention{{activations}}}.backwardWeight(s, t, saved, grads);
 }
 
 } // namespace hypipe::rt::cuda

@@ -96,9 +96,9 @@ __global__ void crossEntropyBackwardKernel(int64_t V, float *probs,
 
 } // namespace
 
-void embeddingForward(const EmbeddingShape &s, const Tokens &t,
-                      const float *params, const int32_t *tokens, float *y,
-                      float *saved) {
+void embeddingForward(DType activations, const EmbeddingShape &s,
+                      const Tokens &t, const float *params,
+                      const int32_t *tokens, float *y, float *saved) {
   const int64_t T = t.tokens();
   if (T == 0)
     return;
@@ -108,13 +108,14 @@ void embeddingForward(const EmbeddingShape &s, const Tokens &t,
   gatherRows(T, s.hidden, params, tokens, y);
 }
 
-void embeddingBackwardInput(const EmbeddingShape &s, const Tokens &t,
-                            const float *dy, float *saved) {
+void embeddingBackwardInput(DType activations, const EmbeddingShape &s,
+                            const Tokens &t, const float *dy, float *saved) {
   copyFloats(saved + t.tokens(), dy, t.tokens() * s.hidden);
 }
 
-void embeddingBackwardWeight(const EmbeddingShape &s, const Tokens &t,
-                             const float *saved, float *grads) {
+void embeddingBackwardWeight(DType activations, const EmbeddingShape &s,
+                             const Tokens &t, const float *saved,
+                             float *grads) {
   scatterAddRows(t.tokens(), s.hidden, reinterpret_cast<const int32_t *>(saved),
                  saved + t.tokens(), grads);
 }
@@ -165,55 +166,59 @@ struct CudaHead : RecipeBasics {
                                    float lossScale, float *ws) {
     cuda::crossEntropyBackward(t, vocab, h, lossScale, ws);
   }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
+  HYPIPE_LINEAR_NORM_PRIMITIVES(cuda)
 };
 
 using Recipe = recipes::Head<CudaHead>;
 
 } // namespace
 
-float lmLossForward(const Tokens &t, int64_t hidden, int64_t vocab,
-                    const float *norm, const float *wOut, const float *x,
-                    const int32_t *labels, const float *lossMask, int64_t shift,
-                    HeadSaved h, float *ws) {
-  return Recipe::lossForward(t, hidden, vocab, norm, wOut, x, labels, lossMask,
-                             shift, h, ws);
+float lmLossForward(DType activations, const Tokens &t, int64_t hidden,
+                    int64_t vocab, const float *norm, const float *wOut,
+                    const float *x, const int32_t *labels,
+                    const float *lossMask, int64_t shift, HeadSaved h,
+                    float *ws) {
+  return Recipe{CudaHead{{activations}}}.lossForward(
+      t, hidden, vocab, norm, wOut, x, labels, lossMask, shift, h, ws);
 }
 
-void lmLossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
-                         const float *norm, const float *wOut, HeadSaved h,
-                         float lossScale, const float *dxnExtra, float *dx,
-                         float *gNorm, float *ws) {
-  Recipe::lossBackwardInput(t, hidden, vocab, norm, wOut, h, lossScale,
-                            dxnExtra, dx, gNorm, ws);
+void lmLossBackwardInput(DType activations, const Tokens &t, int64_t hidden,
+                         int64_t vocab, const float *norm, const float *wOut,
+                         HeadSaved h, float lossScale, const float *dxnExtra,
+                         float *dx, float *gNorm, float *ws) {
+  Recipe{CudaHead{{activations}}}.lossBackwardInput(
+      t, hidden, vocab, norm, wOut, h, lossScale, dxnExtra, dx, gNorm, ws);
 }
 
-float headForward(const HeadShape &s, const Tokens &t, const float *params,
-                  const float *x, const int32_t *labels, const float *lossMask,
-                  float *saved, float *ws) {
-  return lmLossForward(t, s.hidden, s.vocab, params, params + s.hidden, x,
-                       labels, lossMask, 0, headSaved(s, t.shape, saved), ws);
+float headForward(DType activations, const HeadShape &s, const Tokens &t,
+                  const float *params, const float *x, const int32_t *labels,
+                  const float *lossMask, float *saved, float *ws) {
+  return lmLossForward(activations, t, s.hidden, s.vocab, params,
+                       params + s.hidden, x, labels, lossMask, 0,
+                       headSaved(s, t.shape, saved), ws);
 }
 
-void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
-                       float *grads, float *saved, float lossScale, float *dx,
+void headBackwardInput(DType activations, const HeadShape &s, const Tokens &t,
+                       const float *params, float *grads, float *saved,
+                       float lossScale, float *dx, float *ws) {
+  headBackwardInput(activations, s, t, params, grads, saved, lossScale, nullptr,
+                    dx, ws);
+}
+
+void headBackwardInput(DType activations, const HeadShape &s, const Tokens &t,
+                       const float *params, float *grads, float *saved,
+                       float lossScale, const float *dxnExtra, float *dx,
                        float *ws) {
-  headBackwardInput(s, t, params, grads, saved, lossScale, nullptr, dx, ws);
+  lmLossBackwardInput(activations, t, s.hidden, s.vocab, params,
+                      params + s.hidden, headSaved(s, t.shape, saved),
+                      lossScale, dxnExtra, dx, grads, ws);
 }
 
-void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
-                       float *grads, float *saved, float lossScale,
-                       const float *dxnExtra, float *dx, float *ws) {
-  lmLossBackwardInput(t, s.hidden, s.vocab, params, params + s.hidden,
-                      headSaved(s, t.shape, saved), lossScale, dxnExtra, dx,
-                      grads, ws);
-}
-
-void headBackwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
-                        float *grads) {
-  Recipe::backwardWeight(t, s.hidden, s.vocab,
-                         headSaved(s, t.shape, const_cast<float *>(saved)),
-                         grads + s.hidden);
+void headBackwardWeight(DType activations, const HeadShape &s, const Tokens &t,
+                        const float *saved, float *grads) {
+  Recipe{CudaHead{{activations}}}.backwardWeight(
+      t, s.hidden, s.vocab, headSaved(s, t.shape, const_cast<float *>(saved)),
+      grads + s.hidden);
 }
 
 const float *headNormed(const HeadShape &s, const Tokens &t,

@@ -17,6 +17,7 @@
 
 #include "core/model/BufferLayouts.h"
 #include "core/model/LayerShapes.h"
+#include "runtime/formats/StageProgram.h"
 
 #include <cstdint>
 
@@ -46,73 +47,74 @@ inline Tokens withBoundaries(TokenShape capacity, const int32_t *hostCuSeqlens,
 
 /// Copies `floats` floats between device buffers (the stage's last copy).
 void copyFloats(float *dst, const float *src, int64_t floats);
-/// bf16 activations, as cpu::setBf16Activations (Primitives.cuh): set by
-/// the stage runner before each pass from the artifact's precision.
-void setBf16Activations(bool on);
 /// dst[i] = src[i] rounded to the nearest bfloat16, on the stream.
 void roundCopy(float *dst, const float *src, int64_t n);
 
-void mambaForward(const MambaShape &s, const Tokens &t, const float *params,
-                  const float *x, float *y, float *saved, float *ws);
-void mambaBackwardInput(const MambaShape &s, const Tokens &t,
+void mambaForward(DType activations, const MambaShape &s, const Tokens &t,
+                  const float *params, const float *x, float *y, float *saved,
+                  float *ws);
+void mambaBackwardInput(DType activations, const MambaShape &s, const Tokens &t,
                         const float *params, float *grads, float *saved,
                         const float *dy, float *dx, float *ws);
-void mambaBackwardWeight(const MambaShape &s, const Tokens &t,
-                         const float *saved, float *grads);
+void mambaBackwardWeight(DType activations, const MambaShape &s,
+                         const Tokens &t, const float *saved, float *grads);
 
-void attentionForward(const AttentionShape &s, const Tokens &t,
-                      const float *params, const float *x, float *y,
-                      float *saved, float *ws);
-void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
-                            const float *params, float *grads, float *saved,
-                            const float *dy, float *dx, float *ws);
-void attentionBackwardWeight(const AttentionShape &s, const Tokens &t,
-                             const float *saved, float *grads);
+void attentionForward(DType activations, const AttentionShape &s,
+                      const Tokens &t, const float *params, const float *x,
+                      float *y, float *saved, float *ws);
+void attentionBackwardInput(DType activations, const AttentionShape &s,
+                            const Tokens &t, const float *params, float *grads,
+                            float *saved, const float *dy, float *dx,
+                            float *ws);
+void attentionBackwardWeight(DType activations, const AttentionShape &s,
+                             const Tokens &t, const float *saved, float *grads);
 
-void mlpForward(const MlpShape &s, const Tokens &t, const float *params,
-                const float *x, float *y, float *saved, float *ws);
-void mlpBackwardInput(const MlpShape &s, const Tokens &t, const float *params,
-                      float *grads, float *saved, const float *dy, float *dx,
-                      float *ws);
-void mlpBackwardWeight(const MlpShape &s, const Tokens &t, const float *saved,
-                       float *grads);
+void mlpForward(DType activations, const MlpShape &s, const Tokens &t,
+                const float *params, const float *x, float *y, float *saved,
+                float *ws);
+void mlpBackwardInput(DType activations, const MlpShape &s, const Tokens &t,
+                      const float *params, float *grads, float *saved,
+                      const float *dy, float *dx, float *ws);
+void mlpBackwardWeight(DType activations, const MlpShape &s, const Tokens &t,
+                       const float *saved, float *grads);
 
 /// Returns the layer's load-balancing loss (read back: the dispatch sizes
 /// need the host anyway, as in Megatron's dropless MoE). A NaN or infinite
 /// router logit is recorded in `check` (device memory; the trainer reads it
 /// once a step).
-float moeForward(const MoeShape &s, const Tokens &t, const float *params,
-                 const float *x, float *y, float *saved, float *ws,
-                 RouterCheck *check);
-void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
-                      float *grads, float *saved, const float *dy, float *dx,
-                      float *ws, float lossScale);
-void moeBackwardWeight(const MoeShape &s, const Tokens &t, const float *saved,
-                       float *grads);
+float moeForward(DType activations, const MoeShape &s, const Tokens &t,
+                 const float *params, const float *x, float *y, float *saved,
+                 float *ws, RouterCheck *check);
+void moeBackwardInput(DType activations, const MoeShape &s, const Tokens &t,
+                      const float *params, float *grads, float *saved,
+                      const float *dy, float *dx, float *ws, float lossScale);
+void moeBackwardWeight(DType activations, const MoeShape &s, const Tokens &t,
+                       const float *saved, float *grads);
 
-void embeddingForward(const EmbeddingShape &s, const Tokens &t,
-                      const float *params, const int32_t *tokens, float *y,
-                      float *saved);
-void embeddingBackwardInput(const EmbeddingShape &s, const Tokens &t,
-                            const float *dy, float *saved);
-void embeddingBackwardWeight(const EmbeddingShape &s, const Tokens &t,
-                             const float *saved, float *grads);
+void embeddingForward(DType activations, const EmbeddingShape &s,
+                      const Tokens &t, const float *params,
+                      const int32_t *tokens, float *y, float *saved);
+void embeddingBackwardInput(DType activations, const EmbeddingShape &s,
+                            const Tokens &t, const float *dy, float *saved);
+void embeddingBackwardWeight(DType activations, const EmbeddingShape &s,
+                             const Tokens &t, const float *saved, float *grads);
 
 /// Returns the microbatch's mean loss (the one value read back per step
 /// and microbatch).
-float headForward(const HeadShape &s, const Tokens &t, const float *params,
-                  const float *x, const int32_t *labels, const float *lossMask,
-                  float *saved, float *ws);
-void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
-                       float *grads, float *saved, float lossScale, float *dx,
-                       float *ws);
-void headBackwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
-                        float *grads);
+float headForward(DType activations, const HeadShape &s, const Tokens &t,
+                  const float *params, const float *x, const int32_t *labels,
+                  const float *lossMask, float *saved, float *ws);
+void headBackwardInput(DType activations, const HeadShape &s, const Tokens &t,
+                       const float *params, float *grads, float *saved,
+                       float lossScale, float *dx, float *ws);
+void headBackwardWeight(DType activations, const HeadShape &s, const Tokens &t,
+                        const float *saved, float *grads);
 /// With multi-token prediction: `dxnExtra` is the first depth's gradient of
 /// the normed output (which it reads), added before the norm's backward.
-void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
-                       float *grads, float *saved, float lossScale,
-                       const float *dxnExtra, float *dx, float *ws);
+void headBackwardInput(DType activations, const HeadShape &s, const Tokens &t,
+                       const float *params, float *grads, float *saved,
+                       float lossScale, const float *dxnExtra, float *dx,
+                       float *ws);
 /// The normed output the head keeps (the first MTP depth's input).
 const float *headNormed(const HeadShape &s, const Tokens &t,
                         const float *saved);
@@ -120,42 +122,45 @@ const float *headNormed(const HeadShape &s, const Tokens &t,
 /// The language-model loss both the head and the MTP depths compute (the
 /// CPU's, cpu/Layers.h), with `ws`: T + 2 floats for the rows' losses and
 /// the two sums (the CPU keeps those in thread-local vectors).
-float lmLossForward(const Tokens &t, int64_t hidden, int64_t vocab,
-                    const float *norm, const float *wOut, const float *x,
-                    const int32_t *labels, const float *lossMask, int64_t shift,
-                    HeadSaved h, float *ws);
+float lmLossForward(DType activations, const Tokens &t, int64_t hidden,
+                    int64_t vocab, const float *norm, const float *wOut,
+                    const float *x, const int32_t *labels,
+                    const float *lossMask, int64_t shift, HeadSaved h,
+                    float *ws);
 /// `ws`: T x hidden + 2 floats (the normed output's gradient, the mask's
 /// count).
-void lmLossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
-                         const float *norm, const float *wOut, HeadSaved h,
-                         float lossScale, const float *dxnExtra, float *dx,
-                         float *gNorm, float *ws);
+void lmLossBackwardInput(DType activations, const Tokens &t, int64_t hidden,
+                         int64_t vocab, const float *norm, const float *wOut,
+                         HeadSaved h, float lossScale, const float *dxnExtra,
+                         float *dx, float *gNorm, float *ws);
 
 /// One multi-token-prediction depth (Mtp.cu), as cpu/Layers.h describes
 /// it. `tokens` and `labels` are the microbatch's own (the depth shifts
 /// them within each sequence); the table's gradient adds with atomics, as
 /// the embedding's does.
-void mtpInputForward(const MtpInputShape &s, const Tokens &t,
+void mtpInputForward(DType activations, const MtpInputShape &s, const Tokens &t,
                      const float *params, const float *table,
                      const int32_t *tokens, const float *hPrev, float *y,
                      float *saved, float *ws);
-void mtpInputBackwardInput(const MtpInputShape &s, const Tokens &t,
-                           const float *params, float *grads, float *saved,
-                           const float *dy, float *dhPrev, float *ws);
-void mtpInputBackwardWeight(const MtpInputShape &s, const Tokens &t,
-                            const float *saved, float *grads,
+void mtpInputBackwardInput(DType activations, const MtpInputShape &s,
+                           const Tokens &t, const float *params, float *grads,
+                           float *saved, const float *dy, float *dhPrev,
+                           float *ws);
+void mtpInputBackwardWeight(DType activations, const MtpInputShape &s,
+                            const Tokens &t, const float *saved, float *grads,
                             float *tableGrads);
 /// Returns the depth's loss (unweighted; read back like the head's).
-float mtpOutputForward(const MtpOutputShape &s, const Tokens &t,
-                       const float *params, const float *wOut, const float *x,
-                       const int32_t *labels, const float *lossMask,
-                       float *saved, float *ws);
-void mtpOutputBackwardInput(const MtpOutputShape &s, const Tokens &t,
-                            const float *params, float *grads,
+float mtpOutputForward(DType activations, const MtpOutputShape &s,
+                       const Tokens &t, const float *params, const float *wOut,
+                       const float *x, const int32_t *labels,
+                       const float *lossMask, float *saved, float *ws);
+void mtpOutputBackwardInput(DType activations, const MtpOutputShape &s,
+                            const Tokens &t, const float *params, float *grads,
                             const float *wOut, float *saved, float lossScale,
                             const float *dyNext, float *dx, float *ws);
-void mtpOutputBackwardWeight(const MtpOutputShape &s, const Tokens &t,
-                             const float *saved, float *outGrads);
+void mtpOutputBackwardWeight(DType activations, const MtpOutputShape &s,
+                             const Tokens &t, const float *saved,
+                             float *outGrads);
 const float *mtpNormed(const MtpOutputShape &s, const Tokens &t,
                        const float *saved);
 

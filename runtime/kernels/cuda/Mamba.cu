@@ -756,27 +756,29 @@ struct CudaMamba : RecipeBasics {
                            const float *dtGrad) {
     cuda::convBackward(s, t, p, gp, m, dxbc, dtGrad);
   }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
+  HYPIPE_LINEAR_NORM_PRIMITIVES(cuda)
 };
 
 using Recipe = recipes::Mamba<CudaMamba>;
 
 } // namespace
 
-void mambaForward(const MambaShape &s, const Tokens &t, const float *params,
-                  const float *x, float *y, float *saved, float *ws) {
-  Recipe::forward(s, t, params, x, y, saved, ws);
+void mambaForward(DType activations, const MambaShape &s, const Tokens &t,
+                  const float *params, const float *x, float *y, float *saved,
+                  float *ws) {
+  Recipe{CudaMamba{{activations}}}.forward(s, t, params, x, y, saved, ws);
 }
 
-void mambaBackwardInput(const MambaShape &s, const Tokens &t,
+void mambaBackwardInput(DType activations, const MambaShape &s, const Tokens &t,
                         const float *params, float *grads, float *saved,
                         const float *dy, float *dx, float *ws) {
-  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
+  Recipe{CudaMamba{{activations}}}.backwardInput(s, t, params, grads, saved, dy,
+                                                 dx, ws);
 }
 
-void mambaBackwardWeight(const MambaShape &s, const Tokens &t,
-                         const float *saved, float *grads) {
-  Recipe::backwardWeight(s, t, saved, grads);
+void mambaBackwardWeight(DType activations, const MambaShape &s,
+                         const Tokens &t, const float *saved, float *grads) {
+  Recipe{CudaMamba{{activations}}}.backwardWeight(s, t, saved, grads);
 }
 
 } // namespace hypipe::rt::cuda

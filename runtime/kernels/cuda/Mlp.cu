@@ -13,27 +13,29 @@ namespace hypipe::rt::cuda {
 namespace {
 
 struct CudaPrimitives : RecipeBasics {
-  HYPIPE_MLP_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
+  HYPIPE_MLP_PRIMITIVES(cuda)
 };
 
 using Recipe = recipes::Mlp<CudaPrimitives>;
 
 } // namespace
 
-void mlpForward(const MlpShape &s, const Tokens &t, const float *params,
-                const float *x, float *y, float *saved, float *) {
-  Recipe::forward(s, t, params, x, y, saved);
+void mlpForward(DType activations, const MlpShape &s, const Tokens &t,
+                const float *params, const float *x, float *y, float *saved,
+                float *) {
+  Recipe{CudaPrimitives{{activations}}}.forward(s, t, params, x, y, saved);
 }
 
-void mlpBackwardInput(const MlpShape &s, const Tokens &t, const float *params,
-                      float *grads, float *saved, const float *dy, float *dx,
-                      float *ws) {
-  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
+void mlpBackwardInput(DType activations, const MlpShape &s, const Tokens &t,
+                      const float *params, float *grads, float *saved,
+                      const float *dy, float *dx, float *ws) {
+  Recipe{CudaPrimitives{{activations}}}.backwardInput(s, t, params, grads,
+                                                      saved, dy, dx, ws);
 }
 
-void mlpBackwardWeight(const MlpShape &s, const Tokens &t, const float *saved,
-                       float *grads) {
-  Recipe::backwardWeight(s, t, saved, grads);
+void mlpBackwardWeight(DType activations, const MlpShape &s, const Tokens &t,
+                       const float *saved, float *grads) {
+  Recipe{CudaPrimitives{{activations}}}.backwardWeight(s, t, saved, grads);
 }
 
 } // namespace hypipe::rt::cuda

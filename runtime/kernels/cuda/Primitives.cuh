@@ -99,12 +99,11 @@ __device__ inline float softplusf(float x) {
   return x > 20.0f ? x : log1pf(expf(x));
 }
 
-// bf16Activations, roundActivations, gemm, the linear layer, RMSNorm and
-// the activations. Here bf16 is host state set by the stage runner before
-// each pass (setBf16Activations and roundCopy: Layers.h), rounding at the
-// CPU kernels' points so the targets agree up to the order of sums, and
-// the linear layers' GEMMs run on the tensor cores in bf16 (bf16 products,
-// fp32 accumulation: exact on bf16 values).
+// roundActivations, gemm, the linear layer, RMSNorm and the activations.
+// Here a bf16 call rounds at the CPU kernels' points (roundCopy: Layers.h),
+// so the targets agree up to the order of sums, and the linear layers'
+// GEMMs run on the tensor cores (bf16 products, fp32 accumulation: exact on
+// bf16 values).
 #include "runtime/kernels/SharedPrimitives.inc"
 
 /// y += x over n floats.
@@ -113,9 +112,10 @@ void addInPlace(float *y, const float *x, int64_t n);
 void zero(float *x, int64_t n);
 
 /// What every layer recipe (runtime/kernels/recipes/) takes of the target
-/// besides its kernels: the call's host token shape, a copy, the residual
-/// add, the rounding to the activation type.
+/// besides its kernels: the call's precision, its host token shape, a copy,
+/// the residual add, the rounding to the precision.
 struct RecipeBasics {
+  DType activations = DType::F32;
   static const TokenShape &shape(const Tokens &t) { return t.shape; }
   static void copy(float *dst, const float *src, int64_t n) {
     copyFloats(dst, src, n);
@@ -123,7 +123,7 @@ struct RecipeBasics {
   static void addInto(float *y, const float *x, int64_t n) {
     addInPlace(y, x, n);
   }
-  static void round(float *p, int64_t n) { roundActivations(p, n); }
+  void round(float *p, int64_t n) const { roundActivations(activations, p, n); }
 };
 /// Reads one float back (synchronises the stream).
 float readBack(const float *x);

@@ -23,58 +23,60 @@
 namespace hypipe::rt::recipes {
 
 template <class P> struct Head {
+  /// The target's primitives, in the call's precision.
+  const P &k;
+
   /// `ws`: the cross-entropy's scratch (a [T] row loss and two sums on the
   /// GPU; none on the CPU).
   template <class Tokens>
-  static float lossForward(const Tokens &t, int64_t hidden, int64_t vocab,
-                           const float *norm, const float *wOut, const float *x,
-                           const int32_t *labels, const float *lossMask,
-                           int64_t shift, HeadSaved h, float *ws) {
+  float lossForward(const Tokens &t, int64_t hidden, int64_t vocab,
+                    const float *norm, const float *wOut, const float *x,
+                    const int32_t *labels, const float *lossMask, int64_t shift,
+                    HeadSaved h, float *ws) const {
     const int64_t T = t.tokens();
     if (T == 0)
       return 0.0f;
-    P::copy(h.x, x, T * hidden);
-    P::rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
-    P::round(h.xn, T * hidden);
-    P::linearForward(T, hidden, vocab, h.xn, wOut, h.probs);
+    k.copy(h.x, x, T * hidden);
+    k.rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
+    k.round(h.xn, T * hidden);
+    k.linearForward(T, hidden, vocab, h.xn, wOut, h.probs);
     // bf16 logits, as the output layer writes them; the loss reads them in
     // fp32 (Megatron upcasts before the cross-entropy).
-    P::round(h.probs, T * vocab);
-    return P::crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
+    k.round(h.probs, T * vocab);
+    return k.crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
   }
 
   /// `dxnExtra`: the next MTP depth's gradient of the normed output, or
   /// null. `ws`: [T, hidden] for the norm's input gradient, then the
   /// cross-entropy's scratch.
   template <class Tokens>
-  static void lossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
-                                const float *norm, const float *wOut,
-                                HeadSaved h, float lossScale,
-                                const float *dxnExtra, float *dx, float *gNorm,
-                                float *ws) {
+  void lossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
+                         const float *norm, const float *wOut, HeadSaved h,
+                         float lossScale, const float *dxnExtra, float *dx,
+                         float *gNorm, float *ws) const {
     const int64_t T = t.tokens();
     if (T == 0)
       return;
     float *dxn = ws;
-    P::crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
+    k.crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
     // The logits' gradient leaves the fp32 loss as bf16.
-    P::round(h.probs, T * vocab);
-    P::linearBackwardInput(T, hidden, vocab, h.probs, wOut, dxn);
+    k.round(h.probs, T * vocab);
+    k.linearBackwardInput(T, hidden, vocab, h.probs, wOut, dxn);
     // The normed output also feeds the next MTP depth: its gradient adds
     // (that part not rounded yet), and the sum is the complete gradient.
     if (dxnExtra)
-      P::addInto(dxn, dxnExtra, T * hidden);
-    P::round(dxn, T * hidden);
-    P::rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
-    P::round(dx, T * hidden);
+      k.addInto(dxn, dxnExtra, T * hidden);
+    k.round(dxn, T * hidden);
+    k.rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
+    k.round(dx, T * hidden);
   }
 
   /// The output layer's weight gradient (the logits' gradient is in
   /// h.probs after lossBackwardInput).
   template <class Tokens>
-  static void backwardWeight(const Tokens &t, int64_t hidden, int64_t vocab,
-                             HeadSaved h, float *gOut) {
-    P::linearBackwardWeight(t.tokens(), hidden, vocab, h.probs, h.xn, gOut);
+  void backwardWeight(const Tokens &t, int64_t hidden, int64_t vocab,
+                      HeadSaved h, float *gOut) const {
+    k.linearBackwardWeight(t.tokens(), hidden, vocab, h.probs, h.xn, gOut);
   }
 };
 
