@@ -3,13 +3,20 @@
 // For each layer kind on small shapes: L = sum(y * r) for a fixed random r;
 // the analytic input and parameter gradients (I then W) must match central
 // differences of L. Kernels run in fp32, so the tolerance is loose; the
-// PyTorch reference (test/e2e/reference.test) is the tight check.
+// PyTorch reference (test/e2e/reference.test) is the tight check. Each layer
+// runs as the stage interpreter runs it: its recipe over the CPU target's
+// primitive set (cpu::Kernels).
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Optimizer.h"
 #include "runtime/kernels/cpu/Primitives.h"
+#include "runtime/kernels/recipes/Attention.h"
+#include "runtime/kernels/recipes/Mamba.h"
+#include "runtime/kernels/recipes/Mlp.h"
+#include "runtime/kernels/recipes/Moe.h"
+#include "runtime/kernels/recipes/Mtp.h"
 
 #include <gtest/gtest.h>
 
@@ -21,10 +28,63 @@
 #include <new>
 #include <random>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 using namespace hypipe::rt;
 using namespace hypipe::rt::cpu;
+
+namespace {
+
+/// The CPU target's primitive set in `activations`.
+const Kernels &cpuKernels(DType activations) {
+  static const Kernels fp32{{DType::F32}}, bf16{{DType::BF16}};
+  return activations == DType::BF16 ? bf16 : fp32;
+}
+
+// A layer's pass as the checks below call it: the layer's recipe `R` over
+// cpuKernels, in the precision of the first argument.
+template <template <class> class R>
+const auto cpuForward = [](DType a, auto &&...args) {
+  return R<Kernels>{cpuKernels(a)}.forward(
+      std::forward<decltype(args)>(args)...);
+};
+template <template <class> class R>
+const auto cpuBackwardInput = [](DType a, auto &&...args) {
+  R<Kernels>{cpuKernels(a)}.backwardInput(
+      std::forward<decltype(args)>(args)...);
+};
+template <template <class> class R>
+const auto cpuBackwardWeight = [](DType a, auto &&...args) {
+  R<Kernels>{cpuKernels(a)}.backwardWeight(
+      std::forward<decltype(args)>(args)...);
+};
+
+const auto mambaForward = cpuForward<recipes::Mamba>;
+const auto mambaBackwardInput = cpuBackwardInput<recipes::Mamba>;
+const auto mambaBackwardWeight = cpuBackwardWeight<recipes::Mamba>;
+const auto attentionForward = cpuForward<recipes::Attention>;
+const auto attentionBackwardInput = cpuBackwardInput<recipes::Attention>;
+const auto attentionBackwardWeight = cpuBackwardWeight<recipes::Attention>;
+const auto mlpForward = cpuForward<recipes::Mlp>;
+const auto mlpBackwardInput = cpuBackwardInput<recipes::Mlp>;
+const auto mlpBackwardWeight = cpuBackwardWeight<recipes::Mlp>;
+const auto moeForward = cpuForward<recipes::Moe>;
+const auto moeBackwardInput = cpuBackwardInput<recipes::Moe>;
+const auto moeBackwardWeight = cpuBackwardWeight<recipes::Moe>;
+const auto mtpInputForward = cpuForward<recipes::MtpInput>;
+const auto mtpInputBackwardInput = cpuBackwardInput<recipes::MtpInput>;
+const auto mtpInputBackwardWeight = cpuBackwardWeight<recipes::MtpInput>;
+const auto mtpOutputForward = cpuForward<recipes::MtpOutput>;
+const auto mtpOutputBackwardInput = cpuBackwardInput<recipes::MtpOutput>;
+const auto mtpOutputBackwardWeight = cpuBackwardWeight<recipes::MtpOutput>;
+
+const float *mtpNormed(const MtpOutputShape &s, const TokenShape &t,
+                       const float *sv) {
+  return recipes::MtpOutput<Kernels>{cpuKernels(DType::F32)}.normed(s, t, sv);
+}
+
+} // namespace
 
 namespace {
 
@@ -501,7 +561,7 @@ TEST(KernelGradient, MtpOutputWithMaskAndNextDepth) {
 TEST(KernelGradient, MtpPacked) {
   // Three samples of 3, 4 and 7 tokens: the shifts stop at each boundary.
   static const int32_t cu[] = {0, 3, 7, 14};
-  TokenShape t = withBoundaries(kTokens, cu, 3);
+  TokenShape t = packedTokens(kTokens, cu, 3);
   checkGradients(mtpInputLayer({11, 6, 2}, t, randomTokens(14, 11, 5)), 41);
   std::vector<float> mask(14, 1.0f);
   checkGradients(
@@ -512,7 +572,7 @@ TEST(MtpShift, LabelsAndTokensStayInsideTheirSequence) {
   // Depth 2 over samples [0, 3) and [3, 7): row i reads row i + 2 of its
   // own sample; the last two rows of each read nothing (label 0, mask 0).
   static const int32_t cu[] = {0, 3, 7};
-  TokenShape t = withBoundaries(TokenShape{1, 7}, cu, 2);
+  TokenShape t = packedTokens(TokenShape{1, 7}, cu, 2);
   MtpOutputShape out{16, 2, 2, 1.0};
   std::vector<int32_t> labels = {10, 11, 12, 13, 14, 15, 9};
   std::vector<float> saved(out.savedFloats(t)), ws(out.workspaceFloats(t));

@@ -9,17 +9,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "core/model/BufferLayouts.h"
-#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Primitives.h"
 
 #include <cstring>
 
 namespace hypipe::rt::cpu {
 
-void mtpInputForward(DType activations, const MtpInputShape &s,
-                     const TokenShape &t, const float *params,
-                     const float *table, const int32_t *tokens,
-                     const float *hPrev, float *y, float *saved, float *ws) {
+void Kernels::mtpInputForward(const MtpInputShape &s, const TokenShape &t,
+                              const float *params, const float *table,
+                              const int32_t *tokens, const float *hPrev,
+                              float *y, float *saved, float *ws) const {
   const int64_t T = t.tokens(), H = s.hidden;
   const float *enorm = params, *hnorm = params + H, *w = params + 2 * H;
   MtpInputSaved m = mtpInputSaved(s, t, saved);
@@ -41,20 +41,20 @@ void mtpInputForward(DType activations, const MtpInputShape &s,
     std::memcpy(m.cat + i * 2 * H, en + i * H, sizeof(float) * H);
     std::memcpy(m.cat + i * 2 * H + H, hn + i * H, sizeof(float) * H);
   }
-  linearForward(activations, T, 2 * H, H, m.cat, w, y);
+  linearForward(T, 2 * H, H, m.cat, w, y);
   roundActivations(activations, y, T * H);
 }
 
-void mtpInputBackwardInput(DType activations, const MtpInputShape &s,
-                           const TokenShape &t, const float *params,
-                           float *grads, float *saved, const float *dy,
-                           float *dhPrev, float *ws) {
+void Kernels::mtpInputBackwardInput(const MtpInputShape &s, const TokenShape &t,
+                                    const float *params, float *grads,
+                                    float *saved, const float *dy,
+                                    float *dhPrev, float *ws) const {
   const int64_t T = t.tokens(), H = s.hidden;
   const float *enorm = params, *hnorm = params + H, *w = params + 2 * H;
   MtpInputSaved m = mtpInputSaved(s, t, saved);
   std::memcpy(m.dOut, dy, sizeof(float) * T * H); // for the weight pass
   float *dcat = ws, *half = ws + 2 * T * H;
-  linearBackwardInput(activations, T, 2 * H, H, dy, w, dcat);
+  linearBackwardInput(T, 2 * H, H, dy, w, dcat);
   roundActivations(activations, dcat, T * 2 * H);
   for (int64_t i = 0; i < T; ++i)
     std::memcpy(half + i * H, dcat + i * 2 * H, sizeof(float) * H);
@@ -68,50 +68,18 @@ void mtpInputBackwardInput(DType activations, const MtpInputShape &s,
   rmsnormBackward(T, H, m.h, hnorm, m.rstdH, half, dhPrev, grads + H, false);
 }
 
-void mtpInputBackwardWeight(DType activations, const MtpInputShape &s,
-                            const TokenShape &t, const float *saved,
-                            float *grads, float *tableGrads) {
+void Kernels::mtpInputBackwardWeight(const MtpInputShape &s,
+                                     const TokenShape &t, const float *saved,
+                                     float *grads, float *tableGrads) const {
   const int64_t T = t.tokens(), H = s.hidden;
   MtpInputSaved m = mtpInputSaved(s, t, const_cast<float *>(saved));
-  linearBackwardWeight(activations, T, 2 * H, H, m.dOut, m.cat, grads + 2 * H);
+  linearBackwardWeight(T, 2 * H, H, m.dOut, m.cat, grads + 2 * H);
   for (int64_t i = 0; i < T; ++i) {
     float *g = tableGrads + int64_t(m.ids[i]) * H;
     const float *d = m.dE + i * H;
     for (int64_t j = 0; j < H; ++j)
       g[j] += d[j];
   }
-}
-
-float mtpOutputForward(DType activations, const MtpOutputShape &s,
-                       const TokenShape &t, const float *params,
-                       const float *wOut, const float *x, const int32_t *labels,
-                       const float *lossMask, float *saved, float *ws) {
-  (void)ws;
-  return lmLossForward(activations, t, s.hidden, s.vocab, params, wOut, x,
-                       labels, lossMask, s.depth, headSaved(s, t, saved));
-}
-
-void mtpOutputBackwardInput(DType activations, const MtpOutputShape &s,
-                            const TokenShape &t, const float *params,
-                            float *grads, const float *wOut, float *saved,
-                            float lossScale, const float *dyNext, float *dx,
-                            float *ws) {
-  lmLossBackwardInput(activations, t, s.hidden, s.vocab, params, wOut,
-                      headSaved(s, t, saved), float(lossScale * s.lossWeight),
-                      dyNext, dx, grads, ws);
-}
-
-void mtpOutputBackwardWeight(DType activations, const MtpOutputShape &s,
-                             const TokenShape &t, const float *saved,
-                             float *outGrads) {
-  HeadSaved h = headSaved(s, t, const_cast<float *>(saved));
-  linearBackwardWeight(activations, t.tokens(), s.hidden, s.vocab, h.probs,
-                       h.xn, outGrads);
-}
-
-const float *mtpNormed(const MtpOutputShape &s, const TokenShape &t,
-                       const float *saved) {
-  return headSaved(s, t, const_cast<float *>(saved)).xn;
 }
 
 } // namespace hypipe::rt::cpu

@@ -13,7 +13,6 @@
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 #include "runtime/kernels/recipes/Moe.h"
-#include "runtime/kernels/recipes/Primitives.h"
 
 #include <cfloat>
 #include <cstring>
@@ -22,13 +21,6 @@
 
 namespace hypipe::rt::cuda {
 namespace {
-
-/// The experts' primitives (recipes/Moe.h), in the call's precision.
-struct MoeExpertPrimitives : RecipeBasics {
-  HYPIPE_LINEAR_NORM_PRIMITIVES(cuda)
-  HYPIPE_FORWARD_TO(cuda, activationForward)
-  HYPIPE_FORWARD_TO(cuda, activationBackward)
-};
 
 /// One thread per token: softmax, top-k (ties to the lower index), weights.
 /// A NaN or infinite logit is recorded in `routerCheck` (the first thread to
@@ -178,9 +170,10 @@ template <typename T> void upload(T *dst, const std::vector<T> &src) {
 
 } // namespace
 
-float moeForward(DType activations, const MoeShape &s, const Tokens &t,
-                 const float *params, const float *x, float *y, float *saved,
-                 float *ws, RouterCheck *routerCheck) {
+float Kernels::moeForward(const MoeShape &s, const Tokens &t,
+                          const float *params, const float *x, float *y,
+                          float *saved, float *ws,
+                          RouterCheck *routerCheck) const {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   if (E > 64)
     throw CudaError("error: the CUDA MoE router takes at most 64 experts");
@@ -197,7 +190,7 @@ float moeForward(DType activations, const MoeShape &s, const Tokens &t,
   // bf16: the rounding points of the CPU kernel (Moe.cpp).
   rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
   roundActivations(activations, m.xn, T * Hd);
-  linearForward(activations, T, Hd, E, m.xn, p.router, logits);
+  linearForward(T, Hd, E, m.xn, p.router, logits);
   roundActivations(activations, logits, T * E);
   routeKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
       T, int(E), int(k), logits, m.probs, m.topIdx, m.topW, routerCheck);
@@ -234,16 +227,17 @@ float moeForward(DType activations, const MoeShape &s, const Tokens &t,
   slotRowKernel<<<blocksFor(T * k), 256, 0, stream()>>>(T * k, m.rowMap,
                                                         slotRow);
   launched("moe slots");
-  recipes::moeExpertsForward(MoeExpertPrimitives{{activations}}, s, m, p, off);
+  recipes::moeExpertsForward(*this, s, m, p, off);
   combineKernel<<<unsigned(T), 128, 0, stream()>>>(
       Hd, int(k), x, m.yr, slotRow, m.topW, y, activations == DType::BF16);
   launched("moe combine");
   return float(aux);
 }
 
-void moeBackwardInput(DType activations, const MoeShape &s, const Tokens &t,
-                      const float *params, float *grads, float *saved,
-                      const float *dy, float *dx, float *ws, float lossScale) {
+void Kernels::moeBackwardInput(const MoeShape &s, const Tokens &t,
+                               const float *params, float *grads, float *saved,
+                               const float *dy, float *dx, float *ws,
+                               float lossScale) const {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden,
                 R = T * k;
   if (T == 0)
@@ -266,8 +260,7 @@ void moeBackwardInput(DType activations, const MoeShape &s, const Tokens &t,
                                                    dy, m.yr, m.dyr, dTopW);
   launched("moe combine backward");
   roundActivations(activations, m.dyr, R * Hd);
-  recipes::moeExpertsBackwardInput(MoeExpertPrimitives{{activations}}, s, m, p,
-                                   off, dact, dxr);
+  recipes::moeExpertsBackwardInput(*this, s, m, p, off, dact, dxr);
   scatterRowsKernel<<<unsigned(T), 128, 0, stream()>>>(Hd, int(k), slotRow, dxr,
                                                        dxn);
   launched("moe dispatch backward");
@@ -278,24 +271,23 @@ void moeBackwardInput(DType activations, const MoeShape &s, const Tokens &t,
       dlogits);
   launched("moe router backward");
   roundActivations(activations, dlogits, T * E);
-  linearBackwardInput(activations, T, Hd, E, dlogits, p.router, dxn,
+  linearBackwardInput(T, Hd, E, dlogits, p.router, dxn,
                       /*accumulate=*/true);
-  linearBackwardWeight(activations, T, Hd, E, dlogits, m.xn, gp.router);
+  linearBackwardWeight(T, Hd, E, dlogits, m.xn, gp.router);
   roundActivations(activations, dxn, T * Hd);
   copyFloats(dx, dy, T * Hd);
   rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
   roundActivations(activations, dx, T * Hd);
 }
 
-void moeBackwardWeight(DType activations, const MoeShape &s, const Tokens &t,
-                       const float *saved, float *grads) {
+void Kernels::moeBackwardWeight(const MoeShape &s, const Tokens &t,
+                                const float *saved, float *grads) const {
   if (t.tokens() == 0)
     return;
   MoeSaved m = moeSaved(s, t.shape, const_cast<float *>(saved));
   std::vector<int64_t> off;
   expertOffsets(s, download(m.counts, s.experts).data(), off);
-  recipes::moeExpertWeightGradients(MoeExpertPrimitives{{activations}}, s, m,
-                                    off, grads);
+  recipes::moeExpertWeightGradients(*this, s, m, off, grads);
 }
 
 } // namespace hypipe::rt::cuda

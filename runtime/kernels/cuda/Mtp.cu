@@ -41,10 +41,10 @@ void copyRows(int64_t T, int64_t n, float *dst, int64_t dstStride,
 
 } // namespace
 
-void mtpInputForward(DType activations, const MtpInputShape &s, const Tokens &t,
-                     const float *params, const float *table,
-                     const int32_t *tokens, const float *hPrev, float *y,
-                     float *saved, float *ws) {
+void Kernels::mtpInputForward(const MtpInputShape &s, const Tokens &t,
+                              const float *params, const float *table,
+                              const int32_t *tokens, const float *hPrev,
+                              float *y, float *saved, float *ws) const {
   const int64_t T = t.tokens(), H = s.hidden;
   if (T == 0)
     return;
@@ -61,14 +61,14 @@ void mtpInputForward(DType activations, const MtpInputShape &s, const Tokens &t,
   roundActivations(activations, en, 2 * T * H); // en and hn, side by side in ws
   copyRows(T, H, m.cat, 2 * H, en, H);
   copyRows(T, H, m.cat + H, 2 * H, hn, H);
-  linearForward(activations, T, 2 * H, H, m.cat, w, y);
+  linearForward(T, 2 * H, H, m.cat, w, y);
   roundActivations(activations, y, T * H);
 }
 
-void mtpInputBackwardInput(DType activations, const MtpInputShape &s,
-                           const Tokens &t, const float *params, float *grads,
-                           float *saved, const float *dy, float *dhPrev,
-                           float *ws) {
+void Kernels::mtpInputBackwardInput(const MtpInputShape &s, const Tokens &t,
+                                    const float *params, float *grads,
+                                    float *saved, const float *dy,
+                                    float *dhPrev, float *ws) const {
   const int64_t T = t.tokens(), H = s.hidden;
   if (T == 0)
     return;
@@ -90,44 +90,13 @@ void mtpInputBackwardInput(DType activations, const MtpInputShape &s,
   rmsnormBackward(T, H, m.h, hnorm, m.rstdH, dHn, dhPrev, grads + H, false);
 }
 
-void mtpInputBackwardWeight(DType activations, const MtpInputShape &s,
-                            const Tokens &t, const float *saved, float *grads,
-                            float *tableGrads) {
+void Kernels::mtpInputBackwardWeight(const MtpInputShape &s, const Tokens &t,
+                                     const float *saved, float *grads,
+                                     float *tableGrads) const {
   const int64_t T = t.tokens(), H = s.hidden;
   MtpInputSaved m = mtpInputSaved(s, t.shape, const_cast<float *>(saved));
-  linearBackwardWeight(activations, T, 2 * H, H, m.dOut, m.cat, grads + 2 * H);
+  linearBackwardWeight(T, 2 * H, H, m.dOut, m.cat, grads + 2 * H);
   scatterAddRows(T, H, m.ids, m.dE, tableGrads);
-}
-
-float mtpOutputForward(DType activations, const MtpOutputShape &s,
-                       const Tokens &t, const float *params, const float *wOut,
-                       const float *x, const int32_t *labels,
-                       const float *lossMask, float *saved, float *ws) {
-  return lmLossForward(activations, t, s.hidden, s.vocab, params, wOut, x,
-                       labels, lossMask, s.depth, headSaved(s, t.shape, saved),
-                       ws);
-}
-
-void mtpOutputBackwardInput(DType activations, const MtpOutputShape &s,
-                            const Tokens &t, const float *params, float *grads,
-                            const float *wOut, float *saved, float lossScale,
-                            const float *dyNext, float *dx, float *ws) {
-  lmLossBackwardInput(activations, t, s.hidden, s.vocab, params, wOut,
-                      headSaved(s, t.shape, saved),
-                      float(lossScale * s.lossWeight), dyNext, dx, grads, ws);
-}
-
-void mtpOutputBackwardWeight(DType activations, const MtpOutputShape &s,
-                             const Tokens &t, const float *saved,
-                             float *outGrads) {
-  HeadSaved h = headSaved(s, t.shape, const_cast<float *>(saved));
-  linearBackwardWeight(activations, t.tokens(), s.hidden, s.vocab, h.probs,
-                       h.xn, outGrads);
-}
-
-const float *mtpNormed(const MtpOutputShape &s, const Tokens &t,
-                       const float *saved) {
-  return headSaved(s, t.shape, const_cast<float *>(saved)).xn;
 }
 
 } // namespace hypipe::rt::cuda

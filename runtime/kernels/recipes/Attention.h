@@ -3,9 +3,9 @@
 // One recipe for both targets around their own attention core: RMSNorm,
 // linear_qkv, RoPE (when the layer has it), the core, the output
 // projection and the residual forward; the input gradient back through
-// them; the two weight GEMMs. `P` is a target's primitive set (CPU:
-// runtime/kernels/cpu/Attention.cpp, CUDA: runtime/kernels/cuda/
-// Attention.cu): the linear and norm kernels under their own names, plus
+// them; the two weight GEMMs. `P` is a target's primitive set
+// (cpu/Kernels.h, cuda/Kernels.h; the cores in each target's Attention
+// file): the linear and norm kernels under their own names, plus
 // `copy(dst, src, n)`, `addInto(y, x, n)` (y += x), `round(p, n)`
 // (docs/precision.md's rounding points), `shape(tokens)`, `rope(s, t, qkv,
 // sign)` (q and k rotated by +angle, or -angle for gradients), and the core:
@@ -29,7 +29,7 @@ template <class P> struct Attention {
 
   template <class Tokens>
   void forward(const AttentionShape &s, const Tokens &t, const float *params,
-               const float *x, float *y, float *saved) const {
+               const float *x, float *y, float *saved, float *) const {
     const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
     const float *norm = params, *wQkv = norm + s.hidden,
                 *wProj = wQkv + Wd * s.hidden;

@@ -4,7 +4,7 @@
 // them (the main head and every MTP depth's, whose labels lie `shift` rows
 // ahead), and the gradient back through them: one recipe for both targets
 // around their own cross-entropy kernels. `P` is a target's primitive set
-// (CPU: runtime/kernels/cpu/Head.cpp, CUDA: runtime/kernels/cuda/Head.cu):
+// (cpu/Kernels.h, cuda/Kernels.h; the cores in cpu/Head.cpp, cuda/Head.cu):
 // RecipeBasics, the linear and norm kernels (recipes/Primitives.h), and
 //   crossEntropy(t, vocab, shift, labels, lossMask, h, scratch)
 //                         the logits in h.probs to their softmax in place,
@@ -25,6 +25,43 @@ namespace hypipe::rt::recipes {
 template <class P> struct Head {
   /// The target's primitives, in the call's precision.
   const P &k;
+
+  /// The head layer: the final norm and the output layer (params: the
+  /// norm's weights, then the output layer's), the loss over the labels.
+  template <class Tokens>
+  float forward(const HeadShape &s, const Tokens &t, const float *params,
+                const float *x, const int32_t *labels, const float *lossMask,
+                float *saved, float *ws) const {
+    return lossForward(t, s.hidden, s.vocab, params, params + s.hidden, x,
+                       labels, lossMask, 0, headSaved(s, k.shape(t), saved),
+                       ws);
+  }
+
+  /// With multi-token prediction `dxnExtra` is the first depth's gradient
+  /// of the normed output (else null), added before the norm's backward.
+  template <class Tokens>
+  void backwardInput(const HeadShape &s, const Tokens &t, const float *params,
+                     float *grads, float *saved, float lossScale,
+                     const float *dxnExtra, float *dx, float *ws) const {
+    lossBackwardInput(t, s.hidden, s.vocab, params, params + s.hidden,
+                      headSaved(s, k.shape(t), saved), lossScale, dxnExtra, dx,
+                      grads, ws);
+  }
+
+  template <class Tokens>
+  void backwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
+                      float *grads) const {
+    backwardWeight(t, s.hidden, s.vocab,
+                   headSaved(s, k.shape(t), const_cast<float *>(saved)),
+                   grads + s.hidden);
+  }
+
+  /// The normed output the head keeps (the first MTP depth's input).
+  template <class Tokens>
+  const float *normed(const HeadShape &s, const Tokens &t,
+                      const float *saved) const {
+    return headSaved(s, k.shape(t), const_cast<float *>(saved)).xn;
+  }
 
   /// `ws`: the cross-entropy's scratch (a [T] row loss and two sums on the
   /// GPU; none on the CPU).

@@ -5,8 +5,8 @@
 // the SSD scan, the gated group RMSNorm, out_proj and the residual forward;
 // the input gradient back through them; the two weight GEMMs. The rounding
 // points (docs/precision.md) are here, so both targets keep them alike.
-// `P` is a target's primitive set (CPU: runtime/kernels/cpu/Mamba.cpp,
-// CUDA: runtime/kernels/cuda/Mamba.cu): RecipeBasics, the linear and norm
+// `P` is a target's primitive set (cpu/Kernels.h, cuda/Kernels.h; the
+// kernels in each target's Mamba file): RecipeBasics, the linear and norm
 // kernels under their own names (recipes/Primitives.h), and
 //   convForward(s, t, p, m)             m.zxbcdt to m.xbc (SiLU'd) and m.dt
 //   scanForward(s, t, p, m, ws)         m.xbc, m.dt to m.y, m.states

@@ -2,8 +2,8 @@
 //
 // One recipe for both targets: RMSNorm, fc1, the activation, fc2 and the
 // residual forward; the input gradient through fc2, the activation, fc1 and
-// the norm; the two weight GEMMs. `P` is a target's primitive set (CPU:
-// runtime/kernels/cpu/Mlp.cpp, CUDA: runtime/kernels/cuda/Mlp.cu): the
+// the norm; the two weight GEMMs. `P` is a target's primitive set
+// (cpu/Kernels.h, cuda/Kernels.h): the
 // linear, norm and activation kernels of its Primitives header under their
 // own names, plus `copy(dst, src, n)`, `addInto(y, x, n)` (y += x),
 // `round(p, n)` (a complete activation or activation gradient to the
@@ -33,7 +33,7 @@ template <class P> struct Mlp {
 
   template <class Tokens>
   void forward(const MlpShape &s, const Tokens &t, const float *params,
-               const float *x, float *y, float *saved) const {
+               const float *x, float *y, float *saved, float *) const {
     const int64_t T = t.tokens();
     const float *norm = params, *w1 = norm + s.hidden,
                 *w2 = w1 + s.fc1Width() * s.hidden;

@@ -3,7 +3,9 @@
 // The parts of the MoE layer whose sequence of primitives is the same on
 // the CPU and the GPU, written once over a target's linear kernels; the
 // routing, gathering and scattering differ (on the GPU the dispatch sizes
-// come back to the host) and stay in each target's file.
+// come back to the host) and stay in each target's file, whose layer
+// kernels (moeForward, moeBackwardInput, moeBackwardWeight, in the call's
+// precision) the layer `Moe` below runs.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_KERNELS_RECIPES_MOE_H
@@ -85,6 +87,36 @@ void moeExpertWeightGradients(const P &k, const MoeShape &s, const MoeSaved &m,
                            gp.w2(s, e));
   }
 }
+
+/// The MoE layer as the stage interpreter runs it: the target's routed
+/// layer kernels, which call the experts' recipes above.
+template <class P> struct Moe {
+  /// The target's primitives, in the call's precision.
+  const P &k;
+
+  /// Returns the layer's load-balancing loss (already times its
+  /// coefficient); a NaN or infinite router logit is recorded in `check`.
+  template <class Tokens>
+  float forward(const MoeShape &s, const Tokens &t, const float *params,
+                const float *x, float *y, float *saved, float *ws,
+                RouterCheck *check) const {
+    return k.moeForward(s, t, params, x, y, saved, ws, check);
+  }
+
+  /// `lossScale` is d(objective)/d(aux loss).
+  template <class Tokens>
+  void backwardInput(const MoeShape &s, const Tokens &t, const float *params,
+                     float *grads, float *saved, const float *dy, float *dx,
+                     float *ws, float lossScale) const {
+    k.moeBackwardInput(s, t, params, grads, saved, dy, dx, ws, lossScale);
+  }
+
+  template <class Tokens>
+  void backwardWeight(const MoeShape &s, const Tokens &t, const float *saved,
+                      float *grads) const {
+    k.moeBackwardWeight(s, t, saved, grads);
+  }
+};
 
 } // namespace hypipe::rt::recipes
 
