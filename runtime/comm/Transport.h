@@ -33,8 +33,8 @@
 
 #include "core/schedule/CommKind.h"
 #include "runtime/comm/Comm.h"
-#include "runtime/exec/Device.h"
 #include "runtime/formats/StageProgram.h"
+#include "runtime/kernels/Target.h"
 
 #include <cstdint>
 #include <map>

@@ -8,7 +8,6 @@
 #include "core/schedule/Simulate.h"
 #include "runtime/exec/GradientBuckets.h"
 #include "runtime/exec/Init.h"
-#include "runtime/exec/StageRunner.h"
 #include "runtime/formats/Checkpoint.h"
 #include "runtime/formats/SafeTensors.h"
 
@@ -762,7 +761,7 @@ void Trainer::forward(const ActionEntry &a, StepState &st) {
   std::vector<float> mtp(st.mtp.size(), 0.0f);
   args.mtp_losses = mtp.data();
   timePass(s, args, 0);
-  runStagePass(e.program, StagePass::Forward, args);
+  device->runStagePass(e.program, StagePass::Forward, args);
   if (!e.hasEmbedding) {
     auto in = st.acts.find(tensorKey(a.stage - 1, a.microbatch));
     giveBack(std::move(in->second));
@@ -791,7 +790,7 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
       args.grad_input = st.grads.emplace(k, takeActivation(st.activation))
                             .first->second.data();
     timePass(s, args, 1);
-    runStagePass(e.program, StagePass::BackwardInput, args);
+    device->runStagePass(e.program, StagePass::BackwardInput, args);
     if (!e.hasHead) {
       auto in = st.grads.find(tensorKey(a.stage + 1, a.microbatch));
       giveBack(std::move(in->second));
@@ -810,7 +809,7 @@ void Trainer::backward(const ActionEntry &a, StepState &st) {
       args.weight_gradient_done = &Trainer::weightGradientDone;
       args.weight_gradient_context = &hook;
     }
-    runStagePass(e.program, StagePass::BackwardWeight, args);
+    device->runStagePass(e.program, StagePass::BackwardWeight, args);
     if (bucketed)
       startBuckets(s, e.program.layers.size());
     s.freeSlots.push_back(st.slotOf.at(k));

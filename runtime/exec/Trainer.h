@@ -16,10 +16,10 @@
 #include "runtime/comm/Transport.h"
 #include "runtime/data/Data.h"
 #include "runtime/data/Samples.h"
-#include "runtime/exec/Device.h"
 #include "runtime/exec/ShardLayout.h"
-#include "runtime/exec/StageArgs.h"
 #include "runtime/formats/Artifact.h"
+#include "runtime/kernels/StageArgs.h"
+#include "runtime/kernels/Target.h"
 
 #include <array>
 #include <functional>

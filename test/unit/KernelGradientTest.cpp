@@ -3,13 +3,20 @@
 // For each layer kind on small shapes: L = sum(y * r) for a fixed random r;
 // the analytic input and parameter gradients (I then W) must match central
 // differences of L. Kernels run in fp32, so the tolerance is loose; the
-// PyTorch reference (test/e2e/reference.test) is the tight check.
+// PyTorch reference (test/e2e/reference.test) is the tight check. Each layer
+// runs as the stage interpreter runs it: its recipe over the CPU target's
+// primitive set (cpu::Kernels).
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Optimizer.h"
 #include "runtime/kernels/cpu/Primitives.h"
+#include "runtime/kernels/recipes/Attention.h"
+#include "runtime/kernels/recipes/Mamba.h"
+#include "runtime/kernels/recipes/Mlp.h"
+#include "runtime/kernels/recipes/Moe.h"
+#include "runtime/kernels/recipes/Mtp.h"
 
 #include <gtest/gtest.h>
 
@@ -21,10 +28,63 @@
 #include <new>
 #include <random>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 using namespace hypipe::rt;
 using namespace hypipe::rt::cpu;
+
+namespace {
+
+/// The CPU target's primitive set in `activations`.
+const Kernels &cpuKernels(DType activations) {
+  static const Kernels fp32{{DType::F32}}, bf16{{DType::BF16}};
+  return activations == DType::BF16 ? bf16 : fp32;
+}
+
+// A layer's pass as the checks below call it: the layer's recipe `R` over
+// cpuKernels, in the precision of the first argument.
+template <template <class> class R>
+const auto cpuForward = [](DType a, auto &&...args) {
+  return R<Kernels>{cpuKernels(a)}.forward(
+      std::forward<decltype(args)>(args)...);
+};
+template <template <class> class R>
+const auto cpuBackwardInput = [](DType a, auto &&...args) {
+  R<Kernels>{cpuKernels(a)}.backwardInput(
+      std::forward<decltype(args)>(args)...);
+};
+template <template <class> class R>
+const auto cpuBackwardWeight = [](DType a, auto &&...args) {
+  R<Kernels>{cpuKernels(a)}.backwardWeight(
+      std::forward<decltype(args)>(args)...);
+};
+
+const auto mambaForward = cpuForward<recipes::Mamba>;
+const auto mambaBackwardInput = cpuBackwardInput<recipes::Mamba>;
+const auto mambaBackwardWeight = cpuBackwardWeight<recipes::Mamba>;
+const auto attentionForward = cpuForward<recipes::Attention>;
+const auto attentionBackwardInput = cpuBackwardInput<recipes::Attention>;
+const auto attentionBackwardWeight = cpuBackwardWeight<recipes::Attention>;
+const auto mlpForward = cpuForward<recipes::Mlp>;
+const auto mlpBackwardInput = cpuBackwardInput<recipes::Mlp>;
+const auto mlpBackwardWeight = cpuBackwardWeight<recipes::Mlp>;
+const auto moeForward = cpuForward<recipes::Moe>;
+const auto moeBackwardInput = cpuBackwardInput<recipes::Moe>;
+const auto moeBackwardWeight = cpuBackwardWeight<recipes::Moe>;
+const auto mtpInputForward = cpuForward<recipes::MtpInput>;
+const auto mtpInputBackwardInput = cpuBackwardInput<recipes::MtpInput>;
+const auto mtpInputBackwardWeight = cpuBackwardWeight<recipes::MtpInput>;
+const auto mtpOutputForward = cpuForward<recipes::MtpOutput>;
+const auto mtpOutputBackwardInput = cpuBackwardInput<recipes::MtpOutput>;
+const auto mtpOutputBackwardWeight = cpuBackwardWeight<recipes::MtpOutput>;
+
+const float *mtpNormed(const MtpOutputShape &s, const TokenShape &t,
+                       const float *sv) {
+  return recipes::MtpOutput<Kernels>{cpuKernels(DType::F32)}.normed(s, t, sv);
+}
+
+} // namespace
 
 namespace {
 
@@ -125,27 +185,32 @@ Layer makeLayer(const Shape &s, TokenShape t, Fwd fwd, BwdI bwdI, BwdW bwdW) {
   Layer l = sized(s, t, countParams(s));
   l.forward = [=](const float *p, const float *x, float *y, float *sv,
                   float *ws) -> float {
-    if constexpr (std::is_void_v<decltype(fwd(s, t, p, x, y, sv, ws))>) {
-      fwd(s, t, p, x, y, sv, ws);
+    if constexpr (std::is_void_v<decltype(fwd(DType::F32, s, t, p, x, y, sv,
+                                              ws))>) {
+      fwd(DType::F32, s, t, p, x, y, sv, ws);
       return 0.0f;
     } else {
-      return fwd(s, t, p, x, y, sv, ws);
+      return fwd(DType::F32, s, t, p, x, y, sv, ws);
     }
   };
   l.backwardInput = [=](const float *p, float *g, float *sv, const float *dy,
-                        float *dx,
-                        float *ws) { bwdI(s, t, p, g, sv, dy, dx, ws); };
-  l.backwardWeight = [=](const float *sv, float *g) { bwdW(s, t, sv, g); };
+                        float *dx, float *ws) {
+    bwdI(DType::F32, s, t, p, g, sv, dy, dx, ws);
+  };
+  l.backwardWeight = [=](const float *sv, float *g) {
+    bwdW(DType::F32, s, t, sv, g);
+  };
   return l;
 }
 
 const TokenShape kTokens{2, 7};
 
 /// moeForward where every router logit is finite: its check stays clear.
-float moeForwardFinite(const MoeShape &s, const TokenShape &t, const float *p,
-                       const float *x, float *y, float *sv, float *ws) {
+float moeForwardFinite(DType activations, const MoeShape &s,
+                       const TokenShape &t, const float *p, const float *x,
+                       float *y, float *sv, float *ws) {
   RouterCheck check;
-  const float aux = moeForward(s, t, p, x, y, sv, ws, &check);
+  const float aux = moeForward(activations, s, t, p, x, y, sv, ws, &check);
   EXPECT_EQ(check.nonFinite, 0);
   return aux;
 }
@@ -190,9 +255,10 @@ INSTANTIATE_TEST_SUITE_P(Activations, MlpGradient,
 
 TEST(KernelGradient, MoeWithAuxLoss) {
   // The load-balancing loss enters L with weight 1 (lossScale = 1).
-  auto bwdI = [](const MoeShape &s, const TokenShape &t, const float *p,
-                 float *g, float *sv, const float *dy, float *dx, float *ws) {
-    moeBackwardInput(s, t, p, g, sv, dy, dx, ws, 1.0f);
+  auto bwdI = [](DType activations, const MoeShape &s, const TokenShape &t,
+                 const float *p, float *g, float *sv, const float *dy,
+                 float *dx, float *ws) {
+    moeBackwardInput(activations, s, t, p, g, sv, dy, dx, ws, 1.0f);
   };
   checkGradients(makeLayer(MoeShape{6, 8, 4, 2, Activation::Gelu, 0.1}, kTokens,
                            moeForwardFinite, bwdI, moeBackwardWeight),
@@ -211,8 +277,8 @@ TEST(MoeRouter, RecordsANonFiniteLogitAndStaysInRange) {
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
   fillRandom(rng, u, p, x);
   auto route = [&](RouterCheck &check) {
-    moeForward(s, kTokens, p.data(), x.data(), y.data(), saved.data(),
-               ws.data(), &check);
+    moeForward(DType::F32, s, kTokens, p.data(), x.data(), y.data(),
+               saved.data(), ws.data(), &check);
   };
   RouterCheck clean;
   route(clean);
@@ -374,10 +440,11 @@ void checkPackedEqualsSeparate(const Shape &s, Fwd fwd, BwdI bwdI, BwdW bwdW) {
 
   std::vector<float> saved(s.savedFloats(capacity)),
       ws(s.workspaceFloats(capacity)), y(T * Hd), dx(T * Hd), g(P, 0.0f);
-  fwd(s, packed, p.data(), x.data(), y.data(), saved.data(), ws.data());
-  bwdI(s, packed, p.data(), g.data(), saved.data(), dy.data(), dx.data(),
-       ws.data());
-  bwdW(s, packed, saved.data(), g.data());
+  fwd(DType::F32, s, packed, p.data(), x.data(), y.data(), saved.data(),
+      ws.data());
+  bwdI(DType::F32, s, packed, p.data(), g.data(), saved.data(), dy.data(),
+       dx.data(), ws.data());
+  bwdW(DType::F32, s, packed, saved.data(), g.data());
 
   std::vector<float> gAlone(P, 0.0f);
   for (int64_t q = 0; q < packed.numSeqs; ++q) {
@@ -385,10 +452,11 @@ void checkPackedEqualsSeparate(const Shape &s, Fwd fwd, BwdI bwdI, BwdW bwdW) {
     const int64_t at = packed.start(q) * Hd, n = alone.tokens() * Hd;
     std::vector<float> sv(s.savedFloats(alone)), w(s.workspaceFloats(alone)),
         yq(n), dxq(n);
-    fwd(s, alone, p.data(), x.data() + at, yq.data(), sv.data(), w.data());
-    bwdI(s, alone, p.data(), gAlone.data(), sv.data(), dy.data() + at,
-         dxq.data(), w.data());
-    bwdW(s, alone, sv.data(), gAlone.data());
+    fwd(DType::F32, s, alone, p.data(), x.data() + at, yq.data(), sv.data(),
+        w.data());
+    bwdI(DType::F32, s, alone, p.data(), gAlone.data(), sv.data(),
+         dy.data() + at, dxq.data(), w.data());
+    bwdW(DType::F32, s, alone, sv.data(), gAlone.data());
     for (int64_t i = 0; i < n; ++i) {
       EXPECT_NEAR(y[at + i], yq[i], 1e-5 * (1 + std::abs(yq[i])))
           << "sample " << q << " y[" << i << "]";
@@ -426,15 +494,15 @@ Layer mtpInputLayer(const MtpInputShape &s, TokenShape t,
   Layer l = sized(s, t, own + s.vocab * s.hidden);
   l.forward = [=](const float *p, const float *x, float *y, float *sv,
                   float *ws) {
-    mtpInputForward(s, t, p, p + own, tokens.data(), x, y, sv, ws);
+    mtpInputForward(DType::F32, s, t, p, p + own, tokens.data(), x, y, sv, ws);
     return 0.0f;
   };
   l.backwardInput = [=](const float *p, float *g, float *sv, const float *dy,
                         float *dx, float *ws) {
-    mtpInputBackwardInput(s, t, p, g, sv, dy, dx, ws);
+    mtpInputBackwardInput(DType::F32, s, t, p, g, sv, dy, dx, ws);
   };
   l.backwardWeight = [=](const float *sv, float *g) {
-    mtpInputBackwardWeight(s, t, sv, g, g + own);
+    mtpInputBackwardWeight(DType::F32, s, t, sv, g, g + own);
   };
   return l;
 }
@@ -448,17 +516,18 @@ Layer mtpOutputLayer(const MtpOutputShape &s, TokenShape t,
   Layer l = sized(s, t, s.hidden + s.vocab * s.hidden);
   l.forward = [=](const float *p, const float *x, float *y, float *sv,
                   float *ws) {
-    float loss = mtpOutputForward(s, t, p, p + s.hidden, x, labels.data(),
-                                  mask.data(), sv, ws);
+    float loss = mtpOutputForward(DType::F32, s, t, p, p + s.hidden, x,
+                                  labels.data(), mask.data(), sv, ws);
     std::copy_n(mtpNormed(s, t, sv), t.tokens() * s.hidden, y);
     return float(loss * s.lossWeight);
   };
   l.backwardInput = [=](const float *p, float *g, float *sv, const float *dy,
                         float *dx, float *ws) {
-    mtpOutputBackwardInput(s, t, p, g, p + s.hidden, sv, 1.0f, dy, dx, ws);
+    mtpOutputBackwardInput(DType::F32, s, t, p, g, p + s.hidden, sv, 1.0f, dy,
+                           dx, ws);
   };
   l.backwardWeight = [=](const float *sv, float *g) {
-    mtpOutputBackwardWeight(s, t, sv, g + s.hidden);
+    mtpOutputBackwardWeight(DType::F32, s, t, sv, g + s.hidden);
   };
   return l;
 }
@@ -492,7 +561,7 @@ TEST(KernelGradient, MtpOutputWithMaskAndNextDepth) {
 TEST(KernelGradient, MtpPacked) {
   // Three samples of 3, 4 and 7 tokens: the shifts stop at each boundary.
   static const int32_t cu[] = {0, 3, 7, 14};
-  TokenShape t = withBoundaries(kTokens, cu, 3);
+  TokenShape t = packedTokens(kTokens, cu, 3);
   checkGradients(mtpInputLayer({11, 6, 2}, t, randomTokens(14, 11, 5)), 41);
   std::vector<float> mask(14, 1.0f);
   checkGradients(
@@ -503,13 +572,13 @@ TEST(MtpShift, LabelsAndTokensStayInsideTheirSequence) {
   // Depth 2 over samples [0, 3) and [3, 7): row i reads row i + 2 of its
   // own sample; the last two rows of each read nothing (label 0, mask 0).
   static const int32_t cu[] = {0, 3, 7};
-  TokenShape t = withBoundaries(TokenShape{1, 7}, cu, 2);
+  TokenShape t = packedTokens(TokenShape{1, 7}, cu, 2);
   MtpOutputShape out{16, 2, 2, 1.0};
   std::vector<int32_t> labels = {10, 11, 12, 13, 14, 15, 9};
   std::vector<float> saved(out.savedFloats(t)), ws(out.workspaceFloats(t));
   std::vector<float> params(2 + 16 * 2, 0.1f), x(7 * 2, 0.3f);
-  mtpOutputForward(out, t, params.data(), params.data() + 2, x.data(),
-                   labels.data(), nullptr, saved.data(), ws.data());
+  mtpOutputForward(DType::F32, out, t, params.data(), params.data() + 2,
+                   x.data(), labels.data(), nullptr, saved.data(), ws.data());
   HeadSaved h = headSaved(out, t, saved.data());
   EXPECT_EQ(std::vector<int32_t>(h.labels, h.labels + 7),
             (std::vector<int32_t>{12, 0, 0, 15, 9, 0, 0}));
@@ -520,8 +589,9 @@ TEST(MtpShift, LabelsAndTokensStayInsideTheirSequence) {
   std::vector<float> inSaved(in.savedFloats(t)), inWs(in.workspaceFloats(t)),
       y(7 * 2);
   std::vector<float> inParams(2 + 2 + 2 * 4, 0.1f), table(16 * 2, 0.2f);
-  mtpInputForward(in, t, inParams.data(), table.data(), labels.data(), x.data(),
-                  y.data(), inSaved.data(), inWs.data());
+  mtpInputForward(DType::F32, in, t, inParams.data(), table.data(),
+                  labels.data(), x.data(), y.data(), inSaved.data(),
+                  inWs.data());
   MtpInputSaved m = mtpInputSaved(in, t, inSaved.data());
   EXPECT_EQ(std::vector<int32_t>(m.ids, m.ids + 7),
             (std::vector<int32_t>{12, 0, 0, 15, 9, 0, 0}));
@@ -600,10 +670,10 @@ std::function<void()> layerStep(const Layer &L) {
 
 TEST(NoAllocationInAStep, EveryLayerKind) {
   const TokenShape packed = packedTokens();
-  auto moeBwdI = [](const MoeShape &s, const TokenShape &t, const float *p,
-                    float *g, float *sv, const float *dy, float *dx,
-                    float *ws) {
-    moeBackwardInput(s, t, p, g, sv, dy, dx, ws, 1.0f);
+  auto moeBwdI = [](DType activations, const MoeShape &s, const TokenShape &t,
+                    const float *p, float *g, float *sv, const float *dy,
+                    float *dx, float *ws) {
+    moeBackwardInput(activations, s, t, p, g, sv, dy, dx, ws, 1.0f);
   };
   const std::pair<const char *, Layer> layers[] = {
       {"mamba", makeLayer(MambaShape{8, 4, 3, 5, 2, 3}, packed, mambaForward,

@@ -11,9 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/kernels/recipes/Attention.h"
 #include "core/model/BufferLayouts.h"
-#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "runtime/kernels/cpu/Profile.h"
 
@@ -248,41 +247,21 @@ void coreBackward(const AttentionShape &s, const TokenShape &t, AttnSaved &a,
   }
 }
 
-struct CpuAttention : RecipeBasics {
-  static void rope(const AttentionShape &s, const TokenShape &t, float *qkv,
-                   float sign) {
-    applyRope(s, t, qkv, sign);
-  }
-  static void coreForward(const AttentionShape &s, const TokenShape &t,
-                          AttnSaved &a) {
-    cpu::coreForward(s, t, a);
-  }
-  static void coreBackward(const AttentionShape &s, const TokenShape &t,
-                           AttnSaved &a, const float *dctx, float *rows) {
-    cpu::coreBackward(s, t, a, dctx, rows);
-  }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
-};
-
-using Recipe = recipes::Attention<CpuAttention>;
-
 } // namespace
 
-void attentionForward(const AttentionShape &s, const TokenShape &t,
-                      const float *params, const float *x, float *y,
-                      float *saved, float *) {
-  Recipe::forward(s, t, params, x, y, saved);
+void Kernels::rope(const AttentionShape &s, const TokenShape &t, float *qkv,
+                   float sign) {
+  applyRope(s, t, qkv, sign);
 }
 
-void attentionBackwardInput(const AttentionShape &s, const TokenShape &t,
-                            const float *params, float *grads, float *saved,
-                            const float *dy, float *dx, float *ws) {
-  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
+void Kernels::coreForward(const AttentionShape &s, const TokenShape &t,
+                          AttnSaved &a) {
+  cpu::coreForward(s, t, a);
 }
 
-void attentionBackwardWeight(const AttentionShape &s, const TokenShape &t,
-                             const float *saved, float *grads) {
-  Recipe::backwardWeight(s, t, saved, grads);
+void Kernels::coreBackward(const AttentionShape &s, const TokenShape &t,
+                           AttnSaved &a, const float *dctx, float *rows) {
+  cpu::coreBackward(s, t, a, dctx, rows);
 }
 
 } // namespace hypipe::rt::cpu

@@ -1,9 +1,7 @@
 //===- Head.cpp - embedding, final norm, output layer and loss on the CPU -===//
 
-#include "runtime/kernels/recipes/Head.h"
 #include "core/model/BufferLayouts.h"
-#include "runtime/kernels/cpu/Layers.h"
-#include "runtime/kernels/cpu/Primitives.h"
+#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Profile.h"
 
 #include <algorithm>
@@ -13,41 +11,29 @@
 
 namespace hypipe::rt::cpu {
 
-void embeddingForward(const EmbeddingShape &s, const TokenShape &t,
-                      const float *params, const int32_t *tokens, float *y,
-                      float *saved) {
+void Kernels::embeddingLookup(int64_t T, int64_t n, const float *table,
+                              const int32_t *ids, float *y, int32_t *keptIds) {
   ProfileScope scope(KernelClass::Elementwise);
-  const int64_t T = t.tokens();
-  int32_t *keptTokens = reinterpret_cast<int32_t *>(saved);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < T; ++i) {
-    keptTokens[i] = tokens[i];
-    std::memcpy(y + i * s.hidden, params + int64_t(tokens[i]) * s.hidden,
-                sizeof(float) * s.hidden);
+    keptIds[i] = ids[i];
+    std::memcpy(y + i * n, table + int64_t(ids[i]) * n, sizeof(float) * n);
   }
 }
 
-void embeddingBackwardInput(const EmbeddingShape &s, const TokenShape &t,
-                            const float *dy, float *saved) {
-  std::memcpy(saved + t.tokens(), dy, sizeof(float) * t.tokens() * s.hidden);
-}
-
-void embeddingBackwardWeight(const EmbeddingShape &s, const TokenShape &t,
-                             const float *saved, float *grads) {
+void Kernels::embeddingScatterAdd(int64_t T, int64_t n, const int32_t *ids,
+                                  const float *dy, float *grads) {
   ProfileScope scope(KernelClass::Elementwise);
-  const int32_t *tokens = reinterpret_cast<const int32_t *>(saved);
-  const float *dy = saved + t.tokens();
   // Threads split the columns, so that rows of one token add in token order
   // whatever the thread count.
-  const int64_t H = s.hidden;
   constexpr int64_t kColumns = 64;
 #pragma omp parallel for schedule(static)
-  for (int64_t j0 = 0; j0 < H; j0 += kColumns) {
-    const int64_t j1 = std::min(H, j0 + kColumns);
-    for (int64_t i = 0; i < t.tokens(); ++i) {
-      float *g = grads + int64_t(tokens[i]) * H;
+  for (int64_t j0 = 0; j0 < n; j0 += kColumns) {
+    const int64_t j1 = std::min(n, j0 + kColumns);
+    for (int64_t i = 0; i < T; ++i) {
+      float *g = grads + int64_t(ids[i]) * n;
       for (int64_t j = j0; j < j1; ++j)
-        g[j] += dy[i * H + j];
+        g[j] += dy[i * n + j];
     }
   }
 }
@@ -125,72 +111,17 @@ void crossEntropyBackward(const TokenShape &t, int64_t vocab, HeadSaved h,
   }
 }
 
-struct CpuHead : RecipeBasics {
-  static float crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
-                            const int32_t *labels, const float *lossMask,
-                            HeadSaved h, float *) {
-    return cpu::crossEntropy(t, vocab, shift, labels, lossMask, h);
-  }
-  static void crossEntropyBackward(const TokenShape &t, int64_t vocab,
-                                   HeadSaved h, float lossScale, float *) {
-    cpu::crossEntropyBackward(t, vocab, h, lossScale);
-  }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
-};
-
-using Recipe = recipes::Head<CpuHead>;
-
 } // namespace
 
-float lmLossForward(const TokenShape &t, int64_t hidden, int64_t vocab,
-                    const float *norm, const float *wOut, const float *x,
-                    const int32_t *labels, const float *lossMask, int64_t shift,
-                    HeadSaved h) {
-  return Recipe::lossForward(t, hidden, vocab, norm, wOut, x, labels, lossMask,
-                             shift, h, nullptr);
+float Kernels::crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
+                            const int32_t *labels, const float *lossMask,
+                            HeadSaved h, float *) {
+  return cpu::crossEntropy(t, vocab, shift, labels, lossMask, h);
 }
 
-void lmLossBackwardInput(const TokenShape &t, int64_t hidden, int64_t vocab,
-                         const float *norm, const float *wOut, HeadSaved h,
-                         float lossScale, const float *dxnExtra, float *dx,
-                         float *gNorm, float *ws) {
-  Recipe::lossBackwardInput(t, hidden, vocab, norm, wOut, h, lossScale,
-                            dxnExtra, dx, gNorm, ws);
-}
-
-float headForward(const HeadShape &s, const TokenShape &t, const float *params,
-                  const float *x, const int32_t *labels, const float *lossMask,
-                  float *saved, float *ws) {
-  (void)ws;
-  return lmLossForward(t, s.hidden, s.vocab, params, params + s.hidden, x,
-                       labels, lossMask, 0, headSaved(s, t, saved));
-}
-
-void headBackwardInput(const HeadShape &s, const TokenShape &t,
-                       const float *params, float *grads, float *saved,
-                       float lossScale, float *dx, float *ws) {
-  headBackwardInput(s, t, params, grads, saved, lossScale, nullptr, dx, ws);
-}
-
-void headBackwardInput(const HeadShape &s, const TokenShape &t,
-                       const float *params, float *grads, float *saved,
-                       float lossScale, const float *dxnExtra, float *dx,
-                       float *ws) {
-  lmLossBackwardInput(t, s.hidden, s.vocab, params, params + s.hidden,
-                      headSaved(s, t, saved), lossScale, dxnExtra, dx, grads,
-                      ws);
-}
-
-void headBackwardWeight(const HeadShape &s, const TokenShape &t,
-                        const float *saved, float *grads) {
-  Recipe::backwardWeight(t, s.hidden, s.vocab,
-                         headSaved(s, t, const_cast<float *>(saved)),
-                         grads + s.hidden);
-}
-
-const float *headNormed(const HeadShape &s, const TokenShape &t,
-                        const float *saved) {
-  return headSaved(s, t, const_cast<float *>(saved)).xn;
+void Kernels::crossEntropyBackward(const TokenShape &t, int64_t vocab,
+                                   HeadSaved h, float lossScale, float *) {
+  cpu::crossEntropyBackward(t, vocab, h, lossScale);
 }
 
 } // namespace hypipe::rt::cpu

@@ -11,9 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/kernels/recipes/Mamba.h"
 #include "core/model/BufferLayouts.h"
-#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "runtime/kernels/cpu/Profile.h"
 #include "runtime/kernels/cpu/Scan.h"
@@ -331,61 +330,45 @@ void convBackward(const MambaShape &s, const TokenShape &t,
   }
 }
 
-struct CpuMamba : RecipeBasics {
-  static void convForward(const MambaShape &s, const TokenShape &t,
+} // namespace
+
+void Kernels::convForward(const MambaShape &s, const TokenShape &t,
                           const MambaParams<const float> &p, MambaSaved &m) {
-    cpu::convForward(s, t, p, m);
-  }
-  static void scanForward(const MambaShape &s, const TokenShape &t,
+  cpu::convForward(s, t, p, m);
+}
+
+void Kernels::scanForward(const MambaShape &s, const TokenShape &t,
                           const MambaParams<const float> &p, MambaSaved &m,
                           float *ws) {
-    cpu::scanForward(s, t, m.xbc, m.dt, p.aLog, p.d, m.y, m.states, ws);
-  }
-  static void gatedNormForward(const MambaShape &s, const TokenShape &t,
+  cpu::scanForward(s, t, m.xbc, m.dt, p.aLog, p.d, m.y, m.states, ws);
+}
+
+void Kernels::gatedNormForward(const MambaShape &s, const TokenShape &t,
                                const MambaParams<const float> &p,
                                MambaSaved &m) {
-    cpu::gatedNormForward(s, t, p, m);
-  }
-  static void gatedNormBackward(const MambaShape &s, const TokenShape &t,
+  cpu::gatedNormForward(s, t, p, m);
+}
+
+void Kernels::gatedNormBackward(const MambaShape &s, const TokenShape &t,
                                 const MambaParams<const float> &p,
                                 MambaParams<float> &gp, MambaSaved &m,
                                 const float *dnormed, float *dyScan) {
-    cpu::gatedNormBackward(s, t, p, gp, m, dnormed, dyScan);
-  }
-  static void scanBackward(const MambaShape &s, const TokenShape &t,
+  cpu::gatedNormBackward(s, t, p, gp, m, dnormed, dyScan);
+}
+
+void Kernels::scanBackward(const MambaShape &s, const TokenShape &t,
                            const MambaParams<const float> &p,
                            MambaParams<float> &gp, MambaSaved &m,
                            const float *dyScan, float *dxbc, float *dtGrad,
                            float *scratch) {
-    scanBackwardStep(s, t, p, gp, m, dyScan, dxbc, dtGrad, scratch);
-  }
-  static void convBackward(const MambaShape &s, const TokenShape &t,
+  scanBackwardStep(s, t, p, gp, m, dyScan, dxbc, dtGrad, scratch);
+}
+
+void Kernels::convBackward(const MambaShape &s, const TokenShape &t,
                            const MambaParams<const float> &p,
                            MambaParams<float> &gp, MambaSaved &m, float *dxbc,
                            const float *dtGrad) {
-    cpu::convBackward(s, t, p, gp, m, dxbc, dtGrad);
-  }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cpu)
-};
-
-using Recipe = recipes::Mamba<CpuMamba>;
-
-} // namespace
-
-void mambaForward(const MambaShape &s, const TokenShape &t, const float *params,
-                  const float *x, float *y, float *saved, float *ws) {
-  Recipe::forward(s, t, params, x, y, saved, ws);
-}
-
-void mambaBackwardInput(const MambaShape &s, const TokenShape &t,
-                        const float *params, float *grads, float *saved,
-                        const float *dy, float *dx, float *ws) {
-  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
-}
-
-void mambaBackwardWeight(const MambaShape &s, const TokenShape &t,
-                         const float *saved, float *grads) {
-  Recipe::backwardWeight(s, t, saved, grads);
+  cpu::convBackward(s, t, p, gp, m, dxbc, dtGrad);
 }
 
 } // namespace hypipe::rt::cpu

@@ -12,7 +12,7 @@
 #include "runtime/kernels/recipes/Moe.h"
 #include "core/model/BufferLayouts.h"
 #include "core/numeric/Bf16.h"
-#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "runtime/kernels/cpu/Profile.h"
 
@@ -23,8 +23,6 @@
 
 namespace hypipe::rt::cpu {
 namespace {
-
-HYPIPE_MOE_EXPERT_PRIMITIVES(cpu)
 
 /// The first token (in token order, so at any thread count) whose router
 /// logits hold a NaN or an infinity, and that logit.
@@ -54,11 +52,39 @@ double loadBalancingLoss(const MoeShape &s, int64_t T, const MoeSaved &m) {
   return aux *
          (s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k)));
 }
+/// y from the routed rows' outputs: fp32, y = x + sum_j w_j y_j in one
+/// pass; bf16, the weighted sum is the layer's output before the residual,
+/// rounded, then the sum with the residual is.
+void combineExperts(const MoeShape &s, int64_t T, const MoeSaved &m,
+                    const int32_t *slotRow, const float *x, float *y,
+                    bool bf16) {
+  const int64_t k = s.topk, Hd = s.hidden;
+  ProfileScope routing(KernelClass::MoeRouting);
+#pragma omp parallel for schedule(static)
+  for (int64_t tok = 0; tok < T; ++tok) {
+    float *yt = y + tok * Hd;
+    const float *xt = x + tok * Hd;
+    if (bf16)
+      std::fill(yt, yt + Hd, 0.0f);
+    else
+      std::memcpy(yt, xt, sizeof(float) * Hd);
+    for (int64_t j = 0; j < k; ++j) {
+      const float *yr = m.yr + int64_t(slotRow[tok * k + j]) * Hd;
+      float w = m.topW[tok * k + j];
+      for (int64_t i = 0; i < Hd; ++i)
+        yt[i] += w * yr[i];
+    }
+    if (bf16)
+      for (int64_t i = 0; i < Hd; ++i)
+        yt[i] = bf16::round(xt[i] + bf16::round(yt[i]));
+  }
+}
+
 } // namespace
 
-float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
-                 const float *x, float *y, float *saved, float *ws,
-                 RouterCheck *check) {
+float Kernels::moeForward(const MoeShape &s, const TokenShape &t,
+                          const float *params, const float *x, float *y,
+                          float *saved, float *ws, RouterCheck *check) const {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
@@ -70,11 +96,11 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
 
   std::memcpy(m.x, x, sizeof(float) * T * Hd);
   rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
-  roundActivations(m.xn, T * Hd);
+  roundActivations(activations, m.xn, T * Hd);
   linearForward(T, Hd, E, m.xn, p.router, logits);
   // bf16 logits (the router's GEMM writes them); its softmax, the
   // probabilities and the weights stay fp32.
-  roundActivations(logits, T * E);
+  roundActivations(activations, logits, T * E);
 
   {
     ProfileScope routing(KernelClass::MoeRouting);
@@ -141,40 +167,16 @@ float moeForward(const MoeShape &s, const TokenShape &t, const float *params,
       }
   }
 
-  recipes::moeExpertsForward<MoeExpertPrimitives>(s, m, p, off);
+  recipes::moeExpertsForward(*this, s, m, p, off);
 
-  {
-    ProfileScope routing(KernelClass::MoeRouting);
-    // fp32: y = x + sum_j w_j y_j in one pass. bf16: the weighted sum is
-    // the layer's output before the residual, rounded, then the sum with
-    // the residual is.
-    const bool bf16 = bf16Activations();
-#pragma omp parallel for schedule(static)
-    for (int64_t tok = 0; tok < T; ++tok) {
-      float *yt = y + tok * Hd;
-      const float *xt = x + tok * Hd;
-      if (bf16)
-        std::fill(yt, yt + Hd, 0.0f);
-      else
-        std::memcpy(yt, xt, sizeof(float) * Hd);
-      for (int64_t j = 0; j < k; ++j) {
-        const float *yr = m.yr + int64_t(slotRow[tok * k + j]) * Hd;
-        float w = m.topW[tok * k + j];
-        for (int64_t i = 0; i < Hd; ++i)
-          yt[i] += w * yr[i];
-      }
-      if (bf16)
-        for (int64_t i = 0; i < Hd; ++i)
-          yt[i] = bf16::round(xt[i] + bf16::round(yt[i]));
-    }
-  }
-
+  combineExperts(s, T, m, slotRow, x, y, activations == DType::BF16);
   return float(aux);
 }
 
-void moeBackwardInput(const MoeShape &s, const TokenShape &t,
-                      const float *params, float *grads, float *saved,
-                      const float *dy, float *dx, float *ws, float lossScale) {
+void Kernels::moeBackwardInput(const MoeShape &s, const TokenShape &t,
+                               const float *params, float *grads, float *saved,
+                               const float *dy, float *dx, float *ws,
+                               float lossScale) const {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
@@ -208,12 +210,11 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
       dTopW[slot] = float(dot);
     }
     // Each row's output gradient is complete (one token reads a row).
-    roundActivations(m.dyr, T * k * Hd);
+    roundActivations(activations, m.dyr, T * k * Hd);
   }
 
   // dxr is a part of xn's gradient: rounded once xn's is complete.
-  recipes::moeExpertsBackwardInput<MoeExpertPrimitives>(s, m, p, off, dact,
-                                                        dxr);
+  recipes::moeExpertsBackwardInput(*this, s, m, p, off, dact, dxr);
   {
     ProfileScope routing(KernelClass::MoeRouting);
     // Each token gathers its k rows, in row order (the order a scatter
@@ -265,22 +266,23 @@ void moeBackwardInput(const MoeShape &s, const TokenShape &t,
         dlogits[tok * E + e] = pr[e] * (dp[e] - float(dot));
     }
   }
-  roundActivations(dlogits, T * E);
-  linearBackwardInput(T, Hd, E, dlogits, p.router, dxn, /*accumulate=*/true);
+  roundActivations(activations, dlogits, T * E);
+  linearBackwardInput(T, Hd, E, dlogits, p.router, dxn,
+                      /*accumulate=*/true);
   linearBackwardWeight(T, Hd, E, dlogits, m.xn, gp.router);
-  roundActivations(dxn, T * Hd);
+  roundActivations(activations, dxn, T * Hd);
 
   std::memcpy(dx, dy, sizeof(float) * T * Hd);
   rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
-  roundActivations(dx, T * Hd);
+  roundActivations(activations, dx, T * Hd);
 }
 
-void moeBackwardWeight(const MoeShape &s, const TokenShape &t,
-                       const float *saved, float *grads) {
+void Kernels::moeBackwardWeight(const MoeShape &s, const TokenShape &t,
+                                const float *saved, float *grads) const {
   MoeSaved m = moeSaved(s, t, const_cast<float *>(saved));
   thread_local std::vector<int64_t> off;
   expertOffsets(s, m.counts, off);
-  recipes::moeExpertWeightGradients(linearBackwardWeight, s, m, off, grads);
+  recipes::moeExpertWeightGradients(*this, s, m, off, grads);
 }
 
 } // namespace hypipe::rt::cpu

@@ -9,17 +9,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "core/model/BufferLayouts.h"
-#include "runtime/kernels/cpu/Layers.h"
+#include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Primitives.h"
 
 #include <cstring>
 
 namespace hypipe::rt::cpu {
 
-void mtpInputForward(const MtpInputShape &s, const TokenShape &t,
-                     const float *params, const float *table,
-                     const int32_t *tokens, const float *hPrev, float *y,
-                     float *saved, float *ws) {
+void Kernels::mtpInputForward(const MtpInputShape &s, const TokenShape &t,
+                              const float *params, const float *table,
+                              const int32_t *tokens, const float *hPrev,
+                              float *y, float *saved, float *ws) const {
   const int64_t T = t.tokens(), H = s.hidden;
   const float *enorm = params, *hnorm = params + H, *w = params + 2 * H;
   MtpInputSaved m = mtpInputSaved(s, t, saved);
@@ -35,30 +35,32 @@ void mtpInputForward(const MtpInputShape &s, const TokenShape &t,
   float *en = ws, *hn = ws + T * H;
   rmsnormForward(T, H, m.e, enorm, en, m.rstdE);
   rmsnormForward(T, H, m.h, hnorm, hn, m.rstdH);
-  roundActivations(en, T * H);
-  roundActivations(hn, T * H);
+  roundActivations(activations, en, T * H);
+  roundActivations(activations, hn, T * H);
   for (int64_t i = 0; i < T; ++i) {
     std::memcpy(m.cat + i * 2 * H, en + i * H, sizeof(float) * H);
     std::memcpy(m.cat + i * 2 * H + H, hn + i * H, sizeof(float) * H);
   }
   linearForward(T, 2 * H, H, m.cat, w, y);
-  roundActivations(y, T * H);
+  roundActivations(activations, y, T * H);
 }
 
-void mtpInputBackwardInput(const MtpInputShape &s, const TokenShape &t,
-                           const float *params, float *grads, float *saved,
-                           const float *dy, float *dhPrev, float *ws) {
+void Kernels::mtpInputBackwardInput(const MtpInputShape &s, const TokenShape &t,
+                                    const float *params, float *grads,
+                                    float *saved, const float *dy,
+                                    float *dhPrev, float *ws) const {
   const int64_t T = t.tokens(), H = s.hidden;
   const float *enorm = params, *hnorm = params + H, *w = params + 2 * H;
   MtpInputSaved m = mtpInputSaved(s, t, saved);
   std::memcpy(m.dOut, dy, sizeof(float) * T * H); // for the weight pass
   float *dcat = ws, *half = ws + 2 * T * H;
   linearBackwardInput(T, 2 * H, H, dy, w, dcat);
-  roundActivations(dcat, T * 2 * H);
+  roundActivations(activations, dcat, T * 2 * H);
   for (int64_t i = 0; i < T; ++i)
     std::memcpy(half + i * H, dcat + i * 2 * H, sizeof(float) * H);
   rmsnormBackward(T, H, m.e, enorm, m.rstdE, half, m.dE, grads, false);
-  roundActivations(m.dE, T * H); // the looked-up rows' complete gradient
+  roundActivations(activations, m.dE,
+                   T * H); // the looked-up rows' complete gradient
   for (int64_t i = 0; i < T; ++i)
     std::memcpy(half + i * H, dcat + i * 2 * H + H, sizeof(float) * H);
   // dhPrev is a part of the previous normed output's gradient, which the
@@ -66,9 +68,9 @@ void mtpInputBackwardInput(const MtpInputShape &s, const TokenShape &t,
   rmsnormBackward(T, H, m.h, hnorm, m.rstdH, half, dhPrev, grads + H, false);
 }
 
-void mtpInputBackwardWeight(const MtpInputShape &s, const TokenShape &t,
-                            const float *saved, float *grads,
-                            float *tableGrads) {
+void Kernels::mtpInputBackwardWeight(const MtpInputShape &s,
+                                     const TokenShape &t, const float *saved,
+                                     float *grads, float *tableGrads) const {
   const int64_t T = t.tokens(), H = s.hidden;
   MtpInputSaved m = mtpInputSaved(s, t, const_cast<float *>(saved));
   linearBackwardWeight(T, 2 * H, H, m.dOut, m.cat, grads + 2 * H);
@@ -78,35 +80,6 @@ void mtpInputBackwardWeight(const MtpInputShape &s, const TokenShape &t,
     for (int64_t j = 0; j < H; ++j)
       g[j] += d[j];
   }
-}
-
-float mtpOutputForward(const MtpOutputShape &s, const TokenShape &t,
-                       const float *params, const float *wOut, const float *x,
-                       const int32_t *labels, const float *lossMask,
-                       float *saved, float *ws) {
-  (void)ws;
-  return lmLossForward(t, s.hidden, s.vocab, params, wOut, x, labels, lossMask,
-                       s.depth, headSaved(s, t, saved));
-}
-
-void mtpOutputBackwardInput(const MtpOutputShape &s, const TokenShape &t,
-                            const float *params, float *grads,
-                            const float *wOut, float *saved, float lossScale,
-                            const float *dyNext, float *dx, float *ws) {
-  lmLossBackwardInput(t, s.hidden, s.vocab, params, wOut,
-                      headSaved(s, t, saved), float(lossScale * s.lossWeight),
-                      dyNext, dx, grads, ws);
-}
-
-void mtpOutputBackwardWeight(const MtpOutputShape &s, const TokenShape &t,
-                             const float *saved, float *outGrads) {
-  HeadSaved h = headSaved(s, t, const_cast<float *>(saved));
-  linearBackwardWeight(t.tokens(), s.hidden, s.vocab, h.probs, h.xn, outGrads);
-}
-
-const float *mtpNormed(const MtpOutputShape &s, const TokenShape &t,
-                       const float *saved) {
-  return headSaved(s, t, const_cast<float *>(saved)).xn;
 }
 
 } // namespace hypipe::rt::cpu

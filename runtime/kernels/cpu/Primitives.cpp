@@ -9,7 +9,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -17,17 +16,8 @@
 
 namespace hypipe::rt::cpu {
 
-namespace {
-std::atomic<bool> bf16Mode{false};
-} // namespace
-
-void setBf16Activations(bool on) {
-  bf16Mode.store(on, std::memory_order_relaxed);
-}
-bool bf16Activations() { return bf16Mode.load(std::memory_order_relaxed); }
-
-void roundActivations(float *p, int64_t n) {
-  if (!bf16Activations() || n <= 0)
+void roundActivations(DType activations, float *p, int64_t n) {
+  if (activations != DType::BF16 || n <= 0)
     return;
 #pragma omp parallel for simd schedule(static) if (n > (int64_t(1) << 15))
   for (int64_t i = 0; i < n; ++i)
@@ -96,18 +86,21 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   }
 }
 
-void linearForward(int64_t T, int64_t in, int64_t out, const float *x,
+// The GEMM is fp32 in either precision: exact on bf16 values, the caller
+// rounds what it writes.
+void linearForward(DType, int64_t T, int64_t in, int64_t out, const float *x,
                    const float *W, float *y) {
   recipes::linearForward(gemm, T, in, out, x, W, y);
 }
 
-void linearBackwardInput(int64_t T, int64_t in, int64_t out, const float *dy,
-                         const float *W, float *dx, bool accumulate) {
+void linearBackwardInput(DType, int64_t T, int64_t in, int64_t out,
+                         const float *dy, const float *W, float *dx,
+                         bool accumulate) {
   recipes::linearBackwardInput(gemm, T, in, out, dy, W, dx, accumulate);
 }
 
-void linearBackwardWeight(int64_t T, int64_t in, int64_t out, const float *dy,
-                          const float *x, float *dW) {
+void linearBackwardWeight(DType, int64_t T, int64_t in, int64_t out,
+                          const float *dy, const float *x, float *dW) {
   recipes::linearBackwardWeight(gemm, T, in, out, dy, x, dW);
 }
 

@@ -9,6 +9,7 @@
 #define HYPIPE_RUNTIME_KERNELS_CPU_PRIMITIVES_H
 
 #include "core/model/LayerShapes.h"
+#include "runtime/formats/StageProgram.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,16 +20,10 @@
 
 namespace hypipe::rt::cpu {
 
-/// The type the kernels keep activations, their gradients and the
-/// parameter copies they compute with in (docs/precision.md): fp32, or bf16
-/// emulated in floats -- each such tensor rounded to the nearest bfloat16
-/// once it is complete, while statistics and weight gradients stay fp32.
-/// Process-wide (the OpenMP threads read it); the CPU stage runner sets it
-/// from the artifact's precision before each pass.
-void setBf16Activations(bool on);
-
-// bf16Activations, roundActivations, gemm, the linear layer, RMSNorm and
-// the activations. Here gemm is cblas_sgemm on one thread, a large one cut
+// roundActivations, gemm, the linear layer, RMSNorm and the activations.
+// bf16 is emulated in floats (docs/precision.md): each activation rounded
+// to the nearest bfloat16 once it is complete, while statistics and weight
+// gradients stay fp32. Here gemm is cblas_sgemm on one thread, a large one cut
 // into tiles fixed by its shape and shared over the OpenMP threads, so the
 // bits do not depend on their number.
 #include "runtime/kernels/SharedPrimitives.inc"
@@ -68,9 +63,10 @@ inline float softplus(float x) {
 void addResidual(int64_t n, const float *x, float *y);
 
 /// What every layer recipe (runtime/kernels/recipes/) takes of the target
-/// besides its kernels: the call's token shape, a copy, the residual add,
-/// the rounding to the activation type.
+/// besides its kernels: the call's precision, the token shape, a copy, the
+/// residual add, the rounding to the precision.
 struct RecipeBasics {
+  DType activations = DType::F32;
   static const TokenShape &shape(const TokenShape &t) { return t; }
   static void copy(float *dst, const float *src, int64_t n) {
     std::memcpy(dst, src, sizeof(float) * size_t(n));
@@ -78,7 +74,7 @@ struct RecipeBasics {
   static void addInto(float *y, const float *x, int64_t n) {
     addResidual(n, x, y);
   }
-  static void round(float *p, int64_t n) { roundActivations(p, n); }
+  void round(float *p, int64_t n) const { roundActivations(activations, p, n); }
 };
 
 /// The OpenBLAS core type to ask for (OPENBLAS_CORETYPE) when OpenBLAS took

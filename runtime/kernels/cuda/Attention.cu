@@ -12,7 +12,6 @@
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
-#include "runtime/kernels/recipes/Attention.h"
 
 #include <cfloat>
 #include <string>
@@ -342,7 +341,10 @@ template <int D> struct Backward {
   }
 };
 
-void rope(const AttentionShape &s, const Tokens &t, float *qkv, float sign) {
+} // namespace
+
+void Kernels::rope(const AttentionShape &s, const Tokens &t, float *qkv,
+                   float sign) {
   const int64_t qpg = s.heads / s.groups,
                 n = t.tokens() * s.groups * (qpg + 1) * (s.headDim / 2);
   if (n == 0)
@@ -355,7 +357,8 @@ void rope(const AttentionShape &s, const Tokens &t, float *qkv, float sign) {
 
 /// The core forward: a.qkv to a.ctx and each row's log-sum-exp in
 /// a.softmax (recipes/Attention.h).
-void coreForward(const AttentionShape &s, const Tokens &t, AttnSaved &a) {
+void Kernels::coreForward(const AttentionShape &s, const Tokens &t,
+                          AttnSaved &a) {
   if (t.tokens() > 0)
     byHeadDim<Forward>(s.headDim, geometry(s, t, s.heads), a.qkv, a.ctx,
                        a.softmax);
@@ -363,8 +366,8 @@ void coreForward(const AttentionShape &s, const Tokens &t, AttnSaved &a) {
 
 /// The core backward: a.dqkv whole from the context's gradient `dctx`;
 /// `rows` is [T, heads] of scratch for each row's dO . O.
-void coreBackward(const AttentionShape &s, const Tokens &t, AttnSaved &a,
-                  const float *dctx, float *rows) {
+void Kernels::coreBackward(const AttentionShape &s, const Tokens &t,
+                           AttnSaved &a, const float *dctx, float *rows) {
   const int64_t T = t.tokens();
   if (T == 0)
     return;
@@ -374,43 +377,6 @@ void coreBackward(const AttentionShape &s, const Tokens &t, AttnSaved &a,
   byHeadDim<Backward>(s.headDim, geometry(s, t, s.groups),
                       geometry(s, t, s.heads), a.qkv, dctx, a.softmax, rows,
                       a.dqkv);
-}
-
-struct CudaAttention : RecipeBasics {
-  static void rope(const AttentionShape &s, const Tokens &t, float *qkv,
-                   float sign) {
-    cuda::rope(s, t, qkv, sign);
-  }
-  static void coreForward(const AttentionShape &s, const Tokens &t,
-                          AttnSaved &a) {
-    cuda::coreForward(s, t, a);
-  }
-  static void coreBackward(const AttentionShape &s, const Tokens &t,
-                           AttnSaved &a, const float *dctx, float *rows) {
-    cuda::coreBackward(s, t, a, dctx, rows);
-  }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
-};
-
-using Recipe = recipes::Attention<CudaAttention>;
-
-} // namespace
-
-void attentionForward(const AttentionShape &s, const Tokens &t,
-                      const float *params, const float *x, float *y,
-                      float *saved, float *) {
-  Recipe::forward(s, t, params, x, y, saved);
-}
-
-void attentionBackwardInput(const AttentionShape &s, const Tokens &t,
-                            const float *params, float *grads, float *saved,
-                            const float *dy, float *dx, float *ws) {
-  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
-}
-
-void attentionBackwardWeight(const AttentionShape &s, const Tokens &t,
-                             const float *saved, float *grads) {
-  Recipe::backwardWeight(s, t, saved, grads);
 }
 
 } // namespace hypipe::rt::cuda

@@ -1,5 +1,7 @@
-//===- Device.cu - the CUDA device of the runtime -------------------------===//
+//===- Device.cu - the cuda target's memory, optimizer and collectives ----===//
 //
+// The CUDA half of the cuda target (CudaTarget.h); its stage-running entry
+// is CudaTarget.cpp's.
 // Memory is allocated once per buffer, stream-ordered (cudaMallocAsync: the
 // trainer reuses its buffers every step); copies and kernels go on the
 // context's stream. The squared norm is reduced in double, in a fixed order,
@@ -7,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/exec/Device.h"
+#include "runtime/kernels/cuda/CudaTarget.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 
 #include <cuda_bf16.h>
@@ -87,15 +89,20 @@ std::string gib(int64_t bytes) {
   return buf;
 }
 
-class CudaDevice final : public Device {
+class CudaTarget final : public Device {
 public:
-  explicit CudaDevice(int ordinal) : info(cuda::open(ordinal)) {}
-  ~CudaDevice() override {
+  CudaTarget(int ordinal, cuda::StagePassRunner runStages)
+      : info(cuda::open(ordinal)), runStages(runStages) {}
+  ~CudaTarget() override {
     for (void *p : {static_cast<void *>(partial), segmentTable, scratch})
       if (p)
         cudaFreeAsync(p, stream());
   }
 
+  void runStagePass(const StageProgram &program, StagePass pass,
+                    StageArgs &args) override {
+    runStages(program, pass, args);
+  }
   std::string describe() const override {
     return "cuda:" + std::to_string(info.ordinal) + " (" + info.name + ", sm_" +
            std::to_string(info.major) + std::to_string(info.minor) + ")";
@@ -277,6 +284,7 @@ private:
   }
 
   cuda::DeviceInfo info;
+  cuda::StagePassRunner runStages;
   double *partial = nullptr;
   int64_t partialBytes = 0;
   void *segmentTable = nullptr;
@@ -288,8 +296,9 @@ private:
 
 } // namespace
 
-std::unique_ptr<Device> makeCudaDevice(int ordinal) {
-  return std::make_unique<CudaDevice>(ordinal);
+std::unique_ptr<Device> cuda::openTarget(int ordinal,
+                                         cuda::StagePassRunner runStages) {
+  return std::make_unique<CudaTarget>(ordinal, runStages);
 }
 
 int cudaDeviceCount() { return cuda::deviceCount(); }

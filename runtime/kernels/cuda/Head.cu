@@ -10,7 +10,6 @@
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
-#include "runtime/kernels/recipes/Head.h"
 
 #include <cfloat>
 
@@ -96,27 +95,19 @@ __global__ void crossEntropyBackwardKernel(int64_t V, float *probs,
 
 } // namespace
 
-void embeddingForward(const EmbeddingShape &s, const Tokens &t,
-                      const float *params, const int32_t *tokens, float *y,
-                      float *saved) {
-  const int64_t T = t.tokens();
+void Kernels::embeddingLookup(int64_t T, int64_t n, const float *table,
+                              const int32_t *ids, float *y, int32_t *keptIds) {
   if (T == 0)
     return;
-  check(cudaMemcpyAsync(saved, tokens, sizeof(int32_t) * T,
+  check(cudaMemcpyAsync(keptIds, ids, sizeof(int32_t) * T,
                         cudaMemcpyDeviceToDevice, stream()),
         "keeping the tokens");
-  gatherRows(T, s.hidden, params, tokens, y);
+  gatherRows(T, n, table, ids, y);
 }
 
-void embeddingBackwardInput(const EmbeddingShape &s, const Tokens &t,
-                            const float *dy, float *saved) {
-  copyFloats(saved + t.tokens(), dy, t.tokens() * s.hidden);
-}
-
-void embeddingBackwardWeight(const EmbeddingShape &s, const Tokens &t,
-                             const float *saved, float *grads) {
-  scatterAddRows(t.tokens(), s.hidden, reinterpret_cast<const int32_t *>(saved),
-                 saved + t.tokens(), grads);
+void Kernels::embeddingScatterAdd(int64_t T, int64_t n, const int32_t *ids,
+                                  const float *dy, float *grads) {
+  scatterAddRows(T, n, ids, dy, grads);
 }
 
 namespace {
@@ -155,70 +146,17 @@ void crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
   launched("cross-entropy backward");
 }
 
-struct CudaHead : RecipeBasics {
-  static float crossEntropy(const Tokens &t, int64_t vocab, int64_t shift,
-                            const int32_t *labels, const float *lossMask,
-                            HeadSaved h, float *ws) {
-    return cuda::crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
-  }
-  static void crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
-                                   float lossScale, float *ws) {
-    cuda::crossEntropyBackward(t, vocab, h, lossScale, ws);
-  }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
-};
-
-using Recipe = recipes::Head<CudaHead>;
-
 } // namespace
 
-float lmLossForward(const Tokens &t, int64_t hidden, int64_t vocab,
-                    const float *norm, const float *wOut, const float *x,
-                    const int32_t *labels, const float *lossMask, int64_t shift,
-                    HeadSaved h, float *ws) {
-  return Recipe::lossForward(t, hidden, vocab, norm, wOut, x, labels, lossMask,
-                             shift, h, ws);
+float Kernels::crossEntropy(const Tokens &t, int64_t vocab, int64_t shift,
+                            const int32_t *labels, const float *lossMask,
+                            HeadSaved h, float *ws) {
+  return cuda::crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
 }
 
-void lmLossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
-                         const float *norm, const float *wOut, HeadSaved h,
-                         float lossScale, const float *dxnExtra, float *dx,
-                         float *gNorm, float *ws) {
-  Recipe::lossBackwardInput(t, hidden, vocab, norm, wOut, h, lossScale,
-                            dxnExtra, dx, gNorm, ws);
-}
-
-float headForward(const HeadShape &s, const Tokens &t, const float *params,
-                  const float *x, const int32_t *labels, const float *lossMask,
-                  float *saved, float *ws) {
-  return lmLossForward(t, s.hidden, s.vocab, params, params + s.hidden, x,
-                       labels, lossMask, 0, headSaved(s, t.shape, saved), ws);
-}
-
-void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
-                       float *grads, float *saved, float lossScale, float *dx,
-                       float *ws) {
-  headBackwardInput(s, t, params, grads, saved, lossScale, nullptr, dx, ws);
-}
-
-void headBackwardInput(const HeadShape &s, const Tokens &t, const float *params,
-                       float *grads, float *saved, float lossScale,
-                       const float *dxnExtra, float *dx, float *ws) {
-  lmLossBackwardInput(t, s.hidden, s.vocab, params, params + s.hidden,
-                      headSaved(s, t.shape, saved), lossScale, dxnExtra, dx,
-                      grads, ws);
-}
-
-void headBackwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
-                        float *grads) {
-  Recipe::backwardWeight(t, s.hidden, s.vocab,
-                         headSaved(s, t.shape, const_cast<float *>(saved)),
-                         grads + s.hidden);
-}
-
-const float *headNormed(const HeadShape &s, const Tokens &t,
-                        const float *saved) {
-  return headSaved(s, t.shape, const_cast<float *>(saved)).xn;
+void Kernels::crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
+                                   float lossScale, float *ws) {
+  cuda::crossEntropyBackward(t, vocab, h, lossScale, ws);
 }
 
 } // namespace hypipe::rt::cuda

@@ -17,7 +17,6 @@
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
-#include "runtime/kernels/recipes/Mamba.h"
 
 namespace hypipe::rt::cuda {
 namespace {
@@ -722,61 +721,45 @@ void convBackward(const MambaShape &s, const Tokens &t,
   launched("mamba conv weight gradient");
 }
 
-struct CudaMamba : RecipeBasics {
-  static void convForward(const MambaShape &s, const Tokens &t,
+} // namespace
+
+void Kernels::convForward(const MambaShape &s, const Tokens &t,
                           const MambaParams<const float> &p, MambaSaved &m) {
-    cuda::convForward(s, t, p, m);
-  }
-  static void scanForward(const MambaShape &s, const Tokens &t,
+  cuda::convForward(s, t, p, m);
+}
+
+void Kernels::scanForward(const MambaShape &s, const Tokens &t,
                           const MambaParams<const float> &p, MambaSaved &m,
                           float *ws) {
-    cuda::scanForward(s, t, p, m, ws);
-  }
-  static void gatedNormForward(const MambaShape &s, const Tokens &t,
+  cuda::scanForward(s, t, p, m, ws);
+}
+
+void Kernels::gatedNormForward(const MambaShape &s, const Tokens &t,
                                const MambaParams<const float> &p,
                                MambaSaved &m) {
-    cuda::gatedNormForward(s, t, p, m);
-  }
-  static void gatedNormBackward(const MambaShape &s, const Tokens &t,
+  cuda::gatedNormForward(s, t, p, m);
+}
+
+void Kernels::gatedNormBackward(const MambaShape &s, const Tokens &t,
                                 const MambaParams<const float> &p,
                                 MambaParams<float> &gp, MambaSaved &m,
                                 const float *dnormed, float *dyScan) {
-    cuda::gatedNormBackward(s, t, p, gp, m, dnormed, dyScan);
-  }
-  static void scanBackward(const MambaShape &s, const Tokens &t,
+  cuda::gatedNormBackward(s, t, p, gp, m, dnormed, dyScan);
+}
+
+void Kernels::scanBackward(const MambaShape &s, const Tokens &t,
                            const MambaParams<const float> &p,
                            MambaParams<float> &gp, MambaSaved &m,
                            const float *dyScan, float *dxbc, float *dtGrad,
                            float *scratch) {
-    cuda::scanBackward(s, t, p, gp, m, dyScan, dxbc, dtGrad, scratch);
-  }
-  static void convBackward(const MambaShape &s, const Tokens &t,
+  cuda::scanBackward(s, t, p, gp, m, dyScan, dxbc, dtGrad, scratch);
+}
+
+void Kernels::convBackward(const MambaShape &s, const Tokens &t,
                            const MambaParams<const float> &p,
                            MambaParams<float> &gp, MambaSaved &m, float *dxbc,
                            const float *dtGrad) {
-    cuda::convBackward(s, t, p, gp, m, dxbc, dtGrad);
-  }
-  HYPIPE_LINEAR_NORM_PRIMITIVES(HYPIPE_FORWARD_TO, cuda)
-};
-
-using Recipe = recipes::Mamba<CudaMamba>;
-
-} // namespace
-
-void mambaForward(const MambaShape &s, const Tokens &t, const float *params,
-                  const float *x, float *y, float *saved, float *ws) {
-  Recipe::forward(s, t, params, x, y, saved, ws);
-}
-
-void mambaBackwardInput(const MambaShape &s, const Tokens &t,
-                        const float *params, float *grads, float *saved,
-                        const float *dy, float *dx, float *ws) {
-  Recipe::backwardInput(s, t, params, grads, saved, dy, dx, ws);
-}
-
-void mambaBackwardWeight(const MambaShape &s, const Tokens &t,
-                         const float *saved, float *grads) {
-  Recipe::backwardWeight(s, t, saved, grads);
+  cuda::convBackward(s, t, p, gp, m, dxbc, dtGrad);
 }
 
 } // namespace hypipe::rt::cuda

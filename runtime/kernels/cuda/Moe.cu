@@ -22,8 +22,6 @@
 namespace hypipe::rt::cuda {
 namespace {
 
-HYPIPE_MOE_EXPERT_PRIMITIVES(cuda)
-
 /// One thread per token: softmax, top-k (ties to the lower index), weights.
 /// A NaN or infinite logit is recorded in `routerCheck` (the first thread to
 /// find one writes it), which the trainer reads once a step: no wait here.
@@ -172,9 +170,10 @@ template <typename T> void upload(T *dst, const std::vector<T> &src) {
 
 } // namespace
 
-float moeForward(const MoeShape &s, const Tokens &t, const float *params,
-                 const float *x, float *y, float *saved, float *ws,
-                 RouterCheck *routerCheck) {
+float Kernels::moeForward(const MoeShape &s, const Tokens &t,
+                          const float *params, const float *x, float *y,
+                          float *saved, float *ws,
+                          RouterCheck *routerCheck) const {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   if (E > 64)
     throw CudaError("error: the CUDA MoE router takes at most 64 experts");
@@ -190,9 +189,9 @@ float moeForward(const MoeShape &s, const Tokens &t, const float *params,
   copyFloats(m.x, x, T * Hd);
   // bf16: the rounding points of the CPU kernel (Moe.cpp).
   rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
-  roundActivations(m.xn, T * Hd);
+  roundActivations(activations, m.xn, T * Hd);
   linearForward(T, Hd, E, m.xn, p.router, logits);
-  roundActivations(logits, T * E);
+  roundActivations(activations, logits, T * E);
   routeKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
       T, int(E), int(k), logits, m.probs, m.topIdx, m.topW, routerCheck);
   launched("moe routing");
@@ -228,16 +227,17 @@ float moeForward(const MoeShape &s, const Tokens &t, const float *params,
   slotRowKernel<<<blocksFor(T * k), 256, 0, stream()>>>(T * k, m.rowMap,
                                                         slotRow);
   launched("moe slots");
-  recipes::moeExpertsForward<MoeExpertPrimitives>(s, m, p, off);
+  recipes::moeExpertsForward(*this, s, m, p, off);
   combineKernel<<<unsigned(T), 128, 0, stream()>>>(
-      Hd, int(k), x, m.yr, slotRow, m.topW, y, bf16Activations());
+      Hd, int(k), x, m.yr, slotRow, m.topW, y, activations == DType::BF16);
   launched("moe combine");
   return float(aux);
 }
 
-void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
-                      float *grads, float *saved, const float *dy, float *dx,
-                      float *ws, float lossScale) {
+void Kernels::moeBackwardInput(const MoeShape &s, const Tokens &t,
+                               const float *params, float *grads, float *saved,
+                               const float *dy, float *dx, float *ws,
+                               float lossScale) const {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden,
                 R = T * k;
   if (T == 0)
@@ -259,9 +259,8 @@ void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
   rowGradKernel<<<unsigned(R), 128, 0, stream()>>>(Hd, int(k), m.rowMap, m.topW,
                                                    dy, m.yr, m.dyr, dTopW);
   launched("moe combine backward");
-  roundActivations(m.dyr, R * Hd);
-  recipes::moeExpertsBackwardInput<MoeExpertPrimitives>(s, m, p, off, dact,
-                                                        dxr);
+  roundActivations(activations, m.dyr, R * Hd);
+  recipes::moeExpertsBackwardInput(*this, s, m, p, off, dact, dxr);
   scatterRowsKernel<<<unsigned(T), 128, 0, stream()>>>(Hd, int(k), slotRow, dxr,
                                                        dxn);
   launched("moe dispatch backward");
@@ -271,23 +270,24 @@ void moeBackwardInput(const MoeShape &s, const Tokens &t, const float *params,
       T, int(E), int(k), m.probs, m.topIdx, m.topW, dTopW, m.counts, auxScale,
       dlogits);
   launched("moe router backward");
-  roundActivations(dlogits, T * E);
-  linearBackwardInput(T, Hd, E, dlogits, p.router, dxn, /*accumulate=*/true);
+  roundActivations(activations, dlogits, T * E);
+  linearBackwardInput(T, Hd, E, dlogits, p.router, dxn,
+                      /*accumulate=*/true);
   linearBackwardWeight(T, Hd, E, dlogits, m.xn, gp.router);
-  roundActivations(dxn, T * Hd);
+  roundActivations(activations, dxn, T * Hd);
   copyFloats(dx, dy, T * Hd);
   rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
-  roundActivations(dx, T * Hd);
+  roundActivations(activations, dx, T * Hd);
 }
 
-void moeBackwardWeight(const MoeShape &s, const Tokens &t, const float *saved,
-                       float *grads) {
+void Kernels::moeBackwardWeight(const MoeShape &s, const Tokens &t,
+                                const float *saved, float *grads) const {
   if (t.tokens() == 0)
     return;
   MoeSaved m = moeSaved(s, t.shape, const_cast<float *>(saved));
   std::vector<int64_t> off;
   expertOffsets(s, download(m.counts, s.experts).data(), off);
-  recipes::moeExpertWeightGradients(linearBackwardWeight, s, m, off, grads);
+  recipes::moeExpertWeightGradients(*this, s, m, off, grads);
 }
 
 } // namespace hypipe::rt::cuda

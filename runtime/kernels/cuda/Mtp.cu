@@ -41,10 +41,10 @@ void copyRows(int64_t T, int64_t n, float *dst, int64_t dstStride,
 
 } // namespace
 
-void mtpInputForward(const MtpInputShape &s, const Tokens &t,
-                     const float *params, const float *table,
-                     const int32_t *tokens, const float *hPrev, float *y,
-                     float *saved, float *ws) {
+void Kernels::mtpInputForward(const MtpInputShape &s, const Tokens &t,
+                              const float *params, const float *table,
+                              const int32_t *tokens, const float *hPrev,
+                              float *y, float *saved, float *ws) const {
   const int64_t T = t.tokens(), H = s.hidden;
   if (T == 0)
     return;
@@ -58,16 +58,17 @@ void mtpInputForward(const MtpInputShape &s, const Tokens &t,
   float *en = ws, *hn = ws + T * H;
   rmsnormForward(T, H, m.e, enorm, en, m.rstdE);
   rmsnormForward(T, H, m.h, hnorm, hn, m.rstdH);
-  roundActivations(en, 2 * T * H); // en and hn, side by side in ws
+  roundActivations(activations, en, 2 * T * H); // en and hn, side by side in ws
   copyRows(T, H, m.cat, 2 * H, en, H);
   copyRows(T, H, m.cat + H, 2 * H, hn, H);
   linearForward(T, 2 * H, H, m.cat, w, y);
-  roundActivations(y, T * H);
+  roundActivations(activations, y, T * H);
 }
 
-void mtpInputBackwardInput(const MtpInputShape &s, const Tokens &t,
-                           const float *params, float *grads, float *saved,
-                           const float *dy, float *dhPrev, float *ws) {
+void Kernels::mtpInputBackwardInput(const MtpInputShape &s, const Tokens &t,
+                                    const float *params, float *grads,
+                                    float *saved, const float *dy,
+                                    float *dhPrev, float *ws) const {
   const int64_t T = t.tokens(), H = s.hidden;
   if (T == 0)
     return;
@@ -80,49 +81,22 @@ void mtpInputBackwardInput(const MtpInputShape &s, const Tokens &t,
   float *dEn = ws, *dHn = ws + T * H;
   gemm(false, false, T, H, H, 1.0f, dy, H, w, 2 * H, 0.0f, dEn, H);
   gemm(false, false, T, H, H, 1.0f, dy, H, w + H, 2 * H, 0.0f, dHn, H);
-  roundActivations(dEn, 2 * T * H); // bf16: Mtp.cpp's rounding points
+  roundActivations(activations, dEn,
+                   2 * T * H); // bf16: Mtp.cpp's rounding points
   rmsnormBackward(T, H, m.e, enorm, m.rstdE, dEn, m.dE, grads, false);
-  roundActivations(m.dE, T * H);
+  roundActivations(activations, m.dE, T * H);
   // dhPrev is a part of the previous normed output's gradient, rounded
   // once the head (or the previous depth) has added it.
   rmsnormBackward(T, H, m.h, hnorm, m.rstdH, dHn, dhPrev, grads + H, false);
 }
 
-void mtpInputBackwardWeight(const MtpInputShape &s, const Tokens &t,
-                            const float *saved, float *grads,
-                            float *tableGrads) {
+void Kernels::mtpInputBackwardWeight(const MtpInputShape &s, const Tokens &t,
+                                     const float *saved, float *grads,
+                                     float *tableGrads) const {
   const int64_t T = t.tokens(), H = s.hidden;
   MtpInputSaved m = mtpInputSaved(s, t.shape, const_cast<float *>(saved));
   linearBackwardWeight(T, 2 * H, H, m.dOut, m.cat, grads + 2 * H);
   scatterAddRows(T, H, m.ids, m.dE, tableGrads);
-}
-
-float mtpOutputForward(const MtpOutputShape &s, const Tokens &t,
-                       const float *params, const float *wOut, const float *x,
-                       const int32_t *labels, const float *lossMask,
-                       float *saved, float *ws) {
-  return lmLossForward(t, s.hidden, s.vocab, params, wOut, x, labels, lossMask,
-                       s.depth, headSaved(s, t.shape, saved), ws);
-}
-
-void mtpOutputBackwardInput(const MtpOutputShape &s, const Tokens &t,
-                            const float *params, float *grads,
-                            const float *wOut, float *saved, float lossScale,
-                            const float *dyNext, float *dx, float *ws) {
-  lmLossBackwardInput(t, s.hidden, s.vocab, params, wOut,
-                      headSaved(s, t.shape, saved),
-                      float(lossScale * s.lossWeight), dyNext, dx, grads, ws);
-}
-
-void mtpOutputBackwardWeight(const MtpOutputShape &s, const Tokens &t,
-                             const float *saved, float *outGrads) {
-  HeadSaved h = headSaved(s, t.shape, const_cast<float *>(saved));
-  linearBackwardWeight(t.tokens(), s.hidden, s.vocab, h.probs, h.xn, outGrads);
-}
-
-const float *mtpNormed(const MtpOutputShape &s, const Tokens &t,
-                       const float *saved) {
-  return headSaved(s, t.shape, const_cast<float *>(saved)).xn;
 }
 
 } // namespace hypipe::rt::cuda

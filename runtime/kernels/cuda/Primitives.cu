@@ -188,8 +188,6 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
 
 namespace {
 
-bool bf16Mode = false;
-
 __global__ void roundKernel(int64_t n, const float *src, float *dst) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n)
@@ -200,12 +198,10 @@ __global__ void roundKernel(int64_t n, const float *src, float *dst) {
 /// fp32 operands (whose values are bf16, so the down-conversion is exact)
 /// and accumulating in fp32 into C (CUBLAS_COMPUTE_32F_FAST_16BF). The
 /// handle's pedantic mode, which keeps fp32 GEMMs off TF32, is lifted for
-/// the call.
-void linearGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-                float alpha, const float *A, int64_t lda, const float *B,
-                int64_t ldb, float beta, float *C, int64_t ldc) {
-  if (!bf16Mode)
-    return gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+/// the call. Bound to the call's precision by `linearGemm(activations)`.
+void bf16Gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+              float alpha, const float *A, int64_t lda, const float *B,
+              int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M == 0 || N == 0)
     return;
   check(cublasSetMathMode(blas(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
@@ -219,13 +215,18 @@ void linearGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   waitFor("bf16 gemm");
 }
 
+using Gemm = void (*)(bool, bool, int64_t, int64_t, int64_t, float,
+                      const float *, int64_t, const float *, int64_t, float,
+                      float *, int64_t);
+
+Gemm linearGemm(DType activations) {
+  return activations == DType::BF16 ? bf16Gemm : gemm;
+}
+
 } // namespace
 
-void setBf16Activations(bool on) { bf16Mode = on; }
-bool bf16Activations() { return bf16Mode; }
-
-void roundActivations(float *p, int64_t n) {
-  if (bf16Mode && n > 0)
+void roundActivations(DType activations, float *p, int64_t n) {
+  if (activations == DType::BF16 && n > 0)
     roundCopy(p, p, n);
 }
 
@@ -236,19 +237,21 @@ void roundCopy(float *dst, const float *src, int64_t n) {
   launched("round to bf16");
 }
 
-void linearForward(int64_t T, int64_t in, int64_t out, const float *x,
-                   const float *W, float *y) {
-  recipes::linearForward(linearGemm, T, in, out, x, W, y);
+void linearForward(DType activations, int64_t T, int64_t in, int64_t out,
+                   const float *x, const float *W, float *y) {
+  recipes::linearForward(linearGemm(activations), T, in, out, x, W, y);
 }
 
-void linearBackwardInput(int64_t T, int64_t in, int64_t out, const float *dy,
-                         const float *W, float *dx, bool accumulate) {
-  recipes::linearBackwardInput(linearGemm, T, in, out, dy, W, dx, accumulate);
+void linearBackwardInput(DType activations, int64_t T, int64_t in, int64_t out,
+                         const float *dy, const float *W, float *dx,
+                         bool accumulate) {
+  recipes::linearBackwardInput(linearGemm(activations), T, in, out, dy, W, dx,
+                               accumulate);
 }
 
-void linearBackwardWeight(int64_t T, int64_t in, int64_t out, const float *dy,
-                          const float *x, float *dW) {
-  recipes::linearBackwardWeight(linearGemm, T, in, out, dy, x, dW);
+void linearBackwardWeight(DType activations, int64_t T, int64_t in, int64_t out,
+                          const float *dy, const float *x, float *dW) {
+  recipes::linearBackwardWeight(linearGemm(activations), T, in, out, dy, x, dW);
 }
 
 namespace {

@@ -9,7 +9,7 @@
 #define HYPIPE_RUNTIME_KERNELS_CUDA_PRIMITIVES_CUH
 
 #include "runtime/kernels/cuda/Context.h"
-#include "runtime/kernels/cuda/Layers.h"
+#include "runtime/kernels/cuda/Kernels.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -99,32 +99,12 @@ __device__ inline float softplusf(float x) {
   return x > 20.0f ? x : log1pf(expf(x));
 }
 
-// bf16Activations, roundActivations, gemm, the linear layer, RMSNorm and
-// the activations. Here bf16 is host state set by the stage runner before
-// each pass (setBf16Activations and roundCopy: Layers.h), rounding at the
-// CPU kernels' points so the targets agree up to the order of sums, and
-// the linear layers' GEMMs run on the tensor cores in bf16 (bf16 products,
-// fp32 accumulation: exact on bf16 values).
-#include "runtime/kernels/SharedPrimitives.inc"
+// roundActivations, gemm, the linear layer, RMSNorm, the activations and
+// addInPlace: Kernels.h.
 
-/// y += x over n floats.
-void addInPlace(float *y, const float *x, int64_t n);
 /// Sets n floats to zero.
 void zero(float *x, int64_t n);
 
-/// What every layer recipe (runtime/kernels/recipes/) takes of the target
-/// besides its kernels: the call's host token shape, a copy, the residual
-/// add, the rounding to the activation type.
-struct RecipeBasics {
-  static const TokenShape &shape(const Tokens &t) { return t.shape; }
-  static void copy(float *dst, const float *src, int64_t n) {
-    copyFloats(dst, src, n);
-  }
-  static void addInto(float *y, const float *x, int64_t n) {
-    addInPlace(y, x, n);
-  }
-  static void round(float *p, int64_t n) { roundActivations(p, n); }
-};
 /// Reads one float back (synchronises the stream).
 float readBack(const float *x);
 

@@ -3,9 +3,9 @@
 // One recipe for both targets around their own attention core: RMSNorm,
 // linear_qkv, RoPE (when the layer has it), the core, the output
 // projection and the residual forward; the input gradient back through
-// them; the two weight GEMMs. `P` is a target's primitive set (CPU:
-// runtime/kernels/cpu/Attention.cpp, CUDA: runtime/kernels/cuda/
-// Attention.cu): the linear and norm kernels under their own names, plus
+// them; the two weight GEMMs. `P` is a target's primitive set
+// (cpu/Kernels.h, cuda/Kernels.h; the cores in each target's Attention
+// file): the linear and norm kernels under their own names, plus
 // `copy(dst, src, n)`, `addInto(y, x, n)` (y += x), `round(p, n)`
 // (docs/precision.md's rounding points), `shape(tokens)`, `rope(s, t, qkv,
 // sign)` (q and k rotated by +angle, or -angle for gradients), and the core:
@@ -24,71 +24,73 @@
 namespace hypipe::rt::recipes {
 
 template <class P> struct Attention {
+  /// The target's primitives, in the call's precision.
+  const P &k;
+
   template <class Tokens>
-  static void forward(const AttentionShape &s, const Tokens &t,
-                      const float *params, const float *x, float *y,
-                      float *saved) {
+  void forward(const AttentionShape &s, const Tokens &t, const float *params,
+               const float *x, float *y, float *saved, float *) const {
     const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
     const float *norm = params, *wQkv = norm + s.hidden,
                 *wProj = wQkv + Wd * s.hidden;
-    AttnSaved a = attnSaved(s, P::shape(t), saved);
-    P::copy(a.x, x, T * s.hidden);
-    P::rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
-    P::round(a.xn, T * s.hidden);
-    P::linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
-    P::round(a.qkv, T * Wd);
+    AttnSaved a = attnSaved(s, k.shape(t), saved);
+    k.copy(a.x, x, T * s.hidden);
+    k.rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
+    k.round(a.xn, T * s.hidden);
+    k.linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
+    k.round(a.qkv, T * Wd);
     if (s.rope) {
-      P::rope(s, t, a.qkv, 1.0f);
-      P::round(a.qkv, T * Wd);
+      k.rope(s, t, a.qkv, 1.0f);
+      k.round(a.qkv, T * Wd);
     }
     // The core reads bf16 q, k and v and keeps its softmax statistics in
     // fp32; its output is an activation.
-    P::coreForward(s, t, a);
-    P::round(a.ctx, T * Cw);
-    P::linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
-    P::round(y, T * s.hidden);
-    P::addInto(y, x, T * s.hidden);
-    P::round(y, T * s.hidden);
+    k.coreForward(s, t, a);
+    k.round(a.ctx, T * Cw);
+    k.linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
+    k.round(y, T * s.hidden);
+    k.addInto(y, x, T * s.hidden);
+    k.round(y, T * s.hidden);
   }
 
   template <class Tokens>
-  static void backwardInput(const AttentionShape &s, const Tokens &t,
-                            const float *params, float *grads, float *saved,
-                            const float *dy, float *dx, float *ws) {
+  void backwardInput(const AttentionShape &s, const Tokens &t,
+                     const float *params, float *grads, float *saved,
+                     const float *dy, float *dx, float *ws) const {
     const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
     const float *norm = params, *wQkv = norm + s.hidden,
                 *wProj = wQkv + Wd * s.hidden;
-    AttnSaved a = attnSaved(s, P::shape(t), saved);
+    AttnSaved a = attnSaved(s, k.shape(t), saved);
     float *dctx = ws;                 // [T, Cw]
     float *dxn = dctx + T * Cw;       // [T, hidden]
     float *rows = dxn + T * s.hidden; // [T, heads]: the core's scratch
-    P::copy(a.dout, dy, T * s.hidden);
-    P::linearBackwardInput(T, Cw, s.hidden, dy, wProj, dctx);
-    P::round(dctx, T * Cw);
-    P::coreBackward(s, t, a, dctx, rows);
+    k.copy(a.dout, dy, T * s.hidden);
+    k.linearBackwardInput(T, Cw, s.hidden, dy, wProj, dctx);
+    k.round(dctx, T * Cw);
+    k.coreBackward(s, t, a, dctx, rows);
     // dq, dk and dv are complete once the core is done; with RoPE the
     // rotated q and k and the projection's output are two tensors, each
     // gradient rounded.
-    P::round(a.dqkv, T * Wd);
+    k.round(a.dqkv, T * Wd);
     if (s.rope) {
-      P::rope(s, t, a.dqkv, -1.0f);
-      P::round(a.dqkv, T * Wd);
+      k.rope(s, t, a.dqkv, -1.0f);
+      k.round(a.dqkv, T * Wd);
     }
-    P::linearBackwardInput(T, s.hidden, Wd, a.dqkv, wQkv, dxn);
-    P::round(dxn, T * s.hidden);
-    P::copy(dx, dy, T * s.hidden);
-    P::rmsnormBackward(T, s.hidden, a.x, norm, a.rstd, dxn, dx, grads, true);
-    P::round(dx, T * s.hidden);
+    k.linearBackwardInput(T, s.hidden, Wd, a.dqkv, wQkv, dxn);
+    k.round(dxn, T * s.hidden);
+    k.copy(dx, dy, T * s.hidden);
+    k.rmsnormBackward(T, s.hidden, a.x, norm, a.rstd, dxn, dx, grads, true);
+    k.round(dx, T * s.hidden);
   }
 
   template <class Tokens>
-  static void backwardWeight(const AttentionShape &s, const Tokens &t,
-                             const float *saved, float *grads) {
+  void backwardWeight(const AttentionShape &s, const Tokens &t,
+                      const float *saved, float *grads) const {
     const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
-    AttnSaved a = attnSaved(s, P::shape(t), const_cast<float *>(saved));
+    AttnSaved a = attnSaved(s, k.shape(t), const_cast<float *>(saved));
     float *gQkv = grads + s.hidden, *gProj = gQkv + Wd * s.hidden;
-    P::linearBackwardWeight(T, s.hidden, Wd, a.dqkv, a.xn, gQkv);
-    P::linearBackwardWeight(T, Cw, s.hidden, a.dout, a.ctx, gProj);
+    k.linearBackwardWeight(T, s.hidden, Wd, a.dqkv, a.xn, gQkv);
+    k.linearBackwardWeight(T, Cw, s.hidden, a.dout, a.ctx, gProj);
   }
 };
 

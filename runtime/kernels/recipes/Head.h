@@ -4,7 +4,7 @@
 // them (the main head and every MTP depth's, whose labels lie `shift` rows
 // ahead), and the gradient back through them: one recipe for both targets
 // around their own cross-entropy kernels. `P` is a target's primitive set
-// (CPU: runtime/kernels/cpu/Head.cpp, CUDA: runtime/kernels/cuda/Head.cu):
+// (cpu/Kernels.h, cuda/Kernels.h; the cores in cpu/Head.cpp, cuda/Head.cu):
 // RecipeBasics, the linear and norm kernels (recipes/Primitives.h), and
 //   crossEntropy(t, vocab, shift, labels, lossMask, h, scratch)
 //                         the logits in h.probs to their softmax in place,
@@ -23,58 +23,97 @@
 namespace hypipe::rt::recipes {
 
 template <class P> struct Head {
+  /// The target's primitives, in the call's precision.
+  const P &k;
+
+  /// The head layer: the final norm and the output layer (params: the
+  /// norm's weights, then the output layer's), the loss over the labels.
+  template <class Tokens>
+  float forward(const HeadShape &s, const Tokens &t, const float *params,
+                const float *x, const int32_t *labels, const float *lossMask,
+                float *saved, float *ws) const {
+    return lossForward(t, s.hidden, s.vocab, params, params + s.hidden, x,
+                       labels, lossMask, 0, headSaved(s, k.shape(t), saved),
+                       ws);
+  }
+
+  /// With multi-token prediction `dxnExtra` is the first depth's gradient
+  /// of the normed output (else null), added before the norm's backward.
+  template <class Tokens>
+  void backwardInput(const HeadShape &s, const Tokens &t, const float *params,
+                     float *grads, float *saved, float lossScale,
+                     const float *dxnExtra, float *dx, float *ws) const {
+    lossBackwardInput(t, s.hidden, s.vocab, params, params + s.hidden,
+                      headSaved(s, k.shape(t), saved), lossScale, dxnExtra, dx,
+                      grads, ws);
+  }
+
+  template <class Tokens>
+  void backwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
+                      float *grads) const {
+    backwardWeight(t, s.hidden, s.vocab,
+                   headSaved(s, k.shape(t), const_cast<float *>(saved)),
+                   grads + s.hidden);
+  }
+
+  /// The normed output the head keeps (the first MTP depth's input).
+  template <class Tokens>
+  const float *normed(const HeadShape &s, const Tokens &t,
+                      const float *saved) const {
+    return headSaved(s, k.shape(t), const_cast<float *>(saved)).xn;
+  }
+
   /// `ws`: the cross-entropy's scratch (a [T] row loss and two sums on the
   /// GPU; none on the CPU).
   template <class Tokens>
-  static float lossForward(const Tokens &t, int64_t hidden, int64_t vocab,
-                           const float *norm, const float *wOut, const float *x,
-                           const int32_t *labels, const float *lossMask,
-                           int64_t shift, HeadSaved h, float *ws) {
+  float lossForward(const Tokens &t, int64_t hidden, int64_t vocab,
+                    const float *norm, const float *wOut, const float *x,
+                    const int32_t *labels, const float *lossMask, int64_t shift,
+                    HeadSaved h, float *ws) const {
     const int64_t T = t.tokens();
     if (T == 0)
       return 0.0f;
-    P::copy(h.x, x, T * hidden);
-    P::rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
-    P::round(h.xn, T * hidden);
-    P::linearForward(T, hidden, vocab, h.xn, wOut, h.probs);
+    k.copy(h.x, x, T * hidden);
+    k.rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
+    k.round(h.xn, T * hidden);
+    k.linearForward(T, hidden, vocab, h.xn, wOut, h.probs);
     // bf16 logits, as the output layer writes them; the loss reads them in
     // fp32 (Megatron upcasts before the cross-entropy).
-    P::round(h.probs, T * vocab);
-    return P::crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
+    k.round(h.probs, T * vocab);
+    return k.crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
   }
 
   /// `dxnExtra`: the next MTP depth's gradient of the normed output, or
   /// null. `ws`: [T, hidden] for the norm's input gradient, then the
   /// cross-entropy's scratch.
   template <class Tokens>
-  static void lossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
-                                const float *norm, const float *wOut,
-                                HeadSaved h, float lossScale,
-                                const float *dxnExtra, float *dx, float *gNorm,
-                                float *ws) {
+  void lossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
+                         const float *norm, const float *wOut, HeadSaved h,
+                         float lossScale, const float *dxnExtra, float *dx,
+                         float *gNorm, float *ws) const {
     const int64_t T = t.tokens();
     if (T == 0)
       return;
     float *dxn = ws;
-    P::crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
+    k.crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
     // The logits' gradient leaves the fp32 loss as bf16.
-    P::round(h.probs, T * vocab);
-    P::linearBackwardInput(T, hidden, vocab, h.probs, wOut, dxn);
+    k.round(h.probs, T * vocab);
+    k.linearBackwardInput(T, hidden, vocab, h.probs, wOut, dxn);
     // The normed output also feeds the next MTP depth: its gradient adds
     // (that part not rounded yet), and the sum is the complete gradient.
     if (dxnExtra)
-      P::addInto(dxn, dxnExtra, T * hidden);
-    P::round(dxn, T * hidden);
-    P::rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
-    P::round(dx, T * hidden);
+      k.addInto(dxn, dxnExtra, T * hidden);
+    k.round(dxn, T * hidden);
+    k.rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
+    k.round(dx, T * hidden);
   }
 
   /// The output layer's weight gradient (the logits' gradient is in
   /// h.probs after lossBackwardInput).
   template <class Tokens>
-  static void backwardWeight(const Tokens &t, int64_t hidden, int64_t vocab,
-                             HeadSaved h, float *gOut) {
-    P::linearBackwardWeight(t.tokens(), hidden, vocab, h.probs, h.xn, gOut);
+  void backwardWeight(const Tokens &t, int64_t hidden, int64_t vocab,
+                      HeadSaved h, float *gOut) const {
+    k.linearBackwardWeight(t.tokens(), hidden, vocab, h.probs, h.xn, gOut);
   }
 };
 

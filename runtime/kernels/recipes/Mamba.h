@@ -5,8 +5,8 @@
 // the SSD scan, the gated group RMSNorm, out_proj and the residual forward;
 // the input gradient back through them; the two weight GEMMs. The rounding
 // points (docs/precision.md) are here, so both targets keep them alike.
-// `P` is a target's primitive set (CPU: runtime/kernels/cpu/Mamba.cpp,
-// CUDA: runtime/kernels/cuda/Mamba.cu): RecipeBasics, the linear and norm
+// `P` is a target's primitive set (cpu/Kernels.h, cuda/Kernels.h; the
+// kernels in each target's Mamba file): RecipeBasics, the linear and norm
 // kernels under their own names (recipes/Primitives.h), and
 //   convForward(s, t, p, m)             m.zxbcdt to m.xbc (SiLU'd) and m.dt
 //   scanForward(s, t, p, m, ws)         m.xbc, m.dt to m.y, m.states
@@ -33,46 +33,49 @@
 namespace hypipe::rt::recipes {
 
 template <class P> struct Mamba {
+  /// The target's primitives, in the call's precision.
+  const P &k;
+
   template <class Tokens>
-  static void forward(const MambaShape &s, const Tokens &t, const float *params,
-                      const float *x, float *y, float *saved, float *ws) {
+  void forward(const MambaShape &s, const Tokens &t, const float *params,
+               const float *x, float *y, float *saved, float *ws) const {
     const int64_t T = t.tokens(), I = s.inner(), W = s.inProj();
     if (T == 0)
       return;
     MambaParams<const float> p = mambaParams(s, params);
-    MambaSaved m = mambaSaved(s, P::shape(t), saved);
-    P::copy(m.x, x, T * s.hidden);
-    P::rmsnormForward(T, s.hidden, x, p.norm, m.xn, m.rstd);
-    P::round(m.xn, T * s.hidden);
-    P::linearForward(T, s.hidden, W, m.xn, p.inProj, m.zxbcdt);
-    P::round(m.zxbcdt, T * W);
+    MambaSaved m = mambaSaved(s, k.shape(t), saved);
+    k.copy(m.x, x, T * s.hidden);
+    k.rmsnormForward(T, s.hidden, x, p.norm, m.xn, m.rstd);
+    k.round(m.xn, T * s.hidden);
+    k.linearForward(T, s.hidden, W, m.xn, p.inProj, m.zxbcdt);
+    k.round(m.zxbcdt, T * W);
     // The conv and its SiLU are one kernel (causal_conv1d's): one rounding.
     // dt stays fp32 (softplus inside the scan's kernel, as mamba_ssm does).
-    P::convForward(s, t, p, m);
-    P::round(m.xbc, T * s.convChannels());
-    P::scanForward(s, t, p, m, ws);
-    P::round(m.y, T * I);
+    k.convForward(s, t, p, m);
+    k.round(m.xbc, T * s.convChannels());
+    k.scanForward(s, t, p, m, ws);
+    k.round(m.y, T * I);
     // The gate and the group norm are one kernel (RMSNormGated): the gated
     // product stays fp32, the normed output is rounded.
-    P::gatedNormForward(s, t, p, m);
-    P::round(m.normed, T * I);
-    P::linearForward(T, I, s.hidden, m.normed, p.outProj, y);
-    P::round(y, T * s.hidden);
-    P::addInto(y, x, T * s.hidden);
-    P::round(y, T * s.hidden);
+    k.gatedNormForward(s, t, p, m);
+    k.round(m.normed, T * I);
+    k.linearForward(T, I, s.hidden, m.normed, p.outProj, y);
+    k.round(y, T * s.hidden);
+    k.addInto(y, x, T * s.hidden);
+    k.round(y, T * s.hidden);
   }
 
   template <class Tokens>
-  static void backwardInput(const MambaShape &s, const Tokens &t,
-                            const float *params, float *grads, float *saved,
-                            const float *dy, float *dx, float *ws) {
+  void backwardInput(const MambaShape &s, const Tokens &t, const float *params,
+                     float *grads, float *saved, const float *dy, float *dx,
+                     float *ws) const {
     const int64_t T = t.tokens(), I = s.inner(), W = s.inProj(),
                   Cc = s.convChannels();
     if (T == 0)
       return;
     MambaParams<const float> p = mambaParams(s, params);
     MambaParams<float> gp = mambaParams(s, grads);
-    MambaSaved m = mambaSaved(s, P::shape(t), saved);
+    MambaSaved m = mambaSaved(s, k.shape(t), saved);
     float *dnormed = ws;               // [T, I]
     float *dyScan = dnormed + T * I;   // [T, I]
     float *dxbc = dyScan + T * I;      // [T, Cc]: after the SiLU
@@ -80,36 +83,34 @@ template <class P> struct Mamba {
     float *dxn = dtGrad + T * s.heads; // [T, hidden]
     float *scratch = dxn + T * s.hidden;
 
-    P::copy(m.dout, dy, T * s.hidden);
-    P::linearBackwardInput(T, I, s.hidden, dy, p.outProj, dnormed);
-    P::round(dnormed, T * I);
-    P::gatedNormBackward(s, t, p, gp, m, dnormed, dyScan);
-    P::round(dyScan, T * I);
-    P::scanBackward(s, t, p, gp, m, dyScan, dxbc, dtGrad, scratch);
+    k.copy(m.dout, dy, T * s.hidden);
+    k.linearBackwardInput(T, I, s.hidden, dy, p.outProj, dnormed);
+    k.round(dnormed, T * I);
+    k.gatedNormBackward(s, t, p, gp, m, dnormed, dyScan);
+    k.round(dyScan, T * I);
+    k.scanBackward(s, t, p, gp, m, dyScan, dxbc, dtGrad, scratch);
     // The gradient of the conv's output (x, B, C); dt's stays fp32 into the
     // softplus, inside the scan's kernel.
-    P::round(dxbc, T * Cc);
-    P::convBackward(s, t, p, gp, m, dxbc, dtGrad);
+    k.round(dxbc, T * Cc);
+    k.convBackward(s, t, p, gp, m, dxbc, dtGrad);
     // in_proj's input gradient, then the pre-norm with the residual fused.
-    P::round(m.dzxbcdt, T * W);
-    P::linearBackwardInput(T, s.hidden, W, m.dzxbcdt, p.inProj, dxn);
-    P::round(dxn, T * s.hidden);
-    P::copy(dx, dy, T * s.hidden);
-    P::rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gp.norm,
-                       true);
-    P::round(dx, T * s.hidden);
+    k.round(m.dzxbcdt, T * W);
+    k.linearBackwardInput(T, s.hidden, W, m.dzxbcdt, p.inProj, dxn);
+    k.round(dxn, T * s.hidden);
+    k.copy(dx, dy, T * s.hidden);
+    k.rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
+    k.round(dx, T * s.hidden);
   }
 
   template <class Tokens>
-  static void backwardWeight(const MambaShape &s, const Tokens &t,
-                             const float *saved, float *grads) {
+  void backwardWeight(const MambaShape &s, const Tokens &t, const float *saved,
+                      float *grads) const {
     const int64_t T = t.tokens();
-    MambaSaved m = mambaSaved(s, P::shape(t), const_cast<float *>(saved));
+    MambaSaved m = mambaSaved(s, k.shape(t), const_cast<float *>(saved));
     MambaParams<float> gp = mambaParams(s, grads);
-    P::linearBackwardWeight(T, s.hidden, s.inProj(), m.dzxbcdt, m.xn,
-                            gp.inProj);
-    P::linearBackwardWeight(T, s.inner(), s.hidden, m.dout, m.normed,
-                            gp.outProj);
+    k.linearBackwardWeight(T, s.hidden, s.inProj(), m.dzxbcdt, m.xn, gp.inProj);
+    k.linearBackwardWeight(T, s.inner(), s.hidden, m.dout, m.normed,
+                           gp.outProj);
   }
 };
 

@@ -1,7 +1,10 @@
-//===- Device.cpp - the host device ---------------------------------------===//
+//===- CpuTarget.cpp - the cpu target: host memory and the CPU kernels ----===//
 
-#include "runtime/exec/Device.h"
 #include "core/numeric/Bf16.h"
+#include "runtime/formats/RuntimeError.h"
+#include "runtime/kernels/StageInterpreter.h"
+#include "runtime/kernels/Target.h"
+#include "runtime/kernels/cpu/Kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,8 +16,19 @@
 namespace hypipe::rt {
 namespace {
 
-class HostDevice final : public Device {
+class CpuTarget final : public Device {
 public:
+  void runStagePass(const StageProgram &program, StagePass pass,
+                    StageArgs &args) override {
+    if (program.target != Target::Cpu)
+      throw RuntimeError(
+          "error: the artifact's stages are compiled for cuda, and this rank "
+          "runs them on the cpu\nhelp: run it with a hypipe built with the "
+          "CUDA toolkit on a GPU, or compile the spec with --target cpu");
+    cpu::Kernels kernels;
+    kernels.activations = program.activations;
+    runStagePassOn(kernels, program, pass, args);
+  }
   std::string describe() const override { return "cpu"; }
   bool host() const override { return true; }
   void *allocate(int64_t bytes) override {
@@ -79,19 +93,7 @@ public:
 } // namespace
 
 std::unique_ptr<Device> makeHostDevice() {
-  return std::make_unique<HostDevice>();
+  return std::make_unique<CpuTarget>();
 }
-
-#ifndef HYPIPE_HAVE_CUDA
-std::unique_ptr<Device> makeCudaDevice(int) {
-  throw std::runtime_error(
-      "error: this artifact runs on a CUDA GPU, and this hypipe-run was built "
-      "without CUDA\nhelp: rebuild with the CUDA toolkit at /usr/local/cuda "
-      "(or CUDAToolkit_ROOT), or compile the spec with --target cpu");
-}
-
-int cudaDeviceCount() { return 0; }
-std::string cudaDeviceId(int) { return ""; }
-#endif
 
 } // namespace hypipe::rt

@@ -1,19 +1,33 @@
 //===- StageArgs.h - what one pass of a stage reads and writes ------------===//
 //
 // The pointers and scalars the trainer hands a stage's kernel program for
-// one action (StageInterpreter.h). In a cuda stage every tensor pointer is
-// device memory (cu_seqlens excepted: the host copy, with cu_seqlens_device
-// beside it).
+// one action (StageInterpreter.h), and which pass of the program it runs. In a
+// cuda stage every tensor pointer is device memory (cu_seqlens excepted: the
+// host copy, with cu_seqlens_device beside it).
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_RUNTIME_EXEC_STAGEARGS_H
-#define HYPIPE_RUNTIME_EXEC_STAGEARGS_H
+#ifndef HYPIPE_RUNTIME_KERNELS_STAGEARGS_H
+#define HYPIPE_RUNTIME_KERNELS_STAGEARGS_H
+
+#include "core/model/LayerShapes.h"
 
 #include <cstdint>
 
 namespace hypipe::rt {
 
 struct RouterCheck;
+
+enum class StagePass { Forward, BackwardInput, BackwardWeight };
+
+/// A stage's token shape for one call: its planned capacity, with the
+/// microbatch's sample boundaries when it is packed (`cuSeqlens` non-null,
+/// `numSeqs` samples).
+inline TokenShape packedTokens(TokenShape capacity, const int32_t *cuSeqlens,
+                               int64_t numSeqs) {
+  capacity.cuSeqlens = cuSeqlens;
+  capacity.numSeqs = cuSeqlens ? numSeqs : 0;
+  return capacity;
+}
 
 struct StageArgs {
   const float *params = nullptr;

@@ -1,17 +1,27 @@
-//===- Device.h - where a rank's tensors live and the few ops on them -----===//
+//===- Target.h - one object per backend: memory, kernels, collectives ----===//
 //
-// The trainer keeps parameters, gradients, AdamW moments, workspaces, saved
-// slots and activations in one device's memory, allocated when first needed
-// and reused every step. The host device is plain memory (the cpu target);
-// the CUDA device (runtime/kernels/cuda/Device.cu) is the GPU chosen by the
-// launcher's local rank. Everything the trainer does to tensors between
-// stage calls goes through here: zeroing, tied-gradient sums, the squared
-// gradient norm and the AdamW update.
+// A backend is one object behind one vtable (as IREE's HAL gives a driver
+// one): the memory a rank's tensors live in, the stage-running entry (one
+// pass of a stage's kernel program over the target's kernels), the
+// optimizer's kernels and the collectives' device side (packBf16). The
+// trainer keeps parameters, gradients, AdamW moments, workspaces, saved
+// slots and activations in its memory, allocated when first needed and
+// reused every step, and everything it does to tensors between stage calls
+// goes through here: zeroing, tied-gradient sums, the squared gradient norm
+// and the AdamW update.
+//
+// The cpu target (cpu/CpuTarget.cpp) is plain memory and the CPU kernels;
+// the cuda target (cuda/CudaTarget.cpp over cuda/Device.cu) is the GPU
+// chosen by the launcher's local rank. Neither holds a precision: a stage's
+// program says what its activations are kept in, and every kernel call gets
+// it from there.
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_RUNTIME_EXEC_DEVICE_H
-#define HYPIPE_RUNTIME_EXEC_DEVICE_H
+#ifndef HYPIPE_RUNTIME_KERNELS_TARGET_H
+#define HYPIPE_RUNTIME_KERNELS_TARGET_H
 
+#include "runtime/formats/StageProgram.h"
+#include "runtime/kernels/StageArgs.h"
 #include "runtime/kernels/cpu/Optimizer.h"
 
 #include <algorithm>
@@ -22,9 +32,15 @@
 
 namespace hypipe::rt {
 
+/// The base of every target (the name the trainer knows it by).
 class Device {
 public:
   virtual ~Device() = default;
+  /// Runs one pass of a stage's kernel program (StageProgram.h) over this
+  /// target's kernels, in the program's precision. Throws RuntimeError for
+  /// a program compiled for another target.
+  virtual void runStagePass(const StageProgram &program, StagePass pass,
+                            StageArgs &args) = 0;
   /// "cpu" or e.g. "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)".
   virtual std::string describe() const = 0;
   /// True when the CPU can address the memory (the host device).
@@ -83,10 +99,11 @@ private:
   int64_t live = 0, peak = 0, windowPeak = 0;
 };
 
-/// Plain memory and loops: the cpu target.
+/// Plain memory and the CPU kernels: the cpu target (CpuTarget.cpp).
 std::unique_ptr<Device> makeHostDevice();
-/// GPU `ordinal`. Throws std::runtime_error with a message for users when
-/// hypipe was built without CUDA or no such GPU is there.
+/// The cuda target on GPU `ordinal` (CudaTarget.cpp). Throws std::runtime_error
+/// with a message for users when hypipe was built without CUDA or no such GPU
+/// is there.
 std::unique_ptr<Device> makeCudaDevice(int ordinal);
 /// The GPUs this process sees (0 without CUDA or a driver).
 int cudaDeviceCount();

@@ -1,0 +1,294 @@
+//===- StageInterpreter.h - run a stage's kernel program ------------------===//
+//
+// The one composition of a stage's layers, written once over a target's
+// primitive set and instantiated by each target (cpu/CpuTarget.cpp;
+// cuda/CudaTarget.cpp where hypipe is built with CUDA). `K` is the target's
+// `Kernels` (cpu/Kernels.h, cuda/Kernels.h): an object holding the
+// program's precision, with `Tokens` and `tokens(capacity, args)` for the
+// call's token shape, `copy` for a device copy of floats, and what the
+// layer recipes (runtime/kernels/recipes/) call.
+//
+// The calls run exactly what the program lists, in order; the interpreter
+// visits each layer's shape (LayerShape, a std::variant) straight into its
+// kind's recipe. What a layer kind adds to the stage's outputs (the
+// language-model loss, MoE's load-balancing loss, an MTP depth's loss and
+// the normed hidden states it hands to the next depth) is here once.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_KERNELS_STAGEINTERPRETER_H
+#define HYPIPE_RUNTIME_KERNELS_STAGEINTERPRETER_H
+
+#include "runtime/formats/StageProgram.h"
+#include "runtime/kernels/StageArgs.h"
+#include "runtime/kernels/recipes/Attention.h"
+#include "runtime/kernels/recipes/Embedding.h"
+#include "runtime/kernels/recipes/Head.h"
+#include "runtime/kernels/recipes/Mamba.h"
+#include "runtime/kernels/recipes/Mlp.h"
+#include "runtime/kernels/recipes/Moe.h"
+#include "runtime/kernels/recipes/Mtp.h"
+
+#include <chrono>
+#include <variant>
+
+namespace hypipe::rt {
+
+template <class K> class StageInterpreter {
+public:
+  /// `kernels` holds the program's precision.
+  StageInterpreter(const K &kernels, const StageProgram &program,
+                   StageArgs &args)
+      : k(kernels), p(program), a(args),
+        t(K::tokens(program.tokens, args.cu_seqlens, args.cu_seqlens_device,
+                    args.num_seqs)),
+        act{a.workspace + p.act0.elementOffset(),
+            a.workspace + p.act1.elementOffset()},
+        ws(a.workspace + p.scratch.elementOffset()) {}
+
+  void forward() {
+    a.aux_loss = 0.0f;
+    run(p.forward, 0,
+        [this](const auto &s, const Call &c) { forwardLayer(s, c); });
+  }
+
+  void backwardInput() {
+    run(p.backwardInput, 1,
+        [this](const auto &s, const Call &c) { backwardInputLayer(s, c); });
+  }
+
+  /// After each call the trainer hears of its layer (weight_gradient_done).
+  void backwardWeight() {
+    run(p.backwardWeight, 2,
+        [this](const auto &s, const Call &c) { backwardWeightLayer(s, c); });
+  }
+
+private:
+  /// One call's layer: its buffers, and the activation (or gradient) it
+  /// reads and the one it writes (null for Slot::None).
+  struct Call {
+    int32_t index; ///< of the layer in the program
+    const ProgramLayer &layer;
+    const float *params;
+    float *grads;
+    float *saved;
+    const float *in;
+    float *out;
+  };
+  Call callOf(const KernelCall &c) const {
+    const ProgramLayer &l = p.layers[size_t(c.layer)];
+    return {c.layer,
+            l,
+            a.params + l.params.elementOffset(),
+            a.grads + l.params.elementOffset(),
+            a.saved + l.saved.elementOffset(),
+            c.in == Slot::None ? nullptr : in(c.in),
+            c.out == Slot::None ? nullptr : out(c.out)};
+  }
+  /// Runs `calls`, pass `pass` (0 forward, 1 input gradient, 2 weight
+  /// gradient): a copy for a call of no layer, else `layerCall` with the
+  /// layer's shape (visited: its alternative's type picks the recipe).
+  template <class LayerCall>
+  void run(const std::vector<KernelCall> &calls, int pass,
+           LayerCall layerCall) {
+    for (const KernelCall &c : calls) {
+      if (c.layer < 0) {
+        k.copy(out(c.out), in(c.in), activationFloats());
+        continue;
+      }
+      {
+        const LayerTimer timer(a, p, pass, c.layer);
+        const Call call = callOf(c);
+        std::visit([&](const auto &s) { layerCall(s, call); },
+                   call.layer.shape);
+      }
+      if (pass == 2 && a.weight_gradient_done)
+        a.weight_gradient_done(a.weight_gradient_context, c.layer);
+    }
+  }
+
+  const float *sharedTable() const {
+    return a.params + p.sharedTable.elementOffset();
+  }
+  const float *sharedOutput() const {
+    return a.params + p.sharedOutput.elementOffset();
+  }
+
+  // Forward: y from x; the head's and the MTP depths' losses.
+  void forwardLayer(const EmbeddingShape &s, const Call &c) {
+    recipes::Embedding<K>{k}.forward(s, t, c.params, a.tokens, c.out, c.saved);
+  }
+  void forwardLayer(const MambaShape &s, const Call &c) {
+    recipes::Mamba<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
+  }
+  void forwardLayer(const AttentionShape &s, const Call &c) {
+    recipes::Attention<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
+  }
+  void forwardLayer(const MlpShape &s, const Call &c) {
+    recipes::Mlp<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
+  }
+  void forwardLayer(const MoeShape &s, const Call &c) {
+    a.aux_loss += recipes::Moe<K>{k}.forward(
+        s, t, c.params, c.in, c.out, c.saved, ws, a.router_checks + c.index);
+  }
+  void forwardLayer(const HeadShape &s, const Call &c) {
+    a.loss = recipes::Head<K>{k}.forward(s, t, c.params, c.in, a.labels,
+                                         a.loss_mask, c.saved, ws);
+    if (!p.sharedOutput.empty())
+      normed = recipes::Head<K>{k}.normed(s, t, c.saved);
+  }
+  void forwardLayer(const MtpInputShape &s, const Call &c) {
+    recipes::MtpInput<K>{k}.forward(s, t, c.params, sharedTable(), a.tokens,
+                                    normed, c.out, c.saved, ws);
+  }
+  void forwardLayer(const MtpOutputShape &s, const Call &c) {
+    a.mtp_losses[s.depth - 1] +=
+        recipes::MtpOutput<K>{k}.forward(s, t, c.params, sharedOutput(), c.in,
+                                         a.labels, a.loss_mask, c.saved, ws);
+    normed = recipes::MtpOutput<K>{k}.normed(s, t, c.saved);
+  }
+
+  // Input gradient: dx from dy (c.in is dy, c.out dx).
+  void backwardInputLayer(const EmbeddingShape &s, const Call &c) {
+    recipes::Embedding<K>{k}.backwardInput(s, t, c.in, c.saved);
+  }
+  void backwardInputLayer(const MambaShape &s, const Call &c) {
+    recipes::Mamba<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved, c.in,
+                                       c.out, ws);
+  }
+  void backwardInputLayer(const AttentionShape &s, const Call &c) {
+    recipes::Attention<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved,
+                                           c.in, c.out, ws);
+  }
+  void backwardInputLayer(const MlpShape &s, const Call &c) {
+    recipes::Mlp<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved, c.in,
+                                     c.out, ws);
+  }
+  void backwardInputLayer(const MoeShape &s, const Call &c) {
+    recipes::Moe<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved, c.in,
+                                     c.out, ws, a.loss_scale);
+  }
+  void backwardInputLayer(const HeadShape &s, const Call &c) {
+    // With MTP depths, the first one's gradient of the normed output adds.
+    recipes::Head<K>{k}.backwardInput(
+        s, t, c.params, c.grads, c.saved, a.loss_scale,
+        p.sharedOutput.empty() ? nullptr : normedGradient, c.out, ws);
+  }
+  void backwardInputLayer(const MtpInputShape &s, const Call &c) {
+    recipes::MtpInput<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved,
+                                          c.in, c.out, ws);
+    normedGradient = c.out;
+  }
+  void backwardInputLayer(const MtpOutputShape &s, const Call &c) {
+    recipes::MtpOutput<K>{k}.backwardInput(
+        s, t, c.params, c.grads, sharedOutput(), c.saved, a.loss_scale,
+        normedGradient, c.out, ws);
+  }
+
+  // Weight gradient: the GEMMs from what I stashed.
+  void backwardWeightLayer(const EmbeddingShape &s, const Call &c) {
+    recipes::Embedding<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+  }
+  void backwardWeightLayer(const MambaShape &s, const Call &c) {
+    recipes::Mamba<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+  }
+  void backwardWeightLayer(const AttentionShape &s, const Call &c) {
+    recipes::Attention<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+  }
+  void backwardWeightLayer(const MlpShape &s, const Call &c) {
+    recipes::Mlp<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+  }
+  void backwardWeightLayer(const MoeShape &s, const Call &c) {
+    recipes::Moe<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+  }
+  void backwardWeightLayer(const HeadShape &s, const Call &c) {
+    recipes::Head<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+  }
+  void backwardWeightLayer(const MtpInputShape &s, const Call &c) {
+    recipes::MtpInput<K>{k}.backwardWeight(
+        s, t, c.saved, c.grads, a.grads + p.sharedTable.elementOffset());
+  }
+  void backwardWeightLayer(const MtpOutputShape &s, const Call &c) {
+    recipes::MtpOutput<K>{k}.backwardWeight(
+        s, t, c.saved, a.grads + p.sharedOutput.elementOffset());
+  }
+
+  /// Adds its lifetime to the call's entry of args.layer_seconds, if set.
+  class LayerTimer {
+  public:
+    LayerTimer(StageArgs &args, const StageProgram &program, int pass,
+               int32_t layer)
+        : into(args.layer_seconds
+                   ? args.layer_seconds + pass * program.layers.size() +
+                         size_t(layer)
+                   : nullptr),
+          start(into ? std::chrono::steady_clock::now()
+                     : std::chrono::steady_clock::time_point{}) {}
+    ~LayerTimer() {
+      if (into)
+        *into += std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+    }
+    LayerTimer(const LayerTimer &) = delete;
+    LayerTimer &operator=(const LayerTimer &) = delete;
+
+  private:
+    double *into;
+    std::chrono::steady_clock::time_point start;
+  };
+
+  int64_t activationFloats() const { return t.tokens() * p.hidden; }
+  /// The buffer a slot names in this call (the stage's input and output
+  /// gradient are read-only to the kernels: `in` hands them out as const).
+  float *slot(Slot s) const {
+    switch (s) {
+    case Slot::Input:
+      return const_cast<float *>(a.input);
+    case Slot::GradOutput:
+      return const_cast<float *>(a.grad_output);
+    case Slot::Output:
+      return a.output;
+    case Slot::GradInput:
+      return a.grad_input;
+    case Slot::Act0:
+      return act[0];
+    case Slot::Act1:
+      return act[1];
+    case Slot::None:
+      break;
+    }
+    return nullptr;
+  }
+  const float *in(Slot s) const { return slot(s); }
+  float *out(Slot s) const { return slot(s); }
+
+  const K &k;
+  const StageProgram &p;
+  StageArgs &a;
+  typename K::Tokens t;
+  float *act[2];
+  float *ws;
+  /// The normed hidden states the head or an MTP depth hands the next depth
+  /// (forward), and their gradient from that depth (input gradient).
+  const float *normed = nullptr;
+  const float *normedGradient = nullptr;
+};
+
+/// One pass of `program` over `kernels` (which hold its precision).
+template <class K>
+void runStagePassOn(const K &kernels, const StageProgram &program,
+                    StagePass pass, StageArgs &args) {
+  StageInterpreter<K> run(kernels, program, args);
+  switch (pass) {
+  case StagePass::Forward:
+    return run.forward();
+  case StagePass::BackwardInput:
+    return run.backwardInput();
+  case StagePass::BackwardWeight:
+    return run.backwardWeight();
+  }
+}
+
+} // namespace hypipe::rt
+
+#endif

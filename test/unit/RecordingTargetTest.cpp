@@ -1,0 +1,387 @@
+//===- RecordingTargetTest.cpp - what the stage interpreter asks a target -===//
+//
+// A fake target whose primitives only record their calls runs the real
+// stage interpreter (runtime/kernels/StageInterpreter.h) on stage programs
+// holding each layer kind, and each kind's forward, input-gradient and
+// weight-gradient passes must call exactly the sequence its recipe
+// (runtime/kernels/recipes/) writes. The recipes are shared, so this is the
+// sequence the CUDA target runs too -- every rounding point included --,
+// checked on a machine without a GPU. The expected sequences are written
+// from the recipes, not from this test's output.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/kernels/StageInterpreter.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace hypipe::rt;
+
+namespace {
+
+/// The calls of the pass being run, in order.
+std::vector<std::string> calls;
+
+void record(std::string call) { calls.push_back(std::move(call)); }
+
+std::string dims(const char *name, int64_t in, int64_t out) {
+  return std::string(name) + " " + std::to_string(in) + ">" +
+         std::to_string(out);
+}
+
+/// A target's primitive set that computes nothing: each call is recorded
+/// (linear layers with their in and out widths, rounding with the
+/// precision it rounds to, the cross-entropy with its label shift).
+struct RecordingKernels {
+  DType activations = DType::F32;
+
+  using Tokens = TokenShape;
+  static Tokens tokens(TokenShape capacity, const int32_t *cuSeqlens,
+                       const int32_t *, int64_t numSeqs) {
+    return packedTokens(capacity, cuSeqlens, numSeqs);
+  }
+  static const TokenShape &shape(const TokenShape &t) { return t; }
+  static void copy(float *, const float *, int64_t) { record("copy"); }
+  static void addInto(float *, const float *, int64_t) { record("addInto"); }
+  void round(float *, int64_t) const {
+    record(activations == DType::BF16 ? "round bf16" : "round fp32");
+  }
+
+  static void linearForward(int64_t, int64_t in, int64_t out, const float *,
+                            const float *, float *) {
+    record(dims("linearForward", in, out));
+  }
+  static void linearBackwardInput(int64_t, int64_t in, int64_t out,
+                                  const float *, const float *, float *,
+                                  bool accumulate = false) {
+    record(dims(accumulate ? "linearBackwardInput+=" : "linearBackwardInput",
+                in, out));
+  }
+  static void linearBackwardWeight(int64_t, int64_t in, int64_t out,
+                                   const float *, const float *, float *) {
+    record(dims("linearBackwardWeight", in, out));
+  }
+  static void rmsnormForward(int64_t, int64_t, const float *, const float *,
+                             float *, float *) {
+    record("rmsnormForward");
+  }
+  static void rmsnormBackward(int64_t, int64_t, const float *, const float *,
+                              const float *, const float *, float *, float *,
+                              bool accumulate) {
+    record(accumulate ? "rmsnormBackward+=" : "rmsnormBackward");
+  }
+  static void activationForward(Activation, int64_t, int64_t, const float *,
+                                float *) {
+    record("activationForward");
+  }
+  static void activationBackward(Activation, int64_t, int64_t, const float *,
+                                 const float *, float *) {
+    record("activationBackward");
+  }
+
+#include "runtime/kernels/TargetKernels.inc"
+};
+
+void RecordingKernels::rope(const AttentionShape &, const TokenShape &, float *,
+                            float sign) {
+  record(sign > 0 ? "rope +" : "rope -");
+}
+void RecordingKernels::coreForward(const AttentionShape &, const TokenShape &,
+                                   AttnSaved &) {
+  record("coreForward");
+}
+void RecordingKernels::coreBackward(const AttentionShape &, const TokenShape &,
+                                    AttnSaved &, const float *, float *) {
+  record("coreBackward");
+}
+void RecordingKernels::convForward(const MambaShape &, const TokenShape &,
+                                   const MambaParams<const float> &,
+                                   MambaSaved &) {
+  record("convForward");
+}
+void RecordingKernels::scanForward(const MambaShape &, const TokenShape &,
+                                   const MambaParams<const float> &,
+                                   MambaSaved &, float *) {
+  record("scanForward");
+}
+void RecordingKernels::gatedNormForward(const MambaShape &, const TokenShape &,
+                                        const MambaParams<const float> &,
+                                        MambaSaved &) {
+  record("gatedNormForward");
+}
+void RecordingKernels::gatedNormBackward(const MambaShape &, const TokenShape &,
+                                         const MambaParams<const float> &,
+                                         MambaParams<float> &, MambaSaved &,
+                                         const float *, float *) {
+  record("gatedNormBackward");
+}
+void RecordingKernels::scanBackward(const MambaShape &, const TokenShape &,
+                                    const MambaParams<const float> &,
+                                    MambaParams<float> &, MambaSaved &,
+                                    const float *, float *, float *, float *) {
+  record("scanBackward");
+}
+void RecordingKernels::convBackward(const MambaShape &, const TokenShape &,
+                                    const MambaParams<const float> &,
+                                    MambaParams<float> &, MambaSaved &, float *,
+                                    const float *) {
+  record("convBackward");
+}
+float RecordingKernels::crossEntropy(const TokenShape &, int64_t, int64_t shift,
+                                     const int32_t *, const float *, HeadSaved,
+                                     float *) {
+  record("crossEntropy shift " + std::to_string(shift));
+  return 0.0f;
+}
+void RecordingKernels::crossEntropyBackward(const TokenShape &, int64_t,
+                                            HeadSaved, float, float *) {
+  record("crossEntropyBackward");
+}
+void RecordingKernels::embeddingLookup(int64_t, int64_t, const float *,
+                                       const int32_t *, float *, int32_t *) {
+  record("embeddingLookup");
+}
+void RecordingKernels::embeddingScatterAdd(int64_t, int64_t, const int32_t *,
+                                           const float *, float *) {
+  record("embeddingScatterAdd");
+}
+float RecordingKernels::moeForward(const MoeShape &, const TokenShape &,
+                                   const float *, const float *, float *,
+                                   float *, float *, RouterCheck *) const {
+  record("moeForward");
+  return 0.0f;
+}
+void RecordingKernels::moeBackwardInput(const MoeShape &, const TokenShape &,
+                                        const float *, float *, float *,
+                                        const float *, float *, float *,
+                                        float) const {
+  record("moeBackwardInput");
+}
+void RecordingKernels::moeBackwardWeight(const MoeShape &, const TokenShape &,
+                                         const float *, float *) const {
+  record("moeBackwardWeight");
+}
+void RecordingKernels::mtpInputForward(const MtpInputShape &,
+                                       const TokenShape &, const float *,
+                                       const float *, const int32_t *,
+                                       const float *hPrev, float *, float *,
+                                       float *) const {
+  record(hPrev ? "mtpInputForward" : "mtpInputForward without hPrev");
+}
+void RecordingKernels::mtpInputBackwardInput(const MtpInputShape &,
+                                             const TokenShape &, const float *,
+                                             float *, float *, const float *,
+                                             float *, float *) const {
+  record("mtpInputBackwardInput");
+}
+void RecordingKernels::mtpInputBackwardWeight(const MtpInputShape &,
+                                              const TokenShape &, const float *,
+                                              float *, float *) const {
+  record("mtpInputBackwardWeight");
+}
+
+using Calls = std::vector<std::string>;
+
+constexpr int64_t kHidden = 8, kVocab = 16;
+
+ProgramLayer layerOf(LayerKind kind, LayerShape shape) {
+  ProgramLayer l;
+  l.kind = kind;
+  l.layer = 1;
+  l.shape = shape;
+  return l;
+}
+
+/// A stage of `layers` in this order (every buffer range at offset 0: the
+/// fake reads and writes nothing); forward in order, the input gradient in
+/// reverse, the weight gradient in reverse.
+StageProgram programOf(std::vector<ProgramLayer> layers,
+                       DType activations = DType::F32) {
+  StageProgram p;
+  p.activations = activations;
+  p.tokens = TokenShape{2, 4};
+  p.hidden = kHidden;
+  p.layers = std::move(layers);
+  const int32_t n = int32_t(p.layers.size());
+  for (int32_t i = 0; i < n; ++i) {
+    p.forward.push_back({i, i == 0 ? Slot::Input : Slot::Act0,
+                         i + 1 == n ? Slot::Output : Slot::Act0});
+    p.backwardInput.push_back({n - 1 - i,
+                               i == 0 ? Slot::GradOutput : Slot::Act1,
+                               i + 1 == n ? Slot::GradInput : Slot::Act1});
+    p.backwardWeight.push_back({n - 1 - i});
+  }
+  return p;
+}
+
+/// The calls of one pass of `program` over the recording target.
+Calls run(const StageProgram &program, StagePass pass) {
+  static float buffer[1];
+  static float mtpLosses[2];
+  static RouterCheck checks[4];
+  StageArgs args;
+  args.params = buffer;
+  args.grads = buffer;
+  args.saved = buffer;
+  args.workspace = buffer;
+  args.mtp_losses = mtpLosses;
+  args.router_checks = checks;
+  RecordingKernels kernels;
+  kernels.activations = program.activations;
+  calls.clear();
+  runStagePassOn(kernels, program, pass, args);
+  return calls;
+}
+
+/// The three passes of a stage holding one layer.
+struct Passes {
+  Calls forward, backwardInput, backwardWeight;
+};
+Passes passesOf(LayerKind kind, LayerShape shape) {
+  const StageProgram p = programOf({layerOf(kind, shape)});
+  return {run(p, StagePass::Forward), run(p, StagePass::BackwardInput),
+          run(p, StagePass::BackwardWeight)};
+}
+
+const std::string R = "round fp32";
+
+TEST(RecordingTarget, Embedding) {
+  const Passes p = passesOf(LayerKind::Embedding, EmbeddingShape{kVocab, 8});
+  EXPECT_EQ(p.forward, (Calls{"embeddingLookup"}));
+  EXPECT_EQ(p.backwardInput, (Calls{"copy"})); // dy kept for W
+  EXPECT_EQ(p.backwardWeight, (Calls{"embeddingScatterAdd"}));
+}
+
+TEST(RecordingTarget, Mamba) {
+  // hidden 8, 2 heads of 4 (inner 8), state 3, 1 group, conv 4:
+  // in_proj 2*8 + 2*3 + 2 = 24 wide.
+  const Passes p =
+      passesOf(LayerKind::Mamba, MambaShape{kHidden, 2, 4, 3, 1, 4});
+  EXPECT_EQ(p.forward,
+            (Calls{"copy", "rmsnormForward", R, "linearForward 8>24", R,
+                   "convForward", R, "scanForward", R, "gatedNormForward", R,
+                   "linearForward 8>8", R, "addInto", R}));
+  EXPECT_EQ(
+      p.backwardInput,
+      (Calls{"copy", "linearBackwardInput 8>8", R, "gatedNormBackward", R,
+             "scanBackward", R, "convBackward", R, "linearBackwardInput 8>24",
+             R, "copy", "rmsnormBackward+=", R}));
+  EXPECT_EQ(p.backwardWeight,
+            (Calls{"linearBackwardWeight 8>24", "linearBackwardWeight 8>8"}));
+}
+
+TEST(RecordingTarget, AttentionWithRope) {
+  // 4 heads in 2 groups of head_dim 2: qkv (4 + 2*2) * 2 = 16, context 8.
+  const Passes p =
+      passesOf(LayerKind::Attention, AttentionShape{kHidden, 4, 2, 2, true});
+  EXPECT_EQ(p.forward, (Calls{"copy", "rmsnormForward", R, "linearForward 8>16",
+                              R, "rope +", R, "coreForward", R,
+                              "linearForward 8>8", R, "addInto", R}));
+  EXPECT_EQ(p.backwardInput,
+            (Calls{"copy", "linearBackwardInput 8>8", R, "coreBackward", R,
+                   "rope -", R, "linearBackwardInput 8>16", R, "copy",
+                   "rmsnormBackward+=", R}));
+  EXPECT_EQ(p.backwardWeight,
+            (Calls{"linearBackwardWeight 8>16", "linearBackwardWeight 8>8"}));
+}
+
+TEST(RecordingTarget, AttentionWithoutRope) {
+  const Passes p =
+      passesOf(LayerKind::Attention, AttentionShape{kHidden, 4, 2, 2, false});
+  EXPECT_EQ(p.forward,
+            (Calls{"copy", "rmsnormForward", R, "linearForward 8>16", R,
+                   "coreForward", R, "linearForward 8>8", R, "addInto", R}));
+  EXPECT_EQ(
+      p.backwardInput,
+      (Calls{"copy", "linearBackwardInput 8>8", R, "coreBackward", R,
+             "linearBackwardInput 8>16", R, "copy", "rmsnormBackward+=", R}));
+}
+
+TEST(RecordingTarget, SwigluMlp) {
+  // SwiGLU: fc1 is 2 * ffn = 24 wide, the activation halves it to 12.
+  const Passes p =
+      passesOf(LayerKind::Mlp, MlpShape{kHidden, 12, Activation::Swiglu});
+  EXPECT_EQ(p.forward, (Calls{"copy", "rmsnormForward", R, "linearForward 8>24",
+                              R, "activationForward", R, "linearForward 12>8",
+                              R, "addInto", R}));
+  EXPECT_EQ(
+      p.backwardInput,
+      (Calls{"copy", "linearBackwardInput 12>8", R, "activationBackward", R,
+             "linearBackwardInput 8>24", R, "copy", "rmsnormBackward+=", R}));
+  EXPECT_EQ(p.backwardWeight,
+            (Calls{"linearBackwardWeight 8>24", "linearBackwardWeight 12>8"}));
+}
+
+TEST(RecordingTarget, Moe) {
+  // The routing is each target's own; the layer is its three kernels.
+  const Passes p = passesOf(LayerKind::Moe, MoeShape{kHidden, 12, 4, 2});
+  EXPECT_EQ(p.forward, (Calls{"moeForward"}));
+  EXPECT_EQ(p.backwardInput, (Calls{"moeBackwardInput"}));
+  EXPECT_EQ(p.backwardWeight, (Calls{"moeBackwardWeight"}));
+}
+
+TEST(RecordingTarget, Head) {
+  const Passes p = passesOf(LayerKind::Head, HeadShape{kVocab, kHidden});
+  EXPECT_EQ(p.forward, (Calls{"copy", "rmsnormForward", R, "linearForward 8>16",
+                              R, "crossEntropy shift 0"}));
+  // No MTP depth: nothing adds to the normed output's gradient.
+  EXPECT_EQ(p.backwardInput,
+            (Calls{"crossEntropyBackward", R, "linearBackwardInput 8>16", R,
+                   "rmsnormBackward", R}));
+  EXPECT_EQ(p.backwardWeight, (Calls{"linearBackwardWeight 8>16"}));
+}
+
+TEST(RecordingTarget, MtpInput) {
+  const Passes p =
+      passesOf(LayerKind::MtpInput, MtpInputShape{kVocab, kHidden, 1});
+  // Alone in its stage, no head before it hands it normed states.
+  EXPECT_EQ(p.forward, (Calls{"mtpInputForward without hPrev"}));
+  EXPECT_EQ(p.backwardInput, (Calls{"mtpInputBackwardInput"}));
+  EXPECT_EQ(p.backwardWeight, (Calls{"mtpInputBackwardWeight"}));
+}
+
+TEST(RecordingTarget, MtpOutput) {
+  const Passes p =
+      passesOf(LayerKind::MtpOutput, MtpOutputShape{kVocab, kHidden, 2, 0.5});
+  // The head's loss with the labels two rows ahead.
+  EXPECT_EQ(p.forward, (Calls{"copy", "rmsnormForward", R, "linearForward 8>16",
+                              R, "crossEntropy shift 2"}));
+  EXPECT_EQ(p.backwardInput,
+            (Calls{"crossEntropyBackward", R, "linearBackwardInput 8>16", R,
+                   "rmsnormBackward", R}));
+  EXPECT_EQ(p.backwardWeight, (Calls{"linearBackwardWeight 8>16"}));
+}
+
+/// A last stage with one MTP depth, in bf16: the head hands its normed
+/// output to the depth's input, and in the input-gradient pass the depth's
+/// input hands that output's gradient back, which the head adds before its
+/// norm's backward (then rounds the sum once). Every rounding point rounds
+/// to the program's precision.
+TEST(RecordingTarget, MtpDepthAfterTheHeadInBf16) {
+  StageProgram p = programOf(
+      {layerOf(LayerKind::Head, HeadShape{kVocab, kHidden}),
+       layerOf(LayerKind::MtpInput, MtpInputShape{kVocab, kHidden, 1}),
+       layerOf(LayerKind::MtpOutput, MtpOutputShape{kVocab, kHidden, 1, 0.5})},
+      DType::BF16);
+  p.sharedOutput = TensorRange{0, 4, DType::F32};
+  p.sharedTable = TensorRange{0, 4, DType::F32};
+  const std::string B = "round bf16";
+  EXPECT_EQ(run(p, StagePass::Forward),
+            (Calls{"copy", "rmsnormForward", B, "linearForward 8>16", B,
+                   "crossEntropy shift 0", "mtpInputForward", "copy",
+                   "rmsnormForward", B, "linearForward 8>16", B,
+                   "crossEntropy shift 1"}));
+  EXPECT_EQ(run(p, StagePass::BackwardInput),
+            (Calls{"crossEntropyBackward", B, "linearBackwardInput 8>16", B,
+                   "rmsnormBackward", B, "mtpInputBackwardInput",
+                   "crossEntropyBackward", B, "linearBackwardInput 8>16",
+                   "addInto", B, "rmsnormBackward", B}));
+  EXPECT_EQ(run(p, StagePass::BackwardWeight),
+            (Calls{"linearBackwardWeight 8>16", "mtpInputBackwardWeight",
+                   "linearBackwardWeight 8>16"}));
+}
+
+} // namespace
