@@ -21,15 +21,8 @@ int64_t globalBatchSize(const Artifact &artifact, const Comm &comm) {
 StepBatch::StepBatch(const Artifact &artifact, Comm &comm, Device &device,
                      TrainingData data)
     : artifact(artifact), comm(comm), device(device), data(data) {
-  if (!artifact.packing.enabled)
-    return;
-  const PackingConfig &pc = artifact.packing;
-  packOptions.budget = pc.maxTokens;
-  packOptions.dp = comm.dpSize();
-  packOptions.minBins = pc.minBins;
-  packOptions.binMultiple = pc.binMultiple;
-  packOptions.scheduler = *packing::parseScheduler(pc.scheduler);
-  packOptions.cost = {pc.costPerToken, pc.costPerSquaredToken};
+  if (artifact.packing.enabled)
+    packOptions = packingOptions(artifact.packing, comm.dpSize());
 }
 
 StepBatch::Counts StepBatch::load(int64_t step) {
