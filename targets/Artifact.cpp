@@ -188,6 +188,29 @@ rt::PackingConfig packingConfig(const ModelSpec &spec) {
   return p;
 }
 
+/// Packed runs: the programs of every other microbatch count per
+/// data-parallel rank that packing can give a step, built and verified as
+/// the pass pipeline builds the artifact's own, so that hypipe-run only
+/// looks them up (docs/artifact.md). Counts the schedule does not run are
+/// left out: hypipe-run names them if a step packs into one.
+llvm::Error addPackedPrograms(rt::Artifact &a) {
+  if (!a.packing.enabled)
+    return llvm::Error::success();
+  const packing::Options options = rt::packingOptions(a.packing, a.dp);
+  for (int64_t count :
+       packing::microbatchCounts(options, a.packing.globalBatchSize)) {
+    if (count == a.microbatches)
+      continue;
+    auto built = schedule::buildVerifiedPrograms(
+        {a.schedule, a.pp, a.vpp, count, a.groupSize});
+    if (!built)
+      return toLlvmError(built.takeError());
+    if (*built)
+      a.packedPrograms[count] = std::move((*built)->ranks);
+  }
+  return llvm::Error::success();
+}
+
 /// Builds the artifact's directory beside `dir` and puts it in place whole.
 llvm::Error writeArtifactFiles(const std::string &dir,
                                const std::string &manifest,
@@ -295,6 +318,8 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.dataPath = besideSpec(specPath, spec.data.path);
   artifact.dataFormat = spec.data.format;
   artifact.packing = packingConfig(spec);
+  if (auto err = addPackedPrograms(artifact))
+    return err;
 
   std::string mlirText;
   llvm::raw_string_ostream os(mlirText);

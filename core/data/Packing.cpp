@@ -250,4 +250,20 @@ Expected<Plan> pack(const std::vector<int64_t> &lengths, const Options &o) {
   return plan;
 }
 
+std::vector<int64_t> microbatchCounts(const Options &o, int64_t samples) {
+  std::vector<int64_t> counts;
+  if (o.scheduler == Scheduler::Unpacked) {
+    if (samples >= o.minBins && samples % o.binMultiple == 0)
+      counts.push_back(samples / o.dp);
+    return counts;
+  }
+  // As pack() starts: every sample holds at least one token.
+  const int64_t fewest =
+      std::max(o.minBins, (samples + o.budget - 1) / o.budget);
+  for (int64_t k = roundUp(fewest, o.binMultiple); k <= samples;
+       k += o.binMultiple)
+    counts.push_back(k / o.dp);
+  return counts;
+}
+
 } // namespace hypipe::packing

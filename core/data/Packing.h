@@ -88,6 +88,14 @@ Error checkOptions(const Options &options);
 Expected<Plan> pack(const std::vector<int64_t> &lengths,
                     const Options &options);
 
+/// Every count of microbatches per data-parallel rank that pack() can give a
+/// batch of `samples` samples under `options` (checked), in increasing order:
+/// k / dp for each bin count k it may choose (at least minBins and one
+/// budget's worth of one-token samples, a multiple of binMultiple, at most
+/// one bin a sample; the unpacked scheduler's k is `samples`). The compiler
+/// writes a schedule program for each (docs/artifact.md).
+std::vector<int64_t> microbatchCounts(const Options &options, int64_t samples);
+
 } // namespace hypipe::packing
 
 #endif

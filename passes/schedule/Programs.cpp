@@ -1,6 +1,7 @@
 //===- Programs.cpp - pipe.program ops <-> the schedule library -----------===//
 #include "passes/schedule/Programs.h"
 
+#include "core/schedule/Simulate.h"
 #include "dialects/pipe/PipeOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -58,6 +59,22 @@ void writePrograms(hybrid::ModelOp model, const Schedule &s) {
     if (!batched.empty())
       program->setAttr("batched", b.getDenseI64ArrayAttr(batched));
   }
+}
+
+Expected<std::optional<Schedule>>
+buildVerifiedPrograms(const ScheduleRequest &request) {
+  if (checkSchedule(request))
+    return std::optional<Schedule>();
+  Expected<Schedule> built = buildSchedule(request);
+  if (!built)
+    return built.takeError();
+  insertCommunication(*built);
+  if (auto simulated = simulate(*built); !simulated)
+    return makeError(
+        "the " + std::string(scheduleName(request.kind)) + " schedule for " +
+        std::to_string(request.microbatches) +
+        " microbatches does not verify: " + toString(simulated.takeError()));
+  return std::optional<Schedule>(std::move(*built));
 }
 
 } // namespace schedule

@@ -6,6 +6,7 @@
 #include "runtime/formats/Artifact.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -304,6 +305,50 @@ void Comm::abort(int code) {
   if (mpi)
     MPI_Abort(MPI_COMM_WORLD, code);
   std::exit(code);
+}
+
+void agreeAcrossRanks(Comm &comm, const std::string &error,
+                      const std::string &what) {
+  std::vector<double> failed = comm.allgather({error.empty() ? 0.0 : 1.0});
+  bool any = false;
+  for (double f : failed)
+    any |= f != 0;
+  if (!any)
+    return;
+  // Rank 0 lists each distinct message once with the ranks that raised it.
+  std::vector<std::string> messages = comm.gatherToRoot(error);
+  std::vector<std::pair<std::string, std::vector<size_t>>> distinct;
+  for (size_t r = 0; r < messages.size(); ++r) {
+    std::string m = messages[r];
+    if (m.empty())
+      continue;
+    if (m.rfind("error: ", 0) == 0)
+      m = m.substr(7);
+    auto it = std::find_if(distinct.begin(), distinct.end(),
+                           [&](const auto &d) { return d.first == m; });
+    if (it == distinct.end())
+      distinct.push_back({m, {r}});
+    else
+      it->second.push_back(r);
+  }
+  std::string text = what;
+  for (const auto &[m, ranks] : distinct)
+    text += fmt::format("\n[rank{} {}] {}", ranks.size() > 1 ? "s" : "",
+                        fmt::join(ranks, ","), m);
+  throw CollectiveError(text);
+}
+
+void onEveryRank(Comm &comm, const std::string &what,
+                 const std::function<void()> &work) {
+  if (!comm.distributed())
+    return work();
+  std::string error;
+  try {
+    work();
+  } catch (const RuntimeError &e) {
+    error = e.what();
+  }
+  agreeAcrossRanks(comm, error, what);
 }
 
 } // namespace hypipe::rt

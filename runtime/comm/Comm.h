@@ -134,6 +134,18 @@ private:
   std::vector<std::string> hosts; ///< by world rank
 };
 
+/// Collective: when any rank's `error` is non-empty, every rank throws a
+/// CollectiveError of `what` followed by each distinct message once, with
+/// the ranks that raised it (rank 0 prints it).
+void agreeAcrossRanks(Comm &comm, const std::string &error,
+                      const std::string &what);
+
+/// Runs `work` on every rank and agrees on the RuntimeError it throws
+/// (agreeAcrossRanks), so that a fault every rank meets (an edited
+/// manifest, missing data) is said once; one process throws it as it is.
+void onEveryRank(Comm &comm, const std::string &what,
+                 const std::function<void()> &work);
+
 } // namespace hypipe::rt
 
 #endif

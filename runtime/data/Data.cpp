@@ -2,7 +2,7 @@
 
 #include "runtime/data/Data.h"
 
-#include "runtime/exec/Init.h"
+#include "core/Random.h"
 #include "runtime/formats/Artifact.h"
 #include "runtime/formats/FileCheck.h"
 #include "runtime/formats/MegatronIndex.h"

@@ -2,9 +2,9 @@
 
 #include "runtime/data/Samples.h"
 
+#include "core/Random.h"
 #include "core/data/MockSft.h"
 #include "runtime/data/Data.h"
-#include "runtime/exec/Init.h"
 #include "runtime/formats/Artifact.h"
 #include "runtime/formats/FileCheck.h"
 

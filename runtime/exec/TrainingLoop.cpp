@@ -808,8 +808,9 @@ int runTraining(const RunOptions &o, Comm &comm) {
                  "not finish)\n",
                  o.save, gone);
   Trainer trainer(artifact, comm, {data.stream.get(), data.samples.get()},
-                  o.gradBucketMib > 0 ? int64_t(o.gradBucketMib * (1 << 20) / 4)
-                                      : kDefaultBucketFloats);
+                  o.gradBucketMib > 0
+                      ? int64_t(o.gradBucketMib * (1 << 20) / sizeof(float))
+                      : kDefaultBucketFloats);
   RunTotals t;
   t.first = startingStep(o, artifact, trainer, root);
   std::ofstream log = openJsonLog(o, t.first, root);

@@ -399,15 +399,27 @@ ModelDims dimsOf(const ModelInfo &m) {
   return d;
 }
 
-schedule::Schedule Artifact::asSchedule() const {
+schedule::Schedule Artifact::asSchedule(int64_t count) const {
   schedule::Schedule s;
   s.name = schedule::scheduleName(schedule);
   s.pp = pp;
   s.vpp = vpp;
-  s.microbatches = microbatches;
+  s.microbatches = count ? count : microbatches;
   s.placement = schedule::placementOf(schedule);
-  s.ranks = programs;
+  s.ranks =
+      count && count != microbatches ? packedPrograms.at(count) : programs;
   return s;
+}
+
+packing::Options packingOptions(const PackingConfig &pc, int64_t dp) {
+  packing::Options o;
+  o.budget = pc.maxTokens;
+  o.dp = dp;
+  o.minBins = pc.minBins;
+  o.binMultiple = pc.binMultiple;
+  o.scheduler = *packing::parseScheduler(pc.scheduler);
+  o.cost = {pc.costPerToken, pc.costPerSquaredToken};
+  return o;
 }
 
 std::vector<StageEntry *> Artifact::stagesOf(int64_t ppRank) {
@@ -420,6 +432,30 @@ std::vector<StageEntry *> Artifact::stagesOf(int64_t ppRank) {
 
 // The schema, written and read in the same order. A key added to one side
 // must be added to the other; ArtifactSchemaTest round-trips them.
+
+/// Per pp rank: its schedule's actions, each with its text.
+static json programsJson(const Artifact &a,
+                         const std::vector<std::vector<ActionEntry>> &ranks) {
+  json programs = json::array();
+  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+    json actions = json::array();
+    for (const ActionEntry &act : ranks[rank]) {
+      json action = {{"op", schedule::opName(act.op)},
+                     {"stage", act.stage},
+                     {"mb", act.microbatch},
+                     {"text", schedule::pytorchText(act)}};
+      if (act.peer >= 0)
+        action["peer"] = act.peer;
+      if (act.batched)
+        action["batched"] = true;
+      actions.push_back(action);
+    }
+    programs.push_back({{"pp_rank", rank},
+                        {"schedule", schedule::scheduleName(a.schedule)},
+                        {"actions", actions}});
+  }
+  return programs;
+}
 
 nlohmann::json manifestToJson(const Artifact &a) {
   const ModelInfo &d = a.model;
@@ -448,24 +484,10 @@ nlohmann::json manifestToJson(const Artifact &a) {
                       {"program", programJson(e.program)},
                       {"params", params}});
   }
-  json programs = json::array();
-  for (size_t rank = 0; rank < a.programs.size(); ++rank) {
-    json actions = json::array();
-    for (const ActionEntry &act : a.programs[rank]) {
-      json action = {{"op", schedule::opName(act.op)},
-                     {"stage", act.stage},
-                     {"mb", act.microbatch},
-                     {"text", schedule::pytorchText(act)}};
-      if (act.peer >= 0)
-        action["peer"] = act.peer;
-      if (act.batched)
-        action["batched"] = true;
-      actions.push_back(action);
-    }
-    programs.push_back({{"pp_rank", rank},
-                        {"schedule", schedule::scheduleName(a.schedule)},
-                        {"actions", actions}});
-  }
+  json packedPrograms = json::array();
+  for (const auto &[count, programs] : a.packedPrograms)
+    packedPrograms.push_back(
+        {{"microbatches", count}, {"programs", programsJson(a, programs)}});
   const TrainingConfig &t = a.training;
   return {
       {"format", "hypipe-artifact"},
@@ -515,7 +537,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
           {"cost_per_squared_token", a.packing.costPerSquaredToken}}}}},
       {"spec", {{"file", a.specFile}, {"text", a.specText}}},
       {"stages", stages},
-      {"programs", programs},
+      {"programs", programsJson(a, a.programs)},
+      {"packed_programs", packedPrograms},
   };
 }
 
@@ -527,33 +550,27 @@ double runtimeBytesPerParameter(const Artifact &a) {
 
 std::vector<ActionEntry> rankProgram(const Artifact &a, int64_t ppRank,
                                      int64_t microbatches, bool inSendOrder) {
-  std::vector<std::vector<ActionEntry>> programs;
-  if (microbatches == a.microbatches) {
-    if (!inSendOrder)
-      return a.programs.at(size_t(ppRank));
-    programs = a.programs;
-  } else {
-    Expected<schedule::Schedule> built = schedule::buildSchedule(
-        {a.schedule, a.pp, a.vpp, microbatches, a.groupSize});
-    if (!built)
-      throw RuntimeError(fmt::format(
-          "error: no {} schedule for {} microbatches: {}\nhelp: set "
-          "data.bin_count_multiple (and min_bin_count) to counts the "
-          "schedule accepts",
-          schedule::scheduleName(a.schedule), microbatches,
-          toString(built.takeError())));
-    schedule::insertCommunication(*built);
-    if (auto sim = schedule::simulate(*built); !sim)
-      // The verifier the compiler runs (pipe-verify-schedule): every
-      // transfer matched, no deadlock.
-      throw RuntimeError(fmt::format(
-          "error: the {} schedule for {} microbatches does not verify: "
-          "{}\nhelp: this is a bug in hypipe's schedule library; please "
-          "report it",
-          schedule::scheduleName(a.schedule), microbatches,
-          toString(sim.takeError())));
-    programs = std::move(built->ranks);
+  const auto packed = a.packedPrograms.find(microbatches);
+  if (microbatches != a.microbatches && packed == a.packedPrograms.end()) {
+    std::vector<int64_t> held = {a.microbatches};
+    for (const auto &[count, programs] : a.packedPrograms)
+      held.push_back(count);
+    std::sort(held.begin(), held.end());
+    throw RuntimeError(fmt::format(
+        "error: a step has {} microbatches per data-parallel rank, and the "
+        "artifact holds {} programs for {} only\nhelp: `hypipe compile` "
+        "writes a program for every count packing can give that the "
+        "schedule runs: recompile the artifact with this hypipe, or set "
+        "data.bin_count_multiple (and min_bin_count) to counts the schedule "
+        "accepts",
+        microbatches, schedule::scheduleName(a.schedule),
+        fmt::join(held, ", ")));
   }
+  const std::vector<std::vector<ActionEntry>> &compiled =
+      microbatches == a.microbatches ? a.programs : packed->second;
+  if (!inSendOrder)
+    return compiled.at(size_t(ppRank));
+  std::vector<std::vector<ActionEntry>> programs = compiled;
   // Posting receives earlier keeps a verified program verified.
   if (inSendOrder)
     schedule::receiveInSendOrder(programs);
@@ -660,8 +677,10 @@ StageEntry parseStage(const json &s, Target target, const std::string &path) {
   return e;
 }
 
-/// A rank's program: actions naming existing stages and microbatches.
+/// A rank's program for `microbatches`: actions naming existing stages and
+/// microbatches.
 std::vector<ActionEntry> parseActions(const json &prog, const Artifact &a,
+                                      int64_t microbatches,
                                       const std::string &path) {
   std::vector<ActionEntry> actions;
   for (const json &act : field<json>(prog, "actions", path)) {
@@ -675,7 +694,7 @@ std::vector<ActionEntry> parseActions(const json &prog, const Artifact &a,
                   optionalField<int32_t>(act, "peer", -1, path),
                   optionalField<bool>(act, "batched", false, path)};
     if (e.stage < 0 || e.stage >= a.numStages || e.microbatch < 0 ||
-        e.microbatch >= a.microbatches)
+        e.microbatch >= microbatches)
       fail(fmt::format("{}: action '{}' names a stage or microbatch that "
                        "does not exist",
                        path, optionalField<std::string>(act, "text", "", path)),
@@ -683,6 +702,21 @@ std::vector<ActionEntry> parseActions(const json &prog, const Artifact &a,
     actions.push_back(e);
   }
   return actions;
+}
+
+/// One program per pp rank for `microbatches`.
+std::vector<std::vector<ActionEntry>> parsePrograms(const json &programs,
+                                                    const Artifact &a,
+                                                    int64_t microbatches,
+                                                    const std::string &path) {
+  std::vector<std::vector<ActionEntry>> out;
+  for (const json &prog : programs)
+    out.push_back(parseActions(prog, a, microbatches, path));
+  if (int64_t(out.size()) != a.pp)
+    fail(fmt::format("{}: {} programs for pp {} ({} microbatches)", path,
+                     out.size(), a.pp, microbatches),
+         "the manifest is corrupt; recompile the artifact");
+  return out;
 }
 
 [[noreturn]] void corruptManifest(const std::string &path,
@@ -819,12 +853,20 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
     fail(fmt::format("{}: {} stages for pp {} x vpp {}", path, a.numStages,
                      a.pp, a.vpp),
          "the manifest is corrupt; recompile the artifact");
-  for (const json &prog : field<json>(m, "programs", path))
-    a.programs.push_back(parseActions(prog, a, path));
-  if (int64_t(a.programs.size()) != a.pp)
-    fail(
-        fmt::format("{}: {} programs for pp {}", path, a.programs.size(), a.pp),
-        "the manifest is corrupt; recompile the artifact");
+  a.programs =
+      parsePrograms(field<json>(m, "programs", path), a, a.microbatches, path);
+  // Absent in older manifests: a packed step of another count then asks
+  // for a recompile (rankProgram).
+  for (const json &packed :
+       optionalField<json>(m, "packed_programs", json::array(), path)) {
+    const int64_t count = field<int64_t>(packed, "microbatches", path);
+    if (Error refused = schedule::checkScheduleSize(a.pp, a.vpp, count))
+      fail(fmt::format("{}: packed programs for {} microbatches: {}", path,
+                       count, toString(refused)),
+           "the manifest is corrupt; recompile the artifact");
+    a.packedPrograms[count] =
+        parsePrograms(field<json>(packed, "programs", path), a, count, path);
+  }
   return a;
 }
 
@@ -904,6 +946,11 @@ void checkArtifactConsistency(const Artifact &a, const std::string &path) {
   if (auto simulated = schedule::simulate(a.asSchedule()); !simulated)
     corrupt("its programs do not form a schedule that runs to the end:\n" +
             toString(simulated.takeError()));
+  for (const auto &[count, programs] : a.packedPrograms)
+    if (auto simulated = schedule::simulate(a.asSchedule(count)); !simulated)
+      corrupt(fmt::format("its programs for {} microbatches do not form a "
+                          "schedule that runs to the end:\n{}",
+                          count, toString(simulated.takeError())));
 }
 
 Artifact loadArtifact(const std::string &dir) {

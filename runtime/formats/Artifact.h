@@ -11,6 +11,7 @@
 #define HYPIPE_RUNTIME_FORMATS_ARTIFACT_H
 
 #include "core/data/DataFormat.h"
+#include "core/data/Packing.h"
 #include "core/model/ModelDims.h"
 #include "core/model/Precision.h"
 #include "core/schedule/Schedule.h"
@@ -21,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -117,6 +119,10 @@ struct PackingConfig {
   double costPerToken = 0, costPerSquaredToken = 0;
 };
 
+/// pack()'s options for a run of `dp` data-parallel ranks under `config`
+/// (enabled; its scheduler a known name).
+packing::Options packingOptions(const PackingConfig &config, int64_t dp);
+
 struct Artifact {
   std::string dir;
   Target target = Target::Cpu;
@@ -141,25 +147,31 @@ struct Artifact {
   std::string specFile, specText;
   std::vector<StageEntry> stages;                 ///< all stages, by index
   std::vector<std::vector<ActionEntry>> programs; ///< per pp rank
+  /// Packed runs: the programs (per pp rank) of every other microbatch
+  /// count per data-parallel rank that packing can give a step and the
+  /// schedule runs (packing::microbatchCounts), by count; written by the
+  /// compiler, looked up by rankProgram.
+  std::map<int64_t, std::vector<std::vector<ActionEntry>>> packedPrograms;
 
   /// Stages of `ppRank`, in vp_stage order.
   std::vector<StageEntry *> stagesOf(int64_t ppRank);
-  /// The per-rank programs as a schedule the simulator runs.
-  schedule::Schedule asSchedule() const;
+  /// The per-rank programs for `microbatches` (0: the artifact's own) as a
+  /// schedule the simulator runs.
+  schedule::Schedule asSchedule(int64_t microbatches = 0) const;
 };
 
 /// Bytes of hypipe-run's tensors on pipeline rank `ppRank` at its peak in a
 /// step (core/schedule/Buffers.h: its program walked with the trainer's
 /// buffer rules; parameters at runtimeBytesPerParameter). `microbatches`
-/// other than the artifact's (a packed run's step) walks the program the
-/// trainer builds for that many; 0 means the artifact's. Throws
-/// RuntimeError when the schedule has none.
+/// other than the artifact's (a packed run's step) walks the compiled
+/// program for that many; 0 means the artifact's. Throws RuntimeError when
+/// the artifact has none.
 int64_t rankTensorBytes(const Artifact &artifact, int64_t ppRank,
                         int64_t microbatches = 0);
 
 /// Rank `ppRank`'s program for a step of `microbatches` (the artifact's
-/// own, or built and verified as the compiler builds them); throws
-/// RuntimeError when the schedule has none for that count. With
+/// own, or one of packedPrograms); throws RuntimeError when the artifact
+/// holds none for that count. With
 /// `inSendOrder`, every rank receives from each peer in the order the peer
 /// sends (schedule::receiveInSendOrder: what NCCL's links need).
 std::vector<ActionEntry> rankProgram(const Artifact &artifact, int64_t ppRank,

@@ -103,6 +103,10 @@ Artifact sample() {
   EXPECT_TRUE(static_cast<bool>(built));
   schedule::insertCommunication(*built);
   a.programs = built->ranks;
+  auto six = schedule::buildSchedule({schedule::ScheduleKind::ZbH1, 2, 1, 6});
+  EXPECT_TRUE(static_cast<bool>(six));
+  schedule::insertCommunication(*six);
+  a.packedPrograms[6] = six->ranks;
   return a;
 }
 
@@ -145,6 +149,22 @@ TEST(ArtifactSchema, EveryFieldWrittenIsRead) {
     batched = batched || a.programs[0][i].batched;
   }
   EXPECT_TRUE(batched) << "the sample should exercise batched transfers";
+  EXPECT_EQ(b.packedPrograms, a.packedPrograms);
+  EXPECT_EQ(rankProgram(b, 1, 6), a.packedPrograms.at(6)[1]);
+}
+
+// A packed step of a count the compiler wrote no program for is an error
+// that says to recompile, never a program built at run time.
+TEST(ArtifactSchema, MissingMicrobatchCountIsNamed) {
+  Artifact a = artifactFromJson(manifestToJson(sample()), "<test>");
+  try {
+    rankProgram(a, 0, 8);
+    FAIL() << "a program for 8 microbatches was found";
+  } catch (const RuntimeError &e) {
+    EXPECT_NE(std::string(e.what()).find("holds zb-h1 programs for 4, 6 only"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ArtifactSchema, MissingFieldIsNamed) {

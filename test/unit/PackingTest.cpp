@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "core/data/MockSft.h"
 #include "core/data/Packing.h"
+#include "core/data/MockSft.h"
 
 #include <gtest/gtest.h>
 
@@ -105,6 +105,34 @@ TEST(Packing, EverySchedulerPlacesEverySampleOnceWithinTheBudget) {
       for (size_t b = 0; b < plan->bins.size(); ++b)
         EXPECT_EQ(plan->bins[b].samples, again->bins[b].samples);
       EXPECT_EQ(plan->ranks, again->ranks);
+    }
+}
+
+// The compiler writes a schedule program for each count microbatchCounts
+// lists; every plan pack() makes must have one of them.
+TEST(Packing, MicrobatchCountsHoldEveryCountPackGives) {
+  std::mt19937_64 rng(11);
+  for (Scheduler sched : {Scheduler::Balanced, Scheduler::FirstFitDecreasing,
+                          Scheduler::Unpacked})
+    for (int trial = 0; trial < 60; ++trial) {
+      Options o;
+      o.scheduler = sched;
+      o.dp = 1 + trial % 2;
+      o.minBins = o.dp * (1 + trial % 3);
+      o.binMultiple = o.dp * (1 + trial % 2);
+      o.budget = 16 + 5 * trial;
+      const int64_t samples = 4 * o.binMultiple * (1 + trial % 3);
+      const std::vector<int64_t> counts = microbatchCounts(o, samples);
+      EXPECT_TRUE(std::is_sorted(counts.begin(), counts.end()));
+      std::vector<int64_t> lengths = randomLengths(rng, samples, o.budget);
+      Expected<Plan> plan = pack(lengths, o);
+      if (!plan)
+        continue;
+      EXPECT_NE(
+          std::find(counts.begin(), counts.end(), plan->microbatchesPerRank()),
+          counts.end())
+          << "pack gave " << plan->microbatchesPerRank()
+          << " microbatches per rank";
     }
 }
 
@@ -224,7 +252,8 @@ namespace {
 MockSftConfig lognormal(int64_t minLen, int64_t maxLen, double mean,
                         double sigma) {
   std::string json = "{\"mode\": \"distribution\", \"type\": \"lognormal\", "
-                     "\"min_seq_len\": " + std::to_string(minLen) +
+                     "\"min_seq_len\": " +
+                     std::to_string(minLen) +
                      ", \"max_seq_len\": " + std::to_string(maxLen) +
                      ", \"mean_seq_len\": " + std::to_string(mean) +
                      ", \"lognormal_sigma\": " + std::to_string(sigma) + "}";
@@ -260,7 +289,8 @@ TEST(MockSftLengths, HaveTheMeanOfMegatronsDistribution) {
   const double mean = 64, sigma = 0.8, mu = std::log(mean) - sigma * sigma / 2;
   double expected = double(a);
   for (int64_t k = a + 1; k <= b; ++k)
-    expected += 0.5 * std::erfc((std::log(double(k)) - mu) / (sigma * std::sqrt(2.0)));
+    expected +=
+        0.5 * std::erfc((std::log(double(k)) - mu) / (sigma * std::sqrt(2.0)));
   MockSftConfig c = lognormal(a, b, mean, sigma);
   const int64_t n = 1600000;
   double sum = 0, sumSq = 0;

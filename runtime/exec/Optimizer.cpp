@@ -1,0 +1,215 @@
+//===- Optimizer.cpp - AdamW over a rank's stages, sharded or not ---------===//
+
+#include "runtime/exec/Optimizer.h"
+
+#include "runtime/comm/Comm.h"
+#include "runtime/exec/GradientSync.h"
+#include "runtime/kernels/cpu/Profile.h"
+
+#include <cmath>
+#include <set>
+
+namespace hypipe::rt {
+
+bool usesDistributedOptimizer(const Artifact &artifact, const Comm &comm) {
+  return artifact.distributedOptimizer && comm.dpSize() > 1;
+}
+
+AdamWOptimizer::AdamWOptimizer(const Artifact &artifact,
+                               std::vector<Stage> &stages, Device &device,
+                               Transport &transport, Comm &comm, bool sharded)
+    : artifact(artifact), stages(stages), device(device), transport(transport),
+      comm(comm), shardedState(sharded) {
+  for (const Stage &s : stages) {
+    StageState st;
+    st.expAvg = Buffer(device, s.shard().shardFloats());
+    st.expAvgSq = Buffer(device, s.shard().shardFloats());
+    state.push_back(std::move(st));
+  }
+  planSegments(artifact);
+}
+
+void AdamWOptimizer::planSegments(const Artifact &artifact) {
+  // First stage (over all ranks) of each parameter held by several stages.
+  std::map<std::string, int64_t> firstStage;
+  for (const auto &[name, holders] : stagesHolding(artifact))
+    if (holders.size() > 1)
+      firstStage[name] = holders.front();
+  // Each parameter once over the pipeline in the norm: a tied copy counts
+  // only on the first stage that holds it.
+  std::set<std::string> counted;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const Stage &s = stages[i];
+    const ShardLayout &shard = s.shard();
+    StageState &st = state[i];
+    st.updated.assign(size_t(shard.buckets()), {});
+    for (const ParamEntry &p : s.entry().params) {
+      // Which copy counts is decided before the shard cuts it: the first
+      // copy's part, even where this rank's shard holds none of it.
+      auto it = firstStage.find(p.name);
+      const bool counts =
+          it == firstStage.end() ||
+          (it->second == s.index() && counted.insert(p.name).second);
+      for (int64_t b = 0; b < shard.buckets(); ++b) {
+        const int64_t own = shard.ownBegin(b);
+        const int64_t lo = std::max(p.offset, own),
+                      hi = std::min(p.offset + p.numel,
+                                    own + shard.partFloats(b));
+        if (lo >= hi)
+          continue;
+        st.updated[size_t(b)].push_back({lo, hi, p.weightDecay});
+        if (counts)
+          st.normed.push_back({lo, hi, false});
+      }
+    }
+  }
+}
+
+void AdamWOptimizer::zeroGrad() {
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (!state[i].gatheringWorking) // zeroed once its gather is in
+      device.zero(stages[i].grads().data(), stages[i].grads().size());
+}
+
+void AdamWOptimizer::finishParamSync(size_t local) {
+  StageState &st = state[local];
+  Stage &s = stages[local];
+  if (!st.paramGather.empty())
+    transport.waitAll(st.paramGather);
+  if (!st.gatheringWorking)
+    return;
+  // Every rank's bf16 block, widened into the working copy; then the
+  // gradient buffer the gather borrowed is zeroed for the step.
+  Buffer &working = s.workingCopy();
+  device.copy(working.data(), s.grads().data(), 2 * working.size());
+  device.unpackBf16(working.data(), working.size());
+  device.zero(s.grads().data(), s.grads().size());
+  st.gatheringWorking = false;
+}
+
+void AdamWOptimizer::finishParamSync() {
+  for (size_t i = 0; i < stages.size(); ++i)
+    finishParamSync(i);
+}
+
+void AdamWOptimizer::progress() {
+  for (StageState &st : state)
+    transport.testAll(st.paramGather);
+}
+
+double AdamWOptimizer::localGradNormSquared() const {
+  // Each parameter once over the pipeline: a tied copy counts only on the
+  // first stage that holds it. Data-parallel replicas of a reduced
+  // gradient count once: on replica 0, or on the rank whose shard holds it.
+  if (!shardedState && comm.dpRank() != 0)
+    return 0;
+  cpu::ProfileScope scope(cpu::KernelClass::Optimizer);
+  double sq = 0;
+  for (size_t i = 0; i < stages.size(); ++i)
+    sq = device.sumSquares(stages[i].grads().data(), state[i].normed, sq);
+  return sq;
+}
+
+void AdamWOptimizer::step(int64_t step, double lr, double clipScale) {
+  cpu::ProfileScope scope(cpu::KernelClass::Optimizer);
+  const TrainingConfig &t = artifact.training;
+  const double b1 = t.beta1, b2 = t.beta2;
+  const double c1 = 1.0 - std::pow(b1, double(step)),
+               c2 = 1.0 - std::pow(b2, double(step));
+  const AdamWStep a{
+      lr, b1, b2, t.eps, c1, c2, float(1.0 - lr * t.weightDecay), clipScale};
+  for (size_t i = 0; i < stages.size(); ++i) {
+    Stage &s = stages[i];
+    StageState &st = state[i];
+    for (int64_t b = 0; b < s.shard().buckets(); ++b) {
+      // The moments hold the rank's part of each bucket one after another
+      // (all of the stage when the state is not sharded).
+      device.adamw(a, st.updated[size_t(b)], s.params().data(),
+                   s.grads().data(), st.expAvg.data(), st.expAvgSq.data(),
+                   s.shard().ownBegin(b) - s.shard().momentBegin(b));
+      // Every replica gets the updated bucket, under the next bucket's
+      // update; the stage's next forward waits for them, so the gathers
+      // overlap what runs before it.
+      if (shardedState && s.workingCopy().size())
+        gatherWorkingCopy(i, b);
+      else if (shardedState)
+        st.paramGather.push_back(
+            allGatherBucket(transport, s.shard(), s.params().data(), b));
+    }
+  }
+  for (size_t i = 0; i < stages.size(); ++i) {
+    stages[i].mainWeightsChanged();
+    // A gathered working copy is made from the new weights already.
+    if (state[i].gatheringWorking)
+      stages[i].workingCopyIsCurrent();
+  }
+}
+
+void AdamWOptimizer::gatherWorkingCopy(size_t local, int64_t bucket) {
+  // This rank's part of the bucket as bf16 (rounded as the stage rounds its
+  // working copy), put at its place in the gradient buffer read as bf16:
+  // float i's bf16 copy at byte 2i. The gradients are spent until the next
+  // step, which zeroes them only after the gathers (finishParamSync), and a
+  // bucket's bf16 image lies within the buckets up to its own, so the later
+  // buckets' gradients, still to be read by their update, are intact.
+  Stage &s = stages[local];
+  const int64_t at = s.shard().ownBegin(bucket),
+                n = s.shard().partFloats(bucket);
+  float *mine = s.workingCopy().data() + at;
+  device.copy(mine, s.params().data() + at, int64_t(sizeof(float)) * n);
+  device.packBf16(mine, n);
+  auto *bytes = reinterpret_cast<char *>(s.grads().data());
+  device.copy(bytes + 2 * at, mine, 2 * n);
+  state[local].paramGather.push_back(transport.iallgatherDp(
+      bytes + 2 * s.shard().bucketBegin(bucket), n, DType::BF16));
+  state[local].gatheringWorking = true;
+}
+
+std::vector<float> AdamWOptimizer::fullParameters(size_t local) {
+  Stage &s = stages[local];
+  std::vector<float> params = s.params().download();
+  if (!shardedState)
+    return comm.dpRank() == 0 ? params : std::vector<float>();
+  // Each rank's fp32 main weights are current in its own parts (a bf16 run
+  // gathers only the bf16 working copy).
+  return gatherShards(local, s.shard().shardOf(params));
+}
+
+std::vector<float>
+AdamWOptimizer::gatherShards(size_t local, const std::vector<float> &mine) {
+  const ShardLayout &shard = stages[local].shard();
+  const int64_t n = shard.shardFloats();
+  std::vector<float> all(comm.dpRank() == 0 ? size_t(n * comm.dpSize()) : 0);
+  comm.gatherDp(mine.data(), n, all.data());
+  return comm.dpRank() == 0 ? shard.wholeOf(all) : std::vector<float>();
+}
+
+std::vector<float> AdamWOptimizer::fullMoment(size_t local,
+                                              const Buffer &moment) {
+  std::vector<float> shard = moment.download();
+  if (!shardedState)
+    return shard;
+  return gatherShards(local, shard);
+}
+
+std::vector<float> AdamWOptimizer::fullExpAvg(size_t local) {
+  return fullMoment(local, state[local].expAvg);
+}
+
+std::vector<float> AdamWOptimizer::fullExpAvgSq(size_t local) {
+  return fullMoment(local, state[local].expAvgSq);
+}
+
+void AdamWOptimizer::loadState(size_t local, const std::vector<float> &params,
+                               const std::vector<float> &expAvg,
+                               const std::vector<float> &expAvgSq) {
+  Stage &s = stages[local];
+  const ShardLayout &shard = s.shard();
+  s.params().upload(params.data(), s.params().size());
+  state[local].expAvg.upload(shard.shardOf(expAvg).data(), shard.shardFloats());
+  state[local].expAvgSq.upload(shard.shardOf(expAvgSq).data(),
+                               shard.shardFloats());
+  s.mainWeightsChanged();
+}
+
+} // namespace hypipe::rt
