@@ -9,14 +9,16 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.hypipe_obj_root, "test")
 config.excludes = ["gpu-kit", "check_training.py", "compare_logs.py", "unit", "conformance", "fuzz", "reference", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
 
-# MLIR's convention (the standalone example): FileCheck and not from
-# LLVM's tools, hypipe's own tools substituted by their built paths.
+# MLIR's convention (the standalone example): FileCheck from
+# LLVM's tools, hypipe's own tools substituted by their built paths
+# (`not` stays lit's builtin: a RUN line that pgreps a command line must
+# not find a `not` process carrying it).
 from lit.llvm import llvm_config
 from lit.llvm.subst import ToolSubst
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.hypipe_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    [ToolSubst(name, unresolved="fatal") for name in ("FileCheck", "not")],
+    [ToolSubst(name, unresolved="fatal") for name in ("FileCheck",)],
     [config.llvm_tools_dir])
 # Not inside quotes: a RUN line's text that names the tool (a README
 # section, a shell snippet) stays as written; the PATH above finds those.
