@@ -15,6 +15,9 @@ namespace hypipe {
 
 namespace {
 
+/// Gradients are reduced in fp32, whatever the model trains in.
+constexpr double kGradientBytes = sizeof(float);
+
 /// The costs of each stage: its items summed, and what it sends on.
 std::vector<ItemCost> stageCosts(const std::vector<ItemCost> &items,
                                  const PatternPlacement &placement) {
@@ -265,18 +268,20 @@ void communicationCosts(const ModelSpec &spec,
         1, (stageCost[s.index].params + kDefaultGradientBucketFloats - 1) /
                kDefaultGradientBucketFloats);
     if (spec.parallel.distributedOptimizer) {
-      costs.stageReduce[s.index] = reduceScatterSeconds(dp, params * 4, link);
+      costs.stageReduce[s.index] =
+          reduceScatterSeconds(dp, params * kGradientBytes, link);
       costs.stageAfterStep[s.index] =
           allGatherSeconds(dp, params * paramBytes, link);
     } else {
-      costs.stageReduce[s.index] = allReduceSeconds(dp, params * 4, link);
+      costs.stageReduce[s.index] =
+          allReduceSeconds(dp, params * kGradientBytes, link);
     }
   }
   // The tied embedding's gradient is summed over its two pipeline ranks.
   const PatternStage &first = stages.front(), &last = stages.back();
   if (spec.dims.tieEmbeddings && first.ppRank != last.ppRank) {
     const double seconds = allReduceSeconds(
-        2, double(spec.dims.vocab) * double(spec.dims.hidden) * 4,
+        2, double(spec.dims.vocab) * double(spec.dims.hidden) * kGradientBytes,
         cluster.pipelineLink(first.ppRank, last.ppRank, dp));
     costs.stageAfterStep[first.index] += seconds;
     costs.stageAfterStep[last.index] += seconds;

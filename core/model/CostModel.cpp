@@ -90,7 +90,8 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     addLinear(c, t, q, h);
     // Kept: norm input, QKV input, Q/K/V, attention output, and the softmax
     // log-sum-exp per head and token (flash-style, no s*s probabilities).
-    c.activationBytes = t * (2 * h + q + 2 * kv + q) * e + t * d.numHeads * 4;
+    c.activationBytes = t * (2 * h + q + 2 * kv + q) * e +
+                        t * d.numHeads * int64_t(sizeof(float));
     c.params = rt::numel(rt::attentionShape(d).params(1));
     return c;
   }
@@ -143,7 +144,8 @@ ItemCost headCost(const ModelDims &d, const CostSettings &s) {
   c.params = rt::numel(rt::headShape(d).params()) -
              (d.tieEmbeddings ? d.vocab * d.hidden : 0);
   // Kept: final-norm input, output-layer input, logits for the softmax.
-  c.activationBytes = t * (2 * d.hidden) * e + t * d.vocab * 4;
+  c.activationBytes =
+      t * (2 * d.hidden) * e + t * d.vocab * int64_t(sizeof(float));
   return c;
 }
 

@@ -34,6 +34,31 @@ int64_t stageOf(Operation &op, int64_t lastStage) {
   return -1;
 }
 
+/// What crosses the boundary of a stage holding `ops`: its inputs, values
+/// of the model body (its arguments or results of ops of other stages) used
+/// inside, and its outputs, results used outside.
+std::pair<llvm::SetVector<Value>, llvm::SetVector<Value>>
+boundaryOf(ArrayRef<Operation *> ops, Block &body) {
+  llvm::SmallPtrSet<Operation *, 16> inStage(ops.begin(), ops.end());
+  llvm::SetVector<Value> inputs, outputs;
+  for (Operation *op : ops)
+    op->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        bool external = def ? def->getBlock() == &body && !inStage.contains(def)
+                            : cast<BlockArgument>(operand).getOwner() == &body;
+        if (external)
+          inputs.insert(operand);
+      }
+    });
+  for (Operation *op : ops)
+    for (Value result : op->getResults())
+      for (Operation *user : result.getUsers())
+        if (!inStage.contains(body.findAncestorOpInBlock(*user)))
+          outputs.insert(result);
+  return {inputs, outputs};
+}
+
 } // namespace
 
 LogicalResult outlineStages(hybrid::ModelOp model) {
@@ -59,27 +84,7 @@ LogicalResult outlineStages(hybrid::ModelOp model) {
   Value current; // the hidden states flowing from stage to stage
   for (int64_t index = 0; index < numStages; ++index) {
     SmallVector<Operation *> &ops = opsOfStage[index];
-    llvm::SmallPtrSet<Operation *, 16> inStage(ops.begin(), ops.end());
-
-    // Inputs: values of the model body (its arguments or results of ops of
-    // other stages) used inside. Outputs: results used outside.
-    llvm::SetVector<Value> inputs, outputs;
-    for (Operation *op : ops)
-      op->walk([&](Operation *nested) {
-        for (Value operand : nested->getOperands()) {
-          Operation *def = operand.getDefiningOp();
-          bool external =
-              def ? def->getBlock() == &body && !inStage.contains(def)
-                  : cast<BlockArgument>(operand).getOwner() == &body;
-          if (external)
-            inputs.insert(operand);
-        }
-      });
-    for (Operation *op : ops)
-      for (Value result : op->getResults())
-        for (Operation *user : result.getUsers())
-          if (!inStage.contains(body.findAncestorOpInBlock(*user)))
-            outputs.insert(result);
+    auto [inputs, outputs] = boundaryOf(ops, body);
     if (ops.empty()) {
       if (!current)
         return model.emitOpError()

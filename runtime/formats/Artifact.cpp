@@ -280,9 +280,11 @@ StageProgram parseProgram(const json &s, const StageEntry &e, Target target,
   p.target = target;
   p.tokens = TokenShape{e.batch, e.seq};
   p.hidden = e.hidden;
-  p.paramBytes = 4 * e.numParams;
-  p.savedBytes = 4 * e.savedFloats;
-  p.workspaceBytes = 4 * e.workspaceFloats;
+  // The manifest counts the buffers in f32 elements.
+  const int64_t f32 = dtypeBytes(DType::F32);
+  p.paramBytes = f32 * e.numParams;
+  p.savedBytes = f32 * e.savedFloats;
+  p.workspaceBytes = f32 * e.workspaceFloats;
   const json &layers = field<json>(s, "layers", where);
   if (!layers.is_array() || layers.size() > 4096)
     corruptProgram(where, "'layers' is not a list of at most 4096 layers");

@@ -73,16 +73,17 @@ MegatronIndex parseMegatronIndex(std::string_view bytes,
   // nothing below can wrap.
   const uint64_t left = bytes.size() - at;
   if (sequences > left / 12 || docs > left / 8 ||
-      left != sequences * 12 + docs * 8)
+      left != sequences * (sizeof(int32_t) + sizeof(int64_t)) +
+                  docs * sizeof(int64_t))
     throw bad(path, fmt::format("{} bytes do not hold {} sequences and {} "
                                 "document boundaries (truncated?)",
                                 bytes.size(), sequences, docs));
   index.lengths.resize(sequences);
   index.pointers.resize(sequences);
   index.documents.resize(docs);
-  get(index.lengths.data(), sequences * 4);
-  get(index.pointers.data(), sequences * 8);
-  get(index.documents.data(), docs * 8);
+  get(index.lengths.data(), sequences * sizeof(int32_t));
+  get(index.pointers.data(), sequences * sizeof(int64_t));
+  get(index.documents.data(), docs * sizeof(int64_t));
   for (uint64_t s = 0; s < sequences; ++s)
     if (index.lengths[s] < 0 || index.pointers[s] < 0)
       throw bad(path, fmt::format("sequence {} has {} tokens at byte {}", s,

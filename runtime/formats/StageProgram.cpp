@@ -11,6 +11,9 @@
 namespace hypipe::rt {
 namespace {
 
+/// The kernels' buffers are f32 (the only dtype checkStageProgram admits).
+constexpr int64_t kF32 = sizeof(float);
+
 constexpr std::array<const char *, 2> kDTypeNames = {"f32", "bf16"};
 constexpr std::array<const char *, 7> kSlotNames = {
     "none", "input", "output", "grad_output", "grad_input", "act0", "act1"};
@@ -190,20 +193,21 @@ std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
         return fmt::format("{}: a {} tensor, and the kernels take f32 only "
                            "for now",
                            what, dtypeName(r->dtype));
-    if (l.params.bytes != 4 * f.paramFloats || !inside(l.params, p.paramBytes))
+    if (l.params.bytes != kF32 * f.paramFloats ||
+        !inside(l.params, p.paramBytes))
       return fmt::format("{}: parameters {}, but its shape has {} bytes of "
                          "them in a buffer of {}",
-                         what, rangeText(l.params), 4 * f.paramFloats,
+                         what, rangeText(l.params), kF32 * f.paramFloats,
                          p.paramBytes);
-    if (l.saved.bytes != 4 * f.savedFloats || !inside(l.saved, p.savedBytes))
+    if (l.saved.bytes != kF32 * f.savedFloats || !inside(l.saved, p.savedBytes))
       return fmt::format("{}: saved tensors {}, but its shape keeps {} bytes "
                          "in a buffer of {}",
-                         what, rangeText(l.saved), 4 * f.savedFloats,
+                         what, rangeText(l.saved), kF32 * f.savedFloats,
                          p.savedBytes);
-    scratchNeeded = std::max(scratchNeeded, 4 * f.workspaceFloats);
+    scratchNeeded = std::max(scratchNeeded, kF32 * f.workspaceFloats);
     if (l.kind == LayerKind::MtpInput || l.kind == LayerKind::MtpOutput) {
       mtp = true;
-      const int64_t table = 4 * f.vocab * p.hidden;
+      const int64_t table = kF32 * f.vocab * p.hidden;
       for (const TensorRange *r : {&p.sharedOutput, &p.sharedTable})
         if (r->bytes != table || !inside(*r, p.paramBytes))
           return fmt::format("{}: the shared output layer or embedding "

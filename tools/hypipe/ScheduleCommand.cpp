@@ -75,6 +75,58 @@ void noteAggregated(const SvgLayout &layout) {
         withCommas(int64_t(kSvgMaxWidth)));
 }
 
+/// The schedule `o` asks for: imported from --import-csv (placed by
+/// --schedule when given), or built.
+Expected<Schedule> loadSchedule(const ScheduleOptions &o, ScheduleKind kind) {
+  if (!o.csvIn.empty()) {
+    Expected<std::string> text =
+        files::readBounded(o.csvIn, files::kScheduleCsv);
+    if (!text)
+      return text.takeError();
+    // The placement comes from --schedule when given, else from the file.
+    std::optional<Placement> placement;
+    if (o.scheduleGiven)
+      placement = placementOf(kind);
+    auto loaded = importCsv(*text, o.pp, o.vpp, o.microbatches, placement);
+    if (!loaded)
+      return makeError(
+          fmt::format("{}: {}", o.csvIn, toString(loaded.takeError())));
+    Schedule schedule = std::move(loaded->schedule);
+    schedule.name = o.csvIn;
+    if (!o.json) {
+      for (const std::string &n : importNotes(*loaded))
+        std::cout << "import: " << n << "\n";
+    }
+    return schedule;
+  }
+  return buildSchedule({kind, o.pp, o.vpp, o.microbatches, o.groupSize});
+}
+
+/// --json: the programs and the simulation, as one object.
+void printScheduleJson(const Schedule &schedule, const Schedule &computeOnly,
+                       const Simulation &simulation) {
+  nlohmann::ordered_json out;
+  out["schedule"] = schedule.name;
+  out["pp"] = schedule.pp;
+  out["vpp"] = schedule.vpp;
+  out["microbatches"] = schedule.microbatches;
+  out["ranks"] = nlohmann::ordered_json::array();
+  for (int64_t r = 0; r < schedule.pp; ++r) {
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array(),
+                           program = nlohmann::ordered_json::array();
+    for (const Action &a : computeOnly.ranks[r])
+      ops.push_back(schedule.megatronText(a));
+    for (const Action &a : schedule.ranks[r])
+      program.push_back(pytorchText(a));
+    out["ranks"].push_back(
+        {{"pp_rank", r}, {"ops", ops}, {"program", program}});
+  }
+  out["simulation"] = {{"makespan", simulation.makespan},
+                       {"bubble_fraction", simulation.bubbleFraction},
+                       {"peak_activations", simulation.peakActivations}};
+  std::cout << out.dump(2) << "\n";
+}
+
 int runSchedule(const ScheduleOptions &o) {
   if (auto err = checkOutputs(o))
     return fail(toString(err));
@@ -82,32 +134,10 @@ int runSchedule(const ScheduleOptions &o) {
   if (!kind)
     return fail(fmt::format("unknown schedule '{}': use one of {}", o.name,
                             scheduleNameList()));
-  Schedule schedule;
-  if (!o.csvIn.empty()) {
-    Expected<std::string> text =
-        files::readBounded(o.csvIn, files::kScheduleCsv);
-    if (!text)
-      return fail(toString(text.takeError()));
-    // The placement comes from --schedule when given, else from the file.
-    std::optional<Placement> placement;
-    if (o.scheduleGiven)
-      placement = placementOf(*kind);
-    auto loaded = importCsv(*text, o.pp, o.vpp, o.microbatches, placement);
-    if (!loaded)
-      return fail(fmt::format("{}: {}", o.csvIn, toString(loaded.takeError())));
-    schedule = std::move(loaded->schedule);
-    schedule.name = o.csvIn;
-    if (!o.json) {
-      for (const std::string &n : importNotes(*loaded))
-        std::cout << "import: " << n << "\n";
-    }
-  } else {
-    auto built =
-        buildSchedule({*kind, o.pp, o.vpp, o.microbatches, o.groupSize});
-    if (!built)
-      return fail(toString(built.takeError()));
-    schedule = std::move(*built);
-  }
+  Expected<Schedule> loaded = loadSchedule(o, *kind);
+  if (!loaded)
+    return fail(toString(loaded.takeError()));
+  Schedule schedule = std::move(*loaded);
   Schedule computeOnly = schedule;
   for (auto &program : computeOnly.ranks)
     program.erase(
@@ -152,26 +182,7 @@ int runSchedule(const ScheduleOptions &o) {
   }
 
   if (o.json) {
-    nlohmann::ordered_json out;
-    out["schedule"] = schedule.name;
-    out["pp"] = schedule.pp;
-    out["vpp"] = schedule.vpp;
-    out["microbatches"] = schedule.microbatches;
-    out["ranks"] = nlohmann::ordered_json::array();
-    for (int64_t r = 0; r < schedule.pp; ++r) {
-      nlohmann::ordered_json ops = nlohmann::ordered_json::array(),
-                             program = nlohmann::ordered_json::array();
-      for (const Action &a : computeOnly.ranks[r])
-        ops.push_back(schedule.megatronText(a));
-      for (const Action &a : schedule.ranks[r])
-        program.push_back(pytorchText(a));
-      out["ranks"].push_back(
-          {{"pp_rank", r}, {"ops", ops}, {"program", program}});
-    }
-    out["simulation"] = {{"makespan", simulation->makespan},
-                         {"bubble_fraction", simulation->bubbleFraction},
-                         {"peak_activations", simulation->peakActivations}};
-    std::cout << out.dump(2) << "\n";
+    printScheduleJson(schedule, computeOnly, *simulation);
     for (const std::string &line : written)
       std::cerr << line << "\n";
     return 0;

@@ -276,7 +276,8 @@ void printExplanationJson(const Explanation &e) {
   std::cout << out.dump(2) << "\n";
 }
 
-void printExplanation(const Explanation &e) {
+/// The model, its layout and its pattern: the lines above the tables.
+void printModelLines(const Explanation &e) {
   std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n",
                            e.spec.file, e.spec.name, e.spec.pattern.numLayers(),
                            withCommas(e.costs.totalParams));
@@ -301,6 +302,11 @@ void printExplanation(const Explanation &e) {
           ? fmt::format("   (balanced by {}; pin it to keep it)",
                         objectiveName(e.spec.parallel.objective))
           : "");
+}
+
+/// One row per stage: its layers, parameters, FLOPs and transfers; then
+/// one per rank: parameters, microbatches in flight, memory.
+void printStageTables(const Explanation &e) {
   std::vector<std::vector<std::string>> rows{
       {"stage", "pp_rank", "vp_stage", "layers", "layer_numbers", "parameters",
        "fwd_GFLOP", "bwd_I_GFLOP", "bwd_W_GFLOP", "act_MiB", "send_MiB"}};
@@ -333,6 +339,10 @@ void printExplanation(const Explanation &e) {
                          e.costs.request.vpp, e.costs.request.microbatches, r)),
          gib(e.costs.rankMemory[r])});
   printTable(rankRows);
+}
+
+/// What the simulation of the schedule predicts, and per rank.
+void printSimulation(const Explanation &e) {
   double worst = *std::max_element(e.simulation.bubbleFraction.begin(),
                                    e.simulation.bubbleFraction.end());
   if (e.cluster && e.cluster->device.name == "measured") {
@@ -399,6 +409,12 @@ void printExplanation(const Explanation &e) {
     std::cout << "note: G, D and + layers are not in the cost model yet; their "
                  "costs are "
                  "counted as zero\n";
+}
+
+void printExplanation(const Explanation &e) {
+  printModelLines(e);
+  printStageTables(e);
+  printSimulation(e);
 }
 
 int runExplain(const ExplainOptions &o) {

@@ -1235,6 +1235,33 @@ bool checkHostfile(const TrainOptions &o, std::string &text) {
   return false;
 }
 
+/// A launch that failed: what ended it, and how to resume when a
+/// checkpoint can.
+int reportFailedRun(const TrainOptions &o, const ModelSpec &spec,
+                    const std::string &run, const LaunchResult &launched) {
+  std::optional<int64_t> step =
+      o.noSave ? std::nullopt : latestCheckpointStep(run);
+  // A checkpoint at or past the last step has nothing left to resume:
+  // the error above says to raise --steps, and the hint would repeat
+  // the command that just failed.
+  if (step && *step >= spec.training.steps)
+    step.reset();
+  std::cerr << fmt::format(
+      "error: training failed: {} exited with status {}{}\nhelp: the "
+      "messages above name the rank and the cause{}\n",
+      launched.launcher, launched.status,
+      // An exit status over 128 is a signal only when one ended it
+      // (mpirun exits 255 on its own).
+      launched.signal ? fmt::format(" (ended by signal {}: {})",
+                                    launched.signal, strsignal(launched.signal))
+                      : "",
+      step ? fmt::format("; resume from the last checkpoint (step {}) "
+                         "with: {}",
+                         *step, resumeCommand(o, run))
+           : "");
+  return 1;
+}
+
 int runTrain(const TrainOptions &o) {
   if (!o.resume.empty() && o.overwrite) {
     std::cerr << "error: --resume and --overwrite contradict each other: "
@@ -1311,30 +1338,8 @@ int runTrain(const TrainOptions &o) {
                    : lastStopSignal == SIGTERM ? "ended on a second SIGTERM"
                                                : "ended on a second Ctrl-C",
                    130);
-  if (status != 0 && !stopped) {
-    std::optional<int64_t> step =
-        o.noSave ? std::nullopt : latestCheckpointStep(run);
-    // A checkpoint at or past the last step has nothing left to resume:
-    // the error above says to raise --steps, and the hint would repeat
-    // the command that just failed.
-    if (step && *step >= spec->training.steps)
-      step.reset();
-    std::cerr << fmt::format(
-        "error: training failed: {} exited with status {}{}\nhelp: the "
-        "messages above name the rank and the cause{}\n",
-        launched.launcher, status,
-        // An exit status over 128 is a signal only when one ended it
-        // (mpirun exits 255 on its own).
-        launched.signal
-            ? fmt::format(" (ended by signal {}: {})", launched.signal,
-                          strsignal(launched.signal))
-            : "",
-        step ? fmt::format("; resume from the last checkpoint (step {}) "
-                           "with: {}",
-                           *step, resumeCommand(o, run))
-             : "");
-    return 1;
-  }
+  if (status != 0 && !stopped)
+    return reportFailedRun(o, *spec, run, launched);
 
   return summariseRun(o, *spec, run, artifact, log, trace, stopped);
 }
@@ -1428,11 +1433,12 @@ void addTrainCommand(CLI::App &app, Runner &run) {
   sub->callback([o, &run] { run = [o] { return runTrain(*o); }; });
 }
 
-void addCheckpointCommand(CLI::App &app, Runner &run) {
+namespace {
+
+/// hypipe ckpt merge CHECKPOINT -o FILE.
+void addMergeCommand(CLI::App *ckpt, Runner &run) {
   auto path = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
-  CLI::App *ckpt = app.add_subcommand("ckpt", "Work with checkpoints");
-  ckpt->require_subcommand(1);
   CLI::App *merge = ckpt->add_subcommand(
       "merge", "Write one safetensors file with every parameter (Megatron "
                "names) and the optimizer state of a checkpoint");
@@ -1454,7 +1460,10 @@ void addCheckpointCommand(CLI::App &app, Runner &run) {
       }
     };
   });
+}
 
+/// hypipe ckpt export CHECKPOINT -o DIR: a Hugging Face model.
+void addExportCommand(CLI::App *ckpt, Runner &run) {
   struct ExportOptions {
     std::string checkpoint, output, format = "hf", artifact, dtype = "fp32";
     double maxShardGiB = 5;
@@ -1508,7 +1517,10 @@ void addCheckpointCommand(CLI::App &app, Runner &run) {
       }
     };
   });
+}
 
+/// hypipe ckpt import INPUT -o FILE.
+void addImportCommand(CLI::App *ckpt, Runner &run) {
   auto in = std::make_shared<std::pair<std::string, std::string>>();
   CLI::App *importCmd = ckpt->add_subcommand(
       "import", "Read a Hugging Face NemotronH model or a Megatron-LM state "
@@ -1533,6 +1545,16 @@ void addCheckpointCommand(CLI::App &app, Runner &run) {
       }
     };
   });
+}
+
+} // namespace
+
+void addCheckpointCommand(CLI::App &app, Runner &run) {
+  CLI::App *ckpt = app.add_subcommand("ckpt", "Work with checkpoints");
+  ckpt->require_subcommand(1);
+  addMergeCommand(ckpt, run);
+  addExportCommand(ckpt, run);
+  addImportCommand(ckpt, run);
 }
 
 } // namespace hypipe::cli
