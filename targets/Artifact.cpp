@@ -311,7 +311,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.microbatches = spec.parallel.microbatches;
   artifact.groupSize = spec.parallel.groupSize;
   artifact.distributedOptimizer = spec.parallel.distributedOptimizer;
-  artifact.comm = std::string(schedule::commKindName(spec.parallel.comm));
+  artifact.comm = spec.parallel.comm;
   artifact.numStages = int64_t(artifact.stages.size());
 
   artifact.training = trainingConfig(tr, specPath);

@@ -65,15 +65,10 @@ int gpuOrdinal(const Comm &comm) {
 /// on every rank: nodes that resolve `auto` differently all stage).
 CommKind chooseTransport(const Artifact &artifact, Comm &comm) {
   const bool cuda = artifact.target == Target::Cuda;
-  const std::optional<CommKind> requested =
-      schedule::parseCommKind(artifact.comm);
-  if (!requested)
-    throw RuntimeError(
-        fmt::format("error: unknown transport '{}'\nhelp: --comm is one of {}",
-                    artifact.comm, schedule::kCommKindList));
+  const CommKind requested = artifact.comm;
   CommKind kind = CommKind::Mpi;
   // One process sends nothing: no communicator to set up.
-  if (comm.size() == 1 && *requested == CommKind::Auto)
+  if (comm.size() == 1 && requested == CommKind::Auto)
     return cuda ? CommKind::MpiStaged : CommKind::Mpi;
   // The distinct GPUs this node's ranks would open (their PCI bus ids: the
   // same GPU under any CUDA_VISIBLE_DEVICES numbering).
@@ -86,7 +81,7 @@ CommKind chooseTransport(const Artifact &artifact, Comm &comm) {
     gpus = int(distinct.size());
   }
   onEveryRank(comm, "error: cannot choose the transport between ranks", [&] {
-    kind = resolveComm(*requested, cuda, comm.nodeSize(), gpus);
+    kind = resolveComm(requested, cuda, comm.nodeSize(), gpus);
   });
   const std::vector<double> all = comm.allgather({double(int(kind))});
   for (double k : all)
@@ -133,12 +128,13 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data,
     : artifact(artifact), comm(comm) {
   bucketFloats = std::max<int64_t>(1, bucketFloats);
   const CommKind kind = chooseTransport(artifact, comm);
-  artifact.comm = std::string(schedule::commKindName(kind)); // as resolved
+  artifact.comm = kind; // as resolved
   device = openDevice(artifact, comm);
   transport = makeTransport(kind, comm, *device);
   pool = std::make_unique<ActivationPool>(*device);
   const bool sharded = usesDistributedOptimizer(artifact, comm);
-  const StageLinks links{*transport, comm, artifact.precision == TrainingPrecision::Bf16};
+  const StageLinks links{*transport, comm,
+                         artifact.precision == TrainingPrecision::Bf16};
   for (StageEntry *e : artifact.stagesOf(comm.ppRank()))
     stages.emplace_back(*e, shardLayoutOf(*e, comm, sharded, bucketFloats),
                         artifact.training.seed, *device, links);

@@ -477,8 +477,8 @@ Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
         o.dir, artifact.pp, artifact.dp, ranks, comm.size(), ranks, o.dir,
         comm.size()));
   comm.setGrid(artifact.pp, artifact.dp);
-  if (!o.comm.empty())
-    artifact.comm = o.comm;
+  if (o.comm)
+    artifact.comm = *o.comm;
   if (o.steps > 0)
     artifact.training.steps = o.steps;
   if (o.seed >= 0)
@@ -587,7 +587,8 @@ void printRunHeader(const RunOptions &o, const Artifact &artifact,
                                  data.samples->truncatedSamples())
                    : "");
   if (ranks > 1)
-    fmt::print("transport: {} between ranks (--comm)\n", artifact.comm);
+    fmt::print("transport: {} between ranks (--comm)\n",
+               schedule::commKindName(artifact.comm));
   if (first > 1)
     fmt::print("resumed from {} at step {}\n", o.resume, first - 1);
   std::fflush(stdout);

@@ -9,9 +9,11 @@
 #ifndef HYPIPE_RUNTIME_EXEC_TRAININGLOOP_H
 #define HYPIPE_RUNTIME_EXEC_TRAININGLOOP_H
 
+#include "core/schedule/CommKind.h"
 #include "runtime/comm/Comm.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace hypipe::rt {
@@ -41,9 +43,9 @@ struct RunOptions {
   /// MeasuredCosts.h): every kernel call of the steps after the first
   /// timed, written here by rank 0 (cpu artifacts).
   std::string costsOut;
-  /// --comm: the transport (a schedule::CommKind name) instead of the
-  /// manifest's parallel.comm; empty: the manifest's.
-  std::string comm;
+  /// --comm: the transport instead of the manifest's parallel.comm;
+  /// none: the manifest's.
+  std::optional<schedule::CommKind> comm;
   /// --grad-bucket-mib: the data-parallel all-reduce's bucket size in MiB
   /// of fp32 gradients; 0: the default (16).
   double gradBucketMib = 0;

@@ -506,7 +506,7 @@ nlohmann::json manifestToJson(const Artifact &a) {
         {"microbatches", a.microbatches},
         {"microbatch_group_size", a.groupSize},
         {"distributed_optimizer", a.distributedOptimizer},
-        {"comm", a.comm}}},
+        {"comm", schedule::commKindName(a.comm)}}},
       {"training",
        {{"seq_length", t.seqLength},
         {"micro_batch_size", t.microBatchSize},
@@ -820,12 +820,16 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   a.groupSize = field<int64_t>(par, "microbatch_group_size", path);
   a.distributedOptimizer =
       optionalField<bool>(par, "distributed_optimizer", false, path);
-  a.comm = optionalField<std::string>(par, "comm", "auto", path);
-  if (!schedule::parseCommKind(a.comm))
+  const std::string comm =
+      optionalField<std::string>(par, "comm", "auto", path);
+  const std::optional<schedule::CommKind> commKind =
+      schedule::parseCommKind(comm);
+  if (!commKind)
     throw RuntimeError(fmt::format(
         "error: {}: parallel.comm is '{}'; it is one of {}\nhelp: the "
         "manifest was edited; recompile the artifact",
-        path, a.comm, schedule::kCommKindList));
+        path, comm, schedule::kCommKindList));
+  a.comm = *commKind;
   a.training = parseTraining(field<json>(m, "training", path), path);
   const json &data = field<json>(m, "data", path);
   a.dataPath = field<std::string>(data, "path", path);

@@ -14,6 +14,7 @@
 #include "core/data/Packing.h"
 #include "core/model/ModelDims.h"
 #include "core/model/Precision.h"
+#include "core/schedule/CommKind.h"
 #include "core/schedule/Schedule.h"
 #include "core/schedule/Vocabulary.h"
 #include "runtime/formats/RuntimeError.h"
@@ -138,7 +139,7 @@ struct Artifact {
   bool distributedOptimizer = false;
   /// How tensors cross ranks: a schedule::CommKind name (parallel.comm;
   /// hypipe-run --comm replaces it).
-  std::string comm = "auto";
+  schedule::CommKind comm = schedule::CommKind::Auto;
   int64_t numStages = 0;
   TrainingConfig training;
   std::string dataPath;

@@ -149,9 +149,14 @@ void addRunOptions(CLI::App &app, RunOptions &options,
          "(Megatron's --ddp-bucket-size; default 16, at least 4 KiB; the "
          "distributed optimizer shards each bucket over the dp ranks)")
       ->check(numberBetween(1.0 / 256, true, 1e6));
-  app.add_option("--comm", options.comm,
-                 "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc "
-                 "or nccl (instead of the manifest's parallel.comm)")
+  app.add_option_function<std::string>(
+         "--comm",
+         [&options](const std::string &name) {
+           options.comm =
+               hypipe::schedule::parseCommKind(name); // a member, checked
+         },
+         "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc or nccl "
+         "(instead of the manifest's parallel.comm)")
       ->check(CLI::IsMember({"auto", "mpi", "mpi-staged", "cuda-ipc", "nccl"}));
   app.add_option("--costs-out", options.costsOut,
                  "time every layer of the steps after the first and write "
