@@ -247,6 +247,20 @@ llvm::Error writeArtifactFiles(const std::string &dir,
 
 } // namespace
 
+LogicalResult lowerSpecModel(ModuleOp module, const ModelSpec &spec) {
+  for (auto model : module.getOps<hybrid::ModelOp>()) {
+    MLIRContext *context = module.getContext();
+    context->loadDialect<pipe::PipeDialect>();
+    model->setAttr(pipe::kTargetAttr,
+                   pipe::targetAttr(context, spec.training.target));
+    model->setAttr(pipe::kPrecisionAttr,
+                   TypeAttr::get(spec.training.dtype == TrainingPrecision::Bf16
+                                     ? Type(BFloat16Type::get(context))
+                                     : Type(Float32Type::get(context))));
+  }
+  return lowerForArtifact(module, spec.parallel.scheduleCsv);
+}
+
 llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
                           const std::string &dir) {
   const bool cuda = spec.training.target == rt::Target::Cuda;
@@ -262,17 +276,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   llvm::sys::fs::make_absolute(specPath);
   if (auto err = checkArtifactDirectory(dir, spec))
     return err;
-  for (auto model : module.getOps<hybrid::ModelOp>()) {
-    MLIRContext *context = module.getContext();
-    context->loadDialect<pipe::PipeDialect>();
-    model->setAttr(pipe::kTargetAttr,
-                   pipe::targetAttr(context, spec.training.target));
-    model->setAttr(pipe::kPrecisionAttr,
-                   TypeAttr::get(spec.training.dtype == TrainingPrecision::Bf16
-                                     ? Type(BFloat16Type::get(context))
-                                     : Type(Float32Type::get(context))));
-  }
-  if (failed(lowerForArtifact(module, spec.parallel.scheduleCsv)))
+  if (failed(lowerSpecModel(module, spec)))
     return fail("error: lowering failed (the diagnostics above say where)");
   auto models = module.getOps<hybrid::ModelOp>();
   if (models.empty())

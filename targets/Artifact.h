@@ -27,8 +27,15 @@ namespace hypipe {
 llvm::Error writeArtifact(mlir::ModuleOp module, const ModelSpec &spec,
                           const std::string &dir);
 
-/// The pass pipeline from a built model to planned, scheduled stages; the
-/// programs come from `scheduleCsv` when it names a file.
+/// Marks the model with the spec's target and precision (`pipe.target`,
+/// `pipe.precision`) and runs lowerForArtifact: what `hypipe compile
+/// --emit kernels` prints and the artifact is written from.
+mlir::LogicalResult lowerSpecModel(mlir::ModuleOp module,
+                                   const ModelSpec &spec);
+
+/// The pass pipeline from a built model to scheduled stages lowered to
+/// kernel programs; the programs come from `scheduleCsv` when it names a
+/// file.
 mlir::LogicalResult lowerForArtifact(mlir::ModuleOp module,
                                      const std::string &scheduleCsv = "");
 

@@ -25,7 +25,7 @@
 namespace hypipe::pipe {
 
 /// On a hybrid.model: the target its stages are planned for,
-/// `#pipe.target<cpu>` or `#pipe.target<cuda>`.
+/// `#pipe<target cpu>` or `#pipe<target cuda>`.
 inline constexpr const char *kTargetAttr = "pipe.target";
 /// On a hybrid.model: the precision it trains in (f32 or bf16, a type).
 inline constexpr const char *kPrecisionAttr = "pipe.precision";

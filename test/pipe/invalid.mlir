@@ -473,9 +473,9 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 // -----
 
 // Tests that pipe.target names a target hypipe has.
-// expected-error @+2 {{expected valid keyword}}
+// expected-error @+2 {{expected ::hypipe::pipe::Target to be one of: cpu, cuda}}
 // expected-error @+1 {{failed to parse Pipe_TargetAttr parameter 'value' which is to be a `::hypipe::pipe::Target`}}
-"test.op"() {pipe.target = #pipe.target<tpu>} : () -> ()
+"test.op"() {pipe.target = #pipe<target tpu>} : () -> ()
 
 // -----
 

@@ -67,10 +67,11 @@ Error checkRunNotActive(const std::string &output) {
 }
 
 int runCompile(const CompileOptions &o) {
-  if (o.emit != "mlir" && o.emit != "artifact") {
+  if (o.emit != "mlir" && o.emit != "artifact" && o.emit != "kernels") {
     llvm::errs() << "error: unknown --emit value '" << o.emit
                  << "'\nhelp: use --emit=artifact (a directory hypipe-run "
-                    "executes) or --emit=mlir (the hybrid-dialect model)\n";
+                    "executes), --emit=mlir (the hybrid-dialect model) or "
+                    "--emit=kernels (its stages lowered to kernel programs)\n";
     return 2; // a malformed command line (docs/cli.md)
   }
   if (o.emit == "artifact" && (o.output.empty() || o.output == "-")) {
@@ -107,6 +108,11 @@ int runCompile(const CompileOptions &o) {
                  << " data-parallel, "
                  << schedule::scheduleName(spec->parallel.schedule) << ")\n";
     return 0;
+  }
+  if (o.emit == "kernels" && failed(lowerSpecModel(*module, *spec))) {
+    llvm::errs()
+        << "error: lowering failed (the diagnostics above say where)\n";
+    return 1;
   }
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -608,8 +614,9 @@ void addCompileCommand(CLI::App &app, Runner &run) {
   CLI::App *sub = app.add_subcommand("compile", "Compile a model spec");
   sub->add_option("spec", o->spec, "model spec (YAML)")->required();
   sub->add_option("--emit", o->emit,
-                  "what to produce: artifact (a directory for hypipe-run) or "
-                  "mlir (the hybrid-dialect model)")
+                  "what to produce: artifact (a directory for hypipe-run), "
+                  "mlir (the hybrid-dialect model) or kernels (the model "
+                  "lowered: stages, schedule programs, kernel programs)")
       ->default_val("artifact");
   sub->add_option("-o,--output", o->output,
                   "artifact directory, or MLIR file ('-' for stdout)");
