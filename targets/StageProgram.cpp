@@ -17,16 +17,13 @@ static_assert(int(pipe::Slot::act1) == int(rt::Slot::Act1),
               "pipe.kernel_call slots are rt::Slot's, in its order");
 
 /// The parameters of `layer`, from its shape, placed from its range's
-/// start: their Megatron names (the embedding table keeps its model-level
-/// name in every stage that holds a copy), shapes and initialisation.
+/// start: their Megatron names, shapes and initialisation.
 void addParams(pipe::KernelLayerOp layer, const rt::LayerShape &shape,
                int64_t numLayers, rt::StageEntry &e) {
   int64_t offset = rangeOf(layer.getParams()).elementOffset();
   for (const rt::ParamSpec &p : rt::paramsOf(shape, numLayers)) {
     rt::ParamEntry pe;
-    pe.name = p.name.rfind("embedding.", 0) == 0
-                  ? p.name
-                  : layer.getPrefix().str() + p.name;
+    pe.name = rt::parameterName(layer.getPrefix().str(), p);
     pe.shape = p.shape;
     pe.offset = offset;
     pe.numel = p.numel();

@@ -79,6 +79,15 @@ inline const char *activationName(Activation a) {
   return "?";
 }
 
+/// The inverse of activationName; nullopt for anything else.
+inline std::optional<Activation> parseActivation(std::string_view name) {
+  for (Activation a :
+       {Activation::SquaredRelu, Activation::Gelu, Activation::Swiglu})
+    if (name == activationName(a))
+      return a;
+  return std::nullopt;
+}
+
 /// How a parameter gets its first value (docs/model.md). `a`, `b` are the
 /// distribution's arguments.
 enum class Init { Normal, Uniform, Ones, Zeros, MambaALog, MambaDtBias };
@@ -148,6 +157,15 @@ constexpr float kNormEps = 1e-5f;
 /// scaled_init_method_normal).
 inline double scaledStd(int64_t numLayers) {
   return kInitStd / std::sqrt(2.0 * double(numLayers > 0 ? numLayers : 1));
+}
+
+/// The full (Megatron) name of a layer's parameter `p` under the layer's
+/// `prefix` (`decoder.layers.3.`), except the embedding table, which keeps
+/// its model-level name in every stage that holds a copy (a tied head's, an
+/// MTP depth's).
+inline std::string parameterName(const std::string &prefix,
+                                 const ParamSpec &p) {
+  return p.name.rfind("embedding.", 0) == 0 ? p.name : prefix + p.name;
 }
 
 /// The model's embedding table: the embedding layer's parameter, and the

@@ -55,10 +55,9 @@ bool readField(DictionaryAttr dict, const char *name, T &value,
       return value = number.getValueAsDouble(), true;
   } else {
     if (auto name = dyn_cast_or_null<StringAttr>(attr))
-      for (rt::Activation a : {rt::Activation::SquaredRelu,
-                               rt::Activation::Gelu, rt::Activation::Swiglu})
-        if (name.getValue() == rt::activationName(a))
-          return value = a, true;
+      if (std::optional<rt::Activation> a =
+              rt::parseActivation(name.getValue()))
+        return value = *a, true;
   }
   error = std::string("field '") + name + "' is missing or not " +
           (std::is_same_v<T, bool>      ? "a bool"

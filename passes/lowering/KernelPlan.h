@@ -40,11 +40,9 @@ struct KernelLayer {
   /// and its scratch, and where the first two sit in the stage's buffers.
   int64_t paramBytes = 0, savedBytes = 0, workspaceBytes = 0;
   int64_t paramOffset = 0, savedOffset = 0;
-  /// The full (Megatron) name of one of `params`: the prefix and the name,
-  /// except the embedding table, which keeps its model-level name in any
-  /// stage that holds a copy (an MTP depth's).
+  /// The full (Megatron) name of one of `params` (rt::parameterName).
   std::string parameterName(const rt::ParamSpec &p) const {
-    return p.name.rfind("embedding.", 0) == 0 ? p.name : prefix + p.name;
+    return rt::parameterName(prefix, p);
   }
 };
 

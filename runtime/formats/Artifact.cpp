@@ -131,88 +131,32 @@ TensorRange parseRange(const json &j, const std::string &where) {
 }
 
 json shapeJson(const LayerShape &shape) {
-  return std::visit(
-      [](const auto &s) -> json {
-        using S = std::decay_t<decltype(s)>;
-        if constexpr (std::is_same_v<S, EmbeddingShape>)
-          return {{"vocab", s.vocab}, {"hidden", s.hidden}};
-        else if constexpr (std::is_same_v<S, MambaShape>)
-          return {{"hidden", s.hidden},    {"heads", s.heads},
-                  {"head_dim", s.headDim}, {"state", s.state},
-                  {"groups", s.groups},    {"conv_width", s.convWidth}};
-        else if constexpr (std::is_same_v<S, AttentionShape>)
-          return {{"hidden", s.hidden}, {"heads", s.heads},
-                  {"groups", s.groups}, {"head_dim", s.headDim},
-                  {"rope", s.rope},     {"rope_base", s.ropeBase}};
-        else if constexpr (std::is_same_v<S, MlpShape>)
-          return {{"hidden", s.hidden},
-                  {"ffn", s.ffn},
-                  {"activation", activationName(s.act)}};
-        else if constexpr (std::is_same_v<S, MoeShape>)
-          return {{"hidden", s.hidden},
-                  {"ffn", s.ffn},
-                  {"experts", s.experts},
-                  {"topk", s.topk},
-                  {"activation", activationName(s.act)},
-                  {"aux_loss_coeff", s.auxLossCoeff}};
-        else if constexpr (std::is_same_v<S, HeadShape>)
-          return {{"vocab", s.vocab}, {"hidden", s.hidden}, {"tied", s.tied}};
-        else if constexpr (std::is_same_v<S, MtpInputShape>)
-          return {{"vocab", s.vocab},
-                  {"hidden", s.hidden},
-                  {"depth", s.depth},
-                  {"owns_table", s.ownsTable}};
-        else
-          return {{"vocab", s.vocab},
-                  {"hidden", s.hidden},
-                  {"depth", s.depth},
-                  {"loss_weight", s.lossWeight}};
-      },
-      shape);
+  json out = json::object();
+  forEachField(shape, [&](const char *name, const auto &value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, Activation>)
+      out[name] = activationName(value);
+    else
+      out[name] = value;
+  });
+  return out;
 }
 
-Activation parseActivation(const json &j, const std::string &where) {
-  std::string name = field<std::string>(j, "activation", where);
-  for (Activation a :
-       {Activation::SquaredRelu, Activation::Gelu, Activation::Swiglu})
-    if (name == activationName(a))
-      return a;
-  corruptProgram(where, fmt::format("unknown activation '{}'", name));
-}
-
+/// A `kind` layer's shape, every field of forEachField read from `j`.
 LayerShape parseShape(LayerKind kind, const json &j, const std::string &where) {
-  auto i = [&](const char *key) { return field<int64_t>(j, key, where); };
-  switch (kind) {
-  case LayerKind::Embedding:
-    return EmbeddingShape{i("vocab"), i("hidden")};
-  case LayerKind::Mamba:
-    return MambaShape{i("hidden"), i("heads"),  i("head_dim"),
-                      i("state"),  i("groups"), i("conv_width")};
-  case LayerKind::Attention: {
-    AttentionShape s{i("hidden"), i("heads"), i("groups"), i("head_dim")};
-    s.rope = field<bool>(j, "rope", where);
-    s.ropeBase = field<double>(j, "rope_base", where);
-    return s;
-  }
-  case LayerKind::Mlp:
-    return MlpShape{i("hidden"), i("ffn"), parseActivation(j, where)};
-  case LayerKind::Moe:
-    return MoeShape{i("hidden"),
-                    i("ffn"),
-                    i("experts"),
-                    i("topk"),
-                    parseActivation(j, where),
-                    field<double>(j, "aux_loss_coeff", where)};
-  case LayerKind::Head:
-    return HeadShape{i("vocab"), i("hidden"), field<bool>(j, "tied", where)};
-  case LayerKind::MtpInput:
-    return MtpInputShape{i("vocab"), i("hidden"), i("depth"),
-                         field<bool>(j, "owns_table", where)};
-  case LayerKind::MtpOutput:
-    return MtpOutputShape{i("vocab"), i("hidden"), i("depth"),
-                          field<double>(j, "loss_weight", where)};
-  }
-  corruptProgram(where, "unknown layer kind");
+  LayerShape shape = blankShape(kind);
+  forEachField(shape, [&](const char *name, auto &value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, Activation>) {
+      std::string text = field<std::string>(j, name, where);
+      std::optional<Activation> a = parseActivation(text);
+      if (!a)
+        corruptProgram(where, fmt::format("unknown activation '{}'", text));
+      value = *a;
+    } else {
+      value = field<T>(j, name, where);
+    }
+  });
+  return shape;
 }
 
 json callsJson(const std::vector<KernelCall> &calls) {
