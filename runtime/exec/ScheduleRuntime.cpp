@@ -27,8 +27,8 @@ ScheduleRuntime::programFor(int64_t microbatches) {
     return it->second;
   Program p;
   try {
-    // Every rank builds the same schedule from the same request, so a
-    // refusal is collective.
+    // Every rank looks up the same count in the same artifact, so a
+    // missing one is collective.
     // NCCL matches messages by their order on a link, not by tag.
     p.actions = rankProgram(artifact, comm.ppRank(), microbatches,
                             transport.matchesByOrder());

@@ -518,8 +518,7 @@ std::vector<ActionEntry> rankProgram(const Artifact &a, int64_t ppRank,
     return compiled.at(size_t(ppRank));
   std::vector<std::vector<ActionEntry>> programs = compiled;
   // Posting receives earlier keeps a verified program verified.
-  if (inSendOrder)
-    schedule::receiveInSendOrder(programs);
+  schedule::receiveInSendOrder(programs);
   return programs.at(size_t(ppRank));
 }
 
