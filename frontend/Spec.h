@@ -14,6 +14,7 @@
 #include "core/model/LayerShapes.h"
 #include "core/model/ModelDims.h"
 #include "core/model/Precision.h"
+#include "core/model/Recompute.h"
 #include "core/partition/AutoPartition.h"
 #include "core/schedule/CommKind.h"
 #include "core/schedule/Schedule.h"
@@ -76,6 +77,8 @@ struct TrainingSpec {
   /// Weights to start from (fine-tuning): a checkpoint or a `hypipe ckpt
   /// import` file, relative to the spec's directory.
   std::string initFrom;
+  /// Activation recompute (Megatron-LM's --recompute-*): none by default.
+  RecomputeSpec recompute;
 };
 
 struct DataSpec {
