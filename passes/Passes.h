@@ -2,6 +2,7 @@
 #ifndef HYPIPE_PASSES_PASSES_H
 #define HYPIPE_PASSES_PASSES_H
 
+#include "core/model/Recompute.h"
 #include "core/partition/AutoPartition.h"
 #include "dialects/hybrid/HybridOps.h"
 #include "dialects/pipe/PipeOps.h"
@@ -22,9 +23,11 @@ namespace hypipe {
 /// The passes from a placed `hybrid.model` to planned, scheduled stages:
 /// what `hypipe compile` runs before the translation to a target
 /// (`--hypipe-artifact-pipeline` in hypipe-opt). `scheduleCsv`: the programs
-/// come from this PyTorch pipelining CSV instead of the generator.
+/// come from this PyTorch pipelining CSV instead of the generator;
+/// `recompute`: the kernel programs recompute activations so.
 void buildArtifactPassPipeline(mlir::OpPassManager &pm,
-                               const std::string &scheduleCsv = "");
+                               const std::string &scheduleCsv = "",
+                               const RecomputeSpec &recompute = {});
 /// Registers the pipelines above with the pass registry.
 void registerHypipePassPipelines();
 
@@ -45,6 +48,8 @@ mlir::LogicalResult buildSchedulePrograms(hybrid::ModelOp model,
                                           llvm::StringRef importCsv = "");
 mlir::LogicalResult insertComms(hybrid::ModelOp model);
 mlir::LogicalResult lowerKernels(hybrid::ModelOp model);
+mlir::LogicalResult recomputeActivations(hybrid::ModelOp model,
+                                         const RecomputeSpec &spec);
 mlir::LogicalResult verifySchedule(hybrid::ModelOp model,
                                    llvm::StringRef costs);
 

@@ -158,5 +158,35 @@ def PipeLowerKernels : Pass<"pipe-lower-kernels", "::hypipe::hybrid::ModelOp"> {
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }
 
+def PipeRecompute : Pass<"pipe-recompute", "::hypipe::hybrid::ModelOp"> {
+  let summary = "Activation recompute as Megatron-LM's --recompute-* flags ask";
+  let description = [{
+    Requires: kernel programs (`pipe-lower-kernels`). Full recompute
+    (core/model/Recompute.h, docs/recompute.md) cuts each stage's main
+    layers into the chunks `method` and `num-layers` give, and makes every
+    multi-token-prediction depth (its input projection and layers) one
+    chunk: the chunk's layers become `recomputed` (their saved ranges move
+    to a recompute buffer, live from the microbatch's input gradient to its
+    weight gradient); the forward keeps the chunk's input with a
+    `pipe.kernel_save` into the saved buffer; the input-gradient pass, just
+    before the chunk's first input-gradient call, loads it back into `rc0`
+    and runs the chunk's forward again (`pipe.kernel_recompute`, between the
+    workspace's new `rc0` and `rc1`). Every other call is unchanged, so the
+    losses and gradients are bit for bit those without recompute.
+    Guarantees: the programs verify (kernel_program_c5 to c7); without
+    `granularity` (or `none`) nothing changes. Fails on a granularity or
+    method it does not know, or full recompute without num-layers >= 1.
+  }];
+  let options = [
+    Option<"granularity", "granularity", "std::string", /*default=*/"\"none\"",
+           "none, full or selective (--recompute-granularity)">,
+    Option<"method", "method", "std::string", /*default=*/"\"uniform\"",
+           "uniform or block (--recompute-method)">,
+    Option<"numLayers", "num-layers", "int64_t", /*default=*/"0",
+           "the chunk size (uniform) or count (block) (--recompute-num-layers)">
+  ];
+  let dependentDialects = ["::hypipe::pipe::PipeDialect"];
+}
+
 #endif // HYPIPE_PASSES
 

@@ -7,7 +7,8 @@
 namespace hypipe {
 
 void buildArtifactPassPipeline(mlir::OpPassManager &pm,
-                               const std::string &scheduleCsv) {
+                               const std::string &scheduleCsv,
+                               const RecomputeSpec &recompute) {
   // Every pass runs on a hybrid.model (IsolatedFromAbove).
   mlir::OpPassManager &model = pm.nest<hybrid::ModelOp>();
   model.addPass(createPipeOutlineStages());
@@ -16,6 +17,10 @@ void buildArtifactPassPipeline(mlir::OpPassManager &pm,
   model.addPass(createPipeInsertComms());
   model.addPass(createPipeVerifySchedule());
   model.addPass(createPipeLowerKernels());
+  if (recompute.granularity != RecomputeGranularity::None)
+    model.addPass(createPipeRecompute(
+        {recomputeGranularityName(recompute.granularity),
+         recomputeMethodName(recompute.method), recompute.numLayers}));
 }
 
 void registerHypipePassPipelines() {

@@ -45,10 +45,10 @@ llvm::Error writeFile(const std::string &path, const std::string &text) {
 
 } // namespace
 
-LogicalResult lowerForArtifact(ModuleOp module,
-                               const std::string &scheduleCsv) {
+LogicalResult lowerForArtifact(ModuleOp module, const std::string &scheduleCsv,
+                               const RecomputeSpec &recompute) {
   PassManager pm(module.getContext());
-  buildArtifactPassPipeline(pm, scheduleCsv);
+  buildArtifactPassPipeline(pm, scheduleCsv, recompute);
   return pm.run(module);
 }
 
@@ -258,7 +258,8 @@ LogicalResult lowerSpecModel(ModuleOp module, const ModelSpec &spec) {
                                      ? Type(BFloat16Type::get(context))
                                      : Type(Float32Type::get(context))));
   }
-  return lowerForArtifact(module, spec.parallel.scheduleCsv);
+  return lowerForArtifact(module, spec.parallel.scheduleCsv,
+                          spec.training.recompute);
 }
 
 llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,

@@ -35,9 +35,10 @@ mlir::LogicalResult lowerSpecModel(mlir::ModuleOp module,
 
 /// The pass pipeline from a built model to scheduled stages lowered to
 /// kernel programs; the programs come from `scheduleCsv` when it names a
-/// file.
+/// file, and the kernel programs recompute activations as `recompute` asks.
 mlir::LogicalResult lowerForArtifact(mlir::ModuleOp module,
-                                     const std::string &scheduleCsv = "");
+                                     const std::string &scheduleCsv = "",
+                                     const RecomputeSpec &recompute = {});
 
 } // namespace hypipe
 

@@ -13,7 +13,7 @@ rt::TensorRange rangeOf(pipe::RangeAttr range) {
 }
 
 rt::Slot slotOf(pipe::Slot slot) { return rt::Slot(int(slot)); }
-static_assert(int(pipe::Slot::act1) == int(rt::Slot::Act1),
+static_assert(int(pipe::Slot::rc1) == int(rt::Slot::Rc1),
               "pipe.kernel_call slots are rt::Slot's, in its order");
 
 /// The parameters of `layer`, from its shape, placed from its range's
@@ -46,6 +46,18 @@ callsOf(pipe::KernelPassOp pass,
                        slotOf(call.getOut())});
     else if (auto copy = mlir::dyn_cast<pipe::KernelCopyOp>(op))
       calls.push_back({-1, slotOf(copy.getIn()), slotOf(copy.getOut())});
+    else if (auto save = mlir::dyn_cast<pipe::KernelSaveOp>(op))
+      calls.push_back({-1, slotOf(save.getIn()), rt::Slot::None,
+                       rt::CallOp::Save, rangeOf(save.getRange())});
+    else if (auto load = mlir::dyn_cast<pipe::KernelLoadOp>(op))
+      calls.push_back({-1, rt::Slot::None, slotOf(load.getOut()),
+                       rt::CallOp::Load, rangeOf(load.getRange())});
+    else if (auto rc = mlir::dyn_cast<pipe::KernelRecomputeOp>(op))
+      calls.push_back({index.lookup(rc.getLayer()),
+                       slotOf(rc.getIn()),
+                       slotOf(rc.getOut()),
+                       rt::CallOp::Recompute,
+                       {}});
   }
   return calls;
 }
@@ -82,6 +94,11 @@ mlir::FailureOr<rt::StageEntry> translateStage(pipe::StageOp stage,
     p.sharedOutput = rangeOf(shared);
   if (auto shared = program.getSharedTableAttr())
     p.sharedTable = rangeOf(shared);
+  if (std::optional<uint64_t> bytes = program.getRecomputeBytes()) {
+    p.recomputeBytes = int64_t(*bytes);
+    p.rc0 = rangeOf(program.getRc0Attr());
+    p.rc1 = rangeOf(program.getRc1Attr());
+  }
   // The manifest counts the buffers in f32 elements.
   const rt::DType f32 = rt::DType::F32;
   e.numParams = p.paramBytes / rt::dtypeBytes(f32);
@@ -101,7 +118,8 @@ mlir::FailureOr<rt::StageEntry> translateStage(pipe::StageOp stage,
     addParams(layer, *shape, int64_t(program.getNumLayers()), e);
     index[layer.getResult()] = int32_t(p.layers.size());
     p.layers.push_back({kind, int64_t(layer.getLayer()), *shape,
-                        rangeOf(layer.getParams()), rangeOf(layer.getSaved())});
+                        rangeOf(layer.getParams()), rangeOf(layer.getSaved()),
+                        layer.getRecomputed()});
   }
   for (auto pass : program.getBody().front().getOps<pipe::KernelPassOp>()) {
     std::vector<rt::KernelCall> calls = callsOf(pass, index);

@@ -103,10 +103,10 @@ inline const char *recomputeModuleName(RecomputeModule m) {
 }
 
 inline constexpr RecomputeModule kRecomputeModules[] = {
-    RecomputeModule::CoreAttn,      RecomputeModule::Mlp,
-    RecomputeModule::Moe,           RecomputeModule::MoeAct,
-    RecomputeModule::LayerNorm,     RecomputeModule::SharedExperts,
-    RecomputeModule::MlaUpProj,     RecomputeModule::GdnNormOut};
+    RecomputeModule::CoreAttn,  RecomputeModule::Mlp,
+    RecomputeModule::Moe,       RecomputeModule::MoeAct,
+    RecomputeModule::LayerNorm, RecomputeModule::SharedExperts,
+    RecomputeModule::MlaUpProj, RecomputeModule::GdnNormOut};
 
 inline std::optional<RecomputeModule>
 parseRecomputeModule(std::string_view name) {

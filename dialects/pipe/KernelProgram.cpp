@@ -5,6 +5,9 @@
 
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
 #include <algorithm>
 #include <type_traits>
 
@@ -159,6 +162,29 @@ LogicalResult KernelProgramOp::verify() {
                            << "(kernel_program_c3)";
     parts.push_back({range, *this});
   }
+  // kernel_program_c5: the recompute buffer and slots come together
+  const bool recomputes = bool(getRecomputeBytesAttr());
+  if (recomputes != bool(getRc0Attr()) || recomputes != bool(getRc1Attr()))
+    return emitOpError() << "gives `recompute`, `rc0` and `rc1` together or "
+                            "none of them (kernel_program_c5)";
+  if (recomputes) {
+    const int64_t bytes = int64_t(*getRecomputeBytes());
+    if (bytes < 0 || bytes % f32 != 0)
+      return emitOpError() << "its recompute buffer must be a non-negative "
+                           << "multiple of " << f32 << " bytes, got " << bytes
+                           << " (kernel_program_c5)";
+    for (auto [range, name] :
+         {std::pair{getRc0Attr(), "rc0"}, {getRc1Attr(), "rc1"}}) {
+      if (failed(checkInside(*this, range, getWorkspaceBytes(), name,
+                             "kernel_program_c5")))
+        return failure();
+      if (range.getBytes() != activation)
+        return emitOpError() << name << " " << range << " must hold one "
+                             << activation << "-byte activation "
+                             << "(kernel_program_c5)";
+      parts.push_back({range, *this});
+    }
+  }
   if (failed(checkDisjoint(parts, "workspace")))
     return failure();
   // kernel_program_c4
@@ -169,24 +195,93 @@ LogicalResult KernelProgramOp::verify() {
   return success();
 }
 
+namespace {
+
+LogicalResult checkCheckpoints(KernelProgramOp program,
+                               std::vector<Placed> saved) {
+  // kernel_program_c6
+  const int64_t activation = program.getBatch() * program.getSeq() *
+                             program.getHidden() *
+                             floatBytes(program.getContext());
+  llvm::SmallDenseSet<Attribute> kept;
+  for (auto pass : program.getBody().front().getOps<KernelPassOp>()) {
+    for (Operation &op : pass.getBody().front()) {
+      if (auto save = dyn_cast<KernelSaveOp>(op)) {
+        if (failed(checkInside(save, save.getRange(), program.getSavedBytes(),
+                               "saved", "kernel_program_c6")))
+          return failure();
+        if (save.getRange().getBytes() != activation)
+          return save.emitOpError()
+                 << "must keep one " << activation << "-byte activation, not "
+                 << save.getRange() << " (kernel_program_c6)";
+        saved.push_back({save.getRange(), save});
+        kept.insert(save.getRange());
+      } else if (auto load = dyn_cast<KernelLoadOp>(op)) {
+        if (!kept.contains(load.getRange()))
+          return load.emitOpError() << "reads " << load.getRange()
+                                    << ", which no pipe.kernel_save of the "
+                                       "forward wrote (kernel_program_c6)";
+      }
+    }
+  }
+  return checkDisjoint(saved, "saved");
+}
+
+LogicalResult checkRecomputeOrder(KernelProgramOp program) {
+  // kernel_program_c7
+  for (auto pass : program.getBody().front().getOps<KernelPassOp>()) {
+    if (pass.getPass() != KernelPass::backward_input)
+      continue;
+    llvm::SmallDenseMap<Value, int> recomputes;
+    for (Operation &op : pass.getBody().front()) {
+      if (auto rc = dyn_cast<KernelRecomputeOp>(op)) {
+        if (++recomputes[rc.getLayer()] > 1)
+          return rc.emitOpError()
+                 << "recomputes a layer twice (kernel_program_c7)";
+        continue;
+      }
+      auto call = dyn_cast<KernelCallOp>(op);
+      auto layer = call ? call.getLayer().getDefiningOp<KernelLayerOp>()
+                        : KernelLayerOp();
+      if (layer && layer.getRecomputed() && !recomputes.count(layer))
+        return call.emitOpError()
+               << "runs the input gradient of a recomputed layer before "
+                  "its forward ran again (kernel_program_c7)";
+    }
+  }
+  return success();
+}
+
+} // namespace
+
 LogicalResult KernelProgramOp::verifyRegions() {
   // kernel_program_c1
   Block &body = getBody().front();
   auto op = body.begin();
-  std::vector<Placed> params, saved;
+  std::vector<Placed> params, saved, recomputed;
   for (; op != body.end() && isa<KernelLayerOp>(*op); ++op) {
     auto layer = cast<KernelLayerOp>(*op);
-    // kernel_program_c3: the layers' ranges
+    // kernel_program_c3 and c5: the layers' ranges
+    if (layer.getRecomputed() && !getRecomputeBytes())
+      return layer.emitOpError() << "is recomputed in a program without a "
+                                    "recompute buffer (kernel_program_c5)";
+    const bool kept = !layer.getRecomputed();
     if (failed(checkInside(layer, layer.getParams(), getParamBytes(),
                            "parameter", "kernel_program_c3")) ||
-        failed(checkInside(layer, layer.getSaved(), getSavedBytes(), "saved",
-                           "kernel_program_c3")))
+        failed(
+            checkInside(layer, layer.getSaved(),
+                        kept ? getSavedBytes() : int64_t(*getRecomputeBytes()),
+                        kept ? "saved" : "recomputed",
+                        kept ? "kernel_program_c3" : "kernel_program_c5")))
       return failure();
     if (layer.getParams().getBytes() > 0)
       params.push_back({layer.getParams(), layer});
     if (layer.getSaved().getBytes() > 0)
-      saved.push_back({layer.getSaved(), layer});
+      (kept ? saved : recomputed).push_back({layer.getSaved(), layer});
   }
+  if (getRecomputeBytes() && recomputed.empty())
+    return emitOpError() << "has a recompute buffer but no recomputed layer "
+                            "(kernel_program_c5)";
   for (KernelPass pass : {KernelPass::forward, KernelPass::backward_input,
                           KernelPass::backward_weight}) {
     auto passOp =
@@ -203,9 +298,12 @@ LogicalResult KernelProgramOp::verifyRegions() {
   if (op != body.end())
     return op->emitOpError()
            << "follows the weight-gradient pass (kernel_program_c1)";
-  if (failed(checkDisjoint(params, "parameter")))
+  if (failed(checkDisjoint(params, "parameter")) ||
+      failed(checkDisjoint(recomputed, "recomputed")))
     return failure();
-  return checkDisjoint(saved, "saved");
+  if (failed(checkCheckpoints(*this, std::move(saved))))
+    return failure();
+  return checkRecomputeOrder(*this);
 }
 
 LogicalResult KernelLayerOp::verify() {
@@ -248,6 +346,7 @@ LogicalResult KernelPassOp::verifyRegions() {
   // kernel_pass_c1, kernel_pass_c2
   Slot written =
       getPass() == KernelPass::forward ? Slot::input : Slot::grad_output;
+  Slot recomputed = Slot::none; // the recompute chain's last write
   for (Operation &op : getBody().front()) {
     Slot in, out;
     if (auto call = dyn_cast<KernelCallOp>(op)) {
@@ -256,10 +355,35 @@ LogicalResult KernelPassOp::verifyRegions() {
     } else if (auto copy = dyn_cast<KernelCopyOp>(op)) {
       in = copy.getIn();
       out = copy.getOut();
+    } else if (auto save = dyn_cast<KernelSaveOp>(op);
+               save && getPass() == KernelPass::forward) {
+      if (save.getIn() != written)
+        return op.emitOpError()
+               << "keeps " << stringifySlot(save.getIn())
+               << " where the call before it wrote " << stringifySlot(written)
+               << " (kernel_pass_c2)";
+      continue;
+    } else if (isa<KernelLoadOp, KernelRecomputeOp>(op) &&
+               getPass() == KernelPass::backward_input) {
+      auto rc = dyn_cast<KernelRecomputeOp>(op);
+      if (rc && rc.getIn() != Slot::none && rc.getIn() != recomputed)
+        return op.emitOpError()
+               << "reads " << stringifySlot(rc.getIn())
+               << " where the recompute before it wrote "
+               << stringifySlot(recomputed) << " (kernel_pass_c2)";
+      Slot to = rc ? rc.getOut() : cast<KernelLoadOp>(op).getOut();
+      if (to != Slot::none)
+        recomputed = to;
+      continue;
     } else {
-      return op.emitOpError()
-             << "is not a kernel call or copy (kernel_pass_c1)";
+      return op.emitOpError() << "is not a kernel call or copy, nor a save "
+                                 "(forward) or a load or recompute "
+                                 "(backward_input) (kernel_pass_c1)";
     }
+    if (in == Slot::rc0 || in == Slot::rc1 || out == Slot::rc0 ||
+        out == Slot::rc1)
+      return op.emitOpError() << "uses a recompute slot outside the "
+                                 "recomputed forward (kernel_pass_c2)";
     if (getPass() == KernelPass::backward_weight) {
       if (in != Slot::none || out != Slot::none)
         return op.emitOpError() << "a weight-gradient call reads and writes "
@@ -291,6 +415,39 @@ LogicalResult KernelCopyOp::verify() {
     return emitOpError() << "copies between two different slots, not "
                          << stringifySlot(getIn()) << " -> "
                          << stringifySlot(getOut()) << " (kernel_copy_c1)";
+  return success();
+}
+
+LogicalResult KernelSaveOp::verify() {
+  // kernel_save_c1
+  if (getIn() == Slot::none)
+    return emitOpError() << "keeps a slot, not none (kernel_save_c1)";
+  return success();
+}
+
+namespace {
+bool isRecomputeSlot(Slot s) { return s == Slot::rc0 || s == Slot::rc1; }
+} // namespace
+
+LogicalResult KernelLoadOp::verify() {
+  // kernel_load_c1
+  if (!isRecomputeSlot(getOut()))
+    return emitOpError() << "writes rc0 or rc1, not " << stringifySlot(getOut())
+                         << " (kernel_load_c1)";
+  return success();
+}
+
+LogicalResult KernelRecomputeOp::verify() {
+  // kernel_recompute_c1
+  auto layer = getLayer().getDefiningOp<KernelLayerOp>();
+  if (!layer || layer->getParentOp() != (*this)->getParentOp()->getParentOp() ||
+      !layer.getRecomputed())
+    return emitOpError() << "must recompute a recomputed pipe.kernel_layer "
+                            "of its own program (kernel_recompute_c1)";
+  for (Slot s : {getIn(), getOut()})
+    if (s != Slot::none && !isRecomputeSlot(s))
+      return emitOpError() << "reads and writes rc0, rc1 or none, not "
+                           << stringifySlot(s) << " (kernel_recompute_c1)";
   return success();
 }
 

@@ -51,7 +51,8 @@ def Pipe_Slot : I32EnumAttr<"Slot", "an activation slot of a stage", [
     I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"input", 1>,
     I32EnumAttrCase<"output", 2>, I32EnumAttrCase<"grad_output", 3>,
     I32EnumAttrCase<"grad_input", 4>, I32EnumAttrCase<"act0", 5>,
-    I32EnumAttrCase<"act1", 6>]> {
+    I32EnumAttrCase<"act1", 6>, I32EnumAttrCase<"rc0", 7>,
+    I32EnumAttrCase<"rc1", 8>]> {
   let cppNamespace = "::hypipe::pipe";
 }
 

@@ -178,6 +178,28 @@ def Pipe_KernelProgramOp : Pipe_Op<"kernel_program",
     (kernel_program_c4) `shared_output` and `shared_table` (multi-token
          prediction's view of the output layer and embedding table) lie
          inside the parameter buffer.
+
+    With activation recompute (`pipe-recompute`), the program also has a
+    recompute buffer of `recompute` bytes per microbatch, alive from the
+    microbatch's input gradient to its weight gradient (and, reused, during
+    a forward), where the saved ranges of its `recomputed` layers lie, and
+    two more workspace slots, `rc0` and `rc1`, the recomputed forward
+    ping-pongs between:
+
+        ... scratch <...> recompute 2048 rc0 <...> rc1 <...> {
+
+    (kernel_program_c5) `recompute`, `rc0` and `rc1` are given together,
+         exactly when a layer is `recomputed`; `recompute` is a non-negative
+         multiple of the f32 size; the recomputed layers' saved ranges lie
+         inside it and do not overlap; `rc0` and `rc1` lie inside the
+         workspace, each one activation, apart from the other parts.
+    (kernel_program_c6) Every `pipe.kernel_save` range lies inside the saved
+         buffer, apart from the layers' saved ranges and the other saves,
+         and holds one activation; every `pipe.kernel_load` reads a range a
+         save wrote.
+    (kernel_program_c7) In backward_input, every recomputed layer is
+         recomputed once before its input-gradient call; no other layer is
+         recomputed.
   }];
   let arguments = (ins TypeAttr:$activations, I64Attr:$batch, I64Attr:$seq,
                        I64Attr:$hidden, I64Attr:$num_layers,
@@ -185,7 +207,10 @@ def Pipe_KernelProgramOp : Pipe_Op<"kernel_program",
                        I64Attr:$workspace_bytes, Pipe_RangeAttr:$act0,
                        Pipe_RangeAttr:$act1, Pipe_RangeAttr:$scratch,
                        OptionalAttr<Pipe_RangeAttr>:$shared_output,
-                       OptionalAttr<Pipe_RangeAttr>:$shared_table);
+                       OptionalAttr<Pipe_RangeAttr>:$shared_table,
+                       OptionalAttr<I64Attr>:$recompute_bytes,
+                       OptionalAttr<Pipe_RangeAttr>:$rc0,
+                       OptionalAttr<Pipe_RangeAttr>:$rc1);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     `activations` $activations `tokens` $batch `x` $seq `hidden` $hidden
@@ -194,6 +219,7 @@ def Pipe_KernelProgramOp : Pipe_Op<"kernel_program",
     `workspace` $workspace_bytes `)`
     `act0` $act0 `act1` $act1 `scratch` $scratch
     (`shared_output` $shared_output^)? (`shared_table` $shared_table^)?
+    (`recompute` $recompute_bytes^ `rc0` $rc0 `rc1` $rc1)?
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
@@ -217,13 +243,20 @@ def Pipe_KernelLayerOp : Pipe_Op<"kernel_layer",
     (kernel_layer_c2) `params` and `saved` are f32 ranges exactly as large as
          the shape's parameters and saved tensors for the program's tokens
          and the model's target.
+
+    A `recomputed` layer (`recomputed <...>` in place of `saved <...>`)
+    keeps its saved tensors in the program's recompute buffer instead of
+    the saved one: its forward runs again in the input-gradient pass
+    (`pipe.kernel_recompute`) before its input gradient.
   }];
   let arguments = (ins Pipe_KernelKind:$kind, I64Attr:$layer,
                        StrAttr:$prefix, Pipe_RangeAttr:$params,
-                       Pipe_RangeAttr:$saved, DictionaryAttr:$shape);
+                       Pipe_RangeAttr:$saved, DictionaryAttr:$shape,
+                       UnitAttr:$recomputed);
   let results = (outs Pipe_LayerType:$result);
   let assemblyFormat = [{
-    $kind `layer` $layer $prefix `params` $params `saved` $saved
+    $kind `layer` $layer $prefix `params` $params
+    (`recomputed` $recomputed^) : (`saved`)? $saved
     `shape` $shape attr-dict
   }];
   let hasVerifier = 1;
@@ -234,11 +267,15 @@ def Pipe_KernelPassOp : Pipe_Op<"kernel_pass",
   let summary = "The kernel calls of one pass, in the order they run";
   let description = [{
     (kernel_pass_c1) Its body holds only `pipe.kernel_call` and
-         `pipe.kernel_copy` ops.
+         `pipe.kernel_copy` ops, and `pipe.kernel_save` (forward) or
+         `pipe.kernel_load` and `pipe.kernel_recompute` (backward_input).
     (kernel_pass_c2) In forward and backward_input, every call or copy that
          reads a slot reads the one the call before it wrote (the first: the
          stage's input, or its output's gradient); backward_weight calls read
-         and write no slot.
+         and write no slot. Saves read the slot the pass last wrote; the
+         recomputed forward is a chain of its own: loads and recomputes write
+         `rc0` or `rc1` only, and a recompute reads the one the load or
+         recompute before it wrote.
   }];
   let arguments = (ins Pipe_KernelPass:$pass);
   let regions = (region SizedRegion<1>:$body);
@@ -270,6 +307,53 @@ def Pipe_KernelCopyOp : Pipe_Op<"kernel_copy", [HasParent<"KernelPassOp">]> {
   }];
   let arguments = (ins Pipe_Slot:$in, Pipe_Slot:$out);
   let assemblyFormat = "$in `->` $out attr-dict";
+  let hasVerifier = 1;
+}
+
+def Pipe_KernelSaveOp : Pipe_Op<"kernel_save", [HasParent<"KernelPassOp">]> {
+  let summary = "Keeps an activation in the microbatch's saved buffer";
+  let description = [{
+    The checkpoint of a recomputed chunk (`pipe-recompute`): in the forward,
+    the chunk's input, copied from slot `in` into `range` of the saved
+    buffer, whence `pipe.kernel_load` reads it back.
+
+        pipe.kernel_save act0 -> <offset = 512, bytes = 128, dtype = f32>
+
+    (kernel_save_c1) `in` is a slot, not `none`.
+  }];
+  let arguments = (ins Pipe_Slot:$in, Pipe_RangeAttr:$range);
+  let assemblyFormat = "$in `->` $range attr-dict";
+  let hasVerifier = 1;
+}
+
+def Pipe_KernelLoadOp : Pipe_Op<"kernel_load", [HasParent<"KernelPassOp">]> {
+  let summary = "Reads a checkpoint back into a recompute slot";
+  let description = [{
+    Starts a chunk's recomputed forward in the input-gradient pass: the
+    activation `pipe.kernel_save` kept at `range` copied into `out`.
+
+    (kernel_load_c1) `out` is `rc0` or `rc1`.
+  }];
+  let arguments = (ins Pipe_RangeAttr:$range, Pipe_Slot:$out);
+  let assemblyFormat = "$range `->` $out attr-dict";
+  let hasVerifier = 1;
+}
+
+def Pipe_KernelRecomputeOp : Pipe_Op<"kernel_recompute",
+    [HasParent<"KernelPassOp">]> {
+  let summary = "Runs a recomputed layer's forward again";
+  let description = [{
+    In the input-gradient pass, before the layer's own input gradient: its
+    forward from `in` to `out`, which writes its saved tensors (into the
+    recompute buffer) as the first forward did, and adds nothing to the
+    stage's losses.
+
+    (kernel_recompute_c1) `layer` is a `recomputed` `pipe.kernel_layer` of
+         the same program; `in` and `out` are `rc0`, `rc1` or `none`.
+  }];
+  let arguments = (ins Pipe_LayerType:$layer, Pipe_Slot:$in,
+                       Pipe_Slot:$out);
+  let assemblyFormat = "$layer `(` $in `)` `->` $out attr-dict";
   let hasVerifier = 1;
 }
 

@@ -44,7 +44,7 @@ public:
         range(plan.activationBytes(), plan.activationBytes()),
         range(2 * plan.activationBytes(),
               plan.workspaceBytes - 2 * plan.activationBytes()),
-        nullptr, nullptr);
+        nullptr, nullptr, nullptr, nullptr, nullptr);
     placeSharedTensors(program);
     b.setInsertionPointToStart(&program.getBody().emplaceBlock());
     for (const KernelLayer &l : plan.layers)
@@ -53,8 +53,8 @@ public:
           pipe::KernelKindAttr::get(context, pipe::kernelKind(l.kind)),
           i64(l.layer), b.getStringAttr(l.prefix),
           range(l.paramOffset, l.paramBytes),
-          range(l.savedOffset, l.savedBytes),
-          pipe::shapeAttr(context, l.shape)));
+          range(l.savedOffset, l.savedBytes), pipe::shapeAttr(context, l.shape),
+          /*recomputed=*/nullptr));
     emitPass(loc, pipe::KernelPass::forward, [&] { forward(loc); });
     emitPass(loc, pipe::KernelPass::backward_input,
              [&] { backwardInput(loc); });

@@ -42,6 +42,24 @@ Buffer ActivationPool::take(int64_t floats) {
   return b;
 }
 
+float *MicrobatchBuffers::take(int64_t mb) {
+  int slot;
+  if (free.empty()) {
+    slot = int(buffers.size());
+    buffers.emplace_back(*device, floats);
+  } else {
+    slot = free.back();
+    free.pop_back();
+  }
+  taken[mb] = slot;
+  return buffers[size_t(slot)].data();
+}
+
+void MicrobatchBuffers::release(int64_t mb) {
+  free.push_back(taken.at(mb));
+  taken.erase(mb);
+}
+
 Stage::Stage(StageEntry &entry, const ShardLayout &layout, int64_t seed,
              Device &device, const StageLinks &links)
     : stageEntry(&entry), layout(layout), device(&device), links(links) {
@@ -52,6 +70,9 @@ Stage::Stage(StageEntry &entry, const ShardLayout &layout, int64_t seed,
   if (entry.program.activations == DType::BF16)
     working = Buffer(device, floats);
   routerChecks = routerChecksFor(device, entry.program);
+  saved = MicrobatchBuffers(device, entry.savedFloats);
+  const int64_t f32 = dtypeBytes(DType::F32);
+  recomputed = MicrobatchBuffers(device, entry.program.recomputeBytes / f32);
   std::vector<float> init(entry.numParams, 0.0f);
   for (const ParamEntry &p : entry.params)
     initParameter(p, seed, init.data() + p.offset);
@@ -78,24 +99,16 @@ void Stage::refreshWorkingCopy() {
   workingStale = false;
 }
 
-float *Stage::takeSlot(int64_t mb) {
-  int slot;
-  if (freeSlots.empty()) {
-    slot = int(slots.size());
-    slots.emplace_back(*device, stageEntry->savedFloats);
-  } else {
-    slot = freeSlots.back();
-    freeSlots.pop_back();
-  }
-  slotOf[mb] = slot;
-  return slots[size_t(slot)].data();
-}
-
 void Stage::forward(int64_t mb, StageArgs args, double scale, StepTensors &t,
                     ActivationPool &pool, StepLosses &losses) {
   const StageEntry &e = *stageEntry;
   const int64_t stage = e.index;
-  args.saved = takeSlot(mb);
+  args.saved = saved.take(mb);
+  // The recomputed layers' tensors of a forward are dropped: a buffer
+  // borrowed for its length (key -1-mb: no microbatch's).
+  const int64_t borrowed = -1 - mb;
+  if (!recomputed.empty())
+    args.recomputed = recomputed.take(borrowed);
   if (!e.hasEmbedding)
     args.input = t.acts.at(tensorKey(stage - 1, mb)).data();
   refreshWorkingCopy();
@@ -105,6 +118,8 @@ void Stage::forward(int64_t mb, StageArgs args, double scale, StepTensors &t,
   std::vector<float> mtp(losses.mtp.size(), 0.0f);
   args.mtp_losses = mtp.data();
   run(StagePass::Forward, args);
+  if (!recomputed.empty())
+    recomputed.release(borrowed);
   if (!e.hasEmbedding) {
     auto in = t.acts.find(tensorKey(stage - 1, mb));
     pool.giveBack(std::move(in->second));
@@ -122,7 +137,9 @@ void Stage::backwardInput(int64_t mb, StageArgs args, StepTensors &t,
                           ActivationPool &pool) {
   const StageEntry &e = *stageEntry;
   const int64_t stage = e.index;
-  args.saved = slots.at(size_t(slotOf.at(mb))).data();
+  args.saved = saved.of(mb);
+  if (!recomputed.empty())
+    args.recomputed = recomputed.take(mb);
   if (!e.hasHead)
     args.grad_output = t.grads.at(tensorKey(stage + 1, mb)).data();
   if (!e.hasEmbedding)
@@ -139,12 +156,15 @@ void Stage::backwardInput(int64_t mb, StageArgs args, StepTensors &t,
 
 void Stage::backwardWeight(int64_t mb, StageArgs args,
                            WeightGradientHook hook) {
-  args.saved = slots.at(size_t(slotOf.at(mb))).data();
+  args.saved = saved.of(mb);
+  if (!recomputed.empty())
+    args.recomputed = recomputed.of(mb);
   args.weight_gradient_done = hook.done;
   args.weight_gradient_context = hook.context;
   run(StagePass::BackwardWeight, args);
-  freeSlots.push_back(slotOf.at(mb));
-  slotOf.erase(mb);
+  saved.release(mb);
+  if (!recomputed.empty())
+    recomputed.release(mb);
 }
 
 void Stage::send(const ActionEntry &a, StepTensors &t) {

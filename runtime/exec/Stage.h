@@ -14,10 +14,10 @@
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/comm/Transport.h"
-#include "runtime/kernels/Target.h"
 #include "runtime/exec/ShardLayout.h"
-#include "runtime/kernels/StageArgs.h"
 #include "runtime/formats/Artifact.h"
+#include "runtime/kernels/StageArgs.h"
+#include "runtime/kernels/Target.h"
 
 #include <array>
 #include <map>
@@ -41,6 +41,28 @@ public:
 private:
   Device &device;
   std::vector<Buffer> pool;
+};
+
+/// Per-microbatch buffers of one size, taken by a microbatch and given back
+/// for the next one: a stage's saved tensors (F to W) and its recompute
+/// buffers (I to W, and one borrowed for the length of each F).
+class MicrobatchBuffers {
+public:
+  MicrobatchBuffers() = default;
+  MicrobatchBuffers(Device &device, int64_t floats)
+      : device(&device), floats(floats) {}
+  /// A buffer for microbatch `mb` (a key: any int64), until release(mb).
+  float *take(int64_t mb);
+  float *of(int64_t mb) { return buffers.at(size_t(taken.at(mb))).data(); }
+  void release(int64_t mb);
+  bool empty() const { return floats == 0; }
+
+private:
+  Device *device = nullptr;
+  int64_t floats = 0;
+  std::vector<Buffer> buffers;
+  std::vector<int> free;
+  std::map<int64_t, int> taken; ///< by microbatch
 };
 
 /// What one step moves between a rank's stages and to other ranks:
@@ -155,8 +177,6 @@ private:
   /// bf16 runs: rounds the main weights into the working copy when they
   /// changed since it was made (an update, a resume).
   void refreshWorkingCopy();
-  /// The activation slot microbatch `mb`'s forward saves into.
-  float *takeSlot(int64_t mb);
 
   StageEntry *stageEntry;
   ShardLayout layout;
@@ -164,9 +184,9 @@ private:
   StageLinks links;
   Buffer mainParams, gradients, working, workspace;
   bool workingStale = true;
-  std::vector<Buffer> slots;
-  std::vector<int> freeSlots;
-  std::map<int64_t, int> slotOf; ///< by microbatch, this step
+  /// Each in-flight microbatch's saved tensors; with activation recompute,
+  /// the recompute buffers (StageArgs::recomputed).
+  MicrobatchBuffers saved, recomputed;
   /// A stage with MoE layers: one per program layer, where its routers
   /// record a non-finite logit; read once a step (routerFault).
   DeviceArray<RouterCheck> routerChecks;

@@ -163,6 +163,10 @@ json callsJson(const std::vector<KernelCall> &calls) {
   json out = json::array();
   for (const KernelCall &c : calls) {
     json call = {{"layer", c.layer}};
+    if (c.op != CallOp::Run)
+      call["op"] = callOpName(c.op);
+    if (c.op == CallOp::Save || c.op == CallOp::Load)
+      call["range"] = rangeJson(c.range);
     if (c.in != Slot::None)
       call["in"] = slotName(c.in);
     if (c.out != Slot::None)
@@ -179,6 +183,13 @@ std::vector<KernelCall> parseCalls(const json &j, const std::string &where) {
   for (const json &c : j) {
     KernelCall call;
     call.layer = field<int32_t>(c, "layer", where);
+    std::string op = optionalField<std::string>(c, "op", "run", where);
+    std::optional<CallOp> parsedOp = parseCallOp(op);
+    if (!parsedOp)
+      corruptProgram(where, fmt::format("unknown call '{}'", op));
+    call.op = *parsedOp;
+    if (call.op == CallOp::Save || call.op == CallOp::Load)
+      call.range = parseRange(field<json>(c, "range", where), where);
     for (auto [key, slot] : {std::pair{"in", &call.in}, {"out", &call.out}}) {
       std::string name = optionalField<std::string>(c, key, "none", where);
       std::optional<Slot> parsed = parseSlot(name);
@@ -193,12 +204,16 @@ std::vector<KernelCall> parseCalls(const json &j, const std::string &where) {
 
 json layersJson(const StageProgram &p) {
   json layers = json::array();
-  for (const ProgramLayer &l : p.layers)
-    layers.push_back({{"kind", layerKindName(l.kind)},
-                      {"layer", l.layer},
-                      {"shape", shapeJson(l.shape)},
-                      {"params", rangeJson(l.params)},
-                      {"saved", rangeJson(l.saved)}});
+  for (const ProgramLayer &l : p.layers) {
+    json layer = {{"kind", layerKindName(l.kind)},
+                  {"layer", l.layer},
+                  {"shape", shapeJson(l.shape)},
+                  {"params", rangeJson(l.params)},
+                  {"saved", rangeJson(l.saved)}};
+    if (l.recomputed)
+      layer["recomputed"] = true;
+    layers.push_back(std::move(layer));
+  }
   return layers;
 }
 
@@ -213,6 +228,10 @@ json programJson(const StageProgram &p) {
   if (!p.sharedOutput.empty() || !p.sharedTable.empty())
     program["shared"] = {{"output_layer", rangeJson(p.sharedOutput)},
                          {"embedding_table", rangeJson(p.sharedTable)}};
+  if (p.recomputeBytes > 0)
+    program["recompute"] = {{"bytes", p.recomputeBytes},
+                            {"rc0", rangeJson(p.rc0)},
+                            {"rc1", rangeJson(p.rc1)}};
   return program;
 }
 
@@ -243,6 +262,7 @@ StageProgram parseProgram(const json &s, const StageEntry &e, Target target,
     pl.shape = parseShape(pl.kind, field<json>(l, "shape", where), where);
     pl.params = parseRange(field<json>(l, "params", where), where);
     pl.saved = parseRange(field<json>(l, "saved", where), where);
+    pl.recomputed = optionalField<bool>(l, "recomputed", false, where);
     p.layers.push_back(std::move(pl));
   }
   const json &program = field<json>(s, "program", where);
@@ -256,6 +276,12 @@ StageProgram parseProgram(const json &s, const StageEntry &e, Target target,
         parseRange(field<json>(shared, "output_layer", where), where);
     p.sharedTable =
         parseRange(field<json>(shared, "embedding_table", where), where);
+  }
+  if (program.contains("recompute")) {
+    const json &rc = field<json>(program, "recompute", where);
+    p.recomputeBytes = field<int64_t>(rc, "bytes", where);
+    p.rc0 = parseRange(field<json>(rc, "rc0", where), where);
+    p.rc1 = parseRange(field<json>(rc, "rc1", where), where);
   }
   p.forward = parseCalls(field<json>(program, "forward", where), where);
   p.backwardInput =

@@ -15,8 +15,11 @@ namespace {
 constexpr int64_t kF32 = sizeof(float);
 
 constexpr std::array<const char *, 2> kDTypeNames = {"f32", "bf16"};
-constexpr std::array<const char *, 7> kSlotNames = {
-    "none", "input", "output", "grad_output", "grad_input", "act0", "act1"};
+constexpr std::array<const char *, 9> kSlotNames = {
+    "none", "input", "output", "grad_output", "grad_input",
+    "act0", "act1",  "rc0",    "rc1"};
+constexpr std::array<const char *, 4> kCallOpNames = {"run", "save", "load",
+                                                      "recompute"};
 
 template <typename Enum, size_t N>
 std::optional<Enum> parseName(const std::array<const char *, N> &names,
@@ -129,6 +132,10 @@ std::optional<LayerKind> parseLayerKind(std::string_view name) {
 }
 
 const char *slotName(Slot s) { return kSlotNames[size_t(s)]; }
+const char *callOpName(CallOp op) { return kCallOpNames[size_t(op)]; }
+std::optional<CallOp> parseCallOp(std::string_view name) {
+  return parseName<CallOp>(kCallOpNames, name);
+}
 std::optional<Slot> parseSlot(std::string_view name) {
   return parseName<Slot>(kSlotNames, name);
 }
@@ -150,7 +157,8 @@ std::string rangeText(const TensorRange &r) {
 
 /// Buffer sizes and the token shape: bounded, so no size overflows.
 std::string checkSizes(const StageProgram &p) {
-  for (int64_t n : {p.paramBytes, p.savedBytes, p.workspaceBytes})
+  for (int64_t n :
+       {p.paramBytes, p.savedBytes, p.workspaceBytes, p.recomputeBytes})
     if (n < 0 || n > kMaxBytes)
       return fmt::format("a buffer of {} bytes", n);
   if (p.tokens.batch < 1 || p.tokens.seq < 1 || p.hidden < 1 ||
@@ -199,11 +207,29 @@ std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
                          "them in a buffer of {}",
                          what, rangeText(l.params), kF32 * f.paramFloats,
                          p.paramBytes);
-    if (l.saved.bytes != kF32 * f.savedFloats || !inside(l.saved, p.savedBytes))
-      return fmt::format("{}: saved tensors {}, but its shape keeps {} bytes "
+    // A recomputed layer keeps its tensors in the recompute buffer; the
+    // layers that end in a loss are never recomputed (their forward adds
+    // to the stage's outputs).
+    const int64_t savedIn = l.recomputed ? p.recomputeBytes : p.savedBytes;
+    if (l.saved.bytes != kF32 * f.savedFloats || !inside(l.saved, savedIn))
+      return fmt::format("{}: {} tensors {}, but its shape keeps {} bytes "
                          "in a buffer of {}",
-                         what, rangeText(l.saved), kF32 * f.savedFloats,
-                         p.savedBytes);
+                         what, l.recomputed ? "recomputed" : "saved",
+                         rangeText(l.saved), kF32 * f.savedFloats, savedIn);
+    if (l.recomputed &&
+        (l.kind == LayerKind::Head || l.kind == LayerKind::MtpOutput ||
+         l.kind == LayerKind::Embedding))
+      return what + ": recomputed, but its forward ends in a loss or reads "
+                    "the tokens: only a stage's layers and MTP depths' "
+                    "inputs recompute";
+    // A recomputed MTP input reads the normed hidden states the head or
+    // the depth before it keeps: the layer before it.
+    if (l.recomputed && l.kind == LayerKind::MtpInput &&
+        (i == 0 || p.layers[i - 1].recomputed ||
+         (p.layers[i - 1].kind != LayerKind::Head &&
+          p.layers[i - 1].kind != LayerKind::MtpOutput)))
+      return what + ": a recomputed MTP input whose layer before is not "
+                    "the head or an MTP depth's output";
     scratchNeeded = std::max(scratchNeeded, kF32 * f.workspaceFloats);
     if (l.kind == LayerKind::MtpInput || l.kind == LayerKind::MtpOutput) {
       mtp = true;
@@ -241,16 +267,103 @@ std::string checkWorkspace(const StageProgram &p, int64_t scratchNeeded) {
   if (overlap(p.act0, p.act1) || overlap(p.act0, p.scratch) ||
       overlap(p.act1, p.scratch))
     return "the activation slots and the scratch overlap";
+  if (p.recomputeBytes == 0)
+    return "";
+  for (const TensorRange *r : {&p.rc0, &p.rc1})
+    if (r->bytes < act || !inside(*r, p.workspaceBytes))
+      return fmt::format("a recompute slot {} in a workspace of {} bytes "
+                         "(an activation is {} bytes)",
+                         rangeText(*r), p.workspaceBytes, act);
+  for (const TensorRange *r : {&p.act0, &p.act1, &p.scratch, &p.rc1})
+    if (overlap(p.rc0, *r) || (r != &p.rc1 && overlap(p.rc1, *r)))
+      return "the recompute slots overlap the workspace's other parts";
 
   return "";
 }
 
+/// What the saves, loads and recomputes of a program have done so far.
+struct RecomputeSteps {
+  std::vector<TensorRange> saves; ///< the forward's checkpoints
+  bool rcWritten[2] = {false, false};
+  std::vector<int> recomputes; ///< per layer, in the input-gradient pass
+};
+
+/// One save (forward), load or recompute (input gradient): checkpoints of
+/// one activation inside the saved buffer, loads of a checkpoint the
+/// forward kept into a recompute slot, recomputes of a recomputed layer
+/// before its input gradient, reading and writing the recompute slots in
+/// order. `runs`: the pass's calls of each layer so far.
+std::string checkRecomputeStep(const StageProgram &p, const KernelCall &c,
+                               int pass, bool actWritten[2],
+                               RecomputeSteps &steps,
+                               const std::vector<int> &runs) {
+  auto isRc = [](Slot s) { return s == Slot::Rc0 || s == Slot::Rc1; };
+  auto rcReadable = [&](Slot s) {
+    return isRc(s) && steps.rcWritten[s == Slot::Rc1];
+  };
+  const Slot stageIn = Slot::Input;
+  switch (c.op) {
+  case CallOp::Save:
+    if (pass != 0)
+      return "only the forward keeps a checkpoint";
+    if (c.range.dtype != DType::F32 || c.range.bytes != activationBytes(p) ||
+        !inside(c.range, p.savedBytes))
+      return fmt::format("checkpoint {} is not one activation ({} bytes) "
+                         "inside the {}-byte saved buffer",
+                         rangeText(c.range), activationBytes(p), p.savedBytes);
+    if (c.in != stageIn && !((c.in == Slot::Act0 && actWritten[0]) ||
+                             (c.in == Slot::Act1 && actWritten[1])))
+      return fmt::format("keeps '{}', which holds no activation yet",
+                         slotName(c.in));
+    steps.saves.push_back(c.range);
+    return "";
+  case CallOp::Load:
+    if (pass != 1)
+      return "only the input-gradient pass loads a checkpoint";
+    if (std::find(steps.saves.begin(), steps.saves.end(), c.range) ==
+        steps.saves.end())
+      return fmt::format("loads {}, which the forward did not keep",
+                         rangeText(c.range));
+    if (!isRc(c.out))
+      return fmt::format("loads into '{}', not a recompute slot",
+                         slotName(c.out));
+    steps.rcWritten[c.out == Slot::Rc1] = true;
+    return "";
+  case CallOp::Recompute: {
+    if (pass != 1)
+      return "only the input-gradient pass recomputes";
+    if (c.layer < 0 || c.layer >= int64_t(p.layers.size()) ||
+        !p.layers[size_t(c.layer)].recomputed)
+      return fmt::format("layer {} is not a recomputed layer", c.layer);
+    if (runs[size_t(c.layer)] > 0 || steps.recomputes[size_t(c.layer)]++ > 0)
+      return fmt::format("layer {} is recomputed twice or after its input "
+                         "gradient",
+                         c.layer);
+    auto [needIn, needOut] = slotUse(p.layers[size_t(c.layer)].kind, 0);
+    if (needIn != rcReadable(c.in) || (!needIn && c.in != Slot::None) ||
+        needOut != isRc(c.out) || (!needOut && c.out != Slot::None) ||
+        (needIn && c.in == c.out))
+      return fmt::format("layer {} reads '{}' and writes '{}'", c.layer,
+                         slotName(c.in), slotName(c.out));
+    if (needOut)
+      steps.rcWritten[c.out == Slot::Rc1] = true;
+    return "";
+  }
+  case CallOp::Run:
+    break;
+  }
+  return "not a save, load or recompute";
+}
+
 /// The three passes' calls: existing layers, each once, slots their pass
-/// has, nothing read before it is written, the stage's ends used once.
+/// has, nothing read before it is written, the stage's ends used once;
+/// recomputed layers recomputed once before their input gradient.
 std::string checkCalls(const StageProgram &p, bool hasEmbedding, bool hasHead) {
   const std::vector<KernelCall> *passes[] = {&p.forward, &p.backwardInput,
                                              &p.backwardWeight};
   const char *passNames[] = {"forward", "backward_input", "backward_weight"};
+  RecomputeSteps steps;
+  steps.recomputes.assign(p.layers.size(), 0);
   for (int pass = 0; pass < 3; ++pass) {
     std::vector<int> runs(p.layers.size(), 0);
     bool written[2] = {false, false};
@@ -258,8 +371,20 @@ std::string checkCalls(const StageProgram &p, bool hasEmbedding, bool hasHead) {
     const Slot stageIn = pass == 0 ? Slot::Input : Slot::GradOutput;
     const Slot stageOut = pass == 0 ? Slot::Output : Slot::GradInput;
     for (const KernelCall &c : *passes[pass]) {
+      if (c.op != CallOp::Run) {
+        std::string why = checkRecomputeStep(p, c, pass, written, steps, runs);
+        if (!why.empty())
+          return fmt::format("{} {}: {}", passNames[pass], callOpName(c.op),
+                             why);
+        continue;
+      }
       std::string what =
           fmt::format("{} call of layer {}", passNames[pass], c.layer);
+      if (pass == 1 && c.layer >= 0 && c.layer < int64_t(p.layers.size()) &&
+          p.layers[size_t(c.layer)].recomputed &&
+          steps.recomputes[size_t(c.layer)] != 1)
+        return what + ": a recomputed layer's input gradient before its "
+                      "forward ran again";
       if (c.layer < -1 || c.layer >= int64_t(p.layers.size()) ||
           (c.layer == -1 && pass == 2))
         return what + ": no such layer";

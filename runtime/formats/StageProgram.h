@@ -63,11 +63,15 @@ struct ProgramLayer {
   int64_t layer = 0; ///< 1-based layer number (0: embedding and head)
   LayerShape shape;
   TensorRange params, saved;
+  /// Activation recompute: `saved` is a range of the recompute buffer, and
+  /// the input-gradient pass runs the layer's forward again first.
+  bool recomputed = false;
 };
 
 /// Where a call reads or writes an activation (or its gradient): the
-/// stage's input and output, the gradients of those, or one of the two
-/// workspace buffers the stage ping-pongs between layers.
+/// stage's input and output, the gradients of those, one of the two
+/// workspace buffers the stage ping-pongs between layers, or one of the two
+/// a recomputed forward ping-pongs between.
 enum class Slot : uint8_t {
   None,
   Input,
@@ -75,20 +79,38 @@ enum class Slot : uint8_t {
   GradOutput,
   GradInput,
   Act0,
-  Act1
+  Act1,
+  Rc0,
+  Rc1
 };
 
 const char *slotName(Slot slot);
 std::optional<Slot> parseSlot(std::string_view name);
 
-/// One kernel call: layer `layer` of the stage in the pass of the list it
-/// is in, reading `in` and writing `out`. `layer` -1 is a copy of `in` to
-/// `out` (a stage whose last layer does not write the output itself).
+/// What a KernelCall does.
+enum class CallOp : uint8_t {
+  Run,       ///< layer `layer`'s kernel of the pass, `in` to `out`; with
+             ///< `layer` -1 a copy of `in` to `out` (a stage whose last
+             ///< layer does not write the output itself)
+  Save,      ///< forward: `in` into `range` of the saved buffer
+  Load,      ///< input gradient: `range` of the saved buffer into `out`
+  Recompute, ///< input gradient: layer `layer`'s forward again, `in` to
+             ///< `out`, adding nothing to the losses
+};
+
+const char *callOpName(CallOp op);
+std::optional<CallOp> parseCallOp(std::string_view name);
+
+/// One step of a pass: a kernel call of layer `layer` of the stage,
+/// reading `in` and writing `out`, or a copy, save, load or recompute.
 struct KernelCall {
   int32_t layer = -1;
   Slot in = Slot::None, out = Slot::None;
+  CallOp op = CallOp::Run;
+  TensorRange range; ///< Save and Load: the checkpoint
   bool operator==(const KernelCall &o) const {
-    return layer == o.layer && in == o.in && out == o.out;
+    return layer == o.layer && in == o.in && out == o.out && op == o.op &&
+           range == o.range;
   }
 };
 
@@ -108,6 +130,10 @@ struct StageProgram {
   int64_t paramBytes = 0, savedBytes = 0, workspaceBytes = 0;
   /// In the workspace: the two activation slots and the layers' scratch.
   TensorRange act0, act1, scratch;
+  /// Activation recompute: the recompute buffer's bytes per microbatch (0:
+  /// no layer is recomputed) and the recomputed forward's two slots.
+  int64_t recomputeBytes = 0;
+  TensorRange rc0, rc1;
   /// Multi-token prediction: where the model's output layer and embedding
   /// table sit in this stage's parameters (empty: no MTP depth here).
   TensorRange sharedOutput, sharedTable;

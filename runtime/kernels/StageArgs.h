@@ -34,6 +34,10 @@ struct StageArgs {
   float *grads = nullptr; ///< accumulated (+=)
   float *saved =
       nullptr; ///< this microbatch's slot: written by F, read by I and W
+  /// Activation recompute: the recomputed layers' saved tensors, written
+  /// by F (and dropped), written again by I's recompute and read by I and
+  /// W; null without recompute.
+  float *recomputed = nullptr;
   float *workspace = nullptr;
   const int32_t *tokens = nullptr;  ///< [batch*seq], first stage
   const int32_t *labels = nullptr;  ///< [batch*seq], last stage

@@ -29,6 +29,7 @@
 #include "runtime/kernels/recipes/Mtp.h"
 
 #include <chrono>
+#include <type_traits>
 #include <variant>
 
 namespace hypipe::rt {
@@ -43,6 +44,8 @@ public:
                     args.num_seqs)),
         act{a.workspace + p.act0.elementOffset(),
             a.workspace + p.act1.elementOffset()},
+        rc{a.workspace + p.rc0.elementOffset(),
+           a.workspace + p.rc1.elementOffset()},
         ws(a.workspace + p.scratch.elementOffset()) {}
 
   void forward() {
@@ -80,7 +83,7 @@ private:
             l,
             a.params + l.params.elementOffset(),
             a.grads + l.params.elementOffset(),
-            a.saved + l.saved.elementOffset(),
+            (l.recomputed ? a.recomputed : a.saved) + l.saved.elementOffset(),
             c.in == Slot::None ? nullptr : in(c.in),
             c.out == Slot::None ? nullptr : out(c.out)};
   }
@@ -91,6 +94,24 @@ private:
   void run(const std::vector<KernelCall> &calls, int pass,
            LayerCall layerCall) {
     for (const KernelCall &c : calls) {
+      switch (c.op) {
+      case CallOp::Save:
+        k.copy(a.saved + c.range.elementOffset(), in(c.in), activationFloats());
+        continue;
+      case CallOp::Load:
+        k.copy(out(c.out), a.saved + c.range.elementOffset(),
+               activationFloats());
+        continue;
+      case CallOp::Recompute: {
+        const LayerTimer timer(a, p, pass, c.layer);
+        const Call call = callOf(c);
+        std::visit([&](const auto &s) { recomputeLayer(s, call); },
+                   call.layer.shape);
+        continue;
+      }
+      case CallOp::Run:
+        break;
+      }
       if (c.layer < 0) {
         k.copy(out(c.out), in(c.in), activationFloats());
         continue;
@@ -145,6 +166,33 @@ private:
         recipes::MtpOutput<K>{k}.forward(s, t, c.params, sharedOutput(), c.in,
                                          a.labels, a.loss_mask, c.saved, ws);
     normed = recipes::MtpOutput<K>{k}.normed(s, t, c.saved);
+  }
+
+  // Recompute: a recomputed layer's forward again, before its input
+  // gradient; it writes its saved tensors as the first forward did and adds
+  // nothing to the stage's losses. checkStageProgram lets no layer that
+  // reads the tokens or ends in a loss recompute.
+  template <class Shape> void recomputeLayer(const Shape &s, const Call &c) {
+    if constexpr (std::is_same_v<Shape, MambaShape> ||
+                  std::is_same_v<Shape, AttentionShape> ||
+                  std::is_same_v<Shape, MlpShape>)
+      forwardLayer(s, c);
+  }
+  void recomputeLayer(const MoeShape &s, const Call &c) {
+    // The router sees the logits it saw: its check records nothing new.
+    (void)recipes::Moe<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved, ws,
+                                     a.router_checks + c.index);
+  }
+  void recomputeLayer(const MtpInputShape &s, const Call &c) {
+    // The normed hidden states of the head or the depth before, which keep
+    // their saved tensors: the layer before this one in the program.
+    const ProgramLayer &before = p.layers[size_t(c.index) - 1];
+    const float *saved = a.saved + before.saved.elementOffset();
+    if (const auto *head = std::get_if<HeadShape>(&before.shape))
+      normed = recipes::Head<K>{k}.normed(*head, t, saved);
+    else if (const auto *depth = std::get_if<MtpOutputShape>(&before.shape))
+      normed = recipes::MtpOutput<K>{k}.normed(*depth, t, saved);
+    forwardLayer(s, c);
   }
 
   // Input gradient: dx from dy (c.in is dy, c.out dx).
@@ -254,6 +302,10 @@ private:
       return act[0];
     case Slot::Act1:
       return act[1];
+    case Slot::Rc0:
+      return rc[0];
+    case Slot::Rc1:
+      return rc[1];
     case Slot::None:
       break;
     }
@@ -267,6 +319,7 @@ private:
   StageArgs &a;
   typename K::Tokens t;
   float *act[2];
+  float *rc[2]; ///< the recompute slots (unused without recompute)
   float *ws;
   /// The normed hidden states the head or an MTP depth hands the next depth
   /// (forward), and their gradient from that depth (input gradient).

@@ -1030,7 +1030,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       }
       pipe.kernel_pass backward_weight {
         pipe.kernel_call %head(none) -> none
-        // expected-error @+1 {{'test.op' op is not a kernel call or copy (kernel_pass_c1)}}
+        // expected-error @+1 {{'test.op' op is not a kernel call or copy, nor a save (forward) or a load or recompute (backward_input) (kernel_pass_c1)}}
         "test.op"() : () -> ()
         pipe.kernel_call %embedding(none) -> none
       }
@@ -1284,3 +1284,497 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
   }
   hybrid.return %loss : tensor<f32>
 }
+
+// -----
+
+// Tests that a recomputed layer needs the program's recompute buffer (kernel_program_c5).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        // expected-error @+1 {{'pipe.kernel_layer' op is recomputed in a program without a recompute buffer (kernel_program_c5)}}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_recompute %mlp1(rc0) -> rc1
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that the recompute slots lie apart from the workspace's other parts (kernel_program_c5).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      // expected-error @+1 {{'pipe.kernel_program' op its workspace range #pipe.range<offset = 512, bytes = 128, dtype = f32> overlaps #pipe.range<offset = 256, bytes = 384, dtype = f32> (kernel_program_c3)}}
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 512, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_recompute %mlp1(rc0) -> rc1
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that a recomputed layer's saved range lies inside the recompute buffer (kernel_program_c5).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1024 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        // expected-error @+1 {{'pipe.kernel_layer' op its recomputed range #pipe.range<offset = 0, bytes = 1168, dtype = f32> lies outside the 1024-byte buffer (kernel_program_c5)}}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_recompute %mlp1(rc0) -> rc1
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that a load reads a range a forward save wrote (kernel_program_c6).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          // expected-error @+1 {{'pipe.kernel_load' op reads #pipe.range<offset = 576, bytes = 128, dtype = f32>, which no pipe.kernel_save of the forward wrote (kernel_program_c6)}}
+          pipe.kernel_load <offset = 576, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_recompute %mlp1(rc0) -> rc1
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that a save keeps one activation (kernel_program_c6).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          // expected-error @+1 {{'pipe.kernel_save' op must keep one 128-byte activation, not #pipe.range<offset = 704, bytes = 64, dtype = f32> (kernel_program_c6)}}
+          pipe.kernel_save act0 -> <offset = 704, bytes = 64, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_recompute %mlp1(rc0) -> rc1
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that a recomputed layer's input gradient follows its recompute (kernel_program_c7).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          // expected-error @+1 {{'pipe.kernel_call' op runs the input gradient of a recomputed layer before its forward ran again (kernel_program_c7)}}
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_recompute %mlp1(rc0) -> rc1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that a save is the forward's (kernel_pass_c1).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_recompute %mlp1(rc0) -> rc1
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+          // expected-error @+1 {{'pipe.kernel_save' op is not a kernel call or copy, nor a save (forward) or a load or recompute (backward_input) (kernel_pass_c1)}}
+          pipe.kernel_save act1 -> <offset = 704, bytes = 128, dtype = f32>
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that a save keeps the slot the forward last wrote (kernel_pass_c2).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          // expected-error @+1 {{'pipe.kernel_save' op keeps act1 where the call before it wrote act0 (kernel_pass_c2)}}
+          pipe.kernel_save act1 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_recompute %mlp1(rc0) -> rc1
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that a recompute reads what the recompute chain last wrote (kernel_pass_c2).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          // expected-error @+1 {{'pipe.kernel_recompute' op reads rc1 where the recompute before it wrote rc0 (kernel_pass_c2)}}
+          pipe.kernel_recompute %mlp1(rc1) -> rc0
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that the gradient chain does not use a recompute slot (kernel_pass_c2).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_recompute %mlp1(rc0) -> rc1
+          // expected-error @+1 {{'pipe.kernel_call' op uses a recompute slot outside the recomputed forward (kernel_pass_c2)}}
+          pipe.kernel_call %mlp1(act0) -> rc1
+          pipe.kernel_call %embedding(rc1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that a load writes a recompute slot (kernel_load_c1).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          // expected-error @+1 {{'pipe.kernel_load' op writes rc0 or rc1, not act1 (kernel_load_c1)}}
+          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> act1
+          pipe.kernel_recompute %mlp1(rc0) -> rc1
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that only a recomputed layer is recomputed (kernel_recompute_c1).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          // expected-error @+1 {{'pipe.kernel_recompute' op must recompute a recomputed pipe.kernel_layer of its own program (kernel_recompute_c1)}}
+          pipe.kernel_recompute %head(none) -> none
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_recompute %mlp1(rc0) -> rc1
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+

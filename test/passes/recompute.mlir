@@ -1,0 +1,93 @@
+// Tests that pipe-recompute turns full activation recompute into a change of
+// every kernel program. Sizes in bytes, from lower-kernels.mlir's worked
+// values for Inputs/two-stages.mlir (one activation [4 tokens, 8] = 128):
+// stage 0 keeps embedding 144 and its mamba layer's 2048 move to the
+// recompute buffer; the saved buffer is the embedding's 144 and one
+// checkpoint (the mamba layer's input), 144 + 128 = 272; the workspace, 1080
+// without recompute, gains rc0 and rc1: 1080 + 2*128 = 1336. Stage 1 keeps
+// the head's 560 and one checkpoint (560 + 128 = 688), recomputes the
+// attention layer's 1072, and its workspace grows from 544 to 800.
+// RUN: hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=uniform num-layers=1" | FileCheck %s
+// RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=block num-layers=1" | FileCheck %s --check-prefix=MTP
+// RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=block num-layers=1" | hypipe-opt | FileCheck %s --check-prefix=MTP
+// RUN: hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=none" | FileCheck %s --check-prefix=NONE
+// RUN: not hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=uniform num-layers=0" 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=sideways num-layers=1" 2>&1 | FileCheck %s --check-prefix=METHOD
+// RUN: not hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=uniform num-layers=1" --pipe-recompute="granularity=full method=uniform num-layers=1" 2>&1 | FileCheck %s --check-prefix=TWICE
+
+// Tests that stage 0 keeps the mamba layer's input before it runs and, in
+// the input gradient, loads it back and runs the layer again into the
+// recompute slots before the layer's own input gradient; the weight pass is
+// unchanged.
+// CHECK-LABEL: pipe.stage 0 rank 0 chunk 0
+// CHECK: pipe.kernel_program {{.*}} buffers(params 2008, saved 272, workspace 1336)
+// CHECK-SAME: scratch <offset = 256, bytes = 824, dtype = f32> recompute 2048 rc0 <offset = 1080, bytes = 128, dtype = f32> rc1 <offset = 1208, bytes = 128, dtype = f32> {
+// CHECK-NEXT: %[[EMB:.+]] = pipe.kernel_layer embedding {{.*}} saved <offset = 0, bytes = 144, dtype = f32>
+// CHECK-NEXT: %[[MAMBA:.+]] = pipe.kernel_layer mamba layer 1 {{.*}} recomputed <offset = 0, bytes = 2048, dtype = f32>
+// CHECK-NEXT: pipe.kernel_pass forward {
+// CHECK-NEXT:   pipe.kernel_call %[[EMB]](none) -> act0
+// CHECK-NEXT:   pipe.kernel_save act0 -> <offset = 144, bytes = 128, dtype = f32>
+// CHECK-NEXT:   pipe.kernel_call %[[MAMBA]](act0) -> output
+// CHECK-NEXT: }
+// CHECK-NEXT: pipe.kernel_pass backward_input {
+// CHECK-NEXT:   pipe.kernel_load <offset = 144, bytes = 128, dtype = f32> -> rc0
+// CHECK-NEXT:   pipe.kernel_recompute %[[MAMBA]](rc0) -> rc1
+// CHECK-NEXT:   pipe.kernel_call %[[MAMBA]](grad_output) -> act0
+// CHECK-NEXT:   pipe.kernel_call %[[EMB]](act0) -> none
+// CHECK-NEXT: }
+// CHECK-NEXT: pipe.kernel_pass backward_weight {
+// CHECK-NEXT:   pipe.kernel_call %[[MAMBA]](none) -> none
+// CHECK-NEXT:   pipe.kernel_call %[[EMB]](none) -> none
+// CHECK-NEXT: }
+
+// Tests that stage 1 keeps its input itself (the attention layer reads the
+// stage's input) and recomputes the layer after the head's input gradient.
+// CHECK-LABEL: pipe.stage 1 rank 1 chunk 0
+// CHECK: buffers(params 1344, saved 688, workspace 800)
+// CHECK-SAME: recompute 1072 rc0 <offset = 544, bytes = 128, dtype = f32> rc1 <offset = 672, bytes = 128, dtype = f32>
+// CHECK-NEXT: %[[ATT:.+]] = pipe.kernel_layer attention layer 2 {{.*}} recomputed <offset = 0, bytes = 1072, dtype = f32>
+// CHECK-NEXT: %[[HEAD:.+]] = pipe.kernel_layer head {{.*}} saved <offset = 0, bytes = 560, dtype = f32>
+// CHECK-NEXT: pipe.kernel_pass forward {
+// CHECK-NEXT:   pipe.kernel_save input -> <offset = 560, bytes = 128, dtype = f32>
+// CHECK-NEXT:   pipe.kernel_call %[[ATT]](input) -> act0
+// CHECK-NEXT:   pipe.kernel_call %[[HEAD]](act0) -> none
+// CHECK-NEXT: }
+// CHECK-NEXT: pipe.kernel_pass backward_input {
+// CHECK-NEXT:   pipe.kernel_call %[[HEAD]](none) -> act0
+// CHECK-NEXT:   pipe.kernel_load <offset = 560, bytes = 128, dtype = f32> -> rc0
+// CHECK-NEXT:   pipe.kernel_recompute %[[ATT]](rc0) -> rc1
+// CHECK-NEXT:   pipe.kernel_call %[[ATT]](act0) -> grad_input
+
+// Tests block recompute of one layer beside the MTP depth, checkpointed
+// whole: the MoE layer (1516 bytes, moe-mtp's sizes: 4 * (4 * (2*8 + 1 + 2 +
+// 2) + 2 + 1 + 4 * (8 + 2*16 + 16 + 2*8) + 4)) and the depth's input
+// projection (816) and attention layer (1072) recompute, 1516 + 816 + 1072 =
+// 3404 bytes; the depth needs no checkpoint (its input projection reads the
+// tokens and the head's normed output, which the head keeps), so the saved
+// buffer is embedding 144 + head 560 + MTP output 560 + one checkpoint 128 =
+// 1392.
+// MTP: buffers(params 4608, saved 1392, workspace 1104)
+// MTP-SAME: recompute 3404
+// MTP: %[[MOE:.+]] = pipe.kernel_layer moe layer 1 {{.*}} recomputed <offset = 0, bytes = 1516, dtype = f32>
+// MTP: %[[HEAD:.+]] = pipe.kernel_layer head {{.*}} saved <offset = 144, bytes = 560
+// MTP-NEXT: %[[IN:.+]] = pipe.kernel_layer mtp_input {{.*}} recomputed <offset = 1516, bytes = 816
+// MTP-NEXT: %[[ATT:.+]] = pipe.kernel_layer attention {{.*}} recomputed <offset = 2332, bytes = 1072
+// MTP-NEXT: %[[OUT:.+]] = pipe.kernel_layer mtp_output {{.*}} saved <offset = 704, bytes = 560
+// MTP: pipe.kernel_pass backward_input {
+// MTP-NEXT:   pipe.kernel_call %[[OUT]](none) -> act0
+// MTP-NEXT:   pipe.kernel_recompute %[[IN]](none) -> rc0
+// MTP-NEXT:   pipe.kernel_recompute %[[ATT]](rc0) -> rc1
+// MTP-NEXT:   pipe.kernel_call %[[ATT]](act0) -> act1
+// MTP-NEXT:   pipe.kernel_call %[[IN]](act1) -> act0
+// MTP-NEXT:   pipe.kernel_call %[[HEAD]](none) -> act1
+// MTP-NEXT:   pipe.kernel_load <offset = 1264, bytes = 128, dtype = f32> -> rc0
+// MTP-NEXT:   pipe.kernel_recompute %[[MOE]](rc0) -> rc1
+// MTP-NEXT:   pipe.kernel_call %[[MOE]](act1) -> act0
+
+// Tests that without recompute nothing changes.
+// NONE-NOT: recompute
+// NONE-NOT: kernel_save
+
+// ZERO: full recompute needs num-layers >= 1, got 0
+// METHOD: pipe-recompute: unknown method 'sideways'
+// TWICE: is recomputed already: run pipe-recompute once
