@@ -1587,6 +1587,14 @@ llvm::Error Loader::checkRecompute() {
                              "1, got {}",
                              *draft.recomputeNumLayers),
                  layersHelp);
+  // Past a model's most layers it can only be a slip (Megatron recomputes
+  // every layer of a stage at any count above the stage's).
+  if (*draft.recomputeNumLayers > kMaxLayers)
+    return error(nodeFor(section, "num_layers"),
+                 tooLarge("training.recompute.num_layers",
+                          *draft.recomputeNumLayers, kMaxLayers),
+                 "give at most the layers of a stage: as many recompute all "
+                 "of them");
   r.numLayers = *draft.recomputeNumLayers;
   return llvm::Error::success();
 }
