@@ -34,6 +34,15 @@ namespace {
 
 namespace yaml = llvm::yaml;
 
+/// One word of a list a spec gives as a YAML sequence or as one string of
+/// words separated by spaces (Megatron's nargs='*' flags): where it is, for
+/// an error about it. `node` is null for a word from the command line.
+struct Word {
+  std::string text;
+  yaml::Node *node = nullptr;
+  size_t offset = 0; ///< in the scalar `node`'s value
+};
+
 /// What the loader collects before the whole spec can be checked.
 struct Draft {
   ModelSpec spec;
@@ -47,16 +56,32 @@ struct Draft {
   /// The enum fields as written; checking parses each into the spec once.
   std::string schedule = "1f1b", comm = "auto", objective = "time",
               dtype = "fp32", target = "cpu", format = "text";
+  /// training.recompute as written; checkRecompute parses it into the spec.
+  std::string recomputeGranularity = "none", recomputeMethod;
+  std::optional<int64_t> recomputeNumLayers;
+  std::vector<Word> recomputeModules;
 };
 
+struct Section;
+
+/// A field's slot in the draft, or the mapping it nests (a section of its
+/// own, e.g. training.recompute).
 using FieldRef =
     std::variant<int64_t &(*)(Draft &), std::optional<int64_t> &(*)(Draft &),
                  double &(*)(Draft &), std::optional<double> &(*)(Draft &),
-                 bool &(*)(Draft &), std::string &(*)(Draft &)>;
+                 bool &(*)(Draft &), std::string &(*)(Draft &),
+                 std::vector<Word> &(*)(Draft &), const Section *>;
 
 struct Field {
   llvm::StringLiteral name;
   FieldRef ref;
+};
+
+/// The keys of a mapping: a section of the spec, or a mapping nested in one
+/// (named "section.key").
+struct Section {
+  llvm::StringLiteral name;
+  const std::vector<Field> &(*fields)();
 };
 
 #define HYPIPE_FIELD(key, member)                                              \
@@ -114,6 +139,18 @@ const std::vector<Field> &parallelFields() {
   return fields;
 }
 
+const std::vector<Field> &recomputeFields() {
+  static const std::vector<Field> fields = {
+      HYPIPE_FIELD("granularity", d.recomputeGranularity),
+      HYPIPE_FIELD("method", d.recomputeMethod),
+      HYPIPE_FIELD("num_layers", d.recomputeNumLayers),
+      HYPIPE_FIELD("modules", d.recomputeModules),
+  };
+  return fields;
+}
+
+const Section kRecomputeSection = {"training.recompute", recomputeFields};
+
 const std::vector<Field> &trainingFields() {
   static const std::vector<Field> fields = {
       HYPIPE_FIELD("seq_length", d.spec.training.seqLength),
@@ -131,6 +168,7 @@ const std::vector<Field> &trainingFields() {
       HYPIPE_FIELD("init_from", d.spec.training.initFrom),
       HYPIPE_FIELD("dtype", d.dtype),
       HYPIPE_FIELD("target", d.target),
+      Field{"recompute", &kRecomputeSection},
   };
   return fields;
 }
@@ -154,15 +192,32 @@ const std::vector<Field> &dataFields() {
 
 #undef HYPIPE_FIELD
 
-struct Section {
-  llvm::StringLiteral name;
-  const std::vector<Field> &(*fields)();
-};
-
 const Section kSections[] = {{"model", modelFields},
                              {"parallel", parallelFields},
                              {"training", trainingFields},
                              {"data", dataFields}};
+
+/// The key a section, or a mapping nested in one, is written under:
+/// "recompute" of "training.recompute".
+llvm::StringRef lastKey(llvm::StringRef name) {
+  return name.substr(name.rfind('.') + 1);
+}
+
+/// The section, or else the nested mapping, that has a key `key`, if one
+/// has (model.num_layers before training.recompute.num_layers).
+std::optional<std::string> sectionWithKey(llvm::StringRef key) {
+  std::vector<const Section *> sections;
+  for (const Section &s : kSections)
+    sections.push_back(&s);
+  for (size_t i = 0; i < sections.size(); ++i)
+    for (const Field &f : sections[i]->fields()) {
+      if (f.name == key)
+        return sections[i]->name.str();
+      if (auto *nested = std::get_if<const Section *>(&f.ref))
+        sections.push_back(*nested);
+    }
+  return std::nullopt;
+}
 
 /// The closest of `candidates` to `word`, if close enough to suggest.
 std::optional<std::string> closest(llvm::StringRef word,
@@ -178,6 +233,27 @@ std::optional<std::string> closest(llvm::StringRef word,
     }
   }
   return best;
+}
+
+/// "a, b or c".
+std::string orList(llvm::ArrayRef<std::string> words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
+  return out;
+}
+
+/// The help for `value`, which is none of the names of `kinds`: the
+/// closest, or else them all.
+template <class Kinds, class Name>
+std::string spellingHelp(llvm::StringRef value, const Kinds &kinds, Name name) {
+  std::vector<std::string> names;
+  for (auto kind : kinds)
+    names.push_back(name(kind));
+  llvm::SmallVector<llvm::StringRef> candidates(names.begin(), names.end());
+  if (std::optional<std::string> guess = closest(value, candidates))
+    return fmt::format("did you mean '{}'?", *guess);
+  return fmt::format("use {}", orList(names));
 }
 
 class Loader {
@@ -255,8 +331,12 @@ private:
   /// mock JSON may span lines); model.name a file-like name.
   llvm::Error checkText(const Section &section, const Field &field,
                         yaml::Node *value, llvm::StringRef v);
+  /// A field's value: a scalar, a list of words, or a nested mapping.
   llvm::Error readField(const Section &section, const Field &field,
                         yaml::Node *value);
+  /// A YAML sequence of names, or one string of names separated by spaces.
+  llvm::Error readWords(const Section &section, const Field &field,
+                        yaml::Node *value, std::vector<Word> &words);
   /// Checks the draft section by section, filling in what follows from it.
   llvm::Error check();
   llvm::Error checkSizes();
@@ -265,6 +345,15 @@ private:
   llvm::Error checkModel();
   llvm::Error checkParallel();
   llvm::Error checkTraining();
+  llvm::Error checkRecompute();
+  llvm::Error checkRecomputeModules();
+  /// An error about one word of training.recompute.modules.
+  llvm::Error moduleError(const Word &word, llvm::StringRef message,
+                          llvm::StringRef help);
+  /// Whether the file or the command line gives "section.key".
+  bool given(llvm::StringRef key) const {
+    return valueNodes.count(key.str()) || overridden.count(key.str());
+  }
   llvm::Error checkScheduleCsv();
   llvm::Error checkGroupSize();
   llvm::Error placeByLayout();
@@ -323,7 +412,15 @@ private:
         {"parallel.distributed_optimizer", "--distributed-optimizer",
          bool(overrides.distributedOptimizer)},
         {"parallel.schedule_csv", "--schedule-csv",
-         bool(overrides.scheduleCsv)}};
+         bool(overrides.scheduleCsv)},
+        {"training.recompute.granularity", "--recompute-granularity",
+         bool(overrides.recomputeGranularity)},
+        {"training.recompute.method", "--recompute-method",
+         bool(overrides.recomputeMethod)},
+        {"training.recompute.num_layers", "--recompute-num-layers",
+         bool(overrides.recomputeNumLayers)},
+        {"training.recompute.modules", "--recompute-modules",
+         bool(overrides.recomputeModules)}};
     for (auto [key, flag, isGiven] : given)
       if (isGiven)
         overridden[key] = flag;
@@ -355,6 +452,17 @@ private:
       tr.lr = *overrides.lr;
     if (overrides.minLr)
       tr.minLr = *overrides.minLr;
+    if (overrides.recomputeGranularity)
+      draft.recomputeGranularity = *overrides.recomputeGranularity;
+    if (overrides.recomputeMethod)
+      draft.recomputeMethod = *overrides.recomputeMethod;
+    if (overrides.recomputeNumLayers)
+      draft.recomputeNumLayers = *overrides.recomputeNumLayers;
+    if (overrides.recomputeModules) {
+      draft.recomputeModules.clear();
+      for (const std::string &name : *overrides.recomputeModules)
+        draft.recomputeModules.push_back({name});
+    }
     return applyGlobalBatchSize();
   }
   /// --global-batch-size as Megatron-LM reads it: micro_batch_size x dp x
@@ -542,12 +650,16 @@ llvm::Error Loader::checkText(const Section &section, const Field &field,
 
 llvm::Error Loader::readField(const Section &section, const Field &field,
                               yaml::Node *value) {
+  if (auto *nested = std::get_if<const Section *>(&field.ref))
+    return readSection(**nested, value);
   std::string where =
       fmt::format("{}.{}", section.name.str(), field.name.str());
   if (llvm::isa<yaml::NullNode>(value))
     return error(
         value, fmt::format("{} has no value", where),
         "give a value, or remove the key to use the default (docs/spec.md)");
+  if (auto *words = std::get_if<std::vector<Word> &(*)(Draft &)>(&field.ref))
+    return readWords(section, field, value, (*words)(draft));
   auto *scalar = llvm::dyn_cast<yaml::ScalarNode>(value);
   if (!scalar) {
     value->skip();
@@ -581,41 +693,95 @@ llvm::Error Loader::readField(const Section &section, const Field &field,
 
   return std::visit(
       [&](auto ref) -> llvm::Error {
-        auto &slot = ref(draft);
-        using T = std::decay_t<decltype(slot)>;
-        if constexpr (std::is_same_v<T, int64_t>) {
-          return asInt(slot);
-        } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
-          int64_t x;
-          if (auto err = asInt(x))
-            return err;
-          slot = x;
+        using Ref = decltype(ref);
+        // Read above: not one scalar.
+        if constexpr (std::is_same_v<Ref, const Section *> ||
+                      std::is_same_v<Ref, std::vector<Word> &(*)(Draft &)>) {
           return llvm::Error::success();
-        } else if constexpr (std::is_same_v<T, double>) {
-          return asFloat(slot);
-        } else if constexpr (std::is_same_v<T, std::optional<double>>) {
-          double x;
-          if (auto err = asFloat(x))
-            return err;
-          slot = x;
-          return llvm::Error::success();
-        } else if constexpr (std::is_same_v<T, bool>) {
-          if (v == "true" || v == "false") {
-            slot = v == "true";
+        } else {
+          auto &slot = ref(draft);
+          using T = std::decay_t<decltype(slot)>;
+          if constexpr (std::is_same_v<T, int64_t>) {
+            return asInt(slot);
+          } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
+            int64_t x;
+            if (auto err = asInt(x))
+              return err;
+            slot = x;
+            return llvm::Error::success();
+          } else if constexpr (std::is_same_v<T, double>) {
+            return asFloat(slot);
+          } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+            double x;
+            if (auto err = asFloat(x))
+              return err;
+            slot = x;
+            return llvm::Error::success();
+          } else if constexpr (std::is_same_v<T, bool>) {
+            if (v == "true" || v == "false") {
+              slot = v == "true";
+              return llvm::Error::success();
+            }
+            return error(
+                value,
+                fmt::format("{} must be true or false, got '{}'", where, v),
+                "write true or false");
+          } else {
+            if (auto err = checkText(section, field, value, v))
+              return err;
+            slot = v.str();
             return llvm::Error::success();
           }
-          return error(
-              value,
-              fmt::format("{} must be true or false, got '{}'", where, v),
-              "write true or false");
-        } else {
-          if (auto err = checkText(section, field, value, v))
-            return err;
-          slot = v.str();
-          return llvm::Error::success();
         }
       },
       field.ref);
+}
+
+llvm::Error Loader::readWords(const Section &section, const Field &field,
+                              yaml::Node *value, std::vector<Word> &words) {
+  std::string where =
+      fmt::format("{}.{}", section.name.str(), field.name.str());
+  const std::string help = fmt::format(
+      "write the names as a list, {0}: [a, b], or as one string of names "
+      "separated by spaces, {0}: \"a b\"",
+      field.name.str());
+  words.clear();
+  if (auto *list = llvm::dyn_cast<yaml::SequenceNode>(value)) {
+    for (yaml::Node &item : *list) {
+      auto *scalar = llvm::dyn_cast<yaml::ScalarNode>(&item);
+      if (!scalar) {
+        item.skip();
+        if (!yamlError.empty())
+          return yamlFailure();
+        return error(
+            &item, fmt::format("each entry of {} must be a name", where), help);
+      }
+      llvm::SmallString<32> storage;
+      llvm::StringRef v = scalar->getValue(storage);
+      if (auto err = checkText(section, field, scalar, v))
+        return err;
+      words.push_back({v.str(), scalar, 0});
+    }
+    if (!yamlError.empty())
+      return yamlFailure();
+  } else if (auto *scalar = llvm::dyn_cast<yaml::ScalarNode>(value)) {
+    llvm::SmallString<64> storage;
+    llvm::StringRef v = scalar->getValue(storage);
+    if (auto err = checkText(section, field, value, v))
+      return err;
+    for (size_t at = v.find_first_not_of(' '); at != llvm::StringRef::npos;
+         at = v.find_first_not_of(' ', at)) {
+      const size_t end = std::min(v.find(' ', at), v.size());
+      words.push_back({v.slice(at, end).str(), scalar, at});
+      at = end;
+    }
+  } else {
+    value->skip();
+    if (!yamlError.empty())
+      return yamlFailure();
+    return error(value, fmt::format("{} must be a list of names", where), help);
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
@@ -624,11 +790,11 @@ llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
   auto *map = llvm::dyn_cast<yaml::MappingNode>(value);
   if (!map) {
     value->skip();
-    return error(
-        value,
-        fmt::format("'{}' must be a mapping of keys to values",
-                    section.name.str()),
-        fmt::format("write it as\n  {}:\n    key: value", section.name.str()));
+    return error(value,
+                 fmt::format("'{}' must be a mapping of keys to values",
+                             section.name.str()),
+                 fmt::format("write it as\n  {}:\n    key: value",
+                             lastKey(section.name).str()));
   }
   llvm::SmallVector<llvm::StringRef> names;
   for (const Field &f : section.fields())
@@ -661,13 +827,8 @@ llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
       std::string help;
       if (auto guess = closest(keyCopy, names))
         help = fmt::format("did you mean '{}'?", *guess);
-      else {
-        for (const Section &other : kSections)
-          for (const Field &f : other.fields())
-            if (f.name == keyCopy)
-              help = fmt::format("'{}' belongs in the '{}' section", keyCopy,
-                                 other.name.str());
-      }
+      else if (std::optional<std::string> other = sectionWithKey(keyCopy))
+        help = fmt::format("'{}' belongs in the '{}' section", keyCopy, *other);
       if (help.empty())
         help = fmt::format("keys of '{}' are: {}", section.name.str(),
                            llvm::join(names, ", "));
@@ -693,6 +854,9 @@ llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
               path),
           fmt::format("quote the value, e.g. {}: \"*M-M\"", keyCopy));
     valueNodes[path] = fieldValue;
+    // A nested mapping's keys fall back to it, as a section's to its name.
+    if (std::holds_alternative<const Section *>(field->ref))
+      sectionNodes[path] = keyNode;
     if (auto err = readField(section, *field, fieldValue))
       return err;
     if (!yamlError.empty())
@@ -760,12 +924,10 @@ llvm::Expected<ModelSpec> Loader::load() {
       std::string help;
       if (auto guess = closest(key, sectionNames))
         help = fmt::format("did you mean '{}'?", *guess);
-      for (const Section &s : kSections)
-        for (const Field &f : s.fields())
-          if (f.name == key)
-            help = fmt::format(
-                "'{}' is a key of the '{}' section: indent it under '{}:'", key,
-                s.name.str(), s.name.str());
+      if (std::optional<std::string> owner = sectionWithKey(key))
+        help = fmt::format(
+            "'{}' is a key of the '{}' section: indent it under '{}:'", key,
+            *owner, lastKey(*owner).str());
       if (help.empty())
         help = "the sections are model, parallel, training and data";
       return error(keyNode, fmt::format("unknown section '{}'", key), help);
@@ -798,8 +960,8 @@ llvm::Expected<ModelSpec> Loader::load() {
 llvm::Error Loader::check() {
   for (llvm::Error (Loader::*section)() :
        {&Loader::checkSizes, &Loader::checkPattern, &Loader::checkModel,
-        &Loader::checkParallel, &Loader::checkTraining, &Loader::checkPartition,
-        &Loader::checkMemory})
+        &Loader::checkParallel, &Loader::checkTraining, &Loader::checkRecompute,
+        &Loader::checkPartition, &Loader::checkMemory})
     if (llvm::Error err = (this->*section)())
       return err;
   return llvm::Error::success();
@@ -1313,6 +1475,198 @@ llvm::Error Loader::checkPacking() {
     return error(nodeFor("data", "mock"),
                  "data.mock configures the mock dataset of data.format: mock",
                  "set data.format: mock");
+  }
+  return llvm::Error::success();
+}
+
+/// "attention layers ('*')", "attention, MLP or MoE layers ('*', '-' or
+/// 'E')": the layers of `symbols`.
+std::string layersOf(std::string_view symbols) {
+  std::vector<std::string> names, quoted;
+  for (char c : symbols) {
+    names.push_back(std::string(layerSymbolName(c)));
+    quoted.push_back(fmt::format("'{}'", c));
+  }
+  return fmt::format("{} layers ({})", orList(names), orList(quoted));
+}
+
+llvm::Error Loader::moduleError(const Word &word, llvm::StringRef message,
+                                llvm::StringRef help) {
+  yaml::Node *at = nodeFor("training.recompute", "modules");
+  if (!at || !word.node)
+    return error(at, message, help);
+  return error(locInScalar(word.node, word.offset),
+               std::max<size_t>(word.text.size(), 1), message, help);
+}
+
+/// training.recompute by Megatron-LM's rules for its --recompute-* flags
+/// (megatron/training/arguments.py, transformer_config.py), and each module
+/// of selective recompute against the layers of the model (MTP's included).
+llvm::Error Loader::checkRecompute() {
+  const llvm::StringRef section = "training.recompute";
+  RecomputeSpec &r = draft.spec.training.recompute;
+  auto isGiven = [&](llvm::StringRef key) {
+    return given((section + "." + key).str());
+  };
+  auto unknown = [&](llvm::StringRef key, llvm::StringRef value,
+                     std::string help) {
+    return error(nodeFor(section, key),
+                 fmt::format("unknown recompute {} '{}'", key.str(), value),
+                 help);
+  };
+
+  std::optional<RecomputeGranularity> granularity =
+      parseRecomputeGranularity(draft.recomputeGranularity);
+  if (!granularity)
+    return unknown("granularity", draft.recomputeGranularity,
+                   spellingHelp(draft.recomputeGranularity,
+                                kRecomputeGranularities,
+                                recomputeGranularityName));
+  r.granularity = *granularity;
+  if (r.granularity == RecomputeGranularity::None) {
+    for (const char *key : {"method", "num_layers", "modules"})
+      if (isGiven(key)) {
+        const char *needed =
+            llvm::StringRef(key) == "modules" ? "selective" : "full";
+        return error(
+            nodeFor(section, key),
+            fmt::format("training.recompute.{} is set, but "
+                        "training.recompute.granularity is none",
+                        key),
+            fmt::format("add granularity: {0} (--recompute-granularity {0}), "
+                        "or remove {1}",
+                        needed, key));
+      }
+    return llvm::Error::success();
+  }
+
+  if (r.granularity == RecomputeGranularity::Selective) {
+    for (const char *key : {"method", "num_layers"})
+      if (isGiven(key))
+        return error(nodeFor(section, key),
+                     fmt::format("granularity: selective takes no {}: it "
+                                 "says which layers full recompute "
+                                 "recomputes whole",
+                                 key),
+                     fmt::format("remove {}, or set granularity: full", key));
+    return checkRecomputeModules();
+  }
+
+  // Full recompute.
+  if (isGiven("modules"))
+    return error(nodeFor(section, "modules"),
+                 "training.recompute.modules are selective recompute's, and "
+                 "granularity: full recomputes whole layers",
+                 "remove modules (method and num_layers say which layers "
+                 "full recompute recomputes), or set granularity: selective");
+  if (!isGiven("method"))
+    return error(nodeFor(section, "granularity"),
+                 "granularity: full needs training.recompute.method",
+                 "add method: uniform (the stage's layers in chunks of "
+                 "num_layers, only each chunk's input kept) or method: block "
+                 "(the first num_layers layers of each stage recomputed, the "
+                 "others kept)");
+  std::optional<RecomputeMethod> method =
+      parseRecomputeMethod(draft.recomputeMethod);
+  if (!method)
+    return unknown("method", draft.recomputeMethod,
+                   spellingHelp(draft.recomputeMethod, kRecomputeMethods,
+                                recomputeMethodName));
+  r.method = *method;
+  const std::string layersHelp =
+      "give num_layers: N, at least 1: the layers of a chunk (uniform), or "
+      "of each stage recomputed (block; more than a stage has recomputes "
+      "them all)";
+  if (!draft.recomputeNumLayers)
+    return error(nodeFor(section, "granularity"),
+                 "granularity: full needs training.recompute.num_layers",
+                 layersHelp);
+  if (*draft.recomputeNumLayers < 1)
+    return error(nodeFor(section, "num_layers"),
+                 fmt::format("training.recompute.num_layers must be at least "
+                             "1, got {}",
+                             *draft.recomputeNumLayers),
+                 layersHelp);
+  // Past a model's most layers it can only be a slip (Megatron recomputes
+  // every layer of a stage at any count above the stage's).
+  if (*draft.recomputeNumLayers > kMaxLayers)
+    return error(nodeFor(section, "num_layers"),
+                 tooLarge("training.recompute.num_layers",
+                          *draft.recomputeNumLayers, kMaxLayers),
+                 "give at most the layers of a stage: as many recompute all "
+                 "of them");
+  r.numLayers = *draft.recomputeNumLayers;
+  return llvm::Error::success();
+}
+
+/// Selective recompute's modules: Megatron's names, each once, each in a
+/// layer of the model; none given is Megatron's default, core_attn.
+llvm::Error Loader::checkRecomputeModules() {
+  RecomputeSpec &r = draft.spec.training.recompute;
+  const std::string layers =
+      draft.spec.pattern.layers() + draft.spec.pattern.mtp;
+  auto inModel = [&](RecomputeModule m) {
+    return layers.find_first_of(recomputeModuleLayers(m)) != std::string::npos;
+  };
+  std::vector<std::string> held;
+  for (RecomputeModule m : kRecomputeModules)
+    if (inModel(m))
+      held.push_back(recomputeModuleName(m));
+  // What to recompute instead, in this model.
+  std::string help =
+      held.empty()
+          ? "no module selective recompute knows is in this model's layers: "
+            "use granularity: full"
+          : fmt::format("recompute what this model's layers hold ({}), or use "
+                        "granularity: full",
+                        orList(held));
+  if (layers.find('M') != std::string::npos)
+    help += "; Mamba layers ('M') hold no such module, and only full "
+            "recompute recomputes them";
+
+  if (given("training.recompute.modules") && draft.recomputeModules.empty())
+    return error(nodeFor("training.recompute", "modules"),
+                 "training.recompute.modules is empty",
+                 "name the modules to recompute, e.g. [core_attn, mlp], or "
+                 "remove the key for Megatron's default, core_attn");
+  if (draft.recomputeModules.empty()) {
+    r.modules = {RecomputeModule::CoreAttn};
+    if (!inModel(RecomputeModule::CoreAttn))
+      return error(
+          nodeFor("training.recompute", "granularity"),
+          fmt::format(
+              "granularity: selective without modules recomputes "
+              "core_attn (Megatron's default), which {} hold, and "
+              "the model has none",
+              layersOf(recomputeModuleLayers(RecomputeModule::CoreAttn))),
+          "give training.recompute.modules: " + help);
+    return llvm::Error::success();
+  }
+  for (const Word &word : draft.recomputeModules) {
+    std::optional<RecomputeModule> m = parseRecomputeModule(word.text);
+    if (!m)
+      return moduleError(
+          word, fmt::format("unknown recompute module '{}'", word.text),
+          spellingHelp(word.text, kRecomputeModules, recomputeModuleName));
+    if (llvm::is_contained(r.modules, *m))
+      return moduleError(
+          word,
+          fmt::format("training.recompute.modules names {} twice", word.text),
+          "give each module once");
+    if (*m == RecomputeModule::SharedExperts)
+      return moduleError(word,
+                         "training.recompute.modules names shared_experts, "
+                         "but hypipe's MoE layers ('E') have no shared "
+                         "experts",
+                         "remove shared_experts; " + help);
+    if (!inModel(*m))
+      return moduleError(
+          word,
+          fmt::format("training.recompute.modules names {}, which {} hold, "
+                      "and the model has none",
+                      word.text, layersOf(recomputeModuleLayers(*m))),
+          help);
+    r.modules.push_back(*m);
   }
   return llvm::Error::success();
 }

@@ -23,6 +23,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace hypipe {
 
@@ -136,6 +137,12 @@ struct SpecOverrides {
   /// A schedule CSV, relative to the working directory (the file's
   /// parallel.schedule_csv is relative to the spec's directory).
   std::optional<std::string> scheduleCsv;
+  /// Megatron-LM's --recompute-granularity, --recompute-method,
+  /// --recompute-num-layers and --recompute-modules: training.recompute's
+  /// keys, as written (the loader parses and checks them like the file's).
+  std::optional<std::string> recomputeGranularity, recomputeMethod;
+  std::optional<int64_t> recomputeNumLayers;
+  std::optional<std::vector<std::string>> recomputeModules;
   /// Whose values these are when not the command line's ("the layout plan
   /// tried"): an error about one then names the spec's key and this, not a
   /// flag the user never gave.

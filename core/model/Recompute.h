@@ -58,11 +58,13 @@ inline const char *recomputeGranularityName(RecomputeGranularity g) {
   return "none";
 }
 
+inline constexpr RecomputeGranularity kRecomputeGranularities[] = {
+    RecomputeGranularity::None, RecomputeGranularity::Full,
+    RecomputeGranularity::Selective};
+
 inline std::optional<RecomputeGranularity>
 parseRecomputeGranularity(std::string_view name) {
-  for (RecomputeGranularity g :
-       {RecomputeGranularity::None, RecomputeGranularity::Full,
-        RecomputeGranularity::Selective})
+  for (RecomputeGranularity g : kRecomputeGranularities)
     if (name == recomputeGranularityName(g))
       return g;
   return std::nullopt;
@@ -72,9 +74,12 @@ inline const char *recomputeMethodName(RecomputeMethod m) {
   return m == RecomputeMethod::Block ? "block" : "uniform";
 }
 
+inline constexpr RecomputeMethod kRecomputeMethods[] = {
+    RecomputeMethod::Uniform, RecomputeMethod::Block};
+
 inline std::optional<RecomputeMethod>
 parseRecomputeMethod(std::string_view name) {
-  for (RecomputeMethod m : {RecomputeMethod::Uniform, RecomputeMethod::Block})
+  for (RecomputeMethod m : kRecomputeMethods)
     if (name == recomputeMethodName(m))
       return m;
   return std::nullopt;
@@ -114,6 +119,31 @@ parseRecomputeModule(std::string_view name) {
     if (name == recomputeModuleName(m))
       return m;
   return std::nullopt;
+}
+
+/// The layer symbols of the layers that hold `m` (any one will do): what a
+/// model needs for selective recompute to find the module. Empty for
+/// shared_experts: hypipe's MoE layers have no shared experts. Mamba
+/// layers (`M`) hold no module; only full recompute recomputes them.
+inline std::string_view recomputeModuleLayers(RecomputeModule m) {
+  switch (m) {
+  case RecomputeModule::CoreAttn:
+    return "*";
+  case RecomputeModule::Mlp:
+    return "-";
+  case RecomputeModule::Moe:
+  case RecomputeModule::MoeAct:
+    return "E";
+  case RecomputeModule::LayerNorm:
+    return "*-E";
+  case RecomputeModule::SharedExperts:
+    return "";
+  case RecomputeModule::MlaUpProj:
+    return "+";
+  case RecomputeModule::GdnNormOut:
+    return "G";
+  }
+  return "";
 }
 
 struct RecomputeSpec {

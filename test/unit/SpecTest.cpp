@@ -279,5 +279,38 @@ TEST(Spec, EverySizePastItsBoundIsRefusedAtItsValue) {
   }
 }
 
+// training.recompute reaches the spec as the struct the compiler reads:
+// modules in the order given, Megatron's core_attn when none are.
+TEST(Spec, RecomputeIsLoadedAsWritten) {
+  const char *model = "model:\n  pattern: \"M*-E\"\n  num_experts: 4\n"
+                      "  moe_router_topk: 2\n";
+  ModelSpec s = load(std::string(model) +
+                     "training:\n  recompute:\n    granularity: selective\n"
+                     "    modules: \"mlp core_attn\"\n");
+  EXPECT_EQ(s.training.recompute.granularity, RecomputeGranularity::Selective);
+  EXPECT_EQ(s.training.recompute.modules,
+            (std::vector<RecomputeModule>{RecomputeModule::Mlp,
+                                          RecomputeModule::CoreAttn}));
+  s = load(std::string(model) +
+           "training:\n  recompute:\n    granularity: selective\n");
+  EXPECT_EQ(s.training.recompute.modules,
+            std::vector<RecomputeModule>{RecomputeModule::CoreAttn});
+  EXPECT_EQ(load(model).training.recompute, RecomputeSpec{});
+
+  // The flags replace the file's keys one by one.
+  SpecOverrides flags;
+  flags.recomputeMethod = "block";
+  flags.recomputeNumLayers = 3;
+  auto full = parseSpec(std::string(model) +
+                            "training:\n  recompute:\n    granularity: full\n"
+                            "    method: uniform\n    num_layers: 1\n",
+                        "spec.yaml", flags);
+  ASSERT_TRUE(static_cast<bool>(full)) << toString(full.takeError());
+  EXPECT_TRUE(full->training.recompute.full());
+  EXPECT_EQ(full->training.recompute.method, RecomputeMethod::Block);
+  EXPECT_EQ(full->training.recompute.numLayers, 3);
+  EXPECT_TRUE(full->training.recompute.modules.empty());
+}
+
 } // namespace
 } // namespace hypipe

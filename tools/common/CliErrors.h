@@ -57,7 +57,9 @@ inline constexpr ForeignFlag kMegatronFlags[] = {
     {"--data-path", "--data FILE, or the spec's data.path"},
     {"--tokenizer-type", "hypipe reads token ids or bytes: the spec's "
                          "data.format"},
-    {"--recompute-granularity", "activation recompute is not built yet"},
+    {"--recompute-granularity",
+     "activation recompute is the spec's training.recompute: hypipe "
+     "compile, explain and train take --recompute-granularity"},
     {"--save", "hypipe train saves in RUN/ckpt: give the run directory "
                "with --run-dir (hypipe-run takes --save DIR)"},
 };

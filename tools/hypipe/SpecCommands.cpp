@@ -195,6 +195,21 @@ Expected<Explanation> explain(const ModelSpec &spec,
   return e;
 }
 
+/// training.recompute as loaded: method and num_layers are null but for
+/// full recompute, modules empty but for selective (in the order given).
+nlohmann::ordered_json recomputeJson(const RecomputeSpec &r) {
+  nlohmann::ordered_json modules = nlohmann::ordered_json::array();
+  for (RecomputeModule m : r.modules)
+    modules.push_back(recomputeModuleName(m));
+  return {{"granularity", recomputeGranularityName(r.granularity)},
+          {"method", r.full()
+                         ? nlohmann::ordered_json(recomputeMethodName(r.method))
+                         : nlohmann::ordered_json(nullptr)},
+          {"num_layers", r.full() ? nlohmann::ordered_json(r.numLayers)
+                                  : nlohmann::ordered_json(nullptr)},
+          {"modules", modules}};
+}
+
 void printExplanationJson(const Explanation &e) {
   nlohmann::ordered_json out;
   out["spec"] = e.spec.file;
@@ -209,6 +224,7 @@ void printExplanationJson(const Explanation &e) {
   if (!e.spec.parallel.scheduleCsv.empty())
     out["schedule_csv"] = e.spec.parallel.scheduleCsv;
   out["microbatches"] = e.spec.parallel.microbatches;
+  out["recompute"] = recomputeJson(e.spec.training.recompute);
   out["parameters"] = e.costs.totalParams;
   out["costs_exact"] = e.costs.exact;
   out["stages"] = nlohmann::ordered_json::array();
@@ -302,6 +318,9 @@ void printModelLines(const Explanation &e) {
                         e.spec.parallel.scheduleCsv),
       e.spec.parallel.microbatches, e.costs.request.settings.tokens(),
       precisionName(e.spec.training.dtype));
+  if (e.spec.training.recompute.granularity != RecomputeGranularity::None)
+    std::cout << fmt::format("recompute: {}\n",
+                             recomputeFlags(e.spec.training.recompute));
   std::cout << fmt::format(
       "pattern: {}{}\n\n", e.costs.pinned,
       e.spec.autoPartitioned
@@ -607,6 +626,26 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       [&o](int64_t) { o.distributedOptimizer = true; },
       "shard the AdamW state over the data-parallel ranks (Megatron's "
       "--use-distributed-optimizer; parallel.distributed_optimizer)");
+  // Megatron-LM's activation recompute flags: training.recompute's keys
+  // (the loader checks them, and an error names the flag).
+  sub->add_option_function<std::string>(
+      "--recompute-granularity",
+      [&o](const std::string &v) { o.recomputeGranularity = v; },
+      "full or selective: activation recompute "
+      "(training.recompute.granularity)");
+  sub->add_option_function<std::string>(
+      "--recompute-method",
+      [&o](const std::string &v) { o.recomputeMethod = v; },
+      "uniform or block: which layers full recompute recomputes "
+      "(training.recompute.method)");
+  opt("--recompute-num-layers", o.recomputeNumLayers,
+      "full recompute: the layers of a chunk (uniform) or of each stage "
+      "recomputed (block) (training.recompute.num_layers)");
+  sub->add_option_function<std::vector<std::string>>(
+      "--recompute-modules",
+      [&o](const std::vector<std::string> &v) { o.recomputeModules = v; },
+      "selective recompute's modules, space-separated: core_attn mlp ... "
+      "(training.recompute.modules)");
 }
 
 void addCompileCommand(CLI::App &app, Runner &run) {

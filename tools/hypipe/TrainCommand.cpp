@@ -141,6 +141,14 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   add("--schedule-csv", v.scheduleCsv);
   if (v.distributedOptimizer)
     words.push_back("--distributed-optimizer");
+  add("--recompute-granularity", v.recomputeGranularity);
+  add("--recompute-method", v.recomputeMethod);
+  add("--recompute-num-layers", v.recomputeNumLayers);
+  if (v.recomputeModules) {
+    words.push_back("--recompute-modules");
+    words.insert(words.end(), v.recomputeModules->begin(),
+                 v.recomputeModules->end());
+  }
   auto addIf = [&](const char *flag, const std::string &value, bool given) {
     if (given)
       words.insert(words.end(), {flag, value});
@@ -298,12 +306,13 @@ std::string cacheKey(const TrainOptions &o, const ModelSpec &loaded) {
   };
   std::string text = fmt::format(
       "{}\n{}\npp={} vpp={} dp={} mb={} mbs={} steps={} seed={} schedule={} "
-      "target={} dtype={} distributed_optimizer={}\nschedule_csv={}\n{}\n{} "
-      "{}\n",
+      "target={} dtype={} distributed_optimizer={}\nrecompute={}\n"
+      "schedule_csv={}\n{}\n{} {}\n",
       spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp),
       opt(v.microbatches), opt(v.microBatchSize), opt(v.steps), opt(v.seed),
       v.schedule.value_or("-"), v.target.value_or("-"), v.dtype.value_or("-"),
-      v.distributedOptimizer.has_value(), loaded.parallel.scheduleCsv,
+      v.distributedOptimizer.has_value(),
+      recomputeFlags(loaded.training.recompute), loaded.parallel.scheduleCsv,
       readFile(loaded.parallel.scheduleCsv), int64_t(st.st_mtime),
       int64_t(st.st_size));
   return fmt::format("{:016x}", std::hash<std::string>{}(text));
