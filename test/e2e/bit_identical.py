@@ -2,7 +2,8 @@
 """Trains a fixed set of runs and compares every step's loss, gradient norm
 and auxiliary loss bit for bit with values recorded by an earlier build.
 
-usage: bit_identical.py BINDIR RECORDED.json WORKDIR [--record] [--only NAME...]
+usage: bit_identical.py BINDIR RECORDED.json WORKDIR [--record]
+           [--compile-flags "FLAGS"] [--only NAME...]
 
 The runs cover the bundled example, every schedule (pp 2; vpp 2 for the
 interleaved and V-shaped ones; pp 4 for zb-h1), bf16, sequence packing, MTP,
@@ -13,9 +14,15 @@ recorded values are those of any x86-64 machine with AVX2.
 With --record the values are written to RECORDED.json (taken by running
 main before a change that must not move a loss); without it, each run is
 compared with them and any difference is printed with its run, step and key.
+
+--compile-flags adds FLAGS to every run's `hypipe compile` and compares with
+the same recorded values: what must not move a loss (activation recompute)
+is tried on every run. When FLAGS ask for recompute, every run's manifest
+must recompute a layer, so a recompute that silently does nothing fails.
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -61,9 +68,15 @@ def packed_spec(work):
     return spec
 
 
-def run(bindir, work, name, spec, flags, ranks, run_flags):
+def recomputed_layers(art):
+    manifest = json.load(open(os.path.join(art, "manifest.json")))
+    return sum(1 for s in manifest["stages"] for l in s["layers"] if l.get("recomputed"))
+
+
+def run(bindir, work, extra, name, spec, flags, ranks, run_flags):
     if spec == "packed":
         spec = packed_spec(work)
+    flags = flags + extra
     art = os.path.join(work, name)
     log = art + ".jsonl"
     env = dict(os.environ, OPENBLAS_CORETYPE="Haswell", OMP_NUM_THREADS="1")
@@ -73,6 +86,8 @@ def run(bindir, work, name, spec, flags, ranks, run_flags):
     subprocess.run(launch + [os.path.join(bindir, "hypipe-run"), art, "-q", "--threads", "1",
                              "--json-log", log] + run_flags,
                    check=True, stdout=subprocess.DEVNULL, env=env)
+    if any(f.startswith("--recompute") for f in extra) and not recomputed_layers(art):
+        sys.exit("%s: compiled with %s, but no layer is recomputed" % (name, " ".join(extra)))
     steps = [json.loads(line) for line in open(log)]
     return [{k: s.get(k) for k in KEYS} for s in steps]
 
@@ -81,9 +96,13 @@ def main():
     args = sys.argv[1:]
     record = "--record" in args
     only = args[args.index("--only") + 1:] if "--only" in args else None
+    extra = (shlex.split(args[args.index("--compile-flags") + 1])
+             if "--compile-flags" in args else [])
+    if record and extra:
+        sys.exit("--record takes no --compile-flags: the values are those of the plain runs")
     bindir, recorded, work = args[0], args[1], args[2]
     os.makedirs(work, exist_ok=True)
-    got = {r[0]: run(bindir, work, *r) for r in RUNS if not only or r[0] in only}
+    got = {r[0]: run(bindir, work, extra, *r) for r in RUNS if not only or r[0] in only}
     if record:
         with open(recorded, "w") as f:
             json.dump(got, f, indent=1, sort_keys=True)
