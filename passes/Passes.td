@@ -173,9 +173,15 @@ def PipeRecompute : Pass<"pipe-recompute", "::hypipe::hybrid::ModelOp"> {
     and runs the chunk's forward again (`pipe.kernel_recompute`, between the
     workspace's new `rc0` and `rc1`). Every other call is unchanged, so the
     losses and gradients are bit for bit those without recompute.
+    Selective recompute moves the tensors of the named modules of every
+    attention, MLP and MoE layer (core_attn, mlp, moe_act, layernorm) into
+    the recompute buffer (`recompute [modules] <range>` on the layer) and
+    recomputes them from the layer's kept tensors just before its input
+    gradient (`pipe.kernel_recompute %layer(none) -> none`).
     Guarantees: the programs verify (kernel_program_c5 to c7); without
-    `granularity` (or `none`) nothing changes. Fails on a granularity or
-    method it does not know, or full recompute without num-layers >= 1.
+    `granularity` (or `none`) nothing changes. Fails on a granularity,
+    method or module it does not know, full recompute without num-layers
+    >= 1, or a module hypipe does not recompute yet (moe).
   }];
   let options = [
     Option<"granularity", "granularity", "std::string", /*default=*/"\"none\"",
@@ -183,7 +189,9 @@ def PipeRecompute : Pass<"pipe-recompute", "::hypipe::hybrid::ModelOp"> {
     Option<"method", "method", "std::string", /*default=*/"\"uniform\"",
            "uniform or block (--recompute-method)">,
     Option<"numLayers", "num-layers", "int64_t", /*default=*/"0",
-           "the chunk size (uniform) or count (block) (--recompute-num-layers)">
+           "the chunk size (uniform) or count (block) (--recompute-num-layers)">,
+    ListOption<"modules", "modules", "std::string",
+               "what selective recompute drops (--recompute-modules)">
   ];
   let dependentDialects = ["::hypipe::pipe::PipeDialect"];
 }

@@ -17,10 +17,17 @@ void buildArtifactPassPipeline(mlir::OpPassManager &pm,
   model.addPass(createPipeInsertComms());
   model.addPass(createPipeVerifySchedule());
   model.addPass(createPipeLowerKernels());
-  if (recompute.granularity != RecomputeGranularity::None)
-    model.addPass(createPipeRecompute(
-        {recomputeGranularityName(recompute.granularity),
-         recomputeMethodName(recompute.method), recompute.numLayers}));
+  if (recompute.granularity != RecomputeGranularity::None) {
+    PipeRecomputeOptions options;
+    options.granularity = recomputeGranularityName(recompute.granularity);
+    options.method = recomputeMethodName(recompute.method);
+    options.numLayers = recompute.numLayers;
+    std::vector<std::string> modules;
+    for (RecomputeModule m : recompute.modules)
+      modules.push_back(recomputeModuleName(m));
+    options.modules = modules;
+    model.addPass(createPipeRecompute(options));
+  }
 }
 
 void registerHypipePassPipelines() {

@@ -94,8 +94,9 @@ mlir::FailureOr<rt::StageEntry> translateStage(pipe::StageOp stage,
     p.sharedOutput = rangeOf(shared);
   if (auto shared = program.getSharedTableAttr())
     p.sharedTable = rangeOf(shared);
-  if (std::optional<uint64_t> bytes = program.getRecomputeBytes()) {
+  if (std::optional<uint64_t> bytes = program.getRecomputeBytes())
     p.recomputeBytes = int64_t(*bytes);
+  if (program.getRc0Attr()) {
     p.rc0 = rangeOf(program.getRc0Attr());
     p.rc1 = rangeOf(program.getRc1Attr());
   }
@@ -117,9 +118,15 @@ mlir::FailureOr<rt::StageEntry> translateStage(pipe::StageOp stage,
     e.hasHead |= kind == rt::LayerKind::Head;
     addParams(layer, *shape, int64_t(program.getNumLayers()), e);
     index[layer.getResult()] = int32_t(p.layers.size());
+    mlir::FailureOr<RecomputeModuleSet> modules =
+        pipe::moduleSetOf(layer.getModulesAttr(), error);
+    if (mlir::failed(modules))
+      return layer.emitError() << error;
     p.layers.push_back({kind, int64_t(layer.getLayer()), *shape,
                         rangeOf(layer.getParams()), rangeOf(layer.getSaved()),
-                        layer.getRecomputed()});
+                        layer.getRecomputed(), *modules,
+                        layer.getAgainAttr() ? rangeOf(layer.getAgainAttr())
+                                             : rt::TensorRange{}});
   }
   for (auto pass : program.getBody().front().getOps<pipe::KernelPassOp>()) {
     std::vector<rt::KernelCall> calls = callsOf(pass, index);

@@ -19,6 +19,45 @@
 
 namespace hypipe::rt {
 
+/// Where a layer's saved tensors lie: in `kept` (its range of the
+/// microbatch's saved buffer), except those of the modules selective
+/// recompute drops (`modules`), which lie in `again` (its range of the
+/// recompute buffer) and are computed again before its input gradient. A
+/// plain pointer keeps every tensor there.
+struct SavedBases {
+  SavedBases(float *kept) : kept(kept) {} // NOLINT: every tensor kept
+  /// The weight pass's view, which only reads (the layouts hand out
+  /// mutable pointers for every pass).
+  SavedBases(const float *kept) // NOLINT: every tensor kept
+      : kept(const_cast<float *>(kept)) {}
+  SavedBases(float *kept, float *again, RecomputeModuleSet modules)
+      : kept(kept), again(again), modules(modules) {}
+  float *kept;
+  float *again = nullptr;
+  RecomputeModuleSet modules = 0;
+  bool drops(RecomputeModule m) const { return modules & moduleBit(m); }
+};
+
+/// Cuts a layer's saved tensors, in layout order, off the two bases.
+class SavedCarver {
+public:
+  explicit SavedCarver(const SavedBases &b) : b(b) {}
+  /// `n` floats kept between the forward and the backward.
+  float *keep(int64_t n) { return cut(b.kept, n); }
+  /// `n` floats of `module`: dropped when it is recomputed.
+  float *of(RecomputeModule module, int64_t n) {
+    return b.drops(module) ? cut(b.again, n) : cut(b.kept, n);
+  }
+
+private:
+  static float *cut(float *&at, int64_t n) {
+    float *p = at;
+    at += n;
+    return p;
+  }
+  SavedBases b;
+};
+
 template <typename T> struct MambaParams {
   T *norm, *inProj, *convW, *convB, *dtBias, *aLog, *d, *gnorm, *outProj;
 };
@@ -75,17 +114,18 @@ struct AttnSaved {
 };
 
 inline AttnSaved attnSaved(const AttentionShape &s, const TokenShape &t,
-                           float *p) {
+                           const SavedBases &bases) {
   int64_t T = t.tokens();
+  SavedCarver c(bases);
   AttnSaved a;
-  a.x = p, p += T * s.hidden;
-  a.xn = p, p += T * s.hidden;
-  a.rstd = p, p += T;
-  a.qkv = p, p += T * s.qkvWidth();
-  a.softmax = p, p += T * s.heads;
-  a.ctx = p, p += T * s.contextWidth();
-  a.dqkv = p, p += T * s.qkvWidth();
-  a.dout = p;
+  a.x = c.keep(T * s.hidden);
+  a.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden);
+  a.rstd = c.keep(T);
+  a.qkv = c.keep(T * s.qkvWidth());
+  a.softmax = c.of(RecomputeModule::CoreAttn, T * s.heads);
+  a.ctx = c.of(RecomputeModule::CoreAttn, T * s.contextWidth());
+  a.dqkv = c.keep(T * s.qkvWidth());
+  a.dout = c.keep(T * s.hidden);
   return a;
 }
 
@@ -94,16 +134,18 @@ struct MlpSaved {
   float *x, *xn, *rstd, *h1, *act, *dh1, *dout;
 };
 
-inline MlpSaved mlpSaved(const MlpShape &s, const TokenShape &t, float *p) {
+inline MlpSaved mlpSaved(const MlpShape &s, const TokenShape &t,
+                         const SavedBases &bases) {
   int64_t T = t.tokens();
+  SavedCarver c(bases);
   MlpSaved m;
-  m.x = p, p += T * s.hidden;
-  m.xn = p, p += T * s.hidden;
-  m.rstd = p, p += T;
-  m.h1 = p, p += T * s.fc1Width();
-  m.act = p, p += T * s.ffn;
-  m.dh1 = p, p += T * s.fc1Width();
-  m.dout = p;
+  m.x = c.keep(T * s.hidden);
+  m.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden);
+  m.rstd = c.keep(T);
+  m.h1 = c.of(RecomputeModule::Mlp, T * s.fc1Width());
+  m.act = c.of(RecomputeModule::Mlp, T * s.ffn);
+  m.dh1 = c.keep(T * s.fc1Width());
+  m.dout = c.keep(T * s.hidden);
   return m;
 }
 
@@ -138,24 +180,26 @@ struct MoeSaved {
   int32_t *rowMap;
 };
 
-inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t, float *p) {
+inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
+                         const SavedBases &bases) {
   int64_t T = t.tokens(), R = T * s.topk;
+  SavedCarver c(bases);
   MoeSaved m;
-  m.x = p, p += T * s.hidden;
-  m.xn = p, p += T * s.hidden;
-  m.rstd = p, p += T;
-  m.probs = p, p += T * s.experts;
-  m.topIdx = reinterpret_cast<int32_t *>(p), p += T * s.topk;
-  m.topW = p, p += T * s.topk;
-  m.counts = reinterpret_cast<int32_t *>(p), p += s.experts;
-  m.aux = p, p += 1;
-  m.xr = p, p += R * s.hidden;
-  m.h1 = p, p += R * s.fc1Width();
-  m.dh1 = p, p += R * s.fc1Width();
-  m.act = p, p += R * s.ffn;
-  m.yr = p, p += R * s.hidden;
-  m.dyr = p, p += R * s.hidden;
-  m.rowMap = reinterpret_cast<int32_t *>(p);
+  m.x = c.keep(T * s.hidden);
+  m.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden);
+  m.rstd = c.keep(T);
+  m.probs = c.keep(T * s.experts);
+  m.topIdx = reinterpret_cast<int32_t *>(c.keep(T * s.topk));
+  m.topW = c.keep(T * s.topk);
+  m.counts = reinterpret_cast<int32_t *>(c.keep(s.experts));
+  m.aux = c.keep(1);
+  m.xr = c.keep(R * s.hidden);
+  m.h1 = c.keep(R * s.fc1Width());
+  m.dh1 = c.keep(R * s.fc1Width());
+  m.act = c.of(RecomputeModule::MoeAct, R * s.ffn);
+  m.yr = c.keep(R * s.hidden);
+  m.dyr = c.keep(R * s.hidden);
+  m.rowMap = reinterpret_cast<int32_t *>(c.keep(R));
   return m;
 }
 

@@ -12,12 +12,14 @@
 #define HYPIPE_CORE_MODEL_LAYERSHAPES_H
 
 #include "core/model/ModelDims.h"
+#include "core/model/Recompute.h"
 
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -267,6 +269,13 @@ struct MambaShape {
   }
 };
 
+/// Of a dropped module's tensors, `n` floats a token when `modules` has
+/// `m` (the shapes' recomputedFloats).
+inline int64_t droppedFloats(const TokenShape &t, RecomputeModuleSet modules,
+                             RecomputeModule m, int64_t n) {
+  return modules & moduleBit(m) ? t.tokens() * n : 0;
+}
+
 struct AttentionShape {
   /// f(name, field) for each field (forEachField).
   template <class Self, class F> static void fields(Self &s, F &&f) {
@@ -304,6 +313,15 @@ struct AttentionShape {
     return T * (2 * hidden + 1 + qkvWidth() + contextWidth()) + T * heads +
            T * (qkvWidth() + hidden);
   }
+  /// Of savedFloats, what selective recompute of `modules` drops (into the
+  /// recompute buffer, BufferLayouts.h): layernorm the normed input,
+  /// core_attn the log-sum-exp and the context.
+  int64_t recomputedFloats(const TokenShape &t,
+                           RecomputeModuleSet modules) const {
+    return droppedFloats(t, modules, RecomputeModule::LayerNorm, hidden) +
+           droppedFloats(t, modules, RecomputeModule::CoreAttn,
+                         heads + contextWidth());
+  }
   /// The context's and the normed input's gradients, and dO . O per row
   /// and head.
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
@@ -336,6 +354,13 @@ struct MlpShape {
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens();
     return T * (2 * hidden + 1 + fc1Width() + ffn) + T * (fc1Width() + hidden);
+  }
+  /// Of savedFloats, what selective recompute of `modules` drops:
+  /// layernorm the normed input, mlp the fc1 output and the activation.
+  int64_t recomputedFloats(const TokenShape &t,
+                           RecomputeModuleSet modules) const {
+    return droppedFloats(t, modules, RecomputeModule::LayerNorm, hidden) +
+           droppedFloats(t, modules, RecomputeModule::Mlp, fc1Width() + ffn);
   }
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
     return t.tokens() * (ffn + hidden);
@@ -385,6 +410,13 @@ struct MoeShape {
     int64_t T = t.tokens(), R = T * topk;
     return T * (2 * hidden + 1 + experts + 2 * topk) + experts + 1 +
            R * (hidden + 2 * fc1Width() + ffn + 2 * hidden) + R /*row map*/;
+  }
+  /// Of savedFloats, what selective recompute of `modules` drops:
+  /// layernorm the normed input, moe_act the routed rows' activations.
+  int64_t recomputedFloats(const TokenShape &t,
+                           RecomputeModuleSet modules) const {
+    return droppedFloats(t, modules, RecomputeModule::LayerNorm, hidden) +
+           droppedFloats(t, modules, RecomputeModule::MoeAct, topk * ffn);
   }
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens(), R = T * topk;
@@ -609,6 +641,39 @@ inline int64_t savedFloatsOf(const LayerShape &shape, const TokenShape &tokens,
                              Target target) {
   return std::visit(
       [&](const auto &s) { return s.savedFloats(tokens, target); }, shape);
+}
+/// The modules selective recompute drops of a layer of `kind` (none: a
+/// kind it leaves alone, Mamba's among them: only full recompute
+/// recomputes those).
+inline RecomputeModuleSet selectiveModulesOf(LayerKind kind) {
+  const RecomputeModuleSet norm = moduleBit(RecomputeModule::LayerNorm);
+  switch (kind) {
+  case LayerKind::Attention:
+    return norm | moduleBit(RecomputeModule::CoreAttn);
+  case LayerKind::Mlp:
+    return norm | moduleBit(RecomputeModule::Mlp);
+  case LayerKind::Moe:
+    return norm | moduleBit(RecomputeModule::MoeAct);
+  default:
+    return 0;
+  }
+}
+/// Of a layer's saved floats, what selective recompute of `modules` (of
+/// selectiveModulesOf its kind) drops into the recompute buffer.
+inline int64_t recomputedFloatsOf(const LayerShape &shape,
+                                  const TokenShape &tokens,
+                                  RecomputeModuleSet modules) {
+  return std::visit(
+      [&](const auto &s) -> int64_t {
+        if constexpr (std::is_same_v<std::decay_t<decltype(s)>,
+                                     AttentionShape> ||
+                      std::is_same_v<std::decay_t<decltype(s)>, MlpShape> ||
+                      std::is_same_v<std::decay_t<decltype(s)>, MoeShape>)
+          return s.recomputedFloats(tokens, modules);
+        else
+          return 0;
+      },
+      shape);
 }
 inline int64_t workspaceFloatsOf(const LayerShape &shape,
                                  const TokenShape &tokens, Target target) {

@@ -146,6 +146,13 @@ inline std::string_view recomputeModuleLayers(RecomputeModule m) {
   return "";
 }
 
+/// A set of modules, one bit each (moduleBit): what selective recompute
+/// drops of one layer.
+using RecomputeModuleSet = uint32_t;
+inline RecomputeModuleSet moduleBit(RecomputeModule m) {
+  return RecomputeModuleSet(1) << unsigned(m);
+}
+
 struct RecomputeSpec {
   RecomputeGranularity granularity = RecomputeGranularity::None;
   RecomputeMethod method = RecomputeMethod::Uniform;

@@ -101,6 +101,35 @@ rt::Target targetOf(Operation *op) {
   return target ? rt::Target(int(target.getValue())) : rt::Target::Cpu;
 }
 
+FailureOr<RecomputeModuleSet> moduleSetOf(ArrayAttr modules,
+                                          std::string &error) {
+  RecomputeModuleSet set = 0;
+  for (Attribute a : modules ? modules.getValue() : ArrayRef<Attribute>()) {
+    auto name = dyn_cast<StringAttr>(a);
+    std::optional<RecomputeModule> m =
+        name ? parseRecomputeModule(name.getValue().str()) : std::nullopt;
+    if (!m) {
+      error = "names no recompute module it knows";
+      return failure();
+    }
+    if (set & moduleBit(*m)) {
+      error = "names " + name.getValue().str() + " twice";
+      return failure();
+    }
+    set |= moduleBit(*m);
+  }
+  return set;
+}
+
+ArrayAttr modulesAttr(MLIRContext *context, RecomputeModuleSet modules) {
+  Builder b(context);
+  SmallVector<StringRef> names;
+  for (RecomputeModule m : kRecomputeModules)
+    if (modules & moduleBit(m))
+      names.push_back(recomputeModuleName(m));
+  return b.getStrArrayAttr(names);
+}
+
 namespace {
 
 int64_t floatBytes(MLIRContext *context) {
@@ -162,17 +191,20 @@ LogicalResult KernelProgramOp::verify() {
                            << "(kernel_program_c3)";
     parts.push_back({range, *this});
   }
-  // kernel_program_c5: the recompute buffer and slots come together
+  // kernel_program_c5: the recompute slots come together, with the buffer
   const bool recomputes = bool(getRecomputeBytesAttr());
-  if (recomputes != bool(getRc0Attr()) || recomputes != bool(getRc1Attr()))
-    return emitOpError() << "gives `recompute`, `rc0` and `rc1` together or "
-                            "none of them (kernel_program_c5)";
+  const bool slots = bool(getRc0Attr());
+  if (slots != bool(getRc1Attr()) || (slots && !recomputes))
+    return emitOpError() << "gives `rc0` and `rc1` together, and only with "
+                            "a recompute buffer (kernel_program_c5)";
   if (recomputes) {
     const int64_t bytes = int64_t(*getRecomputeBytes());
     if (bytes < 0 || bytes % f32 != 0)
       return emitOpError() << "its recompute buffer must be a non-negative "
                            << "multiple of " << f32 << " bytes, got " << bytes
                            << " (kernel_program_c5)";
+  }
+  if (slots) {
     for (auto [range, name] :
          {std::pair{getRc0Attr(), "rc0"}, {getRc1Attr(), "rc1"}}) {
       if (failed(checkInside(*this, range, getWorkspaceBytes(), name,
@@ -243,7 +275,8 @@ LogicalResult checkRecomputeOrder(KernelProgramOp program) {
       auto call = dyn_cast<KernelCallOp>(op);
       auto layer = call ? call.getLayer().getDefiningOp<KernelLayerOp>()
                         : KernelLayerOp();
-      if (layer && layer.getRecomputed() && !recomputes.count(layer))
+      if (layer && (layer.getRecomputed() || layer.getModules()) &&
+          !recomputes.count(layer))
         return call.emitOpError()
                << "runs the input gradient of a recomputed layer before "
                   "its forward ran again (kernel_program_c7)";
@@ -278,6 +311,16 @@ LogicalResult KernelProgramOp::verifyRegions() {
       params.push_back({layer.getParams(), layer});
     if (layer.getSaved().getBytes() > 0)
       (kept ? saved : recomputed).push_back({layer.getSaved(), layer});
+    if (auto again = layer.getAgainAttr()) {
+      if (!getRecomputeBytes())
+        return layer.emitOpError() << "is recomputed in a program without a "
+                                      "recompute buffer (kernel_program_c5)";
+      if (failed(checkInside(layer, again, int64_t(*getRecomputeBytes()),
+                             "recomputed", "kernel_program_c5")))
+        return failure();
+      if (again.getBytes() > 0)
+        recomputed.push_back({again, layer});
+    }
   }
   if (getRecomputeBytes() && recomputed.empty())
     return emitOpError() << "has a recompute buffer but no recomputed layer "
@@ -319,9 +362,31 @@ LogicalResult KernelLayerOp::verify() {
   const int64_t f32 = floatBytes(getContext());
   const rt::TokenShape tokens{program.getBatch(), program.getSeq()};
   const rt::Target target = targetOf(*this);
+  // kernel_layer_c3
+  FailureOr<RecomputeModuleSet> modules = moduleSetOf(getModulesAttr(), error);
+  if (failed(modules))
+    return emitOpError() << "its recompute list " << error
+                         << " (kernel_layer_c3)";
+  const RecomputeModuleSet droppable =
+      rt::selectiveModulesOf(rt::kindOf(*shape));
+  if ((*modules & ~droppable) || (getModules() && getRecomputed()) ||
+      bool(getModulesAttr()) != bool(getAgainAttr()))
+    return emitOpError() << "recomputes modules selective recompute does not "
+                            "drop of a "
+                         << stringifyKernelKind(getKind())
+                         << " layer, or is both recomputed and selective "
+                            "(kernel_layer_c3)";
   const int64_t paramFloats =
       rt::numel(rt::paramsOf(*shape, int64_t(program.getNumLayers())));
-  const int64_t savedFloats = rt::savedFloatsOf(*shape, tokens, target);
+  const int64_t againFloats = rt::recomputedFloatsOf(*shape, tokens, *modules);
+  const int64_t savedFloats =
+      rt::savedFloatsOf(*shape, tokens, target) - againFloats;
+  if (auto again = getAgainAttr();
+      again &&
+      (!again.getDtype().isF32() || again.getBytes() != againFloats * f32))
+    return emitOpError() << "its recomputed range " << again
+                         << " is not its modules' " << againFloats * f32
+                         << " bytes of f32 (kernel_layer_c3)";
   for (auto [range, floats, what] :
        {std::tuple{getParams(), paramFloats, "parameter"},
         {getSaved(), savedFloats, "saved"}})
@@ -441,13 +506,16 @@ LogicalResult KernelRecomputeOp::verify() {
   // kernel_recompute_c1
   auto layer = getLayer().getDefiningOp<KernelLayerOp>();
   if (!layer || layer->getParentOp() != (*this)->getParentOp()->getParentOp() ||
-      !layer.getRecomputed())
+      !(layer.getRecomputed() || layer.getModules()))
     return emitOpError() << "must recompute a recomputed pipe.kernel_layer "
                             "of its own program (kernel_recompute_c1)";
+  const bool selective = bool(layer.getModules());
   for (Slot s : {getIn(), getOut()})
-    if (s != Slot::none && !isRecomputeSlot(s))
-      return emitOpError() << "reads and writes rc0, rc1 or none, not "
-                           << stringifySlot(s) << " (kernel_recompute_c1)";
+    if (s != Slot::none && (selective || !isRecomputeSlot(s)))
+      return emitOpError() << "reads and writes "
+                           << (selective ? "none" : "rc0, rc1 or none")
+                           << ", not " << stringifySlot(s)
+                           << " (kernel_recompute_c1)";
   return success();
 }
 

@@ -42,6 +42,15 @@ readShape(KernelKind kind, mlir::DictionaryAttr dict, std::string &error);
 
 /// The model's `pipe.target` around `op` (cpu when it has none).
 rt::Target targetOf(mlir::Operation *op);
+
+/// The modules a selective `pipe.kernel_layer` names (absent: none); a
+/// failure (with `error`) for an unknown or repeated name.
+mlir::FailureOr<RecomputeModuleSet> moduleSetOf(mlir::ArrayAttr modules,
+                                                std::string &error);
+/// `modules` as the names pipe.kernel_layer's `recompute` lists, in
+/// RecomputeModule's order.
+mlir::ArrayAttr modulesAttr(mlir::MLIRContext *context,
+                            RecomputeModuleSet modules);
 inline TargetAttr targetAttr(mlir::MLIRContext *context, rt::Target target) {
   return TargetAttr::get(context, Target(int(target)));
 }

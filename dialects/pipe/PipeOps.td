@@ -188,11 +188,13 @@ def Pipe_KernelProgramOp : Pipe_Op<"kernel_program",
 
         ... scratch <...> recompute 2048 rc0 <...> rc1 <...> {
 
-    (kernel_program_c5) `recompute`, `rc0` and `rc1` are given together,
-         exactly when a layer is `recomputed`; `recompute` is a non-negative
-         multiple of the f32 size; the recomputed layers' saved ranges lie
-         inside it and do not overlap; `rc0` and `rc1` lie inside the
-         workspace, each one activation, apart from the other parts.
+    (kernel_program_c5) `recompute` is given exactly when a layer is
+         `recomputed` or selective, `rc0` and `rc1` together and only with
+         it; `recompute` is a non-negative multiple of the f32 size; the
+         recomputed layers' saved ranges and the selective layers'
+         recomputed ranges lie inside it and do not overlap; `rc0` and `rc1`
+         lie inside the workspace, each one activation, apart from the
+         other parts.
     (kernel_program_c6) Every `pipe.kernel_save` range lies inside the saved
          buffer, apart from the layers' saved ranges and the other saves,
          and holds one activation; every `pipe.kernel_load` reads a range a
@@ -219,7 +221,7 @@ def Pipe_KernelProgramOp : Pipe_Op<"kernel_program",
     `workspace` $workspace_bytes `)`
     `act0` $act0 `act1` $act1 `scratch` $scratch
     (`shared_output` $shared_output^)? (`shared_table` $shared_table^)?
-    (`recompute` $recompute_bytes^ `rc0` $rc0 `rc1` $rc1)?
+    (`recompute` $recompute_bytes^)? (`rc0` $rc0^ `rc1` $rc1)?
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
@@ -247,16 +249,29 @@ def Pipe_KernelLayerOp : Pipe_Op<"kernel_layer",
     A `recomputed` layer (`recomputed <...>` in place of `saved <...>`)
     keeps its saved tensors in the program's recompute buffer instead of
     the saved one: its forward runs again in the input-gradient pass
-    (`pipe.kernel_recompute`) before its input gradient.
+    (`pipe.kernel_recompute`) before its input gradient. A layer with
+    `recompute [modules] <range>` (selective recompute) keeps the tensors
+    of those modules (Megatron-LM's --recompute-modules names) in that
+    range of the recompute buffer, the rest in `saved`, and computes them
+    again from the rest before its input gradient.
+
+    (kernel_layer_c3) `recompute` names modules selective recompute drops
+         of the layer's kind -- attention: layernorm, core_attn; mlp:
+         layernorm, mlp; moe: layernorm, moe_act -- each once; its range is
+         exactly their tensors' f32 bytes, and `saved` the others'; a layer
+         is not both `recomputed` and selective.
   }];
   let arguments = (ins Pipe_KernelKind:$kind, I64Attr:$layer,
                        StrAttr:$prefix, Pipe_RangeAttr:$params,
                        Pipe_RangeAttr:$saved, DictionaryAttr:$shape,
-                       UnitAttr:$recomputed);
+                       UnitAttr:$recomputed,
+                       OptionalAttr<StrArrayAttr>:$modules,
+                       OptionalAttr<Pipe_RangeAttr>:$again);
   let results = (outs Pipe_LayerType:$result);
   let assemblyFormat = [{
     $kind `layer` $layer $prefix `params` $params
     (`recomputed` $recomputed^) : (`saved`)? $saved
+    (`recompute` $modules^ $again)?
     `shape` $shape attr-dict
   }];
   let hasVerifier = 1;
@@ -348,8 +363,12 @@ def Pipe_KernelRecomputeOp : Pipe_Op<"kernel_recompute",
     recompute buffer) as the first forward did, and adds nothing to the
     stage's losses.
 
-    (kernel_recompute_c1) `layer` is a `recomputed` `pipe.kernel_layer` of
-         the same program; `in` and `out` are `rc0`, `rc1` or `none`.
+    A selective layer's recompute reads and writes no slot: it computes
+    the dropped modules' tensors from the layer's kept ones.
+
+    (kernel_recompute_c1) `layer` is a `recomputed` or selective
+         `pipe.kernel_layer` of the same program; `in` and `out` are `rc0`,
+         `rc1` or `none` (a selective layer: `none`).
   }];
   let arguments = (ins Pipe_LayerType:$layer, Pipe_Slot:$in,
                        Pipe_Slot:$out);

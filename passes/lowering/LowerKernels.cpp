@@ -54,7 +54,7 @@ public:
           i64(l.layer), b.getStringAttr(l.prefix),
           range(l.paramOffset, l.paramBytes),
           range(l.savedOffset, l.savedBytes), pipe::shapeAttr(context, l.shape),
-          /*recomputed=*/nullptr));
+          /*recomputed=*/nullptr, /*modules=*/nullptr, /*again=*/nullptr));
     emitPass(loc, pipe::KernelPass::forward, [&] { forward(loc); });
     emitPass(loc, pipe::KernelPass::backward_input,
              [&] { backwardInput(loc); });

@@ -176,6 +176,52 @@ private:
 
   pipe::SlotAttr slot(Slot s) { return pipe::SlotAttr::get(context, s); }
 
+public:
+  /// Selective recompute of `modules`: each attention, MLP and MoE layer
+  /// keeps the tensors of the modules it has in the recompute buffer and
+  /// computes them again just before its input gradient.
+  LogicalResult rewriteSelective(RecomputeModuleSet modules) {
+    const rt::TokenShape tokens{int64_t(program.getBatch()),
+                                int64_t(program.getSeq())};
+    const rt::Target target = pipe::targetOf(program);
+    int64_t kept = 0, again = 0;
+    std::vector<KernelLayerOp> selective;
+    for (KernelLayerOp l : layers) {
+      std::string error;
+      FailureOr<rt::LayerShape> shape =
+          pipe::readShape(l.getKind(), l.getShape(), error);
+      if (failed(shape))
+        return l.emitOpError() << error;
+      const RecomputeModuleSet drops =
+          modules & rt::selectiveModulesOf(rt::kindOf(*shape));
+      const int64_t f32 = int64_t(sizeof(float));
+      const int64_t dropped =
+          f32 * rt::recomputedFloatsOf(*shape, tokens, drops);
+      const int64_t bytes =
+          f32 * rt::savedFloatsOf(*shape, tokens, target) - dropped;
+      l.setSavedAttr(range(kept, bytes));
+      kept += bytes;
+      if (!drops)
+        continue;
+      l.setModulesAttr(pipe::modulesAttr(context, drops));
+      l.setAgainAttr(range(again, dropped));
+      again += dropped;
+      selective.push_back(l);
+    }
+    if (selective.empty())
+      return success();
+    OpBuilder b(context);
+    program.setSavedBytesAttr(b.getI64IntegerAttr(kept));
+    program.setRecomputeBytesAttr(b.getI64IntegerAttr(again));
+    for (KernelLayerOp l : selective) {
+      pipe::KernelCallOp first =
+          firstCall(KernelPass::backward_input, Chunk{{l}, false});
+      OpBuilder(first).create<pipe::KernelRecomputeOp>(
+          first.getLoc(), l.getResult(), slot(Slot::none), slot(Slot::none));
+    }
+    return success();
+  }
+
   pipe::KernelProgramOp program;
   MLIRContext *context;
   const int64_t activation;
@@ -187,15 +233,24 @@ private:
 
 LogicalResult recomputeActivations(hybrid::ModelOp model,
                                    const RecomputeSpec &spec) {
-  if (!spec.full())
+  if (spec.granularity == RecomputeGranularity::None)
     return success();
+  RecomputeModuleSet modules = 0;
+  for (RecomputeModule m : spec.modules)
+    modules |= moduleBit(m);
+  if (modules & moduleBit(RecomputeModule::Moe))
+    return model.emitError()
+           << "pipe-recompute: hypipe does not recompute the moe module yet";
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>())
     for (auto program :
          stage.getBody().front().getOps<pipe::KernelProgramOp>()) {
       if (program.getRecomputeBytes())
         return program.emitOpError()
                << "is recomputed already: run pipe-recompute once";
-      ProgramRewriter(program).rewrite(spec);
+      if (spec.full())
+        ProgramRewriter(program).rewrite(spec);
+      else if (failed(ProgramRewriter(program).rewriteSelective(modules)))
+        return failure();
     }
   return success();
 }
@@ -217,15 +272,22 @@ struct PipeRecomputePass : impl::PipeRecomputeBase<PipeRecomputePass> {
     spec.granularity = *g;
     spec.method = *m;
     spec.numLayers = numLayers;
+    for (const std::string &name : modules) {
+      std::optional<RecomputeModule> module = parseRecomputeModule(name);
+      if (!module) {
+        getOperation().emitError()
+            << "pipe-recompute: unknown module '" << name << "'";
+        return signalPassFailure();
+      }
+      spec.modules.push_back(*module);
+    }
+    if (spec.granularity == RecomputeGranularity::Selective &&
+        spec.modules.empty())
+      spec.modules.push_back(RecomputeModule::CoreAttn);
     if (spec.full() && numLayers < 1) {
       getOperation().emitError()
           << "pipe-recompute: full recompute needs num-layers >= 1, got "
           << int64_t(numLayers);
-      return signalPassFailure();
-    }
-    if (spec.granularity == RecomputeGranularity::Selective) {
-      getOperation().emitError()
-          << "pipe-recompute: selective recompute is not lowered yet";
       return signalPassFailure();
     }
     if (failed(recomputeActivations(getOperation(), spec)))

@@ -212,6 +212,14 @@ json layersJson(const StageProgram &p) {
                   {"saved", rangeJson(l.saved)}};
     if (l.recomputed)
       layer["recomputed"] = true;
+    if (l.modules) {
+      json modules = json::array();
+      for (RecomputeModule m : kRecomputeModules)
+        if (l.modules & moduleBit(m))
+          modules.push_back(recomputeModuleName(m));
+      layer["recompute"] = {{"modules", modules},
+                            {"range", rangeJson(l.again)}};
+    }
     layers.push_back(std::move(layer));
   }
   return layers;
@@ -228,10 +236,12 @@ json programJson(const StageProgram &p) {
   if (!p.sharedOutput.empty() || !p.sharedTable.empty())
     program["shared"] = {{"output_layer", rangeJson(p.sharedOutput)},
                          {"embedding_table", rangeJson(p.sharedTable)}};
-  if (p.recomputeBytes > 0)
-    program["recompute"] = {{"bytes", p.recomputeBytes},
-                            {"rc0", rangeJson(p.rc0)},
-                            {"rc1", rangeJson(p.rc1)}};
+  if (p.recomputeBytes > 0) {
+    program["recompute"] = {{"bytes", p.recomputeBytes}};
+    if (!p.rc0.empty())
+      program["recompute"].update(
+          {{"rc0", rangeJson(p.rc0)}, {"rc1", rangeJson(p.rc1)}});
+  }
   return program;
 }
 
@@ -263,6 +273,21 @@ StageProgram parseProgram(const json &s, const StageEntry &e, Target target,
     pl.params = parseRange(field<json>(l, "params", where), where);
     pl.saved = parseRange(field<json>(l, "saved", where), where);
     pl.recomputed = optionalField<bool>(l, "recomputed", false, where);
+    if (l.contains("recompute")) {
+      const json &rc = field<json>(l, "recompute", where);
+      const json &modules = field<json>(rc, "modules", where);
+      if (!modules.is_array() || modules.size() > std::size(kRecomputeModules))
+        corruptProgram(where, "a layer's recompute modules are not a list");
+      for (const json &name : modules) {
+        std::optional<RecomputeModule> m =
+            name.is_string() ? parseRecomputeModule(name.get<std::string>())
+                             : std::nullopt;
+        if (!m)
+          corruptProgram(where, "a layer recomputes an unknown module");
+        pl.modules |= moduleBit(*m);
+      }
+      pl.again = parseRange(field<json>(rc, "range", where), where);
+    }
     p.layers.push_back(std::move(pl));
   }
   const json &program = field<json>(s, "program", where);
@@ -280,8 +305,10 @@ StageProgram parseProgram(const json &s, const StageEntry &e, Target target,
   if (program.contains("recompute")) {
     const json &rc = field<json>(program, "recompute", where);
     p.recomputeBytes = field<int64_t>(rc, "bytes", where);
-    p.rc0 = parseRange(field<json>(rc, "rc0", where), where);
-    p.rc1 = parseRange(field<json>(rc, "rc1", where), where);
+    if (rc.contains("rc0")) {
+      p.rc0 = parseRange(field<json>(rc, "rc0", where), where);
+      p.rc1 = parseRange(field<json>(rc, "rc1", where), where);
+    }
   }
   p.forward = parseCalls(field<json>(program, "forward", where), where);
   p.backwardInput =

@@ -209,13 +209,27 @@ std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
                          p.paramBytes);
     // A recomputed layer keeps its tensors in the recompute buffer; the
     // layers that end in a loss are never recomputed (their forward adds
-    // to the stage's outputs).
+    // to the stage's outputs). A selective one keeps the tensors of the
+    // modules it drops there, the rest in the saved buffer.
     const int64_t savedIn = l.recomputed ? p.recomputeBytes : p.savedBytes;
-    if (l.saved.bytes != kF32 * f.savedFloats || !inside(l.saved, savedIn))
+    if ((l.modules & ~selectiveModulesOf(l.kind)) ||
+        (l.modules && l.recomputed))
+      return what + ": recomputes modules selective recompute does not drop "
+                    "of its kind, or is both recomputed and selective";
+    const int64_t dropped =
+        kF32 * recomputedFloatsOf(l.shape, p.tokens, l.modules);
+    if (l.modules && (l.again.dtype != DType::F32 || l.again.bytes != dropped ||
+                      !inside(l.again, p.recomputeBytes)))
+      return fmt::format("{}: recomputed modules {}, but they hold {} bytes "
+                         "in a recompute buffer of {}",
+                         what, rangeText(l.again), dropped, p.recomputeBytes);
+    if (l.saved.bytes != kF32 * f.savedFloats - dropped ||
+        !inside(l.saved, savedIn))
       return fmt::format("{}: {} tensors {}, but its shape keeps {} bytes "
                          "in a buffer of {}",
                          what, l.recomputed ? "recomputed" : "saved",
-                         rangeText(l.saved), kF32 * f.savedFloats, savedIn);
+                         rangeText(l.saved), kF32 * f.savedFloats - dropped,
+                         savedIn);
     if (l.recomputed &&
         (l.kind == LayerKind::Head || l.kind == LayerKind::MtpOutput ||
          l.kind == LayerKind::Embedding))
@@ -267,7 +281,7 @@ std::string checkWorkspace(const StageProgram &p, int64_t scratchNeeded) {
   if (overlap(p.act0, p.act1) || overlap(p.act0, p.scratch) ||
       overlap(p.act1, p.scratch))
     return "the activation slots and the scratch overlap";
-  if (p.recomputeBytes == 0)
+  if (p.rc0.empty() && p.rc1.empty())
     return "";
   for (const TensorRange *r : {&p.rc0, &p.rc1})
     if (r->bytes < act || !inside(*r, p.workspaceBytes))
@@ -324,7 +338,7 @@ std::string checkRecomputeStep(const StageProgram &p, const KernelCall &c,
         steps.saves.end())
       return fmt::format("loads {}, which the forward did not keep",
                          rangeText(c.range));
-    if (!isRc(c.out))
+    if (!isRc(c.out) || p.rc0.empty())
       return fmt::format("loads into '{}', not a recompute slot",
                          slotName(c.out));
     steps.rcWritten[c.out == Slot::Rc1] = true;
@@ -333,11 +347,24 @@ std::string checkRecomputeStep(const StageProgram &p, const KernelCall &c,
     if (pass != 1)
       return "only the input-gradient pass recomputes";
     if (c.layer < 0 || c.layer >= int64_t(p.layers.size()) ||
-        !p.layers[size_t(c.layer)].recomputed)
+        !(p.layers[size_t(c.layer)].recomputed ||
+          p.layers[size_t(c.layer)].modules))
       return fmt::format("layer {} is not a recomputed layer", c.layer);
+    if (p.layers[size_t(c.layer)].modules) {
+      // Selective: from the layer's kept tensors, no slot.
+      if (c.in != Slot::None || c.out != Slot::None ||
+          runs[size_t(c.layer)] > 0 || steps.recomputes[size_t(c.layer)]++ > 0)
+        return fmt::format("layer {} is recomputed twice, after its input "
+                           "gradient, or through a slot",
+                           c.layer);
+      return "";
+    }
     if (runs[size_t(c.layer)] > 0 || steps.recomputes[size_t(c.layer)]++ > 0)
       return fmt::format("layer {} is recomputed twice or after its input "
                          "gradient",
+                         c.layer);
+    if (p.rc0.empty())
+      return fmt::format("layer {} runs again with no recompute slots",
                          c.layer);
     auto [needIn, needOut] = slotUse(p.layers[size_t(c.layer)].kind, 0);
     if (needIn != rcReadable(c.in) || (!needIn && c.in != Slot::None) ||
@@ -381,7 +408,8 @@ std::string checkCalls(const StageProgram &p, bool hasEmbedding, bool hasHead) {
       std::string what =
           fmt::format("{} call of layer {}", passNames[pass], c.layer);
       if (pass == 1 && c.layer >= 0 && c.layer < int64_t(p.layers.size()) &&
-          p.layers[size_t(c.layer)].recomputed &&
+          (p.layers[size_t(c.layer)].recomputed ||
+           p.layers[size_t(c.layer)].modules) &&
           steps.recomputes[size_t(c.layer)] != 1)
         return what + ": a recomputed layer's input gradient before its "
                       "forward ran again";

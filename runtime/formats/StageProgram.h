@@ -66,6 +66,11 @@ struct ProgramLayer {
   /// Activation recompute: `saved` is a range of the recompute buffer, and
   /// the input-gradient pass runs the layer's forward again first.
   bool recomputed = false;
+  /// Selective recompute: the modules whose tensors lie in `again`, a range
+  /// of the recompute buffer, instead of `saved` (BufferLayouts.h); the
+  /// input-gradient pass computes them again first. 0: none.
+  RecomputeModuleSet modules = 0;
+  TensorRange again;
 };
 
 /// Where a call reads or writes an activation (or its gradient): the

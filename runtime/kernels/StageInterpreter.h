@@ -73,17 +73,27 @@ private:
     const ProgramLayer &layer;
     const float *params;
     float *grads;
-    float *saved;
+    /// Its saved tensors: in the microbatch's saved buffer, the recompute
+    /// buffer (a recomputed layer), or split between them (selective).
+    SavedBases saved;
     const float *in;
     float *out;
   };
+  SavedBases savedOf(const ProgramLayer &l) const {
+    if (l.recomputed)
+      return {a.recomputed + l.saved.elementOffset()};
+    if (l.modules == 0)
+      return {a.saved + l.saved.elementOffset()};
+    return {a.saved + l.saved.elementOffset(),
+            a.recomputed + l.again.elementOffset(), l.modules};
+  }
   Call callOf(const KernelCall &c) const {
     const ProgramLayer &l = p.layers[size_t(c.layer)];
     return {c.layer,
             l,
             a.params + l.params.elementOffset(),
             a.grads + l.params.elementOffset(),
-            (l.recomputed ? a.recomputed : a.saved) + l.saved.elementOffset(),
+            savedOf(l),
             c.in == Slot::None ? nullptr : in(c.in),
             c.out == Slot::None ? nullptr : out(c.out)};
   }
@@ -105,8 +115,12 @@ private:
       case CallOp::Recompute: {
         const LayerTimer timer(a, p, pass, c.layer);
         const Call call = callOf(c);
-        std::visit([&](const auto &s) { recomputeLayer(s, call); },
-                   call.layer.shape);
+        if (call.layer.modules)
+          std::visit([&](const auto &s) { recomputeModules(s, call); },
+                     call.layer.shape);
+        else
+          std::visit([&](const auto &s) { recomputeLayer(s, call); },
+                     call.layer.shape);
         continue;
       }
       case CallOp::Run:
@@ -136,10 +150,11 @@ private:
 
   // Forward: y from x; the head's and the MTP depths' losses.
   void forwardLayer(const EmbeddingShape &s, const Call &c) {
-    recipes::Embedding<K>{k}.forward(s, t, c.params, a.tokens, c.out, c.saved);
+    recipes::Embedding<K>{k}.forward(s, t, c.params, a.tokens, c.out,
+                                     c.saved.kept);
   }
   void forwardLayer(const MambaShape &s, const Call &c) {
-    recipes::Mamba<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
+    recipes::Mamba<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved.kept, ws);
   }
   void forwardLayer(const AttentionShape &s, const Call &c) {
     recipes::Attention<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
@@ -153,19 +168,19 @@ private:
   }
   void forwardLayer(const HeadShape &s, const Call &c) {
     a.loss = recipes::Head<K>{k}.forward(s, t, c.params, c.in, a.labels,
-                                         a.loss_mask, c.saved, ws);
+                                         a.loss_mask, c.saved.kept, ws);
     if (!p.sharedOutput.empty())
-      normed = recipes::Head<K>{k}.normed(s, t, c.saved);
+      normed = recipes::Head<K>{k}.normed(s, t, c.saved.kept);
   }
   void forwardLayer(const MtpInputShape &s, const Call &c) {
     recipes::MtpInput<K>{k}.forward(s, t, c.params, sharedTable(), a.tokens,
-                                    normed, c.out, c.saved, ws);
+                                    normed, c.out, c.saved.kept, ws);
   }
   void forwardLayer(const MtpOutputShape &s, const Call &c) {
-    a.mtp_losses[s.depth - 1] +=
-        recipes::MtpOutput<K>{k}.forward(s, t, c.params, sharedOutput(), c.in,
-                                         a.labels, a.loss_mask, c.saved, ws);
-    normed = recipes::MtpOutput<K>{k}.normed(s, t, c.saved);
+    a.mtp_losses[s.depth - 1] += recipes::MtpOutput<K>{k}.forward(
+        s, t, c.params, sharedOutput(), c.in, a.labels, a.loss_mask,
+        c.saved.kept, ws);
+    normed = recipes::MtpOutput<K>{k}.normed(s, t, c.saved.kept);
   }
 
   // Recompute: a recomputed layer's forward again, before its input
@@ -183,6 +198,15 @@ private:
     (void)recipes::Moe<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved, ws,
                                      a.router_checks + c.index);
   }
+  /// Selective recompute: the dropped modules' tensors of the layer.
+  template <class Shape> void recomputeModules(const Shape &s, const Call &c) {
+    if constexpr (std::is_same_v<Shape, AttentionShape>)
+      recipes::Attention<K>{k}.recompute(s, t, c.params, c.saved);
+    else if constexpr (std::is_same_v<Shape, MlpShape>)
+      recipes::Mlp<K>{k}.recompute(s, t, c.params, c.saved);
+    else if constexpr (std::is_same_v<Shape, MoeShape>)
+      recipes::Moe<K>{k}.recompute(s, t, c.params, c.saved);
+  }
   void recomputeLayer(const MtpInputShape &s, const Call &c) {
     // The normed hidden states of the head or the depth before, which keep
     // their saved tensors: the layer before this one in the program.
@@ -197,11 +221,11 @@ private:
 
   // Input gradient: dx from dy (c.in is dy, c.out dx).
   void backwardInputLayer(const EmbeddingShape &s, const Call &c) {
-    recipes::Embedding<K>{k}.backwardInput(s, t, c.in, c.saved);
+    recipes::Embedding<K>{k}.backwardInput(s, t, c.in, c.saved.kept);
   }
   void backwardInputLayer(const MambaShape &s, const Call &c) {
-    recipes::Mamba<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved, c.in,
-                                       c.out, ws);
+    recipes::Mamba<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved.kept,
+                                       c.in, c.out, ws);
   }
   void backwardInputLayer(const AttentionShape &s, const Call &c) {
     recipes::Attention<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved,
@@ -218,26 +242,26 @@ private:
   void backwardInputLayer(const HeadShape &s, const Call &c) {
     // With MTP depths, the first one's gradient of the normed output adds.
     recipes::Head<K>{k}.backwardInput(
-        s, t, c.params, c.grads, c.saved, a.loss_scale,
+        s, t, c.params, c.grads, c.saved.kept, a.loss_scale,
         p.sharedOutput.empty() ? nullptr : normedGradient, c.out, ws);
   }
   void backwardInputLayer(const MtpInputShape &s, const Call &c) {
-    recipes::MtpInput<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved,
+    recipes::MtpInput<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved.kept,
                                           c.in, c.out, ws);
     normedGradient = c.out;
   }
   void backwardInputLayer(const MtpOutputShape &s, const Call &c) {
     recipes::MtpOutput<K>{k}.backwardInput(
-        s, t, c.params, c.grads, sharedOutput(), c.saved, a.loss_scale,
+        s, t, c.params, c.grads, sharedOutput(), c.saved.kept, a.loss_scale,
         normedGradient, c.out, ws);
   }
 
   // Weight gradient: the GEMMs from what I stashed.
   void backwardWeightLayer(const EmbeddingShape &s, const Call &c) {
-    recipes::Embedding<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+    recipes::Embedding<K>{k}.backwardWeight(s, t, c.saved.kept, c.grads);
   }
   void backwardWeightLayer(const MambaShape &s, const Call &c) {
-    recipes::Mamba<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+    recipes::Mamba<K>{k}.backwardWeight(s, t, c.saved.kept, c.grads);
   }
   void backwardWeightLayer(const AttentionShape &s, const Call &c) {
     recipes::Attention<K>{k}.backwardWeight(s, t, c.saved, c.grads);
@@ -249,15 +273,15 @@ private:
     recipes::Moe<K>{k}.backwardWeight(s, t, c.saved, c.grads);
   }
   void backwardWeightLayer(const HeadShape &s, const Call &c) {
-    recipes::Head<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+    recipes::Head<K>{k}.backwardWeight(s, t, c.saved.kept, c.grads);
   }
   void backwardWeightLayer(const MtpInputShape &s, const Call &c) {
     recipes::MtpInput<K>{k}.backwardWeight(
-        s, t, c.saved, c.grads, a.grads + p.sharedTable.elementOffset());
+        s, t, c.saved.kept, c.grads, a.grads + p.sharedTable.elementOffset());
   }
   void backwardWeightLayer(const MtpOutputShape &s, const Call &c) {
     recipes::MtpOutput<K>{k}.backwardWeight(
-        s, t, c.saved, a.grads + p.sharedOutput.elementOffset());
+        s, t, c.saved.kept, a.grads + p.sharedOutput.elementOffset());
   }
 
   /// Adds its lifetime to the call's entry of args.layer_seconds, if set.

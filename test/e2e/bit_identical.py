@@ -70,7 +70,8 @@ def packed_spec(work):
 
 def recomputed_layers(art):
     manifest = json.load(open(os.path.join(art, "manifest.json")))
-    return sum(1 for s in manifest["stages"] for l in s["layers"] if l.get("recomputed"))
+    return sum(1 for s in manifest["stages"] for l in s["layers"]
+               if l.get("recomputed") or "recompute" in l)
 
 
 def run(bindir, work, extra, name, spec, flags, ranks, run_flags):

@@ -11,6 +11,10 @@
 // RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=block num-layers=1" | FileCheck %s --check-prefix=MTP
 // RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=block num-layers=1" | hypipe-opt | FileCheck %s --check-prefix=MTP
 // RUN: hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=none" | FileCheck %s --check-prefix=NONE
+// RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=selective modules=core_attn,layernorm,moe_act" | FileCheck %s --check-prefix=SEL
+// RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=selective modules=core_attn,layernorm,moe_act" | hypipe-opt | FileCheck %s --check-prefix=SEL
+// RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=selective" | FileCheck %s --check-prefix=CORE
+// RUN: not hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=selective modules=moe" 2>&1 | FileCheck %s --check-prefix=MOEMOD
 // RUN: not hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=uniform num-layers=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=sideways num-layers=1" 2>&1 | FileCheck %s --check-prefix=METHOD
 // RUN: not hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=uniform num-layers=1" --pipe-recompute="granularity=full method=uniform num-layers=1" 2>&1 | FileCheck %s --check-prefix=TWICE
@@ -83,6 +87,35 @@
 // MTP-NEXT:   pipe.kernel_load <offset = 1264, bytes = 128, dtype = f32> -> rc0
 // MTP-NEXT:   pipe.kernel_recompute %[[MOE]](rc0) -> rc1
 // MTP-NEXT:   pipe.kernel_call %[[MOE]](act1) -> act0
+
+// Tests selective recompute on moe-mtp: the MoE layer drops its normed
+// input (4 tokens * 8 = 32 floats) and its routed rows' activations (4 rows
+// * ffn 16 = 64): 96 floats = 384 bytes of its 1516, keeping 1132; the MTP
+// depth's attention layer drops its normed input (32) and the core's
+// log-sum-exp and context (4 * (2 heads + 8)) = 72 floats = 288 bytes of
+// its 1072, keeping 784. The recompute buffer is 384 + 288 = 672 bytes; the
+// saved buffer 144 + 1132 + 560 + 816 + 784 + 560 = 3996. No slot is added:
+// each layer computes its dropped tensors from its kept ones, just before
+// its input gradient.
+// SEL: buffers(params 4608, saved 3996, workspace 848)
+// SEL-SAME: recompute 672 {
+// SEL: %[[MOE:.+]] = pipe.kernel_layer moe layer 1 {{.*}} saved <offset = 144, bytes = 1132, dtype = f32> recompute ["moe_act", "layernorm"] <offset = 0, bytes = 384, dtype = f32>
+// SEL: %[[ATT:.+]] = pipe.kernel_layer attention {{.*}} saved <offset = 2652, bytes = 784, dtype = f32> recompute ["core_attn", "layernorm"] <offset = 384, bytes = 288, dtype = f32>
+// SEL: pipe.kernel_pass forward {
+// SEL-NOT: kernel_save
+// SEL: pipe.kernel_pass backward_input {
+// SEL:   pipe.kernel_recompute %[[ATT]](none) -> none
+// SEL-NEXT:   pipe.kernel_call %[[ATT]](act0) -> act1
+// SEL:   pipe.kernel_recompute %[[MOE]](none) -> none
+// SEL-NEXT:   pipe.kernel_call %[[MOE]](act1) -> act0
+
+// Tests that selective recompute without modules is Megatron's default,
+// core_attn: only the attention layer drops (40 floats = 160 bytes).
+// CORE: recompute 160 {
+// CORE: pipe.kernel_layer moe {{.*}} saved <offset = 144, bytes = 1516, dtype = f32> shape
+// CORE: pipe.kernel_layer attention {{.*}} recompute ["core_attn"] <offset = 0, bytes = 160, dtype = f32>
+
+// MOEMOD: hypipe does not recompute the moe module yet
 
 // Tests that without recompute nothing changes.
 // NONE-NOT: recompute

@@ -1778,3 +1778,158 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     hybrid.return %0 : tensor<f32>
   }
 
+// -----
+
+// Tests that a selective layer recomputes only modules of its kind (kernel_layer_c3).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1232, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 640 {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        // expected-error @+1 {{'pipe.kernel_layer' op recomputes modules selective recompute does not drop of a mlp layer, or is both recomputed and selective (kernel_layer_c3)}}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["core_attn", "layernorm"] <offset = 0, bytes = 640, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_recompute %mlp1(none) -> none
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that a selective layer's recomputed range holds exactly its modules' tensors (kernel_layer_c3).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1232, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 640 {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        // expected-error @+1 {{'pipe.kernel_layer' op its recomputed range #pipe.range<offset = 0, bytes = 512, dtype = f32> is not its modules' 640 bytes of f32 (kernel_layer_c3)}}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["mlp", "layernorm"] <offset = 0, bytes = 512, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_recompute %mlp1(none) -> none
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that a selective layer names each module once (kernel_layer_c3).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1232, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 640 {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        // expected-error @+1 {{'pipe.kernel_layer' op its recompute list names mlp twice (kernel_layer_c3)}}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["mlp", "mlp"] <offset = 0, bytes = 640, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          pipe.kernel_recompute %mlp1(none) -> none
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+
+
+// -----
+
+// Tests that a selective layer's recompute reads and writes no slot (kernel_recompute_c1).
+  hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "-"} {
+  ^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+    %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+    ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+      %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+      %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+      %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+      %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1232, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 640 {
+        %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+        %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["mlp", "layernorm"] <offset = 0, bytes = 640, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        pipe.kernel_pass forward {
+          pipe.kernel_call %embedding(none) -> act0
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %head(act1) -> none
+        }
+        pipe.kernel_pass backward_input {
+          pipe.kernel_call %head(none) -> act0
+          // expected-error @+1 {{'pipe.kernel_recompute' op reads and writes none, not rc0 (kernel_recompute_c1)}}
+          pipe.kernel_recompute %mlp1(none) -> rc0
+          pipe.kernel_call %mlp1(act0) -> act1
+          pipe.kernel_call %embedding(act1) -> none
+        }
+        pipe.kernel_pass backward_weight {
+          pipe.kernel_call %head(none) -> none
+          pipe.kernel_call %mlp1(none) -> none
+          pipe.kernel_call %embedding(none) -> none
+        }
+      }
+      pipe.yield %4 : tensor<f32>
+    }
+    hybrid.return %0 : tensor<f32>
+  }
+

@@ -150,18 +150,19 @@ void RecordingKernels::embeddingScatterAdd(int64_t, int64_t, const int32_t *,
 }
 float RecordingKernels::moeForward(const MoeShape &, const TokenShape &,
                                    const float *, const float *, float *,
-                                   float *, float *, RouterCheck *) const {
+                                   const SavedBases &, float *,
+                                   RouterCheck *) const {
   record("moeForward");
   return 0.0f;
 }
 void RecordingKernels::moeBackwardInput(const MoeShape &, const TokenShape &,
-                                        const float *, float *, float *,
-                                        const float *, float *, float *,
-                                        float) const {
+                                        const float *, float *,
+                                        const SavedBases &, const float *,
+                                        float *, float *, float) const {
   record("moeBackwardInput");
 }
 void RecordingKernels::moeBackwardWeight(const MoeShape &, const TokenShape &,
-                                         const float *, float *) const {
+                                         const SavedBases &, float *) const {
   record("moeBackwardWeight");
 }
 void RecordingKernels::mtpInputForward(const MtpInputShape &,

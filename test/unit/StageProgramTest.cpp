@@ -17,7 +17,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <tuple>
 
 namespace hypipe {
 namespace {
@@ -33,7 +35,8 @@ struct Lowered {
 
 std::vector<Lowered> lower(const std::string &pattern, int64_t pp,
                            const std::string &schedule,
-                           rt::Target target = rt::Target::Cpu) {
+                           rt::Target target = rt::Target::Cpu,
+                           const RecomputeSpec &recompute = {}) {
   std::string text =
       "model:\n  pattern: \"" + pattern +
       "\"\n  hidden_size: 16\n  num_attention_heads: 2\n"
@@ -49,7 +52,7 @@ std::vector<Lowered> lower(const std::string &pattern, int64_t pp,
   auto module = buildModel(context, *spec);
   auto model = *module->getOps<hybrid::ModelOp>().begin();
   model->setAttr(pipe::kTargetAttr, pipe::targetAttr(&context, target));
-  EXPECT_TRUE(succeeded(lowerForArtifact(*module)));
+  EXPECT_TRUE(succeeded(lowerForArtifact(*module, "", recompute)));
   std::vector<Lowered> out;
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>()) {
     auto entry = translateStage(stage, target);
@@ -91,6 +94,152 @@ TEST(StageProgram, RealSpecsPassTheRuntimesChecks) {
     }
   }
   EXPECT_EQ(stages, 1 + 2 + 4 + 4 + 1 + 2 + 1);
+}
+
+RecomputeSpec fullRecompute(RecomputeMethod method, int64_t layers) {
+  RecomputeSpec r;
+  r.granularity = RecomputeGranularity::Full;
+  r.method = method;
+  r.numLayers = layers;
+  return r;
+}
+
+RecomputeSpec selectiveRecompute(std::vector<RecomputeModule> modules) {
+  RecomputeSpec r;
+  r.granularity = RecomputeGranularity::Selective;
+  r.modules = std::move(modules);
+  return r;
+}
+
+// Tests that the programs of full and selective recompute pass the
+// runtime's checks on every layout of the test above, and that each
+// recomputes something.
+TEST(StageProgram, RecomputedProgramsPassTheRuntimesChecks) {
+  const RecomputeSpec kinds[] = {
+      fullRecompute(RecomputeMethod::Uniform, 1),
+      fullRecompute(RecomputeMethod::Uniform, 2),
+      fullRecompute(RecomputeMethod::Block, 1),
+      selectiveRecompute({RecomputeModule::CoreAttn, RecomputeModule::Mlp,
+                          RecomputeModule::MoeAct,
+                          RecomputeModule::LayerNorm})};
+  for (const RecomputeSpec &r : kinds)
+    for (auto [pattern, pp, schedule] : {std::tuple{"M*-E", 1, "1f1b"},
+                                         {"M*|-E", 2, "1f1b"},
+                                         {"M||*-|E", 2, "interleaved-1f1b"},
+                                         {"M*|-|E|", 2, "zbv"},
+                                         {"M*|-E/*E", 2, "1f1b"}}) {
+      SCOPED_TRACE(std::string(pattern) + " " + recomputeFlags(r));
+      for (const Lowered &l :
+           lower(pattern, pp, schedule, rt::Target::Cpu, r)) {
+        EXPECT_EQ(check(l), "");
+        // Full recompute recomputes any stage with a layer of the pattern;
+        // selective one with an attention, MLP or MoE layer.
+        bool recomputes = false;
+        for (const rt::ProgramLayer &layer : l.program.layers)
+          recomputes |= r.full() ? layer.layer > 0
+                                 : rt::selectiveModulesOf(layer.kind) != 0;
+        EXPECT_EQ(l.program.recomputeBytes > 0, recomputes);
+      }
+    }
+}
+
+// Tests that every way a recomputing manifest could make the interpreter
+// read or write out of place, or recompute from something it never kept, is
+// refused by its own rule.
+TEST(StageProgram, EveryRecomputeRuleRefusesItsCase) {
+  auto full = lower("M*-E/M-", 1, "1f1b", rt::Target::Cpu,
+                    fullRecompute(RecomputeMethod::Uniform, 2));
+  auto selective = lower(
+      "M*-E", 1, "1f1b", rt::Target::Cpu,
+      selectiveRecompute({RecomputeModule::CoreAttn, RecomputeModule::Mlp}));
+  ASSERT_EQ(full.size(), 1u);
+  ASSERT_EQ(selective.size(), 1u);
+  ASSERT_EQ(check(full[0]), "");
+  ASSERT_EQ(check(selective[0]), "");
+  auto firstOf = [](std::vector<KernelCall> &calls, rt::CallOp op) {
+    return std::find_if(calls.begin(), calls.end(),
+                        [&](const KernelCall &c) { return c.op == op; });
+  };
+  auto layerOf = [](rt::StageProgram &p, LayerKind kind) {
+    for (size_t i = 0; i < p.layers.size(); ++i)
+      if (p.layers[i].kind == kind)
+        return i;
+    return p.layers.size();
+  };
+  struct Mutation {
+    const char *what;
+    bool selective;
+    std::function<void(rt::StageProgram &)> apply;
+    const char *expect;
+  } mutations[] = {
+      {"a load of what no save kept", false,
+       [&](rt::StageProgram &p) {
+         firstOf(p.backwardInput, rt::CallOp::Load)->range.offset += 4;
+       },
+       "did not keep"},
+      {"a checkpoint of another size", false,
+       [&](rt::StageProgram &p) {
+         firstOf(p.forward, rt::CallOp::Save)->range.bytes -= 4;
+       },
+       "not one activation"},
+      {"a save in the input-gradient pass", false,
+       [&](rt::StageProgram &p) {
+         p.backwardInput.push_back(*firstOf(p.forward, rt::CallOp::Save));
+       },
+       "only the forward"},
+      {"a recompute of a layer that is not recomputed", false,
+       [&](rt::StageProgram &p) {
+         firstOf(p.backwardInput, rt::CallOp::Recompute)->layer = 0;
+       },
+       "not a recomputed layer"},
+      {"an input gradient before the layer ran again", true,
+       [&](rt::StageProgram &p) {
+         auto rc = firstOf(p.backwardInput, rt::CallOp::Recompute);
+         KernelCall again = *rc;
+         p.backwardInput.erase(rc);
+         p.backwardInput.push_back(again);
+       },
+       "before its forward ran again"},
+      {"a recomputed layer past the recompute buffer", false,
+       [](rt::StageProgram &p) { p.recomputeBytes -= 4; },
+       "recomputed tensors"},
+      {"a recompute slot past the workspace", false,
+       [](rt::StageProgram &p) { p.rc1.offset = p.workspaceBytes; },
+       "recompute slot"},
+      {"a recompute slot over the scratch", false,
+       [](rt::StageProgram &p) { p.rc0.offset = p.scratch.offset; }, "overlap"},
+      {"a recomputed head", false,
+       [&](rt::StageProgram &p) {
+         p.layers[layerOf(p, LayerKind::Head)].recomputed = true;
+       },
+       "ends in a loss"},
+      {"full recompute without its slots", false,
+       [](rt::StageProgram &p) { p.rc0 = p.rc1 = {}; }, "recompute slot"},
+      {"a Mamba layer dropping attention's core", true,
+       [&](rt::StageProgram &p) {
+         size_t m = layerOf(p, LayerKind::Mamba);
+         p.layers[m].modules = moduleBit(RecomputeModule::CoreAttn);
+         p.layers[m].again = p.layers[layerOf(p, LayerKind::Attention)].again;
+       },
+       "does not drop"},
+      {"modules' range of another size", true,
+       [&](rt::StageProgram &p) {
+         p.layers[layerOf(p, LayerKind::Attention)].again.bytes -= 4;
+       },
+       "recomputed modules"},
+      {"a selective recompute through a slot", true,
+       [&](rt::StageProgram &p) {
+         firstOf(p.backwardInput, rt::CallOp::Recompute)->out = Slot::Act0;
+       },
+       "through a slot"},
+  };
+  for (const Mutation &m : mutations) {
+    Lowered bad = m.selective ? selective[0] : full[0];
+    m.apply(bad.program);
+    std::string why = check(bad);
+    EXPECT_NE(why.find(m.expect), std::string::npos)
+        << m.what << ": got '" << why << "'";
+  }
 }
 
 // Tests that activations chain from the stage input through the two

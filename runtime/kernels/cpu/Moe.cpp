@@ -84,7 +84,8 @@ void combineExperts(const MoeShape &s, int64_t T, const MoeSaved &m,
 
 float Kernels::moeForward(const MoeShape &s, const TokenShape &t,
                           const float *params, const float *x, float *y,
-                          float *saved, float *ws, RouterCheck *check) const {
+                          const SavedBases &saved, float *ws,
+                          RouterCheck *check) const {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
@@ -174,9 +175,9 @@ float Kernels::moeForward(const MoeShape &s, const TokenShape &t,
 }
 
 void Kernels::moeBackwardInput(const MoeShape &s, const TokenShape &t,
-                               const float *params, float *grads, float *saved,
-                               const float *dy, float *dx, float *ws,
-                               float lossScale) const {
+                               const float *params, float *grads,
+                               const SavedBases &saved, const float *dy,
+                               float *dx, float *ws, float lossScale) const {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   MoeParams<const float> p = moeParams(s, params);
   MoeSaved m = moeSaved(s, t, saved);
@@ -278,8 +279,8 @@ void Kernels::moeBackwardInput(const MoeShape &s, const TokenShape &t,
 }
 
 void Kernels::moeBackwardWeight(const MoeShape &s, const TokenShape &t,
-                                const float *saved, float *grads) const {
-  MoeSaved m = moeSaved(s, t, const_cast<float *>(saved));
+                                const SavedBases &saved, float *grads) const {
+  MoeSaved m = moeSaved(s, t, saved);
   thread_local std::vector<int64_t> off;
   expertOffsets(s, m.counts, off);
   recipes::moeExpertWeightGradients(*this, s, m, off, grads);

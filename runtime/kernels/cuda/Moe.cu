@@ -172,7 +172,7 @@ template <typename T> void upload(T *dst, const std::vector<T> &src) {
 
 float Kernels::moeForward(const MoeShape &s, const Tokens &t,
                           const float *params, const float *x, float *y,
-                          float *saved, float *ws,
+                          const SavedBases &saved, float *ws,
                           RouterCheck *routerCheck) const {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
   if (E > 64)
@@ -235,9 +235,9 @@ float Kernels::moeForward(const MoeShape &s, const Tokens &t,
 }
 
 void Kernels::moeBackwardInput(const MoeShape &s, const Tokens &t,
-                               const float *params, float *grads, float *saved,
-                               const float *dy, float *dx, float *ws,
-                               float lossScale) const {
+                               const float *params, float *grads,
+                               const SavedBases &saved, const float *dy,
+                               float *dx, float *ws, float lossScale) const {
   const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden,
                 R = T * k;
   if (T == 0)
@@ -281,10 +281,10 @@ void Kernels::moeBackwardInput(const MoeShape &s, const Tokens &t,
 }
 
 void Kernels::moeBackwardWeight(const MoeShape &s, const Tokens &t,
-                                const float *saved, float *grads) const {
+                                const SavedBases &saved, float *grads) const {
   if (t.tokens() == 0)
     return;
-  MoeSaved m = moeSaved(s, t.shape, const_cast<float *>(saved));
+  MoeSaved m = moeSaved(s, t.shape, saved);
   std::vector<int64_t> off;
   expertOffsets(s, download(m.counts, s.experts).data(), off);
   recipes::moeExpertWeightGradients(*this, s, m, off, grads);

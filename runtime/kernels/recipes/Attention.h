@@ -29,7 +29,8 @@ template <class P> struct Attention {
 
   template <class Tokens>
   void forward(const AttentionShape &s, const Tokens &t, const float *params,
-               const float *x, float *y, float *saved, float *) const {
+               const float *x, float *y, const SavedBases &saved,
+               float *) const {
     const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
     const float *norm = params, *wQkv = norm + s.hidden,
                 *wProj = wQkv + Wd * s.hidden;
@@ -53,9 +54,28 @@ template <class P> struct Attention {
     k.round(y, T * s.hidden);
   }
 
+  /// Selective recompute: the tensors of the modules `saved` drops,
+  /// computed again from the kept ones exactly as the forward computed
+  /// them (the normed input from x; the core's log-sum-exp and context
+  /// from q, k and v).
+  template <class Tokens>
+  void recompute(const AttentionShape &s, const Tokens &t, const float *params,
+                 const SavedBases &saved) const {
+    const int64_t T = t.tokens();
+    AttnSaved a = attnSaved(s, k.shape(t), saved);
+    if (saved.drops(RecomputeModule::LayerNorm)) {
+      k.rmsnormForward(T, s.hidden, a.x, params, a.xn, a.rstd);
+      k.round(a.xn, T * s.hidden);
+    }
+    if (saved.drops(RecomputeModule::CoreAttn)) {
+      k.coreForward(s, t, a);
+      k.round(a.ctx, T * s.contextWidth());
+    }
+  }
+
   template <class Tokens>
   void backwardInput(const AttentionShape &s, const Tokens &t,
-                     const float *params, float *grads, float *saved,
+                     const float *params, float *grads, const SavedBases &saved,
                      const float *dy, float *dx, float *ws) const {
     const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
     const float *norm = params, *wQkv = norm + s.hidden,
@@ -85,9 +105,9 @@ template <class P> struct Attention {
 
   template <class Tokens>
   void backwardWeight(const AttentionShape &s, const Tokens &t,
-                      const float *saved, float *grads) const {
+                      const SavedBases &saved, float *grads) const {
     const int64_t T = t.tokens(), Wd = s.qkvWidth(), Cw = s.contextWidth();
-    AttnSaved a = attnSaved(s, k.shape(t), const_cast<float *>(saved));
+    AttnSaved a = attnSaved(s, k.shape(t), saved);
     float *gQkv = grads + s.hidden, *gProj = gQkv + Wd * s.hidden;
     k.linearBackwardWeight(T, s.hidden, Wd, a.dqkv, a.xn, gQkv);
     k.linearBackwardWeight(T, Cw, s.hidden, a.dout, a.ctx, gProj);

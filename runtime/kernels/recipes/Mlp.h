@@ -33,7 +33,8 @@ template <class P> struct Mlp {
 
   template <class Tokens>
   void forward(const MlpShape &s, const Tokens &t, const float *params,
-               const float *x, float *y, float *saved, float *) const {
+               const float *x, float *y, const SavedBases &saved,
+               float *) const {
     const int64_t T = t.tokens();
     const float *norm = params, *w1 = norm + s.hidden,
                 *w2 = w1 + s.fc1Width() * s.hidden;
@@ -51,10 +52,32 @@ template <class P> struct Mlp {
     k.round(y, T * s.hidden);
   }
 
+  /// Selective recompute: the tensors of the modules `saved` drops,
+  /// computed again from the kept ones exactly as the forward computed
+  /// them (the normed input from x; fc1's output and the activation from
+  /// the normed input).
+  template <class Tokens>
+  void recompute(const MlpShape &s, const Tokens &t, const float *params,
+                 const SavedBases &saved) const {
+    const int64_t T = t.tokens();
+    const float *norm = params, *w1 = norm + s.hidden;
+    MlpSaved m = mlpSaved(s, k.shape(t), saved);
+    if (saved.drops(RecomputeModule::LayerNorm)) {
+      k.rmsnormForward(T, s.hidden, m.x, norm, m.xn, m.rstd);
+      k.round(m.xn, T * s.hidden);
+    }
+    if (saved.drops(RecomputeModule::Mlp)) {
+      k.linearForward(T, s.hidden, s.fc1Width(), m.xn, w1, m.h1);
+      k.round(m.h1, T * s.fc1Width());
+      k.activationForward(s.act, T, s.ffn, m.h1, m.act);
+      k.round(m.act, T * s.ffn);
+    }
+  }
+
   template <class Tokens>
   void backwardInput(const MlpShape &s, const Tokens &t, const float *params,
-                     float *grads, float *saved, const float *dy, float *dx,
-                     float *ws) const {
+                     float *grads, const SavedBases &saved, const float *dy,
+                     float *dx, float *ws) const {
     const int64_t T = t.tokens();
     const float *norm = params, *w1 = norm + s.hidden,
                 *w2 = w1 + s.fc1Width() * s.hidden;
@@ -73,10 +96,10 @@ template <class P> struct Mlp {
   }
 
   template <class Tokens>
-  void backwardWeight(const MlpShape &s, const Tokens &t, const float *saved,
-                      float *grads) const {
+  void backwardWeight(const MlpShape &s, const Tokens &t,
+                      const SavedBases &saved, float *grads) const {
     const int64_t T = t.tokens();
-    MlpSaved m = mlpSaved(s, k.shape(t), const_cast<float *>(saved));
+    MlpSaved m = mlpSaved(s, k.shape(t), saved);
     float *g1 = grads + s.hidden, *g2 = g1 + s.fc1Width() * s.hidden;
     k.linearBackwardWeight(T, s.hidden, s.fc1Width(), m.dh1, m.xn, g1);
     k.linearBackwardWeight(T, s.ffn, s.hidden, m.dout, m.act, g2);

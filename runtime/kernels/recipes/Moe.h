@@ -98,22 +98,43 @@ template <class P> struct Moe {
   /// coefficient); a NaN or infinite router logit is recorded in `check`.
   template <class Tokens>
   float forward(const MoeShape &s, const Tokens &t, const float *params,
-                const float *x, float *y, float *saved, float *ws,
+                const float *x, float *y, const SavedBases &saved, float *ws,
                 RouterCheck *check) const {
     return k.moeForward(s, t, params, x, y, saved, ws, check);
+  }
+
+  /// Selective recompute: the tensors of the modules `saved` drops,
+  /// computed again from the kept ones exactly as the forward computed
+  /// them (the normed input from x; every routed row's activation from its
+  /// fc1 output: elementwise, so one call over all rows equals the
+  /// experts' calls one by one).
+  template <class Tokens>
+  void recompute(const MoeShape &s, const Tokens &t, const float *params,
+                 const SavedBases &saved) const {
+    const int64_t T = t.tokens(), R = T * s.topk;
+    MoeSaved m = moeSaved(s, k.shape(t), saved);
+    if (saved.drops(RecomputeModule::LayerNorm)) {
+      k.rmsnormForward(T, s.hidden, m.x, moeParams(s, params).norm, m.xn,
+                       m.rstd);
+      k.round(m.xn, T * s.hidden);
+    }
+    if (saved.drops(RecomputeModule::MoeAct)) {
+      k.activationForward(s.act, R, s.ffn, m.h1, m.act);
+      k.round(m.act, R * s.ffn);
+    }
   }
 
   /// `lossScale` is d(objective)/d(aux loss).
   template <class Tokens>
   void backwardInput(const MoeShape &s, const Tokens &t, const float *params,
-                     float *grads, float *saved, const float *dy, float *dx,
-                     float *ws, float lossScale) const {
+                     float *grads, const SavedBases &saved, const float *dy,
+                     float *dx, float *ws, float lossScale) const {
     k.moeBackwardInput(s, t, params, grads, saved, dy, dx, ws, lossScale);
   }
 
   template <class Tokens>
-  void backwardWeight(const MoeShape &s, const Tokens &t, const float *saved,
-                      float *grads) const {
+  void backwardWeight(const MoeShape &s, const Tokens &t,
+                      const SavedBases &saved, float *grads) const {
     k.moeBackwardWeight(s, t, saved, grads);
   }
 };
