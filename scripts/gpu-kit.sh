@@ -89,6 +89,13 @@ for s in all-kinds untied-rope gelu mtp; do
   "$run" "$tmp/cpu-$s-bf16" --steps 1 --dump-step "$kit/cpu/$s-bf16.safetensors" -q \
     --data "$kit/data/licenses.txt" > /dev/null
 done
+# Activation recompute (issue 48): the same spec with full and selective
+# recompute, whose gradients must be those of art/all-kinds bit for bit.
+spec="$root/test/e2e/Inputs/ref-all-kinds.yaml"
+compile "$spec" --target cuda --recompute-granularity full --recompute-method uniform \
+  --recompute-num-layers 1 -o "$kit/art/all-kinds-rc-full"
+compile "$spec" --target cuda --recompute-granularity selective --recompute-modules \
+  core_attn layernorm mlp moe_act -- -o "$kit/art/all-kinds-rc-selective"
 compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cuda -o "$kit/art/tiny"
 compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cpu -o "$kit/art/tiny-cpu"
 compile "$root/examples/packed-sft.yaml" --pp 1 --vpp 4 --target cuda -o "$kit/art/packed"

@@ -113,6 +113,22 @@ def bf16_check(spec, tol):
              "py/compare_dumps.py", "py/torch_reference.py"])
 
 
+def recompute_check():
+    """Full and selective recompute on the CUDA target: one step's gradients
+    and loss bit for bit those without recompute (as test/e2e/bit-identical
+    checks on the cpu target). A difference is either recompute's or the
+    GPU kernels' run-to-run nondeterminism: plan:all's rerun tells."""
+    one = f"{RUN} art/{{art}} --steps 1 --dump-step $WORK/{{dump}}.safetensors -q --data {DATA}"
+    same = "python3 py/compare_dumps.py $WORK/rc-plain.safetensors $WORK/{dump}.safetensors 0 {dump}"
+    parts = [one.format(art="all-kinds", dump="rc-plain")]
+    for kind in ("full", "selective"):
+        parts += [one.format(art=f"all-kinds-rc-{kind}", dump=f"rc-{kind}"),
+                  same.format(dump=f"rc-{kind}")]
+    return Check("recompute-bitwise", " && ".join(parts), 10,
+                 ["art/all-kinds/manifest.json", "art/all-kinds-rc-full/manifest.json",
+                  "art/all-kinds-rc-selective/manifest.json", "py/compare_dumps.py", RUN])
+
+
 def memcheck(name, art):
     return Check(
         name, MEMCHECK.format(name=name) + f" {RUN} art/{art} --steps 1 -q --data {DATA};"
@@ -160,6 +176,7 @@ SUITES = [
     ], "the GPU, driver, CUDA, the libraries a node offers, the tools"),
     Suite("correctness", [
         ref_check("all-kinds"), ref_check("untied-rope"), ref_check("gelu"), ref_check("mtp"),
+        recompute_check(),
         losses_check("tiny-200", "tiny", 200, "tiny", "2e-3", "1e-5", f"--data {DATA}"),
         losses_check("packed-30", "packed", 30, "packed", "1e-3", "1e-5", timeout=8),
         Check("checkpoint-gpu-to-cpu",
@@ -258,7 +275,7 @@ CHECKS = {f"{c.suite}:{c.name}": c for s in SUITES for c in s.checks}
 DEFAULT_PLAN = [
     "environment:device", "environment:libraries",
     "correctness:ref-all-kinds", "correctness:ref-untied-rope", "correctness:ref-gelu",
-    "correctness:ref-mtp",
+    "correctness:ref-mtp", "correctness:recompute-bitwise",
     "bf16:bf16-all-kinds", "bf16:bf16-untied-rope", "bf16:bf16-gelu", "bf16:bf16-mtp",
     "bench:gpu-bench-bf16",
     "baselines:cublas-gemm", "baselines:sdpa-flash",
@@ -268,7 +285,7 @@ DEFAULT_PLAN = [
     "transports:nccl-size-1", "transports:mpi-staged-4", "transports:p2d2-staged",
     "transports:p2d2-staged-bf16", "transports:p2d2-staged-buckets",
     "transports:kill-one-rank",
-    "probes:nccl-self", "probes:cuda-ipc", "probes:mpi-share-gpu", "probes:cudnn-sdpa",
+    "probes:mpi-share-gpu", "probes:cudnn-sdpa",
     "baselines:torch-train-step",
 ]
 DEFAULT_PLAN_LIMIT_S = 420
