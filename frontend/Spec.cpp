@@ -1610,7 +1610,7 @@ llvm::Error Loader::checkRecomputeModules() {
   };
   std::vector<std::string> held;
   for (RecomputeModule m : kRecomputeModules)
-    if (inModel(m) && m != RecomputeModule::Moe) // moe: not recomputed yet
+    if (inModel(m))
       held.push_back(recomputeModuleName(m));
   // What to recompute instead, in this model.
   std::string help =
@@ -1666,13 +1666,6 @@ llvm::Error Loader::checkRecomputeModules() {
                       "and the model has none",
                       word.text, layersOf(recomputeModuleLayers(*m))),
           help);
-    if (*m == RecomputeModule::Moe)
-      return moduleError(word,
-                         "hypipe does not recompute the moe module (the "
-                         "router and the experts whole) yet",
-                         "name moe_act (the experts' activations) and "
-                         "layernorm, or use granularity: full, which "
-                         "recomputes MoE layers whole");
     r.modules.push_back(*m);
   }
   return llvm::Error::success();

@@ -174,14 +174,15 @@ def PipeRecompute : Pass<"pipe-recompute", "::hypipe::hybrid::ModelOp"> {
     workspace's new `rc0` and `rc1`). Every other call is unchanged, so the
     losses and gradients are bit for bit those without recompute.
     Selective recompute moves the tensors of the named modules of every
-    attention, MLP and MoE layer (core_attn, mlp, moe_act, layernorm) into
-    the recompute buffer (`recompute [modules] <range>` on the layer) and
-    recomputes them from the layer's kept tensors just before its input
-    gradient (`pipe.kernel_recompute %layer(none) -> none`).
+    attention, MLP and MoE layer (core_attn, mlp, moe, moe_act, layernorm)
+    into the recompute buffer (`recompute [modules] <range>` on the layer)
+    and recomputes them from the layer's kept tensors just before its input
+    gradient (`pipe.kernel_recompute %layer(none) -> none`; the moe module
+    runs the MoE layer's forward again into rc0, through rc1).
     Guarantees: the programs verify (kernel_program_c5 to c7); without
     `granularity` (or `none`) nothing changes. Fails on a granularity,
     method or module it does not know, full recompute without num-layers
-    >= 1, or a module hypipe does not recompute yet (moe).
+    >= 1.
   }];
   let options = [
     Option<"granularity", "granularity", "std::string", /*default=*/"\"none\"",

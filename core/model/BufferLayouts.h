@@ -188,18 +188,21 @@ inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
   m.x = c.keep(T * s.hidden);
   m.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden);
   m.rstd = c.keep(T);
-  m.probs = c.keep(T * s.experts);
-  m.topIdx = reinterpret_cast<int32_t *>(c.keep(T * s.topk));
-  m.topW = c.keep(T * s.topk);
-  m.counts = reinterpret_cast<int32_t *>(c.keep(s.experts));
-  m.aux = c.keep(1);
-  m.xr = c.keep(R * s.hidden);
-  m.h1 = c.keep(R * s.fc1Width());
+  // moe: the router's and the experts' tensors (moe_act, its part, is
+  // dropped with it: the pass names both).
+  const RecomputeModule moe = RecomputeModule::Moe;
+  m.probs = c.of(moe, T * s.experts);
+  m.topIdx = reinterpret_cast<int32_t *>(c.of(moe, T * s.topk));
+  m.topW = c.of(moe, T * s.topk);
+  m.counts = reinterpret_cast<int32_t *>(c.of(moe, s.experts));
+  m.aux = c.of(moe, 1);
+  m.xr = c.of(moe, R * s.hidden);
+  m.h1 = c.of(moe, R * s.fc1Width());
   m.dh1 = c.keep(R * s.fc1Width());
   m.act = c.of(RecomputeModule::MoeAct, R * s.ffn);
-  m.yr = c.keep(R * s.hidden);
+  m.yr = c.of(moe, R * s.hidden);
   m.dyr = c.keep(R * s.hidden);
-  m.rowMap = reinterpret_cast<int32_t *>(c.keep(R));
+  m.rowMap = reinterpret_cast<int32_t *>(c.of(moe, R));
   return m;
 }
 

@@ -412,11 +412,19 @@ struct MoeShape {
            R * (hidden + 2 * fc1Width() + ffn + 2 * hidden) + R /*row map*/;
   }
   /// Of savedFloats, what selective recompute of `modules` drops:
-  /// layernorm the normed input, moe_act the routed rows' activations.
+  /// layernorm the normed input, moe_act the routed rows' activations, moe
+  /// (which drops moe_act's too: the pass names both) everything the router
+  /// and the experts keep -- probabilities, choices, weights, counts, the
+  /// aux loss, the routed rows' inputs, fc1 and fc2 outputs and the row map.
   int64_t recomputedFloats(const TokenShape &t,
                            RecomputeModuleSet modules) const {
+    const int64_t R = topk; // routed rows a token
     return droppedFloats(t, modules, RecomputeModule::LayerNorm, hidden) +
-           droppedFloats(t, modules, RecomputeModule::MoeAct, topk * ffn);
+           droppedFloats(t, modules, RecomputeModule::MoeAct, R * ffn) +
+           droppedFloats(t, modules, RecomputeModule::Moe,
+                         experts + 2 * topk +
+                             R * (hidden + fc1Width() + hidden + 1)) +
+           (modules & moduleBit(RecomputeModule::Moe) ? experts + 1 : 0);
   }
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens(), R = T * topk;
@@ -653,7 +661,8 @@ inline RecomputeModuleSet selectiveModulesOf(LayerKind kind) {
   case LayerKind::Mlp:
     return norm | moduleBit(RecomputeModule::Mlp);
   case LayerKind::Moe:
-    return norm | moduleBit(RecomputeModule::MoeAct);
+    return norm | moduleBit(RecomputeModule::MoeAct) |
+           moduleBit(RecomputeModule::Moe);
   default:
     return 0;
   }

@@ -509,13 +509,28 @@ LogicalResult KernelRecomputeOp::verify() {
       !(layer.getRecomputed() || layer.getModules()))
     return emitOpError() << "must recompute a recomputed pipe.kernel_layer "
                             "of its own program (kernel_recompute_c1)";
+  // A selective layer reads and writes no slot, but a MoE layer whose moe
+  // module is recomputed runs its forward again into rc0 (through rc1).
   const bool selective = bool(layer.getModules());
-  for (Slot s : {getIn(), getOut()})
-    if (s != Slot::none && (selective || !isRecomputeSlot(s)))
+  const bool wholeMoe =
+      selective &&
+      llvm::is_contained(layer.getModulesAttr().getAsValueRange<StringAttr>(),
+                         "moe");
+  for (Slot s : {getIn(), getOut()}) {
+    const bool ok = s == Slot::none ||
+                    (selective ? wholeMoe && s == getOut() && s == Slot::rc0
+                               : isRecomputeSlot(s));
+    if (!ok)
       return emitOpError() << "reads and writes "
-                           << (selective ? "none" : "rc0, rc1 or none")
+                           << (!selective ? "rc0, rc1 or none"
+                               : wholeMoe ? "none, and writes rc0"
+                                          : "none")
                            << ", not " << stringifySlot(s)
                            << " (kernel_recompute_c1)";
+  }
+  if (wholeMoe && getOut() != Slot::rc0)
+    return emitOpError() << "runs a MoE layer's forward again: it writes rc0 "
+                            "(kernel_recompute_c1)";
   return success();
 }
 

@@ -257,7 +257,7 @@ def Pipe_KernelLayerOp : Pipe_Op<"kernel_layer",
 
     (kernel_layer_c3) `recompute` names modules selective recompute drops
          of the layer's kind -- attention: layernorm, core_attn; mlp:
-         layernorm, mlp; moe: layernorm, moe_act -- each once; its range is
+         layernorm, mlp; moe: layernorm, moe_act, moe -- each once; its range is
          exactly their tensors' f32 bytes, and `saved` the others'; a layer
          is not both `recomputed` and selective.
   }];

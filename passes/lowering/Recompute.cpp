@@ -213,11 +213,18 @@ public:
     OpBuilder b(context);
     program.setSavedBytesAttr(b.getI64IntegerAttr(kept));
     program.setRecomputeBytesAttr(b.getI64IntegerAttr(again));
+    // The moe module runs the layer's forward again, from its kept input
+    // (through rc1) to an output it drops (rc0).
+    const bool wholeMoe = modules & moduleBit(RecomputeModule::Moe);
+    if (wholeMoe)
+      placeSlots();
     for (KernelLayerOp l : selective) {
       pipe::KernelCallOp first =
           firstCall(KernelPass::backward_input, Chunk{{l}, false});
+      const bool forward = wholeMoe && l.getKind() == pipe::KernelKind::moe;
       OpBuilder(first).create<pipe::KernelRecomputeOp>(
-          first.getLoc(), l.getResult(), slot(Slot::none), slot(Slot::none));
+          first.getLoc(), l.getResult(), slot(Slot::none),
+          slot(forward ? Slot::rc0 : Slot::none));
     }
     return success();
   }
@@ -238,9 +245,9 @@ LogicalResult recomputeActivations(hybrid::ModelOp model,
   RecomputeModuleSet modules = 0;
   for (RecomputeModule m : spec.modules)
     modules |= moduleBit(m);
+  // The moe module holds the experts' activations: moe_act comes with it.
   if (modules & moduleBit(RecomputeModule::Moe))
-    return model.emitError()
-           << "pipe-recompute: hypipe does not recompute the moe module yet";
+    modules |= moduleBit(RecomputeModule::MoeAct);
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>())
     for (auto program :
          stage.getBody().front().getOps<pipe::KernelProgramOp>()) {

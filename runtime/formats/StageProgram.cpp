@@ -351,8 +351,12 @@ std::string checkRecomputeStep(const StageProgram &p, const KernelCall &c,
           p.layers[size_t(c.layer)].modules))
       return fmt::format("layer {} is not a recomputed layer", c.layer);
     if (p.layers[size_t(c.layer)].modules) {
-      // Selective: from the layer's kept tensors, no slot.
-      if (c.in != Slot::None || c.out != Slot::None ||
+      // Selective: from the layer's kept tensors, no slot; the moe module
+      // runs the layer's forward again into rc0 through rc1.
+      const bool wholeMoe =
+          p.layers[size_t(c.layer)].modules & moduleBit(RecomputeModule::Moe);
+      const Slot out = wholeMoe ? Slot::Rc0 : Slot::None;
+      if (c.in != Slot::None || c.out != out || (wholeMoe && p.rc0.empty()) ||
           runs[size_t(c.layer)] > 0 || steps.recomputes[size_t(c.layer)]++ > 0)
         return fmt::format("layer {} is recomputed twice, after its input "
                            "gradient, or through a slot",

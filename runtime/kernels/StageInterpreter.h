@@ -113,7 +113,8 @@ private:
                activationFloats());
         continue;
       case CallOp::Recompute: {
-        const LayerTimer timer(a, p, pass, c.layer);
+        // Untimed: measured layer costs are those of F, I and W, on which
+        // `hypipe plan` charges recompute itself (docs/cost-model.md).
         const Call call = callOf(c);
         if (call.layer.modules)
           std::visit([&](const auto &s) { recomputeModules(s, call); },
@@ -205,7 +206,8 @@ private:
     else if constexpr (std::is_same_v<Shape, MlpShape>)
       recipes::Mlp<K>{k}.recompute(s, t, c.params, c.saved);
     else if constexpr (std::is_same_v<Shape, MoeShape>)
-      recipes::Moe<K>{k}.recompute(s, t, c.params, c.saved);
+      recipes::Moe<K>{k}.recompute(s, t, c.params, c.saved, rc[1], rc[0], ws,
+                                   a.router_checks + c.index);
   }
   void recomputeLayer(const MtpInputShape &s, const Call &c) {
     // The normed hidden states of the head or the depth before, which keep

@@ -14,7 +14,7 @@
 // RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=selective modules=core_attn,layernorm,moe_act" | FileCheck %s --check-prefix=SEL
 // RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=selective modules=core_attn,layernorm,moe_act" | hypipe-opt | FileCheck %s --check-prefix=SEL
 // RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=selective" | FileCheck %s --check-prefix=CORE
-// RUN: not hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=selective modules=moe" 2>&1 | FileCheck %s --check-prefix=MOEMOD
+// RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=selective modules=moe" | FileCheck %s --check-prefix=MOEMOD
 // RUN: not hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=uniform num-layers=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=sideways num-layers=1" 2>&1 | FileCheck %s --check-prefix=METHOD
 // RUN: not hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-recompute="granularity=full method=uniform num-layers=1" --pipe-recompute="granularity=full method=uniform num-layers=1" 2>&1 | FileCheck %s --check-prefix=TWICE
@@ -115,7 +115,17 @@
 // CORE: pipe.kernel_layer moe {{.*}} saved <offset = 144, bytes = 1516, dtype = f32> shape
 // CORE: pipe.kernel_layer attention {{.*}} recompute ["core_attn"] <offset = 0, bytes = 160, dtype = f32>
 
-// MOEMOD: hypipe does not recompute the moe module yet
+// Tests that the moe module (which brings moe_act) drops everything the
+// router and the experts keep: 4 tokens x (2 probabilities + 1 choice + 1
+// weight + 1 routed row of input 8, fc1 16, fc2 8 and its row id) + 2
+// counts + 1 aux loss + 4 rows x 16 activations = 215 floats = 860 bytes
+// of 1516, keeping x, xn, rstd and the gradient stash (656); the layer's
+// forward runs again into rc0 (rc0 and rc1 join the workspace: 848 + 256).
+// MOEMOD: buffers(params 4608, saved 3808, workspace 1104)
+// MOEMOD-SAME: recompute 860 rc0 <offset = 848, bytes = 128, dtype = f32> rc1 <offset = 976, bytes = 128, dtype = f32>
+// MOEMOD: %[[MOE:.+]] = pipe.kernel_layer moe layer 1 {{.*}} saved <offset = 144, bytes = 656, dtype = f32> recompute ["moe", "moe_act"] <offset = 0, bytes = 860, dtype = f32>
+// MOEMOD: pipe.kernel_recompute %[[MOE]](none) -> rc0
+// MOEMOD-NEXT: pipe.kernel_call %[[MOE]](act1) -> act0
 
 // Tests that without recompute nothing changes.
 // NONE-NOT: recompute

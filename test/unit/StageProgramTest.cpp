@@ -120,8 +120,8 @@ TEST(StageProgram, RecomputedProgramsPassTheRuntimesChecks) {
       fullRecompute(RecomputeMethod::Uniform, 2),
       fullRecompute(RecomputeMethod::Block, 1),
       selectiveRecompute({RecomputeModule::CoreAttn, RecomputeModule::Mlp,
-                          RecomputeModule::MoeAct,
-                          RecomputeModule::LayerNorm})};
+                          RecomputeModule::MoeAct, RecomputeModule::LayerNorm}),
+      selectiveRecompute({RecomputeModule::Moe, RecomputeModule::Mlp})};
   for (const RecomputeSpec &r : kinds)
     for (auto [pattern, pp, schedule] : {std::tuple{"M*-E", 1, "1f1b"},
                                          {"M*|-E", 2, "1f1b"},

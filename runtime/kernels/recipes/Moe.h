@@ -107,12 +107,20 @@ template <class P> struct Moe {
   /// computed again from the kept ones exactly as the forward computed
   /// them (the normed input from x; every routed row's activation from its
   /// fc1 output: elementwise, so one call over all rows equals the
-  /// experts' calls one by one).
+  /// experts' calls one by one). The moe module runs the layer's forward
+  /// again from its kept input, copied to `x` first, into `y` (dropped),
+  /// its load-balancing loss dropped too.
   template <class Tokens>
   void recompute(const MoeShape &s, const Tokens &t, const float *params,
-                 const SavedBases &saved) const {
+                 const SavedBases &saved, float *x, float *y, float *ws,
+                 RouterCheck *check) const {
     const int64_t T = t.tokens(), R = T * s.topk;
     MoeSaved m = moeSaved(s, k.shape(t), saved);
+    if (saved.drops(RecomputeModule::Moe)) {
+      k.copy(x, m.x, T * s.hidden);
+      (void)forward(s, t, params, x, y, saved, ws, check);
+      return;
+    }
     if (saved.drops(RecomputeModule::LayerNorm)) {
       k.rmsnormForward(T, s.hidden, m.x, moeParams(s, params).norm, m.xn,
                        m.rstd);
