@@ -133,11 +133,15 @@ TEST(StageProgram, RecomputedProgramsPassTheRuntimesChecks) {
            lower(pattern, pp, schedule, rt::Target::Cpu, r)) {
         EXPECT_EQ(check(l), "");
         // Full recompute recomputes any stage with a layer of the pattern;
-        // selective one with an attention, MLP or MoE layer.
+        // selective one with a layer holding a named module.
+        RecomputeModuleSet named = 0;
+        for (RecomputeModule m : r.modules)
+          named |= moduleBit(m);
         bool recomputes = false;
         for (const rt::ProgramLayer &layer : l.program.layers)
-          recomputes |= r.full() ? layer.layer > 0
-                                 : rt::selectiveModulesOf(layer.kind) != 0;
+          recomputes |= r.full()
+                            ? layer.layer > 0
+                            : (rt::selectiveModulesOf(layer.kind) & named) != 0;
         EXPECT_EQ(l.program.recomputeBytes > 0, recomputes);
       }
     }
