@@ -1,0 +1,177 @@
+//===- RecomputeMemoryTest.cpp - what activation recompute keeps ----------===//
+//
+// The buffers hypipe-run allocates under full recompute (runtime/exec/
+// Stage.cpp): the walk of a rank's program for its recompute buffers, a
+// stage's saved and recompute floats, and the time recompute adds to a
+// stage's input gradient. Expected values are derived here from the layer
+// shapes and the runtime's rules, not from the code under test.
+//
+//===----------------------------------------------------------------------===//
+#include "core/model/LayerShapes.h"
+#include "core/schedule/Buffers.h"
+#include "frontend/SpecCosts.h"
+
+#include <gtest/gtest.h>
+
+namespace hypipe {
+namespace {
+
+using schedule::Action;
+using schedule::Op;
+
+/// Eight layers, one rank; four microbatches of 2 x 32 tokens, hidden 64.
+const char *kSpec = R"(model:
+  pattern: "M*M-M*M-"
+  hidden_size: 64
+  ffn_hidden_size: 128
+  num_attention_heads: 4
+  num_query_groups: 2
+  mamba_num_heads: 4
+  mamba_head_dim: 16
+  mamba_state_dim: 16
+  vocab_size: 256
+parallel:
+  microbatches: 4
+  schedule: gpipe
+training:
+  seq_length: 32
+  micro_batch_size: 2
+data:
+  path: data/tokens.txt
+)";
+constexpr int64_t kActivation = 2 * 32 * 64;
+
+ModelSpec load(const char *text, const char *method = nullptr,
+               int64_t numLayers = 0) {
+  SpecOverrides o;
+  if (method) {
+    o.recomputeGranularity = "full";
+    o.recomputeMethod = method;
+    o.recomputeNumLayers = numLayers;
+  }
+  auto spec = parseSpec(text, "spec.yaml", o);
+  EXPECT_TRUE(static_cast<bool>(spec))
+      << (spec ? "" : llvm::toString(spec.takeError()));
+  return std::move(*spec);
+}
+
+/// One main layer's saved floats, from its shape.
+int64_t layerSaved(const ModelSpec &spec, char symbol) {
+  const ModelDims &d = spec.dims;
+  const rt::TokenShape t{spec.training.microBatchSize, spec.training.seqLength};
+  switch (symbol) {
+  case 'M':
+    return rt::mambaShape(d).savedFloats(t);
+  case '*':
+    return rt::attentionShape(d, spec.positionEmbedding == "rope")
+        .savedFloats(t);
+  default:
+    return rt::mlpShape(d).savedFloats(t);
+  }
+}
+
+// A recompute buffer is taken at the start of an I or B and given back at
+// the end of the W or B; each F borrows one for its length. GPipe's four
+// forwards then four backwards need one; a split W that lets two I run
+// before their W needs two, and so does an F between an I and its W.
+TEST(RecomputeMemory, TheWalkCountsRecomputeBuffers) {
+  std::vector<Action> gpipe;
+  for (Op op : {Op::F, Op::B})
+    for (int32_t mb = 0; mb < 4; ++mb)
+      gpipe.push_back({op, 0, mb});
+  schedule::RankBuffers g = schedule::rankBuffers(gpipe, 1);
+  EXPECT_EQ(g.savedSlots.at(0), 4);
+  EXPECT_EQ(g.recomputeSlots.at(0), 1);
+
+  std::vector<Action> split = {{Op::F, 0, 0}, {Op::F, 0, 1}, {Op::I, 0, 0},
+                               {Op::I, 0, 1}, {Op::W, 0, 0}, {Op::W, 0, 1}};
+  EXPECT_EQ(schedule::rankBuffers(split, 1).recomputeSlots.at(0), 2);
+
+  std::vector<Action> between = {{Op::F, 0, 0}, {Op::I, 0, 0}, {Op::F, 0, 1},
+                                 {Op::W, 0, 0}, {Op::I, 0, 1}, {Op::W, 0, 1}};
+  schedule::RankBuffers b = schedule::rankBuffers(between, 1);
+  EXPECT_EQ(b.recomputeSlots.at(0), 2);
+  EXPECT_EQ(b.savedSlots.at(0), 2);
+}
+
+// The peak adds the most recompute buffers times one buffer's floats.
+TEST(RecomputeMemory, PeakBytesCountRecomputeBuffers) {
+  schedule::RankBuffers walked;
+  walked.savedSlots[0] = 3;
+  walked.recomputeSlots[0] = 2;
+  walked.activationBuffers = 1;
+  schedule::StageBuffers stage{0, 10, 100, 1000, 7};
+  // 10 params at 16 bytes, floats 1000 + 3 x 100 + 2 x 7 + 1 x 5.
+  EXPECT_EQ(schedule::peakTensorBytes({stage}, walked, 5, 16.0),
+            10 * 16 + 4 * (1000 + 300 + 14 + 5));
+}
+
+// Uniform chunks of 1: every main layer's saved floats move to the recompute
+// buffer, eight checkpoints stay, rc0 and rc1 join the workspace.
+TEST(RecomputeMemory, UniformMovesEveryLayerAndKeepsAChunkInput) {
+  ModelSpec none = load(kSpec), full = load(kSpec, "uniform", 1);
+  auto b0 = stageBuffers(none, none.placement.stages[0]);
+  auto b1 = stageBuffers(full, full.placement.stages[0]);
+  ASSERT_TRUE(b0 && b1);
+  int64_t layers = 0;
+  for (char symbol : std::string("M*M-M*M-"))
+    layers += layerSaved(none, symbol);
+  EXPECT_EQ(b0->recomputeFloats, 0);
+  EXPECT_EQ(b1->recomputeFloats, layers);
+  EXPECT_EQ(b1->savedFloats, b0->savedFloats - layers + 8 * kActivation);
+  EXPECT_EQ(b1->workspaceFloats, b0->workspaceFloats + 2 * kActivation);
+  EXPECT_EQ(b1->params, b0->params);
+  // Chunks of 8: the same layers, one checkpoint.
+  auto b8 = stageBuffers(load(kSpec, "uniform", 8), full.placement.stages[0]);
+  EXPECT_EQ(b8->recomputeFloats, layers);
+  EXPECT_EQ(b8->savedFloats, b0->savedFloats - layers + kActivation);
+}
+
+// Block 2: the first two layers (M, *) recomputed, each its own chunk.
+TEST(RecomputeMemory, BlockRecomputesTheFirstLayers) {
+  ModelSpec none = load(kSpec), block = load(kSpec, "block", 2);
+  auto b0 = stageBuffers(none, none.placement.stages[0]);
+  auto b2 = stageBuffers(block, block.placement.stages[0]);
+  const int64_t first = layerSaved(none, 'M') + layerSaved(none, '*');
+  EXPECT_EQ(b2->recomputeFloats, first);
+  EXPECT_EQ(b2->savedFloats, b0->savedFloats - first + 2 * kActivation);
+}
+
+// An MTP depth is one chunk with no checkpoint: its input projection and
+// layers are recomputed, its output (the logits' pass) is kept.
+TEST(RecomputeMemory, AnMtpDepthIsRecomputedWholeWithoutACheckpoint) {
+  std::string text = kSpec;
+  text.replace(text.find("M*M-M*M-"), 8, "M*M-/*-");
+  ModelSpec none = load(text.c_str()), full = load(text.c_str(), "uniform", 4);
+  auto b0 = stageBuffers(none, none.placement.stages[0]);
+  auto b1 = stageBuffers(full, full.placement.stages[0]);
+  const ModelDims &d = none.dims;
+  const rt::TokenShape t{2, 32};
+  const int64_t depth =
+      rt::MtpInputShape{d.vocab, d.hidden, 1, false}.savedFloats(t) +
+      layerSaved(none, '*') + layerSaved(none, '-');
+  const int64_t mains =
+      layerSaved(none, 'M') * 2 + layerSaved(none, '*') + layerSaved(none, '-');
+  EXPECT_EQ(b1->recomputeFloats, mains + depth);
+  EXPECT_EQ(b1->savedFloats, b0->savedFloats - mains - depth + kActivation);
+}
+
+// The rank's estimate: GPipe holds four saved buffers and one recompute
+// buffer, so recompute lowers it by more than what it adds.
+TEST(RecomputeMemory, RuntimeMemoryOfGpipeDrops) {
+  ModelSpec none = load(kSpec), full = load(kSpec, "uniform", 8);
+  SpecCosts c0 = specCosts(none), c1 = specCosts(full);
+  ASSERT_TRUE(c0.runtime && c1.runtime);
+  const schedule::StageBuffers &b0 = c0.runtime->stages[0],
+                               &b1 = c1.runtime->stages[0];
+  EXPECT_EQ(c1.runtime->peaks[0].savedSlots.at(0), 4);
+  EXPECT_EQ(c1.runtime->peaks[0].recomputeSlots.at(0), 1);
+  // Parameters and the pooled activations are the same.
+  EXPECT_EQ(c0.rankRuntimeMemory[0] - c1.rankRuntimeMemory[0],
+            4 * (4 * (b0.savedFloats - b1.savedFloats) - b1.recomputeFloats -
+                 2 * kActivation));
+  EXPECT_LT(c1.rankRuntimeMemory[0], c0.rankRuntimeMemory[0]);
+}
+
+} // namespace
+} // namespace hypipe
