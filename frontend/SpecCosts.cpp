@@ -39,10 +39,42 @@ std::vector<ItemCost> stageCosts(const std::vector<ItemCost> &items,
   return stageCost;
 }
 
+/// What full recompute runs again of stage `st` before its input gradient
+/// (pipe-recompute's chunks): each recomputed main layer, and on the last
+/// stage each MTP depth's input projection and layers (not its pass through
+/// the output layer), as (measured kind, cost); a layer the cost model does
+/// not cost has no cost. Empty without full recompute.
+std::vector<std::pair<std::string, ItemCost>>
+recomputedParts(const ModelSpec &spec, const PatternStage &st) {
+  std::vector<std::pair<std::string, ItemCost>> parts;
+  const RecomputeSpec &rc = spec.training.recompute;
+  const ModelDims &d = spec.dims;
+  const CostSettings s = spec.partitionRequest().settings;
+  auto addLayer = [&](char symbol) {
+    if (auto c = layerCost(symbol, d, s))
+      parts.push_back({measuredKindOf(std::string(1, symbol)), *c});
+  };
+  for (auto [begin, end] : recomputeChunks(rc, int64_t(st.layers.size())))
+    for (int64_t i = begin; i < end; ++i)
+      addLayer(st.layers[size_t(i)]);
+  if (!rc.full() || st.index + 1 != int64_t(spec.placement.stages.size()))
+    return parts;
+  for (int depth = 0; depth < spec.pattern.mtpDepths; ++depth) {
+    ItemCost projection = mtpDepthCost(d, s);
+    projection.forwardFlops -= headCost(d, s).forwardFlops;
+    parts.push_back({"mtp", projection});
+    for (char symbol : spec.pattern.mtp)
+      addLayer(symbol);
+  }
+  return parts;
+}
+
 /// Each stage's forward, input-gradient and weight-gradient seconds for one
 /// microbatch from measured layer costs (stepCosts).
 struct StageSeconds {
   std::vector<double> f, i, w; ///< by stage index
+  /// Recompute's forward again, part of the input gradient's (in `i`).
+  std::vector<double> recompute;
 };
 
 Expected<StageSeconds> measuredStageSeconds(const ModelSpec &spec,
@@ -78,8 +110,18 @@ Expected<StageSeconds> measuredStageSeconds(const ModelSpec &spec,
   out.f.assign(n, 0.0);
   out.i.assign(n, 0.0);
   out.w.assign(n, 0.0);
+  out.recompute.assign(n, 0.0);
   for (const PatternStage &st : spec.placement.stages) {
     const size_t i = size_t(st.index);
+    for (const auto &[kind, c] : recomputedParts(spec, st)) {
+      auto t =
+          measuredSeconds(measured, kind, 0, double(c.forwardFlops), tokens);
+      if (!t)
+        missing = kind;
+      else
+        out.recompute[i] += *t;
+    }
+    out.i[i] += out.recompute[i];
     if (st.index == 0)
       add(i, "embedding", embeddingCost(d, s));
     for (char symbol : st.layers)
@@ -378,6 +420,11 @@ Expected<schedule::Costs> stepCosts(const ModelSpec &spec,
       costs.stageW.push_back(static_cast<double>(c.backwardWeightFlops) /
                              perUnit);
     }
+    // Recompute runs the recomputed parts' forward again in the I (or B).
+    for (const PatternStage &st : spec.placement.stages)
+      for (const auto &part : recomputedParts(spec, st))
+        costs.stageI[size_t(st.index)] +=
+            static_cast<double>(part.second.forwardFlops) / perUnit;
   }
   for (size_t i = 0; i < costs.stageI.size(); ++i)
     costs.stageB.push_back(costs.stageI[i] + costs.stageW[i]);

@@ -173,5 +173,23 @@ TEST(RecomputeMemory, RuntimeMemoryOfGpipeDrops) {
   EXPECT_LT(c1.rankRuntimeMemory[0], c0.rankRuntimeMemory[0]);
 }
 
+// The simulator charges recompute's forward again to the input gradient
+// (and so to B): in GFLOP, every recomputed layer's forward FLOPs.
+TEST(RecomputeMemory, RecomputeAddsTheLayersForwardToTheInputGradient) {
+  ModelSpec none = load(kSpec), block = load(kSpec, "block", 2);
+  auto s0 = stepCosts(none, specCosts(none).stageCost);
+  auto s2 = stepCosts(block, specCosts(block).stageCost);
+  ASSERT_TRUE(s0 && s2);
+  const CostSettings settings = none.partitionRequest().settings;
+  const double again =
+      double(layerCost('M', none.dims, settings)->forwardFlops +
+             layerCost('*', none.dims, settings)->forwardFlops) /
+      1e9;
+  EXPECT_DOUBLE_EQ(s2->stageI[0], s0->stageI[0] + again);
+  EXPECT_DOUBLE_EQ(s2->stageB[0], s0->stageB[0] + again);
+  EXPECT_EQ(s2->stageF, s0->stageF);
+  EXPECT_EQ(s2->stageW, s0->stageW);
+}
+
 } // namespace
 } // namespace hypipe
