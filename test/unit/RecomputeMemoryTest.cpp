@@ -8,9 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "core/model/LayerShapes.h"
+#include "core/partition/AutoPartition.h"
 #include "core/schedule/Buffers.h"
 #include "frontend/SpecCosts.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace hypipe {
@@ -189,6 +191,73 @@ TEST(RecomputeMemory, RecomputeAddsTheLayersForwardToTheInputGradient) {
   EXPECT_DOUBLE_EQ(s2->stageB[0], s0->stageB[0] + again);
   EXPECT_EQ(s2->stageF, s0->stageF);
   EXPECT_EQ(s2->stageW, s0->stageW);
+}
+
+// The cost model's Megatron-style memory (explain's memory_bytes, the
+// partitioner's cap): with uniform chunks of 2, each of GPipe's four
+// microbatches keeps the embedding's and the head's activations and one
+// activation per chunk (four), and the largest chunk's activations come back
+// once, beside the two p2p buffers.
+TEST(RecomputeMemory, MegatronMemoryKeepsChunkInputs) {
+  ModelSpec none = load(kSpec), full = load(kSpec, "uniform", 2);
+  const AutoPartitionRequest r = full.partitionRequest();
+  const CostSettings &s = r.settings;
+  const int64_t activation =
+      s.tokens() * r.dims.hidden * s.activationBytesPerElement();
+  std::vector<int64_t> layer;
+  for (char symbol : std::string("M*M-M*M-"))
+    layer.push_back(layerCost(symbol, r.dims, s)->activationBytes);
+  const int64_t ends = embeddingCost(r.dims, s).activationBytes +
+                       headCost(r.dims, s).activationBytes;
+  int64_t largest = 0;
+  for (size_t i = 0; i < layer.size(); i += 2)
+    largest = std::max(largest, layer[i] + layer[i + 1]);
+  auto items = modelItems(r.dims, s, r.layers, r.mtpLayers, r.mtpDepths);
+  RankMemory m = rankMemories(items, full.placement, r)[0];
+  EXPECT_EQ(m.activations, 4 * (ends + 4 * activation));
+  EXPECT_EQ(m.buffers, 2 * activation + largest);
+  RankMemory m0 =
+      rankMemories(items, none.placement, none.partitionRequest())[0];
+  EXPECT_EQ(m0.parameters, m.parameters);
+  EXPECT_EQ(m0.buffers, 2 * activation);
+}
+
+// parallel.max_memory_gib holds the automatic split to that memory with
+// recompute: on two ranks with GPipe (four microbatches in flight) and 256
+// tokens a sequence, the cap the balanced split needs with one chunk a
+// stage is met by no split without recompute, where every microbatch in
+// flight keeps a stage's activations.
+TEST(RecomputeMemory, TheLoadersCapCountsRecompute) {
+  std::string text = kSpec;
+  text.replace(text.find("seq_length: 32"), 14, "seq_length: 256");
+  text.replace(text.find("  microbatches"), 0, "  pp: 2\n");
+  auto full = parseSpec(text, "spec.yaml", [] {
+    SpecOverrides o;
+    o.recomputeGranularity = "full";
+    o.recomputeMethod = "uniform";
+    o.recomputeNumLayers = 8;
+    return o;
+  }());
+  ASSERT_TRUE(static_cast<bool>(full));
+  const AutoPartitionRequest r = full->partitionRequest();
+  int64_t need = 0;
+  for (const RankMemory &m : rankMemories(
+           modelItems(r.dims, r.settings, r.layers, r.mtpLayers, r.mtpDepths),
+           full->placement, r))
+    need = std::max(need, m.total());
+  text.replace(text.find("  schedule: gpipe"), 0,
+               fmt::format("  max_memory_gib: {:.9f}\n",
+                           double(need) * 1.001 / (1 << 30)));
+  auto none = parseSpec(text, "spec.yaml");
+  ASSERT_FALSE(static_cast<bool>(none));
+  EXPECT_NE(llvm::toString(none.takeError()).find("cannot fit"),
+            std::string::npos);
+  text.replace(text.find("  seq_length"), 0,
+               "  recompute:\n    granularity: full\n    method: uniform\n"
+               "    num_layers: 8\n");
+  auto spec = parseSpec(text, "spec.yaml");
+  EXPECT_TRUE(static_cast<bool>(spec))
+      << (spec ? "" : llvm::toString(spec.takeError()));
 }
 
 } // namespace
