@@ -2,6 +2,7 @@
 #include "frontend/Plan.h"
 
 #include "core/lang/HybridPattern.h"
+#include "test/unit/SmallSpec.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -13,23 +14,8 @@ namespace hypipe {
 namespace {
 
 /// Eight layers the partitioner splits (no `|`), a global batch of 8.
-const char *kSpec = R"(model:
-  pattern: "M-M*M-M-"
-  hidden_size: 64
-  ffn_hidden_size: 128
-  num_attention_heads: 4
-  num_query_groups: 2
-  mamba_num_heads: 4
-  mamba_head_dim: 16
-  mamba_state_dim: 16
-  vocab_size: 256
-parallel:
-  microbatches: 8
-training:
-  seq_length: 32
-data:
-  path: data/tokens.txt
-)";
+const std::string kSpec =
+    smallSpec("M-M*M-M-", "  microbatches: 8\n", "  seq_length: 32\n");
 
 Plan planned(int64_t ranks, std::optional<double> memoryGiB = std::nullopt,
              const std::string &text = kSpec) {

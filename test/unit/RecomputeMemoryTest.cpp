@@ -11,6 +11,7 @@
 #include "core/partition/AutoPartition.h"
 #include "core/schedule/Buffers.h"
 #include "frontend/SpecCosts.h"
+#include "test/unit/SmallSpec.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -22,28 +23,12 @@ using schedule::Action;
 using schedule::Op;
 
 /// Eight layers, one rank; four microbatches of 2 x 32 tokens, hidden 64.
-const char *kSpec = R"(model:
-  pattern: "M*M-M*M-"
-  hidden_size: 64
-  ffn_hidden_size: 128
-  num_attention_heads: 4
-  num_query_groups: 2
-  mamba_num_heads: 4
-  mamba_head_dim: 16
-  mamba_state_dim: 16
-  vocab_size: 256
-parallel:
-  microbatches: 4
-  schedule: gpipe
-training:
-  seq_length: 32
-  micro_batch_size: 2
-data:
-  path: data/tokens.txt
-)";
+const std::string kSpec =
+    smallSpec("M*M-M*M-", "  microbatches: 4\n  schedule: gpipe\n",
+              "  seq_length: 32\n  micro_batch_size: 2\n");
 constexpr int64_t kActivation = 2 * 32 * 64;
 
-ModelSpec load(const char *text, const char *method = nullptr,
+ModelSpec load(const std::string &text, const char *method = nullptr,
                int64_t numLayers = 0) {
   SpecOverrides o;
   if (method) {
@@ -144,7 +129,7 @@ TEST(RecomputeMemory, BlockRecomputesTheFirstLayers) {
 TEST(RecomputeMemory, AnMtpDepthIsRecomputedWholeWithoutACheckpoint) {
   std::string text = kSpec;
   text.replace(text.find("M*M-M*M-"), 8, "M*M-/*-");
-  ModelSpec none = load(text.c_str()), full = load(text.c_str(), "uniform", 4);
+  ModelSpec none = load(text), full = load(text, "uniform", 4);
   auto b0 = stageBuffers(none, none.placement.stages[0]);
   auto b1 = stageBuffers(full, full.placement.stages[0]);
   const ModelDims &d = none.dims;
