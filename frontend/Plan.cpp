@@ -70,11 +70,12 @@ std::string stageList(const std::vector<int64_t> &stages) {
 }
 
 std::string layoutText(const PlanLayout &l) {
-  return fmt::format("pp={} vpp={} dp={} {} microbatches={} "
-                     "micro_batch_size={}{}",
-                     l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule),
-                     l.microbatches, l.microBatchSize,
-                     l.distributedOptimizer ? " distributed optimizer" : "");
+  return fmt::format(
+      "pp={} vpp={} dp={} {} microbatches={} "
+      "micro_batch_size={}{}{}",
+      l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule), l.microbatches,
+      l.microBatchSize, l.distributedOptimizer ? " distributed optimizer" : "",
+      l.recompute.full() ? " recompute=" + recomputeText(l.recompute) : "");
 }
 
 /// The micro batch sizes tried: 1, 2, 4, 8 and the spec's own.
@@ -163,8 +164,31 @@ SpecOverrides overridesOf(const PlanLayout &l) {
   o.microbatches = l.microbatches;
   o.microBatchSize = l.microBatchSize;
   o.distributedOptimizer = l.distributedOptimizer;
+  // The spec's own recompute stands unless the search chose one (it
+  // searches only specs without).
+  if (l.recompute.full()) {
+    o.recomputeGranularity = recomputeGranularityName(l.recompute.granularity);
+    o.recomputeMethod = recomputeMethodName(l.recompute.method);
+    o.recomputeNumLayers = l.recompute.numLayers;
+  }
   o.givenBy = "the layout plan tried";
   return o;
+}
+
+/// Full uniform recompute in chunks of the most main layers any stage of
+/// `spec` holds: every main layer recomputed, one checkpoint a stage. Every
+/// chunk size recomputes the same layers, so costs the same time; this one
+/// keeps the fewest checkpoints, and hypipe-run's recompute buffer holds a
+/// microbatch's recomputed layers whatever the chunks, so it needs the
+/// least memory of them.
+RecomputeSpec fullestRecompute(const ModelSpec &spec) {
+  RecomputeSpec r;
+  r.granularity = RecomputeGranularity::Full;
+  r.method = RecomputeMethod::Uniform;
+  r.numLayers = 1;
+  for (const PatternStage &s : spec.placement.stages)
+    r.numLayers = std::max(r.numLayers, int64_t(s.layers.size()));
+  return r;
 }
 
 /// A layout loaded, costed and within the memory cap, not yet simulated.
@@ -186,10 +210,29 @@ struct Search {
   double fastestPrunedBound = -1; ///< least busiest-rank bound pruned
   std::string firstRefusal; ///< why the spec loader refused the first layout
   std::vector<Loaded> loaded;
+  /// Whether recompute is a dimension of the search: the spec sets none,
+  /// and memory is held as hypipe-run holds it (the cost model's Megatron
+  /// estimate does not model recompute).
+  bool searchRecompute = false;
 
-  /// Loads and costs `layout`; keeps it unless it is invalid or over the
-  /// memory cap.
+  /// Loads and costs `layout`, then, where it is over the memory cap and
+  /// the spec sets no recompute, the layout with full recompute; keeps what
+  /// is valid and within the cap, else counts the layout pruned by memory.
   void load(const PlanLayout &layout);
+  /// A layout loaded and costed over the memory cap.
+  struct OverCap {
+    PlanLayout layout;
+    ModelSpec spec;
+    std::vector<int64_t> memory; ///< PlanCandidate::memory
+    int64_t peak = 0;
+    double bound = 0;
+  };
+  enum class Fit { Kept, Refused, Over };
+  /// One try of load: keeps `layout` where it is valid and within the cap,
+  /// gives what it loaded in `over` where it is over; a refusal counts as
+  /// invalid only with `countRefusal`.
+  Fit loadOne(const PlanLayout &layout, bool countRefusal,
+              std::optional<OverCap> &over);
   /// Simulates what was loaded, least bound first, skipping what cannot
   /// reach the top.
   void simulateLoaded();
@@ -198,40 +241,71 @@ struct Search {
       firstRefusal = std::move(why);
     ++plan.invalid;
   }
-  void prune(const PlanLayout &layout, const ModelSpec &spec,
-             const std::vector<int64_t> &memory, double bound);
+  /// A layout over the cap whose busiest rank alone needs `bound`.
+  void noteOverCap(double bound) {
+    if (fastestPrunedBound < 0 || bound < fastestPrunedBound)
+      fastestPrunedBound = bound;
+  }
   void simulate(Loaded &l);
 };
 
-void Search::prune(const PlanLayout &layout, const ModelSpec &spec,
-                   const std::vector<int64_t> &memory, double bound) {
+void Search::load(const PlanLayout &layout) {
+  std::optional<OverCap> over;
+  if (loadOne(layout, true, over) != Fit::Over)
+    return;
+  // A layout that fits without recompute keeps none: recompute only costs
+  // time. One that does not is tried with full recompute.
+  noteOverCap(over->bound);
+  if (searchRecompute) {
+    PlanLayout recomputed = layout;
+    recomputed.recompute = fullestRecompute(over->spec);
+    std::optional<OverCap> still;
+    switch (loadOne(recomputed, false, still)) {
+    case Fit::Kept:
+      return;
+    case Fit::Over:
+      // What the layout needs at the least, for noLayoutFits.
+      if (still->peak < over->peak)
+        over = std::move(still);
+      break;
+    case Fit::Refused:
+      break;
+    }
+  }
   ++plan.prunedByMemory;
-  LeastMemory m = leastMemoryOf(layout, spec, memory);
+  LeastMemory m = leastMemoryOf(over->layout, over->spec, over->memory);
   if (!plan.leastMemory || m.bytes < plan.leastMemory->bytes)
     plan.leastMemory = m;
-  if (fastestPrunedBound < 0 || bound < fastestPrunedBound)
-    fastestPrunedBound = bound;
 }
 
-void Search::load(const PlanLayout &layout) {
+Search::Fit Search::loadOne(const PlanLayout &layout, bool countRefusal,
+                            std::optional<OverCap> &over) {
+  auto refused = [&](std::string why) {
+    if (countRefusal)
+      refuse(std::move(why));
+    return Fit::Refused;
+  };
   auto spec = parseSpec(text, request.specPath, overridesOf(layout));
   if (!spec)
-    return refuse(refusalLine(llvm::toString(spec.takeError())));
+    return refused(refusalLine(llvm::toString(spec.takeError())));
   SpecCosts costs = specCosts(*spec);
   // A layer kind the measured costs lack fails here (the schedule itself
   // was checked when the spec loaded).
   Expected<schedule::Costs> step =
       stepCosts(*spec, costs.stageCost, request.stepModel());
   if (!step)
-    return refuse(step.takeError().message());
+    return refused(step.takeError().message());
   const double bound = busiestRankCompute(*spec, *step);
   std::vector<int64_t> memory =
       request.megatronMemory ? costs.rankMemory : costs.rankPeakMemory();
   int64_t peak = *std::max_element(memory.begin(), memory.end());
-  if (request.memoryGiB && peak > *request.memoryGiB * kGiB)
-    return prune(layout, *spec, memory, bound);
+  if (request.memoryGiB && peak > *request.memoryGiB * kGiB) {
+    over = OverCap{layout, std::move(*spec), std::move(memory), peak, bound};
+    return Fit::Over;
+  }
   loaded.push_back({layout, std::move(*spec), std::move(costs),
                     std::move(memory), std::move(*step), bound});
+  return Fit::Kept;
 }
 
 void Search::simulate(Loaded &l) {
@@ -247,6 +321,7 @@ void Search::simulate(Loaded &l) {
   c.communication = communicationShare(c.spec, l.step, c.makespan);
   c.bytesSentPerStep = bytesSent(c.spec, c.costs);
   c.globalBatch = globalBatch;
+  plan.fitByRecompute += c.layout.recompute.full();
   plan.candidates.push_back(std::move(c));
 }
 
@@ -302,8 +377,14 @@ Error noLayoutFits(const LeastMemory &m, const PlanRequest &request) {
   for (size_t i = 1; i < ways.size(); ++i)
     help += (i + 1 == ways.size() ? ", or " : ", ") + ways[i];
   return Error(Problem{
-      problem, help + "; tensor parallelism and activation recompute, which "
-                      "would make a rank's share smaller, are not built yet"});
+      problem,
+      help + (request.megatronMemory
+                  ? "; tensor parallelism, which would make a rank's share "
+                    "smaller, is not built yet, and plan does not try "
+                    "activation recompute against Megatron-LM's memory"
+                  : "; tensor parallelism, which would make a rank's share "
+                    "smaller, is not built yet (full activation recompute "
+                    "was tried)")});
 }
 
 /// Where top-level section `name` starts and ends in `lines` ([begin, end),
@@ -398,7 +479,8 @@ bool sameLayout(const ModelSpec &written, const PlanCandidate &c) {
          a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp &&
          a.schedule == b.schedule && a.microbatches == b.microbatches &&
          a.groupSize == b.groupSize &&
-         a.distributedOptimizer == b.distributedOptimizer;
+         a.distributedOptimizer == b.distributedOptimizer &&
+         written.training.recompute == c.spec.training.recompute;
 }
 
 std::vector<std::string> splitLines(const std::string &text) {
@@ -448,14 +530,25 @@ Error checkPlannable(const ModelSpec &spec) {
 void sortFastestFirst(std::vector<PlanCandidate> &candidates) {
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const PlanCandidate &a, const PlanCandidate &b) {
-                     // Equal steps: the one with memory to spare first.
-                     return a.makespan != b.makespan
-                                ? a.makespan < b.makespan
-                                : a.peakMemory() < b.peakMemory();
+                     // Equal steps: no recompute before recompute, then
+                     // the one with memory to spare first.
+                     if (a.makespan != b.makespan)
+                       return a.makespan < b.makespan;
+                     if (a.layout.recompute.full() != b.layout.recompute.full())
+                       return !a.layout.recompute.full();
+                     return a.peakMemory() < b.peakMemory();
                    });
 }
 
 } // namespace
+
+std::string recomputeText(const RecomputeSpec &r) {
+  if (r.granularity == RecomputeGranularity::None)
+    return "none";
+  if (!r.full())
+    return recomputeGranularityName(r.granularity);
+  return fmt::format("full/{}/{}", recomputeMethodName(r.method), r.numLayers);
+}
 
 int64_t PlanCandidate::peakMemory() const {
   return *std::max_element(memory.begin(), memory.end());
@@ -496,6 +589,9 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
     return std::move(refused);
   Search search{request, text,
                 request.globalBatch.value_or(specGlobalBatch(*original))};
+  search.searchRecompute =
+      !request.megatronMemory &&
+      original->training.recompute.granularity == RecomputeGranularity::None;
   std::vector<PlanLayout> layouts =
       planLayouts(*original, request.ranks, search.globalBatch);
   if (layouts.empty())
@@ -601,6 +697,9 @@ std::string megatronLayoutArgs(const PlanCandidate &c) {
   if (l.vpp > 1 && c.spec.parallel.groupSize != l.pp)
     out += fmt::format(" --microbatch-group-size-per-virtual-pipeline-stage {}",
                        c.spec.parallel.groupSize);
+  if (std::string flags = recomputeFlags(c.spec.training.recompute);
+      !flags.empty())
+    out += " " + flags;
   return out;
 }
 
@@ -620,6 +719,13 @@ Expected<std::string> plannedSpecText(const std::string &specText,
   if (!c.spec.training.initFrom.empty())
     setKey(lines, "training", "init_from",
            absolutePath(specDir, c.spec.training.initFrom));
+  // Only a spec without recompute gets one (Search::searchRecompute).
+  if (c.layout.recompute.full())
+    setKey(lines, "training", "recompute",
+           fmt::format("{{granularity: full, method: {}, num_layers: {}}}",
+                       recomputeMethodName(c.layout.recompute.method),
+                       c.layout.recompute.numLayers),
+           true);
   std::vector<std::string> parallel = parallelSection(c);
   auto range = sectionLines(lines, "parallel");
   const size_t at = range ? range->first : lines.size();

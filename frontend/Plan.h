@@ -1,12 +1,12 @@
 //===- Plan.h - the layouts of a spec for a rank count, fastest first -----===//
 //
 // `hypipe plan`'s search (docs/plan.md): pp x dp = ranks, vpp, the schedule,
-// the microbatch count that keeps the global batch, and the distributed
-// optimizer. Each layout is loaded as a spec (so the loader's and the
-// schedule library's checks decide what is valid), its memory estimate is
-// held to the cap before anything is simulated, and the survivors are
-// ranked by the simulated makespan of SpecCosts.h, the numbers `hypipe
-// explain` prints.
+// the microbatch count that keeps the global batch, the distributed
+// optimizer, and activation recompute where a layout does not fit without
+// it. Each layout is loaded as a spec (so the loader's and the schedule
+// library's checks decide what is valid), its memory estimate is held to
+// the cap before anything is simulated, and the survivors are ranked by the
+// simulated makespan of SpecCosts.h, the numbers `hypipe explain` prints.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_FRONTEND_PLAN_H
@@ -51,7 +51,14 @@ struct PlanLayout {
   int64_t microBatchSize = 1; ///< samples a microbatch
   schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   bool distributedOptimizer = false;
+  /// training.recompute: none, or (tried where none does not fit) full
+  /// uniform recompute in chunks of the most layers a stage holds.
+  RecomputeSpec recompute;
 };
+
+/// The layout's recompute as the plan's table shows it: "none", or
+/// "full/uniform/N".
+std::string recomputeText(const RecomputeSpec &recompute);
 
 struct PlanCandidate {
   PlanLayout layout;
@@ -84,6 +91,9 @@ struct Plan {
   std::vector<PlanCandidate> candidates; ///< fastest first
   int64_t simulated = 0;
   int64_t prunedByMemory = 0;
+  /// Of the simulated: layouts that fit the cap only with full recompute
+  /// (a layout is counted once: as simulated, not also as pruned).
+  int64_t fitByRecompute = 0;
   /// Not simulated: its busiest rank's compute alone is no faster than the
   /// top-th simulated step (PlanRequest::top).
   int64_t prunedByBound = 0;

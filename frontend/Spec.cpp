@@ -1785,6 +1785,7 @@ AutoPartitionRequest ModelSpec::partitionRequest() const {
   r.microbatches = parallel.microbatches;
   r.objective = parallel.objective;
   r.maxMemoryGiB = parallel.maxMemoryGiB;
+  r.recompute = training.recompute;
   return r;
 }
 

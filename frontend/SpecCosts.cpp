@@ -39,10 +39,42 @@ std::vector<ItemCost> stageCosts(const std::vector<ItemCost> &items,
   return stageCost;
 }
 
+/// What full recompute runs again of stage `st` before its input gradient
+/// (pipe-recompute's chunks): each recomputed main layer, and on the last
+/// stage each MTP depth's input projection and layers (not its pass through
+/// the output layer), as (measured kind, cost); a layer the cost model does
+/// not cost has no cost. Empty without full recompute.
+std::vector<std::pair<std::string, ItemCost>>
+recomputedParts(const ModelSpec &spec, const PatternStage &st) {
+  std::vector<std::pair<std::string, ItemCost>> parts;
+  const RecomputeSpec &rc = spec.training.recompute;
+  const ModelDims &d = spec.dims;
+  const CostSettings s = spec.partitionRequest().settings;
+  auto addLayer = [&](char symbol) {
+    if (auto c = layerCost(symbol, d, s))
+      parts.push_back({measuredKindOf(std::string(1, symbol)), *c});
+  };
+  for (auto [begin, end] : recomputeChunks(rc, int64_t(st.layers.size())))
+    for (int64_t i = begin; i < end; ++i)
+      addLayer(st.layers[size_t(i)]);
+  if (!rc.full() || st.index + 1 != int64_t(spec.placement.stages.size()))
+    return parts;
+  for (int depth = 0; depth < spec.pattern.mtpDepths; ++depth) {
+    ItemCost projection = mtpDepthCost(d, s);
+    projection.forwardFlops -= headCost(d, s).forwardFlops;
+    parts.push_back({"mtp", projection});
+    for (char symbol : spec.pattern.mtp)
+      addLayer(symbol);
+  }
+  return parts;
+}
+
 /// Each stage's forward, input-gradient and weight-gradient seconds for one
 /// microbatch from measured layer costs (stepCosts).
 struct StageSeconds {
   std::vector<double> f, i, w; ///< by stage index
+  /// Recompute's forward again, part of the input gradient's (in `i`).
+  std::vector<double> recompute;
 };
 
 Expected<StageSeconds> measuredStageSeconds(const ModelSpec &spec,
@@ -78,8 +110,18 @@ Expected<StageSeconds> measuredStageSeconds(const ModelSpec &spec,
   out.f.assign(n, 0.0);
   out.i.assign(n, 0.0);
   out.w.assign(n, 0.0);
+  out.recompute.assign(n, 0.0);
   for (const PatternStage &st : spec.placement.stages) {
     const size_t i = size_t(st.index);
+    for (const auto &[kind, c] : recomputedParts(spec, st)) {
+      auto t =
+          measuredSeconds(measured, kind, 0, double(c.forwardFlops), tokens);
+      if (!t)
+        missing = kind;
+      else
+        out.recompute[i] += *t;
+    }
+    out.i[i] += out.recompute[i];
     if (st.index == 0)
       add(i, "embedding", embeddingCost(d, s));
     for (char symbol : st.layers)
@@ -105,6 +147,57 @@ Expected<StageSeconds> measuredStageSeconds(const ModelSpec &spec,
 
 } // namespace
 
+namespace {
+
+/// What pipe-recompute does with a part of a stage (passes/lowering/
+/// Recompute.cpp): a main layer is recomputed in its chunk, an MTP depth's
+/// input projection and layers as the depth's one chunk, the embedding, the
+/// head and each MTP output never.
+enum class SavedRole { Main, MtpDepth, Kept };
+
+/// One part's saved floats for a microbatch. Full recompute moves all of a
+/// recomputed part's floats to the recompute buffer; selective recompute,
+/// once lowered, will split a layer's floats into kept and recomputed here.
+struct SavedPart {
+  SavedRole role = SavedRole::Kept;
+  int64_t floats = 0;
+};
+
+/// `parts` (a stage's, in order) placed as pipe-recompute places them under
+/// `spec`: the recomputed parts' floats in the recompute buffer, the rest
+/// and one checkpoint of `activation` floats per chunk of main layers in the
+/// saved buffer, and two more activations of workspace (rc0, rc1) where the
+/// stage recomputes anything.
+void placeSaved(const std::vector<SavedPart> &parts, const RecomputeSpec &spec,
+                int64_t activation, schedule::StageBuffers &b) {
+  std::vector<int64_t> mains;
+  for (const SavedPart &p : parts)
+    if (p.role == SavedRole::Main)
+      mains.push_back(p.floats);
+  const auto chunks = recomputeChunks(spec, int64_t(mains.size()));
+  int64_t again = 0;
+  for (auto [begin, end] : chunks)
+    for (int64_t i = begin; i < end; ++i)
+      again += mains[size_t(i)];
+  if (spec.full())
+    for (const SavedPart &p : parts)
+      if (p.role == SavedRole::MtpDepth)
+        again += p.floats;
+  int64_t all = 0;
+  for (const SavedPart &p : parts)
+    all += p.floats;
+  const bool depths =
+      spec.full() && std::any_of(parts.begin(), parts.end(), [](auto &p) {
+        return p.role == SavedRole::MtpDepth;
+      });
+  b.savedFloats = all - again + int64_t(chunks.size()) * activation;
+  b.recomputeFloats = again;
+  if (!chunks.empty() || depths)
+    b.workspaceFloats += 2 * activation;
+}
+
+} // namespace
+
 std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
                                                    const PatternStage &stage) {
   const ModelDims &d = spec.dims;
@@ -114,27 +207,29 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
   schedule::StageBuffers b;
   b.stage = stage.index;
   int64_t scratch = 0;
-  auto add = [&](const auto &shape, const std::vector<rt::ParamSpec> &params) {
+  std::vector<SavedPart> parts;
+  auto add = [&](const auto &shape, const std::vector<rt::ParamSpec> &params,
+                 SavedRole role) {
     b.params += rt::numel(params);
-    b.savedFloats += shape.savedFloats(tokens, target);
+    parts.push_back({role, shape.savedFloats(tokens, target)});
     scratch = std::max(scratch, shape.workspaceFloats(tokens, target));
   };
-  auto addLayer = [&](char symbol) {
+  auto addLayer = [&](char symbol, SavedRole role) {
     switch (symbol) {
     case 'M':
-      add(rt::mambaShape(d), rt::mambaShape(d).params(1));
+      add(rt::mambaShape(d), rt::mambaShape(d).params(1), role);
       return true;
     case '*': {
       const auto shape =
           rt::attentionShape(d, spec.positionEmbedding == "rope");
-      add(shape, shape.params(1));
+      add(shape, shape.params(1), role);
       return true;
     }
     case '-':
-      add(rt::mlpShape(d), rt::mlpShape(d).params(1));
+      add(rt::mlpShape(d), rt::mlpShape(d).params(1), role);
       return true;
     case 'E':
-      add(rt::moeShape(d), rt::moeShape(d).params(1));
+      add(rt::moeShape(d), rt::moeShape(d).params(1), role);
       return true;
     default:
       return false;
@@ -143,54 +238,58 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
   const bool first = stage.index == 0,
              last = stage.index == spec.placement.pp * spec.placement.vpp - 1;
   if (first)
-    add(rt::embeddingShape(d), rt::embeddingShape(d).params());
+    add(rt::embeddingShape(d), rt::embeddingShape(d).params(), SavedRole::Kept);
   for (char symbol : stage.layers)
-    if (!addLayer(symbol))
+    if (!addLayer(symbol, SavedRole::Main))
       return std::nullopt;
   if (last) {
     const rt::HeadShape head = rt::headShape(d);
-    add(head, head.params());
+    add(head, head.params(), SavedRole::Kept);
     // MTP runs in the stage of the output layer; each depth carries a copy
     // of the embedding table where the stage has none of its own (no
     // embedding, an untied head: KernelPlan.cpp's describeMtp).
     const bool tableHere = first || d.tieEmbeddings;
     for (int depth = 1; depth <= spec.pattern.mtpDepths; ++depth) {
       const rt::MtpInputShape in{d.vocab, d.hidden, depth, !tableHere};
-      add(in, in.params());
+      add(in, in.params(), SavedRole::MtpDepth);
       for (char symbol : spec.pattern.mtp)
-        if (!addLayer(symbol))
+        if (!addLayer(symbol, SavedRole::MtpDepth))
           return std::nullopt;
       const rt::MtpOutputShape out{d.vocab, d.hidden, depth};
-      add(out, out.params());
+      add(out, out.params(), SavedRole::Kept);
     }
   }
-  b.workspaceFloats = scratch + 2 * tokens.tokens() * d.hidden;
+  const int64_t activation = tokens.tokens() * d.hidden;
+  b.workspaceFloats = scratch + 2 * activation;
+  placeSaved(parts, spec.training.recompute, activation, b);
   return b;
 }
 
-std::vector<int64_t> runtimeMemory(const ModelSpec &spec,
-                                   const schedule::Schedule &programs) {
+std::optional<RuntimeBuffers>
+runtimeBuffers(const ModelSpec &spec, const schedule::Schedule &programs) {
   const PatternPlacement &placement = spec.placement;
+  RuntimeBuffers out;
   std::vector<std::vector<schedule::StageBuffers>> held(size_t(placement.pp));
   for (const PatternStage &s : placement.stages) {
     std::optional<schedule::StageBuffers> b = stageBuffers(spec, s);
     if (!b)
-      return {};
+      return std::nullopt;
     held[size_t(s.ppRank)].push_back(*b);
+    out.stages.push_back(*b);
   }
   const double perParameter = runtimeBytesPerParameter(
       spec.training.dtype == TrainingPrecision::Bf16,
       spec.parallel.distributedOptimizer ? spec.parallel.dp : 1);
-  std::vector<int64_t> bytes;
-  for (int64_t rank = 0; rank < placement.pp; ++rank)
-    bytes.push_back(schedule::peakTensorBytes(
-        held[size_t(rank)],
-        schedule::rankBuffers(programs.ranks.at(size_t(rank)),
-                              placement.pp * placement.vpp),
+  for (int64_t rank = 0; rank < placement.pp; ++rank) {
+    out.peaks.push_back(schedule::rankBuffers(programs.ranks.at(size_t(rank)),
+                                              placement.pp * placement.vpp));
+    out.bytes.push_back(schedule::peakTensorBytes(
+        held[size_t(rank)], out.peaks.back(),
         spec.training.microBatchSize * spec.training.seqLength *
             spec.dims.hidden,
         perParameter));
-  return bytes;
+  }
+  return out;
 }
 
 SpecCosts specCosts(const ModelSpec &spec) {
@@ -212,9 +311,11 @@ SpecCosts specCosts(const ModelSpec &spec) {
   c.exact = std::all_of(items.begin(), items.end(),
                         [](const ItemCost &item) { return item.modelled; });
   c.pinned = patternWithStages(spec.pattern, placement);
-  if (auto programs = specPrograms(spec.parallel))
-    c.rankRuntimeMemory = runtimeMemory(spec, *programs);
-  else
+  if (auto programs = specPrograms(spec.parallel)) {
+    c.runtime = runtimeBuffers(spec, *programs);
+    if (c.runtime)
+      c.rankRuntimeMemory = c.runtime->bytes;
+  } else
     (void)programs.takeError(); // no programs: no runtime estimate
   return c;
 }
@@ -319,6 +420,11 @@ Expected<schedule::Costs> stepCosts(const ModelSpec &spec,
       costs.stageW.push_back(static_cast<double>(c.backwardWeightFlops) /
                              perUnit);
     }
+    // Recompute runs the recomputed parts' forward again in the I (or B).
+    for (const PatternStage &st : spec.placement.stages)
+      for (const auto &part : recomputedParts(spec, st))
+        costs.stageI[size_t(st.index)] +=
+            static_cast<double>(part.second.forwardFlops) / perUnit;
   }
   for (size_t i = 0; i < costs.stageI.size(); ++i)
     costs.stageB.push_back(costs.stageI[i] + costs.stageW[i]);

@@ -21,15 +21,26 @@
 
 namespace hypipe {
 
+/// hypipe-run's buffers under a spec (runtimeBuffers): each stage's sizes
+/// and, walking each pp rank's program, the most of each it holds at once.
+struct RuntimeBuffers {
+  std::vector<schedule::StageBuffers> stages; ///< by stage index
+  std::vector<schedule::RankBuffers> peaks;   ///< by pp rank
+  std::vector<int64_t> bytes;                 ///< by pp rank, at its peak
+};
+
 /// A spec's costs under its placement (no simulation).
 struct SpecCosts {
   AutoPartitionRequest request;
   std::vector<ItemCost> stageCost; ///< by stage index
   std::vector<int64_t> rankParams; ///< by pp rank
   std::vector<int64_t> rankMemory; ///< bytes, by pp rank
-  /// hypipe's own runtime on each pp rank, bytes at its peak (runtimeMemory);
+  /// hypipe's own runtime on each pp rank, bytes at its peak (runtimeBuffers);
   /// empty when a layer kind has no kernel or the schedule has no programs.
   std::vector<int64_t> rankRuntimeMemory;
+  /// What rankRuntimeMemory adds up (what activation recompute keeps among
+  /// it); nullopt where rankRuntimeMemory is empty.
+  std::optional<RuntimeBuffers> runtime;
   /// What a layout needs per rank: hypipe's runtime (rankRuntimeMemory), or
   /// the cost model's estimate where that is empty.
   const std::vector<int64_t> &rankPeakMemory() const {
@@ -43,21 +54,25 @@ struct SpecCosts {
 SpecCosts specCosts(const ModelSpec &spec);
 
 /// A stage's buffers in hypipe-run, sized as the compiler plans them (the
-/// layer shapes of core/model/LayerShapes.h): parameters, one microbatch's
-/// saved floats, and the workspace (the largest layer scratch and the two
-/// activation buffers the stage ping-pongs). nullopt for a layer kind no
-/// kernel runs.
+/// layer shapes of core/model/LayerShapes.h, placed as pipe-recompute places
+/// them under training.recompute): parameters, one microbatch's saved floats
+/// (with full recompute: the layers not recomputed and one activation per
+/// checkpointed chunk), one recompute buffer's floats (the recomputed
+/// layers'), and the workspace (the largest layer scratch and the two
+/// activation buffers the stage ping-pongs, and with recompute two more).
+/// nullopt for a layer kind no kernel runs.
 std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
                                                    const PatternStage &stage);
 
 /// What hypipe-run's tensors take on each pipeline rank at its peak, from
 /// the spec alone: every stage's parameters with gradients and optimizer
-/// state (runtimeBytesPerParameter), workspace and its peak of saved slots,
-/// and the pooled activation buffers (core/schedule/Buffers.h's walk of the
-/// rank's program). The estimate `hypipe train` prints from the manifest,
-/// before compiling; empty where stageBuffers is nullopt.
-std::vector<int64_t> runtimeMemory(const ModelSpec &spec,
-                                   const schedule::Schedule &programs);
+/// state (runtimeBytesPerParameter), workspace, its peak of saved slots and
+/// of recompute buffers, and the pooled activation buffers
+/// (core/schedule/Buffers.h's walk of the rank's program). The estimate
+/// `hypipe train` prints from the manifest, before compiling; nullopt where
+/// stageBuffers is.
+std::optional<RuntimeBuffers>
+runtimeBuffers(const ModelSpec &spec, const schedule::Schedule &programs);
 
 /// The programs the spec's ranks run: its schedule CSV's, or the generated
 /// order with its communication.

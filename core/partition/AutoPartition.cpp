@@ -34,46 +34,86 @@ std::string describeItems(const std::vector<ItemCost> &items, int64_t begin,
 
 namespace {
 
+/// A segment's activations: what each microbatch in flight keeps, and
+/// what exists once (recompute's largest chunk, during its backward).
+struct SegmentActivations {
+  int64_t perMicrobatch = 0, once = 0;
+};
+
 /// The per-rank memory estimate with the request's terms computed once.
 struct MemoryModel {
-  explicit MemoryModel(const AutoPartitionRequest &r)
+  MemoryModel(const AutoPartitionRequest &r, const std::vector<ItemCost> &items)
       : bytesPerParam(trainingBytesPerParameter(r.settings.bf16,
                                                 r.settings.optimizerShards)),
-        p2pPerStage(2 * r.settings.tokens() * r.dims.hidden *
-                    r.settings.activationBytesPerElement()) {
+        activation(r.settings.tokens() * r.dims.hidden *
+                   r.settings.activationBytesPerElement()),
+        p2pPerStage(2 * activation), recompute(r.recompute),
+        numItems(int64_t(items.size())), acts(items.size() + 1, 0) {
     for (int64_t rank = 0; rank < r.pp; ++rank)
       inFlight.push_back(peakMicrobatchesInFlight(r.schedule, r.pp, r.vpp,
                                                   r.microbatches, rank));
+    // O(1) sums from prefix sums: the partitioner asks often. (They stop at
+    // 2^63 - 1; a model past that is refused after the split.)
+    for (size_t i = 0; i < items.size(); ++i)
+      acts[i + 1] = saturatingAdd(acts[i], items[i].activationBytes);
   }
 
-  /// Peak bytes of `ppRank` holding `stages` stages with these parameter and
-  /// activation totals: weights, gradients and optimizer state; activations
-  /// of the microbatches in flight; a send and a receive buffer per stage.
-  RankMemory parts(int64_t params, int64_t activations, int64_t stages,
-                   int64_t ppRank) const {
-    return rankMemory(params, bytesPerParam, static_cast<double>(activations),
-                      inFlight[ppRank], saturatingMul(stages, p2pPerStage));
+  /// The activations of items [begin, end) (one segment) under the
+  /// request's recompute: its main layers (not the embedding, item 0, nor
+  /// the head, the last) in recomputeChunks' chunks.
+  SegmentActivations segment(int64_t begin, int64_t end) const {
+    SegmentActivations a{acts[end] - acts[begin], 0};
+    const int64_t first = std::max<int64_t>(begin, 1),
+                  last = std::min<int64_t>(end, numItems - 1);
+    if (!recompute.full() || last <= first)
+      return a;
+    for (auto [b, e] : recomputeChunks(recompute, last - first)) {
+      const int64_t chunk = acts[first + e] - acts[first + b];
+      a.perMicrobatch = a.perMicrobatch - chunk + activation;
+      a.once = std::max(a.once, chunk);
+    }
+    return a;
   }
-  int64_t bytes(int64_t params, int64_t activations, int64_t stages,
+
+  /// Peak bytes of `ppRank` holding `stages` stages with these parameters
+  /// and activations: weights, gradients and optimizer state; activations
+  /// of the microbatches in flight; a send and a receive buffer per stage.
+  RankMemory parts(int64_t params, const SegmentActivations &a, int64_t stages,
+                   int64_t ppRank) const {
+    return rankMemory(
+        params, bytesPerParam, static_cast<double>(a.perMicrobatch),
+        inFlight[ppRank],
+        saturatingAdd(saturatingMul(stages, p2pPerStage), a.once));
+  }
+  int64_t bytes(int64_t params, const SegmentActivations &a, int64_t stages,
                 int64_t ppRank) const {
-    return parts(params, activations, stages, ppRank).total();
+    return parts(params, a, stages, ppRank).total();
   }
 
   double bytesPerParam;
-  int64_t p2pPerStage;
+  int64_t activation, p2pPerStage;
+  RecomputeSpec recompute;
+  int64_t numItems;
+  std::vector<int64_t> acts;
   std::vector<double> inFlight;
 };
 
-/// The memory of `ppRank` holding the items of `ranges`, by part.
+/// The memory of `ppRank` holding the items of `ranges`, by part: one
+/// recomputed chunk comes back at a time on a rank.
 RankMemory rankParts(const std::vector<ItemCost> &items,
                      const std::vector<std::pair<int64_t, int64_t>> &ranges,
                      const MemoryModel &memory, int64_t ppRank) {
-  ItemCost held;
-  for (auto [begin, end] : ranges)
+  int64_t params = 0;
+  SegmentActivations held;
+  for (auto [begin, end] : ranges) {
     for (int64_t i = begin; i < end; ++i)
-      held += items[i];
-  return memory.parts(held.params, held.activationBytes,
-                      static_cast<int64_t>(ranges.size()), ppRank);
+      params = saturatingAdd(params, items[i].params);
+    SegmentActivations a = memory.segment(begin, end);
+    held.perMicrobatch = saturatingAdd(held.perMicrobatch, a.perMicrobatch);
+    held.once = std::max(held.once, a.once);
+  }
+  return memory.parts(params, held, static_cast<int64_t>(ranges.size()),
+                      ppRank);
 }
 
 } // namespace
@@ -81,7 +121,7 @@ RankMemory rankParts(const std::vector<ItemCost> &items,
 int64_t rankMemoryBytes(const std::vector<ItemCost> &items,
                         const std::vector<std::pair<int64_t, int64_t>> &ranges,
                         const AutoPartitionRequest &r, int64_t ppRank) {
-  return rankParts(items, ranges, MemoryModel(r), ppRank).total();
+  return rankParts(items, ranges, MemoryModel(r, items), ppRank).total();
 }
 
 std::vector<RankMemory> rankMemories(const std::vector<ItemCost> &items,
@@ -91,7 +131,7 @@ std::vector<RankMemory> rankMemories(const std::vector<ItemCost> &items,
   std::vector<std::vector<std::pair<int64_t, int64_t>>> held(placement.pp);
   for (const PatternStage &s : placement.stages)
     held[s.ppRank].push_back(ranges[s.index]);
-  const MemoryModel memory(r);
+  const MemoryModel memory(r, items);
   std::vector<RankMemory> out;
   for (int64_t rank = 0; rank < placement.pp; ++rank)
     out.push_back(rankParts(items, held[rank], memory, rank));
@@ -153,17 +193,15 @@ Expected<AutoPartitionResult> autoPartition(const AutoPartitionRequest &r) {
     // O(1) per query from prefix sums: the partitioner asks often. (They
     // stop at 2^63 - 1; a model past that puts more than the 1 TiB a rank
     // may hold on some rank, which the spec loader refuses after the split.)
-    std::vector<int64_t> params(result.items.size() + 1, 0),
-        acts(result.items.size() + 1, 0);
-    for (size_t i = 0; i < result.items.size(); ++i) {
+    std::vector<int64_t> params(result.items.size() + 1, 0);
+    for (size_t i = 0; i < result.items.size(); ++i)
       params[i + 1] = saturatingAdd(params[i], result.items[i].params);
-      acts[i + 1] = saturatingAdd(acts[i], result.items[i].activationBytes);
-    }
     fits = [&r, rankOf, cap = *capBytes, params = std::move(params),
-            acts = std::move(acts), memory = MemoryModel(r)](
-               int64_t segment, int64_t begin, int64_t end) {
-      int64_t bytes = memory.bytes(params[end] - params[begin],
-                                   acts[end] - acts[begin], 1, rankOf(segment));
+            memory = MemoryModel(r, result.items)](int64_t segment,
+                                                   int64_t begin, int64_t end) {
+      int64_t bytes =
+          memory.bytes(params[end] - params[begin], memory.segment(begin, end),
+                       1, rankOf(segment));
       return saturatingMul(bytes, r.vpp) <= cap;
     };
   }

@@ -14,6 +14,7 @@
 #include "core/lang/HybridPattern.h"
 #include "core/model/CostModel.h"
 #include "core/model/Precision.h"
+#include "core/model/Recompute.h"
 #include "core/partition/Partitioner.h"
 
 #include <optional>
@@ -41,6 +42,9 @@ struct AutoPartitionRequest {
   int64_t microbatches = 1;
   PartitionObjective objective = PartitionObjective::Time;
   std::optional<double> maxMemoryGiB;
+  /// Activation recompute: with full recompute, a segment's recomputed
+  /// layers keep only their chunks' inputs (rankMemoryBytes).
+  RecomputeSpec recompute;
 };
 
 struct AutoPartitionResult {
@@ -54,7 +58,11 @@ struct AutoPartitionResult {
 /// Estimated peak bytes of rank `ppRank` for segments of the given item
 /// ranges ([begin, end) per segment it holds): parameters with their
 /// gradients and optimizer state, activations of the microbatches in flight,
-/// and two p2p buffers per stage.
+/// and two p2p buffers per stage. With full recompute (Megatron's
+/// checkpointing of a stage's layers in chunks), a microbatch in flight
+/// keeps the layers not recomputed and one activation per chunk, and the
+/// largest chunk's activations come back once, while its backward runs; the
+/// embedding and the head (with its MTP depths) keep theirs.
 int64_t rankMemoryBytes(const std::vector<ItemCost> &items,
                         const std::vector<std::pair<int64_t, int64_t>> &ranges,
                         const AutoPartitionRequest &request, int64_t ppRank);

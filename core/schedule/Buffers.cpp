@@ -9,8 +9,13 @@ namespace hypipe::schedule {
 
 RankBuffers rankBuffers(const std::vector<Action> &program, int64_t numStages) {
   RankBuffers peaks;
-  std::map<int64_t, int64_t> slots;
+  std::map<int64_t, int64_t> slots, recompute;
   int64_t out = 0;
+  // A recompute buffer: `held` of the stage's are taken, and one more now.
+  auto needRecompute = [&](int64_t stage, int64_t held) {
+    int64_t &peak = peaks.recomputeSlots[stage];
+    peak = std::max(peak, held);
+  };
   auto take = [&] {
     ++out;
     peaks.activationBuffers = std::max(peaks.activationBuffers, out);
@@ -25,6 +30,7 @@ RankBuffers rankBuffers(const std::vector<Action> &program, int64_t numStages) {
     case Op::F: {
       int64_t &peak = peaks.savedSlots[a.stage];
       peak = std::max(peak, ++slots[a.stage]);
+      needRecompute(a.stage, recompute[a.stage] + 1); // borrowed for the F
       if (a.stage != last)
         take(); // the output
       if (a.stage != 0)
@@ -42,6 +48,13 @@ RankBuffers rankBuffers(const std::vector<Action> &program, int64_t numStages) {
       }
       if (a.op != Op::I)
         --slots[a.stage];
+      // Taken at the start of I or B, given back at the end of W or B.
+      if (a.op == Op::I)
+        needRecompute(a.stage, ++recompute[a.stage]);
+      else if (a.op == Op::W)
+        --recompute[a.stage];
+      else
+        needRecompute(a.stage, recompute[a.stage] + 1);
       break;
     default:
       // A send keeps its buffer out until the step ends, past the peak.
@@ -56,11 +69,14 @@ int64_t peakTensorBytes(const std::vector<StageBuffers> &stages,
                         double bytesPerParameter) {
   double params = 0, floats = 0;
   for (const StageBuffers &s : stages) {
-    auto slots = walked.savedSlots.find(s.stage);
+    auto most = [&](const std::map<int64_t, int64_t> &slots) {
+      auto it = slots.find(s.stage);
+      return double(it == slots.end() ? 0 : it->second);
+    };
     params += double(s.params);
     floats += double(s.workspaceFloats) +
-              double(slots == walked.savedSlots.end() ? 0 : slots->second) *
-                  double(s.savedFloats);
+              most(walked.savedSlots) * double(s.savedFloats) +
+              most(walked.recomputeSlots) * double(s.recomputeFloats);
   }
   floats += double(walked.activationBuffers) * double(activationFloats);
   return saturatingCeil(params * bytesPerParameter + 4.0 * floats);

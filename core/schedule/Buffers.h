@@ -6,10 +6,13 @@
 // buffers from one pool: a stage's output until the next stage reads it,
 // each received activation or gradient until it is read, each input
 // gradient a B or I writes until it is read, and every sent one until the
-// step ends. Walking a rank's program with those rules gives the most of
-// each it holds at once: with the buffers' sizes, its peak tensor memory
-// (runtime/exec/Trainer.cpp allocates by these rules; the estimate of
-// `hypipe train` and `hypipe plan` is this walk).
+// step ends. With activation recompute a stage also keeps a pool of
+// recompute buffers (the recomputed layers' saved tensors): a microbatch
+// takes one from the start of its I (or B) to the end of its W, and each F
+// borrows one for its length. Walking a rank's program with those rules
+// gives the most of each it holds at once: with the buffers' sizes, its peak
+// tensor memory (runtime/exec/Stage.cpp and Trainer.cpp allocate by these
+// rules; the estimate of `hypipe train` and `hypipe plan` is this walk).
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_CORE_SCHEDULE_BUFFERS_H
@@ -26,6 +29,9 @@ namespace hypipe::schedule {
 struct RankBuffers {
   /// The most saved slots each stage the program runs holds at once.
   std::map<int64_t, int64_t> savedSlots;
+  /// The most recompute buffers each stage's pool holds at once (counted
+  /// for every stage; they take memory only where a stage recomputes).
+  std::map<int64_t, int64_t> recomputeSlots;
   /// The most activation-sized buffers out of the pool at once.
   int64_t activationBuffers = 0;
 };
@@ -34,18 +40,22 @@ struct RankBuffers {
 RankBuffers rankBuffers(const std::vector<Action> &program, int64_t numStages);
 
 /// One stage's buffers in hypipe-run: its parameters, one microbatch's
-/// saved floats, and its workspace floats.
+/// saved floats, and its workspace floats; with activation recompute, the
+/// saved floats are what the forward keeps (the layers not recomputed and
+/// each chunk's checkpoint) and one recompute buffer holds the recomputed
+/// layers' floats.
 struct StageBuffers {
   int64_t stage = 0; ///< its index
   int64_t params = 0, savedFloats = 0, workspaceFloats = 0;
+  int64_t recomputeFloats = 0;
 };
 
 /// Bytes the tensors of a rank holding `stages` take at the peaks `walked`
 /// of its program: each stage's parameters at `bytesPerParameter` (with
-/// their gradients and optimizer state), its workspace and its most saved
-/// slots, and the pooled buffers of `activationFloats` floats each. The one
-/// formula of `hypipe train`'s estimate from a manifest and `hypipe plan`'s
-/// from a spec.
+/// their gradients and optimizer state), its workspace, its most saved
+/// slots and recompute buffers, and the pooled buffers of `activationFloats`
+/// floats each. The one formula of `hypipe train`'s estimate from a manifest
+/// and `hypipe plan`'s from a spec.
 int64_t peakTensorBytes(const std::vector<StageBuffers> &stages,
                         const RankBuffers &walked, int64_t activationFloats,
                         double bytesPerParameter);

@@ -580,8 +580,8 @@ int64_t rankTensorBytes(const Artifact &a, int64_t ppRank,
   std::vector<schedule::StageBuffers> stages;
   for (const StageEntry &s : a.stages)
     if (s.ppRank == ppRank)
-      stages.push_back(
-          {s.index, s.numParams, s.savedFloats, s.workspaceFloats});
+      stages.push_back({s.index, s.numParams, s.savedFloats, s.workspaceFloats,
+                        s.program.recomputeBytes / dtypeBytes(DType::F32)});
   return schedule::peakTensorBytes(
       stages,
       schedule::rankBuffers(

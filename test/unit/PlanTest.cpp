@@ -2,6 +2,7 @@
 #include "frontend/Plan.h"
 
 #include "core/lang/HybridPattern.h"
+#include "test/unit/SmallSpec.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -13,23 +14,8 @@ namespace hypipe {
 namespace {
 
 /// Eight layers the partitioner splits (no `|`), a global batch of 8.
-const char *kSpec = R"(model:
-  pattern: "M-M*M-M-"
-  hidden_size: 64
-  ffn_hidden_size: 128
-  num_attention_heads: 4
-  num_query_groups: 2
-  mamba_num_heads: 4
-  mamba_head_dim: 16
-  mamba_state_dim: 16
-  vocab_size: 256
-parallel:
-  microbatches: 8
-training:
-  seq_length: 32
-data:
-  path: data/tokens.txt
-)";
+const std::string kSpec =
+    smallSpec("M-M*M-M-", "  microbatches: 8\n", "  seq_length: 32\n");
 
 Plan planned(int64_t ranks, std::optional<double> memoryGiB = std::nullopt,
              const std::string &text = kSpec) {
@@ -295,6 +281,96 @@ TEST(Plan, UnusableRankCountNamesTheNearest) {
   Plan p = planned(4, std::nullopt, pinned);
   for (const PlanCandidate &c : p.candidates)
     EXPECT_EQ(c.layout.pp, 2); // only the spec's own split fits
+}
+
+/// kSpec pinned to two ranks of four layers each: only pp 2 layouts.
+std::string pinnedToTwoRanks() {
+  return std::regex_replace(std::regex_replace(std::string(kSpec),
+                                               std::regex("M-M\\*M-M-"),
+                                               "M-M*|M-M-"),
+                            std::regex("parallel:\n"), "parallel:\n  pp: 2\n");
+}
+
+/// The peak memory of `c`'s layout loaded with `recompute` flags.
+int64_t peakWith(const std::string &text, const PlanCandidate &c,
+                 std::optional<int64_t> uniformLayers) {
+  SpecOverrides o;
+  o.schedule = schedule::scheduleName(c.layout.schedule);
+  o.microbatches = c.layout.microbatches;
+  o.microBatchSize = c.layout.microBatchSize;
+  if (uniformLayers) {
+    o.recomputeGranularity = "full";
+    o.recomputeMethod = "uniform";
+    o.recomputeNumLayers = *uniformLayers;
+  }
+  auto spec = parseSpec(text, "spec.yaml", o);
+  EXPECT_TRUE(static_cast<bool>(spec));
+  const std::vector<int64_t> m = specCosts(*spec).rankPeakMemory();
+  return *std::max_element(m.begin(), m.end());
+}
+
+// Without a cap nothing is recomputed: recompute only adds time.
+TEST(Plan, NoCapNoRecompute) {
+  Plan p = planned(4);
+  EXPECT_EQ(p.fitByRecompute, 0);
+  for (const PlanCandidate &c : p.candidates)
+    EXPECT_FALSE(c.layout.recompute.full()) << megatronArgs(c);
+}
+
+// Under a cap no layout meets without recompute but some meet with full
+// recompute, those are the candidates: each with uniform chunks of the four
+// layers a stage holds (one checkpoint a stage), within the cap, slower
+// than without, counted as fitting by recompute, and carrying Megatron's
+// flags and a written spec that loads with the same recompute.
+TEST(Plan, FullRecomputeFitsWhatNoneDoesNot) {
+  const std::string text = pinnedToTwoRanks();
+  Plan all = planned(2, std::nullopt, text);
+  ASSERT_FALSE(all.candidates.empty());
+  int64_t leastNone = INT64_MAX, leastFull = INT64_MAX;
+  for (const PlanCandidate &c : all.candidates) {
+    leastNone = std::min(leastNone, peakWith(text, c, std::nullopt));
+    leastFull = std::min(leastFull, peakWith(text, c, 4));
+  }
+  ASSERT_LT(leastFull, leastNone);
+  const double cap = (leastFull + leastNone) / 2.0 / (1 << 30);
+  size_t fitting = 0;
+  for (const PlanCandidate &c : all.candidates)
+    fitting += peakWith(text, c, 4) <= cap * (1 << 30);
+  Plan capped = planned(2, cap, text);
+  ASSERT_EQ(capped.candidates.size(), fitting);
+  EXPECT_EQ(capped.fitByRecompute, int64_t(fitting));
+  EXPECT_EQ(capped.simulated + capped.prunedByMemory, all.simulated);
+  for (const PlanCandidate &c : capped.candidates) {
+    EXPECT_EQ(recomputeText(c.layout.recompute), "full/uniform/4");
+    EXPECT_LE(c.peakMemory(), cap * (1 << 30));
+    for (const PlanCandidate &free : all.candidates)
+      if (layoutKey(free.layout) == layoutKey(c.layout))
+        EXPECT_GT(c.makespan, free.makespan);
+    EXPECT_NE(megatronArgs(c).find("--recompute-granularity full "
+                                   "--recompute-method uniform "
+                                   "--recompute-num-layers 4"),
+              std::string::npos);
+    auto written = plannedSpecText(text, "/somewhere", c);
+    ASSERT_TRUE(static_cast<bool>(written)) << written.problem().message;
+    auto spec = parseSpec(*written, "plan.yaml");
+    ASSERT_TRUE(static_cast<bool>(spec));
+    EXPECT_EQ(spec->training.recompute, c.layout.recompute);
+  }
+}
+
+// A spec that sets its own recompute keeps it: plan does not search it.
+TEST(Plan, TheSpecsOwnRecomputeStands) {
+  std::string text = pinnedToTwoRanks();
+  text.replace(text.find("  seq_length"), 0,
+               "  recompute:\n    granularity: full\n    method: block\n"
+               "    num_layers: 1\n");
+  Plan p = planned(2, std::nullopt, text);
+  ASSERT_FALSE(p.candidates.empty());
+  for (const PlanCandidate &c : p.candidates) {
+    EXPECT_EQ(recomputeText(c.spec.training.recompute), "full/block/1");
+    EXPECT_NE(megatronArgs(c).find("--recompute-method block"),
+              std::string::npos);
+  }
 }
 
 } // namespace

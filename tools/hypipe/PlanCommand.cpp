@@ -75,6 +75,7 @@ void printPlanTable(const Plan &p, size_t shown, bool seconds, bool cluster) {
                                   "microbatches",
                                   "micro_batch_size",
                                   "distributed_optimizer",
+                                  "recompute",
                                   seconds ? "step_s" : "step_GFLOP"};
   if (seconds)
     header.push_back("tokens_per_s");
@@ -95,6 +96,7 @@ void printPlanTable(const Plan &p, size_t shown, bool seconds, bool cluster) {
                                  std::to_string(l.microbatches),
                                  std::to_string(l.microBatchSize),
                                  l.distributedOptimizer ? "yes" : "no",
+                                 recomputeText(c.spec.training.recompute),
                                  fmt::format("{:.4g}", c.makespan)};
     if (seconds)
       row.push_back(withCommas(std::llround(stepTokens(c.spec) / c.makespan)));
@@ -173,11 +175,16 @@ void printPlan(const Plan &p, size_t shown, const PlanOptions &o,
                            boundText(p, r.cluster.has_value()));
   printMegatronArgs(p, shown);
   std::cout << fmt::format(
-      "{} candidates simulated, {} not ({} over the memory cap, {} unable to "
-      "reach the top {} by their busiest rank's compute, {} invalid) in "
+      "{} candidates simulated{}, {} not ({} over the memory cap, {} unable "
+      "to reach the top {} by their busiest rank's compute, {} invalid) in "
       "{:.2f} s\n",
-      p.simulated, p.prunedByMemory + p.prunedByBound + p.invalid,
-      p.prunedByMemory, p.prunedByBound, o.top, p.invalid, seconds);
+      p.simulated,
+      p.fitByRecompute ? fmt::format(" ({} of them fit only with full "
+                                     "recompute)",
+                                     p.fitByRecompute)
+                       : "",
+      p.prunedByMemory + p.prunedByBound + p.invalid, p.prunedByMemory,
+      p.prunedByBound, o.top, p.invalid, seconds);
 }
 
 void printPlanJson(const Plan &p, const std::vector<std::string> &files,
@@ -197,6 +204,7 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files,
          {"microbatches", l.microbatches},
          {"micro_batch_size", l.microBatchSize},
          {"distributed_optimizer", l.distributedOptimizer},
+         {"recompute", recomputeJson(c.spec.training.recompute)},
          {"predicted_step", c.makespan},
          {"bubble", c.bubble},
          {"peak_memory_bytes", c.memory},
@@ -218,6 +226,7 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files,
   out["simulated"] = p.simulated;
   out["pruned"] = p.prunedByMemory + p.prunedByBound + p.invalid;
   out["pruned_by_memory"] = p.prunedByMemory;
+  out["fit_by_recompute"] = p.fitByRecompute;
   out["pruned_by_bound"] = p.prunedByBound;
   out["invalid"] = p.invalid;
   std::cout << out.dump(2) << "\n";

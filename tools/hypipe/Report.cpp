@@ -117,4 +117,17 @@ nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout,
   return out;
 }
 
+nlohmann::ordered_json recomputeJson(const RecomputeSpec &r) {
+  nlohmann::ordered_json modules = nlohmann::ordered_json::array();
+  for (RecomputeModule m : r.modules)
+    modules.push_back(recomputeModuleName(m));
+  return {{"granularity", recomputeGranularityName(r.granularity)},
+          {"method", r.full()
+                         ? nlohmann::ordered_json(recomputeMethodName(r.method))
+                         : nlohmann::ordered_json(nullptr)},
+          {"num_layers", r.full() ? nlohmann::ordered_json(r.numLayers)
+                                  : nlohmann::ordered_json(nullptr)},
+          {"modules", modules}};
+}
+
 } // namespace hypipe::cli

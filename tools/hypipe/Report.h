@@ -4,6 +4,7 @@
 
 #include "core/lang/HybridPattern.h"
 #include "core/lang/PipelineLayout.h"
+#include "core/model/Recompute.h"
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,10 @@ nlohmann::ordered_json hybridLayoutJson(const HybridPattern &pattern,
 /// The `hypipe layout --kind layout --json` document.
 nlohmann::ordered_json pipelineLayoutJson(const PipelineLayout &layout,
                                           bool mtpStandalone);
+
+/// training.recompute as loaded: method and num_layers are null but for
+/// full recompute, modules empty but for selective (in the order given).
+nlohmann::ordered_json recomputeJson(const RecomputeSpec &recompute);
 
 } // namespace hypipe::cli
 

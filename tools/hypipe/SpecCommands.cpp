@@ -195,21 +195,6 @@ Expected<Explanation> explain(const ModelSpec &spec,
   return e;
 }
 
-/// training.recompute as loaded: method and num_layers are null but for
-/// full recompute, modules empty but for selective (in the order given).
-nlohmann::ordered_json recomputeJson(const RecomputeSpec &r) {
-  nlohmann::ordered_json modules = nlohmann::ordered_json::array();
-  for (RecomputeModule m : r.modules)
-    modules.push_back(recomputeModuleName(m));
-  return {{"granularity", recomputeGranularityName(r.granularity)},
-          {"method", r.full()
-                         ? nlohmann::ordered_json(recomputeMethodName(r.method))
-                         : nlohmann::ordered_json(nullptr)},
-          {"num_layers", r.full() ? nlohmann::ordered_json(r.numLayers)
-                                  : nlohmann::ordered_json(nullptr)},
-          {"modules", modules}};
-}
-
 void printExplanationJson(const Explanation &e) {
   nlohmann::ordered_json out;
   out["spec"] = e.spec.file;
@@ -243,6 +228,21 @@ void printExplanationJson(const Explanation &e) {
                              {"backward_weight_flops", c.backwardWeightFlops},
                              {"activation_bytes", c.activationBytes},
                              {"send_bytes", c.sendBytes}});
+    // hypipe-run's buffers of the stage, as training.recompute leaves them.
+    if (e.costs.runtime) {
+      const schedule::StageBuffers &b = e.costs.runtime->stages[s.index];
+      const schedule::RankBuffers &peak = e.costs.runtime->peaks[s.ppRank];
+      out["stages"].back()["runtime_buffers"] = {
+          {"saved_bytes", 4 * b.savedFloats},
+          {"saved_slots",
+           peak.savedSlots.count(s.index) ? peak.savedSlots.at(s.index) : 0},
+          {"recompute_bytes", 4 * b.recomputeFloats},
+          {"recompute_buffers", b.recomputeFloats == 0 ? 0
+                                : peak.recomputeSlots.count(s.index)
+                                    ? peak.recomputeSlots.at(s.index)
+                                    : 0},
+          {"workspace_bytes", 4 * b.workspaceFloats}};
+    }
   }
   out["ranks"] = nlohmann::ordered_json::array();
   for (int64_t r = 0; r < e.placement.pp; ++r)
@@ -254,7 +254,7 @@ void printExplanationJson(const Explanation &e) {
                                    e.costs.request.vpp,
                                    e.costs.request.microbatches, r)},
          {"memory_bytes", e.costs.rankMemory[r]},
-         // hypipe-run's own buffers (SpecCosts.h runtimeMemory): null where
+         // hypipe-run's own buffers (SpecCosts.h runtimeBuffers): null where
          // a layer kind has no kernel.
          {"runtime_memory_bytes",
           e.costs.rankRuntimeMemory.empty()
@@ -329,6 +329,43 @@ void printModelLines(const Explanation &e) {
           : "");
 }
 
+/// What activation recompute keeps in hypipe-run: per stage, one
+/// microbatch's saved tensors (the layers not recomputed and the chunks'
+/// checkpoints) and the most of them held, one recompute buffer (the
+/// recomputed layers') and the most of them held; per rank, the peak.
+void printRecomputeBuffers(const Explanation &e) {
+  const RuntimeBuffers &rt = *e.costs.runtime;
+  auto mibOf = [](int64_t floats) {
+    return fmt::format("{:.2f}", 4.0 * double(floats) / double(1 << 20));
+  };
+  auto most = [](const std::map<int64_t, int64_t> &slots, int64_t stage) {
+    auto it = slots.find(stage);
+    return it == slots.end() ? int64_t(0) : it->second;
+  };
+  std::cout << "\nhypipe-run's buffers with recompute (per microbatch; "
+               "held: the most at once):\n";
+  std::vector<std::vector<std::string>> rows{
+      {"stage", "pp_rank", "saved_MiB", "saved_held", "recompute_MiB",
+       "recompute_held", "workspace_MiB"}};
+  for (const PatternStage &s : e.placement.stages) {
+    const schedule::StageBuffers &b = rt.stages[s.index];
+    const schedule::RankBuffers &peak = rt.peaks[s.ppRank];
+    rows.push_back(
+        {std::to_string(s.index), std::to_string(s.ppRank),
+         mibOf(b.savedFloats), std::to_string(most(peak.savedSlots, s.index)),
+         mibOf(b.recomputeFloats),
+         std::to_string(
+             b.recomputeFloats == 0 ? 0 : most(peak.recomputeSlots, s.index)),
+         mibOf(b.workspaceFloats)});
+  }
+  printTable(rows);
+  std::cout << "\n";
+  std::vector<std::vector<std::string>> rankRows{{"pp_rank", "runtime_MiB"}};
+  for (int64_t r = 0; r < e.placement.pp; ++r)
+    rankRows.push_back({std::to_string(r), mibOf(rt.bytes[size_t(r)] / 4)});
+  printTable(rankRows);
+}
+
 /// One row per stage: its layers, parameters, FLOPs and transfers; then
 /// one per rank: parameters, microbatches in flight, memory.
 void printStageTables(const Explanation &e) {
@@ -364,6 +401,9 @@ void printStageTables(const Explanation &e) {
                          e.costs.request.vpp, e.costs.request.microbatches, r)),
          gib(e.costs.rankMemory[r])});
   printTable(rankRows);
+  if (e.spec.training.recompute.granularity != RecomputeGranularity::None &&
+      e.costs.runtime)
+    printRecomputeBuffers(e);
 }
 
 /// What the simulation of the schedule predicts, and per rank.
