@@ -156,12 +156,26 @@ namespace {
 enum class SavedRole { Main, MtpDepth, Kept };
 
 /// One part's saved floats for a microbatch. Full recompute moves all of a
-/// recomputed part's floats to the recompute buffer; selective recompute,
-/// once lowered, will split a layer's floats into kept and recomputed here.
+/// recomputed part's floats to the recompute buffer; selective recompute the
+/// `dropped` ones of its named modules (LayerShapes.h, recomputedFloats).
 struct SavedPart {
   SavedRole role = SavedRole::Kept;
   int64_t floats = 0;
+  int64_t dropped = 0;
+  bool wholeMoe = false; ///< drops a MoE layer's moe module (rc0, rc1)
 };
+
+/// The modules selective recompute names in `spec` (moe brings moe_act, as
+/// pipe-recompute has it); none for other granularities.
+RecomputeModuleSet selectiveModules(const RecomputeSpec &spec) {
+  RecomputeModuleSet set = 0;
+  if (spec.granularity == RecomputeGranularity::Selective)
+    for (RecomputeModule m : spec.modules)
+      set |= moduleBit(m);
+  if (set & moduleBit(RecomputeModule::Moe))
+    set |= moduleBit(RecomputeModule::MoeAct);
+  return set;
+}
 
 /// `parts` (a stage's, in order) placed as pipe-recompute places them under
 /// `spec`: the recomputed parts' floats in the recompute buffer, the rest
@@ -170,6 +184,20 @@ struct SavedPart {
 /// stage recomputes anything.
 void placeSaved(const std::vector<SavedPart> &parts, const RecomputeSpec &spec,
                 int64_t activation, schedule::StageBuffers &b) {
+  if (spec.granularity == RecomputeGranularity::Selective) {
+    int64_t all = 0, again = 0;
+    bool slots = false;
+    for (const SavedPart &p : parts) {
+      all += p.floats;
+      again += p.dropped;
+      slots |= p.wholeMoe;
+    }
+    b.savedFloats = all - again;
+    b.recomputeFloats = again;
+    if (slots)
+      b.workspaceFloats += 2 * activation;
+    return;
+  }
   std::vector<int64_t> mains;
   for (const SavedPart &p : parts)
     if (p.role == SavedRole::Main)
@@ -208,10 +236,16 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
   b.stage = stage.index;
   int64_t scratch = 0;
   std::vector<SavedPart> parts;
+  const RecomputeModuleSet named = selectiveModules(spec.training.recompute);
   auto add = [&](const auto &shape, const std::vector<rt::ParamSpec> &params,
                  SavedRole role) {
     b.params += rt::numel(params);
-    parts.push_back({role, shape.savedFloats(tokens, target)});
+    const rt::LayerShape any = shape;
+    const RecomputeModuleSet drops =
+        named & rt::selectiveModulesOf(rt::kindOf(any));
+    parts.push_back({role, shape.savedFloats(tokens, target),
+                     rt::recomputedFloatsOf(any, tokens, drops),
+                     (drops & moduleBit(RecomputeModule::Moe)) != 0});
     scratch = std::max(scratch, shape.workspaceFloats(tokens, target));
   };
   auto addLayer = [&](char symbol, SavedRole role) {
