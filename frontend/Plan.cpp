@@ -182,10 +182,7 @@ SpecOverrides overridesOf(const PlanLayout &l) {
 /// microbatch's recomputed layers whatever the chunks, so it needs the
 /// least memory of them.
 RecomputeSpec fullestRecompute(const ModelSpec &spec) {
-  RecomputeSpec r;
-  r.granularity = RecomputeGranularity::Full;
-  r.method = RecomputeMethod::Uniform;
-  r.numLayers = 1;
+  RecomputeSpec r = fullRecompute(RecomputeMethod::Uniform, 1);
   for (const PatternStage &s : spec.placement.stages)
     r.numLayers = std::max(r.numLayers, int64_t(s.layers.size()));
   return r;

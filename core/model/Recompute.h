@@ -168,6 +168,23 @@ struct RecomputeSpec {
   bool operator!=(const RecomputeSpec &o) const { return !(*this == o); }
 };
 
+/// Full recompute by `method` of `numLayers`.
+inline RecomputeSpec fullRecompute(RecomputeMethod method, int64_t numLayers) {
+  RecomputeSpec r;
+  r.granularity = RecomputeGranularity::Full;
+  r.method = method;
+  r.numLayers = numLayers;
+  return r;
+}
+
+/// Selective recompute of `modules`.
+inline RecomputeSpec selectiveRecompute(std::vector<RecomputeModule> modules) {
+  RecomputeSpec r;
+  r.granularity = RecomputeGranularity::Selective;
+  r.modules = std::move(modules);
+  return r;
+}
+
 /// Full recompute's chunks of a stage with `layers` main layers: [begin,
 /// end) layer positions within the stage, in order; empty when `spec` is
 /// not full recompute.

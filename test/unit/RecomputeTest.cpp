@@ -9,11 +9,7 @@ namespace {
 using Chunks = std::vector<std::pair<int64_t, int64_t>>;
 
 RecomputeSpec full(RecomputeMethod method, int64_t numLayers) {
-  RecomputeSpec spec;
-  spec.granularity = RecomputeGranularity::Full;
-  spec.method = method;
-  spec.numLayers = numLayers;
-  return spec;
+  return fullRecompute(method, numLayers);
 }
 
 // uniform: chunks of num_layers layers; 8 layers by 3 leave a last chunk of

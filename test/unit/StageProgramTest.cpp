@@ -96,21 +96,6 @@ TEST(StageProgram, RealSpecsPassTheRuntimesChecks) {
   EXPECT_EQ(stages, 1 + 2 + 4 + 4 + 1 + 2 + 1);
 }
 
-RecomputeSpec fullRecompute(RecomputeMethod method, int64_t layers) {
-  RecomputeSpec r;
-  r.granularity = RecomputeGranularity::Full;
-  r.method = method;
-  r.numLayers = layers;
-  return r;
-}
-
-RecomputeSpec selectiveRecompute(std::vector<RecomputeModule> modules) {
-  RecomputeSpec r;
-  r.granularity = RecomputeGranularity::Selective;
-  r.modules = std::move(modules);
-  return r;
-}
-
 // Tests that the programs of full and selective recompute pass the
 // runtime's checks on every layout of the test above, and that each
 // recomputes something.
