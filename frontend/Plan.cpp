@@ -70,12 +70,14 @@ std::string stageList(const std::vector<int64_t> &stages) {
 }
 
 std::string layoutText(const PlanLayout &l) {
-  return fmt::format(
-      "pp={} vpp={} dp={} {} microbatches={} "
-      "micro_batch_size={}{}{}",
-      l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule), l.microbatches,
-      l.microBatchSize, l.distributedOptimizer ? " distributed optimizer" : "",
-      l.recompute.full() ? " recompute=" + recomputeText(l.recompute) : "");
+  return fmt::format("pp={} vpp={} dp={} {} microbatches={} "
+                     "micro_batch_size={}{}{}",
+                     l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule),
+                     l.microbatches, l.microBatchSize,
+                     l.distributedOptimizer ? " distributed optimizer" : "",
+                     l.recompute.granularity != RecomputeGranularity::None
+                         ? " recompute=" + recomputeText(l.recompute)
+                         : "");
 }
 
 /// The micro batch sizes tried: 1, 2, 4, 8 and the spec's own.
@@ -170,6 +172,12 @@ SpecOverrides overridesOf(const PlanLayout &l) {
     o.recomputeGranularity = recomputeGranularityName(l.recompute.granularity);
     o.recomputeMethod = recomputeMethodName(l.recompute.method);
     o.recomputeNumLayers = l.recompute.numLayers;
+  } else if (l.recompute.granularity == RecomputeGranularity::Selective) {
+    o.recomputeGranularity = recomputeGranularityName(l.recompute.granularity);
+    std::vector<std::string> names;
+    for (RecomputeModule m : l.recompute.modules)
+      names.push_back(recomputeModuleName(m));
+    o.recomputeModules = names;
   }
   o.givenBy = "the layout plan tried";
   return o;
@@ -186,6 +194,21 @@ RecomputeSpec fullestRecompute(const ModelSpec &spec) {
   for (const PatternStage &s : spec.placement.stages)
     r.numLayers = std::max(r.numLayers, int64_t(s.layers.size()));
   return r;
+}
+
+/// Selective recompute of every module `spec`'s layers hold that hypipe
+/// recomputes (docs/recompute.md): the most selective recompute keeps off
+/// the saved buffer, with less to run again than full recompute; none when
+/// the layers hold none (Mamba alone).
+RecomputeSpec widestSelective(const ModelSpec &spec) {
+  const std::string layers = spec.pattern.layers() + spec.pattern.mtp;
+  std::vector<RecomputeModule> modules;
+  for (RecomputeModule m : {RecomputeModule::CoreAttn, RecomputeModule::Mlp,
+                            RecomputeModule::Moe, RecomputeModule::LayerNorm})
+    if (layers.find_first_of(recomputeModuleLayers(m)) != std::string::npos)
+      modules.push_back(m);
+  return modules.empty() ? RecomputeSpec{}
+                         : selectiveRecompute(std::move(modules));
 }
 
 /// A layout loaded, costed and within the memory cap, not yet simulated.
@@ -213,7 +236,8 @@ struct Search {
   bool searchRecompute = false;
 
   /// Loads and costs `layout`, then, where it is over the memory cap and
-  /// the spec sets no recompute, the layout with full recompute; keeps what
+  /// the spec sets no recompute, the layout with selective, then full
+  /// recompute; keeps what
   /// is valid and within the cap, else counts the layout pruned by memory.
   void load(const PlanLayout &layout);
   /// A layout loaded and costed over the memory cap.
@@ -251,22 +275,23 @@ void Search::load(const PlanLayout &layout) {
   if (loadOne(layout, true, over) != Fit::Over)
     return;
   // A layout that fits without recompute keeps none: recompute only costs
-  // time. One that does not is tried with full recompute.
+  // time. One that does not is tried with the least recompute first:
+  // selective recompute of every module its layers hold, then full.
   noteOverCap(over->bound);
   if (searchRecompute) {
-    PlanLayout recomputed = layout;
-    recomputed.recompute = fullestRecompute(over->spec);
-    std::optional<OverCap> still;
-    switch (loadOne(recomputed, false, still)) {
-    case Fit::Kept:
-      return;
-    case Fit::Over:
+    for (const RecomputeSpec &r :
+         {widestSelective(over->spec), fullestRecompute(over->spec)}) {
+      if (r.granularity == RecomputeGranularity::None)
+        continue;
+      PlanLayout recomputed = layout;
+      recomputed.recompute = r;
+      std::optional<OverCap> still;
+      Fit fit = loadOne(recomputed, false, still);
+      if (fit == Fit::Kept)
+        return;
       // What the layout needs at the least, for noLayoutFits.
-      if (still->peak < over->peak)
+      if (fit == Fit::Over && still->peak < over->peak)
         over = std::move(still);
-      break;
-    case Fit::Refused:
-      break;
     }
   }
   ++plan.prunedByMemory;
@@ -318,7 +343,8 @@ void Search::simulate(Loaded &l) {
   c.communication = communicationShare(c.spec, l.step, c.makespan);
   c.bytesSentPerStep = bytesSent(c.spec, c.costs);
   c.globalBatch = globalBatch;
-  plan.fitByRecompute += c.layout.recompute.full();
+  plan.fitByRecompute +=
+      c.layout.recompute.granularity != RecomputeGranularity::None;
   plan.candidates.push_back(std::move(c));
 }
 
@@ -380,8 +406,8 @@ Error noLayoutFits(const LeastMemory &m, const PlanRequest &request) {
                     "smaller, is not built yet, and plan does not try "
                     "activation recompute against Megatron-LM's memory"
                   : "; tensor parallelism, which would make a rank's share "
-                    "smaller, is not built yet (full activation recompute "
-                    "was tried)")});
+                    "smaller, is not built yet (selective and full "
+                    "activation recompute were tried)")});
 }
 
 /// Where top-level section `name` starts and ends in `lines` ([begin, end),
@@ -531,8 +557,21 @@ void sortFastestFirst(std::vector<PlanCandidate> &candidates) {
                      // the one with memory to spare first.
                      if (a.makespan != b.makespan)
                        return a.makespan < b.makespan;
-                     if (a.layout.recompute.full() != b.layout.recompute.full())
-                       return !a.layout.recompute.full();
+                     // none, then selective, then full: the least
+                     // recompute first.
+                     auto weight = [](const PlanCandidate &c) {
+                       switch (c.layout.recompute.granularity) {
+                       case RecomputeGranularity::None:
+                         return 0;
+                       case RecomputeGranularity::Selective:
+                         return 1;
+                       case RecomputeGranularity::Full:
+                         break;
+                       }
+                       return 2;
+                     };
+                     if (weight(a) != weight(b))
+                       return weight(a) < weight(b);
                      return a.peakMemory() < b.peakMemory();
                    });
 }
@@ -542,8 +581,12 @@ void sortFastestFirst(std::vector<PlanCandidate> &candidates) {
 std::string recomputeText(const RecomputeSpec &r) {
   if (r.granularity == RecomputeGranularity::None)
     return "none";
-  if (!r.full())
-    return recomputeGranularityName(r.granularity);
+  if (!r.full()) {
+    std::string text = recomputeGranularityName(r.granularity);
+    for (size_t i = 0; i < r.modules.size(); ++i)
+      text += (i ? "+" : "/") + std::string(recomputeModuleName(r.modules[i]));
+    return text;
+  }
   return fmt::format("full/{}/{}", recomputeMethodName(r.method), r.numLayers);
 }
 
@@ -723,6 +766,15 @@ Expected<std::string> plannedSpecText(const std::string &specText,
                        recomputeMethodName(c.layout.recompute.method),
                        c.layout.recompute.numLayers),
            true);
+  if (c.layout.recompute.granularity == RecomputeGranularity::Selective) {
+    std::string modules;
+    for (RecomputeModule m : c.layout.recompute.modules)
+      modules +=
+          (modules.empty() ? "" : ", ") + std::string(recomputeModuleName(m));
+    setKey(lines, "training", "recompute",
+           fmt::format("{{granularity: selective, modules: [{}]}}", modules),
+           true);
+  }
   std::vector<std::string> parallel = parallelSection(c);
   auto range = sectionLines(lines, "parallel");
   const size_t at = range ? range->first : lines.size();

@@ -39,15 +39,41 @@ std::vector<ItemCost> stageCosts(const std::vector<ItemCost> &items,
   return stageCost;
 }
 
-/// What full recompute runs again of stage `st` before its input gradient
+/// What selective recompute runs again of stage `st` before its layers'
+/// input gradients: the named modules' forward in each main layer, and in
+/// each MTP depth's layers on the last stage, as (measured kind, cost).
+std::vector<std::pair<std::string, ItemCost>>
+selectivelyRecomputedParts(const ModelSpec &spec, const PatternStage &st) {
+  std::vector<std::pair<std::string, ItemCost>> parts;
+  RecomputeModuleSet modules = 0;
+  for (RecomputeModule m : spec.training.recompute.modules)
+    modules |= moduleBit(m);
+  const CostSettings s = spec.partitionRequest().settings;
+  std::string layers = st.layers;
+  if (st.index + 1 == int64_t(spec.placement.stages.size()))
+    for (int depth = 0; depth < spec.pattern.mtpDepths; ++depth)
+      layers += spec.pattern.mtp;
+  for (char symbol : layers) {
+    ItemCost c;
+    c.forwardFlops = selectiveRecomputeFlops(symbol, spec.dims, s, modules);
+    if (c.forwardFlops > 0)
+      parts.push_back({measuredKindOf(std::string(1, symbol)), c});
+  }
+  return parts;
+}
+
+/// What recompute runs again of stage `st` before its input gradient. Full
 /// (pipe-recompute's chunks): each recomputed main layer, and on the last
 /// stage each MTP depth's input projection and layers (not its pass through
-/// the output layer), as (measured kind, cost); a layer the cost model does
-/// not cost has no cost. Empty without full recompute.
+/// the output layer); selective: the named modules (above); as (measured
+/// kind, cost); a layer the cost model does not cost has no cost. Empty
+/// without recompute.
 std::vector<std::pair<std::string, ItemCost>>
 recomputedParts(const ModelSpec &spec, const PatternStage &st) {
   std::vector<std::pair<std::string, ItemCost>> parts;
   const RecomputeSpec &rc = spec.training.recompute;
+  if (rc.granularity == RecomputeGranularity::Selective)
+    return selectivelyRecomputedParts(spec, st);
   const ModelDims &d = spec.dims;
   const CostSettings s = spec.partitionRequest().settings;
   auto addLayer = [&](char symbol) {

@@ -26,6 +26,13 @@ int64_t upWidth(const ModelDims &d, int64_t ffn) {
   return d.activation == "swiglu" ? 2 * ffn : ffn;
 }
 
+/// Causal attention's core: QK^T and PV, b*heads*s*s*k multiply-adds each
+/// over the lower triangle.
+int64_t attentionCoreFlops(const ModelDims &d, const CostSettings &s) {
+  return 2 * s.microBatchSize * d.numHeads * s.seqLength * s.seqLength *
+         d.kvChannels();
+}
+
 } // namespace
 
 int64_t ItemCost::totalFlops() const {
@@ -43,6 +50,19 @@ ItemCost &ItemCost::operator+=(const ItemCost &o) {
   sendBytes = o.sendBytes;
   modelled = modelled && o.modelled;
   return *this;
+}
+
+int64_t selectiveRecomputeFlops(char symbol, const ModelDims &d,
+                                const CostSettings &s,
+                                RecomputeModuleSet modules) {
+  auto has = [&](RecomputeModule m) { return (modules & moduleBit(m)) != 0; };
+  if (symbol == '*' && has(RecomputeModule::CoreAttn))
+    return attentionCoreFlops(d, s);
+  if (symbol == '-' && has(RecomputeModule::Mlp))
+    return 2 * s.tokens() * d.hidden * upWidth(d, d.ffnHidden);
+  if (symbol == 'E' && has(RecomputeModule::Moe))
+    return layerCost('E', d, s)->forwardFlops;
+  return 0;
 }
 
 std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
@@ -83,8 +103,7 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     addLinear(c, t, h, q + 2 * kv);
     // Causal attention: QK^T and PV over the lower triangle, b*heads*s*s*k
     // multiply-adds each; backward recomputes nothing and costs 2x forward.
-    const int64_t core =
-        2 * s.microBatchSize * d.numHeads * s.seqLength * s.seqLength * k;
+    const int64_t core = attentionCoreFlops(d, s);
     c.forwardFlops += core;
     c.backwardInputFlops += 2 * core;
     addLinear(c, t, q, h);

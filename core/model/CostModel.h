@@ -9,6 +9,7 @@
 #define HYPIPE_CORE_COSTMODEL_H
 
 #include "core/model/ModelDims.h"
+#include "core/model/Recompute.h"
 #include "core/schedule/Vocabulary.h"
 
 #include <optional>
@@ -54,6 +55,14 @@ struct ItemCost {
   /// Accumulates `other` into this (names are kept), saturating.
   ItemCost &operator+=(const ItemCost &other);
 };
+
+/// The forward FLOPs selective recompute of `modules` runs again in a
+/// pattern layer `symbol` (docs/recompute.md): core_attn the attention
+/// core, mlp fc1 (its activation and a norm count no GEMM FLOPs), moe the
+/// MoE layer's whole forward; 0 for the rest.
+int64_t selectiveRecomputeFlops(char symbol, const ModelDims &dims,
+                                const CostSettings &settings,
+                                RecomputeModuleSet modules);
 
 /// Costs of pattern layer `symbol`, or nullopt for a kind the model does not
 /// cost yet (`G`, `D`, `+`).

@@ -179,7 +179,7 @@ void printPlan(const Plan &p, size_t shown, const PlanOptions &o,
       "to reach the top {} by their busiest rank's compute, {} invalid) in "
       "{:.2f} s\n",
       p.simulated,
-      p.fitByRecompute ? fmt::format(" ({} of them fit only with full "
+      p.fitByRecompute ? fmt::format(" ({} of them fit only with "
                                      "recompute)",
                                      p.fitByRecompute)
                        : "",
