@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Activation recompute's memory and time (after scripts/build.sh): trains
-# each layout without recompute and with full recompute (uniform chunks of 1
-# and one other setting) through `hypipe train`, and prints per setting the
+# each layout without recompute, with full recompute (uniform chunks of 1
+# and 4, block 1) and with selective recompute (the attention core, the MLPs
+# and the norms) through `hypipe train`, and prints per setting the
 # measured peak tensor MiB of every pipeline rank (summary.json's
 # memory_mib[r].tensors) beside the estimate of `hypipe explain`
 # (runtime_memory_bytes), the mean tokens/s of the steps after the first,
@@ -37,7 +38,10 @@ layouts=(
   "hybrid-tiny|$root/examples/hybrid-tiny.yaml|"
   "dist-pp2-gpipe-m8|$root/test/e2e/Inputs/dist.yaml|--pp 2 --schedule gpipe --microbatches 8"
 )
-settings=("none|" "full uniform 1|$(full uniform 1)" "full uniform 4|$(full uniform 4)" "full block 1|$(full block 1)")
+# Selective: the modules both layouts hold (neither's MoE, if any, is named:
+# the bundled example has none); `--` ends the module list.
+selective="--recompute-granularity selective --recompute-modules core_attn mlp layernorm --"
+settings=("none|" "full uniform 1|$(full uniform 1)" "full uniform 4|$(full uniform 4)" "full block 1|$(full block 1)" "selective|$selective")
 
 for layout in "${layouts[@]}"; do
   IFS='|' read -r name spec opts <<< "$layout"
