@@ -686,6 +686,12 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       [&o](const std::vector<std::string> &v) { o.recomputeModules = v; },
       "selective recompute's modules, space-separated: core_attn mlp ... "
       "(training.recompute.modules)");
+  // Megatron's older spelling: its arguments.py turns it into selective.
+  sub->add_flag_function(
+      "--recompute-activations",
+      [&o](int64_t) { o.recomputeGranularity = "selective"; },
+      "selective recompute (Megatron's --recompute-activations: "
+      "--recompute-granularity selective)");
 }
 
 void addCompileCommand(CLI::App &app, Runner &run) {
