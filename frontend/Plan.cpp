@@ -276,11 +276,17 @@ void Search::load(const PlanLayout &layout) {
     return;
   // A layout that fits without recompute keeps none: recompute only costs
   // time. One that does not is tried with the least recompute first:
-  // selective recompute of every module its layers hold, then full.
+  // selective recompute of every module its layers hold, then full
+  // recompute of the first N layers of each stage (block), N = 1, 2, ...,
+  // then of all of them.
   noteOverCap(over->bound);
   if (searchRecompute) {
-    for (const RecomputeSpec &r :
-         {widestSelective(over->spec), fullestRecompute(over->spec)}) {
+    std::vector<RecomputeSpec> tries = {widestSelective(over->spec)};
+    const RecomputeSpec fullest = fullestRecompute(over->spec);
+    for (int64_t n = 1; n < fullest.numLayers; ++n)
+      tries.push_back(fullRecompute(RecomputeMethod::Block, n));
+    tries.push_back(fullest);
+    for (const RecomputeSpec &r : tries) {
       if (r.granularity == RecomputeGranularity::None)
         continue;
       PlanLayout recomputed = layout;

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <regex>
 #include <set>
 
@@ -291,17 +293,24 @@ std::string pinnedToTwoRanks() {
                             std::regex("parallel:\n"), "parallel:\n  pp: 2\n");
 }
 
-/// The peak memory of `c`'s layout loaded with `recompute` flags.
+/// The peak memory of `c`'s layout loaded with `recompute`.
 int64_t peakWith(const std::string &text, const PlanCandidate &c,
-                 std::optional<int64_t> uniformLayers) {
+                 const RecomputeSpec &recompute) {
   SpecOverrides o;
   o.schedule = schedule::scheduleName(c.layout.schedule);
   o.microbatches = c.layout.microbatches;
   o.microBatchSize = c.layout.microBatchSize;
-  if (uniformLayers) {
-    o.recomputeGranularity = "full";
-    o.recomputeMethod = "uniform";
-    o.recomputeNumLayers = *uniformLayers;
+  if (recompute.granularity != RecomputeGranularity::None)
+    o.recomputeGranularity = recomputeGranularityName(recompute.granularity);
+  if (recompute.full()) {
+    o.recomputeMethod = recomputeMethodName(recompute.method);
+    o.recomputeNumLayers = recompute.numLayers;
+  }
+  if (!recompute.modules.empty()) {
+    std::vector<std::string> names;
+    for (RecomputeModule m : recompute.modules)
+      names.push_back(recomputeModuleName(m));
+    o.recomputeModules = names;
   }
   auto spec = parseSpec(text, "spec.yaml", o);
   EXPECT_TRUE(static_cast<bool>(spec));
@@ -317,39 +326,55 @@ TEST(Plan, NoCapNoRecompute) {
     EXPECT_FALSE(c.layout.recompute.full()) << megatronArgs(c);
 }
 
-// Under a cap no layout meets without recompute but some meet with full
-// recompute, those are the candidates: each with uniform chunks of the four
-// layers a stage holds (one checkpoint a stage), within the cap, slower
-// than without, counted as fitting by recompute, and carrying Megatron's
-// flags and a written spec that loads with the same recompute.
-TEST(Plan, FullRecomputeFitsWhatNoneDoesNot) {
+// Under a cap no layout meets without recompute but some meet with it,
+// those are the candidates, each with the least recompute that fits, in
+// docs/plan.md's order: selective recompute of the modules the model holds
+// (the attention core, the MLPs, the norms), then full recompute of the
+// first 1, 2, 3 layers of each stage (block), then of all four (uniform
+// chunks of the four layers a stage holds: one checkpoint a stage). Each is
+// within the cap, slower than without, counted as fitting by recompute,
+// and carries Megatron's flags and a written spec that loads with the same
+// recompute.
+TEST(Plan, RecomputeFitsWhatNoneDoesNot) {
   const std::string text = pinnedToTwoRanks();
   Plan all = planned(2, std::nullopt, text);
   ASSERT_FALSE(all.candidates.empty());
+  const RecomputeSpec none;
+  const std::vector<RecomputeSpec> tries = {
+      selectiveRecompute({RecomputeModule::CoreAttn, RecomputeModule::Mlp,
+                          RecomputeModule::LayerNorm}),
+      fullRecompute(RecomputeMethod::Block, 1),
+      fullRecompute(RecomputeMethod::Block, 2),
+      fullRecompute(RecomputeMethod::Block, 3),
+      fullRecompute(RecomputeMethod::Uniform, 4)};
   int64_t leastNone = INT64_MAX, leastFull = INT64_MAX;
   for (const PlanCandidate &c : all.candidates) {
-    leastNone = std::min(leastNone, peakWith(text, c, std::nullopt));
-    leastFull = std::min(leastFull, peakWith(text, c, 4));
+    leastNone = std::min(leastNone, peakWith(text, c, none));
+    leastFull = std::min(leastFull, peakWith(text, c, tries.back()));
   }
   ASSERT_LT(leastFull, leastNone);
   const double cap = (leastFull + leastNone) / 2.0 / (1 << 30);
-  size_t fitting = 0;
+  // Each layout's first try within the cap.
+  std::map<std::string, RecomputeSpec> expected;
   for (const PlanCandidate &c : all.candidates)
-    fitting += peakWith(text, c, 4) <= cap * (1 << 30);
+    for (const RecomputeSpec &r : tries)
+      if (peakWith(text, c, r) <= cap * (1 << 30)) {
+        expected.emplace(layoutKey(c.layout), r);
+        break;
+      }
   Plan capped = planned(2, cap, text);
-  ASSERT_EQ(capped.candidates.size(), fitting);
-  EXPECT_EQ(capped.fitByRecompute, int64_t(fitting));
+  ASSERT_EQ(capped.candidates.size(), expected.size());
+  EXPECT_EQ(capped.fitByRecompute, int64_t(expected.size()));
   EXPECT_EQ(capped.simulated + capped.prunedByMemory, all.simulated);
   for (const PlanCandidate &c : capped.candidates) {
-    EXPECT_EQ(recomputeText(c.layout.recompute), "full/uniform/4");
+    ASSERT_EQ(expected.count(layoutKey(c.layout)), 1u);
+    const RecomputeSpec &want = expected.at(layoutKey(c.layout));
+    EXPECT_EQ(c.layout.recompute, want);
     EXPECT_LE(c.peakMemory(), cap * (1 << 30));
     for (const PlanCandidate &free : all.candidates)
       if (layoutKey(free.layout) == layoutKey(c.layout))
         EXPECT_GT(c.makespan, free.makespan);
-    EXPECT_NE(megatronArgs(c).find("--recompute-granularity full "
-                                   "--recompute-method uniform "
-                                   "--recompute-num-layers 4"),
-              std::string::npos);
+    EXPECT_NE(megatronArgs(c).find(recomputeFlags(want)), std::string::npos);
     auto written = plannedSpecText(text, "/somewhere", c);
     ASSERT_TRUE(static_cast<bool>(written)) << written.problem().message;
     auto spec = parseSpec(*written, "plan.yaml");

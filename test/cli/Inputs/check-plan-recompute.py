@@ -5,9 +5,10 @@ usage: check-plan-recompute.py HYPIPE PLAN.json
 
 Prints the fit_by_recompute and simulated counts, then one line per
 candidate, sorted: `full uniform` with whether num_layers is the most
-layers any stage of its written spec holds (explain's stages) and whether
-its Megatron-LM flags say so; or `selective` with its modules and whether
-the flags carry them. The expected lines are the test's, not these.
+layers any stage of its written spec holds (explain's stages), or `full
+block` with whether it is fewer, and whether its Megatron-LM flags say so;
+or `selective` with its modules and whether the flags carry them. The
+expected lines are the test's, not these.
 """
 import json
 import subprocess
@@ -24,9 +25,10 @@ for c in plan["candidates"]:
         explain = json.loads(subprocess.run([hypipe, "explain", c["spec"], "--json"], check=True,
                                             capture_output=True, text=True).stdout)
         most = max(len(s["layers"]) for s in explain["stages"])
-        flags = ("--recompute-granularity full --recompute-method uniform "
-                 "--recompute-num-layers %d" % r["num_layers"])
-        lines.append("full %s %s %s" % (r["method"], r["num_layers"] == most, flags in args))
+        flags = ("--recompute-granularity full --recompute-method %s "
+                 "--recompute-num-layers %d" % (r["method"], r["num_layers"]))
+        fits = r["num_layers"] == most if r["method"] == "uniform" else r["num_layers"] < most
+        lines.append("full %s %s %s" % (r["method"], fits, flags in args))
     else:
         flags = "--recompute-granularity selective --recompute-modules " + " ".join(r["modules"])
         lines.append("%s %s %s" % (r["granularity"], "+".join(r["modules"]), flags in args))
