@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -102,7 +103,31 @@ Error tooLarge(const std::string &path, ReadBound bound) {
       std::nullopt, 1});
 }
 
+/// Waits until `fd` (a stream) has bytes or its end, at most
+/// `bound.silenceMs`.
+Error awaitStream(int fd, const std::string &path, ReadBound bound) {
+  struct pollfd p = {fd, POLLIN, 0};
+  int ready;
+  do
+    ready = ::poll(&p, 1, bound.silenceMs);
+  while (ready < 0 && errno == EINTR);
+  if (ready < 0)
+    return readError(path, bound, errno);
+  if (ready == 0)
+    return Error(Problem{
+        fmt::format("{} '{}' sent nothing for {} s: it is a stream whose "
+                    "writer is silent",
+                    bound.what, path, bound.silenceMs / 1000.0),
+        "check that the path names the file you meant, or that whatever "
+        "writes it is running and finishes",
+        std::nullopt, 1});
+  return Error::success();
+}
+
 /// Appends all of `fd` to `out`, up to one byte more than `bound.bytes`.
+/// A stream's `fd` is non-blocking: a read with nothing to give waits for
+/// the stream (awaitStream), whose silence ends it; one without a writer
+/// reads its end.
 Error readAll(int fd, const std::string &path, ReadBound bound,
               std::string &out) {
   char chunk[1 << 16];
@@ -112,6 +137,11 @@ Error readAll(int fd, const std::string &path, ReadBound bound,
     ssize_t n = ::read(fd, chunk, want);
     if (n < 0 && errno == EINTR)
       continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (auto err = awaitStream(fd, path, bound))
+        return err;
+      continue;
+    }
     if (n < 0)
       return readError(path, bound, errno);
     if (n == 0)
@@ -142,8 +172,7 @@ int writeAll(int fd,
 } // namespace
 
 Expected<std::string> readBounded(const std::string &path, ReadBound bound) {
-  // O_NONBLOCK so that opening a FIFO nobody writes does not hang; reads
-  // are made blocking again below.
+  // O_NONBLOCK so that opening a FIFO nobody writes does not hang.
   Descriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (file.fd < 0)
     return readError(path, bound, errno);
@@ -156,7 +185,10 @@ Expected<std::string> readBounded(const std::string &path, ReadBound bound) {
         fmt::format("name the {} file itself", bound.what), std::nullopt, 1});
   if (S_ISREG(st.st_mode) && uint64_t(st.st_size) > bound.bytes)
     return tooLarge(path, bound);
-  ::fcntl(file.fd, F_SETFL, ::fcntl(file.fd, F_GETFL) & ~O_NONBLOCK);
+  // A regular file reads blocking; a stream stays non-blocking, so that a
+  // silent writer ends the read (readAll).
+  if (S_ISREG(st.st_mode))
+    ::fcntl(file.fd, F_SETFL, ::fcntl(file.fd, F_GETFL) & ~O_NONBLOCK);
   std::string text;
   if (S_ISREG(st.st_mode))
     text.reserve(size_t(st.st_size));

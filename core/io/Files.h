@@ -34,6 +34,9 @@ namespace hypipe::files {
 struct ReadBound {
   std::string_view what; ///< "spec", "schedule CSV", ...
   uint64_t bytes;
+  /// A stream (a FIFO, a pipe, a device) that sends nothing for this long
+  /// ends the read with an error instead of a wait without end.
+  int silenceMs = 30000;
 };
 
 inline constexpr uint64_t kMiB = uint64_t(1) << 20;
@@ -58,7 +61,8 @@ inline constexpr std::string_view kReadHelp =
     "check the path and its permissions";
 
 /// The bytes of `path`, read whole through `bound`. An error names the file
-/// and the bound when it holds more, or the reason when it cannot be read.
+/// and the bound when it holds more, the reason when it cannot be read, or
+/// the silence when a stream sends nothing for `bound.silenceMs`.
 Expected<std::string> readBounded(const std::string &path, ReadBound bound);
 
 /// Success if `path` may be written as a file: it does not exist, or it is a

@@ -21,6 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
+
 namespace hypipe::files {
 namespace {
 
@@ -85,6 +88,42 @@ TEST_F(FilesTest, AFifoWithoutAWriterDoesNotWait) {
   Expected<std::string> text = readBounded(dir + "/fifo", {"spec", 4096});
   ASSERT_TRUE(text);
   EXPECT_EQ(*text, "");
+}
+
+// A FIFO whose writer holds it open and sends nothing ends the read after
+// the bound's silence with an error naming it, instead of waiting forever;
+// one whose writer sends, then closes, reads whole.
+TEST_F(FilesTest, ASilentWriterEndsTheRead) {
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  int writer = ::open(fifo.c_str(), O_RDWR); // held open, writing nothing
+  ASSERT_GE(writer, 0);
+  const auto start = std::chrono::steady_clock::now();
+  Expected<std::string> silent = readBounded(fifo, {"spec", 4096, 200});
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  ASSERT_FALSE(silent);
+  EXPECT_NE(silent.problem().message.find("sent nothing for 0.2 s"),
+            std::string::npos)
+      << silent.problem().message;
+  EXPECT_GE(waited, 0.2);
+  EXPECT_LT(waited, 5.0);
+  ::close(writer);
+
+  // The writer's bytes wait in the FIFO; it closes a while after the
+  // reader opened (at once, below), which ends the stream.
+  writer = ::open(fifo.c_str(), O_RDWR);
+  ASSERT_GE(writer, 0);
+  ASSERT_EQ(::write(writer, "model: {}\n", 10), 10);
+  std::thread close([writer] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::close(writer);
+  });
+  Expected<std::string> sent = readBounded(fifo, {"spec", 4096, 5000});
+  close.join();
+  ASSERT_TRUE(sent) << sent.problem().message;
+  EXPECT_EQ(*sent, "model: {}\n");
 }
 
 TEST_F(FilesTest, ADirectoryOrAMissingFileIsNamed) {
