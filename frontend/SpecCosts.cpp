@@ -45,9 +45,8 @@ std::vector<ItemCost> stageCosts(const std::vector<ItemCost> &items,
 std::vector<std::pair<std::string, ItemCost>>
 selectivelyRecomputedParts(const ModelSpec &spec, const PatternStage &st) {
   std::vector<std::pair<std::string, ItemCost>> parts;
-  RecomputeModuleSet modules = 0;
-  for (RecomputeModule m : spec.training.recompute.modules)
-    modules |= moduleBit(m);
+  const RecomputeModuleSet modules =
+      selectiveModuleSet(spec.training.recompute);
   const CostSettings s = spec.partitionRequest().settings;
   std::string layers = st.layers;
   if (st.index + 1 == int64_t(spec.placement.stages.size()))
@@ -191,18 +190,6 @@ struct SavedPart {
   bool wholeMoe = false; ///< drops a MoE layer's moe module (rc0, rc1)
 };
 
-/// The modules selective recompute names in `spec` (moe brings moe_act, as
-/// pipe-recompute has it); none for other granularities.
-RecomputeModuleSet selectiveModules(const RecomputeSpec &spec) {
-  RecomputeModuleSet set = 0;
-  if (spec.granularity == RecomputeGranularity::Selective)
-    for (RecomputeModule m : spec.modules)
-      set |= moduleBit(m);
-  if (set & moduleBit(RecomputeModule::Moe))
-    set |= moduleBit(RecomputeModule::MoeAct);
-  return set;
-}
-
 /// `parts` (a stage's, in order) placed as pipe-recompute places them under
 /// `spec`: the recomputed parts' floats in the recompute buffer, the rest
 /// and one checkpoint of `activation` floats per chunk of main layers in the
@@ -262,7 +249,7 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
   b.stage = stage.index;
   int64_t scratch = 0;
   std::vector<SavedPart> parts;
-  const RecomputeModuleSet named = selectiveModules(spec.training.recompute);
+  const RecomputeModuleSet named = selectiveModuleSet(spec.training.recompute);
   auto add = [&](const auto &shape, const std::vector<rt::ParamSpec> &params,
                  SavedRole role) {
     b.params += rt::numel(params);

@@ -168,6 +168,19 @@ struct RecomputeSpec {
   bool operator!=(const RecomputeSpec &o) const { return !(*this == o); }
 };
 
+/// The modules selective recompute drops under `spec` (none for another
+/// granularity); the moe module holds the experts' activations, so moe_act
+/// comes with it.
+inline RecomputeModuleSet selectiveModuleSet(const RecomputeSpec &spec) {
+  RecomputeModuleSet set = 0;
+  if (spec.granularity == RecomputeGranularity::Selective)
+    for (RecomputeModule m : spec.modules)
+      set |= moduleBit(m);
+  if (set & moduleBit(RecomputeModule::Moe))
+    set |= moduleBit(RecomputeModule::MoeAct);
+  return set;
+}
+
 /// Full recompute by `method` of `numLayers`.
 inline RecomputeSpec fullRecompute(RecomputeMethod method, int64_t numLayers) {
   RecomputeSpec r;

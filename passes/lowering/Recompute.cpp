@@ -242,12 +242,7 @@ LogicalResult recomputeActivations(hybrid::ModelOp model,
                                    const RecomputeSpec &spec) {
   if (spec.granularity == RecomputeGranularity::None)
     return success();
-  RecomputeModuleSet modules = 0;
-  for (RecomputeModule m : spec.modules)
-    modules |= moduleBit(m);
-  // The moe module holds the experts' activations: moe_act comes with it.
-  if (modules & moduleBit(RecomputeModule::Moe))
-    modules |= moduleBit(RecomputeModule::MoeAct);
+  const RecomputeModuleSet modules = selectiveModuleSet(spec);
   for (auto stage : model.getBody().front().getOps<pipe::StageOp>())
     for (auto program :
          stage.getBody().front().getOps<pipe::KernelProgramOp>()) {

@@ -36,18 +36,14 @@ template <class P> struct Attention {
                 *wProj = wQkv + Wd * s.hidden;
     AttnSaved a = attnSaved(s, k.shape(t), saved);
     k.copy(a.x, x, T * s.hidden);
-    k.rmsnormForward(T, s.hidden, x, norm, a.xn, a.rstd);
-    k.round(a.xn, T * s.hidden);
+    preNorm(k, T, s.hidden, x, norm, a.xn, a.rstd);
     k.linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
     k.round(a.qkv, T * Wd);
     if (s.rope) {
       k.rope(s, t, a.qkv, 1.0f);
       k.round(a.qkv, T * Wd);
     }
-    // The core reads bf16 q, k and v and keeps its softmax statistics in
-    // fp32; its output is an activation.
-    k.coreForward(s, t, a);
-    k.round(a.ctx, T * Cw);
+    core(s, t, a);
     k.linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
     k.round(y, T * s.hidden);
     k.addInto(y, x, T * s.hidden);
@@ -63,16 +59,22 @@ template <class P> struct Attention {
                  const SavedBases &saved) const {
     const int64_t T = t.tokens();
     AttnSaved a = attnSaved(s, k.shape(t), saved);
-    if (saved.drops(RecomputeModule::LayerNorm)) {
-      k.rmsnormForward(T, s.hidden, a.x, params, a.xn, a.rstd);
-      k.round(a.xn, T * s.hidden);
-    }
-    if (saved.drops(RecomputeModule::CoreAttn)) {
-      k.coreForward(s, t, a);
-      k.round(a.ctx, T * s.contextWidth());
-    }
+    if (saved.drops(RecomputeModule::LayerNorm))
+      preNorm(k, T, s.hidden, a.x, params, a.xn, a.rstd);
+    if (saved.drops(RecomputeModule::CoreAttn))
+      core(s, t, a);
   }
 
+private:
+  /// The core reads bf16 q, k and v and keeps its softmax statistics in
+  /// fp32; its output, the context, is an activation.
+  template <class Tokens>
+  void core(const AttentionShape &s, const Tokens &t, AttnSaved &a) const {
+    k.coreForward(s, t, a);
+    k.round(a.ctx, t.tokens() * s.contextWidth());
+  }
+
+public:
   template <class Tokens>
   void backwardInput(const AttentionShape &s, const Tokens &t,
                      const float *params, float *grads, const SavedBases &saved,

@@ -74,8 +74,7 @@ template <class P> struct Head {
     if (T == 0)
       return 0.0f;
     k.copy(h.x, x, T * hidden);
-    k.rmsnormForward(T, hidden, x, norm, h.xn, h.rstd);
-    k.round(h.xn, T * hidden);
+    preNorm(k, T, hidden, x, norm, h.xn, h.rstd);
     k.linearForward(T, hidden, vocab, h.xn, wOut, h.probs);
     // bf16 logits, as the output layer writes them; the loss reads them in
     // fp32 (Megatron upcasts before the cross-entropy).

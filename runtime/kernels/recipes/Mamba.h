@@ -45,8 +45,7 @@ template <class P> struct Mamba {
     MambaParams<const float> p = mambaParams(s, params);
     MambaSaved m = mambaSaved(s, k.shape(t), saved);
     k.copy(m.x, x, T * s.hidden);
-    k.rmsnormForward(T, s.hidden, x, p.norm, m.xn, m.rstd);
-    k.round(m.xn, T * s.hidden);
+    preNorm(k, T, s.hidden, x, p.norm, m.xn, m.rstd);
     k.linearForward(T, s.hidden, W, m.xn, p.inProj, m.zxbcdt);
     k.round(m.zxbcdt, T * W);
     // The conv and its SiLU are one kernel (causal_conv1d's): one rounding.

@@ -40,12 +40,8 @@ template <class P> struct Mlp {
                 *w2 = w1 + s.fc1Width() * s.hidden;
     MlpSaved m = mlpSaved(s, k.shape(t), saved);
     k.copy(m.x, x, T * s.hidden);
-    k.rmsnormForward(T, s.hidden, x, norm, m.xn, m.rstd);
-    k.round(m.xn, T * s.hidden);
-    k.linearForward(T, s.hidden, s.fc1Width(), m.xn, w1, m.h1);
-    k.round(m.h1, T * s.fc1Width());
-    k.activationForward(s.act, T, s.ffn, m.h1, m.act);
-    k.round(m.act, T * s.ffn);
+    preNorm(k, T, s.hidden, x, norm, m.xn, m.rstd);
+    up(s, T, w1, m);
     k.linearForward(T, s.ffn, s.hidden, m.act, w2, y);
     k.round(y, T * s.hidden);
     k.addInto(y, x, T * s.hidden);
@@ -62,18 +58,24 @@ template <class P> struct Mlp {
     const int64_t T = t.tokens();
     const float *norm = params, *w1 = norm + s.hidden;
     MlpSaved m = mlpSaved(s, k.shape(t), saved);
-    if (saved.drops(RecomputeModule::LayerNorm)) {
-      k.rmsnormForward(T, s.hidden, m.x, norm, m.xn, m.rstd);
-      k.round(m.xn, T * s.hidden);
-    }
-    if (saved.drops(RecomputeModule::Mlp)) {
-      k.linearForward(T, s.hidden, s.fc1Width(), m.xn, w1, m.h1);
-      k.round(m.h1, T * s.fc1Width());
-      k.activationForward(s.act, T, s.ffn, m.h1, m.act);
-      k.round(m.act, T * s.ffn);
-    }
+    if (saved.drops(RecomputeModule::LayerNorm))
+      preNorm(k, T, s.hidden, m.x, norm, m.xn, m.rstd);
+    if (saved.drops(RecomputeModule::Mlp))
+      up(s, T, w1, m);
   }
 
+private:
+  /// fc1 and the activation, from the normed input: each output rounded
+  /// to the call's precision once complete.
+  void up(const MlpShape &s, int64_t T, const float *w1,
+          const MlpSaved &m) const {
+    k.linearForward(T, s.hidden, s.fc1Width(), m.xn, w1, m.h1);
+    k.round(m.h1, T * s.fc1Width());
+    k.activationForward(s.act, T, s.ffn, m.h1, m.act);
+    k.round(m.act, T * s.ffn);
+  }
+
+public:
   template <class Tokens>
   void backwardInput(const MlpShape &s, const Tokens &t, const float *params,
                      float *grads, const SavedBases &saved, const float *dy,

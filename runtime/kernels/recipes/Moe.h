@@ -12,6 +12,7 @@
 #define HYPIPE_RUNTIME_KERNELS_RECIPES_MOE_H
 
 #include "core/model/BufferLayouts.h"
+#include "runtime/kernels/recipes/Primitives.h"
 
 #include <vector>
 
@@ -121,11 +122,8 @@ template <class P> struct Moe {
       (void)forward(s, t, params, x, y, saved, ws, check);
       return;
     }
-    if (saved.drops(RecomputeModule::LayerNorm)) {
-      k.rmsnormForward(T, s.hidden, m.x, moeParams(s, params).norm, m.xn,
-                       m.rstd);
-      k.round(m.xn, T * s.hidden);
-    }
+    if (saved.drops(RecomputeModule::LayerNorm))
+      preNorm(k, T, s.hidden, m.x, moeParams(s, params).norm, m.xn, m.rstd);
     if (saved.drops(RecomputeModule::MoeAct)) {
       k.activationForward(s.act, R, s.ffn, m.h1, m.act);
       k.round(m.act, R * s.ffn);

@@ -14,6 +14,8 @@
 
 #include "runtime/kernels/ForwardTo.h"
 
+#include <cstdint>
+
 /// Function `name` of namespace `ns` as a member that passes the object's
 /// `activations` (its precision) first.
 #define HYPIPE_FORWARD_IN_PRECISION(ns, name)                                  \
@@ -27,5 +29,19 @@
   HYPIPE_FORWARD_IN_PRECISION(ns, linearBackwardWeight)                        \
   HYPIPE_FORWARD_TO(ns, rmsnormForward)                                        \
   HYPIPE_FORWARD_TO(ns, rmsnormBackward)
+
+namespace hypipe::rt::recipes {
+
+/// A layer's input RMSNorm as its forward computes it, and selective
+/// recompute computes it again: `x` [T, hidden] normed by `weight` into
+/// `xn`, rounded to the call's precision, with each row's `rstd`.
+template <class P>
+void preNorm(const P &k, int64_t T, int64_t hidden, const float *x,
+             const float *weight, float *xn, float *rstd) {
+  k.rmsnormForward(T, hidden, x, weight, xn, rstd);
+  k.round(xn, T * hidden);
+}
+
+} // namespace hypipe::rt::recipes
 
 #endif
