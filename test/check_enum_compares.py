@@ -18,6 +18,8 @@ import pathlib
 import re
 import sys
 
+from source_files import report, sources
+
 FOLDERS = ["frontend", "core", "dialects", "conversion", "passes", "targets",
            "tools", "runtime/formats", "runtime/data", "runtime/comm"]
 NAMES = ["fp32", "bf16", "cpu", "cuda", "gpipe", "1f1b", "interleaved-1f1b",
@@ -33,25 +35,18 @@ COMPARE = re.compile(rf'[!=]=\s*"({_NAME})"|"({_NAME})"\s*[!=]=|'
 def main(root: pathlib.Path) -> int:
     problems = []
     checked = 0
-    for folder in FOLDERS:
-        for path in sorted((root / folder).rglob("*")):
-            if path.suffix not in {".h", ".cpp", ".cu", ".cuh"}:
-                continue
-            rel = path.relative_to(root).as_posix()
-            if rel in WAIVED:
-                continue
-            checked += 1
-            for number, line in enumerate(path.read_text().splitlines(), 1):
-                m = COMPARE.search(line)
-                if m:
-                    name = next(g for g in m.groups() if g)
-                    problems.append(f"{rel}:{number}: compares a string with "
-                                    f"'{name}': parse it once where it is "
-                                    f"read and compare the enum")
-    for p in problems:
-        print(p)
-    print(f"enum compares: {checked} files, {len(problems)} compares")
-    return 1 if problems or checked < 50 else 0
+    for _, rel, lines in sources(root, FOLDERS, {".h", ".cpp", ".cu", ".cuh"}):
+        if rel.as_posix() in WAIVED:
+            continue
+        checked += 1
+        for number, line in lines:
+            m = COMPARE.search(line)
+            if m:
+                name = next(g for g in m.groups() if g)
+                problems.append(f"{rel}:{number}: compares a string with "
+                                f"'{name}': parse it once where it is "
+                                f"read and compare the enum")
+    return report("enum compares", "compares", problems, checked)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ import pathlib
 import re
 import sys
 
+from source_files import report, sources
+
 # folder -> folders it may include (besides itself). Lower layers first.
 ALLOWED = {
     "core": [],
@@ -55,34 +57,30 @@ def runtime_problem(rel: pathlib.Path, number: int, included: str):
 def main(root: pathlib.Path) -> int:
     problems = []
     checked = 0
-    for folder, allowed in ALLOWED.items():
-        for path in sorted((root / folder).rglob("*")):
-            if path.suffix not in {".h", ".cpp", ".td", ".cu", ".cuh", ".inc"}:
+    for folder, rel, lines in sources(root, ALLOWED,
+                                      {".h", ".cpp", ".td", ".cu", ".cuh",
+                                       ".inc"}):
+        allowed = ALLOWED[folder]
+        checked += 1
+        for number, line in lines:
+            if folder in NO_LLVM and SYSTEM.match(line):
+                problems.append(f"{rel}:{number}: {folder}/ must not "
+                                f"include LLVM or MLIR: {line.strip()}")
+            m = INCLUDE.match(line)
+            if not m:
                 continue
-            checked += 1
-            rel = path.relative_to(root)
-            for number, line in enumerate(path.read_text().splitlines(), 1):
-                if folder in NO_LLVM and SYSTEM.match(line):
-                    problems.append(f"{rel}:{number}: {folder}/ must not "
-                                    f"include LLVM or MLIR: {line.strip()}")
-                m = INCLUDE.match(line)
-                if not m:
-                    continue
-                if folder == "runtime":
-                    problem = runtime_problem(rel, number, m.group(1))
-                    if problem:
-                        problems.append(problem)
-                top = m.group(1).split("/")[0]
-                if top not in ALLOWED or top == folder:
-                    continue
-                if top not in allowed:
-                    problems.append(f"{rel}:{number}: {folder}/ includes "
-                                    f"{m.group(1)} ({top}/ is not below "
-                                    f"{folder}/)")
-    for p in problems:
-        print(p)
-    print(f"layering: {checked} files, {len(problems)} violations")
-    return 1 if problems or checked < 50 else 0
+            if folder == "runtime":
+                problem = runtime_problem(rel, number, m.group(1))
+                if problem:
+                    problems.append(problem)
+            top = m.group(1).split("/")[0]
+            if top not in ALLOWED or top == folder:
+                continue
+            if top not in allowed:
+                problems.append(f"{rel}:{number}: {folder}/ includes "
+                                f"{m.group(1)} ({top}/ is not below "
+                                f"{folder}/)")
+    return report("layering", "violations", problems, checked)
 
 
 if __name__ == "__main__":
