@@ -43,9 +43,9 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
   b.setInsertionPointToEnd(module->getBody());
 
   const ParallelSpec &par = spec.parallel;
-  auto parallel = hybrid::ParallelAttr::get(&context, par.pp, par.vpp, par.dp,
-                                            hybrid::toSchedule(par.schedule),
-                                            par.microbatches, par.groupSize);
+  auto parallel = hybrid::ParallelAttr::get(
+      &context, par.pp, par.vpp, par.dp, hybrid::toSchedule(par.schedule),
+      par.microbatches, par.groupSize, par.tp, par.sequenceParallel);
   auto model = b.create<hybrid::ModelOp>(
       loc, spec.name, hybrid::toDimsAttr(&context, spec.dims), parallel,
       patternWithStages(spec.pattern, spec.placement));

@@ -123,6 +123,8 @@ const std::vector<Field> &parallelFields() {
       HYPIPE_FIELD("pp", d.spec.parallel.pp),
       HYPIPE_FIELD("vpp", d.vpp),
       HYPIPE_FIELD("dp", d.spec.parallel.dp),
+      HYPIPE_FIELD("tp", d.spec.parallel.tp),
+      HYPIPE_FIELD("sequence_parallel", d.spec.parallel.sequenceParallel),
       HYPIPE_FIELD("schedule", d.schedule),
       HYPIPE_FIELD("microbatches", d.microbatches),
       HYPIPE_FIELD("microbatch_group_size_per_vp_stage", d.groupSize),
@@ -397,6 +399,9 @@ private:
         {"parallel.pp", "--pp", bool(overrides.pp)},
         {"parallel.vpp", "--vpp", bool(overrides.vpp)},
         {"parallel.dp", "--dp", bool(overrides.dp)},
+        {"parallel.tp", "--tensor-model-parallel-size", bool(overrides.tp)},
+        {"parallel.sequence_parallel", "--sequence-parallel",
+         bool(overrides.sequenceParallel)},
         {"parallel.schedule", "--schedule", bool(overrides.schedule)},
         {"parallel.microbatches",
          overrides.globalBatchSize ? "--global-batch-size" : "--microbatches",
@@ -430,6 +435,10 @@ private:
       draft.vpp = *overrides.vpp;
     if (overrides.dp)
       par.dp = *overrides.dp;
+    if (overrides.tp)
+      par.tp = *overrides.tp;
+    if (overrides.sequenceParallel)
+      par.sequenceParallel = *overrides.sequenceParallel;
     if (overrides.schedule)
       draft.schedule = *overrides.schedule;
     if (overrides.microbatches)
@@ -1140,7 +1149,8 @@ llvm::Error Loader::checkModel() {
 llvm::Error Loader::checkParallel() {
   ModelSpec &spec = draft.spec;
   ParallelSpec &par = spec.parallel;
-  for (auto [key, value] : {std::pair{"pp", par.pp}, {"dp", par.dp}})
+  for (auto [key, value] :
+       {std::pair{"pp", par.pp}, {"dp", par.dp}, {"tp", par.tp}})
     if (value < 1)
       return error(nodeFor("parallel", key),
                    fmt::format("parallel.{} must be at least 1", key),

@@ -31,6 +31,12 @@ struct ParallelSpec {
   int64_t pp = 1;
   int64_t vpp = 1;
   int64_t dp = 1;
+  /// Megatron-LM's --tensor-model-parallel-size: each layer split over tp
+  /// ranks (docs/tensor-parallel.md).
+  int64_t tp = 1;
+  /// Megatron-LM's --sequence-parallel: the norms and the residual stream
+  /// hold a tp-th of the tokens (tp > 1 only).
+  bool sequenceParallel = false;
   schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   int64_t microbatches = 1;
   /// microbatch_group_size_per_vp_stage: pp when the spec leaves it out.
@@ -127,6 +133,9 @@ struct ModelSpec {
 /// Values given on the command line (`--pp 2`) in place of the file's.
 struct SpecOverrides {
   std::optional<int64_t> pp, vpp, dp, microbatches, steps, seed;
+  /// Megatron-LM's --tensor-model-parallel-size and --sequence-parallel.
+  std::optional<int64_t> tp;
+  std::optional<bool> sequenceParallel;
   std::optional<int64_t> microBatchSize;
   /// Megatron-LM's --global-batch-size: the microbatches per step are it
   /// over micro_batch_size x dp.

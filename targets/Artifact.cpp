@@ -312,6 +312,8 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.pp = spec.parallel.pp;
   artifact.vpp = spec.parallel.vpp;
   artifact.dp = spec.parallel.dp;
+  artifact.tp = spec.parallel.tp;
+  artifact.sequenceParallel = spec.parallel.sequenceParallel;
   artifact.schedule = spec.parallel.schedule;
   artifact.microbatches = spec.parallel.microbatches;
   artifact.groupSize = spec.parallel.groupSize;

@@ -112,11 +112,34 @@ inline const char *initName(Init i) {
   return "?";
 }
 
+/// How a parameter is cut over the tensor-parallel ranks (Megatron-LM's
+/// column- and row-parallel linears): whole on every rank (a norm's weight,
+/// the router), its rows (dim 0: a column-parallel linear's outputs,
+/// per-head vectors, the vocabulary) or its columns (the last dim: a
+/// row-parallel linear's inputs) in tp equal parts, rank r keeping part r.
+/// Rows of several sections (Mamba's in_proj [z x B C dt], SwiGLU's fc1
+/// [gate; up]) are cut section by section: rank r keeps the r-th part of
+/// each, in order (TensorParallel.h).
+enum class Split { None, Rows, Columns };
+
+inline const char *splitName(Split s) {
+  return s == Split::Rows ? "rows" : s == Split::Columns ? "columns" : "none";
+}
+inline std::optional<Split> parseSplit(std::string_view name) {
+  for (Split s : {Split::None, Split::Rows, Split::Columns})
+    if (name == splitName(s))
+      return s;
+  return std::nullopt;
+}
+
 struct ParamSpec {
   std::string name; ///< Relative to the layer, e.g. `mixer.in_proj.weight`.
   std::vector<int64_t> shape;
   Init init = Init::Normal;
   double a = 0, b = 0;
+  Split split = Split::None;
+  /// Rows: the sections' row counts (empty: one section, every row).
+  std::vector<int64_t> sections;
   /// Megatron's rule: no weight decay on 1-D parameters (norms, biases).
   bool decay() const { return shape.size() > 1; }
   int64_t numel() const {
@@ -150,6 +173,17 @@ struct TokenShape {
   }
 };
 
+/// `p` cut by its rows (in `sections`, each cut in tp parts) or its columns.
+inline ParamSpec splitRows(ParamSpec p, std::vector<int64_t> sections = {}) {
+  p.split = Split::Rows;
+  p.sections = std::move(sections);
+  return p;
+}
+inline ParamSpec splitColumns(ParamSpec p) {
+  p.split = Split::Columns;
+  return p;
+}
+
 /// Megatron's std for every linear and embedding weight.
 constexpr double kInitStd = 0.02;
 /// RMSNorm epsilon everywhere.
@@ -174,10 +208,11 @@ inline std::string parameterName(const std::string &prefix,
 /// name (so the initial values) of every copy a later stage holds (a tied
 /// output layer, an MTP depth's).
 inline ParamSpec embeddingTableParam(int64_t vocab, int64_t hidden) {
-  return {"embedding.word_embeddings.weight",
-          {vocab, hidden},
-          Init::Normal,
-          kInitStd};
+  // Vocabulary-parallel: each tensor-parallel rank holds a range of rows.
+  return splitRows({"embedding.word_embeddings.weight",
+                    {vocab, hidden},
+                    Init::Normal,
+                    kInitStd});
 }
 
 /// Saved floats of a language-model loss (the head's, an MTP depth's): x,
@@ -212,6 +247,10 @@ struct MambaShape {
   int64_t groupState() const { return groups * state; }
   int64_t convChannels() const { return inner() + 2 * groupState(); }
   int64_t inProj() const { return 2 * inner() + 2 * groupState() + heads; }
+  /// The conv's channels [x B C], cut section by section over tp.
+  std::vector<int64_t> convSections() const {
+    return {inner(), groupState(), groupState()};
+  }
   /// Scan checkpoint interval: the state is kept at every `kScanChunk`-th
   /// row of the microbatch and recomputed inside a chunk during the
   /// backward pass.
@@ -225,25 +264,33 @@ struct MambaShape {
     return {
         // Megatron's hybrid Mamba layer fuses the pre-norm into in_proj.
         {"mixer.in_proj.layer_norm_weight", {hidden}, Init::Ones},
-        {"mixer.in_proj.weight", {inProj(), hidden}, Init::Normal, kInitStd},
-        {"mixer.conv1d_weight",
-         {convChannels(), 1, convWidth},
-         Init::Uniform,
-         -convBound,
-         convBound},
-        {"mixer.conv1d_bias",
-         {convChannels()},
-         Init::Uniform,
-         -convBound,
-         convBound},
-        {"mixer.dt_bias", {heads}, Init::MambaDtBias, 0.001, 0.1},
-        {"mixer.A_log", {heads}, Init::MambaALog, 1, 16},
-        {"mixer.D", {heads}, Init::Ones},
-        {"mixer.norm.weight", {inner()}, Init::Ones},
-        {"mixer.out_proj.weight",
-         {hidden, inner()},
-         Init::Normal,
-         scaledStd(numLayers)},
+        // Column-parallel, section by section: [z x B C dt].
+        splitRows({"mixer.in_proj.weight",
+                   {inProj(), hidden},
+                   Init::Normal,
+                   kInitStd},
+                  {inner(), inner(), groupState(), groupState(), heads}),
+        splitRows({"mixer.conv1d_weight",
+                   {convChannels(), 1, convWidth},
+                   Init::Uniform,
+                   -convBound,
+                   convBound},
+                  convSections()),
+        splitRows({"mixer.conv1d_bias",
+                   {convChannels()},
+                   Init::Uniform,
+                   -convBound,
+                   convBound},
+                  convSections()),
+        splitRows({"mixer.dt_bias", {heads}, Init::MambaDtBias, 0.001, 0.1}),
+        splitRows({"mixer.A_log", {heads}, Init::MambaALog, 1, 16}),
+        splitRows({"mixer.D", {heads}, Init::Ones}),
+        // The gated norm's groups stay within a rank.
+        splitRows({"mixer.norm.weight", {inner()}, Init::Ones}),
+        splitColumns({"mixer.out_proj.weight",
+                      {hidden, inner()},
+                      Init::Normal,
+                      scaledStd(numLayers)}),
     };
   }
 
@@ -295,14 +342,16 @@ struct AttentionShape {
   std::vector<ParamSpec> params(int64_t numLayers) const {
     return {
         {"self_attention.linear_qkv.layer_norm_weight", {hidden}, Init::Ones},
-        {"self_attention.linear_qkv.weight",
-         {qkvWidth(), hidden},
-         Init::Normal,
-         kInitStd},
-        {"self_attention.linear_proj.weight",
-         {hidden, contextWidth()},
-         Init::Normal,
-         scaledStd(numLayers)},
+        // Rows grouped by query group ([q heads | k | v] each): cut by
+        // groups.
+        splitRows({"self_attention.linear_qkv.weight",
+                   {qkvWidth(), hidden},
+                   Init::Normal,
+                   kInitStd}),
+        splitColumns({"self_attention.linear_proj.weight",
+                      {hidden, contextWidth()},
+                      Init::Normal,
+                      scaledStd(numLayers)}),
     };
   }
   /// x, xn, rstd, qkv (after RoPE), the log-sum-exp of every row and head
@@ -339,15 +388,24 @@ struct MlpShape {
   int64_t hidden, ffn;
   Activation act = Activation::SquaredRelu;
   int64_t fc1Width() const { return act == Activation::Swiglu ? 2 * ffn : ffn; }
+  std::vector<int64_t> fc1Sections() const {
+    return act == Activation::Swiglu ? std::vector<int64_t>{ffn, ffn}
+                                     : std::vector<int64_t>{ffn};
+  }
 
   std::vector<ParamSpec> params(int64_t numLayers) const {
     return {
         {"mlp.linear_fc1.layer_norm_weight", {hidden}, Init::Ones},
-        {"mlp.linear_fc1.weight", {fc1Width(), hidden}, Init::Normal, kInitStd},
-        {"mlp.linear_fc2.weight",
-         {hidden, ffn},
-         Init::Normal,
-         scaledStd(numLayers)},
+        // [gate; up] with SwiGLU, cut section by section.
+        splitRows({"mlp.linear_fc1.weight",
+                   {fc1Width(), hidden},
+                   Init::Normal,
+                   kInitStd},
+                  fc1Sections()),
+        splitColumns({"mlp.linear_fc2.weight",
+                      {hidden, ffn},
+                      Init::Normal,
+                      scaledStd(numLayers)}),
     };
   }
   /// x, xn, rstd, fc1 output, activation output, grad stash.

@@ -62,8 +62,13 @@ def Hybrid_ParallelAttr : Hybrid_Attr<"Parallel", "parallel"> {
     `core/schedule/Vocabulary.cpp`): the parser refuses anything else, so no
     verifier has to.
 
-    (parallel_c1) `pp`, `vpp`, `dp`, `microbatches` and `group_size` are
-                  positive.
+    `tp` is the tensor-parallel size (Megatron-LM's
+    --tensor-model-parallel-size) and `sequence_parallel` its
+    --sequence-parallel; both are left out when off.
+
+    (parallel_c1) `pp`, `vpp`, `dp`, `microbatches`, `group_size` and `tp`
+                  are positive.
+    (parallel_c2) `sequence_parallel` needs `tp` above 1.
   }];
   let parameters = (ins
     "int64_t":$pp,
@@ -71,7 +76,9 @@ def Hybrid_ParallelAttr : Hybrid_Attr<"Parallel", "parallel"> {
     "int64_t":$dp,
     EnumParameter<Hybrid_Schedule>:$schedule,
     "int64_t":$microbatches,
-    "int64_t":$group_size
+    "int64_t":$group_size,
+    DefaultValuedParameter<"int64_t", "1">:$tp,
+    DefaultValuedParameter<"bool", "false">:$sequence_parallel
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -82,11 +82,16 @@ LogicalResult DimsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t pp, int64_t vpp, int64_t dp,
                                    Schedule, int64_t microbatches,
-                                   int64_t groupSize) {
+                                   int64_t groupSize, int64_t tp,
+                                   bool sequenceParallel) {
   // parallel_c1
-  if (pp < 1 || vpp < 1 || dp < 1 || microbatches < 1 || groupSize < 1)
-    return emitError() << "pp, vpp, dp, microbatches and group_size must be "
-                          "positive (parallel_c1)";
+  if (pp < 1 || vpp < 1 || dp < 1 || microbatches < 1 || groupSize < 1 ||
+      tp < 1)
+    return emitError() << "pp, vpp, dp, microbatches, group_size and tp must "
+                          "be positive (parallel_c1)";
+  // parallel_c2
+  if (sequenceParallel && tp < 2)
+    return emitError() << "sequence_parallel needs tp above 1 (parallel_c2)";
   return success();
 }
 

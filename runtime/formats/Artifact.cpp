@@ -499,6 +499,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
        {{"pp", a.pp},
         {"vpp", a.vpp},
         {"dp", a.dp},
+        {"tp", a.tp},
+        {"sequence_parallel", a.sequenceParallel},
         {"schedule", schedule::scheduleName(a.schedule)},
         {"microbatches", a.microbatches},
         {"microbatch_group_size", a.groupSize},
@@ -808,6 +810,9 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   a.pp = field<int64_t>(par, "pp", path);
   a.vpp = field<int64_t>(par, "vpp", path);
   a.dp = field<int64_t>(par, "dp", path);
+  a.tp = optionalField<int64_t>(par, "tp", 1, path);
+  a.sequenceParallel =
+      optionalField<bool>(par, "sequence_parallel", false, path);
   const auto scheduleText = field<std::string>(par, "schedule", path);
   a.schedule =
       knownName(schedule::parseScheduleKind(scheduleText), path, "schedule",
@@ -891,6 +896,10 @@ void checkArtifactConsistency(const Artifact &a, const std::string &path) {
   if (Error refused = schedule::checkScheduleSize(a.pp, a.vpp, a.microbatches))
     corrupt(toString(refused));
   bounded(a.dp, 1, "parallel.dp");
+  bounded(a.tp, 1, "parallel.tp");
+  bounded(a.dp * a.tp, 1, "parallel.dp x parallel.tp");
+  if (a.sequenceParallel && a.tp < 2)
+    corrupt("parallel.sequence_parallel is set with tp 1");
   const TrainingConfig &t = a.training;
   bounded(t.seqLength, 1, "training.seq_length");
   bounded(t.microBatchSize, 1, "training.micro_batch_size");

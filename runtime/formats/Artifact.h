@@ -134,6 +134,11 @@ struct Artifact {
   ModelInfo model;
   schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;
+  /// Tensor parallelism: every layer split over `tp` ranks (the stages'
+  /// parameter ranges are a rank's shard), the residual stream split over
+  /// them too with `sequenceParallel` (docs/tensor-parallel.md).
+  int64_t tp = 1;
+  bool sequenceParallel = false;
   int64_t groupSize = 1; ///< microbatch_group_size_per_vp_stage, as resolved
   /// AdamW moments sharded over the dp ranks (docs/runtime.md).
   bool distributedOptimizer = false;

@@ -102,7 +102,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 // -----
 
 // Tests that parallel_c1 refuses pp = 0.
-// expected-error @+1 {{pp, vpp, dp, microbatches and group_size must be positive (parallel_c1)}}
+// expected-error @+1 {{pp, vpp, dp, microbatches, group_size and tp must be positive (parallel_c1)}}
 hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 0, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M*"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
@@ -890,4 +890,32 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     hybrid.yield %y : tensor<1x4x8xf32>
   }
   hybrid.return %loss, %l2 : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// Tests that parallel_c1 refuses tp = 0.
+// expected-error @+1 {{pp, vpp, dp, microbatches, group_size and tp must be positive (parallel_c1)}}
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1, tp = 0>, pattern = "M*"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+  %2 = hybrid.attention %1 : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that parallel_c2 refuses sequence parallelism without tensor parallelism.
+// expected-error @+1 {{sequence_parallel needs tp above 1 (parallel_c2)}}
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1, sequence_parallel = true>, pattern = "M*"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+  %2 = hybrid.attention %1 : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
 }

@@ -1,0 +1,158 @@
+//===- RankGrid.cpp - Megatron-LM's rank grid -----------------------------===//
+
+#include "core/model/RankGrid.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace hypipe {
+
+namespace {
+
+std::vector<std::string> splitOrder(std::string_view order) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    size_t dash = order.find('-', start);
+    parts.emplace_back(order.substr(start, dash - start));
+    if (dash == std::string_view::npos)
+      return parts;
+    start = dash + 1;
+  }
+}
+
+} // namespace
+
+std::optional<RankGrid> RankGrid::make(int64_t tp, int64_t cp, int64_t ep,
+                                       int64_t dp, int64_t pp,
+                                       std::string_view order,
+                                       std::string *why) {
+  const std::pair<const char *, int64_t> known[] = {
+      {"tp", tp}, {"cp", cp}, {"ep", ep}, {"dp", dp}, {"pp", pp}};
+  RankGrid g;
+  g.orderText = std::string(order);
+  for (const std::string &name : splitOrder(order)) {
+    auto it = std::find_if(std::begin(known), std::end(known),
+                           [&](const auto &k) { return name == k.first; });
+    if (it == std::end(known) ||
+        std::find(g.names.begin(), g.names.end(), name) != g.names.end()) {
+      if (why)
+        *why = "the order '" + std::string(order) +
+               "' must name each of tp, cp, ep, dp and pp once, joined by '-'";
+      return std::nullopt;
+    }
+    if (it->second < 1) {
+      if (why)
+        *why = name + " must be at least 1";
+      return std::nullopt;
+    }
+    g.names.push_back(name);
+    g.sizes.push_back(it->second);
+  }
+  if (g.names.size() != std::size(known)) {
+    if (why)
+      *why = "the order '" + std::string(order) +
+             "' must name each of tp, cp, ep, dp and pp once, joined by '-'";
+    return std::nullopt;
+  }
+  return g;
+}
+
+RankGrid RankGrid::megatron(int64_t tp, int64_t dp, int64_t pp) {
+  std::string why;
+  std::optional<RankGrid> g = make(tp, 1, 1, dp, pp, kRankOrder, &why);
+  if (!g)
+    throw std::invalid_argument(why);
+  return *g;
+}
+
+int64_t RankGrid::world() const {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    n *= s;
+  return n;
+}
+
+int64_t RankGrid::index(std::string_view name) const {
+  auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end())
+    throw std::invalid_argument("no grid dimension '" + std::string(name) +
+                                "'");
+  return it - names.begin();
+}
+
+int64_t RankGrid::stride(int64_t dim) const {
+  int64_t s = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    s *= sizes[size_t(d)];
+  return s;
+}
+
+int64_t RankGrid::size(std::string_view name) const {
+  return sizes[size_t(index(name))];
+}
+
+int64_t RankGrid::coordinate(int64_t rank, std::string_view name) const {
+  const int64_t d = index(name);
+  return rank / stride(d) % sizes[size_t(d)];
+}
+
+int64_t RankGrid::withCoordinate(int64_t rank, std::string_view name,
+                                 int64_t at) const {
+  const int64_t d = index(name);
+  return rank + (at - coordinate(rank, name)) * stride(d);
+}
+
+std::vector<int64_t> RankGrid::dimsOf(std::string_view token) const {
+  std::vector<int64_t> dims;
+  for (const std::string &name : splitOrder(token))
+    dims.push_back(index(name));
+  return dims;
+}
+
+std::vector<std::vector<int64_t>>
+RankGrid::groups(std::string_view token) const {
+  // Megatron's generate_masked_orthogonal_rank_groups: the masked
+  // dimensions (the token's, in grid order) vary inside a group, the others
+  // number the groups; both count leftmost fastest.
+  std::vector<int64_t> masked = dimsOf(token);
+  std::sort(masked.begin(), masked.end());
+  std::vector<int64_t> unmasked;
+  for (int64_t d = 0; d < int64_t(names.size()); ++d)
+    if (!std::binary_search(masked.begin(), masked.end(), d))
+      unmasked.push_back(d);
+  auto count = [&](const std::vector<int64_t> &dims) {
+    int64_t n = 1;
+    for (int64_t d : dims)
+      n *= sizes[size_t(d)];
+    return n;
+  };
+  // The rank whose coordinates along `dims` are index's digits (leftmost
+  // fastest) and zero elsewhere.
+  auto place = [&](const std::vector<int64_t> &dims, int64_t index) {
+    int64_t rank = 0;
+    for (int64_t d : dims) {
+      rank += index % sizes[size_t(d)] * stride(d);
+      index /= sizes[size_t(d)];
+    }
+    return rank;
+  };
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t g = 0; g < count(unmasked); ++g) {
+    std::vector<int64_t> group;
+    for (int64_t i = 0; i < count(masked); ++i)
+      group.push_back(place(unmasked, g) + place(masked, i));
+    out.push_back(std::move(group));
+  }
+  return out;
+}
+
+std::vector<int64_t> RankGrid::groupOf(int64_t rank,
+                                       std::string_view token) const {
+  for (std::vector<int64_t> &g : groups(token))
+    if (std::find(g.begin(), g.end(), rank) != g.end())
+      return g;
+  throw std::invalid_argument("rank outside the grid");
+}
+
+} // namespace hypipe

@@ -1,0 +1,159 @@
+//===- TensorParallel.h - a layer split over tensor-parallel ranks --------===//
+//
+// Megatron-LM's tensor parallelism, as the kernels of one rank see it. A
+// layer on `tp` ranks runs the shape of its shard (tensorParallelShard:
+// a tp-th of the heads, query groups, Mamba heads and groups, the MLP's
+// hidden width, the vocabulary), over the shard of each parameter that
+// ParamSpec::split names; its collectives (Collective, collectivesOf) join
+// the partial results. Shards are slices of the same global tensors, by
+// global element index, so initialisation from (seed, name) and the
+// checkpoints' whole tensors do not depend on tp (forEachShardRun).
+//
+// Header-only and dependency-free: the compiler, the runtime and the cost
+// model read the same rules.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_CORE_MODEL_TENSORPARALLEL_H
+#define HYPIPE_CORE_MODEL_TENSORPARALLEL_H
+
+#include "core/model/LayerShapes.h"
+
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace hypipe::rt {
+
+/// Why a `shape` layer cannot be split over `tp` ranks ("" when it can):
+/// Megatron-LM's divisibility rules, and the kinds hypipe does not split
+/// yet (MoE, MTP depths).
+inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
+  if (tp == 1)
+    return "";
+  auto divides = [&](int64_t n, const char *what) -> std::string {
+    if (n % tp == 0)
+      return "";
+    return std::string(what) + " (" + std::to_string(n) +
+           ") is not a multiple of the tensor-parallel size " +
+           std::to_string(tp);
+  };
+  return std::visit(
+      [&](const auto &s) -> std::string {
+        using S = std::decay_t<decltype(s)>;
+        std::string why;
+        if constexpr (std::is_same_v<S, MambaShape>) {
+          if ((why = divides(s.heads, "mamba_num_heads")).empty())
+            why = divides(s.groups, "mamba_num_groups");
+        } else if constexpr (std::is_same_v<S, AttentionShape>) {
+          if ((why = divides(s.heads, "num_attention_heads")).empty())
+            why = divides(s.groups, "num_query_groups");
+        } else if constexpr (std::is_same_v<S, MlpShape>) {
+          why = divides(s.ffn, "ffn_hidden_size");
+        } else if constexpr (std::is_same_v<S, EmbeddingShape> ||
+                             std::is_same_v<S, HeadShape>) {
+          why = divides(s.vocab, "vocab_size");
+        } else if constexpr (std::is_same_v<S, MoeShape>) {
+          why = "MoE layers do not split over tensor-parallel ranks yet";
+        } else {
+          why = "multi-token-prediction depths do not split over "
+                "tensor-parallel ranks yet";
+        }
+        return why;
+      },
+      shape);
+}
+
+/// The shape one of `tp` ranks runs of a `shape` layer
+/// (tensorParallelProblem empty): what its kernels and buffers are sized
+/// for.
+inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp) {
+  std::visit(
+      [&](auto &s) {
+        using S = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<S, MambaShape> ||
+                      std::is_same_v<S, AttentionShape>) {
+          s.heads /= tp;
+          s.groups /= tp;
+        } else if constexpr (std::is_same_v<S, MlpShape>) {
+          s.ffn /= tp;
+        } else if constexpr (std::is_same_v<S, EmbeddingShape> ||
+                             std::is_same_v<S, HeadShape>) {
+          s.vocab /= tp;
+        }
+      },
+      shape);
+  return shape;
+}
+
+/// The dims of one of `tp` ranks' shard of a tensor of `shape` cut by
+/// `split`.
+inline std::vector<int64_t> shardShape(std::vector<int64_t> shape, Split split,
+                                       int64_t tp) {
+  if (split == Split::Rows && !shape.empty())
+    shape.front() /= tp;
+  else if (split == Split::Columns && !shape.empty())
+    shape.back() /= tp;
+  return shape;
+}
+
+inline int64_t shapeNumel(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// Calls f(global, local, count) for each run of `count` consecutive
+/// elements that rank `rank` of `tp` holds of a row-major tensor of `shape`
+/// cut by `split` (in `sections` of rows; empty: one): element global + i
+/// of the whole tensor is element local + i of the shard, the runs in shard
+/// order and together the whole shard.
+template <class F>
+void forEachShardRun(const std::vector<int64_t> &shape, Split split,
+                     const std::vector<int64_t> &sections, int64_t tp,
+                     int64_t rank, F &&f) {
+  const int64_t n = shapeNumel(shape);
+  if (split == Split::None || tp == 1 || shape.empty()) {
+    f(int64_t(0), int64_t(0), n);
+    return;
+  }
+  const int64_t rows = shape.front(), rowElems = rows ? n / rows : 0;
+  if (split == Split::Rows) {
+    int64_t start = 0, local = 0;
+    const std::vector<int64_t> one{rows};
+    for (int64_t section : sections.empty() ? one : sections) {
+      const int64_t part = section / tp;
+      f((start + rank * part) * rowElems, local, part * rowElems);
+      start += section;
+      local += part * rowElems;
+    }
+    return;
+  }
+  const int64_t columns = shape.back(), part = columns / tp,
+                outer = columns ? n / columns : 0;
+  for (int64_t i = 0; i < outer; ++i)
+    f(i * columns + rank * part, i * part, part);
+}
+
+/// Whether the row sections of a rows-cut tensor of `shape` all divide by
+/// tp (and cover its rows): what the manifest reader checks.
+inline bool splitsEvenly(const std::vector<int64_t> &shape, Split split,
+                         const std::vector<int64_t> &sections, int64_t tp) {
+  if (split == Split::None || tp == 1)
+    return true;
+  if (shape.empty())
+    return false;
+  if (split == Split::Columns)
+    return shape.back() % tp == 0;
+  int64_t sum = 0;
+  for (int64_t s : sections) {
+    if (s < 0 || s % tp != 0)
+      return false;
+    sum += s;
+  }
+  return sections.empty() ? shape.front() % tp == 0 : sum == shape.front();
+}
+
+} // namespace hypipe::rt
+
+#endif
