@@ -18,7 +18,9 @@
 
 #include "core/model/LayerShapes.h"
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -83,6 +85,100 @@ inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp) {
       },
       shape);
   return shape;
+}
+
+/// The passes of a stage's kernel program.
+enum class StagePass { Forward, BackwardInput, BackwardWeight };
+
+/// What a tensor-parallel collective does to a [tokens, n] tensor of the
+/// layer's ranks: sums it (in place), takes its maximum (in place), gathers
+/// each rank's [tokens/tp, n] rows into the whole (rank r's rows r-th), or
+/// sums it and leaves rank r the r-th tp-th of the rows.
+enum class CollectiveKind { AllReduce, AllReduceMax, AllGather, ReduceScatter };
+
+inline const char *collectiveKindName(CollectiveKind k) {
+  switch (k) {
+  case CollectiveKind::AllReduce:
+    return "all_reduce";
+  case CollectiveKind::AllReduceMax:
+    return "all_reduce_max";
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
+  }
+  return "?";
+}
+inline std::optional<CollectiveKind> parseCollectiveKind(std::string_view s) {
+  for (CollectiveKind k :
+       {CollectiveKind::AllReduce, CollectiveKind::AllReduceMax,
+        CollectiveKind::AllGather, CollectiveKind::ReduceScatter})
+    if (s == collectiveKindName(k))
+      return k;
+  return std::nullopt;
+}
+
+/// One collective of a layer's kernels over its tensor-parallel group: of
+/// a tensor of `perToken` floats for each token of the microbatch (the
+/// whole tensor's, before a reduce-scatter and after an all-gather).
+struct Collective {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  int64_t perToken = 0;
+  bool operator==(const Collective &o) const {
+    return kind == o.kind && perToken == o.perToken;
+  }
+};
+
+/// The collectives a `shape` layer's kernels run, in order, in `pass` over
+/// `tp` ranks (none at tp 1): Megatron-LM's. A column-parallel linear reads
+/// the whole input, a row-parallel one leaves a partial sum: without
+/// sequence parallelism the partial output is summed (all_reduce) after
+/// the forward's row-parallel linear and the input's partial gradient
+/// after the backward's column-parallel one. With it the residual stream
+/// holds a tp-th of the tokens: the normed input is gathered before the
+/// column-parallel linear and the output reduce-scattered after the
+/// row-parallel one, and the backward gathers the output's gradient and
+/// reduce-scatters the input's. The vocabulary-parallel embedding sums (or
+/// reduce-scatters) its rows; the vocabulary-parallel cross-entropy takes
+/// the maximum logit, then sums the target's logit and the exponentials.
+inline std::vector<Collective> collectivesOf(const LayerShape &shape,
+                                             int64_t tp, bool sequenceParallel,
+                                             StagePass pass) {
+  if (tp == 1 || pass == StagePass::BackwardWeight)
+    return {};
+  using K = CollectiveKind;
+  const bool forward = pass == StagePass::Forward;
+  const bool sp = sequenceParallel;
+  return std::visit(
+      [&](const auto &s) -> std::vector<Collective> {
+        using S = std::decay_t<decltype(s)>;
+        const int64_t h = s.hidden;
+        if constexpr (std::is_same_v<S, MambaShape> ||
+                      std::is_same_v<S, AttentionShape> ||
+                      std::is_same_v<S, MlpShape>) {
+          if (!sp)
+            return {{K::AllReduce, h}};
+          return {{K::AllGather, h}, {K::ReduceScatter, h}};
+        } else if constexpr (std::is_same_v<S, EmbeddingShape>) {
+          if (!forward)
+            return sp ? std::vector<Collective>{{K::AllGather, h}}
+                      : std::vector<Collective>{};
+          return {{sp ? K::ReduceScatter : K::AllReduce, h}};
+        } else if constexpr (std::is_same_v<S, HeadShape>) {
+          if (!forward)
+            return {{sp ? K::ReduceScatter : K::AllReduce, h}};
+          std::vector<Collective> c;
+          if (sp)
+            c.push_back({K::AllGather, h});
+          c.push_back({K::AllReduceMax, 1});
+          c.push_back({K::AllReduce, 1});
+          c.push_back({K::AllReduce, 1});
+          return c;
+        } else {
+          return {};
+        }
+      },
+      shape);
 }
 
 /// The dims of one of `tp` ranks' shard of a tensor of `shape` cut by

@@ -10,14 +10,13 @@
 #define HYPIPE_RUNTIME_KERNELS_STAGEARGS_H
 
 #include "core/model/LayerShapes.h"
+#include "core/model/TensorParallel.h"
 
 #include <cstdint>
 
 namespace hypipe::rt {
 
 struct RouterCheck;
-
-enum class StagePass { Forward, BackwardInput, BackwardWeight };
 
 /// A stage's token shape for one call: its planned capacity, with the
 /// microbatch's sample boundaries when it is packed (`cuSeqlens` non-null,
