@@ -19,21 +19,39 @@ static_assert(int(pipe::Slot::rc1) == int(rt::Slot::Rc1),
 /// The parameters of `layer`, from its shape, placed from its range's
 /// start: their Megatron names, shapes and initialisation.
 void addParams(pipe::KernelLayerOp layer, const rt::LayerShape &shape,
-               int64_t numLayers, rt::StageEntry &e) {
+               int64_t numLayers, int64_t tp, rt::StageEntry &e) {
   int64_t offset = rangeOf(layer.getParams()).elementOffset();
   for (const rt::ParamSpec &p : rt::paramsOf(shape, numLayers)) {
     rt::ParamEntry pe;
     pe.name = rt::parameterName(layer.getPrefix().str(), p);
     pe.shape = p.shape;
     pe.offset = offset;
-    pe.numel = p.numel();
+    pe.split = p.split;
+    pe.sections = p.sections;
+    pe.numel = rt::shapeNumel(rt::shardShape(p.shape, p.split, tp));
     pe.init = rt::initName(p.init);
     pe.initA = p.a;
     pe.initB = p.b;
     pe.weightDecay = p.decay();
+    offset += pe.numel;
     e.params.push_back(std::move(pe));
-    offset += p.numel();
   }
+}
+
+/// A call's `collectives` as the runtime's (`kind:floats`; the verifier
+/// has checked them).
+std::vector<rt::Collective> collectivesOf(mlir::ArrayAttr listed) {
+  std::vector<rt::Collective> out;
+  if (!listed)
+    return out;
+  for (llvm::StringRef text : listed.getAsValueRange<mlir::StringAttr>()) {
+    auto [kind, floats] = text.split(':');
+    rt::Collective c;
+    c.kind = *rt::parseCollectiveKind(kind.str());
+    floats.getAsInteger(10, c.perToken);
+    out.push_back(c);
+  }
+  return out;
 }
 
 std::vector<rt::KernelCall>
@@ -42,8 +60,12 @@ callsOf(pipe::KernelPassOp pass,
   std::vector<rt::KernelCall> calls;
   for (mlir::Operation &op : pass.getBody().front()) {
     if (auto call = mlir::dyn_cast<pipe::KernelCallOp>(op))
-      calls.push_back({index.lookup(call.getLayer()), slotOf(call.getIn()),
-                       slotOf(call.getOut())});
+      calls.push_back({index.lookup(call.getLayer()),
+                       slotOf(call.getIn()),
+                       slotOf(call.getOut()),
+                       rt::CallOp::Run,
+                       {},
+                       collectivesOf(call.getCollectivesAttr())});
     else if (auto copy = mlir::dyn_cast<pipe::KernelCopyOp>(op))
       calls.push_back({-1, slotOf(copy.getIn()), slotOf(copy.getOut())});
     else if (auto save = mlir::dyn_cast<pipe::KernelSaveOp>(op))
@@ -57,7 +79,8 @@ callsOf(pipe::KernelPassOp pass,
                        slotOf(rc.getIn()),
                        slotOf(rc.getOut()),
                        rt::CallOp::Recompute,
-                       {}});
+                       {},
+                       collectivesOf(rc.getCollectivesAttr())});
   }
   return calls;
 }
@@ -84,6 +107,8 @@ mlir::FailureOr<rt::StageEntry> translateStage(pipe::StageOp stage,
       program.getActivations().isBF16() ? rt::DType::BF16 : rt::DType::F32;
   p.tokens = rt::TokenShape{e.batch, e.seq};
   p.hidden = e.hidden;
+  p.tensorParallel = pipe::tensorParallelOf(program);
+  p.sequenceParallel = program.getSequenceParallel();
   p.paramBytes = int64_t(program.getParamBytes());
   p.savedBytes = int64_t(program.getSavedBytes());
   p.workspaceBytes = int64_t(program.getWorkspaceBytes());
@@ -116,7 +141,8 @@ mlir::FailureOr<rt::StageEntry> translateStage(pipe::StageOp stage,
     const rt::LayerKind kind = pipe::layerKind(layer.getKind());
     e.hasEmbedding |= kind == rt::LayerKind::Embedding;
     e.hasHead |= kind == rt::LayerKind::Head;
-    addParams(layer, *shape, int64_t(program.getNumLayers()), e);
+    addParams(layer, *shape, int64_t(program.getNumLayers()), p.tensorParallel,
+              e);
     index[layer.getResult()] = int32_t(p.layers.size());
     mlir::FailureOr<RecomputeModuleSet> modules =
         pipe::moduleSetOf(layer.getModulesAttr(), error);
@@ -128,6 +154,8 @@ mlir::FailureOr<rt::StageEntry> translateStage(pipe::StageOp stage,
                         layer.getAgainAttr() ? rangeOf(layer.getAgainAttr())
                                              : rt::TensorRange{}});
   }
+  if (std::string why = rt::shardLayers(p); !why.empty())
+    return program.emitError() << why;
   for (auto pass : program.getBody().front().getOps<pipe::KernelPassOp>()) {
     std::vector<rt::KernelCall> calls = callsOf(pass, index);
     switch (pass.getPass()) {

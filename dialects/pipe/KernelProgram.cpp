@@ -166,6 +166,12 @@ LogicalResult checkDisjoint(std::vector<Placed> ranges, StringRef what) {
 } // namespace
 
 LogicalResult KernelProgramOp::verify() {
+  // kernel_program_c8
+  if ((getTensorParallel() && *getTensorParallel() < 2) ||
+      (getSequenceParallel() && !getTensorParallel()))
+    return emitOpError() << "splits its layers over at least 2 "
+                            "tensor-parallel ranks, and sequence_parallel "
+                            "needs them (kernel_program_c8)";
   // kernel_program_c2
   const int64_t f32 = floatBytes(getContext());
   for (int64_t size : {getParamBytes(), getSavedBytes(), getWorkspaceBytes()})
@@ -357,8 +363,15 @@ LogicalResult KernelLayerOp::verify() {
     return emitOpError() << "its shape is not a "
                          << stringifyKernelKind(getKind())
                          << " shape: " << error << " (kernel_layer_c1)";
-  // kernel_layer_c2
+  // kernel_layer_c4
   auto program = cast<KernelProgramOp>((*this)->getParentOp());
+  const int64_t tp = tensorParallelOf(program);
+  if (std::string why = rt::tensorParallelProblem(*shape, tp); !why.empty())
+    return emitOpError() << "does not split over " << tp
+                         << " tensor-parallel ranks: " << why
+                         << " (kernel_layer_c4)";
+  shape = rt::tensorParallelShard(*shape, tp);
+  // kernel_layer_c2
   const int64_t f32 = floatBytes(getContext());
   const rt::TokenShape tokens{program.getBatch(), program.getSeq()};
   const rt::Target target = targetOf(*this);
@@ -465,13 +478,65 @@ LogicalResult KernelPassOp::verifyRegions() {
   return success();
 }
 
+int64_t tensorParallelOf(KernelProgramOp program) {
+  std::optional<uint64_t> tp = program.getTensorParallel();
+  return tp ? int64_t(*tp) : 1;
+}
+
+ArrayAttr collectivesAttr(MLIRContext *context,
+                          const std::vector<rt::Collective> &collectives) {
+  if (collectives.empty())
+    return nullptr;
+  SmallVector<Attribute> names;
+  for (const rt::Collective &c : collectives)
+    names.push_back(
+        StringAttr::get(context, std::string(rt::collectiveKindName(c.kind)) +
+                                     ":" + std::to_string(c.perToken)));
+  return ArrayAttr::get(context, names);
+}
+
+std::vector<rt::Collective> collectivesOfCall(KernelLayerOp layer,
+                                              KernelPass pass, bool recompute) {
+  auto program = cast<KernelProgramOp>(layer->getParentOp());
+  std::string error;
+  FailureOr<rt::LayerShape> shape =
+      readShape(layer.getKind(), layer.getShape(), error);
+  if (failed(shape) || (recompute && !layer.getRecomputed()))
+    return {};
+  const rt::StagePass stagePass =
+      recompute ? rt::StagePass::Forward : rt::StagePass(int(pass));
+  return rt::collectivesOf(*shape, tensorParallelOf(program),
+                           program.getSequenceParallel(), stagePass);
+}
+
+namespace {
+/// kernel_call_c2 and kernel_recompute_c2: `op`'s collectives are the
+/// layer's.
+LogicalResult checkCollectives(Operation *op, KernelLayerOp layer,
+                               ArrayAttr listed, bool recompute,
+                               const char *constraint) {
+  auto pass = cast<KernelPassOp>(op->getParentOp());
+  ArrayAttr expected = collectivesAttr(
+      op->getContext(), collectivesOfCall(layer, pass.getPass(), recompute));
+  if (listed != expected)
+    return op->emitOpError() << "lists the collectives "
+                             << (listed ? Attribute(listed) : Attribute())
+                             << " where its layer runs "
+                             << (expected ? Attribute(expected) : Attribute())
+                             << " (" << constraint << ")";
+  return success();
+}
+} // namespace
+
 LogicalResult KernelCallOp::verify() {
   // kernel_call_c1
   auto layer = getLayer().getDefiningOp<KernelLayerOp>();
   if (!layer || layer->getParentOp() != (*this)->getParentOp()->getParentOp())
     return emitOpError() << "must call a pipe.kernel_layer of its own program "
                             "(kernel_call_c1)";
-  return success();
+  // kernel_call_c2
+  return checkCollectives(*this, layer, getCollectivesAttr(), false,
+                          "kernel_call_c2");
 }
 
 LogicalResult KernelCopyOp::verify() {
@@ -531,7 +596,9 @@ LogicalResult KernelRecomputeOp::verify() {
   if (wholeMoe && getOut() != Slot::rc0)
     return emitOpError() << "runs a MoE layer's forward again: it writes rc0 "
                             "(kernel_recompute_c1)";
-  return success();
+  // kernel_recompute_c2
+  return checkCollectives(*this, layer, getCollectivesAttr(), true,
+                          "kernel_recompute_c2");
 }
 
 } // namespace hypipe::pipe

@@ -3,6 +3,7 @@
 #define HYPIPE_DIALECTS_PIPE_PIPEOPS_H
 
 #include "core/model/LayerShapes.h"
+#include "core/model/TensorParallel.h"
 #include "dialects/pipe/PipeDialect.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
@@ -51,6 +52,19 @@ mlir::FailureOr<RecomputeModuleSet> moduleSetOf(mlir::ArrayAttr modules,
 /// RecomputeModule's order.
 mlir::ArrayAttr modulesAttr(mlir::MLIRContext *context,
                             RecomputeModuleSet modules);
+/// `collectives` as a kernel call lists them (`all_reduce:8`, ...; null
+/// for none).
+mlir::ArrayAttr collectivesAttr(mlir::MLIRContext *context,
+                                const std::vector<rt::Collective> &collectives);
+/// The collectives a call of `layer` in `pass` runs over its program's
+/// tensor-parallel group (a recompute: its forward's when the layer is
+/// recomputed whole, none when selective): what pipe-lower-kernels and
+/// pipe-recompute write and kernel_call_c2 and kernel_recompute_c2 check.
+std::vector<rt::Collective> collectivesOfCall(KernelLayerOp layer,
+                                              KernelPass pass, bool recompute);
+/// The program's tensor-parallel size (1 without tensor_parallel).
+int64_t tensorParallelOf(KernelProgramOp program);
+
 inline TargetAttr targetAttr(mlir::MLIRContext *context, rt::Target target) {
   return TargetAttr::get(context, Target(int(target)));
 }

@@ -202,6 +202,20 @@ def Pipe_KernelProgramOp : Pipe_Op<"kernel_program",
     (kernel_program_c7) In backward_input, every recomputed layer is
          recomputed once before its input-gradient call; no other layer is
          recomputed.
+
+    With tensor parallelism (`pipe-lower-kernels` of a model whose
+    `parallel` has `tp` above 1) the program is one rank's of
+    `tensor_parallel` ranks (`sequence_parallel`: Megatron-LM's
+    --sequence-parallel): each layer keeps its whole shape, and its ranges
+    hold its shard's tensors (core/model/TensorParallel.h); each call lists
+    the collectives its kernels run over the group.
+
+        ... scratch <...> tensor_parallel 2 {
+          ...
+          pipe.kernel_call %mlp3(act0) -> act1 collectives ["all_reduce:8"]
+
+    (kernel_program_c8) `tensor_parallel` is at least 2; `sequence_parallel`
+         only with it.
   }];
   let arguments = (ins TypeAttr:$activations, I64Attr:$batch, I64Attr:$seq,
                        I64Attr:$hidden, I64Attr:$num_layers,
@@ -212,7 +226,9 @@ def Pipe_KernelProgramOp : Pipe_Op<"kernel_program",
                        OptionalAttr<Pipe_RangeAttr>:$shared_table,
                        OptionalAttr<I64Attr>:$recompute_bytes,
                        OptionalAttr<Pipe_RangeAttr>:$rc0,
-                       OptionalAttr<Pipe_RangeAttr>:$rc1);
+                       OptionalAttr<Pipe_RangeAttr>:$rc1,
+                       OptionalAttr<I64Attr>:$tensor_parallel,
+                       UnitAttr:$sequence_parallel);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     `activations` $activations `tokens` $batch `x` $seq `hidden` $hidden
@@ -222,6 +238,8 @@ def Pipe_KernelProgramOp : Pipe_Op<"kernel_program",
     `act0` $act0 `act1` $act1 `scratch` $scratch
     (`shared_output` $shared_output^)? (`shared_table` $shared_table^)?
     (`recompute` $recompute_bytes^)? (`rc0` $rc0^ `rc1` $rc1)?
+    (`tensor_parallel` $tensor_parallel^)?
+    (`sequence_parallel` $sequence_parallel^)?
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
@@ -244,7 +262,11 @@ def Pipe_KernelLayerOp : Pipe_Op<"kernel_layer",
          f64, the activation by name).
     (kernel_layer_c2) `params` and `saved` are f32 ranges exactly as large as
          the shape's parameters and saved tensors for the program's tokens
-         and the model's target.
+         and the model's target (its shard's, split over the program's
+         `tensor_parallel` ranks).
+    (kernel_layer_c4) Split over the program's `tensor_parallel` ranks, the
+         layer's heads, groups, widths and vocabulary divide by them, and
+         its kind splits (not MoE, not an MTP depth's).
 
     A `recomputed` layer (`recomputed <...>` in place of `saved <...>`)
     keeps its saved tensors in the program's recompute buffer instead of
@@ -305,10 +327,15 @@ def Pipe_KernelCallOp : Pipe_Op<"kernel_call", [HasParent<"KernelPassOp">]> {
     tokens, or ends in a loss).
 
     (kernel_call_c1) `layer` is a `pipe.kernel_layer` of the same program.
+    (kernel_call_c2) `collectives` (`kind:floats a token`) are exactly the
+         tensor-parallel collectives the layer's kernels run in the pass
+         (core/model/TensorParallel.h's collectivesOf), none at tp 1.
   }];
   let arguments = (ins Pipe_LayerType:$layer, Pipe_Slot:$in,
-                       Pipe_Slot:$out);
-  let assemblyFormat = "$layer `(` $in `)` `->` $out attr-dict";
+                       Pipe_Slot:$out, OptionalAttr<StrArrayAttr>:$collectives);
+  let assemblyFormat = [{
+    $layer `(` $in `)` `->` $out (`collectives` $collectives^)? attr-dict
+  }];
   let hasVerifier = 1;
 }
 
@@ -369,10 +396,14 @@ def Pipe_KernelRecomputeOp : Pipe_Op<"kernel_recompute",
     (kernel_recompute_c1) `layer` is a `recomputed` or selective
          `pipe.kernel_layer` of the same program; `in` and `out` are `rc0`,
          `rc1` or `none` (a selective layer: `none`).
+    (kernel_recompute_c2) `collectives` are those of the layer's forward
+         for a `recomputed` layer, none for a selective one.
   }];
   let arguments = (ins Pipe_LayerType:$layer, Pipe_Slot:$in,
-                       Pipe_Slot:$out);
-  let assemblyFormat = "$layer `(` $in `)` `->` $out attr-dict";
+                       Pipe_Slot:$out, OptionalAttr<StrArrayAttr>:$collectives);
+  let assemblyFormat = [{
+    $layer `(` $in `)` `->` $out (`collectives` $collectives^)? attr-dict
+  }];
   let hasVerifier = 1;
 }
 

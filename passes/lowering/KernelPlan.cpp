@@ -2,6 +2,7 @@
 
 #include "passes/lowering/KernelPlan.h"
 
+#include "core/model/TensorParallel.h"
 #include "dialects/hybrid/HybridOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -67,6 +68,8 @@ public:
     plan.tokens = tokenShapeOf(stage, model);
     plan.hidden = dims.hidden;
     plan.numLayers = numLayers;
+    plan.tensorParallel = model.getParallel().getTp();
+    plan.sequenceParallel = model.getParallel().getSequenceParallel();
     plan.activations = Float32Type::get(model.getContext());
     if (auto p = model->getAttrOfType<TypeAttr>(pipe::kPrecisionAttr))
       plan.activations = p.getValue();
@@ -110,9 +113,25 @@ private:
     constexpr int64_t f32 = sizeof(float);
     layer.shape = shape;
     layer.params = std::move(params);
-    layer.savedBytes = f32 * shape.savedFloats(plan.tokens, target);
-    layer.workspaceBytes = f32 * shape.workspaceFloats(plan.tokens, target);
-    layer.paramBytes = f32 * rt::numel(layer.params);
+    // Split over tensor-parallel ranks, a rank keeps its shard's tensors.
+    const int64_t tp = plan.tensorParallel;
+    if (std::string why = rt::tensorParallelProblem(shape, tp); !why.empty()) {
+      layer.op->emitError()
+          << "cannot split over " << tp << " tensor-parallel ranks: " << why;
+      failed = true;
+      return;
+    }
+    if (tp > 1 && target == rt::Target::Cuda) {
+      layer.op->emitError()
+          << "the CUDA target does not run tensor-parallel layers yet; "
+             "compile with --target cpu or with tp 1";
+      failed = true;
+      return;
+    }
+    const Shape shard = std::get<Shape>(rt::tensorParallelShard(shape, tp));
+    layer.savedBytes = f32 * shard.savedFloats(plan.tokens, target);
+    layer.workspaceBytes = f32 * shard.workspaceFloats(plan.tokens, target);
+    layer.paramBytes = f32 * rt::numel(rt::paramsOf(shard, numLayers));
   }
 
   /// One layer op as a kernel with its parameters and buffer sizes; false

@@ -34,7 +34,7 @@ struct KernelLayer {
   /// Parameter name prefix, e.g. `decoder.layers.3.` (Megatron numbers
   /// layers from 0).
   std::string prefix;
-  rt::LayerShape shape;              ///< the alternative of `kind`
+  rt::LayerShape shape;              ///< the alternative of `kind`, whole
   std::vector<rt::ParamSpec> params; ///< names without the prefix
   /// Bytes of the layer's parameters, its saved tensors of one microbatch
   /// and its scratch, and where the first two sit in the stage's buffers.
@@ -56,6 +56,10 @@ struct StagePlan {
   mlir::Type activations;
   rt::TokenShape tokens;
   int64_t hidden = 0, numLayers = 0;
+  /// The model's tensor-parallel size and sequence parallelism: each
+  /// layer's buffers are then its shard's (core/model/TensorParallel.h).
+  int64_t tensorParallel = 1;
+  bool sequenceParallel = false;
   bool hasEmbedding = false, hasHead = false;
   std::vector<KernelLayer> layers;
   /// Buffer sizes in bytes: parameters, the saved tensors of one

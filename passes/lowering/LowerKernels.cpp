@@ -44,7 +44,9 @@ public:
         range(plan.activationBytes(), plan.activationBytes()),
         range(2 * plan.activationBytes(),
               plan.workspaceBytes - 2 * plan.activationBytes()),
-        nullptr, nullptr, nullptr, nullptr, nullptr);
+        nullptr, nullptr, nullptr, nullptr, nullptr,
+        plan.tensorParallel > 1 ? i64(plan.tensorParallel) : nullptr,
+        plan.sequenceParallel ? b.getUnitAttr() : nullptr);
     placeSharedTensors(program);
     b.setInsertionPointToStart(&program.getBody().emplaceBlock());
     for (const KernelLayer &l : plan.layers)
@@ -78,11 +80,18 @@ private:
     auto op = b.create<pipe::KernelPassOp>(
         loc, pipe::KernelPassAttr::get(context, pass));
     b.setInsertionPointToStart(&op.getBody().emplaceBlock());
+    currentPass = pass;
     body();
   }
 
+  /// A layer's call in the current pass, with the tensor-parallel
+  /// collectives its kernels run.
   void call(Location loc, size_t layer, Slot in, Slot out) {
-    b.create<pipe::KernelCallOp>(loc, layers[layer], slot(in), slot(out));
+    auto op = layers[layer].getDefiningOp<pipe::KernelLayerOp>();
+    b.create<pipe::KernelCallOp>(
+        loc, layers[layer], slot(in), slot(out),
+        pipe::collectivesAttr(context,
+                              pipe::collectivesOfCall(op, currentPass, false)));
   }
 
   pipe::SlotAttr slot(Slot s) { return pipe::SlotAttr::get(context, s); }
@@ -171,6 +180,7 @@ private:
   OpBuilder b;
   MLIRContext *context;
   std::vector<Value> layers;
+  pipe::KernelPass currentPass = pipe::KernelPass::forward;
 };
 
 } // namespace

@@ -167,8 +167,11 @@ private:
       cur ^= 1;
     }
     for (KernelLayerOp l : chunk.layers) {
-      b.create<pipe::KernelRecomputeOp>(loc, l.getResult(), slot(x),
-                                        slot(rc[cur]));
+      b.create<pipe::KernelRecomputeOp>(
+          loc, l.getResult(), slot(x), slot(rc[cur]),
+          pipe::collectivesAttr(
+              context,
+              pipe::collectivesOfCall(l, KernelPass::backward_input, true)));
       x = rc[cur];
       cur ^= 1;
     }
@@ -192,6 +195,8 @@ public:
           pipe::readShape(l.getKind(), l.getShape(), error);
       if (failed(shape))
         return l.emitOpError() << error;
+      // A rank keeps its shard's tensors (tensor parallelism).
+      shape = rt::tensorParallelShard(*shape, pipe::tensorParallelOf(program));
       const RecomputeModuleSet drops =
           modules & rt::selectiveModulesOf(rt::kindOf(*shape));
       const int64_t f32 = int64_t(sizeof(float));
@@ -224,7 +229,7 @@ public:
       const bool forward = wholeMoe && l.getKind() == pipe::KernelKind::moe;
       OpBuilder(first).create<pipe::KernelRecomputeOp>(
           first.getLoc(), l.getResult(), slot(Slot::none),
-          slot(forward ? Slot::rc0 : Slot::none));
+          slot(forward ? Slot::rc0 : Slot::none), nullptr);
     }
     return success();
   }

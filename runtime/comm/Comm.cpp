@@ -1,6 +1,7 @@
 //===- Comm.cpp - the ranks of one run and how they talk ------------------===//
 
 #include "runtime/comm/Comm.h"
+#include "core/model/RankGrid.h"
 #include "runtime/kernels/cpu/Profile.h"
 
 #include "runtime/formats/Artifact.h"
@@ -195,6 +196,8 @@ Comm::~Comm() {
     MPI_Comm_free(&ppComm);
   if (dpComm != MPI_COMM_NULL)
     MPI_Comm_free(&dpComm);
+  if (tpComm != MPI_COMM_NULL)
+    MPI_Comm_free(&tpComm);
   if (nodeComm != MPI_COMM_NULL)
     MPI_Comm_free(&nodeComm);
   if (rollCallComm != MPI_COMM_NULL)
@@ -202,17 +205,19 @@ Comm::~Comm() {
   MPI_Finalize();
 }
 
-void Comm::setGrid(int64_t ppSize, int64_t dpSize) {
+void Comm::setGrid(int64_t ppSize, int64_t dpSize, int64_t tpSize) {
   pp = ppSize;
   dp = dpSize;
-  pp_rank = worldRank / dp;
-  dp_rank = worldRank % dp;
+  tp = tpSize;
+  const RankGrid grid = RankGrid::megatron(tp, dp, pp);
+  pp_rank = grid.coordinate(worldRank, "pp");
+  dp_rank = grid.coordinate(worldRank, "dp");
+  tp_rank = grid.coordinate(worldRank, "tp");
   if (!mpi)
     return;
-  // Pipeline group: same dp rank, ordered by pp rank; data-parallel group:
-  // same pp rank, ordered by dp rank.
-  MPI_Comm_split(MPI_COMM_WORLD, int(dp_rank), int(pp_rank), &ppComm);
-  MPI_Comm_split(MPI_COMM_WORLD, int(pp_rank), int(dp_rank), &dpComm);
+  MPI_Comm_split(MPI_COMM_WORLD, pipelineColor(), int(pp_rank), &ppComm);
+  MPI_Comm_split(MPI_COMM_WORLD, dpColor(), int(dp_rank), &dpComm);
+  MPI_Comm_split(MPI_COMM_WORLD, tpColor(), int(tp_rank), &tpComm);
 }
 
 void Comm::poll(const std::function<bool()> &done, const std::string &what) {

@@ -53,21 +53,39 @@ public:
   const std::string &hostOf(int rank) const { return hosts.at(size_t(rank)); }
   bool distributed() const { return mpi; }
 
-  /// Splits the world into a pp x dp grid; size() must equal pp * dp.
-  void setGrid(int64_t pp, int64_t dp);
+  /// Places the ranks on Megatron-LM's grid of tp x dp x pp (order
+  /// tp-cp-ep-dp-pp: tp fastest, core/model/RankGrid.h); size() must equal
+  /// their product.
+  void setGrid(int64_t pp, int64_t dp, int64_t tp = 1);
   int64_t ppRank() const { return pp_rank; }
   int64_t dpRank() const { return dp_rank; }
+  int64_t tpRank() const { return tp_rank; }
   int64_t ppSize() const { return pp; }
   int64_t dpSize() const { return dp; }
+  int64_t tpSize() const { return tp; }
+  /// The world rank at (ppRank, dpRank, tpRank) of the grid.
+  int worldRankAt(int64_t ppAt, int64_t dpAt, int64_t tpAt) const {
+    return int((ppAt * dp + dpAt) * tp + tpAt);
+  }
   /// World rank of pipeline rank `ppPeer` in this rank's pipeline.
-  int worldRankOf(int64_t ppPeer) const { return int(ppPeer * dp + dp_rank); }
+  int worldRankOf(int64_t ppPeer) const {
+    return worldRankAt(ppPeer, dp_rank, tp_rank);
+  }
+  /// Numbers that tell the groups of one kind apart (communicator colours):
+  /// this rank's data-parallel group (its pp and tp ranks), its pipeline
+  /// (its dp and tp ranks) and its tensor-parallel group (pp and dp).
+  int dpColor() const { return int(pp_rank * tp + tp_rank); }
+  int pipelineColor() const { return int(dp_rank * tp + tp_rank); }
+  int tpColor() const { return int(pp_rank * dp + dp_rank); }
 
   /// The MPI communicators a transport builds on (MPI_COMM_NULL in a
-  /// single process): the world, the data-parallel group (same pp rank, by
-  /// dp rank) and the pipeline group (same dp rank, by pp rank).
+  /// single process): the world, the data-parallel group (same pp and tp
+  /// ranks, by dp rank), the pipeline group (same dp and tp ranks, by pp
+  /// rank) and the tensor-parallel group (same pp and dp ranks, by tp rank).
   MPI_Comm world() const { return mpi ? MPI_COMM_WORLD : MPI_COMM_NULL; }
   MPI_Comm dpGroup() const { return dpComm; }
   MPI_Comm pipelineGroup() const { return ppComm; }
+  MPI_Comm tpGroup() const { return tpComm; }
 
   /// Data-parallel rank 0 receives every rank's `block` floats into `all`
   /// (dpSize() blocks, in dp order); `all` is ignored elsewhere. Host
@@ -122,8 +140,9 @@ private:
   std::string waitContext;
   bool mpi = false;
   int worldRank = 0, worldSize = 1;
-  int64_t pp = 1, dp = 1, pp_rank = 0, dp_rank = 0;
-  MPI_Comm ppComm = MPI_COMM_NULL, dpComm = MPI_COMM_NULL;
+  int64_t pp = 1, dp = 1, tp = 1, pp_rank = 0, dp_rank = 0, tp_rank = 0;
+  MPI_Comm ppComm = MPI_COMM_NULL, dpComm = MPI_COMM_NULL,
+           tpComm = MPI_COMM_NULL;
   /// silentRanks' and measureLink's own: nothing else travels on it.
   MPI_Comm rollCallComm = MPI_COMM_NULL;
   /// silentRanks' receive buffers: a late answer lands here, never in

@@ -79,9 +79,13 @@ public:
                                  comm.rank()),
           "ncclCommInitRank (the world)");
     dp = add(nullptr);
-    check(lib().ncclCommSplit(links[world].comm, int(comm.ppRank()),
+    check(lib().ncclCommSplit(links[world].comm, comm.dpColor(),
                               int(comm.dpRank()), &links[dp].comm, nullptr),
           "ncclCommSplit (the data-parallel group)");
+    tp = add(nullptr);
+    check(lib().ncclCommSplit(links[world].comm, comm.tpColor(),
+                              int(comm.tpRank()), &links[tp].comm, nullptr),
+          "ncclCommSplit (the tensor-parallel group)");
   }
 
   ~NcclTransport() override {
@@ -188,15 +192,48 @@ public:
     return finish(dp, "the data-parallel all-gather with " + dpPeersText());
   }
 
+  Request itensorParallel(CollectiveKind kind, void *data, int64_t count,
+                          DType type) override {
+    std::string what = std::string("the tensor-parallel ") +
+                       collectiveKindName(kind) + " with " + tpPeersText();
+    const int64_t block = count / comm.tpSize();
+    void *mine =
+        static_cast<char *>(data) + comm.tpRank() * block * elementBytes(type);
+    switch (kind) {
+    case CollectiveKind::AllReduce:
+      return allreduceOn(tp, data, count, type, std::move(what));
+    case CollectiveKind::AllReduceMax:
+      return allreduceOn(tp, data, count, type, std::move(what), ncclMax);
+    case CollectiveKind::AllGather: {
+      Link &link = ready(tp);
+      check(lib().ncclAllGather(mine, data, size_t(block), ncclType(type),
+                                link.comm,
+                                static_cast<cudaStream_t>(link.stream)),
+            "ncclAllGather");
+      break;
+    }
+    case CollectiveKind::ReduceScatter: {
+      Link &link = ready(tp);
+      check(lib().ncclReduceScatter(data, mine, size_t(block), ncclType(type),
+                                    ncclSum, link.comm,
+                                    static_cast<cudaStream_t>(link.stream)),
+            "ncclReduceScatter");
+      break;
+    }
+    }
+    return finish(tp, std::move(what));
+  }
+
   Group makeGroup(const std::vector<int64_t> &ppRanks) override {
     const bool member = std::find(ppRanks.begin(), ppRanks.end(),
                                   comm.ppRank()) != ppRanks.end();
     ncclComm_t c = nullptr;
     // Groups are per pipeline: members of one dp column share a color.
-    check(lib().ncclCommSplit(links[world].comm,
-                              member ? int(comm.dpRank()) : NCCL_SPLIT_NOCOLOR,
-                              int(comm.ppRank()), &c, nullptr),
-          "ncclCommSplit (a tied-parameter group)");
+    check(
+        lib().ncclCommSplit(links[world].comm,
+                            member ? comm.pipelineColor() : NCCL_SPLIT_NOCOLOR,
+                            int(comm.ppRank()), &c, nullptr),
+        "ncclCommSplit (a tied-parameter group)");
     if (!member)
       return kNoGroup;
     const int group = add(c);
@@ -282,10 +319,10 @@ private:
   }
 
   Request allreduceOn(int l, void *data, int64_t count, DType type,
-                      std::string what) {
+                      std::string what, ncclRedOp_t reduce = ncclSum) {
     Link &link = ready(l);
-    check(lib().ncclAllReduce(data, data, size_t(count), ncclType(type),
-                              ncclSum, link.comm,
+    check(lib().ncclAllReduce(data, data, size_t(count), ncclType(type), reduce,
+                              link.comm,
                               static_cast<cudaStream_t>(link.stream)),
           "ncclAllReduce");
     return finish(l, std::move(what));
@@ -314,7 +351,7 @@ private:
 
   void *compute;
   std::vector<Link> links;
-  int world = -1, dp = -1;
+  int world = -1, dp = -1, tp = -1;
   std::map<int, int> sends, receives; ///< world rank -> link
   std::vector<void *> events;         ///< free for reuse
   bool failed = false;

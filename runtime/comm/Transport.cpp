@@ -35,7 +35,16 @@ std::string Transport::dpPeersText() const {
   for (int64_t d = 0; d < comm.dpSize(); ++d)
     if (d != comm.dpRank())
       out += (out.empty() ? "" : ", ") +
-             rankText(int(comm.ppRank() * comm.dpSize() + d));
+             rankText(comm.worldRankAt(comm.ppRank(), d, comm.tpRank()));
+  return out;
+}
+
+std::string Transport::tpPeersText() const {
+  std::string out;
+  for (int64_t t = 0; t < comm.tpSize(); ++t)
+    if (t != comm.tpRank())
+      out += (out.empty() ? "" : ", ") +
+             rankText(comm.worldRankAt(comm.ppRank(), comm.dpRank(), t));
   return out;
 }
 
@@ -43,8 +52,7 @@ std::string Transport::tiedSumText(const std::vector<int64_t> &ppRanks) const {
   std::string out;
   for (int64_t pp : ppRanks)
     if (pp != comm.ppRank())
-      out += (out.empty() ? "" : ", ") +
-             rankText(int(pp * comm.dpSize() + comm.dpRank()));
+      out += (out.empty() ? "" : ", ") + rankText(comm.worldRankOf(pp));
   return "the tied-parameter sum with " + out;
 }
 
@@ -214,46 +222,33 @@ public:
   }
 
   Request ireduceScatterDp(void *data, int64_t block, DType type) override {
-    const int64_t blockBytes = block * elementBytes(type);
-    auto *mine = static_cast<char *>(data) + comm.dpRank() * blockBytes;
-    Op op;
-    void *buffer = data;
-    if (staged) {
-      buffer = op.stage = stageOut(data, comm.dpSize() * blockBytes, op);
-      // MPI leaves the sum at the front; it goes back to this rank's block.
-      op.done = [this, mine, stage = op.stage, blockBytes] {
-        device.toDevice(mine, stage, blockBytes);
-      };
-    } else if (comm.dpRank() > 0) {
-      op.done = [mine, data, blockBytes] {
-        std::memcpy(mine, data, size_t(blockBytes));
-      };
-    }
-    MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, mpiCount(block),
-                              mpiType(type), sumOf(type), comm.dpGroup(),
-                              &op.request);
-    op.what = "the data-parallel reduce-scatter with " + dpPeersText();
-    return start(std::move(op));
+    return reduceScatterOn(
+        {comm.dpGroup(), comm.dpRank(), comm.dpSize()}, data, block, type,
+        "the data-parallel reduce-scatter with " + dpPeersText());
   }
 
   Request iallgatherDp(void *data, int64_t block, DType type) override {
-    const int64_t blockBytes = block * elementBytes(type),
-                  all = comm.dpSize() * blockBytes;
-    Op op;
-    void *buffer = data;
-    if (staged) {
-      buffer = op.stage = takeStage(all, op);
-      const int64_t at = comm.dpRank() * blockBytes;
-      device.toHost(static_cast<char *>(op.stage) + at,
-                    static_cast<const char *>(data) + at, blockBytes);
-      op.done = [this, data, stage = op.stage, all] {
-        device.toDevice(data, stage, all);
-      };
+    return allgatherOn({comm.dpGroup(), comm.dpRank(), comm.dpSize()}, data,
+                       block, type,
+                       "the data-parallel all-gather with " + dpPeersText());
+  }
+
+  Request itensorParallel(CollectiveKind kind, void *data, int64_t count,
+                          DType type) override {
+    const GroupOf tp{comm.tpGroup(), comm.tpRank(), comm.tpSize()};
+    std::string what = std::string("the tensor-parallel ") +
+                       collectiveKindName(kind) + " with " + tpPeersText();
+    switch (kind) {
+    case CollectiveKind::AllReduce:
+      return allreduceOn(tp.comm, data, count, type, std::move(what));
+    case CollectiveKind::AllReduceMax:
+      return allreduceOn(tp.comm, data, count, type, std::move(what), MPI_MAX);
+    case CollectiveKind::AllGather:
+      return allgatherOn(tp, data, count / tp.size, type, std::move(what));
+    case CollectiveKind::ReduceScatter:
+      return reduceScatterOn(tp, data, count / tp.size, type, std::move(what));
     }
-    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, mpiCount(block),
-                   mpiType(type), comm.dpGroup(), &op.request);
-    op.what = "the data-parallel all-gather with " + dpPeersText();
-    return start(std::move(op));
+    return start(Op{});
   }
 
   Group makeGroup(const std::vector<int64_t> &ppRanks) override {
@@ -320,8 +315,62 @@ private:
     return type == DType::BF16 ? bf16Sum : MPI_SUM;
   }
 
-  Request allreduceOn(MPI_Comm group, void *data, int64_t count, DType type,
+  /// A communicator with this rank's place in it and its size.
+  struct GroupOf {
+    MPI_Comm comm;
+    int64_t rank, size;
+  };
+
+  /// In-place reduce-scatter of `size` blocks of `block` elements: the
+  /// sum of this rank's block left in its place.
+  Request reduceScatterOn(GroupOf g, void *data, int64_t block, DType type,
+                          std::string what) {
+    const int64_t blockBytes = block * elementBytes(type);
+    auto *mine = static_cast<char *>(data) + g.rank * blockBytes;
+    Op op;
+    void *buffer = data;
+    if (staged) {
+      buffer = op.stage = stageOut(data, g.size * blockBytes, op);
+      // MPI leaves the sum at the front; it goes back to this rank's block.
+      op.done = [this, mine, stage = op.stage, blockBytes] {
+        device.toDevice(mine, stage, blockBytes);
+      };
+    } else if (g.rank > 0) {
+      op.done = [mine, data, blockBytes] {
+        std::memcpy(mine, data, size_t(blockBytes));
+      };
+    }
+    MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, mpiCount(block),
+                              mpiType(type), sumOf(type), g.comm, &op.request);
+    op.what = std::move(what);
+    return start(std::move(op));
+  }
+
+  /// In-place all-gather: this rank's block sent from its place, the
+  /// others' filled in.
+  Request allgatherOn(GroupOf g, void *data, int64_t block, DType type,
                       std::string what) {
+    const int64_t blockBytes = block * elementBytes(type),
+                  all = g.size * blockBytes;
+    Op op;
+    void *buffer = data;
+    if (staged) {
+      buffer = op.stage = takeStage(all, op);
+      const int64_t at = g.rank * blockBytes;
+      device.toHost(static_cast<char *>(op.stage) + at,
+                    static_cast<const char *>(data) + at, blockBytes);
+      op.done = [this, data, stage = op.stage, all] {
+        device.toDevice(data, stage, all);
+      };
+    }
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, mpiCount(block),
+                   mpiType(type), g.comm, &op.request);
+    op.what = std::move(what);
+    return start(std::move(op));
+  }
+
+  Request allreduceOn(MPI_Comm group, void *data, int64_t count, DType type,
+                      std::string what, MPI_Op reduce = MPI_OP_NULL) {
     Op op;
     op.what = std::move(what);
     void *buffer = data;
@@ -333,7 +382,8 @@ private:
       };
     }
     MPI_Iallreduce(MPI_IN_PLACE, buffer, mpiCount(count), mpiType(type),
-                   sumOf(type), group, &op.request);
+                   reduce == MPI_OP_NULL ? sumOf(type) : reduce, group,
+                   &op.request);
     return start(std::move(op));
   }
 

@@ -31,6 +31,7 @@
 #ifndef HYPIPE_RUNTIME_COMM_TRANSPORT_H
 #define HYPIPE_RUNTIME_COMM_TRANSPORT_H
 
+#include "core/model/TensorParallel.h"
 #include "core/schedule/CommKind.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/formats/StageProgram.h"
@@ -44,6 +45,7 @@
 
 namespace hypipe::rt {
 
+using rt::CollectiveKind;
 using schedule::CommKind;
 
 class Transport {
@@ -84,6 +86,12 @@ public:
   /// dpSize() blocks of `block` elements (conventions above).
   virtual Request ireduceScatterDp(void *data, int64_t block, DType type) = 0;
   virtual Request iallgatherDp(void *data, int64_t block, DType type) = 0;
+  /// A tensor-parallel layer's collective over this rank's tensor-parallel
+  /// group (core/model/TensorParallel.h): `count` elements in place -- the
+  /// whole tensor; a reduce-scatter and an all-gather work on tpSize()
+  /// blocks of count / tpSize() with the data-parallel ones' conventions.
+  virtual Request itensorParallel(CollectiveKind kind, void *data,
+                                  int64_t count, DType type) = 0;
   /// The group of pipeline ranks `ppRanks` (sorted, at least two) of this
   /// rank's pipeline; collective over the world.
   virtual Group makeGroup(const std::vector<int64_t> &ppRanks) = 0;
@@ -109,8 +117,10 @@ protected:
   virtual std::string describe(Request r) const = 0;
   /// "rank 3 on host n3".
   std::string rankText(int rank) const;
-  /// The other members of this rank's data-parallel group, as rankText.
+  /// The other members of this rank's data-parallel (tensor-parallel)
+  /// group, as rankText.
   std::string dpPeersText() const;
+  std::string tpPeersText() const;
   /// What a sum over the tied-parameter group of pipeline ranks `ppRanks`
   /// waits for: the other members in this rank's data-parallel column, as
   /// rankText ("the tied-parameter sum with rank 3 on host n3").

@@ -3,6 +3,7 @@
 #include "runtime/exec/Init.h"
 
 #include "core/model/ParameterNames.h"
+#include "core/model/TensorParallel.h"
 
 #include <fmt/format.h>
 
@@ -45,31 +46,46 @@ template <class Value> void fill(float *dst, int64_t n, Value value) {
     dst[i] = value(uint64_t(i));
 }
 
+/// The shard's elements: each run of the whole tensor's values from its
+/// global index.
+template <class Value>
+void fillShard(const ParamEntry &p, int64_t tp, int64_t rank, float *dst,
+               Value value) {
+  forEachShardRun(p.shape, p.split, p.sections, tp, rank,
+                  [&](int64_t global, int64_t local, int64_t count) {
+                    fill(dst + local, count, [&](uint64_t i) {
+                      return value(uint64_t(global) + i);
+                    });
+                  });
+}
+
 } // namespace
 
-void initParameter(const ParamEntry &p, int64_t seed, float *dst) {
+void initParameter(const ParamEntry &p, int64_t seed, float *dst, int64_t tp,
+                   int64_t tpRank) {
   // Keyed by the name a parameter had when its stream was fixed, so a
   // seed draws the same weights across hypipe versions.
   const Stream s{splitmix64(uint64_t(seed)) ^
                  fnv1a(legacyParameterName(p.name))};
   const double a = p.initA, b = p.initB;
   if (p.init == "normal") {
-    fill(dst, p.numel, [&](uint64_t i) { return float(a * s.normalAt(i)); });
+    fillShard(p, tp, tpRank, dst,
+              [&](uint64_t i) { return float(a * s.normalAt(i)); });
   } else if (p.init == "uniform") {
-    fill(dst, p.numel,
-         [&](uint64_t i) { return float(a + (b - a) * s.uniformAt(i)); });
+    fillShard(p, tp, tpRank, dst,
+              [&](uint64_t i) { return float(a + (b - a) * s.uniformAt(i)); });
   } else if (p.init == "ones") {
-    fill(dst, p.numel, [](uint64_t) { return 1.0f; });
+    fillShard(p, tp, tpRank, dst, [](uint64_t) { return 1.0f; });
   } else if (p.init == "zeros") {
-    fill(dst, p.numel, [](uint64_t) { return 0.0f; });
+    fillShard(p, tp, tpRank, dst, [](uint64_t) { return 0.0f; });
   } else if (p.init == "mamba_a_log") {
     // A ~ U[a, b], stored as log A (Mamba-2's A_init_range).
-    fill(dst, p.numel, [&](uint64_t i) {
+    fillShard(p, tp, tpRank, dst, [&](uint64_t i) {
       return float(std::log(a + (b - a) * s.uniformAt(i)));
     });
   } else if (p.init == "mamba_dt_bias") {
     // dt log-uniform in [dt_min, dt_max], stored as softplus^-1(dt).
-    fill(dst, p.numel, [&](uint64_t i) {
+    fillShard(p, tp, tpRank, dst, [&](uint64_t i) {
       double dt =
           std::exp(std::log(a) + s.uniformAt(i) * (std::log(b) - std::log(a)));
       dt = std::max(dt, 1e-4);

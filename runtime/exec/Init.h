@@ -20,7 +20,10 @@ using hypipe::splitmix64;
 /// Fills `dst` (param.numel floats) with the parameter's initial values:
 /// large parameters on all of OpenMP's threads, the values the same bits as
 /// one thread's (each is a pure function of seed, name and index).
-void initParameter(const ParamEntry &param, int64_t seed, float *dst);
+/// Split over `tp` tensor-parallel ranks, `dst` gets rank `tpRank`'s shard
+/// (param.numel floats): the same values as those elements of the whole.
+void initParameter(const ParamEntry &param, int64_t seed, float *dst,
+                   int64_t tp = 1, int64_t tpRank = 0);
 
 } // namespace hypipe::rt
 

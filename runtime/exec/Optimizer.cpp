@@ -46,10 +46,13 @@ void AdamWOptimizer::planSegments(const Artifact &artifact) {
     for (const ParamEntry &p : s.entry().params) {
       // Which copy counts is decided before the shard cuts it: the first
       // copy's part, even where this rank's shard holds none of it.
+      // A parameter every tensor-parallel rank holds whole counts on tp
+      // rank 0; a split one's shards on every rank.
       auto it = firstStage.find(p.name);
       const bool counts =
-          it == firstStage.end() ||
-          (it->second == s.index() && counted.insert(p.name).second);
+          (it == firstStage.end() ||
+           (it->second == s.index() && counted.insert(p.name).second)) &&
+          (p.split != Split::None || comm.tpRank() == 0);
       for (int64_t b = 0; b < shard.buckets(); ++b) {
         const int64_t own = shard.ownBegin(b);
         const int64_t lo = std::max(p.offset, own),

@@ -75,7 +75,8 @@ Stage::Stage(StageEntry &entry, const ShardLayout &layout, int64_t seed,
   recomputed = MicrobatchBuffers(device, entry.program.recomputeBytes / f32);
   std::vector<float> init(entry.numParams, 0.0f);
   for (const ParamEntry &p : entry.params)
-    initParameter(p, seed, init.data() + p.offset);
+    initParameter(p, seed, init.data() + p.offset, links.comm.tpSize(),
+                  links.comm.tpRank());
   mainParams.upload(init.data(), entry.numParams);
 }
 
@@ -89,6 +90,7 @@ void Stage::run(StagePass pass, StageArgs &args) {
   args.grads = gradients.data();
   args.workspace = workspace.data();
   args.router_checks = routerChecks.data();
+  args.tensor_parallel = links.tensorParallel;
   device->runStagePass(stageEntry->program, pass, args);
 }
 

@@ -18,6 +18,7 @@
 #include "runtime/formats/Artifact.h"
 #include "runtime/kernels/StageArgs.h"
 #include "runtime/kernels/Target.h"
+#include "runtime/kernels/TensorParallelCalls.h"
 
 #include <array>
 #include <map>
@@ -113,6 +114,8 @@ struct StageLinks {
   /// values are bf16 already, so nothing is lost).
   bool wireBf16 = false;
   DType wireType() const { return wireBf16 ? DType::BF16 : DType::F32; }
+  /// The tensor-parallel group the layers split over (null at tp 1).
+  TensorParallelGroup *tensorParallel = nullptr;
 };
 
 class Stage {

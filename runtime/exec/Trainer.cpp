@@ -114,6 +114,31 @@ std::unique_ptr<Device> openDevice(const Artifact &artifact, const Comm &comm) {
 
 /// The distributed optimizer's cut of a stage's buffers (every bucket in
 /// dp equal parts, part d's moments on dp rank d), or one part of all.
+/// This rank's tensor-parallel group over the run's transport: each
+/// collective started and waited for (on a GPU the wait orders the kernels
+/// after it behind it).
+class TransportGroup final : public TensorParallelGroup {
+public:
+  TransportGroup(Transport &transport, const Comm &comm)
+      : transport(transport), comm(comm) {}
+  int64_t size() const override { return comm.tpSize(); }
+  int64_t rank() const override { return comm.tpRank(); }
+  void run(CollectiveKind kind, float *data, int64_t count) override {
+    std::vector<Transport::Request> r = {
+        transport.itensorParallel(kind, data, count, DType::F32)};
+    transport.waitAll(r);
+  }
+
+private:
+  Transport &transport;
+  const Comm &comm;
+};
+
+std::unique_ptr<TensorParallelGroup> makeTensorParallelGroup(Transport &t,
+                                                             const Comm &c) {
+  return std::make_unique<TransportGroup>(t, c);
+}
+
 ShardLayout shardLayoutOf(const StageEntry &e, const Comm &comm, bool sharded,
                           int64_t bucketFloats) {
   return sharded ? ShardLayout(e.numParams, comm.dpSize(), comm.dpRank(),
@@ -133,8 +158,11 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data,
   transport = makeTransport(kind, comm, *device);
   pool = std::make_unique<ActivationPool>(*device);
   const bool sharded = usesDistributedOptimizer(artifact, comm);
+  if (artifact.tp > 1)
+    tensorParallel = makeTensorParallelGroup(*transport, comm);
   const StageLinks links{*transport, comm,
-                         artifact.precision == TrainingPrecision::Bf16};
+                         artifact.precision == TrainingPrecision::Bf16,
+                         tensorParallel.get()};
   for (StageEntry *e : artifact.stagesOf(comm.ppRank()))
     stages.emplace_back(*e, shardLayoutOf(*e, comm, sharded, bucketFloats),
                         artifact.training.seed, *device, links);
@@ -197,12 +225,16 @@ double Trainer::mtpObjective(const std::vector<double> &depthLosses) const {
 void Trainer::gatherStepTotals(StepStats &st, const StepLosses &losses) {
   // Loss, aux loss, squared norm and router fault of every rank, added in
   // rank order so every rank computes the same bits.
+  // The ranks of a tensor-parallel group compute the same losses: tp rank
+  // 0's count.
   const auto [faultLayer, faultLogit] = routerFault();
-  std::vector<double> mine = {losses.loss, losses.aux,
+  const double once = comm.tpRank() == 0 ? 1.0 : 0.0;
+  std::vector<double> mine = {once * losses.loss, once * losses.aux,
                               optimizer->localGradNormSquared(),
                               double(faultLayer), faultLogit};
   const std::vector<double> &mtp = losses.mtp;
-  mine.insert(mine.end(), mtp.begin(), mtp.end());
+  for (double l : mtp)
+    mine.push_back(once * l);
   const size_t per = mine.size();
   std::vector<double> all = comm.allgather(mine);
   stopOnRouterFault(st.step, all, per);

@@ -149,6 +149,8 @@ private:
   std::unique_ptr<AdamWOptimizer> optimizer;
   std::unique_ptr<ScheduleRuntime> runtime;
   std::unique_ptr<Checkpointer> checkpointer;
+  /// The tensor-parallel group the stages' layers split over (tp > 1).
+  std::unique_ptr<TensorParallelGroup> tensorParallel;
   int faultKillRank = -1;
   long faultKillStep = -1, faultNanStep = -1;
   /// How tensors cross ranks (--comm, resolved: transport->kind()). Last:

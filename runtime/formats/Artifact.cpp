@@ -171,6 +171,12 @@ json callsJson(const std::vector<KernelCall> &calls) {
       call["in"] = slotName(c.in);
     if (c.out != Slot::None)
       call["out"] = slotName(c.out);
+    if (!c.collectives.empty()) {
+      json collectives = json::array();
+      for (const Collective &k : c.collectives)
+        collectives.push_back({collectiveKindName(k.kind), k.perToken});
+      call["collectives"] = collectives;
+    }
     out.push_back(call);
   }
   return out;
@@ -196,6 +202,20 @@ std::vector<KernelCall> parseCalls(const json &j, const std::string &where) {
       if (!parsed)
         corruptProgram(where, fmt::format("unknown slot '{}'", name));
       *slot = *parsed;
+    }
+    if (c.contains("collectives")) {
+      const json &list = field<json>(c, "collectives", where);
+      if (!list.is_array() || list.size() > 16)
+        corruptProgram(where, "a call's collectives are not a short list");
+      for (const json &k : list) {
+        std::optional<CollectiveKind> kind =
+            k.is_array() && k.size() == 2 && k[0].is_string()
+                ? parseCollectiveKind(k[0].get<std::string>())
+                : std::nullopt;
+        if (!kind || !k[1].is_number_integer())
+          corruptProgram(where, "a call names an unknown collective");
+        call.collectives.push_back({*kind, k[1].get<int64_t>()});
+      }
     }
     calls.push_back(call);
   }
@@ -248,9 +268,12 @@ json programJson(const StageProgram &p) {
 /// The program of a stage from its manifest entry `s` (its layers and its
 /// `program`), with the stage's own fields already read into `e`.
 StageProgram parseProgram(const json &s, const StageEntry &e, Target target,
+                          int64_t tp, bool sequenceParallel,
                           const std::string &where) {
   StageProgram p;
   p.target = target;
+  p.tensorParallel = tp;
+  p.sequenceParallel = sequenceParallel;
   p.tokens = TokenShape{e.batch, e.seq};
   p.hidden = e.hidden;
   // The manifest counts the buffers in f32 elements.
@@ -315,6 +338,8 @@ StageProgram parseProgram(const json &s, const StageEntry &e, Target target,
       parseCalls(field<json>(program, "backward_input", where), where);
   p.backwardWeight =
       parseCalls(field<json>(program, "backward_weight", where), where);
+  if (std::string why = shardLayers(p); !why.empty())
+    corruptProgram(where, why);
   return p;
 }
 
@@ -461,13 +486,19 @@ nlohmann::json manifestToJson(const Artifact &a) {
   json stages = json::array();
   for (const StageEntry &e : a.stages) {
     json params = json::array();
-    for (const ParamEntry &p : e.params)
-      params.push_back({{"name", p.name},
-                        {"shape", p.shape},
-                        {"offset", p.offset},
-                        {"init", p.init},
-                        {"init_args", {p.initA, p.initB}},
-                        {"weight_decay", p.weightDecay}});
+    for (const ParamEntry &p : e.params) {
+      json param = {{"name", p.name},
+                    {"shape", p.shape},
+                    {"offset", p.offset},
+                    {"init", p.init},
+                    {"init_args", {p.initA, p.initB}},
+                    {"weight_decay", p.weightDecay}};
+      if (p.split != Split::None)
+        param["split"] = splitName(p.split);
+      if (!p.sections.empty())
+        param["sections"] = p.sections;
+      params.push_back(std::move(param));
+    }
     stages.push_back({{"index", e.index},
                       {"pp_rank", e.ppRank},
                       {"vp_stage", e.vpStage},
@@ -635,15 +666,33 @@ PackingConfig parsePacking(const json &pk, const std::string &path) {
   return p;
 }
 
-ParamEntry parseParam(const json &p, int64_t stageParams,
+ParamEntry parseParam(const json &p, int64_t stageParams, int64_t tp,
                       const std::string &where) {
   ParamEntry pe;
   pe.name = field<std::string>(p, "name", where);
   pe.shape = field<std::vector<int64_t>>(p, "shape", where);
   pe.offset = field<int64_t>(p, "offset", where);
-  pe.numel = 1;
+  const std::string split =
+      optionalField<std::string>(p, "split", "none", where);
+  std::optional<Split> parsedSplit = parseSplit(split);
+  if (!parsedSplit)
+    fail(fmt::format("{}: parameter '{}' has an unknown split '{}'", where,
+                     pe.name, split),
+         "the manifest is corrupt; recompile the artifact");
+  pe.split = *parsedSplit;
+  pe.sections = optionalField<std::vector<int64_t>>(p, "sections", {}, where);
   for (int64_t n : pe.shape)
-    pe.numel *= n;
+    if (n < 0 || n > (int64_t(1) << 40))
+      fail(fmt::format("{}: parameter '{}' has a dimension of {}", where,
+                       pe.name, n),
+           "the manifest is corrupt; recompile the artifact");
+  if (pe.shape.size() > 8 || pe.sections.size() > 8 ||
+      !splitsEvenly(pe.shape, pe.split, pe.sections, tp))
+    fail(fmt::format("{}: parameter '{}' does not split over {} "
+                     "tensor-parallel ranks as its manifest says",
+                     where, pe.name, tp),
+         "the manifest is corrupt; recompile the artifact");
+  pe.numel = shapeNumel(shardShape(pe.shape, pe.split, tp));
   pe.init = field<std::string>(p, "init", where);
   auto args = field<std::vector<double>>(p, "init_args", where);
   pe.initA = args.size() > 0 ? args[0] : 0;
@@ -657,7 +706,8 @@ ParamEntry parseParam(const json &p, int64_t stageParams,
   return pe;
 }
 
-StageEntry parseStage(const json &s, Target target, const std::string &path) {
+StageEntry parseStage(const json &s, Target target, int64_t tp,
+                      bool sequenceParallel, const std::string &path) {
   StageEntry e;
   e.index = field<int64_t>(s, "index", path);
   std::string where = fmt::format("{} (stage {})", path, e.index);
@@ -671,9 +721,9 @@ StageEntry parseStage(const json &s, Target target, const std::string &path) {
   e.numParams = field<int64_t>(s, "num_params", where);
   e.savedFloats = field<int64_t>(s, "saved_floats", where);
   e.workspaceFloats = field<int64_t>(s, "workspace_floats", where);
-  e.program = parseProgram(s, e, target, where);
+  e.program = parseProgram(s, e, target, tp, sequenceParallel, where);
   for (const json &p : field<json>(s, "params", where))
-    e.params.push_back(parseParam(p, e.numParams, where));
+    e.params.push_back(parseParam(p, e.numParams, tp, where));
   return e;
 }
 
@@ -848,7 +898,7 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   checkSizes(a, path);
 
   for (const json &s : field<json>(m, "stages", path)) {
-    StageEntry e = parseStage(s, a.target, path);
+    StageEntry e = parseStage(s, a.target, a.tp, a.sequenceParallel, path);
     e.program.activations = activationDType(a.precision);
     if (e.index != int64_t(a.stages.size()))
       fail(fmt::format("{} (stage {}): stages are out of order", path, e.index),

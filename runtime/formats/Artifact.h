@@ -36,11 +36,16 @@ inline constexpr int kArtifactVersion = 3;
 
 struct ParamEntry {
   std::string name;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape; ///< the whole tensor's
+  /// `numel` floats from `offset`: the whole tensor, or this rank's shard
+  /// of it when the artifact splits layers over tensor-parallel ranks
+  /// (`split` by rows in `sections`, or by columns: TensorParallel.h).
   int64_t offset = 0, numel = 0;
   std::string init;
   double initA = 0, initB = 0;
   bool weightDecay = false;
+  Split split = Split::None;
+  std::vector<int64_t> sections;
 };
 
 /// One action of a rank's program: the schedule vocabulary's own type.

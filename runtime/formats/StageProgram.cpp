@@ -180,19 +180,19 @@ std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
     const ProgramLayer &l = p.layers[i];
     std::string what =
         fmt::format("layer {} ({} {})", i, layerKindName(l.kind), l.layer);
-    if (l.shape.index() != size_t(l.kind))
+    if (l.shape.index() != size_t(l.kind) || l.shard.index() != size_t(l.kind))
       return what + ": its shape is of another kind";
-    ShapeFacts f = factsOf(l.shape, p.tokens, p.target, false);
+    ShapeFacts f = factsOf(l.shard, p.tokens, p.target, false);
     for (int64_t d : f.dims)
       if (d < 1 || d > kMaxDim)
         return fmt::format("{}: a dimension of {}", what, d);
     const int64_t tokens = p.tokens.batch * p.tokens.seq;
-    if (const auto *moe = std::get_if<MoeShape>(&l.shape);
+    if (const auto *moe = std::get_if<MoeShape>(&l.shard);
         moe && moe->topk > kMaxRoutedRows / tokens)
       return fmt::format("{}: {} tokens routed to {} experts each, more "
                          "routed rows than its int32 row map holds",
                          what, tokens, moe->topk);
-    f = factsOf(l.shape, p.tokens, p.target, true);
+    f = factsOf(l.shard, p.tokens, p.target, true);
     if (f.hidden != p.hidden)
       return fmt::format("{}: width {}, but the stage's activations are {}",
                          what, f.hidden, p.hidden);
@@ -217,7 +217,7 @@ std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
       return what + ": recomputes modules selective recompute does not drop "
                     "of its kind, or is both recomputed and selective";
     const int64_t dropped =
-        kF32 * recomputedFloatsOf(l.shape, p.tokens, l.modules);
+        kF32 * recomputedFloatsOf(l.shard, p.tokens, l.modules);
     if (l.modules && (l.again.dtype != DType::F32 || l.again.bytes != dropped ||
                       !inside(l.again, p.recomputeBytes)))
       return fmt::format("{}: recomputed modules {}, but they hold {} bytes "
@@ -402,6 +402,19 @@ std::string checkCalls(const StageProgram &p, bool hasEmbedding, bool hasHead) {
     const Slot stageIn = pass == 0 ? Slot::Input : Slot::GradOutput;
     const Slot stageOut = pass == 0 ? Slot::Output : Slot::GradInput;
     for (const KernelCall &c : *passes[pass]) {
+      // Every collective a layer's kernels run is the program's.
+      const bool ofLayer = (c.op == CallOp::Run || c.op == CallOp::Recompute) &&
+                           c.layer >= 0 && c.layer < int64_t(p.layers.size());
+      const std::vector<Collective> listed =
+          ofLayer ? collectivesOfCall(p.layers[size_t(c.layer)], c.op,
+                                      StagePass(pass), p.tensorParallel,
+                                      p.sequenceParallel)
+                  : std::vector<Collective>{};
+      if (c.collectives != listed)
+        return fmt::format("{} {} of layer {}: {} tensor-parallel "
+                           "collectives, where its layer runs {}",
+                           passNames[pass], callOpName(c.op), c.layer,
+                           c.collectives.size(), listed.size());
       if (c.op != CallOp::Run) {
         std::string why = checkRecomputeStep(p, c, pass, written, steps, runs);
         if (!why.empty())
@@ -467,6 +480,31 @@ std::string checkCalls(const StageProgram &p, bool hasEmbedding, bool hasHead) {
 }
 
 } // namespace
+
+std::string shardLayers(StageProgram &p) {
+  for (ProgramLayer &l : p.layers) {
+    if (p.tensorParallel < 1 || p.tensorParallel > kMaxDim)
+      return fmt::format("a tensor-parallel size of {}", p.tensorParallel);
+    if (std::string why = tensorParallelProblem(l.shape, p.tensorParallel);
+        !why.empty())
+      return fmt::format("layer {} ({}): {}", l.layer, layerKindName(l.kind),
+                         why);
+    l.shard = tensorParallelShard(l.shape, p.tensorParallel);
+  }
+  return "";
+}
+
+std::vector<Collective> collectivesOfCall(const ProgramLayer &layer, CallOp op,
+                                          StagePass pass, int64_t tp,
+                                          bool sequenceParallel) {
+  if (op == CallOp::Recompute)
+    return layer.recomputed ? collectivesOf(layer.shape, tp, sequenceParallel,
+                                            StagePass::Forward)
+                            : std::vector<Collective>{};
+  if (op != CallOp::Run)
+    return {};
+  return collectivesOf(layer.shape, tp, sequenceParallel, pass);
+}
 
 std::string checkStageProgram(const StageProgram &p, bool hasEmbedding,
                               bool hasHead) {

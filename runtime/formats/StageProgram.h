@@ -19,6 +19,7 @@
 
 #include "core/model/LayerShapes.h"
 #include "core/model/Precision.h"
+#include "core/model/TensorParallel.h"
 
 #include <cstdint>
 #include <optional>
@@ -71,6 +72,9 @@ struct ProgramLayer {
   /// input-gradient pass computes them again first. 0: none.
   RecomputeModuleSet modules = 0;
   TensorRange again;
+  /// What its kernels run and its ranges hold: `shape` split over the
+  /// program's tensor-parallel ranks (equal to it at tp 1; shardLayers).
+  LayerShape shard;
 };
 
 /// Where a call reads or writes an activation (or its gradient): the
@@ -113,9 +117,12 @@ struct KernelCall {
   Slot in = Slot::None, out = Slot::None;
   CallOp op = CallOp::Run;
   TensorRange range; ///< Save and Load: the checkpoint
+  /// A layer split over tensor-parallel ranks: the collectives its kernels
+  /// run in this call, in order (core/model/TensorParallel.h).
+  std::vector<Collective> collectives;
   bool operator==(const KernelCall &o) const {
     return layer == o.layer && in == o.in && out == o.out && op == o.op &&
-           range == o.range;
+           range == o.range && collectives == o.collectives;
   }
 };
 
@@ -128,6 +135,12 @@ struct StageProgram {
   DType activations = DType::F32;
   TokenShape tokens; ///< the microbatch capacity the shapes are planned for
   int64_t hidden = 0;
+  /// Tensor parallelism: the stage's layers split over `tensorParallel`
+  /// ranks; each layer's `shape` is then its shard's (what the kernels run
+  /// and the buffers hold: TensorParallel.h), the manifest and the IR
+  /// keeping the whole layer's.
+  int64_t tensorParallel = 1;
+  bool sequenceParallel = false;
   std::vector<ProgramLayer> layers;
   std::vector<KernelCall> forward, backwardInput, backwardWeight;
   /// Buffer sizes in bytes: parameters (and their gradients), the saved
@@ -143,6 +156,18 @@ struct StageProgram {
   /// table sit in this stage's parameters (empty: no MTP depth here).
   TensorRange sharedOutput, sharedTable;
 };
+
+/// Sets every layer's `shard` from its shape and the program's
+/// tensorParallel; "" or why a layer cannot split so (its shape's
+/// divisibility: core/model/TensorParallel.h).
+std::string shardLayers(StageProgram &program);
+
+/// The collectives a call of `layer` lists in pass `pass` of a program
+/// split over `tp` ranks: its kind's (collectivesOf) for a run, the
+/// forward's for a full recompute, none for a selective one.
+std::vector<Collective> collectivesOfCall(const ProgramLayer &layer, CallOp op,
+                                          StagePass pass, int64_t tp,
+                                          bool sequenceParallel);
 
 /// Bytes of one [tokens, hidden] activation of `program`.
 int64_t activationBytes(const StageProgram &program);

@@ -17,6 +17,7 @@
 namespace hypipe::rt {
 
 struct RouterCheck;
+class TensorParallelGroup;
 
 /// A stage's token shape for one call: its planned capacity, with the
 /// microbatch's sample boundaries when it is packed (`cuSeqlens` non-null,
@@ -64,6 +65,9 @@ struct StageArgs {
   /// stage's memory: a MoE layer's router records a NaN or infinite logit
   /// in its own (BufferLayouts.h).
   RouterCheck *router_checks = nullptr;
+  /// The stage's tensor-parallel group (set when its program splits its
+  /// layers: TensorParallelCalls.h).
+  TensorParallelGroup *tensor_parallel = nullptr;
   /// When set (hypipe-run --costs-out, cpu stages): each call's wall time
   /// added to its layer's entry, [pass][layer of the program] with the
   /// passes forward, input-gradient, weight-gradient.

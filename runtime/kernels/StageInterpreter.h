@@ -29,6 +29,7 @@
 #include "runtime/kernels/recipes/Mtp.h"
 
 #include <chrono>
+#include <optional>
 #include <type_traits>
 #include <variant>
 
@@ -78,6 +79,8 @@ private:
     SavedBases saved;
     const float *in;
     float *out;
+    /// The call's tensor-parallel collectives (null: tp 1).
+    TensorParallelCalls *tp;
   };
   SavedBases savedOf(const ProgramLayer &l) const {
     if (l.recomputed)
@@ -87,7 +90,7 @@ private:
     return {a.saved + l.saved.elementOffset(),
             a.recomputed + l.again.elementOffset(), l.modules};
   }
-  Call callOf(const KernelCall &c) const {
+  Call callOf(const KernelCall &c, TensorParallelCalls *tp) const {
     const ProgramLayer &l = p.layers[size_t(c.layer)];
     return {c.layer,
             l,
@@ -95,7 +98,25 @@ private:
             a.grads + l.params.elementOffset(),
             savedOf(l),
             c.in == Slot::None ? nullptr : in(c.in),
-            c.out == Slot::None ? nullptr : out(c.out)};
+            c.out == Slot::None ? nullptr : out(c.out),
+            tp};
+  }
+  /// A layer call's collectives over the stage's tensor-parallel group
+  /// (none at tp 1).
+  std::optional<TensorParallelCalls> collectivesOf(const KernelCall &c,
+                                                   int pass) const {
+    if (p.tensorParallel == 1)
+      return std::nullopt;
+    if (!a.tensor_parallel)
+      throw RuntimeError("error: a stage split over tensor-parallel ranks "
+                         "ran without its group\nhelp: this is a bug in "
+                         "hypipe; please report it");
+    static constexpr const char *kPasses[] = {"forward", "input gradient",
+                                              "weight gradient", "recompute"};
+    return std::make_optional<TensorParallelCalls>(
+        *a.tensor_parallel, c.collectives, t.tokens(),
+        std::string("layer ") + std::to_string(c.layer) + "'s " +
+            kPasses[c.op == CallOp::Recompute ? 3 : pass] + " call");
   }
   /// Runs `calls`, pass `pass` (0 forward, 1 input gradient, 2 weight
   /// gradient): a copy for a call of no layer, else `layerCall` with the
@@ -115,13 +136,16 @@ private:
       case CallOp::Recompute: {
         // Untimed: measured layer costs are those of F, I and W, on which
         // `hypipe plan` charges recompute itself (docs/cost-model.md).
-        const Call call = callOf(c);
+        std::optional<TensorParallelCalls> tp = collectivesOf(c, pass);
+        const Call call = callOf(c, tp ? &*tp : nullptr);
         if (call.layer.modules)
           std::visit([&](const auto &s) { recomputeModules(s, call); },
-                     call.layer.shape);
+                     call.layer.shard);
         else
           std::visit([&](const auto &s) { recomputeLayer(s, call); },
-                     call.layer.shape);
+                     call.layer.shard);
+        if (tp)
+          tp->finish();
         continue;
       }
       case CallOp::Run:
@@ -133,9 +157,12 @@ private:
       }
       {
         const LayerTimer timer(a, p, pass, c.layer);
-        const Call call = callOf(c);
+        std::optional<TensorParallelCalls> tp = collectivesOf(c, pass);
+        const Call call = callOf(c, tp ? &*tp : nullptr);
         std::visit([&](const auto &s) { layerCall(s, call); },
-                   call.layer.shape);
+                   call.layer.shard);
+        if (tp)
+          tp->finish();
       }
       if (pass == 2 && a.weight_gradient_done)
         a.weight_gradient_done(a.weight_gradient_context, c.layer);
@@ -151,27 +178,29 @@ private:
 
   // Forward: y from x; the head's and the MTP depths' losses.
   void forwardLayer(const EmbeddingShape &s, const Call &c) {
-    recipes::Embedding<K>{k}.forward(s, t, c.params, a.tokens, c.out,
-                                     c.saved.kept);
+    recipes::Embedding<K>{k, c.tp}.forward(s, t, c.params, a.tokens, c.out,
+                                           c.saved.kept);
   }
   void forwardLayer(const MambaShape &s, const Call &c) {
-    recipes::Mamba<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved.kept, ws);
+    recipes::Mamba<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out,
+                                       c.saved.kept, ws);
   }
   void forwardLayer(const AttentionShape &s, const Call &c) {
-    recipes::Attention<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
+    recipes::Attention<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved,
+                                           ws);
   }
   void forwardLayer(const MlpShape &s, const Call &c) {
-    recipes::Mlp<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
+    recipes::Mlp<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
   }
   void forwardLayer(const MoeShape &s, const Call &c) {
     a.aux_loss += recipes::Moe<K>{k}.forward(
         s, t, c.params, c.in, c.out, c.saved, ws, a.router_checks + c.index);
   }
   void forwardLayer(const HeadShape &s, const Call &c) {
-    a.loss = recipes::Head<K>{k}.forward(s, t, c.params, c.in, a.labels,
-                                         a.loss_mask, c.saved.kept, ws);
+    a.loss = recipes::Head<K>{k, c.tp}.forward(s, t, c.params, c.in, a.labels,
+                                               a.loss_mask, c.saved.kept, ws);
     if (!p.sharedOutput.empty())
-      normed = recipes::Head<K>{k}.normed(s, t, c.saved.kept);
+      normed = recipes::Head<K>{k, c.tp}.normed(s, t, c.saved.kept);
   }
   void forwardLayer(const MtpInputShape &s, const Call &c) {
     recipes::MtpInput<K>{k}.forward(s, t, c.params, sharedTable(), a.tokens,
@@ -202,9 +231,9 @@ private:
   /// Selective recompute: the dropped modules' tensors of the layer.
   template <class Shape> void recomputeModules(const Shape &s, const Call &c) {
     if constexpr (std::is_same_v<Shape, AttentionShape>)
-      recipes::Attention<K>{k}.recompute(s, t, c.params, c.saved);
+      recipes::Attention<K>{k, c.tp}.recompute(s, t, c.params, c.saved);
     else if constexpr (std::is_same_v<Shape, MlpShape>)
-      recipes::Mlp<K>{k}.recompute(s, t, c.params, c.saved);
+      recipes::Mlp<K>{k, c.tp}.recompute(s, t, c.params, c.saved);
     else if constexpr (std::is_same_v<Shape, MoeShape>)
       recipes::Moe<K>{k}.recompute(s, t, c.params, c.saved, rc[1], rc[0], ws,
                                    a.router_checks + c.index);
@@ -214,28 +243,28 @@ private:
     // their saved tensors: the layer before this one in the program.
     const ProgramLayer &before = p.layers[size_t(c.index) - 1];
     const float *saved = a.saved + before.saved.elementOffset();
-    if (const auto *head = std::get_if<HeadShape>(&before.shape))
-      normed = recipes::Head<K>{k}.normed(*head, t, saved);
-    else if (const auto *depth = std::get_if<MtpOutputShape>(&before.shape))
+    if (const auto *head = std::get_if<HeadShape>(&before.shard))
+      normed = recipes::Head<K>{k, c.tp}.normed(*head, t, saved);
+    else if (const auto *depth = std::get_if<MtpOutputShape>(&before.shard))
       normed = recipes::MtpOutput<K>{k}.normed(*depth, t, saved);
     forwardLayer(s, c);
   }
 
   // Input gradient: dx from dy (c.in is dy, c.out dx).
   void backwardInputLayer(const EmbeddingShape &s, const Call &c) {
-    recipes::Embedding<K>{k}.backwardInput(s, t, c.in, c.saved.kept);
+    recipes::Embedding<K>{k, c.tp}.backwardInput(s, t, c.in, c.saved.kept);
   }
   void backwardInputLayer(const MambaShape &s, const Call &c) {
-    recipes::Mamba<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved.kept,
-                                       c.in, c.out, ws);
+    recipes::Mamba<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads,
+                                             c.saved.kept, c.in, c.out, ws);
   }
   void backwardInputLayer(const AttentionShape &s, const Call &c) {
-    recipes::Attention<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved,
-                                           c.in, c.out, ws);
+    recipes::Attention<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads,
+                                                 c.saved, c.in, c.out, ws);
   }
   void backwardInputLayer(const MlpShape &s, const Call &c) {
-    recipes::Mlp<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved, c.in,
-                                     c.out, ws);
+    recipes::Mlp<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads, c.saved,
+                                           c.in, c.out, ws);
   }
   void backwardInputLayer(const MoeShape &s, const Call &c) {
     recipes::Moe<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved, c.in,
@@ -243,7 +272,7 @@ private:
   }
   void backwardInputLayer(const HeadShape &s, const Call &c) {
     // With MTP depths, the first one's gradient of the normed output adds.
-    recipes::Head<K>{k}.backwardInput(
+    recipes::Head<K>{k, c.tp}.backwardInput(
         s, t, c.params, c.grads, c.saved.kept, a.loss_scale,
         p.sharedOutput.empty() ? nullptr : normedGradient, c.out, ws);
   }
@@ -260,22 +289,22 @@ private:
 
   // Weight gradient: the GEMMs from what I stashed.
   void backwardWeightLayer(const EmbeddingShape &s, const Call &c) {
-    recipes::Embedding<K>{k}.backwardWeight(s, t, c.saved.kept, c.grads);
+    recipes::Embedding<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);
   }
   void backwardWeightLayer(const MambaShape &s, const Call &c) {
-    recipes::Mamba<K>{k}.backwardWeight(s, t, c.saved.kept, c.grads);
+    recipes::Mamba<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);
   }
   void backwardWeightLayer(const AttentionShape &s, const Call &c) {
-    recipes::Attention<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+    recipes::Attention<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
   }
   void backwardWeightLayer(const MlpShape &s, const Call &c) {
-    recipes::Mlp<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+    recipes::Mlp<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
   }
   void backwardWeightLayer(const MoeShape &s, const Call &c) {
     recipes::Moe<K>{k}.backwardWeight(s, t, c.saved, c.grads);
   }
   void backwardWeightLayer(const HeadShape &s, const Call &c) {
-    recipes::Head<K>{k}.backwardWeight(s, t, c.saved.kept, c.grads);
+    recipes::Head<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);
   }
   void backwardWeightLayer(const MtpInputShape &s, const Call &c) {
     recipes::MtpInput<K>{k}.backwardWeight(

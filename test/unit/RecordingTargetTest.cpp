@@ -148,6 +148,29 @@ void RecordingKernels::embeddingScatterAdd(int64_t, int64_t, const int32_t *,
                                            const float *, float *) {
   record("embeddingScatterAdd");
 }
+void RecordingKernels::embeddingLookupShard(int64_t, int64_t, const float *,
+                                            const int32_t *, int64_t first,
+                                            int64_t, float *, int32_t *) {
+  record("embeddingLookupShard from " + std::to_string(first));
+}
+void RecordingKernels::embeddingScatterAddShard(int64_t, int64_t,
+                                                const int32_t *, int64_t first,
+                                                int64_t, const float *,
+                                                float *) {
+  record("embeddingScatterAddShard from " + std::to_string(first));
+}
+float RecordingKernels::crossEntropyShard(const TokenShape &, int64_t,
+                                          int64_t first, int64_t,
+                                          const int32_t *, const float *,
+                                          HeadSaved, TensorParallelCalls &) {
+  record("crossEntropyShard from " + std::to_string(first));
+  return 0.0f;
+}
+void RecordingKernels::crossEntropyBackwardShard(const TokenShape &, int64_t,
+                                                 int64_t first, HeadSaved,
+                                                 float) {
+  record("crossEntropyBackwardShard from " + std::to_string(first));
+}
 float RecordingKernels::moeForward(const MoeShape &, const TokenShape &,
                                    const float *, const float *, float *,
                                    const SavedBases &, float *,
@@ -215,6 +238,7 @@ StageProgram programOf(std::vector<ProgramLayer> layers,
                                i + 1 == n ? Slot::GradInput : Slot::Act1});
     p.backwardWeight.push_back({n - 1 - i});
   }
+  EXPECT_EQ(shardLayers(p), "");
   return p;
 }
 

@@ -62,8 +62,13 @@ std::vector<Lowered> lower(const std::string &pattern, int64_t pp,
   return out;
 }
 
+/// A program as the manifest reader leaves it (each layer's shard set),
+/// then checked.
 std::string check(const Lowered &l) {
-  return rt::checkStageProgram(l.program, l.hasEmbedding, l.hasHead);
+  rt::StageProgram p = l.program;
+  if (std::string why = rt::shardLayers(p); !why.empty())
+    return why;
+  return rt::checkStageProgram(p, l.hasEmbedding, l.hasHead);
 }
 
 // Tests that every stage of specs covering each layer kind, MTP depths,

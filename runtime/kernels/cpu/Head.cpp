@@ -113,6 +113,130 @@ void crossEntropyBackward(const TokenShape &t, int64_t vocab, HeadSaved h,
 
 } // namespace
 
+void Kernels::embeddingLookupShard(int64_t T, int64_t n, const float *table,
+                                   const int32_t *ids, int64_t first,
+                                   int64_t rows, float *y, int32_t *keptIds) {
+  ProfileScope scope(KernelClass::Elementwise);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < T; ++i) {
+    keptIds[i] = ids[i];
+    const int64_t row = int64_t(ids[i]) - first;
+    if (row >= 0 && row < rows)
+      std::memcpy(y + i * n, table + row * n, sizeof(float) * n);
+    else
+      std::memset(y + i * n, 0, sizeof(float) * n);
+  }
+}
+
+void Kernels::embeddingScatterAddShard(int64_t T, int64_t n, const int32_t *ids,
+                                       int64_t first, int64_t rows,
+                                       const float *dy, float *grads) {
+  ProfileScope scope(KernelClass::Elementwise);
+  constexpr int64_t kColumns = 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t j0 = 0; j0 < n; j0 += kColumns) {
+    const int64_t j1 = std::min(n, j0 + kColumns);
+    for (int64_t i = 0; i < T; ++i) {
+      const int64_t row = int64_t(ids[i]) - first;
+      if (row < 0 || row >= rows)
+        continue;
+      float *g = grads + row * n;
+      for (int64_t j = j0; j < j1; ++j)
+        g[j] += dy[i * n + j];
+    }
+  }
+}
+
+float Kernels::crossEntropyShard(const TokenShape &t, int64_t vocab,
+                                 int64_t first, int64_t shift,
+                                 const int32_t *labels, const float *lossMask,
+                                 HeadSaved h, TensorParallelCalls &tp) {
+  const int64_t T = t.tokens(), V = vocab;
+  thread_local std::vector<int64_t> aheadOfThread;
+  rowsAhead(t, shift, aheadOfThread);
+  const int64_t *ahead = aheadOfThread.data();
+  // Megatron's vocab_parallel_cross_entropy: each row's maximum logit over
+  // the whole vocabulary, the target's logit (from the rank that holds
+  // it), then the sum of the exponentials, each summed over the group.
+  thread_local std::vector<float> rowsOf;
+  rowsOf.assign(size_t(3 * T), 0.0f);
+  float *mx = rowsOf.data(), *target = mx + T, *sum = target + T;
+  {
+    ProfileScope scope(KernelClass::Elementwise);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < T; ++i) {
+      const float *r = h.probs + i * V;
+      const int64_t j = ahead[i];
+      h.labels[i] = j < 0 ? 0 : labels[j];
+      h.mask[i] = j < 0 ? 0.0f : (lossMask ? lossMask[j] : 1.0f);
+      mx[i] = *std::max_element(r, r + V);
+    }
+  }
+  tp.run(CollectiveKind::AllReduceMax, mx, 1);
+  {
+    ProfileScope scope(KernelClass::Elementwise);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < T; ++i) {
+      const int64_t at = int64_t(h.labels[i]) - first;
+      target[i] = at >= 0 && at < V ? h.probs[i * V + at] : 0.0f;
+    }
+  }
+  tp.run(CollectiveKind::AllReduce, target, 1);
+  {
+    ProfileScope scope(KernelClass::Elementwise);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < T; ++i) {
+      float *r = h.probs + i * V;
+      double s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t v = 0; v < V; ++v) {
+        const float e = fastExp(r[v] - mx[i]);
+        r[v] = e;
+        s += e;
+      }
+      sum[i] = float(s);
+    }
+  }
+  tp.run(CollectiveKind::AllReduce, sum, 1);
+  double total = 0, count = 0;
+  {
+    ProfileScope scope(KernelClass::Elementwise);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < T; ++i) {
+      float *r = h.probs + i * V;
+      const float inv = 1.0f / sum[i];
+      for (int64_t v = 0; v < V; ++v)
+        r[v] *= inv;
+    }
+    for (int64_t i = 0; i < T; ++i) {
+      total += h.mask[i] *
+               (double(mx[i]) + std::log(double(sum[i])) - double(target[i]));
+      count += h.mask[i];
+    }
+  }
+  return count > 0 ? float(total / count) : 0.0f;
+}
+
+void Kernels::crossEntropyBackwardShard(const TokenShape &t, int64_t vocab,
+                                        int64_t first, HeadSaved h,
+                                        float lossScale) {
+  const int64_t T = t.tokens(), V = vocab;
+  ProfileScope scope(KernelClass::Elementwise);
+  double count = 0;
+  for (int64_t i = 0; i < T; ++i)
+    count += h.mask[i];
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < T; ++i) {
+    float c = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
+    float *r = h.probs + i * V;
+    const int64_t at = int64_t(h.labels[i]) - first;
+    if (at >= 0 && at < V)
+      r[at] -= 1.0f;
+    for (int64_t v = 0; v < V; ++v)
+      r[v] *= c;
+  }
+}
+
 float Kernels::crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
                             const int32_t *labels, const float *lossMask,
                             HeadSaved h, float *) {

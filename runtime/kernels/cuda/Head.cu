@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "core/model/BufferLayouts.h"
+#include "runtime/formats/RuntimeError.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 
 #include <cfloat>
@@ -157,6 +158,37 @@ float Kernels::crossEntropy(const Tokens &t, int64_t vocab, int64_t shift,
 void Kernels::crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
                                    float lossScale, float *ws) {
   cuda::crossEntropyBackward(t, vocab, h, lossScale, ws);
+}
+
+// Tensor parallelism runs on the cpu target only in this version: the
+// compiler refuses a cuda artifact with tp above 1, and these refuse a
+// manifest edited past it.
+namespace {
+[[noreturn]] void noTensorParallelOnCuda() {
+  throw RuntimeError("error: this artifact splits layers over tensor-parallel "
+                     "ranks, which the cuda target does not run yet\nhelp: "
+                     "compile it with --target cpu, or with tp 1");
+}
+} // namespace
+
+void Kernels::embeddingLookupShard(int64_t, int64_t, const float *,
+                                   const int32_t *, int64_t, int64_t, float *,
+                                   int32_t *) {
+  noTensorParallelOnCuda();
+}
+void Kernels::embeddingScatterAddShard(int64_t, int64_t, const int32_t *,
+                                       int64_t, int64_t, const float *,
+                                       float *) {
+  noTensorParallelOnCuda();
+}
+float Kernels::crossEntropyShard(const Tokens &, int64_t, int64_t, int64_t,
+                                 const int32_t *, const float *, HeadSaved,
+                                 TensorParallelCalls &) {
+  noTensorParallelOnCuda();
+}
+void Kernels::crossEntropyBackwardShard(const Tokens &, int64_t, int64_t,
+                                        HeadSaved, float) {
+  noTensorParallelOnCuda();
 }
 
 } // namespace hypipe::rt::cuda

@@ -26,6 +26,11 @@ namespace hypipe::rt::recipes {
 template <class P> struct Attention {
   /// The target's primitives, in the call's precision.
   const P &k;
+  /// The call's tensor-parallel collectives (null: the layer is whole).
+  /// Split by query groups, linear_qkv is column-parallel and linear_proj
+  /// row-parallel: the output's and the input gradient's partial sums are
+  /// summed over the group.
+  TensorParallelCalls *tp = nullptr;
 
   template <class Tokens>
   void forward(const AttentionShape &s, const Tokens &t, const float *params,
@@ -45,6 +50,7 @@ template <class P> struct Attention {
     }
     core(s, t, a);
     k.linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
+    tensorParallel(tp, CollectiveKind::AllReduce, y, s.hidden);
     k.round(y, T * s.hidden);
     k.addInto(y, x, T * s.hidden);
     k.round(y, T * s.hidden);
@@ -99,6 +105,7 @@ public:
       k.round(a.dqkv, T * Wd);
     }
     k.linearBackwardInput(T, s.hidden, Wd, a.dqkv, wQkv, dxn);
+    tensorParallel(tp, CollectiveKind::AllReduce, dxn, s.hidden);
     k.round(dxn, T * s.hidden);
     k.copy(dx, dy, T * s.hidden);
     k.rmsnormBackward(T, s.hidden, a.x, norm, a.rstd, dxn, dx, grads, true);

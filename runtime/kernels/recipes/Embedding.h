@@ -16,6 +16,7 @@
 #define HYPIPE_RUNTIME_KERNELS_RECIPES_EMBEDDING_H
 
 #include "core/model/LayerShapes.h"
+#include "runtime/kernels/TensorParallelCalls.h"
 
 #include <cstdint>
 
@@ -24,12 +25,22 @@ namespace hypipe::rt::recipes {
 template <class P> struct Embedding {
   /// The target's primitives, in the call's precision.
   const P &k;
+  /// The call's tensor-parallel collectives (null: the table is whole).
+  /// Vocabulary-parallel, each rank looks up the ids its rows hold and the
+  /// group sums the rows.
+  TensorParallelCalls *tp = nullptr;
 
   template <class Tokens>
   void forward(const EmbeddingShape &s, const Tokens &t, const float *params,
                const int32_t *tokens, float *y, float *saved) const {
-    k.embeddingLookup(t.tokens(), s.hidden, params, tokens, y,
-                      reinterpret_cast<int32_t *>(saved));
+    auto *kept = reinterpret_cast<int32_t *>(saved);
+    if (!tp) {
+      k.embeddingLookup(t.tokens(), s.hidden, params, tokens, y, kept);
+      return;
+    }
+    k.embeddingLookupShard(t.tokens(), s.hidden, params, tokens,
+                           tp->rank() * s.vocab, s.vocab, y, kept);
+    tensorParallel(tp, CollectiveKind::AllReduce, y, s.hidden);
   }
 
   template <class Tokens>
@@ -41,9 +52,14 @@ template <class P> struct Embedding {
   template <class Tokens>
   void backwardWeight(const EmbeddingShape &s, const Tokens &t,
                       const float *saved, float *grads) const {
-    k.embeddingScatterAdd(t.tokens(), s.hidden,
-                          reinterpret_cast<const int32_t *>(saved),
-                          saved + t.tokens(), grads);
+    const auto *ids = reinterpret_cast<const int32_t *>(saved);
+    if (!tp)
+      k.embeddingScatterAdd(t.tokens(), s.hidden, ids, saved + t.tokens(),
+                            grads);
+    else
+      k.embeddingScatterAddShard(t.tokens(), s.hidden, ids,
+                                 tp->rank() * s.vocab, s.vocab,
+                                 saved + t.tokens(), grads);
   }
 };
 

@@ -25,6 +25,11 @@ namespace hypipe::rt::recipes {
 template <class P> struct Head {
   /// The target's primitives, in the call's precision.
   const P &k;
+  /// The call's tensor-parallel collectives (null: the output layer is
+  /// whole). Vocabulary-parallel, the output layer is column-parallel over
+  /// the vocabulary: the cross-entropy is Megatron's vocabulary-parallel
+  /// one, and the normed input's partial gradients are summed.
+  TensorParallelCalls *tp = nullptr;
 
   /// The head layer: the final norm and the output layer (params: the
   /// norm's weights, then the output layer's), the loss over the labels.
@@ -79,6 +84,9 @@ template <class P> struct Head {
     // bf16 logits, as the output layer writes them; the loss reads them in
     // fp32 (Megatron upcasts before the cross-entropy).
     k.round(h.probs, T * vocab);
+    if (tp)
+      return k.crossEntropyShard(t, vocab, tp->rank() * vocab, shift, labels,
+                                 lossMask, h, *tp);
     return k.crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
   }
 
@@ -94,10 +102,14 @@ template <class P> struct Head {
     if (T == 0)
       return;
     float *dxn = ws;
-    k.crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
+    if (tp)
+      k.crossEntropyBackwardShard(t, vocab, tp->rank() * vocab, h, lossScale);
+    else
+      k.crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
     // The logits' gradient leaves the fp32 loss as bf16.
     k.round(h.probs, T * vocab);
     k.linearBackwardInput(T, hidden, vocab, h.probs, wOut, dxn);
+    tensorParallel(tp, CollectiveKind::AllReduce, dxn, hidden);
     // The normed output also feeds the next MTP depth: its gradient adds
     // (that part not rounded yet), and the sum is the complete gradient.
     if (dxnExtra)

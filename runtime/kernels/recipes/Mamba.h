@@ -35,6 +35,12 @@ namespace hypipe::rt::recipes {
 template <class P> struct Mamba {
   /// The target's primitives, in the call's precision.
   const P &k;
+  /// The call's tensor-parallel collectives (null: the layer is whole).
+  /// Split by heads and groups, in_proj is column-parallel (section by
+  /// section), the conv, the scan and the gated norm stay within a rank and
+  /// out_proj is row-parallel: the output's and the input gradient's
+  /// partial sums are summed over the group.
+  TensorParallelCalls *tp = nullptr;
 
   template <class Tokens>
   void forward(const MambaShape &s, const Tokens &t, const float *params,
@@ -59,6 +65,7 @@ template <class P> struct Mamba {
     k.gatedNormForward(s, t, p, m);
     k.round(m.normed, T * I);
     k.linearForward(T, I, s.hidden, m.normed, p.outProj, y);
+    tensorParallel(tp, CollectiveKind::AllReduce, y, s.hidden);
     k.round(y, T * s.hidden);
     k.addInto(y, x, T * s.hidden);
     k.round(y, T * s.hidden);
@@ -95,6 +102,7 @@ template <class P> struct Mamba {
     // in_proj's input gradient, then the pre-norm with the residual fused.
     k.round(m.dzxbcdt, T * W);
     k.linearBackwardInput(T, s.hidden, W, m.dzxbcdt, p.inProj, dxn);
+    tensorParallel(tp, CollectiveKind::AllReduce, dxn, s.hidden);
     k.round(dxn, T * s.hidden);
     k.copy(dx, dy, T * s.hidden);
     k.rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);

@@ -30,6 +30,10 @@ namespace hypipe::rt::recipes {
 template <class P> struct Mlp {
   /// The target's primitives, in the call's precision.
   const P &k;
+  /// The call's tensor-parallel collectives (null: the layer is whole).
+  /// Split, fc1 is column-parallel and fc2 row-parallel: the output's and
+  /// the input gradient's partial sums are summed over the group.
+  TensorParallelCalls *tp = nullptr;
 
   template <class Tokens>
   void forward(const MlpShape &s, const Tokens &t, const float *params,
@@ -43,6 +47,7 @@ template <class P> struct Mlp {
     preNorm(k, T, s.hidden, x, norm, m.xn, m.rstd);
     up(s, T, w1, m);
     k.linearForward(T, s.ffn, s.hidden, m.act, w2, y);
+    tensorParallel(tp, CollectiveKind::AllReduce, y, s.hidden);
     k.round(y, T * s.hidden);
     k.addInto(y, x, T * s.hidden);
     k.round(y, T * s.hidden);
@@ -91,6 +96,7 @@ public:
     k.activationBackward(s.act, T, s.ffn, m.h1, dact, m.dh1);
     k.round(m.dh1, T * s.fc1Width());
     k.linearBackwardInput(T, s.hidden, s.fc1Width(), m.dh1, w1, dxn);
+    tensorParallel(tp, CollectiveKind::AllReduce, dxn, s.hidden);
     k.round(dxn, T * s.hidden);
     k.copy(dx, dy, T * s.hidden);
     k.rmsnormBackward(T, s.hidden, m.x, norm, m.rstd, dxn, dx, grads, true);

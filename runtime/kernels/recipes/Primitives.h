@@ -13,6 +13,7 @@
 #define HYPIPE_RUNTIME_KERNELS_RECIPES_PRIMITIVES_H
 
 #include "runtime/kernels/ForwardTo.h"
+#include "runtime/kernels/TensorParallelCalls.h"
 
 #include <cstdint>
 

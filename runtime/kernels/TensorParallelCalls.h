@@ -1,0 +1,95 @@
+//===- TensorParallelCalls.h - a kernel call's tensor-parallel collectives ===//
+//
+// A layer split over tensor-parallel ranks (core/model/TensorParallel.h)
+// joins its partial results with collectives between its GEMMs. The
+// trainer hands the stage its group (TensorParallelGroup, over the run's
+// transport); the interpreter gives each kernel call a TensorParallelCalls
+// with the collectives its program lists for that call, and the layer's
+// recipe runs each through it in order: one the program does not list next
+// is an error, as is one it lists and the recipe leaves out, so the program
+// the compiler wrote is what runs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_KERNELS_TENSORPARALLELCALLS_H
+#define HYPIPE_RUNTIME_KERNELS_TENSORPARALLELCALLS_H
+
+#include "core/model/TensorParallel.h"
+#include "runtime/formats/RuntimeError.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hypipe::rt {
+
+/// This rank's tensor-parallel group, as a stage's kernels see it.
+class TensorParallelGroup {
+public:
+  virtual ~TensorParallelGroup() = default;
+  virtual int64_t size() const = 0;
+  virtual int64_t rank() const = 0;
+  /// Runs `kind` over `count` floats of device memory in place (the whole
+  /// tensor: TensorParallel.h's conventions), complete for the kernels
+  /// queued after it when it returns.
+  virtual void run(CollectiveKind kind, float *data, int64_t count) = 0;
+};
+
+inline std::string collectiveText(const Collective &c) {
+  return std::string(collectiveKindName(c.kind)) + ":" +
+         std::to_string(c.perToken);
+}
+
+class TensorParallelCalls {
+public:
+  /// `listed`: the call's collectives in its program; `tokens` the call's.
+  TensorParallelCalls(TensorParallelGroup &group,
+                      const std::vector<Collective> &listed, int64_t tokens,
+                      std::string call)
+      : group(group), listed(listed), tokens(tokens), call(std::move(call)) {}
+
+  int64_t size() const { return group.size(); }
+  int64_t rank() const { return group.rank(); }
+
+  /// Collective `kind` of the call's [tokens, perToken] tensor at `data`.
+  void run(CollectiveKind kind, float *data, int64_t perToken) {
+    const Collective c{kind, perToken};
+    if (next >= listed.size() || !(listed[next] == c))
+      throw RuntimeError(
+          "error: " + call + " runs the tensor-parallel collective " +
+          collectiveText(c) + " where its program lists " +
+          (next < listed.size() ? collectiveText(listed[next]) : "none") +
+          "\nhelp: the artifact was compiled by another hypipe; recompile it");
+    ++next;
+    group.run(kind, data, tokens * perToken);
+  }
+
+  /// Throws unless every listed collective ran.
+  void finish() const {
+    if (next != listed.size())
+      throw RuntimeError("error: " + call +
+                         " left out the tensor-parallel "
+                         "collective " +
+                         collectiveText(listed[next]) +
+                         " its program lists\nhelp: the artifact was compiled "
+                         "by another hypipe; recompile it");
+  }
+
+private:
+  TensorParallelGroup &group;
+  const std::vector<Collective> &listed;
+  int64_t tokens;
+  std::string call;
+  size_t next = 0;
+};
+
+/// What a recipe calls: collective `kind` of its [tokens, perToken] tensor
+/// when the layer is split (tp non-null), nothing otherwise.
+inline void tensorParallel(TensorParallelCalls *tp, CollectiveKind kind,
+                           float *data, int64_t perToken) {
+  if (tp)
+    tp->run(kind, data, perToken);
+}
+
+} // namespace hypipe::rt
+
+#endif
