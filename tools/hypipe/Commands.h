@@ -17,7 +17,8 @@ using Runner = std::function<int()>;
 
 void addLayoutCommand(CLI::App &app, Runner &run);
 void addCompileCommand(CLI::App &app, Runner &run);
-/// --pp, --vpp, --dp, --schedule, --microbatches, --steps, --seed.
+/// --pp, --vpp, --dp, --tp, --sequence-parallel, --schedule,
+/// --microbatches, --steps, --seed and the others of SpecOverrides.
 void addOverrideOptions(CLI::App *sub, SpecOverrides &overrides);
 void addExplainCommand(CLI::App &app, Runner &run);
 void addPartitionCommand(CLI::App &app, Runner &run);
