@@ -81,3 +81,13 @@ for candidate in (os.path.join(hf_venv, "bin", "python"), "/usr/bin/python3"):
         config.available_features.add("transformers")
         config.substitutions.append(("%hf_python", candidate))
         break
+# megatron-core's RankGenerator (parallel_state), which scripts/python-env.sh
+# adds to the same environment without its dependencies: %megatron_python
+# runs it for test/cli/grid.test; without it that test is UNSUPPORTED.
+for candidate in (os.path.join(hf_venv, "bin", "python"), "/usr/bin/python3"):
+    if os.access(candidate, os.X_OK) and subprocess.call(
+            [candidate, "-c", "from megatron.core.parallel_state import RankGenerator"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+        config.available_features.add("megatron")
+        config.substitutions.append(("%megatron_python", candidate))
+        break
