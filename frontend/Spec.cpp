@@ -1519,10 +1519,12 @@ llvm::Error Loader::moduleError(const Word &word, llvm::StringRef message,
                std::max<size_t>(word.text.size(), 1), message, help);
 }
 
+namespace {
+
 /// The static shape of pattern layer `symbol`; none for the kinds without
 /// kernels yet ('G', 'D', '+').
-static std::optional<rt::LayerShape> patternLayerShape(char symbol,
-                                                       const ModelDims &d) {
+std::optional<rt::LayerShape> patternLayerShape(char symbol,
+                                                const ModelDims &d) {
   switch (symbol) {
   case 'M':
     return rt::mambaShape(d);
@@ -1537,7 +1539,6 @@ static std::optional<rt::LayerShape> patternLayerShape(char symbol,
   }
 }
 
-namespace {
 /// A part of a model that cannot split over tp ranks: a layer symbol of the
 /// main pattern, '/' for the MTP depths or 'V' for the vocabulary (the
 /// embedding and the output layer), and tensorParallelProblem's reason.
@@ -1545,11 +1546,10 @@ struct TensorParallelRefusal {
   char part;
   std::string why;
 };
-} // namespace
 
 /// The first part of `spec` that cannot split over `tp` ranks: the main
 /// layer kinds in pattern order, the vocabulary, then the MTP depths.
-static std::optional<TensorParallelRefusal>
+std::optional<TensorParallelRefusal>
 tensorParallelRefusal(const ModelSpec &spec, int64_t tp) {
   std::string seen;
   for (char symbol : spec.pattern.layers()) {
@@ -1578,6 +1578,8 @@ tensorParallelRefusal(const ModelSpec &spec, int64_t tp) {
       return TensorParallelRefusal{'/', why};
   return std::nullopt;
 }
+
+} // namespace
 
 /// Megatron-LM's tensor-parallel rules: every layer kind the pattern uses
 /// and the vocabulary split over tp ranks (docs/spec.md), then sequence
