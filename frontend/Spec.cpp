@@ -7,6 +7,7 @@
 #include "core/io/Files.h"
 #include "core/lang/PipelineLayout.h"
 #include "core/model/SizeBounds.h"
+#include "core/model/TensorParallel.h"
 #include "core/schedule/Schedule.h"
 #include "frontend/Diagnostic.h"
 
@@ -20,6 +21,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -347,6 +349,12 @@ private:
   llvm::Error checkModel();
   llvm::Error checkParallel();
   llvm::Error checkTraining();
+  llvm::Error checkTensorParallel();
+  /// An error about a part of the model that cannot split over tp ranks
+  /// (TensorParallelRefusal): at the width tp does not divide, or at the
+  /// pattern's layer or MTP parts.
+  llvm::Error tensorParallelError(char part, const std::string &why);
+  llvm::Error checkSequenceParallel();
   llvm::Error checkRecompute();
   llvm::Error checkRecomputeModules();
   /// An error about one word of training.recompute.modules.
@@ -969,7 +977,8 @@ llvm::Expected<ModelSpec> Loader::load() {
 llvm::Error Loader::check() {
   for (llvm::Error (Loader::*section)() :
        {&Loader::checkSizes, &Loader::checkPattern, &Loader::checkModel,
-        &Loader::checkParallel, &Loader::checkTraining, &Loader::checkRecompute,
+        &Loader::checkParallel, &Loader::checkTraining,
+        &Loader::checkTensorParallel, &Loader::checkRecompute,
         &Loader::checkPartition, &Loader::checkMemory})
     if (llvm::Error err = (this->*section)())
       return err;
@@ -987,6 +996,7 @@ llvm::Error Loader::checkSizes() {
   sizes.pp = par.pp;
   sizes.vpp = draft.vpp.value_or(0);
   sizes.dp = par.dp;
+  sizes.tp = par.tp;
   sizes.microbatches = draft.microbatches.value_or(0);
   sizes.groupSize = draft.groupSize.value_or(0);
   sizes.firstStageLayers = par.firstStageLayers.value_or(0);
@@ -1507,6 +1517,169 @@ llvm::Error Loader::moduleError(const Word &word, llvm::StringRef message,
     return error(at, message, help);
   return error(locInScalar(word.node, word.offset),
                std::max<size_t>(word.text.size(), 1), message, help);
+}
+
+namespace {
+
+/// The static shape of pattern layer `symbol`; none for the kinds without
+/// kernels yet ('G', 'D', '+').
+std::optional<rt::LayerShape> patternLayerShape(char symbol,
+                                                const ModelDims &d) {
+  switch (symbol) {
+  case 'M':
+    return rt::mambaShape(d);
+  case '*':
+    return rt::attentionShape(d);
+  case '-':
+    return rt::mlpShape(d);
+  case 'E':
+    return rt::moeShape(d);
+  default:
+    return std::nullopt;
+  }
+}
+
+/// A part of a model that cannot split over tp ranks: a layer symbol of the
+/// main pattern, '/' for the MTP depths or 'V' for the vocabulary (the
+/// embedding and the output layer), and tensorParallelProblem's reason.
+struct TensorParallelRefusal {
+  char part;
+  std::string why;
+};
+
+/// The first part of `spec` that cannot split over `tp` ranks: the main
+/// layer kinds in pattern order, the vocabulary, then the MTP depths.
+std::optional<TensorParallelRefusal>
+tensorParallelRefusal(const ModelSpec &spec, int64_t tp) {
+  std::string seen;
+  for (char symbol : spec.pattern.layers()) {
+    if (seen.find(symbol) != std::string::npos)
+      continue;
+    seen += symbol;
+    std::optional<rt::LayerShape> shape = patternLayerShape(symbol, spec.dims);
+    std::string why = shape ? rt::tensorParallelProblem(*shape, tp)
+                      : tp == 1
+                          ? ""
+                          : fmt::format("{} layers ('{}') do not split over "
+                                        "tensor-parallel ranks yet",
+                                        layerSymbolName(symbol), symbol);
+    if (!why.empty())
+      return TensorParallelRefusal{symbol, why};
+  }
+  for (const rt::LayerShape &shape :
+       {rt::LayerShape(rt::embeddingShape(spec.dims)),
+        rt::LayerShape(rt::headShape(spec.dims))})
+    if (std::string why = rt::tensorParallelProblem(shape, tp); !why.empty())
+      return TensorParallelRefusal{'V', why};
+  if (spec.pattern.hasMtp())
+    if (std::string why = rt::tensorParallelProblem(
+            rt::blankShape(rt::LayerKind::MtpInput), tp);
+        !why.empty())
+      return TensorParallelRefusal{'/', why};
+  return std::nullopt;
+}
+
+} // namespace
+
+/// Megatron-LM's tensor-parallel rules: every layer kind the pattern uses
+/// and the vocabulary split over tp ranks (docs/spec.md), then sequence
+/// parallelism's.
+llvm::Error Loader::checkTensorParallel() {
+  const int64_t tp = draft.spec.parallel.tp;
+  if (std::optional<TensorParallelRefusal> refused =
+          tensorParallelRefusal(draft.spec, tp))
+    return tensorParallelError(refused->part, refused->why);
+  return checkSequenceParallel();
+}
+
+llvm::Error Loader::tensorParallelError(char part, const std::string &why) {
+  const ModelSpec &spec = draft.spec;
+  const int64_t tp = spec.parallel.tp;
+  const std::string tpText =
+      overridden.count("parallel.tp")
+          ? fmt::format("--tensor-model-parallel-size is {}", tp)
+          : fmt::format("parallel.tp is {}", tp);
+  const llvm::StringRef field =
+      llvm::StringRef(why).take_until([](char c) { return c == ' '; });
+  const bool isWidth = llvm::any_of(
+      modelFields(), [&](const Field &f) { return f.name == field; });
+  if (isWidth) {
+    // A width tp does not divide: point at it where the spec gives it.
+    std::vector<int64_t> working;
+    for (int64_t candidate = 1; candidate < tp && working.size() < 8;
+         ++candidate)
+      if (!tensorParallelRefusal(spec, candidate))
+        working.push_back(candidate);
+    // tp 1 always works; the others below tp are worth naming.
+    std::string options =
+        working.size() == 1
+            ? "tp 1"
+            : fmt::format("tp {} or {}, which split every layer of this model",
+                          fmt::join(working.begin(), working.end() - 1, ", "),
+                          working.back());
+    std::string help =
+        field == "vocab_size"
+            ? fmt::format("hypipe does not pad the vocabulary yet: give a "
+                          "vocab_size that {} divides (e.g. {}), or use {}",
+                          tp, (spec.dims.vocab / tp + 1) * tp, options)
+            : fmt::format("give {} a multiple of {}, or use {}", field.str(),
+                          tp, options);
+    yaml::Node *at = valueNodes.count(("model." + field).str())
+                         ? nodeFor("model", field)
+                         : nodeFor("parallel", "tp");
+    return error(at, why, help);
+  }
+  const std::string message = fmt::format("{}, and {}", why, tpText);
+  const std::string help =
+      part == '/'
+          ? "use tp 1 for a model with MTP depths, or remove the '/' parts "
+            "to train without MTP"
+          : fmt::format("use tp 1 for a model with {} layers ('{}'); "
+                        "tensor parallelism splits the M, * and - layers",
+                        layerSymbolName(part), part);
+  if (!patternNode) // a pattern from ratios: tp is what to change
+    return error(nodeFor("parallel", "tp"), message, help);
+  const HybridPattern &pattern = spec.pattern;
+  // The caret under the first such layer, or the MTP parts from their '/'.
+  const size_t offset =
+      part == '/' ? pattern.mtpOffset - 1 : pattern.text.find(part);
+  const size_t length = part == '/' && verbatimScalar(patternNode)
+                            ? pattern.text.size() - offset
+                            : 1;
+  return error(locInScalar(patternNode, offset), length, message, help);
+}
+
+/// Megatron-LM's sequence parallelism: the tensor-parallel ranks each hold
+/// a tp-th of a microbatch's tokens outside the layers' split parts.
+llvm::Error Loader::checkSequenceParallel() {
+  const ModelSpec &spec = draft.spec;
+  const int64_t tp = spec.parallel.tp;
+  if (!spec.parallel.sequenceParallel)
+    return llvm::Error::success();
+  if (tp == 1)
+    return error(nodeFor("parallel", "sequence_parallel"),
+                 "sequence_parallel splits the tokens over the "
+                 "tensor-parallel ranks, and parallel.tp is 1",
+                 "set parallel.tp above 1 (--tensor-model-parallel-size), "
+                 "or remove sequence_parallel");
+  // seq_length is the packed budget when packing (checkPacking).
+  const int64_t tokens = spec.training.seqLength;
+  if (tokens % tp == 0)
+    return llvm::Error::success();
+  const bool budget =
+      spec.data.packing && given("data.max_tokens_per_microbatch");
+  const std::string key =
+      budget ? "data.max_tokens_per_microbatch" : "training.seq_length";
+  const int64_t below = tokens / tp * tp, above = below + tp;
+  return error(
+      nodeForField(key),
+      fmt::format("with sequence_parallel, {} ({}) must be a multiple of tp "
+                  "({}): each tensor-parallel rank holds a tp-th of a "
+                  "microbatch's tokens",
+                  key, tokens, tp),
+      below > 0 ? fmt::format("use {} or {}, or remove sequence_parallel",
+                              below, above)
+                : fmt::format("use {}, or remove sequence_parallel", above));
 }
 
 /// training.recompute by Megatron-LM's rules for its --recompute-* flags

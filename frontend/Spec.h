@@ -58,6 +58,9 @@ struct ParallelSpec {
   /// Its programs as loaded and verified (as written, without inserted
   /// communication).
   std::optional<schedule::Schedule> csvPrograms;
+
+  /// The world size: the ranks a run starts, Megatron-LM's tp x pp x dp.
+  int64_t ranks() const { return tp * pp * dp; }
 };
 
 struct TrainingSpec {

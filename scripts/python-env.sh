@@ -10,14 +10,33 @@
 set -euo pipefail
 venv=${HYPIPE_VENV:-$HOME/.cache/hypipe/venv}
 requirements=(torch==2.15.0 transformers==5.24.0)
+# Installed without their dependencies, into the environment as it is:
+# megatron-core's parallel_state imports with torch alone (it warns that
+# Transformer Engine and Apex are missing), for test/cli/grid.test.
+extras=(megatron-core==0.16.1)
 stamp="$venv/.hypipe-requirements"
+extras_stamp="$venv/.hypipe-extras"
 if [[ -x $venv/bin/python && -f $stamp && "$(cat "$stamp")" == "${requirements[*]}" ]]; then
-  exit 0
+  if [[ -f $extras_stamp && "$(cat "$extras_stamp")" == "${extras[*]}" ]]; then
+    exit 0
+  fi
+else
+  echo "python-env: installing ${requirements[*]} into $venv (first time: a few minutes)"
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "${requirements[@]}"
+  "$venv/bin/python" -c "import torch, transformers; print('python-env: torch', torch.__version__, 'transformers', transformers.__version__)"
+  echo "${requirements[*]}" > "$stamp"
 fi
-echo "python-env: installing ${requirements[*]} into $venv (first time: a few minutes)"
-rm -rf "$venv"
-mkdir -p "$(dirname "$venv")"
-/usr/bin/python3 -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "${requirements[@]}"
-"$venv/bin/python" -c "import torch, transformers; print('python-env: torch', torch.__version__, 'transformers', transformers.__version__)"
-echo "${requirements[*]}" > "$stamp"
+# The extras alone: a few MB, added to (or changed in) the environment above
+# without remaking it.
+echo "python-env: adding ${extras[*]} to $venv (without dependencies)"
+"$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir --no-deps "${extras[@]}"
+# Its import warns about the optional packages it lacks: shown only on failure.
+if ! imported=$("$venv/bin/python" -c "from megatron.core.parallel_state import RankGenerator" 2>&1); then
+  echo "$imported" >&2
+  exit 1
+fi
+echo "python-env: megatron-core's RankGenerator imports"
+echo "${extras[*]}" > "$extras_stamp"

@@ -74,10 +74,23 @@ else:
 # UNSUPPORTED (scripts/python-env.sh says why it could not install).
 import subprocess
 hf_venv = os.environ.get("HYPIPE_VENV", os.path.expanduser("~/.cache/hypipe/venv"))
-for candidate in (os.path.join(hf_venv, "bin", "python"), "/usr/bin/python3"):
-    if os.access(candidate, os.X_OK) and subprocess.call(
-            [candidate, "-c", "import torch, transformers"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
-        config.available_features.add("transformers")
-        config.substitutions.append(("%hf_python", candidate))
-        break
+def python_that_runs(statement):
+    """The first of the venv's python and the system's that runs `statement`."""
+    for candidate in (os.path.join(hf_venv, "bin", "python"), "/usr/bin/python3"):
+        if os.access(candidate, os.X_OK) and subprocess.call(
+                [candidate, "-c", statement],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+            return candidate
+    return None
+hf_python = python_that_runs("import torch, transformers")
+if hf_python:
+    config.available_features.add("transformers")
+    config.substitutions.append(("%hf_python", hf_python))
+# megatron-core's RankGenerator (parallel_state), which scripts/python-env.sh
+# adds to the same environment without its dependencies: %megatron_python
+# runs it for test/cli/grid.test; without it that test is UNSUPPORTED.
+megatron_python = python_that_runs(
+    "from megatron.core.parallel_state import RankGenerator")
+if megatron_python:
+    config.available_features.add("megatron")
+    config.substitutions.append(("%megatron_python", megatron_python))

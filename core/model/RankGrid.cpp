@@ -27,8 +27,10 @@ std::optional<RankGrid> RankGrid::make(int64_t tp, int64_t cp, int64_t ep,
                                        int64_t dp, int64_t pp,
                                        std::string_view order,
                                        std::string *why) {
+  // In the order of Megatron's name_to_size: the order those left out are
+  // appended in.
   const std::pair<const char *, int64_t> known[] = {
-      {"tp", tp}, {"cp", cp}, {"ep", ep}, {"dp", dp}, {"pp", pp}};
+      {"tp", tp}, {"pp", pp}, {"dp", dp}, {"ep", ep}, {"cp", cp}};
   RankGrid g;
   g.orderText = std::string(order);
   for (const std::string &name : splitOrder(order)) {
@@ -38,7 +40,8 @@ std::optional<RankGrid> RankGrid::make(int64_t tp, int64_t cp, int64_t ep,
         std::find(g.names.begin(), g.names.end(), name) != g.names.end()) {
       if (why)
         *why = "the order '" + std::string(order) +
-               "' must name each of tp, cp, ep, dp and pp once, joined by '-'";
+               "' must name each of tp, cp, ep, dp and pp at most once, "
+               "joined by '-'";
       return std::nullopt;
     }
     if (it->second < 1) {
@@ -49,11 +52,22 @@ std::optional<RankGrid> RankGrid::make(int64_t tp, int64_t cp, int64_t ep,
     g.names.push_back(name);
     g.sizes.push_back(it->second);
   }
-  if (g.names.size() != std::size(known)) {
-    if (why)
-      *why = "the order '" + std::string(order) +
-             "' must name each of tp, cp, ep, dp and pp once, joined by '-'";
-    return std::nullopt;
+  // As Megatron's RankGenerator: a dimension of size 1 may be left out,
+  // and goes last (slowest). (Megatron also lower-cases the order; hypipe
+  // takes it as written.)
+  for (const auto &[name, size] : known) {
+    if (std::find(g.names.begin(), g.names.end(), name) != g.names.end())
+      continue;
+    if (size != 1) {
+      if (why)
+        *why = "the order '" + std::string(order) + "' leaves out " + name +
+               ", whose size is " + std::to_string(size) +
+               ": name each of tp, cp, ep, dp and pp of a size above 1";
+      return std::nullopt;
+    }
+    g.names.push_back(name);
+    g.sizes.push_back(1);
+    g.orderText += std::string("-") + name;
   }
   return g;
 }

@@ -26,8 +26,10 @@ inline constexpr std::string_view kTpPpDpRankOrder = "tp-cp-ep-pp-dp";
 class RankGrid {
 public:
   /// The grid of `order` (dimension names joined by `-`, each of tp, cp, ep,
-  /// dp, pp once) over the sizes given; nullopt with `why` set when the order
-  /// is not such a string or a size is below 1.
+  /// dp, pp at most once) over the sizes given; a dimension of size 1 left
+  /// out goes last, as in Megatron (order() then names it). Nullopt with
+  /// `why` set when the order is not such a string, leaves out a dimension
+  /// above 1, or a size is below 1.
   static std::optional<RankGrid> make(int64_t tp, int64_t cp, int64_t ep,
                                       int64_t dp, int64_t pp,
                                       std::string_view order, std::string *why);

@@ -58,6 +58,8 @@ const std::vector<SizeBound> &sizeBounds() {
        "use fewer virtual stages; each holds at least one layer"},
       {"parallel.dp", kMaxRanks,
        "use fewer data-parallel ranks; hypipe starts one process per rank"},
+      {"parallel.tp", kMaxRanks,
+       "use fewer tensor-parallel ranks; hypipe starts one process per rank"},
       {"parallel.microbatches", pow2(16),
        "use fewer, larger microbatches (training.micro_batch_size)"},
       {"parallel.microbatch_group_size_per_vp_stage", pow2(16),
@@ -143,6 +145,7 @@ std::optional<SizeProblem> checkFields(const RunSizes &s) {
       {"parallel.pp", s.pp},
       {"parallel.vpp", s.vpp},
       {"parallel.dp", s.dp},
+      {"parallel.tp", s.tp},
       {"parallel.microbatches", s.microbatches},
       {"parallel.microbatch_group_size_per_vp_stage", s.groupSize},
       {"parallel.first_stage_layers", s.firstStageLayers},
@@ -205,6 +208,11 @@ std::optional<SizeProblem> checkRunSizes(const RunSizes &s) {
           s.dp >= s.pp ? "parallel.dp" : "parallel.pp", "pp x dp", "ranks",
           {s.pp, s.dp}, kMaxRanks,
           "use fewer ranks (pp or dp); hypipe starts one process per rank"))
+    return problem;
+  if (auto problem = product(
+          "parallel.tp", "tp x pp x dp", "ranks", {s.tp, s.pp, s.dp}, kMaxRanks,
+          "use fewer ranks (tp, pp or dp); hypipe starts one process per "
+          "rank"))
     return problem;
   if (auto problem =
           product("training.micro_batch_size", "seq_length x micro_batch_size",

@@ -462,22 +462,23 @@ Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
   Artifact artifact;
   onEveryRank(comm, fmt::format("error: cannot load the artifact '{}'", o.dir),
               [&] { artifact = loadArtifact(o.dir); });
-  const int64_t ranks = artifact.pp * artifact.dp * artifact.tp;
+  // Megatron-LM's world: tp x pp x dp ranks (tp named when it is not 1).
+  const int64_t ranks = artifact.tp * artifact.pp * artifact.dp;
   const std::string grid =
       artifact.tp > 1 ? fmt::format("tp {} x pp {} x dp {}", artifact.tp,
                                     artifact.pp, artifact.dp)
                       : fmt::format("pp {} x dp {}", artifact.pp, artifact.dp);
   if (!comm.distributed() && ranks != 1)
     throw RuntimeError(fmt::format(
-        "error: {} was compiled for {} = {} ranks, and this "
-        "hypipe-run is a single process\nhelp: mpirun -np {} hypipe-run {} "
-        "(or: hypipe train SPEC, which launches it)",
+        "error: {} was compiled for {} = {} ranks, and this hypipe-run is a "
+        "single process\nhelp: mpirun -np {} hypipe-run {} (or: hypipe train "
+        "SPEC, which launches it)",
         o.dir, grid, ranks, ranks, o.dir));
   if (comm.size() != ranks)
     throw CollectiveError(fmt::format(
-        "error: {} was compiled for {} = {} ranks, but the "
-        "launcher started {}\nhelp: mpirun -np {} hypipe-run {} (or "
-        "recompile with --pp/--dp/--tensor-model-parallel-size for {} ranks)",
+        "error: {} was compiled for {} = {} ranks, but the launcher started "
+        "{}\nhelp: mpirun -np {} hypipe-run {} (or recompile with "
+        "--pp/--dp/--tp for {} ranks)",
         o.dir, grid, ranks, comm.size(), ranks, o.dir, comm.size()));
   comm.setGrid(artifact.pp, artifact.dp, artifact.tp);
   if (o.comm)

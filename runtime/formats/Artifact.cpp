@@ -782,6 +782,7 @@ RunSizes runSizes(const Artifact &a) {
   s.pp = a.pp;
   s.vpp = a.vpp;
   s.dp = a.dp;
+  s.tp = a.tp;
   s.microbatches = a.microbatches;
   s.groupSize = a.groupSize;
   s.seqLength = a.training.seqLength;

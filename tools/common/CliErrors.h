@@ -38,9 +38,6 @@ inline constexpr ForeignFlag kMegatronFlags[] = {
      "partitioner)"},
     {"--num-virtual-stages-per-pipeline-rank",
      "hypipe's --vpp is the number of virtual stages per rank"},
-    {"--tensor-model-parallel-size",
-     "tensor parallelism is not built yet: every stage runs whole on its rank"},
-    {"--sequence-parallel", "sequence parallelism is not built yet"},
     {"--context-parallel-size", "context parallelism is not built yet"},
     {"--expert-model-parallel-size",
      "expert parallelism is not built yet: a rank holds every expert of its "

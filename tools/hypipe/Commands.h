@@ -17,7 +17,8 @@ using Runner = std::function<int()>;
 
 void addLayoutCommand(CLI::App &app, Runner &run);
 void addCompileCommand(CLI::App &app, Runner &run);
-/// --pp, --vpp, --dp, --schedule, --microbatches, --steps, --seed.
+/// --pp, --vpp, --dp, --tp, --sequence-parallel, --schedule,
+/// --microbatches, --steps, --seed and the others of SpecOverrides.
 void addOverrideOptions(CLI::App *sub, SpecOverrides &overrides);
 void addExplainCommand(CLI::App &app, Runner &run);
 void addPartitionCommand(CLI::App &app, Runner &run);
@@ -25,6 +26,8 @@ void addScheduleCommand(CLI::App &app, Runner &run);
 void addTrainCommand(CLI::App &app, Runner &run);
 void addCheckpointCommand(CLI::App &app, Runner &run);
 void addPlanCommand(CLI::App &app, Runner &run);
+/// `hypipe grid`: Megatron-LM's rank groups for given sizes.
+void addGridCommand(CLI::App &app, Runner &run);
 
 /// The cluster a step is timed on (plan and explain).
 struct ClusterOptions {

@@ -204,6 +204,8 @@ void printExplanationJson(const Explanation &e) {
   out["pp"] = e.placement.pp;
   out["vpp"] = e.placement.vpp;
   out["dp"] = e.spec.parallel.dp;
+  out["tp"] = e.spec.parallel.tp;
+  out["sequence_parallel"] = e.spec.parallel.sequenceParallel;
   out["distributed_optimizer"] = e.spec.parallel.distributedOptimizer;
   out["schedule"] = schedule::scheduleName(e.spec.parallel.schedule);
   if (!e.spec.parallel.scheduleCsv.empty())
@@ -304,9 +306,15 @@ void printModelLines(const Explanation &e) {
                            e.spec.file, e.spec.name, e.spec.pattern.numLayers(),
                            withCommas(e.costs.totalParams));
   std::cout << fmt::format(
-      "parallel: pp={} vpp={} dp={}{} schedule={} microbatches={}; "
+      "parallel: pp={} vpp={} dp={}{}{} schedule={} microbatches={}; "
       "per microbatch: {} tokens, {}\n",
       e.placement.pp, e.placement.vpp, e.spec.parallel.dp,
+      e.spec.parallel.tp > 1
+          ? fmt::format(" tp={}{}", e.spec.parallel.tp,
+                        e.spec.parallel.sequenceParallel ? " (sequence "
+                                                           "parallel)"
+                                                         : "")
+          : "",
       e.spec.parallel.distributedOptimizer
           ? fmt::format(" (optimizer state sharded {} ways)",
                         e.costs.request.settings.optimizerShards)
@@ -625,6 +633,13 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       "--num-layers-per-virtual-pipeline-stage is another thing: layers per "
       "virtual stage)");
   opt("--dp", o.dp, "data-parallel size");
+  opt("--tp,--tensor-model-parallel-size", o.tp,
+      "tensor-parallel size: each layer split over tp ranks (instead of "
+      "parallel.tp)");
+  sub->add_flag_function(
+      "--sequence-parallel", [&o](int64_t) { o.sequenceParallel = true; },
+      "Megatron-LM's sequence parallelism over the tensor-parallel ranks "
+      "(parallel.sequence_parallel; tp > 1)");
   opt("--microbatches", o.microbatches, "microbatches per step");
   opt("--global-batch-size", o.globalBatchSize,
       "samples per step: micro_batch_size x dp x microbatches (Megatron's; "

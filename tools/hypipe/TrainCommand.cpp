@@ -1,8 +1,8 @@
 //===- TrainCommand.cpp - `hypipe train` and `hypipe ckpt merge` ----------===//
 //
 // `hypipe train SPEC` compiles the spec into RUN/artifact (reused while the
-// spec, the overrides and this hypipe are unchanged), launches pp x dp ranks
-// of hypipe-run with mpirun (one process when the grid is a single rank),
+// spec, the overrides and this hypipe are unchanged), launches tp x pp x dp
+// ranks of hypipe-run with mpirun (one process when the grid is a single rank),
 // streams their progress, and afterwards writes RUN/loss.svg and
 // RUN/summary.json and prints the summary: losses, tokens/s, the measured
 // pipeline bubble next to the simulator's prediction for the measured costs,
@@ -131,6 +131,9 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   add("--pp", v.pp);
   add("--vpp", v.vpp);
   add("--dp", v.dp);
+  add("--tensor-model-parallel-size", v.tp);
+  if (v.sequenceParallel)
+    words.push_back("--sequence-parallel");
   add("--microbatches", v.microbatches);
   add("--micro-batch-size", v.microBatchSize);
   add("--steps", v.steps);
@@ -305,11 +308,13 @@ std::string cacheKey(const TrainOptions &o, const ModelSpec &loaded) {
     return x ? std::to_string(*x) : std::string("-");
   };
   std::string text = fmt::format(
-      "{}\n{}\npp={} vpp={} dp={} mb={} mbs={} steps={} seed={} schedule={} "
+      "{}\n{}\npp={} vpp={} dp={} tp={} sequence_parallel={} mb={} mbs={} "
+      "steps={} seed={} schedule={} "
       "target={} dtype={} distributed_optimizer={}\nrecompute={}\n"
       "schedule_csv={}\n{}\n{} {}\n",
-      spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp),
-      opt(v.microbatches), opt(v.microBatchSize), opt(v.steps), opt(v.seed),
+      spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp), opt(v.tp),
+      v.sequenceParallel.has_value(), opt(v.microbatches),
+      opt(v.microBatchSize), opt(v.steps), opt(v.seed),
       v.schedule.value_or("-"), v.target.value_or("-"), v.dtype.value_or("-"),
       v.distributedOptimizer.has_value(),
       recomputeFlags(loaded.training.recompute), loaded.parallel.scheduleCsv,
@@ -850,7 +855,7 @@ bool checkGpus(const TrainOptions &o, const ModelSpec &spec) {
   if (spec.training.target != rt::Target::Cuda || o.launcher != "mpirun" ||
       std::getenv("HYPIPE_MPIRUN"))
     return true; // on other nodes: the ranks check there
-  const int64_t ranks = spec.parallel.pp * spec.parallel.dp;
+  const int64_t ranks = spec.parallel.ranks();
   const int gpus = o.gpus > 0 ? o.gpus : rt::cudaDeviceCount();
   // --comm (checked against the names when given), else the spec's.
   const schedule::CommKind comm =
@@ -872,11 +877,14 @@ bool checkGpus(const TrainOptions &o, const ModelSpec &spec) {
   }
   if (comm == schedule::CommKind::Nccl) {
     std::cerr << fmt::format(
-        "error: pp {} x dp {} = {} ranks over --comm nccl need a GPU each, "
-        "and this node has {}{}\nhelp: use --comm mpi-staged (or auto) to "
-        "share the GPUs, or run where every rank has a GPU of its own\n",
-        spec.parallel.pp, spec.parallel.dp, ranks, gpus,
-        o.gpus > 0 ? " (--gpus)" : " visible");
+        "error: {} = {} ranks over --comm nccl need a GPU each, and this "
+        "node has {}{}\nhelp: use --comm mpi-staged (or auto) to share the "
+        "GPUs, or run where every rank has a GPU of its own\n",
+        spec.parallel.tp > 1
+            ? fmt::format("tp {} x pp {} x dp {}", spec.parallel.tp,
+                          spec.parallel.pp, spec.parallel.dp)
+            : fmt::format("pp {} x dp {}", spec.parallel.pp, spec.parallel.dp),
+        ranks, gpus, o.gpus > 0 ? " (--gpus)" : " visible");
     return false;
   }
   if (ranks > 1 && gpus > 0 &&
@@ -894,12 +902,12 @@ struct LaunchResult {
   int signal = 0; ///< the signal that ended the launcher itself, or 0
 };
 
-/// Step 2 of `hypipe train`: launches pp x dp ranks of hypipe-run on the
+/// Step 2 of `hypipe train`: launches tp x pp x dp ranks of hypipe-run on the
 /// artifact (mpirun, or HYPIPE_MPIRUN, or one process) and waits for them.
 LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
                        const std::string &run, const std::string &artifact,
                        const std::string &log, const std::string &trace) {
-  const int64_t ranks = spec.parallel.pp * spec.parallel.dp;
+  const int64_t ranks = spec.parallel.ranks();
   std::string stopFile = run + "/.stop";
   ::unlink(stopFile.c_str());
   std::vector<std::string> argv;
@@ -1114,6 +1122,8 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
       {"pp", spec.parallel.pp},
       {"vpp", spec.parallel.vpp},
       {"dp", spec.parallel.dp},
+      {"tp", spec.parallel.tp},
+      {"sequence_parallel", spec.parallel.sequenceParallel},
       {"schedule", schedule::scheduleName(spec.parallel.schedule)},
       {"microbatches", spec.parallel.microbatches}};
   summary["steps"] = losses.back().first;
@@ -1358,7 +1368,7 @@ int runTrain(const TrainOptions &o) {
 void addTrainCommand(CLI::App &app, Runner &run) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App *sub = app.add_subcommand(
-      "train", "Compile a spec (cached) and train it on pp x dp ranks "
+      "train", "Compile a spec (cached) and train it on tp x pp x dp ranks "
                "(mpirun), with progress, checkpoints and a summary");
   sub->add_option("spec", o->spec, "model spec (YAML)")->required();
   addOverrideOptions(sub, o->overrides);

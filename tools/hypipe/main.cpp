@@ -19,6 +19,7 @@ int main(int argc, char **argv) {
   hypipe::cli::addPlanCommand(app, run);
   hypipe::cli::addPartitionCommand(app, run);
   hypipe::cli::addScheduleCommand(app, run);
+  hypipe::cli::addGridCommand(app, run);
   hypipe::cli::addTrainCommand(app, run);
   hypipe::cli::addCheckpointCommand(app, run);
   try {
