@@ -46,6 +46,7 @@ struct SpecCosts {
   const std::vector<int64_t> &rankPeakMemory() const {
     return rankRuntimeMemory.empty() ? rankMemory : rankRuntimeMemory;
   }
+  /// The whole model's (rankParams are one tensor-parallel rank's).
   int64_t totalParams = 0;
   bool exact = true;  ///< every layer kind is costed
   std::string pinned; ///< the pattern with the placement's `|`

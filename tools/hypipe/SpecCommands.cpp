@@ -201,6 +201,8 @@ void printExplanationJson(const Explanation &e) {
   out["model"] = e.spec.name;
   out["pattern"] = e.costs.pinned;
   out["auto_partitioned"] = e.spec.autoPartitioned;
+  out["tp"] = e.spec.parallel.tp;
+  out["sequence_parallel"] = e.spec.parallel.sequenceParallel;
   out["pp"] = e.placement.pp;
   out["vpp"] = e.placement.vpp;
   out["dp"] = e.spec.parallel.dp;
@@ -303,9 +305,13 @@ void printModelLines(const Explanation &e) {
   std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n",
                            e.spec.file, e.spec.name, e.spec.pattern.numLayers(),
                            withCommas(e.costs.totalParams));
+  const ParallelSpec &par = e.spec.parallel;
   std::cout << fmt::format(
-      "parallel: pp={} vpp={} dp={}{} schedule={} microbatches={}; "
+      "parallel: {}pp={} vpp={} dp={}{} schedule={} microbatches={}; "
       "per microbatch: {} tokens, {}\n",
+      par.tp > 1 ? fmt::format("tp={}{} ", par.tp,
+                               par.sequenceParallel ? " sequence_parallel" : "")
+                 : "",
       e.placement.pp, e.placement.vpp, e.spec.parallel.dp,
       e.spec.parallel.distributedOptimizer
           ? fmt::format(" (optimizer state sharded {} ways)",
@@ -318,6 +324,14 @@ void printModelLines(const Explanation &e) {
                         e.spec.parallel.scheduleCsv),
       e.spec.parallel.microbatches, e.costs.request.settings.tokens(),
       precisionName(e.spec.training.dtype));
+  if (par.tp > 1)
+    std::cout << fmt::format(
+        "tensor parallel: each figure below is one of the {} ranks of a "
+        "layer's tensor-parallel group (its shard{})\n",
+        par.tp,
+        par.sequenceParallel ? "; the residual stream and stage boundaries "
+                               "a tp-th of the tokens"
+                             : "");
   if (e.spec.training.recompute.granularity != RecomputeGranularity::None)
     std::cout << fmt::format("recompute: {}\n",
                              recomputeFlags(e.spec.training.recompute));
@@ -430,7 +444,7 @@ void printSimulation(const Explanation &e) {
         "tokens/s predicted, bubble {:.1f}% on the worst rank, of which "
         "communication adds {:.1f}% of the step\n",
         schedule::scheduleName(e.spec.parallel.schedule),
-        e.placement.pp * e.spec.parallel.dp,
+        e.spec.parallel.tp * e.placement.pp * e.spec.parallel.dp,
         d.name + (d.gpu ? " GPUs" : " ranks"), d.perNode,
         e.costsFile.empty()
             ? fmt::format("at {:.0f}% of its peak", 100 * d.achieved)
