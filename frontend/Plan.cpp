@@ -686,22 +686,10 @@ std::string tensorParallelRefusal(const ModelSpec &spec, int64_t tp) {
   std::vector<rt::LayerShape> kinds = {rt::embeddingShape(d), rt::headShape(d)};
   bool unshaped = false;
   for (char symbol : spec.pattern.layers() + spec.pattern.mtp) {
-    switch (symbol) {
-    case 'M':
-      kinds.push_back(rt::mambaShape(d));
-      break;
-    case '*':
-      kinds.push_back(rt::attentionShape(d));
-      break;
-    case '-':
-      kinds.push_back(rt::mlpShape(d));
-      break;
-    case 'E':
-      kinds.push_back(rt::moeShape(d));
-      break;
-    default:
+    if (std::optional<rt::LayerShape> shape = patternLayerShape(spec, symbol))
+      kinds.push_back(*shape);
+    else
       unshaped = true;
-    }
   }
   if (spec.pattern.mtpDepths > 0)
     kinds.push_back(rt::MtpInputShape{d.vocab, d.hidden, 1, false});

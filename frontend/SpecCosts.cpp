@@ -240,10 +240,6 @@ void placeSaved(const std::vector<SavedPart> &parts, const RecomputeSpec &spec,
 
 } // namespace
 
-namespace {
-
-/// The shape of pattern layer `symbol` in `spec`, or nullopt for a kind no
-/// kernel runs.
 std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
                                                 char symbol) {
   const ModelDims &d = spec.dims;
@@ -260,6 +256,8 @@ std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
     return std::nullopt;
   }
 }
+
+namespace {
 
 /// The elements of a [tokens, hidden] activation one rank holds between
 /// stages: a tp-th with sequence parallelism.
