@@ -440,7 +440,7 @@ void printSimulation(const Explanation &e) {
     const DeviceRates &d = e.cluster->device;
     std::cout << fmt::format(
         "\nschedule {} simulated on {} {} ({} a node; compute {}, "
-        "transfers and gradient reductions on the links): step {:.4g} s, {} "
+        "{}transfers and gradient reductions on the links): step {:.4g} s, {} "
         "tokens/s predicted, bubble {:.1f}% on the worst rank, of which "
         "communication adds {:.1f}% of the step\n",
         schedule::scheduleName(e.spec.parallel.schedule),
@@ -449,6 +449,7 @@ void printSimulation(const Explanation &e) {
         e.costsFile.empty()
             ? fmt::format("at {:.0f}% of its peak", 100 * d.achieved)
             : fmt::format("measured in {}", e.costsFile),
+        e.spec.parallel.tp > 1 ? "tensor-parallel collectives, " : "",
         e.simulation.makespan,
         withCommas(std::llround(stepTokens(e.spec) / e.simulation.makespan)),
         100 * worst, 100 * e.communication);
