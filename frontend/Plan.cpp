@@ -3,6 +3,7 @@
 
 #include "core/io/Files.h"
 #include "core/model/SizeBounds.h"
+#include "core/model/TensorParallel.h"
 #include "core/partition/AutoPartition.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -70,14 +71,17 @@ std::string stageList(const std::vector<int64_t> &stages) {
 }
 
 std::string layoutText(const PlanLayout &l) {
-  return fmt::format("pp={} vpp={} dp={} {} microbatches={} "
-                     "micro_batch_size={}{}{}",
-                     l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule),
-                     l.microbatches, l.microBatchSize,
-                     l.distributedOptimizer ? " distributed optimizer" : "",
-                     l.recompute.granularity != RecomputeGranularity::None
-                         ? " recompute=" + recomputeText(l.recompute)
-                         : "");
+  return fmt::format(
+      "{}pp={} vpp={} dp={} {} microbatches={} "
+      "micro_batch_size={}{}{}",
+      l.tp > 1 ? fmt::format("tp={}{} ", l.tp,
+                             l.sequenceParallel ? " sequence_parallel" : "")
+               : "",
+      l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule), l.microbatches,
+      l.microBatchSize, l.distributedOptimizer ? " distributed optimizer" : "",
+      l.recompute.granularity != RecomputeGranularity::None
+          ? " recompute=" + recomputeText(l.recompute)
+          : "");
 }
 
 /// The micro batch sizes tried: 1, 2, 4, 8 and the spec's own.
@@ -93,25 +97,30 @@ std::vector<int64_t> microBatchSizes(const ModelSpec &spec) {
 /// equal distance). None uses more than every layer on its own rank times
 /// one microbatch per data-parallel rank.
 std::optional<int64_t> nearestUsable(const ModelSpec &spec, int64_t ranks,
-                                     int64_t globalBatch) {
+                                     int64_t globalBatch,
+                                     const std::vector<int64_t> &tps) {
   const int64_t replicas = globalBatch; // at one sample a microbatch
-  const int64_t most = std::min(
-      kMaxRanks,
-      replicas > kMaxRanks / std::max<int64_t>(1, spec.pattern.numLayers())
-          ? kMaxRanks
-          : spec.pattern.numLayers() * replicas);
+  const int64_t widest = *std::max_element(tps.begin(), tps.end());
+  const int64_t perReplica = std::max<int64_t>(1, spec.pattern.numLayers()) *
+                             widest; // every layer its own rank, at most tp
+  const int64_t most = std::min(kMaxRanks, replicas > kMaxRanks / perReplica
+                                               ? kMaxRanks
+                                               : perReplica * replicas);
   ranks = std::min(ranks, most + 1);
   for (int64_t d = 1; ranks - d >= 1 || ranks + d <= most; ++d) {
-    if (ranks - d >= 1 && !planLayouts(spec, ranks - d, globalBatch).empty())
+    if (ranks - d >= 1 &&
+        !planLayouts(spec, ranks - d, globalBatch, tps).empty())
       return ranks - d;
-    if (ranks + d <= most && !planLayouts(spec, ranks + d, globalBatch).empty())
+    if (ranks + d <= most &&
+        !planLayouts(spec, ranks + d, globalBatch, tps).empty())
       return ranks + d;
   }
   return std::nullopt;
 }
 
-Error noLayoutUses(const ModelSpec &spec, int64_t ranks, int64_t globalBatch) {
-  std::optional<int64_t> nearest = nearestUsable(spec, ranks, globalBatch);
+Error noLayoutUses(const ModelSpec &spec, int64_t ranks, int64_t globalBatch,
+                   const std::vector<int64_t> &tps) {
+  std::optional<int64_t> nearest = nearestUsable(spec, ranks, globalBatch, tps);
   return Error(Problem{
       fmt::format("no layout uses {} ranks fully for a global batch of {}",
                   ranks, globalBatch),
@@ -122,14 +131,17 @@ Error noLayoutUses(const ModelSpec &spec, int64_t ranks, int64_t globalBatch) {
 }
 
 /// p2p bytes per step: each microbatch's activation forward and its gradient
-/// back across every stage boundary between two ranks, in every pipeline.
+/// back across every stage boundary between two ranks, in every pipeline
+/// (each tensor-parallel rank sends its own: all of it without sequence
+/// parallelism, a tp-th with it).
 int64_t bytesSent(const ModelSpec &spec, const SpecCosts &costs) {
   const auto &stages = spec.placement.stages;
   int64_t perMicrobatch = 0;
   for (size_t s = 0; s + 1 < stages.size(); ++s)
     if (stages[s].ppRank != stages[s + 1].ppRank)
       perMicrobatch += 2 * costs.stageCost[s].sendBytes;
-  return perMicrobatch * spec.parallel.microbatches * spec.parallel.dp;
+  return perMicrobatch * spec.parallel.microbatches * spec.parallel.dp *
+         spec.parallel.tp;
 }
 
 LeastMemory leastMemoryOf(const PlanLayout &layout, const ModelSpec &spec,
@@ -159,6 +171,8 @@ std::string refusalLine(const std::string &rendered) {
 
 SpecOverrides overridesOf(const PlanLayout &l) {
   SpecOverrides o;
+  o.tp = l.tp;
+  o.sequenceParallel = l.sequenceParallel;
   o.pp = l.pp;
   o.vpp = l.vpp;
   o.dp = l.dp;
@@ -235,11 +249,15 @@ struct Search {
   /// estimate does not model recompute).
   bool searchRecompute = false;
 
-  /// Loads and costs `layout`, then, where it is over the memory cap and
-  /// the spec sets no recompute, the layout with selective, then full
-  /// recompute; keeps what
-  /// is valid and within the cap, else counts the layout pruned by memory.
+  /// Loads and costs `layout`: keeps it where it is valid and within the
+  /// memory cap; one over the cap waits in `overCap` for recompute where
+  /// the spec sets none (recompute), else counts pruned by memory.
   void load(const PlanLayout &layout);
+  /// Each layout of `overCap`, least bound first, with selective, then
+  /// full recompute, each kept one simulated at once; one whose bound
+  /// (without recompute: recompute only adds to it) cannot reach the top
+  /// is not tried, nor any after it.
+  void recompute();
   /// A layout loaded and costed over the memory cap.
   struct OverCap {
     PlanLayout layout;
@@ -249,6 +267,12 @@ struct Search {
     double bound = 0;
   };
   enum class Fit { Kept, Refused, Over };
+  std::vector<OverCap> overCap; ///< over the cap, waiting for recompute
+  /// Whether a layout whose busiest rank alone needs `bound` cannot enter
+  /// the top (--top) of the steps simulated so far.
+  bool cannotReachTop(double bound) const;
+  /// Counts `over` pruned by memory, and its need towards leastMemory.
+  void prunedByMemory(const OverCap &over);
   /// One try of load: keeps `layout` where it is valid and within the cap,
   /// gives what it loaded in `over` where it is over; a refusal counts as
   /// invalid only with `countRefusal`.
@@ -274,36 +298,74 @@ void Search::load(const PlanLayout &layout) {
   std::optional<OverCap> over;
   if (loadOne(layout, true, over) != Fit::Over)
     return;
-  // A layout that fits without recompute keeps none: recompute only costs
-  // time. One that does not is tried with the least recompute first:
-  // selective recompute of every module its layers hold, then full
-  // recompute of the first N layers of each stage (block), N = 1, 2, ...,
-  // then of all of them.
   noteOverCap(over->bound);
-  if (searchRecompute) {
-    std::vector<RecomputeSpec> tries = {widestSelective(over->spec)};
-    const RecomputeSpec fullest = fullestRecompute(over->spec);
+  if (searchRecompute)
+    overCap.push_back(std::move(*over));
+  else
+    prunedByMemory(*over);
+}
+
+void Search::prunedByMemory(const OverCap &over) {
+  ++plan.prunedByMemory;
+  LeastMemory m = leastMemoryOf(over.layout, over.spec, over.memory);
+  if (!plan.leastMemory || m.bytes < plan.leastMemory->bytes)
+    plan.leastMemory = m;
+}
+
+bool Search::cannotReachTop(double bound) const {
+  const size_t top = request.top ? size_t(*request.top) : 0;
+  if (!top || plan.candidates.size() < top)
+    return false;
+  std::vector<double> steps;
+  for (const PlanCandidate &c : plan.candidates)
+    steps.push_back(c.makespan);
+  std::nth_element(steps.begin(), steps.begin() + (top - 1), steps.end());
+  // A rank that never idles has a step equal to its bound up to the
+  // rounding of the simulator's sums: such a tie may still enter.
+  return bound > steps[top - 1] * (1 + 1e-9);
+}
+
+void Search::recompute() {
+  std::stable_sort(
+      overCap.begin(), overCap.end(),
+      [](const OverCap &a, const OverCap &b) { return a.bound < b.bound; });
+  for (size_t i = 0; i < overCap.size(); ++i) {
+    OverCap &over = overCap[i];
+    // Bounds only grow from here, and recompute adds to them.
+    if (cannotReachTop(over.bound)) {
+      plan.prunedByBound += int64_t(overCap.size() - i);
+      return;
+    }
+    // A layout that fits without recompute keeps none: recompute only
+    // costs time. One that does not is tried with the least recompute
+    // first: selective recompute of every module its layers hold, then
+    // full recompute of the first N layers of each stage (block), N = 1,
+    // 2, ..., then of all of them.
+    std::vector<RecomputeSpec> tries = {widestSelective(over.spec)};
+    const RecomputeSpec fullest = fullestRecompute(over.spec);
     for (int64_t n = 1; n < fullest.numLayers; ++n)
       tries.push_back(fullRecompute(RecomputeMethod::Block, n));
     tries.push_back(fullest);
+    bool kept = false;
+    OverCap least = over;
     for (const RecomputeSpec &r : tries) {
       if (r.granularity == RecomputeGranularity::None)
         continue;
-      PlanLayout recomputed = layout;
+      PlanLayout recomputed = over.layout;
       recomputed.recompute = r;
       std::optional<OverCap> still;
       Fit fit = loadOne(recomputed, false, still);
-      if (fit == Fit::Kept)
-        return;
+      if ((kept = fit == Fit::Kept))
+        break;
       // What the layout needs at the least, for noLayoutFits.
-      if (fit == Fit::Over && still->peak < over->peak)
-        over = std::move(still);
+      if (fit == Fit::Over && still->peak < least.peak)
+        least = std::move(*still);
     }
+    if (kept)
+      simulateLoaded();
+    else
+      prunedByMemory(least);
   }
-  ++plan.prunedByMemory;
-  LeastMemory m = leastMemoryOf(over->layout, over->spec, over->memory);
-  if (!plan.leastMemory || m.bytes < plan.leastMemory->bytes)
-    plan.leastMemory = m;
 }
 
 Search::Fit Search::loadOne(const PlanLayout &layout, bool countRefusal,
@@ -358,27 +420,19 @@ void Search::simulateLoaded() {
   std::stable_sort(
       loaded.begin(), loaded.end(),
       [](const Loaded &a, const Loaded &b) { return a.bound < b.bound; });
-  std::vector<double> steps; // simulated makespans
   for (size_t i = 0; i < loaded.size(); ++i) {
-    const size_t top = request.top ? size_t(*request.top) : 0;
-    if (top && steps.size() >= top) {
-      std::nth_element(steps.begin(), steps.begin() + (top - 1), steps.end());
-      // Bounds only grow from here: none of the rest can enter the top.
-      // A rank that never idles has a step equal to its bound up to the
-      // rounding of the simulator's sums: such a tie may still enter.
-      if (loaded[i].bound > steps[top - 1] * (1 + 1e-9)) {
-        plan.prunedByBound += int64_t(loaded.size() - i);
-        return;
-      }
+    // Bounds only grow from here: none of the rest can enter the top.
+    if (cannotReachTop(loaded[i].bound)) {
+      plan.prunedByBound += int64_t(loaded.size() - i);
+      break;
     }
-    const size_t before = plan.candidates.size();
     simulate(loaded[i]);
-    if (plan.candidates.size() > before)
-      steps.push_back(plan.candidates.back().makespan);
   }
+  loaded.clear();
 }
 
-Error noLayoutFits(const LeastMemory &m, const PlanRequest &request) {
+Error noLayoutFits(const LeastMemory &m, const PlanRequest &request,
+                   const Plan &plan) {
   const double capGiB = *request.memoryGiB;
   const std::string problem =
       fmt::format("no layout fits {} GiB per rank: the least any needs is "
@@ -402,18 +456,31 @@ Error noLayoutFits(const LeastMemory &m, const PlanRequest &request) {
   ways.push_back(m.layout.microBatchSize > 1
                      ? "a smaller micro batch or sequence (training.seq_length)"
                      : "a shorter sequence (training.seq_length)");
+  // Tensor parallelism makes a rank's share smaller: say how far it went.
+  int64_t widest = 1; // of the sizes searched, the widest the ranks hold
+  for (int64_t tp : plan.tensorParallelSizes)
+    if (request.ranks % tp == 0)
+      widest = std::max(widest, tp);
+  if (request.tp || !request.cluster || !request.cluster->device.gpu)
+    ways.push_back("tensor parallelism (--gpus, or a GPU --device, without "
+                   "--tp searches it)");
   std::string help = ways[0];
   for (size_t i = 1; i < ways.size(); ++i)
     help += (i + 1 == ways.size() ? ", or " : ", ") + ways[i];
+  std::string tried =
+      widest > 1 ? fmt::format("tensor parallelism up to tp {}", widest) : "";
+  if (!plan.tensorParallelRefusal.empty())
+    tried += (tried.empty() ? "no tensor parallelism, " : ", not ") +
+             plan.tensorParallelRefusal;
+  if (!request.megatronMemory)
+    tried += (tried.empty() ? "" : "; ") +
+             std::string("selective and full activation recompute");
   return Error(Problem{
-      problem,
-      help + (request.megatronMemory
-                  ? "; tensor parallelism, which would make a rank's share "
-                    "smaller, is not built yet, and plan does not try "
-                    "activation recompute against Megatron-LM's memory"
-                  : "; tensor parallelism, which would make a rank's share "
-                    "smaller, is not built yet (selective and full "
-                    "activation recompute were tried)")});
+      problem, help + (tried.empty() ? "" : "; tried: " + tried) +
+                   (request.megatronMemory
+                        ? "; plan does not try activation recompute against "
+                          "Megatron-LM's memory"
+                        : "")});
 }
 
 /// Where top-level section `name` starts and ends in `lines` ([begin, end),
@@ -479,8 +546,13 @@ std::string absolutePath(const std::string &specDir, const std::string &path) {
 
 std::vector<std::string> parallelSection(const PlanCandidate &c) {
   const PlanLayout &l = c.layout;
-  std::vector<std::string> lines = {
-      "parallel:",
+  std::vector<std::string> lines = {"parallel:"};
+  if (l.tp > 1) {
+    lines.push_back(fmt::format("  tp: {}", l.tp));
+    lines.push_back(fmt::format("  sequence_parallel: {}",
+                                l.sequenceParallel ? "true" : "false"));
+  }
+  std::vector<std::string> rest = {
       fmt::format("  pp: {}", l.pp),
       fmt::format("  vpp: {}", l.vpp),
       fmt::format("  dp: {}", l.dp),
@@ -488,6 +560,7 @@ std::vector<std::string> parallelSection(const PlanCandidate &c) {
       fmt::format("  microbatches: {}", l.microbatches),
       fmt::format("  distributed_optimizer: {}",
                   l.distributedOptimizer ? "true" : "false")};
+  lines.insert(lines.end(), rest.begin(), rest.end());
   // A group size the spec gave (the default is pp) stays what it was.
   if (c.spec.parallel.groupSize != l.pp)
     lines.push_back(fmt::format("  microbatch_group_size_per_vp_stage: {}",
@@ -505,6 +578,7 @@ bool sameLayout(const ModelSpec &written, const PlanCandidate &c) {
                   x[i].layers == y[i].layers;
   return stagesEqual &&
          written.training.microBatchSize == c.spec.training.microBatchSize &&
+         a.tp == b.tp && a.sequenceParallel == b.sequenceParallel &&
          a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp &&
          a.schedule == b.schedule && a.microbatches == b.microbatches &&
          a.groupSize == b.groupSize &&
@@ -525,7 +599,7 @@ std::vector<std::string> splitLines(const std::string &text) {
 Error checkRequest(const PlanRequest &r) {
   if (r.ranks < 1 || r.ranks > kMaxRanks)
     return Error(Problem{fmt::format("--ranks is {}; hypipe plans 1 to {} "
-                                     "ranks (pp x dp)",
+                                     "ranks (tp x pp x dp)",
                                      r.ranks, kMaxRanks),
                          "give a rank count in that range"});
   // A step holds at most kMaxStepTokens tokens, so at most that many samples.
@@ -578,6 +652,9 @@ void sortFastestFirst(std::vector<PlanCandidate> &candidates) {
                      };
                      if (weight(a) != weight(b))
                        return weight(a) < weight(b);
+                     // Sequence parallelism holds less: it first.
+                     if (a.layout.sequenceParallel != b.layout.sequenceParallel)
+                       return a.layout.sequenceParallel;
                      return a.peakMemory() < b.peakMemory();
                    });
 }
@@ -600,20 +677,74 @@ int64_t PlanCandidate::peakMemory() const {
   return *std::max_element(memory.begin(), memory.end());
 }
 
+std::string tensorParallelRefusal(const ModelSpec &spec, int64_t tp) {
+  if (tp == 1)
+    return "";
+  const ModelDims &d = spec.dims;
+  // One shape of every kind the spec's layers hold; a kind the cost model
+  // has no shape for splits nowhere.
+  std::vector<rt::LayerShape> kinds = {rt::embeddingShape(d), rt::headShape(d)};
+  bool unshaped = false;
+  for (char symbol : spec.pattern.layers() + spec.pattern.mtp) {
+    if (std::optional<rt::LayerShape> shape = patternLayerShape(spec, symbol))
+      kinds.push_back(*shape);
+    else
+      unshaped = true;
+  }
+  if (spec.pattern.mtpDepths > 0)
+    kinds.push_back(rt::MtpInputShape{d.vocab, d.hidden, 1, false});
+  if (unshaped)
+    return "a layer kind hypipe does not cost has no split";
+  for (const rt::LayerShape &shape : kinds)
+    if (std::string why = rt::tensorParallelProblem(shape, tp); !why.empty())
+      return why;
+  return "";
+}
+
+std::vector<int64_t> tensorParallelSizes(const ModelSpec &spec,
+                                         const std::optional<Cluster> &cluster,
+                                         std::string *refusal) {
+  if (!cluster || !cluster->device.gpu)
+    return {spec.parallel.tp};
+  std::vector<int64_t> sizes;
+  for (int64_t tp = 1; tp <= cluster->device.perNode; ++tp) {
+    if (cluster->device.perNode % tp != 0)
+      continue;
+    const std::string why = tensorParallelRefusal(spec, tp);
+    if (why.empty())
+      sizes.push_back(tp);
+    else if (refusal && refusal->empty())
+      *refusal = fmt::format("tp {}: {}", tp, why);
+  }
+  return sizes;
+}
+
 std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,
-                                    int64_t globalBatch) {
+                                    int64_t globalBatch,
+                                    const std::vector<int64_t> &tps) {
   std::vector<PlanLayout> out;
-  for (auto [pp, vpp] : shapes(spec, ranks))
-    for (int64_t mbs : microBatchSizes(spec)) {
-      const int64_t dp = ranks / pp;
-      if (globalBatch % (mbs * dp) != 0)
-        continue;
-      const int64_t microbatches = globalBatch / (mbs * dp);
-      for (schedule::ScheduleKind kind : schedule::scheduleKinds())
-        for (bool sharded : {false, true})
-          if (scheduleRuns(kind, pp, vpp, microbatches) && (!sharded || dp > 1))
-            out.push_back({pp, vpp, dp, microbatches, mbs, kind, sharded});
-    }
+  for (int64_t tp : tps) {
+    if (tp < 1 || ranks % tp != 0)
+      continue;
+    // Sequence parallelism where Megatron-LM can scatter the sequence over
+    // the tp ranks: its collectives take the time of the all-reduces they
+    // replace and its stage boundaries send a tp-th, so the layout without
+    // it is never faster and holds more (docs/plan.md).
+    const bool sp = tp > 1 && spec.training.seqLength % tp == 0;
+    for (auto [pp, vpp] : shapes(spec, ranks / tp))
+      for (int64_t mbs : microBatchSizes(spec)) {
+        const int64_t dp = ranks / tp / pp;
+        if (globalBatch % (mbs * dp) != 0)
+          continue;
+        const int64_t microbatches = globalBatch / (mbs * dp);
+        for (schedule::ScheduleKind kind : schedule::scheduleKinds())
+          for (bool sharded : {false, true})
+            if (scheduleRuns(kind, pp, vpp, microbatches) &&
+                (!sharded || dp > 1))
+              out.push_back(
+                  {tp, pp, vpp, dp, microbatches, sp, mbs, kind, sharded});
+      }
+  }
   return out;
 }
 
@@ -638,16 +769,29 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
   search.searchRecompute =
       !request.megatronMemory &&
       original->training.recompute.granularity == RecomputeGranularity::None;
-  std::vector<PlanLayout> layouts =
-      planLayouts(*original, request.ranks, search.globalBatch);
+  Plan &p = search.plan;
+  if (request.tp) {
+    if (std::string why = tensorParallelRefusal(*original, *request.tp);
+        !why.empty())
+      return Error(Problem{fmt::format("--tp {}: {}", *request.tp, why),
+                           "give a tp every layer splits over, or leave "
+                           "--tp out to search them"});
+    p.tensorParallelSizes = {*request.tp};
+  } else {
+    p.tensorParallelSizes = tensorParallelSizes(*original, request.cluster,
+                                                &p.tensorParallelRefusal);
+  }
+  std::vector<PlanLayout> layouts = planLayouts(
+      *original, request.ranks, search.globalBatch, p.tensorParallelSizes);
   if (layouts.empty())
-    return noLayoutUses(*original, request.ranks, search.globalBatch);
+    return noLayoutUses(*original, request.ranks, search.globalBatch,
+                        p.tensorParallelSizes);
   for (const PlanLayout &layout : layouts)
     search.load(layout);
   search.simulateLoaded();
-  Plan &p = search.plan;
+  search.recompute();
   if (p.candidates.empty() && p.leastMemory)
-    return noLayoutFits(*p.leastMemory, request);
+    return noLayoutFits(*p.leastMemory, request, p);
   if (p.candidates.empty())
     return Error(
         Problem{fmt::format("the spec refuses all {} layouts for {} ranks: {}",
@@ -731,7 +875,11 @@ std::optional<std::string> megatronCannotRun(const PlanCandidate &c) {
 
 std::string megatronLayoutArgs(const PlanCandidate &c) {
   const PlanLayout &l = c.layout;
-  std::string out = fmt::format("--pipeline-model-parallel-size {}", l.pp);
+  std::string out;
+  if (l.tp > 1)
+    out = fmt::format("--tensor-model-parallel-size {}{} ", l.tp,
+                      l.sequenceParallel ? " --sequence-parallel" : "");
+  out += fmt::format("--pipeline-model-parallel-size {}", l.pp);
   if (l.vpp > 1)
     out += fmt::format(" --virtual-pipeline-model-parallel-size {}", l.vpp);
   out += fmt::format(" --hybrid-override-pattern '{}' --micro-batch-size {} "

@@ -1,6 +1,7 @@
 //===- Plan.h - the layouts of a spec for a rank count, fastest first -----===//
 //
-// `hypipe plan`'s search (docs/plan.md): pp x dp = ranks, vpp, the schedule,
+// `hypipe plan`'s search (docs/plan.md): tp x pp x dp = ranks, sequence
+// parallelism, vpp, the schedule,
 // the microbatch count that keeps the global batch, the distributed
 // optimizer, and activation recompute where a layout does not fit without
 // it. Each layout is loaded as a spec (so the loader's and the schedule
@@ -39,6 +40,9 @@ struct PlanRequest {
   /// Candidates wanted (--top): a layout whose busiest rank alone needs
   /// longer than the top-th fastest simulated step is not simulated.
   std::optional<int64_t> top;
+  /// The one tensor-parallel size to plan at (--tp), in place of the
+  /// search's (tensorParallelSizes).
+  std::optional<int64_t> tp;
 
   StepModel stepModel() const {
     return {costs ? &*costs : nullptr, cluster ? &*cluster : nullptr};
@@ -47,8 +51,9 @@ struct PlanRequest {
 
 /// One layout: the parallel fields it sets.
 struct PlanLayout {
-  int64_t pp = 1, vpp = 1, dp = 1, microbatches = 1;
-  int64_t microBatchSize = 1; ///< samples a microbatch
+  int64_t tp = 1, pp = 1, vpp = 1, dp = 1, microbatches = 1;
+  bool sequenceParallel = false; ///< tp > 1 only
+  int64_t microBatchSize = 1;    ///< samples a microbatch
   schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   bool distributedOptimizer = false;
   /// training.recompute: none, or (tried where none does not fit) full
@@ -102,13 +107,33 @@ struct Plan {
   /// busiest rank's compute alone is under the winner's makespan.
   bool memoryBound = false;
   std::optional<LeastMemory> leastMemory;
+  /// The tensor-parallel sizes searched (tensorParallelSizes), and why the
+  /// smallest one past them that the node holds was not (empty: none was
+  /// refused).
+  std::vector<int64_t> tensorParallelSizes{1};
+  std::string tensorParallelRefusal;
 };
 
-/// The layouts to try for `ranks` ranks (before loading): pp dividing ranks,
+/// The tensor-parallel sizes plan tries: on a GPU `cluster`, each divisor
+/// of its GPUs per node (a tp group stays within a node) that every layer
+/// kind of `spec` splits over (tensorParallelProblem); without one, the
+/// spec's own tp. `refusal` gets why the smallest divisor left out was
+/// refused ("tp 2: ..."), if one was.
+std::vector<int64_t> tensorParallelSizes(const ModelSpec &spec,
+                                         const std::optional<Cluster> &cluster,
+                                         std::string *refusal = nullptr);
+/// Why `spec` cannot be split over `tp` ranks ("" when it can): the first
+/// layer kind tensorParallelProblem refuses.
+std::string tensorParallelRefusal(const ModelSpec &spec, int64_t tp);
+
+/// The layouts to try for `ranks` ranks (before loading): each tp of `tps`
+/// dividing ranks, with sequence parallelism where tp > 1 divides the
+/// sequence (as Megatron-LM requires), pp dividing ranks / tp,
 /// the vpp values the pattern allows, every schedule whose shape the
 /// schedule library accepts, and the distributed optimizer when dp > 1.
 std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,
-                                    int64_t globalBatch);
+                                    int64_t globalBatch,
+                                    const std::vector<int64_t> &tps = {1});
 
 /// Searches; an error when no layout uses `ranks` fully (naming the nearest
 /// count that has one) or none fits the memory cap (naming the least memory
@@ -124,7 +149,7 @@ std::string megatronModelArgs(const ModelSpec &spec);
 /// Megatron-LM's flags for the candidate's placement and batch.
 std::string megatronLayoutArgs(const PlanCandidate &candidate);
 /// The complete argument list: the layout's flags, then the model's. Run on
-/// pp x dp GPUs (Megatron takes dp from the world size).
+/// tp x pp x dp GPUs (Megatron takes dp from the world size).
 std::string megatronArgs(const PlanCandidate &candidate);
 /// Why Megatron-LM cannot run the candidate (a schedule it does not have:
 /// gpipe, zb-h1, zbv, dualpipev), or nullopt.

@@ -1959,6 +1959,8 @@ AutoPartitionRequest ModelSpec::partitionRequest() const {
   r.settings.microBatchSize = training.microBatchSize;
   r.settings.bf16 = training.dtype == TrainingPrecision::Bf16;
   r.settings.optimizerShards = parallel.distributedOptimizer ? parallel.dp : 1;
+  r.settings.tp = parallel.tp;
+  r.settings.sequenceParallel = parallel.sequenceParallel;
   r.layers = pattern.layers();
   r.mtpLayers = pattern.mtp;
   r.mtpDepths = pattern.mtpDepths;

@@ -2,6 +2,7 @@
 #include "frontend/SpecCosts.h"
 
 #include "core/model/LayerShapes.h"
+#include "core/model/TensorParallel.h"
 #include "core/partition/AutoPartition.h"
 #include "core/schedule/Buffers.h"
 #include "core/schedule/CommKind.h"
@@ -239,74 +240,90 @@ void placeSaved(const std::vector<SavedPart> &parts, const RecomputeSpec &spec,
 
 } // namespace
 
+std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
+                                                char symbol) {
+  const ModelDims &d = spec.dims;
+  switch (symbol) {
+  case 'M':
+    return rt::mambaShape(d);
+  case '*':
+    return rt::attentionShape(d, spec.positionEmbedding == "rope");
+  case '-':
+    return rt::mlpShape(d);
+  case 'E':
+    return rt::moeShape(d);
+  default:
+    return std::nullopt;
+  }
+}
+
+namespace {
+
+/// The elements of a [tokens, hidden] activation one rank holds between
+/// stages: a tp-th with sequence parallelism.
+int64_t streamFloats(const ModelSpec &spec) {
+  const int64_t shards =
+      spec.parallel.sequenceParallel ? spec.parallel.tp : int64_t(1);
+  return spec.training.microBatchSize * spec.training.seqLength *
+         spec.dims.hidden / shards;
+}
+
+} // namespace
+
 std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
                                                    const PatternStage &stage) {
   const ModelDims &d = spec.dims;
   const rt::TokenShape tokens{spec.training.microBatchSize,
                               spec.training.seqLength};
   const rt::Target target = spec.training.target;
+  const int64_t tp = spec.parallel.tp;
   schedule::StageBuffers b;
   b.stage = stage.index;
   int64_t scratch = 0;
   std::vector<SavedPart> parts;
   const RecomputeModuleSet named = selectiveModuleSet(spec.training.recompute);
-  auto add = [&](const auto &shape, const std::vector<rt::ParamSpec> &params,
-                 SavedRole role) {
-    b.params += rt::numel(params);
-    const rt::LayerShape any = shape;
+  // A rank holds its tp-th of each split parameter and all of each
+  // replicated one; its kernels' tensors are sized for the shard's shape.
+  auto add = [&](const rt::LayerShape &whole, SavedRole role) {
+    b.params += rankNumel(rt::paramsOf(whole, 1), tp);
+    const rt::LayerShape shard = rt::tensorParallelShard(whole, tp);
     const RecomputeModuleSet drops =
-        named & rt::selectiveModulesOf(rt::kindOf(any));
-    parts.push_back({role, shape.savedFloats(tokens, target),
-                     rt::recomputedFloatsOf(any, tokens, drops),
+        named & rt::selectiveModulesOf(rt::kindOf(shard));
+    parts.push_back({role, rt::savedFloatsOf(shard, tokens, target),
+                     rt::recomputedFloatsOf(shard, tokens, drops),
                      (drops & moduleBit(RecomputeModule::Moe)) != 0});
-    scratch = std::max(scratch, shape.workspaceFloats(tokens, target));
+    scratch = std::max(scratch, rt::workspaceFloatsOf(shard, tokens, target));
   };
   auto addLayer = [&](char symbol, SavedRole role) {
-    switch (symbol) {
-    case 'M':
-      add(rt::mambaShape(d), rt::mambaShape(d).params(1), role);
-      return true;
-    case '*': {
-      const auto shape =
-          rt::attentionShape(d, spec.positionEmbedding == "rope");
-      add(shape, shape.params(1), role);
-      return true;
-    }
-    case '-':
-      add(rt::mlpShape(d), rt::mlpShape(d).params(1), role);
-      return true;
-    case 'E':
-      add(rt::moeShape(d), rt::moeShape(d).params(1), role);
-      return true;
-    default:
-      return false;
-    }
+    std::optional<rt::LayerShape> shape = patternLayerShape(spec, symbol);
+    if (shape)
+      add(*shape, role);
+    return shape.has_value();
   };
   const bool first = stage.index == 0,
              last = stage.index == spec.placement.pp * spec.placement.vpp - 1;
   if (first)
-    add(rt::embeddingShape(d), rt::embeddingShape(d).params(), SavedRole::Kept);
+    add(rt::embeddingShape(d), SavedRole::Kept);
   for (char symbol : stage.layers)
     if (!addLayer(symbol, SavedRole::Main))
       return std::nullopt;
   if (last) {
-    const rt::HeadShape head = rt::headShape(d);
-    add(head, head.params(), SavedRole::Kept);
+    add(rt::headShape(d), SavedRole::Kept);
     // MTP runs in the stage of the output layer; each depth carries a copy
     // of the embedding table where the stage has none of its own (no
     // embedding, an untied head: KernelPlan.cpp's describeMtp).
     const bool tableHere = first || d.tieEmbeddings;
     for (int depth = 1; depth <= spec.pattern.mtpDepths; ++depth) {
       const rt::MtpInputShape in{d.vocab, d.hidden, depth, !tableHere};
-      add(in, in.params(), SavedRole::MtpDepth);
+      add(in, SavedRole::MtpDepth);
       for (char symbol : spec.pattern.mtp)
         if (!addLayer(symbol, SavedRole::MtpDepth))
           return std::nullopt;
       const rt::MtpOutputShape out{d.vocab, d.hidden, depth};
-      add(out, out.params(), SavedRole::Kept);
+      add(out, SavedRole::Kept);
     }
   }
-  const int64_t activation = tokens.tokens() * d.hidden;
+  const int64_t activation = streamFloats(spec);
   b.workspaceFloats = scratch + 2 * activation;
   placeSaved(parts, spec.training.recompute, activation, b);
   return b;
@@ -330,11 +347,9 @@ runtimeBuffers(const ModelSpec &spec, const schedule::Schedule &programs) {
   for (int64_t rank = 0; rank < placement.pp; ++rank) {
     out.peaks.push_back(schedule::rankBuffers(programs.ranks.at(size_t(rank)),
                                               placement.pp * placement.vpp));
-    out.bytes.push_back(schedule::peakTensorBytes(
-        held[size_t(rank)], out.peaks.back(),
-        spec.training.microBatchSize * spec.training.seqLength *
-            spec.dims.hidden,
-        perParameter));
+    out.bytes.push_back(
+        schedule::peakTensorBytes(held[size_t(rank)], out.peaks.back(),
+                                  streamFloats(spec), perParameter));
   }
   return out;
 }
@@ -353,8 +368,17 @@ SpecCosts specCosts(const ModelSpec &spec) {
     c.rankParams[s.ppRank] += c.stageCost[s.index].params;
   for (const RankMemory &memory : rankMemories(items, placement, request))
     c.rankMemory.push_back(memory.total());
-  for (int64_t params : c.rankParams)
-    c.totalParams += params;
+  if (request.settings.tp == 1) {
+    for (int64_t params : c.rankParams)
+      c.totalParams += params;
+  } else { // the rank figures are one tp rank's: the model's are whole
+    CostSettings whole = request.settings;
+    whole.tp = 1;
+    for (const ItemCost &item :
+         modelItems(request.dims, whole, request.layers, request.mtpLayers,
+                    request.mtpDepths))
+      c.totalParams += item.params;
+  }
   c.exact = std::all_of(items.begin(), items.end(),
                         [](const ItemCost &item) { return item.modelled; });
   c.pinned = patternWithStages(spec.pattern, placement);
@@ -396,10 +420,10 @@ void communicationCosts(const ModelSpec &spec,
                         const std::vector<ItemCost> &stageCost,
                         const Cluster &cluster, schedule::Costs &costs) {
   const auto &stages = spec.placement.stages;
-  const int64_t dp = spec.parallel.dp;
+  const int64_t dp = spec.parallel.dp, tp = spec.parallel.tp;
   for (size_t b = 0; b + 1 < stages.size(); ++b)
     costs.boundaryTransfer.push_back(
-        cluster.pipelineLink(stages[b].ppRank, stages[b + 1].ppRank, dp)
+        cluster.pipelineLink(stages[b].ppRank, stages[b + 1].ppRank, dp, tp)
             .seconds(double(stageCost[b].sendBytes)));
   // Gradients are reduced in fp32 (Megatron forces it with bf16); the
   // distributed optimizer gathers the parameters the kernels read.
@@ -409,7 +433,7 @@ void communicationCosts(const ModelSpec &spec,
   costs.stageBuckets.assign(stages.size(), 1);
   costs.stageAfterStep.assign(stages.size(), 0.0);
   for (const PatternStage &s : stages) {
-    const Link &link = cluster.dataParallelLink(s.ppRank, dp);
+    const Link &link = cluster.dataParallelLink(s.ppRank, dp, tp);
     const double params = double(stageCost[s.index].params);
     // hypipe-run's default buckets, started inside the last backward.
     costs.stageBuckets[s.index] = std::max<int64_t>(
@@ -425,15 +449,75 @@ void communicationCosts(const ModelSpec &spec,
           allReduceSeconds(dp, params * kGradientBytes, link);
     }
   }
-  // The tied embedding's gradient is summed over its two pipeline ranks.
+  // The tied embedding's gradient (a rank's tp-th of the vocabulary) is
+  // summed over its two pipeline ranks.
   const PatternStage &first = stages.front(), &last = stages.back();
   if (spec.dims.tieEmbeddings && first.ppRank != last.ppRank) {
     const double seconds = allReduceSeconds(
-        2, double(spec.dims.vocab) * double(spec.dims.hidden) * kGradientBytes,
-        cluster.pipelineLink(first.ppRank, last.ppRank, dp));
+        2,
+        double(spec.dims.vocab / tp) * double(spec.dims.hidden) *
+            kGradientBytes,
+        cluster.pipelineLink(first.ppRank, last.ppRank, dp, tp));
     costs.stageAfterStep[first.index] += seconds;
     costs.stageAfterStep[last.index] += seconds;
   }
+}
+
+/// Seconds one ring collective of `kind` over `tp` ranks takes of `bytes`.
+double collectiveSeconds(rt::CollectiveKind kind, int64_t tp, double bytes,
+                         const Link &link) {
+  switch (kind) {
+  case rt::CollectiveKind::AllReduce:
+  case rt::CollectiveKind::AllReduceMax:
+    return allReduceSeconds(tp, bytes, link);
+  case rt::CollectiveKind::AllGather:
+    return allGatherSeconds(tp, bytes, link);
+  case rt::CollectiveKind::ReduceScatter:
+    return reduceScatterSeconds(tp, bytes, link);
+  }
+  return 0;
+}
+
+/// The seconds of the tensor-parallel collectives (collectivesOf) one
+/// microbatch runs in stage `st`'s `pass`, on the tp group's link: each of
+/// the whole tensor's bytes, an activation value in the training precision,
+/// the cross-entropy's per-token statistics (one value a token) in fp32.
+/// With full recompute the I also runs its recomputed layers' forward
+/// collectives again.
+double tensorParallelSeconds(const ModelSpec &spec, const PatternStage &st,
+                             rt::StagePass pass, const Cluster &cluster) {
+  const int64_t tp = spec.parallel.tp;
+  if (tp == 1)
+    return 0;
+  const Link &link = cluster.tensorParallelLink(tp);
+  const double tokens =
+      double(spec.training.microBatchSize) * double(spec.training.seqLength);
+  const double valueBytes =
+      spec.training.dtype == TrainingPrecision::Bf16 ? 2 : 4;
+  double seconds = 0;
+  auto add = [&](const rt::LayerShape &shape, rt::StagePass p) {
+    for (const rt::Collective &c :
+         rt::collectivesOf(shape, tp, spec.parallel.sequenceParallel, p))
+      seconds +=
+          collectiveSeconds(c.kind, tp,
+                            tokens * double(c.perToken) *
+                                (c.perToken == 1 ? sizeof(float) : valueBytes),
+                            link);
+  };
+  if (st.index == 0)
+    add(rt::embeddingShape(spec.dims), pass);
+  for (char symbol : st.layers)
+    if (auto shape = patternLayerShape(spec, symbol))
+      add(*shape, pass);
+  if (st.index + 1 == int64_t(spec.placement.stages.size()))
+    add(rt::headShape(spec.dims), pass);
+  const RecomputeSpec &rc = spec.training.recompute;
+  if (pass == rt::StagePass::BackwardInput && rc.full())
+    for (auto [begin, end] : recomputeChunks(rc, int64_t(st.layers.size())))
+      for (int64_t i = begin; i < end; ++i)
+        if (auto shape = patternLayerShape(spec, st.layers[size_t(i)]))
+          add(*shape, rt::StagePass::Forward);
+  return seconds;
 }
 
 } // namespace
@@ -475,8 +559,16 @@ Expected<schedule::Costs> stepCosts(const ModelSpec &spec,
   }
   for (size_t i = 0; i < costs.stageI.size(); ++i)
     costs.stageB.push_back(costs.stageI[i] + costs.stageW[i]);
-  if (model.cluster)
+  if (model.cluster) {
     communicationCosts(spec, stageCost, *model.cluster, costs);
+    if (spec.parallel.tp > 1)
+      for (const PatternStage &st : spec.placement.stages) {
+        costs.stageTensorF.push_back(tensorParallelSeconds(
+            spec, st, rt::StagePass::Forward, *model.cluster));
+        costs.stageTensorI.push_back(tensorParallelSeconds(
+            spec, st, rt::StagePass::BackwardInput, *model.cluster));
+      }
+  }
   return costs;
 }
 

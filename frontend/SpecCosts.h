@@ -11,6 +11,7 @@
 
 #include "core/model/Cluster.h"
 #include "core/model/CostModel.h"
+#include "core/model/LayerShapes.h"
 #include "core/model/MeasuredCosts.h"
 #include "core/schedule/Buffers.h"
 #include "core/schedule/Simulate.h"
@@ -46,12 +47,18 @@ struct SpecCosts {
   const std::vector<int64_t> &rankPeakMemory() const {
     return rankRuntimeMemory.empty() ? rankMemory : rankRuntimeMemory;
   }
+  /// The whole model's (rankParams are one tensor-parallel rank's).
   int64_t totalParams = 0;
   bool exact = true;  ///< every layer kind is costed
   std::string pinned; ///< the pattern with the placement's `|`
 };
 
 SpecCosts specCosts(const ModelSpec &spec);
+
+/// The shape of pattern layer `symbol` in `spec`, or nullopt for a kind no
+/// kernel runs (`G`, `D`, `+`).
+std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
+                                                char symbol);
 
 /// A stage's buffers in hypipe-run, sized as the compiler plans them (the
 /// layer shapes of core/model/LayerShapes.h, placed as pipe-recompute places

@@ -60,19 +60,23 @@ Expected<DeviceRates> findDevice(std::string_view name) {
                                    names)});
 }
 
-const Link &Cluster::pipelineLink(int64_t fromPp, int64_t toPp,
-                                  int64_t dp) const {
+const Link &Cluster::pipelineLink(int64_t fromPp, int64_t toPp, int64_t dp,
+                                  int64_t tp) const {
   for (int64_t d = 0; d < dp; ++d)
-    if (nodeOf(globalRank(fromPp, d, dp)) != nodeOf(globalRank(toPp, d, dp)))
-      return device.interNode;
+    for (int64_t t = 0; t < tp; ++t)
+      if (nodeOf(globalRank(fromPp, d, dp, tp, t)) !=
+          nodeOf(globalRank(toPp, d, dp, tp, t)))
+        return device.interNode;
   return device.intraNode;
 }
 
-const Link &Cluster::dataParallelLink(int64_t ppRank, int64_t dp) const {
-  return nodeOf(globalRank(ppRank, 0, dp)) ==
-                 nodeOf(globalRank(ppRank, dp - 1, dp))
-             ? device.intraNode
-             : device.interNode;
+const Link &Cluster::dataParallelLink(int64_t ppRank, int64_t dp,
+                                      int64_t tp) const {
+  for (int64_t t = 0; t < tp; ++t)
+    if (nodeOf(globalRank(ppRank, 0, dp, tp, t)) !=
+        nodeOf(globalRank(ppRank, dp - 1, dp, tp, t)))
+      return device.interNode;
+  return device.intraNode;
 }
 
 double reduceScatterSeconds(int64_t ranks, double bytes, const Link &link) {

@@ -4,10 +4,12 @@
 // with when no run measured it: a device's FLOP rate (its dense peak times
 // the fraction a training step reaches), its memory, how many sit in a node,
 // and two link classes (within a node, between nodes), each a bandwidth and
-// a latency. Ranks are numbered as Megatron-LM numbers them (data parallel
-// inner to pipeline: global rank = pp_rank * dp + dp_rank, hypipe-run's
+// a latency. Ranks are numbered as Megatron-LM numbers them (tensor parallel
+// innermost, then data parallel, then pipeline: global rank =
+// (pp_rank * dp + dp_rank) * tp + tp_rank, core/model/RankGrid.h, hypipe-run's
 // order too), and filled into nodes in that order, so whether a pipeline
-// hand-off or a data-parallel group crosses a node follows from the layout.
+// hand-off, a data-parallel or a tensor-parallel group crosses a node follows
+// from the layout.
 // docs/plan.md lists every number of the table with where it comes from.
 //
 //===----------------------------------------------------------------------===//
@@ -69,16 +71,27 @@ struct Cluster {
     return nodeOf(a) == nodeOf(b) ? device.intraNode : device.interNode;
   }
   /// The link a hand-off from pipeline rank `fromPp` to `toPp` takes: the
-  /// slowest over the data-parallel replicas, since the step waits for it.
-  const Link &pipelineLink(int64_t fromPp, int64_t toPp, int64_t dp) const;
+  /// slowest over the data- and tensor-parallel ranks, since the step waits
+  /// for it.
+  const Link &pipelineLink(int64_t fromPp, int64_t toPp, int64_t dp,
+                           int64_t tp = 1) const;
   /// The link a data-parallel group of pipeline rank `ppRank` reduces over:
-  /// between nodes when the group spans nodes (its rings cross them).
-  const Link &dataParallelLink(int64_t ppRank, int64_t dp) const;
+  /// between nodes when a group spans nodes (its rings cross them).
+  const Link &dataParallelLink(int64_t ppRank, int64_t dp,
+                               int64_t tp = 1) const;
+  /// The link a tensor-parallel group of `tp` consecutive ranks runs its
+  /// collectives over: within a node when every group fits in one (tp
+  /// divides the ranks of a node), else between nodes.
+  const Link &tensorParallelLink(int64_t tp) const {
+    return device.perNode % tp == 0 ? device.intraNode : device.interNode;
+  }
 };
 
-/// Megatron-LM's and hypipe-run's global rank of (pp_rank, dp_rank).
-inline int64_t globalRank(int64_t ppRank, int64_t dpRank, int64_t dp) {
-  return ppRank * dp + dpRank;
+/// Megatron-LM's and hypipe-run's global rank of (pp_rank, dp_rank,
+/// tp_rank) among dp x tp ranks a pipeline rank.
+inline int64_t globalRank(int64_t ppRank, int64_t dpRank, int64_t dp,
+                          int64_t tp = 1, int64_t tpRank = 0) {
+  return (ppRank * dp + dpRank) * tp + tpRank;
 }
 
 /// Ring collectives over `ranks` ranks (NCCL's and Open MPI's large-message

@@ -2,11 +2,12 @@
 #include "core/model/CostModel.h"
 
 #include "core/Saturating.h"
-#include "core/model/LayerShapes.h"
+#include "core/model/TensorParallel.h"
 #include "core/schedule/Schedule.h"
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace hypipe {
 
@@ -27,10 +28,10 @@ int64_t upWidth(const ModelDims &d, int64_t ffn) {
 }
 
 /// Causal attention's core: QK^T and PV, b*heads*s*s*k multiply-adds each
-/// over the lower triangle.
+/// over the lower triangle, of a rank's tp-th of the heads.
 int64_t attentionCoreFlops(const ModelDims &d, const CostSettings &s) {
-  return 2 * s.microBatchSize * d.numHeads * s.seqLength * s.seqLength *
-         d.kvChannels();
+  return 2 * s.microBatchSize * (d.numHeads / s.tp) * s.seqLength *
+         s.seqLength * d.kvChannels();
 }
 
 } // namespace
@@ -52,6 +53,14 @@ ItemCost &ItemCost::operator+=(const ItemCost &o) {
   return *this;
 }
 
+int64_t rankNumel(const std::vector<rt::ParamSpec> &params, int64_t tp) {
+  // A split cuts one dimension (or each row section) into tp equal parts.
+  int64_t n = 0;
+  for (const rt::ParamSpec &p : params)
+    n += p.split == rt::Split::None ? p.numel() : p.numel() / tp;
+  return n;
+}
+
 int64_t selectiveRecomputeFlops(char symbol, const ModelDims &d,
                                 const CostSettings &s,
                                 RecomputeModuleSet modules) {
@@ -59,7 +68,7 @@ int64_t selectiveRecomputeFlops(char symbol, const ModelDims &d,
   if (symbol == '*' && has(RecomputeModule::CoreAttn))
     return attentionCoreFlops(d, s);
   if (symbol == '-' && has(RecomputeModule::Mlp))
-    return 2 * s.tokens() * d.hidden * upWidth(d, d.ffnHidden);
+    return 2 * s.tokens() * d.hidden * upWidth(d, d.ffnHidden / s.tp);
   if (symbol == 'E' && has(RecomputeModule::Moe))
     return layerCost('E', d, s)->forwardFlops;
   return 0;
@@ -67,16 +76,19 @@ int64_t selectiveRecomputeFlops(char symbol, const ModelDims &d,
 
 std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
                                   const CostSettings &s) {
-  const int64_t t = s.tokens(), h = d.hidden;
+  const int64_t t = s.tokens(), h = d.hidden, tp = s.tp;
   const int64_t e = s.activationBytesPerElement();
+  // The layer's input and its normed copy: residual-stream tensors.
+  const int64_t stream = s.streamBytes(h);
   ItemCost c;
   c.name = std::string(1, symbol);
-  c.sendBytes = t * h * e;
+  c.sendBytes = stream;
   switch (symbol) {
   case 'M': {
-    const int64_t inner = d.mambaInner(),
-                  groupsState = d.mambaNumGroups * d.mambaState;
-    const int64_t heads = d.mambaNumHeads;
+    // A rank's tp-th of the heads and groups (tensorParallelShard).
+    const int64_t inner = d.mambaInner() / tp,
+                  groupsState = d.mambaNumGroups / tp * d.mambaState;
+    const int64_t heads = d.mambaNumHeads / tp;
     const int64_t inProj =
         2 * inner + 2 * groupsState + heads; // z, x, B, C, dt
     const int64_t convChannels = inner + 2 * groupsState;
@@ -93,13 +105,14 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     addLinear(c, t, inner, h);
     // Kept: norm input, in_proj input, in_proj output, conv output, scan
     // output, gated-norm output.
-    c.activationBytes = t * (2 * h + inProj + convChannels + 2 * inner) * e;
-    c.params = rt::numel(rt::mambaShape(d).params(1));
+    c.activationBytes =
+        2 * stream + t * (inProj + convChannels + 2 * inner) * e;
+    c.params = rankNumel(rt::mambaShape(d).params(1), tp);
     return c;
   }
   case '*': {
-    const int64_t k = d.kvChannels(), q = d.numHeads * k,
-                  kv = d.numQueryGroups * k;
+    const int64_t k = d.kvChannels(), q = d.numHeads / tp * k,
+                  kv = d.numQueryGroups / tp * k;
     addLinear(c, t, h, q + 2 * kv);
     // Causal attention: QK^T and PV over the lower triangle, b*heads*s*s*k
     // multiply-adds each; backward recomputes nothing and costs 2x forward.
@@ -109,20 +122,21 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     addLinear(c, t, q, h);
     // Kept: norm input, QKV input, Q/K/V, attention output, and the softmax
     // log-sum-exp per head and token (flash-style, no s*s probabilities).
-    c.activationBytes = t * (2 * h + q + 2 * kv + q) * e +
-                        t * d.numHeads * int64_t(sizeof(float));
-    c.params = rt::numel(rt::attentionShape(d).params(1));
+    c.activationBytes = 2 * stream + t * (q + 2 * kv + q) * e +
+                        t * (d.numHeads / tp) * int64_t(sizeof(float));
+    c.params = rankNumel(rt::attentionShape(d).params(1), tp);
     return c;
   }
   case '-': {
-    const int64_t up = upWidth(d, d.ffnHidden);
+    const int64_t ffn = d.ffnHidden / tp, up = upWidth(d, ffn);
     addLinear(c, t, h, up);
-    addLinear(c, t, d.ffnHidden, h);
-    c.activationBytes = t * (2 * h + up + d.ffnHidden) * e;
-    c.params = rt::numel(rt::mlpShape(d).params(1));
+    addLinear(c, t, ffn, h);
+    c.activationBytes = 2 * stream + t * (up + ffn) * e;
+    c.params = rankNumel(rt::mlpShape(d).params(1), tp);
     return c;
   }
   case 'E': {
+    // Not split over tp (tensorParallelProblem): tp is 1 here.
     const int64_t f = d.expertFfnHidden(), up = upWidth(d, f), k = d.moeTopK;
     addLinear(c, t, h, d.numExperts); // router
     // Every expert's weights exist; each token runs through k of them.
@@ -146,25 +160,29 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
 ItemCost embeddingCost(const ModelDims &d, const CostSettings &s) {
   ItemCost c;
   c.name = "embedding";
-  c.params = rt::numel(rt::embeddingShape(d).params());
-  // A lookup; its weight gradient is a scatter-add of T*H.
-  c.backwardWeightFlops = s.tokens() * d.hidden;
+  c.params = rankNumel(rt::embeddingShape(d).params(), s.tp);
+  // A lookup; its weight gradient is a scatter-add of T*H, of which each
+  // rank adds the tokens in its tp-th of the vocabulary (a tp-th of them
+  // on average).
+  c.backwardWeightFlops = s.tokens() * d.hidden / s.tp;
   c.activationBytes = s.tokens() * 8; // the token ids
-  c.sendBytes = s.tokens() * d.hidden * s.activationBytesPerElement();
+  c.sendBytes = s.streamBytes(d.hidden);
   return c;
 }
 
 ItemCost headCost(const ModelDims &d, const CostSettings &s) {
   ItemCost c;
   c.name = "head";
-  const int64_t t = s.tokens(), e = s.activationBytesPerElement();
-  addLinear(c, t, d.hidden, d.vocab);
+  const int64_t t = s.tokens();
+  const int64_t vocab = d.vocab / s.tp; // vocabulary-parallel
+  addLinear(c, t, d.hidden, vocab);
   // A tied head names the embedding's table, which the embedding counts.
-  c.params = rt::numel(rt::headShape(d).params()) -
-             (d.tieEmbeddings ? d.vocab * d.hidden : 0);
-  // Kept: final-norm input, output-layer input, logits for the softmax.
+  c.params = rankNumel(rt::headShape(d).params(), s.tp) -
+             (d.tieEmbeddings ? vocab * d.hidden : 0);
+  // Kept: final-norm input, output-layer input (residual-stream tensors),
+  // the rank's logits for the softmax.
   c.activationBytes =
-      t * (2 * d.hidden) * e + t * d.vocab * int64_t(sizeof(float));
+      2 * s.streamBytes(d.hidden) + t * vocab * int64_t(sizeof(float));
   return c;
 }
 
@@ -189,14 +207,19 @@ std::vector<ItemCost> modelItems(const ModelDims &d, const CostSettings &s,
                                  const std::string &mtpLayers, int mtpDepths) {
   std::vector<ItemCost> items;
   items.push_back(embeddingCost(d, s));
+  // Every layer of a kind costs the same: each kind is costed once.
+  std::map<char, std::optional<ItemCost>> kinds;
   for (char symbol : layers) {
-    if (auto c = layerCost(symbol, d, s)) {
+    auto known = kinds.find(symbol);
+    if (known == kinds.end())
+      known = kinds.emplace(symbol, layerCost(symbol, d, s)).first;
+    if (const std::optional<ItemCost> &c = known->second) {
       items.push_back(*c);
     } else {
       ItemCost unknown;
       unknown.name = std::string(1, symbol);
       unknown.modelled = false;
-      unknown.sendBytes = s.tokens() * d.hidden * s.activationBytesPerElement();
+      unknown.sendBytes = s.streamBytes(d.hidden);
       items.push_back(unknown);
     }
   }

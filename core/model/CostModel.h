@@ -8,6 +8,7 @@
 #ifndef HYPIPE_CORE_COSTMODEL_H
 #define HYPIPE_CORE_COSTMODEL_H
 
+#include "core/model/LayerShapes.h"
 #include "core/model/ModelDims.h"
 #include "core/model/Recompute.h"
 #include "core/schedule/Vocabulary.h"
@@ -32,8 +33,21 @@ struct CostSettings {
   /// Data-parallel ranks the optimizer state is divided over (Megatron's
   /// distributed optimizer); 1 without it.
   int64_t optimizerShards = 1;
+  /// Megatron-LM's tensor-parallel size: each cost is one rank's, of the
+  /// layer's shard (core/model/TensorParallel.h).
+  int64_t tp = 1;
+  /// Sequence parallelism (tp > 1): the residual stream, the norms' tensors
+  /// and a stage boundary's activation hold a tp-th of the tokens.
+  bool sequenceParallel = false;
 
   int64_t tokens() const { return seqLength * microBatchSize; }
+  /// The ranks one residual-stream activation is divided over: tp with
+  /// sequence parallelism, else 1 (every tp rank holds all of it).
+  int64_t streamShards() const { return sequenceParallel ? tp : 1; }
+  /// Bytes of one rank's part of a [tokens, hidden] residual-stream tensor.
+  int64_t streamBytes(int64_t hidden) const {
+    return tokens() * hidden * activationBytesPerElement() / streamShards();
+  }
   int64_t activationBytesPerElement() const { return bf16 ? 2 : 4; }
 };
 
@@ -56,6 +70,10 @@ struct ItemCost {
   ItemCost &operator+=(const ItemCost &other);
 };
 
+/// The elements one of `tp` ranks holds of `params`: a tp-th of each
+/// parameter ParamSpec::split cuts, all of each it replicates (norms).
+int64_t rankNumel(const std::vector<rt::ParamSpec> &params, int64_t tp);
+
 /// The forward FLOPs selective recompute of `modules` runs again in a
 /// pattern layer `symbol` (docs/recompute.md): core_attn the attention
 /// core, mlp fc1 (its activation and a norm count no GEMM FLOPs), moe the
@@ -64,8 +82,11 @@ int64_t selectiveRecomputeFlops(char symbol, const ModelDims &dims,
                                 const CostSettings &settings,
                                 RecomputeModuleSet modules);
 
-/// Costs of pattern layer `symbol`, or nullopt for a kind the model does not
-/// cost yet (`G`, `D`, `+`).
+/// Costs of pattern layer `symbol` on one of `settings.tp` ranks, or nullopt
+/// for a kind the model does not cost yet (`G`, `D`, `+`). At tp > 1 the
+/// layer is one Megatron-LM splits (tensorParallelProblem empty): FLOPs and
+/// the tensors between its collectives are its shard's, its replicated
+/// parameters count whole.
 std::optional<ItemCost> layerCost(char symbol, const ModelDims &dims,
                                   const CostSettings &settings);
 ItemCost embeddingCost(const ModelDims &dims, const CostSettings &settings);

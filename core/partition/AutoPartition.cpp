@@ -45,8 +45,7 @@ struct MemoryModel {
   MemoryModel(const AutoPartitionRequest &r, const std::vector<ItemCost> &items)
       : bytesPerParam(trainingBytesPerParameter(r.settings.bf16,
                                                 r.settings.optimizerShards)),
-        activation(r.settings.tokens() * r.dims.hidden *
-                   r.settings.activationBytesPerElement()),
+        activation(r.settings.streamBytes(r.dims.hidden)),
         p2pPerStage(2 * activation), recompute(r.recompute),
         numItems(int64_t(items.size())), acts(items.size() + 1, 0) {
     for (int64_t rank = 0; rank < r.pp; ++rank)

@@ -15,13 +15,16 @@ double Costs::cost(Op op, int64_t stage) const {
     return stage < static_cast<int64_t>(perStage.size()) ? perStage[stage]
                                                          : uniform;
   };
+  auto tensor = [&](const std::vector<double> &perStage) {
+    return pick(perStage, 0.0);
+  };
   switch (op) {
   case Op::F:
-    return pick(stageF, f);
+    return pick(stageF, f) + tensor(stageTensorF);
   case Op::B:
-    return pick(stageB, b);
+    return pick(stageB, b) + tensor(stageTensorI);
   case Op::I:
-    return pick(stageI, i);
+    return pick(stageI, i) + tensor(stageTensorI);
   case Op::W:
     return pick(stageW, w);
   default:

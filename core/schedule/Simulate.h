@@ -49,6 +49,12 @@ struct Costs {
   /// Optional per stage: what follows the reductions at the step's end (the
   /// distributed optimizer's all-gather of the updated parameters).
   std::vector<double> stageAfterStep;
+  /// Optional per stage: the tensor-parallel collectives one microbatch's
+  /// F, and its I (or B), runs inside the stage's kernels (Megatron-LM's
+  /// all-reduces, or all-gathers and reduce-scatters with sequence
+  /// parallelism). They block the compute that follows, so cost() adds
+  /// them to the pass; kept apart so withoutCommunication can drop them.
+  std::vector<double> stageTensorF, stageTensorI;
   std::vector<double> activationBytes; ///< per stage, for peak bytes (optional)
   /// How a receive is timed. Posted (what hypipe's runtime, PyTorch's and
   /// NCCL do): the receive is posted where the program writes it and takes
@@ -82,7 +88,8 @@ struct Costs {
   /// Whether any transfer or reduction takes time.
   bool hasCommunication() const {
     return transfer() > 0 || !boundaryTransfer.empty() ||
-           !stageReduce.empty() || !stageAfterStep.empty();
+           !stageReduce.empty() || !stageAfterStep.empty() ||
+           !stageTensorF.empty() || !stageTensorI.empty();
   }
   /// These costs with every transfer and reduction free (what the step
   /// would take if communication cost nothing).
@@ -92,6 +99,8 @@ struct Costs {
     free.boundaryTransfer.clear();
     free.stageReduce.clear();
     free.stageAfterStep.clear();
+    free.stageTensorF.clear();
+    free.stageTensorI.clear();
     return free;
   }
   double transfer() const {

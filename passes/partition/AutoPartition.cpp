@@ -29,6 +29,8 @@ LogicalResult autoPartitionModel(hybrid::ModelOp model,
   request.settings.microBatchSize = tokens.getDimSize(0);
   request.settings.seqLength = tokens.getDimSize(1);
   request.settings.bf16 = bf16;
+  request.settings.tp = parallel.getTp();
+  request.settings.sequenceParallel = parallel.getSequenceParallel();
   request.layers = pattern->layers();
   request.mtpLayers = pattern->mtp;
   request.mtpDepths = pattern->mtpDepths;

@@ -45,6 +45,27 @@ TEST(Cluster, RanksFillNodesDataParallelInner) {
   EXPECT_EQ(c.flopsPerSecond(true), 989e12 * c.device.achieved);
 }
 
+// Tensor parallel innermost (Megatron's tp-cp-ep-dp-pp): global rank
+// (pp_rank * dp + dp_rank) * tp + tp_rank.
+TEST(Cluster, TensorParallelRanksAreInnermost) {
+  Expected<Cluster> h100 = makeCluster("h100");
+  ASSERT_TRUE(static_cast<bool>(h100));
+  const Cluster &c = *h100;
+  EXPECT_EQ(globalRank(1, 2, 4, 2, 1), (1 * 4 + 2) * 2 + 1);
+  // tp 2 x dp 4: a pipeline rank is one node (ranks 0-7), so its
+  // data-parallel groups (0, 2, 4, 6 and 1, 3, 5, 7) stay in it and its
+  // hand-offs leave it.
+  EXPECT_EQ(&c.dataParallelLink(0, 4, 2), &c.device.intraNode);
+  EXPECT_EQ(&c.pipelineLink(0, 1, 4, 2), &c.device.interNode);
+  // tp 8 x dp 2: each replica is a node; the data-parallel group of tp
+  // rank r is ranks r and 8 + r, in two nodes.
+  EXPECT_EQ(&c.dataParallelLink(0, 2, 8), &c.device.interNode);
+  // A tp group of 8 is a node; one of 16, or of 3 (ranks 6, 7, 8), is not.
+  EXPECT_EQ(&c.tensorParallelLink(8), &c.device.intraNode);
+  EXPECT_EQ(&c.tensorParallelLink(16), &c.device.interNode);
+  EXPECT_EQ(&c.tensorParallelLink(3), &c.device.interNode);
+}
+
 TEST(Cluster, OverridesAreCheckedAndApplied) {
   ClusterOverrides o;
   o.perNode = 4;

@@ -42,9 +42,9 @@ int64_t smallestPeak(const Plan &p, bool onePipelineRank) {
 }
 
 std::string layoutKey(const PlanLayout &l) {
-  return fmt::format("{} {} {} {} {} {} {}", l.pp, l.vpp, l.dp,
-                     schedule::scheduleName(l.schedule), l.microbatches,
-                     l.microBatchSize, l.distributedOptimizer);
+  return fmt::format("{} {} {} {} {} {} {} {} {}", l.tp, l.sequenceParallel,
+                     l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule),
+                     l.microbatches, l.microBatchSize, l.distributedOptimizer);
 }
 
 /// The value after `flag` in Megatron-LM arguments ("" if absent).
@@ -396,6 +396,183 @@ TEST(Plan, TheSpecsOwnRecomputeStands) {
     EXPECT_NE(megatronArgs(c).find("--recompute-method block"),
               std::string::npos);
   }
+}
+
+/// kSpec's model with two Mamba groups, so that every layer kind splits
+/// over tp 2 (one group, the default, does not).
+std::string
+tensorParallelSpec(const std::string &parallel = "  microbatches: 8\n") {
+  std::string text = smallSpec("M-M*M-M-", parallel, "  seq_length: 32\n");
+  text.replace(text.find("  vocab_size"), 0, "  mamba_num_groups: 2\n");
+  return text;
+}
+
+ModelSpec loaded(const std::string &text, SpecOverrides o = {}) {
+  auto spec = parseSpec(text, "spec.yaml", o);
+  EXPECT_TRUE(static_cast<bool>(spec))
+      << (spec ? "" : llvm::toString(spec.takeError()));
+  return spec ? std::move(*spec) : ModelSpec{};
+}
+
+// One rank of tp 2 holds a half of each split parameter and all of each
+// norm, and the activations between its collectives are its shard's: the
+// MLP (hidden 64, ffn 128, squared ReLU) and attention (4 heads of 16, 2
+// groups) layers worked out by hand, at 32 tokens of fp32.
+TEST(PlanTensorParallel, LayerCostsAreTheShards) {
+  const ModelDims d = loaded(tensorParallelSpec()).dims;
+  CostSettings s;
+  s.seqLength = 32;
+  auto at = [&](char symbol, int64_t tp, bool sp) {
+    s.tp = tp;
+    s.sequenceParallel = sp;
+    return *layerCost(symbol, d, s);
+  };
+  // MLP: norm 64 + fc1 128x64 + fc2 64x128.
+  EXPECT_EQ(at('-', 1, false).params, 64 + 8192 + 8192);
+  EXPECT_EQ(at('-', 2, false).params, 64 + 4096 + 4096);
+  // Kept: input and normed input (64 each), fc1 output and activation.
+  EXPECT_EQ(at('-', 1, false).activationBytes, 32 * (128 + 128 + 128) * 4);
+  EXPECT_EQ(at('-', 2, false).activationBytes, 32 * (128 + 64 + 64) * 4);
+  EXPECT_EQ(at('-', 2, true).activationBytes, 32 * (64 + 64 + 64) * 4);
+  // Two GEMMs of 2 x 32 x 64 x ffn/tp each.
+  EXPECT_EQ(at('-', 2, false).forwardFlops, 2 * (2 * 32 * 64 * 64));
+  // Attention: norm 64 + qkv (4 + 2 x 2) x 16 rows x 64 + proj 64x64.
+  EXPECT_EQ(at('*', 1, false).params, 64 + 8192 + 4096);
+  EXPECT_EQ(at('*', 2, false).params, 64 + 4096 + 2048);
+  // A stage boundary sends a tp-th of the activation with sequence
+  // parallelism only.
+  EXPECT_EQ(at('M', 2, false).sendBytes, 32 * 64 * 4);
+  EXPECT_EQ(at('M', 2, true).sendBytes, 32 * 64 * 4 / 2);
+}
+
+// A rank's parameters at tp 2: the norms (one a layer and the final one,
+// 64 each) whole, the rest halved; its memory falls with tp, and further
+// with sequence parallelism. The model's own count stays.
+TEST(PlanTensorParallel, RankMemoryFallsWithTp) {
+  const std::string text = tensorParallelSpec();
+  SpecOverrides o;
+  o.tp = 2;
+  const SpecCosts one = specCosts(loaded(text));
+  const SpecCosts two = specCosts(loaded(text, o));
+  o.sequenceParallel = true;
+  const SpecCosts sp = specCosts(loaded(text, o));
+  const int64_t replicated = 8 * 64 + 64;
+  ASSERT_EQ(one.rankParams.size(), 1u);
+  EXPECT_EQ(two.rankParams[0],
+            (one.rankParams[0] - replicated) / 2 + replicated);
+  EXPECT_EQ(two.totalParams, one.totalParams);
+  EXPECT_LT(two.rankMemory[0], one.rankMemory[0]);
+  EXPECT_LT(sp.rankMemory[0], two.rankMemory[0]);
+  ASSERT_FALSE(two.rankRuntimeMemory.empty());
+  EXPECT_LT(two.rankRuntimeMemory[0], one.rankRuntimeMemory[0]);
+  EXPECT_LT(sp.rankRuntimeMemory[0], two.rankRuntimeMemory[0]);
+}
+
+// The tensor-parallel collectives are in the step: at pp 1 and dp 1 a
+// microbatch's F runs one all-reduce of the activation (32 x 64 fp32) in
+// the embedding and in each of the 8 layers, and the cross-entropy's three
+// of one float a token; its backward one in each layer and the head. The
+// simulated step is the compute and those, microbatch after microbatch.
+TEST(PlanTensorParallel, CollectivesAreInTheStep) {
+  SpecOverrides o;
+  o.tp = 2;
+  const ModelSpec spec = loaded(tensorParallelSpec(), o);
+  Expected<Cluster> cpu = makeCluster("cpu");
+  ASSERT_TRUE(static_cast<bool>(cpu));
+  const Link &link = cpu->device.intraNode; // 2 ranks a node: tp 2 fits
+  auto step = stepCosts(spec, specCosts(spec).stageCost, {nullptr, &*cpu});
+  ASSERT_TRUE(static_cast<bool>(step));
+  const double activation = 32 * 64 * 4, perToken = 32 * 4;
+  const double f = 9 * allReduceSeconds(2, activation, link) +
+                   3 * allReduceSeconds(2, perToken, link);
+  const double i = 9 * allReduceSeconds(2, activation, link);
+  ASSERT_EQ(step->stageTensorF.size(), 1u);
+  EXPECT_DOUBLE_EQ(step->stageTensorF[0], f);
+  EXPECT_DOUBLE_EQ(step->stageTensorI[0], i);
+  auto with = simulateSpec(spec, *step);
+  auto without = simulateSpec(spec, step->withoutCommunication());
+  ASSERT_TRUE(with && without);
+  EXPECT_NEAR(with->makespan - without->makespan, 8 * (f + i), 1e-12);
+  // With sequence parallelism each all-reduce of a layer is an all-gather
+  // and a reduce-scatter: the same ring time.
+  o.sequenceParallel = true;
+  const ModelSpec sp = loaded(tensorParallelSpec(), o);
+  auto spStep = stepCosts(sp, specCosts(sp).stageCost, {nullptr, &*cpu});
+  ASSERT_TRUE(static_cast<bool>(spStep));
+  const double gather = allGatherSeconds(2, activation, link);
+  EXPECT_DOUBLE_EQ(spStep->stageTensorF[0],
+                   2 * gather * 8 + gather /*embedding's reduce-scatter*/ +
+                       gather /*head's all-gather*/ +
+                       3 * allReduceSeconds(2, perToken, link));
+}
+
+PlanRequest onH100s(int64_t gpus) {
+  PlanRequest request{"spec.yaml", gpus, std::nullopt, std::nullopt};
+  Expected<Cluster> h100 = makeCluster("h100");
+  EXPECT_TRUE(static_cast<bool>(h100));
+  request.cluster = *h100;
+  request.megatronMemory = true; // no recompute to search
+  return request;
+}
+
+// On GPUs plan searches the tp that divide a node's 8 and that every
+// layer splits over, with sequence parallelism (seq_length 32 divides by
+// them), and prints Megatron-LM's flags for them.
+TEST(PlanTensorParallel, SearchedOnGpus) {
+  auto p = plan(tensorParallelSpec(), onH100s(4));
+  ASSERT_TRUE(static_cast<bool>(p)) << p.problem().message;
+  // 4 heads and 2 query and Mamba groups: tp 4 and 8 do not split them.
+  EXPECT_EQ(p->tensorParallelSizes, (std::vector<int64_t>{1, 2}));
+  EXPECT_NE(p->tensorParallelRefusal.find("tp 4: "), std::string::npos);
+  std::set<std::pair<int64_t, bool>> seen;
+  for (const PlanCandidate &c : p->candidates) {
+    const PlanLayout &l = c.layout;
+    EXPECT_EQ(l.tp * l.pp * l.dp, 4);
+    EXPECT_EQ(c.spec.parallel.tp, l.tp);
+    EXPECT_EQ(c.spec.parallel.sequenceParallel, l.sequenceParallel);
+    seen.insert({l.tp, l.sequenceParallel});
+    const std::string args = megatronArgs(c);
+    EXPECT_EQ(flagValue(args, "--tensor-model-parallel-size"),
+              l.tp > 1 ? std::to_string(l.tp) : "");
+    EXPECT_EQ(args.find("--sequence-parallel") != std::string::npos,
+              l.sequenceParallel);
+    auto written = plannedSpecText(tensorParallelSpec(), "/somewhere", c);
+    ASSERT_TRUE(static_cast<bool>(written)) << written.problem().message;
+  }
+  EXPECT_EQ(seen, (std::set<std::pair<int64_t, bool>>{{1, false}, {2, true}}));
+}
+
+// A cap between the least memory of tp 1 and of tp 2 leaves only tp 2.
+TEST(PlanTensorParallel, TpFitsWhatPipelinesAloneDoNot) {
+  const std::string text = tensorParallelSpec();
+  auto all = plan(text, onH100s(2));
+  ASSERT_TRUE(static_cast<bool>(all));
+  int64_t leastOne = INT64_MAX, leastTwo = INT64_MAX;
+  for (const PlanCandidate &c : all->candidates)
+    (c.layout.tp == 1 ? leastOne : leastTwo) =
+        std::min(c.layout.tp == 1 ? leastOne : leastTwo, c.peakMemory());
+  ASSERT_LT(leastTwo, leastOne);
+  PlanRequest capped = onH100s(2);
+  capped.memoryGiB = (leastOne + leastTwo) / 2.0 / (1 << 30);
+  auto p = plan(text, capped);
+  ASSERT_TRUE(static_cast<bool>(p)) << p.problem().message;
+  ASSERT_FALSE(p->candidates.empty());
+  for (const PlanCandidate &c : p->candidates)
+    EXPECT_EQ(c.layout.tp, 2);
+}
+
+// A model with MoE layers is not split: plan searches tp 1 and says why.
+TEST(PlanTensorParallel, MoeRefusesTp) {
+  std::string text = tensorParallelSpec();
+  text.replace(text.find("M-M*M-M-"), 8, "M-M*MEM-");
+  text.replace(text.find("  vocab_size"), 0,
+               "  num_experts: 4\n  moe_router_topk: 2\n");
+  auto p = plan(text, onH100s(2));
+  ASSERT_TRUE(static_cast<bool>(p)) << p.problem().message;
+  EXPECT_EQ(p->tensorParallelSizes, (std::vector<int64_t>{1}));
+  EXPECT_NE(p->tensorParallelRefusal.find("MoE"), std::string::npos);
+  for (const PlanCandidate &c : p->candidates)
+    EXPECT_EQ(c.layout.tp, 1);
 }
 
 } // namespace

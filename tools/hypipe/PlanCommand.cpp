@@ -31,6 +31,7 @@ struct PlanOptions {
   std::optional<double> memoryGiB;
   std::optional<int64_t> globalBatch;
   int64_t top = 5;
+  std::optional<int64_t> tp; ///< --tp
   std::string out;
   bool json = false;
   std::string costs;               ///< --costs FILE
@@ -68,6 +69,8 @@ std::string boundText(const Plan &p, bool cluster) {
 
 void printPlanTable(const Plan &p, size_t shown, bool seconds, bool cluster) {
   std::vector<std::string> header{"rank",
+                                  "tp",
+                                  "sp",
                                   "pp",
                                   "vpp",
                                   "dp",
@@ -89,6 +92,8 @@ void printPlanTable(const Plan &p, size_t shown, bool seconds, bool cluster) {
     const PlanCandidate &c = p.candidates[i];
     const PlanLayout &l = c.layout;
     std::vector<std::string> row{std::to_string(i + 1),
+                                 std::to_string(l.tp),
+                                 l.sequenceParallel ? "yes" : "no",
                                  std::to_string(l.pp),
                                  std::to_string(l.vpp),
                                  std::to_string(l.dp),
@@ -141,13 +146,32 @@ std::string unitText(const PlanRequest &r, const std::string &costsFile) {
       c.device.interNode.latencySeconds * 1e6);
 }
 
+/// Which tensor-parallel sizes the search tried, and why not more, in a
+/// line.
+std::string tensorParallelText(const Plan &p, const PlanRequest &r) {
+  std::string sizes;
+  for (int64_t tp : p.tensorParallelSizes)
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(tp);
+  std::string why = r.tp ? std::string("--tp")
+                    : r.cluster && r.cluster->device.gpu
+                        ? fmt::format("of the divisors of a node's {} GPUs, "
+                                      "those every layer splits over",
+                                      r.cluster->device.perNode)
+                        : std::string("the spec's; --gpus or a GPU --device "
+                                      "searches them");
+  if (!p.tensorParallelRefusal.empty())
+    why += "; not " + p.tensorParallelRefusal;
+  return fmt::format("tensor parallel sizes tried: {} ({})\n", sizes, why);
+}
+
 /// Megatron-LM's complete argument list for each row of the table: the
 /// model's flags once (they are every row's), then each row's layout flags,
 /// or why Megatron-LM cannot run that row.
 void printMegatronArgs(const Plan &p, size_t shown) {
   const PlanCandidate &first = p.candidates[0];
   std::cout << fmt::format(
-      "megatron: pretrain_mamba.py on pp x dp GPUs with each row's flags and "
+      "megatron: pretrain_mamba.py on tp x pp x dp GPUs with each row's flags "
+      "and "
       "the model's: {}\n",
       megatronModelArgs(first.spec));
   for (size_t i = 0; i < shown; ++i) {
@@ -173,6 +197,7 @@ void printPlan(const Plan &p, size_t shown, const PlanOptions &o,
   printPlanTable(p, shown, r.stepModel().inSeconds(), r.cluster.has_value());
   std::cout << fmt::format("\n{}\nbound: {}\n", unitText(r, o.costs),
                            boundText(p, r.cluster.has_value()));
+  std::cout << tensorParallelText(p, r);
   printMegatronArgs(p, shown);
   std::cout << fmt::format(
       "{} candidates simulated{}, {} not ({} over the memory cap, {} unable "
@@ -197,6 +222,8 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files,
     out["candidates"].push_back(
         {{"spec", files[i].empty() ? nlohmann::ordered_json()
                                    : nlohmann::ordered_json(files[i])},
+         {"tp", l.tp},
+         {"sequence_parallel", l.sequenceParallel},
          {"pp", l.pp},
          {"vpp", l.vpp},
          {"dp", l.dp},
@@ -300,7 +327,7 @@ Expected<std::vector<std::string>> writePlans(const Plan &p, size_t shown,
 Expected<PlanRequest> requestOf(const PlanOptions &o) {
   if (o.ranks.has_value() == o.gpus.has_value())
     return Error(Problem{"give one of --ranks and --gpus",
-                         "--ranks N plans for N ranks (pp x dp); --gpus N "
+                         "--ranks N plans for N ranks (tp x pp x dp); --gpus N "
                          "for N GPUs (--device h100 unless given)"});
   ClusterOptions clusterOptions = o.cluster;
   if (o.gpus && !clusterOptions.device)
@@ -319,6 +346,7 @@ Expected<PlanRequest> requestOf(const PlanOptions &o) {
   if (request.cluster && !request.memoryGiB)
     request.memoryGiB = request.cluster->device.memoryGiB;
   request.top = o.top;
+  request.tp = o.tp;
   request.megatronMemory = o.memoryOf == "megatron";
   return request;
 }
@@ -378,7 +406,7 @@ void addPlanCommand(CLI::App &app, Runner &run) {
   sub->add_option("spec", o->spec, "model spec (YAML)")->required();
   // The most a request may ask for, as checkRequest and SizeBounds.h bound
   // it (one rank's 1 TiB the memory cap's).
-  sub->add_option("--ranks", o->ranks, "ranks (pp x dp) to plan for")
+  sub->add_option("--ranks", o->ranks, "ranks (tp x pp x dp) to plan for")
       ->check(wholeBetween(1, kMaxRanks));
   sub->add_option("--gpus", o->gpus,
                   "GPUs to plan for: --ranks on a GPU device (--device h100 "
@@ -401,6 +429,11 @@ void addPlanCommand(CLI::App &app, Runner &run) {
                   "microbatches x dp)")
       ->check(wholeBetween(1, kMaxStepTokens));
   sub->add_option("--top", o->top, "candidates to print")
+      ->check(wholeAtLeast(1));
+  sub->add_option("--tp", o->tp,
+                  "plan at this tensor-parallel size only (default: on a GPU "
+                  "device, every divisor of its GPUs a node that the layers "
+                  "split over; else the spec's)")
       ->check(wholeAtLeast(1));
   sub->add_option("--out", o->out,
                   "write DIR/plan-1.yaml ... (best first), each a complete "

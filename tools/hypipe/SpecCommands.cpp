@@ -201,11 +201,11 @@ void printExplanationJson(const Explanation &e) {
   out["model"] = e.spec.name;
   out["pattern"] = e.costs.pinned;
   out["auto_partitioned"] = e.spec.autoPartitioned;
+  out["tp"] = e.spec.parallel.tp;
+  out["sequence_parallel"] = e.spec.parallel.sequenceParallel;
   out["pp"] = e.placement.pp;
   out["vpp"] = e.placement.vpp;
   out["dp"] = e.spec.parallel.dp;
-  out["tp"] = e.spec.parallel.tp;
-  out["sequence_parallel"] = e.spec.parallel.sequenceParallel;
   out["distributed_optimizer"] = e.spec.parallel.distributedOptimizer;
   out["schedule"] = schedule::scheduleName(e.spec.parallel.schedule);
   if (!e.spec.parallel.scheduleCsv.empty())
@@ -305,16 +305,14 @@ void printModelLines(const Explanation &e) {
   std::cout << fmt::format("{}: model '{}', {} layers, {} parameters\n",
                            e.spec.file, e.spec.name, e.spec.pattern.numLayers(),
                            withCommas(e.costs.totalParams));
+  const ParallelSpec &par = e.spec.parallel;
   std::cout << fmt::format(
-      "parallel: pp={} vpp={} dp={}{}{} schedule={} microbatches={}; "
+      "parallel: {}pp={} vpp={} dp={}{} schedule={} microbatches={}; "
       "per microbatch: {} tokens, {}\n",
+      par.tp > 1 ? fmt::format("tp={}{} ", par.tp,
+                               par.sequenceParallel ? " sequence_parallel" : "")
+                 : "",
       e.placement.pp, e.placement.vpp, e.spec.parallel.dp,
-      e.spec.parallel.tp > 1
-          ? fmt::format(" tp={}{}", e.spec.parallel.tp,
-                        e.spec.parallel.sequenceParallel ? " (sequence "
-                                                           "parallel)"
-                                                         : "")
-          : "",
       e.spec.parallel.distributedOptimizer
           ? fmt::format(" (optimizer state sharded {} ways)",
                         e.costs.request.settings.optimizerShards)
@@ -326,6 +324,14 @@ void printModelLines(const Explanation &e) {
                         e.spec.parallel.scheduleCsv),
       e.spec.parallel.microbatches, e.costs.request.settings.tokens(),
       precisionName(e.spec.training.dtype));
+  if (par.tp > 1)
+    std::cout << fmt::format(
+        "tensor parallel: each figure below is one of the {} ranks of a "
+        "layer's tensor-parallel group (its shard{})\n",
+        par.tp,
+        par.sequenceParallel ? "; the residual stream and stage boundaries "
+                               "a tp-th of the tokens"
+                             : "");
   if (e.spec.training.recompute.granularity != RecomputeGranularity::None)
     std::cout << fmt::format("recompute: {}\n",
                              recomputeFlags(e.spec.training.recompute));
@@ -434,15 +440,16 @@ void printSimulation(const Explanation &e) {
     const DeviceRates &d = e.cluster->device;
     std::cout << fmt::format(
         "\nschedule {} simulated on {} {} ({} a node; compute {}, "
-        "transfers and gradient reductions on the links): step {:.4g} s, {} "
+        "{}transfers and gradient reductions on the links): step {:.4g} s, {} "
         "tokens/s predicted, bubble {:.1f}% on the worst rank, of which "
         "communication adds {:.1f}% of the step\n",
         schedule::scheduleName(e.spec.parallel.schedule),
-        e.placement.pp * e.spec.parallel.dp,
+        e.spec.parallel.tp * e.placement.pp * e.spec.parallel.dp,
         d.name + (d.gpu ? " GPUs" : " ranks"), d.perNode,
         e.costsFile.empty()
             ? fmt::format("at {:.0f}% of its peak", 100 * d.achieved)
             : fmt::format("measured in {}", e.costsFile),
+        e.spec.parallel.tp > 1 ? "tensor-parallel collectives, " : "",
         e.simulation.makespan,
         withCommas(std::llround(stepTokens(e.spec) / e.simulation.makespan)),
         100 * worst, 100 * e.communication);

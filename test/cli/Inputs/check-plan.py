@@ -16,7 +16,7 @@ for c in plan["candidates"]:
     e = json.loads(subprocess.run([hypipe, "explain", c["spec"], "--json"] + options,
                                   check=True, capture_output=True,
                                   text=True).stdout)
-    for key in ("pp", "vpp", "dp", "schedule", "microbatches",
+    for key in ("tp", "sequence_parallel", "pp", "vpp", "dp", "schedule", "microbatches",
                 "distributed_optimizer", "recompute"):
         assert e[key] == c[key], (c["spec"], key, e[key], c[key])
     # The plan holds layouts to hypipe-run's own buffers (SpecCosts.h
