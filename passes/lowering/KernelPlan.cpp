@@ -121,13 +121,6 @@ private:
       failed = true;
       return;
     }
-    if (plan.sequenceParallel) {
-      layer.op->emitError()
-          << "sequence parallelism is planned and costed but its kernels "
-             "do not run yet; compile without --sequence-parallel";
-      failed = true;
-      return;
-    }
     if (tp > 1 && target == rt::Target::Cuda) {
       layer.op->emitError()
           << "the CUDA target does not run tensor-parallel layers yet; "

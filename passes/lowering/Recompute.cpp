@@ -184,6 +184,12 @@ public:
   /// keeps the tensors of the modules it has in the recompute buffer and
   /// computes them again just before its input gradient.
   LogicalResult rewriteSelective(RecomputeModuleSet modules) {
+    // A recomputed norm's rows would be gathered again: not built.
+    if (program.getSequenceParallel())
+      return program.emitOpError()
+             << "selective recompute does not run with sequence parallelism "
+                "yet; use full recompute (--recompute-granularity full) or "
+                "compile without --sequence-parallel";
     const rt::TokenShape tokens{int64_t(program.getBatch()),
                                 int64_t(program.getSeq())};
     const rt::Target target = pipe::targetOf(program);

@@ -77,7 +77,12 @@ StepTensors ScheduleRuntime::startProgram(const Program &program,
   tensors.microbatches = batch.microbatches();
   tensors.activation = t.microBatchSize * t.seqLength * hidden;
   for (int64_t mb = 0; mb < tensors.microbatches; ++mb)
-    tensors.activationFloats.push_back(batch.rows(mb) * hidden);
+    // With sequence parallelism a stage's boundary holds this rank's
+    // tp-th of the tokens.
+    tensors.activationFloats.push_back((artifact.sequenceParallel
+                                            ? batch.rows(mb) / artifact.tp
+                                            : batch.rows(mb)) *
+                                       hidden);
   spans.clear();
   std::fill(backwardsDone.begin(), backwardsDone.end(), 0);
   std::fill(reducedByProgram.begin(), reducedByProgram.end(), false);

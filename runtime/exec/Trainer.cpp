@@ -257,6 +257,24 @@ void Trainer::gatherStepTotals(StepStats &st, const StepLosses &losses) {
         st.step, st.loss, st.gradNorm));
 }
 
+void Trainer::sumSequenceParallelGrads() {
+  // With sequence parallelism each rank's norms saw its tp-th of the
+  // tokens: the parameters every tensor-parallel rank holds whole (the
+  // norms' weights) have partial gradients, summed over the group as
+  // Megatron-LM's finalize_model_grads does. Sums commute, so after the
+  // data-parallel reduction is as good as before it.
+  if (!artifact.sequenceParallel)
+    return;
+  std::vector<Transport::Request> sums;
+  for (Stage &s : stages)
+    for (const ParamEntry &p : s.entry().params)
+      if (p.split == Split::None)
+        sums.push_back(transport->itensorParallel(CollectiveKind::AllReduce,
+                                                  s.grads().data() + p.offset,
+                                                  p.numel, DType::F32));
+  transport->waitAll(sums);
+}
+
 void Trainer::applyUpdate(StepStats &st) {
   const TrainingConfig &t = artifact.training;
   double clip = 1.0;
@@ -293,6 +311,7 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   if (faultNanStep == step)
     losses.loss = std::nan("");
   gradSync->finalizeModelGrads();
+  sumSequenceParallelGrads();
   if (gradSync->reductionBegin() >= 0)
     runtime->record({"dp gradient reduction", schedule::kDpReductionCategory,
                      runtime->secondsSinceStart(gradSync->reductionBegin()),

@@ -136,6 +136,9 @@ private:
   /// This rank's first MoE layer (stage and layer order) whose router met a
   /// NaN or infinite logit this step (Stage::routerFault).
   std::pair<int64_t, float> routerFault() const;
+  /// Sums the gradients of the parameters every tensor-parallel rank holds
+  /// whole over the group (sequence parallelism only).
+  void sumSequenceParallelGrads();
   /// Clips by the global norm and steps the optimizer at step's lr.
   void applyUpdate(StepStats &st);
 

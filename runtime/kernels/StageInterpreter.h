@@ -50,12 +50,14 @@ public:
         ws(a.workspace + p.scratch.elementOffset()) {}
 
   void forward() {
+    checkSequenceSplit();
     a.aux_loss = 0.0f;
     run(p.forward, 0,
         [this](const auto &s, const Call &c) { forwardLayer(s, c); });
   }
 
   void backwardInput() {
+    checkSequenceSplit();
     run(p.backwardInput, 1,
         [this](const auto &s, const Call &c) { backwardInputLayer(s, c); });
   }
@@ -67,6 +69,17 @@ public:
   }
 
 private:
+  /// Sequence parallelism splits the call's tokens in tp equal parts.
+  void checkSequenceSplit() const {
+    if (p.sequenceParallel && t.tokens() % p.tensorParallel != 0)
+      throw RuntimeError(
+          "error: a microbatch of " + std::to_string(t.tokens()) +
+          " tokens does not split over " + std::to_string(p.tensorParallel) +
+          " sequence-parallel ranks\nhelp: make every microbatch's tokens a "
+          "multiple of tp (packing pads no microbatch yet; compile without "
+          "--sequence-parallel to pack)");
+  }
+
   /// One call's layer: its buffers, and the activation (or gradient) it
   /// reads and the one it writes (null for Slot::None).
   struct Call {
@@ -114,7 +127,7 @@ private:
     static constexpr const char *kPasses[] = {"forward", "input gradient",
                                               "weight gradient", "recompute"};
     return std::make_optional<TensorParallelCalls>(
-        *a.tensor_parallel, c.collectives, t.tokens(),
+        *a.tensor_parallel, c.collectives, t.tokens(), p.sequenceParallel,
         std::string("layer ") + std::to_string(c.layer) + "'s " +
             kPasses[c.op == CallOp::Recompute ? 3 : pass] + " call");
   }
@@ -340,7 +353,12 @@ private:
     std::chrono::steady_clock::time_point start;
   };
 
-  int64_t activationFloats() const { return t.tokens() * p.hidden; }
+  /// One activation between the layers: with sequence parallelism this
+  /// rank's tp-th of the tokens.
+  int64_t activationFloats() const {
+    return (p.sequenceParallel ? t.tokens() / p.tensorParallel : t.tokens()) *
+           p.hidden;
+  }
   /// The buffer a slot names in this call (the stage's input and output
   /// gradient are read-only to the kernels: `in` hands them out as const).
   float *slot(Slot s) const {

@@ -44,11 +44,15 @@ public:
   /// `listed`: the call's collectives in its program; `tokens` the call's.
   TensorParallelCalls(TensorParallelGroup &group,
                       const std::vector<Collective> &listed, int64_t tokens,
-                      std::string call)
-      : group(group), listed(listed), tokens(tokens), call(std::move(call)) {}
+                      bool sequenceParallel, std::string call)
+      : group(group), listed(listed), tokens(tokens),
+        sequence(sequenceParallel), call(std::move(call)) {}
 
   int64_t size() const { return group.size(); }
   int64_t rank() const { return group.rank(); }
+  /// Megatron-LM's sequence parallelism: the layer's input and output hold
+  /// this rank's tp-th of the call's tokens.
+  bool sequenceParallel() const { return sequence; }
 
   /// Collective `kind` of the call's [tokens, perToken] tensor at `data`.
   void run(CollectiveKind kind, float *data, int64_t perToken) {
@@ -78,6 +82,7 @@ private:
   TensorParallelGroup &group;
   const std::vector<Collective> &listed;
   int64_t tokens;
+  bool sequence;
   std::string call;
   size_t next = 0;
 };

@@ -40,8 +40,9 @@ template <class P> struct Attention {
     const float *norm = params, *wQkv = norm + s.hidden,
                 *wProj = wQkv + Wd * s.hidden;
     AttnSaved a = attnSaved(s, k.shape(t), saved);
-    k.copy(a.x, x, T * s.hidden);
-    preNorm(k, T, s.hidden, x, norm, a.xn, a.rstd);
+    const SequenceShard q = sequenceShard(tp, T);
+    k.copy(a.x, x, q.local * s.hidden);
+    normedInput(k, tp, q, s.hidden, x, norm, a.xn, a.rstd);
     k.linearForward(T, s.hidden, Wd, a.xn, wQkv, a.qkv);
     k.round(a.qkv, T * Wd);
     if (s.rope) {
@@ -50,10 +51,10 @@ template <class P> struct Attention {
     }
     core(s, t, a);
     k.linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
-    tensorParallel(tp, CollectiveKind::AllReduce, y, s.hidden);
-    k.round(y, T * s.hidden);
-    k.addInto(y, x, T * s.hidden);
-    k.round(y, T * s.hidden);
+    sumOutput(k, tp, q, s.hidden, y);
+    k.round(y, q.local * s.hidden);
+    k.addInto(y, x, q.local * s.hidden);
+    k.round(y, q.local * s.hidden);
   }
 
   /// Selective recompute: the tensors of the modules `saved` drops,
@@ -92,8 +93,9 @@ public:
     float *dctx = ws;                 // [T, Cw]
     float *dxn = dctx + T * Cw;       // [T, hidden]
     float *rows = dxn + T * s.hidden; // [T, heads]: the core's scratch
-    k.copy(a.dout, dy, T * s.hidden);
-    k.linearBackwardInput(T, Cw, s.hidden, dy, wProj, dctx);
+    const SequenceShard q = sequenceShard(tp, T);
+    wholeGradient(k, tp, q, s.hidden, dy, a.dout);
+    k.linearBackwardInput(T, Cw, s.hidden, a.dout, wProj, dctx);
     k.round(dctx, T * Cw);
     k.coreBackward(s, t, a, dctx, rows);
     // dq, dk and dv are complete once the core is done; with RoPE the
@@ -105,11 +107,12 @@ public:
       k.round(a.dqkv, T * Wd);
     }
     k.linearBackwardInput(T, s.hidden, Wd, a.dqkv, wQkv, dxn);
-    tensorParallel(tp, CollectiveKind::AllReduce, dxn, s.hidden);
-    k.round(dxn, T * s.hidden);
-    k.copy(dx, dy, T * s.hidden);
-    k.rmsnormBackward(T, s.hidden, a.x, norm, a.rstd, dxn, dx, grads, true);
-    k.round(dx, T * s.hidden);
+    float *mine = sumInputGradient(tp, q, s.hidden, dxn);
+    k.round(mine, q.local * s.hidden);
+    k.copy(dx, dy, q.local * s.hidden);
+    k.rmsnormBackward(q.local, s.hidden, a.x, norm, a.rstd, mine, dx, grads,
+                      true);
+    k.round(dx, q.local * s.hidden);
   }
 
   template <class Tokens>

@@ -16,7 +16,7 @@
 #define HYPIPE_RUNTIME_KERNELS_RECIPES_EMBEDDING_H
 
 #include "core/model/LayerShapes.h"
-#include "runtime/kernels/TensorParallelCalls.h"
+#include "runtime/kernels/recipes/Primitives.h"
 
 #include <cstdint>
 
@@ -40,13 +40,14 @@ template <class P> struct Embedding {
     }
     k.embeddingLookupShard(t.tokens(), s.hidden, params, tokens,
                            tp->rank() * s.vocab, s.vocab, y, kept);
-    tensorParallel(tp, CollectiveKind::AllReduce, y, s.hidden);
+    sumOutput(k, tp, sequenceShard(tp, t.tokens()), s.hidden, y);
   }
 
   template <class Tokens>
   void backwardInput(const EmbeddingShape &s, const Tokens &t, const float *dy,
                      float *saved) const {
-    k.copy(saved + t.tokens(), dy, t.tokens() * s.hidden);
+    wholeGradient(k, tp, sequenceShard(tp, t.tokens()), s.hidden, dy,
+                  saved + t.tokens());
   }
 
   template <class Tokens>

@@ -78,8 +78,9 @@ template <class P> struct Head {
     const int64_t T = t.tokens();
     if (T == 0)
       return 0.0f;
-    k.copy(h.x, x, T * hidden);
-    preNorm(k, T, hidden, x, norm, h.xn, h.rstd);
+    const SequenceShard q = sequenceShard(tp, T);
+    k.copy(h.x, x, q.local * hidden);
+    normedInput(k, tp, q, hidden, x, norm, h.xn, h.rstd);
     k.linearForward(T, hidden, vocab, h.xn, wOut, h.probs);
     // bf16 logits, as the output layer writes them; the loss reads them in
     // fp32 (Megatron upcasts before the cross-entropy).
@@ -109,14 +110,17 @@ template <class P> struct Head {
     // The logits' gradient leaves the fp32 loss as bf16.
     k.round(h.probs, T * vocab);
     k.linearBackwardInput(T, hidden, vocab, h.probs, wOut, dxn);
-    tensorParallel(tp, CollectiveKind::AllReduce, dxn, hidden);
+    const SequenceShard q = sequenceShard(tp, T);
+    float *mine = sumInputGradient(tp, q, hidden, dxn);
     // The normed output also feeds the next MTP depth: its gradient adds
     // (that part not rounded yet), and the sum is the complete gradient.
+    // (MTP depths do not split over tensor-parallel ranks.)
     if (dxnExtra)
-      k.addInto(dxn, dxnExtra, T * hidden);
-    k.round(dxn, T * hidden);
-    k.rmsnormBackward(T, hidden, h.x, norm, h.rstd, dxn, dx, gNorm, false);
-    k.round(dx, T * hidden);
+      k.addInto(mine, dxnExtra, T * hidden);
+    k.round(mine, q.local * hidden);
+    k.rmsnormBackward(q.local, hidden, h.x, norm, h.rstd, mine, dx, gNorm,
+                      false);
+    k.round(dx, q.local * hidden);
   }
 
   /// The output layer's weight gradient (the logits' gradient is in

@@ -50,8 +50,9 @@ template <class P> struct Mamba {
       return;
     MambaParams<const float> p = mambaParams(s, params);
     MambaSaved m = mambaSaved(s, k.shape(t), saved);
-    k.copy(m.x, x, T * s.hidden);
-    preNorm(k, T, s.hidden, x, p.norm, m.xn, m.rstd);
+    const SequenceShard q = sequenceShard(tp, T);
+    k.copy(m.x, x, q.local * s.hidden);
+    normedInput(k, tp, q, s.hidden, x, p.norm, m.xn, m.rstd);
     k.linearForward(T, s.hidden, W, m.xn, p.inProj, m.zxbcdt);
     k.round(m.zxbcdt, T * W);
     // The conv and its SiLU are one kernel (causal_conv1d's): one rounding.
@@ -65,10 +66,10 @@ template <class P> struct Mamba {
     k.gatedNormForward(s, t, p, m);
     k.round(m.normed, T * I);
     k.linearForward(T, I, s.hidden, m.normed, p.outProj, y);
-    tensorParallel(tp, CollectiveKind::AllReduce, y, s.hidden);
-    k.round(y, T * s.hidden);
-    k.addInto(y, x, T * s.hidden);
-    k.round(y, T * s.hidden);
+    sumOutput(k, tp, q, s.hidden, y);
+    k.round(y, q.local * s.hidden);
+    k.addInto(y, x, q.local * s.hidden);
+    k.round(y, q.local * s.hidden);
   }
 
   template <class Tokens>
@@ -89,8 +90,9 @@ template <class P> struct Mamba {
     float *dxn = dtGrad + T * s.heads; // [T, hidden]
     float *scratch = dxn + T * s.hidden;
 
-    k.copy(m.dout, dy, T * s.hidden);
-    k.linearBackwardInput(T, I, s.hidden, dy, p.outProj, dnormed);
+    const SequenceShard q = sequenceShard(tp, T);
+    wholeGradient(k, tp, q, s.hidden, dy, m.dout);
+    k.linearBackwardInput(T, I, s.hidden, m.dout, p.outProj, dnormed);
     k.round(dnormed, T * I);
     k.gatedNormBackward(s, t, p, gp, m, dnormed, dyScan);
     k.round(dyScan, T * I);
@@ -102,11 +104,12 @@ template <class P> struct Mamba {
     // in_proj's input gradient, then the pre-norm with the residual fused.
     k.round(m.dzxbcdt, T * W);
     k.linearBackwardInput(T, s.hidden, W, m.dzxbcdt, p.inProj, dxn);
-    tensorParallel(tp, CollectiveKind::AllReduce, dxn, s.hidden);
-    k.round(dxn, T * s.hidden);
-    k.copy(dx, dy, T * s.hidden);
-    k.rmsnormBackward(T, s.hidden, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
-    k.round(dx, T * s.hidden);
+    float *mine = sumInputGradient(tp, q, s.hidden, dxn);
+    k.round(mine, q.local * s.hidden);
+    k.copy(dx, dy, q.local * s.hidden);
+    k.rmsnormBackward(q.local, s.hidden, m.x, p.norm, m.rstd, mine, dx, gp.norm,
+                      true);
+    k.round(dx, q.local * s.hidden);
   }
 
   template <class Tokens>

@@ -43,14 +43,15 @@ template <class P> struct Mlp {
     const float *norm = params, *w1 = norm + s.hidden,
                 *w2 = w1 + s.fc1Width() * s.hidden;
     MlpSaved m = mlpSaved(s, k.shape(t), saved);
-    k.copy(m.x, x, T * s.hidden);
-    preNorm(k, T, s.hidden, x, norm, m.xn, m.rstd);
+    const SequenceShard q = sequenceShard(tp, T);
+    k.copy(m.x, x, q.local * s.hidden);
+    normedInput(k, tp, q, s.hidden, x, norm, m.xn, m.rstd);
     up(s, T, w1, m);
     k.linearForward(T, s.ffn, s.hidden, m.act, w2, y);
-    tensorParallel(tp, CollectiveKind::AllReduce, y, s.hidden);
-    k.round(y, T * s.hidden);
-    k.addInto(y, x, T * s.hidden);
-    k.round(y, T * s.hidden);
+    sumOutput(k, tp, q, s.hidden, y);
+    k.round(y, q.local * s.hidden);
+    k.addInto(y, x, q.local * s.hidden);
+    k.round(y, q.local * s.hidden);
   }
 
   /// Selective recompute: the tensors of the modules `saved` drops,
@@ -90,17 +91,19 @@ public:
                 *w2 = w1 + s.fc1Width() * s.hidden;
     MlpSaved m = mlpSaved(s, k.shape(t), saved);
     float *dact = ws, *dxn = dact + T * s.ffn;
-    k.copy(m.dout, dy, T * s.hidden);
-    k.linearBackwardInput(T, s.ffn, s.hidden, dy, w2, dact);
+    const SequenceShard q = sequenceShard(tp, T);
+    wholeGradient(k, tp, q, s.hidden, dy, m.dout);
+    k.linearBackwardInput(T, s.ffn, s.hidden, m.dout, w2, dact);
     k.round(dact, T * s.ffn);
     k.activationBackward(s.act, T, s.ffn, m.h1, dact, m.dh1);
     k.round(m.dh1, T * s.fc1Width());
     k.linearBackwardInput(T, s.hidden, s.fc1Width(), m.dh1, w1, dxn);
-    tensorParallel(tp, CollectiveKind::AllReduce, dxn, s.hidden);
-    k.round(dxn, T * s.hidden);
-    k.copy(dx, dy, T * s.hidden);
-    k.rmsnormBackward(T, s.hidden, m.x, norm, m.rstd, dxn, dx, grads, true);
-    k.round(dx, T * s.hidden);
+    float *mine = sumInputGradient(tp, q, s.hidden, dxn);
+    k.round(mine, q.local * s.hidden);
+    k.copy(dx, dy, q.local * s.hidden);
+    k.rmsnormBackward(q.local, s.hidden, m.x, norm, m.rstd, mine, dx, grads,
+                      true);
+    k.round(dx, q.local * s.hidden);
   }
 
   template <class Tokens>

@@ -43,6 +43,68 @@ void preNorm(const P &k, int64_t T, int64_t hidden, const float *x,
   k.round(xn, T * hidden);
 }
 
+/// The rows of a call a rank holds at its layer's input and output: all
+/// `whole` rows, or with sequence parallelism its tp-th, `local` rows from
+/// row `first` of the whole (the residual stream and the norms' rows).
+struct SequenceShard {
+  int64_t whole, local, first;
+  bool split() const { return local != whole; }
+};
+inline SequenceShard sequenceShard(const TensorParallelCalls *tp, int64_t T) {
+  if (!tp || !tp->sequenceParallel())
+    return {T, T, 0};
+  const int64_t local = T / tp->size();
+  return {T, local, tp->rank() * local};
+}
+
+/// The layer's normed input, whole, in `xn` [T, hidden]: each rank norms
+/// the rows it holds into their place, and with sequence parallelism the
+/// group gathers them (`rstd` holds the rank's rows').
+template <class P>
+void normedInput(const P &k, TensorParallelCalls *tp, const SequenceShard &q,
+                 int64_t hidden, const float *x, const float *weight, float *xn,
+                 float *rstd) {
+  preNorm(k, q.local, hidden, x, weight, xn + q.first * hidden, rstd);
+  if (q.split())
+    tensorParallel(tp, CollectiveKind::AllGather, xn, hidden);
+}
+
+/// A row-parallel linear's partial output [T, hidden] at `y` summed over
+/// the group into the rows this rank holds, at `y`'s front: every row
+/// (all-reduce) or with sequence parallelism its own (reduce-scatter).
+template <class P>
+void sumOutput(const P &k, TensorParallelCalls *tp, const SequenceShard &q,
+               int64_t hidden, float *y) {
+  if (!q.split()) {
+    tensorParallel(tp, CollectiveKind::AllReduce, y, hidden);
+    return;
+  }
+  tensorParallel(tp, CollectiveKind::ReduceScatter, y, hidden);
+  if (q.first > 0)
+    k.copy(y, y + q.first * hidden, q.local * hidden);
+}
+
+/// The output's gradient, whole, in `whole` [T, hidden]: this rank's rows
+/// `dy` copied into their place and, with sequence parallelism, the others'
+/// gathered.
+template <class P>
+void wholeGradient(const P &k, TensorParallelCalls *tp, const SequenceShard &q,
+                   int64_t hidden, const float *dy, float *whole) {
+  k.copy(whole + q.first * hidden, dy, q.local * hidden);
+  if (q.split())
+    tensorParallel(tp, CollectiveKind::AllGather, whole, hidden);
+}
+
+/// A column-parallel linear's partial input gradient [T, hidden] at `dxn`
+/// summed over the group; returns where the rows this rank holds are.
+inline float *sumInputGradient(TensorParallelCalls *tp, const SequenceShard &q,
+                               int64_t hidden, float *dxn) {
+  tensorParallel(
+      tp, q.split() ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+      dxn, hidden);
+  return dxn + q.first * hidden;
+}
+
 } // namespace hypipe::rt::recipes
 
 #endif
