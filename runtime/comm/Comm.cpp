@@ -252,6 +252,17 @@ void Comm::wait(MPI_Request *requests, int n, const std::string &what) {
       what);
 }
 
+void Comm::gatherTp(const float *block, int64_t count, float *all) {
+  if (tp == 1) {
+    std::copy(block, block + count, all);
+    return;
+  }
+  MPI_Request r;
+  MPI_Igather(block, mpiCount(count), MPI_FLOAT, all, mpiCount(count),
+              MPI_FLOAT, 0, tpComm, &r);
+  wait(&r, 1, "the checkpoint's gather to tensor-parallel rank 0");
+}
+
 void Comm::gatherDp(const float *block, int64_t count, float *all) {
   if (dp == 1) {
     std::copy(block, block + count, all);

@@ -91,6 +91,8 @@ public:
   /// (dpSize() blocks, in dp order); `all` is ignored elsewhere. Host
   /// memory (the checkpoint's optimizer state).
   void gatherDp(const float *block, int64_t count, float *all);
+  /// The same over the tensor-parallel group: tp rank 0 receives.
+  void gatherTp(const float *block, int64_t count, float *all);
 
   /// Every rank's `values` (same count on all), in world-rank order.
   std::vector<double> allgather(const std::vector<double> &values);

@@ -96,6 +96,22 @@ std::string layersOf(std::string pattern) {
 
 } // namespace
 
+void Checkpointer::readShard(CheckpointReader &ckpt, const std::string &name,
+                             const ParamEntry &p, float *dst) const {
+  const int64_t tp = comm.tpSize();
+  if (tp == 1 || p.split == Split::None) {
+    ckpt.read(name, p.shape, dst);
+    return;
+  }
+  std::vector<float> whole(size_t(shapeNumel(p.shape)));
+  ckpt.read(name, p.shape, whole.data());
+  forEachShardRun(p.shape, p.split, p.sections, tp, comm.tpRank(),
+                  [&](int64_t global, int64_t local, int64_t n) {
+                    std::copy(whole.data() + global, whole.data() + global + n,
+                              dst + local);
+                  });
+}
+
 Checkpointer::Checkpointer(const Artifact &artifact, std::vector<Stage> &stages,
                            AdamWOptimizer &optimizer, Transport &transport,
                            Comm &comm)
@@ -132,8 +148,47 @@ std::vector<std::vector<float>> Checkpointer::gatherState(int64_t step,
   return host;
 }
 
+void Checkpointer::gatherShards(std::vector<std::vector<float>> &host,
+                                std::vector<std::vector<int64_t>> &at) {
+  const int64_t tp = comm.tpSize();
+  at.assign(stages.size(), {});
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const StageEntry &e = stages[i].entry();
+    int64_t next = 0;
+    for (const ParamEntry &p : e.params) {
+      at[i].push_back(tp == 1 ? p.offset : next);
+      next += shapeNumel(p.shape);
+    }
+    if (tp == 1)
+      continue;
+    for (int kind = 0; kind < 3; ++kind) {
+      std::vector<float> &mine = host[3 * i + size_t(kind)];
+      std::vector<float> all(comm.tpRank() == 0 ? size_t(tp * e.numParams) : 0);
+      comm.gatherTp(mine.data(), e.numParams, all.data());
+      if (comm.tpRank() != 0) {
+        mine.clear();
+        continue;
+      }
+      std::vector<float> whole(size_t(next), 0.0f);
+      for (size_t k = 0; k < e.params.size(); ++k) {
+        const ParamEntry &p = e.params[k];
+        for (int64_t r = 0; r < tp; ++r)
+          forEachShardRun(p.shape, p.split, p.sections, tp, r,
+                          [&](int64_t global, int64_t local, int64_t n) {
+                            const float *from =
+                                all.data() + r * e.numParams + p.offset + local;
+                            std::copy(from, from + n,
+                                      whole.data() + at[i][k] + global);
+                          });
+      }
+      mine = std::move(whole);
+    }
+  }
+}
+
 std::string Checkpointer::writeFile(const std::string &dir,
                                     const std::vector<std::vector<float>> &host,
+                                    const std::vector<std::vector<int64_t>> &at,
                                     const CheckpointInfo &info,
                                     std::string &error) {
   SafeTensorsWriter w;
@@ -142,12 +197,14 @@ std::string Checkpointer::writeFile(const std::string &dir,
     const float *params = host[3 * i].data();
     const float *m = host[3 * i + 1].data();
     const float *v = host[3 * i + 2].data();
-    for (const ParamEntry &p : stages[i].entry().params) {
+    const std::vector<ParamEntry> &entries = stages[i].entry().params;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const ParamEntry &p = entries[k];
       if (!seen.insert(p.name).second)
         continue;
-      w.add(p.name, p.shape, params + p.offset);
-      w.add("optimizer.exp_avg." + p.name, p.shape, m + p.offset);
-      w.add("optimizer.exp_avg_sq." + p.name, p.shape, v + p.offset);
+      w.add(p.name, p.shape, params + at[i][k]);
+      w.add("optimizer.exp_avg." + p.name, p.shape, m + at[i][k]);
+      w.add("optimizer.exp_avg_sq." + p.name, p.shape, v + at[i][k]);
     }
   }
   for (auto &[k, v] : info.metadata())
@@ -201,7 +258,7 @@ void Checkpointer::save(const std::string &root, int64_t step) {
                   "the previous checkpoint is intact",
                   step, dir);
   std::string error;
-  const std::vector<std::vector<float>> host = gatherState(step, error);
+  std::vector<std::vector<float>> host = gatherState(step, error);
   if (comm.rank() == 0 && error.empty())
     for (const std::string &d : {root, dir})
       if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -209,9 +266,14 @@ void Checkpointer::save(const std::string &root, int64_t step) {
         break;
       }
   agreeAcrossRanks(comm, error, what);
-  std::string written; // "FILE BYTES CHECKSUM" on the ranks that write
+  // Replica 0 of each pipeline rank writes: its tensor-parallel rank 0,
+  // the whole tensors of its group's shards.
+  std::vector<std::vector<int64_t>> at;
   if (comm.dpRank() == 0)
-    written = writeFile(dir, host, info, error);
+    gatherShards(host, at);
+  std::string written; // "FILE BYTES CHECKSUM" on the ranks that write
+  if (comm.dpRank() == 0 && comm.tpRank() == 0)
+    written = writeFile(dir, host, at, info, error);
   agreeAcrossRanks(comm, error, what);
   // Each writer's file size and checksum, for the index.
   std::vector<std::string> writtenByRank = comm.gatherToRoot(written);
@@ -252,9 +314,9 @@ int64_t Checkpointer::readState(const std::string &path, int64_t &decayEnd) {
     const size_t n = size_t(stages[i].params().size());
     std::vector<float> w(n, 0.0f), m(n, 0.0f), v(n, 0.0f);
     for (const ParamEntry &p : stages[i].entry().params) {
-      ckpt.read(p.name, p.shape, w.data() + p.offset);
-      ckpt.read("optimizer.exp_avg." + p.name, p.shape, m.data() + p.offset);
-      ckpt.read("optimizer.exp_avg_sq." + p.name, p.shape, v.data() + p.offset);
+      readShard(ckpt, p.name, p, w.data() + p.offset);
+      readShard(ckpt, "optimizer.exp_avg." + p.name, p, m.data() + p.offset);
+      readShard(ckpt, "optimizer.exp_avg_sq." + p.name, p, v.data() + p.offset);
       checkOptimizerState(ckpt.location(), p, w.data(), m.data(), v.data());
     }
     optimizer.loadState(i, w, m, v);
@@ -291,7 +353,7 @@ void Checkpointer::initFrom(const std::string &path) {
       Stage &s = stages[i];
       std::vector<float> w = s.params().download();
       for (const ParamEntry &p : s.entry().params)
-        ckpt.read(p.name, p.shape, w.data() + p.offset);
+        readShard(ckpt, p.name, p, w.data() + p.offset);
       s.params().upload(w.data(), s.params().size());
       s.mainWeightsChanged();
     }

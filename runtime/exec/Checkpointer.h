@@ -51,10 +51,17 @@ private:
   /// elsewhere), three buffers a stage; the first non-finite parameter
   /// is reported in `error`.
   std::vector<std::vector<float>> gatherState(int64_t step, std::string &error);
+  /// Tensor parallelism: tp rank 0 of the writing replica gathers its
+  /// group's buffers and lays each parameter's whole tensor out in `host`
+  /// (in the stage's parameter order, `at` each one's offset); the other
+  /// ranks' `host` ends empty.
+  void gatherShards(std::vector<std::vector<float>> &host,
+                    std::vector<std::vector<int64_t>> &at);
   /// Writes this rank's file (replica 0 of each pipeline rank); returns
   /// "FILE BYTES CHECKSUM", or sets `error`.
   std::string writeFile(const std::string &dir,
                         const std::vector<std::vector<float>> &host,
+                        const std::vector<std::vector<int64_t>> &at,
                         const CheckpointInfo &info, std::string &error);
   /// Rank 0: the index over every writer's file, and `latest`.
   void writeIndex(const std::string &root, const std::string &name,
@@ -62,6 +69,10 @@ private:
                   const std::vector<std::string> &writtenByRank,
                   std::string &error);
   int64_t readState(const std::string &path, int64_t &decayEnd);
+  /// Parameter `p`'s tensor `name` from `ckpt`: this rank's shard of the
+  /// whole tensor the checkpoint holds, into `dst` (p.numel floats).
+  void readShard(CheckpointReader &ckpt, const std::string &name,
+                 const ParamEntry &p, float *dst) const;
 
   const Artifact &artifact;
   std::vector<Stage> &stages;

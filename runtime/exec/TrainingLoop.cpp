@@ -492,19 +492,6 @@ Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
   if (!o.dump.empty() && ranks != 1)
     throw CollectiveError("error: --dump-step needs a single-rank artifact\n"
                           "help: recompile with --pp 1 --dp 1");
-  // Checkpoints hold whole tensors; gathering a tensor-parallel rank's
-  // shards into them (and slicing them back) is not built yet.
-  const std::string from =
-      o.initFrom.empty() ? artifact.training.initFrom : o.initFrom;
-  if (artifact.tp > 1 && (!o.save.empty() || !o.resume.empty() ||
-                          !from.empty()))
-    throw CollectiveError(fmt::format(
-        "error: {} splits its layers over {} tensor-parallel ranks, and "
-        "checkpoints ({}) do not take tensor-parallel shards yet\nhelp: "
-        "train without {}, or compile with tp 1 to save and resume",
-        o.dir, artifact.tp,
-        !o.save.empty() ? "--save" : !o.resume.empty() ? "--resume" : "init_from",
-        !o.save.empty() ? "--save" : !o.resume.empty() ? "--resume" : "init_from"));
   agreeOnOutputs(o, artifact, comm);
   return artifact;
 }
