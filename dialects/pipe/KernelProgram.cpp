@@ -518,13 +518,20 @@ LogicalResult checkCollectives(Operation *op, KernelLayerOp layer,
   auto pass = cast<KernelPassOp>(op->getParentOp());
   ArrayAttr expected = collectivesAttr(
       op->getContext(), collectivesOfCall(layer, pass.getPass(), recompute));
-  if (listed != expected)
-    return op->emitOpError() << "lists the collectives "
-                             << (listed ? Attribute(listed) : Attribute())
-                             << " where its layer runs "
-                             << (expected ? Attribute(expected) : Attribute())
-                             << " (" << constraint << ")";
-  return success();
+  if (listed == expected)
+    return success();
+  auto text = [](ArrayAttr a) {
+    std::string out;
+    llvm::raw_string_ostream os(out);
+    if (a)
+      os << a;
+    else
+      os << "none";
+    return out;
+  };
+  return op->emitOpError() << "lists the collectives " << text(listed)
+                           << " where its layer runs " << text(expected) << " ("
+                           << constraint << ")";
 }
 } // namespace
 

@@ -1933,3 +1933,153 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     hybrid.return %0 : tensor<f32>
   }
 
+// -----
+
+// Tests that a tensor-parallel program splits over at least 2 ranks (kernel_program_c8).
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1, tp = 2>, pattern = "-"} {
+^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+  %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+    %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    // expected-error @+1 {{'pipe.kernel_program' op splits its layers over at least 2 tensor-parallel ranks, and sequence_parallel needs them (kernel_program_c8)}}
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 1360, workspace 512) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> tensor_parallel 1 {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> saved <offset = 144, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 432, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
+        pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
+        pipe.kernel_call %head(act1) -> none collectives ["all_reduce_max:1", "all_reduce:1", "all_reduce:1"]
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0 collectives ["all_reduce:8"]
+        pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %4 : tensor<f32>
+  }
+  hybrid.return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that a layer splits over the program's tensor-parallel ranks only where they divide it (kernel_layer_c4).
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1, tp = 2>, pattern = "-"} {
+^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+  %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+    %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 1360, workspace 512) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> tensor_parallel 3 {
+      // expected-error @+1 {{'pipe.kernel_layer' op does not split over 3 tensor-parallel ranks: vocab_size (16) is not a multiple of the tensor-parallel size 3 (kernel_layer_c4)}}
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> saved <offset = 144, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 432, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
+        pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
+        pipe.kernel_call %head(act1) -> none collectives ["all_reduce_max:1", "all_reduce:1", "all_reduce:1"]
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0 collectives ["all_reduce:8"]
+        pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %4 : tensor<f32>
+  }
+  hybrid.return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that a call lists the collectives its layer runs (kernel_call_c2).
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1, tp = 2>, pattern = "-"} {
+^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+  %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+    %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 1360, workspace 512) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> tensor_parallel 2 {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> saved <offset = 144, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 432, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
+        // expected-error @+1 {{'pipe.kernel_call' op lists the collectives none where its layer runs ["all_reduce:8"] (kernel_call_c2)}}
+        pipe.kernel_call %mlp1(act0) -> act1
+        pipe.kernel_call %head(act1) -> none collectives ["all_reduce_max:1", "all_reduce:1", "all_reduce:1"]
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0 collectives ["all_reduce:8"]
+        pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %4 : tensor<f32>
+  }
+  hybrid.return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that a recomputed layer's forward runs its collectives again (kernel_recompute_c2).
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = false, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1, tp = 2>, pattern = "-"} {
+^bb0(%arg0: tensor<1x4xi64>, %arg1: tensor<1x4xi64>):
+  %0 = pipe.stage 0 rank 0 chunk 0 inputs(%arg0, %arg1 : tensor<1x4xi64>, tensor<1x4xi64>) -> tensor<f32> {
+  ^bb0(%arg2: tensor<1x4xi64>, %arg3: tensor<1x4xi64>):
+    %1 = hybrid.embedding %arg2 : tensor<1x4xi64> -> tensor<1x4x8xf32>
+    %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
+    %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
+    %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 704, workspace 768) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> recompute 784 rc0 <offset = 512, bytes = 128, dtype = f32> rc1 <offset = 640, bytes = 128, dtype = f32> tensor_parallel 2 {
+      %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
+      %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> recomputed <offset = 0, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 144, bytes = 432, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      pipe.kernel_pass forward {
+        pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
+        pipe.kernel_save act0 -> <offset = 576, bytes = 128, dtype = f32>
+        pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
+        pipe.kernel_call %head(act1) -> none collectives ["all_reduce_max:1", "all_reduce:1", "all_reduce:1"]
+      }
+      pipe.kernel_pass backward_input {
+        pipe.kernel_call %head(none) -> act0 collectives ["all_reduce:8"]
+        pipe.kernel_load <offset = 576, bytes = 128, dtype = f32> -> rc0
+        // expected-error @+1 {{'pipe.kernel_recompute' op lists the collectives ["all_reduce:64"] where its layer runs ["all_reduce:8"] (kernel_recompute_c2)}}
+        pipe.kernel_recompute %mlp1(rc0) -> rc1 collectives ["all_reduce:64"]
+        pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
+        pipe.kernel_call %embedding(act1) -> none
+      }
+      pipe.kernel_pass backward_weight {
+        pipe.kernel_call %head(none) -> none
+        pipe.kernel_call %mlp1(none) -> none
+        pipe.kernel_call %embedding(none) -> none
+      }
+    }
+    pipe.yield %4 : tensor<f32>
+  }
+  hybrid.return %0 : tensor<f32>
+}
