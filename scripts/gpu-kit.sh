@@ -126,6 +126,14 @@ for dtype in fp32 bf16; do
   mpirun --allow-run-as-root --oversubscribe -np 4 "$run" "$tmp/tiny-p2d2-cpu-$dtype" -q \
     --steps 20 --json-log "$kit/cpu/tiny-p2d2-$dtype.jsonl" --data "$kit/data/licenses.txt" > /dev/null
 done
+# Tensor parallelism (issue 49): tp 2 with sequence parallelism on the cuda
+# target, held to the cpu target's tp 1 run of the same spec (the same
+# losses at every tp: docs/tensor-parallel.md).
+compile "$root/test/e2e/Inputs/tp.yaml" --tp 2 --sequence-parallel --target cuda \
+  -o "$kit/art/tp2-sp"
+compile "$root/test/e2e/Inputs/tp.yaml" --target cpu -o "$tmp/tp-cpu"
+"$run" "$tmp/tp-cpu" -q --steps 20 --json-log "$kit/cpu/tp.jsonl" \
+  --data "$kit/data/licenses.txt" > /dev/null
 # The all-reduce overlapped with the last backward, bucket by bucket
 # (without the distributed optimizer, 10 KiB buckets): the same layout.
 compile "$root/examples/hybrid-tiny.yaml" --dp 2 --target cuda -o "$kit/art/tiny-p2d2-buckets"

@@ -121,13 +121,6 @@ private:
       failed = true;
       return;
     }
-    if (tp > 1 && target == rt::Target::Cuda) {
-      layer.op->emitError()
-          << "the CUDA target does not run tensor-parallel layers yet; "
-             "compile with --target cpu or with tp 1";
-      failed = true;
-      return;
-    }
     const Shape shard = std::get<Shape>(rt::tensorParallelShard(shape, tp));
     layer.savedBytes = f32 * shard.savedFloats(plan.tokens, target);
     layer.workspaceBytes = f32 * shard.workspaceFloats(plan.tokens, target);

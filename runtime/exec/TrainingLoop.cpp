@@ -144,6 +144,10 @@ costKindFlops(const Artifact &a) {
   s.seqLength = a.training.seqLength;
   s.microBatchSize = a.training.microBatchSize;
   s.bf16 = a.precision == TrainingPrecision::Bf16;
+  // At tp > 1 a rank's calls ran its shard of each layer (collectives
+  // included): the FLOPs they are scaled by are the shard's.
+  s.tp = a.tp;
+  s.sequenceParallel = a.sequenceParallel;
   auto of = [](const ItemCost &c) {
     return std::array<double, 3>{double(c.forwardFlops),
                                  double(c.backwardInputFlops),

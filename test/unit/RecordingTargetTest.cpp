@@ -162,13 +162,14 @@ void RecordingKernels::embeddingScatterAddShard(int64_t, int64_t,
 float RecordingKernels::crossEntropyShard(const TokenShape &, int64_t,
                                           int64_t first, int64_t,
                                           const int32_t *, const float *,
-                                          HeadSaved, TensorParallelCalls &) {
+                                          HeadSaved, TensorParallelCalls &,
+                                          float *) {
   record("crossEntropyShard from " + std::to_string(first));
   return 0.0f;
 }
 void RecordingKernels::crossEntropyBackwardShard(const TokenShape &, int64_t,
                                                  int64_t first, HeadSaved,
-                                                 float) {
+                                                 float, float *) {
   record("crossEntropyBackwardShard from " + std::to_string(first));
 }
 float RecordingKernels::moeForward(const MoeShape &, const TokenShape &,

@@ -103,10 +103,15 @@ int runCompile(const CompileOptions &o) {
       llvm::errs() << toString(std::move(err)) << "\n";
       return 1;
     }
-    llvm::outs() << "wrote " << o.output << " (" << spec->parallel.pp
-                 << " pipeline ranks x " << spec->parallel.dp
-                 << " data-parallel, "
-                 << schedule::scheduleName(spec->parallel.schedule) << ")\n";
+    const ParallelSpec &par = spec->parallel;
+    const std::string tensorParallel =
+        par.tp > 1
+            ? fmt::format("{} tensor-parallel{} x ", par.tp,
+                          par.sequenceParallel ? " (sequence parallel)" : "")
+            : "";
+    llvm::outs() << "wrote " << o.output << " (" << tensorParallel << par.pp
+                 << " pipeline ranks x " << par.dp << " data-parallel, "
+                 << schedule::scheduleName(par.schedule) << ")\n";
     return 0;
   }
   if (o.emit == "kernels" && failed(lowerSpecModel(*module, *spec))) {

@@ -88,29 +88,6 @@ float crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
   return count > 0 ? float(total / count) : 0.0f;
 }
 
-/// h.probs to the logits' gradient in place: (softmax - onehot) * mask *
-/// lossScale / count.
-void crossEntropyBackward(const TokenShape &t, int64_t vocab, HeadSaved h,
-                          float lossScale) {
-  const int64_t T = t.tokens(), V = vocab;
-  {
-    ProfileScope scope(KernelClass::Elementwise);
-    // dlogits = (softmax - onehot) * mask / count, written over the
-    // probabilities (the weight pass reads it from there).
-    double count = 0;
-    for (int64_t i = 0; i < T; ++i)
-      count += h.mask[i];
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < T; ++i) {
-      float c = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
-      float *r = h.probs + i * V;
-      r[h.labels[i]] -= 1.0f;
-      for (int64_t v = 0; v < V; ++v)
-        r[v] *= c;
-    }
-  }
-}
-
 } // namespace
 
 void Kernels::embeddingLookupShard(int64_t T, int64_t n, const float *table,
@@ -150,7 +127,8 @@ void Kernels::embeddingScatterAddShard(int64_t T, int64_t n, const int32_t *ids,
 float Kernels::crossEntropyShard(const TokenShape &t, int64_t vocab,
                                  int64_t first, int64_t shift,
                                  const int32_t *labels, const float *lossMask,
-                                 HeadSaved h, TensorParallelCalls &tp) {
+                                 HeadSaved h, TensorParallelCalls &tp,
+                                 float *) {
   const int64_t T = t.tokens(), V = vocab;
   thread_local std::vector<int64_t> aheadOfThread;
   rowsAhead(t, shift, aheadOfThread);
@@ -217,9 +195,11 @@ float Kernels::crossEntropyShard(const TokenShape &t, int64_t vocab,
   return count > 0 ? float(total / count) : 0.0f;
 }
 
+/// h.probs to the logits' gradient in place: (softmax - onehot) * mask *
+/// lossScale / count, the one-hot where the label lies in the shard.
 void Kernels::crossEntropyBackwardShard(const TokenShape &t, int64_t vocab,
                                         int64_t first, HeadSaved h,
-                                        float lossScale) {
+                                        float lossScale, float *) {
   const int64_t T = t.tokens(), V = vocab;
   ProfileScope scope(KernelClass::Elementwise);
   double count = 0;
@@ -245,7 +225,8 @@ float Kernels::crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
 
 void Kernels::crossEntropyBackward(const TokenShape &t, int64_t vocab,
                                    HeadSaved h, float lossScale, float *) {
-  cpu::crossEntropyBackward(t, vocab, h, lossScale);
+  // The whole vocabulary is the shard from row 0.
+  crossEntropyBackwardShard(t, vocab, 0, h, lossScale, nullptr);
 }
 
 } // namespace hypipe::rt::cpu

@@ -160,35 +160,174 @@ void Kernels::crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
   cuda::crossEntropyBackward(t, vocab, h, lossScale, ws);
 }
 
-// Tensor parallelism runs on the cpu target only in this version: the
-// compiler refuses a cuda artifact with tp above 1, and these refuse a
-// manifest edited past it.
+// Split over tensor-parallel ranks (TensorParallel.h): the vocabulary's
+// rows [first, first + rows) on this rank.
+
 namespace {
-[[noreturn]] void noTensorParallelOnCuda() {
-  throw RuntimeError("error: this artifact splits layers over tensor-parallel "
-                     "ranks, which the cuda target does not run yet\nhelp: "
-                     "compile it with --target cpu, or with tp 1");
+
+/// y[i] = table[ids[i] - first] for ids this rank's rows hold, 0 else.
+__global__ void gatherShardRowsKernel(int64_t n, const float *table,
+                                      const int32_t *ids, int64_t first,
+                                      int64_t rows, float *y) {
+  const int64_t row = blockIdx.x, at = int64_t(ids[row]) - first;
+  const bool mine = at >= 0 && at < rows;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    y[row * n + j] = mine ? table[at * n + j] : 0.0f;
 }
+
+__global__ void scatterAddShardRowsKernel(int64_t n, const int32_t *ids,
+                                          int64_t first, int64_t rows,
+                                          const float *dy, float *grads) {
+  const int64_t row = blockIdx.x, at = int64_t(ids[row]) - first;
+  if (at < 0 || at >= rows)
+    return;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    atomicAdd(grads + at * n + j, dy[row * n + j]);
+}
+
+/// Each row's label and mask (`shift` rows ahead), its largest logit of
+/// the shard, and its label's logit where this rank holds it (else 0).
+__global__ void shardMaxKernel(int64_t V, Seqs seqs, int shift, int64_t first,
+                               const float *logits, const int32_t *labels,
+                               const float *lossMask, float *keptMask,
+                               int32_t *keptLabels, float *rowMax,
+                               float *target) {
+  const int64_t row = blockIdx.x;
+  const float *r = logits + row * V;
+  float mx = -FLT_MAX;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    mx = fmaxf(mx, r[v]);
+  for (int o = 16; o > 0; o >>= 1)
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  __shared__ float warpMax[32];
+  if (threadIdx.x % 32 == 0)
+    warpMax[threadIdx.x / 32] = mx;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float m = warpMax[0];
+    for (int w = 1; w < int(blockDim.x / 32); ++w)
+      m = fmaxf(m, warpMax[w]);
+    const int ahead = seqs.rowAhead(int(row), shift);
+    const int32_t label = ahead < 0 ? 0 : labels[ahead];
+    keptLabels[row] = label;
+    keptMask[row] = ahead < 0 ? 0.0f : (lossMask ? lossMask[ahead] : 1.0f);
+    const int64_t at = int64_t(label) - first;
+    rowMax[row] = m;
+    target[row] = at >= 0 && at < V ? r[at] : 0.0f;
+  }
+}
+
+/// The shard's logits to exp(logit - the row's maximum), in place, and
+/// their sum.
+__global__ void shardExpKernel(int64_t V, float *logits, const float *rowMax,
+                               float *rowSum) {
+  const int64_t row = blockIdx.x;
+  float *r = logits + row * V;
+  const float mx = rowMax[row];
+  float sum = 0;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    const float e = expf(r[v] - mx);
+    r[v] = e;
+    sum += e;
+  }
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    rowSum[row] = sum;
+}
+
+/// The probabilities (over the whole vocabulary's sum) and the row's loss.
+__global__ void shardFinishKernel(int64_t V, float *probs, const float *mask,
+                                  const float *rowMax, const float *rowSum,
+                                  const float *target, float *rowLoss) {
+  const int64_t row = blockIdx.x;
+  float *r = probs + row * V;
+  const float inv = 1.0f / rowSum[row];
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    r[v] *= inv;
+  if (threadIdx.x == 0)
+    rowLoss[row] = mask[row] * (rowMax[row] + logf(rowSum[row]) - target[row]);
+}
+
+__global__ void crossEntropyBackwardShardKernel(int64_t V, int64_t first,
+                                                float *probs, const float *mask,
+                                                const int32_t *labels,
+                                                const float *count,
+                                                float lossScale) {
+  const int64_t row = blockIdx.x;
+  float *r = probs + row * V;
+  const float n = count[1];
+  const float c = n > 0 ? mask[row] * lossScale / n : 0.0f;
+  const int64_t at = int64_t(labels[row]) - first;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    r[v] = (r[v] - (v == at ? 1.0f : 0.0f)) * c;
+}
+
 } // namespace
 
-void Kernels::embeddingLookupShard(int64_t, int64_t, const float *,
-                                   const int32_t *, int64_t, int64_t, float *,
-                                   int32_t *) {
-  noTensorParallelOnCuda();
+void Kernels::embeddingLookupShard(int64_t T, int64_t n, const float *table,
+                                   const int32_t *ids, int64_t first,
+                                   int64_t rows, float *y, int32_t *keptIds) {
+  if (T == 0)
+    return;
+  check(cudaMemcpyAsync(keptIds, ids, sizeof(int32_t) * T,
+                        cudaMemcpyDeviceToDevice, stream()),
+        "keeping the tokens");
+  gatherShardRowsKernel<<<unsigned(T), 128, 0, stream()>>>(n, table, ids, first,
+                                                           rows, y);
+  launched("row gather (vocabulary shard)");
 }
-void Kernels::embeddingScatterAddShard(int64_t, int64_t, const int32_t *,
-                                       int64_t, int64_t, const float *,
-                                       float *) {
-  noTensorParallelOnCuda();
+
+void Kernels::embeddingScatterAddShard(int64_t T, int64_t n, const int32_t *ids,
+                                       int64_t first, int64_t rows,
+                                       const float *dy, float *grads) {
+  if (T == 0)
+    return;
+  scatterAddShardRowsKernel<<<unsigned(T), 128, 0, stream()>>>(n, ids, first,
+                                                               rows, dy, grads);
+  launched("row scatter-add (vocabulary shard)");
 }
-float Kernels::crossEntropyShard(const Tokens &, int64_t, int64_t, int64_t,
-                                 const int32_t *, const float *, HeadSaved,
-                                 TensorParallelCalls &) {
-  noTensorParallelOnCuda();
+
+float Kernels::crossEntropyShard(const Tokens &t, int64_t vocab, int64_t first,
+                                 int64_t shift, const int32_t *labels,
+                                 const float *lossMask, HeadSaved h,
+                                 TensorParallelCalls &tp, float *ws) {
+  // Megatron's vocab_parallel_cross_entropy: the maximum logit, the target's
+  // logit and the sum of the exponentials, each reduced over the group.
+  const int64_t T = t.tokens();
+  float *rowMax = ws, *target = ws + T, *rowSum = ws + 2 * T,
+        *rowLoss = ws + 3 * T, *sums = ws + 4 * T;
+  shardMaxKernel<<<unsigned(T), 256, 0, stream()>>>(
+      vocab, seqsOf(t), int(shift), first, h.probs, labels, lossMask, h.mask,
+      h.labels, rowMax, target);
+  launched("cross-entropy maximum (vocabulary shard)");
+  tp.run(CollectiveKind::AllReduceMax, rowMax, 1);
+  tp.run(CollectiveKind::AllReduce, target, 1);
+  shardExpKernel<<<unsigned(T), 256, 0, stream()>>>(vocab, h.probs, rowMax,
+                                                    rowSum);
+  launched("cross-entropy exponentials (vocabulary shard)");
+  tp.run(CollectiveKind::AllReduce, rowSum, 1);
+  shardFinishKernel<<<unsigned(T), 256, 0, stream()>>>(
+      vocab, h.probs, h.mask, rowMax, rowSum, target, rowLoss);
+  launched("cross-entropy (vocabulary shard)");
+  sumTwoKernel<<<1, 1024, 0, stream()>>>(T, rowLoss, h.mask, sums);
+  launched("loss sum");
+  float host[2];
+  check(cudaMemcpyAsync(host, sums, sizeof(host), cudaMemcpyDeviceToHost,
+                        stream()),
+        "reading the loss");
+  synchronize();
+  return host[1] > 0 ? host[0] / host[1] : 0.0f;
 }
-void Kernels::crossEntropyBackwardShard(const Tokens &, int64_t, int64_t,
-                                        HeadSaved, float) {
-  noTensorParallelOnCuda();
+
+void Kernels::crossEntropyBackwardShard(const Tokens &t, int64_t vocab,
+                                        int64_t first, HeadSaved h,
+                                        float lossScale, float *ws) {
+  const int64_t T = t.tokens();
+  sumTwoKernel<<<1, 1024, 0, stream()>>>(T, nullptr, h.mask, ws);
+  launched("mask count");
+  crossEntropyBackwardShardKernel<<<unsigned(T), 256, 0, stream()>>>(
+      vocab, first, h.probs, h.mask, h.labels, ws, lossScale);
+  launched("cross-entropy backward (vocabulary shard)");
 }
 
 } // namespace hypipe::rt::cuda

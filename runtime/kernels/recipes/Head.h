@@ -87,7 +87,7 @@ template <class P> struct Head {
     k.round(h.probs, T * vocab);
     if (tp)
       return k.crossEntropyShard(t, vocab, tp->rank() * vocab, shift, labels,
-                                 lossMask, h, *tp);
+                                 lossMask, h, *tp, ws);
     return k.crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
   }
 
@@ -104,7 +104,8 @@ template <class P> struct Head {
       return;
     float *dxn = ws;
     if (tp)
-      k.crossEntropyBackwardShard(t, vocab, tp->rank() * vocab, h, lossScale);
+      k.crossEntropyBackwardShard(t, vocab, tp->rank() * vocab, h, lossScale,
+                                  ws + T * hidden);
     else
       k.crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
     // The logits' gradient leaves the fp32 loss as bf16.
