@@ -10,6 +10,7 @@
 #include "core/model/TensorParallel.h"
 #include "core/schedule/Schedule.h"
 #include "frontend/Diagnostic.h"
+#include "frontend/SpecCosts.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ConvertUTF.h"
@@ -1521,24 +1522,6 @@ llvm::Error Loader::moduleError(const Word &word, llvm::StringRef message,
 
 namespace {
 
-/// The static shape of pattern layer `symbol`; none for the kinds without
-/// kernels yet ('G', 'D', '+').
-std::optional<rt::LayerShape> patternLayerShape(char symbol,
-                                                const ModelDims &d) {
-  switch (symbol) {
-  case 'M':
-    return rt::mambaShape(d);
-  case '*':
-    return rt::attentionShape(d);
-  case '-':
-    return rt::mlpShape(d);
-  case 'E':
-    return rt::moeShape(d);
-  default:
-    return std::nullopt;
-  }
-}
-
 /// A part of a model that cannot split over tp ranks: a layer symbol of the
 /// main pattern, '/' for the MTP depths or 'V' for the vocabulary (the
 /// embedding and the output layer), and tensorParallelProblem's reason.
@@ -1556,7 +1539,7 @@ tensorParallelRefusal(const ModelSpec &spec, int64_t tp) {
     if (seen.find(symbol) != std::string::npos)
       continue;
     seen += symbol;
-    std::optional<rt::LayerShape> shape = patternLayerShape(symbol, spec.dims);
+    std::optional<rt::LayerShape> shape = patternLayerShape(spec, symbol);
     std::string why = shape ? rt::tensorParallelProblem(*shape, tp)
                       : tp == 1
                           ? ""

@@ -252,26 +252,26 @@ void Comm::wait(MPI_Request *requests, int n, const std::string &what) {
       what);
 }
 
-void Comm::gatherTp(const float *block, int64_t count, float *all) {
-  if (tp == 1) {
+void Comm::gatherTo0(MPI_Comm group, int64_t members, const float *block,
+                     int64_t count, float *all, const std::string &what) {
+  if (members == 1) {
     std::copy(block, block + count, all);
     return;
   }
   MPI_Request r;
   MPI_Igather(block, mpiCount(count), MPI_FLOAT, all, mpiCount(count),
-              MPI_FLOAT, 0, tpComm, &r);
-  wait(&r, 1, "the checkpoint's gather to tensor-parallel rank 0");
+              MPI_FLOAT, 0, group, &r);
+  wait(&r, 1, what);
+}
+
+void Comm::gatherTp(const float *block, int64_t count, float *all) {
+  gatherTo0(tpComm, tp, block, count, all,
+            "the checkpoint's gather to tensor-parallel rank 0");
 }
 
 void Comm::gatherDp(const float *block, int64_t count, float *all) {
-  if (dp == 1) {
-    std::copy(block, block + count, all);
-    return;
-  }
-  MPI_Request r;
-  MPI_Igather(block, mpiCount(count), MPI_FLOAT, all, mpiCount(count),
-              MPI_FLOAT, 0, dpComm, &r);
-  wait(&r, 1, "the optimizer state's gather to data-parallel rank 0");
+  gatherTo0(dpComm, dp, block, count, all,
+            "the optimizer state's gather to data-parallel rank 0");
 }
 
 std::vector<double> Comm::allgather(const std::vector<double> &values) {

@@ -132,6 +132,10 @@ public:
   void poll(const std::function<bool()> &done, const std::string &what);
 
 private:
+  /// Rank 0 of `group` (of `members`) receives every member's `count`
+  /// floats into `all`, in rank order (`what` names the wait).
+  void gatherTo0(MPI_Comm group, int64_t members, const float *block,
+                 int64_t count, float *all, const std::string &what);
   /// Completes `n` requests, polling as setWaitHook says.
   void wait(MPI_Request *requests, int n, const std::string &what);
   /// Every rank of `group`'s `text`, in rank order.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -13,29 +14,13 @@ namespace hypipe::rt::cpu {
 
 void Kernels::embeddingLookup(int64_t T, int64_t n, const float *table,
                               const int32_t *ids, float *y, int32_t *keptIds) {
-  ProfileScope scope(KernelClass::Elementwise);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < T; ++i) {
-    keptIds[i] = ids[i];
-    std::memcpy(y + i * n, table + int64_t(ids[i]) * n, sizeof(float) * n);
-  }
+  // The whole table is the shard from row 0.
+  embeddingLookupShard(T, n, table, ids, 0, INT64_MAX, y, keptIds);
 }
 
 void Kernels::embeddingScatterAdd(int64_t T, int64_t n, const int32_t *ids,
                                   const float *dy, float *grads) {
-  ProfileScope scope(KernelClass::Elementwise);
-  // Threads split the columns, so that rows of one token add in token order
-  // whatever the thread count.
-  constexpr int64_t kColumns = 64;
-#pragma omp parallel for schedule(static)
-  for (int64_t j0 = 0; j0 < n; j0 += kColumns) {
-    const int64_t j1 = std::min(n, j0 + kColumns);
-    for (int64_t i = 0; i < T; ++i) {
-      float *g = grads + int64_t(ids[i]) * n;
-      for (int64_t j = j0; j < j1; ++j)
-        g[j] += dy[i * n + j];
-    }
-  }
+  embeddingScatterAddShard(T, n, ids, 0, INT64_MAX, dy, grads);
 }
 
 namespace {
@@ -109,6 +94,8 @@ void Kernels::embeddingScatterAddShard(int64_t T, int64_t n, const int32_t *ids,
                                        int64_t first, int64_t rows,
                                        const float *dy, float *grads) {
   ProfileScope scope(KernelClass::Elementwise);
+  // Threads split the columns, so that rows of one token add in token order
+  // whatever the thread count.
   constexpr int64_t kColumns = 64;
 #pragma omp parallel for schedule(static)
   for (int64_t j0 = 0; j0 < n; j0 += kColumns) {

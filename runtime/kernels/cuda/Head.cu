@@ -17,6 +17,25 @@
 namespace hypipe::rt::cuda {
 namespace {
 
+/// The largest of a row's `V` values, over the block (blockDim.x a
+/// multiple of 32, at most 1024); every thread gets it.
+__device__ float blockRowMax(const float *r, int64_t V) {
+  __shared__ float partial[32];
+  float mx = -FLT_MAX;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    mx = fmaxf(mx, r[v]);
+  for (int o = 16; o > 0; o >>= 1)
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  __syncthreads();
+  if (threadIdx.x % 32 == 0)
+    partial[threadIdx.x / 32] = mx;
+  __syncthreads();
+  float m = partial[0];
+  for (int w = 1; w < int(blockDim.x / 32); ++w)
+    m = fmaxf(m, partial[w]);
+  return m;
+}
+
 /// Softmax of one row in place; the row's masked loss into rowLoss. The
 /// row's label and mask are those `shift` rows ahead in its sequence (none,
 /// so mask 0, past its end).
@@ -26,24 +45,7 @@ __global__ void crossEntropyKernel(int64_t V, Seqs seqs, int shift,
                                    int32_t *keptLabels, float *rowLoss) {
   const int64_t row = blockIdx.x;
   float *r = logits + row * V;
-  __shared__ float shared;
-  float mx = -FLT_MAX;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    mx = fmaxf(mx, r[v]);
-  for (int o = 16; o > 0; o >>= 1)
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  __shared__ float warpMax[32];
-  if (threadIdx.x % 32 == 0)
-    warpMax[threadIdx.x / 32] = mx;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float m = warpMax[0];
-    for (int w = 1; w < int(blockDim.x / 32); ++w)
-      m = fmaxf(m, warpMax[w]);
-    shared = m;
-  }
-  __syncthreads();
-  mx = shared;
+  const float mx = blockRowMax(r, V);
   float sum = 0;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
     sum += expf(r[v] - mx);
@@ -113,6 +115,20 @@ void Kernels::embeddingScatterAdd(int64_t T, int64_t n, const int32_t *ids,
 
 namespace {
 
+/// The mask-weighted mean of the rows' losses, read back to the host
+/// (`sums`: 2 floats of scratch).
+float maskedMean(int64_t T, const float *rowLoss, const float *mask,
+                 float *sums) {
+  sumTwoKernel<<<1, 1024, 0, stream()>>>(T, rowLoss, mask, sums);
+  launched("loss sum");
+  float host[2];
+  check(cudaMemcpyAsync(host, sums, sizeof(host), cudaMemcpyDeviceToHost,
+                        stream()),
+        "reading the loss");
+  synchronize();
+  return host[1] > 0 ? host[0] / host[1] : 0.0f;
+}
+
 /// The logits in h.probs to their softmax in place, h.mask and h.labels
 /// (the labels `shift` rows ahead within each sample), and the masked mean
 /// loss, read back to the host. `ws`: a [T] row loss and two sums.
@@ -125,14 +141,7 @@ float crossEntropy(const Tokens &t, int64_t vocab, int64_t shift,
       vocab, seqsOf(t), int(shift), h.probs, labels, lossMask, h.mask, h.labels,
       rowLoss);
   launched("cross-entropy");
-  sumTwoKernel<<<1, 1024, 0, stream()>>>(T, rowLoss, h.mask, sums);
-  launched("loss sum");
-  float host[2];
-  check(cudaMemcpyAsync(host, sums, sizeof(host), cudaMemcpyDeviceToHost,
-                        stream()),
-        "reading the loss");
-  synchronize();
-  return host[1] > 0 ? host[0] / host[1] : 0.0f;
+  return maskedMean(T, rowLoss, h.mask, sums);
 }
 
 /// h.probs to the logits' gradient in place; `ws` holds the mask's count.
@@ -194,19 +203,8 @@ __global__ void shardMaxKernel(int64_t V, Seqs seqs, int shift, int64_t first,
                                float *target) {
   const int64_t row = blockIdx.x;
   const float *r = logits + row * V;
-  float mx = -FLT_MAX;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    mx = fmaxf(mx, r[v]);
-  for (int o = 16; o > 0; o >>= 1)
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  __shared__ float warpMax[32];
-  if (threadIdx.x % 32 == 0)
-    warpMax[threadIdx.x / 32] = mx;
-  __syncthreads();
+  const float m = blockRowMax(r, V);
   if (threadIdx.x == 0) {
-    float m = warpMax[0];
-    for (int w = 1; w < int(blockDim.x / 32); ++w)
-      m = fmaxf(m, warpMax[w]);
     const int ahead = seqs.rowAhead(int(row), shift);
     const int32_t label = ahead < 0 ? 0 : labels[ahead];
     keptLabels[row] = label;
@@ -309,14 +307,7 @@ float Kernels::crossEntropyShard(const Tokens &t, int64_t vocab, int64_t first,
   shardFinishKernel<<<unsigned(T), 256, 0, stream()>>>(
       vocab, h.probs, h.mask, rowMax, rowSum, target, rowLoss);
   launched("cross-entropy (vocabulary shard)");
-  sumTwoKernel<<<1, 1024, 0, stream()>>>(T, rowLoss, h.mask, sums);
-  launched("loss sum");
-  float host[2];
-  check(cudaMemcpyAsync(host, sums, sizeof(host), cudaMemcpyDeviceToHost,
-                        stream()),
-        "reading the loss");
-  synchronize();
-  return host[1] > 0 ? host[0] / host[1] : 0.0f;
+  return maskedMean(T, rowLoss, h.mask, sums);
 }
 
 void Kernels::crossEntropyBackwardShard(const Tokens &t, int64_t vocab,

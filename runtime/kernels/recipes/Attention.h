@@ -51,10 +51,7 @@ template <class P> struct Attention {
     }
     core(s, t, a);
     k.linearForward(T, Cw, s.hidden, a.ctx, wProj, y);
-    sumOutput(k, tp, q, s.hidden, y);
-    k.round(y, q.local * s.hidden);
-    k.addInto(y, x, q.local * s.hidden);
-    k.round(y, q.local * s.hidden);
+    residualOutput(k, tp, q, s.hidden, x, y);
   }
 
   /// Selective recompute: the tensors of the modules `saved` drops,
@@ -107,12 +104,7 @@ public:
       k.round(a.dqkv, T * Wd);
     }
     k.linearBackwardInput(T, s.hidden, Wd, a.dqkv, wQkv, dxn);
-    float *mine = sumInputGradient(tp, q, s.hidden, dxn);
-    k.round(mine, q.local * s.hidden);
-    k.copy(dx, dy, q.local * s.hidden);
-    k.rmsnormBackward(q.local, s.hidden, a.x, norm, a.rstd, mine, dx, grads,
-                      true);
-    k.round(dx, q.local * s.hidden);
+    preNormBackward(k, tp, q, s.hidden, a.x, norm, a.rstd, dxn, dy, dx, grads);
   }
 
   template <class Tokens>

@@ -66,10 +66,7 @@ template <class P> struct Mamba {
     k.gatedNormForward(s, t, p, m);
     k.round(m.normed, T * I);
     k.linearForward(T, I, s.hidden, m.normed, p.outProj, y);
-    sumOutput(k, tp, q, s.hidden, y);
-    k.round(y, q.local * s.hidden);
-    k.addInto(y, x, q.local * s.hidden);
-    k.round(y, q.local * s.hidden);
+    residualOutput(k, tp, q, s.hidden, x, y);
   }
 
   template <class Tokens>
@@ -104,12 +101,8 @@ template <class P> struct Mamba {
     // in_proj's input gradient, then the pre-norm with the residual fused.
     k.round(m.dzxbcdt, T * W);
     k.linearBackwardInput(T, s.hidden, W, m.dzxbcdt, p.inProj, dxn);
-    float *mine = sumInputGradient(tp, q, s.hidden, dxn);
-    k.round(mine, q.local * s.hidden);
-    k.copy(dx, dy, q.local * s.hidden);
-    k.rmsnormBackward(q.local, s.hidden, m.x, p.norm, m.rstd, mine, dx, gp.norm,
-                      true);
-    k.round(dx, q.local * s.hidden);
+    preNormBackward(k, tp, q, s.hidden, m.x, p.norm, m.rstd, dxn, dy, dx,
+                    gp.norm);
   }
 
   template <class Tokens>

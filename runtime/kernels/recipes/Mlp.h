@@ -48,10 +48,7 @@ template <class P> struct Mlp {
     normedInput(k, tp, q, s.hidden, x, norm, m.xn, m.rstd);
     up(s, T, w1, m);
     k.linearForward(T, s.ffn, s.hidden, m.act, w2, y);
-    sumOutput(k, tp, q, s.hidden, y);
-    k.round(y, q.local * s.hidden);
-    k.addInto(y, x, q.local * s.hidden);
-    k.round(y, q.local * s.hidden);
+    residualOutput(k, tp, q, s.hidden, x, y);
   }
 
   /// Selective recompute: the tensors of the modules `saved` drops,
@@ -98,12 +95,7 @@ public:
     k.activationBackward(s.act, T, s.ffn, m.h1, dact, m.dh1);
     k.round(m.dh1, T * s.fc1Width());
     k.linearBackwardInput(T, s.hidden, s.fc1Width(), m.dh1, w1, dxn);
-    float *mine = sumInputGradient(tp, q, s.hidden, dxn);
-    k.round(mine, q.local * s.hidden);
-    k.copy(dx, dy, q.local * s.hidden);
-    k.rmsnormBackward(q.local, s.hidden, m.x, norm, m.rstd, mine, dx, grads,
-                      true);
-    k.round(dx, q.local * s.hidden);
+    preNormBackward(k, tp, q, s.hidden, m.x, norm, m.rstd, dxn, dy, dx, grads);
   }
 
   template <class Tokens>

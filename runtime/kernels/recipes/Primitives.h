@@ -95,6 +95,18 @@ void wholeGradient(const P &k, TensorParallelCalls *tp, const SequenceShard &q,
     tensorParallel(tp, CollectiveKind::AllGather, whole, hidden);
 }
 
+/// A layer's output: the row-parallel linear's partial output `y` summed
+/// into the rows this rank holds (sumOutput), rounded to the call's
+/// precision, plus the residual `x`, rounded again.
+template <class P>
+void residualOutput(const P &k, TensorParallelCalls *tp, const SequenceShard &q,
+                    int64_t hidden, const float *x, float *y) {
+  sumOutput(k, tp, q, hidden, y);
+  k.round(y, q.local * hidden);
+  k.addInto(y, x, q.local * hidden);
+  k.round(y, q.local * hidden);
+}
+
 /// A column-parallel linear's partial input gradient [T, hidden] at `dxn`
 /// summed over the group; returns where the rows this rank holds are.
 inline float *sumInputGradient(TensorParallelCalls *tp, const SequenceShard &q,
@@ -103,6 +115,23 @@ inline float *sumInputGradient(TensorParallelCalls *tp, const SequenceShard &q,
       tp, q.split() ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
       dxn, hidden);
   return dxn + q.first * hidden;
+}
+
+/// The input's gradient through a layer's pre-norm with its residual: the
+/// column-parallel linear's partial gradient of the normed input `dxn`
+/// summed over the group (sumInputGradient), rounded, then dx = dy plus
+/// the norm's backward over the rows this rank holds, the norm weight's
+/// gradient added to `normGrad`; dx rounded.
+template <class P>
+void preNormBackward(const P &k, TensorParallelCalls *tp,
+                     const SequenceShard &q, int64_t hidden, const float *x,
+                     const float *weight, const float *rstd, float *dxn,
+                     const float *dy, float *dx, float *normGrad) {
+  float *mine = sumInputGradient(tp, q, hidden, dxn);
+  k.round(mine, q.local * hidden);
+  k.copy(dx, dy, q.local * hidden);
+  k.rmsnormBackward(q.local, hidden, x, weight, rstd, mine, dx, normGrad, true);
+  k.round(dx, q.local * hidden);
 }
 
 } // namespace hypipe::rt::recipes
