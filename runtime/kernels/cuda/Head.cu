@@ -81,19 +81,20 @@ __global__ void sumTwoKernel(int64_t n, const float *a, const float *b,
   }
 }
 
-/// dlogits = (softmax - onehot) * mask * lossScale / count, in place.
-__global__ void crossEntropyBackwardKernel(int64_t V, float *probs,
-                                           const float *mask,
-                                           const int32_t *labels,
-                                           const float *count,
-                                           float lossScale) {
+/// dlogits = (softmax - onehot) * mask * lossScale / count, in place, the
+/// one-hot where the label lies in the vocabulary shard from `first`.
+__global__ void crossEntropyBackwardShardKernel(int64_t V, int64_t first,
+                                                float *probs, const float *mask,
+                                                const int32_t *labels,
+                                                const float *count,
+                                                float lossScale) {
   const int64_t row = blockIdx.x;
   float *r = probs + row * V;
   const float n = count[1];
   const float c = n > 0 ? mask[row] * lossScale / n : 0.0f;
-  const int32_t label = labels[row];
+  const int64_t at = int64_t(labels[row]) - first;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    r[v] = (r[v] - (v == label ? 1.0f : 0.0f)) * c;
+    r[v] = (r[v] - (v == at ? 1.0f : 0.0f)) * c;
 }
 
 } // namespace
@@ -151,8 +152,9 @@ void crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
   float *sums = ws;
   sumTwoKernel<<<1, 1024, 0, stream()>>>(T, nullptr, h.mask, sums);
   launched("mask count");
-  crossEntropyBackwardKernel<<<unsigned(T), 256, 0, stream()>>>(
-      vocab, h.probs, h.mask, h.labels, sums, lossScale);
+  // The whole vocabulary is the shard from row 0.
+  crossEntropyBackwardShardKernel<<<unsigned(T), 256, 0, stream()>>>(
+      vocab, 0, h.probs, h.mask, h.labels, sums, lossScale);
   launched("cross-entropy backward");
 }
 
@@ -244,20 +246,6 @@ __global__ void shardFinishKernel(int64_t V, float *probs, const float *mask,
     r[v] *= inv;
   if (threadIdx.x == 0)
     rowLoss[row] = mask[row] * (rowMax[row] + logf(rowSum[row]) - target[row]);
-}
-
-__global__ void crossEntropyBackwardShardKernel(int64_t V, int64_t first,
-                                                float *probs, const float *mask,
-                                                const int32_t *labels,
-                                                const float *count,
-                                                float lossScale) {
-  const int64_t row = blockIdx.x;
-  float *r = probs + row * V;
-  const float n = count[1];
-  const float c = n > 0 ? mask[row] * lossScale / n : 0.0f;
-  const int64_t at = int64_t(labels[row]) - first;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    r[v] = (r[v] - (v == at ? 1.0f : 0.0f)) * c;
 }
 
 } // namespace
