@@ -149,7 +149,8 @@ std::vector<std::vector<float>> Checkpointer::gatherState(int64_t step,
 }
 
 void Checkpointer::gatherShards(std::vector<std::vector<float>> &host,
-                                std::vector<std::vector<int64_t>> &at) {
+                                std::vector<std::vector<int64_t>> &at,
+                                size_t perStage) {
   const int64_t tp = comm.tpSize();
   at.assign(stages.size(), {});
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -161,8 +162,8 @@ void Checkpointer::gatherShards(std::vector<std::vector<float>> &host,
     }
     if (tp == 1)
       continue;
-    for (int kind = 0; kind < 3; ++kind) {
-      std::vector<float> &mine = host[3 * i + size_t(kind)];
+    for (size_t kind = 0; kind < perStage; ++kind) {
+      std::vector<float> &mine = host[perStage * i + kind];
       std::vector<float> all(comm.tpRank() == 0 ? size_t(tp * e.numParams) : 0);
       comm.gatherTp(mine.data(), e.numParams, all.data());
       if (comm.tpRank() != 0) {
@@ -270,7 +271,7 @@ void Checkpointer::save(const std::string &root, int64_t step) {
   // the whole tensors of its group's shards.
   std::vector<std::vector<int64_t>> at;
   if (comm.dpRank() == 0)
-    gatherShards(host, at);
+    gatherShards(host, at, 3);
   std::string written; // "FILE BYTES CHECKSUM" on the ranks that write
   if (comm.dpRank() == 0 && comm.tpRank() == 0)
     written = writeFile(dir, host, at, info, error);
@@ -385,12 +386,19 @@ void Checkpointer::dump(const std::string &path, int64_t step,
   std::vector<std::vector<float>> host; // alive until write()
   for (Stage &s : stages) {
     host.push_back(s.params().download());
-    const float *params = host.back().data();
     host.push_back(s.grads().download());
-    const float *grads = host.back().data();
-    for (const ParamEntry &p : s.entry().params) {
-      w.add("param." + p.name, p.shape, params + p.offset);
-      w.add("grad." + p.name, p.shape, grads + p.offset);
+  }
+  // Split over tensor-parallel ranks: tp rank 0 writes the whole tensors.
+  std::vector<std::vector<int64_t>> at;
+  gatherShards(host, at, 2);
+  if (comm.tpRank() != 0)
+    return;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const float *params = host[2 * i].data(), *grads = host[2 * i + 1].data();
+    const std::vector<ParamEntry> &entries = stages[i].entry().params;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      w.add("param." + entries[k].name, entries[k].shape, params + at[i][k]);
+      w.add("grad." + entries[k].name, entries[k].shape, grads + at[i][k]);
     }
   }
   std::vector<std::vector<int32_t>> starts; // alive until write()

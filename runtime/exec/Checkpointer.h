@@ -52,11 +52,12 @@ private:
   /// is reported in `error`.
   std::vector<std::vector<float>> gatherState(int64_t step, std::string &error);
   /// Tensor parallelism: tp rank 0 of the writing replica gathers its
-  /// group's buffers and lays each parameter's whole tensor out in `host`
-  /// (in the stage's parameter order, `at` each one's offset); the other
-  /// ranks' `host` ends empty.
+  /// group's buffers (`perStage` a stage in `host`: parameters and moments,
+  /// or parameters and gradients) and lays each parameter's whole tensor
+  /// out in them (in the stage's parameter order, `at` each one's offset);
+  /// the other ranks' `host` ends empty.
   void gatherShards(std::vector<std::vector<float>> &host,
-                    std::vector<std::vector<int64_t>> &at);
+                    std::vector<std::vector<int64_t>> &at, size_t perStage);
   /// Writes this rank's file (replica 0 of each pipeline rank); returns
   /// "FILE BYTES CHECKSUM", or sets `error`.
   std::string writeFile(const std::string &dir,

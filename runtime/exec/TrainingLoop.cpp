@@ -493,8 +493,11 @@ Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
     artifact.training.seed = o.seed;
   if (o.lrDecaySteps > 0)
     artifact.training.lrDecaySteps = o.lrDecaySteps;
-  if (!o.dump.empty() && ranks != 1)
-    throw CollectiveError("error: --dump-step needs a single-rank artifact\n"
+  // One pipeline replica of one stage writes it (tp rank 0 gathering its
+  // group's shards).
+  if (!o.dump.empty() && ranks != artifact.tp)
+    throw CollectiveError("error: --dump-step needs an artifact of one "
+                          "pipeline rank and one data-parallel replica\n"
                           "help: recompile with --pp 1 --dp 1");
   agreeOnOutputs(o, artifact, comm);
   return artifact;
