@@ -181,6 +181,19 @@ inline std::vector<Collective> collectivesOf(const LayerShape &shape,
       shape);
 }
 
+/// The collectives a kernel call of a `shape` layer lists: a run's in
+/// `pass` are its kind's; a recompute (before the input gradient) runs the
+/// forward's again when the layer is recomputed whole (`wholeLayer`), and
+/// none when selective recompute computes a module's tensors again.
+inline std::vector<Collective>
+collectivesOfCall(const LayerShape &shape, int64_t tp, bool sequenceParallel,
+                  StagePass pass, bool recompute, bool wholeLayer) {
+  if (recompute && !wholeLayer)
+    return {};
+  return collectivesOf(shape, tp, sequenceParallel,
+                       recompute ? StagePass::Forward : pass);
+}
+
 /// The dims of one of `tp` ranks' shard of a tensor of `shape` cut by
 /// `split`.
 inline std::vector<int64_t> shardShape(std::vector<int64_t> shape, Split split,

@@ -501,12 +501,11 @@ std::vector<rt::Collective> collectivesOfCall(KernelLayerOp layer,
   std::string error;
   FailureOr<rt::LayerShape> shape =
       readShape(layer.getKind(), layer.getShape(), error);
-  if (failed(shape) || (recompute && !layer.getRecomputed()))
+  if (failed(shape))
     return {};
-  const rt::StagePass stagePass =
-      recompute ? rt::StagePass::Forward : rt::StagePass(int(pass));
-  return rt::collectivesOf(*shape, tensorParallelOf(program),
-                           program.getSequenceParallel(), stagePass);
+  return rt::collectivesOfCall(
+      *shape, tensorParallelOf(program), program.getSequenceParallel(),
+      rt::StagePass(int(pass)), recompute, layer.getRecomputed());
 }
 
 namespace {

@@ -112,8 +112,6 @@ std::unique_ptr<Device> openDevice(const Artifact &artifact, const Comm &comm) {
   return device;
 }
 
-/// The distributed optimizer's cut of a stage's buffers (every bucket in
-/// dp equal parts, part d's moments on dp rank d), or one part of all.
 /// This rank's tensor-parallel group over the run's transport: each
 /// collective started and waited for (on a GPU the wait orders the kernels
 /// after it behind it).
@@ -134,11 +132,8 @@ private:
   const Comm &comm;
 };
 
-std::unique_ptr<TensorParallelGroup> makeTensorParallelGroup(Transport &t,
-                                                             const Comm &c) {
-  return std::make_unique<TransportGroup>(t, c);
-}
-
+/// The distributed optimizer's cut of a stage's buffers (every bucket in
+/// dp equal parts, part d's moments on dp rank d), or one part of all.
 ShardLayout shardLayoutOf(const StageEntry &e, const Comm &comm, bool sharded,
                           int64_t bucketFloats) {
   return sharded ? ShardLayout(e.numParams, comm.dpSize(), comm.dpRank(),
@@ -159,7 +154,7 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data,
   pool = std::make_unique<ActivationPool>(*device);
   const bool sharded = usesDistributedOptimizer(artifact, comm);
   if (artifact.tp > 1)
-    tensorParallel = makeTensorParallelGroup(*transport, comm);
+    tensorParallel = std::make_unique<TransportGroup>(*transport, comm);
   const StageLinks links{*transport, comm,
                          artifact.precision == TrainingPrecision::Bf16,
                          tensorParallel.get()};

@@ -482,9 +482,9 @@ std::string checkCalls(const StageProgram &p, bool hasEmbedding, bool hasHead) {
 } // namespace
 
 std::string shardLayers(StageProgram &p) {
+  if (p.tensorParallel < 1 || p.tensorParallel > kMaxDim)
+    return fmt::format("a tensor-parallel size of {}", p.tensorParallel);
   for (ProgramLayer &l : p.layers) {
-    if (p.tensorParallel < 1 || p.tensorParallel > kMaxDim)
-      return fmt::format("a tensor-parallel size of {}", p.tensorParallel);
     if (std::string why = tensorParallelProblem(l.shape, p.tensorParallel);
         !why.empty())
       return fmt::format("layer {} ({}): {}", l.layer, layerKindName(l.kind),
@@ -497,13 +497,10 @@ std::string shardLayers(StageProgram &p) {
 std::vector<Collective> collectivesOfCall(const ProgramLayer &layer, CallOp op,
                                           StagePass pass, int64_t tp,
                                           bool sequenceParallel) {
-  if (op == CallOp::Recompute)
-    return layer.recomputed ? collectivesOf(layer.shape, tp, sequenceParallel,
-                                            StagePass::Forward)
-                            : std::vector<Collective>{};
-  if (op != CallOp::Run)
+  if (op != CallOp::Run && op != CallOp::Recompute)
     return {};
-  return collectivesOf(layer.shape, tp, sequenceParallel, pass);
+  return rt::collectivesOfCall(layer.shape, tp, sequenceParallel, pass,
+                               op == CallOp::Recompute, layer.recomputed);
 }
 
 std::string checkStageProgram(const StageProgram &p, bool hasEmbedding,

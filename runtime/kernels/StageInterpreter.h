@@ -128,8 +128,7 @@ private:
                                               "weight gradient", "recompute"};
     return std::make_optional<TensorParallelCalls>(
         *a.tensor_parallel, c.collectives, t.tokens(), p.sequenceParallel,
-        std::string("layer ") + std::to_string(c.layer) + "'s " +
-            kPasses[c.op == CallOp::Recompute ? 3 : pass] + " call");
+        c.layer, kPasses[c.op == CallOp::Recompute ? 3 : pass]);
   }
   /// Runs `calls`, pass `pass` (0 forward, 1 input gradient, 2 weight
   /// gradient): a copy for a call of no layer, else `layerCall` with the

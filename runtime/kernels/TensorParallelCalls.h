@@ -41,12 +41,13 @@ inline std::string collectiveText(const Collective &c) {
 
 class TensorParallelCalls {
 public:
-  /// `listed`: the call's collectives in its program; `tokens` the call's.
+  /// `listed`: the call's collectives in its program; `tokens` the call's;
+  /// `layer` and `pass` name the call in errors.
   TensorParallelCalls(TensorParallelGroup &group,
                       const std::vector<Collective> &listed, int64_t tokens,
-                      bool sequenceParallel, std::string call)
+                      bool sequenceParallel, int32_t layer, const char *pass)
       : group(group), listed(listed), tokens(tokens),
-        sequence(sequenceParallel), call(std::move(call)) {}
+        sequence(sequenceParallel), layer(layer), pass(pass) {}
 
   int64_t size() const { return group.size(); }
   int64_t rank() const { return group.rank(); }
@@ -59,7 +60,7 @@ public:
     const Collective c{kind, perToken};
     if (next >= listed.size() || !(listed[next] == c))
       throw RuntimeError(
-          "error: " + call + " runs the tensor-parallel collective " +
+          "error: " + callText() + " runs the tensor-parallel collective " +
           collectiveText(c) + " where its program lists " +
           (next < listed.size() ? collectiveText(listed[next]) : "none") +
           "\nhelp: the artifact was compiled by another hypipe; recompile it");
@@ -70,7 +71,7 @@ public:
   /// Throws unless every listed collective ran.
   void finish() const {
     if (next != listed.size())
-      throw RuntimeError("error: " + call +
+      throw RuntimeError("error: " + callText() +
                          " left out the tensor-parallel "
                          "collective " +
                          collectiveText(listed[next]) +
@@ -79,11 +80,16 @@ public:
   }
 
 private:
+  std::string callText() const {
+    return "layer " + std::to_string(layer) + "'s " + pass + " call";
+  }
+
   TensorParallelGroup &group;
   const std::vector<Collective> &listed;
   int64_t tokens;
   bool sequence;
-  std::string call;
+  int32_t layer;
+  const char *pass;
   size_t next = 0;
 };
 
