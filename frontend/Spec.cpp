@@ -1556,7 +1556,7 @@ tensorParallelRefusal(const ModelSpec &spec, int64_t tp) {
       return TensorParallelRefusal{'V', why};
   if (spec.pattern.hasMtp())
     if (std::string why = rt::tensorParallelProblem(
-            rt::blankShape(rt::LayerKind::MtpInput), tp);
+            rt::MtpInputShape{spec.dims.vocab, spec.dims.hidden, 1, false}, tp);
         !why.empty())
       return TensorParallelRefusal{'/', why};
   return std::nullopt;
@@ -1613,23 +1613,17 @@ llvm::Error Loader::tensorParallelError(char part, const std::string &why) {
     return error(at, why, help);
   }
   const std::string message = fmt::format("{}, and {}", why, tpText);
+  // A layer kind hypipe does not split (the MTP depths and the vocabulary
+  // only ever fail on a width, above).
   const std::string help =
-      part == '/'
-          ? "use tp 1 for a model with MTP depths, or remove the '/' parts "
-            "to train without MTP"
-          : fmt::format("use tp 1 for a model with {} layers ('{}'); "
-                        "tensor parallelism splits the M, * and - layers",
-                        layerSymbolName(part), part);
+      fmt::format("use tp 1 for a model with {} layers ('{}'); "
+                  "tensor parallelism splits the M, * and - layers",
+                  layerSymbolName(part), part);
   if (!patternNode) // a pattern from ratios: tp is what to change
     return error(nodeFor("parallel", "tp"), message, help);
-  const HybridPattern &pattern = spec.pattern;
-  // The caret under the first such layer, or the MTP parts from their '/'.
-  const size_t offset =
-      part == '/' ? pattern.mtpOffset - 1 : pattern.text.find(part);
-  const size_t length = part == '/' && verbatimScalar(patternNode)
-                            ? pattern.text.size() - offset
-                            : 1;
-  return error(locInScalar(patternNode, offset), length, message, help);
+  // The caret under the first such layer.
+  return error(locInScalar(patternNode, spec.pattern.text.find(part)), 1,
+               message, help);
 }
 
 /// Megatron-LM's sequence parallelism: the tensor-parallel ranks each hold

@@ -285,7 +285,7 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
   // A rank holds its tp-th of each split parameter and all of each
   // replicated one; its kernels' tensors are sized for the shard's shape.
   auto add = [&](const rt::LayerShape &whole, SavedRole role) {
-    b.params += rankNumel(rt::paramsOf(whole, 1), tp);
+    b.params += rt::rankNumel(rt::paramsOf(whole, 1), tp);
     const rt::LayerShape shard = rt::tensorParallelShard(whole, tp);
     const RecomputeModuleSet drops =
         named & rt::selectiveModulesOf(rt::kindOf(shard));

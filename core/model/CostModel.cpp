@@ -53,14 +53,6 @@ ItemCost &ItemCost::operator+=(const ItemCost &o) {
   return *this;
 }
 
-int64_t rankNumel(const std::vector<rt::ParamSpec> &params, int64_t tp) {
-  // A split cuts one dimension (or each row section) into tp equal parts.
-  int64_t n = 0;
-  for (const rt::ParamSpec &p : params)
-    n += p.split == rt::Split::None ? p.numel() : p.numel() / tp;
-  return n;
-}
-
 int64_t selectiveRecomputeFlops(char symbol, const ModelDims &d,
                                 const CostSettings &s,
                                 RecomputeModuleSet modules) {
@@ -107,7 +99,7 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     // output, gated-norm output.
     c.activationBytes =
         2 * stream + t * (inProj + convChannels + 2 * inner) * e;
-    c.params = rankNumel(rt::mambaShape(d).params(1), tp);
+    c.params = rt::rankNumel(rt::mambaShape(d).params(1), tp);
     return c;
   }
   case '*': {
@@ -124,7 +116,7 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     // log-sum-exp per head and token (flash-style, no s*s probabilities).
     c.activationBytes = 2 * stream + t * (q + 2 * kv + q) * e +
                         t * (d.numHeads / tp) * int64_t(sizeof(float));
-    c.params = rankNumel(rt::attentionShape(d).params(1), tp);
+    c.params = rt::rankNumel(rt::attentionShape(d).params(1), tp);
     return c;
   }
   case '-': {
@@ -132,7 +124,7 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     addLinear(c, t, h, up);
     addLinear(c, t, ffn, h);
     c.activationBytes = 2 * stream + t * (up + ffn) * e;
-    c.params = rankNumel(rt::mlpShape(d).params(1), tp);
+    c.params = rt::rankNumel(rt::mlpShape(d).params(1), tp);
     return c;
   }
   case 'E': {
@@ -160,7 +152,7 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
 ItemCost embeddingCost(const ModelDims &d, const CostSettings &s) {
   ItemCost c;
   c.name = "embedding";
-  c.params = rankNumel(rt::embeddingShape(d).params(), s.tp);
+  c.params = rt::rankNumel(rt::embeddingShape(d).params(), s.tp);
   // A lookup; its weight gradient is a scatter-add of T*H, of which each
   // rank adds the tokens in its tp-th of the vocabulary (a tp-th of them
   // on average).
@@ -177,7 +169,7 @@ ItemCost headCost(const ModelDims &d, const CostSettings &s) {
   const int64_t vocab = d.vocab / s.tp; // vocabulary-parallel
   addLinear(c, t, d.hidden, vocab);
   // A tied head names the embedding's table, which the embedding counts.
-  c.params = rankNumel(rt::headShape(d).params(), s.tp) -
+  c.params = rt::rankNumel(rt::headShape(d).params(), s.tp) -
              (d.tieEmbeddings ? vocab * d.hidden : 0);
   // Kept: final-norm input, output-layer input (residual-stream tensors),
   // the rank's logits for the softmax.

@@ -70,10 +70,6 @@ struct ItemCost {
   ItemCost &operator+=(const ItemCost &other);
 };
 
-/// The elements one of `tp` ranks holds of `params`: a tp-th of each
-/// parameter ParamSpec::split cuts, all of each it replicates (norms).
-int64_t rankNumel(const std::vector<rt::ParamSpec> &params, int64_t tp);
-
 /// The forward FLOPs selective recompute of `modules` runs again in a
 /// pattern layer `symbol` (docs/recompute.md): core_attn the attention
 /// core, mlp fc1 (its activation and a norm count no GEMM FLOPs), moe the

@@ -563,7 +563,10 @@ struct MtpInputShape {
     std::vector<ParamSpec> p = {
         {"enorm.weight", {hidden}, Init::Ones},
         {"hnorm.weight", {hidden}, Init::Ones},
-        {"eh_proj.weight", {hidden, 2 * hidden}, Init::Normal, kInitStd}};
+        // Column-parallel (Megatron's eh_proj): each tensor-parallel rank
+        // holds a tp-th of the output rows.
+        splitRows(
+            {"eh_proj.weight", {hidden, 2 * hidden}, Init::Normal, kInitStd})};
     if (ownsTable)
       p.push_back(embeddingTableParam(vocab, hidden));
     return p;

@@ -28,7 +28,7 @@ namespace hypipe::rt {
 
 /// Why a `shape` layer cannot be split over `tp` ranks ("" when it can):
 /// Megatron-LM's divisibility rules, and the kinds hypipe does not split
-/// yet (MoE, MTP depths).
+/// yet (MoE).
 inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
   if (tp == 1)
     return "";
@@ -54,11 +54,15 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
         } else if constexpr (std::is_same_v<S, EmbeddingShape> ||
                              std::is_same_v<S, HeadShape>) {
           why = divides(s.vocab, "vocab_size");
-        } else if constexpr (std::is_same_v<S, MoeShape>) {
-          why = "MoE layers do not split over tensor-parallel ranks yet";
+        } else if constexpr (std::is_same_v<S, MtpInputShape>) {
+          // eh_proj is column-parallel over the hidden size; the depth looks
+          // up the vocabulary-parallel embedding.
+          if ((why = divides(s.hidden, "hidden_size")).empty())
+            why = divides(s.vocab, "vocab_size");
+        } else if constexpr (std::is_same_v<S, MtpOutputShape>) {
+          why = divides(s.vocab, "vocab_size");
         } else {
-          why = "multi-token-prediction depths do not split over "
-                "tensor-parallel ranks yet";
+          why = "MoE layers do not split over tensor-parallel ranks yet";
         }
         return why;
       },
@@ -79,7 +83,9 @@ inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp) {
         } else if constexpr (std::is_same_v<S, MlpShape>) {
           s.ffn /= tp;
         } else if constexpr (std::is_same_v<S, EmbeddingShape> ||
-                             std::is_same_v<S, HeadShape>) {
+                             std::is_same_v<S, HeadShape> ||
+                             std::is_same_v<S, MtpInputShape> ||
+                             std::is_same_v<S, MtpOutputShape>) {
           s.vocab /= tp;
         }
       },
@@ -164,7 +170,27 @@ inline std::vector<Collective> collectivesOf(const LayerShape &shape,
             return sp ? std::vector<Collective>{{K::AllGather, h}}
                       : std::vector<Collective>{};
           return {{sp ? K::ReduceScatter : K::AllReduce, h}};
-        } else if constexpr (std::is_same_v<S, HeadShape>) {
+        } else if constexpr (std::is_same_v<S, MtpInputShape>) {
+          // The embedding rows summed (or reduce-scattered), then with
+          // sequence parallelism [e' | h'] gathered for eh_proj, whose
+          // column-parallel output is gathered whole (Megatron's
+          // gather_from_tensor_model_parallel_region; with sequence
+          // parallelism each rank keeps its rows). Backward: the output's
+          // gradient gathered (sequence parallelism), eh_proj's input
+          // gradient summed, and the embedding rows' gathered again.
+          if (forward) {
+            if (!sp)
+              return {{K::AllReduce, h}, {K::AllGather, h}};
+            return {{K::ReduceScatter, h},
+                    {K::AllGather, 2 * h},
+                    {K::AllGather, h}};
+          }
+          if (!sp)
+            return {{K::AllReduce, 2 * h}};
+          return {
+              {K::AllGather, h}, {K::ReduceScatter, 2 * h}, {K::AllGather, h}};
+        } else if constexpr (std::is_same_v<S, HeadShape> ||
+                             std::is_same_v<S, MtpOutputShape>) {
           if (!forward)
             return {{sp ? K::ReduceScatter : K::AllReduce, h}};
           std::vector<Collective> c;
@@ -209,6 +235,17 @@ inline int64_t shapeNumel(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
+  return n;
+}
+
+/// The elements one of `tp` ranks holds of `params` (a layer's, whole): a
+/// tp-th of each parameter ParamSpec::split cuts, all of each it
+/// replicates (norms). What the compiler sizes a rank's parameters by, and
+/// the runtime's manifest holds parameter by parameter.
+inline int64_t rankNumel(const std::vector<ParamSpec> &params, int64_t tp) {
+  int64_t n = 0;
+  for (const ParamSpec &p : params)
+    n += shapeNumel(shardShape(p.shape, p.split, tp));
   return n;
 }
 

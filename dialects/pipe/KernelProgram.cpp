@@ -370,6 +370,8 @@ LogicalResult KernelLayerOp::verify() {
     return emitOpError() << "does not split over " << tp
                          << " tensor-parallel ranks: " << why
                          << " (kernel_layer_c4)";
+  const int64_t paramFloats =
+      rt::rankNumel(rt::paramsOf(*shape, int64_t(program.getNumLayers())), tp);
   shape = rt::tensorParallelShard(*shape, tp);
   // kernel_layer_c2
   const int64_t f32 = floatBytes(getContext());
@@ -389,8 +391,6 @@ LogicalResult KernelLayerOp::verify() {
                          << stringifyKernelKind(getKind())
                          << " layer, or is both recomputed and selective "
                             "(kernel_layer_c3)";
-  const int64_t paramFloats =
-      rt::numel(rt::paramsOf(*shape, int64_t(program.getNumLayers())));
   const int64_t againFloats = rt::recomputedFloatsOf(*shape, tokens, *modules);
   const int64_t savedFloats =
       rt::savedFloatsOf(*shape, tokens, target) - againFloats;

@@ -124,7 +124,7 @@ private:
     const Shape shard = std::get<Shape>(rt::tensorParallelShard(shape, tp));
     layer.savedBytes = f32 * shard.savedFloats(plan.tokens, target);
     layer.workspaceBytes = f32 * shard.workspaceFloats(plan.tokens, target);
-    layer.paramBytes = f32 * rt::numel(rt::paramsOf(shard, numLayers));
+    layer.paramBytes = f32 * rt::rankNumel(layer.params, tp);
   }
 
   /// One layer op as a kernel with its parameters and buffer sizes; false

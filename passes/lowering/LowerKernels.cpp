@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/model/TensorParallel.h"
 #include "passes/Passes.h"
 #include "passes/lowering/KernelPlan.h"
 
@@ -150,7 +151,7 @@ private:
 
   /// Where the tensors an MTP depth shares with the model sit in the
   /// stage's parameters: the output layer (the head's) and the embedding
-  /// table.
+  /// table, this rank's shards of them (their vocabulary's tp-th).
   void placeSharedTensors(pipe::KernelProgramOp program) {
     bool mtp = false;
     int64_t output = -1, table = -1, vocab = 0;
@@ -161,12 +162,13 @@ private:
         if (l.kind == LayerKind::Head &&
             param.name != "decoder.final_norm.weight") {
           output = at;
-          vocab = std::get<rt::HeadShape>(l.shape).vocab;
+          vocab = std::get<rt::HeadShape>(l.shape).vocab / plan.tensorParallel;
         }
         if (table < 0 &&
             l.parameterName(param) == "embedding.word_embeddings.weight")
           table = at;
-        at += int64_t(sizeof(float)) * param.numel();
+        at += int64_t(sizeof(float)) *
+              rt::rankNumel({param}, plan.tensorParallel);
       }
     }
     if (!mtp)

@@ -41,7 +41,7 @@ constexpr int64_t kMaxRoutedRows = std::numeric_limits<int32_t>::max();
 struct ShapeFacts {
   std::vector<int64_t> dims; ///< each must lie in [1, kMaxDim]
   int64_t hidden = 0;        ///< the activation width the layer reads/writes
-  int64_t paramFloats = 0, savedFloats = 0, workspaceFloats = 0;
+  int64_t savedFloats = 0, workspaceFloats = 0;
   int64_t vocab = 0; ///< embedding, head and MTP layers: the vocabulary
 };
 
@@ -76,13 +76,6 @@ ShapeFacts factsOf(const LayerShape &shape, const TokenShape &tokens,
           f.vocab = s.vocab;
         if (!sized)
           return;
-        if constexpr (std::is_same_v<S, EmbeddingShape> ||
-                      std::is_same_v<S, HeadShape> ||
-                      std::is_same_v<S, MtpInputShape> ||
-                      std::is_same_v<S, MtpOutputShape>)
-          f.paramFloats = numel(s.params());
-        else
-          f.paramFloats = numel(s.params(1));
         f.savedFloats = s.savedFloats(tokens, target);
         f.workspaceFloats = s.workspaceFloats(tokens, target);
       },
@@ -183,7 +176,10 @@ std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
     if (l.shape.index() != size_t(l.kind) || l.shard.index() != size_t(l.kind))
       return what + ": its shape is of another kind";
     ShapeFacts f = factsOf(l.shard, p.tokens, p.target, false);
-    for (int64_t d : f.dims)
+    std::vector<int64_t> dims = f.dims;
+    for (int64_t d : factsOf(l.shape, p.tokens, p.target, false).dims)
+      dims.push_back(d);
+    for (int64_t d : dims)
       if (d < 1 || d > kMaxDim)
         return fmt::format("{}: a dimension of {}", what, d);
     const int64_t tokens = p.tokens.batch * p.tokens.seq;
@@ -201,11 +197,13 @@ std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
         return fmt::format("{}: a {} tensor, and the kernels take f32 only "
                            "for now",
                            what, dtypeName(r->dtype));
-    if (l.params.bytes != kF32 * f.paramFloats ||
-        !inside(l.params, p.paramBytes))
+    // This rank's shard of each (whole) parameter.
+    const int64_t paramFloats =
+        rankNumel(paramsOf(l.shape, 1), p.tensorParallel);
+    if (l.params.bytes != kF32 * paramFloats || !inside(l.params, p.paramBytes))
       return fmt::format("{}: parameters {}, but its shape has {} bytes of "
                          "them in a buffer of {}",
-                         what, rangeText(l.params), kF32 * f.paramFloats,
+                         what, rangeText(l.params), kF32 * paramFloats,
                          p.paramBytes);
     // A recomputed layer keeps its tensors in the recompute buffer; the
     // layers that end in a loss are never recomputed (their forward adds

@@ -75,9 +75,9 @@ private:
       throw RuntimeError(
           "error: a microbatch of " + std::to_string(t.tokens()) +
           " tokens does not split over " + std::to_string(p.tensorParallel) +
-          " sequence-parallel ranks\nhelp: make every microbatch's tokens a "
-          "multiple of tp (packing pads no microbatch yet; compile without "
-          "--sequence-parallel to pack)");
+          " sequence-parallel ranks\nhelp: this is a bug in hypipe (a "
+          "packed microbatch is padded to a multiple of tp); please report "
+          "it");
   }
 
   /// One call's layer: its buffers, and the activation (or gradient) it
@@ -215,14 +215,15 @@ private:
       normed = recipes::Head<K>{k, c.tp}.normed(s, t, c.saved.kept);
   }
   void forwardLayer(const MtpInputShape &s, const Call &c) {
-    recipes::MtpInput<K>{k}.forward(s, t, c.params, sharedTable(), a.tokens,
-                                    normed, c.out, c.saved.kept, ws);
+    recipes::MtpInput<K>{k, c.tp}.forward(s, t, c.params, sharedTable(),
+                                          a.tokens, normed, c.out, c.saved.kept,
+                                          ws);
   }
   void forwardLayer(const MtpOutputShape &s, const Call &c) {
-    a.mtp_losses[s.depth - 1] += recipes::MtpOutput<K>{k}.forward(
+    a.mtp_losses[s.depth - 1] += recipes::MtpOutput<K>{k, c.tp}.forward(
         s, t, c.params, sharedOutput(), c.in, a.labels, a.loss_mask,
         c.saved.kept, ws);
-    normed = recipes::MtpOutput<K>{k}.normed(s, t, c.saved.kept);
+    normed = recipes::MtpOutput<K>{k, c.tp}.normed(s, t, c.saved.kept);
   }
 
   // Recompute: a recomputed layer's forward again, before its input
@@ -258,7 +259,7 @@ private:
     if (const auto *head = std::get_if<HeadShape>(&before.shard))
       normed = recipes::Head<K>{k, c.tp}.normed(*head, t, saved);
     else if (const auto *depth = std::get_if<MtpOutputShape>(&before.shard))
-      normed = recipes::MtpOutput<K>{k}.normed(*depth, t, saved);
+      normed = recipes::MtpOutput<K>{k, c.tp}.normed(*depth, t, saved);
     forwardLayer(s, c);
   }
 
@@ -289,12 +290,12 @@ private:
         p.sharedOutput.empty() ? nullptr : normedGradient, c.out, ws);
   }
   void backwardInputLayer(const MtpInputShape &s, const Call &c) {
-    recipes::MtpInput<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved.kept,
-                                          c.in, c.out, ws);
+    recipes::MtpInput<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads,
+                                                c.saved.kept, c.in, c.out, ws);
     normedGradient = c.out;
   }
   void backwardInputLayer(const MtpOutputShape &s, const Call &c) {
-    recipes::MtpOutput<K>{k}.backwardInput(
+    recipes::MtpOutput<K>{k, c.tp}.backwardInput(
         s, t, c.params, c.grads, sharedOutput(), c.saved.kept, a.loss_scale,
         normedGradient, c.out, ws);
   }
@@ -319,11 +320,11 @@ private:
     recipes::Head<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);
   }
   void backwardWeightLayer(const MtpInputShape &s, const Call &c) {
-    recipes::MtpInput<K>{k}.backwardWeight(
+    recipes::MtpInput<K>{k, c.tp}.backwardWeight(
         s, t, c.saved.kept, c.grads, a.grads + p.sharedTable.elementOffset());
   }
   void backwardWeightLayer(const MtpOutputShape &s, const Call &c) {
-    recipes::MtpOutput<K>{k}.backwardWeight(
+    recipes::MtpOutput<K>{k, c.tp}.backwardWeight(
         s, t, c.saved.kept, a.grads + p.sharedOutput.elementOffset());
   }
 

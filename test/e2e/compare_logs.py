@@ -2,7 +2,8 @@
 """Compares the losses of two hypipe-run --json-log files.
 
 usage: compare_logs.py A B same|different
-       compare_logs.py A B within TOL   (loss and grad_norm, relative)
+       compare_logs.py A B within TOL   (loss, grad_norm and any MTP depth's
+                                         loss, relative)
        compare_logs.py A B tail N [TOL] (B's last N steps equal A's: bit for bit,
                                          or loss and grad_norm within TOL)
        compare_logs.py A B tail N TOL loss (the losses alone within TOL)"""
@@ -19,7 +20,12 @@ if mode == "within":
         sys.exit(1)
     worst = 0.0
     for x, y in zip(a, b):
-        for key in ("loss", "grad_norm"):
+        # With MTP depths, each depth's loss too.
+        mtp = sorted(k for k in x if k.startswith("mtp_") and k.endswith("_loss"))
+        if any(k not in y for k in mtp):
+            print("step %d: B logs no %s" % (x["step"], ", ".join(mtp)))
+            sys.exit(1)
+        for key in ["loss", "grad_norm"] + mtp:
             worst = max(worst, abs(x[key] - y[key]) / abs(x[key]))
     print("%d steps, max relative difference %.3g (%s %g)"
           % (len(a), worst, "within" if worst <= tol else "ABOVE", tol))

@@ -189,23 +189,14 @@ void RecordingKernels::moeBackwardWeight(const MoeShape &, const TokenShape &,
                                          const SavedBases &, float *) const {
   record("moeBackwardWeight");
 }
-void RecordingKernels::mtpInputForward(const MtpInputShape &,
-                                       const TokenShape &, const float *,
-                                       const float *, const int32_t *,
-                                       const float *hPrev, float *, float *,
-                                       float *) const {
-  record(hPrev ? "mtpInputForward" : "mtpInputForward without hPrev");
+void RecordingKernels::tokensAhead(const TokenShape &, int64_t shift,
+                                   const int32_t *, int32_t *) {
+  record("tokensAhead " + std::to_string(shift));
 }
-void RecordingKernels::mtpInputBackwardInput(const MtpInputShape &,
-                                             const TokenShape &, const float *,
-                                             float *, float *, const float *,
-                                             float *, float *) const {
-  record("mtpInputBackwardInput");
-}
-void RecordingKernels::mtpInputBackwardWeight(const MtpInputShape &,
-                                              const TokenShape &, const float *,
-                                              float *, float *) const {
-  record("mtpInputBackwardWeight");
+void RecordingKernels::copyRows(int64_t, int64_t n, float *, int64_t dstStride,
+                                const float *, int64_t srcStride) {
+  record("copyRows " + std::to_string(n) + " of " + std::to_string(srcStride) +
+         " to " + std::to_string(dstStride));
 }
 
 using Calls = std::vector<std::string>;
@@ -363,10 +354,21 @@ TEST(RecordingTarget, Head) {
 TEST(RecordingTarget, MtpInput) {
   const Passes p =
       passesOf(LayerKind::MtpInput, MtpInputShape{kVocab, kHidden, 1});
-  // Alone in its stage, no head before it hands it normed states.
-  EXPECT_EQ(p.forward, (Calls{"mtpInputForward without hPrev"}));
-  EXPECT_EQ(p.backwardInput, (Calls{"mtpInputBackwardInput"}));
-  EXPECT_EQ(p.backwardWeight, (Calls{"mtpInputBackwardWeight"}));
+  // The tokens one place ahead looked up; both inputs normed and rounded,
+  // laid side by side as [e' | h'] (hidden 8 into rows of 16) and projected.
+  EXPECT_EQ(p.forward,
+            (Calls{"tokensAhead 1", "embeddingLookup", "copy", "rmsnormForward",
+                   "rmsnormForward", R, "copyRows 8 of 8 to 16",
+                   "copyRows 8 of 8 to 16", "linearForward 16>8", R}));
+  // The output's gradient kept for the weight pass; [e' | h']'s gradient
+  // rounded, each half back through its norm: the rows' gradient rounded
+  // (complete), hPrev's left for the head to complete.
+  EXPECT_EQ(p.backwardInput,
+            (Calls{"copy", "linearBackwardInput 16>8", R,
+                   "copyRows 8 of 16 to 8", "rmsnormBackward", R,
+                   "copyRows 8 of 16 to 8", "rmsnormBackward"}));
+  EXPECT_EQ(p.backwardWeight,
+            (Calls{"linearBackwardWeight 16>8", "embeddingScatterAdd"}));
 }
 
 TEST(RecordingTarget, MtpOutput) {
@@ -395,19 +397,52 @@ TEST(RecordingTarget, MtpDepthAfterTheHeadInBf16) {
   p.sharedOutput = TensorRange{0, 4, DType::F32};
   p.sharedTable = TensorRange{0, 4, DType::F32};
   const std::string B = "round bf16";
-  EXPECT_EQ(run(p, StagePass::Forward),
-            (Calls{"copy", "rmsnormForward", B, "linearForward 8>16", B,
-                   "crossEntropy shift 0", "mtpInputForward", "copy",
-                   "rmsnormForward", B, "linearForward 8>16", B,
-                   "crossEntropy shift 1"}));
-  EXPECT_EQ(run(p, StagePass::BackwardInput),
-            (Calls{"crossEntropyBackward", B, "linearBackwardInput 8>16", B,
-                   "rmsnormBackward", B, "mtpInputBackwardInput",
-                   "crossEntropyBackward", B, "linearBackwardInput 8>16",
-                   "addInto", B, "rmsnormBackward", B}));
+  EXPECT_EQ(run(p, StagePass::Forward), (Calls{"copy",
+                                               "rmsnormForward",
+                                               B,
+                                               "linearForward 8>16",
+                                               B,
+                                               "crossEntropy shift 0",
+                                               "tokensAhead 1",
+                                               "embeddingLookup",
+                                               "copy",
+                                               "rmsnormForward",
+                                               "rmsnormForward",
+                                               B,
+                                               "copyRows 8 of 8 to 16",
+                                               "copyRows 8 of 8 to 16",
+                                               "linearForward 16>8",
+                                               B,
+                                               "copy",
+                                               "rmsnormForward",
+                                               B,
+                                               "linearForward 8>16",
+                                               B,
+                                               "crossEntropy shift 1"}));
+  EXPECT_EQ(run(p, StagePass::BackwardInput), (Calls{"crossEntropyBackward",
+                                                     B,
+                                                     "linearBackwardInput 8>16",
+                                                     B,
+                                                     "rmsnormBackward",
+                                                     B,
+                                                     "copy",
+                                                     "linearBackwardInput 16>8",
+                                                     B,
+                                                     "copyRows 8 of 16 to 8",
+                                                     "rmsnormBackward",
+                                                     B,
+                                                     "copyRows 8 of 16 to 8",
+                                                     "rmsnormBackward",
+                                                     "crossEntropyBackward",
+                                                     B,
+                                                     "linearBackwardInput 8>16",
+                                                     "addInto",
+                                                     B,
+                                                     "rmsnormBackward",
+                                                     B}));
   EXPECT_EQ(run(p, StagePass::BackwardWeight),
-            (Calls{"linearBackwardWeight 8>16", "mtpInputBackwardWeight",
-                   "linearBackwardWeight 8>16"}));
+            (Calls{"linearBackwardWeight 8>16", "linearBackwardWeight 16>8",
+                   "embeddingScatterAdd", "linearBackwardWeight 8>16"}));
 }
 
 } // namespace

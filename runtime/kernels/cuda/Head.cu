@@ -99,13 +99,25 @@ __global__ void crossEntropyBackwardShardKernel(int64_t V, int64_t first,
 
 } // namespace
 
-void Kernels::embeddingLookup(int64_t T, int64_t n, const float *table,
-                              const int32_t *ids, float *y, int32_t *keptIds) {
-  if (T == 0)
+namespace {
+
+/// The looked-up ids kept (an MTP depth looks up the ids it keeps: nothing
+/// to copy).
+void keepIds(int64_t T, const int32_t *ids, int32_t *keptIds) {
+  if (keptIds == ids)
     return;
   check(cudaMemcpyAsync(keptIds, ids, sizeof(int32_t) * T,
                         cudaMemcpyDeviceToDevice, stream()),
         "keeping the tokens");
+}
+
+} // namespace
+
+void Kernels::embeddingLookup(int64_t T, int64_t n, const float *table,
+                              const int32_t *ids, float *y, int32_t *keptIds) {
+  if (T == 0)
+    return;
+  keepIds(T, ids, keptIds);
   gatherRows(T, n, table, ids, y);
 }
 
@@ -255,9 +267,7 @@ void Kernels::embeddingLookupShard(int64_t T, int64_t n, const float *table,
                                    int64_t rows, float *y, int32_t *keptIds) {
   if (T == 0)
     return;
-  check(cudaMemcpyAsync(keptIds, ids, sizeof(int32_t) * T,
-                        cudaMemcpyDeviceToDevice, stream()),
-        "keeping the tokens");
+  keepIds(T, ids, keptIds);
   gatherShardRowsKernel<<<unsigned(T), 128, 0, stream()>>>(n, table, ids, first,
                                                            rows, y);
   launched("row gather (vocabulary shard)");

@@ -115,9 +115,9 @@ template <class P> struct Head {
     float *mine = sumInputGradient(tp, q, hidden, dxn);
     // The normed output also feeds the next MTP depth: its gradient adds
     // (that part not rounded yet), and the sum is the complete gradient.
-    // (MTP depths do not split over tensor-parallel ranks.)
+    // (With sequence parallelism both hold this rank's rows.)
     if (dxnExtra)
-      k.addInto(mine, dxnExtra, T * hidden);
+      k.addInto(mine, dxnExtra, q.local * hidden);
     k.round(mine, q.local * hidden);
     k.rmsnormBackward(q.local, hidden, h.x, norm, h.rstd, mine, dx, gNorm,
                       false);

@@ -5,10 +5,9 @@
 // eh_proj) and its output (MtpOutput: the head's loss, Head.h, with the
 // labels `depth` rows ahead and the loss's gradient weighted by the depth's
 // lossWeight). `P` is a target's primitive set (cpu/Kernels.h,
-// cuda/Kernels.h). The input's gather, norms and concatenation are still
-// each target's own kernels (mtpInputForward, mtpInputBackwardInput,
-// mtpInputBackwardWeight, in the call's precision); the output is composed
-// here.
+// cuda/Kernels.h) with tokensAhead and copyRows (TargetKernels.inc) beside
+// the embedding's, linear and norm kernels. Split over tensor-parallel
+// ranks, both ends follow Megatron-LM (TensorParallel.h's collectivesOf).
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_KERNELS_RECIPES_MTP_H
@@ -22,45 +21,152 @@ namespace hypipe::rt::recipes {
 template <class P> struct MtpInput {
   /// The target's primitives, in the call's precision.
   const P &k;
+  /// The call's tensor-parallel collectives (null: the depth is whole).
+  /// Split, the depth looks up the vocabulary-parallel embedding (the
+  /// group sums the rows) and eh_proj is column-parallel: each rank
+  /// projects [e' | h'] to its tp-th of the hidden columns and the group
+  /// gathers them (Megatron's MultiTokenPredictionLayer).
+  TensorParallelCalls *tp = nullptr;
 
-  /// `table` is the model's embedding [vocab, hidden], `hPrev` the previous
-  /// depth's (or the head's) normed output.
+  /// What a pass reads: the parameters [enorm; hnorm; eh_proj], the saved
+  /// tensors, the rows this rank holds and its columns of eh_proj's output.
+  struct Parts {
+    const float *enorm, *hnorm, *w;
+    MtpInputSaved m;
+    SequenceShard q;
+    int64_t cols;
+  };
+  template <class Tokens>
+  Parts partsOf(const MtpInputShape &s, const Tokens &t, const float *params,
+                float *saved) const {
+    const int64_t H = s.hidden;
+    return {params,
+            params + H,
+            params + 2 * H,
+            mtpInputSaved(s, k.shape(t), saved),
+            sequenceShard(tp, t.tokens()),
+            tp ? H / tp->size() : H};
+  }
+
+  /// `table` is the model's embedding [vocab, hidden] (this rank's rows),
+  /// `hPrev` the previous depth's (or the head's) normed output, whole.
+  /// `ws`: [T, 3 hidden].
   template <class Tokens>
   void forward(const MtpInputShape &s, const Tokens &t, const float *params,
                const float *table, const int32_t *tokens, const float *hPrev,
                float *y, float *saved, float *ws) const {
-    k.mtpInputForward(s, t, params, table, tokens, hPrev, y, saved, ws);
+    const int64_t T = t.tokens(), H = s.hidden;
+    if (T == 0)
+      return;
+    const auto [enorm, hnorm, w, m, q, cols] = partsOf(s, t, params, saved);
+    // The token `depth` places ahead in the same sequence; token 0 past its
+    // end (Megatron rolls the ids with a zero fill, per sequence).
+    k.tokensAhead(t, s.depth, tokens, m.ids);
+    if (tp) {
+      k.embeddingLookupShard(T, H, table, m.ids, tp->rank() * s.vocab, s.vocab,
+                             m.e, m.ids);
+      sumOutput(k, tp, q, H, m.e);
+    } else {
+      k.embeddingLookup(T, H, table, m.ids, m.e, m.ids);
+    }
+    k.copy(m.h, hPrev + q.first * H, q.local * H);
+    float *en = ws, *hn = ws + q.local * H;
+    k.rmsnormForward(q.local, H, m.e, enorm, en, m.rstdE);
+    k.rmsnormForward(q.local, H, m.h, hnorm, hn, m.rstdH);
+    k.round(en, 2 * q.local * H); // en and hn, side by side
+    float *cat = m.cat + q.first * 2 * H;
+    k.copyRows(q.local, H, cat, 2 * H, en, H);
+    k.copyRows(q.local, H, cat + H, 2 * H, hn, H);
+    if (!tp) {
+      k.linearForward(T, 2 * H, H, m.cat, w, y);
+      k.round(y, T * H);
+      return;
+    }
+    if (q.split())
+      tensorParallel(tp, CollectiveKind::AllGather, m.cat, 2 * H);
+    // Rank r's columns [T, H/tp] as the r-th block of `blocks`; gathered,
+    // the blocks are laid side by side into the whole output's rows.
+    float *blocks = ws, *whole = q.split() ? ws + T * H : y;
+    float *mine = blocks + tp->rank() * T * cols;
+    k.linearForward(T, 2 * H, cols, m.cat, w, mine);
+    k.round(mine, T * cols);
+    tensorParallel(tp, CollectiveKind::AllGather, blocks, H);
+    for (int64_t r = 0; r < tp->size(); ++r)
+      k.copyRows(T, cols, whole + r * cols, H, blocks + r * T * cols, cols);
+    if (q.split())
+      k.copy(y, whole + q.first * H, q.local * H);
   }
 
-  /// Writes the gradient of hPrev into `dhPrev`.
+  /// Writes the gradient of hPrev (the rows this rank holds) into
+  /// `dhPrev`. `ws`: [T, 3 hidden].
   template <class Tokens>
   void backwardInput(const MtpInputShape &s, const Tokens &t,
                      const float *params, float *grads, float *saved,
                      const float *dy, float *dhPrev, float *ws) const {
-    k.mtpInputBackwardInput(s, t, params, grads, saved, dy, dhPrev, ws);
+    const int64_t T = t.tokens(), H = s.hidden;
+    if (T == 0)
+      return;
+    const auto [enorm, hnorm, w, m, q, cols] = partsOf(s, t, params, saved);
+    // The output's gradient this rank's columns of eh_proj produced, kept
+    // for the weight pass.
+    if (tp) {
+      wholeGradient(k, tp, q, H, dy, ws);
+      k.copyRows(T, cols, m.dOut, cols, ws + tp->rank() * cols, H);
+    } else {
+      k.copy(m.dOut, dy, T * H);
+    }
+    float *dcat = ws, *half = ws + 2 * T * H;
+    k.linearBackwardInput(T, 2 * H, cols, m.dOut, w, dcat);
+    float *mine = tp ? sumInputGradient(tp, q, 2 * H, dcat) : dcat;
+    k.round(mine, q.local * 2 * H);
+    // The looked-up rows' gradient, complete; whole for the weight pass's
+    // scatter into the table.
+    float *dE = m.dE + q.first * H;
+    k.copyRows(q.local, H, half, H, mine, 2 * H);
+    k.rmsnormBackward(q.local, H, m.e, enorm, m.rstdE, half, dE, grads, false);
+    k.round(dE, q.local * H);
+    if (q.split())
+      tensorParallel(tp, CollectiveKind::AllGather, m.dE, H);
+    // dhPrev is a part of the previous normed output's gradient, which the
+    // previous depth (or the head) completes and rounds.
+    k.copyRows(q.local, H, half, H, mine + H, 2 * H);
+    k.rmsnormBackward(q.local, H, m.h, hnorm, m.rstdH, half, dhPrev, grads + H,
+                      false);
   }
 
-  /// Adds the looked-up rows' gradient to `tableGrads`.
+  /// Adds the looked-up rows' gradient to `tableGrads` (this rank's rows).
   template <class Tokens>
   void backwardWeight(const MtpInputShape &s, const Tokens &t,
                       const float *saved, float *grads,
                       float *tableGrads) const {
-    k.mtpInputBackwardWeight(s, t, saved, grads, tableGrads);
+    const int64_t T = t.tokens(), H = s.hidden;
+    if (T == 0)
+      return;
+    const int64_t cols = tp ? H / tp->size() : H;
+    MtpInputSaved m = mtpInputSaved(s, k.shape(t), const_cast<float *>(saved));
+    k.linearBackwardWeight(T, 2 * H, cols, m.dOut, m.cat, grads + 2 * H);
+    if (tp)
+      k.embeddingScatterAddShard(T, H, m.ids, tp->rank() * s.vocab, s.vocab,
+                                 m.dE, tableGrads);
+    else
+      k.embeddingScatterAdd(T, H, m.ids, m.dE, tableGrads);
   }
 };
 
 template <class P> struct MtpOutput {
   /// The target's primitives, in the call's precision.
   const P &k;
+  /// The call's tensor-parallel collectives (null: whole): the head's.
+  TensorParallelCalls *tp = nullptr;
 
   /// The depth's loss (unweighted) against the output layer `wOut`.
   template <class Tokens>
   float forward(const MtpOutputShape &s, const Tokens &t, const float *params,
                 const float *wOut, const float *x, const int32_t *labels,
                 const float *lossMask, float *saved, float *ws) const {
-    return Head<P>{k}.lossForward(t, s.hidden, s.vocab, params, wOut, x, labels,
-                                  lossMask, s.depth,
-                                  headSaved(s, k.shape(t), saved), ws);
+    return Head<P>{k, tp}.lossForward(t, s.hidden, s.vocab, params, wOut, x,
+                                      labels, lossMask, s.depth,
+                                      headSaved(s, k.shape(t), saved), ws);
   }
 
   /// The loss's gradient scaled by lossScale x s.lossWeight, plus `dyNext`
@@ -70,7 +176,7 @@ template <class P> struct MtpOutput {
                      const float *params, float *grads, const float *wOut,
                      float *saved, float lossScale, const float *dyNext,
                      float *dx, float *ws) const {
-    Head<P>{k}.lossBackwardInput(
+    Head<P>{k, tp}.lossBackwardInput(
         t, s.hidden, s.vocab, params, wOut, headSaved(s, k.shape(t), saved),
         float(lossScale * s.lossWeight), dyNext, dx, grads, ws);
   }
@@ -79,7 +185,7 @@ template <class P> struct MtpOutput {
   template <class Tokens>
   void backwardWeight(const MtpOutputShape &s, const Tokens &t,
                       const float *saved, float *outGrads) const {
-    Head<P>{k}.backwardWeight(
+    Head<P>{k, tp}.backwardWeight(
         t, s.hidden, s.vocab,
         headSaved(s, k.shape(t), const_cast<float *>(saved)), outGrads);
   }
