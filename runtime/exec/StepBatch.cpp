@@ -134,25 +134,40 @@ StepBatch::Counts StepBatch::loadPacked(int64_t step) {
   checkSamePacking(comm, step, *plan, index, lengths, globalLossTokens);
 
   const std::vector<int64_t> &mine = plan->ranks[comm.dpRank()];
+  // Sequence parallelism splits a microbatch's tokens in tp equal parts:
+  // each packed microbatch is padded to a multiple of tp with one more
+  // sequence of token 0 whose labels are all masked (Megatron-LM pads
+  // packed sequences for sequence parallelism too). It attends to nothing
+  // but itself and adds no loss; the budget, a multiple of tp (the spec's
+  // rule), still holds it.
+  const int64_t multiple = artifact.sequenceParallel ? artifact.tp : 1;
+  auto paddedTokens = [&](int64_t n) {
+    return (n + multiple - 1) / multiple * multiple;
+  };
   int64_t total = 0;
   for (int64_t b : mine)
-    total += plan->bins[b].tokens;
-  tokens.resize(total);
-  labels.resize(total);
-  lossMask.resize(total);
+    total += paddedTokens(plan->bins[b].tokens);
+  // Zeros: the padding's tokens, labels and masks.
+  tokens.assign(size_t(total), 0);
+  labels.assign(size_t(total), 0);
+  lossMask.assign(size_t(total), 0.0f);
   batch.assign(mine.size(), Microbatch{});
   int64_t at = 0;
   for (size_t mb = 0; mb < mine.size(); ++mb) {
     const packing::Bin &bin = plan->bins[mine[mb]];
     Microbatch &m = batch[mb];
     m.offset = at;
-    m.tokens = bin.tokens;
+    m.tokens = paddedTokens(bin.tokens);
     m.cuSeqlens.push_back(0);
     for (int64_t g : bin.samples) {
       data.samples->read(index[g], tokens.data() + at, labels.data() + at,
                          lossMask.data() + at);
       at += lengths[g];
       m.cuSeqlens.push_back(int32_t(at - m.offset));
+    }
+    if (m.tokens > bin.tokens) {
+      at = m.offset + m.tokens;
+      m.cuSeqlens.push_back(int32_t(m.tokens));
     }
     m.scale = artifact.training.perTokenLoss
                   ? binLossTokens[mine[mb]] / globalLossTokens
