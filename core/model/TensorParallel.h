@@ -209,13 +209,23 @@ inline std::vector<Collective> collectivesOf(const LayerShape &shape,
 
 /// The collectives a kernel call of a `shape` layer lists: a run's in
 /// `pass` are its kind's; a recompute (before the input gradient) runs the
-/// forward's again when the layer is recomputed whole (`wholeLayer`), and
-/// none when selective recompute computes a module's tensors again.
+/// forward's again when the layer is recomputed whole (`wholeLayer`). A
+/// selective one computes the dropped `modules`' tensors again from the
+/// kept ones: with sequence parallelism the normed input (the layernorm
+/// module) is gathered again, as the forward gathered it; nothing else
+/// crosses ranks.
 inline std::vector<Collective>
 collectivesOfCall(const LayerShape &shape, int64_t tp, bool sequenceParallel,
-                  StagePass pass, bool recompute, bool wholeLayer) {
-  if (recompute && !wholeLayer)
+                  StagePass pass, bool recompute, bool wholeLayer,
+                  RecomputeModuleSet modules) {
+  if (recompute && !wholeLayer) {
+    const bool norm = modules & moduleBit(RecomputeModule::LayerNorm) &
+                      selectiveModulesOf(kindOf(shape));
+    if (tp > 1 && sequenceParallel && norm)
+      return {{CollectiveKind::AllGather,
+               std::visit([](const auto &s) { return s.hidden; }, shape)}};
     return {};
+  }
   return collectivesOf(shape, tp, sequenceParallel,
                        recompute ? StagePass::Forward : pass);
 }

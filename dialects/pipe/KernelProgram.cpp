@@ -503,9 +503,12 @@ std::vector<rt::Collective> collectivesOfCall(KernelLayerOp layer,
       readShape(layer.getKind(), layer.getShape(), error);
   if (failed(shape))
     return {};
+  FailureOr<RecomputeModuleSet> modules =
+      moduleSetOf(layer.getModulesAttr(), error);
   return rt::collectivesOfCall(
       *shape, tensorParallelOf(program), program.getSequenceParallel(),
-      rt::StagePass(int(pass)), recompute, layer.getRecomputed());
+      rt::StagePass(int(pass)), recompute, layer.getRecomputed(),
+      failed(modules) ? 0 : *modules);
 }
 
 namespace {

@@ -184,12 +184,6 @@ public:
   /// keeps the tensors of the modules it has in the recompute buffer and
   /// computes them again just before its input gradient.
   LogicalResult rewriteSelective(RecomputeModuleSet modules) {
-    // A recomputed norm's rows would be gathered again: not built.
-    if (program.getSequenceParallel())
-      return program.emitOpError()
-             << "selective recompute does not run with sequence parallelism "
-                "yet; use full recompute (--recompute-granularity full) or "
-                "compile without --sequence-parallel";
     const rt::TokenShape tokens{int64_t(program.getBatch()),
                                 int64_t(program.getSeq())};
     const rt::Target target = pipe::targetOf(program);
@@ -235,7 +229,10 @@ public:
       const bool forward = wholeMoe && l.getKind() == pipe::KernelKind::moe;
       OpBuilder(first).create<pipe::KernelRecomputeOp>(
           first.getLoc(), l.getResult(), slot(Slot::none),
-          slot(forward ? Slot::rc0 : Slot::none), nullptr);
+          slot(forward ? Slot::rc0 : Slot::none),
+          pipe::collectivesAttr(
+              context,
+              pipe::collectivesOfCall(l, KernelPass::backward_input, true)));
     }
     return success();
   }

@@ -498,7 +498,8 @@ std::vector<Collective> collectivesOfCall(const ProgramLayer &layer, CallOp op,
   if (op != CallOp::Run && op != CallOp::Recompute)
     return {};
   return rt::collectivesOfCall(layer.shape, tp, sequenceParallel, pass,
-                               op == CallOp::Recompute, layer.recomputed);
+                               op == CallOp::Recompute, layer.recomputed,
+                               layer.modules);
 }
 
 std::string checkStageProgram(const StageProgram &p, bool hasEmbedding,

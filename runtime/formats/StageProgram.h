@@ -164,7 +164,8 @@ std::string shardLayers(StageProgram &program);
 
 /// The collectives a call of `layer` lists in pass `pass` of a program
 /// split over `tp` ranks: its kind's (collectivesOf) for a run, the
-/// forward's for a full recompute, none for a selective one.
+/// forward's for a full recompute, a selective one's (the normed input
+/// gathered again with sequence parallelism).
 std::vector<Collective> collectivesOfCall(const ProgramLayer &layer, CallOp op,
                                           StagePass pass, int64_t tp,
                                           bool sequenceParallel);

@@ -61,10 +61,10 @@ template <class P> struct Attention {
   template <class Tokens>
   void recompute(const AttentionShape &s, const Tokens &t, const float *params,
                  const SavedBases &saved) const {
-    const int64_t T = t.tokens();
     AttnSaved a = attnSaved(s, k.shape(t), saved);
     if (saved.drops(RecomputeModule::LayerNorm))
-      preNorm(k, T, s.hidden, a.x, params, a.xn, a.rstd);
+      normedInput(k, tp, sequenceShard(tp, t.tokens()), s.hidden, a.x, params,
+                  a.xn, a.rstd);
     if (saved.drops(RecomputeModule::CoreAttn))
       core(s, t, a);
   }

@@ -62,7 +62,8 @@ template <class P> struct Mlp {
     const float *norm = params, *w1 = norm + s.hidden;
     MlpSaved m = mlpSaved(s, k.shape(t), saved);
     if (saved.drops(RecomputeModule::LayerNorm))
-      preNorm(k, T, s.hidden, m.x, norm, m.xn, m.rstd);
+      normedInput(k, tp, sequenceShard(tp, T), s.hidden, m.x, norm, m.xn,
+                  m.rstd);
     if (saved.drops(RecomputeModule::Mlp))
       up(s, T, w1, m);
   }
