@@ -227,22 +227,26 @@ int fail(const Problem &p) {
   return 1;
 }
 
+int fail(std::string message, std::string help) {
+  return fail(Problem{std::move(message), std::move(help), std::nullopt, 1});
+}
+
 int runPrepare(const PrepareOptions &o) {
+  const std::string inputHelp =
+      "give a JSON Lines file: one JSON object a line";
   struct stat st {};
   if (::stat(o.input.c_str(), &st) != 0)
-    return fail({fmt::format("cannot read the input '{}': {}", o.input,
-                             std::strerror(errno)),
-                 "give a JSON Lines file: one JSON object a line", std::nullopt,
-                 1});
+    return fail(fmt::format("cannot read the input '{}': {}", o.input,
+                            std::strerror(errno)),
+                inputHelp);
   if (!S_ISREG(st.st_mode))
-    return fail({fmt::format("the input '{}' is not a regular file", o.input),
-                 "give a JSON Lines file: one JSON object a line", std::nullopt,
-                 1});
+    return fail(fmt::format("the input '{}' is not a regular file", o.input),
+                inputHelp);
   std::ifstream in(o.input, std::ios::binary);
   if (!in)
-    return fail({fmt::format("cannot read the input '{}': {}", o.input,
-                             std::strerror(errno)),
-                 "check its permissions", std::nullopt, 1});
+    return fail(fmt::format("cannot read the input '{}': {}", o.input,
+                            std::strerror(errno)),
+                "check its permissions");
   Expected<std::unique_ptr<Tokenizer>> tokenizer = openTokenizer(o.tokenizer);
   if (!tokenizer)
     return fail(tokenizer.problem());
@@ -250,23 +254,20 @@ int runPrepare(const PrepareOptions &o) {
   if (o.appendEod) {
     eod = (*tokenizer)->eod();
     if (!eod)
-      return fail({fmt::format("--append-eod: the tokenizer {} has no "
-                               "end-of-document id",
-                               (*tokenizer)->description()),
-                   o.tokenizer == kBytesTokenizer
-                       ? "every id of the byte tokenizer is a byte; leave "
-                         "--append-eod out, or use a SentencePiece model"
-                       : "train the model with an end-of-sentence piece "
-                         "(spm_train's default --eos_id=2), or leave "
-                         "--append-eod out",
-                   std::nullopt, 1});
+      return fail(fmt::format("--append-eod: the tokenizer {} has no "
+                              "end-of-document id",
+                              (*tokenizer)->description()),
+                  o.tokenizer == kBytesTokenizer
+                      ? "every id of the byte tokenizer is a byte; leave "
+                        "--append-eod out, or use a SentencePiece model"
+                      : "train the model with an end-of-sentence piece "
+                        "(spm_train's default --eos_id=2), or leave "
+                        "--append-eod out");
   }
-  if (auto err = files::checkNotAnInput(o.prefix + ".bin", "the output .bin",
-                                        {o.input, o.tokenizer}))
-    return fail(err.problem());
-  if (auto err = files::checkNotAnInput(o.prefix + ".idx", "the output .idx",
-                                        {o.input, o.tokenizer}))
-    return fail(err.problem());
+  for (const std::string suffix : {".bin", ".idx"})
+    if (auto err = files::checkNotAnInput(
+            o.prefix + suffix, "the output " + suffix, {o.input, o.tokenizer}))
+      return fail(err.problem());
   const int dtypeCode = rt::megatronDtypeCodeFor((*tokenizer)->vocabSize());
   auto writer = rt::MegatronDatasetWriter::create(o.prefix, dtypeCode);
   if (!writer)
@@ -312,9 +313,9 @@ int runPrepare(const PrepareOptions &o) {
   }
   progress.end();
   if (in.bad())
-    return fail({fmt::format("cannot read the input '{}' to its end: {}",
-                             o.input, std::strerror(errno)),
-                 "nothing was written; check the file", std::nullopt, 1});
+    return fail(fmt::format("cannot read the input '{}' to its end: {}",
+                            o.input, std::strerror(errno)),
+                "nothing was written; check the file");
   if (auto err = (*writer)->commit())
     return fail(err.problem());
   const rt::MegatronIndex &index = (*writer)->index();
