@@ -17,8 +17,9 @@ namespace {
 class ByteTokenizer final : public Tokenizer {
 public:
   int64_t vocabSize() const override { return 256; }
-  // Every id of the 256 is a byte: none is left for an end-of-document mark.
-  std::optional<int32_t> eod() const override { return std::nullopt; }
+  // megatron-core's ByteLevelTokenizer ends a document with its default
+  // eos id, 0: the NUL byte, which text does not hold.
+  std::optional<int32_t> eod() const override { return 0; }
   Error encode(std::string_view text,
                std::vector<int32_t> &ids) const override {
     for (unsigned char byte : text)

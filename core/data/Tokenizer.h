@@ -31,8 +31,10 @@ public:
   /// Ids are in [0, vocabSize()).
   virtual int64_t vocabSize() const = 0;
   /// The end-of-document id that --append-eod appends, as Megatron-LM's
-  /// GPTSentencePieceTokenizer and Llama2Tokenizer define it: the model's
-  /// end-of-sentence piece (`</s>`). None when the tokenizer has none.
+  /// tokenizers define it: a SentencePiece model's end-of-sentence piece
+  /// (`</s>`, the eod of GPTSentencePieceTokenizer and Llama2Tokenizer),
+  /// for bytes 0 (megatron-core's ByteLevelTokenizer). None when a model
+  /// has no end-of-sentence piece.
   virtual std::optional<int32_t> eod() const = 0;
   /// Appends the ids of `text` to `ids`. Safe to call from several threads
   /// at once.

@@ -257,12 +257,9 @@ int runPrepare(const PrepareOptions &o) {
       return fail(fmt::format("--append-eod: the tokenizer {} has no "
                               "end-of-document id",
                               (*tokenizer)->description()),
-                  o.tokenizer == kBytesTokenizer
-                      ? "every id of the byte tokenizer is a byte; leave "
-                        "--append-eod out, or use a SentencePiece model"
-                      : "train the model with an end-of-sentence piece "
-                        "(spm_train's default --eos_id=2), or leave "
-                        "--append-eod out");
+                  "train the model with an end-of-sentence piece "
+                  "(spm_train's default --eos_id=2), or leave --append-eod "
+                  "out");
   }
   for (const std::string suffix : {".bin", ".idx"})
     if (auto err = files::checkNotAnInput(
@@ -362,7 +359,8 @@ void addDataCommand(CLI::App &app, Runner &run) {
       ->default_val("text");
   prepare->add_flag("--append-eod", o->appendEod,
                     "end every document with the tokenizer's end-of-document "
-                    "id (the SentencePiece model's </s>)");
+                    "id (a SentencePiece model's </s>; 0 for bytes, as "
+                    "megatron-core's ByteLevelTokenizer)");
   prepare
       ->add_option("--workers", o->workers,
                    "tokenising threads (default: the machine's hardware "

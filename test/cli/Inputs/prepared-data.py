@@ -13,7 +13,8 @@ data-prepare.test and the check of what `hypipe data prepare` wrote.
       bytes, or the ids of the `spm_encode --output_format=id` CLI, grouped by
       the rules of Megatron's Encoder.encode written out below; the
       end-of-document id is the line of `</s>` in the model's .vocab file
-      (spm_train's listing). Each is checked again against a reference with
+      (spm_train's listing), for bytes megatron-core's ByteLevelTokenizer's
+      eod. Each is checked again against a reference with
       one token changed, which must be found (the check can fail). One
       process for all, since importing megatron-core takes seconds.
   prepared-data.py trained PREFIX LOG VOCAB
@@ -71,7 +72,11 @@ def reference(jsonl, key, tokenizer, append_eod):
     flat = [s for doc in docs for s in doc]
     ids = iter(encode_all(flat, tokenizer))
     eod = None
-    if append_eod:
+    if append_eod and tokenizer == "bytes":
+        from megatron.core.tokenizers.text.libraries.bytelevel_tokenizer \
+            import ByteLevelTokenizer
+        eod = ByteLevelTokenizer().eod
+    elif append_eod:
         vocab = open(tokenizer[:-len(".model")] + ".vocab", encoding="utf-8")
         eod = [l.split("\t")[0] for l in vocab].index("</s>")
     out = []
