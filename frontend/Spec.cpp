@@ -4,6 +4,7 @@
 
 #include "core/data/MockSft.h"
 #include "core/data/Packing.h"
+#include "core/data/Tokenizer.h"
 #include "core/io/Files.h"
 #include "core/lang/PipelineLayout.h"
 #include "core/model/SizeBounds.h"
@@ -182,6 +183,7 @@ const std::vector<Field> &dataFields() {
   static const std::vector<Field> fields = {
       HYPIPE_FIELD("path", d.spec.data.path),
       HYPIPE_FIELD("format", d.format),
+      HYPIPE_FIELD("tokenizer", d.spec.data.tokenizer),
       HYPIPE_FIELD("packing", d.spec.data.packing),
       HYPIPE_FIELD("max_tokens_per_microbatch",
                    d.spec.data.maxTokensPerMicrobatch),
@@ -366,6 +368,10 @@ private:
     return valueNodes.count(key.str()) || overridden.count(key.str());
   }
   llvm::Error checkScheduleCsv();
+  llvm::Error checkTokenizer();
+  /// The path a "section.key" field names, made absolute: a flag's against
+  /// the working directory, the spec's against the spec's directory.
+  std::string resolvePath(llvm::StringRef key, llvm::StringRef value) const;
   llvm::Error checkGroupSize();
   llvm::Error placeByLayout();
   llvm::Error checkPacking();
@@ -978,7 +984,7 @@ llvm::Expected<ModelSpec> Loader::load() {
 llvm::Error Loader::check() {
   for (llvm::Error (Loader::*section)() :
        {&Loader::checkSizes, &Loader::checkPattern, &Loader::checkModel,
-        &Loader::checkParallel, &Loader::checkTraining,
+        &Loader::checkParallel, &Loader::checkTraining, &Loader::checkTokenizer,
         &Loader::checkTensorParallel, &Loader::checkRecompute,
         &Loader::checkPartition, &Loader::checkMemory})
     if (llvm::Error err = (this->*section)())
@@ -1301,6 +1307,22 @@ llvm::Error Loader::checkGroupSize() {
   return llvm::Error::success();
 }
 
+std::string Loader::resolvePath(llvm::StringRef key,
+                                llvm::StringRef value) const {
+  llvm::SmallString<256> path(value);
+  if (overridden.count(key.str())) {
+    llvm::sys::fs::make_absolute(path);
+  } else if (!llvm::sys::path::is_absolute(path)) {
+    llvm::SmallString<256> base(file);
+    llvm::sys::fs::make_absolute(base);
+    llvm::sys::path::remove_filename(base);
+    llvm::sys::path::append(base, value);
+    path = base;
+  }
+  llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+  return path.str().str();
+}
+
 /// A schedule CSV replaces the generated order: it must read, fit the
 /// model's shape and placement, and verify. Errors point at the key (or the
 /// flag) and quote the file.
@@ -1313,18 +1335,7 @@ llvm::Error Loader::checkScheduleCsv() {
                  "fixed number",
                  "train unpacked with the CSV, or let hypipe generate the "
                  "schedule (remove parallel.schedule_csv)");
-  llvm::SmallString<256> path(par.scheduleCsv);
-  if (overridden.count("parallel.schedule_csv")) {
-    llvm::sys::fs::make_absolute(path);
-  } else if (!llvm::sys::path::is_absolute(path)) {
-    llvm::SmallString<256> base(file);
-    llvm::sys::fs::make_absolute(base);
-    llvm::sys::path::remove_filename(base);
-    llvm::sys::path::append(base, par.scheduleCsv);
-    path = base;
-  }
-  llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
-  par.scheduleCsv = path.str().str();
+  par.scheduleCsv = resolvePath("parallel.schedule_csv", par.scheduleCsv);
   auto imported = schedule::readCsvForModel(par.scheduleCsv, par.schedule,
                                             par.pp, par.vpp, par.microbatches);
   if (!imported) {
@@ -1338,6 +1349,32 @@ llvm::Error Loader::checkScheduleCsv() {
                      : p.help);
   }
   par.csvPrograms = std::move(imported->schedule);
+  return llvm::Error::success();
+}
+
+/// data.tokenizer: every id the tokenizer makes needs a row of the
+/// embedding, so model.vocab_size must cover its vocabulary (docs/data.md).
+llvm::Error Loader::checkTokenizer() {
+  DataSpec &d = draft.spec.data;
+  if (d.tokenizer.empty())
+    return llvm::Error::success();
+  if (d.tokenizer != kBytesTokenizer)
+    d.tokenizer = resolvePath("data.tokenizer", d.tokenizer);
+  Expected<std::unique_ptr<Tokenizer>> tokenizer = openTokenizer(d.tokenizer);
+  if (!tokenizer)
+    return error(nodeFor("data", "tokenizer"), tokenizer.problem().message,
+                 tokenizer.problem().help);
+  const int64_t ids = (*tokenizer)->vocabSize();
+  if (draft.spec.dims.vocab < ids)
+    return error(nodeFor("model", "vocab_size"),
+                 fmt::format("model.vocab_size ({}) is smaller than the "
+                             "vocabulary of the tokenizer, {}",
+                             draft.spec.dims.vocab,
+                             (*tokenizer)->description()),
+                 fmt::format("set model.vocab_size to {} or more: every id "
+                             "the tokenizer makes needs a row of the "
+                             "embedding",
+                             ids));
   return llvm::Error::success();
 }
 
@@ -1962,7 +1999,9 @@ llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,
 std::vector<std::string> specInputs(const ModelSpec &spec) {
   std::vector<std::string> inputs = {spec.file};
   for (const std::string &p :
-       {spec.data.path, spec.parallel.scheduleCsv, spec.training.initFrom}) {
+       {spec.data.path, spec.parallel.scheduleCsv, spec.training.initFrom,
+        spec.data.tokenizer == kBytesTokenizer ? std::string()
+                                               : spec.data.tokenizer}) {
     if (p.empty())
       continue;
     llvm::SmallString<256> resolved(p);

@@ -94,6 +94,10 @@ struct TrainingSpec {
 struct DataSpec {
   std::string path;
   DataFormat format = DataFormat::Text;
+  /// The tokenizer the data was prepared with: a SentencePiece model
+  /// (resolved against the spec's directory) or "bytes"; "" for none. Its
+  /// vocabulary must fit model.vocab_size.
+  std::string tokenizer;
   /// Sequence packing (docs/data.md): variable-length samples packed into
   /// microbatches of at most maxTokensPerMicrobatch tokens.
   bool packing = false;

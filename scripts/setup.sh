@@ -11,6 +11,8 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
   libxxhash-dev                            # checkpoint and stage-library checksums
+  libsentencepiece-dev                     # hypipe data prepare: SentencePiece tokenizers
+  sentencepiece                            # spm_train, spm_encode: the data tests' tokenizer and reference
   openssh-client                           # Open MPI's launcher wants an rsh agent, even on one node
   procps                                   # pgrep, used by the Ctrl-C test
   python3-torch                            # the numerical reference in tests and the bench peer

@@ -4,6 +4,7 @@
 
 #include "core/Random.h"
 #include "core/data/MockSft.h"
+#include "core/io/LineError.h"
 #include "runtime/data/Data.h"
 #include "runtime/formats/Artifact.h"
 #include "runtime/formats/FileCheck.h"
@@ -58,8 +59,7 @@ std::string readFile(const std::string &path, files::ReadBound bound,
   return readFileBounded(path, bound);
 }
 
-/// `path:line:col: error: message`, the line with a caret under the
-/// column, and the help: what a user needs to fix one line of a data file.
+/// files::lineError for the byte at `offset` of the whole file `text`.
 RuntimeError located(const std::string &path, const std::string &text,
                      size_t offset, const std::string &message,
                      const std::string &help, bool echo = true) {
@@ -70,20 +70,9 @@ RuntimeError located(const std::string &path, const std::string &text,
   if (lineEnd == std::string::npos)
     lineEnd = text.size();
   int64_t line = 1 + std::count(text.begin(), text.begin() + lineStart, '\n');
-  size_t column = offset - lineStart;
-  // A short, printable excerpt around the column: a long line (a sample of
-  // thousands of tokens) or a file that is not data at all is not echoed.
-  size_t from = lineEnd - lineStart > 60 && column > 30 ? column - 30 : 0;
-  std::string shown = files::printable(text.substr(
-      lineStart + from, std::min<size_t>(lineEnd - lineStart - from, 60)));
-  std::string prefix = from > 0 ? "..." : "";
-  if (!echo) // a file named by a path the spec gave: its bytes stay unshown
-    return RuntimeError(fmt::format("{}:{}:{}: error: {}\nhelp: {}", path, line,
-                                    column + 1, message, help));
-  return RuntimeError(
-      fmt::format("{}:{}:{}: error: {}\n{}{}\n{}^\nhelp: {}", path, line,
-                  column + 1, message, prefix, shown,
-                  std::string(prefix.size() + column - from, ' '), help));
+  return RuntimeError(files::lineError(
+      path, line, std::string_view(text).substr(lineStart, lineEnd - lineStart),
+      offset - lineStart, message, help, echo));
 }
 
 /// Where element `index` of the array that follows `"key"` starts in `line`

@@ -26,19 +26,63 @@ RuntimeError bad(const std::string &file, const std::string &why) {
 
 int megatronItemSize(int code) {
   switch (code) {
-  case 1: // uint8
-  case 2: // int8
+  case kMegatronUInt8:
+  case kMegatronInt8:
     return 1;
-  case 3: // int16
-  case 8: // uint16
+  case kMegatronInt16:
+  case kMegatronUInt16:
     return 2;
-  case 4: // int32
+  case kMegatronInt32:
     return 4;
-  case 5: // int64
+  case kMegatronInt64:
     return 8;
   default: // the float types cannot hold token ids
     return 0;
   }
+}
+
+const char *megatronDtypeName(int code) {
+  switch (code) {
+  case kMegatronUInt8:
+    return "uint8";
+  case kMegatronInt8:
+    return "int8";
+  case kMegatronInt16:
+    return "int16";
+  case kMegatronUInt16:
+    return "uint16";
+  case kMegatronInt32:
+    return "int32";
+  case kMegatronInt64:
+    return "int64";
+  default:
+    return "not an integer type";
+  }
+}
+
+int megatronDtypeCodeFor(int64_t vocabSize) {
+  return vocabSize < 65500 ? kMegatronUInt16 : kMegatronInt32;
+}
+
+std::string serializeMegatronIndex(const MegatronIndex &index) {
+  std::string bytes;
+  auto put = [&](const void *p, size_t n) {
+    if (n > 0) // an empty vector's data() may be null
+      bytes.append(static_cast<const char *>(p), n);
+  };
+  const uint64_t version = kMegatronIndexVersion;
+  const uint8_t code = uint8_t(index.dtypeCode);
+  const uint64_t sequences = index.lengths.size(),
+                 documents = index.documents.size();
+  put(kMegatronIndexMagic.data(), kMegatronIndexMagic.size());
+  put(&version, sizeof version);
+  put(&code, sizeof code);
+  put(&sequences, sizeof sequences);
+  put(&documents, sizeof documents);
+  put(index.lengths.data(), sequences * sizeof(int32_t));
+  put(index.pointers.data(), sequences * sizeof(int64_t));
+  put(index.documents.data(), documents * sizeof(int64_t));
+  return bytes;
 }
 
 MegatronIndex parseMegatronIndex(std::string_view bytes,
@@ -53,14 +97,16 @@ MegatronIndex parseMegatronIndex(std::string_view bytes,
     at += n;
     return true;
   };
-  char magic[9];
+  char magic[kMegatronIndexMagic.size()];
   uint64_t version = 0, sequences = 0, docs = 0;
   uint8_t code = 0;
   MegatronIndex index;
-  if (!get(magic, 9) || std::memcmp(magic, "MMIDIDX\0\0", 9) != 0)
+  if (!get(magic, sizeof magic) ||
+      std::string_view(magic, sizeof magic) != kMegatronIndexMagic)
     throw bad(path, "it does not start with MMIDIDX");
-  if (!get(&version, 8) || version != 1)
-    throw bad(path, fmt::format("version {}, this reader knows 1", version));
+  if (!get(&version, 8) || version != kMegatronIndexVersion)
+    throw bad(path, fmt::format("version {}, this reader knows {}", version,
+                                kMegatronIndexVersion));
   if (!get(&code, 1) || !(index.itemSize = megatronItemSize(code)))
     throw bad(path, fmt::format("dtype code {} is not an integer type "
                                 "(1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, "

@@ -17,6 +17,21 @@
 
 namespace hypipe::rt {
 
+/// The format's fixed parts, read by parseMegatronIndex and written by
+/// serializeMegatronIndex (and MegatronDatasetWriter).
+inline constexpr std::string_view kMegatronIndexMagic{"MMIDIDX\0\0", 9};
+inline constexpr uint64_t kMegatronIndexVersion = 1;
+/// Megatron's dtype codes of the integer types (DType in its
+/// indexed_dataset.py); 6 and 7 are float64 and float32.
+enum MegatronDtypeCode : int {
+  kMegatronUInt8 = 1,
+  kMegatronInt8 = 2,
+  kMegatronInt16 = 3,
+  kMegatronInt32 = 4,
+  kMegatronInt64 = 5,
+  kMegatronUInt16 = 8,
+};
+
 struct MegatronIndex {
   int dtypeCode = 0, itemSize = 0;
   std::vector<int32_t> lengths;
@@ -26,6 +41,16 @@ struct MegatronIndex {
 /// Bytes per token of Megatron's dtype code (1 uint8, 2 int8, 3 int16,
 /// 4 int32, 5 int64, 8 uint16); 0 for codes that are not integer types.
 int megatronItemSize(int code);
+
+/// "uint16", "int32", ...: the numpy name of an integer dtype code.
+const char *megatronDtypeName(int code);
+
+/// The dtype Megatron's DType.optimal_dtype gives a vocabulary of
+/// `vocabSize` ids: uint16 below 65500, int32 from there.
+int megatronDtypeCodeFor(int64_t vocabSize);
+
+/// The .idx file of `index`: the fields parseMegatronIndex reads, in order.
+std::string serializeMegatronIndex(const MegatronIndex &index);
 
 /// Parses `bytes` (the whole .idx file, `path` in errors): the header, the
 /// counts against the file size without overflow, non-negative lengths and

@@ -52,8 +52,10 @@ inline constexpr ForeignFlag kMegatronFlags[] = {
     {"--num-attention-heads", "the spec's model.num_attention_heads"},
     {"--seq-length", "the spec's training.seq_length"},
     {"--data-path", "--data FILE, or the spec's data.path"},
-    {"--tokenizer-type", "hypipe reads token ids or bytes: the spec's "
-                         "data.format"},
+    {"--tokenizer-type",
+     "hypipe data prepare takes --tokenizer MODEL (a SentencePiece model, as "
+     "Megatron's GPTSentencePieceTokenizer) or --tokenizer bytes; training "
+     "reads the token ids of the spec's data.format"},
     {"--recompute-granularity",
      "activation recompute is the spec's training.recompute: hypipe "
      "compile, explain and train take --recompute-granularity"},

@@ -26,6 +26,8 @@ void addScheduleCommand(CLI::App &app, Runner &run);
 void addTrainCommand(CLI::App &app, Runner &run);
 void addCheckpointCommand(CLI::App &app, Runner &run);
 void addPlanCommand(CLI::App &app, Runner &run);
+/// `hypipe data prepare`: JSON Lines to Megatron's indexed dataset.
+void addDataCommand(CLI::App &app, Runner &run);
 /// `hypipe grid`: Megatron-LM's rank groups for given sizes.
 void addGridCommand(CLI::App &app, Runner &run);
 
