@@ -4,6 +4,7 @@
 
 #include "core/data/MockSft.h"
 #include "core/data/Packing.h"
+#include "core/data/Split.h"
 #include "core/data/Tokenizer.h"
 #include "core/io/Files.h"
 #include "core/lang/PipelineLayout.h"
@@ -193,6 +194,7 @@ const std::vector<Field> &dataFields() {
       HYPIPE_FIELD("bin_count_multiple", d.spec.data.binCountMultiple),
       HYPIPE_FIELD("truncate", d.spec.data.truncate),
       HYPIPE_FIELD("mock", d.spec.data.mock),
+      HYPIPE_FIELD("split", d.spec.data.split),
   };
   return fields;
 }
@@ -360,6 +362,7 @@ private:
   llvm::Error checkSequenceParallel();
   llvm::Error checkRecompute();
   llvm::Error checkRecomputeModules();
+  llvm::Error checkSplit();
   /// An error about one word of training.recompute.modules.
   llvm::Error moduleError(const Word &word, llvm::StringRef message,
                           llvm::StringRef help);
@@ -440,7 +443,8 @@ private:
         {"training.recompute.num_layers", "--recompute-num-layers",
          bool(overrides.recomputeNumLayers)},
         {"training.recompute.modules", "--recompute-modules",
-         bool(overrides.recomputeModules)}};
+         bool(overrides.recomputeModules)},
+        {"data.split", "--split", bool(overrides.split)}};
     for (auto [key, flag, isGiven] : given)
       if (isGiven)
         overridden[key] = flag;
@@ -472,6 +476,8 @@ private:
       par.distributedOptimizer = *overrides.distributedOptimizer;
     if (overrides.scheduleCsv)
       par.scheduleCsv = *overrides.scheduleCsv;
+    if (overrides.split)
+      draft.spec.data.split = *overrides.split;
     if (overrides.lr)
       tr.lr = *overrides.lr;
     if (overrides.minLr)
@@ -1432,7 +1438,33 @@ llvm::Error Loader::checkTraining() {
                  "use text (raw bytes), indexed (Megatron .bin/.idx), jsonl "
                  "(one sample per line) or mock (Megatron's mock SFT data)");
   spec.data.format = *format;
+  if (auto err = checkSplit())
+    return err;
   return checkPacking();
+}
+
+/// data.split (Megatron's --split, docs/data.md): parts of a data set's
+/// documents, so only data made of documents splits.
+llvm::Error Loader::checkSplit() {
+  const DataSpec &d = draft.spec.data;
+  if (d.split.empty())
+    return llvm::Error::success();
+  yaml::Node *node = nodeFor("data", "split");
+  if (auto split = parseSplit(d.split); !split)
+    return node ? scalarError(node, split.takeError())
+                : error(
+                      node,
+                      fmt::format("'{}': {}", d.split, split.problem().message),
+                      split.problem().help);
+  if (d.format == DataFormat::Text || d.format == DataFormat::Mock)
+    return error(node,
+                 fmt::format("{} data has no documents to split into train, "
+                             "validation and test parts",
+                             dataFormatName(d.format)),
+                 "split Megatron's indexed data (data.format: indexed; `hypipe "
+                 "data prepare` makes it from JSON Lines) or JSON Lines "
+                 "(data.format: jsonl), or remove data.split");
+  return llvm::Error::success();
 }
 
 /// Sequence packing (docs/data.md).

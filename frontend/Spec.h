@@ -108,6 +108,9 @@ struct DataSpec {
   std::optional<int64_t> binCountMultiple; ///< default dp x pp
   bool truncate = false;
   std::string mock; ///< the mock SFT dataset's JSON (format mock)
+  /// Megatron-LM's --split: the train, validation and test weights over the
+  /// documents ("969,30,1", core/data/Split.h); empty: all data trains.
+  std::string split;
 };
 
 struct ModelSpec {
@@ -150,6 +153,8 @@ struct SpecOverrides {
   std::optional<double> lr, minLr;
   std::optional<std::string> schedule, target, dtype;
   std::optional<bool> distributedOptimizer;
+  /// Megatron-LM's --split (data.split).
+  std::optional<std::string> split;
   /// A schedule CSV, relative to the working directory (the file's
   /// parallel.schedule_csv is relative to the spec's directory).
   std::optional<std::string> scheduleCsv;

@@ -297,6 +297,10 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   if (!programs)
     return toLlvmError(programs.takeError());
   artifact.programs = programs->ranks;
+  auto forward = schedule::buildVerifiedForwardPrograms(*programs);
+  if (!forward)
+    return toLlvmError(forward.takeError());
+  artifact.forwardPrograms = std::move(forward->ranks);
 
   const TrainingSpec &tr = spec.training;
   if (Expected<std::string> text = files::readBounded(spec.file, files::kSpec))
@@ -324,6 +328,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.training = trainingConfig(tr, specPath);
   artifact.dataPath = besideSpec(specPath, spec.data.path);
   artifact.dataFormat = spec.data.format;
+  artifact.split = spec.data.split;
   artifact.packing = packingConfig(spec);
   if (auto err = addPackedPrograms(artifact))
     return err;

@@ -15,7 +15,8 @@ namespace {
 constexpr double kWidth = 720, kHeight = 420;
 constexpr double kLeft = 70, kRight = 24, kTop = 56, kBottom = 52;
 constexpr const char *kRawColour = "#9ecae1", *kSmoothColour = "#08519c",
-                     *kEntropyColour = "#d62728", *kResumeColour = "#555555";
+                     *kEntropyColour = "#d62728", *kResumeColour = "#555555",
+                     *kValidationColour = "#ff7f0e";
 
 /// The axes of `curve`'s plot: every step across, every loss and the
 /// entropy up the side.
@@ -28,6 +29,10 @@ std::pair<Axis, Axis> axesOf(const LossCurve &curve) {
   if (curve.unigramEntropy) {
     lo = std::min(lo, *curve.unigramEntropy);
     hi = std::max(hi, *curve.unigramEntropy);
+  }
+  for (const auto &point : curve.validation) {
+    lo = std::min(lo, point.second);
+    hi = std::max(hi, point.second);
   }
   Axis x = axisCovering(double(curve.points.front().first),
                         double(curve.points.back().first), kLeft,
@@ -66,6 +71,16 @@ void drawLines(std::string &out, const LossCurve &curve, const Axis &x,
   if (size_t half = smoothingHalfWindow(losses.size()))
     out +=
         polyline("smoothed", kSmoothColour, 2, pixels(smoothed(losses, half)));
+  // The validation loss beside it, a dot at each evaluation (a few points).
+  std::vector<std::pair<double, double>> evaluations;
+  for (const auto &[step, loss] : curve.validation)
+    evaluations.push_back({x.pixel(double(step)), y.pixel(loss)});
+  if (!evaluations.empty())
+    out += polyline("validation", kValidationColour, 2, evaluations);
+  for (const auto &[px, py] : evaluations)
+    out += fmt::format("<circle class=\"validation\" cx=\"{:.1f}\" "
+                       "cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n",
+                       px, py, kValidationColour);
 }
 
 /// The entropy across the plot and each resume down it, labelled.
@@ -101,6 +116,8 @@ std::vector<LegendEntry> legendOf(const LossCurve &curve) {
     entries.push_back({kSmoothColour,
                        fmt::format("mean of {} steps", 2 * half + 1), true,
                        ""});
+  if (!curve.validation.empty())
+    entries.push_back({kValidationColour, "validation loss", true, ""});
   if (curve.unigramEntropy)
     entries.push_back(
         {kEntropyColour, "unigram entropy of the data", true, "6 4"});

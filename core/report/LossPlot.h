@@ -1,9 +1,10 @@
 //===- LossPlot.h - a run's loss curve as SVG -----------------------------===//
 //
 // `hypipe train` draws RUN/loss.svg from the run's JSON log: the loss of every
-// step, a smoothed line over it, the unigram entropy of the data (the loss a
-// model without context reaches) as a reference line, and a mark where the
-// run resumed from a checkpoint; both axes have 1-2-5 ticks and gridlines.
+// step, a smoothed line over it, the validation loss of each evaluation, the
+// unigram entropy of the data (the loss a model without context reaches) as a
+// reference line, and a mark where the run resumed from a checkpoint; both axes
+// have 1-2-5 ticks and gridlines.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_CORE_REPORT_LOSSPLOT_H
@@ -24,6 +25,8 @@ struct LossCurve {
   std::optional<double> unigramEntropy;
   /// The checkpoint steps the run resumed from, in order.
   std::vector<int64_t> resumedFrom;
+  /// (step, validation loss) of the evaluations (--eval-interval), in order.
+  std::vector<std::pair<int64_t, double>> validation;
 };
 
 /// How many points either side of a point the smoothed line averages for a
@@ -38,8 +41,10 @@ std::vector<double> smoothed(const std::vector<double> &values,
                              size_t halfWindow);
 
 /// The curve as an SVG picture. Elements a reader (or a test) looks for:
-/// `polyline class="loss"` (every step), `polyline class="smoothed"`, `line
-/// class="entropy"`, `line class="resume"` and the ticks of Svg.h.
+/// `polyline class="loss"` (every step), `polyline class="smoothed"`,
+/// `polyline class="validation"` (with a `circle class="validation"` at each
+/// evaluation), `line class="entropy"`, `line class="resume"` and the ticks
+/// of Svg.h.
 std::string lossSvg(const LossCurve &curve);
 
 } // namespace hypipe::report

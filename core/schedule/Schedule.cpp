@@ -38,6 +38,17 @@ int64_t Schedule::stageOf(int64_t rank, int64_t chunk) const {
   return stageOfChunk(placement, pp, rank, chunk);
 }
 
+Schedule forwardOnlySchedule(const Schedule &training) {
+  Schedule forward = training;
+  forward.forwardOnly = true;
+  for (std::vector<Action> &program : forward.ranks)
+    program.erase(std::remove_if(program.begin(), program.end(),
+                                 [](const Action &a) { return a.op != Op::F; }),
+                  program.end());
+  insertCommunication(forward);
+  return forward;
+}
+
 bool Schedule::splitBackward() const {
   for (const auto &program : ranks)
     for (const Action &a : program)

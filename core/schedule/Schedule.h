@@ -35,6 +35,9 @@ struct Schedule {
   int64_t microbatches = 1;
   Placement placement = Placement::Loop;
   std::vector<std::vector<Action>> ranks; ///< one program per rank
+  /// Forwards only (evaluation, forwardOnlySchedule): no microbatch runs a
+  /// backward, and the simulator requires none.
+  bool forwardOnly = false;
 
   int64_t numStages() const { return pp * vpp; }
   int64_t rankOf(int64_t stage) const;
@@ -95,6 +98,14 @@ Expected<Schedule> buildSchedule(const ScheduleRequest &request);
 /// already send or receive (an imported CSV with its communication) are
 /// left as written.
 void insertCommunication(Schedule &schedule);
+
+/// The forward-only programs of a training schedule, what evaluation runs
+/// (Megatron's forward_only=True through the same pipeline schedule): each
+/// rank's forwards in the order `training` runs them, every other compute,
+/// stage and transfer action dropped; `insertCommunication` then gives them
+/// their sends and receives. Forwards wait only on forwards, so a schedule
+/// that verifies keeps a forward order that does.
+Schedule forwardOnlySchedule(const Schedule &training);
 
 /// Reorders each program's receives from a peer into the order that peer
 /// sends them, for transports that match messages by their order on a link

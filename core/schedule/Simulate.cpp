@@ -579,13 +579,20 @@ Expected<Simulation> Simulator::run() {
     return fail(fmt::format("the schedule deadlocks: no rank can go on\n{}{}",
                             why, grid()));
 
-  // Every microbatch ran forward and backward on every stage, once.
+  // Every microbatch ran forward and backward on every stage, once (a
+  // forward-only schedule: forward, and no backward).
   for (int64_t st = 0; st < stages; ++st)
     for (int64_t mb = 0; mb < m; ++mb) {
       size_t k = at(st, mb);
       std::string missing;
       if (fEnd[k] == kNotYet)
         missing = "F";
+      else if (s.forwardOnly && bEnd[k] != kNotYet)
+        return fail(fmt::format("the forward-only programs run a backward of "
+                                "microbatch {} on stage {}",
+                                mb, st));
+      else if (s.forwardOnly)
+        missing.clear();
       else if (bEnd[k] == kNotYet)
         missing = "B (or I)";
       else if (splitDone[k] && wEnd[k] == kNotYet)
@@ -600,7 +607,8 @@ Expected<Simulation> Simulator::run() {
             "the activations of microbatch {} from stage {} are never "
             "received by stage {}",
             mb, st, st + 1));
-      if (hasComm && st > 0 && s.rankOf(st - 1) != s.rankOf(st) &&
+      if (hasComm && !s.forwardOnly && st > 0 &&
+          s.rankOf(st - 1) != s.rankOf(st) &&
           recvBEnd[at(st - 1, mb)] == kNotYet)
         return fail(fmt::format(
             "the gradient of microbatch {} from stage {} is never received "

@@ -77,6 +77,15 @@ buildVerifiedPrograms(const ScheduleRequest &request) {
   return std::optional<Schedule>(std::move(*built));
 }
 
+Expected<Schedule> buildVerifiedForwardPrograms(const Schedule &training) {
+  Schedule forward = forwardOnlySchedule(training);
+  if (auto simulated = simulate(forward); !simulated)
+    return makeError(
+        "the forward-only programs of the " + training.name +
+        " schedule do not verify: " + toString(simulated.takeError()));
+  return forward;
+}
+
 } // namespace schedule
 
 } // namespace hypipe

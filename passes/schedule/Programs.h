@@ -25,6 +25,12 @@ void writePrograms(hybrid::ModelOp model, const Schedule &schedule);
 Expected<std::optional<Schedule>>
 buildVerifiedPrograms(const ScheduleRequest &request);
 
+/// The forward-only programs evaluation runs (forwardOnlySchedule of the
+/// verified training programs `training`: their forwards in order, with
+/// their transfers), verified by the simulator; an error when they do not
+/// verify.
+Expected<Schedule> buildVerifiedForwardPrograms(const Schedule &training);
+
 } // namespace hypipe::schedule
 
 #endif

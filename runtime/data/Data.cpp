@@ -27,9 +27,31 @@ void Dataset::sample(uint64_t seed, int64_t index, int32_t *tokens,
   int64_t offset =
       int64_t(splitmix64(splitmix64(seed) ^ uint64_t(index)) % span);
   for (int64_t i = 0; i < seq; ++i) {
-    tokens[i] = int32_t(at(offset + i));
-    labels[i] = int32_t(at(offset + i + 1));
+    tokens[i] = int32_t(at(firstToken + offset + i));
+    labels[i] = int32_t(at(firstToken + offset + i + 1));
   }
+}
+
+void Dataset::keepPart(const DataSplit &split, SplitPart,
+                       const std::string &path) {
+  throw RuntimeError(fmt::format(
+      "error: --split {}: text data '{}' has no documents to split into "
+      "train, validation and test parts\nhelp: split Megatron's indexed data "
+      "(data.format: indexed; `hypipe data prepare` makes it from JSON "
+      "Lines), or train without --split",
+      split.text, path));
+}
+
+void Dataset::keepTokens(int64_t first, int64_t tokens) {
+  firstToken = first;
+  count = tokens;
+  std::vector<double> counts(size_t(vocabSize), 0.0);
+  for (int64_t i = 0; i < count; ++i)
+    counts[size_t(at(firstToken + i))] += 1;
+  entropy = 0;
+  for (double c : counts)
+    if (c > 0)
+      entropy -= c / double(count) * std::log(c / double(count));
 }
 
 void Dataset::validate(const std::string &path, int64_t vocab) {
@@ -39,7 +61,6 @@ void Dataset::validate(const std::string &path, int64_t vocab) {
         "(seq_length {} + 1)\nhelp: use more data or a shorter "
         "training.seq_length",
         path, count, seq));
-  std::vector<double> counts(size_t(vocab), 0.0);
   for (int64_t i = 0; i < count; ++i) {
     int64_t t = at(i);
     if (t < 0 || t >= vocab)
@@ -48,12 +69,9 @@ void Dataset::validate(const std::string &path, int64_t vocab) {
           "the model's vocabulary [0, {})\nhelp: set model.vocab_size to the "
           "tokenizer's size (at least {})",
           path, t, i, vocab, t + 1));
-    counts[size_t(t)] += 1;
   }
-  entropy = 0;
-  for (double c : counts)
-    if (c > 0)
-      entropy -= c / double(count) * std::log(c / double(count));
+  vocabSize = vocab;
+  keepTokens(0, count);
 }
 
 TextDataset::TextDataset(const std::string &path, int64_t seqLength,
@@ -144,6 +162,22 @@ IndexedDataset::IndexedDataset(const std::string &path, int64_t seqLength,
   }
   ::close(fd);
   validate(prefix, vocab);
+}
+
+void IndexedDataset::keepPart(const DataSplit &split, SplitPart part,
+                              const std::string &path) {
+  // megatron-core's GPTDataset splits the index's sequences (one per
+  // document unless the preprocessor split sentences).
+  const auto [first, last] = split.documentRange(part, numSequences());
+  const int64_t tokens = starts[size_t(last)] - starts[size_t(first)];
+  if (tokens < seq + 1)
+    throw RuntimeError(fmt::format(
+        "error: --split {}: the {} part of '{}' is sequences [{}, {}) of {}, "
+        "{} tokens, fewer than one sample (seq_length {} + 1)\nhelp: give "
+        "the {} part a larger weight, or use more data",
+        split.text, splitPartName(part), path, first, last, numSequences(),
+        tokens, seq, splitPartName(part)));
+  keepTokens(starts[size_t(first)], tokens);
 }
 
 IndexedDataset::~IndexedDataset() {

@@ -11,6 +11,7 @@
 #define HYPIPE_RUNTIME_DATA_DATA_H
 
 #include "core/data/DataFormat.h"
+#include "core/data/Split.h"
 
 #include <cstdint>
 #include <memory>
@@ -27,17 +28,31 @@ public:
   void sample(uint64_t seed, int64_t index, int32_t *tokens,
               int32_t *labels) const;
   int64_t numTokens() const { return count; }
-  /// Entropy (nats) of the token unigram distribution of the whole stream:
-  /// what a model that ignores context can reach at best.
+  /// Entropy (nats) of the token unigram distribution of the stream (of
+  /// the part kept, after keepPart): what a model that ignores context can
+  /// reach at best.
   double unigramEntropy() const { return entropy; }
+
+  /// Keeps part `part` of `split` (docs/data.md): samples then come from
+  /// its tokens alone. Indexed data splits over its sequences as
+  /// megatron-core's GPT dataset does; other streams have no documents.
+  /// Throws RuntimeError naming `path` when the stream cannot split or the
+  /// part holds less than one sample.
+  virtual void keepPart(const DataSplit &split, SplitPart part,
+                        const std::string &path);
 
 protected:
   Dataset(int64_t seqLength) : seq(seqLength) {}
   virtual int64_t at(int64_t position) const = 0;
   /// Checks the size and every token against `vocab`, computes the entropy.
   void validate(const std::string &path, int64_t vocab);
+  /// Narrows the stream to tokens [first, first + tokens) and computes
+  /// their entropy.
+  void keepTokens(int64_t first, int64_t tokens);
 
   int64_t seq, count = 0;
+  int64_t firstToken = 0; ///< of the part kept
+  int64_t vocabSize = 0;
   double entropy = 0;
 };
 
@@ -74,6 +89,9 @@ public:
     return starts[documents[d + 1]] - starts[documents[d]];
   }
   int64_t token(int64_t position) const { return at(position); }
+
+  void keepPart(const DataSplit &split, SplitPart part,
+                const std::string &path) override;
 
 private:
   int64_t at(int64_t position) const override;

@@ -24,6 +24,7 @@ namespace hypipe::rt {
 int64_t SampleSource::sampleAt(uint64_t seed, int64_t position) const {
   if (count == 0)
     return position;
+  // A part's order is its own: positions go through its samples alone.
   int64_t epoch = position / count;
   if (epoch != cachedEpoch) {
     // Fisher-Yates with splitmix64: the same order on every rank and
@@ -37,7 +38,28 @@ int64_t SampleSource::sampleAt(uint64_t seed, int64_t position) const {
     }
     cachedEpoch = epoch;
   }
-  return order[position % count];
+  return firstSample + order[position % count];
+}
+
+void SampleSource::keepPart(const DataSplit &split, SplitPart part,
+                            const std::string &path) {
+  if (count == 0)
+    throw RuntimeError(fmt::format(
+        "error: --split {}: the mock dataset is generated without end and "
+        "has no documents to split\nhelp: split jsonl or indexed data, or "
+        "train without --split",
+        split.text));
+  const auto [first, last] = split.documentRange(part, count);
+  if (last <= first)
+    throw RuntimeError(fmt::format(
+        "error: --split {}: the {} part of '{}' holds none of its {} "
+        "samples\nhelp: give the {} part a larger weight, or use more data",
+        split.text, splitPartName(part), path, count, splitPartName(part)));
+  about += fmt::format(", {} part: samples [{}, {}) of {} (--split {})",
+                       splitPartName(part), first, last, count, split.text);
+  firstSample = first;
+  count = last - first;
+  cachedEpoch = -1;
 }
 
 namespace {

@@ -16,6 +16,7 @@
 #define HYPIPE_RUNTIME_DATA_SAMPLES_H
 
 #include "core/data/DataFormat.h"
+#include "core/data/Split.h"
 
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,13 @@ public:
   /// source's samples are the positions themselves.
   int64_t sampleAt(uint64_t seed, int64_t position) const;
 
+  /// Keeps part `part` of `split` (docs/data.md): its samples (documents)
+  /// [first, last) as megatron-core's builder cuts them, all that sampleAt
+  /// then draws from. Throws RuntimeError naming `path` when the part is
+  /// empty or the source is unbounded (mock).
+  void keepPart(const DataSplit &split, SplitPart part,
+                const std::string &path);
+
   /// One line for the start of a run: what the samples are.
   const std::string &description() const { return about; }
   /// Samples cut to the token budget (data.truncate).
@@ -51,6 +59,7 @@ public:
 protected:
   /// Samples in one epoch; 0 for an unbounded (mock) source.
   int64_t count = 0;
+  int64_t firstSample = 0; ///< of the part kept
   int64_t truncated = 0;
   std::string about;
 

@@ -25,17 +25,24 @@ ScheduleRuntime::programFor(int64_t microbatches) {
   auto it = programs.find(microbatches);
   if (it != programs.end())
     return it->second;
-  Program p;
+  std::vector<ActionEntry> actions;
   try {
     // Every rank looks up the same count in the same artifact, so a
     // missing one is collective.
     // NCCL matches messages by their order on a link, not by tag.
-    p.actions = rankProgram(artifact, comm.ppRank(), microbatches,
-                            transport.matchesByOrder());
+    actions = rankProgram(artifact, comm.ppRank(), microbatches,
+                          transport.matchesByOrder());
   } catch (const RuntimeError &e) {
     throw CollectiveError(e.what());
   }
-  // Texts and trace names, formatted once rather than in every step.
+  return programs.emplace(microbatches, describe(std::move(actions)))
+      .first->second;
+}
+
+ScheduleRuntime::Program
+ScheduleRuntime::describe(std::vector<ActionEntry> actions) const {
+  Program p;
+  p.actions = std::move(actions);
   const schedule::Placement placement =
       schedule::placementOf(artifact.schedule);
   for (const ActionEntry &a : p.actions) {
@@ -44,7 +51,7 @@ ScheduleRuntime::programFor(int64_t microbatches) {
     if (a.op == schedule::Op::ReduceGrad)
       p.reduceGradStages.push_back(a.stage);
   }
-  return programs.emplace(microbatches, std::move(p)).first->second;
+  return p;
 }
 
 std::pair<std::vector<int>, std::vector<int>> ScheduleRuntime::pipelinePeers() {
@@ -92,15 +99,38 @@ StepTensors ScheduleRuntime::startProgram(const Program &program,
 }
 
 int64_t ScheduleRuntime::run(const StepBatch &stepBatch, StepLosses &losses) {
-  batch = &stepBatch;
-  losses.mtp.resize(size_t(artifact.model.mtpDepths), 0.0);
   const Program &program = programFor(stepBatch.microbatches());
   StepTensors tensors = startProgram(program, stepBatch);
+  runProgram(program, stepBatch, tensors, losses);
+  return tensors.sentBytes;
+}
+
+void ScheduleRuntime::runForward(const StepBatch &stepBatch,
+                                 StepLosses &losses) {
+  if (!forwardProgram) {
+    try {
+      // The same artifact on every rank: a missing program is collective.
+      forwardProgram = describe(rankForwardProgram(artifact, comm.ppRank(),
+                                                   transport.matchesByOrder()));
+    } catch (const RuntimeError &e) {
+      throw CollectiveError(e.what());
+    }
+  }
+  StepTensors tensors = startProgram(*forwardProgram, stepBatch);
+  forwardOnly = true;
+  runProgram(*forwardProgram, stepBatch, tensors, losses);
+  forwardOnly = false;
+}
+
+void ScheduleRuntime::runProgram(const Program &program,
+                                 const StepBatch &stepBatch,
+                                 StepTensors &tensors, StepLosses &losses) {
+  batch = &stepBatch;
+  losses.mtp.resize(size_t(artifact.model.mtpDepths), 0.0);
   for (size_t i = 0; i < program.actions.size(); ++i)
     runAction(program, i, tensors, losses);
   finishProgram(tensors);
   batch = nullptr;
-  return tensors.sentBytes;
 }
 
 void ScheduleRuntime::runAction(const Program &program, size_t i,
@@ -153,7 +183,8 @@ void ScheduleRuntime::dispatch(const ActionEntry &a, StepTensors &t,
     const size_t local = localStage(a.stage);
     optimizer.finishParamSync(local);
     stages[local].forward(a.microbatch, batch->argsFor(a.microbatch),
-                          batch->scale(a.microbatch), t, pool, losses);
+                          batch->scale(a.microbatch), t, pool, losses,
+                          forwardOnly);
     break;
   }
   case schedule::Op::B:

@@ -19,6 +19,7 @@
 #include "runtime/exec/StepBatch.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,11 @@ public:
   /// forwards' losses to `losses` and returns the bytes its sends put on
   /// the wire. The step's spans start anew.
   int64_t run(const StepBatch &batch, StepLosses &losses);
+  /// Runs the rank's forward-only program (Artifact::forwardPrograms) over
+  /// `batch`'s microbatches, as Megatron evaluates with forward_only=True:
+  /// adds the forwards' losses to `losses`; no activation is kept for a
+  /// backward, no gradient or optimizer state is touched.
+  void runForward(const StepBatch &batch, StepLosses &losses);
 
   const std::vector<TimedSpan> &timings() const { return spans; }
   /// Adds a span of no action (the reduction, the optimizer step).
@@ -85,6 +91,11 @@ private:
   };
   /// This rank's program for `microbatches` microbatches.
   const Program &programFor(int64_t microbatches);
+  /// `actions` with their texts, formatted once rather than in every step.
+  Program describe(std::vector<ActionEntry> actions) const;
+  /// Runs `program` over `stepBatch` from start to end.
+  void runProgram(const Program &program, const StepBatch &stepBatch,
+                  StepTensors &tensors, StepLosses &losses);
   size_t localStage(int64_t stage) const;
 
   StepTensors startProgram(const Program &program, const StepBatch &batch);
@@ -102,7 +113,9 @@ private:
   Transport &transport;
   Comm &comm;
   std::map<int64_t, Program> programs; ///< by microbatch count
-  const StepBatch *batch = nullptr;    ///< while a step runs
+  std::optional<Program> forwardProgram;
+  bool forwardOnly = false;         ///< while runForward runs
+  const StepBatch *batch = nullptr; ///< while a step runs
   /// Per local stage, this step: B or W actions done, and whether the
   /// program starts its data-parallel reduction at its REDUCE_GRAD
   /// (otherwise it starts in the last backward).

@@ -102,7 +102,8 @@ void Stage::refreshWorkingCopy() {
 }
 
 void Stage::forward(int64_t mb, StageArgs args, double scale, StepTensors &t,
-                    ActivationPool &pool, StepLosses &losses) {
+                    ActivationPool &pool, StepLosses &losses,
+                    bool forwardOnly) {
   const StageEntry &e = *stageEntry;
   const int64_t stage = e.index;
   args.saved = saved.take(mb);
@@ -120,6 +121,8 @@ void Stage::forward(int64_t mb, StageArgs args, double scale, StepTensors &t,
   std::vector<float> mtp(losses.mtp.size(), 0.0f);
   args.mtp_losses = mtp.data();
   run(StagePass::Forward, args);
+  if (forwardOnly)
+    saved.release(mb);
   if (!recomputed.empty())
     recomputed.release(borrowed);
   if (!e.hasEmbedding) {

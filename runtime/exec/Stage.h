@@ -145,9 +145,11 @@ public:
   void workingCopyIsCurrent() { workingStale = false; }
 
   /// F of microbatch `mb`: `args` holds the microbatch's inputs; adds its
-  /// losses, times `scale`, to `losses`.
+  /// losses, times `scale`, to `losses`. A forward with no backward to
+  /// follow (evaluation: `forwardOnly`) gives its saved tensors back at once.
   void forward(int64_t mb, StageArgs args, double scale, StepTensors &t,
-               ActivationPool &pool, StepLosses &losses);
+               ActivationPool &pool, StepLosses &losses,
+               bool forwardOnly = false);
   /// I of microbatch `mb` (B's input-gradient half).
   void backwardInput(int64_t mb, StageArgs args, StepTensors &t,
                      ActivationPool &pool);

@@ -144,7 +144,7 @@ ShardLayout shardLayoutOf(const StageEntry &e, const Comm &comm, bool sharded,
 } // namespace
 
 Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data,
-                 int64_t bucketFloats)
+                 int64_t bucketFloats, TrainingData validation)
     : artifact(artifact), comm(comm) {
   bucketFloats = std::max<int64_t>(1, bucketFloats);
   const CommKind kind = chooseTransport(artifact, comm);
@@ -162,6 +162,9 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data,
     stages.emplace_back(*e, shardLayoutOf(*e, comm, sharded, bucketFloats),
                         artifact.training.seed, *device, links);
   batch = std::make_unique<StepBatch>(artifact, comm, *device, data);
+  if (validation.stream || validation.samples)
+    validationBatch =
+        std::make_unique<StepBatch>(artifact, comm, *device, validation);
   gradSync = std::make_unique<GradientSync>(
       artifact, stages, *device, *transport, comm, sharded, bucketFloats);
   optimizer = std::make_unique<AdamWOptimizer>(artifact, stages, *device,
@@ -283,6 +286,23 @@ void Trainer::applyUpdate(StepStats &st) {
   optimizer->step(st.step, st.lr, clip);
   runtime->record({"optimizer step", schedule::kOptimizerCategory,
                    optimizerBegin, runtime->secondsSinceStart()});
+}
+
+double Trainer::evaluate(int64_t first, int64_t batches) {
+  double sum = 0;
+  for (int64_t b = first; b < first + batches; ++b) {
+    // StepBatch numbers its batches from 1, as steps.
+    validationBatch->load(b + 1);
+    StepLosses losses;
+    runtime->runForward(*validationBatch, losses);
+    // Added in rank order so every rank computes the same bits; the ranks
+    // of a tensor-parallel group hold the same loss: tp rank 0's counts,
+    // as in gatherStepTotals.
+    const double once = comm.tpRank() == 0 ? 1.0 : 0.0;
+    for (double loss : comm.allgather({once * losses.loss}))
+      sum += loss;
+  }
+  return sum / double(batches);
 }
 
 StepStats Trainer::step(int64_t step, const std::string &dumpPath) {

@@ -66,7 +66,8 @@ public:
   /// more pieces; with the distributed optimizer it also cuts the shards
   /// (ShardLayout.h).
   Trainer(Artifact &artifact, Comm &comm, TrainingData data,
-          int64_t bucketFloats = kDefaultBucketFloats);
+          int64_t bucketFloats = kDefaultBucketFloats,
+          TrainingData validation = {});
   /// Completes the distributed optimizer's parameter all-gathers still in
   /// flight (every rank started them).
   ~Trainer();
@@ -82,6 +83,13 @@ public:
   /// parameters before the update, the gradients and the batch to a
   /// safetensors file (for reference checks) before clipping.
   StepStats step(int64_t step, const std::string &dumpPath = "");
+
+  /// The validation loss (docs/runtime.md): global batches [first, first +
+  /// batches) of the validation data given to the constructor, each run
+  /// through the rank's forward-only program and reduced over the ranks as
+  /// a step's loss is; their mean. Collective; touches no gradient, no
+  /// optimizer state and no training batch.
+  double evaluate(int64_t first, int64_t batches);
 
   /// Checkpointer::save, resume (setting resumedDecayEnd) and initFrom.
   void save(const std::string &root, int64_t step) {
@@ -148,6 +156,8 @@ private:
   std::unique_ptr<ActivationPool> pool;
   std::vector<Stage> stages; ///< this rank's, by vp_stage
   std::unique_ptr<StepBatch> batch;
+  /// The validation data's batches (null without evaluation).
+  std::unique_ptr<StepBatch> validationBatch;
   std::unique_ptr<GradientSync> gradSync;
   std::unique_ptr<AdamWOptimizer> optimizer;
   std::unique_ptr<ScheduleRuntime> runtime;

@@ -503,11 +503,52 @@ Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
   return artifact;
 }
 
-/// The run's data: a token stream, or samples to pack.
+/// The run's data: a token stream, or samples to pack; with --eval-interval
+/// the validation part's stream.
 struct DataSources {
   std::unique_ptr<Dataset> stream;
   std::unique_ptr<SampleSource> samples;
+  std::unique_ptr<Dataset> validation;
+  std::optional<DataSplit> split;
 };
+
+/// --split or the manifest's data.split; none when neither gives one.
+std::optional<DataSplit> runSplit(const RunOptions &o,
+                                  const Artifact &artifact) {
+  const std::string &text = o.split.empty() ? artifact.split : o.split;
+  if (text.empty())
+    return std::nullopt;
+  Expected<DataSplit> split = hypipe::parseSplit(text);
+  if (!split)
+    throw CollectiveError(fmt::format("error: --split '{}': {}\nhelp: {}", text,
+                                      split.problem().message,
+                                      split.problem().help));
+  return std::move(*split);
+}
+
+/// Evaluation (docs/runtime.md) runs the validation part's batches through
+/// the forward-only programs, which exist for the artifact's microbatch
+/// count: packed steps, whose count varies, are not evaluated yet.
+void checkEvaluation(const RunOptions &o, const Artifact &artifact,
+                     const std::optional<DataSplit> &split) {
+  if (o.evalInterval == 0)
+    return;
+  if (!split || !split->hasPart(SplitPart::Validation))
+    throw CollectiveError(fmt::format(
+        "error: --eval-interval {} needs a validation part, and {}\nhelp: "
+        "give the data a validation weight, e.g. --split 969,30,1 "
+        "(Megatron's; data.split in the spec)",
+        o.evalInterval,
+        split ? fmt::format("--split {} gives it weight 0", split->text)
+              : std::string("the run has no --split")));
+  if (artifact.packing.enabled)
+    throw CollectiveError(
+        "error: --eval-interval: packed runs (data.packing) are not evaluated "
+        "yet: their microbatch count varies per step, and the artifact holds "
+        "forward-only programs for its own count only\nhelp: evaluate an "
+        "unpacked artifact of the same model (data.format: indexed, "
+        "data.packing: false) from this run's checkpoint");
+}
 
 /// Opens the data on every rank; a bad file is said once, with the ranks
 /// that found it, instead of once per rank.
@@ -515,7 +556,10 @@ DataSources openData(const RunOptions &o, const Artifact &artifact,
                      Comm &comm) {
   const std::string dataPath =
       o.dataPath.empty() ? artifact.dataPath : o.dataPath;
+  const std::optional<DataSplit> split = runSplit(o, artifact);
+  checkEvaluation(o, artifact, split);
   DataSources data;
+  data.split = split;
   // Opening and reading alike: the ranks' own messages say which it was.
   onEveryRank(comm, "error: the training data cannot be used", [&] {
     if (artifact.packing.enabled) {
@@ -529,11 +573,21 @@ DataSources openData(const RunOptions &o, const Artifact &artifact,
       so.truncate = artifact.packing.truncate;
       so.seed = uint64_t(artifact.training.seed);
       data.samples = openSamples(so);
-    } else {
-      data.stream =
+      if (split)
+        data.samples->keepPart(*split, SplitPart::Train, dataPath);
+      return;
+    }
+    const auto openPart = [&](SplitPart part) {
+      std::unique_ptr<Dataset> stream =
           openDataset(dataPath, artifact.dataFormat,
                       artifact.training.seqLength, artifact.model.vocab);
-    }
+      if (split)
+        stream->keepPart(*split, part, dataPath);
+      return stream;
+    };
+    data.stream = openPart(SplitPart::Train);
+    if (o.evalInterval > 0)
+      data.validation = openPart(SplitPart::Validation);
   });
   return data;
 }
@@ -597,6 +651,16 @@ void printRunHeader(const RunOptions &o, const Artifact &artifact,
                    ? fmt::format(", {} samples truncated to fit",
                                  data.samples->truncatedSamples())
                    : "");
+  if (data.split && data.stream)
+    fmt::print(
+        "split {}: train {} tokens{}\n", data.split->text,
+        hypipe::withCommas(data.stream->numTokens()),
+        data.validation
+            ? fmt::format(", validation {} tokens (every {} steps, {} "
+                          "batches)",
+                          hypipe::withCommas(data.validation->numTokens()),
+                          o.evalInterval, o.evalIters)
+            : "");
   if (ranks > 1)
     fmt::print("transport: {} between ranks (--comm)\n",
                schedule::commKindName(artifact.comm));
@@ -779,6 +843,35 @@ void describeLaunch(nlohmann::json &record, const DataSources &data,
     record["resumed"] = true;
 }
 
+/// --eval-interval N: the first validation batch of the evaluation after
+/// step `s`, when one is due (every N steps and after the last). As
+/// Megatron's validation iterator, each evaluation goes on where the one
+/// before stopped: the k-th (from 0) takes batches [k K, (k + 1) K), K =
+/// --eval-iters, so a resumed run evaluates on the batches it would have.
+std::optional<int64_t> firstValidationBatch(const RunOptions &o, int64_t s,
+                                            int64_t total) {
+  if (o.evalInterval == 0 || (s % o.evalInterval != 0 && s != total))
+    return std::nullopt;
+  const int64_t before = (s - 1) / o.evalInterval; // evaluations before s
+  return before * o.evalIters;
+}
+
+/// Megatron's perplexity of a loss: exp(min(20, loss)).
+double perplexity(double loss) { return std::exp(std::min(20.0, loss)); }
+
+/// Megatron's validation lines, framed by dashes; `belowBar`: after a
+/// progress bar the step has not ended with a newline.
+void printValidation(int64_t s, double loss, bool belowBar) {
+  const std::string line = fmt::format(
+      " validation loss at iteration {} | lm loss value: {:.6E} | lm loss "
+      "PPL: {:.6E} | ",
+      s, loss, perplexity(loss));
+  const std::string rule(line.size(), '-');
+  // Below a progress bar, which the next step redraws on a line of its own.
+  fmt::print("{}{}\n{}\n{}\n", belowBar ? "\n" : "", rule, line, rule);
+  std::fflush(stdout);
+}
+
 /// The step's end on every rank: rank 0's word on stopping (everyone
 /// follows after this step), and the bytes every rank sent and the
 /// all-reduce buckets it started in a last backward, summed into `record`.
@@ -822,7 +915,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
   Trainer trainer(artifact, comm, {data.stream.get(), data.samples.get()},
                   o.gradBucketMib > 0
                       ? int64_t(o.gradBucketMib * (1 << 20) / sizeof(float))
-                      : kDefaultBucketFloats);
+                      : kDefaultBucketFloats,
+                  {data.validation.get(), nullptr});
   RunTotals t;
   t.first = startingStep(o, artifact, trainer, root);
   std::ofstream log = openJsonLog(o, t.first, root);
@@ -861,6 +955,13 @@ int runTraining(const RunOptions &o, Comm &comm) {
     if (spool && s >= o.traceFirst && s <= o.traceLast)
       spoolStep(spool, trainer, st, s);
     nlohmann::json record = stepRecord(st, artifact);
+    std::optional<double> validation;
+    if (const std::optional<int64_t> first =
+            firstValidationBatch(o, s, total)) {
+      validation = trainer.evaluate(*first, o.evalIters);
+      record["validation_loss"] = *validation;
+      record["validation_ppl"] = perplexity(*validation);
+    }
     t.stopped = agreeOnStep(comm, root && fileExists(o.stopFile), st, record);
     if (log) {
       if (s == t.first)
@@ -874,6 +975,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
       fmt::print("dump: step {} (the run's first) written to {}\n", s, o.dump);
     if (root && !o.quiet && lines.due(s, ending))
       lines.print(st, s, ending);
+    if (root && !o.quiet && validation)
+      printValidation(s, *validation, tty && !ending);
     if (exiting)
       break;
   }

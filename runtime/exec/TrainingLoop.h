@@ -30,6 +30,12 @@ struct RunOptions {
   int64_t lrDecaySteps = 0; ///< --lr-decay-steps; 0: not given
   /// --log-interval: a step line every N steps, the first and last too.
   int64_t logInterval = 1;
+  /// --split: the train, validation and test weights instead of the
+  /// manifest's data.split (core/data/Split.h).
+  std::string split;
+  /// --eval-interval: the validation loss every N steps and after the last
+  /// (0: never), over --eval-iters global batches (Megatron's default 100).
+  int64_t evalInterval = 0, evalIters = 100;
   /// --trace-steps: the steps `trace` keeps, both included.
   int64_t traceFirst = 1, traceLast = INT64_MAX;
   /// Seconds one wait on other ranks may last before the run ends naming

@@ -1,9 +1,11 @@
 //===- Artifact.cpp - load a compiled artifact (runtime side) -------------===//
 
 #include "runtime/formats/Artifact.h"
+
 #include "core/schedule/CommKind.h"
 
 #include "core/data/Packing.h"
+#include "core/data/Split.h"
 #include "core/model/CostModel.h"
 #include "core/model/ModelDims.h"
 #include "core/model/SizeBounds.h"
@@ -435,6 +437,13 @@ schedule::Schedule Artifact::asSchedule(int64_t count) const {
   return s;
 }
 
+schedule::Schedule Artifact::asForwardSchedule() const {
+  schedule::Schedule s = asSchedule();
+  s.ranks = forwardPrograms;
+  s.forwardOnly = true;
+  return s;
+}
+
 packing::Options packingOptions(const PackingConfig &pc, int64_t dp) {
   packing::Options o;
   o.budget = pc.maxTokens;
@@ -556,6 +565,7 @@ nlohmann::json manifestToJson(const Artifact &a) {
       {"data",
        {{"path", a.dataPath},
         {"format", dataFormatName(a.dataFormat)},
+        {"split", a.split},
         {"packing",
          {{"enabled", a.packing.enabled},
           {"max_tokens_per_microbatch", a.packing.maxTokens},
@@ -571,6 +581,7 @@ nlohmann::json manifestToJson(const Artifact &a) {
       {"stages", stages},
       {"programs", programsJson(a, a.programs)},
       {"packed_programs", packedPrograms},
+      {"forward_programs", programsJson(a, a.forwardPrograms)},
   };
 }
 
@@ -578,6 +589,19 @@ double runtimeBytesPerParameter(const Artifact &a) {
   return hypipe::runtimeBytesPerParameter(a.precision ==
                                               TrainingPrecision::Bf16,
                                           a.distributedOptimizer ? a.dp : 1);
+}
+
+/// `ppRank`'s program of `compiled`, its receives in send order when
+/// asked.
+static std::vector<ActionEntry>
+programOfRank(const std::vector<std::vector<ActionEntry>> &compiled,
+              int64_t ppRank, bool inSendOrder) {
+  if (!inSendOrder)
+    return compiled.at(size_t(ppRank));
+  std::vector<std::vector<ActionEntry>> programs = compiled;
+  // Posting receives earlier keeps a verified program verified.
+  schedule::receiveInSendOrder(programs);
+  return programs.at(size_t(ppRank));
 }
 
 std::vector<ActionEntry> rankProgram(const Artifact &a, int64_t ppRank,
@@ -598,14 +622,19 @@ std::vector<ActionEntry> rankProgram(const Artifact &a, int64_t ppRank,
         microbatches, schedule::scheduleName(a.schedule),
         fmt::join(held, ", ")));
   }
-  const std::vector<std::vector<ActionEntry>> &compiled =
-      microbatches == a.microbatches ? a.programs : packed->second;
-  if (!inSendOrder)
-    return compiled.at(size_t(ppRank));
-  std::vector<std::vector<ActionEntry>> programs = compiled;
-  // Posting receives earlier keeps a verified program verified.
-  schedule::receiveInSendOrder(programs);
-  return programs.at(size_t(ppRank));
+  return programOfRank(microbatches == a.microbatches ? a.programs
+                                                      : packed->second,
+                       ppRank, inSendOrder);
+}
+
+std::vector<ActionEntry> rankForwardProgram(const Artifact &a, int64_t ppRank,
+                                            bool inSendOrder) {
+  if (a.forwardPrograms.empty())
+    throw RuntimeError(
+        "error: the artifact holds no forward-only programs, which "
+        "evaluation runs (--eval-interval)\nhelp: it was compiled by an "
+        "older hypipe: recompile it with `hypipe compile SPEC -o DIR`");
+  return programOfRank(a.forwardPrograms, ppRank, inSendOrder);
 }
 
 int64_t rankTensorBytes(const Artifact &a, int64_t ppRank,
@@ -889,6 +918,12 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
   a.dataFormat = knownName(parseDataFormat(format), path, "data format", format,
                            "text, indexed, jsonl and mock", kCorruptOrOther);
   a.packing = parsePacking(field<json>(data, "packing", path), path);
+  a.split = optionalField<std::string>(data, "split", "", path);
+  if (!a.split.empty())
+    if (auto split = hypipe::parseSplit(a.split); !split)
+      fail(fmt::format("{}: data.split '{}': {}", path, a.split,
+                       split.problem().message),
+           kCorruptOrOther);
   // Manifests written before the field trained packed steps per token:
   // they keep doing so.
   if (!m["training"].contains("calculate_per_token_loss"))
@@ -925,6 +960,11 @@ Artifact artifactFromJson(const json &m, const std::string &path) {
     a.packedPrograms[count] =
         parsePrograms(field<json>(packed, "programs", path), a, count, path);
   }
+  // Absent in older manifests: evaluation then asks for a recompile.
+  if (const json forward =
+          optionalField<json>(m, "forward_programs", json::array(), path);
+      !forward.empty())
+    a.forwardPrograms = parsePrograms(forward, a, a.microbatches, path);
   return a;
 }
 
@@ -1013,6 +1053,11 @@ void checkArtifactConsistency(const Artifact &a, const std::string &path) {
       corrupt(fmt::format("its programs for {} microbatches do not form a "
                           "schedule that runs to the end:\n{}",
                           count, toString(simulated.takeError())));
+  if (!a.forwardPrograms.empty())
+    if (auto simulated = schedule::simulate(a.asForwardSchedule()); !simulated)
+      corrupt("its forward-only programs do not form a schedule that runs "
+              "to the end:\n" +
+              toString(simulated.takeError()));
 }
 
 Artifact loadArtifact(const std::string &dir) {

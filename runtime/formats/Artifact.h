@@ -163,12 +163,21 @@ struct Artifact {
   /// schedule runs (packing::microbatchCounts), by count; written by the
   /// compiler, looked up by rankProgram.
   std::map<int64_t, std::vector<std::vector<ActionEntry>>> packedPrograms;
+  /// The forward-only programs (per pp rank) evaluation runs over the
+  /// artifact's microbatch count: the training programs' forwards with their
+  /// transfers (schedule::forwardOnlySchedule); empty in older manifests.
+  std::vector<std::vector<ActionEntry>> forwardPrograms;
+  /// data.split as given ("969,30,1"; core/data/Split.h); empty: the whole
+  /// data set trains and there is nothing to validate on.
+  std::string split;
 
   /// Stages of `ppRank`, in vp_stage order.
   std::vector<StageEntry *> stagesOf(int64_t ppRank);
   /// The per-rank programs for `microbatches` (0: the artifact's own) as a
   /// schedule the simulator runs.
   schedule::Schedule asSchedule(int64_t microbatches = 0) const;
+  /// The forward-only programs as a schedule the simulator runs.
+  schedule::Schedule asForwardSchedule() const;
 };
 
 /// Bytes of hypipe-run's tensors on pipeline rank `ppRank` at its peak in a
@@ -188,6 +197,13 @@ int64_t rankTensorBytes(const Artifact &artifact, int64_t ppRank,
 std::vector<ActionEntry> rankProgram(const Artifact &artifact, int64_t ppRank,
                                      int64_t microbatches,
                                      bool inSendOrder = false);
+
+/// Rank `ppRank`'s forward-only program (Artifact::forwardPrograms), as
+/// rankProgram gives a training one; throws RuntimeError when the artifact
+/// holds none (compiled before evaluation existed).
+std::vector<ActionEntry> rankForwardProgram(const Artifact &artifact,
+                                            int64_t ppRank,
+                                            bool inSendOrder = false);
 
 /// Bytes a rank's buffers hold per parameter it trains: the fp32 weight,
 /// gradient and AdamW moments (the moments a dp-th under the distributed

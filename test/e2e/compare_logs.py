@@ -4,6 +4,8 @@
 usage: compare_logs.py A B same|different
        compare_logs.py A B within TOL   (loss, grad_norm and any MTP depth's
                                          loss, relative)
+       compare_logs.py A B validation TOL (the evaluations' steps, and their
+                                         validation losses within TOL)
        compare_logs.py A B tail N [TOL] (B's last N steps equal A's: bit for bit,
                                          or loss and grad_norm within TOL)
        compare_logs.py A B tail N TOL loss (the losses alone within TOL)"""
@@ -30,6 +32,16 @@ if mode == "within":
     print("%d steps, max relative difference %.3g (%s %g)"
           % (len(a), worst, "within" if worst <= tol else "ABOVE", tol))
     sys.exit(0 if worst <= tol else 1)
+if mode == "validation":
+    # The validation losses (and their steps) within TOL, relative.
+    tol = float(sys.argv[4])
+    va = [(r["step"], r["validation_loss"]) for r in a if "validation_loss" in r]
+    vb = [(r["step"], r["validation_loss"]) for r in b if "validation_loss" in r]
+    same = bool(va) and [s for s, _ in va] == [s for s, _ in vb] and all(
+        abs(x - y) <= tol * abs(x) for (_, x), (_, y) in zip(va, vb))
+    print("%d evaluations, validation losses %s %g: %s vs %s"
+          % (len(va), "within" if same else "NOT within", tol, va, vb))
+    sys.exit(0 if same else 1)
 if mode == "tail":
     n = int(sys.argv[4])
     want = [(r["step"], r["loss"], r["grad_norm"]) for r in a[-n:]]

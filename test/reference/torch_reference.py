@@ -20,8 +20,13 @@ tolerance tells the two apart.
 `--figure NAME` also prints the largest relative error as the GPU kit's
 figure line `@figure NAME VALUE -`.
 
+`--batch FILE` checks a forward alone (hypipe's validation loss): the
+dump's parameters on the microbatches of FILE (JSON: "tokens" and "labels",
+[microbatch][row][position], and hypipe's "loss"), the loss the mean of
+the microbatches' cross-entropies (validation_batch.py writes it).
+
 usage: torch_reference.py ARTIFACT DUMP [--tol 1e-4] [--rules fp32|bf16]
-                          [--figure NAME]
+                          [--figure NAME] [--batch FILE]
 """
 import argparse
 import json
@@ -227,10 +232,17 @@ def main():
                     "(default: the artifact's precision)")
     ap.add_argument("--figure", help="print the largest relative error as "
                     "'@figure NAME VALUE -' (the GPU kit's figures)")
+    ap.add_argument("--batch", help="check the forward alone on this "
+                    "batch (JSON: tokens, labels and hypipe's loss)")
     args = ap.parse_args()
     manifest = json.load(open(args.artifact + "/manifest.json"))
     spec_dims = manifest["model"]
     tensors, meta = load_safetensors(args.dump)
+    if args.batch:
+        batch = json.load(open(args.batch))
+        tensors["tokens"] = torch.tensor(batch["tokens"])
+        tensors["labels"] = torch.tensor(batch["labels"])
+        meta = {"loss": repr(batch["loss"])}
     global BF16
     BF16 = (args.rules or manifest.get("precision", "fp32")) == "bf16"
     main_weights = {n[len("param."):]: t.double().requires_grad_(True)
@@ -373,7 +385,8 @@ def main():
             aux_total += float(aux + mtp_aux) / M
             for d, loss in enumerate(mtp):
                 mtp_depth[d] += float(loss) / M
-    total.backward()
+    if not args.batch:
+        total.backward()
 
     worst = 0.0
     failures = []
@@ -386,9 +399,12 @@ def main():
             failures.append("%s: relative error %.3e" % (name, err))
 
     check("loss", torch.tensor(float(meta["loss"])), torch.tensor(lm_total))
-    if aux_total != 0.0:
+    if args.batch:
+        # A forward alone: the loss is all there is to compare.
+        main_weights = {}
+    elif aux_total != 0.0:
         check("aux_loss", torch.tensor(float(meta["aux_loss"])), torch.tensor(aux_total))
-    if depths:
+    if depths and not args.batch:
         # Each depth's loss as Megatron logs it ("mtp_1 loss", ...), and
         # the scaled total the depths add to the objective.
         for d in range(depths):
@@ -406,7 +422,7 @@ def main():
         failures.append("parameters the reference never used: " + ", ".join(unused))
     what = ("%d samples" % (len(starts) - 1) if "sample_starts" in tensors
             else "%d microbatches" % tokens.shape[0])
-    if depths:
+    if depths and not args.batch:
         what += ", %d MTP depths (losses %s, hypipe %s)" % (
             depths, " ".join("%.6f" % l for l in mtp_depth),
             " ".join(meta["mtp_%d_loss" % (d + 1)] for d in range(depths)))

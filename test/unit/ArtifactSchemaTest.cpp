@@ -107,6 +107,8 @@ Artifact sample() {
   EXPECT_TRUE(static_cast<bool>(six));
   schedule::insertCommunication(*six);
   a.packedPrograms[6] = six->ranks;
+  a.forwardPrograms = schedule::forwardOnlySchedule(*built).ranks;
+  a.split = "969,30,1";
   return a;
 }
 
@@ -151,6 +153,9 @@ TEST(ArtifactSchema, EveryFieldWrittenIsRead) {
   EXPECT_TRUE(batched) << "the sample should exercise batched transfers";
   EXPECT_EQ(b.packedPrograms, a.packedPrograms);
   EXPECT_EQ(rankProgram(b, 1, 6), a.packedPrograms.at(6)[1]);
+  EXPECT_EQ(b.forwardPrograms, a.forwardPrograms);
+  EXPECT_EQ(rankForwardProgram(b, 1), a.forwardPrograms[1]);
+  EXPECT_EQ(b.split, "969,30,1");
 }
 
 // A packed step of a count the compiler wrote no program for is an error

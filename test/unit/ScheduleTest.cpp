@@ -850,3 +850,62 @@ TEST(ReceiveInSendOrder, PostsWhatTheSenderSentFirst) {
 
 } // namespace
 } // namespace hypipe::schedule
+
+namespace hypipe::schedule {
+
+// Evaluation's forward-only programs (forwardOnlySchedule): Megatron's
+// forward_only order where the vectors have one, verified by the simulator
+// for every schedule, each rank running every forward of its stages once
+// and nothing else.
+TEST(ForwardOnly, MegatronOrderAndEverySchedule) {
+  int megatron = 0;
+  const json all = vectors();
+  for (const json &v : all["schedules"]) {
+    if (!v["forward_only"].get<bool>() || v.contains("error"))
+      continue;
+    const int64_t vpp = v["vpp"].is_null() ? 1 : v["vpp"].get<int64_t>();
+    Schedule s =
+        build(v["schedule"] == "interleaved_1f1b" ? "interleaved-1f1b" : "1f1b",
+              v["pp"], vpp, v["num_microbatches"]);
+    Schedule forward = forwardOnlySchedule(s);
+    for (const json &rank : v["ranks"])
+      EXPECT_EQ(opsOf(forward, rank["pp_rank"]),
+                rank["ops"].get<std::vector<std::string>>());
+    ++megatron;
+  }
+  EXPECT_EQ(megatron, 1);
+  const std::tuple<const char *, int64_t, int64_t, int64_t> shapes[] = {
+      {"gpipe", 2, 1, 4},
+      {"1f1b", 4, 1, 6},
+      {"interleaved-1f1b", 2, 2, 4},
+      {"interleaved-1f1b", 4, 2, 8},
+      {"zb-h1", 2, 1, 4},
+      {"zbv", 2, 2, 4},
+      {"dualpipev", 2, 2, 4}};
+  for (auto [name, pp, vpp, m] : shapes) {
+    SCOPED_TRACE(name);
+    Schedule forward = forwardOnlySchedule(build(name, pp, vpp, m));
+    EXPECT_TRUE(forward.forwardOnly);
+    auto simulated = simulate(forward);
+    ASSERT_TRUE(static_cast<bool>(simulated))
+        << toString(simulated.takeError());
+    for (int64_t r = 0; r < pp; ++r) {
+      int64_t forwards = 0;
+      for (const Action &a : forward.ranks[r]) {
+        EXPECT_TRUE(a.op == Op::F || isTransfer(a.op))
+            << "rank " << r << " runs " << pytorchText(a);
+        EXPECT_NE(a.op, Op::SendB);
+        EXPECT_NE(a.op, Op::RecvB);
+        forwards += a.op == Op::F;
+      }
+      EXPECT_EQ(forwards, vpp * m) << "rank " << r;
+    }
+    // A backward in a forward-only program is refused.
+    Schedule withBackward = forward;
+    withBackward.ranks.back().push_back(
+        {Op::B, int32_t(forward.ranks.back().back().stage), 0});
+    EXPECT_FALSE(static_cast<bool>(simulate(withBackward)));
+  }
+}
+
+} // namespace hypipe::schedule

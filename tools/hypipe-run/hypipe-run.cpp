@@ -133,6 +133,17 @@ void addRunOptions(CLI::App &app, RunOptions &options,
                  "(Megatron's --log-interval; default 1); --json-log keeps "
                  "every step")
       ->check(wholeAtLeast(1));
+  app.add_option("--split", options.split,
+                 "train, validation and test weights over the data's "
+                 "documents, e.g. 969,30,1 (Megatron's --split; default: the "
+                 "spec's data.split)");
+  app.add_option("--eval-interval", options.evalInterval,
+                 "every N steps and after the last, the validation loss of "
+                 "--eval-iters global batches, forward only (Megatron's)")
+      ->check(wholeAtLeast(1));
+  app.add_option("--eval-iters", options.evalIters,
+                 "global batches per evaluation (Megatron's; default 100)")
+      ->check(wholeAtLeast(1));
   app.add_option("--stop-file", options.stopFile,
                  "stop cleanly (after the current step, saving) once this "
                  "file exists (hypipe train uses it for Ctrl-C)");

@@ -30,6 +30,8 @@ void addPlanCommand(CLI::App &app, Runner &run);
 void addDataCommand(CLI::App &app, Runner &run);
 /// `hypipe grid`: Megatron-LM's rank groups for given sizes.
 void addGridCommand(CLI::App &app, Runner &run);
+/// `hypipe split`: the documents of each part of Megatron-LM's --split.
+void addSplitCommand(CLI::App &app, Runner &run);
 
 /// The cluster a step is timed on (plan and explain).
 struct ClusterOptions {

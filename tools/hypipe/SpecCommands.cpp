@@ -685,6 +685,10 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       "training.dtype; explain sizes memory and transfers by it, compile and "
       "train take either: docs/precision.md)");
   sub->add_option_function<std::string>(
+      "--split", [&o](const std::string &v) { o.split = v; },
+      "train, validation and test weights over the data's documents, e.g. "
+      "969,30,1 (Megatron-LM's --split; data.split)");
+  sub->add_option_function<std::string>(
       "--schedule-csv", [&o](const std::string &v) { o.scheduleCsv = v; },
       "run the programs of this torch.distributed.pipelining CSV instead of "
       "the generated order (parallel.schedule_csv)");

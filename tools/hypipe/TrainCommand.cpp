@@ -78,8 +78,11 @@ struct TrainOptions {
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
   int64_t logInterval = 0; ///< --log-interval; 0: hypipe-run's default (1)
-  std::string traceSteps;  ///< --trace-steps A-B; empty: every step
-  double watchdog = -1;    ///< -1: hypipe-run's default
+  /// --eval-interval and --eval-iters (Megatron's); 0: no evaluation, and
+  /// hypipe-run's default.
+  int64_t evalInterval = 0, evalIters = 0;
+  std::string traceSteps; ///< --trace-steps A-B; empty: every step
+  double watchdog = -1;   ///< -1: hypipe-run's default
   int threads = 0;
   bool noSave = false, overwrite = false;
   bool noTrace = false; ///< --no-trace: no RUN/trace.json, no measured bubble
@@ -142,6 +145,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   add("--target", v.target);
   add("--dtype", v.dtype);
   add("--schedule-csv", v.scheduleCsv);
+  add("--split", v.split);
   if (v.distributedOptimizer)
     words.push_back("--distributed-optimizer");
   add("--recompute-granularity", v.recomputeGranularity);
@@ -169,6 +173,8 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   addIf("--grad-bucket-mib", fmt::format("{:g}", o.gradBucketMib),
         o.gradBucketMib > 0);
   addIf("--log-interval", std::to_string(o.logInterval), o.logInterval > 0);
+  addIf("--eval-interval", std::to_string(o.evalInterval), o.evalInterval > 0);
+  addIf("--eval-iters", std::to_string(o.evalIters), o.evalIters > 0);
   addIf("--trace-steps", o.traceSteps, !o.traceSteps.empty());
   if (o.noTrace)
     words.push_back("--no-trace");
@@ -311,15 +317,15 @@ std::string cacheKey(const TrainOptions &o, const ModelSpec &loaded) {
       "{}\n{}\npp={} vpp={} dp={} tp={} sequence_parallel={} mb={} mbs={} "
       "steps={} seed={} schedule={} "
       "target={} dtype={} distributed_optimizer={}\nrecompute={}\n"
-      "schedule_csv={}\n{}\n{} {}\n",
+      "schedule_csv={}\n{}\nsplit={}\n{} {}\n",
       spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp), opt(v.tp),
       v.sequenceParallel.has_value(), opt(v.microbatches),
       opt(v.microBatchSize), opt(v.steps), opt(v.seed),
       v.schedule.value_or("-"), v.target.value_or("-"), v.dtype.value_or("-"),
       v.distributedOptimizer.has_value(),
       recomputeFlags(loaded.training.recompute), loaded.parallel.scheduleCsv,
-      readFile(loaded.parallel.scheduleCsv), int64_t(st.st_mtime),
-      int64_t(st.st_size));
+      readFile(loaded.parallel.scheduleCsv), loaded.data.split,
+      int64_t(st.st_mtime), int64_t(st.st_size));
   return fmt::format("{:016x}", std::hash<std::string>{}(text));
 }
 
@@ -947,6 +953,11 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
     argv.insert(argv.end(), {"--trace-steps", o.traceSteps});
   if (o.logInterval > 0)
     argv.insert(argv.end(), {"--log-interval", std::to_string(o.logInterval)});
+  if (o.evalInterval > 0)
+    argv.insert(argv.end(),
+                {"--eval-interval", std::to_string(o.evalInterval)});
+  if (o.evalIters > 0)
+    argv.insert(argv.end(), {"--eval-iters", std::to_string(o.evalIters)});
   if (!o.noSave) {
     argv.push_back("--save");
     argv.push_back(run + "/ckpt");
@@ -1033,6 +1044,9 @@ LoggedRun readRunLog(const std::string &log) {
       logged.curve.unigramEntropy = j["unigram_entropy"].get<double>();
     if (j.value("resumed", false))
       logged.curve.resumedFrom.push_back(step - 1);
+    if (j.contains("validation_loss"))
+      logged.curve.validation.push_back(
+          {step, j["validation_loss"].get<double>()});
     // Every step has the same tokens: the mean rate is the harmonic mean
     // of the steps' rates.
     if (logged.curve.points.size() > 1) {
@@ -1404,6 +1418,14 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "print a step line every N steps, and the first and last "
                   "(Megatron's --log-interval; default 1); the JSON log "
                   "keeps every step")
+      ->check(wholeAtLeast(1));
+  sub->add_option("--eval-interval", o->evalInterval,
+                  "every N steps and after the last, the validation loss of "
+                  "--eval-iters batches, forward only (Megatron's; needs a "
+                  "validation part in --split)")
+      ->check(wholeAtLeast(1));
+  sub->add_option("--eval-iters", o->evalIters,
+                  "global batches per evaluation (Megatron's; default 100)")
       ->check(wholeAtLeast(1));
   sub->add_option("--keep-last", o->keepLast,
                   "keep only the newest N checkpoints (default: all)")

@@ -20,6 +20,7 @@ int main(int argc, char **argv) {
   hypipe::cli::addPartitionCommand(app, run);
   hypipe::cli::addScheduleCommand(app, run);
   hypipe::cli::addGridCommand(app, run);
+  hypipe::cli::addSplitCommand(app, run);
   hypipe::cli::addTrainCommand(app, run);
   hypipe::cli::addCheckpointCommand(app, run);
   hypipe::cli::addDataCommand(app, run);
