@@ -11,6 +11,8 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
   libxxhash-dev                            # checkpoint and stage-library checksums
+  libprotobuf-dev protobuf-compiler        # --tensorboard-dir: TensorBoard's event protos
+  librsvg2-bin                             # rsvg-convert: the loss pictures as PNG (docs, tests)
   openssh-client                           # Open MPI's launcher wants an rsh agent, even on one node
   procps                                   # pgrep, used by the Ctrl-C test
   python3-torch                            # the numerical reference in tests and the bench peer

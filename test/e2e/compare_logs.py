@@ -3,8 +3,9 @@
 
 usage: compare_logs.py A B same|different
        compare_logs.py A B within TOL   (loss and grad_norm, relative)
-       compare_logs.py A B tail N [TOL] (B's last N steps equal A's: bit for bit,
-                                         or loss and grad_norm within TOL)
+       compare_logs.py A B tail N [TOL] (B's last N steps equal A's: bit for bit
+                                         with their lr, or loss and grad_norm
+                                         within TOL)
        compare_logs.py A B tail N TOL loss (the losses alone within TOL)"""
 import json
 import sys
@@ -26,8 +27,8 @@ if mode == "within":
     sys.exit(0 if worst <= tol else 1)
 if mode == "tail":
     n = int(sys.argv[4])
-    want = [(r["step"], r["loss"], r["grad_norm"]) for r in a[-n:]]
-    got = [(r["step"], r["loss"], r["grad_norm"]) for r in b[-n:]]
+    want = [(r["step"], r["loss"], r["grad_norm"], r["lr"]) for r in a[-n:]]
+    got = [(r["step"], r["loss"], r["grad_norm"], r["lr"]) for r in b[-n:]]
     if len(sys.argv) > 5:
         tol = float(sys.argv[5])
         loss_only = len(sys.argv) > 6 and sys.argv[6] == "loss"

@@ -28,6 +28,8 @@ void addCheckpointCommand(CLI::App &app, Runner &run);
 void addPlanCommand(CLI::App &app, Runner &run);
 /// `hypipe grid`: Megatron-LM's rank groups for given sizes.
 void addGridCommand(CLI::App &app, Runner &run);
+/// `hypipe plot RUN...`: several runs' curves in one picture.
+void addPlotCommand(CLI::App &app, Runner &run);
 
 /// The cluster a step is timed on (plan and explain).
 struct ClusterOptions {

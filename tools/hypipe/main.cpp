@@ -22,6 +22,7 @@ int main(int argc, char **argv) {
   hypipe::cli::addGridCommand(app, run);
   hypipe::cli::addTrainCommand(app, run);
   hypipe::cli::addCheckpointCommand(app, run);
+  hypipe::cli::addPlotCommand(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
