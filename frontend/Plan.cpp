@@ -845,12 +845,20 @@ std::string megatronModelArgs(const ModelSpec &spec) {
     out += " --untie-embeddings-and-output-weights";
   out += fmt::format(
       " --tokenizer-type NullTokenizer --vocab-size {} --train-iters {} "
-      "--lr {:g} --min-lr {:g} --lr-decay-style cosine --lr-warmup-iters {} "
-      "--weight-decay {:g} --clip-grad {:g} --seed {}",
-      d.vocab, t.steps, t.lr, t.minLr, t.warmupSteps, t.weightDecay, t.gradClip,
-      t.seed);
+      "--lr {:g} --min-lr {:g} --lr-decay-style {} --weight-decay {:g} "
+      "--clip-grad {:g} --adam-beta1 {:g} --adam-beta2 {:g} --adam-eps {:g} "
+      "--seed {}",
+      d.vocab, t.steps, t.lr, t.minLr, lrDecayStyleName(t.lrDecayStyle),
+      t.weightDecay, t.gradClip, t.adamBeta1, t.adamBeta2, t.adamEps, t.seed);
+  if (t.lrWarmupFraction)
+    out += fmt::format(" --lr-warmup-fraction {:g}", *t.lrWarmupFraction);
+  else
+    out += fmt::format(" --lr-warmup-iters {}", t.warmupSteps);
   if (t.lrDecaySteps > 0)
     out += fmt::format(" --lr-decay-iters {}", t.lrDecaySteps);
+  if (t.lrDecayStyle == LrDecayStyle::Wsd)
+    out += fmt::format(" --lr-wsd-decay-iters {} --lr-wsd-decay-style {}",
+                       t.lrWsdDecaySteps, wsdDecayStyleName(t.lrWsdDecayStyle));
   if (t.dtype == TrainingPrecision::Bf16)
     out += " --bf16";
   if (t.calculatePerTokenLoss)

@@ -60,7 +60,8 @@ struct Draft {
   std::optional<int64_t> groupSize; ///< absent: pp, Megatron's default
   /// The enum fields as written; checking parses each into the spec once.
   std::string schedule = "1f1b", comm = "auto", objective = "time",
-              dtype = "fp32", target = "cpu", format = "text";
+              dtype = "fp32", target = "cpu", format = "text",
+              lrDecayStyle = "cosine", lrWsdDecayStyle = "exponential";
   /// training.recompute as written; checkRecompute parses it into the spec.
   std::string recomputeGranularity = "none", recomputeMethod;
   std::optional<int64_t> recomputeNumLayers;
@@ -170,9 +171,17 @@ const std::vector<Field> &trainingFields() {
       HYPIPE_FIELD("weight_decay", d.spec.training.weightDecay),
       HYPIPE_FIELD("grad_clip", d.spec.training.gradClip),
       HYPIPE_FIELD("lr_decay_steps", d.spec.training.lrDecaySteps),
+      HYPIPE_FIELD("lr_decay_style", d.lrDecayStyle),
+      HYPIPE_FIELD("lr_warmup_fraction", d.spec.training.lrWarmupFraction),
+      HYPIPE_FIELD("lr_wsd_decay_iters", d.spec.training.lrWsdDecaySteps),
+      HYPIPE_FIELD("lr_wsd_decay_style", d.lrWsdDecayStyle),
+      HYPIPE_FIELD("adam_beta1", d.spec.training.adamBeta1),
+      HYPIPE_FIELD("adam_beta2", d.spec.training.adamBeta2),
+      HYPIPE_FIELD("adam_eps", d.spec.training.adamEps),
       HYPIPE_FIELD("calculate_per_token_loss",
                    d.spec.training.calculatePerTokenLoss),
       HYPIPE_FIELD("init_from", d.spec.training.initFrom),
+      HYPIPE_FIELD("tensorboard_dir", d.spec.training.tensorboardDir),
       HYPIPE_FIELD("dtype", d.dtype),
       HYPIPE_FIELD("target", d.target),
       Field{"recompute", &kRecomputeSection},
@@ -354,6 +363,8 @@ private:
   llvm::Error checkModel();
   llvm::Error checkParallel();
   llvm::Error checkTraining();
+  llvm::Error checkLrSchedule();
+  llvm::Error checkAdam();
   llvm::Error checkTensorParallel();
   /// An error about a part of the model that cannot split over tp ranks
   /// (TensorParallelRefusal): at the width tp does not divide, or at the
@@ -432,6 +443,22 @@ private:
         {"training.dtype", "--dtype", bool(overrides.dtype)},
         {"training.lr", "--lr", bool(overrides.lr)},
         {"training.min_lr", "--min-lr", bool(overrides.minLr)},
+        {"training.lr_decay_style", "--lr-decay-style",
+         bool(overrides.lrDecayStyle)},
+        {"training.warmup_steps", "--lr-warmup-iters",
+         bool(overrides.lrWarmupIters)},
+        {"training.lr_warmup_fraction", "--lr-warmup-fraction",
+         bool(overrides.lrWarmupFraction)},
+        {"training.lr_wsd_decay_iters", "--lr-wsd-decay-iters",
+         bool(overrides.lrWsdDecayIters)},
+        {"training.lr_wsd_decay_style", "--lr-wsd-decay-style",
+         bool(overrides.lrWsdDecayStyle)},
+        {"training.weight_decay", "--weight-decay",
+         bool(overrides.weightDecay)},
+        {"training.grad_clip", "--clip-grad", bool(overrides.clipGrad)},
+        {"training.adam_beta1", "--adam-beta1", bool(overrides.adamBeta1)},
+        {"training.adam_beta2", "--adam-beta2", bool(overrides.adamBeta2)},
+        {"training.adam_eps", "--adam-eps", bool(overrides.adamEps)},
         {"parallel.distributed_optimizer", "--distributed-optimizer",
          bool(overrides.distributedOptimizer)},
         {"parallel.schedule_csv", "--schedule-csv",
@@ -482,6 +509,26 @@ private:
       tr.lr = *overrides.lr;
     if (overrides.minLr)
       tr.minLr = *overrides.minLr;
+    if (overrides.lrDecayStyle)
+      draft.lrDecayStyle = *overrides.lrDecayStyle;
+    if (overrides.lrWarmupIters)
+      tr.warmupSteps = *overrides.lrWarmupIters;
+    if (overrides.lrWarmupFraction)
+      tr.lrWarmupFraction = *overrides.lrWarmupFraction;
+    if (overrides.lrWsdDecayIters)
+      tr.lrWsdDecaySteps = *overrides.lrWsdDecayIters;
+    if (overrides.lrWsdDecayStyle)
+      draft.lrWsdDecayStyle = *overrides.lrWsdDecayStyle;
+    if (overrides.weightDecay)
+      tr.weightDecay = *overrides.weightDecay;
+    if (overrides.clipGrad)
+      tr.gradClip = *overrides.clipGrad;
+    if (overrides.adamBeta1)
+      tr.adamBeta1 = *overrides.adamBeta1;
+    if (overrides.adamBeta2)
+      tr.adamBeta2 = *overrides.adamBeta2;
+    if (overrides.adamEps)
+      tr.adamEps = *overrides.adamEps;
     if (overrides.recomputeGranularity)
       draft.recomputeGranularity = *overrides.recomputeGranularity;
     if (overrides.recomputeMethod)
@@ -1384,6 +1431,91 @@ llvm::Error Loader::checkTokenizer() {
   return llvm::Error::success();
 }
 
+/// Megatron's --lr-decay-style and what it needs, refused where Megatron's
+/// OptimizerParamScheduler asserts (or would silently ignore a setting).
+llvm::Error Loader::checkLrSchedule() {
+  TrainingSpec &t = draft.spec.training;
+  std::optional<LrDecayStyle> style = parseLrDecayStyle(draft.lrDecayStyle);
+  if (!style)
+    return error(
+        nodeFor("training", "lr_decay_style"),
+        fmt::format("unknown lr_decay_style '{}'", draft.lrDecayStyle),
+        spellingHelp(draft.lrDecayStyle, kLrDecayStyles, lrDecayStyleName));
+  t.lrDecayStyle = *style;
+  std::optional<WsdDecayStyle> wsdStyle =
+      parseWsdDecayStyle(draft.lrWsdDecayStyle);
+  if (!wsdStyle)
+    return error(
+        nodeFor("training", "lr_wsd_decay_style"),
+        fmt::format("unknown lr_wsd_decay_style '{}'", draft.lrWsdDecayStyle),
+        spellingHelp(draft.lrWsdDecayStyle, kWsdDecayStyles,
+                     wsdDecayStyleName));
+  t.lrWsdDecayStyle = *wsdStyle;
+  if (t.lrWarmupFraction) {
+    if (given("training.warmup_steps"))
+      return error(nodeFor("training", "lr_warmup_fraction"),
+                   "training.lr_warmup_fraction and warmup_steps both set "
+                   "the warm-up",
+                   "give one of them (Megatron's --lr-warmup-fraction or "
+                   "--lr-warmup-iters)");
+    if (!(*t.lrWarmupFraction >= 0 && *t.lrWarmupFraction < 1))
+      return error(nodeFor("training", "lr_warmup_fraction"),
+                   "training.lr_warmup_fraction must be at least 0 and "
+                   "below 1",
+                   "it is the share of the decay steps spent warming up");
+  }
+  if (given("training.warmup_steps") && t.lrDecaySteps > 0 &&
+      t.warmupSteps >= t.lrDecaySteps)
+    return error(nodeFor("training", "warmup_steps"),
+                 fmt::format("training.warmup_steps ({}) must be below "
+                             "lr_decay_steps ({})",
+                             t.warmupSteps, t.lrDecaySteps),
+                 "the warm-up ends before the decay does: lower warmup_steps "
+                 "or raise lr_decay_steps");
+  const bool wsd = t.lrDecayStyle == LrDecayStyle::Wsd;
+  if (!wsd) {
+    for (const char *key : {"lr_wsd_decay_iters", "lr_wsd_decay_style"})
+      if (given(fmt::format("training.{}", key)))
+        return error(nodeFor("training", key),
+                     fmt::format("training.{} is set, but lr_decay_style is "
+                                 "{}",
+                                 key, lrDecayStyleName(t.lrDecayStyle)),
+                     "set lr_decay_style: WSD, or remove it");
+    return llvm::Error::success();
+  }
+  const int64_t decayEnd = t.lrDecaySteps > 0 ? t.lrDecaySteps : t.steps;
+  if (t.lrWsdDecaySteps < 1 || t.lrWsdDecaySteps > decayEnd)
+    return error(nodeFor("training", "lr_wsd_decay_iters"),
+                 given("training.lr_wsd_decay_iters")
+                     ? fmt::format("training.lr_wsd_decay_iters must be from "
+                                   "1 to the decay steps ({})",
+                                   decayEnd)
+                     : std::string("lr_decay_style WSD needs "
+                                   "training.lr_wsd_decay_iters"),
+                 "give the steps of the final decay to min_lr, e.g. a tenth "
+                 "of the decay steps (Megatron's --lr-wsd-decay-iters)");
+  return llvm::Error::success();
+}
+
+/// AdamW's betas and epsilon, in the ranges torch.optim.AdamW accepts
+/// (epsilon also positive, or an update could divide by zero).
+llvm::Error Loader::checkAdam() {
+  const TrainingSpec &t = draft.spec.training;
+  for (auto [key, value] :
+       {std::pair{"adam_beta1", t.adamBeta1}, {"adam_beta2", t.adamBeta2}})
+    if (!(value >= 0 && value < 1))
+      return error(
+          nodeFor("training", key),
+          fmt::format("training.{} must be at least 0 and below 1", key),
+          "Megatron's defaults are 0.9 and 0.999 (0.95 is common "
+          "for beta2)");
+  if (!(t.adamEps > 0))
+    return error(nodeFor("training", "adam_eps"),
+                 "training.adam_eps must be positive",
+                 "Megatron's default is 1e-8");
+  return llvm::Error::success();
+}
+
 /// Training and data.
 llvm::Error Loader::checkTraining() {
   ModelSpec &spec = draft.spec;
@@ -1410,7 +1542,7 @@ llvm::Error Loader::checkTraining() {
     return error(
         nodeFor("training", "min_lr"),
         fmt::format("training.min_lr must be between 0 and lr ({})", t.lr),
-        "the cosine decay ends at min_lr");
+        "the learning rate decays from lr to min_lr");
   if (t.weightDecay < 0)
     return error(nodeFor("training", "weight_decay"),
                  "training.weight_decay cannot be negative",
@@ -1419,6 +1551,10 @@ llvm::Error Loader::checkTraining() {
     return error(nodeFor("training", "grad_clip"),
                  "training.grad_clip cannot be negative",
                  "use 0 to switch clipping off");
+  if (llvm::Error err = checkLrSchedule())
+    return err;
+  if (llvm::Error err = checkAdam())
+    return err;
   std::optional<TrainingPrecision> dtype = parsePrecision(draft.dtype);
   if (!dtype)
     return error(nodeFor("training", "dtype"),

@@ -12,6 +12,7 @@
 #include "core/data/DataFormat.h"
 #include "core/lang/HybridPattern.h"
 #include "core/model/LayerShapes.h"
+#include "core/model/LrSchedule.h"
 #include "core/model/ModelDims.h"
 #include "core/model/Precision.h"
 #include "core/model/Recompute.h"
@@ -76,6 +77,17 @@ struct TrainingSpec {
   /// Steps over which the learning rate decays to min_lr (Megatron's
   /// --lr-decay-iters); 0: training.steps.
   int64_t lrDecaySteps = 0;
+  /// Megatron's --lr-decay-style (core/model/LrSchedule.h).
+  LrDecayStyle lrDecayStyle = LrDecayStyle::Cosine;
+  /// Megatron's --lr-warmup-fraction: warm-up over this fraction of the
+  /// decay steps instead of warmup_steps.
+  std::optional<double> lrWarmupFraction;
+  /// WSD's final decay: its steps (--lr-wsd-decay-iters) and shape.
+  int64_t lrWsdDecaySteps = 0;
+  WsdDecayStyle lrWsdDecayStyle = WsdDecayStyle::Exponential;
+  /// AdamW's betas and epsilon (Megatron's --adam-beta1, --adam-beta2,
+  /// --adam-eps and their defaults).
+  double adamBeta1 = 0.9, adamBeta2 = 0.999, adamEps = 1e-8;
   /// Megatron's --calculate-per-token-loss: the loss is the mean over
   /// every loss token of the global batch; false (Megatron's default): the
   /// mean of the microbatches' mean losses (docs/data.md).
@@ -87,6 +99,9 @@ struct TrainingSpec {
   /// Weights to start from (fine-tuning): a checkpoint or a `hypipe ckpt
   /// import` file, relative to the spec's directory.
   std::string initFrom;
+  /// Megatron's --tensorboard-dir: where hypipe-run writes TensorBoard
+  /// event files, relative to the spec's directory; empty: none.
+  std::string tensorboardDir;
   /// Activation recompute (Megatron-LM's --recompute-*): none by default.
   RecomputeSpec recompute;
 };
@@ -151,6 +166,12 @@ struct SpecOverrides {
   /// over micro_batch_size x dp.
   std::optional<int64_t> globalBatchSize;
   std::optional<double> lr, minLr;
+  /// Megatron's learning-rate and optimizer flags (training's keys of the
+  /// same names; the styles as written, parsed by the loader).
+  std::optional<std::string> lrDecayStyle, lrWsdDecayStyle;
+  std::optional<int64_t> lrWarmupIters, lrWsdDecayIters;
+  std::optional<double> lrWarmupFraction, weightDecay, clipGrad, adamBeta1,
+      adamBeta2, adamEps;
   std::optional<std::string> schedule, target, dtype;
   std::optional<bool> distributedOptimizer;
   /// Megatron-LM's --split (data.split).

@@ -14,10 +14,13 @@ requirements=(torch==2.15.0 transformers==5.24.0)
 # megatron-core's parallel_state imports with torch alone (it warns that
 # Transformer Engine and Apex are missing), for test/cli/grid.test.
 extras=(megatron-core==0.16.1)
+# Installed with their dependencies: TensorBoard's own event reader
+# (EventAccumulator), for test/e2e/tensorboard.test.
+readers=(tensorboard==2.21.0)
 stamp="$venv/.hypipe-requirements"
 extras_stamp="$venv/.hypipe-extras"
 if [[ -x $venv/bin/python && -f $stamp && "$(cat "$stamp")" == "${requirements[*]}" ]]; then
-  if [[ -f $extras_stamp && "$(cat "$extras_stamp")" == "${extras[*]}" ]]; then
+  if [[ -f $extras_stamp && "$(cat "$extras_stamp")" == "${extras[*]} ${readers[*]}" ]]; then
     exit 0
   fi
 else
@@ -39,4 +42,7 @@ if ! imported=$("$venv/bin/python" -c "from megatron.core.parallel_state import 
   exit 1
 fi
 echo "python-env: megatron-core's RankGenerator imports"
-echo "${extras[*]}" > "$extras_stamp"
+echo "python-env: adding ${readers[*]} to $venv"
+"$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "${readers[@]}"
+"$venv/bin/python" -c "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator"
+echo "${extras[*]} ${readers[*]}" > "$extras_stamp"

@@ -13,6 +13,8 @@ packages=(
   libxxhash-dev                            # checkpoint and stage-library checksums
   libsentencepiece-dev                     # hypipe data prepare: SentencePiece tokenizers
   sentencepiece                            # spm_train, spm_encode: the data tests' tokenizer and reference
+  libprotobuf-dev protobuf-compiler        # --tensorboard-dir: TensorBoard's event protos
+  librsvg2-bin                             # rsvg-convert: the loss pictures as PNG (docs, tests)
   openssh-client                           # Open MPI's launcher wants an rsh agent, even on one node
   procps                                   # pgrep, used by the Ctrl-C test
   python3-torch                            # the numerical reference in tests and the bench peer

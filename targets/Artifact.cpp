@@ -146,7 +146,7 @@ rt::ModelInfo modelInfo(const ModelSpec &spec, hybrid::ModelOp model) {
   return m;
 }
 
-/// The manifest's `training`; Adam's betas and epsilon keep their defaults.
+/// The manifest's `training`.
 rt::TrainingConfig trainingConfig(const TrainingSpec &tr,
                                   const llvm::SmallString<256> &specPath) {
   rt::TrainingConfig t;
@@ -160,9 +160,18 @@ rt::TrainingConfig trainingConfig(const TrainingSpec &tr,
   t.weightDecay = tr.weightDecay;
   t.gradClip = tr.gradClip;
   t.lrDecaySteps = tr.lrDecaySteps;
+  t.lrDecayStyle = tr.lrDecayStyle;
+  t.lrWarmupFraction = tr.lrWarmupFraction;
+  t.lrWsdDecaySteps = tr.lrWsdDecaySteps;
+  t.lrWsdDecayStyle = tr.lrWsdDecayStyle;
+  t.beta1 = tr.adamBeta1;
+  t.beta2 = tr.adamBeta2;
+  t.eps = tr.adamEps;
   t.perTokenLoss = tr.calculatePerTokenLoss;
   if (!tr.initFrom.empty())
     t.initFrom = besideSpec(specPath, tr.initFrom);
+  if (!tr.tensorboardDir.empty())
+    t.tensorboardDir = besideSpec(specPath, tr.tensorboardDir);
   return t;
 }
 

@@ -25,13 +25,15 @@ ALLOWED = {
               "targets", "runtime"],
 }
 # runtime/ sub-folder -> runtime/ sub-folders it may include (besides
-# itself), lowest first: formats < kernels < comm, data < exec.
+# itself), lowest first: formats < kernels < comm, data < exec, and
+# tensorboard (the event files) beside kernels.
 RUNTIME_ALLOWED = {
     "formats": [],
     "kernels": ["formats"],
+    "tensorboard": ["formats"],
     "comm": ["formats", "kernels"],
     "data": ["formats", "kernels"],
-    "exec": ["formats", "kernels", "comm", "data"],
+    "exec": ["formats", "kernels", "comm", "data", "tensorboard"],
 }
 NO_LLVM = {"core", "runtime"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

@@ -94,3 +94,11 @@ megatron_python = python_that_runs(
 if megatron_python:
     config.available_features.add("megatron")
     config.substitutions.append(("%megatron_python", megatron_python))
+# TensorBoard's own event reader (EventAccumulator), which
+# scripts/python-env.sh adds to the same environment: %tensorboard_python
+# runs it for test/e2e/tensorboard.test; without it that test is UNSUPPORTED.
+tensorboard_python = python_that_runs(
+    "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator")
+if tensorboard_python:
+    config.available_features.add("tensorboard")
+    config.substitutions.append(("%tensorboard_python", tensorboard_python))

@@ -46,6 +46,8 @@ double Axis::pixel(double value) const {
 }
 
 std::string Axis::label(double value) const {
+  if (logarithmic)
+    return fmt::format("{:.3g}", std::pow(10.0, value));
   const int decimals = step >= 1 ? 0 : int(std::ceil(-std::log10(step) - 1e-9));
   // A tick at zero computed as a tiny negative number reads "0", not "-0".
   if (std::abs(value) < step * 1e-9)
@@ -94,6 +96,49 @@ Axis axisCovering(double lo, double hi, double fromPx, double toPx,
   a.hi = last * a.step;
   for (double k = first; k <= last; ++k)
     a.ticks.push_back(k * a.step);
+  return a;
+}
+
+Axis axisLogarithmic(double lo, double hi, double fromPx, double toPx,
+                     int mostIntervals) {
+  if (!(lo > 0) || !std::isfinite(lo) || !std::isfinite(hi) || !(hi > lo)) {
+    const double at = lo > 0 && std::isfinite(lo) ? lo : 1;
+    lo = at / 2;
+    hi = at * 2;
+  }
+  std::vector<double> values;
+  if (hi / lo >= 10) {
+    const int first = int(std::floor(std::log10(lo))),
+              last = int(std::ceil(std::log10(hi)));
+    for (double mantissa : {1.0, 2.0, 5.0})
+      for (int power = first; power <= last; ++power)
+        values.push_back(mantissa * std::pow(10.0, power));
+    std::sort(values.begin(), values.end());
+    values.erase(std::remove_if(values.begin(), values.end(),
+                                [&](double v) {
+                                  return v < lo * (1 - 1e-9) ||
+                                         v > hi * (1 + 1e-9);
+                                }),
+                 values.end());
+    // Too many: the powers of ten alone.
+    if (int(values.size()) > mostIntervals + 1)
+      values.erase(std::remove_if(values.begin(), values.end(),
+                                  [](double v) {
+                                    const double power =
+                                        std::round(std::log10(v));
+                                    return std::abs(v - std::pow(10.0, power)) >
+                                           1e-9 * v;
+                                  }),
+                   values.end());
+  } else {
+    const double step = niceStep(hi - lo, mostIntervals);
+    for (double k = std::ceil(lo / step - 1e-9); k * step <= hi * (1 + 1e-12);
+         ++k)
+      values.push_back(k * step);
+  }
+  Axis a{std::log10(lo), std::log10(hi), fromPx, toPx, 1, {}, true};
+  for (double v : values)
+    a.ticks.push_back(std::log10(v));
   return a;
 }
 

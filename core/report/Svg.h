@@ -10,6 +10,7 @@
 #ifndef HYPIPE_CORE_REPORT_SVG_H
 #define HYPIPE_CORE_REPORT_SVG_H
 
+#include <cmath>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,14 +22,23 @@ std::string xmlEscaped(std::string_view text);
 
 /// A linear axis: the values [lo, hi] drawn from pixel `fromPx` to `toPx`
 /// (toPx < fromPx for a y axis, which grows upwards), with ticks every `step`.
+/// A logarithmic one is linear in log10 of the values: lo, hi and the ticks
+/// are in log10 units.
 struct Axis {
   double lo = 0, hi = 1;
   double fromPx = 0, toPx = 1;
   double step = 1;
   std::vector<double> ticks;
+  bool logarithmic = false;
 
+  /// The pixel of `value` in the axis's units (a tick's).
   double pixel(double value) const;
-  /// `value` with as many decimals as the step has.
+  /// The pixel of a data value (its log10 on a logarithmic axis).
+  double pixelOf(double value) const {
+    return pixel(logarithmic ? std::log10(value) : value);
+  }
+  /// `value` with as many decimals as the step has; on a logarithmic axis
+  /// the value it stands for, to three digits.
   std::string label(double value) const;
 };
 
@@ -40,6 +50,12 @@ double niceStep(double span, int mostIntervals, double minStep = 0);
 /// `mostIntervals` intervals between them.
 Axis axisCovering(double lo, double hi, double fromPx, double toPx,
                   int mostIntervals, double minStep = 0);
+
+/// A logarithmic axis over [lo, hi] (both positive): ticks at 1, 2 and 5
+/// times the powers of ten inside (the powers alone when those are too
+/// many), or at a 1-2-5 step when the range spans less than a decade.
+Axis axisLogarithmic(double lo, double hi, double fromPx, double toPx,
+                     int mostIntervals);
 
 /// An axis over exactly [lo, hi] whose ticks are the multiples of the step
 /// inside it.

@@ -80,6 +80,7 @@ CheckpointInfo checkpointInfoOf(const Artifact &artifact, int64_t step,
   info.model = artifact.model.name;
   info.pattern = artifact.model.pattern;
   info.modelConfig = modelJson(artifact.model).dump();
+  info.optimizerConfig = optimizerJson(artifact.training).dump();
   info.layout = fmt::format("pp={},vpp={},dp={},schedule={},microbatches={}",
                             artifact.pp, artifact.vpp, artifact.dp,
                             schedule::scheduleName(artifact.schedule),
@@ -283,7 +284,8 @@ void Checkpointer::save(const std::string &root, int64_t step) {
   agreeAcrossRanks(comm, error, what);
 }
 
-int64_t Checkpointer::readState(const std::string &path, int64_t &decayEnd) {
+int64_t Checkpointer::readState(const std::string &path,
+                                TrainingConfig &saved) {
   CheckpointReader ckpt(path);
   const CheckpointInfo &info = ckpt.info();
   const TrainingConfig &t = artifact.training;
@@ -322,15 +324,29 @@ int64_t Checkpointer::readState(const std::string &path, int64_t &decayEnd) {
     }
     optimizer.loadState(i, w, m, v);
   }
-  decayEnd = info.lrDecaySteps;
+  saved = artifact.training;
+  saved.lrDecaySteps = info.lrDecaySteps;
+  if (!info.optimizerConfig.empty()) {
+    const std::string where = fmt::format(
+        "the optimizer_config in the metadata of '{}'", ckpt.location());
+    const nlohmann::json j =
+        nlohmann::json::parse(info.optimizerConfig, nullptr, false);
+    if (!j.is_object())
+      throw RuntimeError(fmt::format(
+          "error: {} is not a JSON object\nhelp: the checkpoint was edited "
+          "or is corrupt; use an earlier one",
+          where));
+    readOptimizerSettings(j, where, saved);
+    saved.lrDecaySteps = info.lrDecaySteps;
+  }
   return info.step;
 }
 
-int64_t Checkpointer::resume(const std::string &path, int64_t &decayEnd) {
+int64_t Checkpointer::resume(const std::string &path, TrainingConfig &saved) {
   std::string error;
   int64_t step = 0;
   try {
-    step = readState(path, decayEnd);
+    step = readState(path, saved);
   } catch (const RuntimeError &e) {
     error = e.what();
   }

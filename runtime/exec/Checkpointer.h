@@ -34,9 +34,11 @@ public:
   void save(const std::string &root, int64_t step);
   /// Restores parameters and AdamW state from a checkpoint (root, step
   /// directory or merged file, of any layout of the same model) and returns
-  /// the step it was saved after; `decayEnd` is its lr decay end (0: not
-  /// recorded). Throws CollectiveError.
-  int64_t resume(const std::string &path, int64_t &decayEnd);
+  /// the step it was saved after; `saved` becomes the artifact's training
+  /// settings with the checkpointed run's learning-rate schedule and AdamW
+  /// settings (those it records: its lr decay end, 0 when not recorded).
+  /// Throws CollectiveError.
+  int64_t resume(const std::string &path, TrainingConfig &saved);
   /// Replaces the parameters with those of a checkpoint (any layout of the
   /// same layers, or a `hypipe ckpt import` file); the optimizer state and
   /// the step stay fresh. Throws CollectiveError.
@@ -69,7 +71,7 @@ private:
                   const CheckpointInfo &info,
                   const std::vector<std::string> &writtenByRank,
                   std::string &error);
-  int64_t readState(const std::string &path, int64_t &decayEnd);
+  int64_t readState(const std::string &path, TrainingConfig &saved);
   /// Parameter `p`'s tensor `name` from `ckpt`: this rank's shard of the
   /// whole tensor the checkpoint holds, into `dst` (p.numel floats).
   void readShard(CheckpointReader &ckpt, const std::string &name,

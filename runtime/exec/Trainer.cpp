@@ -13,15 +13,6 @@
 
 namespace hypipe::rt {
 
-double learningRate(const TrainingConfig &c, int64_t step) {
-  if (c.warmupSteps > 0 && step <= c.warmupSteps)
-    return c.lr * double(step) / double(c.warmupSteps);
-  int64_t decaySteps = std::max<int64_t>(1, c.decayEnd() - c.warmupSteps);
-  double ratio =
-      std::min(1.0, double(step - c.warmupSteps) / double(decaySteps));
-  return c.minLr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (c.lr - c.minLr);
-}
-
 namespace {
 
 /// What every rank contributes to a step's end: loss, aux loss, squared
@@ -281,7 +272,8 @@ void Trainer::applyUpdate(StepStats &st) {
     if (coeff < 1.0)
       clip = coeff;
   }
-  st.lr = learningRate(t, st.step);
+  const int64_t samplesPerStep = globalBatch();
+  st.lr = t.lrSchedule(samplesPerStep).at((st.step - 1) * samplesPerStep);
   const double optimizerBegin = runtime->secondsSinceStart();
   optimizer->step(st.step, st.lr, clip);
   runtime->record({"optimizer step", schedule::kOptimizerCategory,

@@ -3,9 +3,10 @@
 // A step: the batch (StepBatch.h) runs through the rank's schedule program
 // (ScheduleRuntime.h) on its stages (Stage.h), the data-parallel gradient
 // reduction finishes (GradientSync.h), the gradients are clipped by the
-// global norm and AdamW steps (Optimizer.h) under warm-up + cosine
-// learning-rate decay; checkpoints go through Checkpointer.h. The trainer
-// opens the device and the transport and builds the parts over them.
+// global norm and AdamW steps (Optimizer.h) at Megatron's learning-rate
+// schedule (core/model/LrSchedule.h); checkpoints go through Checkpointer.h.
+// The trainer opens the device and the transport and builds the parts over
+// them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_EXEC_TRAINER_H
@@ -51,10 +52,6 @@ struct StepStats {
   int64_t liveTensorBytes = 0, stepPeakTensorBytes = 0;
 };
 
-/// Learning rate of step `step` (1-based): linear warm-up from 0, then
-/// cosine decay to min_lr at the last step (Megatron's schedule).
-double learningRate(const TrainingConfig &config, int64_t step);
-
 class Trainer {
 public:
   /// Loads the stage libraries of `comm`'s pipeline rank, opens the device
@@ -91,16 +88,17 @@ public:
   /// optimizer state and no training batch.
   double evaluate(int64_t first, int64_t batches);
 
-  /// Checkpointer::save, resume (setting resumedDecayEnd) and initFrom.
+  /// Checkpointer::save, resume (setting resumedTraining) and initFrom.
   void save(const std::string &root, int64_t step) {
     checkpointer->save(root, step);
   }
   int64_t resume(const std::string &path) {
-    return checkpointer->resume(path, resumedDecayEnd);
+    return checkpointer->resume(path, resumedTraining);
   }
   void initFrom(const std::string &path) { checkpointer->initFrom(path); }
-  /// The checkpoint's lr decay end after resume() (0: not recorded).
-  int64_t resumedDecayEnd = 0;
+  /// After resume(): the training settings with the checkpointed run's
+  /// learning-rate schedule and AdamW settings (Checkpointer::resume).
+  TrainingConfig resumedTraining;
 
   /// Peak bytes of this rank's tensors so far, measured on its device:
   /// parameters, gradients, AdamW moments (this rank's shard with the

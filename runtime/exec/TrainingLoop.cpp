@@ -14,6 +14,7 @@
 #include "runtime/formats/SafeTensors.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "runtime/kernels/cpu/Profile.h"
+#include "runtime/tensorboard/EventWriter.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -112,6 +113,9 @@ std::string outputsProblem(const RunOptions &o, const Artifact &a) {
   }
   if (!o.save.empty())
     if (Error err = files::checkDirectoryOutput(o.save, "--save"))
+      return "error: " + toString(err);
+  if (const std::string &events = a.training.tensorboardDir; !events.empty())
+    if (Error err = files::checkDirectoryOutput(events, "--tensorboard-dir"))
       return "error: " + toString(err);
   if (Error err = files::checkOutputsApart(outputs))
     return "error: " + toString(err);
@@ -250,7 +254,7 @@ void agreeOnOutputs(const RunOptions &o, const Artifact &artifact, Comm &comm) {
   agreeAcrossRanks(comm, error, "error: a rank cannot write the run's outputs");
 }
 
-/// A resumed run keeps the learning-rate schedule of the run that saved
+/// A resumed run keeps the learning-rate decay end of the run that saved
 /// the checkpoint unless this one asks for another (--lr-decay-steps or the
 /// spec's training.lr_decay_steps): a longer --steps alone then trains on
 /// at min_lr instead of stretching the cosine (which made lr jump).
@@ -270,6 +274,28 @@ void keepDecaySchedule(TrainingConfig &t, int64_t checkpointed, bool flag,
     fmt::print("lr schedule: decays by step {} as in the checkpointed run "
                "(this run ends at step {}; --lr-decay-steps N changes it)\n",
                checkpointed, t.steps);
+}
+
+/// A resumed run keeps the checkpointed run's learning-rate style, rates,
+/// warm-up and AdamW settings (Megatron's --use-checkpoint-opt_param-
+/// scheduler), so that it continues the run it resumes, unless
+/// --override-opt-param-scheduler asks for this run's; then its decay end
+/// (keepDecaySchedule).
+void keepOptimizerSettings(TrainingConfig &t, const TrainingConfig &saved,
+                           const RunOptions &o, bool say) {
+  nlohmann::json mine = optimizerJson(t), theirs = optimizerJson(saved);
+  for (nlohmann::json *j : {&mine, &theirs})
+    j->erase("lr_decay_steps");
+  if (mine != theirs && !o.overrideOptParamScheduler) {
+    if (say)
+      fmt::print("optimizer settings: as in the checkpointed run ({}); "
+                 "--override-opt-param-scheduler uses this run's ({})\n",
+                 theirs.dump(), mine.dump());
+    const int64_t decaySteps = t.lrDecaySteps;
+    readOptimizerSettings(optimizerJson(saved), "the checkpoint", t);
+    t.lrDecaySteps = decaySteps;
+  }
+  keepDecaySchedule(t, saved.lrDecaySteps, o.lrDecaySteps > 0, say);
 }
 
 /// A resumed run appends to its log; steps the log holds from `first` on
@@ -493,6 +519,8 @@ Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
     artifact.training.seed = o.seed;
   if (o.lrDecaySteps > 0)
     artifact.training.lrDecaySteps = o.lrDecaySteps;
+  if (!o.tensorboardDir.empty())
+    artifact.training.tensorboardDir = o.tensorboardDir;
   // One pipeline replica of one stage writes it (tp rank 0 gathering its
   // group's shards).
   if (!o.dump.empty() && ranks != artifact.tp)
@@ -598,8 +626,8 @@ int64_t startingStep(const RunOptions &o, Artifact &artifact, Trainer &trainer,
                      bool root) {
   if (!o.resume.empty()) {
     int64_t first = trainer.resume(o.resume) + 1;
-    keepDecaySchedule(artifact.training, trainer.resumedDecayEnd,
-                      o.lrDecaySteps > 0, root && !o.quiet);
+    keepOptimizerSettings(artifact.training, trainer.resumedTraining, o,
+                          root && !o.quiet);
     return first;
   }
   const std::string &from =
@@ -878,15 +906,56 @@ void printValidation(int64_t s, double loss, bool belowBar) {
 bool agreeOnStep(Comm &comm, bool stop, const StepStats &st,
                  nlohmann::json &record) {
   const std::vector<double> shared = comm.allgather(
-      {stop ? 1.0 : 0.0, double(st.sentBytes), double(st.bucketsInBackward)});
-  double sent = 0, early = 0;
-  for (size_t r = 0; r + 2 < shared.size(); r += 3) {
+      {stop ? 1.0 : 0.0, double(st.sentBytes), double(st.bucketsInBackward),
+       double(st.stepPeakTensorBytes)});
+  double sent = 0, early = 0, peak = 0;
+  for (size_t r = 0; r + 3 < shared.size(); r += 4) {
     sent += shared[r + 1];
     early += shared[r + 2];
+    peak = std::max(peak, shared[r + 3]);
   }
   record["p2p_bytes_sent"] = int64_t(sent);
   record["dp_buckets_in_backward"] = int64_t(early);
+  record["peak_tensor_bytes"] = int64_t(peak);
   return shared[0] != 0;
+}
+
+/// --tensorboard-dir's event file, opened by the rank that writes the JSON
+/// log (collective: when it cannot, every rank stops before the first
+/// step).
+std::unique_ptr<tensorboard::EventWriter>
+openTensorBoard(const Artifact &artifact, Comm &comm, bool root) {
+  std::unique_ptr<tensorboard::EventWriter> events;
+  std::string error;
+  if (root && !artifact.training.tensorboardDir.empty()) {
+    try {
+      events = std::make_unique<tensorboard::EventWriter>(
+          artifact.training.tensorboardDir);
+    } catch (const RuntimeError &e) {
+      error = e.what();
+    }
+  }
+  agreeAcrossRanks(comm, error,
+                   "error: the first rank cannot write its TensorBoard events");
+  return events;
+}
+
+/// A step's record of the JSON log in TensorBoard, under Megatron's tags
+/// (tensorboard/EventWriter.h), its validation loss with it where the step
+/// was evaluated.
+void logToTensorBoard(tensorboard::EventWriter &events,
+                      const nlohmann::json &record) {
+  events.scalars(
+      record["step"].get<int64_t>(),
+      {{tensorboard::kLossTag, record["loss"].get<double>()},
+       {tensorboard::kLearningRateTag, record["lr"].get<double>()},
+       {tensorboard::kGradNormTag, record["grad_norm"].get<double>()},
+       {tensorboard::kTokensPerSecondTag, record["tokens_per_s"].get<double>()},
+       {tensorboard::kPeakTensorBytesTag,
+        record["peak_tensor_bytes"].get<double>()}});
+  if (record.contains("validation_loss"))
+    events.validationLoss(record["step"].get<int64_t>(),
+                          record["validation_loss"].get<double>());
 }
 
 } // namespace
@@ -920,6 +989,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
   RunTotals t;
   t.first = startingStep(o, artifact, trainer, root);
   std::ofstream log = openJsonLog(o, t.first, root);
+  std::unique_ptr<tensorboard::EventWriter> events =
+      openTensorBoard(artifact, comm, root);
   // mpirun gives ranks a pseudo-terminal even when its own output is a
   // file, so hypipe train says which it wants.
   const bool tty =
@@ -968,6 +1039,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
         describeLaunch(record, data, t.first);
       log << record.dump() << "\n" << std::flush;
     }
+    if (events)
+      logToTensorBoard(*events, record);
     bool exiting = t.stopped || (o.exitInterval > 0 && s == o.exitInterval);
     const bool ending = s == total || exiting;
     saveIfDue(o, trainer, s, ending, root);

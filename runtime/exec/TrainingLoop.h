@@ -28,6 +28,12 @@ struct RunOptions {
   int64_t steps = 0, seed = -1, saveInterval = 0, exitInterval = 0;
   int64_t keepLast = 0;     ///< step directories of `save` kept; 0: all
   int64_t lrDecaySteps = 0; ///< --lr-decay-steps; 0: not given
+  /// --override-opt-param-scheduler: a resumed run takes its learning-rate
+  /// and AdamW settings from the artifact, not from the checkpoint.
+  bool overrideOptParamScheduler = false;
+  /// --tensorboard-dir: where rank 0 writes TensorBoard event files
+  /// (instead of the artifact's training.tensorboard_dir).
+  std::string tensorboardDir;
   /// --log-interval: a step line every N steps, the first and last too.
   int64_t logInterval = 1;
   /// --split: the train, validation and test weights instead of the

@@ -347,6 +347,97 @@ StageProgram parseProgram(const json &s, const StageEntry &e, Target target,
 
 } // namespace
 
+nlohmann::json optimizerJson(const TrainingConfig &t) {
+  json j = {{"lr", t.lr},
+            {"min_lr", t.minLr},
+            {"lr_decay_style", lrDecayStyleName(t.lrDecayStyle)},
+            {"warmup_steps", t.warmupSteps},
+            {"lr_decay_steps", t.lrDecaySteps},
+            {"lr_wsd_decay_iters", t.lrWsdDecaySteps},
+            {"lr_wsd_decay_style", wsdDecayStyleName(t.lrWsdDecayStyle)},
+            {"weight_decay", t.weightDecay},
+            {"grad_clip", t.gradClip},
+            {"adam_beta1", t.beta1},
+            {"adam_beta2", t.beta2},
+            {"adam_eps", t.eps}};
+  if (t.lrWarmupFraction)
+    j["lr_warmup_fraction"] = *t.lrWarmupFraction;
+  return j;
+}
+
+/// The help of settings a run never writes, in a manifest or a checkpoint.
+constexpr const char *kEditedSettings =
+    "the file was edited, corrupted or written by another version of hypipe: "
+    "recompile the artifact, or resume from an earlier checkpoint";
+
+void readOptimizerSettings(const nlohmann::json &j, const std::string &where,
+                           TrainingConfig &t) {
+  t.lr = field<double>(j, "lr", where);
+  t.minLr = field<double>(j, "min_lr", where);
+  t.warmupSteps = field<int64_t>(j, "warmup_steps", where);
+  t.lrDecaySteps = field<int64_t>(j, "lr_decay_steps", where);
+  t.weightDecay = field<double>(j, "weight_decay", where);
+  t.gradClip = field<double>(j, "grad_clip", where);
+  t.beta1 = field<double>(j, "adam_beta1", where);
+  t.beta2 = field<double>(j, "adam_beta2", where);
+  t.eps = field<double>(j, "adam_eps", where);
+  // The style named by `key` (its default in files written before
+  // Megatron's styles, which held only the cosine).
+  auto styleOf = [&](const char *key, const char *fallback, auto parse,
+                     const char *known) {
+    const std::string name =
+        optionalField<std::string>(j, key, fallback, where);
+    auto style = parse(name);
+    if (!style)
+      fail(fmt::format("{}: unknown {} '{}'; this hypipe knows {}", where, key,
+                       name, known),
+           kEditedSettings);
+    return *style;
+  };
+  t.lrDecayStyle =
+      styleOf("lr_decay_style", "cosine", parseLrDecayStyle,
+              "constant, linear, cosine, inverse-square-root and WSD");
+  t.lrWsdDecayStyle =
+      styleOf("lr_wsd_decay_style", "exponential", parseWsdDecayStyle,
+              "exponential, linear, cosine and minus_sqrt");
+  t.lrWsdDecaySteps = optionalField<int64_t>(j, "lr_wsd_decay_iters", 0, where);
+  if (j.contains("lr_warmup_fraction"))
+    t.lrWarmupFraction = field<double>(j, "lr_warmup_fraction", where);
+  // The schedule divides by these: a value the compiler refuses is an edit.
+  const int64_t decayEnd = t.decayEnd();
+  if (t.lrWsdDecaySteps < 0 ||
+      t.lrWsdDecaySteps > std::max<int64_t>(decayEnd, 0) ||
+      (t.lrDecayStyle == LrDecayStyle::Wsd && t.lrWsdDecaySteps < 1) ||
+      (t.lrWarmupFraction &&
+       !(*t.lrWarmupFraction >= 0 && *t.lrWarmupFraction < 1)) ||
+      !(t.eps > 0) || !(t.beta1 >= 0 && t.beta1 < 1) ||
+      !(t.beta2 >= 0 && t.beta2 < 1))
+    fail(fmt::format("{}: its learning-rate or AdamW settings are out of "
+                     "range (lr_wsd_decay_iters {}, lr_warmup_fraction {}, "
+                     "adam_beta1 {}, adam_beta2 {}, adam_eps {})",
+                     where, t.lrWsdDecaySteps,
+                     t.lrWarmupFraction ? fmt::format("{}", *t.lrWarmupFraction)
+                                        : std::string("unset"),
+                     t.beta1, t.beta2, t.eps),
+         kEditedSettings);
+}
+
+// As Megatron's get_optimizer_param_scheduler: the warm-up fraction of the
+// decay samples, the others iterations times the global batch.
+LrSchedule TrainingConfig::lrSchedule(int64_t globalBatch) const {
+  LrSchedule s;
+  s.style = lrDecayStyle;
+  s.maxLr = lr;
+  s.minLr = minLr;
+  s.decaySamples = decayEnd() * globalBatch;
+  s.warmupSamples = lrWarmupFraction
+                        ? *lrWarmupFraction * double(s.decaySamples)
+                        : double(warmupSteps * globalBatch);
+  s.wsdDecaySamples = lrWsdDecaySteps * globalBatch;
+  s.wsdStyle = lrWsdDecayStyle;
+  return s;
+}
+
 nlohmann::json modelJson(const ModelInfo &d) {
   return {{"name", d.name},
           {"pattern", d.pattern},
@@ -528,7 +619,7 @@ nlohmann::json manifestToJson(const Artifact &a) {
     packedPrograms.push_back(
         {{"microbatches", count}, {"programs", programsJson(a, programs)}});
   const TrainingConfig &t = a.training;
-  return {
+  json manifest = {
       {"format", "hypipe-artifact"},
       {"version", kArtifactVersion},
       {"target", targetName(a.target)},
@@ -551,17 +642,9 @@ nlohmann::json manifestToJson(const Artifact &a) {
         {"micro_batch_size", t.microBatchSize},
         {"steps", t.steps},
         {"seed", t.seed},
-        {"lr", t.lr},
-        {"min_lr", t.minLr},
-        {"warmup_steps", t.warmupSteps},
-        {"lr_decay_steps", t.lrDecaySteps},
         {"calculate_per_token_loss", t.perTokenLoss},
         {"init_from", t.initFrom},
-        {"weight_decay", t.weightDecay},
-        {"grad_clip", t.gradClip},
-        {"adam_beta1", t.beta1},
-        {"adam_beta2", t.beta2},
-        {"adam_eps", t.eps}}},
+        {"tensorboard_dir", t.tensorboardDir}}},
       {"data",
        {{"path", a.dataPath},
         {"format", dataFormatName(a.dataFormat)},
@@ -583,6 +666,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
       {"packed_programs", packedPrograms},
       {"forward_programs", programsJson(a, a.forwardPrograms)},
   };
+  manifest["training"].update(optimizerJson(t));
+  return manifest;
 }
 
 double runtimeBytesPerParameter(const Artifact &a) {
@@ -661,18 +746,12 @@ TrainingConfig parseTraining(const json &tr, const std::string &path) {
   t.microBatchSize = field<int64_t>(tr, "micro_batch_size", path);
   t.steps = field<int64_t>(tr, "steps", path);
   t.seed = field<int64_t>(tr, "seed", path);
-  t.lr = field<double>(tr, "lr", path);
-  t.minLr = field<double>(tr, "min_lr", path);
-  t.warmupSteps = field<int64_t>(tr, "warmup_steps", path);
-  t.lrDecaySteps = field<int64_t>(tr, "lr_decay_steps", path);
   t.perTokenLoss =
       optionalField<bool>(tr, "calculate_per_token_loss", false, path);
   t.initFrom = optionalField<std::string>(tr, "init_from", "", path);
-  t.weightDecay = field<double>(tr, "weight_decay", path);
-  t.gradClip = field<double>(tr, "grad_clip", path);
-  t.beta1 = field<double>(tr, "adam_beta1", path);
-  t.beta2 = field<double>(tr, "adam_beta2", path);
-  t.eps = field<double>(tr, "adam_eps", path);
+  t.tensorboardDir =
+      optionalField<std::string>(tr, "tensorboard_dir", "", path);
+  readOptimizerSettings(tr, path, t);
   return t;
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/data/DataFormat.h"
 #include "core/data/Packing.h"
+#include "core/model/LrSchedule.h"
 #include "core/model/ModelDims.h"
 #include "core/model/Precision.h"
 #include "core/schedule/CommKind.h"
@@ -24,6 +25,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -71,16 +73,40 @@ struct TrainingConfig {
   /// lr_decay_iters); 0: by `steps`.
   int64_t lrDecaySteps = 0;
   int64_t decayEnd() const { return lrDecaySteps > 0 ? lrDecaySteps : steps; }
-  /// AdamW's betas and epsilon: Megatron's defaults, stated here only.
+  /// AdamW's betas and epsilon (Megatron's --adam-beta1, --adam-beta2,
+  /// --adam-eps).
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// Megatron's --lr-decay-style, --lr-warmup-fraction (instead of
+  /// warmupSteps when set) and WSD's final decay (LrSchedule.h).
+  LrDecayStyle lrDecayStyle = LrDecayStyle::Cosine;
+  std::optional<double> lrWarmupFraction;
+  int64_t lrWsdDecaySteps = 0;
+  WsdDecayStyle lrWsdDecayStyle = WsdDecayStyle::Exponential;
+  /// The schedule these settings give a run of `globalBatch` samples a
+  /// step, in samples as Megatron counts it (the warm-up a fraction of
+  /// decayEnd() when lrWarmupFraction is set).
+  LrSchedule lrSchedule(int64_t globalBatch) const;
   /// training.init_from: the checkpoint the run's weights start from (an
   /// absolute path; empty: initialised from the seed).
   std::string initFrom;
+  /// training.tensorboard_dir (Megatron's --tensorboard-dir): where the
+  /// first rank writes TensorBoard event files (an absolute path; empty:
+  /// none).
+  std::string tensorboardDir;
   /// training.calculate_per_token_loss: each microbatch's mean loss enters
   /// with weight (its loss tokens) / (the global batch's); false: with
   /// weight 1 / (the global batch's microbatches), Megatron's default.
   bool perTokenLoss = false;
 };
+
+/// The learning-rate schedule and AdamW settings of `t` as the manifest's
+/// `training` keys of the same names: what a checkpoint also records
+/// (`optimizer_config`) so that a resumed run keeps them.
+/// readOptimizerSettings reads them back into `t`, throwing RuntimeError
+/// naming `where` and the field.
+nlohmann::json optimizerJson(const TrainingConfig &t);
+void readOptimizerSettings(const nlohmann::json &j, const std::string &where,
+                           TrainingConfig &t);
 
 /// The model's dimensions as the manifest records them (for tools and the
 /// PyTorch reference, which rebuild the model from them).

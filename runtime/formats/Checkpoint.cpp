@@ -112,6 +112,7 @@ CheckpointInfo infoFrom(const std::map<std::string, std::string> &m,
   info.pattern = get("pattern");
   info.layout = get("layout");
   info.modelConfig = get("model_config");
+  info.optimizerConfig = get("optimizer_config");
   return info;
 }
 
@@ -179,6 +180,8 @@ std::map<std::string, std::string> CheckpointInfo::metadata() const {
       {"layout", layout}};
   if (!modelConfig.empty())
     m["model_config"] = modelConfig;
+  if (!optimizerConfig.empty())
+    m["optimizer_config"] = optimizerConfig;
   return m;
 }
 

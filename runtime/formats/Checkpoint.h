@@ -39,6 +39,10 @@ struct CheckpointInfo {
   /// The artifact's `model` object as JSON text (modelJson), so that the
   /// checkpoint exports without its artifact; empty in older checkpoints.
   std::string modelConfig;
+  /// The run's learning-rate schedule and AdamW settings as JSON text
+  /// (optimizerJson), so that a resumed run keeps them; empty in older
+  /// checkpoints.
+  std::string optimizerConfig;
 
   /// As safetensors metadata (all values strings).
   std::map<std::string, std::string> metadata() const;

@@ -33,6 +33,9 @@ def main():
     after, _ = load_safetensors(merged)
     step = json.loads(open(log).readline())
     lr, norm = step["lr"], step["grad_norm"]
+    if not lr > 0:
+        print("MISMATCH: the step's lr is %r: its update changes no weight" % lr)
+        sys.exit(1)
     clip = 1.0
     if t["grad_clip"] > 0:
         clip = min(1.0, t["grad_clip"] / (norm + 1e-6))

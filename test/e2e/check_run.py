@@ -2,7 +2,9 @@
 """Checks what `hypipe train` leaves in its run directory; with RESUMED
 (checkpoint steps), that the run resumed from each of them: the log says so
 on the step after, and loss.svg marks them. loss.svg's axes are read from
-its ticks (a label per tick group), so values are checked, not pixels.
+its ticks (a label per tick group) in each panel, so values are checked,
+not pixels: the entropy and the resumes in the loss panel, each step's
+learning rate in the learning-rate panel.
 
 usage: check_run.py RUN_DIR STEPS [RESUMED...]"""
 import json
@@ -49,12 +51,31 @@ def value_at(svg, axis):
     return lambda p: v0 + (p - p0) * (v1 - v0) / (p1 - p0)
 
 
+def panel(svg, name):
+    """The group of loss.svg's panel `name`."""
+    return [g for g in svg.iter() if g.get("class") == "panel-" + name][0]
+
+
+def polyline(group, cls):
+    """The points of the polyline of class `cls` in `group`."""
+    lines = [e for e in group.iter() if e.tag.endswith("polyline")
+             and e.get("class") == cls]
+    if len(lines) != 1:
+        return []
+    return [tuple(map(float, p.split(","))) for p in lines[0].get("points").split()]
+
+
 svg = ET.parse(os.path.join(run, "loss.svg")).getroot()
-lines = [e for e in svg.iter() if e.tag.endswith("polyline")
-         and e.get("class") == "loss"]
-if len(lines) != 1 or len(lines[0].get("points").split()) != steps:
+loss_panel = panel(svg, "loss")
+if len(polyline(loss_panel, "loss")) != steps:
     errors.append("loss.svg has no loss polyline of %d points" % steps)
-step_at, loss_at = value_at(svg, "x"), value_at(svg, "y")
+step_at, loss_at = value_at(loss_panel, "x"), value_at(loss_panel, "y")
+lr_panel = panel(svg, "lr")
+lr_at = value_at(lr_panel, "y")
+pixel = abs(lr_at(1) - lr_at(0))
+drawn = [lr_at(y) for x, y in polyline(lr_panel, "lr")]
+if len(drawn) != steps or any(abs(d - r["lr"]) > pixel for d, r in zip(drawn, log)):
+    errors.append("loss.svg's learning rates %s are not the log's" % drawn[:5])
 marks = [e for e in svg.iter() if e.tag.endswith("line")]
 at = [loss_at(float(e.get("y1"))) for e in marks if e.get("class") == "entropy"]
 if entropy is not None and (len(at) != 1 or abs(at[0] - entropy) > 0.01):

@@ -6,8 +6,9 @@ usage: compare_logs.py A B same|different
                                          loss, relative)
        compare_logs.py A B validation TOL (the evaluations' steps, and their
                                          validation losses within TOL)
-       compare_logs.py A B tail N [TOL] (B's last N steps equal A's: bit for bit,
-                                         or loss and grad_norm within TOL)
+       compare_logs.py A B tail N [TOL] (B's last N steps equal A's: bit for bit
+                                         with their lr, or loss and grad_norm
+                                         within TOL)
        compare_logs.py A B tail N TOL loss (the losses alone within TOL)"""
 import json
 import sys
@@ -44,8 +45,8 @@ if mode == "validation":
     sys.exit(0 if same else 1)
 if mode == "tail":
     n = int(sys.argv[4])
-    want = [(r["step"], r["loss"], r["grad_norm"]) for r in a[-n:]]
-    got = [(r["step"], r["loss"], r["grad_norm"]) for r in b[-n:]]
+    want = [(r["step"], r["loss"], r["grad_norm"], r["lr"]) for r in a[-n:]]
+    got = [(r["step"], r["loss"], r["grad_norm"], r["lr"]) for r in b[-n:]]
     if len(sys.argv) > 5:
         tol = float(sys.argv[5])
         loss_only = len(sys.argv) > 6 and sys.argv[6] == "loss"

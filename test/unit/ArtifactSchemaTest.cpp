@@ -172,17 +172,50 @@ TEST(ArtifactSchema, MissingMicrobatchCountIsNamed) {
   }
 }
 
+/// Expects the manifest `m` refused with an error that says `why`.
+void expectRefused(const nlohmann::json &m, const std::string &why) {
+  try {
+    artifactFromJson(m, "<test>");
+    ADD_FAILURE() << "a manifest was accepted that should fail with: " << why;
+  } catch (const RuntimeError &e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
+}
+
+// Megatron's learning-rate and AdamW settings travel through the manifest
+// as written; an unknown style is refused, one missing is the cosine of
+// manifests written before the styles.
+TEST(ArtifactSchema, OptimizerSettingsRoundTrip) {
+  Artifact a = sample();
+  a.training.lrDecayStyle = LrDecayStyle::Wsd;
+  a.training.lrWsdDecaySteps = 2;
+  a.training.lrWsdDecayStyle = WsdDecayStyle::MinusSqrt;
+  a.training.lrWarmupFraction = 0.25;
+  a.training.beta1 = 0.8;
+  a.training.beta2 = 0.95;
+  a.training.eps = 1e-6;
+  a.training.tensorboardDir = "/tmp/tb";
+  const Artifact b = artifactFromJson(manifestToJson(a), "<test>");
+  EXPECT_EQ(optimizerJson(b.training), optimizerJson(a.training));
+  EXPECT_EQ(b.training.tensorboardDir, "/tmp/tb");
+  EXPECT_EQ(b.training.lrSchedule(6).warmupSamples,
+            0.25 * double(6 * a.training.decayEnd()));
+
+  nlohmann::json m = manifestToJson(a);
+  m["training"]["lr_decay_style"] = "wsd";
+  expectRefused(m, "unknown lr_decay_style 'wsd'");
+  m["training"].erase("lr_decay_style");
+  m["training"]["adam_eps"] = 0;
+  EXPECT_THROW(artifactFromJson(m, "<test>"), RuntimeError);
+  m["training"]["adam_eps"] = 1e-8;
+  EXPECT_EQ(artifactFromJson(m, "<test>").training.lrDecayStyle,
+            LrDecayStyle::Cosine);
+}
+
 TEST(ArtifactSchema, MissingFieldIsNamed) {
   nlohmann::json m = manifestToJson(sample());
   m["training"].erase("adam_beta2");
-  try {
-    artifactFromJson(m, "<test>");
-    FAIL() << "a manifest without adam_beta2 was accepted";
-  } catch (const RuntimeError &e) {
-    EXPECT_NE(std::string(e.what()).find("missing field 'adam_beta2'"),
-              std::string::npos)
-        << e.what();
-  }
+  expectRefused(m, "missing field 'adam_beta2'");
 }
 
 } // namespace

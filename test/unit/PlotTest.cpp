@@ -159,3 +159,120 @@ TEST(LossPlot, DrawsOnlyWhatTheLogHolds) {
   EXPECT_EQ(svg.find("resumed"), std::string::npos);
   EXPECT_EQ(lineValues(svg, "loss").size(), 10u);
 }
+
+namespace {
+
+/// The text of the panel `name` (`<g class="panel-NAME">` up to the next
+/// panel or the end of the picture).
+std::string panelOf(const std::string &svg, const std::string &name) {
+  const size_t begin = svg.find("<g class=\"panel-" + name + "\">");
+  if (begin == std::string::npos)
+    return std::string();
+  size_t end = svg.find("<g class=\"panel-", begin + 1);
+  return svg.substr(begin,
+                    end == std::string::npos ? std::string::npos : end - begin);
+}
+
+/// A run of `steps` steps: a cosine learning rate after 10 warm-up steps
+/// and a gradient norm that falls from 100 to 0.1.
+LossCurve runOf(int64_t steps) {
+  LossCurve curve = curveOf(1, steps);
+  for (int64_t s = 1; s <= steps; ++s) {
+    const double lr =
+        s <= 10
+            ? 1e-3 * double(s) / 10
+            : 1e-3 * 0.5 *
+                  (1 + std::cos(M_PI * double(s - 10) / double(steps - 10)));
+    curve.learningRates.push_back({s, lr});
+    curve.gradNorms.push_back(
+        {s, 100 * std::pow(1e-3, double(s - 1) / double(steps - 1))});
+  }
+  return curve;
+}
+
+} // namespace
+
+// The learning rate and the grad norm get panels of their own under the
+// loss, over the same steps; each line reads back off its panel's axes.
+TEST(LossPlot, LearningRateAndGradNormPanels) {
+  const LossCurve curve = runOf(100);
+  const std::string svg = lossSvg(curve);
+  for (const char *panel : {"loss", "lr", "grad-norm"})
+    EXPECT_NE(panelOf(svg, panel), "") << panel;
+  const std::string lr = panelOf(svg, "lr");
+  const auto x = ticks(lr, "x"), y = ticks(lr, "y");
+  expectTicksCover(x, 1, 100);
+  expectTicksCover(y, 0, 1e-3);
+  auto found = matches(lr, "<polyline class=\"lr\"[^>]*points=\"([^\"]*)\"");
+  ASSERT_EQ(found.size(), 1u);
+  auto points = matches(found[0][0], "([-0-9.]+),([-0-9.]+)");
+  ASSERT_EQ(points.size(), curve.learningRates.size());
+  const double lrPixel = std::abs(valueAt(y, 1) - valueAt(y, 0));
+  for (size_t i = 0; i < points.size(); ++i)
+    EXPECT_NEAR(valueAt(y, std::stod(points[i][1])),
+                curve.learningRates[i].second, lrPixel)
+        << i;
+  EXPECT_NE(panelOf(svg, "grad-norm").find("class=\"grad-norm-smoothed\""),
+            std::string::npos);
+  // A log without them draws the loss alone.
+  EXPECT_EQ(lossSvg(curveOf(1, 100)).find("panel-lr"), std::string::npos);
+}
+
+// --log-scale: the grad norm's ticks at the powers of ten it spans, each
+// point at log10 of its value between them.
+TEST(LossPlot, LogScaleTicksAtPowersOfTen) {
+  const LossCurve curve = runOf(50);
+  const std::string panel = panelOf(lossSvg(curve, {true}), "grad-norm");
+  const auto y = ticks(panel, "y");
+  std::vector<double> labels;
+  for (auto [pixel, value] : y)
+    labels.push_back(value);
+  EXPECT_EQ(labels, (std::vector<double>{0.1, 1, 10, 100}));
+  auto found =
+      matches(panel, "<polyline class=\"grad-norm\"[^>]*points=\"([^\"]*)\"");
+  ASSERT_EQ(found.size(), 1u);
+  auto points = matches(found[0][0], "([-0-9.]+),([-0-9.]+)");
+  ASSERT_EQ(points.size(), curve.gradNorms.size());
+  // Pixel per decade from the ticks at 1 and 10.
+  const double one = y[1].first, decade = y[2].first - y[1].first;
+  for (size_t i = 0; i < points.size(); ++i)
+    EXPECT_NEAR(std::stod(points[i][1]),
+                one + std::log10(curve.gradNorms[i].second) * decade, 0.06)
+        << i;
+}
+
+// hypipe plot: every run a line of its own colour in each panel, named in
+// the legend.
+TEST(LossPlot, OverlayDrawsEachRun) {
+  LossCurve a = runOf(30), b = runOf(60);
+  a.title = "run-a";
+  b.title = "run <b>";
+  const std::string svg = overlaySvg({a, b}, "two runs");
+  for (const char *panel : {"loss", "lr", "grad-norm"}) {
+    auto colours =
+        matches(panelOf(svg, panel), "<polyline class=\"[^\"]*\" fill=\"none\" "
+                                     "stroke=\"([^\"]*)\"");
+    ASSERT_EQ(colours.size(), 2u) << panel;
+    EXPECT_NE(colours[0][0], colours[1][0]) << panel;
+  }
+  EXPECT_NE(svg.find(">run-a</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">run &lt;b&gt;</text>"), std::string::npos);
+  expectTicksCover(ticks(panelOf(svg, "loss"), "x"), 1, 60);
+}
+
+// The curves a JSON log gives, its junk lines skipped.
+TEST(LossPlot, CurveOfJsonLog) {
+  const LossCurve curve = lossCurveOfLog(
+      "{\"step\": 1, \"loss\": 5.5, \"lr\": 0, \"grad_norm\": 2.5, "
+      "\"unigram_entropy\": 4.25}\n"
+      "not json\n"
+      "{\"step\": \"two\", \"loss\": 1}\n"
+      "{\"step\": 7, \"loss\": 4.5, \"lr\": 1e-3, \"grad_norm\": 1.5, "
+      "\"resumed\": true}");
+  ASSERT_EQ(curve.points.size(), 2u);
+  EXPECT_EQ(curve.points[1], (std::pair<int64_t, double>{7, 4.5}));
+  EXPECT_EQ(curve.learningRates[1], (std::pair<int64_t, double>{7, 1e-3}));
+  EXPECT_EQ(curve.gradNorms[0], (std::pair<int64_t, double>{1, 2.5}));
+  EXPECT_EQ(curve.unigramEntropy, 4.25);
+  EXPECT_EQ(curve.resumedFrom, (std::vector<int64_t>{6}));
+}

@@ -97,7 +97,15 @@ void addRunOptions(CLI::App &app, RunOptions &options,
   app.add_option("--save-interval", options.saveInterval,
                  "save every N steps (default: only after the last step)")
       ->check(wholeAtLeast(1));
-  app.add_option("--lr-decay-steps", options.lrDecaySteps,
+  app.add_option("--tensorboard-dir", options.tensorboardDir,
+                 "write TensorBoard event files here (Megatron's flag; "
+                 "instead of the spec's training.tensorboard_dir): loss, "
+                 "learning rate, grad norm, tokens/s, peak tensor bytes");
+  app.add_flag("--override-opt-param-scheduler",
+               options.overrideOptParamScheduler,
+               "on resume, use this artifact's learning-rate schedule and "
+               "AdamW settings instead of the checkpoint's (Megatron's flag)");
+  app.add_option("--lr-decay-steps,--lr-decay-iters", options.lrDecaySteps,
                  "the step by which the learning rate reaches min_lr "
                  "(Megatron's --lr-decay-iters; default: the spec's, else "
                  "the last step; on resume: the checkpointed run's)")

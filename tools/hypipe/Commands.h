@@ -32,6 +32,8 @@ void addDataCommand(CLI::App &app, Runner &run);
 void addGridCommand(CLI::App &app, Runner &run);
 /// `hypipe split`: the documents of each part of Megatron-LM's --split.
 void addSplitCommand(CLI::App &app, Runner &run);
+/// `hypipe plot RUN...`: several runs' curves in one picture.
+void addPlotCommand(CLI::App &app, Runner &run);
 
 /// The cluster a step is timed on (plan and explain).
 struct ClusterOptions {

@@ -666,9 +666,38 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
            name, [&slot](const double &v) { slot = v; }, what)
         ->check(finiteNumber());
   };
+  // Megatron-LM's learning-rate and AdamW flags: training's keys (the
+  // loader checks them, and an error names the flag).
   real("--lr", o.lr, "peak learning rate (training.lr)");
   real("--min-lr", o.minLr,
-       "learning rate the cosine decay ends at (training.min_lr)");
+       "learning rate the decay ends at (training.min_lr)");
+  auto word = [&](const char *name, std::optional<std::string> &slot,
+                  const char *what) {
+    sub->add_option_function<std::string>(
+        name, [&slot](const std::string &v) { slot = v; }, what);
+  };
+  word("--lr-decay-style", o.lrDecayStyle,
+       "constant, linear, cosine, inverse-square-root or WSD "
+       "(training.lr_decay_style; default cosine)");
+  opt("--lr-warmup-iters", o.lrWarmupIters,
+      "steps of linear warm-up from 0 (training.warmup_steps)");
+  real("--lr-warmup-fraction", o.lrWarmupFraction,
+       "warm up over this fraction of the decay steps instead "
+       "(training.lr_warmup_fraction)");
+  opt("--lr-wsd-decay-iters", o.lrWsdDecayIters,
+      "WSD: the last steps of the decay, over which lr falls to min_lr "
+      "(training.lr_wsd_decay_iters)");
+  word("--lr-wsd-decay-style", o.lrWsdDecayStyle,
+       "WSD's final decay: exponential, linear, cosine or minus_sqrt "
+       "(training.lr_wsd_decay_style; default exponential)");
+  real("--weight-decay", o.weightDecay,
+       "AdamW's decoupled weight decay (training.weight_decay)");
+  real("--clip-grad", o.clipGrad,
+       "clip gradients to this global norm; 0: no clipping "
+       "(training.grad_clip)");
+  real("--adam-beta1", o.adamBeta1, "AdamW's beta1 (training.adam_beta1)");
+  real("--adam-beta2", o.adamBeta2, "AdamW's beta2 (training.adam_beta2)");
+  real("--adam-eps", o.adamEps, "AdamW's epsilon (training.adam_eps)");
   sub->add_flag_function(
       "--bf16", [&o](int64_t) { o.dtype = "bf16"; },
       "train in bf16: Megatron's --bf16, the same as --dtype bf16");

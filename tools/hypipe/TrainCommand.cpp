@@ -69,6 +69,7 @@ namespace {
 
 struct TrainOptions {
   std::string spec, runDir, jsonLog, data, resume, initFrom, costsOut;
+  std::string tensorboardDir;      ///< --tensorboard-dir; empty: the spec's
   std::string launcher = "mpirun"; ///< mpirun or srun (HYPIPE_MPIRUN wins)
   std::string hostfile;      ///< --hostfile: mpirun's, naming hosts and slots
   double startTimeout = 300; ///< --start-timeout: seconds until a rank runs
@@ -85,6 +86,10 @@ struct TrainOptions {
   double watchdog = -1;   ///< -1: hypipe-run's default
   int threads = 0;
   bool noSave = false, overwrite = false;
+  bool logScale = false; ///< --log-scale: RUN/loss.svg's loss axes
+  /// --override-opt-param-scheduler: on resume, this run's learning-rate
+  /// and AdamW settings rather than the checkpoint's.
+  bool overrideOptParamScheduler = false;
   bool noTrace = false; ///< --no-trace: no RUN/trace.json, no measured bubble
 };
 
@@ -167,6 +172,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   addIf("--save-interval", std::to_string(o.saveInterval), o.saveInterval > 0);
   addIf("--keep-last", std::to_string(o.keepLast), o.keepLast > 0);
   addIf("--lr-decay-steps", std::to_string(o.lrDecaySteps), o.lrDecaySteps > 0);
+  addIf("--tensorboard-dir", o.tensorboardDir, !o.tensorboardDir.empty());
   addIf("--watchdog", fmt::format("{:g}", o.watchdog), o.watchdog >= 0);
   addIf("--threads", std::to_string(o.threads), o.threads > 0);
   addIf("--comm", o.comm, !o.comm.empty());
@@ -986,6 +992,12 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
     argv.push_back("--lr-decay-steps");
     argv.push_back(std::to_string(o.lrDecaySteps));
   }
+  if (o.overrideOptParamScheduler)
+    argv.push_back("--override-opt-param-scheduler");
+  if (!o.tensorboardDir.empty()) {
+    argv.push_back("--tensorboard-dir");
+    argv.push_back(o.tensorboardDir);
+  }
   if (!o.resume.empty()) {
     argv.push_back("--resume");
     argv.push_back(o.resume == "auto" ? run + "/ckpt" : o.resume);
@@ -1027,29 +1039,21 @@ struct LoggedRun {
 
 LoggedRun readRunLog(const std::string &log) {
   LoggedRun logged;
+  const std::string text = readFile(log);
+  logged.curve = report::lossCurveOfLog(text);
   double secondsPerToken = 0;
-  int64_t timed = 0;
-  std::istringstream in(readFile(log));
+  int64_t timed = 0, steps = 0;
+  std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded())
       continue;
-    const int64_t step = j["step"].get<int64_t>();
-    logged.curve.points.push_back({step, j["loss"].get<double>()});
     if (j.contains("microbatches"))
       logged.maxMicrobatches =
           std::max(logged.maxMicrobatches, j["microbatches"].get<int64_t>());
-    // The first record of each launch says these (hypipe-run's log).
-    if (j.contains("unigram_entropy"))
-      logged.curve.unigramEntropy = j["unigram_entropy"].get<double>();
-    if (j.value("resumed", false))
-      logged.curve.resumedFrom.push_back(step - 1);
-    if (j.contains("validation_loss"))
-      logged.curve.validation.push_back(
-          {step, j["validation_loss"].get<double>()});
     // Every step has the same tokens: the mean rate is the harmonic mean
     // of the steps' rates.
-    if (logged.curve.points.size() > 1) {
+    if (++steps > 1) {
       secondsPerToken += 1.0 / j["tokens_per_s"].get<double>();
       ++timed;
     }
@@ -1160,7 +1164,7 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
       "{} ({}), pp {} vpp {} dp {}, {}", spec.name, spec.pattern.text,
       spec.parallel.pp, spec.parallel.vpp, spec.parallel.dp,
       schedule::scheduleName(spec.parallel.schedule));
-  writeRunFile(run + "/loss.svg", report::lossSvg(logged.curve));
+  writeRunFile(run + "/loss.svg", report::lossSvg(logged.curve, {o.logScale}));
   writeRunFile(run + "/summary.json", summary.dump(2) + "\n");
   fmt::print("  wrote {0}/loss.svg, {0}/summary.json, {1}{2}{3}\n", run, log,
              traced ? fmt::format(", {0}/trace.json (measured) and "
@@ -1406,6 +1410,8 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "checkpoint every N steps (always after the last)")
       ->check(wholeAtLeast(1));
   sub->add_flag("--no-save", o->noSave, "write no checkpoints");
+  sub->add_flag("--log-scale", o->logScale,
+                "draw RUN/loss.svg's loss and grad-norm axes logarithmic");
   CLI::Option *noTrace = sub->add_flag(
       "--no-trace", o->noTrace,
       "write no RUN/trace.json (the summary then has no measured bubble)");
@@ -1434,7 +1440,13 @@ void addTrainCommand(CLI::App &app, Runner &run) {
                   "start from these weights (a checkpoint or a `hypipe ckpt "
                   "import` file) with a fresh optimizer: fine-tuning "
                   "(instead of training.init_from)");
-  sub->add_option("--lr-decay-steps", o->lrDecaySteps,
+  sub->add_option("--tensorboard-dir", o->tensorboardDir,
+                  "write TensorBoard event files here (Megatron's flag; "
+                  "instead of the spec's training.tensorboard_dir)");
+  sub->add_flag("--override-opt-param-scheduler", o->overrideOptParamScheduler,
+                "on resume, use this run's learning-rate schedule and AdamW "
+                "settings instead of the checkpoint's (Megatron's flag)");
+  sub->add_option("--lr-decay-steps,--lr-decay-iters", o->lrDecaySteps,
                   "the step by which the learning rate reaches min_lr "
                   "(default: the spec's training.lr_decay_steps, else the "
                   "last step; a resumed run keeps its checkpoint's)")

@@ -24,6 +24,7 @@ int main(int argc, char **argv) {
   hypipe::cli::addTrainCommand(app, run);
   hypipe::cli::addCheckpointCommand(app, run);
   hypipe::cli::addDataCommand(app, run);
+  hypipe::cli::addPlotCommand(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
