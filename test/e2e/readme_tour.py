@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Runs every command of the README's tour ("A five-minute tour" and "Train
-it"), in order, as a reader would, and checks the output the README shows.
+"""Runs every command of the README's tour ("A five-minute tour", "Train
+it" and "From text to a trained model"), in order, as a reader would, and checks the output the README shows.
 
 A `console` block is `$ command` lines, each followed by the output it
 shows; an `sh` block is commands alone (`\\` continues a line, `#` starts a
@@ -22,7 +22,7 @@ import re
 import subprocess
 import sys
 
-SECTIONS = ("## A five-minute tour", "## Train it")
+SECTIONS = ("## A five-minute tour", "## Train it", "## From text to a trained model")
 
 
 def tour_blocks(readme, sections=SECTIONS):

@@ -1160,10 +1160,13 @@ int summariseRun(const TrainOptions &o, const ModelSpec &spec,
               : "");
   const bool traced =
       reportMeasurements(o, run, artifact, trace, logged, summary);
+  const ParallelSpec &par = spec.parallel;
   logged.curve.title = fmt::format(
-      "{} ({}), pp {} vpp {} dp {}, {}", spec.name, spec.pattern.text,
-      spec.parallel.pp, spec.parallel.vpp, spec.parallel.dp,
-      schedule::scheduleName(spec.parallel.schedule));
+      "{} ({}), {}pp {} vpp {} dp {}, {}", spec.name, spec.pattern.text,
+      par.tp > 1
+          ? fmt::format("tp {}{} ", par.tp, par.sequenceParallel ? " sp" : "")
+          : "",
+      par.pp, par.vpp, par.dp, schedule::scheduleName(par.schedule));
   writeRunFile(run + "/loss.svg", report::lossSvg(logged.curve, {o.logScale}));
   writeRunFile(run + "/summary.json", summary.dump(2) + "\n");
   fmt::print("  wrote {0}/loss.svg, {0}/summary.json, {1}{2}{3}\n", run, log,
