@@ -884,16 +884,13 @@ std::optional<int64_t> firstValidationBatch(const RunOptions &o, int64_t s,
   return before * o.evalIters;
 }
 
-/// Megatron's perplexity of a loss: exp(min(20, loss)).
-double perplexity(double loss) { return std::exp(std::min(20.0, loss)); }
-
 /// Megatron's validation lines, framed by dashes; `belowBar`: after a
 /// progress bar the step has not ended with a newline.
 void printValidation(int64_t s, double loss, bool belowBar) {
   const std::string line = fmt::format(
       " validation loss at iteration {} | lm loss value: {:.6E} | lm loss "
       "PPL: {:.6E} | ",
-      s, loss, perplexity(loss));
+      s, loss, tensorboard::perplexity(loss));
   const std::string rule(line.size(), '-');
   // Below a progress bar, which the next step redraws on a line of its own.
   fmt::print("{}{}\n{}\n{}\n", belowBar ? "\n" : "", rule, line, rule);
@@ -1031,7 +1028,7 @@ int runTraining(const RunOptions &o, Comm &comm) {
             firstValidationBatch(o, s, total)) {
       validation = trainer.evaluate(*first, o.evalIters);
       record["validation_loss"] = *validation;
-      record["validation_ppl"] = perplexity(*validation);
+      record["validation_ppl"] = tensorboard::perplexity(*validation);
     }
     t.stopped = agreeOnStep(comm, root && fileExists(o.stopFile), st, record);
     if (log) {

@@ -78,7 +78,7 @@ void EventWriter::scalars(
 
 void EventWriter::validationLoss(int64_t step, double loss) {
   scalars(step, {{kValidationLossTag, loss},
-                 {kValidationPerplexityTag, std::exp(std::min(20.0, loss))}});
+                 {kValidationPerplexityTag, perplexity(loss)}});
 }
 
 void EventWriter::writeRecord(const std::string &data) {

@@ -12,6 +12,8 @@
 #ifndef HYPIPE_RUNTIME_TENSORBOARD_EVENTWRITER_H
 #define HYPIPE_RUNTIME_TENSORBOARD_EVENTWRITER_H
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -58,6 +60,10 @@ private:
   std::string file;
   std::ofstream out;
 };
+
+/// Megatron's perplexity of a loss: exp(min(20, loss)). What the JSON log,
+/// the console and validationLoss report beside a validation loss.
+inline double perplexity(double loss) { return std::exp(std::min(20.0, loss)); }
 
 } // namespace hypipe::tensorboard
 
