@@ -698,6 +698,13 @@ std::string tensorParallelRefusal(const ModelSpec &spec, int64_t tp) {
   for (const rt::LayerShape &shape : kinds)
     if (std::string why = rt::tensorParallelProblem(shape, tp); !why.empty())
       return why;
+  // MoE layers split only with sequence parallelism (Megatron-LM's rule),
+  // which needs the sequence to divide (planLayouts).
+  const std::string used = spec.pattern.layers() + spec.pattern.mtp;
+  if (used.find('E') != std::string::npos && spec.training.seqLength % tp != 0)
+    return fmt::format("MoE layers split only with sequence parallelism, and "
+                       "seq_length ({}) is not a multiple of {}",
+                       spec.training.seqLength, tp);
   return "";
 }
 

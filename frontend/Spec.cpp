@@ -371,6 +371,7 @@ private:
   /// pattern's layer or MTP parts.
   llvm::Error tensorParallelError(char part, const std::string &why);
   llvm::Error checkSequenceParallel();
+  llvm::Error checkMoeNeedsSequenceParallel();
   llvm::Error checkRecompute();
   llvm::Error checkRecomputeModules();
   llvm::Error checkSplit();
@@ -1822,7 +1823,7 @@ llvm::Error Loader::tensorParallelError(char part, const std::string &why) {
   // only ever fail on a width, above).
   const std::string help =
       fmt::format("use tp 1 for a model with {} layers ('{}'); "
-                  "tensor parallelism splits the M, * and - layers",
+                  "tensor parallelism splits the M, *, - and E layers",
                   layerSymbolName(part), part);
   if (!patternNode) // a pattern from ratios: tp is what to change
     return error(nodeFor("parallel", "tp"), message, help);
@@ -1837,7 +1838,7 @@ llvm::Error Loader::checkSequenceParallel() {
   const ModelSpec &spec = draft.spec;
   const int64_t tp = spec.parallel.tp;
   if (!spec.parallel.sequenceParallel)
-    return llvm::Error::success();
+    return checkMoeNeedsSequenceParallel();
   if (tp == 1)
     return error(nodeFor("parallel", "sequence_parallel"),
                  "sequence_parallel splits the tokens over the "
@@ -1862,6 +1863,31 @@ llvm::Error Loader::checkSequenceParallel() {
       below > 0 ? fmt::format("use {} or {}, or remove sequence_parallel",
                               below, above)
                 : fmt::format("use {}, or remove sequence_parallel", above));
+}
+
+/// Megatron-LM splits MoE layers over tensor-parallel ranks only with
+/// sequence parallelism (megatron/training/arguments.py refuses the rest).
+llvm::Error Loader::checkMoeNeedsSequenceParallel() {
+  const ModelSpec &spec = draft.spec;
+  const int64_t tp = spec.parallel.tp;
+  const std::string used = spec.pattern.layers() + spec.pattern.mtp;
+  if (tp == 1 || used.find('E') == std::string::npos)
+    return llvm::Error::success();
+  const std::string tpText =
+      overridden.count("parallel.tp")
+          ? fmt::format("--tensor-model-parallel-size is {}", tp)
+          : fmt::format("parallel.tp is {}", tp);
+  const std::string message = fmt::format(
+      "MoE layers ('E') split over tensor-parallel ranks only with sequence "
+      "parallelism, as Megatron-LM requires, and {} without it",
+      tpText);
+  const std::string help =
+      "set parallel.sequence_parallel: true (--sequence-parallel), or use "
+      "tp 1";
+  if (!patternNode || spec.pattern.text.find('E') == std::string::npos)
+    return error(nodeFor("parallel", "tp"), message, help);
+  return error(locInScalar(patternNode, spec.pattern.text.find('E')), 1,
+               message, help);
 }
 
 /// training.recompute by Megatron-LM's rules for its --recompute-* flags

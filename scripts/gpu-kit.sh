@@ -128,11 +128,12 @@ for dtype in fp32 bf16; do
 done
 # Tensor parallelism (issue 49): tp 2 with sequence parallelism on the cuda
 # target, held to the cpu target's tp 1 run of the same spec (the same
-# losses at every tp: docs/tensor-parallel.md), with an MTP depth (its
-# vocabulary-parallel lookup and column-parallel eh_proj).
-sed "s|pattern: \"M\\*-M\\*-M-\"|pattern: \"M*-M*-M-/*-\"|; s|\.\./\.\./\.\./examples|$root/examples|" \
-  "$root/test/e2e/Inputs/tp.yaml" > "$tmp/tp-mtp.yaml"
-grep -q '/\*-"' "$tmp/tp-mtp.yaml" || { echo "gpu-kit.sh: no MTP depth in tp-mtp.yaml" >&2; exit 1; }
+# losses at every tp: docs/tensor-parallel.md): every layer kind that splits
+# (M, *, -, E with its tp-split experts) and an MTP depth holding a MoE
+# layer (its vocabulary-parallel lookup and column-parallel eh_proj).
+sed "s|pattern: \"ME\\*E-ME\\*\"|pattern: \"ME*E-ME*/*E\"|; s|\.\./\.\./\.\./examples|$root/examples|" \
+  "$root/test/e2e/Inputs/tp-moe.yaml" > "$tmp/tp-mtp.yaml"
+grep -q '/\*E"' "$tmp/tp-mtp.yaml" || { echo "gpu-kit.sh: no MTP depth in tp-mtp.yaml" >&2; exit 1; }
 compile "$tmp/tp-mtp.yaml" --tp 2 --sequence-parallel --target cuda -o "$kit/art/tp2-sp"
 compile "$tmp/tp-mtp.yaml" --target cpu -o "$tmp/tp-cpu"
 "$run" "$tmp/tp-cpu" -q --steps 20 --json-log "$kit/cpu/tp.jsonl" \

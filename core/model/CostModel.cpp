@@ -128,8 +128,10 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     return c;
   }
   case 'E': {
-    // Not split over tp (tensorParallelProblem): tp is 1 here.
-    const int64_t f = d.expertFfnHidden(), up = upWidth(d, f), k = d.moeTopK;
+    // Every expert's width split over tp (tensorParallelShard); every rank
+    // routes all the microbatch's tokens with the replicated router.
+    const int64_t f = d.expertFfnHidden() / tp, up = upWidth(d, f),
+                  k = d.moeTopK;
     addLinear(c, t, h, d.numExperts); // router
     // Every expert's weights exist; each token runs through k of them.
     ItemCost expert;
@@ -139,9 +141,12 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     c.forwardFlops += expert.forwardFlops;
     c.backwardInputFlops += expert.backwardInputFlops;
     c.backwardWeightFlops += expert.backwardWeightFlops;
+    // Kept: the input (the rank's rows), the normed input whole, the
+    // probabilities, and per routed row its input, fc1 output and
+    // activation.
     c.activationBytes =
-        t * (2 * h + d.numExperts) * e + t * k * (h + up + f) * e;
-    c.params = rt::numel(rt::moeShape(d).params(1));
+        stream + t * (h + d.numExperts) * e + t * k * (h + up + f) * e;
+    c.params = rt::rankNumel(rt::moeShape(d).params(1), tp);
     return c;
   }
   default:

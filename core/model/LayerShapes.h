@@ -378,6 +378,13 @@ struct AttentionShape {
   }
 };
 
+/// The row sections of an fc1 weight of `ffn` rows a section: [gate; up]
+/// with SwiGLU, cut section by section over tensor-parallel ranks.
+inline std::vector<int64_t> fc1SectionsOf(Activation act, int64_t ffn) {
+  return act == Activation::Swiglu ? std::vector<int64_t>{ffn, ffn}
+                                   : std::vector<int64_t>{ffn};
+}
+
 struct MlpShape {
   /// f(name, field) for each field (forEachField).
   template <class Self, class F> static void fields(Self &s, F &&f) {
@@ -388,10 +395,7 @@ struct MlpShape {
   int64_t hidden, ffn;
   Activation act = Activation::SquaredRelu;
   int64_t fc1Width() const { return act == Activation::Swiglu ? 2 * ffn : ffn; }
-  std::vector<int64_t> fc1Sections() const {
-    return act == Activation::Swiglu ? std::vector<int64_t>{ffn, ffn}
-                                     : std::vector<int64_t>{ffn};
-  }
+  std::vector<int64_t> fc1Sections() const { return fc1SectionsOf(act, ffn); }
 
   std::vector<ParamSpec> params(int64_t numLayers) const {
     return {
@@ -446,17 +450,21 @@ struct MoeShape {
         {"mlp.router.weight", {experts, hidden}, Init::Normal, kInitStd},
     };
     // Grouped experts (TEGroupedMLP), as Megatron's hybrid MoE spec builds
-    // them: weight<e> per expert.
+    // them: weight<e> per expert, over tensor-parallel ranks fc1
+    // column-parallel ([gate; up] cut section by section) and fc2
+    // row-parallel, as the dense MLP's.
+    const std::vector<int64_t> fc1Sections = fc1SectionsOf(act, ffn);
     for (int64_t e = 0; e < experts; ++e) {
       std::string id = std::to_string(e);
-      p.push_back({"mlp.experts.linear_fc1.weight" + id,
-                   {fc1Width(), hidden},
-                   Init::Normal,
-                   kInitStd});
-      p.push_back({"mlp.experts.linear_fc2.weight" + id,
-                   {hidden, ffn},
-                   Init::Normal,
-                   scaledStd(numLayers)});
+      p.push_back(splitRows({"mlp.experts.linear_fc1.weight" + id,
+                             {fc1Width(), hidden},
+                             Init::Normal,
+                             kInitStd},
+                            fc1Sections));
+      p.push_back(splitColumns({"mlp.experts.linear_fc2.weight" + id,
+                                {hidden, ffn},
+                                Init::Normal,
+                                scaledStd(numLayers)}));
     }
     return p;
   }

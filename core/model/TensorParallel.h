@@ -27,8 +27,8 @@
 namespace hypipe::rt {
 
 /// Why a `shape` layer cannot be split over `tp` ranks ("" when it can):
-/// Megatron-LM's divisibility rules, and the kinds hypipe does not split
-/// yet (MoE).
+/// Megatron-LM's divisibility rules. (A MoE layer also needs sequence
+/// parallelism: the spec's check, which knows the layout.)
 inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
   if (tp == 1)
     return "";
@@ -61,8 +61,10 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
             why = divides(s.vocab, "vocab_size");
         } else if constexpr (std::is_same_v<S, MtpOutputShape>) {
           why = divides(s.vocab, "vocab_size");
-        } else {
-          why = "MoE layers do not split over tensor-parallel ranks yet";
+        } else if constexpr (std::is_same_v<S, MoeShape>) {
+          // Expert tensor parallelism at Megatron-LM's default, the
+          // tensor-parallel size: every expert's width split.
+          why = divides(s.ffn, "moe_ffn_hidden_size");
         }
         return why;
       },
@@ -80,7 +82,8 @@ inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp) {
                       std::is_same_v<S, AttentionShape>) {
           s.heads /= tp;
           s.groups /= tp;
-        } else if constexpr (std::is_same_v<S, MlpShape>) {
+        } else if constexpr (std::is_same_v<S, MlpShape> ||
+                             std::is_same_v<S, MoeShape>) {
           s.ffn /= tp;
         } else if constexpr (std::is_same_v<S, EmbeddingShape> ||
                              std::is_same_v<S, HeadShape> ||
@@ -165,6 +168,20 @@ inline std::vector<Collective> collectivesOf(const LayerShape &shape,
           if (!sp)
             return {{K::AllReduce, h}};
           return {{K::AllGather, h}, {K::ReduceScatter, h}};
+        } else if constexpr (std::is_same_v<S, MoeShape>) {
+          // As the MLP's, and backward the routing weights' gradients
+          // [tokens, topk] summed between the two: each rank's expert
+          // shards give a part of every routed row's output. (Megatron-LM
+          // splits MoE layers only with sequence parallelism; the
+          // collectives without it are the same with all-reduces.)
+          const Collective in{sp ? K::AllGather : K::AllReduce, h};
+          const Collective weights{K::AllReduce, s.topk};
+          const Collective out{sp ? K::ReduceScatter : K::AllReduce, h};
+          if (forward)
+            return sp ? std::vector<Collective>{in, out}
+                      : std::vector<Collective>{out};
+          return sp ? std::vector<Collective>{in, weights, out}
+                    : std::vector<Collective>{weights, out};
         } else if constexpr (std::is_same_v<S, EmbeddingShape>) {
           if (!forward)
             return sp ? std::vector<Collective>{{K::AllGather, h}}
@@ -212,13 +229,16 @@ inline std::vector<Collective> collectivesOf(const LayerShape &shape,
 /// forward's again when the layer is recomputed whole (`wholeLayer`). A
 /// selective one computes the dropped `modules`' tensors again from the
 /// kept ones: with sequence parallelism the normed input (the layernorm
-/// module) is gathered again, as the forward gathered it; nothing else
+/// module) is gathered again, as the forward gathered it; the MoE layer's
+/// moe module runs its forward again, with its collectives; nothing else
 /// crosses ranks.
 inline std::vector<Collective>
 collectivesOfCall(const LayerShape &shape, int64_t tp, bool sequenceParallel,
                   StagePass pass, bool recompute, bool wholeLayer,
                   RecomputeModuleSet modules) {
-  if (recompute && !wholeLayer) {
+  const bool moeAgain = std::holds_alternative<MoeShape>(shape) &&
+                        (modules & moduleBit(RecomputeModule::Moe));
+  if (recompute && !wholeLayer && !moeAgain) {
     const bool norm = modules & moduleBit(RecomputeModule::LayerNorm) &
                       selectiveModulesOf(kindOf(shape));
     if (tp > 1 && sequenceParallel && norm)

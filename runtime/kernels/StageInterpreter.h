@@ -205,7 +205,7 @@ private:
     recipes::Mlp<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
   }
   void forwardLayer(const MoeShape &s, const Call &c) {
-    a.aux_loss += recipes::Moe<K>{k}.forward(
+    a.aux_loss += recipes::Moe<K>{k, c.tp}.forward(
         s, t, c.params, c.in, c.out, c.saved, ws, a.router_checks + c.index);
   }
   void forwardLayer(const HeadShape &s, const Call &c) {
@@ -238,8 +238,8 @@ private:
   }
   void recomputeLayer(const MoeShape &s, const Call &c) {
     // The router sees the logits it saw: its check records nothing new.
-    (void)recipes::Moe<K>{k}.forward(s, t, c.params, c.in, c.out, c.saved, ws,
-                                     a.router_checks + c.index);
+    (void)recipes::Moe<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved,
+                                           ws, a.router_checks + c.index);
   }
   /// Selective recompute: the dropped modules' tensors of the layer.
   template <class Shape> void recomputeModules(const Shape &s, const Call &c) {
@@ -248,8 +248,8 @@ private:
     else if constexpr (std::is_same_v<Shape, MlpShape>)
       recipes::Mlp<K>{k, c.tp}.recompute(s, t, c.params, c.saved);
     else if constexpr (std::is_same_v<Shape, MoeShape>)
-      recipes::Moe<K>{k}.recompute(s, t, c.params, c.saved, rc[1], rc[0], ws,
-                                   a.router_checks + c.index);
+      recipes::Moe<K>{k, c.tp}.recompute(s, t, c.params, c.saved, rc[1], rc[0],
+                                         ws, a.router_checks + c.index);
   }
   void recomputeLayer(const MtpInputShape &s, const Call &c) {
     // The normed hidden states of the head or the depth before, which keep
@@ -280,8 +280,8 @@ private:
                                            c.in, c.out, ws);
   }
   void backwardInputLayer(const MoeShape &s, const Call &c) {
-    recipes::Moe<K>{k}.backwardInput(s, t, c.params, c.grads, c.saved, c.in,
-                                     c.out, ws, a.loss_scale);
+    recipes::Moe<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads, c.saved,
+                                           c.in, c.out, ws, a.loss_scale);
   }
   void backwardInputLayer(const HeadShape &s, const Call &c) {
     // With MTP depths, the first one's gradient of the normed output adds.
@@ -314,7 +314,7 @@ private:
     recipes::Mlp<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
   }
   void backwardWeightLayer(const MoeShape &s, const Call &c) {
-    recipes::Moe<K>{k}.backwardWeight(s, t, c.saved, c.grads);
+    recipes::Moe<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
   }
   void backwardWeightLayer(const HeadShape &s, const Call &c) {
     recipes::Head<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);

@@ -254,9 +254,10 @@ SUITES = [
         staged_check("p2d2-staged-buckets", "tiny-p2d2-buckets", "tiny-p2d2-buckets",
                      "1e-5", "2e-3", "--grad-bucket-mib 0.01", buckets=True),
         # Tensor parallelism (issue 49): tp 2 with sequence parallelism, its
-        # collectives and the vocabulary-parallel cross-entropy's CUDA
-        # kernels, two ranks on the one GPU over mpi-staged, against the cpu
-        # target's tp 1 run of the same spec.
+        # collectives, the vocabulary-parallel cross-entropy's CUDA kernels
+        # and the MoE layer's routing kernels under tp-split experts (and in
+        # an MTP depth), two ranks on the one GPU over mpi-staged, against
+        # the cpu target's tp 1 run of the same spec.
         staged_check("tp2-sp-staged", "tp2-sp", "tp", "1e-5", "2e-3", ranks=2, timeout=8),
         # kill -9 of one GPU rank at step 3 ends all four within 12 s (not 124).
         Check("kill-one-rank", "source mpi/env.sh; HYPIPE_FAULT_KILL=1:3 timeout 12"

@@ -2,8 +2,8 @@
 """Compares the losses of two hypipe-run --json-log files.
 
 usage: compare_logs.py A B same|different
-       compare_logs.py A B within TOL   (loss, grad_norm and any MTP depth's
-                                         loss, relative)
+       compare_logs.py A B within TOL   (loss, grad_norm, any MTP depth's
+                                         loss and a nonzero aux_loss, relative)
        compare_logs.py A B validation TOL (the evaluations' steps, and their
                                          validation losses within TOL)
        compare_logs.py A B tail N [TOL] (B's last N steps equal A's: bit for bit
@@ -28,7 +28,12 @@ if mode == "within":
         if any(k not in y for k in mtp):
             print("step %d: B logs no %s" % (x["step"], ", ".join(mtp)))
             sys.exit(1)
-        for key in ["loss", "grad_norm"] + mtp:
+        # With MoE layers, the load-balancing loss too.
+        aux = ["aux_loss"] if x.get("aux_loss") else []
+        if any(k not in y for k in aux):
+            print("step %d: B logs no aux_loss" % x["step"])
+            sys.exit(1)
+        for key in ["loss", "grad_norm"] + mtp + aux:
             worst = max(worst, abs(x[key] - y[key]) / abs(x[key]))
     print("%d steps, max relative difference %.3g (%s %g)"
           % (len(a), worst, "within" if worst <= tol else "ABOVE", tol))

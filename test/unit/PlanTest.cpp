@@ -561,16 +561,28 @@ TEST(PlanTensorParallel, TpFitsWhatPipelinesAloneDoNot) {
     EXPECT_EQ(c.layout.tp, 2);
 }
 
-// A model with MoE layers is not split: plan searches tp 1 and says why.
-TEST(PlanTensorParallel, MoeRefusesTp) {
+// A model with MoE layers splits over tp only with sequence parallelism
+// (Megatron-LM's rule): at seq_length 32 plan searches tp 2 with it; at 33,
+// which tp 2 does not divide, tp 1 alone, and says why.
+TEST(PlanTensorParallel, MoeSplitsOnlyWithSequenceParallelism) {
   std::string text = tensorParallelSpec();
   text.replace(text.find("M-M*M-M-"), 8, "M-M*MEM-");
   text.replace(text.find("  vocab_size"), 0,
                "  num_experts: 4\n  moe_router_topk: 2\n");
   auto p = plan(text, onH100s(2));
   ASSERT_TRUE(static_cast<bool>(p)) << p.problem().message;
+  EXPECT_EQ(p->tensorParallelSizes, (std::vector<int64_t>{1, 2}));
+  for (const PlanCandidate &c : p->candidates)
+    EXPECT_TRUE(c.layout.tp == 1 || c.layout.sequenceParallel);
+
+  text.replace(text.find("seq_length: 32"), 14, "seq_length: 33");
+  p = plan(text, onH100s(2));
+  ASSERT_TRUE(static_cast<bool>(p)) << p.problem().message;
   EXPECT_EQ(p->tensorParallelSizes, (std::vector<int64_t>{1}));
-  EXPECT_NE(p->tensorParallelRefusal.find("MoE"), std::string::npos);
+  EXPECT_NE(p->tensorParallelRefusal.find("MoE layers split only with "
+                                          "sequence parallelism"),
+            std::string::npos)
+      << p->tensorParallelRefusal;
   for (const PlanCandidate &c : p->candidates)
     EXPECT_EQ(c.layout.tp, 1);
 }

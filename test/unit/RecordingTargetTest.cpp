@@ -172,22 +172,43 @@ void RecordingKernels::crossEntropyBackwardShard(const TokenShape &, int64_t,
                                                  float, float *) {
   record("crossEntropyBackwardShard from " + std::to_string(first));
 }
-float RecordingKernels::moeForward(const MoeShape &, const TokenShape &,
-                                   const float *, const float *, float *,
-                                   const SavedBases &, float *,
-                                   RouterCheck *) const {
-  record("moeForward");
+/// Every routed row to expert 0 (one row: the experts' recipes run once).
+void routeToTheFirstExpert(const MoeShape &s, std::vector<int64_t> &off) {
+  off.assign(size_t(s.experts + 1), 1);
+  off[0] = 0;
+}
+float RecordingKernels::moeRoute(const MoeShape &s, int64_t, const float *,
+                                 MoeSaved &, int32_t *,
+                                 std::vector<int64_t> &off, RouterCheck *,
+                                 float *) const {
+  record("moeRoute");
+  routeToTheFirstExpert(s, off);
   return 0.0f;
 }
-void RecordingKernels::moeBackwardInput(const MoeShape &, const TokenShape &,
-                                        const float *, float *,
-                                        const SavedBases &, const float *,
-                                        float *, float *, float) const {
-  record("moeBackwardInput");
+void RecordingKernels::moeCombine(const MoeShape &, int64_t, const MoeSaved &,
+                                  const int32_t *, const float *x,
+                                  float *) const {
+  record(x ? "moeCombine+x" : "moeCombine");
 }
-void RecordingKernels::moeBackwardWeight(const MoeShape &, const TokenShape &,
-                                         const SavedBases &, float *) const {
-  record("moeBackwardWeight");
+void RecordingKernels::moeOffsets(const MoeShape &s, const MoeSaved &,
+                                  std::vector<int64_t> &off) const {
+  record("moeOffsets");
+  routeToTheFirstExpert(s, off);
+}
+void RecordingKernels::moeCombineBackward(const MoeShape &, int64_t,
+                                          const MoeSaved &, const float *,
+                                          float *) const {
+  record("moeCombineBackward");
+}
+void RecordingKernels::moeGatherRowGradients(const MoeShape &, int64_t,
+                                             const MoeSaved &, const float *,
+                                             float *, int32_t *) const {
+  record("moeGatherRowGradients");
+}
+void RecordingKernels::moeRouterBackward(const MoeShape &, int64_t,
+                                         const MoeSaved &, const float *, float,
+                                         float *) const {
+  record("moeRouterBackward");
 }
 void RecordingKernels::tokensAhead(const TokenShape &, int64_t shift,
                                    const int32_t *, int32_t *) {
@@ -244,6 +265,8 @@ Calls run(const StageProgram &program, StagePass pass) {
   args.grads = buffer;
   args.saved = buffer;
   args.workspace = buffer;
+  args.input = buffer;
+  args.grad_output = buffer;
   args.mtp_losses = mtpLosses;
   args.router_checks = checks;
   RecordingKernels kernels;
@@ -333,11 +356,25 @@ TEST(RecordingTarget, SwigluMlp) {
 }
 
 TEST(RecordingTarget, Moe) {
-  // The routing is each target's own; the layer is its three kernels.
+  // hidden 8, 4 experts of width 12 (squared ReLU), top-2: the router's
+  // GEMM 8>4; the routing and the combine are the target's; each expert
+  // with rows runs fc1 8>12 and fc2 12>8 (here expert 0 alone). Whole, the
+  // residual is added in the combine; the router's input gradient adds to
+  // the experts' before the norm's backward.
   const Passes p = passesOf(LayerKind::Moe, MoeShape{kHidden, 12, 4, 2});
-  EXPECT_EQ(p.forward, (Calls{"moeForward"}));
-  EXPECT_EQ(p.backwardInput, (Calls{"moeBackwardInput"}));
-  EXPECT_EQ(p.backwardWeight, (Calls{"moeBackwardWeight"}));
+  EXPECT_EQ(p.forward,
+            (Calls{"copy", "rmsnormForward", R, "linearForward 8>4", R,
+                   "moeRoute", "linearForward 8>12", R, "activationForward", R,
+                   "linearForward 12>8", R, "moeCombine+x"}));
+  EXPECT_EQ(
+      p.backwardInput,
+      (Calls{"moeOffsets", "moeCombineBackward", R, "linearBackwardInput 12>8",
+             R, "activationBackward", R, "linearBackwardInput 8>12",
+             "moeGatherRowGradients", "moeRouterBackward", R,
+             "linearBackwardInput+= 8>4", "linearBackwardWeight 8>4", R, "copy",
+             "rmsnormBackward+=", R}));
+  EXPECT_EQ(p.backwardWeight, (Calls{"moeOffsets", "linearBackwardWeight 8>12",
+                                     "linearBackwardWeight 12>8"}));
 }
 
 TEST(RecordingTarget, Head) {

@@ -52,238 +52,191 @@ double loadBalancingLoss(const MoeShape &s, int64_t T, const MoeSaved &m) {
   return aux *
          (s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k)));
 }
-/// y from the routed rows' outputs: fp32, y = x + sum_j w_j y_j in one
-/// pass; bf16, the weighted sum is the layer's output before the residual,
-/// rounded, then the sum with the residual is.
-void combineExperts(const MoeShape &s, int64_t T, const MoeSaved &m,
-                    const int32_t *slotRow, const float *x, float *y,
-                    bool bf16) {
+} // namespace
+
+float Kernels::moeRoute(const MoeShape &s, int64_t T, const float *logits,
+                        MoeSaved &m, int32_t *slotRow,
+                        std::vector<int64_t> &off, RouterCheck *check,
+                        float *) const {
+  const int64_t E = s.experts, k = s.topk, Hd = s.hidden;
+  ProfileScope routing(KernelClass::MoeRouting);
+  NonFiniteLogit first{T};
+  // Tokens over the threads: each its softmax and top-k.
+#pragma omp parallel
+  {
+    thread_local std::vector<int64_t> orderOfThread;
+    orderOfThread.resize(size_t(E));
+    int64_t *order = orderOfThread.data();
+    NonFiniteLogit firstOfThread{T};
+#pragma omp for schedule(static)
+    for (int64_t tok = 0; tok < T; ++tok) {
+      const float *l = logits + tok * E;
+      float *pr = m.probs + tok * E;
+      float mx = l[0];
+      for (int64_t e = 0; e < E; ++e) {
+        if (!std::isfinite(l[e]) && tok < firstOfThread.token)
+          firstOfThread = {tok, l[e]};
+        mx = std::max(mx, l[e]);
+      }
+      double sum = 0;
+      for (int64_t e = 0; e < E; ++e)
+        sum += std::exp(double(l[e] - mx));
+      for (int64_t e = 0; e < E; ++e)
+        pr[e] = float(std::exp(double(l[e] - mx)) / sum);
+      // Top-k by probability, ties to the lower expert index: a stable
+      // insertion sort (E is small; nothing allocated).
+      for (int64_t e = 0; e < E; ++e) {
+        int64_t at = e;
+        for (; at > 0 && pr[order[at - 1]] < pr[e]; --at)
+          order[at] = order[at - 1];
+        order[at] = e;
+      }
+      double z = 0;
+      for (int64_t j = 0; j < k; ++j)
+        z += pr[order[j]];
+      for (int64_t j = 0; j < k; ++j) {
+        m.topIdx[tok * k + j] = int32_t(order[j]);
+        m.topW[tok * k + j] = float(pr[order[j]] / z);
+      }
+    }
+#pragma omp critical(hypipe_moe_router_check)
+    first.keepFirst(firstOfThread);
+  }
+  if (first.token < T && !check->nonFinite)
+    *check = {1, first.logit};
+  std::fill(m.counts, m.counts + E, 0);
+  for (int64_t slot = 0; slot < T * k; ++slot)
+    ++m.counts[m.topIdx[slot]];
+
+  const double aux = loadBalancingLoss(s, T, m);
+  m.aux[0] = float(aux);
+
+  // Group rows by expert, in token order.
+  expertOffsets(s, m.counts, off);
+  thread_local std::vector<int64_t> fill;
+  fill = off;
+  for (int64_t tok = 0; tok < T; ++tok)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t r = fill[m.topIdx[tok * k + j]]++;
+      m.rowMap[r] = int32_t(tok * k + j);
+      slotRow[tok * k + j] = int32_t(r);
+      std::memcpy(m.xr + r * Hd, m.xn + tok * Hd, sizeof(float) * Hd);
+    }
+  return float(aux);
+}
+
+void Kernels::moeCombine(const MoeShape &s, int64_t T, const MoeSaved &m,
+                         const int32_t *slotRow, const float *x,
+                         float *y) const {
   const int64_t k = s.topk, Hd = s.hidden;
+  const bool bf16 = x && activations == DType::BF16;
   ProfileScope routing(KernelClass::MoeRouting);
 #pragma omp parallel for schedule(static)
   for (int64_t tok = 0; tok < T; ++tok) {
     float *yt = y + tok * Hd;
-    const float *xt = x + tok * Hd;
-    if (bf16)
-      std::fill(yt, yt + Hd, 0.0f);
-    else
+    const float *xt = x ? x + tok * Hd : nullptr;
+    if (xt && !bf16)
       std::memcpy(yt, xt, sizeof(float) * Hd);
+    else
+      std::fill(yt, yt + Hd, 0.0f);
     for (int64_t j = 0; j < k; ++j) {
       const float *yr = m.yr + int64_t(slotRow[tok * k + j]) * Hd;
       float w = m.topW[tok * k + j];
       for (int64_t i = 0; i < Hd; ++i)
         yt[i] += w * yr[i];
     }
+    // bf16: the weighted sum is the layer's output before the residual,
+    // rounded, then the sum with the residual is.
     if (bf16)
       for (int64_t i = 0; i < Hd; ++i)
         yt[i] = bf16::round(xt[i] + bf16::round(yt[i]));
   }
 }
 
-} // namespace
-
-float Kernels::moeForward(const MoeShape &s, const TokenShape &t,
-                          const float *params, const float *x, float *y,
-                          const SavedBases &saved, float *ws,
-                          RouterCheck *check) const {
-  const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
-  MoeParams<const float> p = moeParams(s, params);
-  MoeSaved m = moeSaved(s, t, saved);
-  float *logits = ws; // [T, E]
-  int32_t *slotRow =
-      reinterpret_cast<int32_t *>(logits + T * E); // [T, k] row of each slot
-  thread_local std::vector<int64_t> off, fill;
-  double aux = 0;
-
-  std::memcpy(m.x, x, sizeof(float) * T * Hd);
-  rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
-  roundActivations(activations, m.xn, T * Hd);
-  linearForward(T, Hd, E, m.xn, p.router, logits);
-  // bf16 logits (the router's GEMM writes them); its softmax, the
-  // probabilities and the weights stay fp32.
-  roundActivations(activations, logits, T * E);
-
-  {
-    ProfileScope routing(KernelClass::MoeRouting);
-    NonFiniteLogit first{T};
-    // Tokens over the threads: each its softmax and top-k.
-#pragma omp parallel
-    {
-      thread_local std::vector<int64_t> orderOfThread;
-      orderOfThread.resize(size_t(E));
-      int64_t *order = orderOfThread.data();
-      NonFiniteLogit firstOfThread{T};
-#pragma omp for schedule(static)
-      for (int64_t tok = 0; tok < T; ++tok) {
-        const float *l = logits + tok * E;
-        float *pr = m.probs + tok * E;
-        float mx = l[0];
-        for (int64_t e = 0; e < E; ++e) {
-          if (!std::isfinite(l[e]) && tok < firstOfThread.token)
-            firstOfThread = {tok, l[e]};
-          mx = std::max(mx, l[e]);
-        }
-        double sum = 0;
-        for (int64_t e = 0; e < E; ++e)
-          sum += std::exp(double(l[e] - mx));
-        for (int64_t e = 0; e < E; ++e)
-          pr[e] = float(std::exp(double(l[e] - mx)) / sum);
-        // Top-k by probability, ties to the lower expert index: a stable
-        // insertion sort (E is small; nothing allocated).
-        for (int64_t e = 0; e < E; ++e) {
-          int64_t at = e;
-          for (; at > 0 && pr[order[at - 1]] < pr[e]; --at)
-            order[at] = order[at - 1];
-          order[at] = e;
-        }
-        double z = 0;
-        for (int64_t j = 0; j < k; ++j)
-          z += pr[order[j]];
-        for (int64_t j = 0; j < k; ++j) {
-          m.topIdx[tok * k + j] = int32_t(order[j]);
-          m.topW[tok * k + j] = float(pr[order[j]] / z);
-        }
-      }
-#pragma omp critical(hypipe_moe_router_check)
-      first.keepFirst(firstOfThread);
-    }
-    if (first.token < T && !check->nonFinite)
-      *check = {1, first.logit};
-    std::fill(m.counts, m.counts + E, 0);
-    for (int64_t slot = 0; slot < T * k; ++slot)
-      ++m.counts[m.topIdx[slot]];
-
-    aux = loadBalancingLoss(s, T, m);
-    m.aux[0] = float(aux);
-
-    // Group rows by expert, in token order.
-    expertOffsets(s, m.counts, off);
-    fill = off;
-    for (int64_t tok = 0; tok < T; ++tok)
-      for (int64_t j = 0; j < k; ++j) {
-        int64_t r = fill[m.topIdx[tok * k + j]]++;
-        m.rowMap[r] = int32_t(tok * k + j);
-        slotRow[tok * k + j] = int32_t(r);
-        std::memcpy(m.xr + r * Hd, m.xn + tok * Hd, sizeof(float) * Hd);
-      }
-  }
-
-  recipes::moeExpertsForward(*this, s, m, p, off);
-
-  combineExperts(s, T, m, slotRow, x, y, activations == DType::BF16);
-  return float(aux);
+void Kernels::moeOffsets(const MoeShape &s, const MoeSaved &m,
+                         std::vector<int64_t> &off) const {
+  expertOffsets(s, m.counts, off);
 }
 
-void Kernels::moeBackwardInput(const MoeShape &s, const TokenShape &t,
-                               const float *params, float *grads,
-                               const SavedBases &saved, const float *dy,
-                               float *dx, float *ws, float lossScale) const {
-  const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
-  MoeParams<const float> p = moeParams(s, params);
-  MoeSaved m = moeSaved(s, t, saved);
-  MoeParams<float> gp = moeParams(s, grads);
-  float *dlogits = ws;             // [T, E]
-  float *dprobs = dlogits + T * E; // [T, E]
-  float *dxn = dprobs + T * E;     // [T, Hd]
-  float *dxr = dxn + T * Hd;       // [R, Hd]
-  float *dact = dxr + T * k * Hd;  // [R, ffn]
-
-  thread_local std::vector<int64_t> off;
-  expertOffsets(s, m.counts, off);
-  thread_local std::vector<float> dTopWBuffer;
-  dTopWBuffer.resize(size_t(T * k));
-  float *dTopW = dTopWBuffer.data();
-  {
-    ProfileScope routing(KernelClass::MoeRouting);
-    std::fill(dprobs, dprobs + T * E, 0.0f);
-    // Output = x + sum_j w_j y_j: rows get w * dy, weights get <dy, y_j>.
+void Kernels::moeCombineBackward(const MoeShape &s, int64_t T,
+                                 const MoeSaved &m, const float *dy,
+                                 float *dTopW) const {
+  const int64_t k = s.topk, Hd = s.hidden;
+  ProfileScope routing(KernelClass::MoeRouting);
+  // Output = x + sum_j w_j y_j: rows get w * dy, weights get <dy, y_j>.
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < T * k; ++r) {
-      int64_t slot = m.rowMap[r], tok = slot / k;
-      float w = m.topW[slot];
-      const float *dyt = dy + tok * Hd, *yr = m.yr + r * Hd;
-      float *dyr = m.dyr + r * Hd;
-      double dot = 0;
-      for (int64_t i = 0; i < Hd; ++i) {
-        dyr[i] = w * dyt[i];
-        dot += double(dyt[i]) * yr[i];
-      }
-      dTopW[slot] = float(dot);
+  for (int64_t r = 0; r < T * k; ++r) {
+    int64_t slot = m.rowMap[r], tok = slot / k;
+    float w = m.topW[slot];
+    const float *dyt = dy + tok * Hd, *yr = m.yr + r * Hd;
+    float *dyr = m.dyr + r * Hd;
+    double dot = 0;
+    for (int64_t i = 0; i < Hd; ++i) {
+      dyr[i] = w * dyt[i];
+      dot += double(dyt[i]) * yr[i];
     }
-    // Each row's output gradient is complete (one token reads a row).
-    roundActivations(activations, m.dyr, T * k * Hd);
+    dTopW[slot] = float(dot);
   }
-
-  // dxr is a part of xn's gradient: rounded once xn's is complete.
-  recipes::moeExpertsBackwardInput(*this, s, m, p, off, dact, dxr);
-  {
-    ProfileScope routing(KernelClass::MoeRouting);
-    // Each token gathers its k rows, in row order (the order a scatter
-    // over the rows adds them in), tokens over the threads.
-    thread_local std::vector<int64_t> rowOfSlotBuffer;
-    rowOfSlotBuffer.resize(size_t(T * k));
-    int64_t *rowOfSlot = rowOfSlotBuffer.data();
-    for (int64_t r = 0; r < T * k; ++r)
-      rowOfSlot[m.rowMap[r]] = r;
-#pragma omp parallel for schedule(static)
-    for (int64_t tok = 0; tok < T; ++tok) {
-      float *d = dxn + tok * Hd;
-      std::fill(d, d + Hd, 0.0f);
-      int64_t last = -1;
-      for (int64_t j = 0; j < k; ++j) {
-        int64_t next = T * k; // the smallest row of the token after `last`
-        for (int64_t jj = 0; jj < k; ++jj) {
-          const int64_t r = rowOfSlot[tok * k + jj];
-          if (r > last && r < next)
-            next = r;
-        }
-        for (int64_t i = 0; i < Hd; ++i)
-          d[i] += dxr[next * Hd + i];
-        last = next;
-      }
-    }
-
-    // Renormalisation w_j = p_j / Z over the chosen experts, then the
-    // load-balancing loss, then softmax.
-    const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
-                            (double(T) * double(T) * double(k));
-#pragma omp parallel for schedule(static)
-    for (int64_t tok = 0; tok < T; ++tok) {
-      const float *pr = m.probs + tok * E;
-      float *dp = dprobs + tok * E;
-      double z = 0, wdw = 0;
-      for (int64_t j = 0; j < k; ++j) {
-        z += pr[m.topIdx[tok * k + j]];
-        wdw += double(m.topW[tok * k + j]) * dTopW[tok * k + j];
-      }
-      for (int64_t j = 0; j < k; ++j)
-        dp[m.topIdx[tok * k + j]] += float((dTopW[tok * k + j] - wdw) / z);
-      for (int64_t e = 0; e < E; ++e)
-        dp[e] += float(auxScale * m.counts[e]);
-      double dot = 0;
-      for (int64_t e = 0; e < E; ++e)
-        dot += double(dp[e]) * pr[e];
-      for (int64_t e = 0; e < E; ++e)
-        dlogits[tok * E + e] = pr[e] * (dp[e] - float(dot));
-    }
-  }
-  roundActivations(activations, dlogits, T * E);
-  linearBackwardInput(T, Hd, E, dlogits, p.router, dxn,
-                      /*accumulate=*/true);
-  linearBackwardWeight(T, Hd, E, dlogits, m.xn, gp.router);
-  roundActivations(activations, dxn, T * Hd);
-
-  std::memcpy(dx, dy, sizeof(float) * T * Hd);
-  rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
-  roundActivations(activations, dx, T * Hd);
 }
 
-void Kernels::moeBackwardWeight(const MoeShape &s, const TokenShape &t,
-                                const SavedBases &saved, float *grads) const {
-  MoeSaved m = moeSaved(s, t, saved);
-  thread_local std::vector<int64_t> off;
-  expertOffsets(s, m.counts, off);
-  recipes::moeExpertWeightGradients(*this, s, m, off, grads);
+void Kernels::moeGatherRowGradients(const MoeShape &s, int64_t T,
+                                    const MoeSaved &m, const float *dxr,
+                                    float *dxn, int32_t *slotRow) const {
+  const int64_t k = s.topk, Hd = s.hidden;
+  ProfileScope routing(KernelClass::MoeRouting);
+  // Each token gathers its k rows, in row order (the order a scatter over
+  // the rows adds them in), tokens over the threads.
+  for (int64_t r = 0; r < T * k; ++r)
+    slotRow[m.rowMap[r]] = int32_t(r);
+#pragma omp parallel for schedule(static)
+  for (int64_t tok = 0; tok < T; ++tok) {
+    float *d = dxn + tok * Hd;
+    std::fill(d, d + Hd, 0.0f);
+    int64_t last = -1;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t next = T * k; // the smallest row of the token after `last`
+      for (int64_t jj = 0; jj < k; ++jj) {
+        const int64_t r = slotRow[tok * k + jj];
+        if (r > last && r < next)
+          next = r;
+      }
+      for (int64_t i = 0; i < Hd; ++i)
+        d[i] += dxr[next * Hd + i];
+      last = next;
+    }
+  }
+}
+
+void Kernels::moeRouterBackward(const MoeShape &s, int64_t T, const MoeSaved &m,
+                                const float *dTopW, float lossScale,
+                                float *dlogits) const {
+  const int64_t E = s.experts, k = s.topk;
+  ProfileScope routing(KernelClass::MoeRouting);
+  // Renormalisation w_j = p_j / Z over the chosen experts, then the
+  // load-balancing loss, then softmax; each token's probabilities'
+  // gradient in its row of dlogits first.
+  const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
+                          (double(T) * double(T) * double(k));
+#pragma omp parallel for schedule(static)
+  for (int64_t tok = 0; tok < T; ++tok) {
+    const float *pr = m.probs + tok * E;
+    float *dp = dlogits + tok * E;
+    std::fill(dp, dp + E, 0.0f);
+    double z = 0, wdw = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      z += pr[m.topIdx[tok * k + j]];
+      wdw += double(m.topW[tok * k + j]) * dTopW[tok * k + j];
+    }
+    for (int64_t j = 0; j < k; ++j)
+      dp[m.topIdx[tok * k + j]] += float((dTopW[tok * k + j] - wdw) / z);
+    for (int64_t e = 0; e < E; ++e)
+      dp[e] += float(auxScale * m.counts[e]);
+    double dot = 0;
+    for (int64_t e = 0; e < E; ++e)
+      dot += double(dp[e]) * pr[e];
+    for (int64_t e = 0; e < E; ++e)
+      dp[e] = pr[e] * (dp[e] - float(dot));
+  }
 }
 
 } // namespace hypipe::rt::cpu

@@ -76,14 +76,15 @@ __global__ void slotRowKernel(int64_t R, const int32_t *rowMap,
     slotRow[rowMap[r]] = int32_t(r);
 }
 
-/// y = x + sum_j w_j y_j per token; with `bf16`, the weighted sum is
-/// rounded, then the sum with the residual (cpu::moeForward's order).
+/// y = x + sum_j w_j y_j per token (x null: the weighted sum alone); with
+/// `bf16`, the weighted sum is rounded, then the sum with the residual
+/// (cpu::moeCombine's order).
 __global__ void combineKernel(int64_t hidden, int k, const float *x,
                               const float *yr, const int32_t *slotRow,
                               const float *topW, float *y, bool bf16) {
   const int64_t tok = blockIdx.x;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    const float xi = x[tok * hidden + i];
+    const float xi = x ? x[tok * hidden + i] : 0.0f;
     float acc = bf16 ? 0.0f : xi;
     for (int j = 0; j < k; ++j)
       acc += topW[tok * k + j] * yr[int64_t(slotRow[tok * k + j]) * hidden + i];
@@ -170,28 +171,14 @@ template <typename T> void upload(T *dst, const std::vector<T> &src) {
 
 } // namespace
 
-float Kernels::moeForward(const MoeShape &s, const Tokens &t,
-                          const float *params, const float *x, float *y,
-                          const SavedBases &saved, float *ws,
-                          RouterCheck *routerCheck) const {
-  const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden;
+float Kernels::moeRoute(const MoeShape &s, int64_t T, const float *logits,
+                        MoeSaved &m, int32_t *slotRow,
+                        std::vector<int64_t> &off, RouterCheck *routerCheck,
+                        float *scratch) const {
+  const int64_t E = s.experts, k = s.topk, Hd = s.hidden;
   if (E > 64)
     throw CudaError("error: the CUDA MoE router takes at most 64 experts");
-  if (T == 0)
-    return 0.0f;
-  MoeParams<const float> p = moeParams(s, params);
-  MoeSaved m = moeSaved(s, t.shape, saved);
-  float *logits = ws;              // [T, E]
-  float *probSum = logits + T * E; // [E]
-  int32_t *slotRow =               // [T, k]
-      reinterpret_cast<int32_t *>(probSum + E);
-
-  copyFloats(m.x, x, T * Hd);
-  // bf16: the rounding points of the CPU kernel (Moe.cpp).
-  rmsnormForward(T, Hd, x, p.norm, m.xn, m.rstd);
-  roundActivations(activations, m.xn, T * Hd);
-  linearForward(T, Hd, E, m.xn, p.router, logits);
-  roundActivations(activations, logits, T * E);
+  float *probSum = scratch; // [E]
   routeKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
       T, int(E), int(k), logits, m.probs, m.topIdx, m.topW, routerCheck);
   launched("moe routing");
@@ -204,7 +191,6 @@ float Kernels::moeForward(const MoeShape &s, const Tokens &t,
   std::vector<int32_t> counts(E, 0), rowMap(T * k);
   for (int32_t e : top)
     ++counts[e];
-  std::vector<int64_t> off;
   expertOffsets(s, counts.data(), off);
   std::vector<int64_t> fill(off);
   for (int64_t slot = 0; slot < T * k; ++slot)
@@ -227,67 +213,52 @@ float Kernels::moeForward(const MoeShape &s, const Tokens &t,
   slotRowKernel<<<blocksFor(T * k), 256, 0, stream()>>>(T * k, m.rowMap,
                                                         slotRow);
   launched("moe slots");
-  recipes::moeExpertsForward(*this, s, m, p, off);
-  combineKernel<<<unsigned(T), 128, 0, stream()>>>(
-      Hd, int(k), x, m.yr, slotRow, m.topW, y, activations == DType::BF16);
-  launched("moe combine");
-  return float(aux);
+  return auxLoss;
 }
 
-void Kernels::moeBackwardInput(const MoeShape &s, const Tokens &t,
-                               const float *params, float *grads,
-                               const SavedBases &saved, const float *dy,
-                               float *dx, float *ws, float lossScale) const {
-  const int64_t T = t.tokens(), E = s.experts, k = s.topk, Hd = s.hidden,
-                R = T * k;
-  if (T == 0)
-    return;
-  MoeParams<const float> p = moeParams(s, params);
-  MoeSaved m = moeSaved(s, t.shape, saved);
-  MoeParams<float> gp = moeParams(s, grads);
-  float *dlogits = ws;            // [T, E]
-  float *dTopW = dlogits + T * E; // [T, k] (of a [T, E] region)
-  float *dxn = dTopW + T * E;     // [T, Hd]
-  float *dxr = dxn + T * Hd;      // [R, Hd]
-  float *dact = dxr + R * Hd;     // [R, ffn]
-  int32_t *slotRow = reinterpret_cast<int32_t *>(dact + R * s.ffn); // [T, k]
+void Kernels::moeCombine(const MoeShape &s, int64_t T, const MoeSaved &m,
+                         const int32_t *slotRow, const float *x,
+                         float *y) const {
+  combineKernel<<<unsigned(T), 128, 0, stream()>>>(
+      s.hidden, int(s.topk), x, m.yr, slotRow, m.topW, y,
+      x && activations == DType::BF16);
+  launched("moe combine");
+}
 
-  std::vector<int64_t> off;
-  expertOffsets(s, download(m.counts, E).data(), off);
-  slotRowKernel<<<blocksFor(R), 256, 0, stream()>>>(R, m.rowMap, slotRow);
-  launched("moe slots");
-  rowGradKernel<<<unsigned(R), 128, 0, stream()>>>(Hd, int(k), m.rowMap, m.topW,
-                                                   dy, m.yr, m.dyr, dTopW);
+void Kernels::moeOffsets(const MoeShape &s, const MoeSaved &m,
+                         std::vector<int64_t> &off) const {
+  expertOffsets(s, download(m.counts, s.experts).data(), off);
+}
+
+void Kernels::moeCombineBackward(const MoeShape &s, int64_t T,
+                                 const MoeSaved &m, const float *dy,
+                                 float *dTopW) const {
+  rowGradKernel<<<unsigned(T * s.topk), 128, 0, stream()>>>(
+      s.hidden, int(s.topk), m.rowMap, m.topW, dy, m.yr, m.dyr, dTopW);
   launched("moe combine backward");
-  roundActivations(activations, m.dyr, R * Hd);
-  recipes::moeExpertsBackwardInput(*this, s, m, p, off, dact, dxr);
-  scatterRowsKernel<<<unsigned(T), 128, 0, stream()>>>(Hd, int(k), slotRow, dxr,
-                                                       dxn);
+}
+
+void Kernels::moeGatherRowGradients(const MoeShape &s, int64_t T,
+                                    const MoeSaved &m, const float *dxr,
+                                    float *dxn, int32_t *slotRow) const {
+  slotRowKernel<<<blocksFor(T * s.topk), 256, 0, stream()>>>(T * s.topk,
+                                                             m.rowMap, slotRow);
+  launched("moe slots");
+  scatterRowsKernel<<<unsigned(T), 128, 0, stream()>>>(s.hidden, int(s.topk),
+                                                       slotRow, dxr, dxn);
   launched("moe dispatch backward");
+}
+
+void Kernels::moeRouterBackward(const MoeShape &s, int64_t T, const MoeSaved &m,
+                                const float *dTopW, float lossScale,
+                                float *dlogits) const {
+  const int64_t E = s.experts, k = s.topk;
   const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
                           (double(T) * double(T) * double(k));
   routerGradKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
       T, int(E), int(k), m.probs, m.topIdx, m.topW, dTopW, m.counts, auxScale,
       dlogits);
   launched("moe router backward");
-  roundActivations(activations, dlogits, T * E);
-  linearBackwardInput(T, Hd, E, dlogits, p.router, dxn,
-                      /*accumulate=*/true);
-  linearBackwardWeight(T, Hd, E, dlogits, m.xn, gp.router);
-  roundActivations(activations, dxn, T * Hd);
-  copyFloats(dx, dy, T * Hd);
-  rmsnormBackward(T, Hd, m.x, p.norm, m.rstd, dxn, dx, gp.norm, true);
-  roundActivations(activations, dx, T * Hd);
-}
-
-void Kernels::moeBackwardWeight(const MoeShape &s, const Tokens &t,
-                                const SavedBases &saved, float *grads) const {
-  if (t.tokens() == 0)
-    return;
-  MoeSaved m = moeSaved(s, t.shape, saved);
-  std::vector<int64_t> off;
-  expertOffsets(s, download(m.counts, s.experts).data(), off);
-  recipes::moeExpertWeightGradients(*this, s, m, off, grads);
 }
 
 } // namespace hypipe::rt::cuda

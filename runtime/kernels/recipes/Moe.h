@@ -1,11 +1,12 @@
-//===- Moe.h - what the MoE layer does alike on both targets --------------===//
+//===- Moe.h - the MoE layer, written once over a target's kernels --------===//
 //
-// The parts of the MoE layer whose sequence of primitives is the same on
-// the CPU and the GPU, written once over a target's linear kernels; the
-// routing, gathering and scattering differ (on the GPU the dispatch sizes
-// come back to the host) and stay in each target's file, whose layer
-// kernels (moeForward, moeBackwardInput, moeBackwardWeight, in the call's
-// precision) the layer `Moe` below runs.
+// The MoE layer's sequence of primitives, the same on the CPU and the GPU:
+// the norm, the router's GEMM, the experts' GEMMs and the tensor-parallel
+// collectives. The routing itself (softmax, top-k, grouping the routed rows
+// by expert, the weighted combine and their gradients) differs between the
+// targets -- on the GPU the dispatch sizes come back to the host -- and is
+// each target's kernels (TargetKernels.inc's moeRoute and the others, in
+// Moe.cpp and Moe.cu).
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_KERNELS_RECIPES_MOE_H
@@ -89,11 +90,26 @@ void moeExpertWeightGradients(const P &k, const MoeShape &s, const MoeSaved &m,
   }
 }
 
-/// The MoE layer as the stage interpreter runs it: the target's routed
-/// layer kernels, which call the experts' recipes above.
+/// The MoE layer, written once over a target's routing kernels
+/// (TargetKernels.inc: moeRoute, moeCombine and their backwards) and the
+/// experts' recipes above. Split over tensor-parallel ranks (Megatron-LM's
+/// expert tensor parallelism at its default, the tensor-parallel size,
+/// which needs sequence parallelism) each rank holds a tp-th of every
+/// expert's width: fc1 column-parallel, fc2 row-parallel. The group
+/// gathers the normed input, every rank routes all the microbatch's tokens
+/// with the replicated router (the same logits, so the same choices and
+/// load-balancing loss as one rank), runs the experts' shards over every
+/// routed row and reduce-scatters the weighted sum; backward, the output's
+/// gradient is gathered, the routing weights' gradients (partial: each
+/// rank's experts see a tp-th of the width) summed, and the normed input's
+/// gradient reduce-scattered before the router's part of it is added for
+/// the rows the rank holds, whose router weight gradient the group sums
+/// (Trainer::sumSequenceParallelGrads) as Megatron-LM does.
 template <class P> struct Moe {
   /// The target's primitives, in the call's precision.
   const P &k;
+  /// The call's tensor-parallel collectives (null: the layer is whole).
+  TensorParallelCalls *tp = nullptr;
 
   /// Returns the layer's load-balancing loss (already times its
   /// coefficient); a NaN or infinite router logit is recorded in `check`.
@@ -101,7 +117,33 @@ template <class P> struct Moe {
   float forward(const MoeShape &s, const Tokens &t, const float *params,
                 const float *x, float *y, const SavedBases &saved, float *ws,
                 RouterCheck *check) const {
-    return k.moeForward(s, t, params, x, y, saved, ws, check);
+    const int64_t T = t.tokens(), E = s.experts, Hd = s.hidden;
+    if (T == 0 && !tp)
+      return 0.0f;
+    MoeParams<const float> p = moeParams(s, params);
+    MoeSaved m = moeSaved(s, k.shape(t), saved);
+    float *logits = ws;                                             // [T, E]
+    int32_t *slotRow = reinterpret_cast<int32_t *>(logits + T * E); // [T, k]
+    float *scratch = logits + T * (E + s.topk);
+    thread_local std::vector<int64_t> off;
+    const SequenceShard q = sequenceShard(tp, T);
+
+    k.copy(m.x, x, q.local * Hd);
+    normedInput(k, tp, q, Hd, x, p.norm, m.xn, m.rstd);
+    k.linearForward(T, Hd, E, m.xn, p.router, logits);
+    // bf16 logits (the router's GEMM writes them); its softmax, the
+    // probabilities and the weights stay fp32.
+    k.round(logits, T * E);
+    const float aux = k.moeRoute(s, T, logits, m, slotRow, off, check, scratch);
+    moeExpertsForward(k, s, m, p, off);
+    if (!tp) {
+      // Whole: the residual added in the same pass as the weighted sum.
+      k.moeCombine(s, T, m, slotRow, x, y);
+      return aux;
+    }
+    k.moeCombine(s, T, m, slotRow, nullptr, y);
+    residualOutput(k, tp, q, Hd, x, y);
+    return aux;
   }
 
   /// Selective recompute: the tensors of the modules `saved` drops,
@@ -117,13 +159,15 @@ template <class P> struct Moe {
                  RouterCheck *check) const {
     const int64_t T = t.tokens(), R = T * s.topk;
     MoeSaved m = moeSaved(s, k.shape(t), saved);
+    const SequenceShard q = sequenceShard(tp, T);
     if (saved.drops(RecomputeModule::Moe)) {
-      k.copy(x, m.x, T * s.hidden);
+      k.copy(x, m.x, q.local * s.hidden);
       (void)forward(s, t, params, x, y, saved, ws, check);
       return;
     }
     if (saved.drops(RecomputeModule::LayerNorm))
-      preNorm(k, T, s.hidden, m.x, moeParams(s, params).norm, m.xn, m.rstd);
+      normedInput(k, tp, q, s.hidden, m.x, moeParams(s, params).norm, m.xn,
+                  m.rstd);
     if (saved.drops(RecomputeModule::MoeAct)) {
       k.activationForward(s.act, R, s.ffn, m.h1, m.act);
       k.round(m.act, R * s.ffn);
@@ -135,13 +179,63 @@ template <class P> struct Moe {
   void backwardInput(const MoeShape &s, const Tokens &t, const float *params,
                      float *grads, const SavedBases &saved, const float *dy,
                      float *dx, float *ws, float lossScale) const {
-    k.moeBackwardInput(s, t, params, grads, saved, dy, dx, ws, lossScale);
+    const int64_t T = t.tokens(), E = s.experts, Hd = s.hidden, R = T * s.topk;
+    if (T == 0 && !tp)
+      return;
+    MoeParams<const float> p = moeParams(s, params);
+    MoeParams<float> gp = moeParams(s, grads);
+    MoeSaved m = moeSaved(s, k.shape(t), saved);
+    float *dlogits = ws;            // [T, E]
+    float *dTopW = dlogits + T * E; // [T, k] (of a [T, E] region)
+    float *dxn = dTopW + T * E;     // [T, Hd]
+    float *dxr = dxn + T * Hd;      // [R, Hd]
+    float *dact = dxr + R * Hd;     // [R, ffn]
+    int32_t *slotRow = reinterpret_cast<int32_t *>(dact + R * s.ffn);
+    thread_local std::vector<int64_t> off;
+    k.moeOffsets(s, m, off);
+    const SequenceShard q = sequenceShard(tp, T);
+
+    // The output's gradient whole (gathered into dxn, free until the
+    // rows' gradients are gathered there), then each routed row's and
+    // each routing weight's.
+    const float *dyWhole = dy;
+    if (tp) {
+      wholeGradient(k, tp, q, Hd, dy, dxn);
+      dyWhole = dxn;
+    }
+    k.moeCombineBackward(s, T, m, dyWhole, dTopW);
+    // Each row's output gradient is complete (one token reads a row).
+    k.round(m.dyr, R * Hd);
+    tensorParallel(tp, CollectiveKind::AllReduce, dTopW, s.topk);
+
+    // dxr is a part of xn's gradient: rounded once xn's is complete.
+    moeExpertsBackwardInput(k, s, m, p, off, dact, dxr);
+    k.moeGatherRowGradients(s, T, m, dxr, dxn, slotRow);
+    k.moeRouterBackward(s, T, m, dTopW, lossScale, dlogits);
+    k.round(dlogits, T * E);
+    // The experts' part summed over the group; the router's, the same on
+    // every rank, added for this rank's rows only.
+    float *mine = sumInputGradient(tp, q, Hd, dxn);
+    const float *dl = dlogits + q.first * E;
+    k.linearBackwardInput(q.local, Hd, E, dl, p.router, mine,
+                          /*accumulate=*/true);
+    k.linearBackwardWeight(q.local, Hd, E, dl, m.xn + q.first * Hd, gp.router);
+    k.round(mine, q.local * Hd);
+    k.copy(dx, dy, q.local * Hd);
+    k.rmsnormBackward(q.local, Hd, m.x, p.norm, m.rstd, mine, dx, gp.norm,
+                      true);
+    k.round(dx, q.local * Hd);
   }
 
   template <class Tokens>
   void backwardWeight(const MoeShape &s, const Tokens &t,
                       const SavedBases &saved, float *grads) const {
-    k.moeBackwardWeight(s, t, saved, grads);
+    if (t.tokens() == 0)
+      return;
+    MoeSaved m = moeSaved(s, k.shape(t), saved);
+    thread_local std::vector<int64_t> off;
+    k.moeOffsets(s, m, off);
+    moeExpertWeightGradients(k, s, m, off, grads);
   }
 };
 
