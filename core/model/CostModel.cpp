@@ -103,9 +103,12 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     return c;
   }
   case '*': {
+    // A rank's tp-th of the heads and of linear_qkv's rows; with fewer
+    // query groups than ranks it holds one group's k and v, shared.
     const int64_t k = d.kvChannels(), q = d.numHeads / tp * k,
-                  kv = d.numQueryGroups / tp * k;
-    addLinear(c, t, h, q + 2 * kv);
+                  kv = std::max<int64_t>(d.numQueryGroups / tp, 1) * k,
+                  rows = (d.numHeads + 2 * d.numQueryGroups) * k / tp;
+    addLinear(c, t, h, rows);
     // Causal attention: QK^T and PV over the lower triangle, b*heads*s*s*k
     // multiply-adds each; backward recomputes nothing and costs 2x forward.
     const int64_t core = attentionCoreFlops(d, s);

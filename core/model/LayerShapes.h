@@ -336,8 +336,24 @@ struct AttentionShape {
   int64_t hidden, heads, groups, headDim;
   bool rope = false;
   double ropeBase = 10000.0;
+  /// A tensor-parallel shard's (tensorParallelShard; not serialised): the
+  /// ranks that share each query group's k and v (Megatron-LM with tp above
+  /// num_query_groups: the shard holds one group, heads of its queries),
+  /// and the tensor-parallel size.
+  int64_t kvReplicas = 1, ranks = 1;
+  /// q, k and v of the layer's heads: [q heads | k | v] by query group.
   int64_t qkvWidth() const { return (heads + 2 * groups) * headDim; }
   int64_t contextWidth() const { return heads * headDim; }
+  /// Replicated k and v: the whole layer's qkv width, which the ranks'
+  /// linear_qkv outputs make up side by side.
+  int64_t wholeQkvWidth() const {
+    return (heads * kvReplicas + 2) * headDim * (ranks / kvReplicas);
+  }
+  /// The rows of linear_qkv this rank computes: the shard's q, k and v, or
+  /// with replicated k and v its tp-th of the whole layer's rows.
+  int64_t linearWidth() const {
+    return kvReplicas > 1 ? wholeQkvWidth() / ranks : qkvWidth();
+  }
 
   std::vector<ParamSpec> params(int64_t numLayers) const {
     return {
@@ -373,8 +389,10 @@ struct AttentionShape {
   }
   /// The context's and the normed input's gradients, and dO . O per row
   /// and head.
+  /// With replicated k and v, the whole layer's q, k and v, gathered.
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
-    return t.tokens() * (hidden + contextWidth() + heads);
+    return t.tokens() * (hidden + contextWidth() + heads +
+                         (kvReplicas > 1 ? wholeQkvWidth() : 0));
   }
 };
 

@@ -47,8 +47,18 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
           if ((why = divides(s.heads, "mamba_num_heads")).empty())
             why = divides(s.groups, "mamba_num_groups");
         } else if constexpr (std::is_same_v<S, AttentionShape>) {
-          if ((why = divides(s.heads, "num_attention_heads")).empty())
-            why = divides(s.groups, "num_query_groups");
+          // Query groups split, or (tp a multiple of them) each shared by
+          // tp / groups ranks, as Megatron-LM's attention does; linear_qkv's
+          // rows split evenly either way.
+          why = divides(s.heads, "num_attention_heads");
+          if (why.empty() && s.groups % tp != 0 && tp % s.groups != 0)
+            why = "num_query_groups (" + std::to_string(s.groups) +
+                  ") is neither a multiple nor a divisor of the "
+                  "tensor-parallel size " +
+                  std::to_string(tp);
+          if (why.empty())
+            why = divides(s.qkvWidth(), "kv_channels x (num_attention_heads "
+                                        "+ 2 num_query_groups)");
         } else if constexpr (std::is_same_v<S, MlpShape>) {
           why = divides(s.ffn, "ffn_hidden_size");
         } else if constexpr (std::is_same_v<S, EmbeddingShape> ||
@@ -78,10 +88,18 @@ inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp) {
   std::visit(
       [&](auto &s) {
         using S = std::decay_t<decltype(s)>;
-        if constexpr (std::is_same_v<S, MambaShape> ||
-                      std::is_same_v<S, AttentionShape>) {
+        if constexpr (std::is_same_v<S, MambaShape>) {
           s.heads /= tp;
           s.groups /= tp;
+        } else if constexpr (std::is_same_v<S, AttentionShape>) {
+          s.heads /= tp;
+          s.ranks = tp;
+          if (s.groups % tp == 0) {
+            s.groups /= tp;
+          } else { // tp a multiple of the groups: one, shared
+            s.kvReplicas = tp / s.groups;
+            s.groups = 1;
+          }
         } else if constexpr (std::is_same_v<S, MlpShape> ||
                              std::is_same_v<S, MoeShape>) {
           s.ffn /= tp;
@@ -162,9 +180,22 @@ inline std::vector<Collective> collectivesOf(const LayerShape &shape,
       [&](const auto &s) -> std::vector<Collective> {
         using S = std::decay_t<decltype(s)>;
         const int64_t h = s.hidden;
-        if constexpr (std::is_same_v<S, MambaShape> ||
-                      std::is_same_v<S, AttentionShape> ||
-                      std::is_same_v<S, MlpShape>) {
+        if constexpr (std::is_same_v<S, AttentionShape>) {
+          // With fewer query groups than ranks, the ranks' linear_qkv
+          // outputs are gathered side by side (each rank takes its group's
+          // k and v and its heads' q), and going backward their gradients
+          // reduce-scattered back (Megatron-LM's
+          // all_gather_last_dim_from_tensor_parallel_region).
+          std::vector<Collective> c;
+          if (sp)
+            c.push_back({K::AllGather, h});
+          if (s.groups % tp != 0)
+            c.push_back(
+                {forward ? K::AllGather : K::ReduceScatter, s.qkvWidth()});
+          c.push_back({sp ? K::ReduceScatter : K::AllReduce, h});
+          return c;
+        } else if constexpr (std::is_same_v<S, MambaShape> ||
+                             std::is_same_v<S, MlpShape>) {
           if (!sp)
             return {{K::AllReduce, h}};
           return {{K::AllGather, h}, {K::ReduceScatter, h}};

@@ -46,6 +46,7 @@ struct RecordingKernels {
   static const TokenShape &shape(const TokenShape &t) { return t; }
   static void copy(float *, const float *, int64_t) { record("copy"); }
   static void addInto(float *, const float *, int64_t) { record("addInto"); }
+  static void zero(float *, int64_t) { record("zero"); }
   void round(float *, int64_t) const {
     record(activations == DType::BF16 ? "round bf16" : "round fp32");
   }

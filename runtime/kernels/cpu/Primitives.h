@@ -74,6 +74,7 @@ struct RecipeBasics {
   static void addInto(float *y, const float *x, int64_t n) {
     addResidual(n, x, y);
   }
+  static void zero(float *p, int64_t n) { std::fill(p, p + n, 0.0f); }
   void round(float *p, int64_t n) const { roundActivations(activations, p, n); }
 };
 

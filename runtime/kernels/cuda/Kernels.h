@@ -44,6 +44,8 @@ struct Tokens {
 
 /// Copies `floats` floats between device buffers.
 void copyFloats(float *dst, const float *src, int64_t floats);
+/// Sets n floats to zero (Primitives.cuh's, for the recipes).
+void zero(float *x, int64_t n);
 /// dst[i] = src[i] rounded to the nearest bfloat16, on the stream.
 void roundCopy(float *dst, const float *src, int64_t n);
 
@@ -69,6 +71,7 @@ struct RecipeBasics {
   static void addInto(float *y, const float *x, int64_t n) {
     addInPlace(y, x, n);
   }
+  static void zero(float *p, int64_t n) { cuda::zero(p, n); }
   void round(float *p, int64_t n) const { roundActivations(activations, p, n); }
 };
 
