@@ -308,27 +308,56 @@ std::string selfDirectory() {
   return path.substr(0, path.find_last_of('/'));
 }
 
-/// Identifies a compiled artifact: the spec's text and path, the overrides,
-/// the schedule CSV it runs and the hypipe binary that compiles it.
+/// Every override's value, "-" for one not given: what a train command line
+/// changes of the compiled artifact.
+std::string overridesText(const SpecOverrides &v) {
+  // A new override must join the text below (an artifact compiled without
+  // it would otherwise be taken for one compiled with it).
+  static_assert(sizeof(SpecOverrides) == 760,
+                "SpecOverrides changed: add its new field to overridesText");
+  auto opt = [](const auto &x) -> std::string {
+    if (!x)
+      return "-";
+    using T = std::decay_t<decltype(*x)>;
+    if constexpr (std::is_same_v<T, std::string>)
+      return *x;
+    else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+      return fmt::format("[{}]", fmt::join(*x, " "));
+    else if constexpr (std::is_same_v<T, double>)
+      return fmt::format("{:a}", *x); // exact
+    else
+      return fmt::format("{}", *x);
+  };
+  return fmt::format(
+      "pp={} vpp={} dp={} microbatches={} steps={} seed={} tp={} "
+      "sequence_parallel={} mbs={} global_batch={} lr={} min_lr={} "
+      "lr_decay_style={} lr_wsd_decay_style={} lr_warmup_iters={} "
+      "lr_wsd_decay_iters={} lr_warmup_fraction={} weight_decay={} "
+      "clip_grad={} adam_beta1={} adam_beta2={} adam_eps={} schedule={} "
+      "target={} dtype={} distributed_optimizer={} split={} schedule_csv={} "
+      "recompute={} {} {} {}",
+      opt(v.pp), opt(v.vpp), opt(v.dp), opt(v.microbatches), opt(v.steps),
+      opt(v.seed), opt(v.tp), opt(v.sequenceParallel), opt(v.microBatchSize),
+      opt(v.globalBatchSize), opt(v.lr), opt(v.minLr), opt(v.lrDecayStyle),
+      opt(v.lrWsdDecayStyle), opt(v.lrWarmupIters), opt(v.lrWsdDecayIters),
+      opt(v.lrWarmupFraction), opt(v.weightDecay), opt(v.clipGrad),
+      opt(v.adamBeta1), opt(v.adamBeta2), opt(v.adamEps), opt(v.schedule),
+      opt(v.target), opt(v.dtype), opt(v.distributedOptimizer), opt(v.split),
+      opt(v.scheduleCsv), opt(v.recomputeGranularity), opt(v.recomputeMethod),
+      opt(v.recomputeNumLayers), opt(v.recomputeModules));
+}
+
+/// Identifies a compiled artifact: the spec's text and path, every
+/// override, the schedule CSV it runs and the hypipe binary that compiles
+/// it.
 std::string cacheKey(const TrainOptions &o, const ModelSpec &loaded) {
   struct stat st {};
   ::stat("/proc/self/exe", &st);
   char real[PATH_MAX];
   std::string spec = ::realpath(o.spec.c_str(), real) ? real : o.spec;
-  const SpecOverrides &v = o.overrides;
-  auto opt = [](const std::optional<int64_t> &x) {
-    return x ? std::to_string(*x) : std::string("-");
-  };
   std::string text = fmt::format(
-      "{}\n{}\npp={} vpp={} dp={} tp={} sequence_parallel={} mb={} mbs={} "
-      "steps={} seed={} schedule={} "
-      "target={} dtype={} distributed_optimizer={}\nrecompute={}\n"
-      "schedule_csv={}\n{}\nsplit={}\n{} {}\n",
-      spec, readFile(o.spec), opt(v.pp), opt(v.vpp), opt(v.dp), opt(v.tp),
-      v.sequenceParallel.has_value(), opt(v.microbatches),
-      opt(v.microBatchSize), opt(v.steps), opt(v.seed),
-      v.schedule.value_or("-"), v.target.value_or("-"), v.dtype.value_or("-"),
-      v.distributedOptimizer.has_value(),
+      "{}\n{}\n{}\nrecompute={}\nschedule_csv={}\n{}\nsplit={}\n{} {}\n", spec,
+      readFile(o.spec), overridesText(o.overrides),
       recomputeFlags(loaded.training.recompute), loaded.parallel.scheduleCsv,
       readFile(loaded.parallel.scheduleCsv), loaded.data.split,
       int64_t(st.st_mtime), int64_t(st.st_size));
