@@ -680,7 +680,9 @@ int64_t PlanCandidate::peakMemory() const {
 std::string tensorParallelRefusal(const ModelSpec &spec, int64_t tp) {
   if (tp == 1)
     return "";
-  const ModelDims &d = spec.dims;
+  // The vocabulary as Megatron-LM pads it for this tp.
+  ModelDims d = spec.dims;
+  d.vocab = paddedVocabSize(spec.vocabSize, spec.vocabDivisor, tp);
   // One shape of every kind the spec's layers hold; a kind the cost model
   // has no shape for splits nowhere.
   std::vector<rt::LayerShape> kinds = {rt::embeddingShape(d), rt::headShape(d)};
@@ -855,8 +857,10 @@ std::string megatronModelArgs(const ModelSpec &spec) {
       "--lr {:g} --min-lr {:g} --lr-decay-style {} --weight-decay {:g} "
       "--clip-grad {:g} --adam-beta1 {:g} --adam-beta2 {:g} --adam-eps {:g} "
       "--seed {}",
-      d.vocab, t.steps, t.lr, t.minLr, lrDecayStyleName(t.lrDecayStyle),
+      spec.vocabSize, t.steps, t.lr, t.minLr, lrDecayStyleName(t.lrDecayStyle),
       t.weightDecay, t.gradClip, t.adamBeta1, t.adamBeta2, t.adamEps, t.seed);
+  if (spec.vocabDivisor != 128) // Megatron-LM's default
+    out += fmt::format(" --make-vocab-size-divisible-by {}", spec.vocabDivisor);
   if (t.lrWarmupFraction)
     out += fmt::format(" --lr-warmup-fraction {:g}", *t.lrWarmupFraction);
   else

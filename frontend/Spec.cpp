@@ -117,6 +117,7 @@ const std::vector<Field> &modelFields() {
       HYPIPE_FIELD("moe_aux_loss_coeff", d.spec.moeAuxLossCoeff),
       HYPIPE_FIELD("mtp_loss_scaling_factor", d.spec.mtpLossScalingFactor),
       HYPIPE_FIELD("vocab_size", d.spec.dims.vocab),
+      HYPIPE_FIELD("make_vocab_size_divisible_by", d.spec.vocabDivisor),
       HYPIPE_FIELD("tie_embeddings", d.spec.dims.tieEmbeddings),
       HYPIPE_FIELD("activation", d.spec.dims.activation),
       HYPIPE_FIELD("position_embedding", d.spec.positionEmbedding),
@@ -371,6 +372,7 @@ private:
   /// pattern's layer or MTP parts.
   llvm::Error tensorParallelError(char part, const std::string &why);
   llvm::Error checkSequenceParallel();
+  llvm::Error padVocabulary();
   llvm::Error checkMoeNeedsSequenceParallel();
   llvm::Error checkRecompute();
   llvm::Error checkRecomputeModules();
@@ -472,7 +474,9 @@ private:
          bool(overrides.recomputeNumLayers)},
         {"training.recompute.modules", "--recompute-modules",
          bool(overrides.recomputeModules)},
-        {"data.split", "--split", bool(overrides.split)}};
+        {"data.split", "--split", bool(overrides.split)},
+        {"model.make_vocab_size_divisible_by", "--make-vocab-size-divisible-by",
+         bool(overrides.makeVocabSizeDivisibleBy)}};
     for (auto [key, flag, isGiven] : given)
       if (isGiven)
         overridden[key] = flag;
@@ -484,6 +488,8 @@ private:
       par.dp = *overrides.dp;
     if (overrides.tp)
       par.tp = *overrides.tp;
+    if (overrides.makeVocabSizeDivisibleBy)
+      draft.spec.vocabDivisor = *overrides.makeVocabSizeDivisibleBy;
     if (overrides.sequenceParallel)
       par.sequenceParallel = *overrides.sequenceParallel;
     if (overrides.schedule)
@@ -1770,11 +1776,34 @@ tensorParallelRefusal(const ModelSpec &spec, int64_t tp) {
 
 } // namespace
 
+/// Megatron-LM's vocabulary padding: the embedding's and the output
+/// layer's rows are model.vocab_size rounded up to a multiple of
+/// make_vocab_size_divisible_by x tp (docs/spec.md).
+llvm::Error Loader::padVocabulary() {
+  ModelSpec &spec = draft.spec;
+  // Bounded so that the padded size stays a size the rest of the checks
+  // take (SizeBounds.h bounds vocab_size itself).
+  constexpr int64_t kMaxDivisor = int64_t(1) << 20;
+  if (spec.vocabDivisor < 1 || spec.vocabDivisor > kMaxDivisor)
+    return error(nodeForField("model.make_vocab_size_divisible_by"),
+                 fmt::format("make_vocab_size_divisible_by ({}) must be "
+                             "between 1 and {}",
+                             spec.vocabDivisor, kMaxDivisor),
+                 "use Megatron-LM's default, 128, or 1 for no padding beyond "
+                 "a multiple of tp");
+  spec.vocabSize = spec.dims.vocab;
+  spec.dims.vocab =
+      paddedVocabSize(spec.vocabSize, spec.vocabDivisor, spec.parallel.tp);
+  return llvm::Error::success();
+}
+
 /// Megatron-LM's tensor-parallel rules: every layer kind the pattern uses
 /// and the vocabulary split over tp ranks (docs/spec.md), then sequence
 /// parallelism's.
 llvm::Error Loader::checkTensorParallel() {
   const int64_t tp = draft.spec.parallel.tp;
+  if (llvm::Error err = padVocabulary())
+    return err;
   if (std::optional<TensorParallelRefusal> refused =
           tensorParallelRefusal(draft.spec, tp))
     return tensorParallelError(refused->part, refused->why);
@@ -1806,13 +1835,8 @@ llvm::Error Loader::tensorParallelError(char part, const std::string &why) {
             : fmt::format("tp {} or {}, which split every layer of this model",
                           fmt::join(working.begin(), working.end() - 1, ", "),
                           working.back());
-    std::string help =
-        field == "vocab_size"
-            ? fmt::format("hypipe does not pad the vocabulary yet: give a "
-                          "vocab_size that {} divides (e.g. {}), or use {}",
-                          tp, (spec.dims.vocab / tp + 1) * tp, options)
-            : fmt::format("give {} a multiple of {}, or use {}", field.str(),
-                          tp, options);
+    std::string help = fmt::format("give {} a multiple of {}, or use {}",
+                                   field.str(), tp, options);
     yaml::Node *at = valueNodes.count(("model." + field).str())
                          ? nodeFor("model", field)
                          : nodeFor("parallel", "tp");

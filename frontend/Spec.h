@@ -136,7 +136,13 @@ struct ModelSpec {
   /// when the file holds it verbatim on one line (no escapes), so the
   /// compiler can locate each layer at its character; 0 otherwise.
   unsigned patternLine = 0, patternColumn = 0;
+  /// dims.vocab is model.vocab_size padded to a multiple of
+  /// vocabDivisor x tp (paddedVocabSize); vocabSize is it as given.
   ModelDims dims;
+  int64_t vocabSize = 256;
+  /// Megatron-LM's --make-vocab-size-divisible-by (model.
+  /// make_vocab_size_divisible_by).
+  int64_t vocabDivisor = 128;
   std::string positionEmbedding = "none";
   double moeAuxLossCoeff = 0.01;
   /// Megatron's --mtp-loss-scaling-factor: the MTP depths' mean loss enters
@@ -166,6 +172,8 @@ struct SpecOverrides {
   /// over micro_batch_size x dp.
   std::optional<int64_t> globalBatchSize;
   std::optional<double> lr, minLr;
+  /// Megatron-LM's --make-vocab-size-divisible-by.
+  std::optional<int64_t> makeVocabSizeDivisibleBy;
   /// Megatron's learning-rate and optimizer flags (training's keys of the
   /// same names; the styles as written, parsed by the loader).
   std::optional<std::string> lrDecayStyle, lrWsdDecayStyle;

@@ -14,6 +14,16 @@
 
 namespace hypipe {
 
+/// Megatron-LM's padded vocabulary (_vocab_size_with_padding): `vocab`
+/// rounded up to a multiple of `divisor` x `tp`
+/// (--make-vocab-size-divisible-by, 128 by default), so every
+/// tensor-parallel rank holds as many rows; the padded rows are trained
+/// parameters whose logits take part in the softmax.
+inline int64_t paddedVocabSize(int64_t vocab, int64_t divisor, int64_t tp) {
+  const int64_t multiple = divisor * tp;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
 struct ModelDims {
   int64_t hidden = 256;
   int64_t ffnHidden = 1024;
@@ -27,6 +37,8 @@ struct ModelDims {
   int64_t numExperts = 0;
   int64_t moeTopK = 0;
   int64_t moeFfnHidden = 0; // 0: same as ffnHidden
+  /// The embedding's and the output layer's rows: model.vocab_size padded
+  /// (paddedVocabSize) once the spec is loaded.
   int64_t vocab = 256;
   bool tieEmbeddings = true;
   std::string activation = "squared_relu";

@@ -328,11 +328,29 @@ void SafeTensorsFile::read(const std::string &name,
         "another model; check the spec",
         path, name));
   const SafeTensorsEntry &e = it->second;
-  if ((e.dtype != "F32" && e.dtype != "BF16") || e.shape != shape)
+  if ((e.dtype != "F32" && e.dtype != "BF16") || e.shape != shape) {
+    // The vocabulary's rows alone differ: another padding (Megatron-LM's
+    // make_vocab_size_divisible_by x tp), not another model.
+    const bool vocabRows = e.shape.size() == 2 && shape.size() == 2 &&
+                           e.shape[1] == shape[1] && e.shape[0] != shape[0] &&
+                           (name.find("word_embeddings") != std::string::npos ||
+                            name.find("output_layer") != std::string::npos);
     throw RuntimeError(fmt::format(
         "error: tensor '{}' in '{}' is {} {}, the model needs F32 {}\nhelp: "
-        "the checkpoint belongs to another model; check the spec",
-        name, path, e.dtype, fmt::join(e.shape, "x"), fmt::join(shape, "x")));
+        "{}",
+        name, path, e.dtype, fmt::join(e.shape, "x"), fmt::join(shape, "x"),
+        vocabRows
+            ? fmt::format(
+                  "the vocabulary is padded to a multiple of "
+                  "make_vocab_size_divisible_by x tp (docs/spec.md): the "
+                  "checkpoint's run padded it to {} rows, this one to {}; "
+                  "give make_vocab_size_divisible_by "
+                  "(--make-vocab-size-divisible-by) a value that pads both "
+                  "alike",
+                  e.shape[0], shape[0])
+            : std::string("the checkpoint belongs to another model; check "
+                          "the spec")));
+  }
   std::ifstream in(path, std::ios::binary);
   in.seekg(std::streamoff(header.dataStart + e.begin));
   const uint64_t bytes = e.end - e.begin;

@@ -648,6 +648,9 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
   opt("--tp,--tensor-model-parallel-size", o.tp,
       "tensor-parallel size: each layer split over tp ranks (instead of "
       "parallel.tp)");
+  opt("--make-vocab-size-divisible-by", o.makeVocabSizeDivisibleBy,
+      "pad the vocabulary to a multiple of this x tp "
+      "(model.make_vocab_size_divisible_by; default 128, Megatron-LM's)");
   sub->add_flag_function(
       "--sequence-parallel", [&o](int64_t) { o.sequenceParallel = true; },
       "Megatron-LM's sequence parallelism over the tensor-parallel ranks "

@@ -142,9 +142,22 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   add("--tensor-model-parallel-size", v.tp);
   if (v.sequenceParallel)
     words.push_back("--sequence-parallel");
+  add("--make-vocab-size-divisible-by", v.makeVocabSizeDivisibleBy);
   add("--microbatches", v.microbatches);
   add("--micro-batch-size", v.microBatchSize);
   add("--steps", v.steps);
+  add("--lr", v.lr);
+  add("--min-lr", v.minLr);
+  add("--lr-decay-style", v.lrDecayStyle);
+  add("--lr-warmup-iters", v.lrWarmupIters);
+  add("--lr-warmup-fraction", v.lrWarmupFraction);
+  add("--lr-wsd-decay-iters", v.lrWsdDecayIters);
+  add("--lr-wsd-decay-style", v.lrWsdDecayStyle);
+  add("--weight-decay", v.weightDecay);
+  add("--clip-grad", v.clipGrad);
+  add("--adam-beta1", v.adamBeta1);
+  add("--adam-beta2", v.adamBeta2);
+  add("--adam-eps", v.adamEps);
   add("--seed", v.seed);
   add("--schedule", v.schedule);
   add("--target", v.target);
@@ -313,7 +326,7 @@ std::string selfDirectory() {
 std::string overridesText(const SpecOverrides &v) {
   // A new override must join the text below (an artifact compiled without
   // it would otherwise be taken for one compiled with it).
-  static_assert(sizeof(SpecOverrides) == 760,
+  static_assert(sizeof(SpecOverrides) == 776,
                 "SpecOverrides changed: add its new field to overridesText");
   auto opt = [](const auto &x) -> std::string {
     if (!x)
@@ -335,7 +348,7 @@ std::string overridesText(const SpecOverrides &v) {
       "lr_wsd_decay_iters={} lr_warmup_fraction={} weight_decay={} "
       "clip_grad={} adam_beta1={} adam_beta2={} adam_eps={} schedule={} "
       "target={} dtype={} distributed_optimizer={} split={} schedule_csv={} "
-      "recompute={} {} {} {}",
+      "recompute={} {} {} {} vocab_divisor={}",
       opt(v.pp), opt(v.vpp), opt(v.dp), opt(v.microbatches), opt(v.steps),
       opt(v.seed), opt(v.tp), opt(v.sequenceParallel), opt(v.microBatchSize),
       opt(v.globalBatchSize), opt(v.lr), opt(v.minLr), opt(v.lrDecayStyle),
@@ -344,7 +357,8 @@ std::string overridesText(const SpecOverrides &v) {
       opt(v.adamBeta1), opt(v.adamBeta2), opt(v.adamEps), opt(v.schedule),
       opt(v.target), opt(v.dtype), opt(v.distributedOptimizer), opt(v.split),
       opt(v.scheduleCsv), opt(v.recomputeGranularity), opt(v.recomputeMethod),
-      opt(v.recomputeNumLayers), opt(v.recomputeModules));
+      opt(v.recomputeNumLayers), opt(v.recomputeModules),
+      opt(v.makeVocabSizeDivisibleBy));
 }
 
 /// Identifies a compiled artifact: the spec's text and path, every
