@@ -5,8 +5,9 @@ under other names (q_a_proj <-> linear_q_down_proj, q_a_layernorm <->
 linear_q_up_proj.layer_norm_weight, q_b_proj <-> linear_q_up_proj, q_proj <->
 linear_q_proj, kv_a_proj_with_mqa <-> linear_kv_down_proj, kv_a_layernorm <->
 linear_kv_up_proj.layer_norm_weight, kv_b_proj <-> linear_kv_up_proj, o_proj
-<-> linear_proj). Both run in float64 on the same weights and input, with
-q_lora_rank on and off and RoPE and YaRN; the output and every gradient
+<-> linear_proj); without qk_layernorm Megatron's latent norms are
+identities, and so are transformers' here. Both run in float64 on the same weights and input, with
+q_lora_rank on and off, qk_layernorm on and off, and RoPE and YaRN; the output and every gradient
 (the input's and each weight's) must agree to 1e-10 relative to the
 tensor's largest entry, on the same rotary angles; the angles' frequencies
 and the factor on cos and sin (YaRN's) are compared on their own, the
@@ -61,13 +62,17 @@ def check(name, d, B=2, S=11, hidden=32):
     hf = ds.DeepseekV3Attention(config, layer_idx=0).double()
     # Its latent norms take the default epsilon, not the config's:
     # Megatron's (hypipe's) is the layer norm epsilon.
+    # Without qk_layernorm Megatron's latent norms are IdentityOp.
     for m in hf.modules():
         if isinstance(m, ds.DeepseekV3RMSNorm):
             m.variance_epsilon = ref.EPS
+            if not d["qk_layernorm"]:
+                m.forward = lambda x: x
     with torch.no_grad():
         for p in hf.parameters():
             p.copy_(torch.randn_like(p) * 0.3 + (1.0 if p.dim() == 1 else 0.0))
-    ours = {NAMES[k]: v.detach().clone().requires_grad_(True) for k, v in hf.named_parameters()}
+    used = [(k, v) for k, v in hf.named_parameters() if d["qk_layernorm"] or "layernorm" not in k]
+    ours = {NAMES[k]: v.detach().clone().requires_grad_(True) for k, v in used}
 
     x = torch.randn(B, S, hidden, dtype=torch.float64)
     x_hf, x_ours = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
@@ -89,7 +94,7 @@ def check(name, d, B=2, S=11, hidden=32):
     y_hf.backward(dy)
     y_ours.backward(dy)
     pairs = [("output", y_hf.detach(), y_ours.detach()), ("input grad", x_hf.grad, x_ours.grad)]
-    pairs += [(NAMES[k] + " grad", v.grad, ours[NAMES[k]].grad) for k, v in hf.named_parameters()]
+    pairs += [(NAMES[k] + " grad", v.grad, ours[NAMES[k]].grad) for k, v in used]
     worst = 0.0
     for what, a, b in pairs:
         err = ((a - b).abs().max() / a.abs().max()).item()
@@ -110,6 +115,9 @@ def main():
                                rotary_scaling_factor=40.0, mscale=0.707, mscale_all_dim=0.707))
     check("no q_lora yarn", dict(base, q_lora_rank=0, rope_type="yarn",
                                   rotary_scaling_factor=4.0, mscale=1.0, mscale_all_dim=1.0))
+    check("q_lora yarn without qk_layernorm", dict(
+        base, qk_layernorm=False, q_lora_rank=10, rope_type="yarn",
+        rotary_scaling_factor=4.0, mscale=1.0, mscale_all_dim=0.0))
 
 
 if __name__ == "__main__":
