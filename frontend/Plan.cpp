@@ -841,6 +841,21 @@ std::string megatronModelArgs(const ModelSpec &spec) {
                        "type aux_loss --moe-aux-loss-coeff {:g}",
                        d.numExperts, d.moeTopK, d.expertFfnHidden(),
                        spec.moeAuxLossCoeff);
+  if (has('+')) {
+    const MlaRopeSpec &rope = spec.mlaRope;
+    out += " --multi-latent-attention";
+    if (d.qLoraRank > 0)
+      out += fmt::format(" --q-lora-rank {}", d.qLoraRank);
+    out += fmt::format(" --kv-lora-rank {} --qk-head-dim {} "
+                       "--qk-pos-emb-head-dim {} --v-head-dim {} "
+                       "--rope-type {} --rotary-scaling-factor {:g} "
+                       "--mscale {:g} --mscale-all-dim {:g}",
+                       d.kvLoraRank, d.qkHeadDim, d.qkPosEmbHeadDim, d.vHeadDim,
+                       mlaRopeTypeName(rope.type), rope.rotaryScalingFactor,
+                       rope.mscale, rope.mscaleAllDim);
+    if (d.qkLayernorm)
+      out += " --qk-layernorm";
+  }
   if (spec.pattern.hasMtp())
     out += fmt::format(" --mtp-num-layers {} --mtp-loss-scaling-factor {:g}",
                        spec.pattern.mtpDepths, spec.mtpLossScalingFactor);

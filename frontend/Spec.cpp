@@ -58,10 +58,13 @@ struct Draft {
   std::optional<int64_t> vpp;
   std::optional<int64_t> microbatches;
   std::optional<int64_t> groupSize; ///< absent: pp, Megatron's default
+  /// model.q_lora_rank: absent or null is Megatron's None.
+  std::optional<int64_t> qLoraRank;
   /// The enum fields as written; checking parses each into the spec once.
   std::string schedule = "1f1b", comm = "auto", objective = "time",
               dtype = "fp32", target = "cpu", format = "text",
-              lrDecayStyle = "cosine", lrWsdDecayStyle = "exponential";
+              lrDecayStyle = "cosine", lrWsdDecayStyle = "exponential",
+              ropeType = "yarn";
   /// training.recompute as written; checkRecompute parses it into the spec.
   std::string recomputeGranularity = "none", recomputeMethod;
   std::optional<int64_t> recomputeNumLayers;
@@ -81,6 +84,9 @@ using FieldRef =
 struct Field {
   llvm::StringLiteral name;
   FieldRef ref;
+  /// An optional value that `null` unsets (Megatron's None), as leaving
+  /// the key out does; every other key refuses `null`.
+  bool nullable = false;
 };
 
 /// The keys of a mapping: a section of the spec, or a mapping nested in one
@@ -93,6 +99,10 @@ struct Section {
 #define HYPIPE_FIELD(key, member)                                              \
   Field {                                                                      \
     key, +[](Draft &d) -> decltype(auto) { return (member); }                  \
+  }
+#define HYPIPE_NULLABLE_FIELD(key, member)                                     \
+  Field {                                                                      \
+    key, +[](Draft &d) -> decltype(auto) { return (member); }, true            \
   }
 
 const std::vector<Field> &modelFields() {
@@ -121,6 +131,16 @@ const std::vector<Field> &modelFields() {
       HYPIPE_FIELD("tie_embeddings", d.spec.dims.tieEmbeddings),
       HYPIPE_FIELD("activation", d.spec.dims.activation),
       HYPIPE_FIELD("position_embedding", d.spec.positionEmbedding),
+      HYPIPE_NULLABLE_FIELD("q_lora_rank", d.qLoraRank),
+      HYPIPE_FIELD("kv_lora_rank", d.spec.dims.kvLoraRank),
+      HYPIPE_FIELD("qk_head_dim", d.spec.dims.qkHeadDim),
+      HYPIPE_FIELD("qk_pos_emb_head_dim", d.spec.dims.qkPosEmbHeadDim),
+      HYPIPE_FIELD("v_head_dim", d.spec.dims.vHeadDim),
+      HYPIPE_FIELD("qk_layernorm", d.spec.dims.qkLayernorm),
+      HYPIPE_FIELD("rope_type", d.ropeType),
+      HYPIPE_FIELD("rotary_scaling_factor", d.spec.mlaRope.rotaryScalingFactor),
+      HYPIPE_FIELD("mscale", d.spec.mlaRope.mscale),
+      HYPIPE_FIELD("mscale_all_dim", d.spec.mlaRope.mscaleAllDim),
   };
   return fields;
 }
@@ -362,6 +382,7 @@ private:
   llvm::Error checkPattern();
   llvm::Error checkPatternLayers();
   llvm::Error checkModel();
+  llvm::Error checkMlaRope();
   llvm::Error checkParallel();
   llvm::Error checkTraining();
   llvm::Error checkLrSchedule();
@@ -732,12 +753,28 @@ llvm::Error Loader::checkText(const Section &section, const Field &field,
   return llvm::Error::success();
 }
 
+/// YAML's null: an empty value, `~` or `null` (the core schema's spellings).
+bool isYamlNull(yaml::Node *value) {
+  if (llvm::isa<yaml::NullNode>(value))
+    return true;
+  auto *scalar = llvm::dyn_cast<yaml::ScalarNode>(value);
+  if (!scalar)
+    return false;
+  llvm::SmallString<8> storage;
+  llvm::StringRef v = scalar->getValue(storage);
+  return v == "~" || v == "null" || v == "Null" || v == "NULL";
+}
+
 llvm::Error Loader::readField(const Section &section, const Field &field,
                               yaml::Node *value) {
   if (auto *nested = std::get_if<const Section *>(&field.ref))
     return readSection(**nested, value);
   std::string where =
       fmt::format("{}.{}", section.name.str(), field.name.str());
+  if (field.nullable && isYamlNull(value)) {
+    std::get<std::optional<int64_t> &(*)(Draft &)>(field.ref)(draft).reset();
+    return llvm::Error::success();
+  }
   if (llvm::isa<yaml::NullNode>(value))
     return error(
         value, fmt::format("{} has no value", where),
@@ -1187,6 +1224,13 @@ llvm::Error Loader::checkPatternLayers() {
 /// Dimensions, then what each layer kind in use needs.
 llvm::Error Loader::checkModel() {
   ModelSpec &spec = draft.spec;
+  if (draft.qLoraRank && *draft.qLoraRank <= 0)
+    return error(
+        nodeFor("model", "q_lora_rank"),
+        fmt::format("q_lora_rank must be positive, got {}", *draft.qLoraRank),
+        "use null (Megatron's default) for queries without a "
+        "down-projection, or a rank such as 1536 (DeepSeek-V3)");
+  spec.dims.qLoraRank = draft.qLoraRank.value_or(0);
   if (auto problem = checkModelDims(spec.dims))
     return error(nodeFor("model", problem->field), problem->message,
                  problem->help);
@@ -1210,6 +1254,8 @@ llvm::Error Loader::checkModel() {
         nodeFor("model", "position_embedding"),
         fmt::format("unknown position_embedding '{}'", spec.positionEmbedding),
         "use none (the hybrid-model default) or rope");
+  if (auto err = checkMlaRope())
+    return err;
   if (spec.moeAuxLossCoeff < 0)
     return error(nodeFor("model", "moe_aux_loss_coeff"),
                  "moe_aux_loss_coeff cannot be negative",
@@ -1219,6 +1265,34 @@ llvm::Error Loader::checkModel() {
                  "mtp_loss_scaling_factor cannot be negative",
                  "use Megatron's default 0.1, or 0 to train the MTP depths "
                  "without their loss reaching the model");
+  return llvm::Error::success();
+}
+
+/// MLA's rotary embedding: Megatron's --rope-type (yarn, MLA's default, or
+/// rope) and YaRN's scaling.
+llvm::Error Loader::checkMlaRope() {
+  MlaRopeSpec &rope = draft.spec.mlaRope;
+  std::optional<MlaRopeType> type = parseMlaRopeType(draft.ropeType);
+  if (!type)
+    return error(nodeFor("model", "rope_type"),
+                 fmt::format("unknown rope_type '{}'", draft.ropeType),
+                 "use yarn (MLA's default) or rope");
+  rope.type = *type;
+  if (!(rope.rotaryScalingFactor > 0) ||
+      !std::isfinite(rope.rotaryScalingFactor))
+    return error(nodeFor("model", "rotary_scaling_factor"),
+                 fmt::format("rotary_scaling_factor must be a positive "
+                             "number, got {}",
+                             rope.rotaryScalingFactor),
+                 "use 1 (Megatron's default: no YaRN stretching) or the "
+                 "context extension, e.g. 40 for DeepSeek-V3");
+  for (auto [key, value] : {std::pair{"mscale", rope.mscale},
+                            {"mscale_all_dim", rope.mscaleAllDim}})
+    if (!std::isfinite(value) || value < 0)
+      return error(
+          nodeFor("model", key),
+          fmt::format("{} must be a non-negative number, got {}", key, value),
+          "Megatron's defaults are mscale 1 and mscale_all_dim 0");
   return llvm::Error::success();
 }
 

@@ -24,6 +24,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hypipe {
@@ -128,6 +129,30 @@ struct DataSpec {
   std::string split;
 };
 
+/// Multi-latent attention's rotary embedding: Megatron-LM's --rope-type
+/// (yarn is MLA's default) with YaRN's --rotary-scaling-factor, --mscale and
+/// --mscale-all-dim.
+enum class MlaRopeType { Rope, Yarn };
+
+inline const char *mlaRopeTypeName(MlaRopeType t) {
+  return t == MlaRopeType::Rope ? "rope" : "yarn";
+}
+
+/// The inverse of mlaRopeTypeName; nullopt for anything else.
+inline std::optional<MlaRopeType> parseMlaRopeType(std::string_view name) {
+  for (MlaRopeType t : {MlaRopeType::Rope, MlaRopeType::Yarn})
+    if (name == mlaRopeTypeName(t))
+      return t;
+  return std::nullopt;
+}
+
+struct MlaRopeSpec {
+  MlaRopeType type = MlaRopeType::Yarn;
+  double rotaryScalingFactor = 1.0;
+  double mscale = 1.0;
+  double mscaleAllDim = 0.0;
+};
+
 struct ModelSpec {
   std::string file; ///< Where it was read from.
   std::string name = "model";
@@ -144,6 +169,7 @@ struct ModelSpec {
   /// make_vocab_size_divisible_by).
   int64_t vocabDivisor = 128;
   std::string positionEmbedding = "none";
+  MlaRopeSpec mlaRope;
   double moeAuxLossCoeff = 0.01;
   /// Megatron's --mtp-loss-scaling-factor: the MTP depths' mean loss enters
   /// the objective with this weight.

@@ -122,6 +122,38 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     c.params = rt::rankNumel(rt::attentionShape(d).params(1), tp);
     return c;
   }
+  case '+': {
+    // A rank's tp-th of the heads: the down-projections are replicated,
+    // so every rank runs them whole.
+    const rt::MlaShape m = rt::mlaShape(d);
+    const int64_t heads = d.numHeads / tp, q = heads * m.queryDim(),
+                  ctx = heads * m.vHeadDim;
+    const int64_t kvLatent = m.kvLoraRank + m.posEmbDim;
+    if (m.qLoraRank > 0) {
+      addLinear(c, t, h, m.qLoraRank);
+      addLinear(c, t, m.qLoraRank, q);
+    } else {
+      addLinear(c, t, h, q);
+    }
+    addLinear(c, t, h, kvLatent);
+    addLinear(c, t, m.kvLoraRank, heads * (m.qkHeadDim + m.vHeadDim));
+    // Causal attention over the lower triangle: QK^T over qk + pe channels
+    // and PV over v channels, per head; backward costs 2x forward.
+    const int64_t core = s.microBatchSize * heads * s.seqLength * s.seqLength *
+                         (m.queryDim() + m.vHeadDim);
+    c.forwardFlops += core;
+    c.backwardInputFlops += 2 * core;
+    addLinear(c, t, ctx, h);
+    // Kept: norm input and normed input, the latents (and their normed
+    // copies with qk_layernorm), q, k and v, the context, and the softmax
+    // log-sum-exp per head and token.
+    const int64_t latents = (m.qLoraRank + kvLatent) +
+                            (m.qkLayernorm ? m.qLoraRank + m.kvLoraRank : 0);
+    c.activationBytes = 2 * stream + t * (latents + 2 * q + 2 * ctx) * e +
+                        t * heads * int64_t(sizeof(float));
+    c.params = rt::rankNumel(m.params(1), tp);
+    return c;
+  }
   case '-': {
     const int64_t ffn = d.ffnHidden / tp, up = upWidth(d, ffn);
     addLinear(c, t, h, up);

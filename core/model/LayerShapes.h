@@ -403,6 +403,68 @@ inline std::vector<int64_t> fc1SectionsOf(Activation act, int64_t ffn) {
                                    : std::vector<int64_t>{ffn};
 }
 
+/// Multi-latent attention as Megatron-LM builds it
+/// (multi_latent_attention.py): queries through linear_q_down_proj and
+/// linear_q_up_proj (or one linear_q_proj without q_lora_rank); keys and
+/// values from the latent c_kv of linear_kv_down_proj, whose last
+/// `posEmbDim` columns are the one rotary key k_pe all heads share. Costed
+/// and named; no kernel lowers it yet, so it is not a LayerShape.
+struct MlaShape {
+  int64_t hidden, heads;
+  int64_t qLoraRank; ///< 0: Megatron's None, no query down-projection
+  int64_t kvLoraRank, qkHeadDim, posEmbDim, vHeadDim;
+  bool qkLayernorm = false;
+
+  int64_t queryDim() const { return qkHeadDim + posEmbDim; }
+  int64_t queryWidth() const { return heads * queryDim(); }
+  int64_t kvUpWidth() const { return heads * (qkHeadDim + vHeadDim); }
+  int64_t contextWidth() const { return heads * vHeadDim; }
+
+  std::vector<ParamSpec> params(int64_t numLayers) const {
+    std::vector<ParamSpec> p = {
+        {"input_layernorm.weight", {hidden}, Init::Ones}};
+    // Megatron splits heads: the up-projections are column-parallel (by
+    // heads), the down-projections replicated, linear_proj row-parallel.
+    if (qLoraRank > 0) {
+      p.push_back({"self_attention.linear_q_down_proj.weight",
+                   {qLoraRank, hidden},
+                   Init::Normal,
+                   kInitStd});
+      if (qkLayernorm)
+        p.push_back({"self_attention.linear_q_up_proj.layer_norm_weight",
+                     {qLoraRank},
+                     Init::Ones});
+      p.push_back(splitRows({"self_attention.linear_q_up_proj.weight",
+                             {queryWidth(), qLoraRank},
+                             Init::Normal,
+                             kInitStd}));
+    } else {
+      p.push_back(splitRows({"self_attention.linear_q_proj.weight",
+                             {queryWidth(), hidden},
+                             Init::Normal,
+                             kInitStd}));
+    }
+    p.push_back({"self_attention.linear_kv_down_proj.weight",
+                 {kvLoraRank + posEmbDim, hidden},
+                 Init::Normal,
+                 kInitStd});
+    if (qkLayernorm)
+      p.push_back({"self_attention.linear_kv_up_proj.layer_norm_weight",
+                   {kvLoraRank},
+                   Init::Ones});
+    // Rows per head [k_nope; v].
+    p.push_back(splitRows({"self_attention.linear_kv_up_proj.weight",
+                           {kvUpWidth(), kvLoraRank},
+                           Init::Normal,
+                           kInitStd}));
+    p.push_back(splitColumns({"self_attention.linear_proj.weight",
+                              {hidden, contextWidth()},
+                              Init::Normal,
+                              scaledStd(numLayers)}));
+    return p;
+  }
+};
+
 struct MlpShape {
   /// f(name, field) for each field (forEachField).
   template <class Self, class F> static void fields(Self &s, F &&f) {
@@ -687,6 +749,10 @@ inline MambaShape mambaShape(const ModelDims &d) {
 }
 inline AttentionShape attentionShape(const ModelDims &d, bool rope = false) {
   return {d.hidden, d.numHeads, d.numQueryGroups, d.kvChannels(), rope};
+}
+inline MlaShape mlaShape(const ModelDims &d) {
+  return {d.hidden,    d.numHeads,        d.qLoraRank, d.kvLoraRank,
+          d.qkHeadDim, d.qkPosEmbHeadDim, d.vHeadDim,  d.qkLayernorm};
 }
 inline MlpShape mlpShape(const ModelDims &d) {
   return {d.hidden, d.ffnHidden, activationOf(d)};

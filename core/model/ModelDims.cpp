@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 namespace hypipe {
@@ -35,7 +36,12 @@ std::optional<DimsProblem> checkBounds(const ModelDims &d) {
       {"num_experts", d.numExperts},
       {"moe_router_topk", d.moeTopK},
       {"moe_ffn_hidden_size", d.moeFfnHidden},
-      {"vocab_size", d.vocab}};
+      {"vocab_size", d.vocab},
+      {"q_lora_rank", d.qLoraRank},
+      {"kv_lora_rank", d.kvLoraRank},
+      {"qk_head_dim", d.qkHeadDim},
+      {"qk_pos_emb_head_dim", d.qkPosEmbHeadDim},
+      {"v_head_dim", d.vHeadDim}};
   for (auto [field, value] : dims) {
     const SizeBound &bound = sizeBound(std::string("model.") + field);
     if (value > bound.max)
@@ -180,11 +186,64 @@ std::optional<DimsProblem> checkActivation(const ModelDims &d) {
   return std::nullopt;
 }
 
+/// dims_c7: multi-latent attention's sizes (Megatron-LM's MLA arguments).
+std::optional<DimsProblem> checkLatentAttention(const ModelDims &d) {
+  if (d.qLoraRank < 0)
+    return problem(
+        "q_lora_rank",
+        fmt::format("q_lora_rank cannot be negative, got {}", d.qLoraRank),
+        "use null (or leave it out) for queries without a "
+        "down-projection, or a rank such as 1536",
+        "dims_c7");
+  const std::pair<const char *, int64_t> sizes[] = {
+      {"kv_lora_rank", d.kvLoraRank},
+      {"qk_head_dim", d.qkHeadDim},
+      {"qk_pos_emb_head_dim", d.qkPosEmbHeadDim},
+      {"v_head_dim", d.vHeadDim}};
+  for (auto [field, value] : sizes)
+    if (value <= 0)
+      return problem(field,
+                     fmt::format("{} must be positive, got {}", field, value),
+                     "Megatron's defaults are kv_lora_rank 32, qk_head_dim "
+                     "128, qk_pos_emb_head_dim 64 and v_head_dim 128",
+                     "dims_c7");
+  if (d.qkPosEmbHeadDim % 2 != 0)
+    return problem("qk_pos_emb_head_dim",
+                   fmt::format("qk_pos_emb_head_dim must be even (RoPE "
+                               "rotates pairs of channels), got {}",
+                               d.qkPosEmbHeadDim),
+                   "DeepSeek-V3 uses 64", "dims_c7");
+  return std::nullopt;
+}
+
+/// An MLA layer's weights within 2^36 elements each, as dims_c0 holds the
+/// other kinds' (only for models that have MLA layers: the sizes have
+/// defaults every model carries).
+std::optional<DimsProblem> checkLatentAttentionWeights(const ModelDims &d) {
+  const int64_t heads = d.numHeads;
+  const int64_t queryIn = d.qLoraRank > 0 ? d.qLoraRank : d.hidden;
+  const std::tuple<const char *, int64_t, int64_t> weights[] = {
+      {"num_attention_heads", heads * d.mlaQkDim(), queryIn},
+      {"kv_lora_rank", heads * (d.qkHeadDim + d.vHeadDim), d.kvLoraRank},
+      {"v_head_dim", heads * d.vHeadDim, d.hidden},
+      {"kv_lora_rank", d.kvLoraRank + d.qkPosEmbHeadDim, d.hidden},
+      {"q_lora_rank", d.qLoraRank, d.hidden}};
+  for (auto [field, rows, columns] : weights)
+    if (columns > 0 && rows > kMaxWeightElements / columns)
+      return problem(field,
+                     fmt::format("{} makes an MLA weight of more than 2^36 "
+                                 "elements",
+                                 field),
+                     "its weight, gradient and optimizer state would fill "
+                     "the 1 TiB one rank may hold; use smaller dimensions");
+  return std::nullopt;
+}
+
 } // namespace
 
 std::optional<DimsProblem> checkModelDims(const ModelDims &d) {
   for (auto check : {checkBounds, checkWidths, checkAttention, checkMamba,
-                     checkMoe, checkActivation})
+                     checkMoe, checkActivation, checkLatentAttention})
     if (std::optional<DimsProblem> found = check(d))
       return found;
   return std::nullopt;
@@ -198,10 +257,15 @@ std::optional<DimsProblem> checkLayerKindDims(char symbol, const ModelDims &d) {
           "mamba_num_heads", "Mamba layers ('M') need mamba_num_heads > 0",
           "set model.mamba_num_heads (and mamba_head_dim, mamba_state_dim)");
     return std::nullopt;
+  case '+':
+    if (d.numHeads <= 0)
+      return problem("num_attention_heads",
+                     "'+' layers need num_attention_heads > 0",
+                     "set model.num_attention_heads");
+    return checkLatentAttentionWeights(d);
   case '*':
   case 'G':
   case 'D':
-  case '+':
     if (d.numHeads <= 0)
       return problem(
           "num_attention_heads",

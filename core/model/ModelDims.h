@@ -42,9 +42,22 @@ struct ModelDims {
   int64_t vocab = 256;
   bool tieEmbeddings = true;
   std::string activation = "squared_relu";
+  /// Multi-latent attention ('+'), with Megatron-LM's command-line defaults
+  /// and its names: q_lora_rank 0 is Megatron's None (queries straight from
+  /// the normed input through linear_q_proj), qk_layernorm the RMSNorms of
+  /// the two latents.
+  int64_t qLoraRank = 0;
+  int64_t kvLoraRank = 32;
+  int64_t qkHeadDim = 128;
+  int64_t qkPosEmbHeadDim = 64;
+  int64_t vHeadDim = 128;
+  bool qkLayernorm = false;
 
   int64_t kvChannels() const { return numHeads > 0 ? hidden / numHeads : 0; }
   int64_t mambaInner() const { return mambaNumHeads * mambaHeadDim; }
+  /// An MLA query's and key's width per head: the content part and the
+  /// rotary part.
+  int64_t mlaQkDim() const { return qkHeadDim + qkPosEmbHeadDim; }
   int64_t expertFfnHidden() const {
     return moeFfnHidden > 0 ? moeFfnHidden : ffnHidden;
   }
@@ -56,15 +69,15 @@ struct DimsProblem {
   std::string field;
   std::string message;
   std::string help;
-  /// The `#hybrid.dims` invariant it breaks (`dims_c0` ... `dims_c6`, as
+  /// The `#hybrid.dims` invariant it breaks (`dims_c0` ... `dims_c7`, as
   /// HybridAttrs.td lists them); empty for a layer kind's own check.
   std::string label;
 };
 
-/// Checks the invariants dims_c0-dims_c6 of `#hybrid.dims` (HybridAttrs.td),
+/// Checks the invariants dims_c0-dims_c7 of `#hybrid.dims` (HybridAttrs.td),
 /// in order: dims_c0 every size within its bound (SizeBounds.h), the Mamba
 /// inner width at most 2^18 and every weight matrix at most 2^36 elements,
-/// then the widths, attention, Mamba, MoE and the activation.
+/// then the widths, attention, Mamba, MoE, the activation and MLA's sizes.
 std::optional<DimsProblem> checkModelDims(const ModelDims &dims);
 
 /// Checks that `dims` defines layer kind `symbol` (a pattern character):

@@ -32,6 +32,12 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
     (dims_c5) `num_experts` and `moe_ffn_hidden` are non-negative; with
               `num_experts > 0`, `moe_top_k` is between 1 and `num_experts`.
     (dims_c6) `activation` is one of `squared_relu`, `gelu`, `swiglu`.
+    (dims_c7) Multi-latent attention's sizes (Megatron-LM's MLA arguments,
+              left out at their command-line defaults): `q_lora_rank` is
+              non-negative (0 is Megatron's None, no query
+              down-projection); `kv_lora_rank`, `qk_head_dim`,
+              `qk_pos_emb_head_dim` and `v_head_dim` are positive, and
+              `qk_pos_emb_head_dim` is even.
   }];
   let parameters = (ins
     "int64_t":$hidden,
@@ -48,7 +54,13 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
     "int64_t":$moe_ffn_hidden,
     "int64_t":$vocab,
     "bool":$tie_embeddings,
-    StringRefParameter<"MLP activation">:$activation
+    StringRefParameter<"MLP activation">:$activation,
+    DefaultValuedParameter<"int64_t", "0">:$q_lora_rank,
+    DefaultValuedParameter<"int64_t", "32">:$kv_lora_rank,
+    DefaultValuedParameter<"int64_t", "128">:$qk_head_dim,
+    DefaultValuedParameter<"int64_t", "64">:$qk_pos_emb_head_dim,
+    DefaultValuedParameter<"int64_t", "128">:$v_head_dim,
+    DefaultValuedParameter<"bool", "false">:$qk_layernorm
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -36,6 +36,12 @@ ModelDims toModelDims(DimsAttr a) {
   d.vocab = a.getVocab();
   d.tieEmbeddings = a.getTieEmbeddings();
   d.activation = a.getActivation().str();
+  d.qLoraRank = a.getQLoraRank();
+  d.kvLoraRank = a.getKvLoraRank();
+  d.qkHeadDim = a.getQkHeadDim();
+  d.qkPosEmbHeadDim = a.getQkPosEmbHeadDim();
+  d.vHeadDim = a.getVHeadDim();
+  d.qkLayernorm = a.getQkLayernorm();
   return d;
 }
 
@@ -44,7 +50,8 @@ DimsAttr toDimsAttr(MLIRContext *ctx, const ModelDims &d) {
                        d.mambaState, d.mambaNumHeads, d.mambaHeadDim,
                        d.mambaNumGroups, d.mambaConvWidth, d.numExperts,
                        d.moeTopK, d.moeFfnHidden, d.vocab, d.tieEmbeddings,
-                       d.activation);
+                       d.activation, d.qLoraRank, d.kvLoraRank, d.qkHeadDim,
+                       d.qkPosEmbHeadDim, d.vHeadDim, d.qkLayernorm);
 }
 
 char layerSymbol(Operation *op) {
@@ -60,20 +67,23 @@ char layerSymbol(Operation *op) {
 // Attributes
 //===----------------------------------------------------------------------===//
 
-LogicalResult DimsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                               int64_t hidden, int64_t ffnHidden,
-                               int64_t numHeads, int64_t numQueryGroups,
-                               int64_t mambaState, int64_t mambaNumHeads,
-                               int64_t mambaHeadDim, int64_t mambaNumGroups,
-                               int64_t mambaConvWidth, int64_t numExperts,
-                               int64_t moeTopK, int64_t moeFfnHidden,
-                               int64_t vocab, bool tieEmbeddings,
-                               StringRef activation) {
-  ModelDims d{hidden,         ffnHidden,     numHeads,        numQueryGroups,
-              mambaState,     mambaNumHeads, mambaHeadDim,    mambaNumGroups,
-              mambaConvWidth, numExperts,    moeTopK,         moeFfnHidden,
-              vocab,          tieEmbeddings, activation.str()};
-  // dims_c0 ... dims_c6
+LogicalResult
+DimsAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t hidden,
+                 int64_t ffnHidden, int64_t numHeads, int64_t numQueryGroups,
+                 int64_t mambaState, int64_t mambaNumHeads,
+                 int64_t mambaHeadDim, int64_t mambaNumGroups,
+                 int64_t mambaConvWidth, int64_t numExperts, int64_t moeTopK,
+                 int64_t moeFfnHidden, int64_t vocab, bool tieEmbeddings,
+                 StringRef activation, int64_t qLoraRank, int64_t kvLoraRank,
+                 int64_t qkHeadDim, int64_t qkPosEmbHeadDim, int64_t vHeadDim,
+                 bool qkLayernorm) {
+  ModelDims d{hidden,         ffnHidden,     numHeads,         numQueryGroups,
+              mambaState,     mambaNumHeads, mambaHeadDim,     mambaNumGroups,
+              mambaConvWidth, numExperts,    moeTopK,          moeFfnHidden,
+              vocab,          tieEmbeddings, activation.str(), qLoraRank,
+              kvLoraRank,     qkHeadDim,     qkPosEmbHeadDim,  vHeadDim,
+              qkLayernorm};
+  // dims_c0 ... dims_c7
   if (auto problem = hypipe::checkModelDims(d))
     return emitError() << problem->message << " (" << problem->label << ")";
   return success();

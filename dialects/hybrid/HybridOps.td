@@ -178,8 +178,11 @@ def Hybrid_GdnOp : Hybrid_LayerOp<"gdn", "G", "gated delta net (parses and place
     "`num_heads` is positive">;
 def Hybrid_DsaOp : Hybrid_LayerOp<"dsa", "D", "DeepSeek sparse attention (parses and places; not lowered yet)",
     "`num_heads` is positive">;
-def Hybrid_MlaOp : Hybrid_LayerOp<"mla", "+", "multi-latent attention (parses and places; not lowered yet)",
-    "`num_heads` is positive">;
+def Hybrid_MlaOp : Hybrid_LayerOp<"mla", "+",
+    "multi-latent attention as Megatron-LM builds it (costed, placed and "
+    # "named; not lowered yet)",
+    "`num_heads` is positive and every MLA weight has at most 2^36 elements "
+    # "(the sizes themselves are `dims_c7`)">;
 
 //===----------------------------------------------------------------------===//
 // Multi-token prediction

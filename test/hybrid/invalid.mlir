@@ -839,6 +839,58 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
+// Tests that dims_c7 refuses a negative q_lora_rank.
+// expected-error @+1 {{q_lora_rank cannot be negative, got -1 (dims_c7)}}
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", q_lora_rank = -1>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "+"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %1 = hybrid.mla %h : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that dims_c7 refuses a zero kv_lora_rank.
+// expected-error @+1 {{kv_lora_rank must be positive, got 0 (dims_c7)}}
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", kv_lora_rank = 0>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "+"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %1 = hybrid.mla %h : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that dims_c7 refuses a zero v_head_dim.
+// expected-error @+1 {{v_head_dim must be positive, got 0 (dims_c7)}}
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", v_head_dim = 0>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "+"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %1 = hybrid.mla %h : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that dims_c7 refuses an odd qk_pos_emb_head_dim.
+// expected-error @+1 {{qk_pos_emb_head_dim must be even (RoPE rotates pairs of channels), got 3 (dims_c7)}}
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", qk_pos_emb_head_dim = 3>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "+"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %1 = hybrid.mla %h : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
 // Tests that mla_c0 refuses a hybrid.mla outside a hybrid.model.
 "test.region"() ({
   %x = "test.source"() : () -> tensor<1x4x8xf32>

@@ -39,3 +39,27 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
   }
   hybrid.return %loss, %l3 : tensor<f32>, tensor<f32>
 }
+
+// Tests that MLA's sizes round-trip and that those at Megatron's defaults are left out.
+// CHECK-LABEL: hybrid.model @mla
+// CHECK-SAME: activation = "swiglu", q_lora_rank = 24, kv_lora_rank = 16, qk_head_dim = 8, qk_pos_emb_head_dim = 4, v_head_dim = 12, qk_layernorm = true>
+// CHECK: hybrid.mla
+// CHECK-LABEL: hybrid.model @defaults
+// CHECK-SAME: activation = "swiglu", kv_lora_rank = 16>
+hybrid.model @mla attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", q_lora_rank = 24, kv_lora_rank = 16, qk_head_dim = 8, qk_pos_emb_head_dim = 4, v_head_dim = 12, qk_layernorm = true>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M+"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %1 = hybrid.mamba %h : tensor<1x4x8xf32>
+  %2 = hybrid.mla %1 : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %2 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+hybrid.model @defaults attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", q_lora_rank = 0, kv_lora_rank = 16, qk_head_dim = 128>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "+"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %1 = hybrid.mla %h : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}

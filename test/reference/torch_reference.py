@@ -181,6 +181,86 @@ def attention(x, p, d, core=softmax_attention):
     return stored(ctx @ p["self_attention.linear_proj.weight"].T)
 
 
+def yarn_get_mscale(scale, mscale):
+    """Megatron's _yarn_get_mscale."""
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def mla_rotary(S, d, device=None):
+    """MLA's rotary angles [S, pe/2] and the factor on cos and sin: Megatron's
+    RotaryEmbedding (rope_type rope) or YarnRotaryEmbedding (yarn: the
+    frequencies ramped between interpolation and extrapolation, and the
+    concentration factor), in float64."""
+    D, base = d["qk_pos_emb_head_dim"], d.get("rotary_base", 10000.0)
+    dims = torch.arange(0, D, 2, dtype=torch.float64, device=device)
+    extra = 1.0 / base ** (dims / D)
+    factor = 1.0
+    if d["rope_type"] == "yarn":
+        f, orig = d["rotary_scaling_factor"], d.get("original_max_position_embeddings", 4096)
+        corr = lambda rot: D * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+        low = max(math.floor(corr(d.get("beta_fast", 32.0))), 0)
+        high = min(math.ceil(corr(d.get("beta_slow", 1.0))), D - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(D // 2, dtype=torch.float64, device=device) - low) / (high - low)).clamp(0, 1)
+        mask = 1.0 - ramp
+        extra = (extra / f) * (1 - mask) + extra * mask
+        factor = yarn_get_mscale(f, d["mscale"]) / yarn_get_mscale(f, d["mscale_all_dim"])
+    ang = torch.arange(S, dtype=torch.float64, device=device)[:, None] * extra[None, :]
+    return ang, factor
+
+
+def mla_rope(t, ang, factor):
+    """Megatron's rotary embedding for MLA (multi_latent_attention=True): the
+    channels de-interleaved (even ones, then odd ones) and rotated
+    rotate-half; the result stays de-interleaved. t [b, s, heads, pe]."""
+    t = torch.cat([t[..., 0::2], t[..., 1::2]], -1)
+    D = t.shape[-1]
+    cos = (torch.cat([ang.cos(), ang.cos()], -1) * factor)[None, :, None, :].to(t.dtype)
+    sin = (torch.cat([ang.sin(), ang.sin()], -1) * factor)[None, :, None, :].to(t.dtype)
+    rot = torch.cat([-t[..., D // 2:], t[..., :D // 2]], -1)
+    return t * cos + rot * sin
+
+
+def mla(x, p, d):
+    """Megatron's MLASelfAttention on the normed input x [b, s, hidden]:
+    queries through linear_q_down_proj, its RMSNorm with qk_layernorm and
+    linear_q_up_proj (or one linear_q_proj); [c_kv, k_pe] from
+    linear_kv_down_proj, keys and values from the (normed) c_kv through
+    linear_kv_up_proj (rows per head [k_nope; v]); k_pe one head shared by
+    all; RoPE on q_pe and k_pe; causal attention with scale
+    mscale(f, mscale_all_dim)^2 / sqrt(qk + pe); linear_proj."""
+    B, S, _ = x.shape
+    n, qk, pe, v = d["heads"], d["qk_head_dim"], d["qk_pos_emb_head_dim"], d["v_head_dim"]
+    a = "self_attention."
+    if d["q_lora_rank"]:
+        cq = stored(x @ p[a + "linear_q_down_proj.weight"].T)
+        if d["qk_layernorm"]:
+            cq = stored(rmsnorm(cq, p[a + "linear_q_up_proj.layer_norm_weight"]))
+        q = stored(cq @ p[a + "linear_q_up_proj.weight"].T)
+    else:
+        q = stored(x @ p[a + "linear_q_proj.weight"].T)
+    q = q.reshape(B, S, n, qk + pe)
+    kv = stored(x @ p[a + "linear_kv_down_proj.weight"].T)
+    ckv, kpe = kv[..., :d["kv_lora_rank"]], kv[..., d["kv_lora_rank"]:]
+    if d["qk_layernorm"]:
+        ckv = stored(rmsnorm(ckv, p[a + "linear_kv_up_proj.layer_norm_weight"]))
+    kv = stored(ckv @ p[a + "linear_kv_up_proj.weight"].T).reshape(B, S, n, qk + v)
+    ang, factor = mla_rotary(S, d, x.device)
+    qpe = stored(mla_rope(q[..., qk:], ang, factor))
+    kpe = stored(mla_rope(kpe[:, :, None, :], ang, factor))
+    query = torch.cat([q[..., :qk], qpe], -1)
+    key = torch.cat([kv[..., :qk], kpe.expand(B, S, n, pe)], -1)
+    value = kv[..., qk:]
+    m = yarn_get_mscale(d["rotary_scaling_factor"], d["mscale_all_dim"])
+    scale = m * m / math.sqrt(qk + pe)
+    s = torch.einsum("bshd,bthd->bhst", query, key) * scale
+    mask = torch.ones(S, S, dtype=torch.bool, device=x.device).triu(1)
+    s = s.masked_fill(mask, float("-inf")).softmax(-1)
+    ctx = stored(torch.einsum("bhst,bthd->bshd", s, value)).reshape(B, S, n * v)
+    return stored(ctx @ p[a + "linear_proj.weight"].T)
+
+
 def mlp(x, p, act):
     h = stored(activation(act, stored(x @ p["mlp.linear_fc1.weight"].T)))
     return stored(h @ p["mlp.linear_fc2.weight"].T)

@@ -114,9 +114,59 @@ TEST(CostModel, EmbeddingHeadAndMtp) {
 
 TEST(CostModel, UnknownKindsAreNotCosted) {
   EXPECT_FALSE(layerCost('G', smallDims(), settings()).has_value());
-  auto items = modelItems(smallDims(), settings(), "M+", "", 0);
+  auto items = modelItems(smallDims(), settings(), "MD", "", 0);
   ASSERT_EQ(items.size(), 4u);
   EXPECT_FALSE(items[2].modelled);
+}
+
+/// MLA with every part: heads 2, q_lora 6, kv_lora 4, qk 3 + pe 2, v 5.
+ModelDims mlaDims() {
+  ModelDims d = smallDims();
+  d.qLoraRank = 6;
+  d.kvLoraRank = 4;
+  d.qkHeadDim = 3;
+  d.qkPosEmbHeadDim = 2;
+  d.vHeadDim = 5;
+  d.qkLayernorm = true;
+  return d;
+}
+
+TEST(CostModel, MultiLatentAttention) {
+  ItemCost c = *layerCost('+', mlaDims(), settings());
+  // input norm 8, q_down 6*8, q_up norm 6, q_up 2*(3+2)*6, kv_down
+  // (4+2)*8, kv_up norm 4, kv_up 2*(3+5)*4, linear_proj 8*(2*5)
+  EXPECT_EQ(c.params, 8 + 48 + 6 + 60 + 48 + 4 + 64 + 80);
+  // GEMMs 2*T*in*out: 2*10*(8*6 + 6*10 + 8*6 + 4*16 + 10*8) = 6000; the
+  // core b*heads*s*s*((qk+pe) + v) = 2*2*25*10 over the lower triangle.
+  EXPECT_EQ(c.forwardFlops, 6000 + 1000);
+  EXPECT_EQ(c.backwardInputFlops, 6000 + 2000);
+  EXPECT_EQ(c.backwardWeightFlops, 6000);
+  // T*4 bytes * (2H + latents (6 + 6) and normed (6 + 4) + q and k 2*10 +
+  // v and context 2*10) + T*heads*4 (log-sum-exp)
+  EXPECT_EQ(c.activationBytes, 10 * 4 * (16 + 22 + 20 + 20) + 10 * 2 * 4);
+  EXPECT_EQ(c.sendBytes, 10 * 8 * 4);
+  EXPECT_TRUE(c.modelled);
+}
+
+TEST(CostModel, MultiLatentAttentionWithoutQueryLatent) {
+  ModelDims d = mlaDims();
+  d.qLoraRank = 0;
+  d.qkLayernorm = false;
+  ItemCost c = *layerCost('+', d, settings());
+  // input norm 8, linear_q_proj 10*8, kv_down 6*8, kv_up 16*4, proj 8*10
+  EXPECT_EQ(c.params, 8 + 80 + 48 + 64 + 80);
+  EXPECT_EQ(c.forwardFlops, 20 * (8 * 10 + 8 * 6 + 4 * 16 + 10 * 8) + 1000);
+}
+
+TEST(CostModel, MultiLatentAttentionSplitsHeadsOverTensorParallelRanks) {
+  CostSettings s = settings();
+  s.tp = 2;
+  ItemCost c = *layerCost('+', mlaDims(), s);
+  // Whole on every rank: the norms (8, 6, 4) and the down-projections
+  // (48, 48); halved: q_up 60, kv_up 64 and linear_proj 80.
+  EXPECT_EQ(c.params, 8 + 6 + 4 + 48 + 48 + (60 + 64 + 80) / 2);
+  // One head per rank: 2*10*(8*6 + 6*5 + 8*6 + 4*8 + 5*8) + 1*2*25*10.
+  EXPECT_EQ(c.forwardFlops, 20 * (48 + 30 + 48 + 32 + 40) + 500);
 }
 
 TEST(CostModel, ModelItemsCarryMtpOnTheHead) {

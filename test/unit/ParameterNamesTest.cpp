@@ -9,8 +9,8 @@
 
 #include "core/model/ParameterNames.h"
 #include "core/model/LayerShapes.h"
-#include "runtime/formats/Artifact.h"
 #include "runtime/exec/Init.h"
+#include "runtime/formats/Artifact.h"
 
 #include <gtest/gtest.h>
 
@@ -59,8 +59,40 @@ TEST(ParameterNames, EveryLayerKindIsMegatronsHybridName) {
           "pre_mlp_layernorm.weight", "mlp.router.weight",
           "mlp.experts.linear_fc1.weight0", "mlp.experts.linear_fc2.weight0",
           "mlp.experts.linear_fc1.weight1", "mlp.experts.linear_fc2.weight1"}));
+  // TransformerLayer with MLASelfAttention (get_gpt_layer_with_transformer_
+  // engine_spec(multi_latent_attention=True)): a separate input norm; the
+  // latent norms fused into the up-projections with qk_layernorm; without
+  // q_lora_rank one linear_q_proj.
+  EXPECT_EQ(
+      names(MlaShape{64, 4, 24, 16, 8, 4, 12, true}.params(8)),
+      (std::vector<std::string>{
+          "input_layernorm.weight", "self_attention.linear_q_down_proj.weight",
+          "self_attention.linear_q_up_proj.layer_norm_weight",
+          "self_attention.linear_q_up_proj.weight",
+          "self_attention.linear_kv_down_proj.weight",
+          "self_attention.linear_kv_up_proj.layer_norm_weight",
+          "self_attention.linear_kv_up_proj.weight",
+          "self_attention.linear_proj.weight"}));
+  EXPECT_EQ(names(MlaShape{64, 4, 0, 16, 8, 4, 12, false}.params(8)),
+            (std::vector<std::string>{
+                "input_layernorm.weight", "self_attention.linear_q_proj.weight",
+                "self_attention.linear_kv_down_proj.weight",
+                "self_attention.linear_kv_up_proj.weight",
+                "self_attention.linear_proj.weight"}));
   EXPECT_EQ(names(EmbeddingShape{256, 64}.params()),
             (std::vector<std::string>{"embedding.word_embeddings.weight"}));
+}
+
+// The shapes Megatron's MLASelfAttention gives its weights (state_dict of
+// hidden 64, 4 heads, q_lora 24, kv_lora 16, qk 8, pe 4, v 12).
+TEST(ParameterNames, MultiLatentAttentionShapesAreMegatrons) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const ParamSpec &p : MlaShape{64, 4, 24, 16, 8, 4, 12, true}.params(8))
+    shapes.push_back(p.shape);
+  EXPECT_EQ(
+      shapes,
+      (std::vector<std::vector<int64_t>>{
+          {64}, {24, 64}, {24}, {48, 24}, {20, 64}, {16}, {80, 16}, {64, 48}}));
 }
 
 TEST(ParameterNames, LegacyNames) {

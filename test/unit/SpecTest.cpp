@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 namespace hypipe {
 namespace {
 
@@ -99,6 +101,45 @@ TEST(Spec, LayerKindNeedsItsDimensions) {
       e.find("spec.yaml:2:15: error: MoE layers ('E') need num_experts > 0"),
       std::string::npos)
       << e;
+}
+
+/// MLA's settings of a loaded spec, in the order of its keys.
+std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, MlaRopeType,
+           double, double, double>
+mlaSettings(const ModelSpec &s) {
+  const ModelDims &d = s.dims;
+  return {d.qLoraRank,      d.kvLoraRank,
+          d.qkHeadDim,      d.qkPosEmbHeadDim,
+          d.vHeadDim,       d.qkLayernorm,
+          s.mlaRope.type,   s.mlaRope.rotaryScalingFactor,
+          s.mlaRope.mscale, s.mlaRope.mscaleAllDim};
+}
+
+// MLA's keys under model: Megatron's command-line defaults when left out,
+// q_lora_rank's null as Megatron's None, the rest as written.
+TEST(Spec, MultiLatentAttentionKeys) {
+  EXPECT_EQ(mlaSettings(load("model:\n  pattern: \"M+-\"\n")),
+            std::make_tuple(0, 32, 128, 64, 128, false, MlaRopeType::Yarn, 1.0,
+                            1.0, 0.0));
+  EXPECT_EQ(mlaSettings(load("model:\n  pattern: \"M+-\"\n  q_lora_rank: 24\n"
+                             "  kv_lora_rank: 16\n  qk_head_dim: 8\n"
+                             "  qk_pos_emb_head_dim: 4\n  v_head_dim: 12\n"
+                             "  qk_layernorm: true\n  rope_type: rope\n"
+                             "  rotary_scaling_factor: 40\n  mscale: 0.707\n"
+                             "  mscale_all_dim: 0.5\n")),
+            std::make_tuple(24, 16, 8, 4, 12, true, MlaRopeType::Rope, 40.0,
+                            0.707, 0.5));
+  EXPECT_EQ(
+      load("model:\n  pattern: \"M+\"\n  q_lora_rank: null\n").dims.qLoraRank,
+      0);
+  EXPECT_EQ(load("model:\n  pattern: \"M+\"\n  q_lora_rank:\n").dims.qLoraRank,
+            0);
+  EXPECT_EQ(
+      load("model:\n  pattern: \"M+\"\n  q_lora_rank: ~\n").dims.qLoraRank, 0);
+  // Only q_lora_rank takes null.
+  EXPECT_NE(errorOf("model:\n  pattern: \"M+\"\n  kv_lora_rank: null\n")
+                .find("model.kv_lora_rank must be an integer, got 'null'"),
+            std::string::npos);
 }
 
 TEST(Spec, YamlSyntaxErrorIsReported) {

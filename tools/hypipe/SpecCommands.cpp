@@ -491,9 +491,8 @@ void printSimulation(const Explanation &e) {
   }
   printTable(simRows);
   if (!e.costs.exact)
-    std::cout << "note: G, D and + layers are not in the cost model yet; their "
-                 "costs are "
-                 "counted as zero\n";
+    std::cout << "note: G and D layers are not in the cost model yet; their "
+                 "costs are counted as zero\n";
 }
 
 void printExplanation(const Explanation &e) {
