@@ -32,6 +32,10 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
     (dims_c5) `num_experts` and `moe_ffn_hidden` are non-negative; with
               `num_experts > 0`, `moe_top_k` is between 1 and `num_experts`.
     (dims_c6) `activation` is one of `squared_relu`, `gelu`, `swiglu`.
+
+    The Gated DeltaNet sizes (`linear_*`, Megatron-LM's names) are left out
+    when they are Megatron's defaults; `dims_c0` bounds them, and a `G`
+    layer's own check (`gdn_c2`) needs them positive.
   }];
   let parameters = (ins
     "int64_t":$hidden,
@@ -48,7 +52,12 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
     "int64_t":$moe_ffn_hidden,
     "int64_t":$vocab,
     "bool":$tie_embeddings,
-    StringRefParameter<"MLP activation">:$activation
+    StringRefParameter<"MLP activation">:$activation,
+    DefaultValuedParameter<"int64_t", "16">:$linear_num_key_heads,
+    DefaultValuedParameter<"int64_t", "32">:$linear_num_value_heads,
+    DefaultValuedParameter<"int64_t", "128">:$linear_key_head_dim,
+    DefaultValuedParameter<"int64_t", "128">:$linear_value_head_dim,
+    DefaultValuedParameter<"int64_t", "4">:$linear_conv_kernel_dim
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
