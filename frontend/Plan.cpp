@@ -835,6 +835,12 @@ std::string megatronModelArgs(const ModelSpec &spec) {
                        "--mamba-state-dim {} --mamba-num-groups {}",
                        d.mambaNumHeads, d.mambaHeadDim, d.mambaState,
                        d.mambaNumGroups);
+  if (has('G'))
+    out += fmt::format(" --linear-num-key-heads {} --linear-num-value-heads {} "
+                       "--linear-key-head-dim {} --linear-value-head-dim {} "
+                       "--linear-conv-kernel-dim {}",
+                       d.gdnNumKeyHeads, d.gdnNumValueHeads, d.gdnKeyHeadDim,
+                       d.gdnValueHeadDim, d.gdnConvWidth);
   if (has('E'))
     out += fmt::format(" --num-experts {} --moe-router-topk {} "
                        "--moe-ffn-hidden-size {} --moe-router-load-balancing-"

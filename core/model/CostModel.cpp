@@ -102,6 +102,46 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     c.params = rt::rankNumel(rt::mambaShape(d).params(1), tp);
     return c;
   }
+  case 'G': {
+    // Whole on every rank: G layers do not split over tp yet (the spec
+    // refuses tp above 1 for them).
+    const rt::GdnShape g = rt::gdnShape(d);
+    const int64_t nv = g.valueHeads, dk = g.keyHeadDim, dv = g.valueHeadDim;
+    addLinear(c, t, h, g.inProj());
+    // Depthwise causal conv (no bias) over [q k v], and SiLU.
+    const int64_t conv = 2 * t * g.convChannels() * g.convWidth;
+    c.forwardFlops += conv;
+    c.backwardInputFlops += conv;
+    c.backwardWeightFlops += conv;
+    // The chunked gated delta rule (WY form, chunks of C = 64 tokens, the
+    // last of a sequence shorter), per value head and chunk of c tokens: the
+    // lower-triangular products K K^T, W = A(b K), U = A(b V), Q K^T and
+    // its product with the new values, c^2 (3 dk + 2 dv) multiply-adds; the
+    // inverse of the unit-lower-triangular A by forward substitution,
+    // c^3 / 6; and three dk x dv state products (the new values U - W S,
+    // the output Q S, the state update K^T V'), 3 c dk dv. The backward is
+    // all input-gradient work and costs 2x forward.
+    auto chunkFlops = [&](int64_t n) {
+      return 2 * (n * n * (3 * dk + 2 * dv) + n * n * n / 6 + 3 * n * dk * dv);
+    };
+    const int64_t chunk = rt::GdnShape::kChunk;
+    const int64_t whole = s.seqLength / chunk, rest = s.seqLength % chunk;
+    const int64_t chunks = s.microBatchSize * (whole + (rest > 0 ? 1 : 0));
+    const int64_t rule =
+        s.microBatchSize * nv * (whole * chunkFlops(chunk) + chunkFlops(rest));
+    c.forwardFlops += rule;
+    c.backwardInputFlops += 2 * rule;
+    addLinear(c, t, g.valueWidth(), h);
+    // Kept: norm input, in_proj input, in_proj output, conv output, the
+    // rule's output, the gated-norm output, and each chunk's starting state
+    // (dk x dv per value head, in float).
+    c.activationBytes =
+        2 * stream +
+        t * (g.inProj() + g.convChannels() + 2 * g.valueWidth()) * e +
+        chunks * nv * dk * dv * int64_t(sizeof(float));
+    c.params = rt::numel(g.params(1));
+    return c;
+  }
   case '*': {
     // A rank's tp-th of the heads and of linear_qkv's rows; with fewer
     // query groups than ranks it holds one group's k and v, shared.

@@ -316,6 +316,53 @@ struct MambaShape {
   }
 };
 
+/// A Gated DeltaNet layer (Megatron-LM's GatedDeltaNet, the linear-attention
+/// mixer of Qwen3-Next): its parameters, for the cost model and the names.
+/// No kernel runs it yet, so it is no LayerShape alternative.
+struct GdnShape {
+  int64_t hidden, keyHeads, valueHeads, keyHeadDim, valueHeadDim, convWidth;
+  int64_t keyWidth() const { return keyHeads * keyHeadDim; }
+  int64_t valueWidth() const { return valueHeads * valueHeadDim; }
+  /// The conv's channels [q k v].
+  int64_t convChannels() const { return 2 * keyWidth() + valueWidth(); }
+  /// in_proj's rows [q k v z beta alpha].
+  int64_t inProj() const {
+    return convChannels() + valueWidth() + 2 * valueHeads;
+  }
+  /// Tokens of one chunk of the chunked gated delta rule (Megatron's and
+  /// flash-linear-attention's 64).
+  static constexpr int64_t kChunk = 64;
+
+  std::vector<ParamSpec> params(int64_t numLayers) const {
+    double convBound = 1.0 / std::sqrt(double(convWidth));
+    return {
+        {"self_attention.in_proj.layer_norm_weight", {hidden}, Init::Ones},
+        splitRows({"self_attention.in_proj.weight",
+                   {inProj(), hidden},
+                   Init::Normal,
+                   kInitStd},
+                  {keyWidth(), keyWidth(), valueWidth(), valueWidth(),
+                   valueHeads, valueHeads}),
+        // No bias (Megatron's conv_bias default); PyTorch's Conv1d init.
+        splitRows({"self_attention.conv1d.weight",
+                   {convChannels(), 1, convWidth},
+                   Init::Uniform,
+                   -convBound,
+                   convBound},
+                  {keyWidth(), keyWidth(), valueWidth()}),
+        splitRows({"self_attention.dt_bias", {valueHeads}, Init::Ones}),
+        splitRows(
+            {"self_attention.A_log", {valueHeads}, Init::MambaALog, 1, 16}),
+        // One weight over dv, shared by every head.
+        {"self_attention.out_norm.weight", {valueHeadDim}, Init::Ones},
+        splitColumns({"self_attention.out_proj.weight",
+                      {hidden, valueWidth()},
+                      Init::Normal,
+                      scaledStd(numLayers)}),
+    };
+  }
+};
+
 /// Of a dropped module's tensors, `n` floats a token when `modules` has
 /// `m` (the shapes' recomputedFloats).
 inline int64_t droppedFloats(const TokenShape &t, RecomputeModuleSet modules,
@@ -746,6 +793,10 @@ inline Activation activationOf(const ModelDims &d) {
 inline MambaShape mambaShape(const ModelDims &d) {
   return {d.hidden,     d.mambaNumHeads,  d.mambaHeadDim,
           d.mambaState, d.mambaNumGroups, d.mambaConvWidth};
+}
+inline GdnShape gdnShape(const ModelDims &d) {
+  return {d.hidden,        d.gdnNumKeyHeads,  d.gdnNumValueHeads,
+          d.gdnKeyHeadDim, d.gdnValueHeadDim, d.gdnConvWidth};
 }
 inline AttentionShape attentionShape(const ModelDims &d, bool rope = false) {
   return {d.hidden, d.numHeads, d.numQueryGroups, d.kvChannels(), rope};

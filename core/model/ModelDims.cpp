@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace hypipe {
 
@@ -19,29 +21,41 @@ std::optional<DimsProblem> problem(std::string field, std::string message,
                      label};
 }
 
+using SizeField = std::pair<const char *, int64_t>;
+
+/// The Gated DeltaNet sizes, as the spec names them.
+std::array<SizeField, 5> gdnSizes(const ModelDims &d) {
+  return {SizeField{"linear_num_key_heads", d.gdnNumKeyHeads},
+          SizeField{"linear_num_value_heads", d.gdnNumValueHeads},
+          SizeField{"linear_key_head_dim", d.gdnKeyHeadDim},
+          SizeField{"linear_value_head_dim", d.gdnValueHeadDim},
+          SizeField{"linear_conv_kernel_dim", d.gdnConvWidth}};
+}
+
 /// dims_c0: sizes a machine can hold, and products that cannot overflow.
 std::optional<DimsProblem> checkBounds(const ModelDims &d) {
   // Each size within its bound of the table (SizeBounds.h), so every
   // product below fits an int64.
-  const std::pair<const char *, int64_t> dims[] = {
-      {"hidden_size", d.hidden},
-      {"ffn_hidden_size", d.ffnHidden},
-      {"num_attention_heads", d.numHeads},
-      {"num_query_groups", d.numQueryGroups},
-      {"mamba_state_dim", d.mambaState},
-      {"mamba_num_heads", d.mambaNumHeads},
-      {"mamba_head_dim", d.mambaHeadDim},
-      {"mamba_num_groups", d.mambaNumGroups},
-      {"mamba_conv_width", d.mambaConvWidth},
-      {"num_experts", d.numExperts},
-      {"moe_router_topk", d.moeTopK},
-      {"moe_ffn_hidden_size", d.moeFfnHidden},
-      {"vocab_size", d.vocab},
-      {"q_lora_rank", d.qLoraRank},
-      {"kv_lora_rank", d.kvLoraRank},
-      {"qk_head_dim", d.qkHeadDim},
-      {"qk_pos_emb_head_dim", d.qkPosEmbHeadDim},
-      {"v_head_dim", d.vHeadDim}};
+  std::vector<SizeField> dims = {{"hidden_size", d.hidden},
+                                 {"ffn_hidden_size", d.ffnHidden},
+                                 {"num_attention_heads", d.numHeads},
+                                 {"num_query_groups", d.numQueryGroups},
+                                 {"mamba_state_dim", d.mambaState},
+                                 {"mamba_num_heads", d.mambaNumHeads},
+                                 {"mamba_head_dim", d.mambaHeadDim},
+                                 {"mamba_num_groups", d.mambaNumGroups},
+                                 {"mamba_conv_width", d.mambaConvWidth},
+                                 {"num_experts", d.numExperts},
+                                 {"moe_router_topk", d.moeTopK},
+                                 {"moe_ffn_hidden_size", d.moeFfnHidden},
+                                 {"vocab_size", d.vocab},
+                                 {"q_lora_rank", d.qLoraRank},
+                                 {"kv_lora_rank", d.kvLoraRank},
+                                 {"qk_head_dim", d.qkHeadDim},
+                                 {"qk_pos_emb_head_dim", d.qkPosEmbHeadDim},
+                                 {"v_head_dim", d.vHeadDim}};
+  for (SizeField size : gdnSizes(d))
+    dims.push_back(size);
   for (auto [field, value] : dims) {
     const SizeBound &bound = sizeBound(std::string("model.") + field);
     if (value > bound.max)
@@ -239,6 +253,38 @@ std::optional<DimsProblem> checkLatentAttentionWeights(const ModelDims &d) {
   return std::nullopt;
 }
 
+/// What a Gated DeltaNet layer needs (Megatron-LM's GatedDeltaNet): sizes
+/// within their bounds, value heads in whole groups of the key heads (each
+/// key head serves nv / nk value heads) and the SiLU its gate and conv use,
+/// which Megatron takes from the model's activation (--swiglu).
+std::optional<DimsProblem> checkGdn(const ModelDims &d) {
+  for (auto [field, value] : gdnSizes(d)) // dims_c0 bounds them above
+    if (value < 1)
+      return problem(field,
+                     fmt::format("gated delta net layers ('G') need a "
+                                 "positive {}, got {}",
+                                 field, value),
+                     "Megatron-LM's defaults are 16 key and 32 value heads "
+                     "of 128 channels, and a convolution of 4");
+  if (d.gdnNumValueHeads % d.gdnNumKeyHeads != 0)
+    return problem(
+        "linear_num_value_heads",
+        fmt::format("linear_num_value_heads ({}) must be a multiple of "
+                    "linear_num_key_heads ({}): each key head serves "
+                    "linear_num_value_heads / linear_num_key_heads value heads",
+                    d.gdnNumValueHeads, d.gdnNumKeyHeads),
+        "Megatron-LM's defaults are 32 value heads over 16 key heads");
+  if (d.activation != "swiglu")
+    return problem(
+        "activation",
+        fmt::format("gated delta net layers ('G') need activation: swiglu "
+                    "(Megatron-LM's --swiglu, whose SiLU their conv and "
+                    "output gate use), got '{}'",
+                    d.activation),
+        "set model.activation: swiglu");
+  return std::nullopt;
+}
+
 } // namespace
 
 std::optional<DimsProblem> checkModelDims(const ModelDims &d) {
@@ -263,8 +309,9 @@ std::optional<DimsProblem> checkLayerKindDims(char symbol, const ModelDims &d) {
                      "'+' layers need num_attention_heads > 0",
                      "set model.num_attention_heads");
     return checkLatentAttentionWeights(d);
-  case '*':
   case 'G':
+    return checkGdn(d);
+  case '*':
   case 'D':
     if (d.numHeads <= 0)
       return problem(

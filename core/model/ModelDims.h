@@ -34,6 +34,12 @@ struct ModelDims {
   int64_t mambaHeadDim = 64;
   int64_t mambaNumGroups = 1;
   int64_t mambaConvWidth = 4;
+  /// Gated DeltaNet ('G'), Megatron-LM's defaults (Qwen3-Next's sizes).
+  int64_t gdnNumKeyHeads = 16;
+  int64_t gdnNumValueHeads = 32;
+  int64_t gdnKeyHeadDim = 128;
+  int64_t gdnValueHeadDim = 128;
+  int64_t gdnConvWidth = 4;
   int64_t numExperts = 0;
   int64_t moeTopK = 0;
   int64_t moeFfnHidden = 0; // 0: same as ffnHidden
@@ -58,6 +64,8 @@ struct ModelDims {
   /// An MLA query's and key's width per head: the content part and the
   /// rotary part.
   int64_t mlaQkDim() const { return qkHeadDim + qkPosEmbHeadDim; }
+  int64_t gdnKeyWidth() const { return gdnNumKeyHeads * gdnKeyHeadDim; }
+  int64_t gdnValueWidth() const { return gdnNumValueHeads * gdnValueHeadDim; }
   int64_t expertFfnHidden() const {
     return moeFfnHidden > 0 ? moeFfnHidden : ffnHidden;
   }

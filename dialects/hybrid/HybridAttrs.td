@@ -38,6 +38,10 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
               down-projection); `kv_lora_rank`, `qk_head_dim`,
               `qk_pos_emb_head_dim` and `v_head_dim` are positive, and
               `qk_pos_emb_head_dim` is even.
+
+    The Gated DeltaNet sizes (`linear_*`, Megatron-LM's names) are left out
+    when they are Megatron's defaults; `dims_c0` bounds them, and a `G`
+    layer's own check (`gdn_c2`) needs them positive.
   }];
   let parameters = (ins
     "int64_t":$hidden,
@@ -60,7 +64,12 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
     DefaultValuedParameter<"int64_t", "128">:$qk_head_dim,
     DefaultValuedParameter<"int64_t", "64">:$qk_pos_emb_head_dim,
     DefaultValuedParameter<"int64_t", "128">:$v_head_dim,
-    DefaultValuedParameter<"bool", "false">:$qk_layernorm
+    DefaultValuedParameter<"bool", "false">:$qk_layernorm,
+    DefaultValuedParameter<"int64_t", "16">:$linear_num_key_heads,
+    DefaultValuedParameter<"int64_t", "32">:$linear_num_value_heads,
+    DefaultValuedParameter<"int64_t", "128">:$linear_key_head_dim,
+    DefaultValuedParameter<"int64_t", "128">:$linear_value_head_dim,
+    DefaultValuedParameter<"int64_t", "4">:$linear_conv_kernel_dim
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

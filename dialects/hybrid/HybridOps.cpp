@@ -42,6 +42,11 @@ ModelDims toModelDims(DimsAttr a) {
   d.qkPosEmbHeadDim = a.getQkPosEmbHeadDim();
   d.vHeadDim = a.getVHeadDim();
   d.qkLayernorm = a.getQkLayernorm();
+  d.gdnNumKeyHeads = a.getLinearNumKeyHeads();
+  d.gdnNumValueHeads = a.getLinearNumValueHeads();
+  d.gdnKeyHeadDim = a.getLinearKeyHeadDim();
+  d.gdnValueHeadDim = a.getLinearValueHeadDim();
+  d.gdnConvWidth = a.getLinearConvKernelDim();
   return d;
 }
 
@@ -51,7 +56,9 @@ DimsAttr toDimsAttr(MLIRContext *ctx, const ModelDims &d) {
                        d.mambaNumGroups, d.mambaConvWidth, d.numExperts,
                        d.moeTopK, d.moeFfnHidden, d.vocab, d.tieEmbeddings,
                        d.activation, d.qLoraRank, d.kvLoraRank, d.qkHeadDim,
-                       d.qkPosEmbHeadDim, d.vHeadDim, d.qkLayernorm);
+                       d.qkPosEmbHeadDim, d.vHeadDim, d.qkLayernorm,
+                       d.gdnNumKeyHeads, d.gdnNumValueHeads, d.gdnKeyHeadDim,
+                       d.gdnValueHeadDim, d.gdnConvWidth);
 }
 
 char layerSymbol(Operation *op) {
@@ -67,22 +74,43 @@ char layerSymbol(Operation *op) {
 // Attributes
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-DimsAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t hidden,
-                 int64_t ffnHidden, int64_t numHeads, int64_t numQueryGroups,
-                 int64_t mambaState, int64_t mambaNumHeads,
-                 int64_t mambaHeadDim, int64_t mambaNumGroups,
-                 int64_t mambaConvWidth, int64_t numExperts, int64_t moeTopK,
-                 int64_t moeFfnHidden, int64_t vocab, bool tieEmbeddings,
-                 StringRef activation, int64_t qLoraRank, int64_t kvLoraRank,
-                 int64_t qkHeadDim, int64_t qkPosEmbHeadDim, int64_t vHeadDim,
-                 bool qkLayernorm) {
-  ModelDims d{hidden,         ffnHidden,     numHeads,         numQueryGroups,
-              mambaState,     mambaNumHeads, mambaHeadDim,     mambaNumGroups,
-              mambaConvWidth, numExperts,    moeTopK,          moeFfnHidden,
-              vocab,          tieEmbeddings, activation.str(), qLoraRank,
-              kvLoraRank,     qkHeadDim,     qkPosEmbHeadDim,  vHeadDim,
-              qkLayernorm};
+LogicalResult DimsAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t hidden,
+    int64_t ffnHidden, int64_t numHeads, int64_t numQueryGroups,
+    int64_t mambaState, int64_t mambaNumHeads, int64_t mambaHeadDim,
+    int64_t mambaNumGroups, int64_t mambaConvWidth, int64_t numExperts,
+    int64_t moeTopK, int64_t moeFfnHidden, int64_t vocab, bool tieEmbeddings,
+    StringRef activation, int64_t qLoraRank, int64_t kvLoraRank,
+    int64_t qkHeadDim, int64_t qkPosEmbHeadDim, int64_t vHeadDim,
+    bool qkLayernorm, int64_t gdnNumKeyHeads, int64_t gdnNumValueHeads,
+    int64_t gdnKeyHeadDim, int64_t gdnValueHeadDim, int64_t gdnConvWidth) {
+  ModelDims d;
+  d.hidden = hidden;
+  d.ffnHidden = ffnHidden;
+  d.numHeads = numHeads;
+  d.numQueryGroups = numQueryGroups;
+  d.mambaState = mambaState;
+  d.mambaNumHeads = mambaNumHeads;
+  d.mambaHeadDim = mambaHeadDim;
+  d.mambaNumGroups = mambaNumGroups;
+  d.mambaConvWidth = mambaConvWidth;
+  d.gdnNumKeyHeads = gdnNumKeyHeads;
+  d.gdnNumValueHeads = gdnNumValueHeads;
+  d.gdnKeyHeadDim = gdnKeyHeadDim;
+  d.gdnValueHeadDim = gdnValueHeadDim;
+  d.gdnConvWidth = gdnConvWidth;
+  d.numExperts = numExperts;
+  d.moeTopK = moeTopK;
+  d.moeFfnHidden = moeFfnHidden;
+  d.vocab = vocab;
+  d.tieEmbeddings = tieEmbeddings;
+  d.activation = activation.str();
+  d.qLoraRank = qLoraRank;
+  d.kvLoraRank = kvLoraRank;
+  d.qkHeadDim = qkHeadDim;
+  d.qkPosEmbHeadDim = qkPosEmbHeadDim;
+  d.vHeadDim = vHeadDim;
+  d.qkLayernorm = qkLayernorm;
   // dims_c0 ... dims_c7
   if (auto problem = hypipe::checkModelDims(d))
     return emitError() << problem->message << " (" << problem->label << ")";

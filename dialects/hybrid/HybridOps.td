@@ -174,8 +174,12 @@ def Hybrid_MlpOp : Hybrid_LayerOp<"mlp", "-", "dense MLP",
     # "on its own)">;
 def Hybrid_MoeOp : Hybrid_LayerOp<"moe", "E", "mixture of experts (router, top-k, dropless experts)",
     "`num_experts` is positive and `moe_top_k` is in 1..`num_experts`">;
-def Hybrid_GdnOp : Hybrid_LayerOp<"gdn", "G", "gated delta net (parses and places; not lowered yet)",
-    "`num_heads` is positive">;
+def Hybrid_GdnOp : Hybrid_LayerOp<"gdn", "G",
+    "Gated DeltaNet mixer, Megatron-LM's GatedDeltaNet (costed and placed; not lowered yet)",
+    "`linear_num_key_heads`, `linear_num_value_heads`, `linear_key_head_dim`, "
+    # "`linear_value_head_dim` and `linear_conv_kernel_dim` are positive, "
+    # "`linear_num_key_heads` divides `linear_num_value_heads`, and "
+    # "`activation` is `swiglu` (the SiLU of its conv and gate)">;
 def Hybrid_DsaOp : Hybrid_LayerOp<"dsa", "D", "DeepSeek sparse attention (parses and places; not lowered yet)",
     "`num_heads` is positive">;
 def Hybrid_MlaOp : Hybrid_LayerOp<"mla", "+",

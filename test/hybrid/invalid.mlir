@@ -753,11 +753,37 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
-// Tests that gdn_c2 refuses a hybrid.gdn in a model without attention heads.
-hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 0, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "G"} {
+// Tests that gdn_c2 refuses a hybrid.gdn whose value heads are no whole groups of its key heads.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 0, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", linear_num_key_heads = 2, linear_num_value_heads = 3, linear_key_head_dim = 4, linear_value_head_dim = 4>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "G"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
-// expected-error @+1 {{'G' layers need num_attention_heads > 0 (gdn_c2)}}
+// expected-error @+1 {{linear_num_value_heads (3) must be a multiple of linear_num_key_heads (2): each key head serves linear_num_value_heads / linear_num_key_heads value heads (gdn_c2)}}
+  %1 = hybrid.gdn %h : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that gdn_c2 refuses a hybrid.gdn in a model without SiLU (activation swiglu).
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "gelu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "G"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+// expected-error @+1 {{gated delta net layers ('G') need activation: swiglu (Megatron-LM's --swiglu, whose SiLU their conv and output gate use), got 'gelu' (gdn_c2)}}
+  %1 = hybrid.gdn %h : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that gdn_c2 refuses a hybrid.gdn without a convolution.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", linear_conv_kernel_dim = 0>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "G"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+// expected-error @+1 {{gated delta net layers ('G') need a positive linear_conv_kernel_dim, got 0 (gdn_c2)}}
   %1 = hybrid.gdn %h : tensor<1x4x8xf32>
   %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
   %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>

@@ -141,6 +141,59 @@ def mamba(x, p, d, scan=sequential_scan):
     return stored(g @ p["mixer.out_proj.weight"].T)
 
 
+def sequential_gated_delta_rule(q, k, v, g, beta):
+    """The gated delta rule one token at a time (the definition, no chunks):
+    q, k [s, h, dk] (l2-normalised, q not yet scaled), v [s, h, dv], g and
+    beta [s, h]; from a zero state S [h, dk, dv],
+    S_t = e^{g_t} (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T and
+    o_t = S_t^T q_t / sqrt(dk)."""
+    S_len, H, DK = k.shape
+    S = torch.zeros(H, DK, v.shape[-1], dtype=v.dtype)
+    outs = []
+    for t in range(S_len):
+        S = torch.exp(g[t])[:, None, None] * S
+        kt, vt, bt = k[t], v[t], beta[t][:, None]
+        # (I - b k k^T) S + b k v^T = S + k (b (v - S^T k))^T
+        delta = bt * (vt - torch.einsum("hkv,hk->hv", S, kt))
+        S = S + kt[:, :, None] * delta[:, None, :]
+        outs.append(torch.einsum("hkv,hk->hv", S, q[t]) / math.sqrt(DK))
+    return torch.stack(outs)
+
+
+def gated_delta_net(x, p, d, cu_seqlens=None):
+    """Megatron-LM's GatedDeltaNet (megatron/core/ssm/gated_delta_net.py) on
+    x [b, s, H] (already normed), the conv and the state restarting at each
+    boundary of cu_seqlens (over the flattened tokens) when given."""
+    B, S, _ = x.shape
+    nk, nv, dk, dv, K = d["key_heads"], d["value_heads"], d["key_dim"], d["value_dim"], d["conv"]
+    qkvzba = stored(x @ p["self_attention.in_proj.weight"].T).reshape(B * S, -1)
+    qkv, z, b, a = torch.split(qkvzba, [2 * nk * dk + nv * dv, nv * dv, nv, nv], dim=-1)
+    if cu_seqlens is None:
+        cu_seqlens = list(range(0, B * S + 1, S))
+    out = []
+    for lo, hi in zip(cu_seqlens[:-1], cu_seqlens[1:]):
+        n = hi - lo
+        conv = F.conv1d(qkv[lo:hi].T[None], p["self_attention.conv1d.weight"],
+                        padding=K - 1, groups=qkv.shape[-1])
+        c = stored(F.silu(conv[0, :, :n].T))
+        q, k, v = torch.split(c, [nk * dk, nk * dk, nv * dv], dim=-1)
+        q = q.reshape(n, nk, dk)
+        k = k.reshape(n, nk, dk)
+        q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6)
+        k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+        # Value head j reads key head j / (nv / nk).
+        q = q.repeat_interleave(nv // nk, dim=1)
+        k = k.repeat_interleave(nv // nk, dim=1)
+        g = -torch.exp(p["self_attention.A_log"]) * F.softplus(a[lo:hi] + p["self_attention.dt_bias"])
+        beta = torch.sigmoid(b[lo:hi])
+        o = stored(sequential_gated_delta_rule(q, k, v.reshape(n, nv, dv), g, beta))
+        o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + EPS) * p["self_attention.out_norm.weight"]
+        o = stored(o * F.silu(z[lo:hi].reshape(n, nv, dv)))
+        out.append(o.reshape(n, nv * dv))
+    y = torch.cat(out).reshape(B, S, nv * dv)
+    return stored(y @ p["self_attention.out_proj.weight"].T)
+
+
 def rope(t, base=10000.0):
     B, S, Hh, D = t.shape
     # Angles in float64 on t's device, then in t's dtype (float64 here; the

@@ -112,8 +112,48 @@ TEST(CostModel, EmbeddingHeadAndMtp) {
   EXPECT_EQ(mtpDepthCost(d, settings()).params, 16 + 128 + 8);
 }
 
+ModelDims gdnDims() {
+  ModelDims d = smallDims();
+  d.activation = "swiglu";
+  d.gdnNumKeyHeads = 1;
+  d.gdnNumValueHeads = 2;
+  d.gdnKeyHeadDim = 4;   // q and k 4 wide each
+  d.gdnValueHeadDim = 2; // v and z 4 wide each
+  d.gdnConvWidth = 3;
+  return d;
+}
+
+TEST(CostModel, GatedDeltaNet) {
+  ItemCost c = *layerCost('G', gdnDims(), settings());
+  // conv channels [q k v] 4+4+4 = 12; in_proj rows 12 + z 4 + beta 2 +
+  // alpha 2 = 20. norm 8 + in_proj 20*8 + conv 12*3 + dt_bias 2 + A_log 2
+  // + out_norm 2 (dv) + out_proj 8*4
+  EXPECT_EQ(c.params, 8 + 160 + 36 + 2 + 2 + 2 + 32);
+  // in_proj 2*10*8*20 = 3200, conv 2*10*12*3 = 720, out_proj 2*10*4*8 =
+  // 640; the rule: two sequences of 5 tokens, one chunk of 5 each, per
+  // value head 2*(25*(12+4) + 125/6 + 3*5*4*2) = 2*(400+20+120) = 1080,
+  // times 2 sequences and 2 value heads.
+  EXPECT_EQ(c.forwardFlops, 3200 + 720 + 640 + 4 * 1080);
+  EXPECT_EQ(c.backwardInputFlops, 3200 + 720 + 640 + 2 * 4 * 1080);
+  EXPECT_EQ(c.backwardWeightFlops, 3200 + 720 + 640);
+  // Two stream tensors 2*10*8*4, then T*(in_proj 20 + conv 12 + output 4 +
+  // gated 4)*4 bytes, and one 4x2 float state per chunk (2) and value head
+  // (2).
+  EXPECT_EQ(c.activationBytes, 640 + 10 * 40 * 4 + 2 * 2 * 8 * 4);
+
+  // 130 tokens: two whole chunks of 64 and one of 2, per value head
+  // 2*(2*(4096*16 + 262144/6 + 3*64*8) + (4*16 + 8/6 + 3*2*8)).
+  CostSettings s;
+  s.seqLength = 130;
+  s.microBatchSize = 1;
+  ItemCost longer = *layerCost('G', gdnDims(), s);
+  const int64_t perHead = 2 * (2 * (65536 + 43690 + 1536) + (64 + 1 + 48));
+  EXPECT_EQ(longer.forwardFlops, 2 * 130 * 8 * 20 + 2 * 130 * 12 * 3 +
+                                     2 * 130 * 4 * 8 + 2 * perHead);
+}
+
 TEST(CostModel, UnknownKindsAreNotCosted) {
-  EXPECT_FALSE(layerCost('G', smallDims(), settings()).has_value());
+  EXPECT_FALSE(layerCost('D', smallDims(), settings()).has_value());
   auto items = modelItems(smallDims(), settings(), "MD", "", 0);
   ASSERT_EQ(items.size(), 4u);
   EXPECT_FALSE(items[2].modelled);

@@ -95,6 +95,33 @@ TEST(ParameterNames, MultiLatentAttentionShapesAreMegatrons) {
           {64}, {24, 64}, {24}, {48, 24}, {20, 64}, {16}, {80, 16}, {64, 48}}));
 }
 
+// GatedDeltaNet (megatron/core/ssm/gated_delta_net.py) as the hybrid
+// model's self_attention: the norm fused into in_proj, an nn.Conv1d without
+// bias, dt_bias and A_log per value head, out_norm over one head's width.
+TEST(ParameterNames, GatedDeltaNetIsMegatronsName) {
+  // hidden 64, nk 2, nv 4, dk 8, dv 16, conv 4.
+  std::vector<ParamSpec> params = GdnShape{64, 2, 4, 8, 16, 4}.params(8);
+  EXPECT_EQ(
+      names(params),
+      (std::vector<std::string>{
+          "self_attention.in_proj.layer_norm_weight",
+          "self_attention.in_proj.weight", "self_attention.conv1d.weight",
+          "self_attention.dt_bias", "self_attention.A_log",
+          "self_attention.out_norm.weight", "self_attention.out_proj.weight"}));
+  // in_proj [2*2*8 + 2*4*16 + 2*4, 64]: rows [q k v z beta alpha].
+  EXPECT_EQ(params[1].shape, (std::vector<int64_t>{32 + 128 + 8, 64}));
+  EXPECT_EQ(params[1].sections, (std::vector<int64_t>{16, 16, 64, 64, 4, 4}));
+  // conv1d [2*2*8 + 4*16, 1, 4] over [q k v].
+  EXPECT_EQ(params[2].shape, (std::vector<int64_t>{32 + 64, 1, 4}));
+  EXPECT_EQ(params[3].shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(params[3].init, Init::Ones);      // Megatron's dt_bias: ones
+  EXPECT_EQ(params[4].init, Init::MambaALog); // log U(1, 16)
+  EXPECT_EQ(params[4].a, 1);
+  EXPECT_EQ(params[4].b, 16);
+  EXPECT_EQ(params[5].shape, (std::vector<int64_t>{16}));
+  EXPECT_EQ(params[6].shape, (std::vector<int64_t>{64, 64}));
+}
+
 TEST(ParameterNames, LegacyNames) {
   EXPECT_EQ(legacyParameterName("decoder.layers.3.mixer.in_proj.layer_norm_"
                                 "weight"),
