@@ -126,12 +126,16 @@ std::string shellWord(const std::string &word) {
   return out + "'";
 }
 
-/// The command that continues this run from its last checkpoint: the same
-/// spec, run directory and options, with --resume auto.
-std::string resumeCommand(const TrainOptions &o, const std::string &run) {
-  std::vector<std::string> words = {"hypipe", "train", o.spec, "--run-dir",
-                                    run};
-  const SpecOverrides &v = o.overrides;
+/// Every override on the command line as its flag and value, the flags
+/// Megatron-LM's names: what a train command changes of the compiled
+/// artifact (cacheKey), and what its resume command repeats.
+std::vector<std::string> overrideWords(const SpecOverrides &v) {
+  // A new override must join the words below (an artifact compiled without
+  // it would otherwise be taken for one compiled with it).
+  static_assert(sizeof(SpecOverrides) == 776,
+                "SpecOverrides changed: add its new field to overrideWords");
+  std::vector<std::string> words;
+  // fmt's shortest form of a double reads back to the same double.
   auto add = [&](const char *flag, const auto &value) {
     if (value)
       words.insert(words.end(), {flag, fmt::format("{}", *value)});
@@ -144,6 +148,7 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
     words.push_back("--sequence-parallel");
   add("--make-vocab-size-divisible-by", v.makeVocabSizeDivisibleBy);
   add("--microbatches", v.microbatches);
+  add("--global-batch-size", v.globalBatchSize);
   add("--micro-batch-size", v.microBatchSize);
   add("--steps", v.steps);
   add("--lr", v.lr);
@@ -174,6 +179,16 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
     words.insert(words.end(), v.recomputeModules->begin(),
                  v.recomputeModules->end());
   }
+  return words;
+}
+
+/// The command that continues this run from its last checkpoint: the same
+/// spec, run directory and options, with --resume auto.
+std::string resumeCommand(const TrainOptions &o, const std::string &run) {
+  std::vector<std::string> words = {"hypipe", "train", o.spec, "--run-dir",
+                                    run};
+  const std::vector<std::string> overrides = overrideWords(o.overrides);
+  words.insert(words.end(), overrides.begin(), overrides.end());
   auto addIf = [&](const char *flag, const std::string &value, bool given) {
     if (given)
       words.insert(words.end(), {flag, value});
@@ -321,46 +336,6 @@ std::string selfDirectory() {
   return path.substr(0, path.find_last_of('/'));
 }
 
-/// Every override's value, "-" for one not given: what a train command line
-/// changes of the compiled artifact.
-std::string overridesText(const SpecOverrides &v) {
-  // A new override must join the text below (an artifact compiled without
-  // it would otherwise be taken for one compiled with it).
-  static_assert(sizeof(SpecOverrides) == 776,
-                "SpecOverrides changed: add its new field to overridesText");
-  auto opt = [](const auto &x) -> std::string {
-    if (!x)
-      return "-";
-    using T = std::decay_t<decltype(*x)>;
-    if constexpr (std::is_same_v<T, std::string>)
-      return *x;
-    else if constexpr (std::is_same_v<T, std::vector<std::string>>)
-      return fmt::format("[{}]", fmt::join(*x, " "));
-    else if constexpr (std::is_same_v<T, double>)
-      return fmt::format("{:a}", *x); // exact
-    else
-      return fmt::format("{}", *x);
-  };
-  return fmt::format(
-      "pp={} vpp={} dp={} microbatches={} steps={} seed={} tp={} "
-      "sequence_parallel={} mbs={} global_batch={} lr={} min_lr={} "
-      "lr_decay_style={} lr_wsd_decay_style={} lr_warmup_iters={} "
-      "lr_wsd_decay_iters={} lr_warmup_fraction={} weight_decay={} "
-      "clip_grad={} adam_beta1={} adam_beta2={} adam_eps={} schedule={} "
-      "target={} dtype={} distributed_optimizer={} split={} schedule_csv={} "
-      "recompute={} {} {} {} vocab_divisor={}",
-      opt(v.pp), opt(v.vpp), opt(v.dp), opt(v.microbatches), opt(v.steps),
-      opt(v.seed), opt(v.tp), opt(v.sequenceParallel), opt(v.microBatchSize),
-      opt(v.globalBatchSize), opt(v.lr), opt(v.minLr), opt(v.lrDecayStyle),
-      opt(v.lrWsdDecayStyle), opt(v.lrWarmupIters), opt(v.lrWsdDecayIters),
-      opt(v.lrWarmupFraction), opt(v.weightDecay), opt(v.clipGrad),
-      opt(v.adamBeta1), opt(v.adamBeta2), opt(v.adamEps), opt(v.schedule),
-      opt(v.target), opt(v.dtype), opt(v.distributedOptimizer), opt(v.split),
-      opt(v.scheduleCsv), opt(v.recomputeGranularity), opt(v.recomputeMethod),
-      opt(v.recomputeNumLayers), opt(v.recomputeModules),
-      opt(v.makeVocabSizeDivisibleBy));
-}
-
 /// Identifies a compiled artifact: the spec's text and path, every
 /// override, the schedule CSV it runs and the hypipe binary that compiles
 /// it.
@@ -371,7 +346,7 @@ std::string cacheKey(const TrainOptions &o, const ModelSpec &loaded) {
   std::string spec = ::realpath(o.spec.c_str(), real) ? real : o.spec;
   std::string text = fmt::format(
       "{}\n{}\n{}\nrecompute={}\nschedule_csv={}\n{}\nsplit={}\n{} {}\n", spec,
-      readFile(o.spec), overridesText(o.overrides),
+      readFile(o.spec), fmt::join(overrideWords(o.overrides), " "),
       recomputeFlags(loaded.training.recompute), loaded.parallel.scheduleCsv,
       readFile(loaded.parallel.scheduleCsv), loaded.data.split,
       int64_t(st.st_mtime), int64_t(st.st_size));

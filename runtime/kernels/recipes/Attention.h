@@ -54,7 +54,7 @@ template <class P> struct Attention {
     } else {
       // The ranks' rows of linear_qkv gathered block by block, then this
       // rank's group's k and v and its heads' q taken out.
-      float *blocks = ws + T * (s.hidden + Cw + s.heads);
+      float *blocks = gatheredQkv(s, T, ws);
       float *mine = blocks + tp->rank() * T * Lw;
       k.linearForward(T, s.hidden, Lw, a.xn, wQkv, mine);
       k.round(mine, T * Lw);
@@ -88,6 +88,14 @@ template <class P> struct Attention {
   }
 
 private:
+  /// With replicated k and v, where the whole layer's q, k and v gathered
+  /// [ranks][T, linearWidth] lie in the workspace: after the backward's
+  /// context gradient, normed input gradient and the core's rows
+  /// (AttentionShape::workspaceFloats).
+  static float *gatheredQkv(const AttentionShape &s, int64_t T, float *ws) {
+    return ws + T * (s.contextWidth() + s.hidden + s.heads);
+  }
+
   /// With replicated k and v, f(column, at, n) for the three pieces of the
   /// whole layer's q, k and v this rank's shard holds: its heads' q, its
   /// group's k and v, each n columns from `column` of the whole to `at` of
@@ -160,7 +168,7 @@ public:
       // Each piece's gradient into its place in the whole layer's (zero
       // elsewhere), summed over the ranks and cut back to each rank's
       // block: a group's k and v gradients add over the ranks sharing it.
-      float *blocks = rows + T * s.heads;
+      float *blocks = gatheredQkv(s, T, ws);
       k.zero(blocks, T * s.wholeQkvWidth());
       forEachSharedPiece(s, [&](int64_t column, int64_t at, int64_t n) {
         copyColumns(T, Lw, blocks, column, n, a.dqkv + at, Wd, true);
