@@ -45,7 +45,8 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
   const ParallelSpec &par = spec.parallel;
   auto parallel = hybrid::ParallelAttr::get(
       &context, par.pp, par.vpp, par.dp, hybrid::toSchedule(par.schedule),
-      par.microbatches, par.groupSize, par.tp, par.sequenceParallel);
+      par.microbatches, par.groupSize, par.tp, par.sequenceParallel, par.ep,
+      par.etp == par.tp ? 0 : par.etp);
   auto model = b.create<hybrid::ModelOp>(
       loc, spec.name, hybrid::toDimsAttr(&context, spec.dims), parallel,
       patternWithStages(spec.pattern, spec.placement));

@@ -74,9 +74,14 @@ std::string layoutText(const PlanLayout &l) {
   return fmt::format(
       "{}pp={} vpp={} dp={} {} microbatches={} "
       "micro_batch_size={}{}{}",
-      l.tp > 1 ? fmt::format("tp={}{} ", l.tp,
-                             l.sequenceParallel ? " sequence_parallel" : "")
-               : "",
+      fmt::format(
+          "{}{}",
+          l.tp > 1 ? fmt::format("tp={}{} ", l.tp,
+                                 l.sequenceParallel ? " sequence_parallel" : "")
+                   : "",
+          l.expertGrid()
+              ? fmt::format("ep={} etp={} ", l.ep, l.expertTensorParallel())
+              : ""),
       l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule), l.microbatches,
       l.microBatchSize, l.distributedOptimizer ? " distributed optimizer" : "",
       l.recompute.granularity != RecomputeGranularity::None
@@ -173,6 +178,9 @@ SpecOverrides overridesOf(const PlanLayout &l) {
   SpecOverrides o;
   o.tp = l.tp;
   o.sequenceParallel = l.sequenceParallel;
+  o.ep = l.ep;
+  if (l.etp)
+    o.etp = l.etp;
   o.pp = l.pp;
   o.vpp = l.vpp;
   o.dp = l.dp;
@@ -552,6 +560,10 @@ std::vector<std::string> parallelSection(const PlanCandidate &c) {
     lines.push_back(fmt::format("  sequence_parallel: {}",
                                 l.sequenceParallel ? "true" : "false"));
   }
+  if (l.expertGrid()) {
+    lines.push_back(fmt::format("  ep: {}", l.ep));
+    lines.push_back(fmt::format("  etp: {}", l.expertTensorParallel()));
+  }
   std::vector<std::string> rest = {
       fmt::format("  pp: {}", l.pp),
       fmt::format("  vpp: {}", l.vpp),
@@ -579,9 +591,9 @@ bool sameLayout(const ModelSpec &written, const PlanCandidate &c) {
   return stagesEqual &&
          written.training.microBatchSize == c.spec.training.microBatchSize &&
          a.tp == b.tp && a.sequenceParallel == b.sequenceParallel &&
-         a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp &&
-         a.schedule == b.schedule && a.microbatches == b.microbatches &&
-         a.groupSize == b.groupSize &&
+         a.ep == b.ep && a.etp == b.etp && a.pp == b.pp && a.vpp == b.vpp &&
+         a.dp == b.dp && a.schedule == b.schedule &&
+         a.microbatches == b.microbatches && a.groupSize == b.groupSize &&
          a.distributedOptimizer == b.distributedOptimizer &&
          written.training.recompute == c.spec.training.recompute;
 }
@@ -728,9 +740,32 @@ std::vector<int64_t> tensorParallelSizes(const ModelSpec &spec,
   return sizes;
 }
 
+/// The expert grids (ep, etp) tried on tp x dp ranks of each pipeline
+/// stage: Megatron-LM's default (every expert on every rank, etp tp), and
+/// with `search` each ep dividing the experts, etp tp or 1, whose etp x ep
+/// divides tp x dp.
+std::vector<std::pair<int64_t, int64_t>>
+expertGrids(const ModelSpec &spec, int64_t tp, int64_t dp, bool search) {
+  std::vector<std::pair<int64_t, int64_t>> grids{{1, 0}};
+  const std::string used = spec.pattern.layers() + spec.pattern.mtp;
+  if (!search || used.find('E') == std::string::npos)
+    return grids;
+  const int64_t experts = spec.dims.numExperts;
+  std::vector<int64_t> etps{tp};
+  if (tp > 1)
+    etps.push_back(1);
+  for (int64_t etp : etps)
+    for (int64_t ep = 1; ep <= std::min(experts, tp * dp); ++ep)
+      if (experts % ep == 0 && (tp * dp) % (etp * ep) == 0 &&
+          spec.dims.expertFfnHidden() % etp == 0 && (ep > 1 || etp != tp))
+        grids.push_back({ep, etp == tp ? 0 : etp});
+  return grids;
+}
+
 std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,
                                     int64_t globalBatch,
-                                    const std::vector<int64_t> &tps) {
+                                    const std::vector<int64_t> &tps,
+                                    bool searchExperts) {
   std::vector<PlanLayout> out;
   for (int64_t tp : tps) {
     if (tp < 1 || ranks % tp != 0)
@@ -746,12 +781,17 @@ std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,
         if (globalBatch % (mbs * dp) != 0)
           continue;
         const int64_t microbatches = globalBatch / (mbs * dp);
-        for (schedule::ScheduleKind kind : schedule::scheduleKinds())
-          for (bool sharded : {false, true})
-            if (scheduleRuns(kind, pp, vpp, microbatches) &&
-                (!sharded || dp > 1))
-              out.push_back(
-                  {tp, pp, vpp, dp, microbatches, sp, mbs, kind, sharded});
+        for (auto [ep, etp] : expertGrids(spec, tp, dp, searchExperts))
+          for (schedule::ScheduleKind kind : schedule::scheduleKinds())
+            for (bool sharded : {false, true})
+              if (scheduleRuns(kind, pp, vpp, microbatches) &&
+                  (!sharded || dp > 1)) {
+                PlanLayout l{tp, pp,  vpp,  dp,      microbatches,
+                             sp, mbs, kind, sharded, {}};
+                l.ep = ep;
+                l.etp = etp;
+                out.push_back(l);
+              }
       }
   }
   return out;
@@ -790,8 +830,11 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
     p.tensorParallelSizes = tensorParallelSizes(*original, request.cluster,
                                                 &p.tensorParallelRefusal);
   }
-  std::vector<PlanLayout> layouts = planLayouts(
-      *original, request.ranks, search.globalBatch, p.tensorParallelSizes);
+  // hypipe-run keeps every expert on every rank: expert grids are searched
+  // for a Megatron-LM run only.
+  std::vector<PlanLayout> layouts =
+      planLayouts(*original, request.ranks, search.globalBatch,
+                  p.tensorParallelSizes, request.megatronMemory);
   if (layouts.empty())
     return noLayoutUses(*original, request.ranks, search.globalBatch,
                         p.tensorParallelSizes);
@@ -847,6 +890,9 @@ std::string megatronModelArgs(const ModelSpec &spec) {
                        "type aux_loss --moe-aux-loss-coeff {:g}",
                        d.numExperts, d.moeTopK, d.expertFfnHidden(),
                        spec.moeAuxLossCoeff);
+  if (spec.moeDispatcher != MoeDispatcher::AllGather && has('E'))
+    out += fmt::format(" --moe-token-dispatcher-type {}",
+                       moeDispatcherName(spec.moeDispatcher));
   if (has('+')) {
     const MlaRopeSpec &rope = spec.mlaRope;
     out += " --multi-latent-attention";
@@ -919,6 +965,11 @@ std::string megatronLayoutArgs(const PlanCandidate &c) {
   if (l.tp > 1)
     out = fmt::format("--tensor-model-parallel-size {}{} ", l.tp,
                       l.sequenceParallel ? " --sequence-parallel" : "");
+  if (l.ep > 1)
+    out += fmt::format("--expert-model-parallel-size {} ", l.ep);
+  if (l.expertTensorParallel() != l.tp)
+    out += fmt::format("--expert-tensor-parallel-size {} ", l.etp);
+
   out += fmt::format("--pipeline-model-parallel-size {}", l.pp);
   if (l.vpp > 1)
     out += fmt::format(" --virtual-pipeline-model-parallel-size {}", l.vpp);

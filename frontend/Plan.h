@@ -59,6 +59,13 @@ struct PlanLayout {
   /// training.recompute: none, or (tried where none does not fit) full
   /// uniform recompute in chunks of the most layers a stage holds.
   RecomputeSpec recompute;
+  /// The MoE layers' expert grid: parallel.ep and parallel.etp (0: tp,
+  /// Megatron-LM's default; searched only for a Megatron-LM run:
+  /// PlanRequest::megatronMemory).
+  int64_t ep = 1, etp = 0;
+  int64_t expertTensorParallel() const { return etp ? etp : tp; }
+  /// Whether the experts are laid out other than the dense layers.
+  bool expertGrid() const { return ep > 1 || expertTensorParallel() != tp; }
 };
 
 /// The layout's recompute as the plan's table shows it: "none", or
@@ -130,10 +137,13 @@ std::string tensorParallelRefusal(const ModelSpec &spec, int64_t tp);
 /// dividing ranks, with sequence parallelism where tp > 1 divides the
 /// sequence (as Megatron-LM requires), pp dividing ranks / tp,
 /// the vpp values the pattern allows, every schedule whose shape the
-/// schedule library accepts, and the distributed optimizer when dp > 1.
+/// schedule library accepts, the distributed optimizer when dp > 1, and
+/// with `searchExperts` the expert grids of a MoE model (ep dividing the
+/// experts, etp tp or 1; docs/plan.md).
 std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,
                                     int64_t globalBatch,
-                                    const std::vector<int64_t> &tps = {1});
+                                    const std::vector<int64_t> &tps = {1},
+                                    bool searchExperts = false);
 
 /// Searches; an error when no layout uses `ranks` fully (naming the nearest
 /// count that has one) or none fits the memory cap (naming the least memory

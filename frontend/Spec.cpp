@@ -58,13 +58,14 @@ struct Draft {
   std::optional<int64_t> vpp;
   std::optional<int64_t> microbatches;
   std::optional<int64_t> groupSize; ///< absent: pp, Megatron's default
+  std::optional<int64_t> etp;       ///< absent: tp, Megatron's default
   /// model.q_lora_rank: absent or null is Megatron's None.
   std::optional<int64_t> qLoraRank;
   /// The enum fields as written; checking parses each into the spec once.
   std::string schedule = "1f1b", comm = "auto", objective = "time",
               dtype = "fp32", target = "cpu", format = "text",
               lrDecayStyle = "cosine", lrWsdDecayStyle = "exponential",
-              ropeType = "yarn";
+              ropeType = "yarn", moeDispatcher = "allgather";
   /// training.recompute as written; checkRecompute parses it into the spec.
   std::string recomputeGranularity = "none", recomputeMethod;
   std::optional<int64_t> recomputeNumLayers;
@@ -130,6 +131,7 @@ const std::vector<Field> &modelFields() {
       HYPIPE_FIELD("moe_router_topk", d.spec.dims.moeTopK),
       HYPIPE_FIELD("moe_ffn_hidden_size", d.spec.dims.moeFfnHidden),
       HYPIPE_FIELD("moe_aux_loss_coeff", d.spec.moeAuxLossCoeff),
+      HYPIPE_FIELD("moe_token_dispatcher_type", d.moeDispatcher),
       HYPIPE_FIELD("mtp_loss_scaling_factor", d.spec.mtpLossScalingFactor),
       HYPIPE_FIELD("vocab_size", d.spec.dims.vocab),
       HYPIPE_FIELD("make_vocab_size_divisible_by", d.spec.vocabDivisor),
@@ -157,6 +159,8 @@ const std::vector<Field> &parallelFields() {
       HYPIPE_FIELD("dp", d.spec.parallel.dp),
       HYPIPE_FIELD("tp", d.spec.parallel.tp),
       HYPIPE_FIELD("sequence_parallel", d.spec.parallel.sequenceParallel),
+      HYPIPE_FIELD("ep", d.spec.parallel.ep),
+      HYPIPE_FIELD("etp", d.etp),
       HYPIPE_FIELD("schedule", d.schedule),
       HYPIPE_FIELD("microbatches", d.microbatches),
       HYPIPE_FIELD("microbatch_group_size_per_vp_stage", d.groupSize),
@@ -398,6 +402,7 @@ private:
   /// pattern's layer or MTP parts.
   llvm::Error tensorParallelError(char part, const std::string &why);
   llvm::Error checkSequenceParallel();
+  llvm::Error checkExpertParallel();
   llvm::Error padVocabulary();
   llvm::Error checkMoeNeedsSequenceParallel();
   llvm::Error checkRecompute();
@@ -460,6 +465,10 @@ private:
         {"parallel.tp", "--tensor-model-parallel-size", bool(overrides.tp)},
         {"parallel.sequence_parallel", "--sequence-parallel",
          bool(overrides.sequenceParallel)},
+        {"parallel.ep", "--expert-model-parallel-size", bool(overrides.ep)},
+        {"parallel.etp", "--expert-tensor-parallel-size", bool(overrides.etp)},
+        {"model.moe_token_dispatcher_type", "--moe-token-dispatcher-type",
+         bool(overrides.moeTokenDispatcher)},
         {"parallel.schedule", "--schedule", bool(overrides.schedule)},
         {"parallel.microbatches",
          overrides.globalBatchSize ? "--global-batch-size" : "--microbatches",
@@ -518,6 +527,12 @@ private:
       draft.spec.vocabDivisor = *overrides.makeVocabSizeDivisibleBy;
     if (overrides.sequenceParallel)
       par.sequenceParallel = *overrides.sequenceParallel;
+    if (overrides.ep)
+      par.ep = *overrides.ep;
+    if (overrides.etp)
+      draft.etp = *overrides.etp;
+    if (overrides.moeTokenDispatcher)
+      draft.moeDispatcher = *overrides.moeTokenDispatcher;
     if (overrides.schedule)
       draft.schedule = *overrides.schedule;
     if (overrides.microbatches)
@@ -1087,8 +1102,8 @@ llvm::Error Loader::check() {
   for (llvm::Error (Loader::*section)() :
        {&Loader::checkSizes, &Loader::checkPattern, &Loader::checkModel,
         &Loader::checkParallel, &Loader::checkTraining, &Loader::checkTokenizer,
-        &Loader::checkTensorParallel, &Loader::checkRecompute,
-        &Loader::checkPartition, &Loader::checkMemory})
+        &Loader::checkTensorParallel, &Loader::checkExpertParallel,
+        &Loader::checkRecompute, &Loader::checkPartition, &Loader::checkMemory})
     if (llvm::Error err = (this->*section)())
       return err;
   return llvm::Error::success();
@@ -1106,6 +1121,8 @@ llvm::Error Loader::checkSizes() {
   sizes.vpp = draft.vpp.value_or(0);
   sizes.dp = par.dp;
   sizes.tp = par.tp;
+  sizes.ep = par.ep;
+  sizes.etp = draft.etp.value_or(0);
   sizes.microbatches = draft.microbatches.value_or(0);
   sizes.groupSize = draft.groupSize.value_or(0);
   sizes.firstStageLayers = par.firstStageLayers.value_or(0);
@@ -1968,6 +1985,105 @@ llvm::Error Loader::checkSequenceParallel() {
                 : fmt::format("use {}, or remove sequence_parallel", above));
 }
 
+/// The values in 1..n that divide n (at most `most`), for help texts.
+static std::vector<int64_t> divisorsOf(int64_t n, size_t most = 8) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n && out.size() < most; ++d)
+    if (n % d == 0)
+      out.push_back(d);
+  return out;
+}
+
+static std::string orList(const std::vector<int64_t> &values) {
+  if (values.size() == 1)
+    return std::to_string(values.front());
+  return fmt::format("{} or {}",
+                     fmt::join(values.begin(), values.end() - 1, ", "),
+                     values.back());
+}
+
+/// Megatron-LM's expert grid (parallel_state.initialize_model_parallel, MoE
+/// parallel folding): the MoE layers' experts over ep ranks, each expert's
+/// width over etp (tp when left out), on the ranks of each pipeline stage
+/// (tp x dp of them, the rest the expert-data-parallel size); and the token
+/// dispatcher (docs/expert-parallel.md).
+llvm::Error Loader::checkExpertParallel() {
+  ModelSpec &spec = draft.spec;
+  ParallelSpec &par = spec.parallel;
+  std::optional<MoeDispatcher> dispatcher =
+      parseMoeDispatcher(draft.moeDispatcher);
+  if (!dispatcher)
+    return error(nodeForField("model.moe_token_dispatcher_type"),
+                 fmt::format("unknown moe_token_dispatcher_type '{}'",
+                             draft.moeDispatcher),
+                 draft.moeDispatcher == "flex"
+                     ? "hypipe has no DeepEP: use allgather (Megatron-LM's "
+                       "default) or alltoall"
+                     : "use allgather (Megatron-LM's default) or alltoall");
+  spec.moeDispatcher = *dispatcher;
+  for (auto [key, value] :
+       {std::pair{"ep", std::optional<int64_t>(par.ep)}, {"etp", draft.etp}})
+    if (value && *value < 1)
+      return error(nodeForField(fmt::format("parallel.{}", key)),
+                   fmt::format("parallel.{} must be at least 1", key),
+                   "1 switches that kind of parallelism off");
+  par.etp = draft.etp.value_or(par.tp);
+  const std::string used = spec.pattern.layers() + spec.pattern.mtp;
+  const bool hasMoe = used.find('E') != std::string::npos;
+  if (!hasMoe) {
+    if (par.ep > 1)
+      return error(nodeForField("parallel.ep"),
+                   fmt::format("parallel.ep ({}) spreads the experts of MoE "
+                               "layers ('E') over ranks, and the model has "
+                               "none",
+                               par.ep),
+                   "remove parallel.ep (--expert-model-parallel-size), or "
+                   "add E layers to the pattern");
+    return llvm::Error::success();
+  }
+  const int64_t experts = spec.dims.numExperts;
+  if (experts % par.ep != 0)
+    return error(
+        nodeForField("parallel.ep"),
+        fmt::format("num_moe_experts ({}) must be a multiple of parallel.ep "
+                    "({}): each expert-parallel rank holds num_moe_experts / "
+                    "ep experts",
+                    experts, par.ep),
+        fmt::format("use ep {}, which divide the experts",
+                    orList(divisorsOf(experts))));
+  const int64_t ffn = spec.dims.moeFfnHidden;
+  if (ffn % par.etp != 0)
+    return error(
+        nodeForField(draft.etp ? "parallel.etp" : "parallel.tp"),
+        fmt::format("moe_ffn_hidden_size ({}) must be a multiple of the "
+                    "expert tensor-parallel size, parallel.etp ({}{})",
+                    ffn, par.etp,
+                    draft.etp ? "" : ": parallel.tp, as etp is left out"),
+        fmt::format("set parallel.etp to {}", orList(divisorsOf(ffn))));
+  const int64_t stageRanks = par.tp * par.dp, expertRanks = par.etp * par.ep;
+  if (stageRanks % expertRanks != 0) {
+    std::vector<int64_t> fits;
+    for (int64_t ep : divisorsOf(experts, 64))
+      if (ep > 1 && stageRanks % (par.etp * ep) == 0)
+        fits.push_back(ep);
+    const std::string help =
+        fits.empty()
+            ? fmt::format("use more data-parallel ranks (dp), a smaller "
+                          "etp, or ep 1 (every expert on every rank)")
+            : fmt::format("use ep {} with etp {}, or more data-parallel "
+                          "ranks (dp)",
+                          orList(fits), par.etp);
+    return error(
+        nodeForField("parallel.ep"),
+        fmt::format("etp x ep ({} x {} = {}) must divide tp x dp ({} x {} = "
+                    "{}), the ranks of each pipeline stage: Megatron-LM's "
+                    "expert grid lays the experts over those ranks",
+                    par.etp, par.ep, expertRanks, par.tp, par.dp, stageRanks),
+        help);
+  }
+  return llvm::Error::success();
+}
+
 /// Megatron-LM splits MoE layers over tensor-parallel ranks only with
 /// sequence parallelism (megatron/training/arguments.py refuses the rest).
 llvm::Error Loader::checkMoeNeedsSequenceParallel() {
@@ -2272,6 +2388,8 @@ AutoPartitionRequest ModelSpec::partitionRequest() const {
   r.settings.optimizerShards = parallel.distributedOptimizer ? parallel.dp : 1;
   r.settings.tp = parallel.tp;
   r.settings.sequenceParallel = parallel.sequenceParallel;
+  r.settings.ep = parallel.ep;
+  r.settings.etp = parallel.etp;
   r.layers = pattern.layers();
   r.mtpLayers = pattern.mtp;
   r.mtpDepths = pattern.mtpDepths;

@@ -39,6 +39,19 @@ struct ParallelSpec {
   /// Megatron-LM's --sequence-parallel: the norms and the residual stream
   /// hold a tp-th of the tokens (tp > 1 only).
   bool sequenceParallel = false;
+  /// Megatron-LM's --expert-model-parallel-size: each MoE layer's experts
+  /// spread over ep ranks, rank r of the expert grid holding experts
+  /// [r E/ep, (r+1) E/ep) (docs/expert-parallel.md).
+  int64_t ep = 1;
+  /// --expert-tensor-parallel-size: each expert's width split over etp
+  /// ranks; the spec's loader sets it to tp when left out, as Megatron-LM.
+  int64_t etp = 1;
+  /// The expert grid's data-parallel size, (tp x dp) / (etp x ep): the
+  /// ranks that hold the same experts and sum their gradients.
+  int64_t expertDataParallel() const { return tp * dp / (etp * ep); }
+  /// Whether the layout is anything but Megatron-LM's default for MoE
+  /// layers (every expert on every rank, split like the dense layers).
+  bool expertParallel() const { return ep > 1 || etp != tp; }
   schedule::ScheduleKind schedule = schedule::ScheduleKind::OneFOneB;
   int64_t microbatches = 1;
   /// microbatch_group_size_per_vp_stage: pp when the spec leaves it out.
@@ -129,6 +142,23 @@ struct DataSpec {
   std::string split;
 };
 
+/// How a MoE layer's tokens reach experts on other ranks: Megatron-LM's
+/// --moe-token-dispatcher-type (allgather, its default, or alltoall;
+/// docs/expert-parallel.md).
+enum class MoeDispatcher { AllGather, AllToAll };
+
+inline const char *moeDispatcherName(MoeDispatcher d) {
+  return d == MoeDispatcher::AllGather ? "allgather" : "alltoall";
+}
+
+/// The inverse of moeDispatcherName; nullopt for anything else.
+inline std::optional<MoeDispatcher> parseMoeDispatcher(std::string_view name) {
+  for (MoeDispatcher d : {MoeDispatcher::AllGather, MoeDispatcher::AllToAll})
+    if (name == moeDispatcherName(d))
+      return d;
+  return std::nullopt;
+}
+
 /// Multi-latent attention's rotary embedding: Megatron-LM's --rope-type
 /// (yarn is MLA's default) with YaRN's --rotary-scaling-factor, --mscale and
 /// --mscale-all-dim.
@@ -170,6 +200,8 @@ struct ModelSpec {
   int64_t vocabDivisor = 128;
   std::string positionEmbedding = "none";
   MlaRopeSpec mlaRope;
+  /// model.moe_token_dispatcher_type.
+  MoeDispatcher moeDispatcher = MoeDispatcher::AllGather;
   double moeAuxLossCoeff = 0.01;
   /// Megatron's --mtp-loss-scaling-factor: the MTP depths' mean loss enters
   /// the objective with this weight.
@@ -193,6 +225,10 @@ struct SpecOverrides {
   /// Megatron-LM's --tensor-model-parallel-size and --sequence-parallel.
   std::optional<int64_t> tp;
   std::optional<bool> sequenceParallel;
+  /// --expert-model-parallel-size, --expert-tensor-parallel-size and
+  /// --moe-token-dispatcher-type.
+  std::optional<int64_t> ep, etp;
+  std::optional<std::string> moeTokenDispatcher;
   std::optional<int64_t> microBatchSize;
   /// Megatron-LM's --global-batch-size: the microbatches per step are it
   /// over micro_batch_size x dp.

@@ -368,12 +368,14 @@ SpecCosts specCosts(const ModelSpec &spec) {
     c.rankParams[s.ppRank] += c.stageCost[s.index].params;
   for (const RankMemory &memory : rankMemories(items, placement, request))
     c.rankMemory.push_back(memory.total());
-  if (request.settings.tp == 1) {
+  if (request.settings.tp == 1 && request.settings.expertGroup() == 1) {
     for (int64_t params : c.rankParams)
       c.totalParams += params;
-  } else { // the rank figures are one tp rank's: the model's are whole
+  } else { // the rank figures are one tp (or ep) rank's: the model's whole
     CostSettings whole = request.settings;
     whole.tp = 1;
+    whole.ep = 1;
+    whole.etp = 0;
     for (const ItemCost &item :
          modelItems(request.dims, whole, request.layers, request.mtpLayers,
                     request.mtpDepths))
@@ -483,24 +485,39 @@ double collectiveSeconds(rt::CollectiveKind kind, int64_t tp, double bytes,
 /// the whole tensor's bytes, an activation value in the training precision,
 /// the cross-entropy's per-token statistics (one value a token) in fp32.
 /// With full recompute the I also runs its recomputed layers' forward
-/// collectives again.
+/// collectives again. On an expert grid (parallel.ep, parallel.etp) the
+/// MoE layers' run over its tp x ep group of etp x ep consecutive ranks
+/// instead (Megatron-LM's allgather dispatcher: the tokens of the group's
+/// ranks gathered, the outputs reduce-scattered back; the alltoall one
+/// moves the routed rows, which the estimate does not tell apart).
 double tensorParallelSeconds(const ModelSpec &spec, const PatternStage &st,
                              rt::StagePass pass, const Cluster &cluster) {
-  const int64_t tp = spec.parallel.tp;
-  if (tp == 1)
-    return 0;
-  const Link &link = cluster.tensorParallelLink(tp);
+  const ParallelSpec &par = spec.parallel;
+  const int64_t tp = par.tp;
+  const bool expertGrid = par.expertParallel();
+  const int64_t expertRanks = par.etp * par.ep;
   const double tokens =
       double(spec.training.microBatchSize) * double(spec.training.seqLength);
   const double valueBytes =
       spec.training.dtype == TrainingPrecision::Bf16 ? 2 : 4;
   double seconds = 0;
   auto add = [&](const rt::LayerShape &shape, rt::StagePass p) {
+    const bool onExperts =
+        expertGrid && std::holds_alternative<rt::MoeShape>(shape);
+    const int64_t ranks = onExperts ? expertRanks : tp;
+    if (ranks == 1)
+      return;
+    // The group's whole tensor: every rank's tokens, a tp-th of a
+    // microbatch each with sequence parallelism.
+    const double rows = onExperts ? tokens * double(expertRanks) /
+                                        double(par.sequenceParallel ? tp : 1)
+                                  : tokens;
+    const Link &link = cluster.tensorParallelLink(ranks);
     for (const rt::Collective &c :
-         rt::collectivesOf(shape, tp, spec.parallel.sequenceParallel, p))
+         rt::collectivesOf(shape, ranks, onExperts || par.sequenceParallel, p))
       seconds +=
-          collectiveSeconds(c.kind, tp,
-                            tokens * double(c.perToken) *
+          collectiveSeconds(c.kind, ranks,
+                            rows * double(c.perToken) *
                                 (c.perToken == 1 ? sizeof(float) : valueBytes),
                             link);
   };
@@ -561,7 +578,7 @@ Expected<schedule::Costs> stepCosts(const ModelSpec &spec,
     costs.stageB.push_back(costs.stageI[i] + costs.stageW[i]);
   if (model.cluster) {
     communicationCosts(spec, stageCost, *model.cluster, costs);
-    if (spec.parallel.tp > 1)
+    if (spec.parallel.tp > 1 || spec.parallel.expertParallel())
       for (const PatternStage &st : spec.placement.stages) {
         costs.stageTensorF.push_back(tensorParallelSeconds(
             spec, st, rt::StagePass::Forward, *model.cluster));

@@ -203,15 +203,20 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     return c;
   }
   case 'E': {
-    // Every expert's width split over tp (tensorParallelShard); every rank
-    // routes all the microbatch's tokens with the replicated router.
-    const int64_t f = d.expertFfnHidden() / tp, up = upWidth(d, f),
+    // Each expert's width split over etp ranks (tp by default:
+    // tensorParallelShard), the experts over ep; every rank routes all the
+    // microbatch's tokens with the replicated router. The allgather
+    // dispatcher gathers the tokens of the etp x ep ranks (a tp-th of a
+    // microbatch each with sequence parallelism, else all of it); of their
+    // routed rows a rank's experts take an ep-th (balanced routing).
+    const int64_t etp = s.expertTensorParallel(), ep = s.ep;
+    const int64_t f = d.expertFfnHidden() / etp, up = upWidth(d, f),
                   k = d.moeTopK;
+    const int64_t rows = t * k * etp / s.streamShards();
     addLinear(c, t, h, d.numExperts); // router
-    // Every expert's weights exist; each token runs through k of them.
     ItemCost expert;
-    addLinear(expert, t * k, h, up);
-    addLinear(expert, t * k, f, h);
+    addLinear(expert, rows, h, up);
+    addLinear(expert, rows, f, h);
 
     c.forwardFlops += expert.forwardFlops;
     c.backwardInputFlops += expert.backwardInputFlops;
@@ -220,8 +225,13 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     // probabilities, and per routed row its input, fc1 output and
     // activation.
     c.activationBytes =
-        stream + t * (h + d.numExperts) * e + t * k * (h + up + f) * e;
-    c.params = rt::rankNumel(rt::moeShape(d).params(1), tp);
+        stream + t * (h + d.numExperts) * e + rows * (h + up + f) * e;
+    // The norm and the router whole; the rank's ep-th of the experts, an
+    // etp-th of each.
+    const rt::MoeShape whole = rt::moeShape(d);
+    const int64_t expertParams =
+        rt::rankNumel(whole.params(1), 1) - h - d.numExperts * h;
+    c.params = h + d.numExperts * h + expertParams / ep / etp;
     return c;
   }
   default:

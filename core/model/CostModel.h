@@ -39,7 +39,15 @@ struct CostSettings {
   /// Sequence parallelism (tp > 1): the residual stream, the norms' tensors
   /// and a stage boundary's activation hold a tp-th of the tokens.
   bool sequenceParallel = false;
+  /// The MoE layers' expert grid (Megatron-LM's --expert-model-parallel-size
+  /// and --expert-tensor-parallel-size, docs/expert-parallel.md): each rank
+  /// holds ep-th of the experts, each split over etp ranks (0: tp).
+  int64_t ep = 1, etp = 0;
 
+  int64_t expertTensorParallel() const { return etp ? etp : tp; }
+  /// The ranks a MoE layer's tokens are gathered over and its outputs
+  /// reduce-scattered back (Megatron-LM's tp x ep group of the expert grid).
+  int64_t expertGroup() const { return expertTensorParallel() * ep; }
   int64_t tokens() const { return seqLength * microBatchSize; }
   /// The ranks one residual-stream activation is divided over: tp with
   /// sequence parallelism, else 1 (every tp rank holds all of it).

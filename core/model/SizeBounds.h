@@ -64,6 +64,8 @@ std::string tooLarge(std::string_view name, int64_t value, int64_t max);
 struct RunSizes {
   int64_t numLayers = 0;
   int64_t pp = 1, vpp = 0, dp = 1, tp = 1;
+  /// Expert parallelism: ep, and etp (0: left out, tp).
+  int64_t ep = 1, etp = 0;
   int64_t microbatches = 0; ///< 0: pp
   int64_t groupSize = 0, firstStageLayers = 0, lastStageLayers = 0;
   int64_t seqLength = 1, microBatchSize = 1;

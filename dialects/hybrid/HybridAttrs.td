@@ -85,11 +85,17 @@ def Hybrid_ParallelAttr : Hybrid_Attr<"Parallel", "parallel"> {
 
     `tp` is the tensor-parallel size (Megatron-LM's
     --tensor-model-parallel-size) and `sequence_parallel` its
-    --sequence-parallel; both are left out when off.
+    --sequence-parallel; both are left out when off. `ep` and `etp` lay out
+    the MoE layers' experts (Megatron-LM's --expert-model-parallel-size and
+    --expert-tensor-parallel-size: the expert grid, docs/expert-parallel.md);
+    `etp` is left out when it is `tp`, Megatron-LM's default, and 0 stands
+    for that.
 
-    (parallel_c1) `pp`, `vpp`, `dp`, `microbatches`, `group_size` and `tp`
-                  are positive.
+    (parallel_c1) `pp`, `vpp`, `dp`, `microbatches`, `group_size`, `tp` and
+                  `ep` are positive, `etp` is not negative.
     (parallel_c2) `sequence_parallel` needs `tp` above 1.
+    (parallel_c3) `etp` x `ep` divides `tp` x `dp` (the expert grid has
+                  whole expert-data-parallel groups).
   }];
   let parameters = (ins
     "int64_t":$pp,
@@ -99,7 +105,9 @@ def Hybrid_ParallelAttr : Hybrid_Attr<"Parallel", "parallel"> {
     "int64_t":$microbatches,
     "int64_t":$group_size,
     DefaultValuedParameter<"int64_t", "1">:$tp,
-    DefaultValuedParameter<"bool", "false">:$sequence_parallel
+    DefaultValuedParameter<"bool", "false">:$sequence_parallel,
+    DefaultValuedParameter<"int64_t", "1">:$ep,
+    DefaultValuedParameter<"int64_t", "0">:$etp
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -107,6 +115,15 @@ def Hybrid_ParallelAttr : Hybrid_Attr<"Parallel", "parallel"> {
     /// `schedule` as the schedule library's enum.
     ::hypipe::schedule::ScheduleKind getScheduleKind() const {
       return toScheduleKind(getSchedule());
+    }
+    /// The expert tensor-parallel size: `etp`, or `tp` when left out.
+    int64_t getExpertTensorParallel() const {
+      return getEtp() ? getEtp() : getTp();
+    }
+    /// Whether the MoE layers' experts are laid out other than the dense
+    /// layers (every expert on every rank, split over tp).
+    bool hasExpertParallel() const {
+      return getEp() > 1 || getExpertTensorParallel() != getTp();
     }
   }];
 }

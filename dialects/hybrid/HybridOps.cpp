@@ -51,14 +51,13 @@ ModelDims toModelDims(DimsAttr a) {
 }
 
 DimsAttr toDimsAttr(MLIRContext *ctx, const ModelDims &d) {
-  return DimsAttr::get(ctx, d.hidden, d.ffnHidden, d.numHeads, d.numQueryGroups,
-                       d.mambaState, d.mambaNumHeads, d.mambaHeadDim,
-                       d.mambaNumGroups, d.mambaConvWidth, d.numExperts,
-                       d.moeTopK, d.moeFfnHidden, d.vocab, d.tieEmbeddings,
-                       d.activation, d.qLoraRank, d.kvLoraRank, d.qkHeadDim,
-                       d.qkPosEmbHeadDim, d.vHeadDim, d.qkLayernorm,
-                       d.gdnNumKeyHeads, d.gdnNumValueHeads, d.gdnKeyHeadDim,
-                       d.gdnValueHeadDim, d.gdnConvWidth);
+  return DimsAttr::get(
+      ctx, d.hidden, d.ffnHidden, d.numHeads, d.numQueryGroups, d.mambaState,
+      d.mambaNumHeads, d.mambaHeadDim, d.mambaNumGroups, d.mambaConvWidth,
+      d.numExperts, d.moeTopK, d.moeFfnHidden, d.vocab, d.tieEmbeddings,
+      d.activation, d.qLoraRank, d.kvLoraRank, d.qkHeadDim, d.qkPosEmbHeadDim,
+      d.vHeadDim, d.qkLayernorm, d.gdnNumKeyHeads, d.gdnNumValueHeads,
+      d.gdnKeyHeadDim, d.gdnValueHeadDim, d.gdnConvWidth);
 }
 
 char layerSymbol(Operation *op) {
@@ -121,15 +120,23 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t pp, int64_t vpp, int64_t dp,
                                    Schedule, int64_t microbatches,
                                    int64_t groupSize, int64_t tp,
-                                   bool sequenceParallel) {
+                                   bool sequenceParallel, int64_t ep,
+                                   int64_t etp) {
   // parallel_c1
   if (pp < 1 || vpp < 1 || dp < 1 || microbatches < 1 || groupSize < 1 ||
-      tp < 1)
-    return emitError() << "pp, vpp, dp, microbatches, group_size and tp must "
-                          "be positive (parallel_c1)";
+      tp < 1 || ep < 1 || etp < 0)
+    return emitError() << "pp, vpp, dp, microbatches, group_size, tp and ep "
+                          "must be positive and etp not negative "
+                          "(parallel_c1)";
   // parallel_c2
   if (sequenceParallel && tp < 2)
     return emitError() << "sequence_parallel needs tp above 1 (parallel_c2)";
+  // parallel_c3
+  const int64_t expertRanks = (etp ? etp : tp) * ep;
+  if ((tp * dp) % expertRanks != 0)
+    return emitError() << "etp x ep (" << expertRanks
+                       << ") must divide tp x dp (" << tp * dp
+                       << ") (parallel_c3)";
   return success();
 }
 
@@ -331,6 +338,12 @@ static LogicalResult verifyMtpBlocks(ModelOp model,
     return model.emitOpError()
            << "pattern has " << pattern.mtpDepths << " MTP depths but the body "
            << "has " << depth << " hybrid.mtp blocks (model_c14)";
+  // model_c15
+  const int64_t ep = model.getParallel().getEp();
+  const int64_t experts = model.getDims().getNumExperts();
+  if (ep > 1 && (experts < 1 || experts % ep != 0))
+    return model.emitOpError() << "ep " << ep << " must divide num_experts ("
+                               << experts << ") (model_c15)";
   return success();
 }
 

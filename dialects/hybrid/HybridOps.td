@@ -52,6 +52,8 @@ def Hybrid_ModelOp : Hybrid_Op<"model", [Symbol, IsolatedFromAbove, SingleBlock]
                 `pattern`.
     (model_c14) There are as many `hybrid.mtp` blocks as `pattern` has MTP
                 parts.
+    (model_c15) With `ep` above 1 in `parallel`, `ep` divides the dims'
+                `num_experts`.
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,

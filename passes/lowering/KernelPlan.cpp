@@ -70,6 +70,10 @@ public:
     plan.numLayers = numLayers;
     plan.tensorParallel = model.getParallel().getTp();
     plan.sequenceParallel = model.getParallel().getSequenceParallel();
+    expertParallel = model.getParallel().hasExpertParallel();
+    expertLayout =
+        "ep " + std::to_string(model.getParallel().getEp()) + ", etp " +
+        std::to_string(model.getParallel().getExpertTensorParallel());
     plan.activations = Float32Type::get(model.getContext());
     if (auto p = model->getAttrOfType<TypeAttr>(pipe::kPrecisionAttr))
       plan.activations = p.getValue();
@@ -158,6 +162,18 @@ private:
           size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::MoeOp) {
+          if (expertParallel) {
+            op->emitError()
+                << "the " << (target == rt::Target::Cuda ? "CUDA" : "CPU")
+                << " target cannot run MoE layers over an expert grid yet ("
+                << expertLayout
+                << "); hypipe plan lays it out and prints Megatron-LM's "
+                   "flags, and hypipe-run trains MoE layers with every "
+                   "expert on every rank: leave out parallel.ep and "
+                   "parallel.etp";
+            failed = true;
+            return;
+          }
           layer.kind = KernelKind::Moe;
           const rt::MoeShape shape = rt::moeShape(dims, auxCoeff);
           size(layer, shape, shape.params(numLayers));
@@ -238,6 +254,9 @@ private:
   const int64_t numLayers;
   const rt::Target target;
   bool rope = false;
+  /// The MoE layers' expert grid, when not the dense layers' (refused).
+  bool expertParallel = false;
+  std::string expertLayout;
   double auxCoeff = 0.0, mtpScale = 0.1;
   int64_t mtpDepths = 0;
   bool failed = false;

@@ -31,6 +31,8 @@ LogicalResult autoPartitionModel(hybrid::ModelOp model,
   request.settings.bf16 = bf16;
   request.settings.tp = parallel.getTp();
   request.settings.sequenceParallel = parallel.getSequenceParallel();
+  request.settings.ep = parallel.getEp();
+  request.settings.etp = parallel.getEtp();
   request.layers = pattern->layers();
   request.mtpLayers = pattern->mtp;
   request.mtpDepths = pattern->mtpDepths;

@@ -5,7 +5,7 @@
 // CHECK-LABEL: hybrid.model @m
 // CHECK-SAME: dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2
 // CHECK-SAME: activation = "swiglu", linear_num_key_heads = 2, linear_num_value_heads = 4, linear_key_head_dim = 8, linear_value_head_dim = 4, linear_conv_kernel_dim = 3>
-// CHECK-SAME: parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 1, schedule = "1f1b"
+// CHECK-SAME: parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 1, group_size = 1, ep = 2, etp = 1>
 // CHECK-SAME: pattern = "ME|*-G/-"
 // CHECK: ^bb0(%[[TOK:.+]]: tensor<1x4xi64>, %[[LAB:.+]]: tensor<1x4xi64>):
 // CHECK: %[[H:.+]] = hybrid.embedding %[[TOK]] : tensor<1x4xi64> -> tensor<1x4x8xf32>
@@ -23,7 +23,7 @@
 // CHECK: hybrid.yield
 // CHECK: hybrid.return %[[LOSS]], %[[L1]] : tensor<f32>, tensor<f32>
 
-hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", linear_num_key_heads = 2, linear_num_value_heads = 4, linear_key_head_dim = 8, linear_value_head_dim = 4, linear_conv_kernel_dim = 3>, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "ME|*-G/-"} {
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", linear_num_key_heads = 2, linear_num_value_heads = 4, linear_key_head_dim = 8, linear_value_head_dim = 4, linear_conv_kernel_dim = 3>, parallel = #hybrid.parallel<pp = 2, vpp = 1, dp = 2, schedule = "1f1b", microbatches = 1, group_size = 1, ep = 2, etp = 1>, pattern = "ME|*-G/-"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
   %1 = hybrid.mamba %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>

@@ -39,9 +39,6 @@ inline constexpr ForeignFlag kMegatronFlags[] = {
     {"--num-virtual-stages-per-pipeline-rank",
      "hypipe's --vpp is the number of virtual stages per rank"},
     {"--context-parallel-size", "context parallelism is not built yet"},
-    {"--expert-model-parallel-size",
-     "expert parallelism is not built yet: a rank holds every expert of its "
-     "MoE layers"},
     {"--fp16", "hypipe trains in fp32 or bf16: --bf16 (or --dtype bf16)"},
     {"--num-layers",
      "the layers are the spec's model.pattern, one symbol a layer"},

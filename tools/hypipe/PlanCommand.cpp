@@ -82,6 +82,12 @@ void printPlanTable(const Plan &p, size_t shown, bool seconds, bool cluster) {
                                   seconds ? "step_s" : "step_GFLOP"};
   if (seconds)
     header.push_back("tokens_per_s");
+  // The expert grid's columns when the search laid experts out.
+  const bool experts =
+      std::any_of(p.candidates.begin(), p.candidates.end(),
+                  [](const auto &c) { return c.layout.expertGrid(); });
+  if (experts)
+    header.insert(header.begin() + 3, {"ep", "etp"});
   header.push_back("bubble");
   if (cluster)
     header.push_back("communication");
@@ -103,6 +109,9 @@ void printPlanTable(const Plan &p, size_t shown, bool seconds, bool cluster) {
                                  l.distributedOptimizer ? "yes" : "no",
                                  recomputeText(c.spec.training.recompute),
                                  fmt::format("{:.4g}", c.makespan)};
+    if (experts)
+      row.insert(row.begin() + 3, {std::to_string(l.ep),
+                                   std::to_string(l.expertTensorParallel())});
     if (seconds)
       row.push_back(withCommas(std::llround(stepTokens(c.spec) / c.makespan)));
     row.push_back(fmt::format("{:.1f}%", 100 * c.bubble));
@@ -224,6 +233,8 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files,
                                    : nlohmann::ordered_json(files[i])},
          {"tp", l.tp},
          {"sequence_parallel", l.sequenceParallel},
+         {"ep", l.ep},
+         {"etp", l.expertTensorParallel()},
          {"pp", l.pp},
          {"vpp", l.vpp},
          {"dp", l.dp},

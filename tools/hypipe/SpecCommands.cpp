@@ -314,9 +314,14 @@ void printModelLines(const Explanation &e) {
   std::cout << fmt::format(
       "parallel: {}pp={} vpp={} dp={}{} schedule={} microbatches={}; "
       "per microbatch: {} tokens, {}\n",
-      par.tp > 1 ? fmt::format("tp={}{} ", par.tp,
-                               par.sequenceParallel ? " sequence_parallel" : "")
-                 : "",
+      (par.tp > 1
+           ? fmt::format("tp={}{} ", par.tp,
+                         par.sequenceParallel ? " sequence_parallel" : "")
+           : "") +
+          (par.expertParallel()
+               ? fmt::format("ep={} etp={} (expert data parallel {}) ", par.ep,
+                             par.etp, par.expertDataParallel())
+               : ""),
       e.placement.pp, e.placement.vpp, e.spec.parallel.dp,
       e.spec.parallel.distributedOptimizer
           ? fmt::format(" (optimizer state sharded {} ways)",
@@ -654,6 +659,17 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       "--sequence-parallel", [&o](int64_t) { o.sequenceParallel = true; },
       "Megatron-LM's sequence parallelism over the tensor-parallel ranks "
       "(parallel.sequence_parallel; tp > 1)");
+  opt("--ep,--expert-model-parallel-size", o.ep,
+      "expert-parallel size: each MoE layer's experts spread over ep ranks "
+      "(parallel.ep)");
+  opt("--etp,--expert-tensor-parallel-size", o.etp,
+      "expert tensor-parallel size: each expert's width split over etp "
+      "ranks (parallel.etp; default tp)");
+  sub->add_option_function<std::string>(
+      "--moe-token-dispatcher-type",
+      [&o](const std::string &v) { o.moeTokenDispatcher = v; },
+      "how tokens reach experts on other ranks: allgather (Megatron-LM's "
+      "default) or alltoall (model.moe_token_dispatcher_type)");
   opt("--microbatches", o.microbatches, "microbatches per step");
   opt("--global-batch-size", o.globalBatchSize,
       "samples per step: micro_batch_size x dp x microbatches (Megatron's; "
