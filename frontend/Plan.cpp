@@ -741,16 +741,25 @@ std::vector<int64_t> tensorParallelSizes(const ModelSpec &spec,
 }
 
 /// The expert grids (ep, etp) tried on tp x dp ranks of each pipeline
-/// stage: Megatron-LM's default (every expert on every rank, etp tp), and
-/// with `search` each ep dividing the experts, etp tp or 1, whose etp x ep
-/// divides tp x dp.
+/// stage: Megatron-LM's default (every expert on every rank, etp tp), the
+/// grids inside the tensor-parallel group hypipe-run runs (ep dividing tp
+/// and the experts, etp tp / ep), and with `search` (a Megatron-LM run)
+/// each ep dividing the experts, etp tp or 1, whose etp x ep divides
+/// tp x dp.
 std::vector<std::pair<int64_t, int64_t>>
 expertGrids(const ModelSpec &spec, int64_t tp, int64_t dp, bool search) {
   std::vector<std::pair<int64_t, int64_t>> grids{{1, 0}};
   const std::string used = spec.pattern.layers() + spec.pattern.mtp;
-  if (!search || used.find('E') == std::string::npos)
+  if (used.find('E') == std::string::npos)
     return grids;
   const int64_t experts = spec.dims.numExperts;
+  if (!search) {
+    for (int64_t ep = 2; ep <= tp; ++ep)
+      if (tp % ep == 0 && experts % ep == 0 &&
+          spec.dims.expertFfnHidden() % (tp / ep) == 0)
+        grids.push_back({ep, tp / ep});
+    return grids;
+  }
   std::vector<int64_t> etps{tp};
   if (tp > 1)
     etps.push_back(1);
@@ -830,8 +839,8 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
     p.tensorParallelSizes = tensorParallelSizes(*original, request.cluster,
                                                 &p.tensorParallelRefusal);
   }
-  // hypipe-run keeps every expert on every rank: expert grids are searched
-  // for a Megatron-LM run only.
+  // hypipe-run runs expert grids inside the tensor-parallel group; the
+  // others are searched for a Megatron-LM run only.
   std::vector<PlanLayout> layouts =
       planLayouts(*original, request.ranks, search.globalBatch,
                   p.tensorParallelSizes, request.megatronMemory);

@@ -250,8 +250,15 @@ std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
     return rt::attentionShape(d, spec.positionEmbedding == "rope");
   case '-':
     return rt::mlpShape(d);
-  case 'E':
-    return rt::moeShape(d);
+  case 'E': {
+    // An expert grid inside the tensor-parallel group is hypipe-run's
+    // (docs/expert-parallel.md); the others are costed by layerCost only.
+    rt::MoeShape s = rt::moeShape(d);
+    const ParallelSpec &par = spec.parallel;
+    if (par.ep > 1 && par.etp * par.ep == par.tp)
+      s.expertRanks = par.ep;
+    return s;
+  }
   default:
     return std::nullopt;
   }

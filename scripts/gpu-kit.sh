@@ -135,6 +135,9 @@ sed "s|pattern: \"ME\\*E-ME\\*\"|pattern: \"ME*E-ME*/*E\"|; s|\.\./\.\./\.\./exa
   "$root/test/e2e/Inputs/tp-moe.yaml" > "$tmp/tp-mtp.yaml"
 grep -q '/\*E"' "$tmp/tp-mtp.yaml" || { echo "gpu-kit.sh: no MTP depth in tp-mtp.yaml" >&2; exit 1; }
 compile "$tmp/tp-mtp.yaml" --tp 2 --sequence-parallel --target cuda -o "$kit/art/tp2-sp"
+# Expert parallelism inside the tp group (issue 50): tp 2 x ep 2, etp 1.
+compile "$tmp/tp-mtp.yaml" --tp 2 --sequence-parallel --ep 2 --etp 1 --target cuda \
+  -o "$kit/art/tp2-ep2"
 compile "$tmp/tp-mtp.yaml" --target cpu -o "$tmp/tp-cpu"
 "$run" "$tmp/tp-cpu" -q --steps 20 --json-log "$kit/cpu/tp.jsonl" \
   --data "$kit/data/licenses.txt" > /dev/null

@@ -20,20 +20,24 @@ static_assert(int(pipe::Slot::rc1) == int(rt::Slot::Rc1),
 /// start: their Megatron names, shapes and initialisation.
 void addParams(pipe::KernelLayerOp layer, const rt::LayerShape &shape,
                int64_t numLayers, int64_t tp, rt::StageEntry &e) {
-  int64_t offset = rangeOf(layer.getParams()).elementOffset();
-  for (const rt::ParamSpec &p : rt::paramsOf(shape, numLayers)) {
+  const int64_t offset = rangeOf(layer.getParams()).elementOffset();
+  const std::vector<rt::ParamSpec> params = rt::paramsOf(shape, numLayers);
+  const std::vector<int64_t> offsets = rt::paramOffsets(params, tp);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const rt::ParamSpec &p = params[i];
     rt::ParamEntry pe;
     pe.name = rt::parameterName(layer.getPrefix().str(), p);
     pe.shape = p.shape;
-    pe.offset = offset;
+    pe.offset = offset + offsets[i];
     pe.split = p.split;
     pe.sections = p.sections;
-    pe.numel = rt::shapeNumel(rt::shardShape(p.shape, p.split, tp));
+    pe.expertRank = p.expertRank;
+    pe.expertRanks = p.expertRanks;
+    pe.numel = rt::paramNumel(p, tp);
     pe.init = rt::initName(p.init);
     pe.initA = p.a;
     pe.initB = p.b;
     pe.weightDecay = p.decay();
-    offset += pe.numel;
     e.params.push_back(std::move(pe));
   }
 }

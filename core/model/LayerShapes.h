@@ -140,6 +140,11 @@ struct ParamSpec {
   Split split = Split::None;
   /// Rows: the sections' row counts (empty: one section, every row).
   std::vector<int64_t> sections;
+  /// An expert's weight on an expert grid of `expertRanks` ranks inside
+  /// the tensor-parallel group (docs/expert-parallel.md): only the tp /
+  /// expertRanks ranks of expert-parallel rank `expertRank` hold it, cut
+  /// over them by `split`; -1: not an expert's, cut over every tp rank.
+  int64_t expertRank = -1, expertRanks = 1;
   /// Megatron's rule: no weight decay on 1-D parameters (norms, biases).
   bool decay() const { return shape.size() > 1; }
   int64_t numel() const {
@@ -565,10 +570,17 @@ struct MoeShape {
     f("topk", s.topk);
     f("activation", s.act);
     f("aux_loss_coeff", s.auxLossCoeff);
+    f("expert_ranks", s.expertRanks);
   }
   int64_t hidden, ffn, experts, topk;
   Activation act = Activation::SquaredRelu;
   double auxLossCoeff = 0.0;
+  /// Megatron-LM's expert parallelism inside the tensor-parallel group
+  /// (ep x etp = tp): expert-parallel rank r (tp rank / etp) holds the
+  /// experts [r E/ep, (r+1) E/ep), each split over etp ranks.
+  int64_t expertRanks = 1;
+  /// The experts a rank holds (their slots in its parameters).
+  int64_t localExperts() const { return experts / expertRanks; }
   int64_t fc1Width() const { return act == Activation::Swiglu ? 2 * ffn : ffn; }
 
   std::vector<ParamSpec> params(int64_t numLayers) const {
@@ -592,6 +604,11 @@ struct MoeShape {
                                 {hidden, ffn},
                                 Init::Normal,
                                 scaledStd(numLayers)}));
+      if (expertRanks > 1)
+        for (size_t w = p.size() - 2; w < p.size(); ++w) {
+          p[w].expertRank = e / localExperts();
+          p[w].expertRanks = expertRanks;
+        }
     }
     return p;
   }

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace hypipe::rt {
@@ -30,6 +31,15 @@ namespace hypipe::rt {
 /// Megatron-LM's divisibility rules. (A MoE layer also needs sequence
 /// parallelism: the spec's check, which knows the layout.)
 inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
+  // The experts' grid lies inside the group (at tp 1 too: a manifest's).
+  if (const auto *moe = std::get_if<MoeShape>(&shape);
+      moe && moe->expertRanks != 1 &&
+      (moe->expertRanks < 1 || tp < 1 || tp % moe->expertRanks != 0 ||
+       moe->experts % moe->expertRanks != 0))
+    return "num_moe_experts (" + std::to_string(moe->experts) +
+           ") and the tensor-parallel size " + std::to_string(tp) +
+           " must be multiples of ep (" + std::to_string(moe->expertRanks) +
+           ")";
   if (tp == 1)
     return "";
   auto divides = [&](int64_t n, const char *what) -> std::string {
@@ -73,8 +83,16 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
           why = divides(s.vocab, "vocab_size");
         } else if constexpr (std::is_same_v<S, MoeShape>) {
           // Expert tensor parallelism at Megatron-LM's default, the
-          // tensor-parallel size: every expert's width split.
-          why = divides(s.ffn, "moe_ffn_hidden_size");
+          // tensor-parallel size: every expert's width split; or the
+          // experts spread over ep ranks of the group, each split over
+          // tp / ep.
+          const int64_t ep = s.expertRanks;
+          if (ep == 1)
+            why = divides(s.ffn, "moe_ffn_hidden_size");
+          else if (s.ffn % (tp / ep) != 0)
+            why = "moe_ffn_hidden_size (" + std::to_string(s.ffn) +
+                  ") is not a multiple of the expert tensor-parallel size " +
+                  std::to_string(tp / ep);
         }
         return why;
       },
@@ -100,9 +118,10 @@ inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp) {
             s.kvReplicas = tp / s.groups;
             s.groups = 1;
           }
-        } else if constexpr (std::is_same_v<S, MlpShape> ||
-                             std::is_same_v<S, MoeShape>) {
+        } else if constexpr (std::is_same_v<S, MlpShape>) {
           s.ffn /= tp;
+        } else if constexpr (std::is_same_v<S, MoeShape>) {
+          s.ffn /= tp / s.expertRanks; // etp: the rest of the group is ep
         } else if constexpr (std::is_same_v<S, EmbeddingShape> ||
                              std::is_same_v<S, HeadShape> ||
                              std::is_same_v<S, MtpInputShape> ||
@@ -299,15 +318,56 @@ inline int64_t shapeNumel(const std::vector<int64_t> &shape) {
   return n;
 }
 
+/// The ranks of a tp group a parameter (ParamSpec or the manifest's
+/// ParamEntry) is cut over: all tp, or an expert's tp / ep (the ranks of
+/// its expert-parallel rank: ParamSpec::expertRank).
+template <class P> int64_t shardRanksOf(const P &p, int64_t tp) {
+  return p.expertRank < 0 ? tp : tp / p.expertRanks;
+}
+/// Whether tp rank `rank` holds (a shard of) the parameter.
+template <class P> bool holdsParam(const P &p, int64_t tp, int64_t rank) {
+  return p.expertRank < 0 || rank / shardRanksOf(p, tp) == p.expertRank;
+}
+/// The elements of the parameter a rank that holds it keeps.
+template <class P> int64_t paramNumel(const P &p, int64_t tp) {
+  return shapeNumel(shardShape(p.shape, p.split, shardRanksOf(p, tp)));
+}
+
 /// The elements one of `tp` ranks holds of `params` (a layer's, whole): a
 /// tp-th of each parameter ParamSpec::split cuts, all of each it
-/// replicates (norms). What the compiler sizes a rank's parameters by, and
-/// the runtime's manifest holds parameter by parameter.
+/// replicates (norms), and of experts spread over the group the experts of
+/// one expert-parallel rank (every rank holds as many). What the compiler
+/// sizes a rank's parameters by, and the runtime's manifest holds
+/// parameter by parameter.
 inline int64_t rankNumel(const std::vector<ParamSpec> &params, int64_t tp) {
   int64_t n = 0;
   for (const ParamSpec &p : params)
-    n += shapeNumel(shardShape(p.shape, p.split, tp));
+    if (p.expertRank <= 0)
+      n += paramNumel(p, tp);
   return n;
+}
+
+/// Where each of `params` starts in a rank's range of them (rankNumel
+/// elements, in order): expert-parallel rank 0's experts in order, and
+/// rank r's k-th expert tensor where rank 0's k-th is (each rank's slots).
+inline std::vector<int64_t> paramOffsets(const std::vector<ParamSpec> &params,
+                                         int64_t tp) {
+  std::vector<int64_t> out, slots;
+  std::vector<int64_t> seen; // expert tensors so far, by expert rank
+  int64_t at = 0;
+  for (const ParamSpec &p : params) {
+    if (p.expertRank <= 0) {
+      out.push_back(at);
+      if (p.expertRank == 0)
+        slots.push_back(at);
+      at += paramNumel(p, tp);
+      continue;
+    }
+    if (seen.size() <= size_t(p.expertRank))
+      seen.resize(size_t(p.expertRank) + 1, 0);
+    out.push_back(slots.at(size_t(seen[size_t(p.expertRank)]++)));
+  }
+  return out;
 }
 
 /// Calls f(global, local, count) for each run of `count` consecutive
@@ -340,6 +400,18 @@ void forEachShardRun(const std::vector<int64_t> &shape, Split split,
                 outer = columns ? n / columns : 0;
   for (int64_t i = 0; i < outer; ++i)
     f(i * columns + rank * part, i * part, part);
+}
+
+/// forEachShardRun over a parameter (ParamSpec or the manifest's
+/// ParamEntry) on tp rank `rank`: nothing when the rank holds none of it,
+/// else its runs over the ranks it is cut over.
+template <class P, class F>
+void forEachParamShardRun(const P &p, int64_t tp, int64_t rank, F &&f) {
+  if (!holdsParam(p, tp, rank))
+    return;
+  const int64_t ranks = shardRanksOf(p, tp);
+  forEachShardRun(p.shape, p.split, p.sections, ranks, rank % ranks,
+                  std::forward<F>(f));
 }
 
 /// Whether the row sections of a rows-cut tensor of `shape` all divide by

@@ -71,9 +71,8 @@ public:
     plan.tensorParallel = model.getParallel().getTp();
     plan.sequenceParallel = model.getParallel().getSequenceParallel();
     expertParallel = model.getParallel().hasExpertParallel();
-    expertLayout =
-        "ep " + std::to_string(model.getParallel().getEp()) + ", etp " +
-        std::to_string(model.getParallel().getExpertTensorParallel());
+    ep = model.getParallel().getEp();
+    etp = model.getParallel().getExpertTensorParallel();
     plan.activations = Float32Type::get(model.getContext());
     if (auto p = model->getAttrOfType<TypeAttr>(pipe::kPrecisionAttr))
       plan.activations = p.getValue();
@@ -162,20 +161,22 @@ private:
           size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::MoeOp) {
-          if (expertParallel) {
+          if (expertParallel && etp * ep != plan.tensorParallel) {
             op->emitError()
                 << "the " << (target == rt::Target::Cuda ? "CUDA" : "CPU")
-                << " target cannot run MoE layers over an expert grid yet ("
-                << expertLayout
-                << "); hypipe plan lays it out and prints Megatron-LM's "
-                   "flags, and hypipe-run trains MoE layers with every "
-                   "expert on every rank: leave out parallel.ep and "
-                   "parallel.etp";
+                << " target runs an expert grid only inside the "
+                   "tensor-parallel group (etp x ep = tp) yet, and this one "
+                   "is ep "
+                << ep << ", etp " << etp << " with tp " << plan.tensorParallel
+                << "; hypipe plan lays such grids out and prints "
+                   "Megatron-LM's flags: for hypipe-run, use etp = tp / ep, "
+                   "or leave out parallel.ep and parallel.etp";
             failed = true;
             return;
           }
           layer.kind = KernelKind::Moe;
-          const rt::MoeShape shape = rt::moeShape(dims, auxCoeff);
+          rt::MoeShape shape = rt::moeShape(dims, auxCoeff);
+          shape.expertRanks = ep;
           size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::FinalNormOp) { isLayer = false; })
@@ -254,9 +255,10 @@ private:
   const int64_t numLayers;
   const rt::Target target;
   bool rope = false;
-  /// The MoE layers' expert grid, when not the dense layers' (refused).
+  /// The MoE layers' expert grid (parallel.ep, parallel.etp), when not the
+  /// dense layers'.
   bool expertParallel = false;
-  std::string expertLayout;
+  int64_t ep = 1, etp = 1;
   double auxCoeff = 0.0, mtpScale = 0.1;
   int64_t mtpDepths = 0;
   bool failed = false;

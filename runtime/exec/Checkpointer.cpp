@@ -100,17 +100,21 @@ std::string layersOf(std::string pattern) {
 void Checkpointer::readShard(CheckpointReader &ckpt, const std::string &name,
                              const ParamEntry &p, float *dst) const {
   const int64_t tp = comm.tpSize();
-  if (tp == 1 || p.split == Split::None) {
+  if (tp == 1 || (p.split == Split::None && p.expertRank < 0)) {
     ckpt.read(name, p.shape, dst);
     return;
   }
+  // An expert of another expert-parallel rank: its slot is this rank's own
+  // expert's, which its own entry reads.
+  if (!holdsParam(p, tp, comm.tpRank()))
+    return;
   std::vector<float> whole(size_t(shapeNumel(p.shape)));
   ckpt.read(name, p.shape, whole.data());
-  forEachShardRun(p.shape, p.split, p.sections, tp, comm.tpRank(),
-                  [&](int64_t global, int64_t local, int64_t n) {
-                    std::copy(whole.data() + global, whole.data() + global + n,
-                              dst + local);
-                  });
+  forEachParamShardRun(p, tp, comm.tpRank(),
+                       [&](int64_t global, int64_t local, int64_t n) {
+                         std::copy(whole.data() + global,
+                                   whole.data() + global + n, dst + local);
+                       });
 }
 
 Checkpointer::Checkpointer(const Artifact &artifact, std::vector<Stage> &stages,
@@ -175,13 +179,12 @@ void Checkpointer::gatherShards(std::vector<std::vector<float>> &host,
       for (size_t k = 0; k < e.params.size(); ++k) {
         const ParamEntry &p = e.params[k];
         for (int64_t r = 0; r < tp; ++r)
-          forEachShardRun(p.shape, p.split, p.sections, tp, r,
-                          [&](int64_t global, int64_t local, int64_t n) {
-                            const float *from =
-                                all.data() + r * e.numParams + p.offset + local;
-                            std::copy(from, from + n,
-                                      whole.data() + at[i][k] + global);
-                          });
+          forEachParamShardRun(
+              p, tp, r, [&](int64_t global, int64_t local, int64_t n) {
+                const float *from =
+                    all.data() + r * e.numParams + p.offset + local;
+                std::copy(from, from + n, whole.data() + at[i][k] + global);
+              });
       }
       mine = std::move(whole);
     }

@@ -51,12 +51,11 @@ template <class Value> void fill(float *dst, int64_t n, Value value) {
 template <class Value>
 void fillShard(const ParamEntry &p, int64_t tp, int64_t rank, float *dst,
                Value value) {
-  forEachShardRun(p.shape, p.split, p.sections, tp, rank,
-                  [&](int64_t global, int64_t local, int64_t count) {
-                    fill(dst + local, count, [&](uint64_t i) {
-                      return value(uint64_t(global) + i);
-                    });
-                  });
+  forEachParamShardRun(
+      p, tp, rank, [&](int64_t global, int64_t local, int64_t count) {
+        fill(dst + local, count,
+             [&](uint64_t i) { return value(uint64_t(global) + i); });
+      });
 }
 
 } // namespace

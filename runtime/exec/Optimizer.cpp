@@ -44,6 +44,10 @@ void AdamWOptimizer::planSegments(const Artifact &artifact) {
     StageState &st = state[i];
     st.updated.assign(size_t(shard.buckets()), {});
     for (const ParamEntry &p : s.entry().params) {
+      // Another expert-parallel rank's expert: its slot is this rank's
+      // own expert's, updated (and counted) once, by that one's entry.
+      if (!holdsParam(p, comm.tpSize(), comm.tpRank()))
+        continue;
       // Which copy counts is decided before the shard cuts it: the first
       // copy's part, even where this rank's shard holds none of it.
       // A parameter every tensor-parallel rank holds whole counts on tp

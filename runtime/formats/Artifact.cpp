@@ -597,6 +597,10 @@ nlohmann::json manifestToJson(const Artifact &a) {
         param["split"] = splitName(p.split);
       if (!p.sections.empty())
         param["sections"] = p.sections;
+      if (p.expertRank >= 0) {
+        param["expert_rank"] = p.expertRank;
+        param["expert_ranks"] = p.expertRanks;
+      }
       params.push_back(std::move(param));
     }
     stages.push_back({{"index", e.index},
@@ -789,18 +793,26 @@ ParamEntry parseParam(const json &p, int64_t stageParams, int64_t tp,
          "the manifest is corrupt; recompile the artifact");
   pe.split = *parsedSplit;
   pe.sections = optionalField<std::vector<int64_t>>(p, "sections", {}, where);
+  pe.expertRank = optionalField<int64_t>(p, "expert_rank", -1, where);
+  pe.expertRanks = optionalField<int64_t>(p, "expert_ranks", 1, where);
+  if (pe.expertRank < -1 || pe.expertRanks < 1 || tp % pe.expertRanks != 0 ||
+      pe.expertRank >= pe.expertRanks)
+    fail(fmt::format("{}: parameter '{}' is expert-parallel rank {}'s of {} "
+                     "over {} tensor-parallel ranks",
+                     where, pe.name, pe.expertRank, pe.expertRanks, tp),
+         "the manifest is corrupt; recompile the artifact");
   for (int64_t n : pe.shape)
     if (n < 0 || n > (int64_t(1) << 40))
       fail(fmt::format("{}: parameter '{}' has a dimension of {}", where,
                        pe.name, n),
            "the manifest is corrupt; recompile the artifact");
   if (pe.shape.size() > 8 || pe.sections.size() > 8 ||
-      !splitsEvenly(pe.shape, pe.split, pe.sections, tp))
+      !splitsEvenly(pe.shape, pe.split, pe.sections, shardRanksOf(pe, tp)))
     fail(fmt::format("{}: parameter '{}' does not split over {} "
                      "tensor-parallel ranks as its manifest says",
                      where, pe.name, tp),
          "the manifest is corrupt; recompile the artifact");
-  pe.numel = shapeNumel(shardShape(pe.shape, pe.split, tp));
+  pe.numel = paramNumel(pe, tp);
   pe.init = field<std::string>(p, "init", where);
   auto args = field<std::vector<double>>(p, "init_args", where);
   pe.initA = args.size() > 0 ? args[0] : 0;

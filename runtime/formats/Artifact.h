@@ -48,6 +48,11 @@ struct ParamEntry {
   bool weightDecay = false;
   Split split = Split::None;
   std::vector<int64_t> sections;
+  /// An expert's weight on an expert grid inside the tensor-parallel group:
+  /// held by the ranks of expert-parallel rank `expertRank` of
+  /// `expertRanks` (ParamSpec's; -1: every rank). `offset` is then its
+  /// slot, which the other expert-parallel ranks use for their experts.
+  int64_t expertRank = -1, expertRanks = 1;
 };
 
 /// One action of a rank's program: the schedule vocabulary's own type.

@@ -259,6 +259,11 @@ SUITES = [
         # an MTP depth), two ranks on the one GPU over mpi-staged, against
         # the cpu target's tp 1 run of the same spec.
         staged_check("tp2-sp-staged", "tp2-sp", "tp", "1e-5", "2e-3", ranks=2, timeout=8),
+        # Expert parallelism inside the tensor-parallel group (issue 50):
+        # tp 2 x ep 2 (etp 1), each rank one half of every MoE layer's
+        # experts in its slots, against the same cpu tp 1 run. Not in the
+        # default plan (its 420 s are spent): `--plan all` or by name.
+        staged_check("tp2-ep2-staged", "tp2-ep2", "tp", "1e-5", "2e-3", ranks=2, timeout=8),
         # kill -9 of one GPU rank at step 3 ends all four within 12 s (not 124).
         Check("kill-one-rank", "source mpi/env.sh; HYPIPE_FAULT_KILL=1:3 timeout 12"
               " mpirun -np 4 --allow-run-as-root --oversubscribe -x HYPIPE_FAULT_KILL"

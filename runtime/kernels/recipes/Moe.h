@@ -19,26 +19,42 @@
 
 namespace hypipe::rt::recipes {
 
-/// Every expert's forward over the rows routed to it: fc1, the activation
-/// and fc2 from the gathered rows m.xr into m.h1, m.act and m.yr, each
-/// rounded to the call's precision once complete. `k` is the target's
-/// primitive set (recipes/Primitives.h) with activationForward.
+/// The experts a rank holds, [first, first + count): all of them, or on an
+/// expert grid inside the tensor-parallel group the experts of its
+/// expert-parallel rank (tp rank / etp), in its parameters' slots
+/// (MoeParams::w1 of e - first).
+struct LocalExperts {
+  int64_t first = 0, count = 0;
+};
+
+inline LocalExperts localExperts(const MoeShape &s,
+                                 const TensorParallelCalls *tp) {
+  if (!tp || s.expertRanks == 1)
+    return {0, s.experts};
+  const int64_t etp = tp->size() / s.expertRanks;
+  return {tp->rank() / etp * s.localExperts(), s.localExperts()};
+}
+
+/// Every local expert's forward over the rows routed to it: fc1, the
+/// activation and fc2 from the gathered rows m.xr into m.h1, m.act and
+/// m.yr, each rounded to the call's precision once complete. `k` is the
+/// target's primitive set (recipes/Primitives.h) with activationForward.
 template <class P>
 void moeExpertsForward(const P &k, const MoeShape &s, const MoeSaved &m,
                        const MoeParams<const float> &p,
-                       const std::vector<int64_t> &off) {
+                       const std::vector<int64_t> &off, LocalExperts mine) {
   const int64_t Hd = s.hidden;
-  for (int64_t e = 0; e < s.experts; ++e) {
+  for (int64_t e = mine.first; e < mine.first + mine.count; ++e) {
     int64_t r0 = off[e], n = off[e + 1] - off[e];
     if (n == 0)
       continue;
-    k.linearForward(n, Hd, s.fc1Width(), m.xr + r0 * Hd, p.w1(s, e),
-                    m.h1 + r0 * s.fc1Width());
+    k.linearForward(n, Hd, s.fc1Width(), m.xr + r0 * Hd,
+                    p.w1(s, e - mine.first), m.h1 + r0 * s.fc1Width());
     k.round(m.h1 + r0 * s.fc1Width(), n * s.fc1Width());
     k.activationForward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
                         m.act + r0 * s.ffn);
     k.round(m.act + r0 * s.ffn, n * s.ffn);
-    k.linearForward(n, s.ffn, Hd, m.act + r0 * s.ffn, p.w2(s, e),
+    k.linearForward(n, s.ffn, Hd, m.act + r0 * s.ffn, p.w2(s, e - mine.first),
                     m.yr + r0 * Hd);
     k.round(m.yr + r0 * Hd, n * Hd);
   }
@@ -53,21 +69,21 @@ void moeExpertsForward(const P &k, const MoeShape &s, const MoeSaved &m,
 template <class P>
 void moeExpertsBackwardInput(const P &k, const MoeShape &s, const MoeSaved &m,
                              const MoeParams<const float> &p,
-                             const std::vector<int64_t> &off, float *dact,
-                             float *dxr) {
+                             const std::vector<int64_t> &off, LocalExperts mine,
+                             float *dact, float *dxr) {
   const int64_t Hd = s.hidden;
-  for (int64_t e = 0; e < s.experts; ++e) {
+  for (int64_t e = mine.first; e < mine.first + mine.count; ++e) {
     int64_t r0 = off[e], n = off[e + 1] - off[e];
     if (n == 0)
       continue;
-    k.linearBackwardInput(n, s.ffn, Hd, m.dyr + r0 * Hd, p.w2(s, e),
-                          dact + r0 * s.ffn);
+    k.linearBackwardInput(n, s.ffn, Hd, m.dyr + r0 * Hd,
+                          p.w2(s, e - mine.first), dact + r0 * s.ffn);
     k.round(dact + r0 * s.ffn, n * s.ffn);
     k.activationBackward(s.act, n, s.ffn, m.h1 + r0 * s.fc1Width(),
                          dact + r0 * s.ffn, m.dh1 + r0 * s.fc1Width());
     k.round(m.dh1 + r0 * s.fc1Width(), n * s.fc1Width());
     k.linearBackwardInput(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
-                          p.w1(s, e), dxr + r0 * Hd);
+                          p.w1(s, e - mine.first), dxr + r0 * Hd);
   }
 }
 
@@ -76,17 +92,18 @@ void moeExpertsBackwardInput(const P &k, const MoeShape &s, const MoeSaved &m,
 /// primitive set.
 template <class P>
 void moeExpertWeightGradients(const P &k, const MoeShape &s, const MoeSaved &m,
-                              const std::vector<int64_t> &off, float *grads) {
+                              const std::vector<int64_t> &off,
+                              LocalExperts mine, float *grads) {
   const int64_t Hd = s.hidden;
   MoeParams<float> gp = moeParams(s, grads);
-  for (int64_t e = 0; e < s.experts; ++e) {
+  for (int64_t e = mine.first; e < mine.first + mine.count; ++e) {
     int64_t r0 = off[e], n = off[e + 1] - off[e];
     if (n == 0)
       continue;
     k.linearBackwardWeight(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
-                           m.xr + r0 * Hd, gp.w1(s, e));
+                           m.xr + r0 * Hd, gp.w1(s, e - mine.first));
     k.linearBackwardWeight(n, s.ffn, Hd, m.dyr + r0 * Hd, m.act + r0 * s.ffn,
-                           gp.w2(s, e));
+                           gp.w2(s, e - mine.first));
   }
 }
 
@@ -135,7 +152,12 @@ template <class P> struct Moe {
     // probabilities and the weights stay fp32.
     k.round(logits, T * E);
     const float aux = k.moeRoute(s, T, logits, m, slotRow, off, check, scratch);
-    moeExpertsForward(k, s, m, p, off);
+    const LocalExperts mine = localExperts(s, tp);
+    // On an expert grid the other ranks' experts' rows stay zero here:
+    // their outputs are in the group's sum.
+    if (mine.count < s.experts)
+      k.zero(m.yr, T * s.topk * Hd);
+    moeExpertsForward(k, s, m, p, off, mine);
     if (!tp) {
       // Whole: the residual added in the same pass as the weighted sum.
       k.moeCombine(s, T, m, slotRow, x, y);
@@ -208,8 +230,12 @@ template <class P> struct Moe {
     k.round(m.dyr, R * Hd);
     tensorParallel(tp, CollectiveKind::AllReduce, dTopW, s.topk);
 
-    // dxr is a part of xn's gradient: rounded once xn's is complete.
-    moeExpertsBackwardInput(k, s, m, p, off, dact, dxr);
+    // dxr is a part of xn's gradient: rounded once xn's is complete. On an
+    // expert grid the other ranks' experts' rows add nothing here.
+    const LocalExperts held = localExperts(s, tp);
+    if (held.count < s.experts)
+      k.zero(dxr, R * Hd);
+    moeExpertsBackwardInput(k, s, m, p, off, held, dact, dxr);
     k.moeGatherRowGradients(s, T, m, dxr, dxn, slotRow);
     k.moeRouterBackward(s, T, m, dTopW, lossScale, dlogits);
     k.round(dlogits, T * E);
@@ -235,7 +261,7 @@ template <class P> struct Moe {
     MoeSaved m = moeSaved(s, k.shape(t), saved);
     thread_local std::vector<int64_t> off;
     k.moeOffsets(s, m, off);
-    moeExpertWeightGradients(k, s, m, off, grads);
+    moeExpertWeightGradients(k, s, m, off, localExperts(s, tp), grads);
   }
 };
 
