@@ -106,6 +106,55 @@ inline MambaSaved mambaSaved(const MambaShape &s, const TokenShape &t,
   return m;
 }
 
+template <typename T> struct GdnParams {
+  T *norm, *inProj, *convW, *dtBias, *aLog, *outNorm, *outProj;
+};
+
+template <typename T> GdnParams<T> gdnParams(const GdnShape &s, T *base) {
+  GdnParams<T> p;
+  T *q = base;
+  p.norm = q, q += s.hidden;
+  p.inProj = q, q += s.inProj() * s.hidden;
+  p.convW = q, q += s.convChannels() * s.convWidth;
+  p.dtBias = q, q += s.valueHeads;
+  p.aLog = q, q += s.valueHeads;
+  p.outNorm = q, q += s.valueHeadDim;
+  p.outProj = q;
+  return p;
+}
+
+/// Layer input, normed input and its rstd, in_proj output [q k v z beta
+/// alpha], conv output (post-SiLU) [q k v], the L2-normalised [q k] and
+/// their inverse norms [T, 2 key heads], g and beta [T, value heads], the
+/// rule's output o, the out norm's rstd [T, value heads] and output, the
+/// state entering every kChunk-th row [chunk][value head][dk][dv], and the
+/// in_proj and out_proj output gradients for W.
+struct GdnSaved {
+  float *x, *xn, *rstd, *proj, *conv, *qk, *qkInv, *g, *beta, *o, *orstd,
+      *normed, *states, *dproj, *dout;
+};
+
+inline GdnSaved gdnSaved(const GdnShape &s, const TokenShape &t, float *p) {
+  const int64_t T = t.tokens();
+  GdnSaved m;
+  m.x = p, p += T * s.hidden;
+  m.xn = p, p += T * s.hidden;
+  m.rstd = p, p += T;
+  m.proj = p, p += T * s.inProj();
+  m.conv = p, p += T * s.convChannels();
+  m.qk = p, p += T * 2 * s.keyWidth();
+  m.qkInv = p, p += T * 2 * s.keyHeads;
+  m.g = p, p += T * s.valueHeads;
+  m.beta = p, p += T * s.valueHeads;
+  m.o = p, p += T * s.valueWidth();
+  m.orstd = p, p += T * s.valueHeads;
+  m.normed = p, p += T * s.valueWidth();
+  m.states = p, p += s.chunks(t) * s.valueHeads * s.stateFloats();
+  m.dproj = p, p += T * s.inProj();
+  m.dout = p;
+  return m;
+}
+
 /// x, xn, rstd, qkv (after RoPE), the softmax's log-sum-exp [T, heads]
 /// (both targets recompute the probabilities from it: no [len, len] matrix
 /// is kept), context, the qkv and output gradients for W.
