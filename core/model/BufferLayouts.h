@@ -134,24 +134,26 @@ struct GdnSaved {
       *normed, *states, *dproj, *dout;
 };
 
-inline GdnSaved gdnSaved(const GdnShape &s, const TokenShape &t, float *p) {
+inline GdnSaved gdnSaved(const GdnShape &s, const TokenShape &t,
+                         const SavedBases &bases) {
   const int64_t T = t.tokens();
+  SavedCarver c(bases);
   GdnSaved m;
-  m.x = p, p += T * s.hidden;
-  m.xn = p, p += T * s.hidden;
-  m.rstd = p, p += T;
-  m.proj = p, p += T * s.inProj();
-  m.conv = p, p += T * s.convChannels();
-  m.qk = p, p += T * 2 * s.keyWidth();
-  m.qkInv = p, p += T * 2 * s.keyHeads;
-  m.g = p, p += T * s.valueHeads;
-  m.beta = p, p += T * s.valueHeads;
-  m.o = p, p += T * s.valueWidth();
-  m.orstd = p, p += T * s.valueHeads;
-  m.normed = p, p += T * s.valueWidth();
-  m.states = p, p += s.chunks(t) * s.valueHeads * s.stateFloats();
-  m.dproj = p, p += T * s.inProj();
-  m.dout = p;
+  m.x = c.keep(T * s.hidden);
+  m.xn = c.keep(T * s.hidden);
+  m.rstd = c.keep(T);
+  m.proj = c.keep(T * s.inProj());
+  m.conv = c.keep(T * s.convChannels());
+  m.qk = c.keep(T * 2 * s.keyWidth());
+  m.qkInv = c.keep(T * 2 * s.keyHeads);
+  m.g = c.keep(T * s.valueHeads);
+  m.beta = c.keep(T * s.valueHeads);
+  m.o = c.keep(T * s.valueWidth());
+  m.orstd = c.keep(T * s.valueHeads);
+  m.normed = c.of(RecomputeModule::GdnNormOut, T * s.valueWidth());
+  m.states = c.keep(s.chunks(t) * s.valueHeads * s.stateFloats());
+  m.dproj = c.keep(T * s.inProj());
+  m.dout = c.keep(T * s.hidden);
   return m;
 }
 

@@ -317,6 +317,13 @@ struct MambaShape {
   }
 };
 
+/// Of a dropped module's tensors, `n` floats a token when `modules` has
+/// `m` (the shapes' recomputedFloats).
+inline int64_t droppedFloats(const TokenShape &t, RecomputeModuleSet modules,
+                             RecomputeModule m, int64_t n) {
+  return modules & moduleBit(m) ? t.tokens() * n : 0;
+}
+
 /// A Gated DeltaNet layer (Megatron-LM's GatedDeltaNet, the linear-attention
 /// mixer of Qwen3-Next): RMSNorm fused into in_proj -> [q k v z beta alpha];
 /// causal depthwise conv (no bias) + SiLU over [q k v]; q, k L2-normalised;
@@ -411,6 +418,13 @@ struct GdnShape {
                 valueWidth()) +
            chunks(t) * valueHeads * stateFloats() + T * (inProj() + hidden);
   }
+  /// Of savedFloats, what selective recompute of `modules` drops:
+  /// gdn_norm_out the gated out norm's output (recomputed from o, z and
+  /// its kept rstd).
+  int64_t recomputedFloats(const TokenShape &t,
+                           RecomputeModuleSet modules) const {
+    return droppedFloats(t, modules, RecomputeModule::GdnNormOut, valueWidth());
+  }
   /// Gradients of the out norm's output and input, of the conv's output,
   /// of q and k per value head, of g and beta, and of the normed input;
   /// then the rule's scratch for every value head.
@@ -421,13 +435,6 @@ struct GdnShape {
            valueHeads * ruleScratchFloats();
   }
 };
-
-/// Of a dropped module's tensors, `n` floats a token when `modules` has
-/// `m` (the shapes' recomputedFloats).
-inline int64_t droppedFloats(const TokenShape &t, RecomputeModuleSet modules,
-                             RecomputeModule m, int64_t n) {
-  return modules & moduleBit(m) ? t.tokens() * n : 0;
-}
 
 struct AttentionShape {
   /// f(name, field) for each field (forEachField).
@@ -926,6 +933,8 @@ inline RecomputeModuleSet selectiveModulesOf(LayerKind kind) {
   case LayerKind::Moe:
     return norm | moduleBit(RecomputeModule::MoeAct) |
            moduleBit(RecomputeModule::Moe);
+  case LayerKind::Gdn:
+    return moduleBit(RecomputeModule::GdnNormOut);
   default:
     return 0;
   }
@@ -940,7 +949,8 @@ inline int64_t recomputedFloatsOf(const LayerShape &shape,
         if constexpr (std::is_same_v<std::decay_t<decltype(s)>,
                                      AttentionShape> ||
                       std::is_same_v<std::decay_t<decltype(s)>, MlpShape> ||
-                      std::is_same_v<std::decay_t<decltype(s)>, MoeShape>)
+                      std::is_same_v<std::decay_t<decltype(s)>, MoeShape> ||
+                      std::is_same_v<std::decay_t<decltype(s)>, GdnShape>)
           return s.recomputedFloats(tokens, modules);
         else
           return 0;

@@ -253,6 +253,8 @@ private:
       recipes::Attention<K>{k, c.tp}.recompute(s, t, c.params, c.saved);
     else if constexpr (std::is_same_v<Shape, MlpShape>)
       recipes::Mlp<K>{k, c.tp}.recompute(s, t, c.params, c.saved);
+    else if constexpr (std::is_same_v<Shape, GdnShape>)
+      recipes::Gdn<K>{k, c.tp}.recompute(s, t, c.params, c.saved);
     else if constexpr (std::is_same_v<Shape, MoeShape>)
       recipes::Moe<K>{k, c.tp}.recompute(s, t, c.params, c.saved, rc[1], rc[0],
                                          ws, a.router_checks + c.index);
@@ -278,8 +280,8 @@ private:
                                              c.saved.kept, c.in, c.out, ws);
   }
   void backwardInputLayer(const GdnShape &s, const Call &c) {
-    recipes::Gdn<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads,
-                                           c.saved.kept, c.in, c.out, ws);
+    recipes::Gdn<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads, c.saved,
+                                           c.in, c.out, ws);
   }
   void backwardInputLayer(const AttentionShape &s, const Call &c) {
     recipes::Attention<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads,
@@ -318,7 +320,7 @@ private:
     recipes::Mamba<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);
   }
   void backwardWeightLayer(const GdnShape &s, const Call &c) {
-    recipes::Gdn<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);
+    recipes::Gdn<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
   }
   void backwardWeightLayer(const AttentionShape &s, const Call &c) {
     recipes::Attention<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);

@@ -67,7 +67,8 @@ template <class P> struct Gdn {
 
   template <class Tokens>
   void forward(const GdnShape &s, const Tokens &t, const float *params,
-               const float *x, float *y, float *saved, float *ws) const {
+               const float *x, float *y, const SavedBases &saved,
+               float *ws) const {
     const int64_t T = t.tokens(), W = s.inProj(), V = s.valueWidth();
     if (T == 0)
       return;
@@ -86,18 +87,26 @@ template <class P> struct Gdn {
     k.gdnGatesForward(s, t, p, m);
     k.gdnRuleForward(s, t, m, ws);
     k.round(m.o, T * V);
-    // The norm and the gate are one kernel (FusedRMSNormGated): the
-    // output is rounded.
-    k.gdnNormForward(s, t, p, m);
-    k.round(m.normed, T * V);
+    normOut(s, t, p, m);
     k.linearForward(T, V, s.hidden, m.normed, p.outProj, y);
     residualOutput(k, tp, q, s.hidden, x, y);
   }
 
+  /// Selective recompute of gdn_norm_out: the dropped out norm's output
+  /// again, before the input gradient.
+  template <class Tokens>
+  void recompute(const GdnShape &s, const Tokens &t, const float *params,
+                 const SavedBases &saved) const {
+    if (t.tokens() == 0)
+      return;
+    GdnSaved m = gdnSaved(s, k.shape(t), saved);
+    normOut(s, t, gdnParams(s, params), m);
+  }
+
   template <class Tokens>
   void backwardInput(const GdnShape &s, const Tokens &t, const float *params,
-                     float *grads, float *saved, const float *dy, float *dx,
-                     float *ws) const {
+                     float *grads, const SavedBases &saved, const float *dy,
+                     float *dx, float *ws) const {
     const int64_t T = t.tokens(), W = s.inProj(), V = s.valueWidth();
     if (T == 0)
       return;
@@ -125,14 +134,24 @@ template <class P> struct Gdn {
   }
 
   template <class Tokens>
-  void backwardWeight(const GdnShape &s, const Tokens &t, const float *saved,
-                      float *grads) const {
+  void backwardWeight(const GdnShape &s, const Tokens &t,
+                      const SavedBases &saved, float *grads) const {
     const int64_t T = t.tokens();
-    GdnSaved m = gdnSaved(s, k.shape(t), const_cast<float *>(saved));
+    GdnSaved m = gdnSaved(s, k.shape(t), saved);
     GdnParams<float> gp = gdnParams(s, grads);
     k.linearBackwardWeight(T, s.hidden, s.inProj(), m.dproj, m.xn, gp.inProj);
     k.linearBackwardWeight(T, s.valueWidth(), s.hidden, m.dout, m.normed,
                            gp.outProj);
+  }
+
+private:
+  /// The norm and the gate are one kernel (FusedRMSNormGated): its output
+  /// is rounded.
+  template <class Tokens>
+  void normOut(const GdnShape &s, const Tokens &t,
+               const GdnParams<const float> &p, GdnSaved &m) const {
+    k.gdnNormForward(s, t, p, m);
+    k.round(m.normed, t.tokens() * s.valueWidth());
   }
 };
 
