@@ -174,25 +174,25 @@ void ruleChunkForward(const GdnShape &s, const HeadRows &h, int64_t a,
 void decayedReadout(const GdnShape &s, const float *Sp, const float *k,
                     float eg, float *u) {
   const int64_t dk = s.keyHeadDim, dv = s.valueHeadDim;
-  std::fill(u, u + dv, 0.0f);
-  for (int64_t d = 0; d < dk; ++d)
-    for (int64_t e = 0; e < dv; ++e)
-      u[e] += Sp[d * dv + e] * k[d];
-  for (int64_t e = 0; e < dv; ++e)
-    u[e] *= eg;
+  cblas_sgemv(CblasRowMajor, CblasTrans, int(dk), int(dv), eg, Sp, int(dv), k,
+              1, 0.0f, u, 1);
 }
 
 /// S_t from S_{t-1} (row r): S_t = e^{g} S_{t-1} + k delta^T with delta =
-/// beta (v - e^{g} S_{t-1}^T k); `u` gets e^{g} S_{t-1}^T k.
+/// beta (v - e^{g} S_{t-1}^T k); `u` gets e^{g} S_{t-1}^T k, `delta` the
+/// update.
 void ruleStep(const GdnShape &s, const HeadRows &h, int64_t r, const float *Sp,
-              float *St, float *u) {
+              float *St, float *u, float *delta) {
   const int64_t dk = s.keyHeadDim, dv = s.valueHeadDim;
   const float eg = std::exp(h.g[r * h.gStride]), beta = h.beta[r * h.gStride];
   const float *k = h.k + r * h.qkStride, *v = h.v + r * h.vStride;
   decayedReadout(s, Sp, k, eg, u);
-  for (int64_t d = 0; d < dk; ++d)
-    for (int64_t e = 0; e < dv; ++e)
-      St[d * dv + e] = eg * Sp[d * dv + e] + k[d] * beta * (v[e] - u[e]);
+  for (int64_t e = 0; e < dv; ++e)
+    delta[e] = beta * (v[e] - u[e]);
+  for (int64_t i = 0; i < dk * dv; ++i)
+    St[i] = eg * Sp[i];
+  cblas_sger(CblasRowMajor, int(dk), int(dv), 1.0f, k, 1, delta, 1, St,
+             int(dv));
 }
 
 /// Gradients into the rule's outputs (recipes/Gdn.h's gdnRuleBackward).
@@ -218,7 +218,14 @@ void ruleChunkBackward(const GdnShape &s, const HeadRows &h, int64_t j,
   else
     std::fill(states, states + SF, 0.0f);
   for (int64_t t = 0; t < n; ++t)
-    ruleStep(s, h, a + t, states + t * SF, states + (t + 1) * SF, u);
+    ruleStep(s, h, a + t, states + t * SF, states + (t + 1) * SF, u, du);
+  // The row's products are OpenBLAS level-2 calls on the [dk, dv] state
+  // and its gradient (vectorised; the scalar sums in double).
+  const auto gemv = [&](bool trans, float alpha, const float *M, const float *x,
+                        float beta, float *y) {
+    cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, int(dk),
+                int(dv), alpha, M, int(dv), x, 1, beta, y, 1);
+  };
   for (int64_t t = n - 1; t >= 0; --t) {
     const int64_t r = a + t;
     const float *Sp = states + t * SF, *St = states + (t + 1) * SF;
@@ -228,25 +235,16 @@ void ruleChunkBackward(const GdnShape &s, const HeadRows &h, int64_t j,
     float *dq = out.dqk + (r * 2 * nv + j) * dk,
           *dk_ = out.dqk + ((r * 2 + 1) * nv + j) * dk;
     decayedReadout(s, Sp, k, eg, u);
-    // o = S_t^T q scale: dS += q scale dO^T, dq = S_t dO scale.
-    for (int64_t d = 0; d < dk; ++d) {
-      double acc = 0;
-      for (int64_t e = 0; e < dv; ++e) {
-        dS[d * dv + e] += q[d] * scale * dO[e];
-        acc += double(St[d * dv + e]) * dO[e];
-      }
-      dq[d] = float(acc) * scale;
-    }
-    // S_t = S~ + k delta^T, delta = beta (v - u), u = S~^T k.
-    std::fill(dd, dd + dv, 0.0f);
-    for (int64_t d = 0; d < dk; ++d) {
-      double acc = 0;
-      for (int64_t e = 0; e < dv; ++e) {
-        acc += double(dS[d * dv + e]) * beta * (v[e] - u[e]);
-        dd[e] += dS[d * dv + e] * k[d];
-      }
-      dk_[d] = float(acc);
-    }
+    // o = S_t^T q scale: dq = S_t dO scale, dS += q scale dO^T.
+    gemv(false, scale, St, dO, 0.0f, dq);
+    cblas_sger(CblasRowMajor, int(dk), int(dv), scale, q, 1, dO, 1, dS,
+               int(dv));
+    // S_t = S~ + k delta^T, delta = beta (v - u), u = S~^T k:
+    // dk = dS delta, d(delta) = dS^T k.
+    for (int64_t e = 0; e < dv; ++e)
+      du[e] = beta * (v[e] - u[e]); // delta, for now
+    gemv(false, 1.0f, dS, du, 0.0f, dk_);
+    gemv(true, 1.0f, dS, k, 0.0f, dd);
     double dbeta = 0;
     float *dvOut = out.dconv + r * Cc + 2 * s.keyWidth() + j * dv;
     for (int64_t e = 0; e < dv; ++e) {
@@ -255,31 +253,35 @@ void ruleChunkBackward(const GdnShape &s, const HeadRows &h, int64_t j,
       du[e] = -beta * dd[e];
     }
     out.dbeta[r * nv + j] = float(dbeta);
-    double dg = 0;
-    for (int64_t d = 0; d < dk; ++d) {
-      double acc = 0;
-      for (int64_t e = 0; e < dv; ++e) {
-        acc += double(Sp[d * dv + e]) * du[e];
-        const float dSt = dS[d * dv + e] + k[d] * du[e];
-        dg += double(dSt) * Sp[d * dv + e];
-        dS[d * dv + e] = eg * dSt;
-      }
-      dk_[d] += float(acc) * eg;
-    }
-    out.dg[r * nv + j] = float(dg * eg);
+    // dS~ = dS + k du^T; dk += S~ du; dg = <dS~, S~>; dS = e^{g} dS~.
+    gemv(false, eg, Sp, du, 1.0f, dk_);
+    cblas_sger(CblasRowMajor, int(dk), int(dv), 1.0f, k, 1, du, 1, dS, int(dv));
+    out.dg[r * nv + j] = float(cblas_dsdot(int(SF), dS, 1, Sp, 1) * eg);
+    cblas_sscal(int(SF), eg, dS, 1);
   }
 }
 
-/// The causal conv's pre-activation of row `row`, channel c: taps inside
-/// the row's sequence (`first` its first row); `w` [channels][K].
-inline float convPre(const GdnShape &s, const float *proj, const float *w,
-                     int64_t row, int64_t first, int64_t c) {
-  const int64_t K = s.convWidth, W = s.inProj();
-  float acc = 0;
-  for (int64_t k = std::max<int64_t>(0, first - (row - (K - 1))); k < K; ++k)
-    acc += w[c * K + k] * proj[(row - (K - 1) + k) * W + c];
-  return acc;
+/// The conv weight [channels][K] as [K][channels] (transposedTaps).
+const float *transposedConvWeight(const GdnShape &s, const float *w) {
+  return transposedTaps(s.convChannels(), s.convWidth, w);
 }
+
+/// The causal conv's pre-activations of row `row`, every channel: the taps
+/// inside the row's sequence (`first` its first row), in tap order; `wT`
+/// the weight [K][channels].
+void convPreRow(const GdnShape &s, const float *proj, const float *wT,
+                int64_t row, int64_t first, float *out) {
+  const int64_t K = s.convWidth, W = s.inProj(), Cc = s.convChannels();
+  std::fill(out, out + Cc, 0.0f);
+  for (int64_t k = std::max<int64_t>(0, first - (row - (K - 1))); k < K; ++k) {
+    const float *in = proj + (row - (K - 1) + k) * W, *w = wT + k * Cc;
+    for (int64_t c = 0; c < Cc; ++c)
+      out[c] += w[c] * in[c];
+  }
+}
+
+/// Channels a work item of the conv's weight gradient sums.
+constexpr int64_t kConvBlock = 16;
 
 /// body(at, rh, o, z, zAt) for every (row, value head), over the threads:
 /// `at` the head's offset in [T, value width] rows (o, its norm's output),
@@ -304,11 +306,14 @@ void Kernels::gdnConvForward(const GdnShape &s, const TokenShape &t,
   ProfileScope conv(KernelClass::Conv);
   const int64_t T = t.tokens(), Cc = s.convChannels();
   const RowSequences &rows = rowSequences(t);
+  const float *wT = transposedConvWeight(s, p.convW);
 #pragma omp parallel for schedule(static)
-  for (int64_t row = 0; row < T; ++row)
+  for (int64_t row = 0; row < T; ++row) {
+    float *out = m.conv + row * Cc;
+    convPreRow(s, m.proj, wT, row, rows.first[size_t(row)], out);
     for (int64_t c = 0; c < Cc; ++c)
-      m.conv[row * Cc + c] =
-          silu(convPre(s, m.proj, p.convW, row, rows.first[size_t(row)], c));
+      out[c] = silu(out[c]);
+  }
 }
 
 void Kernels::gdnGatesForward(const GdnShape &s, const TokenShape &t,
@@ -500,36 +505,54 @@ void Kernels::gdnConvBackward(const GdnShape &s, const TokenShape &t,
   const int64_t T = t.tokens(), Cc = s.convChannels(), W = s.inProj(),
                 K = s.convWidth;
   const RowSequences &rows = rowSequences(t);
+  const float *wT = transposedConvWeight(s, p.convW);
   // The SiLU's gradient at the recomputed pre-activation, in place.
 #pragma omp parallel for schedule(static)
-  for (int64_t row = 0; row < T; ++row)
+  for (int64_t row = 0; row < T; ++row) {
+    thread_local std::vector<float> pre;
+    pre.resize(size_t(Cc));
+    convPreRow(s, m.proj, wT, row, rows.first[size_t(row)], pre.data());
+    float *d = dconv + row * Cc;
     for (int64_t c = 0; c < Cc; ++c)
-      dconv[row * Cc + c] *= siluGrad(
-          convPre(s, m.proj, p.convW, row, rows.first[size_t(row)], c));
-      // Input row `src` feeds rows src + K-1-k of its sequence through tap k.
+      d[c] *= siluGrad(pre[size_t(c)]);
+  }
+  // Input row `src` feeds rows src + K-1-k of its sequence through tap k.
 #pragma omp parallel for schedule(static)
-  for (int64_t src = 0; src < T; ++src)
-    for (int64_t c = 0; c < Cc; ++c) {
-      float acc = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t dst = src + K - 1 - k;
-        if (dst < rows.end[size_t(src)])
-          acc += p.convW[c * K + k] * dconv[dst * Cc + c];
-      }
-      m.dproj[src * W + c] = acc;
-    }
-    // The weight's gradient: per channel, sums over the rows in order.
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < Cc; ++c)
+  for (int64_t src = 0; src < T; ++src) {
+    float *out = m.dproj + src * W;
+    std::fill(out, out + Cc, 0.0f);
     for (int64_t k = 0; k < K; ++k) {
-      double acc = 0;
-      for (int64_t row = 0; row < T; ++row) {
-        const int64_t src = row - (K - 1) + k;
-        if (src >= rows.first[size_t(row)])
-          acc += double(dconv[row * Cc + c]) * m.proj[src * W + c];
-      }
-      gp.convW[c * K + k] += float(acc);
+      const int64_t dst = src + K - 1 - k;
+      if (dst >= rows.end[size_t(src)])
+        continue;
+      const float *w = wT + k * Cc, *d = dconv + dst * Cc;
+      for (int64_t c = 0; c < Cc; ++c)
+        out[c] += w[c] * d[c];
     }
+  }
+  // The weight's gradient: a block of channels a work item, each (channel,
+  // tap) summed over the rows in order (the same bits at any thread count).
+  const int64_t blocks = (Cc + kConvBlock - 1) / kConvBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t bl = 0; bl < blocks; ++bl) {
+    const int64_t c0 = bl * kConvBlock, n = std::min(kConvBlock, Cc - c0);
+    thread_local std::vector<double> accOfThread;
+    accOfThread.assign(size_t(K * kConvBlock), 0.0);
+    double *acc = accOfThread.data();
+    for (int64_t row = 0; row < T; ++row) {
+      const float *d = dconv + row * Cc + c0;
+      for (int64_t k =
+               std::max<int64_t>(0, rows.first[size_t(row)] - (row - (K - 1)));
+           k < K; ++k) {
+        const float *in = m.proj + (row - (K - 1) + k) * W + c0;
+        for (int64_t j = 0; j < n; ++j)
+          acc[k * kConvBlock + j] += double(d[j]) * in[j];
+      }
+    }
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < K; ++k)
+        gp.convW[(c0 + j) * K + k] += float(acc[k * kConvBlock + j]);
+  }
 }
 
 } // namespace hypipe::rt::cpu
