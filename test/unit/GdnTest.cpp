@@ -6,13 +6,13 @@
 // every input (q, k, v, g, beta) by central differences of that
 // recurrence. Lengths around the chunk (1, 63, 64, 65, 150 rows), two
 // sequences of a batch, and packed samples whose boundaries fall inside
-// and on chunks. Then the whole layer's gradients by finite differences
-// (float), packed.
+// and on chunks. Then the whole layer at 1, 2 and 3 threads: the same bits.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/kernels/recipes/Gdn.h"
 #include "runtime/kernels/cpu/Kernels.h"
+#include "runtime/kernels/cpu/Primitives.h"
 
 #include <gtest/gtest.h>
 
@@ -202,6 +202,48 @@ TEST(GdnRule, PackedSamplesDoNotSeeEachOther) {
   t.cuSeqlens = kPacked;
   t.numSeqs = 5;
   checkRule(kRule, t, 11);
+}
+
+/// The whole layer (recipes/Gdn.h on the CPU kernels), forward, input and
+/// weight gradients, at 1, 2 and 3 threads: the same bits, as every other
+/// CPU kernel (every sum in an order fixed by the shape).
+TEST(GdnLayer, SameBitsAtAnyThreadCount) {
+  const GdnShape s{16, 2, 4, 8, 6, 4};
+  const TokenShape t{2, 150};
+  int64_t params = 0;
+  for (const ParamSpec &p : s.params(4))
+    params += p.numel();
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  const int64_t act = t.tokens() * s.hidden;
+  std::vector<float> p(static_cast<size_t>(params)),
+      x(static_cast<size_t>(act)), dy(static_cast<size_t>(act));
+  for (std::vector<float> *v : {&p, &x, &dy})
+    for (float &e : *v)
+      e = u(rng);
+  const Kernels k{{DType::F32}};
+  auto run = [&](int threads) {
+    setNumThreads(threads);
+    std::vector<float> saved(static_cast<size_t>(s.savedFloats(t))),
+        ws(static_cast<size_t>(s.workspaceFloats(t))),
+        y(static_cast<size_t>(act)), dx(static_cast<size_t>(act)),
+        g(static_cast<size_t>(params), 0.0f);
+    recipes::Gdn<Kernels> layer{k};
+    layer.forward(s, t, p.data(), x.data(), y.data(), saved.data(), ws.data());
+    layer.backwardInput(s, t, p.data(), g.data(), saved.data(), dy.data(),
+                        dx.data(), ws.data());
+    layer.backwardWeight(s, t, saved.data(), g.data());
+    y.insert(y.end(), dx.begin(), dx.end());
+    y.insert(y.end(), g.begin(), g.end());
+    return y;
+  };
+  const std::vector<float> one = run(1), two = run(2), three = run(3);
+  setNumThreads(1);
+  ASSERT_EQ(one.size(), two.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    ASSERT_EQ(one[i], two[i]) << "value " << i << " at 2 threads";
+    ASSERT_EQ(one[i], three[i]) << "value " << i << " at 3 threads";
+  }
 }
 
 } // namespace
