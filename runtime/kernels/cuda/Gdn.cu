@@ -140,11 +140,11 @@ __global__ void ruleForwardKernel(Dims d, Seqs seqs, const float *qk,
                                   const float *conv, const float *g,
                                   const float *beta, float *o, float *states,
                                   float *ws) {
-  extern __shared__ float u[]; // [dv]
   const int j = blockIdx.x;
   const Head h(d, qk, conv, g, beta, j);
   const int64_t SF = int64_t(d.dk) * d.dv;
-  float *S = ws + j * d.scratch, *S2 = S + SF;
+  // The head's scratch (global memory): two states and u [dv].
+  float *S = ws + j * d.scratch, *S2 = S + SF, *u = S2 + SF;
   const float scale = rsqrtf(float(d.dk));
   for (int r = 0; r < d.T; ++r) {
     if (seqs.firstRow(r) == r)
@@ -175,12 +175,13 @@ __global__ void ruleBackwardKernel(Dims d, Seqs seqs, const float *qk,
                                    const float *beta, const float *states,
                                    const float *dO, float *dqk, float *dconv,
                                    float *dg, float *dbeta, float *ws) {
-  extern __shared__ float vec[]; // u, dd, du: [3][dv]
-  float *u = vec, *dd = u + d.dv, *du = dd + d.dv;
   const int j = blockIdx.x;
   const Head h(d, qk, conv, g, beta, j);
   const int64_t SF = int64_t(d.dk) * d.dv;
+  // The head's scratch (global memory): the chunk's states, the state's
+  // gradient, and u, dd, du [dv] each.
   float *chunk = ws + j * d.scratch, *dS = chunk + (L + 1) * SF;
+  float *u = dS + SF, *dd = u + d.dv, *du = dd + d.dv;
   const float scale = rsqrtf(float(d.dk));
   for (int b = d.T; b > 0;) {
     const int first = seqs.firstRow(b - 1);
@@ -386,7 +387,7 @@ __global__ void convWeightGradKernel(Dims d, Seqs seqs, const float *proj,
   gw[idx] += acc;
 }
 
-/// Threads of a rule block, and its shared floats.
+/// Threads of a rule block.
 constexpr int kRuleThreads = 256;
 
 } // namespace
@@ -411,8 +412,7 @@ void Kernels::gdnGatesForward(const GdnShape &s, const Tokens &t,
 void Kernels::gdnRuleForward(const GdnShape &s, const Tokens &t, GdnSaved &m,
                              float *ws) {
   const Dims d = dimsOf(s, t);
-  ruleForwardKernel<<<unsigned(d.nv), kRuleThreads,
-                      sizeof(float) * size_t(d.dv), stream()>>>(
+  ruleForwardKernel<<<unsigned(d.nv), kRuleThreads, 0, stream()>>>(
       d, seqsOf(t), m.qk, m.conv, m.g, m.beta, m.o, m.states, ws);
   launched("gdn rule");
 }
@@ -446,8 +446,7 @@ void Kernels::gdnRuleBackward(const GdnShape &s, const Tokens &t,
                               float *dconv, float *dg, float *dbeta,
                               float *ws) {
   const Dims d = dimsOf(s, t);
-  ruleBackwardKernel<<<unsigned(d.nv), kRuleThreads,
-                       3 * sizeof(float) * size_t(d.dv), stream()>>>(
+  ruleBackwardKernel<<<unsigned(d.nv), kRuleThreads, 0, stream()>>>(
       d, seqsOf(t), m.qk, m.conv, m.g, m.beta, m.states, dO, dqk, dconv, dg,
       dbeta, ws);
   launched("gdn rule backward");
