@@ -259,6 +259,8 @@ std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
       s.expertRanks = par.ep;
     return s;
   }
+  case 'G':
+    return rt::gdnShape(d);
   default:
     return std::nullopt;
   }

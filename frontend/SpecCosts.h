@@ -56,7 +56,7 @@ struct SpecCosts {
 SpecCosts specCosts(const ModelSpec &spec);
 
 /// The shape of pattern layer `symbol` in `spec`, or nullopt for a kind no
-/// kernel runs (`G`, `D`, `+`).
+/// kernel runs (`D`, `+`).
 std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
                                                 char symbol);
 

@@ -106,6 +106,57 @@ inline MambaSaved mambaSaved(const MambaShape &s, const TokenShape &t,
   return m;
 }
 
+template <typename T> struct GdnParams {
+  T *norm, *inProj, *convW, *dtBias, *aLog, *outNorm, *outProj;
+};
+
+template <typename T> GdnParams<T> gdnParams(const GdnShape &s, T *base) {
+  GdnParams<T> p;
+  T *q = base;
+  p.norm = q, q += s.hidden;
+  p.inProj = q, q += s.inProj() * s.hidden;
+  p.convW = q, q += s.convChannels() * s.convWidth;
+  p.dtBias = q, q += s.valueHeads;
+  p.aLog = q, q += s.valueHeads;
+  p.outNorm = q, q += s.valueHeadDim;
+  p.outProj = q;
+  return p;
+}
+
+/// Layer input, normed input and its rstd, in_proj output [q k v z beta
+/// alpha], conv output (post-SiLU) [q k v], the L2-normalised [q k] and
+/// their inverse norms [T, 2 key heads], g and beta [T, value heads], the
+/// rule's output o, the out norm's rstd [T, value heads] and output, the
+/// state entering every kChunk-th row [chunk][value head][dk][dv], and the
+/// in_proj and out_proj output gradients for W.
+struct GdnSaved {
+  float *x, *xn, *rstd, *proj, *conv, *qk, *qkInv, *g, *beta, *o, *orstd,
+      *normed, *states, *dproj, *dout;
+};
+
+inline GdnSaved gdnSaved(const GdnShape &s, const TokenShape &t,
+                         const SavedBases &bases) {
+  const int64_t T = t.tokens();
+  SavedCarver c(bases);
+  GdnSaved m;
+  m.x = c.keep(T * s.hidden);
+  m.xn = c.keep(T * s.hidden);
+  m.rstd = c.keep(T);
+  m.proj = c.keep(T * s.inProj());
+  m.conv = c.keep(T * s.convChannels());
+  m.qk = c.keep(T * 2 * s.keyWidth());
+  m.qkInv = c.keep(T * 2 * s.keyHeads);
+  m.g = c.keep(T * s.valueHeads);
+  m.beta = c.keep(T * s.valueHeads);
+  m.o = c.keep(T * s.valueWidth());
+  m.orstd = c.keep(T * s.valueHeads);
+  m.normed = c.of(RecomputeModule::GdnNormOut, T * s.valueWidth());
+  m.states = c.keep(s.chunks(t) * s.valueHeads * s.stateFloats());
+  m.dproj = c.keep(T * s.inProj());
+  m.dout = c.keep(T * s.hidden);
+  return m;
+}
+
 /// x, xn, rstd, qkv (after RoPE), the softmax's log-sum-exp [T, heads]
 /// (both targets recompute the probabilities from it: no [len, len] matrix
 /// is kept), context, the qkv and output gradients for W.

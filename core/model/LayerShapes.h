@@ -37,12 +37,13 @@ enum class LayerKind {
   Moe,
   Head,
   MtpInput,
-  MtpOutput
+  MtpOutput,
+  Gdn
 };
 
 inline constexpr const char *kLayerKindNames[] = {
-    "embedding", "mamba", "attention", "mlp",
-    "moe",       "head",  "mtp_input", "mtp_output"};
+    "embedding", "mamba",     "attention",  "mlp", "moe",
+    "head",      "mtp_input", "mtp_output", "gdn"};
 
 /// `mamba`, `mtp_input`, ...: the manifest's and the IR's spelling.
 inline const char *layerKindName(LayerKind kind) {
@@ -321,10 +322,29 @@ struct MambaShape {
   }
 };
 
+/// Of a dropped module's tensors, `n` floats a token when `modules` has
+/// `m` (the shapes' recomputedFloats).
+inline int64_t droppedFloats(const TokenShape &t, RecomputeModuleSet modules,
+                             RecomputeModule m, int64_t n) {
+  return modules & moduleBit(m) ? t.tokens() * n : 0;
+}
+
 /// A Gated DeltaNet layer (Megatron-LM's GatedDeltaNet, the linear-attention
-/// mixer of Qwen3-Next): its parameters, for the cost model and the names.
-/// No kernel runs it yet, so it is no LayerShape alternative.
+/// mixer of Qwen3-Next): RMSNorm fused into in_proj -> [q k v z beta alpha];
+/// causal depthwise conv (no bias) + SiLU over [q k v]; q, k L2-normalised;
+/// g = -exp(A_log) softplus(alpha + dt_bias), beta = sigmoid(beta); the
+/// gated delta rule per value head in chunks of kChunk rows; RMSNorm over
+/// dv (one weight, every head) times SiLU(z); out_proj (docs/gdn.md).
 struct GdnShape {
+  /// f(name, field) for each field (forEachField).
+  template <class Self, class F> static void fields(Self &s, F &&f) {
+    f("hidden", s.hidden);
+    f("key_heads", s.keyHeads);
+    f("value_heads", s.valueHeads);
+    f("key_head_dim", s.keyHeadDim);
+    f("value_head_dim", s.valueHeadDim);
+    f("conv_width", s.convWidth);
+  }
   int64_t hidden, keyHeads, valueHeads, keyHeadDim, valueHeadDim, convWidth;
   int64_t keyWidth() const { return keyHeads * keyHeadDim; }
   int64_t valueWidth() const { return valueHeads * valueHeadDim; }
@@ -334,9 +354,32 @@ struct GdnShape {
   int64_t inProj() const {
     return convChannels() + valueWidth() + 2 * valueHeads;
   }
+  /// Value heads a key head serves (value head j reads key head j / this).
+  int64_t headsPerKey() const {
+    return keyHeads > 0 ? valueHeads / keyHeads : 1;
+  }
   /// Tokens of one chunk of the chunked gated delta rule (Megatron's and
-  /// flash-linear-attention's 64).
+  /// flash-linear-attention's 64). A chunk ends at the sequence's end or at
+  /// the next multiple of kChunk rows of the microbatch, whichever comes
+  /// first: so the state entering every kChunk-th row (one per chunk) is
+  /// all the backward pass needs, and a packed microbatch needs no more
+  /// than an unpacked one.
   static constexpr int64_t kChunk = 64;
+  int64_t chunks(const TokenShape &t) const {
+    return (t.tokens() + kChunk - 1) / kChunk;
+  }
+  /// The state [dk, dv] of one value head.
+  int64_t stateFloats() const { return keyHeadDim * valueHeadDim; }
+  /// Scratch of the rule per value head: backward, the states inside one
+  /// chunk, three dv vectors and the state's gradient; forward, the chunk's
+  /// q, k, decayed k [kChunk, dk], right-hand sides [kChunk, dv + dk], two
+  /// [kChunk, kChunk] matrices, two kChunk vectors and the state.
+  int64_t ruleScratchFloats() const {
+    const int64_t backward = (kChunk + 2) * stateFloats() + 3 * valueHeadDim;
+    const int64_t forward = kChunk * (4 * keyHeadDim + valueHeadDim) +
+                            2 * kChunk * kChunk + 2 * kChunk + stateFloats();
+    return backward > forward ? backward : forward;
+  }
 
   std::vector<ParamSpec> params(int64_t numLayers) const {
     double convBound = 1.0 / std::sqrt(double(convWidth));
@@ -366,14 +409,37 @@ struct GdnShape {
                       scaledStd(numLayers)}),
     };
   }
-};
 
-/// Of a dropped module's tensors, `n` floats a token when `modules` has
-/// `m` (the shapes' recomputedFloats).
-inline int64_t droppedFloats(const TokenShape &t, RecomputeModuleSet modules,
-                             RecomputeModule m, int64_t n) {
-  return modules & moduleBit(m) ? t.tokens() * n : 0;
-}
+  /// Saved for backward, per microbatch (BufferLayouts.h's gdnSaved): layer
+  /// input, normed input and its rstd, in_proj output, conv output
+  /// (post-SiLU), the L2-normalised q and k and their inverse norms, g and
+  /// beta, the rule's output, the out norm's rstd and output (out_proj
+  /// input), the state entering every chunk, and the in_proj and out_proj
+  /// output gradients for the weight pass.
+  int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
+    const int64_t T = t.tokens();
+    return T * (2 * hidden + 1 + inProj() + convChannels() + 2 * keyWidth() +
+                2 * keyHeads + 2 * valueHeads + valueWidth() + valueHeads +
+                valueWidth()) +
+           chunks(t) * valueHeads * stateFloats() + T * (inProj() + hidden);
+  }
+  /// Of savedFloats, what selective recompute of `modules` drops:
+  /// gdn_norm_out the gated out norm's output (recomputed from o, z and
+  /// its kept rstd).
+  int64_t recomputedFloats(const TokenShape &t,
+                           RecomputeModuleSet modules) const {
+    return droppedFloats(t, modules, RecomputeModule::GdnNormOut, valueWidth());
+  }
+  /// Gradients of the out norm's output and input, of the conv's output,
+  /// of q and k per value head, of g and beta, and of the normed input;
+  /// then the rule's scratch for every value head.
+  int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
+    const int64_t T = t.tokens();
+    return T * (2 * valueWidth() + convChannels() +
+                2 * valueHeads * keyHeadDim + 2 * valueHeads + hidden) +
+           valueHeads * ruleScratchFloats();
+  }
+};
 
 struct AttentionShape {
   /// f(name, field) for each field (forEachField).
@@ -765,7 +831,7 @@ struct MtpOutputShape {
 /// Any layer's static shape; the alternatives are in LayerKind's order.
 using LayerShape =
     std::variant<EmbeddingShape, MambaShape, AttentionShape, MlpShape, MoeShape,
-                 HeadShape, MtpInputShape, MtpOutputShape>;
+                 HeadShape, MtpInputShape, MtpOutputShape, GdnShape>;
 
 inline LayerKind kindOf(const LayerShape &shape) {
   return LayerKind(shape.index());
@@ -884,6 +950,8 @@ inline RecomputeModuleSet selectiveModulesOf(LayerKind kind) {
   case LayerKind::Moe:
     return norm | moduleBit(RecomputeModule::MoeAct) |
            moduleBit(RecomputeModule::Moe);
+  case LayerKind::Gdn:
+    return moduleBit(RecomputeModule::GdnNormOut);
   default:
     return 0;
   }
@@ -898,7 +966,8 @@ inline int64_t recomputedFloatsOf(const LayerShape &shape,
         if constexpr (std::is_same_v<std::decay_t<decltype(s)>,
                                      AttentionShape> ||
                       std::is_same_v<std::decay_t<decltype(s)>, MlpShape> ||
-                      std::is_same_v<std::decay_t<decltype(s)>, MoeShape>)
+                      std::is_same_v<std::decay_t<decltype(s)>, MoeShape> ||
+                      std::is_same_v<std::decay_t<decltype(s)>, GdnShape>)
           return s.recomputedFloats(tokens, modules);
         else
           return 0;

@@ -81,6 +81,10 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
             why = divides(s.vocab, "vocab_size");
         } else if constexpr (std::is_same_v<S, MtpOutputShape>) {
           why = divides(s.vocab, "vocab_size");
+        } else if constexpr (std::is_same_v<S, GdnShape>) {
+          // Not split yet (Megatron splits the heads): whole on one rank.
+          why = "gated delta net layers ('G') do not split over "
+                "tensor-parallel ranks yet";
         } else if constexpr (std::is_same_v<S, MoeShape>) {
           // Expert tensor parallelism at Megatron-LM's default, the
           // tensor-parallel size: every expert's width split; or the

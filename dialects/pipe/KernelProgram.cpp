@@ -16,7 +16,9 @@ using namespace mlir;
 namespace hypipe::pipe {
 
 static_assert(int(KernelKind::embedding) == int(rt::LayerKind::Embedding) &&
-                  int(KernelKind::mtp_output) == int(rt::LayerKind::MtpOutput),
+                  int(KernelKind::mtp_output) ==
+                      int(rt::LayerKind::MtpOutput) &&
+                  int(KernelKind::gdn) == int(rt::LayerKind::Gdn),
               "pipe.kernel_layer kinds are rt::LayerKind's, in its order");
 
 DictionaryAttr shapeAttr(MLIRContext *context, const rt::LayerShape &shape) {

@@ -187,12 +187,17 @@ private:
           size(layer, shape, shape.params());
           plan.hasHead = true;
         })
-        .Case<hybrid::GdnOp, hybrid::DsaOp, hybrid::MlaOp>([&](Operation *) {
+        .Case([&](hybrid::GdnOp) {
+          layer.kind = KernelKind::Gdn;
+          const rt::GdnShape shape = rt::gdnShape(dims);
+          size(layer, shape, shape.params(numLayers));
+        })
+        .Case<hybrid::DsaOp, hybrid::MlaOp>([&](Operation *) {
           op->emitError() << "the "
                           << (target == rt::Target::Cuda ? "CUDA" : "CPU")
                           << " target cannot lower '"
                           << op->getName().getStringRef()
-                          << "' yet; use M, *, - and E layers in the "
+                          << "' yet; use M, *, -, E and G layers in the "
                              "pattern for models that hypipe-run trains";
           failed = true;
         })

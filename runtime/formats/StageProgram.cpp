@@ -66,6 +66,9 @@ ShapeFacts factsOf(const LayerShape &shape, const TokenShape &tokens,
           f.dims = {s.hidden, s.heads, s.groups, s.headDim};
         else if constexpr (std::is_same_v<S, MlpShape>)
           f.dims = {s.hidden, s.ffn};
+        else if constexpr (std::is_same_v<S, GdnShape>)
+          f.dims = {s.hidden,     s.keyHeads,     s.valueHeads,
+                    s.keyHeadDim, s.valueHeadDim, s.convWidth};
         else
           f.dims = {s.hidden, s.ffn, s.experts, s.topk};
         f.hidden = s.hidden;
@@ -188,6 +191,11 @@ std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
       return fmt::format("{}: {} tokens routed to {} experts each, more "
                          "routed rows than its int32 row map holds",
                          what, tokens, moe->topk);
+    if (const auto *gdn = std::get_if<GdnShape>(&l.shard);
+        gdn && gdn->valueHeads % gdn->keyHeads != 0)
+      return fmt::format("{}: {} value heads, not whole groups of its {} key "
+                         "heads",
+                         what, gdn->valueHeads, gdn->keyHeads);
     f = factsOf(l.shard, p.tokens, p.target, true);
     if (f.hidden != p.hidden)
       return fmt::format("{}: width {}, but the stage's activations are {}",

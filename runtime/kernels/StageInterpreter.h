@@ -22,6 +22,7 @@
 #include "runtime/kernels/StageArgs.h"
 #include "runtime/kernels/recipes/Attention.h"
 #include "runtime/kernels/recipes/Embedding.h"
+#include "runtime/kernels/recipes/Gdn.h"
 #include "runtime/kernels/recipes/Head.h"
 #include "runtime/kernels/recipes/Mamba.h"
 #include "runtime/kernels/recipes/Mlp.h"
@@ -197,6 +198,10 @@ private:
     recipes::Mamba<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out,
                                        c.saved.kept, ws);
   }
+  void forwardLayer(const GdnShape &s, const Call &c) {
+    recipes::Gdn<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved.kept,
+                                     ws);
+  }
   void forwardLayer(const AttentionShape &s, const Call &c) {
     recipes::Attention<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved,
                                            ws);
@@ -232,6 +237,7 @@ private:
   // reads the tokens or ends in a loss recompute.
   template <class Shape> void recomputeLayer(const Shape &s, const Call &c) {
     if constexpr (std::is_same_v<Shape, MambaShape> ||
+                  std::is_same_v<Shape, GdnShape> ||
                   std::is_same_v<Shape, AttentionShape> ||
                   std::is_same_v<Shape, MlpShape>)
       forwardLayer(s, c);
@@ -247,6 +253,8 @@ private:
       recipes::Attention<K>{k, c.tp}.recompute(s, t, c.params, c.saved);
     else if constexpr (std::is_same_v<Shape, MlpShape>)
       recipes::Mlp<K>{k, c.tp}.recompute(s, t, c.params, c.saved);
+    else if constexpr (std::is_same_v<Shape, GdnShape>)
+      recipes::Gdn<K>{k, c.tp}.recompute(s, t, c.params, c.saved);
     else if constexpr (std::is_same_v<Shape, MoeShape>)
       recipes::Moe<K>{k, c.tp}.recompute(s, t, c.params, c.saved, rc[1], rc[0],
                                          ws, a.router_checks + c.index);
@@ -270,6 +278,10 @@ private:
   void backwardInputLayer(const MambaShape &s, const Call &c) {
     recipes::Mamba<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads,
                                              c.saved.kept, c.in, c.out, ws);
+  }
+  void backwardInputLayer(const GdnShape &s, const Call &c) {
+    recipes::Gdn<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads, c.saved,
+                                           c.in, c.out, ws);
   }
   void backwardInputLayer(const AttentionShape &s, const Call &c) {
     recipes::Attention<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads,
@@ -306,6 +318,9 @@ private:
   }
   void backwardWeightLayer(const MambaShape &s, const Call &c) {
     recipes::Mamba<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);
+  }
+  void backwardWeightLayer(const GdnShape &s, const Call &c) {
+    recipes::Gdn<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
   }
   void backwardWeightLayer(const AttentionShape &s, const Call &c) {
     recipes::Attention<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);

@@ -38,7 +38,8 @@ limits = sum(c["limit_s"] for c in r["checks"])
 assert limits <= 420, f"the default plan's limits add up to {limits} s, over 420"
 names = [c["suite"] + ":" + c["name"] for c in r["checks"]]
 assert names[:2] == ["environment:device", "environment:libraries"], names[:2]
-assert names[-1] == "baselines:torch-train-step", names[-1]
+assert names[-1] == "probes:cudnn-sdpa", names[-1]
+assert "correctness:ref-gdn" in names and "bf16:bf16-gdn" in names, names
 print(f"default plan: {len(names)} checks, limits {limits} s")
 PY
 grep -q "^| bench | skipped: no GPU" "$work/out/results.md" ||

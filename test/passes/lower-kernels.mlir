@@ -23,7 +23,7 @@
 // RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels | FileCheck %s --check-prefix=MTP
 // RUN: hypipe-opt %S/Inputs/two-stages.mlir --hybrid-assign-stages --pipe-outline-stages --pipe-lower-kernels --pipe-lower-kernels | FileCheck %s --check-prefix=AGAIN
 // RUN: hypipe-opt %S/Inputs/moe-mtp.mlir --pipe-outline-stages --pipe-lower-kernels | hypipe-opt | hypipe-opt --pipe-lower-kernels | FileCheck %s --check-prefix=MTP
-// RUN: not hypipe-opt %s --pipe-outline-stages --pipe-lower-kernels 2>&1 | FileCheck %s --check-prefix=GDN
+// RUN: hypipe-opt %s --pipe-outline-stages --pipe-lower-kernels 2>&1 | FileCheck %s --check-prefix=GDN
 
 // Tests that the Mamba stage (embedding first: it reads the tokens, not an
 // activation) and the attention stage (head last: it ends in the loss) get
@@ -115,11 +115,18 @@
 // MTP-NEXT:   pipe.kernel_call %[[EMB]](none) -> none
 // MTP-NEXT: }
 
-// Tests that a layer kind the CPU target has no kernel for is an error at its op.
-hybrid.model @gdn attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 0, moe_top_k = 0, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "G"} {
+// Tests that a Gated DeltaNet layer lowers to a gdn kernel with Megatron's
+// parameter prefix and the sizes of its shape: hidden 8, 1 key head of 2, 2
+// value heads of 2, conv 2: key width 2, value width 4, conv channels 8,
+// in_proj 8 + 4 + 2*2 = 16 rows. Params 8 + 16*8 + 8*2 + 2 + 2 + 2 + 8*4 =
+// 190 floats (760 bytes); saved for 4 tokens 4*(2*8 + 1 + 16 + 8 + 2*2 +
+// 2*1 + 2*2 + 4 + 2 + 4) = 244, one chunk's states 2*2*2 = 8, the
+// in_proj and out_proj gradients 4*(16 + 8) = 96: 348 floats (1392 bytes).
+// GDN: pipe.kernel_layer gdn layer 1 "decoder.layers.0." params <offset = 512, bytes = 760, dtype = f32> saved <offset = 144, bytes = 1392, dtype = f32>
+// GDN-SAME: shape {conv_width = 2 : i64, hidden = 8 : i64, key_head_dim = 2 : i64, key_heads = 1 : i64, value_head_dim = 2 : i64, value_heads = 2 : i64}
+hybrid.model @gdn attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 0, moe_top_k = 0, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", linear_num_key_heads = 1, linear_num_value_heads = 2, linear_key_head_dim = 2, linear_value_head_dim = 2, linear_conv_kernel_dim = 2>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "G"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   %h0 = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
-  // GDN: error: the CPU target cannot lower 'hybrid.gdn' yet
   %h1 = hybrid.gdn %h0 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
   %n = hybrid.final_norm %h1 : tensor<1x4x8xf32>
   %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>

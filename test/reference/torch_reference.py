@@ -395,6 +395,14 @@ def main():
         "moe": {"experts": m["num_experts"], "topk": m["moe_router_topk"],
                 "aux_coeff": m["moe_aux_loss_coeff"]},
     }
+    # Gated DeltaNet sizes: the manifest's model section has none, the
+    # layers' kernel shapes have them.
+    gdn = next((l["shape"] for st in manifest["stages"] for l in st["layers"]
+                if l["kind"] == "gdn"), None)
+    if gdn:
+        dims["gdn"] = {"key_heads": gdn["key_heads"], "value_heads": gdn["value_heads"],
+                       "key_dim": gdn["key_head_dim"], "value_dim": gdn["value_head_dim"],
+                       "conv": gdn["conv_width"]}
     activation_name = m["activation"]
 
     def layer_params(prefix):
@@ -404,13 +412,17 @@ def main():
     # The MTP depths run last, after the head: the main model stops there.
     if any(k == "mtp_input" for k, _ in layers):
         layers = layers[:[k for k, _ in layers].index("mtp_input")]
-    kind_of = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    kind_of = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "G": "gdn"}
 
     def apply(kind, x, lp):
         """x + the layer of `kind` with parameters lp: new x, aux loss."""
         if kind == "mamba":
             return stored(x + mamba(stored(rmsnorm(x, lp["mixer.in_proj.layer_norm_weight"])),
                                  lp, dims["mamba"])), 0.0
+        if kind == "gdn":
+            return stored(x + gated_delta_net(
+                stored(rmsnorm(x, lp["self_attention.in_proj.layer_norm_weight"])),
+                lp, dims["gdn"])), 0.0
         if kind == "attention":
             return stored(x + attention(
                 stored(rmsnorm(x, lp["self_attention.linear_qkv.layer_norm_weight"])),

@@ -13,6 +13,7 @@
 #include "runtime/kernels/cpu/Optimizer.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "runtime/kernels/recipes/Attention.h"
+#include "runtime/kernels/recipes/Gdn.h"
 #include "runtime/kernels/recipes/Mamba.h"
 #include "runtime/kernels/recipes/Mlp.h"
 #include "runtime/kernels/recipes/Moe.h"
@@ -66,6 +67,9 @@ const auto mambaBackwardWeight = cpuBackwardWeight<recipes::Mamba>;
 const auto attentionForward = cpuForward<recipes::Attention>;
 const auto attentionBackwardInput = cpuBackwardInput<recipes::Attention>;
 const auto attentionBackwardWeight = cpuBackwardWeight<recipes::Attention>;
+const auto gdnForward = cpuForward<recipes::Gdn>;
+const auto gdnBackwardInput = cpuBackwardInput<recipes::Gdn>;
+const auto gdnBackwardWeight = cpuBackwardWeight<recipes::Gdn>;
 const auto mlpForward = cpuForward<recipes::Mlp>;
 const auto mlpBackwardInput = cpuBackwardInput<recipes::Mlp>;
 const auto mlpBackwardWeight = cpuBackwardWeight<recipes::Mlp>;
@@ -350,6 +354,34 @@ TEST(KernelGradient, MambaConvAndNormWeightsEveryEntry) {
   checkGradients(makeLayer(s, packedTokens(), mambaForward, mambaBackwardInput,
                            mambaBackwardWeight),
                  7, every);
+}
+
+TEST(KernelGradient, Gdn) {
+  // Two value heads on one key head, a sequence shorter than one chunk.
+  checkGradients(makeLayer(GdnShape{8, 1, 2, 4, 3, 3}, kTokens, gdnForward,
+                           gdnBackwardInput, gdnBackwardWeight),
+                 8);
+}
+
+TEST(KernelGradient, GdnPackedEverySmallParameter) {
+  // Packed samples of 5, 70, 1 and 9 tokens (the 70 crosses the chunk at
+  // row 64): every conv weight, dt_bias, A_log and out-norm weight.
+  const GdnShape s{6, 2, 2, 3, 4, 3};
+  std::vector<float> base(size_t(countParams(s)));
+  GdnParams<float> at = gdnParams(s, base.data());
+  const auto offset = [&](const float *q) { return int64_t(q - base.data()); };
+  std::vector<int64_t> every;
+  for (int64_t i = 0; i < s.convChannels() * s.convWidth; ++i)
+    every.push_back(offset(at.convW) + i);
+  for (int64_t i = 0; i < s.valueHeads; ++i) {
+    every.push_back(offset(at.dtBias) + i);
+    every.push_back(offset(at.aLog) + i);
+  }
+  for (int64_t i = 0; i < s.valueHeadDim; ++i)
+    every.push_back(offset(at.outNorm) + i);
+  checkGradients(makeLayer(s, packedTokens(), gdnForward, gdnBackwardInput,
+                           gdnBackwardWeight),
+                 9, every);
 }
 
 /// gemm() cuts a large GEMM into tiles fixed by its shape and shares them

@@ -131,6 +131,49 @@ void RecordingKernels::convBackward(const MambaShape &, const TokenShape &,
                                     const float *) {
   record("convBackward");
 }
+void RecordingKernels::gdnConvForward(const GdnShape &, const TokenShape &,
+                                      const GdnParams<const float> &,
+                                      GdnSaved &) {
+  record("gdnConvForward");
+}
+void RecordingKernels::gdnGatesForward(const GdnShape &, const TokenShape &,
+                                       const GdnParams<const float> &,
+                                       GdnSaved &) {
+  record("gdnGatesForward");
+}
+void RecordingKernels::gdnRuleForward(const GdnShape &, const TokenShape &,
+                                      GdnSaved &, float *) {
+  record("gdnRuleForward");
+}
+void RecordingKernels::gdnNormForward(const GdnShape &, const TokenShape &,
+                                      const GdnParams<const float> &,
+                                      GdnSaved &) {
+  record("gdnNormForward");
+}
+void RecordingKernels::gdnNormBackward(const GdnShape &, const TokenShape &,
+                                       const GdnParams<const float> &,
+                                       GdnParams<float> &, GdnSaved &,
+                                       const float *, float *) {
+  record("gdnNormBackward");
+}
+void RecordingKernels::gdnRuleBackward(const GdnShape &, const TokenShape &,
+                                       const GdnSaved &, const float *, float *,
+                                       float *, float *, float *, float *) {
+  record("gdnRuleBackward");
+}
+void RecordingKernels::gdnGatesBackward(const GdnShape &, const TokenShape &,
+                                        const GdnParams<const float> &,
+                                        GdnParams<float> &, GdnSaved &,
+                                        const float *, const float *,
+                                        const float *, float *) {
+  record("gdnGatesBackward");
+}
+void RecordingKernels::gdnConvBackward(const GdnShape &, const TokenShape &,
+                                       const GdnParams<const float> &,
+                                       GdnParams<float> &, GdnSaved &,
+                                       float *) {
+  record("gdnConvBackward");
+}
 float RecordingKernels::crossEntropy(const TokenShape &, int64_t, int64_t shift,
                                      const int32_t *, const float *, HeadSaved,
                                      float *) {
@@ -312,6 +355,25 @@ TEST(RecordingTarget, Mamba) {
              R, "copy", "rmsnormBackward+=", R}));
   EXPECT_EQ(p.backwardWeight,
             (Calls{"linearBackwardWeight 8>24", "linearBackwardWeight 8>8"}));
+}
+
+TEST(RecordingTarget, Gdn) {
+  // hidden 8, 1 key head of 4, 2 value heads of 3, conv 4: in_proj
+  // 2*4 + 2*6 + 2*2 = 24 wide, out_proj from 6. The rounding points of
+  // recipes/Gdn.h: none between the gates and the rule, nor between the
+  // rule's and the gates' backward (the conv output's gradient is whole).
+  const Passes p = passesOf(LayerKind::Gdn, GdnShape{kHidden, 1, 2, 4, 3, 4});
+  EXPECT_EQ(p.forward,
+            (Calls{"copy", "rmsnormForward", R, "linearForward 8>24", R,
+                   "gdnConvForward", R, "gdnGatesForward", "gdnRuleForward", R,
+                   "gdnNormForward", R, "linearForward 6>8", R, "addInto", R}));
+  EXPECT_EQ(
+      p.backwardInput,
+      (Calls{"copy", "linearBackwardInput 6>8", R, "gdnNormBackward", R,
+             "gdnRuleBackward", "gdnGatesBackward", R, "gdnConvBackward", R,
+             "linearBackwardInput 8>24", R, "copy", "rmsnormBackward+=", R}));
+  EXPECT_EQ(p.backwardWeight,
+            (Calls{"linearBackwardWeight 8>24", "linearBackwardWeight 6>8"}));
 }
 
 TEST(RecordingTarget, AttentionWithRope) {

@@ -36,14 +36,16 @@ struct Lowered {
 std::vector<Lowered> lower(const std::string &pattern, int64_t pp,
                            const std::string &schedule,
                            rt::Target target = rt::Target::Cpu,
-                           const RecomputeSpec &recompute = {}) {
+                           const RecomputeSpec &recompute = {},
+                           const std::string &moreModel = "") {
   std::string text =
       "model:\n  pattern: \"" + pattern +
       "\"\n  hidden_size: 16\n  num_attention_heads: 2\n"
       "  num_query_groups: 1\n  mamba_num_heads: 2\n  mamba_head_dim: 8\n"
       "  num_experts: 2\n  moe_router_topk: 1\n  vocab_size: 64\n"
-      "  tie_embeddings: false\nparallel:\n  pp: " +
-      std::to_string(pp) + "\n  schedule: " + schedule +
+      "  tie_embeddings: false\n" +
+      moreModel + "parallel:\n  pp: " + std::to_string(pp) +
+      "\n  schedule: " + schedule +
       "\n  microbatches: 4\ntraining:\n  seq_length: 8\n";
   auto spec = parseSpec(text, "program.yaml");
   EXPECT_TRUE(static_cast<bool>(spec)) << toString(spec.takeError());
@@ -270,6 +272,30 @@ TEST(StageProgram, CallsChainTheActivations) {
                                     {1, Slot::None, Slot::None},
                                     {0, Slot::None, Slot::None}};
   EXPECT_EQ(last.backwardWeight, weight);
+}
+
+// Tests that Gated DeltaNet layers lower on both targets to programs the
+// runtime accepts, and that a program whose value heads are no whole groups
+// of its key heads (a hand-edited manifest) is refused by name.
+TEST(StageProgram, GdnLayersLowerAndTheirHeadsAreChecked) {
+  const std::string gdn = "  activation: swiglu\n  linear_num_key_heads: 2\n"
+                          "  linear_num_value_heads: 4\n"
+                          "  linear_key_head_dim: 4\n"
+                          "  linear_value_head_dim: 4\n";
+  for (rt::Target target : {rt::Target::Cpu, rt::Target::Cuda}) {
+    auto stages = lower("G*|G-", 2, "1f1b", target, {}, gdn);
+    ASSERT_EQ(stages.size(), 2u);
+    EXPECT_EQ(stages[0].program.layers[1].kind, LayerKind::Gdn);
+    EXPECT_EQ(stages[1].program.layers[0].kind, LayerKind::Gdn);
+    for (const Lowered &l : stages)
+      EXPECT_EQ(check(l), "");
+  }
+  Lowered bad = lower("G-", 1, "1f1b", rt::Target::Cpu, {}, gdn)[0];
+  std::get<rt::GdnShape>(bad.program.layers[1].shape).valueHeads = 3;
+  EXPECT_NE(check(bad).find("3 value heads, not whole groups of its 2 key "
+                            "heads"),
+            std::string::npos)
+      << check(bad);
 }
 
 // Tests that a stage without layers copies its input to its output and its

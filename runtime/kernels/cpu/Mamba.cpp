@@ -137,16 +137,9 @@ void convWeightGradBlock(const MambaShape &s, const float *zxbcdt,
   }
 }
 
-/// The conv weight [channels][K] as [K][channels], in a buffer of the
-/// calling thread that lives across calls.
+/// The conv weight [channels][K] as [K][channels] (transposedTaps).
 const float *transposedConvWeight(const MambaShape &s, const float *w) {
-  thread_local std::vector<float> wT;
-  const int64_t K = s.convWidth, Cc = s.convChannels();
-  wT.resize(size_t(K * Cc));
-  for (int64_t c = 0; c < Cc; ++c)
-    for (int64_t k = 0; k < K; ++k)
-      wT[size_t(k * Cc + c)] = w[c * K + k];
-  return wT.data();
+  return transposedTaps(s.convChannels(), s.convWidth, w);
 }
 
 /// The gated norm's weight gradient for `n` columns from i0, all in group

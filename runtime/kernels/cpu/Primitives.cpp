@@ -278,6 +278,15 @@ void setNumThreads(int threads) {
 
 int numThreads() { return omp_get_max_threads(); }
 
+const float *transposedTaps(int64_t channels, int64_t taps, const float *w) {
+  thread_local std::vector<float> wT;
+  wT.resize(size_t(taps * channels));
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t k = 0; k < taps; ++k)
+      wT[size_t(k * channels + c)] = w[c * taps + k];
+  return wT.data();
+}
+
 void sequenceStartOfRows(const TokenShape &t, std::vector<int64_t> &first) {
   first.assign(size_t(t.tokens()), 0);
   for (int64_t q = 0; q < t.sequences(); ++q)

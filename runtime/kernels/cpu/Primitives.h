@@ -94,6 +94,11 @@ bool setOpenBlasEnvironment();
 /// OpenBLAS itself runs on one.
 void setNumThreads(int threads);
 
+/// A depthwise conv's weight [channels][taps] as [taps][channels] (so a
+/// row's channels vectorise), in a buffer of the calling thread that lives
+/// across calls (the Mamba and Gated DeltaNet convs).
+const float *transposedTaps(int64_t channels, int64_t taps, const float *w);
+
 /// First row of the sequence each of the t.tokens() rows belongs to, into
 /// `first` (the caller's buffer, reused from step to step: nothing is
 /// allocated once it has the size).
