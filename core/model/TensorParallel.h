@@ -75,6 +75,9 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
           // Expert tensor parallelism at Megatron-LM's default, the
           // tensor-parallel size: every expert's width split.
           why = divides(s.ffn, "moe_ffn_hidden_size");
+        } else if constexpr (std::is_same_v<S, MlaShape>) {
+          why = "multi-latent attention ('+') has no tensor-parallel "
+                "kernels yet; train models with '+' layers at tp 1";
         }
         return why;
       },

@@ -66,7 +66,12 @@ ShapeFacts factsOf(const LayerShape &shape, const TokenShape &tokens,
           f.dims = {s.hidden, s.heads, s.groups, s.headDim};
         else if constexpr (std::is_same_v<S, MlpShape>)
           f.dims = {s.hidden, s.ffn};
-        else
+        else if constexpr (std::is_same_v<S, MlaShape>) {
+          f.dims = {s.hidden,    s.heads,     s.kvLoraRank,
+                    s.qkHeadDim, s.posEmbDim, s.vHeadDim};
+          if (s.qLoraRank != 0) // 0: no query down-projection
+            f.dims.push_back(s.qLoraRank);
+        } else
           f.dims = {s.hidden, s.ffn, s.experts, s.topk};
         f.hidden = s.hidden;
         if constexpr (std::is_same_v<S, EmbeddingShape> ||

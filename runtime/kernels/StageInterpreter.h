@@ -24,6 +24,7 @@
 #include "runtime/kernels/recipes/Embedding.h"
 #include "runtime/kernels/recipes/Head.h"
 #include "runtime/kernels/recipes/Mamba.h"
+#include "runtime/kernels/recipes/Mla.h"
 #include "runtime/kernels/recipes/Mlp.h"
 #include "runtime/kernels/recipes/Moe.h"
 #include "runtime/kernels/recipes/Mtp.h"
@@ -225,6 +226,10 @@ private:
         c.saved.kept, ws);
     normed = recipes::MtpOutput<K>{k, c.tp}.normed(s, t, c.saved.kept);
   }
+  void forwardLayer(const MlaShape &s, const Call &c) {
+    recipes::Mla<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved.kept,
+                                     ws);
+  }
 
   // Recompute: a recomputed layer's forward again, before its input
   // gradient; it writes its saved tensors as the first forward did and adds
@@ -233,7 +238,8 @@ private:
   template <class Shape> void recomputeLayer(const Shape &s, const Call &c) {
     if constexpr (std::is_same_v<Shape, MambaShape> ||
                   std::is_same_v<Shape, AttentionShape> ||
-                  std::is_same_v<Shape, MlpShape>)
+                  std::is_same_v<Shape, MlpShape> ||
+                  std::is_same_v<Shape, MlaShape>)
       forwardLayer(s, c);
   }
   void recomputeLayer(const MoeShape &s, const Call &c) {
@@ -299,6 +305,10 @@ private:
         s, t, c.params, c.grads, sharedOutput(), c.saved.kept, a.loss_scale,
         normedGradient, c.out, ws);
   }
+  void backwardInputLayer(const MlaShape &s, const Call &c) {
+    recipes::Mla<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads,
+                                           c.saved.kept, c.in, c.out, ws);
+  }
 
   // Weight gradient: the GEMMs from what I stashed.
   void backwardWeightLayer(const EmbeddingShape &s, const Call &c) {
@@ -326,6 +336,9 @@ private:
   void backwardWeightLayer(const MtpOutputShape &s, const Call &c) {
     recipes::MtpOutput<K>{k, c.tp}.backwardWeight(
         s, t, c.saved.kept, a.grads + p.sharedOutput.elementOffset());
+  }
+  void backwardWeightLayer(const MlaShape &s, const Call &c) {
+    recipes::Mla<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);
   }
 
   /// Adds its lifetime to the call's entry of args.layer_seconds, if set.
