@@ -156,7 +156,8 @@ template <typename T> MlaParams<T> mlaParams(const MlaShape &s, T *base) {
 }
 
 /// An MLA layer's saved tensors (MlaShape::savedFloats' order): `core` the
-/// attention core's (x, xn, rstd, its q, k and v, log-sum-exp, padded
+/// attention core's (x, xn, rstd, its q, k and v -- in the recompute
+/// buffer when mla_up_proj is recomputed --, log-sum-exp, padded
 /// context and the output gradient; its dqkv is workspace, left null);
 /// the query latent cq, normed cqn (cq itself without qk_layernorm) with
 /// its rstd; kv_down_proj's output kvd [c_kv | k_pe], c_kv alone (ckv) and
@@ -169,10 +170,11 @@ struct MlaSaved {
       *dkvu;
 };
 
-inline MlaSaved mlaSaved(const MlaShape &s, const TokenShape &t, float *base) {
+inline MlaSaved mlaSaved(const MlaShape &s, const TokenShape &t,
+                         const SavedBases &bases) {
   const int64_t T = t.tokens(), D = s.coreHeadDim(), n = s.heads;
   const bool ln = s.qkLayernorm;
-  SavedCarver c(base);
+  SavedCarver c(bases);
   MlaSaved m;
   m.core.x = c.keep(T * s.hidden);
   m.core.xn = c.keep(T * s.hidden);
@@ -184,7 +186,7 @@ inline MlaSaved mlaSaved(const MlaShape &s, const TokenShape &t, float *base) {
   m.ckv = c.keep(T * s.kvLoraRank);
   m.ckvn = ln ? c.keep(T * s.kvLoraRank) : m.ckv;
   m.ckvRstd = ln ? c.keep(T) : nullptr;
-  m.core.qkv = c.keep(T * 3 * n * D);
+  m.core.qkv = c.of(RecomputeModule::MlaUpProj, T * 3 * n * D);
   m.core.softmax = c.keep(T * n);
   m.core.ctx = c.keep(T * n * D);
   m.ctx = c.keep(T * s.contextWidth());

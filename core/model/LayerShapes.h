@@ -620,6 +620,14 @@ struct MlaShape {
                          heads + heads * D + contextWidth() + queryWidth() +
                          qLoraRank + kvDownWidth() + kvUpWidth() + hidden);
   }
+  /// Of savedFloats, what selective recompute of `modules` drops:
+  /// mla_up_proj the core's q, k and v (Megatron's up-projections and RoPE,
+  /// computed again from the kept latents).
+  int64_t recomputedFloats(const TokenShape &t,
+                           RecomputeModuleSet modules) const {
+    return droppedFloats(t, modules, RecomputeModule::MlaUpProj,
+                         3 * heads * coreHeadDim());
+  }
   /// Going backward: the context's gradient, packed and padded, the core's
   /// q, k and v gradient, dO . O per row and head, the normed input's
   /// gradient and the latents' (the normed query latent's, c_kv normed and
@@ -986,6 +994,8 @@ inline RecomputeModuleSet selectiveModulesOf(LayerKind kind) {
   case LayerKind::Moe:
     return norm | moduleBit(RecomputeModule::MoeAct) |
            moduleBit(RecomputeModule::Moe);
+  case LayerKind::Mla:
+    return moduleBit(RecomputeModule::MlaUpProj);
   default:
     return 0;
   }
@@ -1000,7 +1010,8 @@ inline int64_t recomputedFloatsOf(const LayerShape &shape,
         if constexpr (std::is_same_v<std::decay_t<decltype(s)>,
                                      AttentionShape> ||
                       std::is_same_v<std::decay_t<decltype(s)>, MlpShape> ||
-                      std::is_same_v<std::decay_t<decltype(s)>, MoeShape>)
+                      std::is_same_v<std::decay_t<decltype(s)>, MoeShape> ||
+                      std::is_same_v<std::decay_t<decltype(s)>, MlaShape>)
           return s.recomputedFloats(tokens, modules);
         else
           return 0;

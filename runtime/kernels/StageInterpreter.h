@@ -227,8 +227,7 @@ private:
     normed = recipes::MtpOutput<K>{k, c.tp}.normed(s, t, c.saved.kept);
   }
   void forwardLayer(const MlaShape &s, const Call &c) {
-    recipes::Mla<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved.kept,
-                                     ws);
+    recipes::Mla<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
   }
 
   // Recompute: a recomputed layer's forward again, before its input
@@ -256,6 +255,8 @@ private:
     else if constexpr (std::is_same_v<Shape, MoeShape>)
       recipes::Moe<K>{k, c.tp}.recompute(s, t, c.params, c.saved, rc[1], rc[0],
                                          ws, a.router_checks + c.index);
+    else if constexpr (std::is_same_v<Shape, MlaShape>)
+      recipes::Mla<K>{k, c.tp}.recompute(s, t, c.params, c.saved, ws);
   }
   void recomputeLayer(const MtpInputShape &s, const Call &c) {
     // The normed hidden states of the head or the depth before, which keep
@@ -306,8 +307,8 @@ private:
         normedGradient, c.out, ws);
   }
   void backwardInputLayer(const MlaShape &s, const Call &c) {
-    recipes::Mla<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads,
-                                           c.saved.kept, c.in, c.out, ws);
+    recipes::Mla<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads, c.saved,
+                                           c.in, c.out, ws);
   }
 
   // Weight gradient: the GEMMs from what I stashed.
@@ -338,7 +339,7 @@ private:
         s, t, c.saved.kept, a.grads + p.sharedOutput.elementOffset());
   }
   void backwardWeightLayer(const MlaShape &s, const Call &c) {
-    recipes::Mla<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);
+    recipes::Mla<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
   }
 
   /// Adds its lifetime to the call's entry of args.layer_seconds, if set.

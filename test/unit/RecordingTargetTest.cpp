@@ -365,12 +365,14 @@ Calls operator+(Calls a, const Calls &b) {
 /// An MLA layer's forward with hidden 8, 2 heads, kv_lora 4, qk 3 + pe 2,
 /// v 4 (kv_down 4 + 2 = 6 wide, kv_up 2 * (3 + 4) = 14, the context 2 * 4
 /// = 8; the core's heads padded to 8, 16 a row of its context): the
-/// pre-norm, the query branch's `query` calls, c_kv split off kv_down_proj's
-/// output (and normed with qk_layernorm), the core and linear_proj.
-Calls mlaForward(const Calls &query, bool layernorm) {
+/// pre-norm, the query latent's `latent` calls, c_kv split off
+/// kv_down_proj's output (and normed with qk_layernorm), the up-projections
+/// (q's `query` calls first) and the assembly, the core and linear_proj.
+Calls mlaForward(const Calls &latent, const Calls &query, bool layernorm) {
   const Calls latentNorm = layernorm ? Calls{"rmsnormForward", R} : Calls{};
-  return Calls{"copy", "rmsnormForward", R} + query +
+  return Calls{"copy", "rmsnormForward", R} + latent +
          Calls{"linearForward 8>6", R, "copyRows 4 of 6 to 4"} + latentNorm +
+         query +
          Calls{"linearForward 4>14",
                R,
                "mlaAssemble",
@@ -395,9 +397,8 @@ TEST(RecordingTarget, MlaWithLatents) {
   // q_lora 6 (q 2 * 5 = 10 wide) and qk_layernorm.
   const Passes p =
       passesOf(LayerKind::Mla, MlaShape{kHidden, 2, 6, 4, 3, 2, 4, true});
-  EXPECT_EQ(p.forward, mlaForward({"linearForward 8>6", R, "rmsnormForward", R,
-                                   "linearForward 6>10", R},
-                                  true));
+  EXPECT_EQ(p.forward, mlaForward({"linearForward 8>6", R, "rmsnormForward", R},
+                                  {"linearForward 6>10", R}, true));
   // The context's gradient padded for the core; q's, kv_up_proj's and
   // k_pe's gradients rounded, the rotary parts back through RoPE (q's
   // rounded again, kvd's once c_kv's is in); the latents' norms; the
@@ -439,7 +440,7 @@ TEST(RecordingTarget, MlaWithoutLatents) {
   // No q_lora_rank (one linear_q_proj 8>10), no qk_layernorm.
   const Passes p =
       passesOf(LayerKind::Mla, MlaShape{kHidden, 2, 0, 4, 3, 2, 4, false});
-  EXPECT_EQ(p.forward, mlaForward({"linearForward 8>10", R}, false));
+  EXPECT_EQ(p.forward, mlaForward({}, {"linearForward 8>10", R}, false));
   EXPECT_EQ(p.backwardWeight, mlaWeights({"linearBackwardWeight 8>10"}));
 }
 

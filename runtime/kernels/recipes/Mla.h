@@ -34,7 +34,8 @@ template <class P> struct Mla {
 
   template <class Tokens>
   void forward(const MlaShape &s, const Tokens &t, const float *params,
-               const float *x, float *y, float *saved, float *ws) const {
+               const float *x, float *y, const SavedBases &saved,
+               float *ws) const {
     const int64_t T = t.tokens();
     const MlaParams<const float> p = mlaParams(s, params);
     MlaSaved m = mlaSaved(s, k.shape(t), saved);
@@ -42,24 +43,16 @@ template <class P> struct Mla {
     const SequenceShard rows = sequenceShard(tp, T);
     k.copy(a.x, x, T * s.hidden);
     normedInput(k, tp, rows, s.hidden, x, p.norm, a.xn, a.rstd);
-    // q and kv_up_proj's output live in the workspace until assembled.
-    float *q = ws, *kvu = q + T * s.queryWidth();
     if (s.qLoraRank > 0) {
       linear(T, s.hidden, s.qLoraRank, a.xn, p.wQDown, m.cq);
       if (s.qkLayernorm)
         preNorm(k, T, s.qLoraRank, m.cq, p.qNorm, m.cqn, m.cqRstd);
-      linear(T, s.qLoraRank, s.queryWidth(), m.cqn, p.wQ, q);
-    } else {
-      linear(T, s.hidden, s.queryWidth(), a.xn, p.wQ, q);
     }
     linear(T, s.hidden, s.kvDownWidth(), a.xn, p.wKvDown, m.kvd);
     k.copyRows(T, s.kvLoraRank, m.ckv, s.kvLoraRank, m.kvd, s.kvDownWidth());
     if (s.qkLayernorm)
       preNorm(k, T, s.kvLoraRank, m.ckv, p.kvNorm, m.ckvn, m.ckvRstd);
-    linear(T, s.kvLoraRank, s.kvUpWidth(), m.ckvn, p.wKvUp, kvu);
-    // The content parts are rounded already; the rotary ones are new.
-    k.mlaAssemble(s, t, q, kvu, m.kvd, a.qkv);
-    k.round(a.qkv, T * 3 * s.heads * s.coreHeadDim());
+    upProjections(s, t, p, m, ws);
     const AttentionShape core = s.core();
     k.coreForward(core, t, a);
     k.round(a.ctx, T * core.contextWidth());
@@ -71,10 +64,20 @@ template <class P> struct Mla {
     residualOutput(k, tp, rows, s.hidden, x, y);
   }
 
+  /// Selective recompute of mla_up_proj: the core's q, k and v again from
+  /// the kept latents, exactly as the forward computed them.
+  template <class Tokens>
+  void recompute(const MlaShape &s, const Tokens &t, const float *params,
+                 const SavedBases &saved, float *ws) const {
+    MlaSaved m = mlaSaved(s, k.shape(t), saved);
+    if (saved.drops(RecomputeModule::MlaUpProj))
+      upProjections(s, t, mlaParams(s, params), m, ws);
+  }
+
   template <class Tokens>
   void backwardInput(const MlaShape &s, const Tokens &t, const float *params,
-                     float *grads, float *saved, const float *dy, float *dx,
-                     float *ws) const {
+                     float *grads, const SavedBases &saved, const float *dy,
+                     float *dx, float *ws) const {
     const int64_t T = t.tokens(), n = s.heads, D = s.coreHeadDim();
     const MlaParams<const float> p = mlaParams(s, params);
     const MlaParams<float> g = mlaParams(s, grads);
@@ -141,8 +144,8 @@ template <class P> struct Mla {
   }
 
   template <class Tokens>
-  void backwardWeight(const MlaShape &s, const Tokens &t, float *saved,
-                      float *grads) const {
+  void backwardWeight(const MlaShape &s, const Tokens &t,
+                      const SavedBases &saved, float *grads) const {
     const int64_t T = t.tokens();
     const MlaParams<float> g = mlaParams(s, grads);
     const MlaSaved m = mlaSaved(s, k.shape(t), saved);
@@ -163,6 +166,26 @@ template <class P> struct Mla {
   }
 
 private:
+  /// Megatron's qkv_up_proj_and_rope_apply: q (linear_q_up_proj of the
+  /// query latent, or linear_q_proj of the normed input) and
+  /// linear_kv_up_proj's output, in the workspace, laid out with k_pe for
+  /// the core in m.core.qkv.
+  template <class Tokens>
+  void upProjections(const MlaShape &s, const Tokens &t,
+                     const MlaParams<const float> &p, MlaSaved &m,
+                     float *ws) const {
+    const int64_t T = t.tokens();
+    float *q = ws, *kvu = q + T * s.queryWidth();
+    if (s.qLoraRank > 0)
+      linear(T, s.qLoraRank, s.queryWidth(), m.cqn, p.wQ, q);
+    else
+      linear(T, s.hidden, s.queryWidth(), m.core.xn, p.wQ, q);
+    linear(T, s.kvLoraRank, s.kvUpWidth(), m.ckvn, p.wKvUp, kvu);
+    // The content parts are rounded already; the rotary ones are new.
+    k.mlaAssemble(s, t, q, kvu, m.kvd, m.core.qkv);
+    k.round(m.core.qkv, T * 3 * s.heads * s.coreHeadDim());
+  }
+
   /// y = x W^T, rounded: every projection's output is a stored tensor.
   void linear(int64_t T, int64_t in, int64_t out, const float *x,
               const float *w, float *y) const {
