@@ -252,6 +252,8 @@ std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
     return rt::mlpShape(d);
   case 'E':
     return rt::moeShape(d);
+  case '+': // the sizes; its rotary settings change no buffer
+    return rt::mlaShape(d);
   default:
     return std::nullopt;
   }

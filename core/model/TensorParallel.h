@@ -76,8 +76,8 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
           // tensor-parallel size: every expert's width split.
           why = divides(s.ffn, "moe_ffn_hidden_size");
         } else if constexpr (std::is_same_v<S, MlaShape>) {
-          why = "multi-latent attention ('+') has no tensor-parallel "
-                "kernels yet; train models with '+' layers at tp 1";
+          // The spec's words for a kind without tensor-parallel kernels.
+          why = "MLA layers ('+') do not split over tensor-parallel ranks yet";
         }
         return why;
       },
