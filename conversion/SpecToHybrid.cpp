@@ -60,6 +60,19 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
   if (spec.pattern.mtpDepths > 0)
     model->setAttr(kMtpLossScaleAttr,
                    b.getF64FloatAttr(spec.mtpLossScalingFactor));
+  if (spec.pattern.text.find('+') != std::string::npos) {
+    const MlaRopeSpec &r = spec.mlaRope;
+    model->setAttr(
+        kMlaRopeAttr,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("rope_type",
+                            b.getStringAttr(mlaRopeTypeName(r.type))),
+             b.getNamedAttr("rotary_scaling_factor",
+                            b.getF64FloatAttr(r.rotaryScalingFactor)),
+             b.getNamedAttr("mscale", b.getF64FloatAttr(r.mscale)),
+             b.getNamedAttr("mscale_all_dim",
+                            b.getF64FloatAttr(r.mscaleAllDim))}));
+  }
 
   int64_t batch = spec.training.microBatchSize, seq = spec.training.seqLength;
   auto tokensType = RankedTensorType::get({batch, seq}, b.getI64Type());

@@ -261,6 +261,8 @@ std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
   }
   case 'G':
     return rt::gdnShape(d);
+  case '+': // the sizes; its rotary settings change no buffer
+    return rt::mlaShape(d);
   default:
     return std::nullopt;
   }

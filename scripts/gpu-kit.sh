@@ -77,7 +77,7 @@ compile() { "$hypipe" compile "$@" > "$tmp/compile.log" || {
   cat "$tmp/compile.log" >&2
   exit 1
 }; }
-for s in all-kinds untied-rope gelu mtp gdn; do
+for s in all-kinds untied-rope gelu mtp gdn mla; do
   spec="$root/test/e2e/Inputs/ref-$s.yaml"
   compile "$spec" --target cuda -o "$kit/art/$s"
   compile "$spec" -o "$tmp/cpu-$s"

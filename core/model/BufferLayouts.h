@@ -180,6 +180,76 @@ inline AttnSaved attnSaved(const AttentionShape &s, const TokenShape &t,
   return a;
 }
 
+/// An MLA layer's parameters (MlaShape::params' order; null where the
+/// layer has none: the query down-projection and its norm without
+/// q_lora_rank, the latents' norms without qk_layernorm). `wQ` is
+/// linear_q_up_proj, or linear_q_proj without q_lora_rank.
+template <typename T> struct MlaParams {
+  T *norm, *wQDown, *qNorm, *wQ, *wKvDown, *kvNorm, *wKvUp, *wProj;
+};
+
+template <typename T> MlaParams<T> mlaParams(const MlaShape &s, T *base) {
+  MlaParams<T> p{};
+  T *q = base;
+  p.norm = q, q += s.hidden;
+  if (s.qLoraRank > 0) {
+    p.wQDown = q, q += s.qLoraRank * s.hidden;
+    if (s.qkLayernorm)
+      p.qNorm = q, q += s.qLoraRank;
+  }
+  p.wQ = q, q += s.queryWidth() * (s.qLoraRank > 0 ? s.qLoraRank : s.hidden);
+  p.wKvDown = q, q += s.kvDownWidth() * s.hidden;
+  if (s.qkLayernorm)
+    p.kvNorm = q, q += s.kvLoraRank;
+  p.wKvUp = q, q += s.kvUpWidth() * s.kvLoraRank;
+  p.wProj = q;
+  return p;
+}
+
+/// An MLA layer's saved tensors (MlaShape::savedFloats' order): `core` the
+/// attention core's (x, xn, rstd, its q, k and v -- in the recompute
+/// buffer when mla_up_proj is recomputed --, log-sum-exp, padded
+/// context and the output gradient; its dqkv is workspace, left null);
+/// the query latent cq, normed cqn (cq itself without qk_layernorm) with
+/// its rstd; kv_down_proj's output kvd [c_kv | k_pe], c_kv alone (ckv) and
+/// normed (ckvn, likewise); the context [T, heads x v] linear_proj reads;
+/// the gradients the weight pass reads: of q (linear_q_up_proj's or
+/// linear_q_proj's output), cq, kvd and kv_up_proj's output.
+struct MlaSaved {
+  AttnSaved core;
+  float *cq, *cqn, *cqRstd, *kvd, *ckv, *ckvn, *ckvRstd, *ctx, *dq, *dcq, *dkvd,
+      *dkvu;
+};
+
+inline MlaSaved mlaSaved(const MlaShape &s, const TokenShape &t,
+                         const SavedBases &bases) {
+  const int64_t T = t.tokens(), D = s.coreHeadDim(), n = s.heads;
+  const bool ln = s.qkLayernorm;
+  SavedCarver c(bases);
+  MlaSaved m;
+  m.core.x = c.keep(T * s.hidden);
+  m.core.xn = c.keep(T * s.hidden);
+  m.core.rstd = c.keep(T);
+  m.cq = c.keep(T * s.qLoraRank);
+  m.cqn = ln ? c.keep(T * s.qLoraRank) : m.cq;
+  m.cqRstd = ln && s.qLoraRank > 0 ? c.keep(T) : nullptr;
+  m.kvd = c.keep(T * s.kvDownWidth());
+  m.ckv = c.keep(T * s.kvLoraRank);
+  m.ckvn = ln ? c.keep(T * s.kvLoraRank) : m.ckv;
+  m.ckvRstd = ln ? c.keep(T) : nullptr;
+  m.core.qkv = c.of(RecomputeModule::MlaUpProj, T * 3 * n * D);
+  m.core.softmax = c.keep(T * n);
+  m.core.ctx = c.keep(T * n * D);
+  m.ctx = c.keep(T * s.contextWidth());
+  m.dq = c.keep(T * s.queryWidth());
+  m.dcq = c.keep(T * s.qLoraRank);
+  m.dkvd = c.keep(T * s.kvDownWidth());
+  m.dkvu = c.keep(T * s.kvUpWidth());
+  m.core.dout = c.keep(T * s.hidden);
+  m.core.dqkv = nullptr;
+  return m;
+}
+
 /// x, xn, rstd, fc1 output, activation, fc1 and fc2 output gradients.
 struct MlpSaved {
   float *x, *xn, *rstd, *h1, *act, *dh1, *dout;

@@ -14,6 +14,7 @@
 #include "core/model/ModelDims.h"
 #include "core/model/Recompute.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -38,12 +39,14 @@ enum class LayerKind {
   Head,
   MtpInput,
   MtpOutput,
-  Gdn
+  Gdn,
+  Mla
 };
 
 inline constexpr const char *kLayerKindNames[] = {
     "embedding", "mamba",     "attention",  "mlp", "moe",
-    "head",      "mtp_input", "mtp_output", "gdn"};
+    "head",      "mtp_input", "mtp_output", "gdn",
+    "mla"};
 
 /// `mamba`, `mtp_input`, ...: the manifest's and the IR's spelling.
 inline const char *layerKindName(LayerKind kind) {
@@ -459,6 +462,14 @@ struct AttentionShape {
   /// num_query_groups: the shard holds one group, heads of its queries),
   /// and the tensor-parallel size.
   int64_t kvReplicas = 1, ranks = 1;
+  /// The scale of the scores (not serialised): 0 is 1/sqrt(headDim); MLA's
+  /// core (MlaShape::core) sets its own.
+  double softmaxScale = 0;
+  /// The factor on q . k the cores apply.
+  float scoreScale() const {
+    return softmaxScale > 0 ? float(softmaxScale)
+                            : 1.0f / std::sqrt(float(headDim));
+  }
   /// q, k and v of the layer's heads: [q heads | k | v] by query group.
   int64_t qkvWidth() const { return (heads + 2 * groups) * headDim; }
   int64_t contextWidth() const { return heads * headDim; }
@@ -525,18 +536,100 @@ inline std::vector<int64_t> fc1SectionsOf(Activation act, int64_t ffn) {
 /// (multi_latent_attention.py): queries through linear_q_down_proj and
 /// linear_q_up_proj (or one linear_q_proj without q_lora_rank); keys and
 /// values from the latent c_kv of linear_kv_down_proj, whose last
-/// `posEmbDim` columns are the one rotary key k_pe all heads share. Costed
-/// and named; no kernel lowers it yet, so it is not a LayerShape.
+/// `posEmbDim` columns are the one rotary key k_pe all heads share; RoPE
+/// (or YaRN) on the rotary parts, causal softmax attention and linear_proj.
+/// The kernels run attention's core on heads padded to coreHeadDim()
+/// (zero columns change no score and no output).
 struct MlaShape {
+  /// f(name, field) for each field (forEachField).
+  template <class Self, class F> static void fields(Self &s, F &&f) {
+    f("hidden", s.hidden);
+    f("heads", s.heads);
+    f("q_lora_rank", s.qLoraRank);
+    f("kv_lora_rank", s.kvLoraRank);
+    f("qk_head_dim", s.qkHeadDim);
+    f("qk_pos_emb_head_dim", s.posEmbDim);
+    f("v_head_dim", s.vHeadDim);
+    f("qk_layernorm", s.qkLayernorm);
+    f("yarn", s.yarn);
+    f("rotary_base", s.rotaryBase);
+    f("rotary_scaling_factor", s.scalingFactor);
+    f("mscale", s.mscale);
+    f("mscale_all_dim", s.mscaleAllDim);
+  }
   int64_t hidden, heads;
   int64_t qLoraRank; ///< 0: Megatron's None, no query down-projection
   int64_t kvLoraRank, qkHeadDim, posEmbDim, vHeadDim;
   bool qkLayernorm = false;
+  /// Megatron's --rope-type yarn (true, MLA's default) or rope, with
+  /// --rotary-base and YaRN's --rotary-scaling-factor, --mscale and
+  /// --mscale-all-dim.
+  bool yarn = true;
+  double rotaryBase = 10000.0, scalingFactor = 1.0, mscale = 1.0,
+         mscaleAllDim = 0.0;
+  /// YaRN's fixed settings (Megatron's and DeepSeek-V3's defaults).
+  static constexpr double kOriginalMaxPositions = 4096, kBetaFast = 32,
+                          kBetaSlow = 1;
 
   int64_t queryDim() const { return qkHeadDim + posEmbDim; }
   int64_t queryWidth() const { return heads * queryDim(); }
   int64_t kvUpWidth() const { return heads * (qkHeadDim + vHeadDim); }
   int64_t contextWidth() const { return heads * vHeadDim; }
+  int64_t kvDownWidth() const { return kvLoraRank + posEmbDim; }
+  /// The attention core's head: wide enough for q and k and for v, a
+  /// power of two from 8 (a head width the CUDA core is built for), on
+  /// both targets, so they keep the same tensors.
+  int64_t coreHeadDim() const {
+    int64_t d = 8;
+    while (d < std::max(queryDim(), vHeadDim))
+      d *= 2;
+    return d;
+  }
+
+  /// Megatron's _yarn_get_mscale.
+  static double yarnMscale(double scale, double m) {
+    return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+  }
+  /// The scores' scale: mscale(f, mscale_all_dim)^2 / sqrt(qk + pe)
+  /// (Megatron's, whatever the rope type).
+  double softmaxScale() const {
+    const double m = yarnMscale(scalingFactor, mscaleAllDim);
+    return m * m / std::sqrt(double(queryDim()));
+  }
+  /// The factor on cos and sin: YaRN's concentration, 1 for plain RoPE.
+  double ropeFactor() const {
+    return yarn ? yarnMscale(scalingFactor, mscale) /
+                      yarnMscale(scalingFactor, mscaleAllDim)
+                : 1.0;
+  }
+  /// The angle per position of rotary pair i < posEmbDim / 2: base^(-2i/pe),
+  /// with YaRN ramped between it and it / f (Megatron's
+  /// YarnRotaryEmbedding).
+  double inverseFrequency(int64_t i) const {
+    const double D = double(posEmbDim);
+    const double extra = std::pow(rotaryBase, -2.0 * double(i) / D);
+    if (!yarn)
+      return extra;
+    auto correction = [&](double rotations) {
+      return D *
+             std::log(kOriginalMaxPositions /
+                      (rotations * 2 * 3.141592653589793)) /
+             (2 * std::log(rotaryBase));
+    };
+    const double low = std::max(std::floor(correction(kBetaFast)), 0.0);
+    double high = std::min(std::ceil(correction(kBetaSlow)), D - 1);
+    if (low == high)
+      high += 0.001;
+    const double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+    return extra / scalingFactor * ramp + extra * (1 - ramp);
+  }
+  /// The core's view: one query group a head, [q | k | v] each
+  /// coreHeadDim() wide, MLA's scale.
+  AttentionShape core() const {
+    AttentionShape c{hidden, heads, heads, coreHeadDim()};
+    c.softmaxScale = softmaxScale();
+    return c;
+  }
 
   std::vector<ParamSpec> params(int64_t numLayers) const {
     std::vector<ParamSpec> p = {
@@ -563,7 +656,7 @@ struct MlaShape {
                              kInitStd}));
     }
     p.push_back({"self_attention.linear_kv_down_proj.weight",
-                 {kvLoraRank + posEmbDim, hidden},
+                 {kvDownWidth(), hidden},
                  Init::Normal,
                  kInitStd});
     if (qkLayernorm)
@@ -580,6 +673,41 @@ struct MlaShape {
                               Init::Normal,
                               scaledStd(numLayers)}));
     return p;
+  }
+  /// Floats a token of the latents' tensors: the query latent and its
+  /// normed copy (with qk_layernorm, and its rstd), kv_down_proj's output,
+  /// c_kv alone and normed (likewise).
+  int64_t latentFloats() const {
+    const int64_t ln = qkLayernorm ? 1 : 0;
+    return qLoraRank * (1 + ln) + (qLoraRank > 0 ? ln : 0) + kvDownWidth() +
+           kvLoraRank * (1 + ln) + ln;
+  }
+  /// x, xn, rstd, the latents, the core's q, k and v (after RoPE), its
+  /// log-sum-exp and padded context, the context, and for the weight pass
+  /// the gradients of q, the query latent, kv_down_proj's and
+  /// kv_up_proj's outputs and the layer's output.
+  int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
+    const int64_t D = coreHeadDim();
+    return t.tokens() * (2 * hidden + 1 + latentFloats() + 3 * heads * D +
+                         heads + heads * D + contextWidth() + queryWidth() +
+                         qLoraRank + kvDownWidth() + kvUpWidth() + hidden);
+  }
+  /// Of savedFloats, what selective recompute of `modules` drops:
+  /// mla_up_proj the core's q, k and v (Megatron's up-projections and RoPE,
+  /// computed again from the kept latents).
+  int64_t recomputedFloats(const TokenShape &t,
+                           RecomputeModuleSet modules) const {
+    return droppedFloats(t, modules, RecomputeModule::MlaUpProj,
+                         3 * heads * coreHeadDim());
+  }
+  /// Going backward: the context's gradient, packed and padded, the core's
+  /// q, k and v gradient, dO . O per row and head, the normed input's
+  /// gradient and the latents' (the normed query latent's, c_kv normed and
+  /// not). Going forward its front holds q and kv_up_proj's output.
+  int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
+    const int64_t D = coreHeadDim();
+    return t.tokens() * (contextWidth() + 4 * heads * D + heads + hidden +
+                         qLoraRank + 2 * kvLoraRank);
   }
 };
 
@@ -831,7 +959,7 @@ struct MtpOutputShape {
 /// Any layer's static shape; the alternatives are in LayerKind's order.
 using LayerShape =
     std::variant<EmbeddingShape, MambaShape, AttentionShape, MlpShape, MoeShape,
-                 HeadShape, MtpInputShape, MtpOutputShape, GdnShape>;
+                 HeadShape, MtpInputShape, MtpOutputShape, GdnShape, MlaShape>;
 
 inline LayerKind kindOf(const LayerShape &shape) {
   return LayerKind(shape.index());
@@ -952,6 +1080,8 @@ inline RecomputeModuleSet selectiveModulesOf(LayerKind kind) {
            moduleBit(RecomputeModule::Moe);
   case LayerKind::Gdn:
     return moduleBit(RecomputeModule::GdnNormOut);
+  case LayerKind::Mla:
+    return moduleBit(RecomputeModule::MlaUpProj);
   default:
     return 0;
   }
@@ -967,7 +1097,8 @@ inline int64_t recomputedFloatsOf(const LayerShape &shape,
                                      AttentionShape> ||
                       std::is_same_v<std::decay_t<decltype(s)>, MlpShape> ||
                       std::is_same_v<std::decay_t<decltype(s)>, MoeShape> ||
-                      std::is_same_v<std::decay_t<decltype(s)>, GdnShape>)
+                      std::is_same_v<std::decay_t<decltype(s)>, GdnShape> ||
+                      std::is_same_v<std::decay_t<decltype(s)>, MlaShape>)
           return s.recomputedFloats(tokens, modules);
         else
           return 0;

@@ -27,6 +27,8 @@ std::string measuredKindOf(const std::string &name) {
     return "mlp";
   if (name == "E")
     return "moe";
+  if (name == "+")
+    return "mla";
   return name; // embedding, head, mtp
 }
 

@@ -97,6 +97,9 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
             why = "moe_ffn_hidden_size (" + std::to_string(s.ffn) +
                   ") is not a multiple of the expert tensor-parallel size " +
                   std::to_string(tp / ep);
+        } else if constexpr (std::is_same_v<S, MlaShape>) {
+          // The spec's words for a kind without tensor-parallel kernels.
+          why = "MLA layers ('+') do not split over tensor-parallel ranks yet";
         }
         return why;
       },

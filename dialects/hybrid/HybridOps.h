@@ -43,6 +43,11 @@ inline constexpr const char *kMoeAuxLossCoeffAttr = "hybrid.moe_aux_loss_coeff";
 /// The MTP depths' loss weight (mtp_loss_scaling_factor), on models with MTP.
 inline constexpr const char *kMtpLossScaleAttr =
     "hybrid.mtp_loss_scaling_factor";
+/// Multi-latent attention's rotary embedding, on models with '+' layers: a
+/// dictionary of rope_type ("yarn" or "rope"), rotary_scaling_factor,
+/// mscale and mscale_all_dim (Megatron's defaults yarn, 1, 1, 0 when
+/// absent).
+inline constexpr const char *kMlaRopeAttr = "hybrid.mla_rope";
 
 } // namespace hypipe
 

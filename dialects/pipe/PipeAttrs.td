@@ -43,7 +43,8 @@ def Pipe_KernelKind : I32EnumAttr<"KernelKind", "a layer's kernel", [
     I32EnumAttrCase<"attention", 2>, I32EnumAttrCase<"mlp", 3>,
     I32EnumAttrCase<"moe", 4>, I32EnumAttrCase<"head", 5>,
     I32EnumAttrCase<"mtp_input", 6>, I32EnumAttrCase<"mtp_output", 7>,
-    I32EnumAttrCase<"gdn", 8>]> {
+    I32EnumAttrCase<"gdn", 8>,
+    I32EnumAttrCase<"mla", 9>]> {
   let cppNamespace = "::hypipe::pipe";
 }
 

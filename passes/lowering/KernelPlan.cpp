@@ -59,6 +59,8 @@ public:
       auxCoeff = c.getValueAsDouble();
     if (auto c = model->getAttrOfType<FloatAttr>(kMtpLossScaleAttr))
       mtpScale = c.getValueAsDouble();
+    if (auto r = model->getAttrOfType<DictionaryAttr>(kMlaRopeAttr))
+      readMlaRope(r);
     // Depths over the whole model (they may sit inside pipe.stage ops).
     model.walk([&](hybrid::MtpOp) { ++mtpDepths; });
     plan.target = target;
@@ -101,6 +103,19 @@ public:
   }
 
 private:
+  /// MLA's rotary settings (kMlaRopeAttr) into its shape; a missing entry
+  /// keeps Megatron's default.
+  void readMlaRope(DictionaryAttr r) {
+    if (auto type = r.getAs<StringAttr>("rope_type"))
+      mla.yarn = type.getValue() != "rope";
+    for (auto [name, field] :
+         {std::pair{"rotary_scaling_factor", &mla.scalingFactor},
+          {"mscale", &mla.mscale},
+          {"mscale_all_dim", &mla.mscaleAllDim}})
+      if (auto v = r.getAs<FloatAttr>(name))
+        *field = v.getValueAsDouble();
+  }
+
   static int64_t layerNumber(Operation *op) {
     if (auto placement = op->getAttrOfType<hybrid::PlacementAttr>("placement"))
       return placement.getLayer();
@@ -192,7 +207,21 @@ private:
           const rt::GdnShape shape = rt::gdnShape(dims);
           size(layer, shape, shape.params(numLayers));
         })
-        .Case<hybrid::DsaOp, hybrid::MlaOp>([&](Operation *) {
+        .Case([&](hybrid::MlaOp) {
+          layer.kind = KernelKind::Mla;
+          if (target == rt::Target::Cuda && mla.coreHeadDim() > 128) {
+            op->emitError()
+                << "the CUDA target runs '+' layers with heads up to 128 "
+                   "wide, and max(qk_head_dim + qk_pos_emb_head_dim, "
+                   "v_head_dim) pads to "
+                << mla.coreHeadDim()
+                << "; use smaller head dimensions or the CPU target";
+            failed = true;
+            return;
+          }
+          size(layer, mla, mla.params(numLayers));
+        })
+        .Case<hybrid::DsaOp>([&](Operation *) {
           op->emitError() << "the "
                           << (target == rt::Target::Cuda ? "CUDA" : "CPU")
                           << " target cannot lower '"
@@ -265,6 +294,8 @@ private:
   bool expertParallel = false;
   int64_t ep = 1, etp = 1;
   double auxCoeff = 0.0, mtpScale = 0.1;
+  /// Every MLA layer's shape: the dims' sizes, the model's rotary settings.
+  rt::MlaShape mla = rt::mlaShape(dims);
   int64_t mtpDepths = 0;
   bool failed = false;
   StagePlan plan;

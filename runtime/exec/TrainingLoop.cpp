@@ -165,6 +165,21 @@ costKindFlops(const Artifact &a) {
       flops[k + 1] = of(*c);
   flops[5] = of(headCost(dims, s));
   flops[6] = of(mtpDepthCost(dims, s));
+  // MLA's sizes are in its layers' shapes (the manifest's model has none).
+  for (const StageEntry &stage : a.stages)
+    for (const ProgramLayer &l : stage.program.layers)
+      if (const auto *m = std::get_if<MlaShape>(&l.shape)) {
+        ModelDims mla = dims;
+        mla.numHeads = m->heads;
+        mla.qLoraRank = m->qLoraRank;
+        mla.kvLoraRank = m->kvLoraRank;
+        mla.qkHeadDim = m->qkHeadDim;
+        mla.qkPosEmbHeadDim = m->posEmbDim;
+        mla.vHeadDim = m->vHeadDim;
+        mla.qkLayernorm = m->qkLayernorm;
+        if (auto c = layerCost('+', mla, s))
+          flops[7] = of(*c);
+      }
   return flops;
 }
 

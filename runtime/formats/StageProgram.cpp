@@ -69,7 +69,12 @@ ShapeFacts factsOf(const LayerShape &shape, const TokenShape &tokens,
         else if constexpr (std::is_same_v<S, GdnShape>)
           f.dims = {s.hidden,     s.keyHeads,     s.valueHeads,
                     s.keyHeadDim, s.valueHeadDim, s.convWidth};
-        else
+        else if constexpr (std::is_same_v<S, MlaShape>) {
+          f.dims = {s.hidden,    s.heads,     s.kvLoraRank,
+                    s.qkHeadDim, s.posEmbDim, s.vHeadDim};
+          if (s.qLoraRank != 0) // 0: no query down-projection
+            f.dims.push_back(s.qLoraRank);
+        } else
           f.dims = {s.hidden, s.ffn, s.experts, s.topk};
         f.hidden = s.hidden;
         if constexpr (std::is_same_v<S, EmbeddingShape> ||

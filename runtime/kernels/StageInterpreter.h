@@ -25,6 +25,7 @@
 #include "runtime/kernels/recipes/Gdn.h"
 #include "runtime/kernels/recipes/Head.h"
 #include "runtime/kernels/recipes/Mamba.h"
+#include "runtime/kernels/recipes/Mla.h"
 #include "runtime/kernels/recipes/Mlp.h"
 #include "runtime/kernels/recipes/Moe.h"
 #include "runtime/kernels/recipes/Mtp.h"
@@ -230,6 +231,9 @@ private:
         c.saved.kept, ws);
     normed = recipes::MtpOutput<K>{k, c.tp}.normed(s, t, c.saved.kept);
   }
+  void forwardLayer(const MlaShape &s, const Call &c) {
+    recipes::Mla<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
+  }
 
   // Recompute: a recomputed layer's forward again, before its input
   // gradient; it writes its saved tensors as the first forward did and adds
@@ -239,7 +243,8 @@ private:
     if constexpr (std::is_same_v<Shape, MambaShape> ||
                   std::is_same_v<Shape, GdnShape> ||
                   std::is_same_v<Shape, AttentionShape> ||
-                  std::is_same_v<Shape, MlpShape>)
+                  std::is_same_v<Shape, MlpShape> ||
+                  std::is_same_v<Shape, MlaShape>)
       forwardLayer(s, c);
   }
   void recomputeLayer(const MoeShape &s, const Call &c) {
@@ -258,6 +263,8 @@ private:
     else if constexpr (std::is_same_v<Shape, MoeShape>)
       recipes::Moe<K>{k, c.tp}.recompute(s, t, c.params, c.saved, rc[1], rc[0],
                                          ws, a.router_checks + c.index);
+    else if constexpr (std::is_same_v<Shape, MlaShape>)
+      recipes::Mla<K>{k, c.tp}.recompute(s, t, c.params, c.saved, ws);
   }
   void recomputeLayer(const MtpInputShape &s, const Call &c) {
     // The normed hidden states of the head or the depth before, which keep
@@ -311,6 +318,10 @@ private:
         s, t, c.params, c.grads, sharedOutput(), c.saved.kept, a.loss_scale,
         normedGradient, c.out, ws);
   }
+  void backwardInputLayer(const MlaShape &s, const Call &c) {
+    recipes::Mla<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads, c.saved,
+                                           c.in, c.out, ws);
+  }
 
   // Weight gradient: the GEMMs from what I stashed.
   void backwardWeightLayer(const EmbeddingShape &s, const Call &c) {
@@ -341,6 +352,9 @@ private:
   void backwardWeightLayer(const MtpOutputShape &s, const Call &c) {
     recipes::MtpOutput<K>{k, c.tp}.backwardWeight(
         s, t, c.saved.kept, a.grads + p.sharedOutput.elementOffset());
+  }
+  void backwardWeightLayer(const MlaShape &s, const Call &c) {
+    recipes::Mla<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
   }
 
   /// Adds its lifetime to the call's entry of args.layer_seconds, if set.

@@ -180,6 +180,7 @@ SUITES = [
         ref_check("all-kinds"), ref_check("untied-rope"), ref_check("gelu"), ref_check("mtp"),
         # Gated DeltaNet layers (G): their CUDA kernels never ran on a GPU.
         ref_check("gdn"),
+        ref_check("mla"),
         recompute_check(),
         losses_check("tiny-200", "tiny", 200, "tiny", "2e-3", "1e-5", f"--data {DATA}"),
         losses_check("packed-30", "packed", 30, "packed", "1e-3", "1e-5", timeout=8),
@@ -194,6 +195,9 @@ SUITES = [
     Suite("bf16", [
         bf16_check("all-kinds", "1e-3"), bf16_check("untied-rope", "1e-3"),
         bf16_check("gelu", "1e-3"), bf16_check("mtp", "5e-3"), bf16_check("gdn", "1e-3"),
+        # MLA (multi-latent attention, '+'): test/e2e/bf16.test's 5e-3 (in
+        # the default plan, after gdn's).
+        bf16_check("mla", "5e-3"),
         losses_check("bf16-tiny-200", "tiny-bf16", 200, "tiny-bf16", "2e-2", "1e-4",
                      f"--data {DATA}"),
         memcheck("bf16-memcheck", "all-kinds-bf16"),
@@ -263,8 +267,8 @@ SUITES = [
         staged_check("tp2-sp-staged", "tp2-sp", "tp", "1e-5", "2e-3", ranks=2, timeout=8),
         # Expert parallelism inside the tensor-parallel group (issue 50):
         # tp 2 x ep 2 (etp 1), each rank one half of every MoE layer's
-        # experts in its slots, against the same cpu tp 1 run. Not in the
-        # default plan (its 420 s are spent): `--plan all` or by name.
+        # experts in its slots, against the same cpu tp 1 run. In the
+        # default plan, after tp2-sp-staged.
         staged_check("tp2-ep2-staged", "tp2-ep2", "tp", "1e-5", "2e-3", ranks=2, timeout=8),
         # kill -9 of one GPU rank at step 3 ends all four within 12 s (not 124).
         Check("kill-one-rank", "source mpi/env.sh; HYPIPE_FAULT_KILL=1:3 timeout 12"
@@ -290,17 +294,17 @@ CHECKS = {f"{c.suite}:{c.name}": c for s in SUITES for c in s.checks}
 DEFAULT_PLAN = [
     "environment:device", "environment:libraries",
     "correctness:ref-all-kinds", "correctness:ref-untied-rope", "correctness:ref-gelu",
-    "correctness:ref-mtp", "correctness:ref-gdn", "correctness:recompute-bitwise",
+    "correctness:ref-mtp", "correctness:ref-gdn", "correctness:ref-mla", "correctness:recompute-bitwise",
     "bf16:bf16-all-kinds", "bf16:bf16-untied-rope", "bf16:bf16-gelu", "bf16:bf16-mtp",
-    "bf16:bf16-gdn",
+    "bf16:bf16-gdn", "bf16:bf16-mla",
     "bench:gpu-bench-bf16",
-    "baselines:cublas-gemm", "baselines:sdpa-flash",
+    "baselines:cublas-gemm",
     "correctness:tiny-200", "correctness:packed-30", "correctness:checkpoint-gpu-to-cpu",
     "bf16:bf16-tiny-200",
     "correctness:memcheck", "bf16:bf16-memcheck",
     "transports:nccl-size-1", "transports:mpi-staged-4", "transports:p2d2-staged",
     "transports:p2d2-staged-bf16", "transports:p2d2-staged-buckets",
-    "transports:tp2-sp-staged", "transports:kill-one-rank",
+    "transports:tp2-sp-staged", "transports:tp2-ep2-staged", "transports:kill-one-rank",
     "probes:cudnn-sdpa",
     # baselines:torch-train-step (44 s) made room for the two G checks
     # above: it runs in plan `all` or by name.

@@ -254,6 +254,21 @@ void RecordingKernels::moeRouterBackward(const MoeShape &, int64_t,
                                          float *) const {
   record("moeRouterBackward");
 }
+void RecordingKernels::mlaAssemble(const MlaShape &, const TokenShape &,
+                                   const float *, const float *, const float *,
+                                   float *) {
+  record("mlaAssemble");
+}
+void RecordingKernels::mlaGatherGradients(const MlaShape &, const TokenShape &,
+                                          const float *, float *, float *,
+                                          float *) {
+  record("mlaGatherGradients");
+}
+void RecordingKernels::mlaRopeBackward(const MlaShape &, const TokenShape &,
+                                       float *, int64_t, int64_t heads,
+                                       int64_t) {
+  record("mlaRopeBackward " + std::to_string(heads));
+}
 void RecordingKernels::tokensAhead(const TokenShape &, int64_t shift,
                                    const int32_t *, int32_t *) {
   record("tokensAhead " + std::to_string(shift));
@@ -401,6 +416,94 @@ TEST(RecordingTarget, AttentionWithoutRope) {
       p.backwardInput,
       (Calls{"copy", "linearBackwardInput 8>8", R, "coreBackward", R,
              "linearBackwardInput 8>16", R, "copy", "rmsnormBackward+=", R}));
+}
+
+/// `a` then `b`.
+Calls operator+(Calls a, const Calls &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+/// An MLA layer's forward with hidden 8, 2 heads, kv_lora 4, qk 3 + pe 2,
+/// v 4 (kv_down 4 + 2 = 6 wide, kv_up 2 * (3 + 4) = 14, the context 2 * 4
+/// = 8; the core's heads padded to 8, 16 a row of its context): the
+/// pre-norm, the query latent's `latent` calls, c_kv split off
+/// kv_down_proj's output (and normed with qk_layernorm), the up-projections
+/// (q's `query` calls first) and the assembly, the core and linear_proj.
+Calls mlaForward(const Calls &latent, const Calls &query, bool layernorm) {
+  const Calls latentNorm = layernorm ? Calls{"rmsnormForward", R} : Calls{};
+  return Calls{"copy", "rmsnormForward", R} + latent +
+         Calls{"linearForward 8>6", R, "copyRows 4 of 6 to 4"} + latentNorm +
+         query +
+         Calls{"linearForward 4>14",
+               R,
+               "mlaAssemble",
+               R,
+               "coreForward",
+               R,
+               "copyRows 4 of 16 to 8",
+               "copyRows 4 of 16 to 8",
+               "linearForward 8>8",
+               R,
+               "addInto",
+               R};
+}
+
+/// Its weight pass after the query branch's `query` GEMMs.
+Calls mlaWeights(const Calls &query) {
+  return query + Calls{"linearBackwardWeight 8>6", "linearBackwardWeight 4>14",
+                       "linearBackwardWeight 8>8"};
+}
+
+TEST(RecordingTarget, MlaWithLatents) {
+  // q_lora 6 (q 2 * 5 = 10 wide) and qk_layernorm.
+  const Passes p =
+      passesOf(LayerKind::Mla, MlaShape{kHidden, 2, 6, 4, 3, 2, 4, true});
+  EXPECT_EQ(p.forward, mlaForward({"linearForward 8>6", R, "rmsnormForward", R},
+                                  {"linearForward 6>10", R}, true));
+  // The context's gradient padded for the core; q's, kv_up_proj's and
+  // k_pe's gradients rounded, the rotary parts back through RoPE (q's
+  // rounded again, kvd's once c_kv's is in); the latents' norms; the
+  // normed input's gradient from both down-projections.
+  EXPECT_EQ(p.backwardInput, (Calls{"copy",
+                                    "linearBackwardInput 8>8",
+                                    R,
+                                    "zero",
+                                    "copyRows 4 of 8 to 16",
+                                    "copyRows 4 of 8 to 16",
+                                    "coreBackward",
+                                    "mlaGatherGradients",
+                                    R,
+                                    R,
+                                    R,
+                                    "mlaRopeBackward 2",
+                                    R,
+                                    "mlaRopeBackward 1",
+                                    "linearBackwardInput 4>14",
+                                    R,
+                                    "rmsnormBackward",
+                                    "copyRows 4 of 4 to 6",
+                                    R,
+                                    "linearBackwardInput 6>10",
+                                    R,
+                                    "rmsnormBackward",
+                                    R,
+                                    "linearBackwardInput 8>6",
+                                    "linearBackwardInput+= 8>6",
+                                    R,
+                                    "copy",
+                                    "rmsnormBackward+=",
+                                    R}));
+  EXPECT_EQ(p.backwardWeight, mlaWeights({"linearBackwardWeight 8>6",
+                                          "linearBackwardWeight 6>10"}));
+}
+
+TEST(RecordingTarget, MlaWithoutLatents) {
+  // No q_lora_rank (one linear_q_proj 8>10), no qk_layernorm.
+  const Passes p =
+      passesOf(LayerKind::Mla, MlaShape{kHidden, 2, 0, 4, 3, 2, 4, false});
+  EXPECT_EQ(p.forward, mlaForward({}, {"linearForward 8>10", R}, false));
+  EXPECT_EQ(p.backwardWeight, mlaWeights({"linearBackwardWeight 8>10"}));
 }
 
 TEST(RecordingTarget, SwigluMlp) {

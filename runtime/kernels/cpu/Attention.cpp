@@ -104,7 +104,7 @@ struct HeadColumns {
 /// a.softmax (recipes/Attention.h).
 void coreForward(const AttentionShape &s, const TokenShape &t, AttnSaved &a) {
   const int64_t D = s.headDim, Wd = s.qkvWidth(), Cw = s.contextWidth();
-  const float scale = 1.0f / std::sqrt(float(D));
+  const float scale = s.scoreScale();
   ProfileScope core(KernelClass::Attention);
   // One causal block per sample: a sample attends only to itself. Per
   // (sample, head, block of query rows) the key blocks up to the diagonal
@@ -175,7 +175,7 @@ void coreBackward(const AttentionShape &s, const TokenShape &t, AttnSaved &a,
                 Cw = s.contextWidth(), qpg = s.heads / s.groups;
   std::memset(a.dqkv, 0, sizeof(float) * T * Wd);
 
-  const float scale = 1.0f / std::sqrt(float(D));
+  const float scale = s.scoreScale();
   {
     ProfileScope core(KernelClass::Attention);
     // dO . O per row and head: the softmax backward's row term.

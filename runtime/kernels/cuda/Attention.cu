@@ -316,7 +316,7 @@ Geometry geometry(const AttentionShape &s, const Tokens &t, int64_t perSeq) {
   g.seqs = seqsOf(t);
   g.hd = {int(s.heads), int(s.groups), int(s.headDim), int(s.qkvWidth()),
           int(s.contextWidth())};
-  g.scale = 1.0f / sqrtf(float(s.headDim));
+  g.scale = s.scoreScale();
   return g;
 }
 

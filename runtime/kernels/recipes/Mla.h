@@ -1,0 +1,206 @@
+//===- Mla.h - multi-latent attention, written once over a target ---------===//
+//
+// Megatron-LM's MLASelfAttention (multi_latent_attention.py) around the
+// attention layer's core (recipes/Attention.h): the pre-norm; the queries
+// through linear_q_down_proj, its RMSNorm (qk_layernorm) and
+// linear_q_up_proj, or one linear_q_proj; [c_kv | k_pe] from
+// linear_kv_down_proj, c_kv (normed with qk_layernorm) through
+// linear_kv_up_proj to each head's [k_nope; v]. The target's `mlaAssemble`
+// lays q, k and v out for the core, heads padded to MlaShape::coreHeadDim()
+// with zeros (which change no score and no output), RoPE or YaRN on q_pe and
+// the one k_pe every head shares; the core runs with MLA's scale
+// (MlaShape::softmaxScale); each head's v columns of its padded context
+// make linear_proj's input. Backward, the target's `mlaGatherGradients`
+// and `mlaRopeBackward` are the assembly's transpose (k_pe's gradient the
+// sum over the heads). Rounding as recipes/Attention.h's: each tensor the
+// float64 reference (torch_reference.py's mla) stores is rounded once it is
+// complete, forward and backward. Tensor parallelism is refused before
+// this runs (TensorParallel.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYPIPE_RUNTIME_KERNELS_RECIPES_MLA_H
+#define HYPIPE_RUNTIME_KERNELS_RECIPES_MLA_H
+
+#include "core/model/BufferLayouts.h"
+#include "runtime/kernels/recipes/Primitives.h"
+
+namespace hypipe::rt::recipes {
+
+template <class P> struct Mla {
+  /// The target's primitives, in the call's precision.
+  const P &k;
+  /// Always null: MLA runs whole on a rank (TensorParallel.h refuses tp > 1).
+  TensorParallelCalls *tp = nullptr;
+
+  template <class Tokens>
+  void forward(const MlaShape &s, const Tokens &t, const float *params,
+               const float *x, float *y, const SavedBases &saved,
+               float *ws) const {
+    const int64_t T = t.tokens();
+    const MlaParams<const float> p = mlaParams(s, params);
+    MlaSaved m = mlaSaved(s, k.shape(t), saved);
+    AttnSaved &a = m.core;
+    const SequenceShard rows = sequenceShard(tp, T);
+    k.copy(a.x, x, T * s.hidden);
+    normedInput(k, tp, rows, s.hidden, x, p.norm, a.xn, a.rstd);
+    if (s.qLoraRank > 0) {
+      linear(T, s.hidden, s.qLoraRank, a.xn, p.wQDown, m.cq);
+      if (s.qkLayernorm)
+        preNorm(k, T, s.qLoraRank, m.cq, p.qNorm, m.cqn, m.cqRstd);
+    }
+    linear(T, s.hidden, s.kvDownWidth(), a.xn, p.wKvDown, m.kvd);
+    k.copyRows(T, s.kvLoraRank, m.ckv, s.kvLoraRank, m.kvd, s.kvDownWidth());
+    if (s.qkLayernorm)
+      preNorm(k, T, s.kvLoraRank, m.ckv, p.kvNorm, m.ckvn, m.ckvRstd);
+    upProjections(s, t, p, m, ws);
+    const AttentionShape core = s.core();
+    k.coreForward(core, t, a);
+    k.round(a.ctx, T * core.contextWidth());
+    forEachHead(s, [&](int64_t padded, int64_t packed) {
+      k.copyRows(T, s.vHeadDim, m.ctx + packed, s.contextWidth(),
+                 a.ctx + padded, core.contextWidth());
+    });
+    k.linearForward(T, s.contextWidth(), s.hidden, m.ctx, p.wProj, y);
+    residualOutput(k, tp, rows, s.hidden, x, y);
+  }
+
+  /// Selective recompute of mla_up_proj: the core's q, k and v again from
+  /// the kept latents, exactly as the forward computed them.
+  template <class Tokens>
+  void recompute(const MlaShape &s, const Tokens &t, const float *params,
+                 const SavedBases &saved, float *ws) const {
+    MlaSaved m = mlaSaved(s, k.shape(t), saved);
+    if (saved.drops(RecomputeModule::MlaUpProj))
+      upProjections(s, t, mlaParams(s, params), m, ws);
+  }
+
+  template <class Tokens>
+  void backwardInput(const MlaShape &s, const Tokens &t, const float *params,
+                     float *grads, const SavedBases &saved, const float *dy,
+                     float *dx, float *ws) const {
+    const int64_t T = t.tokens(), n = s.heads, D = s.coreHeadDim();
+    const MlaParams<const float> p = mlaParams(s, params);
+    const MlaParams<float> g = mlaParams(s, grads);
+    MlaSaved m = mlaSaved(s, k.shape(t), saved);
+    AttnSaved &a = m.core;
+    const AttentionShape core = s.core();
+    float *dctx = ws;                              // [T, heads x v]
+    float *dctxPadded = dctx + T * n * s.vHeadDim; // [T, heads x D]
+    a.dqkv = dctxPadded + T * n * D;               // [T, 3 heads x D]
+    float *coreRows = a.dqkv + T * 3 * n * D;      // [T, heads]
+    float *dxn = coreRows + T * n;                 // [T, hidden]
+    float *dcqn = dxn + T * s.hidden;              // [T, q_lora_rank]
+    float *dckvn = dcqn + T * s.qLoraRank;         // [T, kv_lora_rank]
+    float *dckv = dckvn + T * s.kvLoraRank;        // [T, kv_lora_rank]
+    const SequenceShard rows = sequenceShard(tp, T);
+    wholeGradient(k, tp, rows, s.hidden, dy, a.dout);
+    k.linearBackwardInput(T, s.contextWidth(), s.hidden, a.dout, p.wProj, dctx);
+    k.round(dctx, T * s.contextWidth());
+    k.zero(dctxPadded, T * n * D);
+    forEachHead(s, [&](int64_t padded, int64_t packed) {
+      k.copyRows(T, s.vHeadDim, dctxPadded + padded, n * D, dctx + packed,
+                 s.contextWidth());
+    });
+    k.coreBackward(core, t, a, dctxPadded, coreRows);
+    // The gradients of the stored q_pe and k_pe (k_pe's summed over the
+    // heads first), of q and of kv_up_proj's output: each rounded once
+    // complete, then the rotary parts back through RoPE into q and kvd.
+    k.mlaGatherGradients(s, t, a.dqkv, m.dq, m.dkvu, m.dkvd);
+    k.round(m.dq, T * s.queryWidth());
+    k.round(m.dkvu, T * s.kvUpWidth());
+    k.round(m.dkvd, T * s.kvDownWidth());
+    k.mlaRopeBackward(s, t, m.dq + s.qkHeadDim, s.queryWidth(), n,
+                      s.queryDim());
+    k.round(m.dq, T * s.queryWidth());
+    k.mlaRopeBackward(s, t, m.dkvd + s.kvLoraRank, s.kvDownWidth(), 1, 0);
+    // c_kv's gradient: through linear_kv_up_proj and its norm.
+    k.linearBackwardInput(T, s.kvLoraRank, s.kvUpWidth(), m.dkvu, p.wKvUp,
+                          s.qkLayernorm ? dckvn : dckv);
+    if (s.qkLayernorm) {
+      k.round(dckvn, T * s.kvLoraRank);
+      k.rmsnormBackward(T, s.kvLoraRank, m.ckv, p.kvNorm, m.ckvRstd, dckvn,
+                        dckv, g.kvNorm, false);
+    }
+    k.copyRows(T, s.kvLoraRank, m.dkvd, s.kvDownWidth(), dckv, s.kvLoraRank);
+    k.round(m.dkvd, T * s.kvDownWidth());
+    // The normed input's gradient: the query branch's and kv_down_proj's.
+    if (s.qLoraRank > 0) {
+      k.linearBackwardInput(T, s.qLoraRank, s.queryWidth(), m.dq, p.wQ,
+                            s.qkLayernorm ? dcqn : m.dcq);
+      if (s.qkLayernorm) {
+        k.round(dcqn, T * s.qLoraRank);
+        k.rmsnormBackward(T, s.qLoraRank, m.cq, p.qNorm, m.cqRstd, dcqn, m.dcq,
+                          g.qNorm, false);
+      }
+      k.round(m.dcq, T * s.qLoraRank);
+      k.linearBackwardInput(T, s.hidden, s.qLoraRank, m.dcq, p.wQDown, dxn);
+    } else {
+      k.linearBackwardInput(T, s.hidden, s.queryWidth(), m.dq, p.wQ, dxn);
+    }
+    k.linearBackwardInput(T, s.hidden, s.kvDownWidth(), m.dkvd, p.wKvDown, dxn,
+                          true);
+    preNormBackward(k, tp, rows, s.hidden, a.x, p.norm, a.rstd, dxn, dy, dx,
+                    g.norm);
+  }
+
+  template <class Tokens>
+  void backwardWeight(const MlaShape &s, const Tokens &t,
+                      const SavedBases &saved, float *grads) const {
+    const int64_t T = t.tokens();
+    const MlaParams<float> g = mlaParams(s, grads);
+    const MlaSaved m = mlaSaved(s, k.shape(t), saved);
+    if (s.qLoraRank > 0) {
+      k.linearBackwardWeight(T, s.hidden, s.qLoraRank, m.dcq, m.core.xn,
+                             g.wQDown);
+      k.linearBackwardWeight(T, s.qLoraRank, s.queryWidth(), m.dq, m.cqn, g.wQ);
+    } else {
+      k.linearBackwardWeight(T, s.hidden, s.queryWidth(), m.dq, m.core.xn,
+                             g.wQ);
+    }
+    k.linearBackwardWeight(T, s.hidden, s.kvDownWidth(), m.dkvd, m.core.xn,
+                           g.wKvDown);
+    k.linearBackwardWeight(T, s.kvLoraRank, s.kvUpWidth(), m.dkvu, m.ckvn,
+                           g.wKvUp);
+    k.linearBackwardWeight(T, s.contextWidth(), s.hidden, m.core.dout, m.ctx,
+                           g.wProj);
+  }
+
+private:
+  /// Megatron's qkv_up_proj_and_rope_apply: q (linear_q_up_proj of the
+  /// query latent, or linear_q_proj of the normed input) and
+  /// linear_kv_up_proj's output, in the workspace, laid out with k_pe for
+  /// the core in m.core.qkv.
+  template <class Tokens>
+  void upProjections(const MlaShape &s, const Tokens &t,
+                     const MlaParams<const float> &p, MlaSaved &m,
+                     float *ws) const {
+    const int64_t T = t.tokens();
+    float *q = ws, *kvu = q + T * s.queryWidth();
+    if (s.qLoraRank > 0)
+      linear(T, s.qLoraRank, s.queryWidth(), m.cqn, p.wQ, q);
+    else
+      linear(T, s.hidden, s.queryWidth(), m.core.xn, p.wQ, q);
+    linear(T, s.kvLoraRank, s.kvUpWidth(), m.ckvn, p.wKvUp, kvu);
+    // The content parts are rounded already; the rotary ones are new.
+    k.mlaAssemble(s, t, q, kvu, m.kvd, m.core.qkv);
+    k.round(m.core.qkv, T * 3 * s.heads * s.coreHeadDim());
+  }
+
+  /// y = x W^T, rounded: every projection's output is a stored tensor.
+  void linear(int64_t T, int64_t in, int64_t out, const float *x,
+              const float *w, float *y) const {
+    k.linearForward(T, in, out, x, w, y);
+    k.round(y, T * out);
+  }
+
+  /// f(padded, packed) per head: the column of its context in the core's
+  /// padded [T, heads x D] and in linear_proj's [T, heads x v].
+  template <class F> static void forEachHead(const MlaShape &s, F &&f) {
+    for (int64_t h = 0; h < s.heads; ++h)
+      f(h * s.coreHeadDim(), h * s.vHeadDim);
+  }
+};
+
+} // namespace hypipe::rt::recipes
+
+#endif
