@@ -45,8 +45,7 @@ enum class LayerKind {
 
 inline constexpr const char *kLayerKindNames[] = {
     "embedding", "mamba",     "attention",  "mlp", "moe",
-    "head",      "mtp_input", "mtp_output", "gdn",
-    "mla"};
+    "head",      "mtp_input", "mtp_output", "gdn", "mla"};
 
 /// `mamba`, `mtp_input`, ...: the manifest's and the IR's spelling.
 inline const char *layerKindName(LayerKind kind) {
