@@ -1893,6 +1893,23 @@ llvm::Error Loader::padVocabulary() {
   return llvm::Error::success();
 }
 
+/// The values in 1..n that divide n (at most `most`), for help texts.
+static std::vector<int64_t> divisorsOf(int64_t n, size_t most = 8) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n && out.size() < most; ++d)
+    if (n % d == 0)
+      out.push_back(d);
+  return out;
+}
+
+static std::string orList(const std::vector<int64_t> &values) {
+  if (values.size() == 1)
+    return std::to_string(values.front());
+  return fmt::format("{} or {}",
+                     fmt::join(values.begin(), values.end() - 1, ", "),
+                     values.back());
+}
+
 /// Megatron-LM's tensor-parallel rules: every layer kind the pattern uses
 /// and the vocabulary split over tp ranks (docs/spec.md), then sequence
 /// parallelism's.
@@ -1928,9 +1945,8 @@ llvm::Error Loader::tensorParallelError(char part, const std::string &why) {
     std::string options =
         working.size() == 1
             ? "tp 1"
-            : fmt::format("tp {} or {}, which split every layer of this model",
-                          fmt::join(working.begin(), working.end() - 1, ", "),
-                          working.back());
+            : fmt::format("tp {}, which split every layer of this model",
+                          orList(working));
     std::string help = fmt::format("give {} a multiple of {}, or use {}",
                                    field.str(), tp, options);
     yaml::Node *at = valueNodes.count(("model." + field).str())
@@ -1983,23 +1999,6 @@ llvm::Error Loader::checkSequenceParallel() {
       below > 0 ? fmt::format("use {} or {}, or remove sequence_parallel",
                               below, above)
                 : fmt::format("use {}, or remove sequence_parallel", above));
-}
-
-/// The values in 1..n that divide n (at most `most`), for help texts.
-static std::vector<int64_t> divisorsOf(int64_t n, size_t most = 8) {
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n && out.size() < most; ++d)
-    if (n % d == 0)
-      out.push_back(d);
-  return out;
-}
-
-static std::string orList(const std::vector<int64_t> &values) {
-  if (values.size() == 1)
-    return std::to_string(values.front());
-  return fmt::format("{} or {}",
-                     fmt::join(values.begin(), values.end() - 1, ", "),
-                     values.back());
 }
 
 /// Megatron-LM's expert grid (parallel_state.initialize_model_parallel, MoE

@@ -120,11 +120,6 @@ def Hybrid_ParallelAttr : Hybrid_Attr<"Parallel", "parallel"> {
     int64_t getExpertTensorParallel() const {
       return getEtp() ? getEtp() : getTp();
     }
-    /// Whether the MoE layers' experts are laid out other than the dense
-    /// layers (every expert on every rank, split over tp).
-    bool hasExpertParallel() const {
-      return getEp() > 1 || getExpertTensorParallel() != getTp();
-    }
   }];
 }
 

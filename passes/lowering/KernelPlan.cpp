@@ -72,7 +72,6 @@ public:
     plan.numLayers = numLayers;
     plan.tensorParallel = model.getParallel().getTp();
     plan.sequenceParallel = model.getParallel().getSequenceParallel();
-    expertParallel = model.getParallel().hasExpertParallel();
     ep = model.getParallel().getEp();
     etp = model.getParallel().getExpertTensorParallel();
     plan.activations = Float32Type::get(model.getContext());
@@ -176,7 +175,7 @@ private:
           size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::MoeOp) {
-          if (expertParallel && etp * ep != plan.tensorParallel) {
+          if (etp * ep != plan.tensorParallel) {
             op->emitError()
                 << "the " << (target == rt::Target::Cuda ? "CUDA" : "CPU")
                 << " target runs an expert grid only inside the "
@@ -289,9 +288,8 @@ private:
   const int64_t numLayers;
   const rt::Target target;
   bool rope = false;
-  /// The MoE layers' expert grid (parallel.ep, parallel.etp), when not the
-  /// dense layers'.
-  bool expertParallel = false;
+  /// The MoE layers' expert grid (parallel.ep, parallel.etp): every expert
+  /// on every rank (ep 1, etp tp) or inside the tensor-parallel group.
   int64_t ep = 1, etp = 1;
   double auxCoeff = 0.0, mtpScale = 0.1;
   /// Every MLA layer's shape: the dims' sizes, the model's rotary settings.
