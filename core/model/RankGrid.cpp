@@ -80,6 +80,44 @@ RankGrid RankGrid::megatron(int64_t tp, int64_t dp, int64_t pp) {
   return *g;
 }
 
+std::optional<RankGrid> RankGrid::expert(const RankGrid &dense, int64_t ep,
+                                         int64_t etp, std::string_view order,
+                                         std::string *why) {
+  auto refuse = [&](std::string text) -> std::optional<RankGrid> {
+    if (why)
+      *why = std::move(text);
+    return std::nullopt;
+  };
+  if (dense.size("ep") != 1)
+    return refuse("the dense grid has an ep dimension of " +
+                  std::to_string(dense.size("ep")) +
+                  "; Megatron builds it with ep 1");
+  if (ep < 1 || etp < 1)
+    return refuse("ep and etp must be at least 1");
+  const int64_t pp = dense.size("pp"), world = dense.world();
+  if (world % (etp * ep * pp) != 0)
+    return refuse("the world of " + std::to_string(world) +
+                  " ranks is not a multiple of etp x ep x pp = " +
+                  std::to_string(etp * ep * pp));
+  const int64_t edp = world / (etp * ep * pp);
+  std::optional<RankGrid> g = make(etp, 1, ep, edp, pp, order, why);
+  if (!g)
+    return g;
+  const bool ppLast =
+      order.size() >= 2 && order.substr(order.size() - 2) == "pp";
+  if (!ppLast && pp > 1 && edp != dense.size("dp"))
+    return refuse("the order '" + std::string(order) +
+                  "' does not end in pp, so the MoE layers' data-parallel "
+                  "size (" +
+                  std::to_string(edp) + ") must equal the dense layers' (" +
+                  std::to_string(dense.size("dp")) + ")");
+  if (g->groups("pp") != dense.groups("pp"))
+    return refuse("the expert grid's pipeline groups differ from the dense "
+                  "grid's in the order '" +
+                  std::string(order) + "'");
+  return g;
+}
+
 int64_t RankGrid::world() const {
   int64_t n = 1;
   for (int64_t s : sizes)

@@ -35,6 +35,18 @@ public:
                                       std::string_view order, std::string *why);
   /// tp x cp x ep x dp x pp in Megatron's default order.
   static RankGrid megatron(int64_t tp, int64_t dp, int64_t pp);
+  /// The expert grid beside the dense grid `dense` (whose ep is 1), as
+  /// Megatron's initialize_model_parallel builds it for MoE layers:
+  /// tp = `etp`, ep = `ep`, dp = the expert-data-parallel size world /
+  /// (etp x ep x pp), cp = 1, in `order` (the order the dense grid was
+  /// made with, as the user wrote it: an ep above 1 must be named in it, as
+  /// Megatron's RankGenerator requires). Nullopt with `why`
+  /// set where Megatron refuses it: the world is not a multiple of
+  /// etp x ep x pp, the order does not end in pp while the expert dp differs
+  /// from the dense one, or the two grids' pipeline groups differ.
+  static std::optional<RankGrid> expert(const RankGrid &dense, int64_t ep,
+                                        int64_t etp, std::string_view order,
+                                        std::string *why);
 
   int64_t world() const;
   /// The size of dimension `name` (tp, cp, ep, dp, pp).

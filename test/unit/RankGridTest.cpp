@@ -114,6 +114,60 @@ TEST(RankGrid, BadOrdersAreRefused) {
   EXPECT_EQ(refusal(kRankOrder), "");
 }
 
+// Megatron's expert grid beside tp 2 x dp 4 x pp 2 (rank = tp + 2 dp + 8 pp)
+// for ep 4, etp 1: tp 1 x ep 4 x edp 2 x pp 2, rank = ep + 4 edp + 8 pp.
+// The expert-parallel groups are four consecutive ranks of a stage, the
+// expert-data-parallel ones their strided copies, the pipelines the dense
+// ones.
+TEST(RankGrid, TheExpertGridBesideTheDenseOne) {
+  const RankGrid dense = gridOf(2, 1, 1, 4, 2, kRankOrder);
+  std::string why;
+  std::optional<RankGrid> g = RankGrid::expert(dense, 4, 1, kRankOrder, &why);
+  ASSERT_TRUE(g) << why;
+  EXPECT_EQ(g->size("tp"), 1);
+  EXPECT_EQ(g->size("dp"), 2);
+  EXPECT_EQ(
+      g->groups("ep"),
+      (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}}));
+  EXPECT_EQ(g->groups("dp"), (Groups{{0, 4},
+                                     {1, 5},
+                                     {2, 6},
+                                     {3, 7},
+                                     {8, 12},
+                                     {9, 13},
+                                     {10, 14},
+                                     {11, 15}}));
+  EXPECT_EQ(g->groups("pp"), dense.groups("pp"));
+  // etp 2 x ep 2 inside tp 4 (MoE parallel folding): the tp-ep group is
+  // the dense tp group, edp the dense dp.
+  const RankGrid tp4 = gridOf(4, 1, 1, 2, 1, kRankOrder);
+  std::optional<RankGrid> folded =
+      RankGrid::expert(tp4, 2, 2, kRankOrder, &why);
+  ASSERT_TRUE(folded) << why;
+  EXPECT_EQ(folded->groups("tp-ep"), tp4.groups("tp"));
+  EXPECT_EQ(folded->groups("dp"), tp4.groups("dp"));
+  EXPECT_EQ(folded->groups("ep"), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+}
+
+// Megatron's refusals: a world that is not a multiple of etp x ep x pp, and
+// in the tp-pp-dp order a MoE data-parallel size other than the dense one
+// (the pipeline groups would differ).
+TEST(RankGrid, ExpertGridsMegatronRefuses) {
+  std::string why;
+  EXPECT_FALSE(RankGrid::expert(gridOf(2, 1, 1, 3, 1, kRankOrder), 4, 1,
+                                kRankOrder, &why));
+  EXPECT_EQ(why, "the world of 6 ranks is not a multiple of etp x ep x pp = "
+                 "4");
+  EXPECT_FALSE(RankGrid::expert(gridOf(2, 1, 1, 2, 2, kTpPpDpRankOrder), 4, 1,
+                                kTpPpDpRankOrder, &why));
+  EXPECT_EQ(why, "the order 'tp-cp-ep-pp-dp' does not end in pp, so the MoE "
+                 "layers' data-parallel size (1) must equal the dense "
+                 "layers' (2)");
+  // Allowed there when the sizes keep dp: etp x ep = tp.
+  EXPECT_TRUE(RankGrid::expert(gridOf(2, 1, 1, 2, 2, kTpPpDpRankOrder), 2, 1,
+                               kTpPpDpRankOrder, &why));
+}
+
 TEST(RankGrid, UnknownTokensThrow) {
   const RankGrid g = RankGrid::megatron(2, 2, 2);
   EXPECT_THROW(g.groups("xp"), std::invalid_argument);

@@ -1,6 +1,9 @@
 """Compares `hypipe grid --json` with megatron-core's own RankGenerator
 (megatron.core.parallel_state) for many shapes: every token hypipe prints,
-each get_ranks(token) group for group. Prints one line, or each difference
+each get_ranks(token) group for group. Then `hypipe grid --etp`'s expert grid
+with the expert RankGenerator that parallel_state.initialize_model_parallel
+builds (tp=etp, ep, dp=world/(etp*ep*pp), pp, cp=1), and the layouts it
+refuses with those it asserts against. Prints two lines, or each difference
 and exits 1.
 
 usage: compare-rank-grid.py HYPIPE [--plant] (--plant changes one group of
@@ -55,7 +58,65 @@ for tp, cp, ep, dp, pp, order in shapes:
             differences.append(f"tp {tp} cp {cp} ep {ep} dp {dp} pp {pp} "
                                f"order {order} token {token}: hypipe {groups}, "
                                f"megatron-core {expected}")
+print(f"{len(shapes)} shapes, {len(differences)} differences from megatron-core")
+
+
+def megatron_expert_grid(tp, cp, dp, pp, ep, etp, order):
+    """initialize_model_parallel's expert generator, or why it refuses
+    (its RuntimeError and its two asserts, run on its own generators)."""
+    world = tp * cp * dp * pp
+    if world % (etp * ep * pp):
+        return None
+    edp = world // (etp * ep * pp)
+    dense = RankGenerator(tp=tp, ep=1, dp=dp, pp=pp, cp=cp, order=order)
+    expert = RankGenerator(tp=etp, ep=ep, dp=edp, pp=pp, cp=1, order=order)
+    if not (order.endswith("pp") or pp == 1 or edp == dp):
+        return None
+    if dense.get_ranks("pp") != expert.get_ranks("pp"):
+        return None
+    return expert
+
+
+# Shapes of sizes 1..4 (etp 1, 2 or tp) in both orders with a world of at
+# most 64 ranks: 40 that megatron-core builds and 12 it refuses, spread over
+# the list.
+every = [(tp, cp, dp, pp, ep, etp, order)
+         for tp, cp, dp, pp, ep in itertools.product(range(1, 5), repeat=5)
+         if tp * cp * dp * pp <= 64
+         for etp in sorted({1, 2, tp})
+         for order in ORDERS]
+built = [s for s in every if megatron_expert_grid(*s) is not None]
+expert_shapes = built[::11][:40]
+expert_shapes += [s for s in every if megatron_expert_grid(*s) is None][::29][:12]
+planted = next(s for s in expert_shapes if s[4] > 1)
+refused = 0
+expert_differences = []
+for tp, cp, dp, pp, ep, etp, order in expert_shapes:
+    run = subprocess.run([hypipe, "grid", "--json", "--tp", str(tp), "--cp", str(cp),
+                          "--dp", str(dp), "--pp", str(pp), "--ep", str(ep),
+                          "--etp", str(etp), "--order", order],
+                         capture_output=True, text=True)
+    theirs = megatron_expert_grid(tp, cp, dp, pp, ep, etp, order)
+    shape = f"tp {tp} cp {cp} dp {dp} pp {pp} ep {ep} etp {etp} order {order}"
+    if theirs is None:
+        refused += 1
+        if run.returncode == 0 or "error:" not in run.stderr:
+            expert_differences.append(f"{shape}: megatron-core refuses, hypipe does not")
+        continue
+    if run.returncode != 0:
+        expert_differences.append(f"{shape}: hypipe refuses: {run.stderr.strip()}")
+        continue
+    ours = json.loads(run.stdout)["expert"]
+    if plant and (tp, cp, dp, pp, ep, etp, order) == planted:
+        ours["groups"]["ep"][0].reverse()
+    for token, groups in ours["groups"].items():
+        expected = theirs.get_ranks(token)
+        if groups != expected:
+            expert_differences.append(f"{shape} expert token {token}: hypipe {groups}, "
+                                      f"megatron-core {expected}")
+print(f"{len(expert_shapes)} expert grids ({refused} refused), "
+      f"{len(expert_differences)} differences from megatron-core")
+differences += expert_differences
 for d in differences:
     print("DIFFERENT:", d)
-print(f"{len(shapes)} shapes, {len(differences)} differences from megatron-core")
 sys.exit(1 if differences else 0)
