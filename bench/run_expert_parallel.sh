@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Expert parallelism on this machine (after scripts/build.sh): `hypipe train`
+# of bench/specs/ep-bench.yaml (ME*EME-E, hidden 256, 8 SwiGLU experts of 512,
+# top-2, seq 256, micro-batch 4, 4 microbatches a step: 4,096 tokens) at
+# tp 1 (one rank on every core), tp 2 with sequence parallelism and ep 1
+# (every expert on both ranks, each split in half over its width: etp = tp),
+# and tp 2 with ep 2 (each rank four whole experts: etp 1, the expert grid
+# inside the tensor-parallel group). Per layout the table of
+# bench/layout_table.sh: tokens/s and its ratio to the first layout, rank 0's
+# peak tensor MiB, the last loss, the measured step beside `hypipe explain
+# --device cpu`'s prediction. No peer: PyTorch has no expert parallelism of
+# its own, and Megatron-LM's needs torch.distributed and GPUs.
+# Usage: bench/run_expert_parallel.sh [steps]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$("$root/build/bin/bench-sgemm" --core)}
+steps=${1:-8}
+# shellcheck source=bench/layout_table.sh
+source "$root/bench/layout_table.sh"
+layout_table "$root/bench/specs/ep-bench.yaml" "$steps" \
+  "tp=1|1|--tp 1" \
+  "tp=2 sp ep=1|2|--tp 2 --sequence-parallel --ep 1" \
+  "tp=2 sp ep=2|2|--tp 2 --sequence-parallel --ep 2 --etp 1"
