@@ -57,6 +57,12 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
   if (spec.dims.numExperts > 0)
     model->setAttr(kMoeAuxLossCoeffAttr,
                    b.getF64FloatAttr(spec.moeAuxLossCoeff));
+  if (spec.dims.numExperts > 0 && spec.moeExpertCapacityFactor) {
+    model->setAttr(kMoeCapacityFactorAttr,
+                   b.getF64FloatAttr(*spec.moeExpertCapacityFactor));
+    model->setAttr(kMoeDropPolicyAttr,
+                   b.getStringAttr(spec.moeTokenDropPolicy));
+  }
   if (spec.pattern.mtpDepths > 0)
     model->setAttr(kMtpLossScaleAttr,
                    b.getF64FloatAttr(spec.mtpLossScalingFactor));

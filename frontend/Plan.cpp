@@ -902,6 +902,14 @@ std::string megatronModelArgs(const ModelSpec &spec) {
   if (spec.moeDispatcher != MoeDispatcher::AllGather && has('E'))
     out += fmt::format(" --moe-token-dispatcher-type {}",
                        moeDispatcherName(spec.moeDispatcher));
+  if (spec.moeExpertCapacityFactor && has('E')) {
+    out += fmt::format(" --moe-expert-capacity-factor {:g}",
+                       *spec.moeExpertCapacityFactor);
+    if (spec.moeTokenDropPolicy != "probs")
+      out += " --moe-token-drop-policy " + spec.moeTokenDropPolicy;
+    if (spec.moePadExpertInputToCapacity)
+      out += " --moe-pad-expert-input-to-capacity";
+  }
   if (has('+')) {
     const MlaRopeSpec &rope = spec.mlaRope;
     out += " --multi-latent-attention";

@@ -132,6 +132,11 @@ const std::vector<Field> &modelFields() {
       HYPIPE_FIELD("moe_ffn_hidden_size", d.spec.dims.moeFfnHidden),
       HYPIPE_FIELD("moe_aux_loss_coeff", d.spec.moeAuxLossCoeff),
       HYPIPE_FIELD("moe_token_dispatcher_type", d.moeDispatcher),
+      HYPIPE_NULLABLE_FIELD("moe_expert_capacity_factor",
+                            d.spec.moeExpertCapacityFactor),
+      HYPIPE_FIELD("moe_token_drop_policy", d.spec.moeTokenDropPolicy),
+      HYPIPE_FIELD("moe_pad_expert_input_to_capacity",
+                   d.spec.moePadExpertInputToCapacity),
       HYPIPE_FIELD("mtp_loss_scaling_factor", d.spec.mtpLossScalingFactor),
       HYPIPE_FIELD("vocab_size", d.spec.dims.vocab),
       HYPIPE_FIELD("make_vocab_size_divisible_by", d.spec.vocabDivisor),
@@ -403,6 +408,7 @@ private:
   llvm::Error tensorParallelError(char part, const std::string &why);
   llvm::Error checkSequenceParallel();
   llvm::Error checkExpertParallel();
+  llvm::Error checkMoeCapacity();
   llvm::Error padVocabulary();
   llvm::Error checkMoeNeedsSequenceParallel();
   llvm::Error checkRecompute();
@@ -469,6 +475,13 @@ private:
         {"parallel.etp", "--expert-tensor-parallel-size", bool(overrides.etp)},
         {"model.moe_token_dispatcher_type", "--moe-token-dispatcher-type",
          bool(overrides.moeTokenDispatcher)},
+        {"model.moe_expert_capacity_factor", "--moe-expert-capacity-factor",
+         bool(overrides.moeExpertCapacityFactor)},
+        {"model.moe_token_drop_policy", "--moe-token-drop-policy",
+         bool(overrides.moeTokenDropPolicy)},
+        {"model.moe_pad_expert_input_to_capacity",
+         "--moe-pad-expert-input-to-capacity",
+         bool(overrides.moePadExpertInputToCapacity)},
         {"parallel.schedule", "--schedule", bool(overrides.schedule)},
         {"parallel.microbatches",
          overrides.globalBatchSize ? "--global-batch-size" : "--microbatches",
@@ -533,6 +546,13 @@ private:
       draft.etp = *overrides.etp;
     if (overrides.moeTokenDispatcher)
       draft.moeDispatcher = *overrides.moeTokenDispatcher;
+    if (overrides.moeExpertCapacityFactor)
+      draft.spec.moeExpertCapacityFactor = *overrides.moeExpertCapacityFactor;
+    if (overrides.moeTokenDropPolicy)
+      draft.spec.moeTokenDropPolicy = *overrides.moeTokenDropPolicy;
+    if (overrides.moePadExpertInputToCapacity)
+      draft.spec.moePadExpertInputToCapacity =
+          *overrides.moePadExpertInputToCapacity;
     if (overrides.schedule)
       draft.schedule = *overrides.schedule;
     if (overrides.microbatches)
@@ -1282,11 +1302,52 @@ llvm::Error Loader::checkModel() {
     return error(nodeFor("model", "moe_aux_loss_coeff"),
                  "moe_aux_loss_coeff cannot be negative",
                  "use 0 to switch the load-balancing loss off");
+  if (auto err = checkMoeCapacity())
+    return err;
   if (spec.mtpLossScalingFactor < 0)
     return error(nodeFor("model", "mtp_loss_scaling_factor"),
                  "mtp_loss_scaling_factor cannot be negative",
                  "use Megatron's default 0.1, or 0 to train the MTP depths "
                  "without their loss reaching the model");
+  return llvm::Error::success();
+}
+
+/// Megatron-LM's token dropping: a capacity factor above 0 (a negative one
+/// means None there, dropless: here it is refused, to say so), a known
+/// drop policy, and padding only with a capacity.
+llvm::Error Loader::checkMoeCapacity() {
+  const ModelSpec &spec = draft.spec;
+  const std::optional<double> &factor = spec.moeExpertCapacityFactor;
+  if (factor && !(*factor > 0 && std::isfinite(*factor)))
+    return error(nodeForField("model.moe_expert_capacity_factor"),
+                 fmt::format("moe_expert_capacity_factor must be a positive "
+                             "number (got {})",
+                             *factor),
+                 "use e.g. 1.0 (each expert takes its even share of the "
+                 "tokens), or leave it out for dropless MoE, Megatron-LM's "
+                 "default");
+  if (spec.moeTokenDropPolicy != "probs" &&
+      spec.moeTokenDropPolicy != "position")
+    return error(nodeForField("model.moe_token_drop_policy"),
+                 fmt::format("unknown moe_token_drop_policy '{}'",
+                             spec.moeTokenDropPolicy),
+                 "use probs (Megatron-LM's default: an expert over capacity "
+                 "keeps its highest-weighted tokens) or position (its "
+                 "earliest)");
+  if (spec.moePadExpertInputToCapacity && !factor)
+    return error(nodeForField("model.moe_pad_expert_input_to_capacity"),
+                 "moe_expert_capacity_factor must be set to use "
+                 "moe_pad_expert_input_to_capacity",
+                 "set model.moe_expert_capacity_factor "
+                 "(--moe-expert-capacity-factor), or remove "
+                 "moe_pad_expert_input_to_capacity");
+  const std::string used = spec.pattern.layers() + spec.pattern.mtp;
+  if (factor && used.find('E') == std::string::npos)
+    return error(nodeForField("model.moe_expert_capacity_factor"),
+                 "moe_expert_capacity_factor limits the tokens of MoE "
+                 "layers' experts ('E'), and the model has none",
+                 "remove moe_expert_capacity_factor, or add E layers to the "
+                 "pattern");
   return llvm::Error::success();
 }
 

@@ -203,6 +203,13 @@ struct ModelSpec {
   /// model.moe_token_dispatcher_type.
   MoeDispatcher moeDispatcher = MoeDispatcher::AllGather;
   double moeAuxLossCoeff = 0.01;
+  /// model.moe_expert_capacity_factor (Megatron-LM's
+  /// --moe-expert-capacity-factor; absent or null: dropless, its default),
+  /// moe_token_drop_policy (probs or position) and
+  /// moe_pad_expert_input_to_capacity (core/model/MoeCapacity.h).
+  std::optional<double> moeExpertCapacityFactor;
+  std::string moeTokenDropPolicy = "probs";
+  bool moePadExpertInputToCapacity = false;
   /// Megatron's --mtp-loss-scaling-factor: the MTP depths' mean loss enters
   /// the objective with this weight.
   double mtpLossScalingFactor = 0.1;
@@ -229,6 +236,11 @@ struct SpecOverrides {
   /// --moe-token-dispatcher-type.
   std::optional<int64_t> ep, etp;
   std::optional<std::string> moeTokenDispatcher;
+  /// --moe-expert-capacity-factor, --moe-token-drop-policy and
+  /// --moe-pad-expert-input-to-capacity.
+  std::optional<double> moeExpertCapacityFactor;
+  std::optional<std::string> moeTokenDropPolicy;
+  std::optional<bool> moePadExpertInputToCapacity;
   std::optional<int64_t> microBatchSize;
   /// Megatron-LM's --global-batch-size: the microbatches per step are it
   /// over micro_batch_size x dp.

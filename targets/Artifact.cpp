@@ -125,6 +125,8 @@ rt::ModelInfo modelInfo(const ModelSpec &spec, hybrid::ModelOp model) {
   m.tieEmbeddings = d.tieEmbeddings;
   m.positionEmbedding = spec.positionEmbedding;
   m.moeAuxLossCoeff = spec.moeAuxLossCoeff;
+  m.moeExpertCapacityFactor = spec.moeExpertCapacityFactor.value_or(0.0);
+  m.moeTokenDropPolicy = spec.moeTokenDropPolicy;
   m.mtpPattern = spec.pattern.mtp;
   m.mtpDepths = spec.pattern.mtpDepths;
   m.mtpLossScalingFactor =

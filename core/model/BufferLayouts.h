@@ -286,12 +286,14 @@ template <typename T> MoeParams<T> moeParams(const MoeShape &s, T *base) {
 }
 
 /// x, xn, rstd, router probabilities, chosen experts and weights, tokens
-/// per expert, the aux loss, then per routed row (grouped by expert): its
-/// input, fc1 output and gradient, activation, fc2 output and gradient,
-/// and which (token, slot) it is. Expert ids, counts and the row map are
-/// int32 (a float is exact only up to 2^24 rows), each in the float-sized
-/// slots savedFloats counts, so every tensor keeps its 4-byte alignment;
-/// checkStageProgram bounds the routed rows below 2^31.
+/// per expert (those kept: the routed rows), the aux loss, then per routed
+/// row (grouped by expert): its input, fc1 output and gradient, activation,
+/// fc2 output and gradient, and which (token, slot) it is; last the tokens
+/// routed to each expert before a capacity dropped any (the load-balancing
+/// loss counts them; dropless, the kept counts). Expert ids, counts and the row
+/// map are int32 (a float is exact only up to 2^24 rows), each in the
+/// float-sized slots savedFloats counts, so every tensor keeps its 4-byte
+/// alignment; checkStageProgram bounds the routed rows below 2^31.
 struct MoeSaved {
   float *x, *xn, *rstd, *probs;
   int32_t *topIdx;
@@ -299,6 +301,7 @@ struct MoeSaved {
   int32_t *counts;
   float *aux, *xr, *h1, *dh1, *act, *yr, *dyr;
   int32_t *rowMap;
+  int32_t *routed;
 };
 
 inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
@@ -324,6 +327,7 @@ inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
   m.yr = c.of(moe, R * s.hidden);
   m.dyr = c.keep(R * s.hidden);
   m.rowMap = reinterpret_cast<int32_t *>(c.of(moe, R));
+  m.routed = reinterpret_cast<int32_t *>(c.of(moe, s.experts));
   return m;
 }
 

@@ -764,10 +764,23 @@ struct MoeShape {
     f("activation", s.act);
     f("aux_loss_coeff", s.auxLossCoeff);
     f("expert_ranks", s.expertRanks);
+    f("capacity_factor", s.capacityFactor);
+    f("drop_by_position", s.dropByPosition);
+    f("capacity_blocks", s.capacityBlocks);
   }
   int64_t hidden, ffn, experts, topk;
   Activation act = Activation::SquaredRelu;
   double auxLossCoeff = 0.0;
+  /// Megatron-LM's --moe-expert-capacity-factor (0: dropless, its
+  /// default): each expert takes at most ceil(tokens x topk / experts x
+  /// factor) of the tokens routed to it, per block of the routed tokens
+  /// (capacityBlocks: the tensor-parallel ranks' sequence shards, where
+  /// Megatron-LM's router runs), keeping those of the highest routing
+  /// weights or, with dropByPosition (--moe-token-drop-policy position),
+  /// the earliest (core/model/MoeCapacity.h).
+  double capacityFactor = 0.0;
+  bool dropByPosition = false;
+  int64_t capacityBlocks = 1;
   /// Megatron-LM's expert parallelism inside the tensor-parallel group
   /// (ep x etp = tp): expert-parallel rank r (tp rank / etp) holds the
   /// experts [r E/ep, (r+1) E/ep), each split over etp ranks.
@@ -805,13 +818,14 @@ struct MoeShape {
     }
     return p;
   }
-  /// Dropless: the T*topk routed rows are kept whatever the routing; per
-  /// row its gathered input, fc1 output, activation, fc2 output, and the
-  /// fc1/fc2 output gradients for the weight pass. Plus x, xn, rstd, router
-  /// probabilities, chosen experts and weights.
+  /// Room for every one of the T*topk routed rows (dropless keeps them
+  /// all; a capacity factor fewer): per row its gathered input, fc1 output,
+  /// activation, fc2 output, and the fc1/fc2 output gradients for the
+  /// weight pass. Plus x, xn, rstd, router probabilities, chosen experts
+  /// and weights, the kept and the routed token counts and the aux loss.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens(), R = T * topk;
-    return T * (2 * hidden + 1 + experts + 2 * topk) + experts + 1 +
+    return T * (2 * hidden + 1 + experts + 2 * topk) + 2 * experts + 1 +
            R * (hidden + 2 * fc1Width() + ffn + 2 * hidden) + R /*row map*/;
   }
   /// Of savedFloats, what selective recompute of `modules` drops:
@@ -827,7 +841,7 @@ struct MoeShape {
            droppedFloats(t, modules, RecomputeModule::Moe,
                          experts + 2 * topk +
                              R * (hidden + fc1Width() + hidden + 1)) +
-           (modules & moduleBit(RecomputeModule::Moe) ? experts + 1 : 0);
+           (modules & moduleBit(RecomputeModule::Moe) ? 2 * experts + 1 : 0);
   }
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens(), R = T * topk;

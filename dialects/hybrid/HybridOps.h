@@ -40,6 +40,12 @@ namespace hypipe {
 inline constexpr const char *kPositionEmbeddingAttr =
     "hybrid.position_embedding";
 inline constexpr const char *kMoeAuxLossCoeffAttr = "hybrid.moe_aux_loss_coeff";
+/// The MoE layers' capacity factor (moe_expert_capacity_factor; absent:
+/// dropless) and, with it, the drop policy ("probs" or "position").
+inline constexpr const char *kMoeCapacityFactorAttr =
+    "hybrid.moe_expert_capacity_factor";
+inline constexpr const char *kMoeDropPolicyAttr =
+    "hybrid.moe_token_drop_policy";
 /// The MTP depths' loss weight (mtp_loss_scaling_factor), on models with MTP.
 inline constexpr const char *kMtpLossScaleAttr =
     "hybrid.mtp_loss_scaling_factor";

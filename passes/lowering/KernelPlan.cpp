@@ -8,6 +8,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 using namespace mlir;
@@ -57,6 +59,10 @@ public:
       rope = pe.getValue() == "rope";
     if (auto c = model->getAttrOfType<FloatAttr>(kMoeAuxLossCoeffAttr))
       auxCoeff = c.getValueAsDouble();
+    if (auto c = model->getAttrOfType<FloatAttr>(kMoeCapacityFactorAttr))
+      capacityFactor = c.getValueAsDouble();
+    if (auto p = model->getAttrOfType<StringAttr>(kMoeDropPolicyAttr))
+      dropByPosition = p.getValue() == "position";
     if (auto c = model->getAttrOfType<FloatAttr>(kMtpLossScaleAttr))
       mtpScale = c.getValueAsDouble();
     if (auto r = model->getAttrOfType<DictionaryAttr>(kMlaRopeAttr))
@@ -188,9 +194,25 @@ private:
             failed = true;
             return;
           }
+          if (capacityFactor > 0 && target == rt::Target::Cuda) {
+            op->emitError()
+                << "the CUDA target runs MoE layers dropless only yet "
+                   "(moe_expert_capacity_factor is "
+                << fmt::format("{}", capacityFactor)
+                << "); leave out moe_expert_capacity_factor, or use the CPU "
+                   "target";
+            failed = true;
+            return;
+          }
           layer.kind = KernelKind::Moe;
           rt::MoeShape shape = rt::moeShape(dims, auxCoeff);
           shape.expertRanks = ep;
+          // Megatron-LM's router runs on each rank's sequence shard: the
+          // capacity is counted per shard.
+          shape.capacityFactor = capacityFactor;
+          shape.dropByPosition = dropByPosition;
+          shape.capacityBlocks =
+              plan.sequenceParallel ? plan.tensorParallel : 1;
           size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::FinalNormOp) { isLayer = false; })
@@ -292,6 +314,9 @@ private:
   /// on every rank (ep 1, etp tp) or inside the tensor-parallel group.
   int64_t ep = 1, etp = 1;
   double auxCoeff = 0.0, mtpScale = 0.1;
+  /// The MoE layers' capacity factor (0: dropless) and drop policy.
+  double capacityFactor = 0.0;
+  bool dropByPosition = false;
   /// Every MLA layer's shape: the dims' sizes, the model's rotary settings.
   rt::MlaShape mla = rt::mlaShape(dims);
   int64_t mtpDepths = 0;

@@ -447,6 +447,8 @@ nlohmann::json modelJson(const ModelInfo &d) {
           {"tie_embeddings", d.tieEmbeddings},
           {"position_embedding", d.positionEmbedding},
           {"moe_aux_loss_coeff", d.moeAuxLossCoeff},
+          {"moe_expert_capacity_factor", d.moeExpertCapacityFactor},
+          {"moe_token_drop_policy", d.moeTokenDropPolicy},
           {"ffn_hidden_size", d.ffnHidden},
           {"num_attention_heads", d.numHeads},
           {"num_query_groups", d.numQueryGroups},
@@ -476,6 +478,10 @@ ModelInfo parseModelInfo(const nlohmann::json &model,
   d.tieEmbeddings = field<bool>(model, "tie_embeddings", where);
   d.positionEmbedding = field<std::string>(model, "position_embedding", where);
   d.moeAuxLossCoeff = field<double>(model, "moe_aux_loss_coeff", where);
+  d.moeExpertCapacityFactor =
+      optionalField<double>(model, "moe_expert_capacity_factor", 0.0, where);
+  d.moeTokenDropPolicy = optionalField<std::string>(
+      model, "moe_token_drop_policy", "probs", where);
   d.ffnHidden = field<int64_t>(model, "ffn_hidden_size", where);
   d.numHeads = field<int64_t>(model, "num_attention_heads", where);
   d.numQueryGroups = field<int64_t>(model, "num_query_groups", where);

@@ -121,6 +121,10 @@ struct ModelInfo {
   bool tieEmbeddings = true;
   std::string positionEmbedding;
   double moeAuxLossCoeff = 0;
+  /// moe_expert_capacity_factor (0: dropless) and moe_token_drop_policy,
+  /// for readers of the manifest (the kernel program carries them too).
+  double moeExpertCapacityFactor = 0;
+  std::string moeTokenDropPolicy = "probs";
   int64_t ffnHidden = 0, numHeads = 0, numQueryGroups = 0, kvChannels = 0;
   int64_t mambaNumHeads = 0, mambaHeadDim = 0, mambaState = 0,
           mambaNumGroups = 0, mambaConvWidth = 0;

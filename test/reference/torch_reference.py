@@ -338,17 +338,52 @@ def moe_aux_loss(probs, counts, d):
     return d["aux_coeff"] * E / (T * T * k) * (probs.sum(0) * counts).sum()
 
 
+def moe_capacity_mask(topi, w, d, B, S):
+    """Megatron-LM's token dropping (apply_router_token_dropping): its router
+    sees a microbatch as [S, B] (position-major; the rows here are
+    sample-major) and, with sequence parallelism over tp ranks, each rank
+    the positions [r S / tp, (r+1) S / tp) of every sample. In each such
+    block an expert takes at most ceil(tokens * k / E * factor) of the
+    tokens routed to it: those of the highest routing weights (policy
+    probs; equal weights to the earlier token) or the earliest (position).
+    True where a (token, slot) choice is kept; all True when dropless."""
+    factor = d.get("capacity_factor") or 0
+    keep = torch.ones(topi.shape, dtype=torch.bool)
+    if factor <= 0:
+        return keep
+    k, blocks = topi.shape[1], d.get("capacity_blocks", 1)
+    for b in range(blocks):
+        positions = range(b * S // blocks, (b + 1) * S // blocks)
+        rows = torch.tensor([n * S + pos for pos in positions for n in range(B)])
+        capacity = math.ceil((len(rows) * k / d["experts"]) * factor)
+        for e in range(d["experts"]):
+            at, slots = (topi[rows] == e).nonzero(as_tuple=True)  # in order
+            tokens = rows[at]
+            if len(tokens) <= capacity:
+                continue
+            if d.get("drop_policy", "probs") == "probs":
+                order = torch.sort(w.detach()[tokens, slots], descending=True,
+                                   stable=True).indices
+            else:
+                order = torch.arange(len(tokens))
+            dropped = order[capacity:]
+            keep[tokens[dropped], slots[dropped]] = False
+    return keep
+
+
 def moe(x, p, d, act):
     B, S, Hd = x.shape
     E = d["experts"]
     xt = x.reshape(-1, Hd)
     probs, topi, w = moe_route(xt, p, d)
+    keep = moe_capacity_mask(topi, w, d, B, S)
     out = torch.zeros_like(xt)
     counts = torch.zeros(E, dtype=x.dtype)
     for e in range(E):
         chosen = topi == e
+        # The load-balancing loss counts the choices before any was dropped.
         counts[e] = chosen.sum()
-        we = (w * chosen).sum(-1)
+        we = (w * (chosen & keep)).sum(-1)
         fc1, fc2 = p["mlp.experts.linear_fc1.weight%d" % e], p["mlp.experts.linear_fc2.weight%d" % e]
         ye = stored(stored(activation(act, stored(xt @ fc1.T))) @ fc2.T)
         out = out + we[:, None] * ye
@@ -393,7 +428,12 @@ def main():
         "attention": {"heads": m["num_attention_heads"], "groups": m["num_query_groups"],
                       "head_dim": m["kv_channels"], "rope": m["position_embedding"] == "rope"},
         "moe": {"experts": m["num_experts"], "topk": m["moe_router_topk"],
-                "aux_coeff": m["moe_aux_loss_coeff"]},
+                "aux_coeff": m["moe_aux_loss_coeff"],
+                "capacity_factor": m.get("moe_expert_capacity_factor", 0),
+                "drop_policy": m.get("moe_token_drop_policy", "probs"),
+                # Megatron-LM's router runs on each sequence shard.
+                "capacity_blocks": (manifest["parallel"]["tp"]
+                                    if manifest["parallel"].get("sequence_parallel") else 1)},
     }
     # Gated DeltaNet sizes: the manifest's model section has none, the
     # layers' kernel shapes have them.

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "core/model/MoeCapacity.h"
 #include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Optimizer.h"
 #include "runtime/kernels/cpu/Primitives.h"
@@ -267,6 +268,77 @@ TEST(KernelGradient, MoeWithAuxLoss) {
   checkGradients(makeLayer(MoeShape{6, 8, 4, 2, Activation::Gelu, 0.1}, kTokens,
                            moeForwardFinite, bwdI, moeBackwardWeight),
                  5);
+}
+
+TEST(KernelGradient, MoeWithCapacityDroppingTokens) {
+  // 14 tokens x top-2 over 4 experts at capacity factor 0.5: each expert
+  // keeps ceil(28 / 4 x 0.5) = 4 of its tokens; a dropped choice's weight
+  // is 0 (its gradient too), the aux loss counts every choice.
+  MoeShape s{6, 8, 4, 2, Activation::Gelu, 0.1};
+  s.capacityFactor = 0.5;
+  auto bwdI = [](DType activations, const MoeShape &s, const TokenShape &t,
+                 const float *p, float *g, float *sv, const float *dy,
+                 float *dx, float *ws) {
+    moeBackwardInput(activations, s, t, p, g, sv, dy, dx, ws, 1.0f);
+  };
+  checkGradients(
+      makeLayer(s, kTokens, moeForwardFinite, bwdI, moeBackwardWeight), 5);
+  // Such a layer drops tokens: the kept rows are the capacity's, the
+  // routed counts every choice.
+  const int64_t T = kTokens.tokens();
+  std::vector<float> p(countParams(s)), x(T * s.hidden), y(x.size()),
+      saved(s.savedFloats(kTokens)), ws(s.workspaceFloats(kTokens));
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  fillRandom(rng, u, p, x);
+  moeForwardFinite(DType::F32, s, kTokens, p.data(), x.data(), y.data(),
+                   saved.data(), ws.data());
+  MoeSaved m = moeSaved(s, kTokens, saved.data());
+  int64_t kept = 0, routed = 0;
+  for (int64_t e = 0; e < s.experts; ++e) {
+    EXPECT_LE(m.counts[e], 4);
+    kept += m.counts[e];
+    routed += m.routed[e];
+  }
+  EXPECT_EQ(routed, T * s.topk);
+  EXPECT_LT(kept, routed);
+}
+
+/// Megatron-LM's capacity, hand-worked: ceil(tokens x topk / experts x
+/// factor) per block of tokens; over capacity an expert keeps its highest
+/// weights (ties to the earlier token) or, by position, its earliest, in
+/// Megatron-LM's sequence-major order.
+TEST(MoeCapacity, KeepsTheHighestWeightsOrTheEarliestPerBlock) {
+  MoeShape s{4, 4, 2, 1, Activation::Gelu, 0.0};
+  s.capacityFactor = 1.0;
+  EXPECT_EQ(expertCapacity(s, 6), 3); // 6 x 1 / 2
+  s.capacityFactor = 0.6;
+  EXPECT_EQ(expertCapacity(s, 6), 2); // ceil(1.8)
+  // One sample of six tokens, top-1: five chose expert 0, one expert 1.
+  const TokenShape one{1, 6};
+  const int32_t idx[] = {0, 0, 1, 0, 0, 0};
+  const float w[] = {0.5f, 0.9f, 1.0f, 0.7f, 0.9f, 0.6f};
+  std::vector<uint8_t> kept;
+  keepWithinCapacity(s, one, idx, w, kept);
+  // Expert 0 keeps 0.9 (token 1) and 0.9 (token 4: the tie to the
+  // earlier), expert 1 its one.
+  EXPECT_EQ(kept, (std::vector<uint8_t>{0, 1, 1, 0, 1, 0}));
+  s.dropByPosition = true;
+  keepWithinCapacity(s, one, idx, w, kept);
+  EXPECT_EQ(kept, (std::vector<uint8_t>{1, 1, 1, 0, 0, 0}));
+  // Two samples of three: Megatron-LM's order is position-major (rows 0,
+  // 3, 1, 4, 2, 5), so the earliest two of expert 0 are rows 0 and 3.
+  keepWithinCapacity(s, TokenShape{2, 3}, idx, w, kept);
+  EXPECT_EQ(kept, (std::vector<uint8_t>{1, 0, 1, 1, 0, 0}));
+  // Two blocks of three positions (two sequence shards): capacity
+  // ceil(3 / 2 x 0.6) = 1 in each, so each block's first choice of 0.
+  s.capacityBlocks = 2;
+  keepWithinCapacity(s, one, idx, w, kept);
+  EXPECT_EQ(kept, (std::vector<uint8_t>{1, 0, 1, 1, 0, 0}));
+  // Dropless keeps every choice.
+  s.capacityFactor = 0;
+  keepWithinCapacity(s, one, idx, w, kept);
+  EXPECT_EQ(kept, (std::vector<uint8_t>(6, 1)));
 }
 
 /// A NaN or infinite router logit is recorded, with its value, for the

@@ -221,8 +221,8 @@ void routeToTheFirstExpert(const MoeShape &s, std::vector<int64_t> &off) {
   off.assign(size_t(s.experts + 1), 1);
   off[0] = 0;
 }
-float RecordingKernels::moeRoute(const MoeShape &s, int64_t, const float *,
-                                 MoeSaved &, int32_t *,
+float RecordingKernels::moeRoute(const MoeShape &s, const TokenShape &,
+                                 const float *, MoeSaved &, int32_t *,
                                  std::vector<int64_t> &off, RouterCheck *,
                                  float *) const {
   record("moeRoute");

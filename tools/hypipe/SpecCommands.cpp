@@ -694,6 +694,18 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
     sub->add_option_function<std::string>(
         name, [&slot](const std::string &v) { slot = v; }, what);
   };
+  // Megatron-LM's token dropping (model.moe_expert_capacity_factor ...).
+  real("--moe-expert-capacity-factor", o.moeExpertCapacityFactor,
+       "each expert takes at most this times its even share of the tokens; "
+       "the rest of its tokens are dropped (default: dropless)");
+  word("--moe-token-drop-policy", o.moeTokenDropPolicy,
+       "which tokens an expert over capacity keeps: probs (the "
+       "highest-weighted; default) or position (the earliest)");
+  sub->add_flag_function(
+      "--moe-pad-expert-input-to-capacity",
+      [&o](int64_t) { o.moePadExpertInputToCapacity = true; },
+      "Megatron-LM's padding of each expert's rows to its capacity (the "
+      "same result: hypipe runs the unpadded rows)");
   word("--lr-decay-style", o.lrDecayStyle,
        "constant, linear, cosine, inverse-square-root or WSD "
        "(training.lr_decay_style; default cosine)");

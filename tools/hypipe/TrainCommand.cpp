@@ -132,7 +132,7 @@ std::string shellWord(const std::string &word) {
 std::vector<std::string> overrideWords(const SpecOverrides &v) {
   // A new override must join the words below (an artifact compiled without
   // it would otherwise be taken for one compiled with it).
-  static_assert(sizeof(SpecOverrides) == 848,
+  static_assert(sizeof(SpecOverrides) == 912,
                 "SpecOverrides changed: add its new field to overrideWords");
   std::vector<std::string> words;
   // fmt's shortest form of a double reads back to the same double.
@@ -149,6 +149,10 @@ std::vector<std::string> overrideWords(const SpecOverrides &v) {
   add("--expert-model-parallel-size", v.ep);
   add("--expert-tensor-parallel-size", v.etp);
   add("--moe-token-dispatcher-type", v.moeTokenDispatcher);
+  add("--moe-expert-capacity-factor", v.moeExpertCapacityFactor);
+  add("--moe-token-drop-policy", v.moeTokenDropPolicy);
+  if (v.moePadExpertInputToCapacity)
+    words.push_back("--moe-pad-expert-input-to-capacity");
   add("--make-vocab-size-divisible-by", v.makeVocabSizeDivisibleBy);
   add("--microbatches", v.microbatches);
   add("--global-batch-size", v.globalBatchSize);

@@ -2,15 +2,19 @@
 //
 // Router: logits = xn Wr^T, p = softmax(logits), the top-k experts of each
 // token (ties to the lower index) with weights p / sum(top-k p). Every
-// routed (token, slot) pair becomes one row; rows are grouped by expert in
-// token order, so each expert runs two GEMMs over its rows. Load-balancing
-// loss (Switch/Megatron): coeff * E * sum_e f_e P_e with f_e the fraction of
-// the T*k assignments that went to e and P_e the mean router probability.
+// routed (token, slot) pair within its expert's capacity (all of them,
+// dropless: core/model/MoeCapacity.h) becomes one row; rows are grouped by
+// expert in token order, so each expert runs two GEMMs over its rows; a
+// dropped pair has no row, and its weight counts as 0. Load-balancing loss
+// (Switch/Megatron): coeff * E * sum_e f_e P_e with f_e the fraction of the
+// T*k assignments that went to e (before any was dropped) and P_e the mean
+// router probability.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/kernels/recipes/Moe.h"
 #include "core/model/BufferLayouts.h"
+#include "core/model/MoeCapacity.h"
 #include "core/numeric/Bf16.h"
 #include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Primitives.h"
@@ -38,6 +42,12 @@ struct NonFiniteLogit {
 } // namespace
 
 namespace {
+/// Scratch expert offsets of the calling thread.
+std::vector<int64_t> &offsetsOfThread() {
+  thread_local std::vector<int64_t> off;
+  return off;
+}
+
 /// The load-balancing loss of T tokens' routing: the experts' summed
 /// probabilities against their counts (Megatron's switch loss).
 double loadBalancingLoss(const MoeShape &s, int64_t T, const MoeSaved &m) {
@@ -47,17 +57,18 @@ double loadBalancingLoss(const MoeShape &s, int64_t T, const MoeSaved &m) {
     double pe = 0;
     for (int64_t tok = 0; tok < T; ++tok)
       pe += m.probs[tok * E + e];
-    aux += pe * m.counts[e];
+    aux += pe * m.routed[e];
   }
   return aux *
          (s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k)));
 }
 } // namespace
 
-float Kernels::moeRoute(const MoeShape &s, int64_t T, const float *logits,
-                        MoeSaved &m, int32_t *slotRow,
+float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
+                        const float *logits, MoeSaved &m, int32_t *slotRow,
                         std::vector<int64_t> &off, RouterCheck *check,
                         float *) const {
+  const int64_t T = t.tokens();
   const int64_t E = s.experts, k = s.topk, Hd = s.hidden;
   ProfileScope routing(KernelClass::MoeRouting);
   NonFiniteLogit first{T};
@@ -104,19 +115,29 @@ float Kernels::moeRoute(const MoeShape &s, int64_t T, const float *logits,
   }
   if (first.token < T && !check->nonFinite)
     *check = {1, first.logit};
-  std::fill(m.counts, m.counts + E, 0);
+  std::fill(m.routed, m.routed + E, 0);
   for (int64_t slot = 0; slot < T * k; ++slot)
-    ++m.counts[m.topIdx[slot]];
+    ++m.routed[m.topIdx[slot]];
 
   const double aux = loadBalancingLoss(s, T, m);
   m.aux[0] = float(aux);
 
-  // Group rows by expert, in token order.
+  // The choices within capacity, counted; a row for each, grouped by
+  // expert in token order. A dropped choice's slot has no row (-1).
+  thread_local std::vector<uint8_t> kept;
+  keepWithinCapacity(s, t, m.topIdx, m.topW, kept);
+  std::fill(m.counts, m.counts + E, 0);
+  for (int64_t slot = 0; slot < T * k; ++slot)
+    m.counts[m.topIdx[slot]] += kept[size_t(slot)];
   expertOffsets(s, m.counts, off);
   thread_local std::vector<int64_t> fill;
   fill = off;
   for (int64_t tok = 0; tok < T; ++tok)
     for (int64_t j = 0; j < k; ++j) {
+      if (!kept[size_t(tok * k + j)]) {
+        slotRow[tok * k + j] = -1;
+        continue;
+      }
       int64_t r = fill[m.topIdx[tok * k + j]]++;
       m.rowMap[r] = int32_t(tok * k + j);
       slotRow[tok * k + j] = int32_t(r);
@@ -140,6 +161,8 @@ void Kernels::moeCombine(const MoeShape &s, int64_t T, const MoeSaved &m,
     else
       std::fill(yt, yt + Hd, 0.0f);
     for (int64_t j = 0; j < k; ++j) {
+      if (slotRow[tok * k + j] < 0)
+        continue; // dropped: its weight is 0
       const float *yr = m.yr + int64_t(slotRow[tok * k + j]) * Hd;
       float w = m.topW[tok * k + j];
       for (int64_t i = 0; i < Hd; ++i)
@@ -163,9 +186,15 @@ void Kernels::moeCombineBackward(const MoeShape &s, int64_t T,
                                  float *dTopW) const {
   const int64_t k = s.topk, Hd = s.hidden;
   ProfileScope routing(KernelClass::MoeRouting);
-  // Output = x + sum_j w_j y_j: rows get w * dy, weights get <dy, y_j>.
+  // Output = x + sum_j w_j y_j: rows get w * dy, weights get <dy, y_j>;
+  // a dropped choice's weight (0 whatever the router says) gets 0.
+  std::vector<int64_t> &off = offsetsOfThread();
+  expertOffsets(s, m.counts, off);
+  const int64_t rows = off[size_t(s.experts)];
+  if (rows < T * k)
+    std::fill(dTopW, dTopW + T * k, 0.0f);
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < T * k; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     int64_t slot = m.rowMap[r], tok = slot / k;
     float w = m.topW[slot];
     const float *dyt = dy + tok * Hd, *yr = m.yr + r * Hd;
@@ -184,9 +213,14 @@ void Kernels::moeGatherRowGradients(const MoeShape &s, int64_t T,
                                     float *dxn, int32_t *slotRow) const {
   const int64_t k = s.topk, Hd = s.hidden;
   ProfileScope routing(KernelClass::MoeRouting);
-  // Each token gathers its k rows, in row order (the order a scatter over
-  // the rows adds them in), tokens over the threads.
-  for (int64_t r = 0; r < T * k; ++r)
+  // Each token gathers its k rows (fewer where a capacity dropped some),
+  // in row order (the order a scatter over the rows adds them in), tokens
+  // over the threads.
+  std::vector<int64_t> &off = offsetsOfThread();
+  expertOffsets(s, m.counts, off);
+  const int64_t rows = off[size_t(s.experts)];
+  std::fill(slotRow, slotRow + T * k, -1);
+  for (int64_t r = 0; r < rows; ++r)
     slotRow[m.rowMap[r]] = int32_t(r);
 #pragma omp parallel for schedule(static)
   for (int64_t tok = 0; tok < T; ++tok) {
@@ -200,6 +234,8 @@ void Kernels::moeGatherRowGradients(const MoeShape &s, int64_t T,
         if (r > last && r < next)
           next = r;
       }
+      if (next == T * k)
+        break; // the token's remaining choices were dropped
       for (int64_t i = 0; i < Hd; ++i)
         d[i] += dxr[next * Hd + i];
       last = next;
@@ -230,7 +266,7 @@ void Kernels::moeRouterBackward(const MoeShape &s, int64_t T, const MoeSaved &m,
     for (int64_t j = 0; j < k; ++j)
       dp[m.topIdx[tok * k + j]] += float((dTopW[tok * k + j] - wdw) / z);
     for (int64_t e = 0; e < E; ++e)
-      dp[e] += float(auxScale * m.counts[e]);
+      dp[e] += float(auxScale * m.routed[e]);
     double dot = 0;
     for (int64_t e = 0; e < E; ++e)
       dot += double(dp[e]) * pr[e];

@@ -171,10 +171,11 @@ template <typename T> void upload(T *dst, const std::vector<T> &src) {
 
 } // namespace
 
-float Kernels::moeRoute(const MoeShape &s, int64_t T, const float *logits,
-                        MoeSaved &m, int32_t *slotRow,
+float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
+                        const float *logits, MoeSaved &m, int32_t *slotRow,
                         std::vector<int64_t> &off, RouterCheck *routerCheck,
                         float *scratch) const {
+  const int64_t T = t.tokens();
   const int64_t E = s.experts, k = s.topk, Hd = s.hidden;
   if (E > 64)
     throw CudaError("error: the CUDA MoE router takes at most 64 experts");

@@ -151,7 +151,8 @@ template <class P> struct Moe {
     // bf16 logits (the router's GEMM writes them); its softmax, the
     // probabilities and the weights stay fp32.
     k.round(logits, T * E);
-    const float aux = k.moeRoute(s, T, logits, m, slotRow, off, check, scratch);
+    const float aux =
+        k.moeRoute(s, k.shape(t), logits, m, slotRow, off, check, scratch);
     const LocalExperts mine = localExperts(s, tp);
     // On an expert grid the other ranks' experts' rows stay zero here:
     // their outputs are in the group's sum.
