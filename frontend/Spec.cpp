@@ -2450,6 +2450,7 @@ AutoPartitionRequest ModelSpec::partitionRequest() const {
   r.settings.sequenceParallel = parallel.sequenceParallel;
   r.settings.ep = parallel.ep;
   r.settings.etp = parallel.etp;
+  r.settings.capacityFactor = moeExpertCapacityFactor.value_or(0.0);
   r.layers = pattern.layers();
   r.mtpLayers = pattern.mtp;
   r.mtpDepths = pattern.mtpDepths;

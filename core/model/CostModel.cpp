@@ -214,9 +214,15 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
                   k = d.moeTopK;
     const int64_t rows = t * k * etp / s.streamShards();
     addLinear(c, t, h, d.numExperts); // router
+    // A capacity below 1 caps the rows an expert runs (balanced routing:
+    // each would get its even share); the buffers stay dropless-sized.
+    const int64_t run =
+        s.capacityFactor > 0 && s.capacityFactor < 1
+            ? int64_t(std::ceil(double(rows) * s.capacityFactor))
+            : rows;
     ItemCost expert;
-    addLinear(expert, rows, h, up);
-    addLinear(expert, rows, f, h);
+    addLinear(expert, run, h, up);
+    addLinear(expert, run, f, h);
 
     c.forwardFlops += expert.forwardFlops;
     c.backwardInputFlops += expert.backwardInputFlops;

@@ -43,6 +43,9 @@ struct CostSettings {
   /// and --expert-tensor-parallel-size, docs/expert-parallel.md): each rank
   /// holds ep-th of the experts, each split over etp ranks (0: tp).
   int64_t ep = 1, etp = 0;
+  /// Megatron-LM's --moe-expert-capacity-factor (0: dropless): under
+  /// balanced routing an expert runs min(1, factor) of its dropless rows.
+  double capacityFactor = 0;
 
   int64_t expertTensorParallel() const { return etp ? etp : tp; }
   /// The ranks a MoE layer's tokens are gathered over and its outputs

@@ -1,5 +1,6 @@
 //===- AutoPartition.cpp - hybrid-auto-partition --------------------------===//
 #include "core/partition/AutoPartition.h"
+#include "dialects/hybrid/HybridOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -33,6 +34,8 @@ LogicalResult autoPartitionModel(hybrid::ModelOp model,
   request.settings.sequenceParallel = parallel.getSequenceParallel();
   request.settings.ep = parallel.getEp();
   request.settings.etp = parallel.getEtp();
+  if (auto c = model->getAttrOfType<FloatAttr>(kMoeCapacityFactorAttr))
+    request.settings.capacityFactor = c.getValueAsDouble();
   request.layers = pattern->layers();
   request.mtpLayers = pattern->mtp;
   request.mtpDepths = pattern->mtpDepths;

@@ -63,19 +63,19 @@
 // CHECK-NEXT:   pipe.kernel_call %[[ATT]](act0) -> grad_input
 
 // Tests block recompute of one layer beside the MTP depth, checkpointed
-// whole: the MoE layer (1516 bytes, moe-mtp's sizes: 4 * (4 * (2*8 + 1 + 2 +
-// 2) + 2 + 1 + 4 * (8 + 2*16 + 16 + 2*8) + 4)) and the depth's input
-// projection (816) and attention layer (1072) recompute, 1516 + 816 + 1072 =
-// 3404 bytes; the depth needs no checkpoint (its input projection reads the
+// whole: the MoE layer (1524 bytes, moe-mtp's sizes: 4 * (4 * (2*8 + 1 + 2 +
+// 2) + 2*2 + 1 + 4 * (8 + 2*16 + 16 + 2*8) + 4), the 2*2 the kept and the
+// routed counts) and the depth's input projection (816) and attention layer
+// (1072) recompute, 1524 + 816 + 1072 = 3412 bytes; the depth needs no checkpoint (its input projection reads the
 // tokens and the head's normed output, which the head keeps), so the saved
 // buffer is embedding 144 + head 560 + MTP output 560 + one checkpoint 128 =
 // 1392.
 // MTP: buffers(params 4608, saved 1392, workspace 1104)
-// MTP-SAME: recompute 3404
-// MTP: %[[MOE:.+]] = pipe.kernel_layer moe layer 1 {{.*}} recomputed <offset = 0, bytes = 1516, dtype = f32>
+// MTP-SAME: recompute 3412
+// MTP: %[[MOE:.+]] = pipe.kernel_layer moe layer 1 {{.*}} recomputed <offset = 0, bytes = 1524, dtype = f32>
 // MTP: %[[HEAD:.+]] = pipe.kernel_layer head {{.*}} saved <offset = 144, bytes = 560
-// MTP-NEXT: %[[IN:.+]] = pipe.kernel_layer mtp_input {{.*}} recomputed <offset = 1516, bytes = 816
-// MTP-NEXT: %[[ATT:.+]] = pipe.kernel_layer attention {{.*}} recomputed <offset = 2332, bytes = 1072
+// MTP-NEXT: %[[IN:.+]] = pipe.kernel_layer mtp_input {{.*}} recomputed <offset = 1524, bytes = 816
+// MTP-NEXT: %[[ATT:.+]] = pipe.kernel_layer attention {{.*}} recomputed <offset = 2340, bytes = 1072
 // MTP-NEXT: %[[OUT:.+]] = pipe.kernel_layer mtp_output {{.*}} saved <offset = 704, bytes = 560
 // MTP: pipe.kernel_pass backward_input {
 // MTP-NEXT:   pipe.kernel_call %[[OUT]](none) -> act0
@@ -90,17 +90,17 @@
 
 // Tests selective recompute on moe-mtp: the MoE layer drops its normed
 // input (4 tokens * 8 = 32 floats) and its routed rows' activations (4 rows
-// * ffn 16 = 64): 96 floats = 384 bytes of its 1516, keeping 1132; the MTP
+// * ffn 16 = 64): 96 floats = 384 bytes of its 1524, keeping 1140; the MTP
 // depth's attention layer drops its normed input (32) and the core's
 // log-sum-exp and context (4 * (2 heads + 8)) = 72 floats = 288 bytes of
 // its 1072, keeping 784. The recompute buffer is 384 + 288 = 672 bytes; the
-// saved buffer 144 + 1132 + 560 + 816 + 784 + 560 = 3996. No slot is added:
+// saved buffer 144 + 1140 + 560 + 816 + 784 + 560 = 4004. No slot is added:
 // each layer computes its dropped tensors from its kept ones, just before
 // its input gradient.
-// SEL: buffers(params 4608, saved 3996, workspace 848)
+// SEL: buffers(params 4608, saved 4004, workspace 848)
 // SEL-SAME: recompute 672 {
-// SEL: %[[MOE:.+]] = pipe.kernel_layer moe layer 1 {{.*}} saved <offset = 144, bytes = 1132, dtype = f32> recompute ["moe_act", "layernorm"] <offset = 0, bytes = 384, dtype = f32>
-// SEL: %[[ATT:.+]] = pipe.kernel_layer attention {{.*}} saved <offset = 2652, bytes = 784, dtype = f32> recompute ["core_attn", "layernorm"] <offset = 384, bytes = 288, dtype = f32>
+// SEL: %[[MOE:.+]] = pipe.kernel_layer moe layer 1 {{.*}} saved <offset = 144, bytes = 1140, dtype = f32> recompute ["moe_act", "layernorm"] <offset = 0, bytes = 384, dtype = f32>
+// SEL: %[[ATT:.+]] = pipe.kernel_layer attention {{.*}} saved <offset = 2660, bytes = 784, dtype = f32> recompute ["core_attn", "layernorm"] <offset = 384, bytes = 288, dtype = f32>
 // SEL: pipe.kernel_pass forward {
 // SEL-NOT: kernel_save
 // SEL: pipe.kernel_pass backward_input {
@@ -112,18 +112,18 @@
 // Tests that selective recompute without modules is Megatron's default,
 // core_attn: only the attention layer drops (40 floats = 160 bytes).
 // CORE: recompute 160 {
-// CORE: pipe.kernel_layer moe {{.*}} saved <offset = 144, bytes = 1516, dtype = f32> shape
+// CORE: pipe.kernel_layer moe {{.*}} saved <offset = 144, bytes = 1524, dtype = f32> shape
 // CORE: pipe.kernel_layer attention {{.*}} recompute ["core_attn"] <offset = 0, bytes = 160, dtype = f32>
 
 // Tests that the moe module (which brings moe_act) drops everything the
 // router and the experts keep: 4 tokens x (2 probabilities + 1 choice + 1
 // weight + 1 routed row of input 8, fc1 16, fc2 8 and its row id) + 2
-// counts + 1 aux loss + 4 rows x 16 activations = 215 floats = 860 bytes
-// of 1516, keeping x, xn, rstd and the gradient stash (656); the layer's
+// kept and 2 routed counts + 1 aux loss + 4 rows x 16 activations = 217
+// floats = 868 bytes of 1524, keeping x, xn, rstd and the gradient stash (656); the layer's
 // forward runs again into rc0 (rc0 and rc1 join the workspace: 848 + 256).
 // MOEMOD: buffers(params 4608, saved 3808, workspace 1104)
-// MOEMOD-SAME: recompute 860 rc0 <offset = 848, bytes = 128, dtype = f32> rc1 <offset = 976, bytes = 128, dtype = f32>
-// MOEMOD: %[[MOE:.+]] = pipe.kernel_layer moe layer 1 {{.*}} saved <offset = 144, bytes = 656, dtype = f32> recompute ["moe", "moe_act"] <offset = 0, bytes = 860, dtype = f32>
+// MOEMOD-SAME: recompute 868 rc0 <offset = 848, bytes = 128, dtype = f32> rc1 <offset = 976, bytes = 128, dtype = f32>
+// MOEMOD: %[[MOE:.+]] = pipe.kernel_layer moe layer 1 {{.*}} saved <offset = 144, bytes = 656, dtype = f32> recompute ["moe", "moe_act"] <offset = 0, bytes = 868, dtype = f32>
 // MOEMOD: pipe.kernel_recompute %[[MOE]](none) -> rc0
 // MOEMOD-NEXT: pipe.kernel_call %[[MOE]](act1) -> act0
 
