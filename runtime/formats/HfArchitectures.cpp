@@ -33,6 +33,9 @@ int64_t configInt(const json &c, const char *key, const std::string &path) {
 
 namespace {
 
+/// hypipe's RMSNorm epsilon (kNormEps) as config.json says it.
+constexpr double kNormEpsilon = 1e-5;
+
 /// Rows [first, first + count) in order.
 std::vector<int64_t> rowRange(int64_t first, int64_t count) {
   std::vector<int64_t> rows(static_cast<size_t>(count));
@@ -166,8 +169,9 @@ json decoderConfig(const ModelInfo &m, int64_t n, const char *className,
   c["intermediate_size"] = m.ffnHidden;
   c["num_hidden_layers"] = n;
   c["hidden_act"] = "silu";
-  // Every norm takes this epsilon: hypipe's.
-  c["rms_norm_eps"] = double(kNormEps);
+  // Every norm takes this epsilon: hypipe's kNormEps, as NemotronH's
+  // export writes it.
+  c["rms_norm_eps"] = kNormEpsilon;
   c["tie_word_embeddings"] = m.tieEmbeddings;
   c["attention_bias"] = false;
   c["attention_dropout"] = 0.0;
@@ -312,7 +316,7 @@ ModelInfo qwen3NextModel(const json &c, const std::string &path) {
              configInt(c, "linear_conv_kernel_dim", path)};
   m.gdn = g;
   require(c, "hidden_act", "silu", path, "a swiglu MLP (silu)");
-  require(c, "rms_norm_eps", double(kNormEps), path,
+  require(c, "rms_norm_eps", kNormEpsilon, path,
           "RMSNorm with epsilon 1e-5 (Megatron's)", false);
   json linear = json::array();
   for (int64_t i = 0; i < n; ++i)
@@ -452,7 +456,7 @@ ModelInfo deepseekV3Model(const json &c, const std::string &path) {
   ModelInfo m = importedModel(c, path, '+');
   const int64_t n = m.numLayers / 2;
   require(c, "hidden_act", "silu", path, "a swiglu MLP (silu)");
-  require(c, "rms_norm_eps", double(kNormEps), path,
+  require(c, "rms_norm_eps", kNormEpsilon, path,
           "RMSNorm with epsilon 1e-5 (Megatron's)", false);
   require(c, "rope_interleave", true, path,
           "Megatron's MLA rotary embedding (the channels de-interleaved)");
