@@ -508,6 +508,9 @@ ModelInfo deepseekV3Model(const json &c, const std::string &path) {
       return rope[key].get<double>();
     };
     a.scalingFactor = number("factor");
+    if (!(a.scalingFactor > 0))
+      require(rope, "factor", 1.0, ropePath,
+              "YaRN with a positive scaling factor");
     a.mscale = number("mscale");
     a.mscaleAllDim = number("mscale_all_dim");
     require(rope, "original_max_position_embeddings",
@@ -535,7 +538,9 @@ ModelInfo deepseekV3Model(const json &c, const std::string &path) {
   m.mla = a;
   m.numHeads = a.heads;
   m.numQueryGroups = a.heads;
-  m.kvChannels = m.hidden / a.heads;
+  // A head count of 0 is refused by hypipe's rules for the dimensions,
+  // which the caller applies next.
+  m.kvChannels = a.heads > 0 ? m.hidden / a.heads : 0;
   return m;
 }
 
