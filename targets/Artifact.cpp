@@ -148,6 +148,18 @@ rt::ModelInfo modelInfo(const ModelSpec &spec, hybrid::ModelOp model) {
   return m;
 }
 
+/// The shapes of the model's G and + layers (all of a kind alike), as its
+/// stages lowered them: the manifest's `model` records them.
+void recordLayerShapes(rt::Artifact &artifact) {
+  for (const rt::StageEntry &stage : artifact.stages)
+    for (const rt::ProgramLayer &l : stage.program.layers) {
+      if (const auto *g = std::get_if<rt::GdnShape>(&l.shape))
+        artifact.model.gdn = *g;
+      if (const auto *m = std::get_if<rt::MlaShape>(&l.shape))
+        artifact.model.mla = *m;
+    }
+}
+
 /// The manifest's `training`.
 rt::TrainingConfig trainingConfig(const TrainingSpec &tr,
                                   const llvm::SmallString<256> &specPath) {
@@ -324,6 +336,7 @@ llvm::Error writeArtifact(ModuleOp module, const ModelSpec &spec,
   artifact.computeCapability = cuda ? 90 : 0;
 
   artifact.model = modelInfo(spec, model);
+  recordLayerShapes(artifact);
   artifact.pp = spec.parallel.pp;
   artifact.vpp = spec.parallel.vpp;
   artifact.dp = spec.parallel.dp;

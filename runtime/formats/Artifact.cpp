@@ -438,7 +438,10 @@ LrSchedule TrainingConfig::lrSchedule(int64_t globalBatch) const {
   return s;
 }
 
-nlohmann::json modelJson(const ModelInfo &d) {
+namespace {
+
+/// The manifest's `model` but for the G and + layers' shapes.
+json modelDimsJson(const ModelInfo &d) {
   return {{"name", d.name},
           {"pattern", d.pattern},
           {"num_layers", d.numLayers},
@@ -465,6 +468,17 @@ nlohmann::json modelJson(const ModelInfo &d) {
           {"mtp_pattern", d.mtpPattern},
           {"mtp_depths", d.mtpDepths},
           {"mtp_loss_scaling_factor", d.mtpLossScalingFactor}};
+}
+
+} // namespace
+
+nlohmann::json modelJson(const ModelInfo &d) {
+  json out = modelDimsJson(d);
+  if (d.gdn)
+    out["gdn"] = shapeJson(*d.gdn);
+  if (d.mla)
+    out["mla"] = shapeJson(*d.mla);
+  return out;
 }
 
 ModelInfo parseModelInfo(const nlohmann::json &model,
@@ -499,6 +513,13 @@ ModelInfo parseModelInfo(const nlohmann::json &model,
   d.mtpDepths = optionalField<int64_t>(model, "mtp_depths", 0, where);
   d.mtpLossScalingFactor =
       optionalField<double>(model, "mtp_loss_scaling_factor", 0.0, where);
+  // Absent before 2026-11-28 (and for models without such layers).
+  if (model.contains("gdn"))
+    d.gdn = std::get<GdnShape>(
+        parseShape(LayerKind::Gdn, field<json>(model, "gdn", where), where));
+  if (model.contains("mla"))
+    d.mla = std::get<MlaShape>(
+        parseShape(LayerKind::Mla, field<json>(model, "mla", where), where));
   return d;
 }
 
@@ -519,6 +540,21 @@ ModelDims dimsOf(const ModelInfo &m) {
   d.vocab = m.vocab;
   d.tieEmbeddings = m.tieEmbeddings;
   d.activation = m.activation;
+  if (m.gdn) {
+    d.gdnNumKeyHeads = m.gdn->keyHeads;
+    d.gdnNumValueHeads = m.gdn->valueHeads;
+    d.gdnKeyHeadDim = m.gdn->keyHeadDim;
+    d.gdnValueHeadDim = m.gdn->valueHeadDim;
+    d.gdnConvWidth = m.gdn->convWidth;
+  }
+  if (m.mla) {
+    d.qLoraRank = m.mla->qLoraRank;
+    d.kvLoraRank = m.mla->kvLoraRank;
+    d.qkHeadDim = m.mla->qkHeadDim;
+    d.qkPosEmbHeadDim = m.mla->posEmbDim;
+    d.vHeadDim = m.mla->vHeadDim;
+    d.qkLayernorm = m.mla->qkLayernorm;
+  }
   return d;
 }
 

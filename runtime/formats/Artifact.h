@@ -135,6 +135,11 @@ struct ModelInfo {
   std::string mtpPattern;
   int64_t mtpDepths = 0;
   double mtpLossScalingFactor = 0;
+  /// The shape of every Gated DeltaNet ('G') and multi-latent attention
+  /// ('+') layer, when the pattern has one: the sizes and rotary settings
+  /// the spec's other keys do not give (what a Hugging Face export needs).
+  std::optional<GdnShape> gdn;
+  std::optional<MlaShape> mla;
 };
 
 /// The manifest's `model` object (docs/artifact.md), also kept in each

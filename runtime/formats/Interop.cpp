@@ -8,6 +8,7 @@
 #include "core/numeric/Bf16.h"
 #include "runtime/formats/Checkpoint.h"
 #include "runtime/formats/FileCheck.h"
+#include "runtime/formats/HfArchitectures.h"
 #include "runtime/formats/SafeTensors.h"
 
 #include <fmt/format.h>
@@ -29,6 +30,8 @@ namespace hypipe::rt {
 namespace {
 
 using json = nlohmann::json;
+using hf::configInt;
+using hf::configOr;
 
 int64_t numel(const std::vector<int64_t> &shape) {
   int64_t n = 1;
@@ -83,9 +86,9 @@ const char *hfActivation(const std::string &act) {
 }
 
 /// Rows of Megatron's linear_qkv for query group g: its heads' q rows, then
-/// its k rows, then its v rows (docs/model.md), each `d` rows of `hidden`.
+/// its k rows, then its v rows (docs/model.md), each `d` rows.
 struct QkvLayout {
-  int64_t heads, groups, d, hidden;
+  int64_t heads, groups, d;
   int64_t perGroup() const { return (heads / groups + 2) * d; }
   int64_t qRows() const { return heads / groups * d; }
 };
@@ -167,18 +170,18 @@ json nemotronHConfig(const ModelInfo &m, const std::string &layers) {
   return c;
 }
 
-/// (hypipe name, NemotronH name) of every tensor that maps one to one:
-/// all but attention's linear_qkv, which NemotronH splits into q/k/v.
-/// Megatron-Bridge's NemotronH mapping; the one table both directions use.
-std::vector<std::pair<std::string, std::string>>
-oneToOneTensors(const std::string &layers, bool tied) {
-  std::vector<std::pair<std::string, std::string>> out = {
-      {"embedding.word_embeddings.weight", "backbone.embeddings.weight"}};
+/// Every tensor of a NemotronH model: hypipe's names and NemotronH's, the
+/// attention's linear_qkv cut into q, k and v (Megatron-Bridge's NemotronH
+/// mapping).
+std::vector<hf::TensorMap> nemotronHTensors(const ModelInfo &m,
+                                            const std::string &layers) {
+  std::vector<hf::TensorMap> out = {
+      {"embedding.word_embeddings.weight", {{"backbone.embeddings.weight"}}}};
   for (size_t i = 0; i < layers.size(); ++i) {
     const std::string ours = fmt::format("decoder.layers.{}.", i);
     const std::string hf = fmt::format("backbone.layers.{}.", i);
     auto add = [&](const std::string &a, const std::string &b) {
-      out.push_back({ours + a, hf + b});
+      out.push_back({ours + a, {{hf + b}}});
     };
     switch (layers[i]) {
     case 'M':
@@ -189,10 +192,26 @@ oneToOneTensors(const std::string &layers, bool tied) {
                             "norm.weight", "out_proj.weight"})
         add(std::string("mixer.") + p, std::string("mixer.") + p);
       break;
-    case '*':
+    case '*': {
       add("self_attention.linear_qkv.layer_norm_weight", "norm.weight");
+      // Megatron's rows per query group [q of its heads | k | v], gathered
+      // group by group into q_proj, k_proj and v_proj.
+      const QkvLayout q{m.numHeads, m.numQueryGroups, m.kvChannels};
+      auto rows = [&](int64_t first, int64_t count) {
+        std::vector<int64_t> picked;
+        for (int64_t g = 0; g < q.groups; ++g)
+          for (int64_t r = 0; r < count; ++r)
+            picked.push_back(g * q.perGroup() + first + r);
+        return picked;
+      };
+      out.push_back(
+          {ours + "self_attention.linear_qkv.weight",
+           {{hf + "mixer.q_proj.weight", rows(0, q.qRows())},
+            {hf + "mixer.k_proj.weight", rows(q.qRows(), q.d)},
+            {hf + "mixer.v_proj.weight", rows(q.qRows() + q.d, q.d)}}});
       add("self_attention.linear_proj.weight", "mixer.o_proj.weight");
       break;
+    }
     case '-':
       add("mlp.linear_fc1.layer_norm_weight", "norm.weight");
       add("mlp.linear_fc1.weight", "mixer.up_proj.weight");
@@ -200,10 +219,18 @@ oneToOneTensors(const std::string &layers, bool tied) {
       break;
     }
   }
-  out.push_back({"decoder.final_norm.weight", "backbone.norm_f.weight"});
-  if (!tied)
-    out.push_back({"output_layer.weight", "lm_head.weight"});
+  out.push_back({"decoder.final_norm.weight", {{"backbone.norm_f.weight"}}});
+  if (!m.tieEmbeddings)
+    out.push_back({"output_layer.weight", {{"lm_head.weight"}}});
   return out;
+}
+
+/// The shape of `piece` of a hypipe tensor of `shape`: its rows of it.
+std::vector<int64_t> pieceShape(const hf::Piece &piece,
+                                std::vector<int64_t> shape) {
+  if (!piece.rows.empty())
+    shape[0] = int64_t(piece.rows.size());
+  return shape;
 }
 
 /// One tensor of the exported model: its Hugging Face name and shape and
@@ -215,47 +242,67 @@ struct Planned {
 };
 
 std::vector<Planned> planExport(const CheckpointReader &ckpt,
+                                const hf::Architecture &arch,
                                 const ModelInfo &m, const std::string &layers) {
   std::vector<Planned> out;
-  auto copy = [&](const std::string &hf, const std::string &ours) {
-    const std::vector<int64_t> shape = ckpt.shape(ours);
-    out.push_back({hf, shape, [&ckpt, ours, shape](float *dst) {
-                     ckpt.read(ours, shape, dst);
-                   }});
-  };
-  for (const auto &[ours, hf] : oneToOneTensors(layers, m.tieEmbeddings))
-    copy(hf, ours);
+  std::vector<hf::TensorMap> tensors = arch.tensors(m, layers);
   // A tied model's output layer is its embedding; written out as well, so
   // a loader that does not tie (NemotronH's _tied_weights_keys is empty in
   // some transformers versions) reads it instead of initialising it.
   if (m.tieEmbeddings)
-    copy("lm_head.weight", "embedding.word_embeddings.weight");
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (layers[i] != '*')
-      continue;
-    const QkvLayout q{m.numHeads, m.numQueryGroups, m.kvChannels, m.hidden};
-    const std::string qkv =
-        fmt::format("decoder.layers.{}.self_attention.linear_qkv.weight", i);
-    const std::string hf = fmt::format("backbone.layers.{}.mixer.", i);
-    const std::vector<int64_t> shape = ckpt.shape(qkv);
-    // Rows [first, first + rows) of every group, stacked group by group.
-    auto part = [&](const std::string &name, int64_t first, int64_t rows) {
-      out.push_back({name,
-                     {q.groups * rows, q.hidden},
-                     [&ckpt, qkv, shape, q, first, rows](float *dst) {
+    tensors.push_back(
+        {"embedding.word_embeddings.weight", {{"lm_head.weight"}}});
+  for (const hf::TensorMap &t : tensors) {
+    const std::vector<int64_t> shape = ckpt.shape(t.ours);
+    for (const hf::Piece &piece : t.pieces)
+      out.push_back({piece.name, pieceShape(piece, shape),
+                     [&ckpt, ours = t.ours, shape, piece](float *dst) {
+                       if (piece.rows.empty() && piece.offset == 0) {
+                         ckpt.read(ours, shape, dst);
+                         return;
+                       }
                        std::vector<float> all(size_t(numel(shape)));
-                       ckpt.read(qkv, shape, all.data());
-                       for (int64_t g = 0; g < q.groups; ++g)
-                         std::copy_n(
-                             all.data() + (g * q.perGroup() + first) * q.hidden,
-                             rows * q.hidden, dst + g * rows * q.hidden);
+                       ckpt.read(ours, shape, all.data());
+                       const int64_t width = numel(shape) / shape[0];
+                       const int64_t rows = pieceShape(piece, shape)[0];
+                       for (int64_t r = 0; r < rows; ++r) {
+                         const float *src =
+                             all.data() +
+                             (piece.rows.empty() ? r : piece.rows[r]) * width;
+                         for (int64_t j = 0; j < width; ++j)
+                           dst[r * width + j] = src[j] + piece.offset;
+                       }
                      }});
-    };
-    part(hf + "q_proj.weight", 0, q.qRows());
-    part(hf + "k_proj.weight", q.qRows(), q.d);
-    part(hf + "v_proj.weight", q.qRows() + q.d, q.d);
   }
   return out;
+}
+
+ModelInfo nemotronHModel(const json &c, const std::string &path); // below
+
+const hf::Architecture kNemotronH = {
+    "NemotronH",
+    "NemotronHForCausalLM",
+    "nemotron_h",
+    "export a model of M, * (without RoPE) and - layers (squared_relu or "
+    "gelu)",
+    "backbone.embeddings.weight",
+    inexpressible,
+    nemotronHConfig,
+    nemotronHTensors,
+    nemotronHModel};
+
+const hf::Architecture *const kArchitectures[] = {&kNemotronH, &hf::kQwen3Next,
+                                                  &hf::kDeepseekV3};
+
+/// What a model of `layers` exports as: Qwen3-Next when it has Gated
+/// DeltaNet layers, DeepSeek-V3 when it has multi-latent attention, else
+/// NemotronH (whose refusals name any other kind).
+const hf::Architecture &exportArchitecture(const std::string &layers) {
+  if (layers.find('G') != std::string::npos)
+    return hf::kQwen3Next;
+  if (layers.find('+') != std::string::npos)
+    return hf::kDeepseekV3;
+  return kNemotronH;
 }
 
 void writeText(const std::string &path, const std::string &text) {
@@ -271,15 +318,6 @@ json readJson(const std::string &path, files::ReadBound bound) {
         "is not what it is named",
         path));
   return j;
-}
-
-int64_t configInt(const json &c, const char *key, const std::string &path) {
-  if (!c.contains(key) || !c[key].is_number_integer())
-    throw RuntimeError(fmt::format(
-        "error: '{}' lacks the integer '{}'\nhelp: a NemotronH config.json "
-        "has it (docs/interop.md lists what hypipe reads)",
-        path, key));
-  return c[key].get<int64_t>();
 }
 
 } // namespace
@@ -372,7 +410,8 @@ bool isExportFile(const std::string &dir, const std::string &name) {
 /// Writes the shards, the index and config.json into `dir`.
 void writeExport(const std::string &dir, const std::vector<Planned> &plan,
                  const std::vector<std::vector<size_t>> &shards, int64_t total,
-                 const ModelInfo &m, const std::string &layers, DType dtype) {
+                 const hf::Architecture &arch, const ModelInfo &m,
+                 const std::string &layers, DType dtype) {
   json weightMap = json::object();
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string file =
@@ -384,7 +423,7 @@ void writeExport(const std::string &dir, const std::vector<Planned> &plan,
   json index = {{"metadata", {{"total_size", total}}},
                 {"weight_map", weightMap}};
   writeText(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
-  json config = nemotronHConfig(m, layers);
+  json config = arch.config(m, layers);
   config["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";
   writeText(dir + "/config.json", config.dump(2) + "\n");
 }
@@ -404,15 +443,14 @@ ExportResult exportHuggingFace(const std::string &checkpoint,
       "give -o a new or empty directory, or an earlier export (which is "
       "replaced whole)"));
   const std::string layers = layerSymbols(m.pattern);
-  if (std::string why = inexpressible(m, layers); !why.empty())
+  const hf::Architecture &arch = exportArchitecture(layers);
+  if (std::string why = arch.inexpressible(m, layers); !why.empty())
     throw RuntimeError(fmt::format(
-        "error: model '{}' ({}) cannot be a Hugging Face NemotronH model: "
-        "{}\nhelp: export a model of M, * (without RoPE) and - layers "
-        "(squared_relu or gelu); its checkpoint stays usable with hypipe and "
-        "`hypipe ckpt merge`",
-        m.name, layers, why));
+        "error: model '{}' ({}) cannot be a Hugging Face {} model: {}\nhelp: "
+        "{}; its checkpoint stays usable with hypipe and `hypipe ckpt merge`",
+        m.name, layers, arch.displayName, why, arch.exportable));
   CheckpointReader ckpt(checkpoint);
-  std::vector<Planned> plan = planExport(ckpt, m, layers);
+  std::vector<Planned> plan = planExport(ckpt, arch, m, layers);
   auto [shards, total] = shardsOf(plan, dtypeBytes(dtype), maxShardBytes);
   const std::string built = files::siblingTemporary(outDir);
   std::error_code ec;
@@ -423,33 +461,17 @@ ExportResult exportHuggingFace(const std::string &checkpoint,
                     "directory of '{}' exists and is writable",
                     built, ec.message(), outDir));
   try {
-    writeExport(built, plan, shards, total, m, layers, dtype);
+    writeExport(built, plan, shards, total, arch, m, layers, dtype);
   } catch (...) {
     std::filesystem::remove_all(built, ec);
     throw;
   }
   throwIfError(files::replaceDirectory(built, outDir, "the export"));
-  return {int64_t(plan.size()), int64_t(shards.size()), total};
+  return {arch.displayName, int64_t(plan.size()), int64_t(shards.size()),
+          total};
 }
 
 namespace {
-
-/// config.json's `key` of the JSON type of `fallback`, which it is when
-/// absent; another type is an error naming the key (not a json exception).
-template <typename T>
-T configOr(const json &c, const char *key, T fallback,
-           const std::string &path) {
-  auto it = c.find(key);
-  if (it == c.end())
-    return fallback;
-  if (it->type() != json(fallback).type())
-    throw RuntimeError(fmt::format(
-        "error: '{}' has {} {}, which is not a {}\nhelp: a NemotronH "
-        "config.json has it as transformers writes it (docs/interop.md lists "
-        "what hypipe reads)",
-        path, key, it->dump().substr(0, 80), json(fallback).type_name()));
-  return it->get<T>();
-}
 
 /// config.json's layers_block_type as a pattern: a list of known names
 /// (an MoE one is kept, for the import's own refusal of it to name).
@@ -635,27 +657,49 @@ void checkNemotronMath(const json &c, const std::string &path) {
 
 /// A NemotronH config.json as the model hypipe trains; refuses what hypipe
 /// cannot express and what contradicts itself.
-ModelInfo nemotronModel(const std::string &input) {
+ModelInfo nemotronHModel(const json &c, const std::string &path) {
+  checkNemotronMath(c, path);
+  ModelInfo m = readNemotronConfig(c, path);
+  checkNemotronConfig(m, path);
+  return m;
+}
+
+/// A Hugging Face directory's architecture (its config.json's model_type)
+/// and the model hypipe trains for it.
+std::pair<const hf::Architecture *, ModelInfo>
+huggingFaceModel(const std::string &input) {
   const std::string configPath = input + "/config.json";
   if (!pathExists(configPath))
     throw RuntimeError(fmt::format(
         "error: '{}' has no config.json, so it is not a Hugging Face model "
-        "directory\nhelp: pass a NemotronH directory, or a .safetensors "
-        "file of a Megatron-LM state dict",
+        "directory\nhelp: pass a NemotronH, Qwen3-Next or DeepSeek-V3 "
+        "directory, or a .safetensors file of a Megatron-LM state dict",
         input));
   const json c = readJson(configPath, files::kConfigJson);
   const std::string type =
       configOr<std::string>(c, "model_type", "", configPath);
-  if (type != "nemotron_h")
-    throw RuntimeError(fmt::format(
-        "error: '{}' is model_type '{}', and hypipe imports NemotronH "
-        "('nemotron_h') models\nhelp: hypipe trains Megatron's hybrid "
-        "models; other architectures have no hypipe spec",
-        configPath, files::excerpt(type, 80)));
-  checkNemotronMath(c, configPath);
-  ModelInfo m = readNemotronConfig(c, configPath);
-  checkNemotronConfig(m, configPath);
-  return m;
+  for (const hf::Architecture *arch : kArchitectures) {
+    if (type != arch->modelType)
+      continue;
+    ModelInfo m = arch->model(c, configPath);
+    // The architectures' own readers refuse what they cannot say; hypipe's
+    // rules for the dimensions, and its layer kinds, hold for all.
+    if (std::string why = arch->inexpressible(m, m.pattern); !why.empty())
+      throw RuntimeError(
+          fmt::format("error: '{}' cannot be imported: {}", configPath, why));
+    if (std::string why = brokenDimsRule(m); !why.empty())
+      throw RuntimeError(fmt::format(
+          "error: '{}' cannot be imported: {}\nhelp: config.json must "
+          "describe the model its tensors hold",
+          configPath, why));
+    return {arch, m};
+  }
+  throw RuntimeError(fmt::format(
+      "error: '{}' is model_type '{}', and hypipe imports NemotronH "
+      "('nemotron_h'), Qwen3-Next ('qwen3_next') and DeepSeek-V3 "
+      "('deepseek_v3') models\nhelp: hypipe trains Megatron's hybrid "
+      "models; other architectures have no hypipe spec",
+      configPath, files::excerpt(type, 80)));
 }
 
 /// Every parameter's shape under hypipe's name, as a run of `m` allocates
@@ -678,6 +722,10 @@ parameterShapes(const ModelInfo &m) {
       add(prefix, attentionShape(d).params(m.numLayers));
     else if (m.pattern[i] == '-')
       add(prefix, mlpShape(d).params(m.numLayers));
+    else if (m.pattern[i] == 'G')
+      add(prefix, gdnShape(d).params(m.numLayers));
+    else if (m.pattern[i] == '+')
+      add(prefix, mlaShape(d).params(m.numLayers));
   }
   add("", headShape(d).params());
   return out;
@@ -762,44 +810,37 @@ public:
                                        : info.modelConfig) = meta.at(k);
   }
 
-  /// A Hugging Face NemotronH directory: Megatron's names, the attention's
-  /// q, k and v projections joined into linear_qkv.
-  void nemotron(const std::string &input) {
-    result.kind = "hf-nemotron-h";
+  /// A Hugging Face directory (NemotronH, Qwen3-Next or DeepSeek-V3):
+  /// each hypipe tensor made of the rows of the tensors its architecture's
+  /// table names.
+  void huggingFace(const std::string &input) {
     source = input;
-    const ModelInfo m = nemotronModel(input);
+    const auto [arch, m] = huggingFaceModel(input);
+    result.kind = std::string("hf-") + arch->modelType;
+    std::replace(result.kind.begin(), result.kind.end(), '_', '-');
     where = tensorFiles(input);
     this->input = input;
     const auto shapes = parameterShapes(m);
-    for (const auto &[ours, hf] : oneToOneTensors(m.pattern, m.tieEmbeddings))
-      keep(ours, shapes.at(ours), read(hf, shapes.at(ours)));
-    if (m.tieEmbeddings && where.count("lm_head.weight"))
-      checkTiedHead(shapes.at("embedding.word_embeddings.weight"));
-    for (size_t i = 0; i < m.pattern.size(); ++i) {
-      if (m.pattern[i] != '*')
-        continue;
-      const std::string hf = fmt::format("backbone.layers.{}.mixer.", i);
-      const QkvLayout q{m.numHeads, m.numQueryGroups, m.kvChannels, m.hidden};
-      std::vector<float> qv =
-          read(hf + "q_proj.weight", {q.groups * q.qRows(), q.hidden});
-      std::vector<float> kv =
-          read(hf + "k_proj.weight", {q.groups * q.d, q.hidden});
-      std::vector<float> vv =
-          read(hf + "v_proj.weight", {q.groups * q.d, q.hidden});
-      // Megatron's linear_qkv: per group its q rows, then k, then v.
-      std::vector<float> qkv(size_t(q.groups * q.perGroup() * q.hidden));
-      for (int64_t g = 0; g < q.groups; ++g) {
-        float *dst = qkv.data() + g * q.perGroup() * q.hidden;
-        std::copy_n(qv.data() + g * q.qRows() * q.hidden, q.qRows() * q.hidden,
-                    dst);
-        std::copy_n(kv.data() + g * q.d * q.hidden, q.d * q.hidden,
-                    dst + q.qRows() * q.hidden);
-        std::copy_n(vv.data() + g * q.d * q.hidden, q.d * q.hidden,
-                    dst + (q.qRows() + q.d) * q.hidden);
+    for (const hf::TensorMap &t : arch->tensors(m, m.pattern)) {
+      const std::vector<int64_t> &shape = shapes.at(t.ours);
+      std::vector<float> values(size_t(numel(shape)));
+      const int64_t width = numel(shape) / shape[0];
+      for (const hf::Piece &piece : t.pieces) {
+        const std::vector<float> part =
+            read(piece.name, pieceShape(piece, shape));
+        const int64_t rows = int64_t(part.size()) / width;
+        for (int64_t r = 0; r < rows; ++r) {
+          float *dst =
+              values.data() + (piece.rows.empty() ? r : piece.rows[r]) * width;
+          for (int64_t j = 0; j < width; ++j)
+            dst[j] = part[r * width + j] - piece.offset;
+        }
       }
-      keep(fmt::format("decoder.layers.{}.self_attention.linear_qkv.weight", i),
-           {q.groups * q.perGroup(), q.hidden}, std::move(qkv));
+      keep(t.ours, shape, std::move(values));
     }
+    if (m.tieEmbeddings && where.count("lm_head.weight"))
+      checkTiedHead(arch->embedding,
+                    shapes.at("embedding.word_embeddings.weight"));
     refuseUnread(m);
     info.model = m.name;
     info.pattern = m.pattern;
@@ -850,9 +891,10 @@ private:
 
   /// A tied model's lm_head.weight (hypipe's export writes it, as some
   /// loaders do not tie): taken when it is the embedding, bit for bit.
-  void checkTiedHead(const std::vector<int64_t> &shape) {
+  void checkTiedHead(const std::string &embedding,
+                     const std::vector<int64_t> &shape) {
     const std::vector<float> head = read("lm_head.weight", shape);
-    const std::vector<float> table = read("backbone.embeddings.weight", shape);
+    const std::vector<float> table = read(embedding, shape);
     if (std::memcmp(head.data(), table.data(), head.size() * sizeof(float)))
       throw RuntimeError(fmt::format(
           "error: '{}' holds 'lm_head.weight', and '{}/config.json' ties it "
@@ -895,7 +937,7 @@ ImportResult importCheckpoint(const std::string &input,
   requireOutputFile(outFile, "the imported checkpoint", {input});
   Importer importer;
   if (isDirectory(input))
-    importer.nemotron(input);
+    importer.huggingFace(input);
   else
     importer.megatron(input);
   importer.write(outFile);

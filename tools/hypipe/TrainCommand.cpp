@@ -1551,8 +1551,9 @@ void addExportCommand(CLI::App *ckpt, Runner &run) {
   };
   auto ex = std::make_shared<ExportOptions>();
   CLI::App *exportCmd = ckpt->add_subcommand(
-      "export", "Write a checkpoint as a Hugging Face NemotronH model "
-                "(config.json, sharded safetensors, index)");
+      "export", "Write a checkpoint as a Hugging Face model (config.json, "
+                "sharded safetensors, index): NemotronH, or Qwen3-Next for a "
+                "model of G layers, DeepSeek-V3 for one of + layers");
   exportCmd
       ->add_option("checkpoint", ex->checkpoint,
                    "a --save directory, one of its step_N directories, or a "
@@ -1587,10 +1588,11 @@ void addExportCommand(CLI::App *ckpt, Runner &run) {
             ex->checkpoint, model, ex->output,
             int64_t(ex->maxShardGiB * double(int64_t(1) << 30)),
             bf16 ? rt::DType::BF16 : rt::DType::F32);
-        fmt::print("wrote {}: NemotronH, {} tensors in {} shard{} ({:.1f} "
+        fmt::print("wrote {}: {}, {} tensors in {} shard{} ({:.1f} "
                    "MiB, {})\n",
-                   ex->output, r.tensors, r.files, r.files == 1 ? "" : "s",
-                   double(r.bytes) / (1 << 20), bf16 ? "bfloat16" : "float32");
+                   ex->output, r.architecture, r.tensors, r.files,
+                   r.files == 1 ? "" : "s", double(r.bytes) / (1 << 20),
+                   bf16 ? "bfloat16" : "float32");
         return 0;
       } catch (const rt::RuntimeError &e) {
         std::cerr << e.what() << "\n";
@@ -1604,12 +1606,14 @@ void addExportCommand(CLI::App *ckpt, Runner &run) {
 void addImportCommand(CLI::App *ckpt, Runner &run) {
   auto in = std::make_shared<std::pair<std::string, std::string>>();
   CLI::App *importCmd = ckpt->add_subcommand(
-      "import", "Read a Hugging Face NemotronH model or a Megatron-LM state "
-                "dict (.safetensors) into a hypipe checkpoint file that "
+      "import", "Read a Hugging Face NemotronH, Qwen3-Next or DeepSeek-V3 "
+                "model or a Megatron-LM state dict (.safetensors) into a "
+                "hypipe checkpoint file that "
                 "training.init_from starts from");
   importCmd
       ->add_option("input", in->first,
-                   "a NemotronH directory, or a .safetensors state dict")
+                   "a NemotronH, Qwen3-Next or DeepSeek-V3 directory, or a "
+                   ".safetensors state dict")
       ->required();
   importCmd->add_option("-o,--output", in->second, "the checkpoint file")
       ->required();
