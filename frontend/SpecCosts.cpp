@@ -499,8 +499,12 @@ double collectiveSeconds(rt::CollectiveKind kind, int64_t tp, double bytes,
 /// collectives again. On an expert grid (parallel.ep, parallel.etp) the
 /// MoE layers' run over its tp x ep group of etp x ep consecutive ranks
 /// instead (Megatron-LM's allgather dispatcher: the tokens of the group's
-/// ranks gathered, the outputs reduce-scattered back; the alltoall one
-/// moves the routed rows, which the estimate does not tell apart).
+/// ranks gathered, the outputs reduce-scattered back). Its alltoall
+/// dispatcher (model.moe_token_dispatcher_type) moves a rank's routed rows
+/// instead: an all-to-all over ep there and one back, between them an
+/// all-gather over etp and a reduce-scatter back (balanced routing: each
+/// rank receives as many rows as it sends), in both the forward and the
+/// backward's input pass.
 double tensorParallelSeconds(const ModelSpec &spec, const PatternStage &st,
                              rt::StagePass pass, const Cluster &cluster) {
   const ParallelSpec &par = spec.parallel;
@@ -518,6 +522,20 @@ double tensorParallelSeconds(const ModelSpec &spec, const PatternStage &st,
     const int64_t ranks = onExperts ? expertRanks : tp;
     if (ranks == 1)
       return;
+    if (onExperts && spec.moeDispatcher == MoeDispatcher::AllToAll) {
+      if (p == rt::StagePass::BackwardWeight)
+        return;
+      const auto &moe = std::get<rt::MoeShape>(shape);
+      const double local = tokens / double(par.sequenceParallel ? tp : 1);
+      const double rowBytes =
+          local * double(moe.topk) * double(moe.hidden) * valueBytes;
+      const Link &link = cluster.tensorParallelLink(ranks);
+      seconds +=
+          2 * allToAllSeconds(par.ep, rowBytes, link) +
+          allGatherSeconds(par.etp, rowBytes * double(par.etp), link) +
+          reduceScatterSeconds(par.etp, rowBytes * double(par.etp), link);
+      return;
+    }
     // The group's whole tensor: every rank's tokens, a tp-th of a
     // microbatch each with sequence parallelism.
     const double rows = onExperts ? tokens * double(expertRanks) /

@@ -92,6 +92,10 @@ double allGatherSeconds(int64_t ranks, double bytes, const Link &link) {
   return reduceScatterSeconds(ranks, bytes, link);
 }
 
+double allToAllSeconds(int64_t ranks, double bytes, const Link &link) {
+  return reduceScatterSeconds(ranks, bytes, link);
+}
+
 double allReduceSeconds(int64_t ranks, double bytes, const Link &link) {
   return 2 * reduceScatterSeconds(ranks, bytes, link);
 }

@@ -101,6 +101,9 @@ inline int64_t globalRank(int64_t ppRank, int64_t dpRank, int64_t dp,
 double allReduceSeconds(int64_t ranks, double bytes, const Link &link);
 double reduceScatterSeconds(int64_t ranks, double bytes, const Link &link);
 double allGatherSeconds(int64_t ranks, double bytes, const Link &link);
+/// An all-to-all over `ranks` ranks of `bytes` a rank (pairwise exchange,
+/// each of its n-1 peers sent a 1/n): as a reduce-scatter's traffic.
+double allToAllSeconds(int64_t ranks, double bytes, const Link &link);
 
 /// The range of what a device's row may be changed to, and of a link a run
 /// measured: past these a step's time is infinite, zero or not a number
