@@ -710,6 +710,48 @@ struct MlaShape {
   }
 };
 
+/// DeepSeek sparse attention as Megatron-LM builds it (dsa.py): an MLA
+/// layer whose core attends, per query, only to the top-k keys of its
+/// lightning indexer. The indexer (self_attention.core_attention.indexer)
+/// reads the layer's normed input x and the query latent (the normed input
+/// without q_lora_rank), both detached: linear_wq_b to indexerHeads
+/// queries of indexerHeadDim, linear_wk and the LayerNorm k_norm to one
+/// key, RoPE on their last posEmbDim channels, linear_weights_proj to a
+/// weight per head; I[t, s] = sum_h w[t, h] ReLU(q[t, h] . k[s]). It
+/// trains only through its KL loss against the attention's distribution.
+struct DsaShape {
+  MlaShape mla;
+  int64_t indexerHeads, indexerHeadDim, topk;
+
+  /// linear_wq_b's input: the query latent, or the normed input.
+  int64_t indexerQueryIn() const {
+    return mla.qLoraRank > 0 ? mla.qLoraRank : mla.hidden;
+  }
+  int64_t indexerQueryWidth() const { return indexerHeads * indexerHeadDim; }
+
+  /// MLA's parameters, then the indexer's, replicated on every rank
+  /// (Megatron's parallel_mode "duplicated").
+  std::vector<ParamSpec> params(int64_t numLayers) const {
+    std::vector<ParamSpec> p = mla.params(numLayers);
+    const std::string indexer = "self_attention.core_attention.indexer.";
+    p.push_back({indexer + "linear_wq_b.weight",
+                 {indexerQueryWidth(), indexerQueryIn()},
+                 Init::Normal,
+                 kInitStd});
+    p.push_back({indexer + "linear_wk.weight",
+                 {indexerHeadDim, mla.hidden},
+                 Init::Normal,
+                 kInitStd});
+    p.push_back({indexer + "k_norm.weight", {indexerHeadDim}, Init::Ones});
+    p.push_back({indexer + "k_norm.bias", {indexerHeadDim}, Init::Zeros});
+    p.push_back({indexer + "linear_weights_proj.weight",
+                 {indexerHeads, mla.hidden},
+                 Init::Normal,
+                 kInitStd});
+    return p;
+  }
+};
+
 struct MlpShape {
   /// f(name, field) for each field (forEachField).
   template <class Self, class F> static void fields(Self &s, F &&f) {
@@ -1014,6 +1056,10 @@ inline AttentionShape attentionShape(const ModelDims &d, bool rope = false) {
 inline MlaShape mlaShape(const ModelDims &d) {
   return {d.hidden,    d.numHeads,        d.qLoraRank, d.kvLoraRank,
           d.qkHeadDim, d.qkPosEmbHeadDim, d.vHeadDim,  d.qkLayernorm};
+}
+inline DsaShape dsaShape(const ModelDims &d) {
+  return {mlaShape(d), d.dsaIndexerNHeads, d.dsaIndexerHeadDim,
+          d.dsaIndexerTopk};
 }
 inline MlpShape mlpShape(const ModelDims &d) {
   return {d.hidden, d.ffnHidden, activationOf(d)};
