@@ -97,7 +97,7 @@ void addSparseAttention(ItemCost &c, const ModelDims &d,
   }
   const int64_t scores = b * nI * dI * S * S;
   c.forwardFlops +=
-      scores + b * (d.numHeads / s.tp) * shape.mla.queryDim() * S * S;
+      scores + b * (d.numHeads / s.tp) * shape.mla().queryDim() * S * S;
   c.backwardInputFlops += 2 * scores;
   // Kept: the indexer's queries, its key before and after k_norm, the
   // head weights; in float, the KL loss's gradient of the dense causal

@@ -507,12 +507,16 @@ def main():
     # The MTP depths run last, after the head: the main model stops there.
     if any(k == "mtp_input" for k, _ in layers):
         layers = layers[:[k for k, _ in layers].index("mtp_input")]
-    kind_of = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "G": "gdn", "+": "mla"}
+    kind_of = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "G": "gdn", "+": "mla",
+               "D": "dsa"}
     # MLA's sizes and rotary settings are its layers' shapes (the manifest's
     # model section has none); the oracle's rope_type from the shape's yarn.
     dims["mla"] = next((dict(l["shape"], rope_type="yarn" if l["shape"]["yarn"] else "rope")
                         for s in manifest["stages"] for l in s["layers"]
                         if l["kind"] == "mla"), None)
+    dims["dsa"] = next((dict(l["shape"], rope_type="yarn" if l["shape"]["yarn"] else "rope")
+                        for s in manifest["stages"] for l in s["layers"]
+                        if l["kind"] == "dsa"), None)
 
     def apply(kind, x, lp):
         """x + the layer of `kind` with parameters lp: new x, aux loss."""
@@ -530,6 +534,9 @@ def main():
         if kind == "mla":
             return stored(x + mla(stored(rmsnorm(x, lp["input_layernorm.weight"])),
                                   lp, dims["mla"])), 0.0
+        if kind == "dsa":
+            y, loss = dsa(stored(rmsnorm(x, lp["input_layernorm.weight"])), lp, dims["dsa"])
+            return stored(x + y), loss
         if kind == "mlp":
             return stored(x + mlp(stored(rmsnorm(x, lp["mlp.linear_fc1.layer_norm_weight"])),
                                lp, activation_name)), 0.0
