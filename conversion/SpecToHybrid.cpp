@@ -66,7 +66,7 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
   if (spec.pattern.mtpDepths > 0)
     model->setAttr(kMtpLossScaleAttr,
                    b.getF64FloatAttr(spec.mtpLossScalingFactor));
-  if (spec.pattern.text.find('+') != std::string::npos) {
+  if (spec.pattern.text.find_first_of("+D") != std::string::npos) {
     const MlaRopeSpec &r = spec.mlaRope;
     model->setAttr(
         kMlaRopeAttr,
@@ -79,6 +79,14 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
              b.getNamedAttr("mscale_all_dim",
                             b.getF64FloatAttr(r.mscaleAllDim))}));
   }
+  if (spec.pattern.text.find('D') != std::string::npos)
+    model->setAttr(
+        kDsaIndexerAttr,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("loss_coeff",
+                            b.getF64FloatAttr(spec.dsaIndexerLossCoeff)),
+             b.getNamedAttr("use_sparse_loss",
+                            b.getBoolAttr(spec.dsaIndexerUseSparseLoss))}));
 
   int64_t batch = spec.training.microBatchSize, seq = spec.training.seqLength;
   auto tokensType = RankedTensorType::get({batch, seq}, b.getI64Type());

@@ -910,7 +910,7 @@ std::string megatronModelArgs(const ModelSpec &spec) {
     if (spec.moePadExpertInputToCapacity)
       out += " --moe-pad-expert-input-to-capacity";
   }
-  if (has('+')) {
+  if (has('+') || has('D')) { // DSA is MLA with an indexer
     const MlaRopeSpec &rope = spec.mlaRope;
     out += " --multi-latent-attention";
     if (d.qLoraRank > 0)
@@ -924,6 +924,15 @@ std::string megatronModelArgs(const ModelSpec &spec) {
                        rope.mscale, rope.mscaleAllDim);
     if (d.qkLayernorm)
       out += " --qk-layernorm";
+  }
+  if (has('D')) {
+    out += fmt::format(" --experimental-attention-variant dsa "
+                       "--dsa-indexer-n-heads {} --dsa-indexer-head-dim {} "
+                       "--dsa-indexer-topk {} --dsa-indexer-loss-coeff {:g}",
+                       d.dsaIndexerNHeads, d.dsaIndexerHeadDim,
+                       d.dsaIndexerTopk, spec.dsaIndexerLossCoeff);
+    if (spec.dsaIndexerUseSparseLoss)
+      out += " --dsa-indexer-use-sparse-loss";
   }
   if (spec.pattern.hasMtp())
     out += fmt::format(" --mtp-num-layers {} --mtp-loss-scaling-factor {:g}",

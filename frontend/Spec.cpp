@@ -61,6 +61,9 @@ struct Draft {
   std::optional<int64_t> etp;       ///< absent: tp, Megatron's default
   /// model.q_lora_rank: absent or null is Megatron's None.
   std::optional<int64_t> qLoraRank;
+  /// model.dsa_indexer_*: absent or null is Megatron's None.
+  std::optional<int64_t> dsaIndexerNHeads, dsaIndexerHeadDim, dsaIndexerTopk;
+  std::optional<double> dsaIndexerLossCoeff;
   /// The enum fields as written; checking parses each into the spec once.
   std::string schedule = "1f1b", comm = "auto", objective = "time",
               dtype = "fp32", target = "cpu", format = "text",
@@ -153,6 +156,12 @@ const std::vector<Field> &modelFields() {
       HYPIPE_FIELD("rotary_scaling_factor", d.spec.mlaRope.rotaryScalingFactor),
       HYPIPE_FIELD("mscale", d.spec.mlaRope.mscale),
       HYPIPE_FIELD("mscale_all_dim", d.spec.mlaRope.mscaleAllDim),
+      HYPIPE_NULLABLE_FIELD("dsa_indexer_n_heads", d.dsaIndexerNHeads),
+      HYPIPE_NULLABLE_FIELD("dsa_indexer_head_dim", d.dsaIndexerHeadDim),
+      HYPIPE_NULLABLE_FIELD("dsa_indexer_topk", d.dsaIndexerTopk),
+      HYPIPE_NULLABLE_FIELD("dsa_indexer_loss_coeff", d.dsaIndexerLossCoeff),
+      HYPIPE_FIELD("dsa_indexer_use_sparse_loss",
+                   d.spec.dsaIndexerUseSparseLoss),
   };
   return fields;
 }
@@ -397,6 +406,7 @@ private:
   llvm::Error checkPatternLayers();
   llvm::Error checkModel();
   llvm::Error checkMlaRope();
+  llvm::Error checkDsaLoss();
   llvm::Error checkParallel();
   llvm::Error checkTraining();
   llvm::Error checkLrSchedule();
@@ -812,7 +822,11 @@ llvm::Error Loader::readField(const Section &section, const Field &field,
   std::string where =
       fmt::format("{}.{}", section.name.str(), field.name.str());
   if (field.nullable && isYamlNull(value)) {
-    std::get<std::optional<int64_t> &(*)(Draft &)>(field.ref)(draft).reset();
+    if (auto *count =
+            std::get_if<std::optional<int64_t> &(*)(Draft &)>(&field.ref))
+      (*count)(draft).reset();
+    else
+      std::get<std::optional<double> &(*)(Draft &)>(field.ref)(draft).reset();
     return llvm::Error::success();
   }
   if (llvm::isa<yaml::NullNode>(value))
@@ -1273,6 +1287,19 @@ llvm::Error Loader::checkModel() {
         "use null (Megatron's default) for queries without a "
         "down-projection, or a rank such as 1536 (DeepSeek-V3)");
   spec.dims.qLoraRank = draft.qLoraRank.value_or(0);
+  for (auto [key, value] :
+       {std::pair{"dsa_indexer_n_heads", draft.dsaIndexerNHeads},
+        {"dsa_indexer_head_dim", draft.dsaIndexerHeadDim},
+        {"dsa_indexer_topk", draft.dsaIndexerTopk}})
+    if (value && *value <= 0)
+      return error(nodeFor("model", key),
+                   fmt::format("{} must be positive, got {}", key, *value),
+                   "DeepSeek-V3.2 uses dsa_indexer_n_heads 64, "
+                   "dsa_indexer_head_dim 128 and dsa_indexer_topk 2048; null "
+                   "(Megatron's None) only for a model without D layers");
+  spec.dims.dsaIndexerNHeads = draft.dsaIndexerNHeads.value_or(0);
+  spec.dims.dsaIndexerHeadDim = draft.dsaIndexerHeadDim.value_or(0);
+  spec.dims.dsaIndexerTopk = draft.dsaIndexerTopk.value_or(0);
   if (auto problem = checkModelDims(spec.dims))
     return error(nodeFor("model", problem->field), problem->message,
                  problem->help);
@@ -1303,6 +1330,8 @@ llvm::Error Loader::checkModel() {
                  "moe_aux_loss_coeff cannot be negative",
                  "use 0 to switch the load-balancing loss off");
   if (auto err = checkMoeCapacity())
+    return err;
+  if (auto err = checkDsaLoss())
     return err;
   if (spec.mtpLossScalingFactor < 0)
     return error(nodeFor("model", "mtp_loss_scaling_factor"),
@@ -1348,6 +1377,29 @@ llvm::Error Loader::checkMoeCapacity() {
                  "layers' experts ('E'), and the model has none",
                  "remove moe_expert_capacity_factor, or add E layers to the "
                  "pattern");
+  return llvm::Error::success();
+}
+
+/// The indexer's KL loss weight: a number from 0 (the indexer does not
+/// train), which a model with D layers must give (Megatron's None has no
+/// meaning there: its DSAttention multiplies the loss by it).
+llvm::Error Loader::checkDsaLoss() {
+  const std::optional<double> coeff = draft.dsaIndexerLossCoeff;
+  if (coeff && !(std::isfinite(*coeff) && *coeff >= 0))
+    return error(nodeFor("model", "dsa_indexer_loss_coeff"),
+                 fmt::format("dsa_indexer_loss_coeff must be a non-negative "
+                             "number, got {}",
+                             *coeff),
+                 "use 0 to leave the indexer untrained, or a small weight "
+                 "such as 0.01");
+  const size_t sparse = draft.spec.pattern.text.find('D');
+  if (!coeff && sparse != std::string::npos && patternNode)
+    return error(
+        locInScalar(patternNode, sparse), 1,
+        "sparse attention layers ('D') need model.dsa_indexer_loss_coeff",
+        "Megatron-LM has no default for it; set it, e.g. 0.01, or 0 to "
+        "leave the indexer untrained");
+  draft.spec.dsaIndexerLossCoeff = coeff.value_or(0.0);
   return llvm::Error::success();
 }
 

@@ -210,6 +210,12 @@ struct ModelSpec {
   std::optional<double> moeExpertCapacityFactor;
   std::string moeTokenDropPolicy = "probs";
   bool moePadExpertInputToCapacity = false;
+  /// DeepSeek sparse attention's --dsa-indexer-loss-coeff (the indexer's KL
+  /// loss weight; Megatron's None, no default, is refused for a model with
+  /// D layers) and --dsa-indexer-use-sparse-loss (the KL over the top-k
+  /// keys only).
+  double dsaIndexerLossCoeff = 0.0;
+  bool dsaIndexerUseSparseLoss = false;
   /// Megatron's --mtp-loss-scaling-factor: the MTP depths' mean loss enters
   /// the objective with this weight.
   double mtpLossScalingFactor = 0.1;

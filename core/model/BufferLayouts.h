@@ -250,6 +250,60 @@ inline MlaSaved mlaSaved(const MlaShape &s, const TokenShape &t,
   return m;
 }
 
+/// A DSA layer's parameters: MLA's (MlaShape::params' order), then its
+/// indexer's linear_wq_b, linear_wk, k_norm's weight and bias and
+/// linear_weights_proj.
+template <typename T> struct DsaParams {
+  MlaParams<T> mla;
+  T *wqB, *wk, *kNormWeight, *kNormBias, *wWeights;
+};
+
+template <typename T> DsaParams<T> dsaParams(const DsaShape &s, T *base) {
+  DsaParams<T> p{mlaParams(s.mla(), base)};
+  T *q = base + numel(s.mla().params(1));
+  p.wqB = q, q += s.indexerQueryWidth() * s.indexerQueryIn();
+  p.wk = q, q += s.indexerHeadDim * s.mla().hidden;
+  p.kNormWeight = q, q += s.indexerHeadDim;
+  p.kNormBias = q, q += s.indexerHeadDim;
+  p.wWeights = q;
+  return p;
+}
+
+/// A DSA layer's saved tensors (DsaShape::savedFloats' order): MLA's, then
+/// the indexer's queries q [T, nI x dI] (after RoPE) and their gradient,
+/// linear_wk's output k and k_norm's mean and rstd, the normed and rotated
+/// key kn, k's gradient, the head weights w (linear_weights_proj's
+/// output) and their gradient; per sample (DsaShape::pairFloats, samples
+/// one after another, [len, len] each) the KL loss's gradient of the index
+/// scores (before the step's loss scale) and the keys each query keeps (1
+/// or 0).
+struct DsaSaved {
+  MlaSaved mla;
+  float *q, *dq, *k, *kMean, *kRstd, *kn, *dk, *w, *dw, *dScores, *keep;
+};
+
+inline DsaSaved dsaSaved(const DsaShape &s, const TokenShape &t,
+                         const SavedBases &bases) {
+  const int64_t T = t.tokens(), nd = s.indexerQueryWidth(),
+                d = s.indexerHeadDim, n = s.indexerHeads;
+  DsaSaved m{mlaSaved(s.mla(), t, bases)};
+  SavedBases rest = bases;
+  rest.kept += s.mla().savedFloats(t); // DSA recomputes no module alone
+  SavedCarver c(rest);
+  m.q = c.keep(T * nd);
+  m.dq = c.keep(T * nd);
+  m.k = c.keep(T * d);
+  m.kMean = c.keep(T);
+  m.kRstd = c.keep(T);
+  m.kn = c.keep(T * d);
+  m.dk = c.keep(T * d);
+  m.w = c.keep(T * n);
+  m.dw = c.keep(T * n);
+  m.dScores = c.keep(DsaShape::pairFloats(t));
+  m.keep = c.keep(DsaShape::pairFloats(t));
+  return m;
+}
+
 /// x, xn, rstd, fc1 output, activation, fc1 and fc2 output gradients.
 struct MlpSaved {
   float *x, *xn, *rstd, *h1, *act, *dh1, *dout;

@@ -34,6 +34,80 @@ int64_t attentionCoreFlops(const ModelDims &d, const CostSettings &s) {
          s.seqLength * d.kvChannels();
 }
 
+/// An MLA layer ('+', and the attention of a 'D'): a rank's tp-th of the
+/// heads (the down-projections are replicated, so every rank runs them
+/// whole); `pairs2` is twice the (query, key) pairs each head's core scores
+/// per sample, s^2 for causal attention over the lower triangle. Its
+/// parameters are the whole layer's (MlaShape's or DsaShape's).
+void addLatentAttention(ItemCost &c, const ModelDims &d, const CostSettings &s,
+                        int64_t pairs2) {
+  const int64_t t = s.tokens(), h = d.hidden, tp = s.tp;
+  const int64_t e = s.activationBytesPerElement();
+  const rt::MlaShape m = rt::mlaShape(d);
+  const int64_t heads = d.numHeads / tp, q = heads * m.queryDim(),
+                ctx = heads * m.vHeadDim;
+  const int64_t kvLatent = m.kvLoraRank + m.posEmbDim;
+  if (m.qLoraRank > 0) {
+    addLinear(c, t, h, m.qLoraRank);
+    addLinear(c, t, m.qLoraRank, q);
+  } else {
+    addLinear(c, t, h, q);
+  }
+  addLinear(c, t, h, kvLatent);
+  addLinear(c, t, m.kvLoraRank, heads * (m.qkHeadDim + m.vHeadDim));
+  // QK^T over qk + pe channels and PV over v channels, per head and pair;
+  // backward costs 2x forward.
+  const int64_t core =
+      s.microBatchSize * heads * pairs2 * (m.queryDim() + m.vHeadDim);
+  c.forwardFlops += core;
+  c.backwardInputFlops += 2 * core;
+  addLinear(c, t, ctx, h);
+  // Kept (besides the residual stream's two): the latents (and their
+  // normed copies with qk_layernorm), q, k and v, the context, and the
+  // softmax log-sum-exp per head and token.
+  const int64_t latents = (m.qLoraRank + kvLatent) +
+                          (m.qkLayernorm ? m.qLoraRank + m.kvLoraRank : 0);
+  c.activationBytes +=
+      t * (latents + 2 * q + 2 * ctx) * e + t * heads * int64_t(sizeof(float));
+  c.params = rt::rankNumel(m.params(1), tp);
+}
+
+/// A 'D' layer: MLA whose core scores only each query's top-k keys (of its
+/// causal prefix: sum over t < s of min(k, t + 1) pairs), and the indexer,
+/// whole on the rank (tp > 1 is refused for D layers). The indexer's
+/// inputs are detached: its linears have forward and weight-gradient
+/// GEMMs, no input gradient. Its dense causal scores cost
+/// b nI dI s^2 (s^2 / 2 pairs of 2 nI dI), their gradient twice that; the
+/// KL loss's target is the dense causal attention of every head, its
+/// scores b heads (qk + pe) s^2 more forward FLOPs.
+void addSparseAttention(ItemCost &c, const ModelDims &d,
+                        const CostSettings &s) {
+  const int64_t S = s.seqLength, k = std::min(d.dsaIndexerTopk, S);
+  const int64_t pairs2 = k >= S ? S * S : k * (k + 1) + 2 * (S - k) * k;
+  addLatentAttention(c, d, s, pairs2);
+  const rt::DsaShape shape = rt::dsaShape(d);
+  const int64_t t = s.tokens(), e = s.activationBytesPerElement(),
+                b = s.microBatchSize;
+  const int64_t nI = shape.indexerHeads, dI = shape.indexerHeadDim;
+  for (auto [in, out] : {std::pair{shape.indexerQueryIn(), nI * dI},
+                         {d.hidden, dI},
+                         {d.hidden, nI}}) {
+    c.forwardFlops += 2 * t * in * out;
+    c.backwardWeightFlops += 2 * t * in * out;
+  }
+  const int64_t scores = b * nI * dI * S * S;
+  c.forwardFlops +=
+      scores + b * (d.numHeads / s.tp) * shape.mla().queryDim() * S * S;
+  c.backwardInputFlops += 2 * scores;
+  // Kept: the indexer's queries, its key before and after k_norm, the
+  // head weights; in float, the KL loss's gradient of the dense causal
+  // scores (s^2 per sample) and every query's top-k key indices.
+  c.activationBytes += t * (nI * dI + 2 * dI + nI) * e +
+                       b * S * S * int64_t(sizeof(float)) +
+                       t * k * int64_t(sizeof(int32_t));
+  c.params = rt::numel(shape.params(1));
+}
+
 } // namespace
 
 int64_t ItemCost::totalFlops() const {
@@ -162,38 +236,14 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     c.params = rt::rankNumel(rt::attentionShape(d).params(1), tp);
     return c;
   }
-  case '+': {
-    // A rank's tp-th of the heads: the down-projections are replicated,
-    // so every rank runs them whole.
-    const rt::MlaShape m = rt::mlaShape(d);
-    const int64_t heads = d.numHeads / tp, q = heads * m.queryDim(),
-                  ctx = heads * m.vHeadDim;
-    const int64_t kvLatent = m.kvLoraRank + m.posEmbDim;
-    if (m.qLoraRank > 0) {
-      addLinear(c, t, h, m.qLoraRank);
-      addLinear(c, t, m.qLoraRank, q);
-    } else {
-      addLinear(c, t, h, q);
-    }
-    addLinear(c, t, h, kvLatent);
-    addLinear(c, t, m.kvLoraRank, heads * (m.qkHeadDim + m.vHeadDim));
-    // Causal attention over the lower triangle: QK^T over qk + pe channels
-    // and PV over v channels, per head; backward costs 2x forward.
-    const int64_t core = s.microBatchSize * heads * s.seqLength * s.seqLength *
-                         (m.queryDim() + m.vHeadDim);
-    c.forwardFlops += core;
-    c.backwardInputFlops += 2 * core;
-    addLinear(c, t, ctx, h);
-    // Kept: norm input and normed input, the latents (and their normed
-    // copies with qk_layernorm), q, k and v, the context, and the softmax
-    // log-sum-exp per head and token.
-    const int64_t latents = (m.qLoraRank + kvLatent) +
-                            (m.qkLayernorm ? m.qLoraRank + m.kvLoraRank : 0);
-    c.activationBytes = 2 * stream + t * (latents + 2 * q + 2 * ctx) * e +
-                        t * heads * int64_t(sizeof(float));
-    c.params = rt::rankNumel(m.params(1), tp);
+  case '+':
+    addLatentAttention(c, d, s, s.seqLength * s.seqLength);
+    c.activationBytes += 2 * stream;
     return c;
-  }
+  case 'D':
+    addSparseAttention(c, d, s);
+    c.activationBytes += 2 * stream;
+    return c;
   case '-': {
     const int64_t ffn = d.ffnHidden / tp, up = upWidth(d, ffn);
     addLinear(c, t, h, up);

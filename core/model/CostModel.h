@@ -72,7 +72,7 @@ struct ItemCost {
   int64_t backwardWeightFlops = 0; ///< `W`: gradient w.r.t. the weights
   int64_t activationBytes = 0;     ///< kept from forward to backward
   int64_t sendBytes = 0;           ///< tensor sent to the next item
-  bool modelled = true;            ///< false for kinds not costed yet (G, D)
+  bool modelled = true;            ///< false for kinds not costed yet
 
   /// Within the size bounds (SizeBounds.h) one item's counts fit an int64;
   /// a sum of many stops at INT64_MAX instead of wrapping.

@@ -40,12 +40,13 @@ enum class LayerKind {
   MtpInput,
   MtpOutput,
   Gdn,
-  Mla
+  Mla,
+  Dsa
 };
 
 inline constexpr const char *kLayerKindNames[] = {
-    "embedding", "mamba",     "attention",  "mlp", "moe",
-    "head",      "mtp_input", "mtp_output", "gdn", "mla"};
+    "embedding", "mamba",      "attention", "mlp", "moe", "head",
+    "mtp_input", "mtp_output", "gdn",       "mla", "dsa"};
 
 /// `mamba`, `mtp_input`, ...: the manifest's and the IR's spelling.
 inline const char *layerKindName(LayerKind kind) {
@@ -710,6 +711,91 @@ struct MlaShape {
   }
 };
 
+/// DeepSeek sparse attention as Megatron-LM builds it (dsa.py): an MLA
+/// layer whose core attends, per query, only to the top-k keys of its
+/// lightning indexer. The indexer (self_attention.core_attention.indexer)
+/// reads the layer's normed input x and the query latent (the normed input
+/// without q_lora_rank), both detached: linear_wq_b to indexerHeads
+/// queries of indexerHeadDim, linear_wk and the LayerNorm k_norm to one
+/// key, RoPE on their last posEmbDim channels, linear_weights_proj to a
+/// weight per head; I[t, s] = sum_h w[t, h] ReLU(q[t, h] . k[s]). It
+/// trains only through its KL loss against the attention's distribution.
+struct DsaShape : MlaShape {
+  /// f(name, field) for each field (forEachField): MLA's, then the
+  /// indexer's.
+  template <class Self, class F> static void fields(Self &s, F &&f) {
+    using Mla =
+        std::conditional_t<std::is_const_v<Self>, const MlaShape, MlaShape>;
+    MlaShape::fields(static_cast<Mla &>(s), f);
+    f("dsa_indexer_n_heads", s.indexerHeads);
+    f("dsa_indexer_head_dim", s.indexerHeadDim);
+    f("dsa_indexer_topk", s.topk);
+    f("dsa_indexer_loss_coeff", s.lossCoeff);
+    f("dsa_indexer_use_sparse_loss", s.sparseLoss);
+  }
+  int64_t indexerHeads, indexerHeadDim, topk;
+  /// The KL loss's weight, and whether it covers only the top-k keys.
+  double lossCoeff = 0.0;
+  bool sparseLoss = false;
+
+  /// The dense per-sample [s, s] blocks of a microbatch (the index
+  /// scores' gradient, the kept keys): sum of the samples' squared
+  /// lengths, at most tokens x seq (a packed microbatch is one row of seq
+  /// tokens).
+  static int64_t pairFloats(const TokenShape &t) {
+    return t.batch * t.seq * t.seq;
+  }
+
+  /// The layer's MLA: its sizes and rotary settings.
+  const MlaShape &mla() const { return *this; }
+
+  /// linear_wq_b's input: the query latent, or the normed input.
+  int64_t indexerQueryIn() const { return qLoraRank > 0 ? qLoraRank : hidden; }
+  int64_t indexerQueryWidth() const { return indexerHeads * indexerHeadDim; }
+
+  /// MLA's parameters, then the indexer's, replicated on every rank
+  /// (Megatron's parallel_mode "duplicated").
+  std::vector<ParamSpec> params(int64_t numLayers) const {
+    std::vector<ParamSpec> p = MlaShape::params(numLayers);
+    const std::string indexer = "self_attention.core_attention.indexer.";
+    p.push_back({indexer + "linear_wq_b.weight",
+                 {indexerQueryWidth(), indexerQueryIn()},
+                 Init::Normal,
+                 kInitStd});
+    p.push_back({indexer + "linear_wk.weight",
+                 {indexerHeadDim, hidden},
+                 Init::Normal,
+                 kInitStd});
+    p.push_back({indexer + "k_norm.weight", {indexerHeadDim}, Init::Ones});
+    p.push_back({indexer + "k_norm.bias", {indexerHeadDim}, Init::Zeros});
+    p.push_back({indexer + "linear_weights_proj.weight",
+                 {indexerHeads, hidden},
+                 Init::Normal,
+                 kInitStd});
+    return p;
+  }
+  /// Floats a token of the indexer's own tensors: its queries (after
+  /// RoPE) and their gradient, its key before k_norm, normed and rotated
+  /// and that one's gradient, k_norm's mean and rstd, the head weights and
+  /// their gradient.
+  int64_t indexerFloats() const {
+    return 2 * indexerQueryWidth() + 3 * indexerHeadDim + 2 + 2 * indexerHeads;
+  }
+  /// MLA's tensors, then the indexer's and, per sample, the KL loss's
+  /// gradient of the index scores and the keys each query keeps.
+  int64_t savedFloats(const TokenShape &t, Target target = Target::Cpu) const {
+    return MlaShape::savedFloats(t, target) + t.tokens() * indexerFloats() +
+           2 * pairFloats(t);
+  }
+  /// MLA's, and for the indexer's backward a sample's block of scores per
+  /// head.
+  int64_t workspaceFloats(const TokenShape &t,
+                          Target target = Target::Cpu) const {
+    return MlaShape::workspaceFloats(t, target) + pairFloats(t) +
+           t.tokens() * indexerHeadDim;
+  }
+};
+
 struct MlpShape {
   /// f(name, field) for each field (forEachField).
   template <class Self, class F> static void fields(Self &s, F &&f) {
@@ -970,9 +1056,9 @@ struct MtpOutputShape {
 };
 
 /// Any layer's static shape; the alternatives are in LayerKind's order.
-using LayerShape =
-    std::variant<EmbeddingShape, MambaShape, AttentionShape, MlpShape, MoeShape,
-                 HeadShape, MtpInputShape, MtpOutputShape, GdnShape, MlaShape>;
+using LayerShape = std::variant<EmbeddingShape, MambaShape, AttentionShape,
+                                MlpShape, MoeShape, HeadShape, MtpInputShape,
+                                MtpOutputShape, GdnShape, MlaShape, DsaShape>;
 
 inline LayerKind kindOf(const LayerShape &shape) {
   return LayerKind(shape.index());
@@ -1028,6 +1114,10 @@ inline AttentionShape attentionShape(const ModelDims &d, bool rope = false) {
 inline MlaShape mlaShape(const ModelDims &d) {
   return {d.hidden,    d.numHeads,        d.qLoraRank, d.kvLoraRank,
           d.qkHeadDim, d.qkPosEmbHeadDim, d.vHeadDim,  d.qkLayernorm};
+}
+inline DsaShape dsaShape(const ModelDims &d) {
+  return {mlaShape(d), d.dsaIndexerNHeads, d.dsaIndexerHeadDim,
+          d.dsaIndexerTopk};
 }
 inline MlpShape mlpShape(const ModelDims &d) {
   return {d.hidden, d.ffnHidden, activationOf(d)};

@@ -29,6 +29,8 @@ std::string measuredKindOf(const std::string &name) {
     return "moe";
   if (name == "+")
     return "mla";
+  if (name == "D")
+    return "dsa";
   return name; // embedding, head, mtp
 }
 

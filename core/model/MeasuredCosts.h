@@ -50,7 +50,8 @@ struct MeasuredCosts {
 /// layer kinds' own names (layerKindName), an MTP depth's input and output
 /// together as "mtp". A costs file names no other.
 inline constexpr const char *kMeasuredKinds[] = {
-    "embedding", "mamba", "attention", "mlp", "moe", "head", "mtp", "mla"};
+    "embedding", "mamba", "attention", "mlp", "moe",
+    "head",      "mtp",   "mla",       "dsa"};
 
 /// What a costs file's numbers may be: beyond these a plan's step is
 /// infinite or not a number (`seconds: 1e308`). One call of one layer's pass

@@ -32,6 +32,13 @@ std::array<SizeField, 5> gdnSizes(const ModelDims &d) {
           SizeField{"linear_conv_kernel_dim", d.gdnConvWidth}};
 }
 
+/// DeepSeek sparse attention's indexer sizes, as the spec names them.
+std::array<SizeField, 3> dsaSizes(const ModelDims &d) {
+  return {SizeField{"dsa_indexer_n_heads", d.dsaIndexerNHeads},
+          SizeField{"dsa_indexer_head_dim", d.dsaIndexerHeadDim},
+          SizeField{"dsa_indexer_topk", d.dsaIndexerTopk}};
+}
+
 /// dims_c0: sizes a machine can hold, and products that cannot overflow.
 std::optional<DimsProblem> checkBounds(const ModelDims &d) {
   // Each size within its bound of the table (SizeBounds.h), so every
@@ -55,6 +62,8 @@ std::optional<DimsProblem> checkBounds(const ModelDims &d) {
                                  {"qk_pos_emb_head_dim", d.qkPosEmbHeadDim},
                                  {"v_head_dim", d.vHeadDim}};
   for (SizeField size : gdnSizes(d))
+    dims.push_back(size);
+  for (SizeField size : dsaSizes(d))
     dims.push_back(size);
   for (auto [field, value] : dims) {
     const SizeBound &bound = sizeBound(std::string("model.") + field);
@@ -253,19 +262,62 @@ std::optional<DimsProblem> checkLatentAttentionWeights(const ModelDims &d) {
   return std::nullopt;
 }
 
+/// The first of a layer kind's `sizes` below 1 (dims_c0 bounds them
+/// above), as a problem of `layers` ("gated delta net layers ('G')").
+template <size_t N>
+std::optional<DimsProblem> needPositive(const std::array<SizeField, N> &sizes,
+                                        const char *layers, const char *help) {
+  for (auto [field, value] : sizes)
+    if (value < 1)
+      return problem(
+          field,
+          fmt::format("{} need a positive {}, got {}", layers, field, value),
+          help);
+  return std::nullopt;
+}
+
+/// What a DeepSeek sparse attention layer needs beyond MLA's (Megatron's
+/// DSAIndexer): the three indexer sizes set (Megatron has no default for
+/// them), and an indexer head wide enough for the rotary part it shares
+/// with MLA (the indexer splits each head into [nope | pe] of
+/// qk_pos_emb_head_dim).
+std::optional<DimsProblem> checkDsa(const ModelDims &d) {
+  if (std::optional<DimsProblem> found = checkLatentAttentionWeights(d))
+    return found;
+  if (auto found = needPositive(dsaSizes(d), "sparse attention layers ('D')",
+                                "Megatron-LM has no default for it; "
+                                "DeepSeek-V3.2 uses dsa_indexer_n_heads 64, "
+                                "dsa_indexer_head_dim 128 and "
+                                "dsa_indexer_topk 2048"))
+    return found;
+  if (d.dsaIndexerHeadDim < d.qkPosEmbHeadDim)
+    return problem("dsa_indexer_head_dim",
+                   fmt::format("dsa_indexer_head_dim ({}) must be at least "
+                               "qk_pos_emb_head_dim ({}): the indexer's "
+                               "queries and keys carry the rotary part in "
+                               "their last qk_pos_emb_head_dim channels",
+                               d.dsaIndexerHeadDim, d.qkPosEmbHeadDim),
+                   "DeepSeek-V3.2 uses 128 with qk_pos_emb_head_dim 64");
+  const int64_t queryIn = d.qLoraRank > 0 ? d.qLoraRank : d.hidden;
+  if (d.dsaIndexerNHeads * d.dsaIndexerHeadDim > kMaxWeightElements / queryIn)
+    return problem("dsa_indexer_n_heads",
+                   "dsa_indexer_n_heads x dsa_indexer_head_dim makes an "
+                   "indexer weight of more than 2^36 elements",
+                   "its weight, gradient and optimizer state would fill "
+                   "the 1 TiB one rank may hold; use smaller dimensions");
+  return std::nullopt;
+}
+
 /// What a Gated DeltaNet layer needs (Megatron-LM's GatedDeltaNet): sizes
 /// within their bounds, value heads in whole groups of the key heads (each
 /// key head serves nv / nk value heads) and the SiLU its gate and conv use,
 /// which Megatron takes from the model's activation (--swiglu).
 std::optional<DimsProblem> checkGdn(const ModelDims &d) {
-  for (auto [field, value] : gdnSizes(d)) // dims_c0 bounds them above
-    if (value < 1)
-      return problem(field,
-                     fmt::format("gated delta net layers ('G') need a "
-                                 "positive {}, got {}",
-                                 field, value),
-                     "Megatron-LM's defaults are 16 key and 32 value heads "
-                     "of 128 channels, and a convolution of 4");
+  if (auto found = needPositive(gdnSizes(d), "gated delta net layers ('G')",
+                                "Megatron-LM's defaults are 16 key and 32 "
+                                "value heads of 128 channels, and a "
+                                "convolution of 4"))
+    return found;
   if (d.gdnNumValueHeads % d.gdnNumKeyHeads != 0)
     return problem(
         "linear_num_value_heads",
@@ -304,15 +356,16 @@ std::optional<DimsProblem> checkLayerKindDims(char symbol, const ModelDims &d) {
           "set model.mamba_num_heads (and mamba_head_dim, mamba_state_dim)");
     return std::nullopt;
   case '+':
+  case 'D':
     if (d.numHeads <= 0)
-      return problem("num_attention_heads",
-                     "'+' layers need num_attention_heads > 0",
-                     "set model.num_attention_heads");
-    return checkLatentAttentionWeights(d);
+      return problem(
+          "num_attention_heads",
+          fmt::format("'{}' layers need num_attention_heads > 0", symbol),
+          "set model.num_attention_heads");
+    return symbol == 'D' ? checkDsa(d) : checkLatentAttentionWeights(d);
   case 'G':
     return checkGdn(d);
   case '*':
-  case 'D':
     if (d.numHeads <= 0)
       return problem(
           "num_attention_heads",

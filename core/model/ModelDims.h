@@ -58,6 +58,13 @@ struct ModelDims {
   int64_t qkPosEmbHeadDim = 64;
   int64_t vHeadDim = 128;
   bool qkLayernorm = false;
+  /// DeepSeek sparse attention ('D', an MLA layer with an indexer):
+  /// Megatron-LM's dsa_indexer_n_heads, dsa_indexer_head_dim and
+  /// dsa_indexer_topk. 0 is Megatron's None: it has no default, and a D
+  /// layer needs each set (checkLayerKindDims).
+  int64_t dsaIndexerNHeads = 0;
+  int64_t dsaIndexerHeadDim = 0;
+  int64_t dsaIndexerTopk = 0;
 
   int64_t kvChannels() const { return numHeads > 0 ? hidden / numHeads : 0; }
   int64_t mambaInner() const { return mambaNumHeads * mambaHeadDim; }

@@ -69,6 +69,12 @@ const std::vector<SizeBound> &sizeBounds() {
        "use a narrower rotary part; DeepSeek-V3 uses 64"},
       {"model.v_head_dim", pow2(12),
        "use narrower value heads; DeepSeek-V3 uses 128"},
+      {"model.dsa_indexer_n_heads", pow2(12),
+       "use fewer indexer heads; DeepSeek-V3.2 uses 64"},
+      {"model.dsa_indexer_head_dim", pow2(12),
+       "use narrower indexer heads; DeepSeek-V3.2 uses 128"},
+      {"model.dsa_indexer_topk", pow2(24),
+       "select fewer keys per query; DeepSeek-V3.2 uses 2048"},
       {"model.vocab_size", pow2(24),
        "use a smaller vocabulary; the largest trained ones have about 256000 "
        "tokens"},

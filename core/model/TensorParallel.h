@@ -100,6 +100,9 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
         } else if constexpr (std::is_same_v<S, MlaShape>) {
           // The spec's words for a kind without tensor-parallel kernels.
           why = "MLA layers ('+') do not split over tensor-parallel ranks yet";
+        } else if constexpr (std::is_same_v<S, DsaShape>) {
+          why = "sparse attention layers ('D') do not split over "
+                "tensor-parallel ranks yet";
         }
         return why;
       },

@@ -42,6 +42,12 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
     The Gated DeltaNet sizes (`linear_*`, Megatron-LM's names) are left out
     when they are Megatron's defaults; `dims_c0` bounds them, and a `G`
     layer's own check (`gdn_c2`) needs them positive.
+
+    DeepSeek sparse attention's indexer sizes (`dsa_indexer_n_heads`,
+    `dsa_indexer_head_dim`, `dsa_indexer_topk`) are left out at 0, Megatron's
+    None; `dims_c0` bounds them, and a `D` layer's own check (`dsa_c2`)
+    needs them positive and the indexer head at least `qk_pos_emb_head_dim`
+    wide.
   }];
   let parameters = (ins
     "int64_t":$hidden,
@@ -69,7 +75,10 @@ def Hybrid_DimsAttr : Hybrid_Attr<"Dims", "dims"> {
     DefaultValuedParameter<"int64_t", "32">:$linear_num_value_heads,
     DefaultValuedParameter<"int64_t", "128">:$linear_key_head_dim,
     DefaultValuedParameter<"int64_t", "128">:$linear_value_head_dim,
-    DefaultValuedParameter<"int64_t", "4">:$linear_conv_kernel_dim
+    DefaultValuedParameter<"int64_t", "4">:$linear_conv_kernel_dim,
+    DefaultValuedParameter<"int64_t", "0">:$dsa_indexer_n_heads,
+    DefaultValuedParameter<"int64_t", "0">:$dsa_indexer_head_dim,
+    DefaultValuedParameter<"int64_t", "0">:$dsa_indexer_topk
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -47,6 +47,9 @@ ModelDims toModelDims(DimsAttr a) {
   d.gdnKeyHeadDim = a.getLinearKeyHeadDim();
   d.gdnValueHeadDim = a.getLinearValueHeadDim();
   d.gdnConvWidth = a.getLinearConvKernelDim();
+  d.dsaIndexerNHeads = a.getDsaIndexerNHeads();
+  d.dsaIndexerHeadDim = a.getDsaIndexerHeadDim();
+  d.dsaIndexerTopk = a.getDsaIndexerTopk();
   return d;
 }
 
@@ -57,7 +60,8 @@ DimsAttr toDimsAttr(MLIRContext *ctx, const ModelDims &d) {
       d.numExperts, d.moeTopK, d.moeFfnHidden, d.vocab, d.tieEmbeddings,
       d.activation, d.qLoraRank, d.kvLoraRank, d.qkHeadDim, d.qkPosEmbHeadDim,
       d.vHeadDim, d.qkLayernorm, d.gdnNumKeyHeads, d.gdnNumValueHeads,
-      d.gdnKeyHeadDim, d.gdnValueHeadDim, d.gdnConvWidth);
+      d.gdnKeyHeadDim, d.gdnValueHeadDim, d.gdnConvWidth, d.dsaIndexerNHeads,
+      d.dsaIndexerHeadDim, d.dsaIndexerTopk);
 }
 
 char layerSymbol(Operation *op) {
@@ -82,7 +86,9 @@ LogicalResult DimsAttr::verify(
     StringRef activation, int64_t qLoraRank, int64_t kvLoraRank,
     int64_t qkHeadDim, int64_t qkPosEmbHeadDim, int64_t vHeadDim,
     bool qkLayernorm, int64_t gdnNumKeyHeads, int64_t gdnNumValueHeads,
-    int64_t gdnKeyHeadDim, int64_t gdnValueHeadDim, int64_t gdnConvWidth) {
+    int64_t gdnKeyHeadDim, int64_t gdnValueHeadDim, int64_t gdnConvWidth,
+    int64_t dsaIndexerNHeads, int64_t dsaIndexerHeadDim,
+    int64_t dsaIndexerTopk) {
   ModelDims d;
   d.hidden = hidden;
   d.ffnHidden = ffnHidden;
@@ -110,6 +116,9 @@ LogicalResult DimsAttr::verify(
   d.qkPosEmbHeadDim = qkPosEmbHeadDim;
   d.vHeadDim = vHeadDim;
   d.qkLayernorm = qkLayernorm;
+  d.dsaIndexerNHeads = dsaIndexerNHeads;
+  d.dsaIndexerHeadDim = dsaIndexerHeadDim;
+  d.dsaIndexerTopk = dsaIndexerTopk;
   // dims_c0 ... dims_c7
   if (auto problem = hypipe::checkModelDims(d))
     return emitError() << problem->message << " (" << problem->label << ")";

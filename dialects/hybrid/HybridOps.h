@@ -54,6 +54,10 @@ inline constexpr const char *kMtpLossScaleAttr =
 /// mscale and mscale_all_dim (Megatron's defaults yarn, 1, 1, 0 when
 /// absent).
 inline constexpr const char *kMlaRopeAttr = "hybrid.mla_rope";
+/// DeepSeek sparse attention's loss settings, on models with 'D' layers: a
+/// dictionary of loss_coeff (--dsa-indexer-loss-coeff) and use_sparse_loss
+/// (--dsa-indexer-use-sparse-loss).
+inline constexpr const char *kDsaIndexerAttr = "hybrid.dsa_indexer";
 
 } // namespace hypipe
 

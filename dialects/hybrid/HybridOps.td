@@ -182,8 +182,14 @@ def Hybrid_GdnOp : Hybrid_LayerOp<"gdn", "G",
     # "`linear_value_head_dim` and `linear_conv_kernel_dim` are positive, "
     # "`linear_num_key_heads` divides `linear_num_value_heads`, and "
     # "`activation` is `swiglu` (the SiLU of its conv and gate)">;
-def Hybrid_DsaOp : Hybrid_LayerOp<"dsa", "D", "DeepSeek sparse attention (parses and places; not lowered yet)",
-    "`num_heads` is positive">;
+def Hybrid_DsaOp : Hybrid_LayerOp<"dsa", "D",
+    "DeepSeek sparse attention as Megatron-LM builds it: an MLA layer whose "
+    # "core attends to the top-k keys of its indexer (costed, placed and "
+    # "named; not lowered yet)",
+    "`num_heads` is positive, every MLA weight has at most 2^36 elements, "
+    # "`dsa_indexer_n_heads`, `dsa_indexer_head_dim` and `dsa_indexer_topk` "
+    # "are positive and the indexer head is at least `qk_pos_emb_head_dim` "
+    # "wide">;
 def Hybrid_MlaOp : Hybrid_LayerOp<"mla", "+",
     "multi-latent attention as Megatron-LM builds it (costed, placed and "
     # "named; not lowered yet)",

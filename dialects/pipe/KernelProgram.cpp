@@ -19,7 +19,8 @@ static_assert(int(KernelKind::embedding) == int(rt::LayerKind::Embedding) &&
                   int(KernelKind::mtp_output) ==
                       int(rt::LayerKind::MtpOutput) &&
                   int(KernelKind::gdn) == int(rt::LayerKind::Gdn) &&
-                  int(KernelKind::mla) == int(rt::LayerKind::Mla),
+                  int(KernelKind::mla) == int(rt::LayerKind::Mla) &&
+                  int(KernelKind::dsa) == int(rt::LayerKind::Dsa),
               "pipe.kernel_layer kinds are rt::LayerKind's, in its order");
 
 DictionaryAttr shapeAttr(MLIRContext *context, const rt::LayerShape &shape) {

@@ -44,7 +44,8 @@ def Pipe_KernelKind : I32EnumAttr<"KernelKind", "a layer's kernel", [
     I32EnumAttrCase<"moe", 4>, I32EnumAttrCase<"head", 5>,
     I32EnumAttrCase<"mtp_input", 6>, I32EnumAttrCase<"mtp_output", 7>,
     I32EnumAttrCase<"gdn", 8>,
-    I32EnumAttrCase<"mla", 9>]> {
+    I32EnumAttrCase<"mla", 9>,
+    I32EnumAttrCase<"dsa", 10>]> {
   let cppNamespace = "::hypipe::pipe";
 }
 

@@ -67,6 +67,12 @@ public:
       mtpScale = c.getValueAsDouble();
     if (auto r = model->getAttrOfType<DictionaryAttr>(kMlaRopeAttr))
       readMlaRope(r);
+    if (auto d = model->getAttrOfType<DictionaryAttr>(kDsaIndexerAttr)) {
+      if (auto c = d.getAs<FloatAttr>("loss_coeff"))
+        dsaLossCoeff = c.getValueAsDouble();
+      if (auto sparse = d.getAs<BoolAttr>("use_sparse_loss"))
+        dsaSparseLoss = sparse.getValue();
+    }
     // Depths over the whole model (they may sit inside pipe.stage ops).
     model.walk([&](hybrid::MtpOp) { ++mtpDepths; });
     plan.target = target;
@@ -119,6 +125,21 @@ private:
           {"mscale_all_dim", &mla.mscaleAllDim}})
       if (auto v = r.getAs<FloatAttr>(name))
         *field = v.getValueAsDouble();
+  }
+
+  /// Whether the target's attention core takes an MLA or DSA layer's
+  /// padded heads (`symbol`'s); if not, the error at `op`.
+  bool latentHeadsFit(Operation *op, char symbol) {
+    if (target != rt::Target::Cuda || mla.coreHeadDim() <= 128)
+      return true;
+    op->emitError() << "the CUDA target runs '" << symbol
+                    << "' layers with heads up to 128 wide, and "
+                       "max(qk_head_dim + qk_pos_emb_head_dim, v_head_dim) "
+                       "pads to "
+                    << mla.coreHeadDim()
+                    << "; use smaller head dimensions or the CPU target";
+    failed = true;
+    return false;
   }
 
   static int64_t layerNumber(Operation *op) {
@@ -230,26 +251,18 @@ private:
         })
         .Case([&](hybrid::MlaOp) {
           layer.kind = KernelKind::Mla;
-          if (target == rt::Target::Cuda && mla.coreHeadDim() > 128) {
-            op->emitError()
-                << "the CUDA target runs '+' layers with heads up to 128 "
-                   "wide, and max(qk_head_dim + qk_pos_emb_head_dim, "
-                   "v_head_dim) pads to "
-                << mla.coreHeadDim()
-                << "; use smaller head dimensions or the CPU target";
-            failed = true;
-            return;
-          }
-          size(layer, mla, mla.params(numLayers));
+          if (latentHeadsFit(op, '+'))
+            size(layer, mla, mla.params(numLayers));
         })
-        .Case<hybrid::DsaOp>([&](Operation *) {
-          op->emitError() << "the "
-                          << (target == rt::Target::Cuda ? "CUDA" : "CPU")
-                          << " target cannot lower '"
-                          << op->getName().getStringRef()
-                          << "' yet; use M, *, -, E and G layers in the "
-                             "pattern for models that hypipe-run trains";
-          failed = true;
+        .Case([&](hybrid::DsaOp) {
+          layer.kind = KernelKind::Dsa;
+          if (!latentHeadsFit(op, 'D'))
+            return;
+          rt::DsaShape shape = rt::dsaShape(dims);
+          static_cast<rt::MlaShape &>(shape) = mla; // the rotary settings
+          shape.lossCoeff = dsaLossCoeff;
+          shape.sparseLoss = dsaSparseLoss;
+          size(layer, shape, shape.params(numLayers));
         })
         .Default([&](Operation *) { isLayer = false; });
     return isLayer && !failed;
@@ -317,6 +330,9 @@ private:
   /// The MoE layers' capacity factor (0: dropless) and drop policy.
   double capacityFactor = 0.0;
   bool dropByPosition = false;
+  /// DSA's loss settings (kDsaIndexerAttr).
+  double dsaLossCoeff = 0.0;
+  bool dsaSparseLoss = false;
   /// Every MLA layer's shape: the dims' sizes, the model's rotary settings.
   rt::MlaShape mla = rt::mlaShape(dims);
   int64_t mtpDepths = 0;

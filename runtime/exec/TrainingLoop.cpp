@@ -165,21 +165,33 @@ costKindFlops(const Artifact &a) {
       flops[k + 1] = of(*c);
   flops[5] = of(headCost(dims, s));
   flops[6] = of(mtpDepthCost(dims, s));
-  // MLA's sizes are in its layers' shapes (the manifest's model has none).
+  // MLA's and DSA's sizes are in their layers' shapes (the manifest's
+  // model has none).
+  auto latentDims = [&](const MlaShape &m) {
+    ModelDims mla = dims;
+    mla.numHeads = m.heads;
+    mla.qLoraRank = m.qLoraRank;
+    mla.kvLoraRank = m.kvLoraRank;
+    mla.qkHeadDim = m.qkHeadDim;
+    mla.qkPosEmbHeadDim = m.posEmbDim;
+    mla.vHeadDim = m.vHeadDim;
+    mla.qkLayernorm = m.qkLayernorm;
+    return mla;
+  };
   for (const StageEntry &stage : a.stages)
-    for (const ProgramLayer &l : stage.program.layers)
-      if (const auto *m = std::get_if<MlaShape>(&l.shape)) {
-        ModelDims mla = dims;
-        mla.numHeads = m->heads;
-        mla.qLoraRank = m->qLoraRank;
-        mla.kvLoraRank = m->kvLoraRank;
-        mla.qkHeadDim = m->qkHeadDim;
-        mla.qkPosEmbHeadDim = m->posEmbDim;
-        mla.vHeadDim = m->vHeadDim;
-        mla.qkLayernorm = m->qkLayernorm;
-        if (auto c = layerCost('+', mla, s))
+    for (const ProgramLayer &l : stage.program.layers) {
+      if (const auto *m = std::get_if<MlaShape>(&l.shape))
+        if (auto c = layerCost('+', latentDims(*m), s))
           flops[7] = of(*c);
+      if (const auto *d = std::get_if<DsaShape>(&l.shape)) {
+        ModelDims dsa = latentDims(d->mla());
+        dsa.dsaIndexerNHeads = d->indexerHeads;
+        dsa.dsaIndexerHeadDim = d->indexerHeadDim;
+        dsa.dsaIndexerTopk = d->topk;
+        if (auto c = layerCost('D', dsa, s))
+          flops[8] = of(*c);
       }
+    }
   return flops;
 }
 

@@ -74,6 +74,12 @@ ShapeFacts factsOf(const LayerShape &shape, const TokenShape &tokens,
                     s.qkHeadDim, s.posEmbDim, s.vHeadDim};
           if (s.qLoraRank != 0) // 0: no query down-projection
             f.dims.push_back(s.qLoraRank);
+        } else if constexpr (std::is_same_v<S, DsaShape>) {
+          f.dims = {s.hidden,       s.heads,          s.kvLoraRank,
+                    s.qkHeadDim,    s.posEmbDim,      s.vHeadDim,
+                    s.indexerHeads, s.indexerHeadDim, s.topk};
+          if (s.qLoraRank != 0)
+            f.dims.push_back(s.qLoraRank);
         } else
           f.dims = {s.hidden, s.ffn, s.experts, s.topk};
         f.hidden = s.hidden;

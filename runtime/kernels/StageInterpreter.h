@@ -21,6 +21,7 @@
 #include "runtime/formats/StageProgram.h"
 #include "runtime/kernels/StageArgs.h"
 #include "runtime/kernels/recipes/Attention.h"
+#include "runtime/kernels/recipes/Dsa.h"
 #include "runtime/kernels/recipes/Embedding.h"
 #include "runtime/kernels/recipes/Gdn.h"
 #include "runtime/kernels/recipes/Head.h"
@@ -234,6 +235,11 @@ private:
   void forwardLayer(const MlaShape &s, const Call &c) {
     recipes::Mla<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
   }
+  void forwardLayer(const DsaShape &s, const Call &c) {
+    // The indexer's KL loss joins MoE's load-balancing losses.
+    a.aux_loss += recipes::Dsa<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out,
+                                                   c.saved, ws);
+  }
 
   // Recompute: a recomputed layer's forward again, before its input
   // gradient; it writes its saved tensors as the first forward did and adds
@@ -246,6 +252,11 @@ private:
                   std::is_same_v<Shape, MlpShape> ||
                   std::is_same_v<Shape, MlaShape>)
       forwardLayer(s, c);
+  }
+  void recomputeLayer(const DsaShape &s, const Call &c) {
+    // Its loss was counted by the first forward.
+    (void)recipes::Dsa<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved,
+                                           ws);
   }
   void recomputeLayer(const MoeShape &s, const Call &c) {
     // The router sees the logits it saw: its check records nothing new.
@@ -322,6 +333,10 @@ private:
     recipes::Mla<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads, c.saved,
                                            c.in, c.out, ws);
   }
+  void backwardInputLayer(const DsaShape &s, const Call &c) {
+    recipes::Dsa<K>{k, c.tp}.backwardInput(s, t, c.params, c.grads, c.saved,
+                                           c.in, c.out, ws, a.loss_scale);
+  }
 
   // Weight gradient: the GEMMs from what I stashed.
   void backwardWeightLayer(const EmbeddingShape &s, const Call &c) {
@@ -355,6 +370,9 @@ private:
   }
   void backwardWeightLayer(const MlaShape &s, const Call &c) {
     recipes::Mla<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
+  }
+  void backwardWeightLayer(const DsaShape &s, const Call &c) {
+    recipes::Dsa<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
   }
 
   /// Adds its lifetime to the call's entry of args.layer_seconds, if set.

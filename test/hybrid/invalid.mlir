@@ -847,8 +847,35 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
 
 // -----
 
+// Tests that dsa_c2 refuses a hybrid.dsa without its indexer's sizes
+// (Megatron's None, the attribute's default 0).
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", dsa_indexer_head_dim = 64, dsa_indexer_topk = 4>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "D"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+// expected-error @+1 {{sparse attention layers ('D') need a positive dsa_indexer_n_heads, got 0 (dsa_c2)}}
+  %1 = hybrid.dsa %h : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that dsa_c2 refuses an indexer head narrower than MLA's rotary part.
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", dsa_indexer_n_heads = 2, dsa_indexer_head_dim = 32, dsa_indexer_topk = 4>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "D"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+// expected-error @+1 {{dsa_indexer_head_dim (32) must be at least qk_pos_emb_head_dim (64): the indexer's queries and keys carry the rotary part in their last qk_pos_emb_head_dim channels (dsa_c2)}}
+  %1 = hybrid.dsa %h : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}
+
+// -----
+
 // Tests that dsa_c3 refuses a placement on a hybrid.dsa inside an MTP block.
-hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu">, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M/D"} {
+hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", dsa_indexer_n_heads = 2, dsa_indexer_head_dim = 64, dsa_indexer_topk = 4>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "M/D"} {
 ^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
   %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
   %1 = hybrid.mamba %h : tensor<1x4x8xf32>

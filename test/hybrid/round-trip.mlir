@@ -64,3 +64,16 @@ hybrid.model @defaults attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 
   %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
   hybrid.return %loss : tensor<f32>
 }
+
+// Tests that DSA's indexer sizes round-trip after MLA's (0, Megatron's None, left out).
+// CHECK-LABEL: hybrid.model @dsa
+// CHECK-SAME: activation = "swiglu", qk_pos_emb_head_dim = 4, dsa_indexer_n_heads = 2, dsa_indexer_head_dim = 8, dsa_indexer_topk = 16>
+// CHECK: hybrid.dsa
+hybrid.model @dsa attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num_heads = 2, num_query_groups = 1, mamba_state = 4, mamba_num_heads = 2, mamba_head_dim = 4, mamba_num_groups = 1, mamba_conv_width = 4, num_experts = 2, moe_top_k = 1, moe_ffn_hidden = 0, vocab = 16, tie_embeddings = true, activation = "swiglu", qk_pos_emb_head_dim = 4, dsa_indexer_n_heads = 2, dsa_indexer_head_dim = 8, dsa_indexer_topk = 16>, parallel = #hybrid.parallel<pp = 1, vpp = 1, dp = 1, schedule = "1f1b", microbatches = 1, group_size = 1>, pattern = "D"} {
+^bb0(%tokens: tensor<1x4xi64>, %labels: tensor<1x4xi64>):
+  %h = hybrid.embedding %tokens : tensor<1x4xi64> -> tensor<1x4x8xf32>
+  %1 = hybrid.dsa %h : tensor<1x4x8xf32>
+  %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
+  %loss = hybrid.output %n, %labels : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
+  hybrid.return %loss : tensor<f32>
+}

@@ -275,23 +275,26 @@ def mla_rope(t, ang, factor):
     return t * cos + rot * sin
 
 
-def mla(x, p, d):
-    """Megatron's MLASelfAttention on the normed input x [b, s, hidden]:
-    queries through linear_q_down_proj, its RMSNorm with qk_layernorm and
-    linear_q_up_proj (or one linear_q_proj); [c_kv, k_pe] from
-    linear_kv_down_proj, keys and values from the (normed) c_kv through
+def mla_qkv(x, p, d):
+    """Megatron's MLASelfAttention up to its core, on the normed input x
+    [b, s, hidden]: queries through linear_q_down_proj, its RMSNorm with
+    qk_layernorm and linear_q_up_proj (or one linear_q_proj); [c_kv, k_pe]
+    from linear_kv_down_proj, keys and values from the (normed) c_kv through
     linear_kv_up_proj (rows per head [k_nope; v]); k_pe one head shared by
-    all; RoPE on q_pe and k_pe; causal attention with scale
-    mscale(f, mscale_all_dim)^2 / sqrt(qk + pe); linear_proj."""
+    all; RoPE on q_pe and k_pe. Returns query, key, value [b, s, heads, *],
+    the scores' scale mscale(f, mscale_all_dim)^2 / sqrt(qk + pe), the
+    query latent before its norm (the normed input without q_lora_rank:
+    what DSA's indexer reads as qr) and the rotary angles and factor."""
     B, S, _ = x.shape
     n, qk, pe, v = d["heads"], d["qk_head_dim"], d["qk_pos_emb_head_dim"], d["v_head_dim"]
     a = "self_attention."
     if d["q_lora_rank"]:
-        cq = stored(x @ p[a + "linear_q_down_proj.weight"].T)
+        cq = qr = stored(x @ p[a + "linear_q_down_proj.weight"].T)
         if d["qk_layernorm"]:
             cq = stored(rmsnorm(cq, p[a + "linear_q_up_proj.layer_norm_weight"]))
         q = stored(cq @ p[a + "linear_q_up_proj.weight"].T)
     else:
+        qr = x
         q = stored(x @ p[a + "linear_q_proj.weight"].T)
     q = q.reshape(B, S, n, qk + pe)
     kv = stored(x @ p[a + "linear_kv_down_proj.weight"].T)
@@ -306,12 +309,104 @@ def mla(x, p, d):
     key = torch.cat([kv[..., :qk], kpe.expand(B, S, n, pe)], -1)
     value = kv[..., qk:]
     m = yarn_get_mscale(d["rotary_scaling_factor"], d["mscale_all_dim"])
-    scale = m * m / math.sqrt(qk + pe)
+    return query, key, value, m * m / math.sqrt(qk + pe), qr, (ang, factor)
+
+
+def causal_mask(S, device=None):
+    """[S, S] True above the diagonal: the keys a query may not see."""
+    return torch.ones(S, S, dtype=torch.bool, device=device).triu(1)
+
+
+def mla(x, p, d):
+    """Megatron's MLASelfAttention on the normed input x [b, s, hidden]
+    (mla_qkv), causal attention and linear_proj."""
+    B, S, _ = x.shape
+    query, key, value, scale, _, _ = mla_qkv(x, p, d)
     s = torch.einsum("bshd,bthd->bhst", query, key) * scale
-    mask = torch.ones(S, S, dtype=torch.bool, device=x.device).triu(1)
-    s = s.masked_fill(mask, float("-inf")).softmax(-1)
-    ctx = stored(torch.einsum("bhst,bthd->bshd", s, value)).reshape(B, S, n * v)
-    return stored(ctx @ p[a + "linear_proj.weight"].T)
+    s = s.masked_fill(causal_mask(S, x.device), float("-inf")).softmax(-1)
+    ctx = stored(torch.einsum("bhst,bthd->bshd", s, value)).reshape(B, S, -1)
+    return stored(ctx @ p["self_attention.linear_proj.weight"].T)
+
+
+def dsa_index_scores(x, qr, p, d, rotary):
+    """Megatron's DSAIndexer.forward_with_scores on the normed input x and
+    the query latent qr (both detached by the caller), without the Hadamard
+    rotation (orthonormal: it changes no score): q from linear_wq_b, k from
+    linear_wk and the LayerNorm k_norm, RoPE (MLA's, de-interleaved) on the
+    last qk_pos_emb_head_dim channels of each, head weights from
+    linear_weights_proj times n^-1/2 d^-1/2; I[b, s, t] = sum_h w[s, h]
+    ReLU(q[s, h] . k[t]), -inf above the diagonal."""
+    B, S, _ = x.shape
+    n, hd, pe = d["dsa_indexer_n_heads"], d["dsa_indexer_head_dim"], d["qk_pos_emb_head_dim"]
+    i = "self_attention.core_attention.indexer."
+    ang, factor = rotary
+    q = stored(qr @ p[i + "linear_wq_b.weight"].T).reshape(B, S, n, hd)
+    q = stored(torch.cat([q[..., :hd - pe], mla_rope(q[..., hd - pe:], ang, factor)], -1))
+    k = stored(x @ p[i + "linear_wk.weight"].T)
+    k = stored(F.layer_norm(k, (hd,), p[i + "k_norm.weight"], p[i + "k_norm.bias"], EPS))
+    k = k[:, :, None, :]
+    k = stored(torch.cat([k[..., :hd - pe], mla_rope(k[..., hd - pe:], ang, factor)], -1))[:, :, 0]
+    w = stored(x @ p[i + "linear_weights_proj.weight"].T) * (n ** -0.5 * hd ** -0.5)
+    scores = (torch.relu(torch.einsum("bshd,btd->bsht", q, k)) * w[..., None]).sum(2)
+    return scores.masked_fill(causal_mask(S, x.device), float("-inf"))
+
+
+def dsa_topk(scores, topk):
+    """[b, s, s] True where query s keeps key t: its min(topk, s) highest
+    index scores (Megatron's topk(min(index_topk, seqlen))), equal scores to
+    the lower key index (a stable sort: torch.topk leaves ties' order
+    open), and of those the causal ones (a query near the start may have
+    picked -inf keys after it, which Megatron's causal mask drops)."""
+    S = scores.shape[-1]
+    order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
+    keep = torch.zeros_like(scores, dtype=torch.bool)
+    keep.scatter_(-1, order[..., :min(topk, S)], True)
+    return keep & ~causal_mask(S, scores.device)
+
+
+def dsa_indexer_loss(scores, keep, query, key, scale, coeff, sparse):
+    """Megatron's compute_dsa_indexer_loss: the attention's distribution
+    (causal softmax of every head, summed over the heads, L1-normalised;
+    query and key detached) against the softmax of the index scores,
+    KL(target || index) with 1e-10 inside the logs, summed over the keys,
+    the mean over the queries, times coeff; with sparse both restricted to
+    the top-k keys."""
+    S = scores.shape[-1]
+    a = torch.einsum("bshd,bthd->bhst", query.detach(), key.detach()) * scale
+    a = a.masked_fill(causal_mask(S, a.device), float("-inf"))
+    if sparse:
+        a = a.masked_fill(~keep[:, None], float("-inf"))
+        scores = scores.masked_fill(~keep, float("-inf"))
+    target = a.softmax(-1).sum(1)
+    target = target / target.sum(-1, keepdim=True)
+    index = scores.softmax(-1)
+    kl = target * (torch.log(target + 1e-10) - torch.log(index + 1e-10))
+    return kl.sum(-1).mean() * coeff
+
+
+def dsa_attention(query, key, value, keep, scale):
+    """Megatron's unfused_dsa_fn: softmax attention [b, s, heads, *] over
+    the keys `keep` [b, s, s] allows each query (dsa_topk)."""
+    s = torch.einsum("bshd,bthd->bhst", query, key) * scale
+    s = s.masked_fill(~keep[:, None], float("-inf")).softmax(-1)
+    return torch.einsum("bhst,bthd->bshd", s, value)
+
+
+def dsa(x, p, d):
+    """Megatron's DSAttention inside MLASelfAttention on the normed input x:
+    MLA's query, key and value (mla_qkv; the absorbed single-key-head form
+    of DeepSeek-V3.2 computes the same scores), the indexer on x and the
+    query latent, both detached, each query attending only to its top-k
+    keys, linear_proj. Returns the output and the indexer's loss (trained
+    through nothing but the indexer's parameters)."""
+    B, S, _ = x.shape
+    query, key, value, scale, qr, rotary = mla_qkv(x, p, d)
+    scores = dsa_index_scores(x.detach(), qr.detach(), p, d, rotary)
+    keep = dsa_topk(scores.detach(), d["dsa_indexer_topk"])
+    ctx = stored(dsa_attention(query, key, value, keep, scale)).reshape(B, S, -1)
+    loss = dsa_indexer_loss(scores, keep, query, key, scale, d["dsa_indexer_loss_coeff"],
+                            d.get("dsa_indexer_use_sparse_loss", False))
+    return stored(ctx @ p["self_attention.linear_proj.weight"].T), loss
 
 
 def mlp(x, p, act):
@@ -452,12 +547,16 @@ def main():
     # The MTP depths run last, after the head: the main model stops there.
     if any(k == "mtp_input" for k, _ in layers):
         layers = layers[:[k for k, _ in layers].index("mtp_input")]
-    kind_of = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "G": "gdn", "+": "mla"}
+    kind_of = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "G": "gdn", "+": "mla",
+               "D": "dsa"}
     # MLA's sizes and rotary settings are its layers' shapes (the manifest's
     # model section has none); the oracle's rope_type from the shape's yarn.
     dims["mla"] = next((dict(l["shape"], rope_type="yarn" if l["shape"]["yarn"] else "rope")
                         for s in manifest["stages"] for l in s["layers"]
                         if l["kind"] == "mla"), None)
+    dims["dsa"] = next((dict(l["shape"], rope_type="yarn" if l["shape"]["yarn"] else "rope")
+                        for s in manifest["stages"] for l in s["layers"]
+                        if l["kind"] == "dsa"), None)
 
     def apply(kind, x, lp):
         """x + the layer of `kind` with parameters lp: new x, aux loss."""
@@ -475,6 +574,9 @@ def main():
         if kind == "mla":
             return stored(x + mla(stored(rmsnorm(x, lp["input_layernorm.weight"])),
                                   lp, dims["mla"])), 0.0
+        if kind == "dsa":
+            y, loss = dsa(stored(rmsnorm(x, lp["input_layernorm.weight"])), lp, dims["dsa"])
+            return stored(x + y), loss
         if kind == "mlp":
             return stored(x + mlp(stored(rmsnorm(x, lp["mlp.linear_fc1.layer_norm_weight"])),
                                lp, activation_name)), 0.0

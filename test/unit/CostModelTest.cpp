@@ -153,8 +153,8 @@ TEST(CostModel, GatedDeltaNet) {
 }
 
 TEST(CostModel, UnknownKindsAreNotCosted) {
-  EXPECT_FALSE(layerCost('D', smallDims(), settings()).has_value());
-  auto items = modelItems(smallDims(), settings(), "MD", "", 0);
+  EXPECT_FALSE(layerCost('?', smallDims(), settings()).has_value());
+  auto items = modelItems(smallDims(), settings(), "M?", "", 0);
   ASSERT_EQ(items.size(), 4u);
   EXPECT_FALSE(items[2].modelled);
 }
@@ -207,6 +207,41 @@ TEST(CostModel, MultiLatentAttentionSplitsHeadsOverTensorParallelRanks) {
   EXPECT_EQ(c.params, 8 + 6 + 4 + 48 + 48 + (60 + 64 + 80) / 2);
   // One head per rank: 2*10*(8*6 + 6*5 + 8*6 + 4*8 + 5*8) + 1*2*25*10.
   EXPECT_EQ(c.forwardFlops, 20 * (48 + 30 + 48 + 32 + 40) + 500);
+}
+
+/// DSA over mlaDims' MLA: 2 indexer heads of 4, the top 3 keys.
+ModelDims dsaDims() {
+  ModelDims d = mlaDims();
+  d.dsaIndexerNHeads = 2;
+  d.dsaIndexerHeadDim = 4;
+  d.dsaIndexerTopk = 3;
+  return d;
+}
+
+TEST(CostModel, SparseAttention) {
+  ItemCost c = *layerCost('D', dsaDims(), settings());
+  // MLA's 318, and the indexer's linear_wq_b 8*6, linear_wk 4*8, k_norm
+  // weight and bias 4+4, linear_weights_proj 2*8.
+  EXPECT_EQ(c.params, 318 + 48 + 32 + 8 + 16);
+  // MLA's GEMMs 6000; its core over 1+2+3+3+3 = 12 pairs a sample (the top
+  // 3 of each causal prefix of 5): 2*2*(2*12)*10 = 960; the indexer's
+  // GEMMs forward and weight-gradient only (its inputs are detached)
+  // 2*10*(6*8 + 8*4 + 8*2) = 1920; its dense scores b*nI*dI*s*s = 400
+  // (their gradient 800); the KL target's scores b*heads*(qk+pe)*s*s = 500.
+  EXPECT_EQ(c.forwardFlops, 6000 + 960 + 1920 + 400 + 500);
+  EXPECT_EQ(c.backwardInputFlops, 6000 + 2 * 960 + 800);
+  EXPECT_EQ(c.backwardWeightFlops, 6000 + 1920);
+  // MLA's 3200 bytes; the indexer's q, k before and after its norm and
+  // weights 10*(8+8+2)*4, the dense score gradient 2*25*4 and the top-k
+  // indices 10*3*4.
+  EXPECT_EQ(c.activationBytes, 3200 + 720 + 200 + 120);
+  EXPECT_TRUE(c.modelled);
+
+  // With top-k at least the sample length every key is kept: MLA's core.
+  ModelDims dense = dsaDims();
+  dense.dsaIndexerTopk = 8;
+  EXPECT_EQ(layerCost('D', dense, settings())->forwardFlops,
+            layerCost('+', dense, settings())->forwardFlops + 1920 + 400 + 500);
 }
 
 TEST(CostModel, ModelItemsCarryMtpOnTheHead) {

@@ -95,6 +95,33 @@ TEST(ParameterNames, MultiLatentAttentionShapesAreMegatrons) {
           {64}, {24, 64}, {24}, {48, 24}, {20, 64}, {16}, {80, 16}, {64, 48}}));
 }
 
+// DSAttention (experimental_attention_variant/dsa.py) as MLA's
+// core_attention: MLA's weights, then its DSAIndexer's, named and shaped as
+// Megatron builds them: linear_wq_b (q_lora_rank -> heads x head_dim; the
+// hidden size without q_lora_rank), linear_wk (hidden -> head_dim), the
+// LayerNorm k_norm (weight and bias), linear_weights_proj (hidden ->
+// heads); all without bias.
+TEST(ParameterNames, SparseAttentionIsMlaWithMegatronsIndexer) {
+  const MlaShape mla{64, 4, 24, 16, 8, 4, 12, true};
+  std::vector<std::string> expected = names(mla.params(8));
+  const std::string indexer = "self_attention.core_attention.indexer.";
+  for (const char *name :
+       {"linear_wq_b.weight", "linear_wk.weight", "k_norm.weight",
+        "k_norm.bias", "linear_weights_proj.weight"})
+    expected.push_back(indexer + name);
+  const DsaShape dsa{mla, 2, 8, 16};
+  EXPECT_EQ(names(dsa.params(8)), expected);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const ParamSpec &p : dsa.params(8))
+    shapes.push_back(p.shape);
+  EXPECT_EQ(std::vector<std::vector<int64_t>>(shapes.end() - 5, shapes.end()),
+            (std::vector<std::vector<int64_t>>{
+                {16, 24}, {8, 64}, {8}, {8}, {2, 64}}));
+  // Without q_lora_rank linear_wq_b reads the normed input.
+  const DsaShape noLatent{{64, 4, 0, 16, 8, 4, 12, false}, 2, 8, 16};
+  EXPECT_EQ(noLatent.params(8)[5].shape, (std::vector<int64_t>{16, 64}));
+}
+
 // GatedDeltaNet (megatron/core/ssm/gated_delta_net.py) as the hybrid
 // model's self_attention: the norm fused into in_proj, an nn.Conv1d without
 // bias, dt_bias and A_log per value head, out_norm over one head's width.

@@ -269,6 +269,53 @@ void RecordingKernels::mlaRopeBackward(const MlaShape &, const TokenShape &,
                                        int64_t) {
   record("mlaRopeBackward " + std::to_string(heads));
 }
+void RecordingKernels::mlaRope(const MlaShape &, const TokenShape &, float *,
+                               int64_t, int64_t heads, int64_t) {
+  record("mlaRope " + std::to_string(heads));
+}
+void RecordingKernels::dsaKeyNormForward(int64_t, int64_t, const float *,
+                                         const float *, const float *, float *,
+                                         float *, float *) {
+  record("dsaKeyNormForward");
+}
+void RecordingKernels::dsaKeyNormBackward(int64_t, int64_t, const float *,
+                                          const float *, const float *,
+                                          const float *, const float *, float *,
+                                          float *, float *) {
+  record("dsaKeyNormBackward");
+}
+void RecordingKernels::dsaIndexScores(const DsaShape &, const TokenShape &,
+                                      const float *, const float *,
+                                      const float *, float *) {
+  record("dsaIndexScores");
+}
+void RecordingKernels::dsaTopk(const DsaShape &, const TokenShape &,
+                               const float *, float *) {
+  record("dsaTopk");
+}
+float RecordingKernels::dsaIndexerLoss(const DsaShape &, const TokenShape &,
+                                       const AttnSaved &, const float *,
+                                       const float *, float *) {
+  record("dsaIndexerLoss");
+  return 0.0f;
+}
+void RecordingKernels::dsaCoreForward(const AttentionShape &,
+                                      const TokenShape &, AttnSaved &,
+                                      const float *) {
+  record("dsaCoreForward");
+}
+void RecordingKernels::dsaCoreBackward(const AttentionShape &,
+                                       const TokenShape &, AttnSaved &,
+                                       const float *, const float *, float *) {
+  record("dsaCoreBackward");
+}
+void RecordingKernels::dsaIndexScoresBackward(const DsaShape &,
+                                              const TokenShape &, const float *,
+                                              const float *, const float *,
+                                              const float *, float, float *,
+                                              float *, float *, float *) {
+  record("dsaIndexScoresBackward");
+}
 void RecordingKernels::tokensAhead(const TokenShape &, int64_t shift,
                                    const int32_t *, int32_t *) {
   record("tokensAhead " + std::to_string(shift));

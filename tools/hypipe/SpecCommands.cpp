@@ -496,8 +496,8 @@ void printSimulation(const Explanation &e) {
   }
   printTable(simRows);
   if (!e.costs.exact)
-    std::cout << "note: G and D layers are not in the cost model yet; their "
-                 "costs are counted as zero\n";
+    std::cout << "note: some layers are not in the cost model; their costs "
+                 "are counted as zero\n";
 }
 
 void printExplanation(const Explanation &e) {

@@ -115,6 +115,24 @@ void Kernels::mlaGatherGradients(const MlaShape &s, const TokenShape &t,
   }
 }
 
+void Kernels::mlaRope(const MlaShape &s, const TokenShape &t, float *x,
+                      int64_t stride, int64_t heads, int64_t headStride) {
+  ProfileScope scope(KernelClass::Attention);
+  const int64_t T = t.tokens(), pe = s.posEmbDim;
+  const float *table = rotaryTable(s, t).data();
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < T; ++row) {
+    const float *cs = table + row * pe;
+    thread_local std::vector<float> u;
+    u.resize(size_t(pe));
+    for (int64_t h = 0; h < heads; ++h) {
+      float *piece = x + row * stride + h * headStride;
+      rotate(pe / 2, cs, piece, u.data());
+      std::copy(u.begin(), u.end(), piece);
+    }
+  }
+}
+
 void Kernels::mlaRopeBackward(const MlaShape &s, const TokenShape &t, float *x,
                               int64_t stride, int64_t heads,
                               int64_t headStride) {

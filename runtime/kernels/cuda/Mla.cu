@@ -141,6 +141,21 @@ __global__ void ropeBackwardKernel(int64_t T, Rotary r, float *x,
     g[i] = u[i];
 }
 
+/// One thread per (row, piece): de-interleave, rotate, in place.
+__global__ void ropeKernel(int64_t T, Rotary r, float *x, int64_t stride,
+                           int heads, int64_t headStride) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= T * heads)
+    return;
+  const int row = int(idx / heads), h = int(idx % heads);
+  float *g = x + row * stride + h * headStride;
+  float u[2 * kMaxPairs];
+  for (int i = 0; i < 2 * r.half; ++i)
+    u[i] = r.rotated(row, i, g);
+  for (int i = 0; i < 2 * r.half; ++i)
+    g[i] = u[i];
+}
+
 } // namespace
 
 void Kernels::mlaAssemble(const MlaShape &s, const Tokens &t, const float *q,
@@ -163,6 +178,16 @@ void Kernels::mlaGatherGradients(const MlaShape &s, const Tokens &t,
   gatherKernel<<<blocksFor(n), 256, 0, stream()>>>(T, dimsOf(s), dqkv, dq, dkvu,
                                                    dkvd);
   launched("MLA gradients");
+}
+
+void Kernels::mlaRope(const MlaShape &s, const Tokens &t, float *x,
+                      int64_t stride, int64_t heads, int64_t headStride) {
+  const int64_t T = t.tokens();
+  if (T * heads == 0)
+    return;
+  ropeKernel<<<blocksFor(T * heads), 256, 0, stream()>>>(
+      T, rotaryOf(s, t), x, stride, int(heads), headStride);
+  launched("MLA rope");
 }
 
 void Kernels::mlaRopeBackward(const MlaShape &s, const Tokens &t, float *x,

@@ -36,9 +36,19 @@ template <class P> struct Mla {
   void forward(const MlaShape &s, const Tokens &t, const float *params,
                const float *x, float *y, const SavedBases &saved,
                float *ws) const {
+    MlaSaved m = mlaSaved(s, k.shape(t), saved);
+    project(s, t, params, x, m, ws);
+    k.coreForward(s.core(), t, m.core);
+    attend(s, t, params, x, y, m);
+  }
+
+  /// The forward up to the core: the normed input, the latents and the
+  /// core's q, k and v in m.core.qkv.
+  template <class Tokens>
+  void project(const MlaShape &s, const Tokens &t, const float *params,
+               const float *x, MlaSaved &m, float *ws) const {
     const int64_t T = t.tokens();
     const MlaParams<const float> p = mlaParams(s, params);
-    MlaSaved m = mlaSaved(s, k.shape(t), saved);
     AttnSaved &a = m.core;
     const SequenceShard rows = sequenceShard(tp, T);
     k.copy(a.x, x, T * s.hidden);
@@ -53,15 +63,23 @@ template <class P> struct Mla {
     if (s.qkLayernorm)
       preNorm(k, T, s.kvLoraRank, m.ckv, p.kvNorm, m.ckvn, m.ckvRstd);
     upProjections(s, t, p, m, ws);
+  }
+
+  /// The forward after the core (its context in m.core.ctx): each head's v
+  /// columns through linear_proj, and the residual.
+  template <class Tokens>
+  void attend(const MlaShape &s, const Tokens &t, const float *params,
+              const float *x, float *y, MlaSaved &m) const {
+    const int64_t T = t.tokens();
+    const MlaParams<const float> p = mlaParams(s, params);
     const AttentionShape core = s.core();
-    k.coreForward(core, t, a);
-    k.round(a.ctx, T * core.contextWidth());
+    k.round(m.core.ctx, T * core.contextWidth());
     forEachHead(s, [&](int64_t padded, int64_t packed) {
       k.copyRows(T, s.vHeadDim, m.ctx + packed, s.contextWidth(),
-                 a.ctx + padded, core.contextWidth());
+                 m.core.ctx + padded, core.contextWidth());
     });
     k.linearForward(T, s.contextWidth(), s.hidden, m.ctx, p.wProj, y);
-    residualOutput(k, tp, rows, s.hidden, x, y);
+    residualOutput(k, tp, sequenceShard(tp, T), s.hidden, x, y);
   }
 
   /// Selective recompute of mla_up_proj: the core's q, k and v again from
@@ -78,22 +96,35 @@ template <class P> struct Mla {
   void backwardInput(const MlaShape &s, const Tokens &t, const float *params,
                      float *grads, const SavedBases &saved, const float *dy,
                      float *dx, float *ws) const {
+    MlaSaved m = mlaSaved(s, k.shape(t), saved);
+    const CoreGradient c = contextGradient(s, t, params, m, dy, ws);
+    k.coreBackward(s.core(), t, m.core, c.dctx, c.rows);
+    projectBackward(s, t, params, grads, m, dy, dx);
+  }
+
+  /// The core's input in the backward: the padded context's gradient and
+  /// the [T, heads] of scratch for dO . O. The workspace (workspaceFloats)
+  /// holds the context's gradient packed, then padded, the core's q, k and
+  /// v gradient (m.core.dqkv), dO . O, the normed input's gradient and the
+  /// latents'.
+  struct CoreGradient {
+    float *dctx, *rows;
+  };
+
+  /// The backward down to the core: the output's gradient through
+  /// linear_proj into the core's padded context gradient.
+  template <class Tokens>
+  CoreGradient contextGradient(const MlaShape &s, const Tokens &t,
+                               const float *params, MlaSaved &m,
+                               const float *dy, float *ws) const {
     const int64_t T = t.tokens(), n = s.heads, D = s.coreHeadDim();
     const MlaParams<const float> p = mlaParams(s, params);
-    const MlaParams<float> g = mlaParams(s, grads);
-    MlaSaved m = mlaSaved(s, k.shape(t), saved);
     AttnSaved &a = m.core;
-    const AttentionShape core = s.core();
     float *dctx = ws;                              // [T, heads x v]
     float *dctxPadded = dctx + T * n * s.vHeadDim; // [T, heads x D]
     a.dqkv = dctxPadded + T * n * D;               // [T, 3 heads x D]
     float *coreRows = a.dqkv + T * 3 * n * D;      // [T, heads]
-    float *dxn = coreRows + T * n;                 // [T, hidden]
-    float *dcqn = dxn + T * s.hidden;              // [T, q_lora_rank]
-    float *dckvn = dcqn + T * s.qLoraRank;         // [T, kv_lora_rank]
-    float *dckv = dckvn + T * s.kvLoraRank;        // [T, kv_lora_rank]
-    const SequenceShard rows = sequenceShard(tp, T);
-    wholeGradient(k, tp, rows, s.hidden, dy, a.dout);
+    wholeGradient(k, tp, sequenceShard(tp, T), s.hidden, dy, a.dout);
     k.linearBackwardInput(T, s.contextWidth(), s.hidden, a.dout, p.wProj, dctx);
     k.round(dctx, T * s.contextWidth());
     k.zero(dctxPadded, T * n * D);
@@ -101,7 +132,24 @@ template <class P> struct Mla {
       k.copyRows(T, s.vHeadDim, dctxPadded + padded, n * D, dctx + packed,
                  s.contextWidth());
     });
-    k.coreBackward(core, t, a, dctxPadded, coreRows);
+    return {dctxPadded, coreRows};
+  }
+
+  /// The backward from the core's gradient (m.core.dqkv, whole, in the
+  /// workspace contextGradient laid out) to the layer's input.
+  template <class Tokens>
+  void projectBackward(const MlaShape &s, const Tokens &t, const float *params,
+                       float *grads, MlaSaved &m, const float *dy,
+                       float *dx) const {
+    const int64_t T = t.tokens(), n = s.heads, D = s.coreHeadDim();
+    const MlaParams<const float> p = mlaParams(s, params);
+    const MlaParams<float> g = mlaParams(s, grads);
+    AttnSaved &a = m.core;
+    float *dxn = a.dqkv + T * 3 * n * D + T * n; // [T, hidden]
+    float *dcqn = dxn + T * s.hidden;            // [T, q_lora_rank]
+    float *dckvn = dcqn + T * s.qLoraRank;       // [T, kv_lora_rank]
+    float *dckv = dckvn + T * s.kvLoraRank;      // [T, kv_lora_rank]
+    const SequenceShard rows = sequenceShard(tp, T);
     // The gradients of the stored q_pe and k_pe (k_pe's summed over the
     // heads first), of q and of kv_up_proj's output: each rounded once
     // complete, then the rotary parts back through RoPE into q and kvd.

@@ -1,0 +1,354 @@
+//===- Dsa.cpp - DeepSeek sparse attention's own kernels on the CPU -------===//
+//
+// What recipes/Dsa.h adds to MLA: the indexer's LayerNorm, its scores, the
+// top-k keys, the KL loss and its gradient, and attention's core over the
+// kept keys. Per sample and head the [len, len] products are one OpenBLAS
+// GEMM each (the indexer's q . k, the core's q . k and P V, and their
+// gradients); the masks, softmaxes and the selection are loops over a row.
+// Every sample's blocks lie one after another (DsaShape::pairFloats); the
+// work items are samples (or samples and heads where no two write the same
+// rows), so the sums are in a fixed order whatever the threads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "core/model/BufferLayouts.h"
+#include "runtime/kernels/cpu/Kernels.h"
+#include "runtime/kernels/cpu/Primitives.h"
+#include "runtime/kernels/cpu/Profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace hypipe::rt::cpu {
+namespace {
+
+constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
+/// Megatron's compute_dsa_indexer_loss adds it inside both logarithms.
+constexpr double kLogGuard = 1e-10;
+
+/// Where each sample's [len, len] block starts.
+std::vector<int64_t> pairOffsets(const TokenShape &t) {
+  std::vector<int64_t> offsets(size_t(t.sequences()) + 1, 0);
+  for (int64_t b = 0; b < t.sequences(); ++b)
+    offsets[size_t(b) + 1] = offsets[size_t(b)] + t.length(b) * t.length(b);
+  return offsets;
+}
+
+/// A thread's [len, len] scratch.
+float *blockScratch(int64_t len, int copy = 0) {
+  thread_local std::vector<float> buf[2];
+  buf[copy].resize(size_t(len * len));
+  return buf[copy].data();
+}
+
+/// The factor on each head's weight: n^-1/2 d^-1/2 (Megatron's
+/// index_n_heads**-0.5 * softmax_scale).
+float headWeightScale(const DsaShape &s) {
+  return float(1.0 / std::sqrt(double(s.indexerHeads)) /
+               std::sqrt(double(s.indexerHeadDim)));
+}
+
+} // namespace
+
+void Kernels::dsaKeyNormForward(int64_t T, int64_t n, const float *x,
+                                const float *weight, const float *bias,
+                                float *y, float *mean, float *rstd) {
+  ProfileScope scope(KernelClass::Attention);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < T; ++r) {
+    const float *xr = x + r * n;
+    double sum = 0, squares = 0;
+    for (int64_t j = 0; j < n; ++j)
+      sum += xr[j];
+    const double mu = sum / double(n);
+    for (int64_t j = 0; j < n; ++j)
+      squares += (xr[j] - mu) * (xr[j] - mu);
+    const double inv = 1.0 / std::sqrt(squares / double(n) + kNormEps);
+    mean[r] = float(mu);
+    rstd[r] = float(inv);
+    for (int64_t j = 0; j < n; ++j)
+      y[r * n + j] = float((xr[j] - mu) * inv) * weight[j] + bias[j];
+  }
+}
+
+void Kernels::dsaKeyNormBackward(int64_t T, int64_t n, const float *x,
+                                 const float *weight, const float *mean,
+                                 const float *rstd, const float *dy, float *dx,
+                                 float *dWeight, float *dBias) {
+  ProfileScope scope(KernelClass::Attention);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < T; ++r) {
+    const float *xr = x + r * n, *g = dy + r * n;
+    double sumG = 0, sumGx = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double xhat = (xr[j] - mean[r]) * rstd[r];
+      sumG += g[j] * weight[j];
+      sumGx += g[j] * weight[j] * xhat;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const double xhat = (xr[j] - mean[r]) * rstd[r];
+      dx[r * n + j] = float(rstd[r] * (g[j] * weight[j] - sumG / double(n) -
+                                       xhat * sumGx / double(n)));
+    }
+  }
+  // The weight's and bias's gradients column by column, rows in order.
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < n; ++j) {
+    double w = 0, b = 0;
+    for (int64_t r = 0; r < T; ++r) {
+      w += double(dy[r * n + j]) * (x[r * n + j] - mean[r]) * rstd[r];
+      b += dy[r * n + j];
+    }
+    dWeight[j] += float(w);
+    dBias[j] += float(b);
+  }
+}
+
+void Kernels::dsaIndexScores(const DsaShape &s, const TokenShape &t,
+                             const float *q, const float *k, const float *w,
+                             float *scores) {
+  ProfileScope scope(KernelClass::Attention);
+  const int64_t n = s.indexerHeads, d = s.indexerHeadDim, qw = n * d;
+  const float c = headWeightScale(s);
+  const std::vector<int64_t> at = pairOffsets(t);
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t b = 0; b < t.sequences(); ++b) {
+    const int64_t L = t.length(b), row0 = t.start(b);
+    float *I = scores + at[size_t(b)], *G = blockScratch(L);
+    std::fill(I, I + L * L, 0.0f);
+    for (int64_t h = 0; h < n; ++h) {
+      gemm(false, true, L, L, d, 1.0f, q + row0 * qw + h * d, qw, k + row0 * d,
+           d, 0.0f, G, L);
+      for (int64_t i = 0; i < L; ++i) {
+        const float wi = c * w[(row0 + i) * n + h];
+        for (int64_t j = 0; j <= i; ++j)
+          I[i * L + j] += wi * std::max(G[i * L + j], 0.0f);
+      }
+    }
+    for (int64_t i = 0; i < L; ++i)
+      std::fill(I + i * L + i + 1, I + (i + 1) * L, kMinusInfinity);
+  }
+}
+
+void Kernels::dsaTopk(const DsaShape &s, const TokenShape &t,
+                      const float *scores, float *keep) {
+  ProfileScope scope(KernelClass::Attention);
+  const std::vector<int64_t> at = pairOffsets(t);
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t b = 0; b < t.sequences(); ++b) {
+    const int64_t L = t.length(b);
+    thread_local std::vector<int64_t> order;
+    for (int64_t i = 0; i < L; ++i) {
+      const float *I = scores + at[size_t(b)] + i * L;
+      float *kept = keep + at[size_t(b)] + i * L;
+      std::fill(kept, kept + L, 0.0f);
+      // The min(topk, i + 1) highest of the causal keys 0..i, equal scores
+      // to the lower index (a strict order: the selection is one set).
+      const int64_t count = std::min<int64_t>(s.topk, i + 1);
+      order.resize(size_t(i + 1));
+      std::iota(order.begin(), order.end(), int64_t(0));
+      std::nth_element(order.begin(), order.begin() + (count - 1), order.end(),
+                       [&](int64_t a, int64_t c) {
+                         return I[a] > I[c] || (I[a] == I[c] && a < c);
+                       });
+      for (int64_t j = 0; j < count; ++j)
+        kept[order[size_t(j)]] = 1.0f;
+    }
+  }
+}
+
+float Kernels::dsaIndexerLoss(const DsaShape &s, const TokenShape &t,
+                              const AttnSaved &a, const float *scores,
+                              const float *keep, float *dScores) {
+  ProfileScope scope(KernelClass::Attention);
+  const AttentionShape core = s.mla().core();
+  const int64_t n = core.heads, D = core.headDim, Wd = core.qkvWidth();
+  const float scale = core.scoreScale();
+  const double coeff = s.lossCoeff / double(std::max<int64_t>(t.tokens(), 1));
+  const std::vector<int64_t> at = pairOffsets(t);
+  double loss = 0;
+#pragma omp parallel for schedule(dynamic) reduction(+ : loss)
+  for (int64_t b = 0; b < t.sequences(); ++b) {
+    const int64_t L = t.length(b), row0 = t.start(b);
+    const float *I = scores + at[size_t(b)], *kept = keep + at[size_t(b)];
+    float *dI = dScores + at[size_t(b)];
+    // The target: each head's causal softmax (over the kept keys with the
+    // sparse loss), summed over the heads.
+    float *P = blockScratch(L), *G = blockScratch(L, 1);
+    std::fill(P, P + L * L, 0.0f);
+    for (int64_t h = 0; h < n; ++h) {
+      const float *base = a.qkv + row0 * Wd + 3 * h * D;
+      gemm(false, true, L, L, D, scale, base, Wd, base + D, Wd, 0.0f, G, L);
+      for (int64_t i = 0; i < L; ++i) {
+        const float *g = G + i * L, *kr = kept + i * L;
+        double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (int64_t j = 0; j <= i; ++j)
+          if (!s.sparseLoss || kr[j] != 0)
+            mx = std::max(mx, double(g[j]));
+        for (int64_t j = 0; j <= i; ++j)
+          if (!s.sparseLoss || kr[j] != 0)
+            sum += std::exp(double(g[j]) - mx);
+        for (int64_t j = 0; j <= i; ++j)
+          if (!s.sparseLoss || kr[j] != 0)
+            P[i * L + j] += float(std::exp(double(g[j]) - mx) / sum);
+      }
+    }
+    for (int64_t i = 0; i < L; ++i) {
+      const float *p = P + i * L, *r = I + i * L, *kr = kept + i * L;
+      float *dr = dI + i * L;
+      std::fill(dr, dr + L, 0.0f);
+      auto in = [&](int64_t j) { return j <= i && (!s.sparseLoss || kr[j]); };
+      double total = 0, mx = -std::numeric_limits<double>::infinity(), z = 0;
+      for (int64_t j = 0; j <= i; ++j)
+        if (in(j)) {
+          total += p[j];
+          mx = std::max(mx, double(r[j]));
+        }
+      for (int64_t j = 0; j <= i; ++j)
+        if (in(j))
+          z += std::exp(double(r[j]) - mx);
+      // KL(target || softmax(I)) and its gradient: with Q the index
+      // softmax and T the target, d/dI_m of -sum_j T_j log(Q_j + e) is
+      // -T_m Q_m / (Q_m + e) + Q_m sum_j T_j Q_j / (Q_j + e).
+      double kl = 0, inner = 0;
+      for (int64_t j = 0; j <= i; ++j)
+        if (in(j)) {
+          const double tj = p[j] / total, qj = std::exp(double(r[j]) - mx) / z;
+          kl += tj * (std::log(tj + kLogGuard) - std::log(qj + kLogGuard));
+          inner += tj * qj / (qj + kLogGuard);
+        }
+      for (int64_t j = 0; j <= i; ++j)
+        if (in(j)) {
+          const double tj = p[j] / total, qj = std::exp(double(r[j]) - mx) / z;
+          dr[j] = float(coeff * (-tj * qj / (qj + kLogGuard) + qj * inner));
+        }
+      loss += kl;
+    }
+  }
+  return float(coeff * loss);
+}
+
+void Kernels::dsaCoreForward(const AttentionShape &s, const TokenShape &t,
+                             AttnSaved &a, const float *keep) {
+  ProfileScope scope(KernelClass::Attention);
+  const int64_t n = s.heads, D = s.headDim, Wd = s.qkvWidth(),
+                Cw = s.contextWidth();
+  const float scale = s.scoreScale();
+  const std::vector<int64_t> at = pairOffsets(t);
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t b = 0; b < t.sequences(); ++b)
+    for (int64_t h = 0; h < n; ++h) {
+      const int64_t L = t.length(b), row0 = t.start(b);
+      const float *base = a.qkv + row0 * Wd + 3 * h * D,
+                  *kept = keep + at[size_t(b)];
+      float *P = blockScratch(L);
+      gemm(false, true, L, L, D, scale, base, Wd, base + D, Wd, 0.0f, P, L);
+      for (int64_t i = 0; i < L; ++i) {
+        float *p = P + i * L;
+        const float *kr = kept + i * L;
+        float mx = kMinusInfinity, sum = 0;
+        for (int64_t j = 0; j < L; ++j)
+          if (kr[j] != 0)
+            mx = std::max(mx, p[j]);
+        for (int64_t j = 0; j < L; ++j) {
+          p[j] = kr[j] != 0 ? fastExp(p[j] - mx) : 0.0f;
+          sum += p[j];
+        }
+        for (int64_t j = 0; j < L; ++j)
+          p[j] /= sum;
+        a.softmax[(row0 + i) * n + h] = mx + std::log(sum);
+      }
+      gemm(false, false, L, D, L, 1.0f, P, L, base + 2 * D, Wd, 0.0f,
+           a.ctx + row0 * Cw + h * D, Cw);
+    }
+}
+
+void Kernels::dsaCoreBackward(const AttentionShape &s, const TokenShape &t,
+                              AttnSaved &a, const float *keep,
+                              const float *dctx, float *rows) {
+  ProfileScope scope(KernelClass::Attention);
+  const int64_t T = t.tokens(), n = s.heads, D = s.headDim, Wd = s.qkvWidth(),
+                Cw = s.contextWidth();
+  const float scale = s.scoreScale();
+  const std::vector<int64_t> at = pairOffsets(t);
+  std::memset(a.dqkv, 0, sizeof(float) * T * Wd);
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < T; ++row)
+    for (int64_t h = 0; h < n; ++h) {
+      float dot = 0;
+      for (int64_t d = 0; d < D; ++d)
+        dot += a.ctx[row * Cw + h * D + d] * dctx[row * Cw + h * D + d];
+      rows[row * n + h] = dot;
+    }
+    // One query group a head: a (sample, head) writes its own columns.
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t b = 0; b < t.sequences(); ++b)
+    for (int64_t h = 0; h < n; ++h) {
+      const int64_t L = t.length(b), row0 = t.start(b);
+      const float *base = a.qkv + row0 * Wd + 3 * h * D,
+                  *kept = keep + at[size_t(b)], *dO = dctx + row0 * Cw + h * D;
+      float *dbase = a.dqkv + row0 * Wd + 3 * h * D;
+      float *P = blockScratch(L), *dP = blockScratch(L, 1);
+      gemm(false, true, L, L, D, scale, base, Wd, base + D, Wd, 0.0f, P, L);
+      gemm(false, true, L, L, D, 1.0f, dO, Cw, base + 2 * D, Wd, 0.0f, dP, L);
+      for (int64_t i = 0; i < L; ++i) {
+        const float lse = a.softmax[(row0 + i) * n + h],
+                    rd = rows[(row0 + i) * n + h];
+        const float *kr = kept + i * L;
+        for (int64_t j = 0; j < L; ++j) {
+          const float p = kr[j] != 0 ? fastExp(P[i * L + j] - lse) : 0.0f;
+          P[i * L + j] = p;
+          dP[i * L + j] = p * (dP[i * L + j] - rd) * scale;
+        }
+      }
+      gemm(true, false, L, D, L, 1.0f, P, L, dO, Cw, 1.0f, dbase + 2 * D, Wd);
+      gemm(false, false, L, D, L, 1.0f, dP, L, base + D, Wd, 1.0f, dbase, Wd);
+      gemm(true, false, L, D, L, 1.0f, dP, L, base, Wd, 1.0f, dbase + D, Wd);
+    }
+}
+
+void Kernels::dsaIndexScoresBackward(const DsaShape &s, const TokenShape &t,
+                                     const float *q, const float *k,
+                                     const float *w, const float *dScores,
+                                     float lossScale, float *, float *dq,
+                                     float *dk, float *dw) {
+  ProfileScope scope(KernelClass::Attention);
+  const int64_t n = s.indexerHeads, d = s.indexerHeadDim, qw = n * d;
+  const float c = headWeightScale(s);
+  const std::vector<int64_t> at = pairOffsets(t);
+  std::memset(dq, 0, sizeof(float) * t.tokens() * qw);
+  std::memset(dk, 0, sizeof(float) * t.tokens() * d);
+  std::memset(dw, 0, sizeof(float) * t.tokens() * n);
+  // A sample's rows are its own; its heads add into its k's gradient in
+  // order.
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t b = 0; b < t.sequences(); ++b) {
+    const int64_t L = t.length(b), row0 = t.start(b);
+    const float *dI = dScores + at[size_t(b)];
+    float *A = blockScratch(L), *M = blockScratch(L, 1);
+    for (int64_t h = 0; h < n; ++h) {
+      const float *qh = q + row0 * qw + h * d;
+      gemm(false, true, L, L, d, 1.0f, qh, qw, k + row0 * d, d, 0.0f, A, L);
+      for (int64_t i = 0; i < L; ++i) {
+        const float wi = c * w[(row0 + i) * n + h];
+        double dwi = 0;
+        for (int64_t j = 0; j < L; ++j) {
+          const float g = j <= i ? lossScale * dI[i * L + j] : 0.0f;
+          const float s2 = A[i * L + j];
+          dwi += double(g) * std::max(s2, 0.0f);
+          M[i * L + j] = s2 > 0 ? g * wi : 0.0f;
+        }
+        dw[(row0 + i) * n + h] = float(c * dwi);
+      }
+      gemm(false, false, L, d, L, 1.0f, M, L, k + row0 * d, d, 0.0f,
+           dq + row0 * qw + h * d, qw);
+      gemm(true, false, L, d, L, 1.0f, M, L, qh, qw, 1.0f, dk + row0 * d, d);
+    }
+  }
+}
+
+} // namespace hypipe::rt::cpu
