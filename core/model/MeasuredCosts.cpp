@@ -31,6 +31,8 @@ std::string measuredKindOf(const std::string &name) {
     return "mla";
   if (name == "D")
     return "dsa";
+  if (name == "G")
+    return "gdn";
   return name; // embedding, head, mtp
 }
 

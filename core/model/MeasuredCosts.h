@@ -51,7 +51,7 @@ struct MeasuredCosts {
 /// together as "mtp". A costs file names no other.
 inline constexpr const char *kMeasuredKinds[] = {
     "embedding", "mamba", "attention", "mlp", "moe",
-    "head",      "mtp",   "mla",       "dsa"};
+    "head",      "mtp",   "mla",       "dsa", "gdn"};
 
 /// What a costs file's numbers may be: beyond these a plan's step is
 /// infinite or not a number (`seconds: 1e308`). One call of one layer's pass

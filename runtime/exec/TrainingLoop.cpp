@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -134,9 +135,15 @@ size_t costKindOf(LayerKind kind) {
       kind == LayerKind::MtpInput || kind == LayerKind::MtpOutput
           ? "mtp"
           : layerKindName(kind);
-  return size_t(
+  const size_t k = size_t(
       std::find(std::begin(kMeasuredKinds), std::end(kMeasuredKinds), name) -
       std::begin(kMeasuredKinds));
+  // Every layer kind is a measured one (a kind missing from kMeasuredKinds
+  // would index past the sums).
+  if (k == kNumCostKinds)
+    throw std::logic_error("layer kind '" + std::string(name) +
+                           "' is not in kMeasuredKinds");
+  return k;
 }
 
 /// The cost model's FLOPs of one call of each kind's passes at the run's

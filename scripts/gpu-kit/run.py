@@ -181,6 +181,8 @@ SUITES = [
         # Gated DeltaNet layers (G): their CUDA kernels never ran on a GPU.
         ref_check("gdn"),
         ref_check("mla"),
+        # DeepSeek sparse attention (D): its CUDA kernels never ran on a GPU.
+        ref_check("dsa"),
         recompute_check(),
         losses_check("tiny-200", "tiny", 200, "tiny", "2e-3", "1e-5", f"--data {DATA}"),
         losses_check("packed-30", "packed", 30, "packed", "1e-3", "1e-5", timeout=8),
@@ -294,20 +296,22 @@ CHECKS = {f"{c.suite}:{c.name}": c for s in SUITES for c in s.checks}
 DEFAULT_PLAN = [
     "environment:device", "environment:libraries",
     "correctness:ref-all-kinds", "correctness:ref-untied-rope", "correctness:ref-gelu",
-    "correctness:ref-mtp", "correctness:ref-gdn", "correctness:ref-mla", "correctness:recompute-bitwise",
+    "correctness:ref-mtp", "correctness:ref-gdn", "correctness:ref-mla", "correctness:ref-dsa",
+    "correctness:recompute-bitwise",
     "bf16:bf16-all-kinds", "bf16:bf16-untied-rope", "bf16:bf16-gelu", "bf16:bf16-mtp",
     "bf16:bf16-gdn", "bf16:bf16-mla",
     "bench:gpu-bench-bf16",
     "baselines:cublas-gemm",
     "correctness:tiny-200", "correctness:packed-30", "correctness:checkpoint-gpu-to-cpu",
     "bf16:bf16-tiny-200",
-    "correctness:memcheck", "bf16:bf16-memcheck",
+    "correctness:memcheck",
     "transports:nccl-size-1", "transports:mpi-staged-4", "transports:p2d2-staged",
     "transports:p2d2-staged-bf16", "transports:p2d2-staged-buckets",
     "transports:tp2-sp-staged", "transports:tp2-ep2-staged", "transports:kill-one-rank",
     "probes:cudnn-sdpa",
     # baselines:torch-train-step (44 s) made room for the two G checks
-    # above: it runs in plan `all` or by name.
+    # above, bf16:bf16-memcheck (20 s) for the D one: they run in plan `all`
+    # or by name.
 ]
 DEFAULT_PLAN_LIMIT_S = 420
 PLANS = {"default": DEFAULT_PLAN, "all": list(CHECKS)}
