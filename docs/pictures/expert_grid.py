@@ -42,6 +42,21 @@ def arrow(x1, y1, x2, y2, color="#333"):
                  f'stroke-width="1.6" marker-end="url(#head)"/>')
 
 
+def flow(y, steps, fill, stroke, dashed=()):
+    """A row of boxes joined by arrows, one a step (title, two-line body);
+    those titled in `dashed` drawn dashed."""
+    for i, (title, body) in enumerate(steps):
+        x0 = 20 + i * (sw + sx)
+        rect(x0, y + 16, sw, sh, fill, stroke=stroke, dash=title in dashed)
+        text(x0 + sw / 2, y + 36, title, 14, "middle", "bold")
+        for j, line in enumerate(body.split("\n")):
+            text(x0 + sw / 2, y + 54 + 15 * j, line, 12, "middle")
+        if i:
+            arrow(x0 - sx + 2, y + 16 + sh / 2, x0 - 4, y + 16 + sh / 2)
+
+
+sw, sh, sx = 160, 66, 30  # a flow's boxes: width, height, gap
+
 # --- Panel 1: the two grids over the same 16 ranks.
 text(20, 32, "1. tp 2 × dp 4 × pp 2 = 16 ranks with ep 4, etp 1 "
      "(hypipe grid --tp 2 --dp 4 --pp 2 --ep 4 --etp 1)", 17, weight="bold")
@@ -90,15 +105,7 @@ steps = [("tokens", "rank r: its sequence\nshard of T/2 tokens"),
          ("experts", "rank r runs its E/2\nexperts on their rows"),
          ("combine", "weighted sum of the\nrows it ran (partial)"),
          ("reduce-scatter", "sums the partials:\nits T/2 outputs")]
-sw, sh, sx = 160, 66, 30
-for i, (title, body) in enumerate(steps):
-    x0 = 20 + i * (sw + sx)
-    rect(x0, y + 16, sw, sh, "#eef3f8", stroke="#4e79a7")
-    text(x0 + sw / 2, y + 36, title, 14, "middle", "bold")
-    for j, line in enumerate(body.split("\n")):
-        text(x0 + sw / 2, y + 54 + 15 * j, line, 12, "middle")
-    if i:
-        arrow(x0 - sx + 2, y + 16 + sh / 2, x0 - 4, y + 16 + sh / 2)
+flow(y, steps, "#eef3f8", "#4e79a7")
 text(20, y + 106, "Backward: the output gradient all-gathered, the routing weights' "
      "gradients all-reduced, the input gradient reduce-scattered; the router's gradient "
      "summed over tp.", 12)
@@ -113,14 +120,7 @@ steps = [("route", "each rank its own\ntokens' top-k"),
          ("all-gather", "over etp (each\nexpert split in etp)"),
          ("experts", "sorted by local expert,\nfc1, act, fc2"),
          ("undo", "reduce-scatter over etp,\nall-to-all back, unpermute")]
-for i, (title, body) in enumerate(steps):
-    x0 = 20 + i * (sw + sx)
-    rect(x0, y + 16, sw, sh, "#fdf1e6", stroke="#f28e2b", dash=(title == "all-gather"))
-    text(x0 + sw / 2, y + 36, title, 14, "middle", "bold")
-    for j, line in enumerate(body.split("\n")):
-        text(x0 + sw / 2, y + 54 + 15 * j, line, 12, "middle")
-    if i:
-        arrow(x0 - sx + 2, y + 16 + sh / 2, x0 - 4, y + 16 + sh / 2)
+flow(y, steps, "#fdf1e6", "#f28e2b", dashed=("all-gather",))
 text(20, y + 106, "allgather moves every token's hidden state to every rank of the group; "
      "alltoall moves each routed row once, to the rank of its expert (top-k rows a token).", 12)
 text(20, y + 124, "Rank r of an ep group owns experts [r·E/ep, (r+1)·E/ep); a rank's ep rank "
