@@ -63,6 +63,10 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
     model->setAttr(kMoeDropPolicyAttr,
                    b.getStringAttr(spec.moeTokenDropPolicy));
   }
+  if (spec.dims.numExperts > 0 &&
+      spec.moeDispatcher != MoeDispatcher::AllGather)
+    model->setAttr(kMoeDispatcherAttr,
+                   b.getStringAttr(moeDispatcherName(spec.moeDispatcher)));
   if (spec.pattern.mtpDepths > 0)
     model->setAttr(kMtpLossScaleAttr,
                    b.getF64FloatAttr(spec.mtpLossScalingFactor));

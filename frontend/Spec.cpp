@@ -2054,14 +2054,15 @@ llvm::Error Loader::tensorParallelError(char part, const std::string &why) {
          ++candidate)
       if (!tensorParallelRefusal(spec, candidate))
         working.push_back(candidate);
-    // tp 1 always works; the others below tp are worth naming.
-    std::string options =
-        working.size() == 1
-            ? "tp 1"
-            : fmt::format("tp {}, which split every layer of this model",
-                          orList(working));
-    std::string help = fmt::format("give {} a multiple of {}, or use {}",
-                                   field.str(), tp, options);
+    // Usually tp 1 works, and any other below tp is worth naming; an
+    // expert grid (parallel.ep) may rule out every smaller tp.
+    std::string help = fmt::format("give {} a multiple of {}", field.str(), tp);
+    if (working.size() == 1)
+      help += fmt::format(", or use tp {}", working.front());
+    else if (!working.empty())
+      help +=
+          fmt::format(", or use tp {}, which split every layer of this model",
+                      orList(working));
     yaml::Node *at = valueNodes.count(("model." + field).str())
                          ? nodeFor("model", field)
                          : nodeFor("parallel", "tp");

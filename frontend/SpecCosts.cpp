@@ -487,6 +487,8 @@ double collectiveSeconds(rt::CollectiveKind kind, int64_t tp, double bytes,
     return allGatherSeconds(tp, bytes, link);
   case rt::CollectiveKind::ReduceScatter:
     return reduceScatterSeconds(tp, bytes, link);
+  case rt::CollectiveKind::AllToAll:
+    return allToAllSeconds(tp, bytes, link);
   }
   return 0;
 }

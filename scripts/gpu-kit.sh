@@ -145,6 +145,8 @@ compile "$tmp/tp-mtp.yaml" --tp 2 --sequence-parallel --target cuda -o "$kit/art
 # Expert parallelism inside the tp group (issue 50): tp 2 x ep 2, etp 1.
 compile "$tmp/tp-mtp.yaml" --tp 2 --sequence-parallel --ep 2 --etp 1 --target cuda \
   -o "$kit/art/tp2-ep2"
+compile "$tmp/tp-mtp.yaml" --tp 2 --sequence-parallel --ep 2 --etp 1 \
+  --moe-token-dispatcher-type alltoall --target cuda -o "$kit/art/tp2-ep2-a2a"
 compile "$tmp/tp-mtp.yaml" --target cpu -o "$tmp/tp-cpu"
 "$run" "$tmp/tp-cpu" -q --steps 20 --json-log "$kit/cpu/tp.jsonl" \
   --data "$kit/data/licenses.txt" > /dev/null

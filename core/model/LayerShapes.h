@@ -853,6 +853,7 @@ struct MoeShape {
     f("capacity_factor", s.capacityFactor);
     f("drop_by_position", s.dropByPosition);
     f("capacity_blocks", s.capacityBlocks);
+    f("all_to_all", s.allToAll);
   }
   int64_t hidden, ffn, experts, topk;
   Activation act = Activation::SquaredRelu;
@@ -867,6 +868,11 @@ struct MoeShape {
   double capacityFactor = 0.0;
   bool dropByPosition = false;
   int64_t capacityBlocks = 1;
+  /// Megatron-LM's alltoall token dispatcher (--moe-token-dispatcher-type
+  /// alltoall) over tensor-parallel ranks: each rank's routed rows travel to
+  /// the ranks of their experts and back (false: the allgather dispatcher,
+  /// Megatron-LM's default, gathers every token).
+  bool allToAll = false;
   /// Megatron-LM's expert parallelism inside the tensor-parallel group
   /// (ep x etp = tp): expert-parallel rank r (tp rank / etp) holds the
   /// experts [r E/ep, (r+1) E/ep), each split over etp ranks.
@@ -929,7 +935,13 @@ struct MoeShape {
                              R * (hidden + fc1Width() + hidden + 1)) +
            (modules & moduleBit(RecomputeModule::Moe) ? 2 * experts + 1 : 0);
   }
+  /// The router's and the routed rows' scratch; the alltoall dispatcher's
+  /// send and receive buffers after it (allToAllBuffers).
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
+    return routingWorkspaceFloats(t) +
+           (allToAll ? 2 * t.tokens() * topk * hidden : 0);
+  }
+  int64_t routingWorkspaceFloats(const TokenShape &t) const {
     int64_t T = t.tokens(), R = T * topk;
     return T * (2 * experts + topk + hidden) + R * (hidden + ffn);
   }

@@ -149,8 +149,17 @@ enum class StagePass { Forward, BackwardInput, BackwardWeight };
 /// What a tensor-parallel collective does to a [tokens, n] tensor of the
 /// layer's ranks: sums it (in place), takes its maximum (in place), gathers
 /// each rank's [tokens/tp, n] rows into the whole (rank r's rows r-th), or
-/// sums it and leaves rank r the r-th tp-th of the rows.
-enum class CollectiveKind { AllReduce, AllReduceMax, AllGather, ReduceScatter };
+/// sums it and leaves rank r the r-th tp-th of the rows. An all-to-all
+/// moves rows of `n` floats between the ranks, as many as the layer's data
+/// says (the MoE layers' alltoall dispatcher: each rank's routed rows to
+/// the ranks of their experts and back).
+enum class CollectiveKind {
+  AllReduce,
+  AllReduceMax,
+  AllGather,
+  ReduceScatter,
+  AllToAll
+};
 
 inline const char *collectiveKindName(CollectiveKind k) {
   switch (k) {
@@ -162,13 +171,16 @@ inline const char *collectiveKindName(CollectiveKind k) {
     return "all_gather";
   case CollectiveKind::ReduceScatter:
     return "reduce_scatter";
+  case CollectiveKind::AllToAll:
+    return "all_to_all";
   }
   return "?";
 }
 inline std::optional<CollectiveKind> parseCollectiveKind(std::string_view s) {
   for (CollectiveKind k :
        {CollectiveKind::AllReduce, CollectiveKind::AllReduceMax,
-        CollectiveKind::AllGather, CollectiveKind::ReduceScatter})
+        CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
+        CollectiveKind::AllToAll})
     if (s == collectiveKindName(k))
       return k;
   return std::nullopt;
@@ -234,6 +246,18 @@ inline std::vector<Collective> collectivesOf(const LayerShape &shape,
           // shards give a part of every routed row's output. (Megatron-LM
           // splits MoE layers only with sequence parallelism; the
           // collectives without it are the same with all-reduces.)
+          // Megatron-LM's alltoall dispatcher (with sequence parallelism,
+          // which MoE layers over tp ranks need): the router's logits
+          // gathered (every rank routes every token: the same choices and
+          // load-balancing loss), each rank's routed rows to the ranks of
+          // their experts and the experts' outputs back; backward the
+          // rows' gradients the same two ways (recipes/Moe.h).
+          if (s.allToAll && sp) {
+            const Collective rows{K::AllToAll, h};
+            if (forward)
+              return {{K::AllGather, s.experts}, rows, rows};
+            return {rows, rows};
+          }
           const Collective in{sp ? K::AllGather : K::AllReduce, h};
           const Collective weights{K::AllReduce, s.topk};
           const Collective out{sp ? K::ReduceScatter : K::AllReduce, h};
@@ -301,7 +325,9 @@ collectivesOfCall(const LayerShape &shape, int64_t tp, bool sequenceParallel,
   if (recompute && !wholeLayer && !moeAgain) {
     const bool norm = modules & moduleBit(RecomputeModule::LayerNorm) &
                       selectiveModulesOf(kindOf(shape));
-    if (tp > 1 && sequenceParallel && norm)
+    // The alltoall dispatcher's MoE layer norms only its own rows.
+    const auto *moe = std::get_if<MoeShape>(&shape);
+    if (tp > 1 && sequenceParallel && norm && !(moe && moe->allToAll))
       return {{CollectiveKind::AllGather,
                std::visit([](const auto &s) { return s.hidden; }, shape)}};
     return {};

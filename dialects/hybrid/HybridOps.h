@@ -46,6 +46,10 @@ inline constexpr const char *kMoeCapacityFactorAttr =
     "hybrid.moe_expert_capacity_factor";
 inline constexpr const char *kMoeDropPolicyAttr =
     "hybrid.moe_token_drop_policy";
+/// The MoE layers' token dispatcher (moe_token_dispatcher_type), when it
+/// is not Megatron-LM's default allgather: "alltoall".
+inline constexpr const char *kMoeDispatcherAttr =
+    "hybrid.moe_token_dispatcher_type";
 /// The MTP depths' loss weight (mtp_loss_scaling_factor), on models with MTP.
 inline constexpr const char *kMtpLossScaleAttr =
     "hybrid.mtp_loss_scaling_factor";

@@ -63,6 +63,8 @@ public:
       capacityFactor = c.getValueAsDouble();
     if (auto p = model->getAttrOfType<StringAttr>(kMoeDropPolicyAttr))
       dropByPosition = p.getValue() == "position";
+    if (auto d = model->getAttrOfType<StringAttr>(kMoeDispatcherAttr))
+      allToAll = d.getValue() == "alltoall";
     if (auto c = model->getAttrOfType<FloatAttr>(kMtpLossScaleAttr))
       mtpScale = c.getValueAsDouble();
     if (auto r = model->getAttrOfType<DictionaryAttr>(kMlaRopeAttr))
@@ -234,6 +236,7 @@ private:
           shape.dropByPosition = dropByPosition;
           shape.capacityBlocks =
               plan.sequenceParallel ? plan.tensorParallel : 1;
+          shape.allToAll = allToAll;
           size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::FinalNormOp) { isLayer = false; })
@@ -330,6 +333,7 @@ private:
   /// The MoE layers' capacity factor (0: dropless) and drop policy.
   double capacityFactor = 0.0;
   bool dropByPosition = false;
+  bool allToAll = false;
   /// DSA's loss settings (kDsaIndexerAttr).
   double dsaLossCoeff = 0.0;
   bool dsaSparseLoss = false;

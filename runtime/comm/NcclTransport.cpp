@@ -220,8 +220,40 @@ public:
             "ncclReduceScatter");
       break;
     }
+    case CollectiveKind::AllToAll:
+      throw RuntimeError("error: the tensor-parallel all_to_all needs its "
+                         "counts\nhelp: this is a bug in hypipe; please "
+                         "report it");
     }
     return finish(tp, std::move(what));
+  }
+
+  /// NCCL has no all-to-all: a send and a receive to each peer in one
+  /// group (its documented way), on the tensor-parallel communicator.
+  Request iallToAllTp(const void *send, const std::vector<int64_t> &sendCounts,
+                      void *recv, const std::vector<int64_t> &recvCounts,
+                      DType type) override {
+    Link &link = ready(tp);
+    const auto stream = static_cast<cudaStream_t>(link.stream);
+    const int64_t bytes = elementBytes(type);
+    int64_t sendAt = 0, recvAt = 0;
+    check(lib().ncclGroupStart(), "ncclGroupStart");
+    for (int p = 0; p < int(comm.tpSize()); ++p) {
+      const int64_t out = sendCounts.at(size_t(p)),
+                    in = recvCounts.at(size_t(p));
+      if (out > 0)
+        check(lib().ncclSend(static_cast<const char *>(send) + sendAt * bytes,
+                             size_t(out), ncclType(type), p, link.comm, stream),
+              "ncclSend");
+      if (in > 0)
+        check(lib().ncclRecv(static_cast<char *>(recv) + recvAt * bytes,
+                             size_t(in), ncclType(type), p, link.comm, stream),
+              "ncclRecv");
+      sendAt += out;
+      recvAt += in;
+    }
+    check(lib().ncclGroupEnd(), "ncclGroupEnd");
+    return finish(tp, "the tensor-parallel all_to_all with " + tpPeersText());
   }
 
   Group makeGroup(const std::vector<int64_t> &ppRanks) override {

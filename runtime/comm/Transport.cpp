@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 namespace hypipe::rt {
@@ -247,8 +248,55 @@ public:
       return allgatherOn(tp, data, count / tp.size, type, std::move(what));
     case CollectiveKind::ReduceScatter:
       return reduceScatterOn(tp, data, count / tp.size, type, std::move(what));
+    case CollectiveKind::AllToAll:
+      break; // iallToAllTp: its counts are not one block a rank
     }
-    return start(Op{});
+    throw RuntimeError(std::string("error: the tensor-parallel ") +
+                       collectiveKindName(kind) +
+                       " needs its counts\nhelp: this is a bug in hypipe; "
+                       "please report it");
+  }
+
+  Request iallToAllTp(const void *send, const std::vector<int64_t> &sendCounts,
+                      void *recv, const std::vector<int64_t> &recvCounts,
+                      DType type) override {
+    const GroupOf tp{comm.tpGroup(), comm.tpRank(), comm.tpSize()};
+    // MPI reads the counts and displacements until it completes.
+    struct Counts {
+      std::vector<int> send, sendAt, recv, recvAt;
+    };
+    auto c = std::make_shared<Counts>();
+    int64_t sendTotal = 0, recvTotal = 0;
+    for (int64_t p = 0; p < tp.size; ++p) {
+      c->sendAt.push_back(mpiCount(sendTotal));
+      c->send.push_back(mpiCount(sendCounts.at(size_t(p))));
+      sendTotal += sendCounts[size_t(p)];
+      c->recvAt.push_back(mpiCount(recvTotal));
+      c->recv.push_back(mpiCount(recvCounts.at(size_t(p))));
+      recvTotal += recvCounts[size_t(p)];
+    }
+    Op op;
+    op.what = "the tensor-parallel all_to_all with " + tpPeersText();
+    const void *from = send;
+    void *into = recv;
+    if (staged) {
+      // One staging buffer: the send blocks, then the receive blocks.
+      const int64_t sendBytes = sendTotal * elementBytes(type),
+                    recvBytes = recvTotal * elementBytes(type);
+      op.stage = takeStage(sendBytes + recvBytes, op);
+      device.toHost(op.stage, send, sendBytes);
+      from = op.stage;
+      into = static_cast<char *>(op.stage) + sendBytes;
+      op.done = [this, recv, into, recvBytes, c] {
+        device.toDevice(recv, into, recvBytes);
+      };
+    } else {
+      op.done = [c] {};
+    }
+    MPI_Ialltoallv(from, c->send.data(), c->sendAt.data(), mpiType(type), into,
+                   c->recv.data(), c->recvAt.data(), mpiType(type), tp.comm,
+                   &op.request);
+    return start(std::move(op));
   }
 
   Group makeGroup(const std::vector<int64_t> &ppRanks) override {

@@ -92,6 +92,16 @@ public:
   /// blocks of count / tpSize() with the data-parallel ones' conventions.
   virtual Request itensorParallel(CollectiveKind kind, void *data,
                                   int64_t count, DType type) = 0;
+  /// An all-to-all over this rank's tensor-parallel group with counts the
+  /// layer's data decides: `sendCounts[p]` elements of `type` from `send` to
+  /// tp rank p and `recvCounts[p]` from p into `recv`, each buffer's blocks
+  /// one after another in rank order. Every rank's counts match its peers'
+  /// (each knows them: no exchange of counts).
+  virtual Request iallToAllTp(const void *send,
+                              const std::vector<int64_t> &sendCounts,
+                              void *recv,
+                              const std::vector<int64_t> &recvCounts,
+                              DType type) = 0;
   /// The group of pipeline ranks `ppRanks` (sorted, at least two) of this
   /// rank's pipeline; collective over the world.
   virtual Group makeGroup(const std::vector<int64_t> &ppRanks) = 0;

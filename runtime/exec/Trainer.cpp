@@ -117,6 +117,12 @@ public:
         transport.itensorParallel(kind, data, count, DType::F32)};
     transport.waitAll(r);
   }
+  void allToAll(const float *send, const std::vector<int64_t> &sendCounts,
+                float *recv, const std::vector<int64_t> &recvCounts) override {
+    std::vector<Transport::Request> r = {
+        transport.iallToAllTp(send, sendCounts, recv, recvCounts, DType::F32)};
+    transport.waitAll(r);
+  }
 
 private:
   Transport &transport;

@@ -32,6 +32,12 @@ public:
   /// tensor: TensorParallel.h's conventions), complete for the kernels
   /// queued after it when it returns.
   virtual void run(CollectiveKind kind, float *data, int64_t count) = 0;
+  /// An all-to-all of device memory: `sendCounts[p]` floats from `send` to
+  /// rank p, `recvCounts[p]` from p into `recv` (blocks one after another
+  /// in rank order), complete as run's.
+  virtual void allToAll(const float *send,
+                        const std::vector<int64_t> &sendCounts, float *recv,
+                        const std::vector<int64_t> &recvCounts) = 0;
 };
 
 inline std::string collectiveText(const Collective &c) {
@@ -57,15 +63,23 @@ public:
 
   /// Collective `kind` of the call's [tokens, perToken] tensor at `data`.
   void run(CollectiveKind kind, float *data, int64_t perToken) {
-    const Collective c{kind, perToken};
-    if (next >= listed.size() || !(listed[next] == c))
-      throw RuntimeError(
-          "error: " + callText() + " runs the tensor-parallel collective " +
-          collectiveText(c) + " where its program lists " +
-          (next < listed.size() ? collectiveText(listed[next]) : "none") +
-          "\nhelp: the artifact was compiled by another hypipe; recompile it");
-    ++next;
+    expect({kind, perToken});
     group.run(kind, data, tokens * perToken);
+  }
+
+  /// The all-to-all its program lists next, of rows of `perRow` floats:
+  /// `sendRows[p]` rows from `send` to rank p, `recvRows[p]` from p into
+  /// `recv` (TensorParallelGroup::allToAll's blocks).
+  void allToAll(const float *send, const std::vector<int64_t> &sendRows,
+                float *recv, const std::vector<int64_t> &recvRows,
+                int64_t perRow) {
+    expect({CollectiveKind::AllToAll, perRow});
+    std::vector<int64_t> out(sendRows), in(recvRows);
+    for (int64_t &n : out)
+      n *= perRow;
+    for (int64_t &n : in)
+      n *= perRow;
+    group.allToAll(send, out, recv, in);
   }
 
   /// Throws unless every listed collective ran.
@@ -80,6 +94,17 @@ public:
   }
 
 private:
+  /// Takes `c` off the program's list; throws unless it is next there.
+  void expect(const Collective &c) {
+    if (next >= listed.size() || !(listed[next] == c))
+      throw RuntimeError(
+          "error: " + callText() + " runs the tensor-parallel collective " +
+          collectiveText(c) + " where its program lists " +
+          (next < listed.size() ? collectiveText(listed[next]) : "none") +
+          "\nhelp: the artifact was compiled by another hypipe; recompile it");
+    ++next;
+  }
+
   std::string callText() const {
     return "layer " + std::to_string(layer) + "'s " + pass + " call";
   }

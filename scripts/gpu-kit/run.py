@@ -272,6 +272,11 @@ SUITES = [
         # experts in its slots, against the same cpu tp 1 run. In the
         # default plan, after tp2-sp-staged.
         staged_check("tp2-ep2-staged", "tp2-ep2", "tp", "1e-5", "2e-3", ranks=2, timeout=8),
+        # The alltoall dispatcher (issue 50) on the same grid: the routed
+        # rows exchanged with MPI_Ialltoallv through pinned staging buffers,
+        # the row map downloaded for the plan of the exchange.
+        staged_check("tp2-ep2-a2a-staged", "tp2-ep2-a2a", "tp", "1e-5", "2e-3", ranks=2,
+                     timeout=8),
         # kill -9 of one GPU rank at step 3 ends all four within 12 s (not 124).
         Check("kill-one-rank", "source mpi/env.sh; HYPIPE_FAULT_KILL=1:3 timeout 12"
               " mpirun -np 4 --allow-run-as-root --oversubscribe -x HYPIPE_FAULT_KILL"
@@ -307,7 +312,8 @@ DEFAULT_PLAN = [
     "correctness:memcheck",
     "transports:nccl-size-1", "transports:mpi-staged-4", "transports:p2d2-staged",
     "transports:p2d2-staged-bf16", "transports:p2d2-staged-buckets",
-    "transports:tp2-sp-staged", "transports:tp2-ep2-staged", "transports:kill-one-rank",
+    "transports:tp2-sp-staged", "transports:tp2-ep2-staged",
+    "transports:tp2-ep2-a2a-staged", "transports:kill-one-rank",
     "probes:cudnn-sdpa",
     # baselines:torch-train-step (44 s) made room for the two G checks
     # above, bf16:bf16-memcheck (20 s) for the D one: they run in plan `all`

@@ -239,6 +239,11 @@ void RecordingKernels::moeOffsets(const MoeShape &s, const MoeSaved &,
   record("moeOffsets");
   routeToTheFirstExpert(s, off);
 }
+void RecordingKernels::moeRowMap(const MoeSaved &, int64_t rows,
+                                 std::vector<int32_t> &rowMap) const {
+  record("moeRowMap");
+  rowMap.assign(size_t(rows), 0); // every row token 0's
+}
 void RecordingKernels::moeCombineBackward(const MoeShape &, int64_t,
                                           const MoeSaved &, const float *,
                                           float *) const {

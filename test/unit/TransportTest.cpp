@@ -3,13 +3,13 @@
 // Run under mpirun at 2 to 4 ranks (ctest's transport-* entries):
 //
 //   mpirun -np N hypipe-transport-tests --comm mpi|mpi-staged|nccl --pp P
-//                                       [--device cuda] [--abort-rank R]
+//                          [--tp T] [--device cuda] [--abort-rank R]
 //
 // (--device cuda and --comm nccl: the GPU kit's `transports` suite.)
-// The world is a P x (N / P) grid as the trainer makes it. Every rank runs
-// every test; a failing assertion on any rank fails the run. Expected values
-// are computed here from what each rank put in (small integers, so that fp32
-// and bf16 sums are exact and independent of the order of addition).
+// The world is a P x (N / (P T)) x T grid as the trainer makes it. Every rank
+// runs every test; a failing assertion on any rank fails the run. Expected
+// values are computed here from what each rank put in (small integers, so that
+// fp32 and bf16 sums are exact and independent of the order of addition).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Transport.h"
@@ -273,6 +273,44 @@ TEST_P(TransportTest, AllGatherFillsEveryBlock) {
   }
 }
 
+// The MoE alltoall dispatcher's exchange over the tensor-parallel group:
+// uneven counts, some empty, a rank's block to itself included (at tp 1
+// only that: NCCL's grouped send and receive to itself, in the GPU kit).
+TEST_P(TransportTest, AllToAllOverTensorParallelRanksWithUnevenCounts) {
+  const int64_t tp = comm().tpSize(), me = comm().tpRank();
+  // Rank a sends count(a, b) elements to rank b: none from 0 to 1.
+  auto count = [](int64_t a, int64_t b) {
+    return a == b ? 13 : (a * 5 + b * 3 + 1) % 4 * 11;
+  };
+  std::vector<int64_t> out, in;
+  int64_t outTotal = 0, inTotal = 0;
+  for (int64_t p = 0; p < tp; ++p) {
+    out.push_back(count(me, p));
+    in.push_back(count(p, me));
+    outTotal += out.back();
+    inTotal += in.back();
+  }
+  Payload send(*device, std::max<int64_t>(outTotal, 1), GetParam());
+  Payload recv(*device, std::max<int64_t>(inTotal, 1), GetParam());
+  for (int64_t p = 0, at = 0; p < tp; at += out[size_t(p)], ++p)
+    for (int64_t i = 0; i < out[size_t(p)]; ++i)
+      send.set(at + i, valueOf(int(me), i, int(p)));
+  for (int64_t i = 0; i < inTotal; ++i)
+    recv.set(i, 99.0f);
+  send.push();
+  recv.push();
+  std::vector<Transport::Request> rq{
+      transport->iallToAllTp(send.data(), out, recv.data(), in, GetParam())};
+  transport->waitAll(rq);
+  recv.pull();
+  for (int64_t p = 0, at = 0; p < tp; at += in[size_t(p)], ++p)
+    EXPECT_EQ(
+        mismatches(recv, at, at + in[size_t(p)],
+                   [&](int64_t i) { return valueOf(int(p), i - at, int(me)); }),
+        0)
+        << "from tp rank " << p;
+}
+
 // A group of the first and last pipeline ranks (the tied embedding's):
 // its members get the sum, the ranks outside it are left alone.
 TEST_P(TransportTest, GroupSumReachesOnlyItsMembers) {
@@ -369,26 +407,28 @@ INSTANTIATE_TEST_SUITE_P(Payloads, TransportTest,
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
   hypipe::rt::Comm comm(&argc, &argv);
-  int64_t pp = 1;
+  int64_t pp = 1, tp = 1;
   for (int i = 1; i + 1 < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--comm")
       hypipe::rt::gKind = *hypipe::schedule::parseCommKind(argv[i + 1]);
     if (flag == "--pp")
       pp = std::stoll(argv[i + 1]);
+    if (flag == "--tp")
+      tp = std::stoll(argv[i + 1]);
     if (flag == "--device")
       hypipe::rt::gCuda = std::string(argv[i + 1]) == "cuda";
   }
   // One rank: NCCL's collectives of one (the GPU kit); MPI needs two.
   const int least = hypipe::rt::gKind == hypipe::rt::CommKind::Nccl ? 1 : 2;
-  if (comm.size() < least || comm.size() % pp) {
+  if (comm.size() < least || comm.size() % (pp * tp)) {
     std::fprintf(stderr,
                  "run under mpirun with at least %d ranks, a "
-                 "multiple of --pp\n",
+                 "multiple of --pp x --tp\n",
                  least);
     return 2;
   }
-  comm.setGrid(pp, comm.size() / pp);
+  comm.setGrid(pp, comm.size() / (pp * tp), tp);
   hypipe::rt::gComm = &comm;
   // --abort-rank R: every other rank waits for a message from R, which
   // ends the run instead (as a failing rank does); the launcher must end

@@ -231,6 +231,11 @@ void Kernels::moeOffsets(const MoeShape &s, const MoeSaved &m,
   expertOffsets(s, download(m.counts, s.experts).data(), off);
 }
 
+void Kernels::moeRowMap(const MoeSaved &m, int64_t rows,
+                        std::vector<int32_t> &rowMap) const {
+  rowMap = download(m.rowMap, rows);
+}
+
 void Kernels::moeCombineBackward(const MoeShape &s, int64_t T,
                                  const MoeSaved &m, const float *dy,
                                  float *dTopW) const {

@@ -15,6 +15,7 @@
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/recipes/Primitives.h"
 
+#include <string>
 #include <vector>
 
 namespace hypipe::rt::recipes {
@@ -33,6 +34,134 @@ inline LocalExperts localExperts(const MoeShape &s,
     return {0, s.experts};
   const int64_t etp = tp->size() / s.expertRanks;
   return {tp->rank() / etp * s.localExperts(), s.localExperts()};
+}
+
+/// A run of `rows` consecutive routed rows from row `row` on.
+struct RowSegment {
+  int64_t row = 0, rows = 0;
+};
+
+/// What the alltoall dispatcher moves (Megatron-LM's
+/// MoEAlltoAllTokenDispatcher over the tensor-parallel group of ep x etp
+/// ranks, etp fastest): the rows routed from each tensor-parallel rank's
+/// tokens (its sequence shard) to the experts of each expert-parallel rank.
+/// Every rank routes every token the same way, so every rank knows every
+/// count: nothing is exchanged but the rows. Rows routed to one expert are
+/// in token order, so the rows of one rank's tokens to one expert are one
+/// segment. `send[p]` lists, in order, the segments this rank sends to tp
+/// rank p when dispatching (its tokens' rows to p's experts) and `recv[p]`
+/// those it receives from p (p's tokens' rows to this rank's experts, into
+/// the same places of the routed rows); returning the experts' outputs
+/// swaps the two. So Megatron-LM's all-to-all over ep and all-gather over
+/// etp are one all-to-all over the group: every etp rank of an ep rank
+/// receives the rows routed to its experts (and going back, each etp rank's
+/// partial output of a row reaches the row's rank, which sums them).
+struct RowExchange {
+  std::vector<std::vector<RowSegment>> send, recv;
+};
+
+/// The segments of rank `me` of `ranks` (`rowMap`: each routed row's slot,
+/// `off`: each expert's first row, `T` the microbatch's tokens).
+inline RowExchange rowExchange(const MoeShape &s,
+                               const std::vector<int32_t> &rowMap,
+                               const std::vector<int64_t> &off, int64_t T,
+                               int64_t ranks, int64_t me) {
+  const int64_t E = s.experts, perRank = T / ranks, etp = ranks / s.expertRanks,
+                local = s.localExperts();
+  // first[rho][e]: where rank rho's tokens' rows to expert e begin.
+  std::vector<std::vector<int64_t>> first(size_t(ranks + 1),
+                                          std::vector<int64_t>(size_t(E)));
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t rho = 0;
+    first[0][size_t(e)] = off[size_t(e)];
+    for (int64_t r = off[size_t(e)]; r < off[size_t(e) + 1]; ++r) {
+      const int64_t from = rowMap[size_t(r)] / s.topk / perRank;
+      if (from < rho)
+        throw RuntimeError("error: the routed rows of expert " +
+                           std::to_string(e) +
+                           " are not in token order\nhelp: this is a bug in "
+                           "hypipe; please report it");
+      for (; rho < from; ++rho)
+        first[size_t(rho) + 1][size_t(e)] = r;
+    }
+    for (; rho < ranks; ++rho)
+      first[size_t(rho) + 1][size_t(e)] = off[size_t(e) + 1];
+  }
+  auto segment = [&](int64_t rho, int64_t e) {
+    const int64_t a = first[size_t(rho)][size_t(e)];
+    return RowSegment{a, first[size_t(rho) + 1][size_t(e)] - a};
+  };
+  RowExchange x;
+  x.send.resize(size_t(ranks));
+  x.recv.resize(size_t(ranks));
+  for (int64_t p = 0; p < ranks; ++p)
+    for (int64_t j = 0; j < local; ++j) {
+      x.send[size_t(p)].push_back(segment(me, p / etp * local + j));
+      x.recv[size_t(p)].push_back(segment(p, me / etp * local + j));
+    }
+  return x;
+}
+
+/// Moves routed rows of `width` floats in place in `rows` as `send` and
+/// `recv` say (RowExchange), through the call's all-to-all: packed into
+/// `sendBuf`, received into `recvBuf`, put in their places. With `sumOver`
+/// > 1 the rows from the tp ranks p, p+1, ... of one group of `sumOver`
+/// land on the same rows and are summed, in rank order.
+template <class P>
+void exchangeRows(const P &k, TensorParallelCalls &tp,
+                  const std::vector<std::vector<RowSegment>> &send,
+                  const std::vector<std::vector<RowSegment>> &recv,
+                  int64_t width, float *rows, float *sendBuf, float *recvBuf,
+                  int64_t sumOver) {
+  auto total = [](const std::vector<RowSegment> &segments) {
+    int64_t n = 0;
+    for (const RowSegment &g : segments)
+      n += g.rows;
+    return n;
+  };
+  std::vector<int64_t> out, in;
+  int64_t at = 0;
+  for (const std::vector<RowSegment> &segments : send) {
+    out.push_back(total(segments));
+    for (const RowSegment &g : segments) {
+      k.copy(sendBuf + at * width, rows + g.row * width, g.rows * width);
+      at += g.rows;
+    }
+  }
+  for (const std::vector<RowSegment> &segments : recv)
+    in.push_back(total(segments));
+  tp.allToAll(sendBuf, out, recvBuf, in, width);
+  at = 0;
+  for (size_t p = 0; p < recv.size(); ++p)
+    for (const RowSegment &g : recv[p]) {
+      float *into = rows + g.row * width;
+      if (int64_t(p) % sumOver == 0)
+        k.copy(into, recvBuf + at * width, g.rows * width);
+      else
+        k.addInto(into, recvBuf + at * width, g.rows * width);
+      at += g.rows;
+    }
+}
+
+/// The backward's scratch in the workspace of a T-token call: the logits'
+/// gradient [T, E], the routing weights' [T, k] (in a [T, E] region), the
+/// normed input's [T, Hd], the routed rows' [R, Hd], the activations'
+/// [R, ffn] and each slot's row [T, k].
+struct BackwardScratch {
+  float *dlogits, *dTopW, *dxn, *dxr, *dact;
+  int32_t *slotRow;
+};
+inline BackwardScratch backwardScratch(const MoeShape &s, int64_t T,
+                                       float *ws) {
+  const int64_t R = T * s.topk;
+  BackwardScratch b;
+  b.dlogits = ws;
+  b.dTopW = b.dlogits + T * s.experts;
+  b.dxn = b.dTopW + T * s.experts;
+  b.dxr = b.dxn + T * s.hidden;
+  b.dact = b.dxr + R * s.hidden;
+  b.slotRow = reinterpret_cast<int32_t *>(b.dact + R * s.ffn);
+  return b;
 }
 
 /// Every local expert's forward over the rows routed to it: fc1, the
@@ -137,6 +266,8 @@ template <class P> struct Moe {
     const int64_t T = t.tokens(), E = s.experts, Hd = s.hidden;
     if (T == 0 && !tp)
       return 0.0f;
+    if (allToAll(s))
+      return forwardAllToAll(s, t, params, x, y, saved, ws, check);
     MoeParams<const float> p = moeParams(s, params);
     MoeSaved m = moeSaved(s, k.shape(t), saved);
     float *logits = ws;                                             // [T, E]
@@ -188,7 +319,10 @@ template <class P> struct Moe {
       (void)forward(s, t, params, x, y, saved, ws, check);
       return;
     }
-    if (saved.drops(RecomputeModule::LayerNorm))
+    if (saved.drops(RecomputeModule::LayerNorm) && allToAll(s))
+      preNorm(k, q.local, s.hidden, m.x, moeParams(s, params).norm,
+              m.xn + q.first * s.hidden, m.rstd); // its rows only
+    else if (saved.drops(RecomputeModule::LayerNorm))
       normedInput(k, tp, q, s.hidden, m.x, moeParams(s, params).norm, m.xn,
                   m.rstd);
     if (saved.drops(RecomputeModule::MoeAct)) {
@@ -205,15 +339,17 @@ template <class P> struct Moe {
     const int64_t T = t.tokens(), E = s.experts, Hd = s.hidden, R = T * s.topk;
     if (T == 0 && !tp)
       return;
+    if (allToAll(s)) {
+      backwardInputAllToAll(s, t, params, grads, saved, dy, dx, ws, lossScale);
+      return;
+    }
     MoeParams<const float> p = moeParams(s, params);
     MoeParams<float> gp = moeParams(s, grads);
     MoeSaved m = moeSaved(s, k.shape(t), saved);
-    float *dlogits = ws;            // [T, E]
-    float *dTopW = dlogits + T * E; // [T, k] (of a [T, E] region)
-    float *dxn = dTopW + T * E;     // [T, Hd]
-    float *dxr = dxn + T * Hd;      // [R, Hd]
-    float *dact = dxr + R * Hd;     // [R, ffn]
-    int32_t *slotRow = reinterpret_cast<int32_t *>(dact + R * s.ffn);
+    const BackwardScratch b = backwardScratch(s, T, ws);
+    float *dlogits = b.dlogits, *dTopW = b.dTopW, *dxn = b.dxn, *dxr = b.dxr,
+          *dact = b.dact;
+    int32_t *slotRow = b.slotRow;
     thread_local std::vector<int64_t> off;
     k.moeOffsets(s, m, off);
     const SequenceShard q = sequenceShard(tp, T);
@@ -242,16 +378,8 @@ template <class P> struct Moe {
     k.round(dlogits, T * E);
     // The experts' part summed over the group; the router's, the same on
     // every rank, added for this rank's rows only.
-    float *mine = sumInputGradient(tp, q, Hd, dxn);
-    const float *dl = dlogits + q.first * E;
-    k.linearBackwardInput(q.local, Hd, E, dl, p.router, mine,
-                          /*accumulate=*/true);
-    k.linearBackwardWeight(q.local, Hd, E, dl, m.xn + q.first * Hd, gp.router);
-    k.round(mine, q.local * Hd);
-    k.copy(dx, dy, q.local * Hd);
-    k.rmsnormBackward(q.local, Hd, m.x, p.norm, m.rstd, mine, dx, gp.norm,
-                      true);
-    k.round(dx, q.local * Hd);
+    routerAndNormBackward(s, q, p, gp, m, dlogits,
+                          sumInputGradient(tp, q, Hd, dxn), dy, dx);
   }
 
   template <class Tokens>
@@ -263,6 +391,130 @@ template <class P> struct Moe {
     thread_local std::vector<int64_t> off;
     k.moeOffsets(s, m, off);
     moeExpertWeightGradients(k, s, m, off, localExperts(s, tp), grads);
+  }
+
+private:
+  /// The alltoall dispatcher runs this layer (MoeShape::allToAll, over
+  /// tensor-parallel ranks with sequence parallelism).
+  bool allToAll(const MoeShape &s) const {
+    return tp && s.allToAll && tp->sequenceParallel();
+  }
+
+  /// The segments of this rank's exchanges, from the routing in `m`.
+  RowExchange exchangeOf(const MoeShape &s, const MoeSaved &m,
+                         const std::vector<int64_t> &off, int64_t T) const {
+    thread_local std::vector<int32_t> rowMap;
+    k.moeRowMap(m, off[size_t(s.experts)], rowMap);
+    return rowExchange(s, rowMap, off, T, tp->size(), tp->rank());
+  }
+
+  /// The layer's input gradient from `mine` (the normed input's gradient
+  /// of this rank's rows, from the experts, complete), the router's part
+  /// added for the same rows from `dlogits`, through the pre-norm with the
+  /// residual into dx; the router's and the norm's weight gradients.
+  void routerAndNormBackward(const MoeShape &s, const SequenceShard &q,
+                             const MoeParams<const float> &p,
+                             MoeParams<float> &gp, const MoeSaved &m,
+                             const float *dlogits, float *mine, const float *dy,
+                             float *dx) const {
+    const int64_t E = s.experts, Hd = s.hidden;
+    const float *dl = dlogits + q.first * E;
+    k.linearBackwardInput(q.local, Hd, E, dl, p.router, mine,
+                          /*accumulate=*/true);
+    k.linearBackwardWeight(q.local, Hd, E, dl, m.xn + q.first * Hd, gp.router);
+    k.round(mine, q.local * Hd);
+    k.copy(dx, dy, q.local * Hd);
+    k.rmsnormBackward(q.local, Hd, m.x, p.norm, m.rstd, mine, dx, gp.norm,
+                      true);
+    k.round(dx, q.local * Hd);
+  }
+
+  /// The alltoall dispatcher's forward. Each rank norms its own rows and
+  /// computes their router logits; the logits are gathered, so every rank
+  /// routes every token (moeRoute: the same choices, capacity and
+  /// load-balancing loss as the allgather dispatcher's). The routed rows
+  /// of this rank's tokens go to the ranks of their experts and the
+  /// experts' outputs come back (RowExchange); this rank combines its own
+  /// tokens' rows with the residual. Only this rank's rows of m.xn are
+  /// written (the others are zero): only they reach an expert.
+  template <class Tokens>
+  float forwardAllToAll(const MoeShape &s, const Tokens &t, const float *params,
+                        const float *x, float *y, const SavedBases &saved,
+                        float *ws, RouterCheck *check) const {
+    const int64_t T = t.tokens(), E = s.experts, Hd = s.hidden, R = T * s.topk;
+    MoeParams<const float> p = moeParams(s, params);
+    MoeSaved m = moeSaved(s, k.shape(t), saved);
+    float *logits = ws;                                             // [T, E]
+    int32_t *slotRow = reinterpret_cast<int32_t *>(logits + T * E); // [T, k]
+    float *scratch = logits + T * (E + s.topk);
+    float *sendBuf = ws + s.routingWorkspaceFloats(k.shape(t)); // [R, Hd]
+    float *recvBuf = sendBuf + R * Hd;                          // [R, Hd]
+    thread_local std::vector<int64_t> off;
+    const SequenceShard q = sequenceShard(tp, T);
+
+    k.copy(m.x, x, q.local * Hd);
+    k.zero(m.xn, T * Hd);
+    preNorm(k, q.local, Hd, x, p.norm, m.xn + q.first * Hd, m.rstd);
+    k.linearForward(q.local, Hd, E, m.xn + q.first * Hd, p.router,
+                    logits + q.first * E);
+    k.round(logits + q.first * E, q.local * E);
+    tp->run(CollectiveKind::AllGather, logits, E);
+    const float aux =
+        k.moeRoute(s, k.shape(t), logits, m, slotRow, off, check, scratch);
+    const RowExchange ex = exchangeOf(s, m, off, T);
+    exchangeRows(k, *tp, ex.send, ex.recv, Hd, m.xr, sendBuf, recvBuf, 1);
+    const LocalExperts mine = localExperts(s, tp);
+    if (mine.count < s.experts)
+      k.zero(m.yr, R * Hd);
+    moeExpertsForward(k, s, m, p, off, mine);
+    exchangeRows(k, *tp, ex.recv, ex.send, Hd, m.yr, sendBuf, recvBuf,
+                 tp->size() / s.expertRanks);
+    MoeSaved own = m; // this rank's tokens' weights
+    own.topW += q.first * s.topk;
+    k.moeCombine(s, q.local, own, slotRow + q.first * s.topk, x, y);
+    return aux;
+  }
+
+  /// The alltoall dispatcher's input gradient: this rank's tokens' routed
+  /// rows' output gradients (and their routing weights' gradients,
+  /// complete: the rows' outputs came back whole) to the ranks of their
+  /// experts, the experts' input gradients back (each etp rank's part
+  /// summed by the row's rank), then the router and the pre-norm over this
+  /// rank's rows.
+  template <class Tokens>
+  void backwardInputAllToAll(const MoeShape &s, const Tokens &t,
+                             const float *params, float *grads,
+                             const SavedBases &saved, const float *dy,
+                             float *dx, float *ws, float lossScale) const {
+    const int64_t T = t.tokens(), E = s.experts, Hd = s.hidden, R = T * s.topk;
+    MoeParams<const float> p = moeParams(s, params);
+    MoeParams<float> gp = moeParams(s, grads);
+    MoeSaved m = moeSaved(s, k.shape(t), saved);
+    const BackwardScratch b = backwardScratch(s, T, ws);
+    float *sendBuf = ws + s.routingWorkspaceFloats(k.shape(t)); // [R, Hd]
+    float *recvBuf = sendBuf + R * Hd;                          // [R, Hd]
+    thread_local std::vector<int64_t> off;
+    k.moeOffsets(s, m, off);
+    const RowExchange ex = exchangeOf(s, m, off, T);
+    const SequenceShard q = sequenceShard(tp, T);
+
+    // The output's gradient of this rank's rows in their place (the other
+    // rows zero): its tokens' rows' and routing weights' gradients.
+    k.zero(b.dxn, T * Hd);
+    k.copy(b.dxn + q.first * Hd, dy, q.local * Hd);
+    k.moeCombineBackward(s, T, m, b.dxn, b.dTopW);
+    k.round(m.dyr, R * Hd);
+    exchangeRows(k, *tp, ex.send, ex.recv, Hd, m.dyr, sendBuf, recvBuf, 1);
+    k.zero(b.dxr, R * Hd);
+    moeExpertsBackwardInput(k, s, m, p, off, localExperts(s, tp), b.dact,
+                            b.dxr);
+    exchangeRows(k, *tp, ex.recv, ex.send, Hd, b.dxr, sendBuf, recvBuf,
+                 tp->size() / s.expertRanks);
+    k.moeGatherRowGradients(s, T, m, b.dxr, b.dxn, b.slotRow);
+    k.moeRouterBackward(s, T, m, b.dTopW, lossScale, b.dlogits);
+    k.round(b.dlogits, T * E);
+    routerAndNormBackward(s, q, p, gp, m, b.dlogits, b.dxn + q.first * Hd, dy,
+                          dx);
   }
 };
 
