@@ -98,8 +98,8 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
                   ") is not a multiple of the expert tensor-parallel size " +
                   std::to_string(tp / ep);
         } else if constexpr (std::is_same_v<S, MlaShape>) {
-          // The spec's words for a kind without tensor-parallel kernels.
-          why = "MLA layers ('+') do not split over tensor-parallel ranks yet";
+          // Megatron-LM splits the heads; the latents are every rank's.
+          why = divides(s.heads, "num_attention_heads");
         } else if constexpr (std::is_same_v<S, DsaShape>) {
           why = "sparse attention layers ('D') do not split over "
                 "tensor-parallel ranks yet";
@@ -130,6 +130,8 @@ inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp) {
           }
         } else if constexpr (std::is_same_v<S, MlpShape>) {
           s.ffn /= tp;
+        } else if constexpr (std::is_same_v<S, MlaShape>) {
+          s.heads /= tp;
         } else if constexpr (std::is_same_v<S, MoeShape>) {
           s.ffn /= tp / s.expertRanks; // etp: the rest of the group is ep
         } else if constexpr (std::is_same_v<S, EmbeddingShape> ||
@@ -240,6 +242,26 @@ inline std::vector<Collective> collectivesOf(const LayerShape &shape,
           if (!sp)
             return {{K::AllReduce, h}};
           return {{K::AllGather, h}, {K::ReduceScatter, h}};
+        } else if constexpr (std::is_same_v<S, MlaShape>) {
+          // Forward as the MLP's: every rank computes the latents of every
+          // token (the down-projections are replicated), its heads' up-
+          // projections and attention, and linear_proj's partial output is
+          // summed. Backward: the output's gradient gathered, the latents'
+          // partial gradients ([c_kv | k_pe], then the query latent's or,
+          // without one, the normed input's) summed into the rows the rank
+          // holds, from where the latents' norms, the down-projections and
+          // the pre-norm run on those rows alone (recipes/Mla.h).
+          if (forward)
+            return sp ? std::vector<Collective>{{K::AllGather, h},
+                                                {K::ReduceScatter, h}}
+                      : std::vector<Collective>{{K::AllReduce, h}};
+          const K sum = sp ? K::ReduceScatter : K::AllReduce;
+          std::vector<Collective> c;
+          if (sp)
+            c.push_back({K::AllGather, h});
+          c.push_back({sum, s.kvDownWidth()});
+          c.push_back({sum, s.qLoraRank > 0 ? s.qLoraRank : h});
+          return c;
         } else if constexpr (std::is_same_v<S, MoeShape>) {
           // As the MLP's, and backward the routing weights' gradients
           // [tokens, topk] summed between the two: each rank's expert

@@ -532,6 +532,8 @@ TEST(RecordingTarget, MlaWithLatents) {
                                     R,
                                     "mlaRopeBackward 1",
                                     "linearBackwardInput 4>14",
+                                    "copyRows 4 of 4 to 6",
+                                    "copyRows 4 of 6 to 4",
                                     R,
                                     "rmsnormBackward",
                                     "copyRows 4 of 4 to 6",

@@ -14,8 +14,18 @@
 // and `mlaRopeBackward` are the assembly's transpose (k_pe's gradient the
 // sum over the heads). Rounding as recipes/Attention.h's: each tensor the
 // float64 reference (torch_reference.py's mla) stores is rounded once it is
-// complete, forward and backward. Tensor parallelism is refused before
-// this runs (TensorParallel.h).
+// complete, forward and backward.
+//
+// Over tensor-parallel ranks (Megatron-LM's split: the heads) every rank
+// computes the latents of every token (the down-projections and the
+// latents' norms are replicated), its heads' up-projections, attention and
+// linear_proj's partial output, which is summed. Backward, the latents'
+// gradients from a rank's heads are partial: they are summed into the rows
+// the rank holds (with sequence parallelism a reduce-scatter, else an
+// all-reduce), and the latents' norms, the down-projections' input and
+// weight gradients and the pre-norm run over those rows only, so the
+// replicated weights' gradients are partial by rows, summed over the group
+// as every norm's are under sequence parallelism (and whole without it).
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_KERNELS_RECIPES_MLA_H
@@ -29,7 +39,7 @@ namespace hypipe::rt::recipes {
 template <class P> struct Mla {
   /// The target's primitives, in the call's precision.
   const P &k;
-  /// Always null: MLA runs whole on a rank (TensorParallel.h refuses tp > 1).
+  /// The call's tensor-parallel collectives (null: the layer is whole).
   TensorParallelCalls *tp = nullptr;
 
   template <class Tokens>
@@ -51,7 +61,7 @@ template <class P> struct Mla {
     const MlaParams<const float> p = mlaParams(s, params);
     AttnSaved &a = m.core;
     const SequenceShard rows = sequenceShard(tp, T);
-    k.copy(a.x, x, T * s.hidden);
+    k.copy(a.x, x, rows.local * s.hidden);
     normedInput(k, tp, rows, s.hidden, x, p.norm, a.xn, a.rstd);
     if (s.qLoraRank > 0) {
       linear(T, s.hidden, s.qLoraRank, a.xn, p.wQDown, m.cq);
@@ -142,78 +152,97 @@ template <class P> struct Mla {
                        float *grads, MlaSaved &m, const float *dy,
                        float *dx) const {
     const int64_t T = t.tokens(), n = s.heads, D = s.coreHeadDim();
+    const int64_t kv = s.kvLoraRank, kvd = s.kvDownWidth(), h = s.hidden;
     const MlaParams<const float> p = mlaParams(s, params);
     const MlaParams<float> g = mlaParams(s, grads);
     AttnSaved &a = m.core;
     float *dxn = a.dqkv + T * 3 * n * D + T * n; // [T, hidden]
-    float *dcqn = dxn + T * s.hidden;            // [T, q_lora_rank]
+    float *dcqn = dxn + T * h;                   // [T, q_lora_rank]
     float *dckvn = dcqn + T * s.qLoraRank;       // [T, kv_lora_rank]
-    float *dckv = dckvn + T * s.kvLoraRank;      // [T, kv_lora_rank]
-    const SequenceShard rows = sequenceShard(tp, T);
+    float *dckv = dckvn + T * kv;                // [T, kv_lora_rank]
+    const SequenceShard q = sequenceShard(tp, T);
+    const int64_t at = q.first;
     // The gradients of the stored q_pe and k_pe (k_pe's summed over the
     // heads first), of q and of kv_up_proj's output: each rounded once
     // complete, then the rotary parts back through RoPE into q and kvd.
     k.mlaGatherGradients(s, t, a.dqkv, m.dq, m.dkvu, m.dkvd);
     k.round(m.dq, T * s.queryWidth());
     k.round(m.dkvu, T * s.kvUpWidth());
-    k.round(m.dkvd, T * s.kvDownWidth());
+    k.round(m.dkvd, T * kvd);
     k.mlaRopeBackward(s, t, m.dq + s.qkHeadDim, s.queryWidth(), n,
                       s.queryDim());
     k.round(m.dq, T * s.queryWidth());
-    k.mlaRopeBackward(s, t, m.dkvd + s.kvLoraRank, s.kvDownWidth(), 1, 0);
-    // c_kv's gradient: through linear_kv_up_proj and its norm.
-    k.linearBackwardInput(T, s.kvLoraRank, s.kvUpWidth(), m.dkvu, p.wKvUp,
-                          s.qkLayernorm ? dckvn : dckv);
+    k.mlaRopeBackward(s, t, m.dkvd + kv, kvd, 1, 0);
+    // c_kv's gradient through linear_kv_up_proj beside k_pe's, [c_kv | k_pe]
+    // summed over the group into this rank's rows (a rank's heads give a
+    // part of each), then through c_kv's norm there.
+    k.linearBackwardInput(T, kv, s.kvUpWidth(), m.dkvu, p.wKvUp, dckvn);
+    k.copyRows(T, kv, m.dkvd, kvd, dckvn, kv);
+    tensorParallel(tp, sumKind(q), m.dkvd, kvd);
+    k.copyRows(q.local, kv, dckvn + at * kv, kv, m.dkvd + at * kvd, kvd);
     if (s.qkLayernorm) {
-      k.round(dckvn, T * s.kvLoraRank);
-      k.rmsnormBackward(T, s.kvLoraRank, m.ckv, p.kvNorm, m.ckvRstd, dckvn,
-                        dckv, g.kvNorm, false);
+      k.round(dckvn + at * kv, q.local * kv);
+      k.rmsnormBackward(q.local, kv, m.ckv + at * kv, p.kvNorm, m.ckvRstd + at,
+                        dckvn + at * kv, dckv + at * kv, g.kvNorm, false);
+      k.copyRows(q.local, kv, m.dkvd + at * kvd, kvd, dckv + at * kv, kv);
     }
-    k.copyRows(T, s.kvLoraRank, m.dkvd, s.kvDownWidth(), dckv, s.kvLoraRank);
-    k.round(m.dkvd, T * s.kvDownWidth());
-    // The normed input's gradient: the query branch's and kv_down_proj's.
+    k.round(m.dkvd + at * kvd, q.local * kvd);
+    // The normed input's gradient of this rank's rows: the query branch's
+    // (through the query latent, summed like c_kv's, or linear_q_proj's
+    // partial one summed) and kv_down_proj's.
+    float *mine = dxn + at * h;
     if (s.qLoraRank > 0) {
-      k.linearBackwardInput(T, s.qLoraRank, s.queryWidth(), m.dq, p.wQ,
-                            s.qkLayernorm ? dcqn : m.dcq);
+      const int64_t ql = s.qLoraRank;
+      float *dLatent = s.qkLayernorm ? dcqn : m.dcq;
+      k.linearBackwardInput(T, ql, s.queryWidth(), m.dq, p.wQ, dLatent);
+      tensorParallel(tp, sumKind(q), dLatent, ql);
       if (s.qkLayernorm) {
-        k.round(dcqn, T * s.qLoraRank);
-        k.rmsnormBackward(T, s.qLoraRank, m.cq, p.qNorm, m.cqRstd, dcqn, m.dcq,
-                          g.qNorm, false);
+        k.round(dcqn + at * ql, q.local * ql);
+        k.rmsnormBackward(q.local, ql, m.cq + at * ql, p.qNorm, m.cqRstd + at,
+                          dcqn + at * ql, m.dcq + at * ql, g.qNorm, false);
       }
-      k.round(m.dcq, T * s.qLoraRank);
-      k.linearBackwardInput(T, s.hidden, s.qLoraRank, m.dcq, p.wQDown, dxn);
+      k.round(m.dcq + at * ql, q.local * ql);
+      k.linearBackwardInput(q.local, h, ql, m.dcq + at * ql, p.wQDown, mine);
     } else {
-      k.linearBackwardInput(T, s.hidden, s.queryWidth(), m.dq, p.wQ, dxn);
+      k.linearBackwardInput(T, h, s.queryWidth(), m.dq, p.wQ, dxn);
+      tensorParallel(tp, sumKind(q), dxn, h);
     }
-    k.linearBackwardInput(T, s.hidden, s.kvDownWidth(), m.dkvd, p.wKvDown, dxn,
+    k.linearBackwardInput(q.local, h, kvd, m.dkvd + at * kvd, p.wKvDown, mine,
                           true);
-    preNormBackward(k, tp, rows, s.hidden, a.x, p.norm, a.rstd, dxn, dy, dx,
-                    g.norm);
+    preNormBackwardRows(k, q, h, a.x, p.norm, a.rstd, mine, dy, dx, g.norm);
   }
 
   template <class Tokens>
   void backwardWeight(const MlaShape &s, const Tokens &t,
                       const SavedBases &saved, float *grads) const {
-    const int64_t T = t.tokens();
+    const int64_t T = t.tokens(), h = s.hidden;
     const MlaParams<float> g = mlaParams(s, grads);
     const MlaSaved m = mlaSaved(s, k.shape(t), saved);
+    // The down-projections over this rank's rows (projectBackward).
+    const SequenceShard q = sequenceShard(tp, T);
+    const float *xn = m.core.xn + q.first * h;
     if (s.qLoraRank > 0) {
-      k.linearBackwardWeight(T, s.hidden, s.qLoraRank, m.dcq, m.core.xn,
-                             g.wQDown);
+      k.linearBackwardWeight(q.local, h, s.qLoraRank,
+                             m.dcq + q.first * s.qLoraRank, xn, g.wQDown);
       k.linearBackwardWeight(T, s.qLoraRank, s.queryWidth(), m.dq, m.cqn, g.wQ);
     } else {
-      k.linearBackwardWeight(T, s.hidden, s.queryWidth(), m.dq, m.core.xn,
-                             g.wQ);
+      k.linearBackwardWeight(T, h, s.queryWidth(), m.dq, m.core.xn, g.wQ);
     }
-    k.linearBackwardWeight(T, s.hidden, s.kvDownWidth(), m.dkvd, m.core.xn,
-                           g.wKvDown);
+    k.linearBackwardWeight(q.local, h, s.kvDownWidth(),
+                           m.dkvd + q.first * s.kvDownWidth(), xn, g.wKvDown);
     k.linearBackwardWeight(T, s.kvLoraRank, s.kvUpWidth(), m.dkvu, m.ckvn,
                            g.wKvUp);
-    k.linearBackwardWeight(T, s.contextWidth(), s.hidden, m.core.dout, m.ctx,
-                           g.wProj);
+    k.linearBackwardWeight(T, s.contextWidth(), h, m.core.dout, m.ctx, g.wProj);
   }
 
 private:
+  /// How a partial gradient is summed: into this rank's rows (sequence
+  /// parallelism) or every row.
+  static CollectiveKind sumKind(const SequenceShard &q) {
+    return q.split() ? CollectiveKind::ReduceScatter
+                     : CollectiveKind::AllReduce;
+  }
+
   /// Megatron's qkv_up_proj_and_rope_apply: q (linear_q_up_proj of the
   /// query latent, or linear_q_proj of the normed input) and
   /// linear_kv_up_proj's output, in the workspace, laid out with k_pe for

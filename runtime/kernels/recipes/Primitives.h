@@ -117,6 +117,19 @@ inline float *sumInputGradient(TensorParallelCalls *tp, const SequenceShard &q,
   return dxn + q.first * hidden;
 }
 
+/// preNormBackward (below) from `mine`, the normed input's gradient of the rows
+/// this rank holds, already complete.
+template <class P>
+void preNormBackwardRows(const P &k, const SequenceShard &q, int64_t hidden,
+                         const float *x, const float *weight, const float *rstd,
+                         float *mine, const float *dy, float *dx,
+                         float *normGrad) {
+  k.round(mine, q.local * hidden);
+  k.copy(dx, dy, q.local * hidden);
+  k.rmsnormBackward(q.local, hidden, x, weight, rstd, mine, dx, normGrad, true);
+  k.round(dx, q.local * hidden);
+}
+
 /// The input's gradient through a layer's pre-norm with its residual: the
 /// column-parallel linear's partial gradient of the normed input `dxn`
 /// summed over the group (sumInputGradient), rounded, then dx = dy plus
@@ -127,11 +140,8 @@ void preNormBackward(const P &k, TensorParallelCalls *tp,
                      const SequenceShard &q, int64_t hidden, const float *x,
                      const float *weight, const float *rstd, float *dxn,
                      const float *dy, float *dx, float *normGrad) {
-  float *mine = sumInputGradient(tp, q, hidden, dxn);
-  k.round(mine, q.local * hidden);
-  k.copy(dx, dy, q.local * hidden);
-  k.rmsnormBackward(q.local, hidden, x, weight, rstd, mine, dx, normGrad, true);
-  k.round(dx, q.local * hidden);
+  preNormBackwardRows(k, q, hidden, x, weight, rstd,
+                      sumInputGradient(tp, q, hidden, dxn), dy, dx, normGrad);
 }
 
 } // namespace hypipe::rt::recipes
