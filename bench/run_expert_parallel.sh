@@ -5,7 +5,8 @@
 # tp 1 (one rank on every core), tp 2 with sequence parallelism and ep 1
 # (every expert on both ranks, each split in half over its width: etp = tp),
 # and tp 2 with ep 2 (each rank four whole experts: etp 1, the expert grid
-# inside the tensor-parallel group). Per layout the table of
+# inside the tensor-parallel group), the last with the alltoall dispatcher
+# (the routed rows exchanged rather than every token gathered). Per layout the table of
 # bench/layout_table.sh: tokens/s and its ratio to the first layout, rank 0's
 # peak tensor MiB, the last loss, the measured step beside `hypipe explain
 # --device cpu`'s prediction. No peer: PyTorch has no expert parallelism of
@@ -20,4 +21,5 @@ source "$root/bench/layout_table.sh"
 layout_table "$root/bench/specs/ep-bench.yaml" "$steps" \
   "tp=1|1|--tp 1" \
   "tp=2 sp ep=1|2|--tp 2 --sequence-parallel --ep 1" \
-  "tp=2 sp ep=2|2|--tp 2 --sequence-parallel --ep 2 --etp 1"
+  "tp=2 sp ep=2|2|--tp 2 --sequence-parallel --ep 2 --etp 1" \
+  "ep=2 alltoall|2|--tp 2 --sequence-parallel --ep 2 --etp 1 --moe-token-dispatcher-type alltoall"
