@@ -151,14 +151,17 @@ compile "$tmp/tp-mtp.yaml" --tp 2 --sequence-parallel --ep 2 --etp 1 --target cu
 sed 's|pattern: "ME\*E-ME\*/\*E"|pattern: "ME+E-ME+/+E"|; s|^  num_query_groups: 4|  num_query_groups: 4\n  q_lora_rank: 16\n  kv_lora_rank: 16\n  qk_head_dim: 16\n  qk_pos_emb_head_dim: 8\n  v_head_dim: 16\n  qk_layernorm: true|' \
   "$tmp/tp-mtp.yaml" > "$tmp/tp-mla.yaml"
 grep -q 'ME+E-ME+/+E' "$tmp/tp-mla.yaml" || { echo "gpu-kit.sh: no '+' in tp-mla.yaml" >&2; exit 1; }
-compile "$tmp/tp-mla.yaml" --tp 2 --sequence-parallel --ep 2 --etp 1 \
-  --moe-token-dispatcher-type alltoall --target cuda -o "$kit/art/tp2-ep2-a2a"
-compile "$tmp/tp-mla.yaml" --target cpu -o "$tmp/tp-mla-cpu"
+# Tokens dropped at capacity factor 1 (counted per sequence shard, so the
+# reference is the cpu target's run of the same layout).
+a2a=(--tp 2 --sequence-parallel --ep 2 --etp 1 --moe-token-dispatcher-type alltoall
+     --moe-expert-capacity-factor 1)
+compile "$tmp/tp-mla.yaml" "${a2a[@]}" --target cuda -o "$kit/art/tp2-ep2-a2a"
+compile "$tmp/tp-mla.yaml" "${a2a[@]}" --target cpu -o "$tmp/tp-mla-cpu"
 compile "$tmp/tp-mtp.yaml" --target cpu -o "$tmp/tp-cpu"
 "$run" "$tmp/tp-cpu" -q --steps 20 --json-log "$kit/cpu/tp.jsonl" \
   --data "$kit/data/licenses.txt" > /dev/null
-"$run" "$tmp/tp-mla-cpu" -q --steps 20 --json-log "$kit/cpu/tp-mla.jsonl" \
-  --data "$kit/data/licenses.txt" > /dev/null
+mpirun --allow-run-as-root --oversubscribe -np 2 "$run" "$tmp/tp-mla-cpu" -q --steps 20 \
+  --json-log "$kit/cpu/tp-mla.jsonl" --data "$kit/data/licenses.txt" > /dev/null
 # The all-reduce overlapped with the last backward, bucket by bucket
 # (without the distributed optimizer, 10 KiB buckets): the same layout.
 compile "$root/examples/hybrid-tiny.yaml" --dp 2 --target cuda -o "$kit/art/tiny-p2d2-buckets"

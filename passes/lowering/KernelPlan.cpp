@@ -217,16 +217,6 @@ private:
             failed = true;
             return;
           }
-          if (capacityFactor > 0 && target == rt::Target::Cuda) {
-            op->emitError()
-                << "the CUDA target runs MoE layers dropless only yet "
-                   "(moe_expert_capacity_factor is "
-                << fmt::format("{}", capacityFactor)
-                << "); leave out moe_expert_capacity_factor, or use the CPU "
-                   "target";
-            failed = true;
-            return;
-          }
           layer.kind = KernelKind::Moe;
           rt::MoeShape shape = rt::moeShape(dims, auxCoeff);
           shape.expertRanks = ep;

@@ -276,7 +276,9 @@ SUITES = [
         # with multi-latent attention ('+', split by heads, issue 52): the
         # routed rows exchanged with MPI_Ialltoallv through pinned staging
         # buffers, the row map downloaded for the plan of the exchange, the
-        # latents' gradients reduce-scattered; against the cpu tp 1 run.
+        # latents' gradients reduce-scattered, tokens dropped at capacity 1
+        # (the CUDA router's keepWithinCapacity); against the cpu target's
+        # run of the same layout.
         staged_check("tp2-ep2-a2a-staged", "tp2-ep2-a2a", "tp-mla", "1e-5", "2e-3", ranks=2,
                      timeout=8),
         # kill -9 of one GPU rank at step 3 ends all four within 12 s (not 124).

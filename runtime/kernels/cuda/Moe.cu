@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "core/model/BufferLayouts.h"
+#include "core/model/MoeCapacity.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 #include "runtime/kernels/recipes/Moe.h"
 
@@ -62,9 +63,14 @@ __global__ void routeKernel(int64_t T, int E, int k, const float *logits,
     topW[tok * k + j] = float(pr[topIdx[tok * k + j]] / z);
 }
 
+/// Row r's input from its token's normed input (a row past the kept ones,
+/// rowMap -1 with a capacity, is left alone).
 __global__ void gatherRowsKernel(int64_t hidden, int k, const int32_t *rowMap,
                                  const float *xn, float *xr) {
-  const int64_t r = blockIdx.x, tok = rowMap[r] / k;
+  const int64_t r = blockIdx.x;
+  if (rowMap[r] < 0)
+    return;
+  const int64_t tok = rowMap[r] / k;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x)
     xr[r * hidden + i] = xn[tok * hidden + i];
 }
@@ -72,7 +78,7 @@ __global__ void gatherRowsKernel(int64_t hidden, int k, const int32_t *rowMap,
 __global__ void slotRowKernel(int64_t R, const int32_t *rowMap,
                               int32_t *slotRow) {
   int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r < R)
+  if (r < R && rowMap[r] >= 0)
     slotRow[rowMap[r]] = int32_t(r);
 }
 
@@ -87,7 +93,9 @@ __global__ void combineKernel(int64_t hidden, int k, const float *x,
     const float xi = x ? x[tok * hidden + i] : 0.0f;
     float acc = bf16 ? 0.0f : xi;
     for (int j = 0; j < k; ++j)
-      acc += topW[tok * k + j] * yr[int64_t(slotRow[tok * k + j]) * hidden + i];
+      if (slotRow[tok * k + j] >= 0) // else dropped: its weight is 0
+        acc +=
+            topW[tok * k + j] * yr[int64_t(slotRow[tok * k + j]) * hidden + i];
     if (bf16)
       acc = __bfloat162float(
           __float2bfloat16_rn(xi + __bfloat162float(__float2bfloat16_rn(acc))));
@@ -100,6 +108,8 @@ __global__ void rowGradKernel(int64_t hidden, int k, const int32_t *rowMap,
                               const float *topW, const float *dy,
                               const float *yr, float *dyr, float *dTopW) {
   const int64_t r = blockIdx.x, slot = rowMap[r], tok = slot / k;
+  if (slot < 0)
+    return; // past the kept rows (the whole block)
   const float w = topW[slot];
   float dot = 0;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
@@ -119,7 +129,8 @@ __global__ void scatterRowsKernel(int64_t hidden, int k, const int32_t *slotRow,
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     float acc = 0;
     for (int j = 0; j < k; ++j)
-      acc += dxr[int64_t(slotRow[tok * k + j]) * hidden + i];
+      if (slotRow[tok * k + j] >= 0)
+        acc += dxr[int64_t(slotRow[tok * k + j]) * hidden + i];
     dxn[tok * hidden + i] = acc;
   }
 }
@@ -127,7 +138,7 @@ __global__ void scatterRowsKernel(int64_t hidden, int k, const int32_t *slotRow,
 /// Renormalisation, load-balancing loss and softmax backward, per token.
 __global__ void routerGradKernel(int64_t T, int E, int k, const float *probs,
                                  const int32_t *topIdx, const float *topW,
-                                 const float *dTopW, const int32_t *counts,
+                                 const float *dTopW, const int32_t *routed,
                                  double auxScale, float *dlogits) {
   int64_t tok = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (tok >= T)
@@ -140,7 +151,7 @@ __global__ void routerGradKernel(int64_t T, int E, int k, const float *probs,
     wdw += double(topW[tok * k + j]) * dTopW[tok * k + j];
   }
   for (int e = 0; e < E; ++e)
-    dl[e] = float(auxScale * counts[e]);
+    dl[e] = float(auxScale * routed[e]);
   for (int j = 0; j < k; ++j)
     dl[topIdx[tok * k + j]] += float((dTopW[tok * k + j] - wdw) / z);
   double dot = 0;
@@ -186,19 +197,30 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
   zero(probSum, E);
   columnDot(T, E, m.probs, E, nullptr, 0, nullptr, 0, probSum);
 
-  // Group the routed rows by expert, in token order, on the host.
+  // Group the routed rows by expert, in token order, on the host: the
+  // choices within each expert's capacity (all of them, dropless; the same
+  // rule as the CPU's, core/model/MoeCapacity.h), the rows past the kept
+  // ones -1. The load-balancing loss counts every choice.
   std::vector<int32_t> top = download(m.topIdx, T * k);
   std::vector<float> pe = download(probSum, E);
-  std::vector<int32_t> counts(E, 0), rowMap(T * k);
-  for (int32_t e : top)
-    ++counts[e];
+  std::vector<float> weights;
+  if (s.capacityFactor > 0)
+    weights = download(m.topW, T * k);
+  thread_local std::vector<uint8_t> kept;
+  keepWithinCapacity(s, t, top.data(), weights.data(), kept);
+  std::vector<int32_t> counts(E, 0), routed(E, 0), rowMap(T * k, -1);
+  for (int64_t slot = 0; slot < T * k; ++slot) {
+    ++routed[top[slot]];
+    counts[top[slot]] += kept[size_t(slot)];
+  }
   expertOffsets(s, counts.data(), off);
   std::vector<int64_t> fill(off);
   for (int64_t slot = 0; slot < T * k; ++slot)
-    rowMap[fill[top[slot]]++] = int32_t(slot);
+    if (kept[size_t(slot)])
+      rowMap[fill[top[slot]]++] = int32_t(slot);
   double aux = 0;
   for (int64_t e = 0; e < E; ++e)
-    aux += double(pe[e]) * counts[e];
+    aux += double(pe[e]) * routed[e];
   aux *= s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k));
   // m.aux follows m.counts: one upload (one wait) for both, the aux loss's
   // float in the int32 slot after the counts.
@@ -206,11 +228,14 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
   const float auxLoss = float(aux);
   std::memcpy(&counts.back(), &auxLoss, sizeof auxLoss);
   upload(m.counts, counts);
+  upload(m.routed, routed);
   upload(m.rowMap, rowMap);
 
   gatherRowsKernel<<<unsigned(T * k), 128, 0, stream()>>>(Hd, int(k), m.rowMap,
                                                           m.xn, m.xr);
   launched("moe dispatch");
+  check(cudaMemsetAsync(slotRow, 0xff, sizeof(int32_t) * T * k, stream()),
+        "clearing the slots' rows");
   slotRowKernel<<<blocksFor(T * k), 256, 0, stream()>>>(T * k, m.rowMap,
                                                         slotRow);
   launched("moe slots");
@@ -239,6 +264,8 @@ void Kernels::moeRowMap(const MoeSaved &m, int64_t rows,
 void Kernels::moeCombineBackward(const MoeShape &s, int64_t T,
                                  const MoeSaved &m, const float *dy,
                                  float *dTopW) const {
+  // A dropped choice's weight gets no gradient (no row writes it).
+  zero(dTopW, T * s.topk);
   rowGradKernel<<<unsigned(T * s.topk), 128, 0, stream()>>>(
       s.hidden, int(s.topk), m.rowMap, m.topW, dy, m.yr, m.dyr, dTopW);
   launched("moe combine backward");
@@ -247,6 +274,8 @@ void Kernels::moeCombineBackward(const MoeShape &s, int64_t T,
 void Kernels::moeGatherRowGradients(const MoeShape &s, int64_t T,
                                     const MoeSaved &m, const float *dxr,
                                     float *dxn, int32_t *slotRow) const {
+  check(cudaMemsetAsync(slotRow, 0xff, sizeof(int32_t) * T * s.topk, stream()),
+        "clearing the slots' rows");
   slotRowKernel<<<blocksFor(T * s.topk), 256, 0, stream()>>>(T * s.topk,
                                                              m.rowMap, slotRow);
   launched("moe slots");
@@ -262,7 +291,7 @@ void Kernels::moeRouterBackward(const MoeShape &s, int64_t T, const MoeSaved &m,
   const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
                           (double(T) * double(T) * double(k));
   routerGradKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
-      T, int(E), int(k), m.probs, m.topIdx, m.topW, dTopW, m.counts, auxScale,
+      T, int(E), int(k), m.probs, m.topIdx, m.topW, dTopW, m.routed, auxScale,
       dlogits);
   launched("moe router backward");
 }
