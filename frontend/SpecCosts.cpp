@@ -257,6 +257,8 @@ std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
     const ParallelSpec &par = spec.parallel;
     if (par.ep > 1 && par.etp * par.ep == par.tp)
       s.expertRanks = par.ep;
+    s.allToAll = rt::moeAllToAll(spec.moeDispatcher == MoeDispatcher::AllToAll,
+                                 par.tp, par.sequenceParallel);
     return s;
   }
   case 'G':
@@ -519,18 +521,20 @@ double tensorParallelSeconds(const ModelSpec &spec, const PatternStage &st,
       spec.training.dtype == TrainingPrecision::Bf16 ? 2 : 4;
   double seconds = 0;
   auto add = [&](const rt::LayerShape &shape, rt::StagePass p) {
-    const bool onExperts =
-        expertGrid && std::holds_alternative<rt::MoeShape>(shape);
+    const auto *moe = std::get_if<rt::MoeShape>(&shape);
+    const bool onExperts = expertGrid && moe;
     const int64_t ranks = onExperts ? expertRanks : tp;
     if (ranks == 1)
       return;
-    if (onExperts && spec.moeDispatcher == MoeDispatcher::AllToAll) {
+    // (At ep 1 the alltoall dispatcher's all-to-all over ep moves nothing
+    // and its all-gather over etp = tp every row.)
+    if (moe && spec.moeDispatcher == MoeDispatcher::AllToAll &&
+        (onExperts || moe->allToAll)) {
       if (p == rt::StagePass::BackwardWeight)
         return;
-      const auto &moe = std::get<rt::MoeShape>(shape);
       const double local = tokens / double(par.sequenceParallel ? tp : 1);
       const double rowBytes =
-          local * double(moe.topk) * double(moe.hidden) * valueBytes;
+          local * double(moe->topk) * double(moe->hidden) * valueBytes;
       const Link &link = cluster.tensorParallelLink(ranks);
       seconds +=
           2 * allToAllSeconds(par.ep, rowBytes, link) +

@@ -156,6 +156,9 @@ grep -q 'ME+E-ME+/+E' "$tmp/tp-mla.yaml" || { echo "gpu-kit.sh: no '+' in tp-mla
 a2a=(--tp 2 --sequence-parallel --ep 2 --etp 1 --moe-token-dispatcher-type alltoall
      --moe-expert-capacity-factor 1)
 compile "$tmp/tp-mla.yaml" "${a2a[@]}" --target cuda -o "$kit/art/tp2-ep2-a2a"
+# The alltoall dispatcher alone (plan all), to tell its failure from MLA's.
+compile "$tmp/tp-mtp.yaml" --tp 2 --sequence-parallel --ep 2 --etp 1 \
+  --moe-token-dispatcher-type alltoall --target cuda -o "$kit/art/tp2-ep2-a2a-moe"
 compile "$tmp/tp-mla.yaml" "${a2a[@]}" --target cpu -o "$tmp/tp-mla-cpu"
 compile "$tmp/tp-mtp.yaml" --target cpu -o "$tmp/tp-cpu"
 "$run" "$tmp/tp-cpu" -q --steps 20 --json-log "$kit/cpu/tp.jsonl" \

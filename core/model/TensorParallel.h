@@ -199,6 +199,15 @@ struct Collective {
   }
 };
 
+/// Whether a MoE layer runs Megatron-LM's alltoall dispatcher: asked for
+/// (model.moe_token_dispatcher_type), over tp > 1 ranks with sequence
+/// parallelism, which MoE layers split over tp need; anywhere else the
+/// layer is whole and no token moves. KernelPlan and the cost model both
+/// ask here.
+inline bool moeAllToAll(bool requested, int64_t tp, bool sequenceParallel) {
+  return requested && tp > 1 && sequenceParallel;
+}
+
 /// The collectives a `shape` layer's kernels run, in order, in `pass` over
 /// `tp` ranks (none at tp 1): Megatron-LM's. A column-parallel linear reads
 /// the whole input, a row-parallel one leaves a partial sum: without

@@ -226,7 +226,8 @@ private:
           shape.dropByPosition = dropByPosition;
           shape.capacityBlocks =
               plan.sequenceParallel ? plan.tensorParallel : 1;
-          shape.allToAll = allToAll;
+          shape.allToAll = rt::moeAllToAll(allToAll, plan.tensorParallel,
+                                           plan.sequenceParallel);
           size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::FinalNormOp) { isLayer = false; })

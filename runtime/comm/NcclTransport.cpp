@@ -238,6 +238,14 @@ public:
     const int64_t bytes = elementBytes(type);
     int64_t sendAt = 0, recvAt = 0;
     check(lib().ncclGroupStart(), "ncclGroupStart");
+    // The group is ended whatever a call inside it throws.
+    struct GroupEnd {
+      bool ended = false;
+      ~GroupEnd() {
+        if (!ended)
+          lib().ncclGroupEnd();
+      }
+    } open;
     for (int p = 0; p < int(comm.tpSize()); ++p) {
       const int64_t out = sendCounts.at(size_t(p)),
                     in = recvCounts.at(size_t(p));
@@ -252,6 +260,7 @@ public:
       sendAt += out;
       recvAt += in;
     }
+    open.ended = true;
     check(lib().ncclGroupEnd(), "ncclGroupEnd");
     return finish(tp, "the tensor-parallel all_to_all with " + tpPeersText());
   }

@@ -281,6 +281,10 @@ SUITES = [
         # run of the same layout.
         staged_check("tp2-ep2-a2a-staged", "tp2-ep2-a2a", "tp-mla", "1e-5", "2e-3", ranks=2,
                      timeout=8),
+        # The same dispatcher in the MoE model alone, dropless, against the
+        # cpu tp 1 run (plan all: what tells a failure above apart).
+        staged_check("tp2-ep2-a2a-moe-staged", "tp2-ep2-a2a-moe", "tp", "1e-5", "2e-3",
+                     ranks=2, timeout=8),
         # kill -9 of one GPU rank at step 3 ends all four within 12 s (not 124).
         Check("kill-one-rank", "source mpi/env.sh; HYPIPE_FAULT_KILL=1:3 timeout 12"
               " mpirun -np 4 --allow-run-as-root --oversubscribe -x HYPIPE_FAULT_KILL"

@@ -702,4 +702,52 @@ TEST(RecordingTarget, MtpDepthAfterTheHeadInBf16) {
                    "embeddingScatterAdd", "linearBackwardWeight 8>16"}));
 }
 
+// The alltoall dispatcher's plan (recipes/Moe.h, rowExchange), worked by
+// hand: tp 4 = ep 2 x etp 2, 4 experts (2 a rank), top-1, 8 tokens (2 a
+// rank). Tokens 0..7 go to experts 0 3 0 1 2 2 1 0, so the rows grouped by
+// expert in token order are e0: tokens 0 2 7, e1: 3 6, e2: 4 5, e3: 1.
+TEST(RowExchange, SegmentsOfEachRanksTokensToEachExpert) {
+  MoeShape s{8, 8, 4, 1};
+  s.expertRanks = 2;
+  const std::vector<int32_t> rowMap = {0, 2, 7, 3, 6, 4, 5, 1};
+  const std::vector<int64_t> off = {0, 3, 5, 7, 8};
+  using recipes::RowSegment;
+  auto rows = [](const std::vector<RowSegment> &g) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const RowSegment &x : g)
+      out.push_back({x.row, x.rows});
+    return out;
+  };
+  using Rows = std::vector<std::pair<int64_t, int64_t>>;
+  const recipes::RowExchange x0 = recipes::rowExchange(s, rowMap, off, 8, 4, 0);
+  // Rank 0 (tokens 0, 1) sends token 0's row (row 0) to ranks 0 and 1
+  // (experts 0 and 1: none to expert 1) and token 1's (row 7) to 2 and 3.
+  EXPECT_EQ(rows(x0.send[0]), (Rows{{0, 1}, {3, 0}}));
+  EXPECT_EQ(rows(x0.send[1]), (Rows{{0, 1}, {3, 0}}));
+  EXPECT_EQ(rows(x0.send[2]), (Rows{{5, 0}, {7, 1}}));
+  EXPECT_EQ(rows(x0.send[3]), (Rows{{5, 0}, {7, 1}}));
+  // It receives the rows of experts 0 and 1 of every rank's tokens: token
+  // 2's (row 1) and 3's (row 3) from rank 1, 7's (row 2) and 6's (row 4)
+  // from rank 3, none from rank 2.
+  EXPECT_EQ(rows(x0.recv[0]), (Rows{{0, 1}, {3, 0}}));
+  EXPECT_EQ(rows(x0.recv[1]), (Rows{{1, 1}, {3, 1}}));
+  EXPECT_EQ(rows(x0.recv[2]), (Rows{{2, 0}, {4, 0}}));
+  EXPECT_EQ(rows(x0.recv[3]), (Rows{{2, 1}, {4, 1}}));
+  // What a sends b, b receives from a: the counts agree without an
+  // exchange, for every pair.
+  for (int64_t a = 0; a < 4; ++a)
+    for (int64_t b = 0; b < 4; ++b)
+      EXPECT_EQ(rows(recipes::rowExchange(s, rowMap, off, 8, 4, a).send[b]),
+                rows(recipes::rowExchange(s, rowMap, off, 8, 4, b).recv[a]))
+          << a << " to " << b;
+}
+
+TEST(RowExchange, RowsOutOfTokenOrderAreABug) {
+  MoeShape s{8, 8, 2, 1};
+  s.expertRanks = 2;
+  // Expert 0's rows: token 3 (rank 1) before token 0 (rank 0).
+  EXPECT_THROW(recipes::rowExchange(s, {3, 0, 1, 2}, {0, 2, 4}, 4, 2, 0),
+               RuntimeError);
+}
+
 } // namespace

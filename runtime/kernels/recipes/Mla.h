@@ -18,8 +18,10 @@
 //
 // Over tensor-parallel ranks (Megatron-LM's split: the heads) every rank
 // computes the latents of every token (the down-projections and the
-// latents' norms are replicated), its heads' up-projections, attention and
-// linear_proj's partial output, which is summed. Backward, the latents'
+// latents' norms are replicated; Megatron-LM computes them on a rank's own
+// rows and gathers the latents instead), its heads' up-projections,
+// attention and linear_proj's partial output, which is summed. Backward,
+// as Megatron-LM, the latents'
 // gradients from a rank's heads are partial: they are summed into the rows
 // the rank holds (with sequence parallelism a reduce-scatter, else an
 // all-reduce), and the latents' norms, the down-projections' input and
@@ -168,7 +170,8 @@ template <class P> struct Mla {
     k.mlaGatherGradients(s, t, a.dqkv, m.dq, m.dkvu, m.dkvd);
     k.round(m.dq, T * s.queryWidth());
     k.round(m.dkvu, T * s.kvUpWidth());
-    k.round(m.dkvd, T * kvd);
+    if (!tp) // else k_pe's is a rank's heads' part: rounded once summed
+      k.round(m.dkvd, T * kvd);
     k.mlaRopeBackward(s, t, m.dq + s.qkHeadDim, s.queryWidth(), n,
                       s.queryDim());
     k.round(m.dq, T * s.queryWidth());
