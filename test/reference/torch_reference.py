@@ -651,10 +651,20 @@ def main():
         mb_starts = tensors["microbatch_starts"].long().tolist() + [tokens.shape[0]]
         mb_of = lambda a: max(i for i, s in enumerate(mb_starts) if s <= a)
         summed = [0.0] * (len(mb_starts) - 1)  # masked CE per microbatch
+        # DSA's indexer loss: the mean over a microbatch's queries, so
+        # each sample's mean times its length, over the microbatch's rows.
+        aux_rows = [0.0] * (len(mb_starts) - 1)
         for a, b in zip(starts[:-1], starts[1:]):
-            logits, _, _ = logits_of(tokens[a:b][None, :])
+            logits, aux, _ = logits_of(tokens[a:b][None, :])
             ce = F.cross_entropy(logits[0], labels[a:b], reduction="none")
             summed[mb_of(a)] = summed[mb_of(a)] + (ce * mask[a:b]).sum()
+            aux_rows[mb_of(a)] = aux_rows[mb_of(a)] + aux * (b - a)
+        # Each microbatch's aux loss weighted as its LM loss (d objective /
+        # d its loss: its share of the loss tokens, or 1 / microbatches).
+        bounds = list(zip(mb_starts[:-1], mb_starts[1:]))
+        weights = ([mask[x:y].sum() / mask.sum() for x, y in bounds] if per_token
+                   else [1.0 / len(bounds)] * len(bounds))
+        aux = sum(w * r / (y - x) for w, r, (x, y) in zip(weights, aux_rows, bounds))
         if per_token:
             # --calculate-per-token-loss: the mean over every loss token.
             total = sum(summed) / mask.sum()
@@ -666,6 +676,8 @@ def main():
                      in zip(summed, zip(mb_starts[:-1], mb_starts[1:]))]
             total = sum(means) / len(means)
         lm_total = float(total)
+        total = total + aux
+        aux_total = float(aux)
     else:
         M = tokens.shape[0]
         for mb in range(M):
