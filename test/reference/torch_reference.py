@@ -351,6 +351,9 @@ def dsa_index_scores(x, qr, p, d, rotary):
     return scores.masked_fill(causal_mask(S, x.device), float("-inf"))
 
 
+DSA_TIES = [0]  # rows whose top-k cut splits equal scores (dsa_topk)
+
+
 def dsa_topk(scores, topk):
     """[b, s, s] True where query s keeps key t: its min(topk, s) highest
     index scores (Megatron's topk(min(index_topk, seqlen))), equal scores to
@@ -358,7 +361,12 @@ def dsa_topk(scores, topk):
     open), and of those the causal ones (a query near the start may have
     picked -inf keys after it, which Megatron's causal mask drops)."""
     S = scores.shape[-1]
-    order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
+    ranked, order = torch.sort(scores, dim=-1, descending=True, stable=True)
+    if topk < S:
+        # Rows whose cut falls between equal (finite) scores: the order of
+        # ties decides their selection.
+        cut = ranked[..., topk - 1]
+        DSA_TIES[0] += int(((cut == ranked[..., topk]) & cut.isfinite()).sum())
     keep = torch.zeros_like(scores, dtype=torch.bool)
     keep.scatter_(-1, order[..., :min(topk, S)], True)
     return keep & ~causal_mask(S, scores.device)
@@ -737,6 +745,8 @@ def main():
           "max relative error %.2e (tolerance %.0e)"
           % (len(params), what, "bf16" if BF16 else "fp32", lm_total,
              meta["loss"], worst, args.tol))
+    if dims["dsa"]:
+        print("dsa: %d rows cut the top-k between equal scores" % DSA_TIES[0])
     if args.figure:
         print("@figure %s %.3e -" % (args.figure, worst))
     for f in failures:
