@@ -1309,6 +1309,19 @@ llvm::Error Loader::checkModel() {
     if (at == std::string::npos)
       continue;
     if (auto problem = checkLayerKindDims(symbol, spec.dims)) {
+      // An indexer size D needs that the spec leaves out (or null) is
+      // missing rather than 0.
+      if (symbol == 'D')
+        for (auto [key, value] :
+             {std::pair{"dsa_indexer_n_heads", draft.dsaIndexerNHeads},
+              {"dsa_indexer_head_dim", draft.dsaIndexerHeadDim},
+              {"dsa_indexer_topk", draft.dsaIndexerTopk}})
+          if (problem->field == key && !value)
+            problem->message = fmt::format(
+                "sparse attention layers ('D') need model.{}, which is {}", key,
+                valueNodes.count(std::string("model.") + key)
+                    ? "null (Megatron's None)"
+                    : "missing");
       // Point at the value that is wrong, or else at the layer that needs it.
       if (valueNodes.count("model." + problem->field) || !patternNode)
         return error(nodeFor("model", problem->field), problem->message,

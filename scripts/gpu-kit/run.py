@@ -200,6 +200,9 @@ SUITES = [
         # MLA (multi-latent attention, '+'): test/e2e/bf16.test's 5e-3 (in
         # the default plan, after gdn's).
         bf16_check("mla", "5e-3"),
+        # DeepSeek sparse attention (D): test/e2e/dsa-train.test's 5e-3 (in
+        # plan `all`: the default plan's limits are full).
+        bf16_check("dsa", "5e-3"),
         losses_check("bf16-tiny-200", "tiny-bf16", 200, "tiny-bf16", "2e-2", "1e-4",
                      f"--data {DATA}"),
         memcheck("bf16-memcheck", "all-kinds-bf16"),

@@ -351,6 +351,9 @@ def dsa_index_scores(x, qr, p, d, rotary):
     return scores.masked_fill(causal_mask(S, x.device), float("-inf"))
 
 
+DSA_TIES = [0]  # rows whose top-k cut splits equal scores (dsa_topk)
+
+
 def dsa_topk(scores, topk):
     """[b, s, s] True where query s keeps key t: its min(topk, s) highest
     index scores (Megatron's topk(min(index_topk, seqlen))), equal scores to
@@ -358,7 +361,12 @@ def dsa_topk(scores, topk):
     open), and of those the causal ones (a query near the start may have
     picked -inf keys after it, which Megatron's causal mask drops)."""
     S = scores.shape[-1]
-    order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
+    ranked, order = torch.sort(scores, dim=-1, descending=True, stable=True)
+    if topk < S:
+        # Rows whose cut falls between equal (finite) scores: the order of
+        # ties decides their selection.
+        cut = ranked[..., topk - 1]
+        DSA_TIES[0] += int(((cut == ranked[..., topk]) & cut.isfinite()).sum())
     keep = torch.zeros_like(scores, dtype=torch.bool)
     keep.scatter_(-1, order[..., :min(topk, S)], True)
     return keep & ~causal_mask(S, scores.device)
@@ -651,10 +659,20 @@ def main():
         mb_starts = tensors["microbatch_starts"].long().tolist() + [tokens.shape[0]]
         mb_of = lambda a: max(i for i, s in enumerate(mb_starts) if s <= a)
         summed = [0.0] * (len(mb_starts) - 1)  # masked CE per microbatch
+        # DSA's indexer loss: the mean over a microbatch's queries, so
+        # each sample's mean times its length, over the microbatch's rows.
+        aux_rows = [0.0] * (len(mb_starts) - 1)
         for a, b in zip(starts[:-1], starts[1:]):
-            logits, _, _ = logits_of(tokens[a:b][None, :])
+            logits, aux, _ = logits_of(tokens[a:b][None, :])
             ce = F.cross_entropy(logits[0], labels[a:b], reduction="none")
             summed[mb_of(a)] = summed[mb_of(a)] + (ce * mask[a:b]).sum()
+            aux_rows[mb_of(a)] = aux_rows[mb_of(a)] + aux * (b - a)
+        # Each microbatch's aux loss weighted as its LM loss (d objective /
+        # d its loss: its share of the loss tokens, or 1 / microbatches).
+        bounds = list(zip(mb_starts[:-1], mb_starts[1:]))
+        weights = ([mask[x:y].sum() / mask.sum() for x, y in bounds] if per_token
+                   else [1.0 / len(bounds)] * len(bounds))
+        aux = sum(w * r / (y - x) for w, r, (x, y) in zip(weights, aux_rows, bounds))
         if per_token:
             # --calculate-per-token-loss: the mean over every loss token.
             total = sum(summed) / mask.sum()
@@ -666,6 +684,8 @@ def main():
                      in zip(summed, zip(mb_starts[:-1], mb_starts[1:]))]
             total = sum(means) / len(means)
         lm_total = float(total)
+        total = total + aux
+        aux_total = float(aux)
     else:
         M = tokens.shape[0]
         for mb in range(M):
@@ -725,6 +745,8 @@ def main():
           "max relative error %.2e (tolerance %.0e)"
           % (len(params), what, "bf16" if BF16 else "fp32", lm_total,
              meta["loss"], worst, args.tol))
+    if dims["dsa"]:
+        print("dsa: %d rows cut the top-k between equal scores" % DSA_TIES[0])
     if args.figure:
         print("@figure %s %.3e -" % (args.figure, worst))
     for f in failures:

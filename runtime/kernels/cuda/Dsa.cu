@@ -163,8 +163,12 @@ Core coreOf(const AttentionShape &s) {
 }
 
 /// One thread per row: the KL loss's gradient of the row's index scores
-/// (its row of dScores holds the target on the way) and the row's KL in
-/// the first entry of its row of `scores` (free once the keys are kept).
+/// and the row's KL in the first entry of its row of `scores` (free once
+/// the keys are kept). The gradient is the index softmax Q minus the target
+/// T, the two close (0.2% apart at initialisation), so the row of dScores
+/// holds n (T - Q) on the way, summed over the heads: a float T there would
+/// carry 500 times its rounding into the gradient, a float difference does
+/// not.
 __global__ void lossKernel(int64_t T, Seqs seqs, Core c, bool sparse,
                            double coeff, const float *qkv, float *scores,
                            const float *keep, float *dScores) {
@@ -172,62 +176,61 @@ __global__ void lossKernel(int64_t T, Seqs seqs, Core c, bool sparse,
   if (row >= T)
     return;
   const Pair p(seqs, int(row));
-  float *P = dScores + p.at(p.i, 0);
+  float *D = dScores + p.at(p.i, 0);
   const float *kr = keep + p.at(p.i, 0);
   float *I = scores + p.at(p.i, 0);
   auto in = [&](int j) { return j <= p.i && (!sparse || kr[j] != 0.0f); };
-  for (int j = 0; j < p.length; ++j)
-    P[j] = 0.0f;
-  for (int h = 0; h < c.n; ++h) {
-    const float *qh = qkv + row * c.width() + 3 * h * c.D;
-    double mx = -INFINITY, sum = 0;
-    for (int j = 0; j <= p.i; ++j)
-      if (in(j))
-        mx = fmax(mx,
-                  double(c.scale * dot(qh,
-                                       qkv + int64_t(p.start + j) * c.width() +
-                                           3 * h * c.D + c.D,
-                                       c.D)));
-    for (int j = 0; j <= p.i; ++j)
-      if (in(j))
-        sum += exp(double(c.scale * dot(qh,
-                                        qkv + int64_t(p.start + j) * c.width() +
-                                            3 * h * c.D + c.D,
-                                        c.D)) -
-                   mx);
-    for (int j = 0; j <= p.i; ++j)
-      if (in(j))
-        P[j] += float(
-            exp(double(c.scale * dot(qh,
-                                     qkv + int64_t(p.start + j) * c.width() +
-                                         3 * h * c.D + c.D,
-                                     c.D)) -
-                mx) /
-            sum);
-  }
-  double total = 0, mx = -INFINITY, z = 0;
+  double mx = -INFINITY, z = 0;
   for (int j = 0; j <= p.i; ++j)
-    if (in(j)) {
-      total += P[j];
+    if (in(j))
       mx = fmax(mx, double(I[j]));
-    }
   for (int j = 0; j <= p.i; ++j)
     if (in(j))
       z += exp(double(I[j]) - mx);
+  auto indexProb = [&](int j) { return exp(double(I[j]) - mx) / z; };
+  for (int j = 0; j < p.length; ++j)
+    D[j] = 0.0f;
+  for (int h = 0; h < c.n; ++h) {
+    const float *qh = qkv + row * c.width() + 3 * h * c.D;
+    auto score = [&](int j) {
+      return double(
+          c.scale *
+          dot(qh, qkv + int64_t(p.start + j) * c.width() + 3 * h * c.D + c.D,
+              c.D));
+    };
+    double hx = -INFINITY, sum = 0;
+    for (int j = 0; j <= p.i; ++j)
+      if (in(j))
+        hx = fmax(hx, score(j));
+    for (int j = 0; j <= p.i; ++j)
+      if (in(j))
+        sum += exp(score(j) - hx);
+    for (int j = 0; j <= p.i; ++j)
+      if (in(j))
+        D[j] += float(exp(score(j) - hx) / sum - indexProb(j));
+  }
+  // The target T_j = Q_j + D_j / n, L1-normalised as Megatron's.
+  double total = 0;
+  for (int j = 0; j <= p.i; ++j)
+    if (in(j))
+      total += indexProb(j) + double(D[j]) / c.n;
+  auto target = [&](int j) {
+    return (indexProb(j) + double(D[j]) / c.n) / total;
+  };
   double kl = 0, inner = 0;
   for (int j = 0; j <= p.i; ++j)
     if (in(j)) {
-      const double tj = P[j] / total, qj = exp(double(I[j]) - mx) / z;
+      const double tj = target(j), qj = indexProb(j);
       kl += tj * (log(tj + kLogGuard) - log(qj + kLogGuard));
       inner += tj * qj / (qj + kLogGuard);
     }
   for (int j = 0; j < p.length; ++j) {
     float g = 0.0f;
     if (in(j)) {
-      const double tj = P[j] / total, qj = exp(double(I[j]) - mx) / z;
+      const double tj = target(j), qj = indexProb(j);
       g = float(coeff * (-tj * qj / (qj + kLogGuard) + qj * inner));
     }
-    P[j] = g;
+    D[j] = g;
   }
   I[0] = float(kl);
 }
