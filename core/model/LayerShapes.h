@@ -373,15 +373,25 @@ struct GdnShape {
   }
   /// The state [dk, dv] of one value head.
   int64_t stateFloats() const { return keyHeadDim * valueHeadDim; }
-  /// Scratch of the rule per value head: backward, the states inside one
-  /// chunk, three dv vectors and the state's gradient; forward, the chunk's
-  /// q, k, decayed k [kChunk, dk], right-hand sides [kChunk, dv + dk], two
-  /// [kChunk, kChunk] matrices, two kChunk vectors and the state.
-  int64_t ruleScratchFloats() const {
-    const int64_t backward = (kChunk + 2) * stateFloats() + 3 * valueHeadDim;
-    const int64_t forward = kChunk * (4 * keyHeadDim + valueHeadDim) +
-                            2 * kChunk * kChunk + 2 * kChunk + stateFloats();
-    return backward > forward ? backward : forward;
+  /// Scratch of the rule per value head. CPU (runtime/kernels/cpu/Gdn.cpp):
+  /// forward, the chunk's q, k, decayed k [kChunk, dk], right-hand sides
+  /// [kChunk, dv + dk], two [kChunk, kChunk] matrices, beta [kChunk] and
+  /// the state; backward, the same and the adjoints dP [kChunk,
+  /// kChunk], dU [kChunk, dv], dQ, dK and a product [kChunk, dk], the
+  /// entering state's gradient and the carried one. CUDA
+  /// (runtime/kernels/cuda/Gdn.cu, row by row): the states inside one
+  /// chunk, the state's gradient and three dv vectors.
+  int64_t ruleScratchFloats(Target target = Target::Cpu) const {
+    const int64_t L = kChunk, dk = keyHeadDim, dv = valueHeadDim;
+    if (target == Target::Cuda)
+      return (L + 2) * stateFloats() + 3 * dv;
+    return chunkForwardFloats() + L * (3 * dk + dv) + L * L + 2 * stateFloats();
+  }
+  /// Of the CPU rule's scratch, what one chunk's forward uses (the state
+  /// sits at the scratch's end).
+  int64_t chunkForwardFloats() const {
+    const int64_t L = kChunk;
+    return L * (4 * keyHeadDim + valueHeadDim) + 2 * L * L + L;
   }
 
   std::vector<ParamSpec> params(int64_t numLayers) const {
@@ -436,11 +446,12 @@ struct GdnShape {
   /// Gradients of the out norm's output and input, of the conv's output,
   /// of q and k per value head, of g and beta, and of the normed input;
   /// then the rule's scratch for every value head.
-  int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
+  int64_t workspaceFloats(const TokenShape &t,
+                          Target target = Target::Cpu) const {
     const int64_t T = t.tokens();
     return T * (2 * valueWidth() + convChannels() +
                 2 * valueHeads * keyHeadDim + 2 * valueHeads + hidden) +
-           valueHeads * ruleScratchFloats();
+           valueHeads * ruleScratchFloats(target);
   }
 };
 

@@ -6,7 +6,8 @@
 // every input (q, k, v, g, beta) by central differences of that
 // recurrence. Lengths around the chunk (1, 63, 64, 65, 150 rows), two
 // sequences of a batch, and packed samples whose boundaries fall inside
-// and on chunks. Then the whole layer at 1, 2 and 3 threads: the same bits.
+// and on chunks, and strong decays. Then the whole layer at 1, 2 and 3 threads:
+// the same bits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,10 +76,12 @@ std::vector<double> sequentialRule(const GdnShape &s, const TokenShape &t,
 
 /// Runs the kernels' rule forward and backward on `in` (rounded to float)
 /// and checks o and every input's gradient against the definition.
-void checkRule(const GdnShape &s, const TokenShape &t, unsigned seed) {
+/// `gateLow`: the least g drawn (g uniform in [gateLow, -0.01]).
+void checkRule(const GdnShape &s, const TokenShape &t, unsigned seed,
+               double gateLow = -0.7) {
   const int64_t T = t.tokens(), nv = s.valueHeads, dk = s.keyHeadDim;
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> unit(-0.6, 0.6), gate(-0.7, -0.01),
+  std::uniform_real_distribution<double> unit(-0.6, 0.6), gate(gateLow, -0.01),
       beta(0.05, 0.95);
   RuleInputs in;
   in.qk.resize(size_t(T * 2 * s.keyWidth()));
@@ -202,6 +205,18 @@ TEST(GdnRule, PackedSamplesDoNotSeeEachOther) {
   t.cuSeqlens = kPacked;
   t.numSeqs = 5;
   checkRule(kRule, t, 11);
+}
+
+/// Strong decays, as Megatron's A_log init gives them (g down to about -20
+/// a row, a chunk's Gc in the hundreds): still the recurrence. (Its
+/// gradients are small here; the float-Gc rounding this regime exposed was
+/// caught by packing.test's G model against the float64 reference, 2e-2 on
+/// A_log's gradient, not by these tolerances.)
+TEST(GdnRule, StrongDecays) {
+  TokenShape t{1, 200};
+  t.cuSeqlens = kPacked;
+  t.numSeqs = 5;
+  checkRule(kRule, t, 13, -20.0);
 }
 
 /// The whole layer (recipes/Gdn.h on the CPU kernels), forward, input and

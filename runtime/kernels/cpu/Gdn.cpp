@@ -26,11 +26,14 @@
 // starts on a multiple of kChunk rows is saved.
 //
 // Backward: chunks in reverse, each from its saved entering state: the
-// chunk's states are recomputed row by row (the forward recurrence, kept in
-// the value head's scratch), then the recurrence's adjoint runs back over
-// its rows, carrying the state's gradient into the chunk before. So
-// nothing beyond the chunk-start states is stored, at the price of dk x dv
-// vector work per row instead of GEMMs (docs/gdn.md).
+// chunk's U, A and P are recomputed as forward, then the adjoint of the
+// three equations runs as GEMMs of the same blocks (dU from dO and the
+// leaving state's gradient, the transposed triangular solve for the
+// system's, dA and dP to dq, dk, dbeta and dGc, the entering state's
+// gradient from all three terms, carried into the chunk before), dg the
+// reverse cumulative sum of dGc: flash-linear-attention's
+// chunk_gated_delta_rule_bwd derived from these equations. Nothing beyond
+// the chunk-start states is stored (docs/gdn.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +45,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -104,95 +108,107 @@ float *chunkState(const GdnShape &s, float *states, int64_t c, int64_t j) {
   return states + (c * s.valueHeads + j) * s.stateFloats();
 }
 
+/// A chunk's buffers in the head's scratch `w`. Forward: the scaled q, k,
+/// a decayed copy of one of them [L, dk]; the right-hand sides [L, dv + dk]
+/// (then U and (I + A)^-1 diag(beta Gamma) K); A and P [L, L]; beta [L];
+/// Gc [L] in double (the caller's: a chunk's Gc reaches hundreds, where a
+/// float's step would put 1e-4 into every decay e^{Gc_t - Gc_s}). Backward adds
+/// dP [L, L], dU [L, dv] (then dW), dQ, dK and a product X [L, dk] and dS0 [dk,
+/// dv].
+struct ChunkBuffers {
+  float *Q, *K, *Kd, *R, *A, *P, *bt;
+  double *Gc;
+  float *dP, *dU, *dQ, *dK, *X, *dS0;
+  ChunkBuffers(const GdnShape &s, float *w, double *gc) : Gc(gc) {
+    const int64_t dk = s.keyHeadDim, dv = s.valueHeadDim;
+    Q = w, K = Q + L * dk, Kd = K + L * dk, R = Kd + L * dk;
+    A = R + L * (dv + dk), P = A + L * L, bt = P + L * L;
+    dP = w + s.chunkForwardFloats(), dU = dP + L * L, dQ = dU + L * dv;
+    dK = dQ + L * dk, X = dK + L * dk, dS0 = X + L * dk;
+  }
+};
+
+/// What forward and backward share of chunk [a, b) with entering state S
+/// (null: zero): Q, K, Gc, beta, A, P and, in R's first dv columns (row
+/// stride dv + dk), U.
+void chunkUpdates(const GdnShape &s, const HeadRows &h, int64_t a, int64_t b,
+                  const float *S, const ChunkBuffers &c) {
+  const int64_t n = b - a, dk = s.keyHeadDim, dv = s.valueHeadDim;
+  const float scale = float(1.0 / std::sqrt(double(dk)));
+  const int64_t rw = dv + dk; // R's rows: [beta v | beta Gamma k], then U
+  double acc = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t r = a + t;
+    acc += h.g[r * h.gStride];
+    c.Gc[t] = acc;
+    c.bt[t] = h.beta[r * h.gStride];
+    const float gamma = float(std::exp(c.Gc[t]));
+    for (int64_t d = 0; d < dk; ++d) {
+      c.Q[t * dk + d] = h.q[r * h.qkStride + d] * scale;
+      c.K[t * dk + d] = h.k[r * h.qkStride + d];
+      c.R[t * rw + dv + d] = c.bt[t] * gamma * c.K[t * dk + d];
+    }
+    for (int64_t e = 0; e < dv; ++e)
+      c.R[t * rw + e] = c.bt[t] * h.v[r * h.vStride + e];
+  }
+  // A: beta_t e^{Gc_t - Gc_s} k_t.k_s below the diagonal (strsm reads no
+  // more of it); P: the decayed q_t.k_s on and below it.
+  gemm(false, true, n, n, dk, 1.0f, c.K, dk, c.K, dk, 0.0f, c.A, n);
+  gemm(false, true, n, n, dk, 1.0f, c.Q, dk, c.K, dk, 0.0f, c.P, n);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t u = 0; u < n; ++u) {
+      const float decay = u <= t ? float(std::exp(c.Gc[t] - c.Gc[u])) : 0.0f;
+      c.A[t * n + u] *= c.bt[t] * decay;
+      c.P[t * n + u] *= decay;
+    }
+  cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit,
+              int(n), int(rw), 1.0f, c.A, int(n), c.R, int(rw));
+  // U = (I + A)^-1 beta V - (I + A)^-1 diag(beta Gamma) K S0, in R's first
+  // dv columns.
+  if (S)
+    gemm(false, false, n, dv, dk, -1.0f, c.R + dv, rw, S, dv, 1.0f, c.R, rw);
+}
+
+/// Kd = diag(e^{Gc_last - Gc}) K: the rows' weights in the state the chunk
+/// leaves.
+void decayToChunkEnd(const GdnShape &s, int64_t n, const ChunkBuffers &c) {
+  const int64_t dk = s.keyHeadDim;
+  const double last = c.Gc[n - 1];
+  for (int64_t t = 0; t < n; ++t) {
+    const float decay = float(std::exp(last - c.Gc[t]));
+    for (int64_t d = 0; d < dk; ++d)
+      c.Kd[t * dk + d] = c.K[t * dk + d] * decay;
+  }
+}
+
 /// One chunk [a, b) of value head j: O's rows (into m.o) and the state S
 /// updated in place (S0 in, S_out out). `w`: the head's scratch.
 void ruleChunkForward(const GdnShape &s, const HeadRows &h, int64_t a,
                       int64_t b, float *o, int64_t oStride, float *S,
                       bool zeroState, float *w) {
   const int64_t n = b - a, dk = s.keyHeadDim, dv = s.valueHeadDim;
-  const float scale = float(1.0 / std::sqrt(double(dk)));
-  float *Q = w, *K = Q + L * dk, *Kd = K + L * dk, *R = Kd + L * dk;
-  float *A = R + L * (dv + dk), *P = A + L * L, *Gc = P + L * L, *bt = Gc + L;
-  const int64_t rw = dv + dk; // R's rows: [beta v | beta Gamma k], then U
-  double acc = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t r = a + t;
-    acc += h.g[r * h.gStride];
-    Gc[t] = float(acc);
-    bt[t] = h.beta[r * h.gStride];
-    const float gamma = std::exp(Gc[t]);
-    for (int64_t d = 0; d < dk; ++d) {
-      Q[t * dk + d] = h.q[r * h.qkStride + d] * scale;
-      K[t * dk + d] = h.k[r * h.qkStride + d];
-      R[t * rw + dv + d] = bt[t] * gamma * K[t * dk + d];
-    }
-    for (int64_t e = 0; e < dv; ++e)
-      R[t * rw + e] = bt[t] * h.v[r * h.vStride + e];
-  }
-  // A: beta_t e^{Gc_t - Gc_s} k_t.k_s below the diagonal (strsm reads no
-  // more of it); P: the decayed q_t.k_s on and below it.
-  gemm(false, true, n, n, dk, 1.0f, K, dk, K, dk, 0.0f, A, n);
-  gemm(false, true, n, n, dk, 1.0f, Q, dk, K, dk, 0.0f, P, n);
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t u = 0; u < n; ++u) {
-      const float decay = u <= t ? std::exp(Gc[t] - Gc[u]) : 0.0f;
-      A[t * n + u] *= bt[t] * decay;
-      P[t * n + u] *= decay;
-    }
-  cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit,
-              int(n), int(rw), 1.0f, A, int(n), R, int(rw));
-  // U = (I + A)^-1 beta V - (I + A)^-1 diag(beta Gamma) K S0, in R's first
-  // dv columns.
-  if (!zeroState)
-    gemm(false, false, n, dv, dk, -1.0f, R + dv, rw, S, dv, 1.0f, R, rw);
+  const int64_t rw = dv + dk;
+  std::array<double, L> Gc;
+  const ChunkBuffers c(s, w, Gc.data());
+  chunkUpdates(s, h, a, b, zeroState ? nullptr : S, c);
   // O = diag(Gamma) Q S0 + P U.
   if (!zeroState) {
     for (int64_t t = 0; t < n; ++t) {
-      const float gamma = std::exp(Gc[t]);
+      const float gamma = float(std::exp(c.Gc[t]));
       for (int64_t d = 0; d < dk; ++d)
-        Kd[t * dk + d] = Q[t * dk + d] * gamma;
+        c.Kd[t * dk + d] = c.Q[t * dk + d] * gamma;
     }
-    gemm(false, false, n, dv, dk, 1.0f, Kd, dk, S, dv, 0.0f, o, oStride);
+    gemm(false, false, n, dv, dk, 1.0f, c.Kd, dk, S, dv, 0.0f, o, oStride);
   }
-  gemm(false, false, n, dv, n, 1.0f, P, n, R, rw, zeroState ? 0.0f : 1.0f, o,
-       oStride);
+  gemm(false, false, n, dv, n, 1.0f, c.P, n, c.R, rw, zeroState ? 0.0f : 1.0f,
+       o, oStride);
   // S_out = Gamma_last S0 + (diag(e^{Gc_last - Gc}) K)^T U.
-  const float last = Gc[n - 1];
-  for (int64_t t = 0; t < n; ++t) {
-    const float decay = std::exp(last - Gc[t]);
-    for (int64_t d = 0; d < dk; ++d)
-      Kd[t * dk + d] = K[t * dk + d] * decay;
-  }
+  decayToChunkEnd(s, n, c);
   if (zeroState)
     std::fill(S, S + dk * dv, 0.0f);
   else
-    cblas_sscal(int(dk * dv), std::exp(last), S, 1);
-  gemm(true, false, dk, dv, n, 1.0f, Kd, dk, R, rw, 1.0f, S, dv);
-}
-
-/// u = e^{g} S_{t-1}^T k: what the decayed state predicts for v.
-void decayedReadout(const GdnShape &s, const float *Sp, const float *k,
-                    float eg, float *u) {
-  const int64_t dk = s.keyHeadDim, dv = s.valueHeadDim;
-  cblas_sgemv(CblasRowMajor, CblasTrans, int(dk), int(dv), eg, Sp, int(dv), k,
-              1, 0.0f, u, 1);
-}
-
-/// S_t from S_{t-1} (row r): S_t = e^{g} S_{t-1} + k delta^T with delta =
-/// beta (v - e^{g} S_{t-1}^T k); `u` gets e^{g} S_{t-1}^T k, `delta` the
-/// update.
-void ruleStep(const GdnShape &s, const HeadRows &h, int64_t r, const float *Sp,
-              float *St, float *u, float *delta) {
-  const int64_t dk = s.keyHeadDim, dv = s.valueHeadDim;
-  const float eg = std::exp(h.g[r * h.gStride]), beta = h.beta[r * h.gStride];
-  const float *k = h.k + r * h.qkStride, *v = h.v + r * h.vStride;
-  decayedReadout(s, Sp, k, eg, u);
-  for (int64_t e = 0; e < dv; ++e)
-    delta[e] = beta * (v[e] - u[e]);
-  for (int64_t i = 0; i < dk * dv; ++i)
-    St[i] = eg * Sp[i];
-  cblas_sger(CblasRowMajor, int(dk), int(dv), 1.0f, k, 1, delta, 1, St,
-             int(dv));
+    cblas_sscal(int(dk * dv), float(std::exp(c.Gc[n - 1])), S, 1);
+  gemm(true, false, dk, dv, n, 1.0f, c.Kd, dk, c.R, rw, 1.0f, S, dv);
 }
 
 /// Gradients into the rule's outputs (recipes/Gdn.h's gdnRuleBackward).
@@ -201,64 +217,163 @@ struct RuleGrads {
   float *dqk, *dconv, *dg, *dbeta;
 };
 
-/// The adjoint of chunk [a, b) of value head j: from dS (the gradient of
-/// the state it leaves, in place: the one it enters with, out), its rows'
-/// gradients. `w`: the head's scratch.
+/// The dot product of two float vectors, summed in double.
+double rowDot(const float *x, const float *y, int64_t width) {
+  return cblas_dsdot(int(width), x, 1, y, 1);
+}
+
+/// The adjoint of chunk [a, b) of value head j (entering state S0, null:
+/// zero): from dS (the gradient of the state it leaves, in place: of the
+/// one it enters, out) and its rows' dO, their gradients. The chunk's
+/// equations (the header's) backwards, GEMMs over its blocks:
+///   dU = P^T dO + Kd dS,  dW = (I + A)^-T dU  (strsm, transposed),
+///   dP = dO U^T,  dA = -dW U^T  (below the diagonal),
+///   dS0 = Gamma_last dS + (diag(Gamma) Q)^T dO - (diag(beta Gamma) K)^T dW,
+/// then dQ, dK, dV, dbeta and dGc from the products, dg by the reverse
+/// cumulative sum of dGc. `w`: the head's scratch.
 void ruleChunkBackward(const GdnShape &s, const HeadRows &h, int64_t j,
                        int64_t a, int64_t b, const float *S0,
                        const RuleGrads &out, float *dS, float *w) {
   const int64_t n = b - a, dk = s.keyHeadDim, dv = s.valueHeadDim,
                 nv = s.valueHeads, V = s.valueWidth(), Cc = s.convChannels();
+  const int64_t rw = dv + dk, SF = s.stateFloats();
   const float scale = float(1.0 / std::sqrt(double(dk)));
-  const int64_t SF = s.stateFloats();
-  float *states = w; // [n + 1][dk][dv]: S_{a-1} .. S_{b-1}
-  float *u = states + (L + 1) * SF, *dd = u + dv, *du = dd + dv;
-  if (S0)
-    std::copy(S0, S0 + SF, states);
-  else
-    std::fill(states, states + SF, 0.0f);
-  for (int64_t t = 0; t < n; ++t)
-    ruleStep(s, h, a + t, states + t * SF, states + (t + 1) * SF, u, du);
-  // The row's products are OpenBLAS level-2 calls on the [dk, dv] state
-  // and its gradient (vectorised; the scalar sums in double).
-  const auto gemv = [&](bool trans, float alpha, const float *M, const float *x,
-                        float beta, float *y) {
-    cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, int(dk),
-                int(dv), alpha, M, int(dv), x, 1, beta, y, 1);
+  std::array<double, L> Gc;
+  const ChunkBuffers c(s, w, Gc.data());
+  chunkUpdates(s, h, a, b, S0, c);
+  decayToChunkEnd(s, n, c);
+  const float *dO = out.dO + a * V + j * dv, *U = c.R;
+  // dU = P^T dO + Kd dS; dKd = U dS^T (into dK, decayed back below).
+  gemm(true, false, n, dv, n, 1.0f, c.P, n, dO, V, 0.0f, c.dU, dv);
+  gemm(false, false, n, dv, dk, 1.0f, c.Kd, dk, dS, dv, 1.0f, c.dU, dv);
+  gemm(false, true, n, dk, dv, 1.0f, U, rw, dS, dv, 0.0f, c.dK, dk);
+  // dGc (in double: dg is its reverse cumulative sum, whose terms cancel)
+  // from S_out: Gamma_last <dS, S0> and the rows' decays in Kd.
+  std::array<double, L> dGc{};
+  const float gammaLast = float(std::exp(c.Gc[n - 1]));
+  double toLast = S0 ? gammaLast * rowDot(dS, S0, SF) : 0.0;
+  for (int64_t t = 0; t < n; ++t) {
+    const double kdDot = rowDot(c.Kd + t * dk, c.dK + t * dk, dk);
+    dGc[size_t(t)] -= kdDot;
+    toLast += kdDot;
+    const float decay = float(std::exp(c.Gc[n - 1] - c.Gc[t]));
+    for (int64_t d = 0; d < dk; ++d)
+      c.dK[t * dk + d] *= decay;
+  }
+  dGc[size_t(n - 1)] += toLast;
+  // dS0 = Gamma_last dS + (diag(Gamma) Q)^T dO (the W term below).
+  if (S0) {
+    for (int64_t i = 0; i < SF; ++i)
+      c.dS0[i] = gammaLast * dS[i];
+    for (int64_t t = 0; t < n; ++t) {
+      const float gamma = float(std::exp(c.Gc[t]));
+      for (int64_t d = 0; d < dk; ++d)
+        c.Kd[t * dk + d] = c.Q[t * dk + d] * gamma;
+    }
+    gemm(true, false, dk, dv, n, 1.0f, c.Kd, dk, dO, V, 1.0f, c.dS0, dv);
+  }
+  // O's first term: dQ = diag(Gamma) dO S0^T, dGc_t += Gamma_t q_t.(dO
+  // S0^T)_t.
+  if (S0) {
+    gemm(false, true, n, dk, dv, 1.0f, dO, V, S0, dv, 0.0f, c.X, dk);
+    for (int64_t t = 0; t < n; ++t) {
+      const float gamma = float(std::exp(c.Gc[t]));
+      dGc[size_t(t)] += gamma * rowDot(c.Q + t * dk, c.X + t * dk, dk);
+      for (int64_t d = 0; d < dk; ++d)
+        c.dQ[t * dk + d] = gamma * c.X[t * dk + d];
+    }
+  } else {
+    std::fill(c.dQ, c.dQ + n * dk, 0.0f);
+  }
+  // P = (Q K^T) o D: dP = dO U^T on and below the diagonal; dQ += (dP o
+  // D) K, dK += (dP o D)^T Q; dGc_t += sum_s dP_ts P_ts, dGc_s -= the
+  // same.
+  gemm(false, true, n, n, dv, 1.0f, dO, V, U, rw, 0.0f, c.dP, n);
+  const auto decayedAdjoint = [&](const float *M, float *dM) {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t u = 0; u < n; ++u) {
+        if (u > t) {
+          dM[t * n + u] = 0.0f;
+          continue;
+        }
+        const double prod = double(dM[t * n + u]) * M[t * n + u];
+        dGc[size_t(t)] += prod;
+        dGc[size_t(u)] -= prod;
+        dM[t * n + u] *= float(std::exp(c.Gc[t] - c.Gc[u]));
+      }
   };
+  decayedAdjoint(c.P, c.dP);
+  gemm(false, false, n, dk, n, 1.0f, c.dP, n, c.K, dk, 1.0f, c.dQ, dk);
+  gemm(true, false, n, dk, n, 1.0f, c.dP, n, c.Q, dk, 1.0f, c.dK, dk);
+  // dW = (I + A)^-T dU, in place.
+  cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasTrans, CblasUnit,
+              int(n), int(dv), 1.0f, c.A, int(n), c.dU, int(dv));
+  const float *dW = c.dU;
+  // dA = -dW U^T strictly below the diagonal, A_ts = beta_t e^{Gc_t -
+  // Gc_s} k_t.k_s: dGc as P's; dbeta_t = sum_s dA_ts A_ts / beta_t; dK +=
+  // E K + E^T K with E = dA o beta D.
+  gemm(false, true, n, n, dv, -1.0f, dW, dv, U, rw, 0.0f, c.dP, n);
+  for (int64_t t = 0; t < n; ++t)
+    c.dP[t * n + t] = 0.0f;
+  float *dbeta = out.dbeta + a * nv + j; // row t's partial at t nv
+  for (int64_t t = 0; t < n; ++t) {
+    double acc = 0;
+    for (int64_t u = 0; u < t; ++u)
+      acc += double(c.dP[t * n + u]) * c.A[t * n + u];
+    dbeta[t * nv] = float(acc / c.bt[t]);
+  }
+  decayedAdjoint(c.A, c.dP);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t u = 0; u < t; ++u)
+      c.dP[t * n + u] *= c.bt[t];
+  gemm(false, false, n, dk, n, 1.0f, c.dP, n, c.K, dk, 1.0f, c.dK, dk);
+  gemm(true, false, n, dk, n, 1.0f, c.dP, n, c.K, dk, 1.0f, c.dK, dk);
+  // W = beta V - diag(beta Gamma) K S0: dV = diag(beta) dW; with X = dW
+  // S0^T, dbeta_t += v_t.dW_t - Gamma_t k_t.X_t, dK_t -= beta_t Gamma_t
+  // X_t, dGc_t -= beta_t Gamma_t k_t.X_t, dS0 -= (diag(beta Gamma) K)^T dW.
+  if (S0) {
+    gemm(false, true, n, dk, dv, 1.0f, dW, dv, S0, dv, 0.0f, c.X, dk);
+    for (int64_t t = 0; t < n; ++t) {
+      const float betaGamma = c.bt[t] * float(std::exp(c.Gc[t]));
+      for (int64_t d = 0; d < dk; ++d)
+        c.Kd[t * dk + d] = betaGamma * c.K[t * dk + d];
+    }
+    gemm(true, false, dk, dv, n, -1.0f, c.Kd, dk, dW, dv, 1.0f, c.dS0, dv);
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t r = a + t;
+    const float *v = h.v + r * h.vStride;
+    float *dvOut = out.dconv + r * Cc + 2 * s.keyWidth() + j * dv;
+    double db = dbeta[t * nv] + rowDot(v, dW + t * dv, dv);
+    for (int64_t e = 0; e < dv; ++e)
+      dvOut[e] = c.bt[t] * dW[t * dv + e];
+    if (S0) {
+      const float gamma = float(std::exp(c.Gc[t]));
+      const double kx = rowDot(c.K + t * dk, c.X + t * dk, dk);
+      db -= gamma * kx;
+      dGc[size_t(t)] -= c.bt[t] * gamma * kx;
+      for (int64_t d = 0; d < dk; ++d)
+        c.dK[t * dk + d] -= c.bt[t] * gamma * c.X[t * dk + d];
+    }
+    dbeta[t * nv] = float(db);
+  }
+  // The rows' q (scaled back) and k gradients; dg by the reverse sum.
+  double dgAcc = 0;
   for (int64_t t = n - 1; t >= 0; --t) {
     const int64_t r = a + t;
-    const float *Sp = states + t * SF, *St = states + (t + 1) * SF;
-    const float eg = std::exp(h.g[r * h.gStride]), beta = h.beta[r * h.gStride];
-    const float *q = h.q + r * h.qkStride, *k = h.k + r * h.qkStride,
-                *v = h.v + r * h.vStride, *dO = out.dO + r * V + j * dv;
     float *dq = out.dqk + (r * 2 * nv + j) * dk,
           *dk_ = out.dqk + ((r * 2 + 1) * nv + j) * dk;
-    decayedReadout(s, Sp, k, eg, u);
-    // o = S_t^T q scale: dq = S_t dO scale, dS += q scale dO^T.
-    gemv(false, scale, St, dO, 0.0f, dq);
-    cblas_sger(CblasRowMajor, int(dk), int(dv), scale, q, 1, dO, 1, dS,
-               int(dv));
-    // S_t = S~ + k delta^T, delta = beta (v - u), u = S~^T k:
-    // dk = dS delta, d(delta) = dS^T k.
-    for (int64_t e = 0; e < dv; ++e)
-      du[e] = beta * (v[e] - u[e]); // delta, for now
-    gemv(false, 1.0f, dS, du, 0.0f, dk_);
-    gemv(true, 1.0f, dS, k, 0.0f, dd);
-    double dbeta = 0;
-    float *dvOut = out.dconv + r * Cc + 2 * s.keyWidth() + j * dv;
-    for (int64_t e = 0; e < dv; ++e) {
-      dbeta += double(dd[e]) * (v[e] - u[e]);
-      dvOut[e] = beta * dd[e];
-      du[e] = -beta * dd[e];
+    for (int64_t d = 0; d < dk; ++d) {
+      dq[d] = scale * c.dQ[t * dk + d];
+      dk_[d] = c.dK[t * dk + d];
     }
-    out.dbeta[r * nv + j] = float(dbeta);
-    // dS~ = dS + k du^T; dk += S~ du; dg = <dS~, S~>; dS = e^{g} dS~.
-    gemv(false, eg, Sp, du, 1.0f, dk_);
-    cblas_sger(CblasRowMajor, int(dk), int(dv), 1.0f, k, 1, du, 1, dS, int(dv));
-    out.dg[r * nv + j] = float(cblas_dsdot(int(SF), dS, 1, Sp, 1) * eg);
-    cblas_sscal(int(SF), eg, dS, 1);
+    dgAcc += dGc[size_t(t)];
+    out.dg[r * nv + j] = float(dgAcc);
   }
+  if (S0)
+    std::copy(c.dS0, c.dS0 + SF, dS);
+  else
+    std::fill(dS, dS + SF, 0.0f);
 }
 
 /// The conv weight [channels][K] as [K][channels] (transposedTaps).

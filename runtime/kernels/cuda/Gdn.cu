@@ -7,7 +7,8 @@
 // zeroed at every sequence start, the state entering every kChunk-th row
 // saved in the CPU kernel's layout. Backward: the chunks in reverse, each
 // one's states recomputed from its saved entering state, then the
-// recurrence's adjoint over its rows (the CPU kernel's). Correct, not fast:
+// recurrence's adjoint over its rows (not the CPU kernel's chunked GEMM
+// form: docs/gdn.md). Correct, not fast:
 // one block per head. It has never run on a GPU (docs/cuda.md).
 //
 //===----------------------------------------------------------------------===//
@@ -28,10 +29,12 @@ struct Dims {
 };
 
 Dims dimsOf(const GdnShape &s, const Tokens &t) {
-  return {int(t.tokens()),     int(s.keyHeads),      int(s.valueHeads),
-          int(s.keyHeadDim),   int(s.valueHeadDim),  int(s.convChannels()),
-          int(s.inProj()),     int(s.convWidth),     int(s.keyWidth()),
-          int(s.valueWidth()), int(s.headsPerKey()), s.ruleScratchFloats()};
+  return {int(t.tokens()),      int(s.keyHeads),
+          int(s.valueHeads),    int(s.keyHeadDim),
+          int(s.valueHeadDim),  int(s.convChannels()),
+          int(s.inProj()),      int(s.convWidth),
+          int(s.keyWidth()),    int(s.valueWidth()),
+          int(s.headsPerKey()), s.ruleScratchFloats(Target::Cuda)};
 }
 
 __device__ float convPre(const Dims &d, const float *proj, const float *w,
