@@ -1138,6 +1138,16 @@ inline MlaShape mlaShape(const ModelDims &d) {
   return {d.hidden,    d.numHeads,        d.qLoraRank, d.kvLoraRank,
           d.qkHeadDim, d.qkPosEmbHeadDim, d.vHeadDim,  d.qkLayernorm};
 }
+/// mlaShape's inverse for the latent sizes: `m`'s written into `d` (its
+/// hidden size and heads left as they are).
+inline void setMlaDims(ModelDims &d, const MlaShape &m) {
+  d.qLoraRank = m.qLoraRank;
+  d.kvLoraRank = m.kvLoraRank;
+  d.qkHeadDim = m.qkHeadDim;
+  d.qkPosEmbHeadDim = m.posEmbDim;
+  d.vHeadDim = m.vHeadDim;
+  d.qkLayernorm = m.qkLayernorm;
+}
 inline DsaShape dsaShape(const ModelDims &d) {
   return {mlaShape(d), d.dsaIndexerNHeads, d.dsaIndexerHeadDim,
           d.dsaIndexerTopk};

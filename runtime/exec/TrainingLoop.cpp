@@ -177,12 +177,7 @@ costKindFlops(const Artifact &a) {
   auto latentDims = [&](const MlaShape &m) {
     ModelDims mla = dims;
     mla.numHeads = m.heads;
-    mla.qLoraRank = m.qLoraRank;
-    mla.kvLoraRank = m.kvLoraRank;
-    mla.qkHeadDim = m.qkHeadDim;
-    mla.qkPosEmbHeadDim = m.posEmbDim;
-    mla.vHeadDim = m.vHeadDim;
-    mla.qkLayernorm = m.qkLayernorm;
+    setMlaDims(mla, m);
     return mla;
   };
   for (const StageEntry &stage : a.stages)

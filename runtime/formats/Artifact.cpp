@@ -547,14 +547,8 @@ ModelDims dimsOf(const ModelInfo &m) {
     d.gdnValueHeadDim = m.gdn->valueHeadDim;
     d.gdnConvWidth = m.gdn->convWidth;
   }
-  if (m.mla) {
-    d.qLoraRank = m.mla->qLoraRank;
-    d.kvLoraRank = m.mla->kvLoraRank;
-    d.qkHeadDim = m.mla->qkHeadDim;
-    d.qkPosEmbHeadDim = m.mla->posEmbDim;
-    d.vHeadDim = m.mla->vHeadDim;
-    d.qkLayernorm = m.mla->qkLayernorm;
-  }
+  if (m.mla)
+    setMlaDims(d, *m.mla);
   return d;
 }
 

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "core/model/BufferLayouts.h"
+#include "runtime/kernels/LayerNormRows.h"
 #include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Primitives.h"
 #include "runtime/kernels/cpu/Profile.h"
@@ -59,20 +60,8 @@ void Kernels::dsaKeyNormForward(int64_t T, int64_t n, const float *x,
                                 float *y, float *mean, float *rstd) {
   ProfileScope scope(KernelClass::Attention);
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < T; ++r) {
-    const float *xr = x + r * n;
-    double sum = 0, squares = 0;
-    for (int64_t j = 0; j < n; ++j)
-      sum += xr[j];
-    const double mu = sum / double(n);
-    for (int64_t j = 0; j < n; ++j)
-      squares += (xr[j] - mu) * (xr[j] - mu);
-    const double inv = 1.0 / std::sqrt(squares / double(n) + kNormEps);
-    mean[r] = float(mu);
-    rstd[r] = float(inv);
-    for (int64_t j = 0; j < n; ++j)
-      y[r * n + j] = float((xr[j] - mu) * inv) * weight[j] + bias[j];
-  }
+  for (int64_t r = 0; r < T; ++r)
+    layerNormRowForward(r, n, x, weight, bias, kNormEps, y, mean, rstd);
 }
 
 void Kernels::dsaKeyNormBackward(int64_t T, int64_t n, const float *x,
@@ -81,31 +70,12 @@ void Kernels::dsaKeyNormBackward(int64_t T, int64_t n, const float *x,
                                  float *dWeight, float *dBias) {
   ProfileScope scope(KernelClass::Attention);
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < T; ++r) {
-    const float *xr = x + r * n, *g = dy + r * n;
-    double sumG = 0, sumGx = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      const double xhat = (xr[j] - mean[r]) * rstd[r];
-      sumG += g[j] * weight[j];
-      sumGx += g[j] * weight[j] * xhat;
-    }
-    for (int64_t j = 0; j < n; ++j) {
-      const double xhat = (xr[j] - mean[r]) * rstd[r];
-      dx[r * n + j] = float(rstd[r] * (g[j] * weight[j] - sumG / double(n) -
-                                       xhat * sumGx / double(n)));
-    }
-  }
-  // The weight's and bias's gradients column by column, rows in order.
+  for (int64_t r = 0; r < T; ++r)
+    layerNormRowInputGrad(r, n, x, weight, mean, rstd, dy, dx);
+    // The weight's and bias's gradients column by column, rows in order.
 #pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < n; ++j) {
-    double w = 0, b = 0;
-    for (int64_t r = 0; r < T; ++r) {
-      w += double(dy[r * n + j]) * (x[r * n + j] - mean[r]) * rstd[r];
-      b += dy[r * n + j];
-    }
-    dWeight[j] += float(w);
-    dBias[j] += float(b);
-  }
+  for (int64_t j = 0; j < n; ++j)
+    layerNormColumnParamGrad(j, T, n, x, mean, rstd, dy, dWeight, dBias);
 }
 
 void Kernels::dsaIndexScores(const DsaShape &s, const TokenShape &t,

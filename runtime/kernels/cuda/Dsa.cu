@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "core/model/BufferLayouts.h"
+#include "runtime/kernels/LayerNormRows.h"
 #include "runtime/kernels/cuda/Kernels.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
 
@@ -50,20 +51,8 @@ __global__ void keyNormKernel(int64_t T, int n, const float *x,
                               const float *weight, const float *bias, float *y,
                               float *mean, float *rstd) {
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= T)
-    return;
-  const float *xr = x + r * n;
-  double sum = 0, squares = 0;
-  for (int j = 0; j < n; ++j)
-    sum += xr[j];
-  const double mu = sum / n;
-  for (int j = 0; j < n; ++j)
-    squares += (xr[j] - mu) * (xr[j] - mu);
-  const double inv = 1.0 / sqrt(squares / n + double(kNormEps));
-  mean[r] = float(mu);
-  rstd[r] = float(inv);
-  for (int j = 0; j < n; ++j)
-    y[r * n + j] = float((xr[j] - mu) * inv) * weight[j] + bias[j];
+  if (r < T)
+    layerNormRowForward(r, n, x, weight, bias, kNormEps, y, mean, rstd);
 }
 
 __global__ void keyNormInputGradKernel(int64_t T, int n, const float *x,
@@ -71,20 +60,8 @@ __global__ void keyNormInputGradKernel(int64_t T, int n, const float *x,
                                        const float *rstd, const float *dy,
                                        float *dx) {
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= T)
-    return;
-  const float *xr = x + r * n, *g = dy + r * n;
-  double sumG = 0, sumGx = 0;
-  for (int j = 0; j < n; ++j) {
-    const double xhat = (xr[j] - mean[r]) * rstd[r];
-    sumG += g[j] * weight[j];
-    sumGx += g[j] * weight[j] * xhat;
-  }
-  for (int j = 0; j < n; ++j) {
-    const double xhat = (xr[j] - mean[r]) * rstd[r];
-    dx[r * n + j] =
-        float(rstd[r] * (g[j] * weight[j] - sumG / n - xhat * sumGx / n));
-  }
+  if (r < T)
+    layerNormRowInputGrad(r, n, x, weight, mean, rstd, dy, dx);
 }
 
 __global__ void keyNormWeightGradKernel(int64_t T, int n, const float *x,
@@ -92,15 +69,8 @@ __global__ void keyNormWeightGradKernel(int64_t T, int n, const float *x,
                                         const float *dy, float *dWeight,
                                         float *dBias) {
   const int j = int(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= n)
-    return;
-  double w = 0, b = 0;
-  for (int64_t r = 0; r < T; ++r) {
-    w += double(dy[r * n + j]) * (x[r * n + j] - mean[r]) * rstd[r];
-    b += dy[r * n + j];
-  }
-  dWeight[j] += float(w);
-  dBias[j] += float(b);
+  if (j < n)
+    layerNormColumnParamGrad(j, T, n, x, mean, rstd, dy, dWeight, dBias);
 }
 
 struct Indexer {
