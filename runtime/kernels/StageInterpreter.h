@@ -201,8 +201,9 @@ private:
                                        c.saved.kept, ws);
   }
   void forwardLayer(const GdnShape &s, const Call &c) {
-    recipes::Gdn<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved.kept,
-                                     ws);
+    // Its saved tensors as the backward carves them: with gdn_norm_out
+    // recomputed the norm's output goes to the recompute buffer.
+    recipes::Gdn<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved, ws);
   }
   void forwardLayer(const AttentionShape &s, const Call &c) {
     recipes::Attention<K>{k, c.tp}.forward(s, t, c.params, c.in, c.out, c.saved,
