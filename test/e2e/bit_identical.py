@@ -8,8 +8,12 @@ usage: bit_identical.py BINDIR RECORDED.json WORKDIR [--record]
 The runs cover the bundled example, every schedule (pp 2; vpp 2 for the
 interleaved and V-shaped ones; pp 4 for zb-h1), bf16, sequence packing, MTP,
 MoE (dist.yaml has E layers), data parallelism and the distributed
-optimizer. Every run pins OpenBLAS's Haswell kernels and one thread, so the
-recorded values are those of any x86-64 machine with AVX2.
+optimizer. Every run pins OpenBLAS's Haswell kernels and one thread; hypipe's
+own CPU kernels are built for the machine (-march=native), and their
+vectorised reductions (`omp simd`) add in the order of its vector width, so
+the values are recorded per vector ISA: RECORDED.json on machines with
+AVX-512, RECORDED-avx2.json on those with AVX2 alone (the one a machine
+reads and --record writes is named on the last line).
 
 With --record the values are written to RECORDED.json (taken by running
 main before a change that must not move a loss); without it, each run is
@@ -74,6 +78,22 @@ def recomputed_layers(art):
                if l.get("recomputed") or "recompute" in l)
 
 
+def isa_file(recorded):
+    """RECORDED.json, or RECORDED-avx2.json on a CPU without AVX-512."""
+    flags = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                flags = line
+                break
+    except OSError:
+        pass
+    if " avx512f" in flags:
+        return recorded
+    base, ext = os.path.splitext(recorded)
+    return base + "-avx2" + ext
+
+
 def run(bindir, work, extra, name, spec, flags, ranks, run_flags):
     if spec == "packed":
         spec = packed_spec(work)
@@ -101,14 +121,14 @@ def main():
              if "--compile-flags" in args else [])
     if record and extra:
         sys.exit("--record takes no --compile-flags: the values are those of the plain runs")
-    bindir, recorded, work = args[0], args[1], args[2]
+    bindir, recorded, work = args[0], isa_file(args[1]), args[2]
     os.makedirs(work, exist_ok=True)
     got = {r[0]: run(bindir, work, extra, *r) for r in RUNS if not only or r[0] in only}
     if record:
         with open(recorded, "w") as f:
             json.dump(got, f, indent=1, sort_keys=True)
             f.write("\n")
-        print("recorded %d runs" % len(got))
+        print("recorded %d runs in %s" % (len(got), os.path.basename(recorded)))
         return 0
     want = json.load(open(recorded))
     bad = 0
@@ -129,6 +149,7 @@ def main():
     print("%d runs, %d steps compared bit for bit: %s"
           % (len(got), sum(len(s) for s in got.values()),
              "identical" if not bad else "%d DIFFERENCES" % bad))
+    print("(recorded values: %s)" % os.path.basename(recorded))
     return 1 if bad else 0
 
 
