@@ -251,14 +251,22 @@ std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
   case '-':
     return rt::mlpShape(d);
   case 'E': {
-    // An expert grid inside the tensor-parallel group is hypipe-run's
-    // (docs/expert-parallel.md); the others are costed by layerCost only.
+    // An expert grid that fills the tensor-parallel group or m data-
+    // parallel replicas' is hypipe-run's (docs/expert-parallel.md); the
+    // others are costed by layerCost only.
     rt::MoeShape s = rt::moeShape(d);
     const ParallelSpec &par = spec.parallel;
-    if (par.ep > 1 && par.etp * par.ep == par.tp)
+    // (A grid the experts do not divide is the spec's error, at its key.)
+    if (par.ep > 1 && (par.etp * par.ep) % par.tp == 0 &&
+        s.experts % par.ep == 0 && s.ffn % par.etp == 0) {
       s.expertRanks = par.ep;
+      s.expertTp = par.etp;
+      s.groupReplicas = par.etp * par.ep / par.tp;
+    }
+    const rt::LayerGroup group =
+        rt::layerGroupOf(s, par.tp, par.sequenceParallel);
     s.allToAll = rt::moeAllToAll(spec.moeDispatcher == MoeDispatcher::AllToAll,
-                                 par.tp, par.sequenceParallel);
+                                 group.size, group.sequenceParallel);
     return s;
   }
   case 'G':

@@ -33,6 +33,7 @@ void addParams(pipe::KernelLayerOp layer, const rt::LayerShape &shape,
     pe.sections = p.sections;
     pe.expertRank = p.expertRank;
     pe.expertRanks = p.expertRanks;
+    pe.expertTp = p.expertTp;
     pe.numel = rt::paramNumel(p, tp);
     pe.init = rt::initName(p.init);
     pe.initA = p.a;

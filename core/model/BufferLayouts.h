@@ -358,9 +358,11 @@ struct MoeSaved {
   int32_t *routed;
 };
 
+/// `t`: a replica's microbatch (the layer's tensors hold its group's:
+/// MoeShape::groupReplicas); `routed` and `aux` hold each replica's.
 inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
                          const SavedBases &bases) {
-  int64_t T = t.tokens(), R = T * s.topk;
+  int64_t T = s.group(t).tokens(), R = T * s.topk;
   SavedCarver c(bases);
   MoeSaved m;
   m.x = c.keep(T * s.hidden);
@@ -373,7 +375,7 @@ inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
   m.topIdx = reinterpret_cast<int32_t *>(c.of(moe, T * s.topk));
   m.topW = c.of(moe, T * s.topk);
   m.counts = reinterpret_cast<int32_t *>(c.of(moe, s.experts));
-  m.aux = c.of(moe, 1);
+  m.aux = c.of(moe, s.groupReplicas);
   m.xr = c.of(moe, R * s.hidden);
   m.h1 = c.of(moe, R * s.fc1Width());
   m.dh1 = c.keep(R * s.fc1Width());
@@ -381,7 +383,8 @@ inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
   m.yr = c.of(moe, R * s.hidden);
   m.dyr = c.keep(R * s.hidden);
   m.rowMap = reinterpret_cast<int32_t *>(c.of(moe, R));
-  m.routed = reinterpret_cast<int32_t *>(c.of(moe, s.experts));
+  m.routed =
+      reinterpret_cast<int32_t *>(c.of(moe, s.groupReplicas * s.experts));
   return m;
 }
 

@@ -144,11 +144,11 @@ struct ParamSpec {
   Split split = Split::None;
   /// Rows: the sections' row counts (empty: one section, every row).
   std::vector<int64_t> sections;
-  /// An expert's weight on an expert grid of `expertRanks` ranks inside
-  /// the tensor-parallel group (docs/expert-parallel.md): only the tp /
-  /// expertRanks ranks of expert-parallel rank `expertRank` hold it, cut
-  /// over them by `split`; -1: not an expert's, cut over every tp rank.
-  int64_t expertRank = -1, expertRanks = 1;
+  /// An expert's weight on an expert grid of `expertRanks` ranks
+  /// (docs/expert-parallel.md): only the `expertTp` ranks of expert-
+  /// parallel rank `expertRank` of the layer's group hold it, cut over them
+  /// by `split`; -1: not an expert's, cut over every tp rank.
+  int64_t expertRank = -1, expertRanks = 1, expertTp = 1;
   /// Megatron's rule: no weight decay on 1-D parameters (norms, biases).
   bool decay() const { return shape.size() > 1; }
   int64_t numel() const {
@@ -865,6 +865,8 @@ struct MoeShape {
     f("drop_by_position", s.dropByPosition);
     f("capacity_blocks", s.capacityBlocks);
     f("all_to_all", s.allToAll);
+    f("group_replicas", s.groupReplicas);
+    f("expert_tp", s.expertTp);
   }
   int64_t hidden, ffn, experts, topk;
   Activation act = Activation::SquaredRelu;
@@ -884,10 +886,25 @@ struct MoeShape {
   /// the ranks of their experts and back (false: the allgather dispatcher,
   /// Megatron-LM's default, gathers every token).
   bool allToAll = false;
-  /// Megatron-LM's expert parallelism inside the tensor-parallel group
-  /// (ep x etp = tp): expert-parallel rank r (tp rank / etp) holds the
+  /// Megatron-LM's expert parallelism (ep x etp = groupReplicas x tp):
+  /// expert-parallel rank r (the rank in the layer's group / etp) holds the
   /// experts [r E/ep, (r+1) E/ep), each split over etp ranks.
   int64_t expertRanks = 1;
+  /// Expert parallelism over data-parallel ranks (etp x ep = m tp, m > 1):
+  /// the layer's group is m consecutive data-parallel replicas' tensor-
+  /// parallel groups (Megatron-LM's tp-ep group), and it runs over the m
+  /// replicas' microbatches as one of m times the tokens, replica-major
+  /// (each replica's routing, capacity and load-balancing loss its own:
+  /// docs/expert-parallel.md). 1: the group is the tensor-parallel one.
+  int64_t groupReplicas = 1;
+  /// Megatron-LM's expert tensor-parallel size (etp) on an expert grid
+  /// (expertRanks > 1): each expert split over that many ranks.
+  int64_t expertTp = 1;
+  /// The tokens the layer's tensors hold: the group's replicas'.
+  TokenShape group(TokenShape t) const {
+    t.batch *= groupReplicas;
+    return t;
+  }
   /// The experts a rank holds (their slots in its parameters).
   int64_t localExperts() const { return experts / expertRanks; }
   int64_t fc1Width() const { return act == Activation::Swiglu ? 2 * ffn : ffn; }
@@ -917,6 +934,7 @@ struct MoeShape {
         for (size_t w = p.size() - 2; w < p.size(); ++w) {
           p[w].expertRank = e / localExperts();
           p[w].expertRanks = expertRanks;
+          p[w].expertTp = expertTp;
         }
     }
     return p;
@@ -926,9 +944,12 @@ struct MoeShape {
   /// activation, fc2 output, and the fc1/fc2 output gradients for the
   /// weight pass. Plus x, xn, rstd, router probabilities, chosen experts
   /// and weights, the kept and the routed token counts and the aux loss.
+  /// Sized for the group's tokens (groupReplicas replicas', each with its
+  /// own routed counts and aux loss); `t` is a replica's microbatch.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
-    int64_t T = t.tokens(), R = T * topk;
-    return T * (2 * hidden + 1 + experts + 2 * topk) + 2 * experts + 1 +
+    int64_t T = group(t).tokens(), R = T * topk;
+    return T * (2 * hidden + 1 + experts + 2 * topk) +
+           (1 + groupReplicas) * experts + groupReplicas +
            R * (hidden + 2 * fc1Width() + ffn + 2 * hidden) + R /*row map*/;
   }
   /// Of savedFloats, what selective recompute of `modules` drops:
@@ -936,24 +957,31 @@ struct MoeShape {
   /// (which drops moe_act's too: the pass names both) everything the router
   /// and the experts keep -- probabilities, choices, weights, counts, the
   /// aux loss, the routed rows' inputs, fc1 and fc2 outputs and the row map.
-  int64_t recomputedFloats(const TokenShape &t,
+  int64_t recomputedFloats(const TokenShape &replica,
                            RecomputeModuleSet modules) const {
     const int64_t R = topk; // routed rows a token
+    const TokenShape t = group(replica);
     return droppedFloats(t, modules, RecomputeModule::LayerNorm, hidden) +
            droppedFloats(t, modules, RecomputeModule::MoeAct, R * ffn) +
            droppedFloats(t, modules, RecomputeModule::Moe,
                          experts + 2 * topk +
                              R * (hidden + fc1Width() + hidden + 1)) +
-           (modules & moduleBit(RecomputeModule::Moe) ? 2 * experts + 1 : 0);
+           (modules & moduleBit(RecomputeModule::Moe)
+                ? (1 + groupReplicas) * experts + groupReplicas
+                : 0);
   }
   /// The router's and the routed rows' scratch; the alltoall dispatcher's
-  /// send and receive buffers after it (allToAllBuffers).
+  /// send and receive buffers after it (allToAllBuffers), or over data-
+  /// parallel replicas the allgather dispatcher's weighted sums of the
+  /// group's tokens (more rows than the layer's output holds).
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
-    return routingWorkspaceFloats(t) +
-           (allToAll ? 2 * t.tokens() * topk * hidden : 0);
+    const int64_t T = group(t).tokens();
+    return routingWorkspaceFloats(t) + (allToAll ? 2 * T * topk * hidden
+                                        : groupReplicas > 1 ? T * hidden
+                                                            : 0);
   }
   int64_t routingWorkspaceFloats(const TokenShape &t) const {
-    int64_t T = t.tokens(), R = T * topk;
+    int64_t T = group(t).tokens(), R = T * topk;
     return T * (2 * experts + topk + hidden) + R * (hidden + ffn);
   }
 };

@@ -49,21 +49,26 @@ inline void keepWithinCapacity(const MoeShape &s, const TokenShape &t,
   kept.assign(size_t(T * k), 1);
   if (s.capacityFactor <= 0 || T == 0)
     return;
-  // Megatron-LM's view: B samples of S positions, or one packed sequence.
+  // Megatron-LM's view: B samples of S positions, or one packed sequence;
+  // on an expert grid over data-parallel replicas (MoeShape::groupReplicas)
+  // each replica's B / replicas samples apart, as its own router sees them.
   const int64_t B = t.cuSeqlens ? 1 : t.batch, S = T / B;
+  const int64_t replicas = std::clamp<int64_t>(s.groupReplicas, 1, B),
+                perReplica = B / replicas;
   const int64_t blocks = std::clamp<int64_t>(s.capacityBlocks, 1, S);
   std::vector<std::vector<int64_t>> routed(size_t(s.experts));
   // (A NaN weight, which stops the run after this step, sorts last.)
   auto weight = [&](int64_t slot) {
     return std::isnan(topW[slot]) ? -INFINITY : topW[slot];
   };
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t rb = 0; rb < replicas * blocks; ++rb) {
+    const int64_t b = rb % blocks, first = rb / blocks * perReplica;
     const int64_t s0 = b * S / blocks, s1 = (b + 1) * S / blocks;
-    const int64_t capacity = expertCapacity(s, (s1 - s0) * B);
+    const int64_t capacity = expertCapacity(s, (s1 - s0) * perReplica);
     for (auto &slots : routed)
       slots.clear();
     for (int64_t pos = s0; pos < s1; ++pos)
-      for (int64_t sample = 0; sample < B; ++sample)
+      for (int64_t sample = first; sample < first + perReplica; ++sample)
         for (int64_t j = 0; j < k; ++j) {
           const int64_t slot = (sample * S + pos) * k + j;
           routed[size_t(topIdx[slot])].push_back(slot);

@@ -31,15 +31,26 @@ namespace hypipe::rt {
 /// Megatron-LM's divisibility rules. (A MoE layer also needs sequence
 /// parallelism: the spec's check, which knows the layout.)
 inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
-  // The experts' grid lies inside the group (at tp 1 too: a manifest's).
-  if (const auto *moe = std::get_if<MoeShape>(&shape);
-      moe && moe->expertRanks != 1 &&
-      (moe->expertRanks < 1 || tp < 1 || tp % moe->expertRanks != 0 ||
-       moe->experts % moe->expertRanks != 0))
-    return "num_moe_experts (" + std::to_string(moe->experts) +
-           ") and the tensor-parallel size " + std::to_string(tp) +
-           " must be multiples of ep (" + std::to_string(moe->expertRanks) +
-           ")";
+  // The experts' grid fills the layer's group (at tp 1 too: a manifest's).
+  if (const auto *moe = std::get_if<MoeShape>(&shape)) {
+    const int64_t group = tp * moe->groupReplicas;
+    if (moe->groupReplicas < 1 ||
+        (moe->expertRanks != 1 &&
+         (moe->expertRanks < 1 || tp < 1 || moe->expertTp < 1 ||
+          moe->expertRanks * moe->expertTp != group ||
+          moe->experts % moe->expertRanks != 0)) ||
+        (moe->expertRanks == 1 && moe->groupReplicas != 1))
+      return "num_moe_experts (" + std::to_string(moe->experts) +
+             ") must be a multiple of ep (" + std::to_string(moe->expertRanks) +
+             "), and etp x ep (" + std::to_string(moe->expertTp) + " x " +
+             std::to_string(moe->expertRanks) + ") the layer's group of " +
+             std::to_string(moe->groupReplicas) + " x tp " +
+             std::to_string(tp) + " ranks";
+    if (moe->expertRanks > 1 && moe->ffn % moe->expertTp != 0)
+      return "moe_ffn_hidden_size (" + std::to_string(moe->ffn) +
+             ") is not a multiple of the expert tensor-parallel size " +
+             std::to_string(moe->expertTp);
+  }
   if (tp == 1)
     return "";
   auto divides = [&](int64_t n, const char *what) -> std::string {
@@ -90,13 +101,9 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
           // tensor-parallel size: every expert's width split; or the
           // experts spread over ep ranks of the group, each split over
           // tp / ep.
-          const int64_t ep = s.expertRanks;
-          if (ep == 1)
+          // (An expert grid's etp is checked above.)
+          if (s.expertRanks == 1)
             why = divides(s.ffn, "moe_ffn_hidden_size");
-          else if (s.ffn % (tp / ep) != 0)
-            why = "moe_ffn_hidden_size (" + std::to_string(s.ffn) +
-                  ") is not a multiple of the expert tensor-parallel size " +
-                  std::to_string(tp / ep);
         } else if constexpr (std::is_same_v<S, MlaShape>) {
           // Megatron-LM splits the heads; the latents are every rank's.
           why = divides(s.heads, "num_attention_heads");
@@ -133,7 +140,8 @@ inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp) {
         } else if constexpr (std::is_same_v<S, MlaShape>) {
           s.heads /= tp;
         } else if constexpr (std::is_same_v<S, MoeShape>) {
-          s.ffn /= tp / s.expertRanks; // etp: the rest of the group is ep
+          // etp: the rest of the layer's group is ep
+          s.ffn /= s.expertRanks == 1 ? tp : s.expertTp;
         } else if constexpr (std::is_same_v<S, EmbeddingShape> ||
                              std::is_same_v<S, HeadShape> ||
                              std::is_same_v<S, MtpInputShape> ||
@@ -199,6 +207,27 @@ struct Collective {
   }
 };
 
+/// The group a layer's kernels split over in a stage of `tp` ranks, with
+/// or without sequence parallelism: its tensor-parallel group, or for a MoE
+/// layer whose experts spread over data-parallel ranks
+/// (MoeShape::groupReplicas m > 1) Megatron-LM's tp-ep group, the m
+/// consecutive data-parallel replicas' tensor-parallel groups (m tp ranks,
+/// in rank order: replica-major, tp fastest), over which the layer runs as
+/// under sequence parallelism over m times the tokens, each rank holding
+/// its own rows.
+struct LayerGroup {
+  int64_t size = 1;
+  bool sequenceParallel = false;
+  int64_t replicas = 1;
+};
+inline LayerGroup layerGroupOf(const LayerShape &shape, int64_t tp,
+                               bool sequenceParallel) {
+  if (const auto *moe = std::get_if<MoeShape>(&shape);
+      moe && moe->groupReplicas > 1)
+    return {tp * moe->groupReplicas, true, moe->groupReplicas};
+  return {tp, sequenceParallel, 1};
+}
+
 /// Whether a MoE layer runs Megatron-LM's alltoall dispatcher: asked for
 /// (model.moe_token_dispatcher_type), over tp > 1 ranks with sequence
 /// parallelism, which MoE layers split over tp need; anywhere else the
@@ -223,6 +252,9 @@ inline bool moeAllToAll(bool requested, int64_t tp, bool sequenceParallel) {
 inline std::vector<Collective> collectivesOf(const LayerShape &shape,
                                              int64_t tp, bool sequenceParallel,
                                              StagePass pass) {
+  const LayerGroup group = layerGroupOf(shape, tp, sequenceParallel);
+  tp = group.size;
+  sequenceParallel = group.sequenceParallel;
   if (tp == 1 || pass == StagePass::BackwardWeight)
     return {};
   using K = CollectiveKind;
@@ -353,6 +385,9 @@ collectivesOfCall(const LayerShape &shape, int64_t tp, bool sequenceParallel,
                   RecomputeModuleSet modules) {
   const bool moeAgain = std::holds_alternative<MoeShape>(shape) &&
                         (modules & moduleBit(RecomputeModule::Moe));
+  const LayerGroup group = layerGroupOf(shape, tp, sequenceParallel);
+  tp = group.size;
+  sequenceParallel = group.sequenceParallel;
   if (recompute && !wholeLayer && !moeAgain) {
     const bool norm = modules & moduleBit(RecomputeModule::LayerNorm) &
                       selectiveModulesOf(kindOf(shape));
@@ -389,9 +424,11 @@ inline int64_t shapeNumel(const std::vector<int64_t> &shape) {
 /// ParamEntry) is cut over: all tp, or an expert's tp / ep (the ranks of
 /// its expert-parallel rank: ParamSpec::expertRank).
 template <class P> int64_t shardRanksOf(const P &p, int64_t tp) {
-  return p.expertRank < 0 ? tp : tp / p.expertRanks;
+  return p.expertRank < 0 ? tp : p.expertTp;
 }
-/// Whether tp rank `rank` holds (a shard of) the parameter.
+/// Whether rank `rank` holds (a shard of) the parameter: of the tensor-
+/// parallel group, or for an expert's of its layer's group (LayerGroup:
+/// the tp-ep group).
 template <class P> bool holdsParam(const P &p, int64_t tp, int64_t rank) {
   return p.expertRank < 0 || rank / shardRanksOf(p, tp) == p.expertRank;
 }

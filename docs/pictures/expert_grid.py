@@ -62,8 +62,8 @@ text(20, 32, "1. tp 2 × dp 4 × pp 2 = 16 ranks with ep 4, etp 1 "
      "(hypipe grid --tp 2 --dp 4 --pp 2 --ep 4 --etp 1)", 17, weight="bold")
 text(20, 54, "Dense layers: tp pairs (brackets) and dp over them. MoE layers: expert "
      "groups of 4 ranks (colour), each rank 8/4 = 2 experts; edp pairs hold the same experts.", 13)
-text(20, 72, "Megatron-LM's grid; hypipe grid prints it, hypipe-run so far runs only grids "
-     "inside the tensor-parallel group (etp × ep = tp, as in panel 2).", 13, color="#a33")
+text(20, 72, "Megatron-LM's grid; hypipe grid prints it and hypipe-run runs it: each ep group "
+     "is 2 replicas' tp groups, the MoE layer runs over it on their tokens.", 13, color="#a33")
 bw, bh, gap = 116, 62, 16
 for stage in range(2):
     y0 = 100 + stage * 130
@@ -95,10 +95,10 @@ for stage in range(2):
         rect(xa, y0 - 6, xb - xa, bh + 12, "none", stroke="#777", rx=10, dash=True)
         text(xa + 4, y0 - 10, f"ep group {g}", 11, color="#555")
 
-# --- Panel 2: the allgather dispatcher (what hypipe-run runs).
+# --- Panel 2: the allgather dispatcher.
 y = 380
-text(20, y, "2. allgather dispatcher, tp 2 × ep 2 inside the tensor-parallel group "
-     "(what hypipe-run runs)", 17, weight="bold")
+text(20, y, "2. allgather dispatcher (Megatron-LM's default), tp 2 × ep 2 inside the "
+     "tensor-parallel group", 17, weight="bold")
 steps = [("tokens", "rank r: its sequence\nshard of T/2 tokens"),
          ("all-gather", "over tp × ep:\nall T tokens on both"),
          ("route", "replicated router:\nsame top-k everywhere"),
@@ -110,10 +110,10 @@ text(20, y + 106, "Backward: the output gradient all-gathered, the routing weigh
      "gradients all-reduced, the input gradient reduce-scattered; the router's gradient "
      "summed over tp.", 12)
 
-# --- Panel 3: the alltoall dispatcher (Megatron-LM; planned, not run yet).
+# --- Panel 3: the alltoall dispatcher.
 y = 520
-text(20, y, "3. alltoall dispatcher (Megatron-LM's; hypipe's spec and plan take it, "
-     "hypipe-run runs the allgather one yet)", 17, weight="bold")
+text(20, y, "3. alltoall dispatcher (--moe-token-dispatcher-type alltoall; hypipe-run: one "
+     "all-to-all over the group each way)", 17, weight="bold")
 steps = [("route", "each rank its own\ntokens' top-k"),
          ("permute", "rows sorted by the\nep rank of their expert"),
          ("all-to-all", "over ep, counts first:\neach row to its owner"),
@@ -124,7 +124,7 @@ flow(y, steps, "#fdf1e6", "#f28e2b", dashed=("all-gather",))
 text(20, y + 106, "allgather moves every token's hidden state to every rank of the group; "
      "alltoall moves each routed row once, to the rank of its expert (top-k rows a token).", 12)
 text(20, y + 124, "Rank r of an ep group owns experts [r·E/ep, (r+1)·E/ep); a rank's ep rank "
-     "in the expert grid is its tp rank / etp when etp × ep = tp.", 12)
+     "is its rank in the tp-ep group ((dp rank mod m)·tp + tp rank) / etp.", 12)
 
 svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H - 60}" '
        f'viewBox="0 0 {W} {H - 60}" font-family="DejaVu Sans, Arial, sans-serif">'

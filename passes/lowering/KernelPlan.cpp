@@ -204,13 +204,20 @@ private:
           size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::MoeOp) {
-          if (etp * ep != plan.tensorParallel) {
+          // The expert grid fills the tensor-parallel group (m = 1) or m
+          // data-parallel replicas' (Megatron-LM's tp-ep group).
+          const int64_t tp = plan.tensorParallel;
+          const int64_t replicas = (etp * ep) / tp;
+          if (replicas * tp != etp * ep || (replicas > 1 && ep == 1) ||
+              (replicas > 1 && target == rt::Target::Cuda)) {
             op->emitError()
                 << "the " << (target == rt::Target::Cuda ? "CUDA" : "CPU")
-                << " target runs an expert grid only inside the "
-                   "tensor-parallel group (etp x ep = tp) yet, and this one "
-                   "is ep "
-                << ep << ", etp " << etp << " with tp " << plan.tensorParallel
+                << " target runs an expert grid of etp x ep = m x tp ranks"
+                << (target == rt::Target::Cuda ? " with m = 1 (inside the "
+                                                 "tensor-parallel group) yet"
+                                               : " with ep > 1")
+                << ", and this one is ep " << ep << ", etp " << etp
+                << " with tp " << tp
                 << "; hypipe plan lays such grids out and prints "
                    "Megatron-LM's flags: for hypipe-run, use etp = tp / ep, "
                    "or leave out parallel.ep and parallel.etp";
@@ -220,14 +227,18 @@ private:
           layer.kind = KernelKind::Moe;
           rt::MoeShape shape = rt::moeShape(dims, auxCoeff);
           shape.expertRanks = ep;
+          shape.expertTp = etp;
+          shape.groupReplicas = (etp * ep) / plan.tensorParallel;
           // Megatron-LM's router runs on each rank's sequence shard: the
           // capacity is counted per shard.
           shape.capacityFactor = capacityFactor;
           shape.dropByPosition = dropByPosition;
           shape.capacityBlocks =
               plan.sequenceParallel ? plan.tensorParallel : 1;
-          shape.allToAll = rt::moeAllToAll(allToAll, plan.tensorParallel,
-                                           plan.sequenceParallel);
+          const rt::LayerGroup group = rt::layerGroupOf(
+              shape, plan.tensorParallel, plan.sequenceParallel);
+          shape.allToAll =
+              rt::moeAllToAll(allToAll, group.size, group.sequenceParallel);
           size(layer, shape, shape.params(numLayers));
         })
         .Case([&](hybrid::FinalNormOp) { isLayer = false; })
@@ -318,7 +329,8 @@ private:
   const rt::Target target;
   bool rope = false;
   /// The MoE layers' expert grid (parallel.ep, parallel.etp): every expert
-  /// on every rank (ep 1, etp tp) or inside the tensor-parallel group.
+  /// on every rank (ep 1, etp tp), inside the tensor-parallel group, or
+  /// over m data-parallel replicas' (etp x ep = m tp).
   int64_t ep = 1, etp = 1;
   double auxCoeff = 0.0, mtpScale = 0.1;
   /// The MoE layers' capacity factor (0: dropless) and drop policy.

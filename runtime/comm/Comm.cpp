@@ -198,6 +198,10 @@ Comm::~Comm() {
     MPI_Comm_free(&dpComm);
   if (tpComm != MPI_COMM_NULL)
     MPI_Comm_free(&tpComm);
+  if (expertComm != MPI_COMM_NULL)
+    MPI_Comm_free(&expertComm);
+  if (expertDpComm != MPI_COMM_NULL)
+    MPI_Comm_free(&expertDpComm);
   if (nodeComm != MPI_COMM_NULL)
     MPI_Comm_free(&nodeComm);
   if (rollCallComm != MPI_COMM_NULL)
@@ -218,6 +222,26 @@ void Comm::setGrid(int64_t ppSize, int64_t dpSize, int64_t tpSize) {
   MPI_Comm_split(MPI_COMM_WORLD, pipelineColor(), int(pp_rank), &ppComm);
   MPI_Comm_split(MPI_COMM_WORLD, dpColor(), int(dp_rank), &dpComm);
   MPI_Comm_split(MPI_COMM_WORLD, tpColor(), int(tp_rank), &tpComm);
+}
+
+void Comm::setExpertGroup(int64_t replicas) {
+  if (replicas < 1 || dp % replicas != 0)
+    throw RuntimeError(fmt::format(
+        "error: an expert grid over {} data-parallel replicas does not fit "
+        "{} of them\nhelp: recompile the artifact (parallel.ep and "
+        "parallel.etp, with etp x ep dividing tp x dp)",
+        replicas, dp));
+  expert_replicas = replicas;
+  if (!mpi || replicas == 1)
+    return;
+  // Colours: the tp-ep group by (pp, dp / m); the expert-data-parallel
+  // group by (pp, dp mod m, tp).
+  MPI_Comm_split(MPI_COMM_WORLD,
+                 int(pp_rank * (dp / replicas) + dp_rank / replicas),
+                 int(expertRank()), &expertComm);
+  MPI_Comm_split(MPI_COMM_WORLD,
+                 int((pp_rank * replicas + dp_rank % replicas) * tp + tp_rank),
+                 int(expertDpRank()), &expertDpComm);
 }
 
 void Comm::poll(const std::function<bool()> &done, const std::string &what) {
@@ -267,6 +291,11 @@ void Comm::gatherTo0(MPI_Comm group, int64_t members, const float *block,
 void Comm::gatherTp(const float *block, int64_t count, float *all) {
   gatherTo0(tpComm, tp, block, count, all,
             "the checkpoint's gather to tensor-parallel rank 0");
+}
+
+void Comm::gatherExpert(const float *block, int64_t count, float *all) {
+  gatherTo0(expertGroup(), expertSize(), block, count, all,
+            "the checkpoint's gather to the tp-ep group's rank 0");
 }
 
 void Comm::gatherDp(const float *block, int64_t count, float *all) {

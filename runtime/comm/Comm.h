@@ -63,6 +63,37 @@ public:
   int64_t ppSize() const { return pp; }
   int64_t dpSize() const { return dp; }
   int64_t tpSize() const { return tp; }
+  /// Megatron-LM's expert grid over `replicas` (m) consecutive data-
+  /// parallel replicas (etp x ep = m tp; after setGrid, collective over the
+  /// world): the tp-ep group is the m replicas' tensor-parallel groups
+  /// (rank (dp rank mod m) tp + tp rank, replica-major) and the expert-
+  /// data-parallel group the dp / m ranks of this rank's data-parallel group
+  /// at the same place in theirs (by dp rank / m). With m = 1 they are the
+  /// tensor- and data-parallel groups.
+  void setExpertGroup(int64_t replicas);
+  int64_t expertReplicas() const { return expert_replicas; }
+  int64_t expertRank() const {
+    return (dp_rank % expert_replicas) * tp + tp_rank;
+  }
+  int64_t expertSize() const { return expert_replicas * tp; }
+  int64_t expertDpRank() const { return dp_rank / expert_replicas; }
+  int64_t expertDpSize() const { return dp / expert_replicas; }
+  MPI_Comm expertGroup() const {
+    return expert_replicas > 1 ? expertComm : tpComm;
+  }
+  MPI_Comm expertDpGroup() const {
+    return expert_replicas > 1 ? expertDpComm : dpComm;
+  }
+  /// The group a parameter (the manifest's ParamEntry) is cut over and
+  /// this rank's place in it: an expert's, its layer's tp-ep group; the
+  /// others', the tensor-parallel group (core/model/TensorParallel.h's
+  /// holdsParam and forEachParamShardRun take them).
+  template <class P> int64_t paramRanks(const P &p) const {
+    return p.expertRank >= 0 ? expertSize() : tp;
+  }
+  template <class P> int64_t paramRank(const P &p) const {
+    return p.expertRank >= 0 ? expertRank() : tp_rank;
+  }
   /// The world rank at (ppRank, dpRank, tpRank) of the grid.
   int worldRankAt(int64_t ppAt, int64_t dpAt, int64_t tpAt) const {
     return int((ppAt * dp + dpAt) * tp + tpAt);
@@ -93,6 +124,9 @@ public:
   void gatherDp(const float *block, int64_t count, float *all);
   /// The same over the tensor-parallel group: tp rank 0 receives.
   void gatherTp(const float *block, int64_t count, float *all);
+  /// The same over the expert tp-ep group (the tensor-parallel group where
+  /// it spans one replica): its rank 0 receives.
+  void gatherExpert(const float *block, int64_t count, float *all);
 
   /// Every rank's `values` (same count on all), in world-rank order.
   std::vector<double> allgather(const std::vector<double> &values);
@@ -147,8 +181,10 @@ private:
   bool mpi = false;
   int worldRank = 0, worldSize = 1;
   int64_t pp = 1, dp = 1, tp = 1, pp_rank = 0, dp_rank = 0, tp_rank = 0;
+  int64_t expert_replicas = 1;
   MPI_Comm ppComm = MPI_COMM_NULL, dpComm = MPI_COMM_NULL,
-           tpComm = MPI_COMM_NULL;
+           tpComm = MPI_COMM_NULL, expertComm = MPI_COMM_NULL,
+           expertDpComm = MPI_COMM_NULL;
   /// silentRanks' and measureLink's own: nothing else travels on it.
   MPI_Comm rollCallComm = MPI_COMM_NULL;
   /// silentRanks' receive buffers: a late answer lands here, never in

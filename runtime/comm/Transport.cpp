@@ -27,6 +27,40 @@ void Transport::waitAll(std::vector<Request> &requests) {
   comm.poll([&] { return testAll(requests); }, what);
 }
 
+namespace {
+[[noreturn]] void noExpertGroups(const Transport &t, const char *what) {
+  throw RuntimeError(
+      fmt::format("error: the {} transport runs no {} over an expert grid "
+                  "spread over data-parallel replicas\nhelp: use --comm mpi "
+                  "or mpi-staged, or an expert grid inside the tensor-parallel "
+                  "group (etp x ep = tp)",
+                  schedule::commKindName(t.kind()), what));
+}
+} // namespace
+
+Transport::Request Transport::iexpertParallel(CollectiveKind kind, void *data,
+                                              int64_t count, DType type) {
+  if (comm.expertReplicas() > 1)
+    noExpertGroups(*this, "collective");
+  return itensorParallel(kind, data, count, type);
+}
+
+Transport::Request
+Transport::iallToAllExpert(const void *send,
+                           const std::vector<int64_t> &sendCounts, void *recv,
+                           const std::vector<int64_t> &recvCounts, DType type) {
+  if (comm.expertReplicas() > 1)
+    noExpertGroups(*this, "all-to-all");
+  return iallToAllTp(send, sendCounts, recv, recvCounts, type);
+}
+
+Transport::Request Transport::iallreduceExpertDp(void *data, int64_t count,
+                                                 DType type) {
+  if (comm.expertReplicas() > 1)
+    noExpertGroups(*this, "expert-data-parallel sum");
+  return iallreduceDp(data, count, type);
+}
+
 std::string Transport::rankText(int rank) const {
   return fmt::format("rank {} on host {}", rank, comm.hostOf(rank));
 }
@@ -160,6 +194,11 @@ struct MpiOp {
 /// through a pinned host buffer, copied to and from the device).
 class MpiTransport final : public PendingTransport<MpiOp> {
   using Op = MpiOp;
+  /// A communicator with this rank's place in it and its size.
+  struct GroupOf {
+    MPI_Comm comm;
+    int64_t rank, size;
+  };
 
 public:
   MpiTransport(Comm &comm, Device &device, bool staged)
@@ -236,9 +275,46 @@ public:
 
   Request itensorParallel(CollectiveKind kind, void *data, int64_t count,
                           DType type) override {
-    const GroupOf tp{comm.tpGroup(), comm.tpRank(), comm.tpSize()};
-    std::string what = std::string("the tensor-parallel ") +
-                       collectiveKindName(kind) + " with " + tpPeersText();
+    return collectiveOn(
+        {comm.tpGroup(), comm.tpRank(), comm.tpSize()}, kind, data, count, type,
+        std::string("the tensor-parallel ") + collectiveKindName(kind) +
+            " with " + tpPeersText());
+  }
+
+  Request iallToAllTp(const void *send, const std::vector<int64_t> &sendCounts,
+                      void *recv, const std::vector<int64_t> &recvCounts,
+                      DType type) override {
+    return allToAllOn({comm.tpGroup(), comm.tpRank(), comm.tpSize()}, send,
+                      sendCounts, recv, recvCounts, type,
+                      "the tensor-parallel all_to_all with " + tpPeersText());
+  }
+
+  Request iexpertParallel(CollectiveKind kind, void *data, int64_t count,
+                          DType type) override {
+    return collectiveOn(
+        {comm.expertGroup(), comm.expertRank(), comm.expertSize()}, kind, data,
+        count, type,
+        std::string("the expert tp-ep group's ") + collectiveKindName(kind));
+  }
+
+  Request iallToAllExpert(const void *send,
+                          const std::vector<int64_t> &sendCounts, void *recv,
+                          const std::vector<int64_t> &recvCounts,
+                          DType type) override {
+    return allToAllOn(
+        {comm.expertGroup(), comm.expertRank(), comm.expertSize()}, send,
+        sendCounts, recv, recvCounts, type,
+        "the expert tp-ep group's all_to_all");
+  }
+
+  Request iallreduceExpertDp(void *data, int64_t count, DType type) override {
+    return allreduceOn(comm.expertDpGroup(), data, count, type,
+                       "the expert-data-parallel all-reduce");
+  }
+
+private:
+  Request collectiveOn(GroupOf tp, CollectiveKind kind, void *data,
+                       int64_t count, DType type, std::string what) {
     switch (kind) {
     case CollectiveKind::AllReduce:
       return allreduceOn(tp.comm, data, count, type, std::move(what));
@@ -257,10 +333,10 @@ public:
                        "please report it");
   }
 
-  Request iallToAllTp(const void *send, const std::vector<int64_t> &sendCounts,
-                      void *recv, const std::vector<int64_t> &recvCounts,
-                      DType type) override {
-    const GroupOf tp{comm.tpGroup(), comm.tpRank(), comm.tpSize()};
+  Request allToAllOn(GroupOf tp, const void *send,
+                     const std::vector<int64_t> &sendCounts, void *recv,
+                     const std::vector<int64_t> &recvCounts, DType type,
+                     std::string what) {
     // MPI reads the counts and displacements until it completes.
     struct Counts {
       std::vector<int> send, sendAt, recv, recvAt;
@@ -276,7 +352,7 @@ public:
       recvTotal += recvCounts[size_t(p)];
     }
     Op op;
-    op.what = "the tensor-parallel all_to_all with " + tpPeersText();
+    op.what = std::move(what);
     const void *from = send;
     void *into = recv;
     if (staged) {
@@ -299,6 +375,7 @@ public:
     return start(std::move(op));
   }
 
+public:
   Group makeGroup(const std::vector<int64_t> &ppRanks) override {
     if (!comm.distributed())
       return kNoGroup;
@@ -362,12 +439,6 @@ private:
   MPI_Op sumOf(DType type) const {
     return type == DType::BF16 ? bf16Sum : MPI_SUM;
   }
-
-  /// A communicator with this rank's place in it and its size.
-  struct GroupOf {
-    MPI_Comm comm;
-    int64_t rank, size;
-  };
 
   /// In-place reduce-scatter of `size` blocks of `block` elements: the
   /// sum of this rank's block left in its place.

@@ -102,6 +102,20 @@ public:
                               void *recv,
                               const std::vector<int64_t> &recvCounts,
                               DType type) = 0;
+  /// The same two over this rank's expert tp-ep group (Comm::expertGroup:
+  /// Megatron-LM's tp-ep group, a MoE layer's whose experts spread over
+  /// data-parallel replicas; the tensor-parallel group when they do not),
+  /// and the in-place sum over its expert-data-parallel group
+  /// (Comm::expertDpGroup; the data-parallel group when they do not). Over
+  /// several replicas only the MPI transports run them.
+  virtual Request iexpertParallel(CollectiveKind kind, void *data,
+                                  int64_t count, DType type);
+  virtual Request iallToAllExpert(const void *send,
+                                  const std::vector<int64_t> &sendCounts,
+                                  void *recv,
+                                  const std::vector<int64_t> &recvCounts,
+                                  DType type);
+  virtual Request iallreduceExpertDp(void *data, int64_t count, DType type);
   /// The group of pipeline ranks `ppRanks` (sorted, at least two) of this
   /// rank's pipeline; collective over the world.
   virtual Group makeGroup(const std::vector<int64_t> &ppRanks) = 0;

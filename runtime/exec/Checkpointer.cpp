@@ -99,18 +99,17 @@ std::string layersOf(std::string pattern) {
 
 void Checkpointer::readShard(CheckpointReader &ckpt, const std::string &name,
                              const ParamEntry &p, float *dst) const {
-  const int64_t tp = comm.tpSize();
-  if (tp == 1 || (p.split == Split::None && p.expertRank < 0)) {
+  if (comm.paramRanks(p) == 1 || (p.split == Split::None && p.expertRank < 0)) {
     ckpt.read(name, p.shape, dst);
     return;
   }
   // An expert of another expert-parallel rank: its slot is this rank's own
   // expert's, which its own entry reads.
-  if (!holdsParam(p, tp, comm.tpRank()))
+  if (!holdsParam(p, comm.paramRanks(p), comm.paramRank(p)))
     return;
   std::vector<float> whole(size_t(shapeNumel(p.shape)));
   ckpt.read(name, p.shape, whole.data());
-  forEachParamShardRun(p, tp, comm.tpRank(),
+  forEachParamShardRun(p, comm.paramRanks(p), comm.paramRank(p),
                        [&](int64_t global, int64_t local, int64_t n) {
                          std::copy(whole.data() + global,
                                    whole.data() + global + n, dst + local);
@@ -156,31 +155,36 @@ std::vector<std::vector<float>> Checkpointer::gatherState(int64_t step,
 void Checkpointer::gatherShards(std::vector<std::vector<float>> &host,
                                 std::vector<std::vector<int64_t>> &at,
                                 size_t perStage) {
-  const int64_t tp = comm.tpSize();
+  // Over the tensor-parallel group, or where MoE layers' experts spread
+  // over data-parallel replicas over their tp-ep group (the replicas'
+  // tensor-parallel groups, the dense tensors taken from the first).
+  const int64_t tp = comm.tpSize(), ranks = comm.expertSize(),
+                me = comm.expertRank();
   at.assign(stages.size(), {});
   for (size_t i = 0; i < stages.size(); ++i) {
     const StageEntry &e = stages[i].entry();
     int64_t next = 0;
     for (const ParamEntry &p : e.params) {
-      at[i].push_back(tp == 1 ? p.offset : next);
+      at[i].push_back(ranks == 1 ? p.offset : next);
       next += shapeNumel(p.shape);
     }
-    if (tp == 1)
+    if (ranks == 1)
       continue;
     for (size_t kind = 0; kind < perStage; ++kind) {
       std::vector<float> &mine = host[perStage * i + kind];
-      std::vector<float> all(comm.tpRank() == 0 ? size_t(tp * e.numParams) : 0);
-      comm.gatherTp(mine.data(), e.numParams, all.data());
-      if (comm.tpRank() != 0) {
+      std::vector<float> all(me == 0 ? size_t(ranks * e.numParams) : 0);
+      comm.gatherExpert(mine.data(), e.numParams, all.data());
+      if (me != 0) {
         mine.clear();
         continue;
       }
       std::vector<float> whole(size_t(next), 0.0f);
       for (size_t k = 0; k < e.params.size(); ++k) {
         const ParamEntry &p = e.params[k];
-        for (int64_t r = 0; r < tp; ++r)
+        const int64_t cut = comm.paramRanks(p);
+        for (int64_t r = 0; r < cut; ++r)
           forEachParamShardRun(
-              p, tp, r, [&](int64_t global, int64_t local, int64_t n) {
+              p, cut, r, [&](int64_t global, int64_t local, int64_t n) {
                 const float *from =
                     all.data() + r * e.numParams + p.offset + local;
                 std::copy(from, from + n, whole.data() + at[i][k] + global);
@@ -273,8 +277,9 @@ void Checkpointer::save(const std::string &root, int64_t step) {
   agreeAcrossRanks(comm, error, what);
   // Replica 0 of each pipeline rank writes: its tensor-parallel rank 0,
   // the whole tensors of its group's shards.
+  // (Where experts spread over replicas, the first group of them.)
   std::vector<std::vector<int64_t>> at;
-  if (comm.dpRank() == 0)
+  if (comm.expertDpRank() == 0)
     gatherShards(host, at, 3);
   std::string written; // "FILE BYTES CHECKSUM" on the ranks that write
   if (comm.dpRank() == 0 && comm.tpRank() == 0)

@@ -35,6 +35,24 @@ GradientSync::GradientSync(const Artifact &artifact, std::vector<Stage> &stages,
     groups.push_back({this, i, {}, {}, 0});
     for (const ParamEntry &p : stages[i].entry().params)
       copies[p.name].push_back({i, p.offset});
+    // The slots of the experts this rank holds (the other ranks' experts'
+    // entries name the same slots), merged where they touch.
+    std::vector<std::pair<int64_t, int64_t>> &slots =
+        expertRanges.emplace_back();
+    if (comm.expertReplicas() == 1)
+      continue;
+    for (const ParamEntry &p : stages[i].entry().params)
+      if (p.expertRank >= 0 &&
+          holdsParam(p, comm.paramRanks(p), comm.paramRank(p)))
+        slots.push_back({p.offset, p.offset + p.numel});
+    std::sort(slots.begin(), slots.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (const auto &r : slots)
+      if (!merged.empty() && merged.back().second >= r.first)
+        merged.back().second = std::max(merged.back().second, r.second);
+      else
+        merged.push_back(r);
+    slots = std::move(merged);
   }
   for (auto it = copies.begin(); it != copies.end();)
     it = it->second.size() > 1 ? std::next(it) : copies.erase(it);
@@ -112,10 +130,28 @@ bool GradientSync::reduceBucket(size_t local, int64_t bucket) {
     requests.push_back(scatterBucket(s, bucket));
     return true;
   }
-  const int64_t at = bucket * bucketFloats;
-  requests.push_back(transport.iallreduceDp(
-      s.grads().data() + at,
-      std::min<int64_t>(bucketFloats, s.grads().size() - at), DType::F32));
+  const int64_t at = bucket * bucketFloats,
+                end =
+                    at + std::min<int64_t>(bucketFloats, s.grads().size() - at);
+  // The experts' slots over the expert-data-parallel group, the rest over
+  // the data-parallel one.
+  float *grads = s.grads().data();
+  int64_t from = at;
+  for (const auto &[lo, hi] : expertRanges[local]) {
+    const int64_t a = std::max(lo, at), b = std::min(hi, end);
+    if (a >= b)
+      continue;
+    if (from < a)
+      requests.push_back(
+          transport.iallreduceDp(grads + from, a - from, DType::F32));
+    if (comm.expertDpSize() > 1)
+      requests.push_back(
+          transport.iallreduceExpertDp(grads + a, b - a, DType::F32));
+    from = b;
+  }
+  if (from < end)
+    requests.push_back(
+        transport.iallreduceDp(grads + from, end - from, DType::F32));
   return true;
 }
 

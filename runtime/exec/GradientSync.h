@@ -118,6 +118,10 @@ private:
   bool sharded;
   int64_t bucketFloats;
   std::vector<BucketGroup> groups; ///< by local stage
+  /// Where MoE layers' experts spread over data-parallel replicas: each
+  /// local stage's expert slots, [begin, end) in order, summed over the
+  /// expert-data-parallel group instead (Megatron-LM's expert_dp group).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> expertRanges;
   /// Parameters that appear in more than one local stage (tied embedding):
   /// (local stage, offset) of each copy, by name.
   std::map<std::string, std::vector<std::pair<size_t, int64_t>>> copies;

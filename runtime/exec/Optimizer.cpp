@@ -46,7 +46,7 @@ void AdamWOptimizer::planSegments(const Artifact &artifact) {
     for (const ParamEntry &p : s.entry().params) {
       // Another expert-parallel rank's expert: its slot is this rank's
       // own expert's, updated (and counted) once, by that one's entry.
-      if (!holdsParam(p, comm.tpSize(), comm.tpRank()))
+      if (!holdsParam(p, comm.paramRanks(p), comm.paramRank(p)))
         continue;
       // Which copy counts is decided before the shard cuts it: the first
       // copy's part, even where this rank's shard holds none of it.
@@ -65,7 +65,9 @@ void AdamWOptimizer::planSegments(const Artifact &artifact) {
         if (lo >= hi)
           continue;
         st.updated[size_t(b)].push_back({lo, hi, p.weightDecay});
-        if (counts)
+        if (counts && p.expertRank >= 0 && comm.expertReplicas() > 1)
+          st.normedExperts.push_back({lo, hi, false});
+        else if (counts)
           st.normed.push_back({lo, hi, false});
       }
     }
@@ -108,12 +110,18 @@ double AdamWOptimizer::localGradNormSquared() const {
   // Each parameter once over the pipeline: a tied copy counts only on the
   // first stage that holds it. Data-parallel replicas of a reduced
   // gradient count once: on replica 0, or on the rank whose shard holds it.
-  if (!shardedState && comm.dpRank() != 0)
+  // Experts spread over data-parallel replicas: each expert on the replica
+  // of the first tp-ep group that holds it.
+  if (!shardedState && comm.expertDpRank() != 0)
     return 0;
   cpu::ProfileScope scope(cpu::KernelClass::Optimizer);
   double sq = 0;
-  for (size_t i = 0; i < stages.size(); ++i)
-    sq = device.sumSquares(stages[i].grads().data(), state[i].normed, sq);
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (shardedState || comm.dpRank() == 0)
+      sq = device.sumSquares(stages[i].grads().data(), state[i].normed, sq);
+    sq =
+        device.sumSquares(stages[i].grads().data(), state[i].normedExperts, sq);
+  }
   return sq;
 }
 
@@ -175,8 +183,10 @@ void AdamWOptimizer::gatherWorkingCopy(size_t local, int64_t bucket) {
 std::vector<float> AdamWOptimizer::fullParameters(size_t local) {
   Stage &s = stages[local];
   std::vector<float> params = s.params().download();
+  // (Experts spread over replicas: each replica of the first tp-ep group
+  // holds some.)
   if (!shardedState)
-    return comm.dpRank() == 0 ? params : std::vector<float>();
+    return comm.expertDpRank() == 0 ? params : std::vector<float>();
   // Each rank's fp32 main weights are current in its own parts (a bf16 run
   // gathers only the bf16 working copy).
   return gatherShards(local, s.shard().shardOf(params));

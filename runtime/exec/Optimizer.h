@@ -74,6 +74,10 @@ private:
     Buffer expAvg, expAvgSq;
     std::vector<std::vector<ParamSegment>> updated;
     std::vector<ParamSegment> normed;
+    /// Where MoE layers' experts spread over data-parallel replicas, the
+    /// experts' segments apart: every replica of the first tp-ep group
+    /// counts its own.
+    std::vector<ParamSegment> normedExperts;
     /// The all-gather of the updated parameters, while in flight.
     std::vector<Transport::Request> paramGather;
     /// Sharded bf16 runs: the gather in flight carries the bf16 working

@@ -75,8 +75,8 @@ Stage::Stage(StageEntry &entry, const ShardLayout &layout, int64_t seed,
   recomputed = MicrobatchBuffers(device, entry.program.recomputeBytes / f32);
   std::vector<float> init(entry.numParams, 0.0f);
   for (const ParamEntry &p : entry.params)
-    initParameter(p, seed, init.data() + p.offset, links.comm.tpSize(),
-                  links.comm.tpRank());
+    initParameter(p, seed, init.data() + p.offset, links.comm.paramRanks(p),
+                  links.comm.paramRank(p));
   mainParams.upload(init.data(), entry.numParams);
 }
 
@@ -91,6 +91,7 @@ void Stage::run(StagePass pass, StageArgs &args) {
   args.workspace = workspace.data();
   args.router_checks = routerChecks.data();
   args.tensor_parallel = links.tensorParallel;
+  args.expert_parallel = links.expertParallel;
   device->runStagePass(stageEntry->program, pass, args);
 }
 

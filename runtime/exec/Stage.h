@@ -116,6 +116,8 @@ struct StageLinks {
   DType wireType() const { return wireBf16 ? DType::BF16 : DType::F32; }
   /// The tensor-parallel group the layers split over (null at tp 1).
   TensorParallelGroup *tensorParallel = nullptr;
+  /// The MoE layers' tp-ep group, over data-parallel replicas (null: none).
+  TensorParallelGroup *expertParallel = nullptr;
 };
 
 class Stage {

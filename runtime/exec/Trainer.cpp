@@ -108,25 +108,35 @@ std::unique_ptr<Device> openDevice(const Artifact &artifact, const Comm &comm) {
 /// after it behind it).
 class TransportGroup final : public TensorParallelGroup {
 public:
-  TransportGroup(Transport &transport, const Comm &comm)
-      : transport(transport), comm(comm) {}
-  int64_t size() const override { return comm.tpSize(); }
-  int64_t rank() const override { return comm.tpRank(); }
+  /// `expert`: the MoE layers' tp-ep group (Comm::expertGroup) instead.
+  TransportGroup(Transport &transport, const Comm &comm, bool expert = false)
+      : transport(transport), comm(comm), expert(expert) {}
+  int64_t size() const override {
+    return expert ? comm.expertSize() : comm.tpSize();
+  }
+  int64_t rank() const override {
+    return expert ? comm.expertRank() : comm.tpRank();
+  }
   void run(CollectiveKind kind, float *data, int64_t count) override {
     std::vector<Transport::Request> r = {
-        transport.itensorParallel(kind, data, count, DType::F32)};
+        expert ? transport.iexpertParallel(kind, data, count, DType::F32)
+               : transport.itensorParallel(kind, data, count, DType::F32)};
     transport.waitAll(r);
   }
   void allToAll(const float *send, const std::vector<int64_t> &sendCounts,
                 float *recv, const std::vector<int64_t> &recvCounts) override {
     std::vector<Transport::Request> r = {
-        transport.iallToAllTp(send, sendCounts, recv, recvCounts, DType::F32)};
+        expert ? transport.iallToAllExpert(send, sendCounts, recv, recvCounts,
+                                           DType::F32)
+               : transport.iallToAllTp(send, sendCounts, recv, recvCounts,
+                                       DType::F32)};
     transport.waitAll(r);
   }
 
 private:
   Transport &transport;
   const Comm &comm;
+  bool expert;
 };
 
 /// The distributed optimizer's cut of a stage's buffers (every bucket in
@@ -150,11 +160,24 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data,
   transport = makeTransport(kind, comm, *device);
   pool = std::make_unique<ActivationPool>(*device);
   const bool sharded = usesDistributedOptimizer(artifact, comm);
+  if (comm.expertReplicas() > 1 && (sharded || artifact.packing.enabled))
+    throw RuntimeError(fmt::format(
+        "error: {}'s MoE layers spread their experts over {} data-parallel "
+        "replicas (etp x ep > tp), and hypipe-run runs such a grid without {} "
+        "yet\nhelp: {}, or compile an expert grid inside the tensor-parallel "
+        "group (etp x ep = tp)",
+        artifact.dir, comm.expertReplicas(),
+        sharded ? "the distributed optimizer" : "sequence packing",
+        sharded ? "leave out --use-distributed-optimizer "
+                  "(training.use_distributed_optimizer)"
+                : "train on unpacked data"));
   if (artifact.tp > 1)
     tensorParallel = std::make_unique<TransportGroup>(*transport, comm);
+  if (comm.expertReplicas() > 1)
+    expertParallel = std::make_unique<TransportGroup>(*transport, comm, true);
   const StageLinks links{*transport, comm,
                          artifact.precision == TrainingPrecision::Bf16,
-                         tensorParallel.get()};
+                         tensorParallel.get(), expertParallel.get()};
   for (StageEntry *e : artifact.stagesOf(comm.ppRank()))
     stages.emplace_back(*e, shardLayoutOf(*e, comm, sharded, bucketFloats),
                         artifact.training.seed, *device, links);

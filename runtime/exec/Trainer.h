@@ -162,6 +162,9 @@ private:
   std::unique_ptr<Checkpointer> checkpointer;
   /// The tensor-parallel group the stages' layers split over (tp > 1).
   std::unique_ptr<TensorParallelGroup> tensorParallel;
+  /// The MoE layers' tp-ep group over data-parallel replicas (expert grids
+  /// with etp x ep > tp).
+  std::unique_ptr<TensorParallelGroup> expertParallel;
   int faultKillRank = -1;
   long faultKillStep = -1, faultNanStep = -1;
   /// How tensors cross ranks (--comm, resolved: transport->kind()). Last:

@@ -540,6 +540,7 @@ Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
         "--pp/--dp/--tp for {} ranks)",
         o.dir, grid, ranks, comm.size(), ranks, o.dir, comm.size()));
   comm.setGrid(artifact.pp, artifact.dp, artifact.tp);
+  comm.setExpertGroup(expertReplicas(artifact));
   if (o.comm)
     artifact.comm = *o.comm;
   if (o.steps > 0)

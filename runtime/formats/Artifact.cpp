@@ -582,6 +582,22 @@ packing::Options packingOptions(const PackingConfig &pc, int64_t dp) {
   return o;
 }
 
+int64_t expertReplicas(const Artifact &artifact) {
+  int64_t replicas = 1;
+  for (const StageEntry &e : artifact.stages)
+    for (const ProgramLayer &l : e.program.layers)
+      if (const auto *moe = std::get_if<MoeShape>(&l.shape)) {
+        if (replicas != 1 && moe->groupReplicas != replicas)
+          throw RuntimeError(fmt::format(
+              "error: {}: its MoE layers' expert grids span {} and {} "
+              "data-parallel replicas\nhelp: the manifest is corrupt; "
+              "recompile the artifact",
+              artifact.dir, replicas, moe->groupReplicas));
+        replicas = moe->groupReplicas;
+      }
+  return replicas;
+}
+
 std::vector<StageEntry *> Artifact::stagesOf(int64_t ppRank) {
   std::vector<StageEntry *> out;
   for (StageEntry &s : stages)
@@ -636,6 +652,7 @@ nlohmann::json manifestToJson(const Artifact &a) {
       if (p.expertRank >= 0) {
         param["expert_rank"] = p.expertRank;
         param["expert_ranks"] = p.expertRanks;
+        param["expert_tp"] = p.expertTp;
       }
       params.push_back(std::move(param));
     }
@@ -831,11 +848,15 @@ ParamEntry parseParam(const json &p, int64_t stageParams, int64_t tp,
   pe.sections = optionalField<std::vector<int64_t>>(p, "sections", {}, where);
   pe.expertRank = optionalField<int64_t>(p, "expert_rank", -1, where);
   pe.expertRanks = optionalField<int64_t>(p, "expert_ranks", 1, where);
-  if (pe.expertRank < -1 || pe.expertRanks < 1 || tp % pe.expertRanks != 0 ||
+  pe.expertTp = optionalField<int64_t>(p, "expert_tp", 1, where);
+  if (pe.expertRank < -1 || pe.expertRanks < 1 || pe.expertTp < 1 ||
+      pe.expertTp > (int64_t(1) << 20) ||
+      (pe.expertRank >= 0 && (pe.expertTp * pe.expertRanks) % tp != 0) ||
       pe.expertRank >= pe.expertRanks)
     fail(fmt::format("{}: parameter '{}' is expert-parallel rank {}'s of {} "
-                     "over {} tensor-parallel ranks",
-                     where, pe.name, pe.expertRank, pe.expertRanks, tp),
+                     "(each {} ranks) over {} tensor-parallel ranks",
+                     where, pe.name, pe.expertRank, pe.expertRanks, pe.expertTp,
+                     tp),
          "the manifest is corrupt; recompile the artifact");
   for (int64_t n : pe.shape)
     if (n < 0 || n > (int64_t(1) << 40))

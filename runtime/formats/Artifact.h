@@ -53,6 +53,9 @@ struct ParamEntry {
   /// `expertRanks` (ParamSpec's; -1: every rank). `offset` is then its
   /// slot, which the other expert-parallel ranks use for their experts.
   int64_t expertRank = -1, expertRanks = 1;
+  /// An expert's: the ranks of its expert-parallel rank it is cut over
+  /// (etp; ParamSpec's).
+  int64_t expertTp = 1;
 };
 
 /// One action of a rank's program: the schedule vocabulary's own type.
@@ -219,6 +222,11 @@ struct Artifact {
   /// The forward-only programs as a schedule the simulator runs.
   schedule::Schedule asForwardSchedule() const;
 };
+
+/// The data-parallel replicas the MoE layers' tp-ep group spans
+/// (MoeShape::groupReplicas; 1 without an expert grid beyond the tensor-
+/// parallel group): the same in every stage.
+int64_t expertReplicas(const Artifact &artifact);
 
 /// Bytes of hypipe-run's tensors on pipeline rank `ppRank` at its peak in a
 /// step (core/schedule/Buffers.h: its program walked with the trainer's

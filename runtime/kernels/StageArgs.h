@@ -68,6 +68,9 @@ struct StageArgs {
   /// The stage's tensor-parallel group (set when its program splits its
   /// layers: TensorParallelCalls.h).
   TensorParallelGroup *tensor_parallel = nullptr;
+  /// The MoE layers' tp-ep group where their experts spread over data-
+  /// parallel replicas (core/model/TensorParallel.h's LayerGroup).
+  TensorParallelGroup *expert_parallel = nullptr;
   /// When set (hypipe-run --costs-out, cpu stages): each call's wall time
   /// added to its layer's entry, [pass][layer of the program] with the
   /// passes forward, input-gradient, weight-gradient.

@@ -119,19 +119,28 @@ private:
   }
   /// A layer call's collectives over the stage's tensor-parallel group
   /// (none at tp 1).
+  /// A MoE layer whose experts spread over data-parallel replicas runs over
+  /// its tp-ep group instead, on the replicas' tokens (LayerGroup).
   std::optional<TensorParallelCalls> collectivesOf(const KernelCall &c,
                                                    int pass) const {
-    if (p.tensorParallel == 1)
+    const LayerGroup group =
+        c.layer < 0 ? LayerGroup{p.tensorParallel, p.sequenceParallel, 1}
+                    : layerGroupOf(p.layers[size_t(c.layer)].shape,
+                                   p.tensorParallel, p.sequenceParallel);
+    if (group.size == 1)
       return std::nullopt;
-    if (!a.tensor_parallel)
+    TensorParallelGroup *ranks =
+        group.replicas > 1 ? a.expert_parallel : a.tensor_parallel;
+    if (!ranks)
       throw RuntimeError("error: a stage split over tensor-parallel ranks "
                          "ran without its group\nhelp: this is a bug in "
                          "hypipe; please report it");
     static constexpr const char *kPasses[] = {"forward", "input gradient",
                                               "weight gradient", "recompute"};
     return std::make_optional<TensorParallelCalls>(
-        *a.tensor_parallel, c.collectives, t.tokens(), p.sequenceParallel,
-        c.layer, kPasses[c.op == CallOp::Recompute ? 3 : pass]);
+        *ranks, c.collectives, t.tokens() * group.replicas,
+        group.sequenceParallel, c.layer,
+        kPasses[c.op == CallOp::Recompute ? 3 : pass]);
   }
   /// Runs `calls`, pass `pass` (0 forward, 1 input gradient, 2 weight
   /// gradient): a copy for a call of no layer, else `layerCall` with the

@@ -83,7 +83,7 @@
 // MTP-SAME: shared_output <offset = 2688, bytes = 512, dtype = f32> shared_table <offset = 0, bytes = 512, dtype = f32>
 // MTP-NEXT: %[[EMB:.+]] = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32>
 // MTP-NEXT: %[[MOE:.+]] = pipe.kernel_layer moe layer 1 "decoder.layers.0." params <offset = 512, bytes = 2144, dtype = f32>
-// MTP-SAME: shape {activation = "squared_relu", all_to_all = false, aux_loss_coeff = 1.000000e-02 : f64, capacity_blocks = 1 : i64, capacity_factor = 0.000000e+00 : f64, drop_by_position = false, expert_ranks = 1 : i64, experts = 2 : i64, ffn = 16 : i64, hidden = 8 : i64, topk = 1 : i64}
+// MTP-SAME: shape {activation = "squared_relu", all_to_all = false, aux_loss_coeff = 1.000000e-02 : f64, capacity_blocks = 1 : i64, capacity_factor = 0.000000e+00 : f64, drop_by_position = false, expert_ranks = 1 : i64, expert_tp = 1 : i64, experts = 2 : i64, ffn = 16 : i64, group_replicas = 1 : i64, hidden = 8 : i64, topk = 1 : i64}
 // MTP-NEXT: %[[HEAD:.+]] = pipe.kernel_layer head layer 0 "" params <offset = 2656, bytes = 544, dtype = f32>
 // MTP-NEXT: %[[IN:.+]] = pipe.kernel_layer mtp_input layer 0 "mtp.layers.0." params <offset = 3200, bytes = 576, dtype = f32>
 // MTP-SAME: shape {depth = 1 : i64, hidden = 8 : i64, owns_table = false, vocab = 16 : i64}

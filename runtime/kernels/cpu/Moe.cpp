@@ -48,16 +48,20 @@ std::vector<int64_t> &offsetsOfThread() {
   return off;
 }
 
-/// The load-balancing loss of T tokens' routing: the experts' summed
+/// The load-balancing loss of the T tokens of replica `r`'s routing (from
+/// token r T on, its counts m.routed + r E): the experts' summed
 /// probabilities against their counts (Megatron's switch loss).
-double loadBalancingLoss(const MoeShape &s, int64_t T, const MoeSaved &m) {
+double loadBalancingLoss(const MoeShape &s, int64_t T, const MoeSaved &m,
+                         int64_t r) {
   const int64_t E = s.experts, k = s.topk;
+  const float *probs = m.probs + r * T * E;
+  const int32_t *routed = m.routed + r * E;
   double aux = 0;
   for (int64_t e = 0; e < E; ++e) {
     double pe = 0;
     for (int64_t tok = 0; tok < T; ++tok)
-      pe += m.probs[tok * E + e];
-    aux += pe * m.routed[e];
+      pe += probs[tok * E + e];
+    aux += pe * routed[e];
   }
   return aux *
          (s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k)));
@@ -115,12 +119,20 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
   }
   if (first.token < T && !check->nonFinite)
     *check = {1, first.logit};
-  std::fill(m.routed, m.routed + E, 0);
+  // Each replica's counts and load-balancing loss (one replica but on an
+  // expert grid over data-parallel ones: MoeShape::groupReplicas); the
+  // layer's loss is their mean, so the replicas' ranks add up to their sum.
+  const int64_t replicas = s.groupReplicas, perReplica = T / replicas;
+  std::fill(m.routed, m.routed + replicas * E, 0);
   for (int64_t slot = 0; slot < T * k; ++slot)
-    ++m.routed[m.topIdx[slot]];
-
-  const double aux = loadBalancingLoss(s, T, m);
-  m.aux[0] = float(aux);
+    ++m.routed[slot / (perReplica * k) * E + m.topIdx[slot]];
+  double aux = 0;
+  for (int64_t r = 0; r < replicas; ++r) {
+    const double mine = loadBalancingLoss(s, perReplica, m, r);
+    m.aux[r] = float(mine);
+    aux += mine;
+  }
+  aux /= double(replicas);
 
   // The choices within capacity, counted; a row for each, grouped by
   // expert in token order. A dropped choice's slot has no row (-1).
@@ -256,10 +268,13 @@ void Kernels::moeRouterBackward(const MoeShape &s, int64_t T, const MoeSaved &m,
   // Renormalisation w_j = p_j / Z over the chosen experts, then the
   // load-balancing loss, then softmax; each token's probabilities'
   // gradient in its row of dlogits first.
+  // Each replica's tokens against its own counts (MoeShape::groupReplicas).
+  const int64_t perReplica = T / s.groupReplicas;
   const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
-                          (double(T) * double(T) * double(k));
+                          (double(perReplica) * double(perReplica) * double(k));
 #pragma omp parallel for schedule(static)
   for (int64_t tok = 0; tok < T; ++tok) {
+    const int32_t *routed = m.routed + tok / perReplica * E;
     const float *pr = m.probs + tok * E;
     float *dp = dlogits + tok * E;
     std::fill(dp, dp + E, 0.0f);
@@ -271,7 +286,7 @@ void Kernels::moeRouterBackward(const MoeShape &s, int64_t T, const MoeSaved &m,
     for (int64_t j = 0; j < k; ++j)
       dp[m.topIdx[tok * k + j]] += float((dTopW[tok * k + j] - wdw) / z);
     for (int64_t e = 0; e < E; ++e)
-      dp[e] += float(auxScale * m.routed[e]);
+      dp[e] += float(auxScale * routed[e]);
     double dot = 0;
     for (int64_t e = 0; e < E; ++e)
       dot += double(dp[e]) * pr[e];

@@ -190,6 +190,10 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
   const int64_t E = s.experts, k = s.topk, Hd = s.hidden;
   if (E > 64)
     throw CudaError("error: the CUDA MoE router takes at most 64 experts");
+  // (The compiler refuses such grids on this target: KernelPlan.)
+  if (s.groupReplicas != 1)
+    throw CudaError("error: the CUDA MoE router runs no expert grid over "
+                    "data-parallel replicas yet");
   float *probSum = scratch; // [E]
   routeKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
       T, int(E), int(k), logits, m.probs, m.topIdx, m.topW, routerCheck);

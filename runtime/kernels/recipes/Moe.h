@@ -21,9 +21,10 @@
 namespace hypipe::rt::recipes {
 
 /// The experts a rank holds, [first, first + count): all of them, or on an
-/// expert grid inside the tensor-parallel group the experts of its
-/// expert-parallel rank (tp rank / etp), in its parameters' slots
-/// (MoeParams::w1 of e - first).
+/// expert grid the experts of its expert-parallel rank (its rank in the
+/// layer's group / etp: the tensor-parallel group, or over data-parallel
+/// replicas the tp-ep group, whose calls `tp` then is), in its parameters'
+/// slots (MoeParams::w1 of e - first).
 struct LocalExperts {
   int64_t first = 0, count = 0;
 };
@@ -236,6 +237,12 @@ void moeExpertWeightGradients(const P &k, const MoeShape &s, const MoeSaved &m,
   }
 }
 
+/// Over data-parallel replicas (MoeShape::groupReplicas m > 1) `tp` is the
+/// layer's tp-ep group's calls (LayerGroup) and the layer runs as below on
+/// the m replicas' microbatches as one of m times the tokens, each rank
+/// holding its rows; each replica's tokens keep their own capacity and
+/// load-balancing loss (the routing kernels'), the reported loss their mean.
+///
 /// The MoE layer, written once over a target's routing kernels
 /// (TargetKernels.inc: moeRoute, moeCombine and their backwards) and the
 /// experts' recipes above. Split over tensor-parallel ranks (Megatron-LM's
@@ -263,7 +270,9 @@ template <class P> struct Moe {
   float forward(const MoeShape &s, const Tokens &t, const float *params,
                 const float *x, float *y, const SavedBases &saved, float *ws,
                 RouterCheck *check) const {
-    const int64_t T = t.tokens(), E = s.experts, Hd = s.hidden;
+    // The group's tokens (MoeShape::groupReplicas replicas' microbatches).
+    const int64_t T = t.tokens() * s.groupReplicas, E = s.experts,
+                  Hd = s.hidden;
     if (T == 0 && !tp)
       return 0.0f;
     if (allToAll(s))
@@ -282,8 +291,8 @@ template <class P> struct Moe {
     // bf16 logits (the router's GEMM writes them); its softmax, the
     // probabilities and the weights stay fp32.
     k.round(logits, T * E);
-    const float aux =
-        k.moeRoute(s, k.shape(t), logits, m, slotRow, off, check, scratch);
+    const float aux = k.moeRoute(s, s.group(k.shape(t)), logits, m, slotRow,
+                                 off, check, scratch);
     const LocalExperts mine = localExperts(s, tp);
     // On an expert grid the other ranks' experts' rows stay zero here:
     // their outputs are in the group's sum.
@@ -295,8 +304,14 @@ template <class P> struct Moe {
       k.moeCombine(s, T, m, slotRow, x, y);
       return aux;
     }
-    k.moeCombine(s, T, m, slotRow, nullptr, y);
-    residualOutput(k, tp, q, Hd, x, y);
+    // Over data-parallel replicas the group's tokens' sums outnumber the
+    // output's rows: they are summed in the workspace.
+    float *sums =
+        s.groupReplicas > 1 ? ws + s.routingWorkspaceFloats(k.shape(t)) : y;
+    k.moeCombine(s, T, m, slotRow, nullptr, sums);
+    residualOutput(k, tp, q, Hd, x, sums);
+    if (sums != y)
+      k.copy(y, sums, q.local * Hd);
     return aux;
   }
 
@@ -311,7 +326,7 @@ template <class P> struct Moe {
   void recompute(const MoeShape &s, const Tokens &t, const float *params,
                  const SavedBases &saved, float *x, float *y, float *ws,
                  RouterCheck *check) const {
-    const int64_t T = t.tokens(), R = T * s.topk;
+    const int64_t T = t.tokens() * s.groupReplicas, R = T * s.topk;
     MoeSaved m = moeSaved(s, k.shape(t), saved);
     const SequenceShard q = sequenceShard(tp, T);
     if (saved.drops(RecomputeModule::Moe)) {
@@ -336,7 +351,8 @@ template <class P> struct Moe {
   void backwardInput(const MoeShape &s, const Tokens &t, const float *params,
                      float *grads, const SavedBases &saved, const float *dy,
                      float *dx, float *ws, float lossScale) const {
-    const int64_t T = t.tokens(), E = s.experts, Hd = s.hidden, R = T * s.topk;
+    const int64_t T = t.tokens() * s.groupReplicas, E = s.experts,
+                  Hd = s.hidden, R = T * s.topk;
     if (T == 0 && !tp)
       return;
     if (allToAll(s)) {
@@ -441,7 +457,8 @@ private:
   float forwardAllToAll(const MoeShape &s, const Tokens &t, const float *params,
                         const float *x, float *y, const SavedBases &saved,
                         float *ws, RouterCheck *check) const {
-    const int64_t T = t.tokens(), E = s.experts, Hd = s.hidden, R = T * s.topk;
+    const int64_t T = t.tokens() * s.groupReplicas, E = s.experts,
+                  Hd = s.hidden, R = T * s.topk;
     MoeParams<const float> p = moeParams(s, params);
     MoeSaved m = moeSaved(s, k.shape(t), saved);
     float *logits = ws;                                             // [T, E]
@@ -459,8 +476,8 @@ private:
                     logits + q.first * E);
     k.round(logits + q.first * E, q.local * E);
     tp->run(CollectiveKind::AllGather, logits, E);
-    const float aux =
-        k.moeRoute(s, k.shape(t), logits, m, slotRow, off, check, scratch);
+    const float aux = k.moeRoute(s, s.group(k.shape(t)), logits, m, slotRow,
+                                 off, check, scratch);
     const RowExchange ex = exchangeOf(s, m, off, T);
     exchangeRows(k, *tp, ex.send, ex.recv, Hd, m.xr, sendBuf, recvBuf, 1);
     const LocalExperts mine = localExperts(s, tp);
@@ -486,7 +503,8 @@ private:
                              const float *params, float *grads,
                              const SavedBases &saved, const float *dy,
                              float *dx, float *ws, float lossScale) const {
-    const int64_t T = t.tokens(), E = s.experts, Hd = s.hidden, R = T * s.topk;
+    const int64_t T = t.tokens() * s.groupReplicas, E = s.experts,
+                  Hd = s.hidden, R = T * s.topk;
     MoeParams<const float> p = moeParams(s, params);
     MoeParams<float> gp = moeParams(s, grads);
     MoeSaved m = moeSaved(s, k.shape(t), saved);
