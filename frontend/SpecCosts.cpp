@@ -273,6 +273,11 @@ std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
     return rt::gdnShape(d);
   case '+': // the sizes; its rotary settings change no buffer
     return rt::mlaShape(d);
+  case 'D': {
+    rt::DsaShape s = rt::dsaShape(d);
+    s.seq = spec.training.seqLength;
+    return s;
+  }
   default:
     return std::nullopt;
   }

@@ -158,6 +158,16 @@ compile "$tmp/tp-mtp.yaml" --target cpu -o "$tmp/tp-cpu"
   --data "$kit/data/licenses.txt" > /dev/null
 mpirun --allow-run-as-root --oversubscribe -np 2 "$run" "$tmp/tp-mla-cpu" -q --steps 20 \
   --json-log "$kit/cpu/tp-mla.jsonl" --data "$kit/data/licenses.txt" > /dev/null
+# DeepSeek sparse attention over tp 2 (issue 52): MLA's heads split, the
+# indexer whole on each rank, the KL target's parts summed over the group
+# (its CUDA kernels' row range and target difference), against the cpu
+# target's tp 1 run (the vocabulary padded alike at both).
+compile "$root/test/e2e/Inputs/ref-dsa.yaml" --make-vocab-size-divisible-by 64 --tp 2 \
+  --sequence-parallel --microbatches 4 --target cuda -o "$kit/art/tp2-dsa"
+compile "$root/test/e2e/Inputs/ref-dsa.yaml" --make-vocab-size-divisible-by 64 \
+  --microbatches 4 --target cpu -o "$tmp/dsa-tp-cpu"
+"$run" "$tmp/dsa-tp-cpu" -q --steps 20 --json-log "$kit/cpu/dsa-tp.jsonl" \
+  --data "$kit/data/licenses.txt" > /dev/null
 # The all-reduce overlapped with the last backward, bucket by bucket
 # (without the distributed optimizer, 10 KiB buckets): the same layout.
 compile "$root/examples/hybrid-tiny.yaml" --dp 2 --target cuda -o "$kit/art/tiny-p2d2-buckets"

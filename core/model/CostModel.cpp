@@ -74,11 +74,11 @@ void addLatentAttention(ItemCost &c, const ModelDims &d, const CostSettings &s,
 
 /// A 'D' layer: MLA whose core scores only each query's top-k keys (of its
 /// causal prefix: sum over t < s of min(k, t + 1) pairs), and the indexer,
-/// whole on the rank (tp > 1 is refused for D layers). The indexer's
+/// whole on every tensor-parallel rank (MLA's heads split). The indexer's
 /// inputs are detached: its linears have forward and weight-gradient
 /// GEMMs, no input gradient. Its dense causal scores cost
 /// b nI dI s^2 (s^2 / 2 pairs of 2 nI dI), their gradient twice that; the
-/// KL loss's target is the dense causal attention of every head, its
+/// KL loss's target is the dense causal attention of a rank's heads, its
 /// scores b heads (qk + pe) s^2 more forward FLOPs.
 void addSparseAttention(ItemCost &c, const ModelDims &d,
                         const CostSettings &s) {
@@ -105,7 +105,7 @@ void addSparseAttention(ItemCost &c, const ModelDims &d,
   c.activationBytes += t * (nI * dI + 2 * dI + nI) * e +
                        b * S * S * int64_t(sizeof(float)) +
                        t * k * int64_t(sizeof(int32_t));
-  c.params = rt::numel(shape.params(1));
+  c.params = rt::rankNumel(shape.params(1), s.tp);
 }
 
 } // namespace

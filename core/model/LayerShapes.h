@@ -170,9 +170,17 @@ struct TokenShape {
   int64_t seq = 1;
   const int32_t *cuSeqlens = nullptr;
   int64_t numSeqs = 0;
+  /// The last sequence pads a packed microbatch for sequence parallelism
+  /// (StepBatch: masked labels, no sample's): in tokens(), in no loss.
+  bool paddedTail = false;
 
   int64_t tokens() const {
     return cuSeqlens ? cuSeqlens[numSeqs] : batch * seq;
+  }
+  /// The rows a per-token loss of the layers (DSA's indexer loss) averages
+  /// over: every row but the padding's.
+  int64_t lossRows() const {
+    return paddedTail && numSeqs > 0 ? cuSeqlens[numSeqs - 1] : tokens();
   }
   int64_t sequences() const { return cuSeqlens ? numSeqs : batch; }
   /// First row and length of sequence i.
@@ -743,11 +751,18 @@ struct DsaShape : MlaShape {
     f("dsa_indexer_topk", s.topk);
     f("dsa_indexer_loss_coeff", s.lossCoeff);
     f("dsa_indexer_use_sparse_loss", s.sparseLoss);
+    f("seq_length", s.seq);
   }
   int64_t indexerHeads, indexerHeadDim, topk;
   /// The KL loss's weight, and whether it covers only the top-k keys.
   double lossCoeff = 0.0;
   bool sparseLoss = false;
+  /// The microbatch's sequence length (the compiler's; 0 where no
+  /// collective is asked for): the floats of a query's row of the pair
+  /// blocks, over which the KL loss's target is summed across tensor-
+  /// parallel ranks (collectivesOf: the first tokens x seq floats of the
+  /// pair blocks, which hold the sum of the samples' squared lengths).
+  int64_t seq = 0;
 
   /// The dense per-sample [s, s] blocks of a microbatch (the index
   /// scores' gradient, the kept keys): sum of the samples' squared

@@ -104,12 +104,11 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
           // (An expert grid's etp is checked above.)
           if (s.expertRanks == 1)
             why = divides(s.ffn, "moe_ffn_hidden_size");
-        } else if constexpr (std::is_same_v<S, MlaShape>) {
-          // Megatron-LM splits the heads; the latents are every rank's.
+        } else if constexpr (std::is_same_v<S, MlaShape> ||
+                             std::is_same_v<S, DsaShape>) {
+          // Megatron-LM splits the heads; the latents (and DSA's indexer)
+          // are every rank's.
           why = divides(s.heads, "num_attention_heads");
-        } else if constexpr (std::is_same_v<S, DsaShape>) {
-          why = "sparse attention layers ('D') do not split over "
-                "tensor-parallel ranks yet";
         }
         return why;
       },
@@ -137,7 +136,8 @@ inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp) {
           }
         } else if constexpr (std::is_same_v<S, MlpShape>) {
           s.ffn /= tp;
-        } else if constexpr (std::is_same_v<S, MlaShape>) {
+        } else if constexpr (std::is_same_v<S, MlaShape> ||
+                             std::is_same_v<S, DsaShape>) {
           s.heads /= tp;
         } else if constexpr (std::is_same_v<S, MoeShape>) {
           // etp: the rest of the layer's group is ep
@@ -302,6 +302,18 @@ inline std::vector<Collective> collectivesOf(const LayerShape &shape,
             c.push_back({K::AllGather, h});
           c.push_back({sum, s.kvDownWidth()});
           c.push_back({sum, s.qLoraRank > 0 ? s.qLoraRank : h});
+          return c;
+        } else if constexpr (std::is_same_v<S, DsaShape>) {
+          // MLA's, and forward, between the indexer and the core, the KL
+          // loss's target summed over the heads of every rank (Megatron-
+          // LM's all-reduce of the attention scores, dsa.py): each rank's
+          // heads' part of it, one float per pair of a query's row of seq
+          // (recipes/Dsa.h). The indexer runs whole on every rank, its
+          // inputs those MLA gathered; backward it needs nothing of the
+          // others.
+          std::vector<Collective> c = collectivesOf(MlaShape(s), tp, sp, pass);
+          if (forward)
+            c.insert(c.end() - 1, {K::AllReduce, s.seq});
           return c;
         } else if constexpr (std::is_same_v<S, MoeShape>) {
           // As the MLP's, and backward the routing weights' gradients

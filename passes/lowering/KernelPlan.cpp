@@ -267,6 +267,7 @@ private:
           static_cast<rt::MlaShape &>(shape) = mla; // the rotary settings
           shape.lossCoeff = dsaLossCoeff;
           shape.sparseLoss = dsaSparseLoss;
+          shape.seq = plan.tokens.seq;
           size(layer, shape, shape.params(numLayers));
         })
         .Default([&](Operation *) { isLayer = false; });

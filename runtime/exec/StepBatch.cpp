@@ -168,6 +168,7 @@ StepBatch::Counts StepBatch::loadPacked(int64_t step) {
     if (m.tokens > bin.tokens) {
       at = m.offset + m.tokens;
       m.cuSeqlens.push_back(int32_t(m.tokens));
+      m.paddedTail = true;
     }
     m.scale = artifact.training.perTokenLoss
                   ? binLossTokens[mine[mb]] / globalLossTokens
@@ -216,6 +217,7 @@ StageArgs StepBatch::argsFor(int64_t microbatch) const {
     args.loss_mask = batchLossMask + mb.offset;
     args.cu_seqlens = mb.cuSeqlens.data();
     args.num_seqs = int64_t(mb.cuSeqlens.size()) - 1;
+    args.padded_tail = mb.paddedTail;
     if (batchCuSeqlens)
       args.cu_seqlens_device = batchCuSeqlens + mb.cuOffset;
   }

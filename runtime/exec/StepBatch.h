@@ -12,9 +12,9 @@
 #include "core/data/Packing.h"
 #include "runtime/data/Data.h"
 #include "runtime/data/Samples.h"
-#include "runtime/kernels/Target.h"
-#include "runtime/kernels/StageArgs.h"
 #include "runtime/formats/Artifact.h"
+#include "runtime/kernels/StageArgs.h"
+#include "runtime/kernels/Target.h"
 
 #include <vector>
 
@@ -71,6 +71,7 @@ private:
   struct Microbatch {
     int64_t offset = 0, tokens = 0;
     std::vector<int32_t> cuSeqlens; ///< empty: batch x seq rows
+    bool paddedTail = false;        ///< its last sequence is the padding
     int64_t cuOffset = 0;           ///< of its cuSeqlens in the device copy
     double scale = 1;
   };

@@ -21,11 +21,13 @@ class TensorParallelGroup;
 
 /// A stage's token shape for one call: its planned capacity, with the
 /// microbatch's sample boundaries when it is packed (`cuSeqlens` non-null,
-/// `numSeqs` samples).
+/// `numSeqs` samples, the last sequence parallelism's padding when
+/// `paddedTail`).
 inline TokenShape packedTokens(TokenShape capacity, const int32_t *cuSeqlens,
-                               int64_t numSeqs) {
+                               int64_t numSeqs, bool paddedTail = false) {
   capacity.cuSeqlens = cuSeqlens;
   capacity.numSeqs = cuSeqlens ? numSeqs : 0;
+  capacity.paddedTail = cuSeqlens && paddedTail;
   return capacity;
 }
 
@@ -55,6 +57,9 @@ struct StageArgs {
   /// cu_seqlens[num_seqs] rows. Null: batch sequences of seq tokens.
   const int32_t *cu_seqlens = nullptr;
   int64_t num_seqs = 0;
+  /// The last of them pads the microbatch for sequence parallelism
+  /// (TokenShape::paddedTail).
+  bool padded_tail = false;
   /// The same boundaries in device memory (cuda stages; null on cpu).
   const int32_t *cu_seqlens_device = nullptr;
   /// out: each multi-token-prediction depth's loss (unweighted), added to

@@ -288,6 +288,13 @@ SUITES = [
         # cpu tp 1 run (plan all: what tells a failure above apart).
         staged_check("tp2-ep2-a2a-moe-staged", "tp2-ep2-a2a-moe", "tp", "1e-5", "2e-3",
                      ranks=2, timeout=8),
+        # DeepSeek sparse attention ('D', issue 52) at tp 2 with sequence
+        # parallelism: MLA's heads split, the indexer whole on each rank, the
+        # KL loss's target summed over the two ranks (the CUDA kernels'
+        # target difference and row range), against the cpu target's tp 1
+        # run (plan all: the default plan's limits are full).
+        staged_check("tp2-dsa-staged", "tp2-dsa", "dsa-tp", "1e-5", "2e-3", ranks=2,
+                     timeout=8),
         # kill -9 of one GPU rank at step 3 ends all four within 12 s (not 124).
         Check("kill-one-rank", "source mpi/env.sh; HYPIPE_FAULT_KILL=1:3 timeout 12"
               " mpirun -np 4 --allow-run-as-root --oversubscribe -x HYPIPE_FAULT_KILL"

@@ -40,8 +40,8 @@ struct RecordingKernels {
 
   using Tokens = TokenShape;
   static Tokens tokens(TokenShape capacity, const int32_t *cuSeqlens,
-                       const int32_t *, int64_t numSeqs) {
-    return packedTokens(capacity, cuSeqlens, numSeqs);
+                       const int32_t *, int64_t numSeqs, bool paddedTail) {
+    return packedTokens(capacity, cuSeqlens, numSeqs, paddedTail);
   }
   static const TokenShape &shape(const TokenShape &t) { return t; }
   static void copy(float *, const float *, int64_t) { record("copy"); }
@@ -298,9 +298,14 @@ void RecordingKernels::dsaTopk(const DsaShape &, const TokenShape &,
                                const float *, float *) {
   record("dsaTopk");
 }
+void RecordingKernels::dsaTargetDifference(const DsaShape &, const TokenShape &,
+                                           const AttnSaved &, const float *,
+                                           const float *, float *) {
+  record("dsaTargetDifference");
+}
 float RecordingKernels::dsaIndexerLoss(const DsaShape &, const TokenShape &,
-                                       const AttnSaved &, const float *,
-                                       const float *, float *) {
+                                       int64_t, const float *, const float *,
+                                       float *) {
   record("dsaIndexerLoss");
   return 0.0f;
 }
@@ -315,7 +320,8 @@ void RecordingKernels::dsaCoreBackward(const AttentionShape &,
   record("dsaCoreBackward");
 }
 void RecordingKernels::dsaIndexScoresBackward(const DsaShape &,
-                                              const TokenShape &, const float *,
+                                              const TokenShape &, int64_t,
+                                              int64_t, const float *,
                                               const float *, const float *,
                                               const float *, float, float *,
                                               float *, float *, float *) {

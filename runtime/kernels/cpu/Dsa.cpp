@@ -131,77 +131,125 @@ void Kernels::dsaTopk(const DsaShape &s, const TokenShape &t,
   }
 }
 
-float Kernels::dsaIndexerLoss(const DsaShape &s, const TokenShape &t,
-                              const AttnSaved &a, const float *scores,
-                              const float *keep, float *dScores) {
+namespace {
+
+/// A row's index softmax Q over its keys `in` (j <= i, and kept with the
+/// sparse loss) in double: q[j] for those, its log-normaliser's parts.
+template <class In>
+void indexSoftmax(int64_t i, const float *r, In in, double *q) {
+  double mx = -std::numeric_limits<double>::infinity(), z = 0;
+  for (int64_t j = 0; j <= i; ++j)
+    if (in(j))
+      mx = std::max(mx, double(r[j]));
+  for (int64_t j = 0; j <= i; ++j)
+    if (in(j))
+      z += std::exp(double(r[j]) - mx);
+  for (int64_t j = 0; j <= i; ++j)
+    q[j] = in(j) ? std::exp(double(r[j]) - mx) / z : 0.0;
+}
+
+} // namespace
+
+void Kernels::dsaTargetDifference(const DsaShape &s, const TokenShape &t,
+                                  const AttnSaved &a, const float *scores,
+                                  const float *keep, float *dScores) {
   ProfileScope scope(KernelClass::Attention);
   const AttentionShape core = s.mla().core();
   const int64_t n = core.heads, D = core.headDim, Wd = core.qkvWidth();
   const float scale = core.scoreScale();
-  const double coeff = s.lossCoeff / double(std::max<int64_t>(t.tokens(), 1));
   const std::vector<int64_t> at = pairOffsets(t);
-  double loss = 0;
-#pragma omp parallel for schedule(dynamic) reduction(+ : loss)
+#pragma omp parallel for schedule(dynamic)
   for (int64_t b = 0; b < t.sequences(); ++b) {
     const int64_t L = t.length(b), row0 = t.start(b);
     const float *I = scores + at[size_t(b)], *kept = keep + at[size_t(b)];
-    float *dI = dScores + at[size_t(b)];
-    // The target: each head's causal softmax (over the kept keys with the
-    // sparse loss), summed over the heads in double. The loss's gradient is
-    // the index softmax minus the target, the two close (0.2% apart at
-    // initialisation): a target rounded to float would carry 500 times its
-    // 6e-8 into the gradient.
-    thread_local std::vector<double> target;
-    target.assign(size_t(L * L), 0.0);
-    double *P = target.data();
+    // The heads' softmaxes less the index softmax, summed in double; the
+    // difference, 0.2% of the target at initialisation, is what is stored.
+    // (Double carries n Q - sum_h P_h without loss.)
+    thread_local std::vector<double> diff;
+    diff.assign(size_t(L * L), 0.0);
+    for (int64_t i = 0; i < L; ++i) {
+      const float *kr = kept + i * L;
+      double *d = diff.data() + i * L;
+      indexSoftmax(
+          i, I + i * L, [&](int64_t j) { return !s.sparseLoss || kr[j] != 0; },
+          d);
+      for (int64_t j = 0; j <= i; ++j)
+        d[j] *= -double(n);
+    }
     float *G = blockScratch(L, 1);
     for (int64_t h = 0; h < n; ++h) {
       const float *base = a.qkv + row0 * Wd + 3 * h * D;
       gemm(false, true, L, L, D, scale, base, Wd, base + D, Wd, 0.0f, G, L);
       for (int64_t i = 0; i < L; ++i) {
         const float *g = G + i * L, *kr = kept + i * L;
+        auto in = [&](int64_t j) { return !s.sparseLoss || kr[j] != 0; };
         double mx = -std::numeric_limits<double>::infinity(), sum = 0;
         for (int64_t j = 0; j <= i; ++j)
-          if (!s.sparseLoss || kr[j] != 0)
+          if (in(j))
             mx = std::max(mx, double(g[j]));
         for (int64_t j = 0; j <= i; ++j)
-          if (!s.sparseLoss || kr[j] != 0)
+          if (in(j))
             sum += std::exp(double(g[j]) - mx);
         for (int64_t j = 0; j <= i; ++j)
-          if (!s.sparseLoss || kr[j] != 0)
-            P[i * L + j] += std::exp(double(g[j]) - mx) / sum;
+          if (in(j))
+            diff[size_t(i * L + j)] += std::exp(double(g[j]) - mx) / sum;
       }
     }
+    float *out = dScores + at[size_t(b)];
+    for (int64_t e = 0; e < L * L; ++e)
+      out[e] = float(diff[size_t(e)]);
+  }
+}
+
+float Kernels::dsaIndexerLoss(const DsaShape &s, const TokenShape &t,
+                              int64_t heads, const float *scores,
+                              const float *keep, float *dScores) {
+  ProfileScope scope(KernelClass::Attention);
+  // The mean over the microbatch's rows; sequence parallelism's padding
+  // adds no loss.
+  const int64_t rows = t.lossRows();
+  const double coeff = s.lossCoeff / double(std::max<int64_t>(rows, 1));
+  const std::vector<int64_t> at = pairOffsets(t);
+  double loss = 0;
+#pragma omp parallel for schedule(dynamic) reduction(+ : loss)
+  for (int64_t b = 0; b < t.sequences(); ++b) {
+    const int64_t L = t.length(b);
+    if (t.start(b) >= rows) {
+      std::fill(dScores + at[size_t(b)], dScores + at[size_t(b)] + L * L, 0.0f);
+      continue;
+    }
+    thread_local std::vector<double> q, target;
+    q.resize(size_t(L));
+    target.resize(size_t(L));
     for (int64_t i = 0; i < L; ++i) {
-      const double *p = P + i * L;
-      const float *r = I + i * L, *kr = kept + i * L;
-      float *dr = dI + i * L;
-      std::fill(dr, dr + L, 0.0f);
+      const float *r = scores + at[size_t(b)] + i * L,
+                  *kr = keep + at[size_t(b)] + i * L;
+      float *dr = dScores + at[size_t(b)] + i * L;
       auto in = [&](int64_t j) { return j <= i && (!s.sparseLoss || kr[j]); };
-      double total = 0, mx = -std::numeric_limits<double>::infinity(), z = 0;
+      indexSoftmax(i, r, in, q.data());
+      // The target T = Q + D / heads (the heads' mean softmax),
+      // L1-normalised.
+      double total = 0;
       for (int64_t j = 0; j <= i; ++j)
         if (in(j)) {
-          total += p[j];
-          mx = std::max(mx, double(r[j]));
+          target[size_t(j)] = q[j] + double(dr[j]) / double(heads);
+          total += target[size_t(j)];
         }
-      for (int64_t j = 0; j <= i; ++j)
-        if (in(j))
-          z += std::exp(double(r[j]) - mx);
-      // KL(target || softmax(I)) and its gradient: with Q the index
-      // softmax and T the target, d/dI_m of -sum_j T_j log(Q_j + e) is
-      // -T_m Q_m / (Q_m + e) + Q_m sum_j T_j Q_j / (Q_j + e).
+      // KL(T || softmax(I)) and its gradient: with Q the index softmax,
+      // d/dI_m of -sum_j T_j log(Q_j + e) is -T_m Q_m / (Q_m + e) +
+      // Q_m sum_j T_j Q_j / (Q_j + e).
       double kl = 0, inner = 0;
       for (int64_t j = 0; j <= i; ++j)
         if (in(j)) {
-          const double tj = p[j] / total, qj = std::exp(double(r[j]) - mx) / z;
+          const double tj = target[size_t(j)] / total, qj = q[j];
           kl += tj * (std::log(tj + kLogGuard) - std::log(qj + kLogGuard));
           inner += tj * qj / (qj + kLogGuard);
         }
-      for (int64_t j = 0; j <= i; ++j)
-        if (in(j)) {
-          const double tj = p[j] / total, qj = std::exp(double(r[j]) - mx) / z;
-          dr[j] = float(coeff * (-tj * qj / (qj + kLogGuard) + qj * inner));
-        }
+      for (int64_t j = 0; j < L; ++j)
+        dr[j] = in(j) ? float(coeff * (-target[size_t(j)] / total * q[j] /
+                                           (q[j] + kLogGuard) +
+                                       q[j] * inner))
+                      : 0.0f;
       loss += kl;
     }
   }
@@ -288,6 +336,7 @@ void Kernels::dsaCoreBackward(const AttentionShape &s, const TokenShape &t,
 }
 
 void Kernels::dsaIndexScoresBackward(const DsaShape &s, const TokenShape &t,
+                                     int64_t first, int64_t rows,
                                      const float *q, const float *k,
                                      const float *w, const float *dScores,
                                      float lossScale, float *, float *dq,
@@ -311,9 +360,10 @@ void Kernels::dsaIndexScoresBackward(const DsaShape &s, const TokenShape &t,
       gemm(false, true, L, L, d, 1.0f, qh, qw, k + row0 * d, d, 0.0f, A, L);
       for (int64_t i = 0; i < L; ++i) {
         const float wi = c * w[(row0 + i) * n + h];
+        const bool mine = row0 + i >= first && row0 + i < first + rows;
         double dwi = 0;
         for (int64_t j = 0; j < L; ++j) {
-          const float g = j <= i ? lossScale * dI[i * L + j] : 0.0f;
+          const float g = mine && j <= i ? lossScale * dI[i * L + j] : 0.0f;
           const float s2 = A[i * L + j];
           dwi += double(g) * std::max(s2, 0.0f);
           M[i * L + j] = s2 > 0 ? g * wi : 0.0f;

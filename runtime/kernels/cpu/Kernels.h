@@ -30,8 +30,8 @@ struct Kernels : RecipeBasics {
   /// non-null; the host copy is the one the CPU reads).
   using Tokens = TokenShape;
   static Tokens tokens(TokenShape capacity, const int32_t *cuSeqlens,
-                       const int32_t *, int64_t numSeqs) {
-    return packedTokens(capacity, cuSeqlens, numSeqs);
+                       const int32_t *, int64_t numSeqs, bool paddedTail) {
+    return packedTokens(capacity, cuSeqlens, numSeqs, paddedTail);
   }
 
   HYPIPE_MLP_PRIMITIVES(cpu)

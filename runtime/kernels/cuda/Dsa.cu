@@ -132,32 +132,55 @@ Core coreOf(const AttentionShape &s) {
   return {int(s.heads), int(s.headDim), s.scoreScale()};
 }
 
-/// One thread per row: the KL loss's gradient of the row's index scores
-/// and the row's KL in the first entry of its row of `scores` (free once
-/// the keys are kept). The gradient is the index softmax Q minus the target
-/// T, the two close (0.2% apart at initialisation), so the row of dScores
-/// holds n (T - Q) on the way, summed over the heads: a float T there would
-/// carry 500 times its rounding into the gradient, a float difference does
-/// not.
-__global__ void lossKernel(int64_t T, Seqs seqs, Core c, bool sparse,
-                           double coeff, const float *qkv, float *scores,
-                           const float *keep, float *dScores) {
+/// A row's index softmax Q_j (j one of its keys `in`), from the row's
+/// scores: its maximum and normaliser.
+struct IndexSoftmax {
+  double mx = -INFINITY, z = 0;
+  const float *I;
+  template <class In>
+  __device__ IndexSoftmax(const float *I, int i, In in) : I(I) {
+    for (int j = 0; j <= i; ++j)
+      if (in(j))
+        mx = fmax(mx, double(I[j]));
+    for (int j = 0; j <= i; ++j)
+      if (in(j))
+        z += exp(double(I[j]) - mx);
+  }
+  __device__ double operator()(int j) const {
+    return exp(double(I[j]) - mx) / z;
+  }
+};
+
+/// A query row's keys: those the KL loss covers (the causal ones, kept
+/// with the sparse loss).
+struct LossRow {
+  Pair p;
+  const float *kept;
+  bool sparse;
+  __device__ LossRow(const Seqs &s, int row, const float *keep, bool sparse)
+      : p(s, row), kept(keep + p.at(p.i, 0)), sparse(sparse) {}
+  __device__ bool in(int j) const {
+    return j <= p.i && (!sparse || kept[j] != 0.0f);
+  }
+};
+
+/// One thread per row: D_j = sum over the core's heads of P_h - Q_j, the
+/// heads' causal softmaxes less the index softmax, in the row of dScores.
+/// The difference is small beside the target (0.2% at initialisation):
+/// stored in float it keeps the target's precision, and it sums over
+/// tensor-parallel ranks as floats.
+__global__ void targetDifferenceKernel(int64_t T, Seqs seqs, Core c,
+                                       bool sparse, const float *qkv,
+                                       const float *scores, const float *keep,
+                                       float *dScores) {
   const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= T)
     return;
-  const Pair p(seqs, int(row));
+  const LossRow r(seqs, int(row), keep, sparse);
+  const Pair &p = r.p;
+  auto in = [&](int j) { return r.in(j); };
   float *D = dScores + p.at(p.i, 0);
-  const float *kr = keep + p.at(p.i, 0);
-  float *I = scores + p.at(p.i, 0);
-  auto in = [&](int j) { return j <= p.i && (!sparse || kr[j] != 0.0f); };
-  double mx = -INFINITY, z = 0;
-  for (int j = 0; j <= p.i; ++j)
-    if (in(j))
-      mx = fmax(mx, double(I[j]));
-  for (int j = 0; j <= p.i; ++j)
-    if (in(j))
-      z += exp(double(I[j]) - mx);
-  auto indexProb = [&](int j) { return exp(double(I[j]) - mx) / z; };
+  const IndexSoftmax Q(scores + p.at(p.i, 0), p.i, in);
   for (int j = 0; j < p.length; ++j)
     D[j] = 0.0f;
   for (int h = 0; h < c.n; ++h) {
@@ -177,15 +200,39 @@ __global__ void lossKernel(int64_t T, Seqs seqs, Core c, bool sparse,
         sum += exp(score(j) - hx);
     for (int j = 0; j <= p.i; ++j)
       if (in(j))
-        D[j] += float(exp(score(j) - hx) / sum - indexProb(j));
+        D[j] += float(exp(score(j) - hx) / sum - Q(j));
   }
-  // The target T_j = Q_j + D_j / n, L1-normalised as Megatron's.
+}
+
+/// One thread per row: the KL loss's gradient of the row's index scores
+/// in place of its D (targetDifferenceKernel's, over all `heads`), and the
+/// row's KL in the first entry of its row of `scores` (free once the keys
+/// are kept). Rows from `lossRows` (sequence parallelism's padding) add
+/// nothing.
+__global__ void lossKernel(int64_t T, int64_t lossRows, Seqs seqs, int heads,
+                           bool sparse, double coeff, float *scores,
+                           const float *keep, float *dScores) {
+  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= T)
+    return;
+  const LossRow r(seqs, int(row), keep, sparse);
+  const Pair &p = r.p;
+  auto in = [&](int j) { return r.in(j); };
+  float *D = dScores + p.at(p.i, 0), *I = scores + p.at(p.i, 0);
+  if (row >= lossRows) {
+    for (int j = 0; j < p.length; ++j)
+      D[j] = 0.0f;
+    I[0] = 0.0f;
+    return;
+  }
+  const IndexSoftmax indexProb(I, p.i, in);
+  // The target T_j = Q_j + D_j / heads, L1-normalised as Megatron's.
   double total = 0;
   for (int j = 0; j <= p.i; ++j)
     if (in(j))
-      total += indexProb(j) + double(D[j]) / c.n;
+      total += indexProb(j) + double(D[j]) / heads;
   auto target = [&](int j) {
-    return (indexProb(j) + double(D[j]) / c.n) / total;
+    return (indexProb(j) + double(D[j]) / heads) / total;
   };
   double kl = 0, inner = 0;
   for (int j = 0; j <= p.i; ++j)
@@ -296,6 +343,7 @@ __global__ void coreBackwardKernel(int64_t T, Seqs seqs, Core c,
 /// One thread per (row, head): the indexer query's and head weight's
 /// gradients.
 __global__ void scoresQueryGradKernel(int64_t T, Seqs seqs, Indexer x,
+                                      int64_t first, int64_t rows,
                                       const float *q, const float *k,
                                       const float *w, const float *dScores,
                                       float lossScale, float *dq, float *dw) {
@@ -310,7 +358,8 @@ __global__ void scoresQueryGradKernel(int64_t T, Seqs seqs, Indexer x,
   for (int d = 0; d < x.d; ++d)
     dqh[d] = 0.0f;
   double dwi = 0;
-  for (int j = 0; j <= p.i; ++j) {
+  const bool mine = row >= first && row < first + rows;
+  for (int j = 0; mine && j <= p.i; ++j) {
     const float g = lossScale * dScores[p.at(p.i, j)];
     const float *kj = k + int64_t(p.start + j) * x.d;
     const float a = dot(qh, kj, x.d);
@@ -326,9 +375,10 @@ __global__ void scoresQueryGradKernel(int64_t T, Seqs seqs, Indexer x,
 /// One thread per row: the indexer key's gradient, over the later queries
 /// and their heads.
 __global__ void scoresKeyGradKernel(int64_t T, Seqs seqs, Indexer x,
-                                    const float *q, const float *k,
-                                    const float *w, const float *dScores,
-                                    float lossScale, float *dk) {
+                                    int64_t first, int64_t rows, const float *q,
+                                    const float *k, const float *w,
+                                    const float *dScores, float lossScale,
+                                    float *dk) {
   const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= T)
     return;
@@ -338,6 +388,8 @@ __global__ void scoresKeyGradKernel(int64_t T, Seqs seqs, Indexer x,
   for (int d = 0; d < x.d; ++d)
     dkj[d] = 0.0f;
   for (int i = p.i; i < p.length; ++i) {
+    if (p.start + i < first || p.start + i >= first + rows)
+      continue; // another rank's query
     const float g = lossScale * dScores[p.at(i, p.i)];
     for (int h = 0; h < x.n; ++h) {
       const float *qh = q + int64_t(p.start + i) * x.n * x.d + h * x.d;
@@ -396,19 +448,34 @@ void Kernels::dsaTopk(const DsaShape &s, const Tokens &t, const float *scores,
   launched("DSA top-k");
 }
 
-float Kernels::dsaIndexerLoss(const DsaShape &s, const Tokens &t,
-                              const AttnSaved &a, const float *scores,
-                              const float *keep, float *dScores) {
+void Kernels::dsaTargetDifference(const DsaShape &s, const Tokens &t,
+                                  const AttnSaved &a, const float *scores,
+                                  const float *keep, float *dScores) {
+  const int64_t T = t.tokens();
+  if (T == 0)
+    return;
+  targetDifferenceKernel<<<blocksFor(T), 256, 0, stream()>>>(
+      T, seqsOf(t), coreOf(s.mla().core()), s.sparseLoss, a.qkv, scores, keep,
+      dScores);
+  launched("DSA indexer target");
+}
+
+float Kernels::dsaIndexerLoss(const DsaShape &s, const Tokens &t, int64_t heads,
+                              const float *scores, const float *keep,
+                              float *dScores) {
   const int64_t T = t.tokens();
   if (T == 0)
     return 0.0f;
-  const double coeff = s.lossCoeff / double(T);
+  // The mean over the microbatch's rows; sequence parallelism's padding
+  // adds no loss.
+  const int64_t rows = t.shape.lossRows();
+  const double coeff = s.lossCoeff / double(rows > 0 ? rows : 1);
   // The scores' blocks are free once the keys are kept: each row's first
   // entry takes its KL, their sum the very first.
   float *rowLoss = const_cast<float *>(scores);
-  lossKernel<<<blocksFor(T), 256, 0, stream()>>>(
-      T, seqsOf(t), coreOf(s.mla().core()), s.sparseLoss, coeff, a.qkv, rowLoss,
-      keep, dScores);
+  lossKernel<<<blocksFor(T), 256, 0, stream()>>>(T, rows, seqsOf(t), int(heads),
+                                                 s.sparseLoss, coeff, rowLoss,
+                                                 keep, dScores);
   launched("DSA indexer loss");
   lossSumKernel<<<1, 1, 0, stream()>>>(T, seqsOf(t), rowLoss);
   launched("DSA indexer loss sum");
@@ -445,6 +512,7 @@ void Kernels::dsaCoreBackward(const AttentionShape &s, const Tokens &t,
 }
 
 void Kernels::dsaIndexScoresBackward(const DsaShape &s, const Tokens &t,
+                                     int64_t first, int64_t rows,
                                      const float *q, const float *k,
                                      const float *w, const float *dScores,
                                      float lossScale, float *, float *dq,
@@ -453,10 +521,11 @@ void Kernels::dsaIndexScoresBackward(const DsaShape &s, const Tokens &t,
   if (T == 0)
     return;
   scoresQueryGradKernel<<<blocksFor(T * s.indexerHeads), 256, 0, stream()>>>(
-      T, seqsOf(t), indexerOf(s), q, k, w, dScores, lossScale, dq, dw);
+      T, seqsOf(t), indexerOf(s), first, rows, q, k, w, dScores, lossScale, dq,
+      dw);
   launched("DSA index scores backward (queries)");
   scoresKeyGradKernel<<<blocksFor(T), 256, 0, stream()>>>(
-      T, seqsOf(t), indexerOf(s), q, k, w, dScores, lossScale, dk);
+      T, seqsOf(t), indexerOf(s), first, rows, q, k, w, dScores, lossScale, dk);
   launched("DSA index scores backward (keys)");
 }
 

@@ -80,8 +80,9 @@ struct Kernels : RecipeBasics {
   /// A call's tokens: the stage's planned capacity, with the microbatch's
   /// sample boundaries when it is packed (host and device copies).
   static Tokens tokens(TokenShape capacity, const int32_t *hostCuSeqlens,
-                       const int32_t *deviceCuSeqlens, int64_t numSeqs) {
-    return {packedTokens(capacity, hostCuSeqlens, numSeqs),
+                       const int32_t *deviceCuSeqlens, int64_t numSeqs,
+                       bool paddedTail) {
+    return {packedTokens(capacity, hostCuSeqlens, numSeqs, paddedTail),
             hostCuSeqlens ? deviceCuSeqlens : nullptr};
   }
 

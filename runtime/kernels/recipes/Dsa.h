@@ -21,7 +21,20 @@
 // return value, added to the stage's auxiliary loss as MoE's is; its
 // gradient of the index scores is kept from the forward and reaches only
 // the indexer's weights, scaled like MoE's by d(objective)/d(aux loss).
-// Tensor parallelism is refused before this runs (TensorParallel.h).
+// The target is kept as its difference from the index softmax (the
+// target's kernels in TargetKernels.inc), which floats hold precisely.
+//
+// Over tensor-parallel ranks MLA splits as recipes/Mla.h splits it (the
+// heads) and the indexer is every rank's (Megatron's parallel_mode
+// "duplicated"): it reads the normed input and query latent MLA computed
+// for every token, so every rank scores, keeps and weighs the same keys.
+// The target's difference from a rank's heads is summed over the group
+// (Megatron-LM all-reduces the attention scores, dsa.py), so every rank
+// holds the same loss and its gradient. Backward, with sequence
+// parallelism a rank takes the indexer's gradients from the queries of
+// its own rows, so its replicated weights' gradients are partial by rows
+// and summed over the group as the norms' are; without it every rank
+// computes them whole.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_KERNELS_RECIPES_DSA_H
@@ -33,7 +46,7 @@ namespace hypipe::rt::recipes {
 
 template <class P> struct Dsa {
   const P &k;
-  /// Always null: DSA runs whole on a rank.
+  /// The call's tensor-parallel collectives (null: the layer is whole).
   TensorParallelCalls *tp = nullptr;
 
   /// The layer's output in `y`; returns the indexer's KL loss.
@@ -64,8 +77,11 @@ template <class P> struct Dsa {
     float *scores = ws + s.mla().workspaceFloats(k.shape(t));
     k.dsaIndexScores(s, t, m.q, m.kn, m.w, scores);
     k.dsaTopk(s, t, scores, m.keep);
-    const float loss =
-        k.dsaIndexerLoss(s, t, m.mla.core, scores, m.keep, m.dScores);
+    k.dsaTargetDifference(s, t, m.mla.core, scores, m.keep, m.dScores);
+    // Every head's part: Megatron-LM's all-reduce of the attention scores.
+    tensorParallel(tp, CollectiveKind::AllReduce, m.dScores, s.seq);
+    const int64_t heads = s.heads * (tp ? tp->size() : 1);
+    const float loss = k.dsaIndexerLoss(s, t, heads, scores, m.keep, m.dScores);
     k.dsaCoreForward(s.mla().core(), t, m.mla.core, m.keep);
     mla.attend(s.mla(), t, params, x, y, m.mla);
     return loss;
@@ -88,8 +104,9 @@ template <class P> struct Dsa {
     // The indexer's gradients from its loss alone: its inputs are detached.
     float *scratch = ws + s.mla().workspaceFloats(k.shape(t));
     float *dkn = scratch + DsaShape::pairFloats(k.shape(t));
-    k.dsaIndexScoresBackward(s, t, m.q, m.kn, m.w, m.dScores, lossScale,
-                             scratch, m.dq, dkn, m.dw);
+    const SequenceShard rows = sequenceShard(tp, T);
+    k.dsaIndexScoresBackward(s, t, rows.first, rows.local, m.q, m.kn, m.w,
+                             m.dScores, lossScale, scratch, m.dq, dkn, m.dw);
     k.round(m.dq, T * s.indexerQueryWidth());
     k.round(dkn, T * s.indexerHeadDim);
     k.round(m.dw, T * s.indexerHeads);
