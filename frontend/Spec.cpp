@@ -2086,7 +2086,7 @@ llvm::Error Loader::tensorParallelError(char part, const std::string &why) {
   // only ever fail on a width, above).
   const std::string help =
       fmt::format("use tp 1 for a model with {} layers ('{}'); "
-                  "tensor parallelism splits the M, *, -, E, + and D layers",
+                  "tensor parallelism splits the M, *, -, E, G, + and D layers",
                   layerSymbolName(part), part);
   if (!patternNode) // a pattern from ratios: tp is what to change
     return error(nodeFor("parallel", "tp"), message, help);

@@ -168,6 +168,13 @@ compile "$root/test/e2e/Inputs/ref-dsa.yaml" --make-vocab-size-divisible-by 64 \
   --microbatches 4 --target cpu -o "$tmp/dsa-tp-cpu"
 "$run" "$tmp/dsa-tp-cpu" -q --steps 20 --json-log "$kit/cpu/dsa-tp.jsonl" \
   --data "$kit/data/licenses.txt" > /dev/null
+# Gated DeltaNet over tp 2: each rank half the key and value heads, the out
+# norm's gradient summed over the two, against the cpu target's tp 1 run.
+compile "$root/test/e2e/Inputs/ref-gdn.yaml" --tp 2 --sequence-parallel --microbatches 4 \
+  --target cuda -o "$kit/art/tp2-gdn"
+compile "$root/test/e2e/Inputs/ref-gdn.yaml" --microbatches 4 --target cpu -o "$tmp/gdn-tp-cpu"
+"$run" "$tmp/gdn-tp-cpu" -q --steps 20 --json-log "$kit/cpu/gdn-tp.jsonl" \
+  --data "$kit/data/licenses.txt" > /dev/null
 # The all-reduce overlapped with the last backward, bucket by bucket
 # (without the distributed optimizer, 10 KiB buckets): the same layout.
 compile "$root/examples/hybrid-tiny.yaml" --dp 2 --target cuda -o "$kit/art/tiny-p2d2-buckets"

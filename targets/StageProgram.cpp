@@ -34,6 +34,7 @@ void addParams(pipe::KernelLayerOp layer, const rt::LayerShape &shape,
     pe.expertRank = p.expertRank;
     pe.expertRanks = p.expertRanks;
     pe.expertTp = p.expertTp;
+    pe.sharedByHeads = p.sharedByHeads;
     pe.numel = rt::paramNumel(p, tp);
     pe.init = rt::initName(p.init);
     pe.initA = p.a;

@@ -177,9 +177,9 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     return c;
   }
   case 'G': {
-    // Whole on every rank: G layers do not split over tp yet (the spec
-    // refuses tp above 1 for them).
-    const rt::GdnShape g = rt::gdnShape(d);
+    // A rank's tp-th of the key and value heads (tensorParallelShard).
+    const rt::GdnShape g =
+        std::get<rt::GdnShape>(rt::tensorParallelShard(rt::gdnShape(d), tp));
     const int64_t nv = g.valueHeads, dk = g.keyHeadDim, dv = g.valueHeadDim;
     addLinear(c, t, h, g.inProj());
     // Depthwise causal conv (no bias) over [q k v], and SiLU.
@@ -213,7 +213,7 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
         2 * stream +
         t * (g.inProj() + g.convChannels() + 2 * g.valueWidth()) * e +
         chunks * nv * dk * dv * int64_t(sizeof(float));
-    c.params = rt::numel(g.params(1));
+    c.params = rt::rankNumel(rt::gdnShape(d).params(1), tp);
     return c;
   }
   case '*': {

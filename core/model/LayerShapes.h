@@ -149,6 +149,11 @@ struct ParamSpec {
   /// parallel rank `expertRank` of the layer's group hold it, cut over them
   /// by `split`; -1: not an expert's, cut over every tp rank.
   int64_t expertRank = -1, expertRanks = 1, expertTp = 1;
+  /// A weight every head of the layer shares (Split::None), each tensor-
+  /// parallel rank holding some of the heads: its gradient on a rank is
+  /// its heads' part, summed over the group with or without sequence
+  /// parallelism (a norm's is partial only by rows, under it).
+  bool sharedByHeads = false;
   /// Megatron's rule: no weight decay on 1-D parameters (norms, biases).
   bool decay() const { return shape.size() > 1; }
   int64_t numel() const {
@@ -198,6 +203,10 @@ inline ParamSpec splitRows(ParamSpec p, std::vector<int64_t> sections = {}) {
 }
 inline ParamSpec splitColumns(ParamSpec p) {
   p.split = Split::Columns;
+  return p;
+}
+inline ParamSpec sharedByHeads(ParamSpec p) {
+  p.sharedByHeads = true;
   return p;
 }
 
@@ -423,7 +432,8 @@ struct GdnShape {
         splitRows(
             {"self_attention.A_log", {valueHeads}, Init::MambaALog, 1, 16}),
         // One weight over dv, shared by every head.
-        {"self_attention.out_norm.weight", {valueHeadDim}, Init::Ones},
+        sharedByHeads(
+            {"self_attention.out_norm.weight", {valueHeadDim}, Init::Ones}),
         splitColumns({"self_attention.out_proj.weight",
                       {hidden, valueWidth()},
                       Init::Normal,

@@ -93,9 +93,10 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
         } else if constexpr (std::is_same_v<S, MtpOutputShape>) {
           why = divides(s.vocab, "vocab_size");
         } else if constexpr (std::is_same_v<S, GdnShape>) {
-          // Not split yet (Megatron splits the heads): whole on one rank.
-          why = "gated delta net layers ('G') do not split over "
-                "tensor-parallel ranks yet";
+          // Megatron-LM splits the key and value heads alike (a value
+          // head's key head stays on its rank).
+          if ((why = divides(s.keyHeads, "linear_num_key_heads")).empty())
+            why = divides(s.valueHeads, "linear_num_value_heads");
         } else if constexpr (std::is_same_v<S, MoeShape>) {
           // Expert tensor parallelism at Megatron-LM's default, the
           // tensor-parallel size: every expert's width split; or the
@@ -125,6 +126,9 @@ inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp) {
         if constexpr (std::is_same_v<S, MambaShape>) {
           s.heads /= tp;
           s.groups /= tp;
+        } else if constexpr (std::is_same_v<S, GdnShape>) {
+          s.keyHeads /= tp;
+          s.valueHeads /= tp;
         } else if constexpr (std::is_same_v<S, AttentionShape>) {
           s.heads /= tp;
           s.ranks = tp;
@@ -279,7 +283,9 @@ inline std::vector<Collective> collectivesOf(const LayerShape &shape,
           c.push_back({sp ? K::ReduceScatter : K::AllReduce, h});
           return c;
         } else if constexpr (std::is_same_v<S, MambaShape> ||
-                             std::is_same_v<S, MlpShape>) {
+                             std::is_same_v<S, MlpShape> ||
+                             std::is_same_v<S, GdnShape>) {
+          // (Gated DeltaNet's in_proj and out_proj as Mamba's.)
           if (!sp)
             return {{K::AllReduce, h}};
           return {{K::AllGather, h}, {K::ReduceScatter, h}};

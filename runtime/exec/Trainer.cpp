@@ -280,13 +280,16 @@ void Trainer::sumSequenceParallelGrads() {
   // tokens: the parameters every tensor-parallel rank holds whole (the
   // norms' weights) have partial gradients, summed over the group as
   // Megatron-LM's finalize_model_grads does. Sums commute, so after the
-  // data-parallel reduction is as good as before it.
-  if (!artifact.sequenceParallel)
+  // data-parallel reduction is as good as before it. A weight the heads
+  // share (Gated DeltaNet's out norm) saw a rank's heads: summed with or
+  // without sequence parallelism.
+  if (comm.tpSize() == 1)
     return;
   std::vector<Transport::Request> sums;
   for (Stage &s : stages)
     for (const ParamEntry &p : s.entry().params)
-      if (p.split == Split::None)
+      if (p.split == Split::None &&
+          (artifact.sequenceParallel || p.sharedByHeads))
         sums.push_back(transport->itensorParallel(CollectiveKind::AllReduce,
                                                   s.grads().data() + p.offset,
                                                   p.numel, DType::F32));

@@ -654,6 +654,8 @@ nlohmann::json manifestToJson(const Artifact &a) {
         param["expert_ranks"] = p.expertRanks;
         param["expert_tp"] = p.expertTp;
       }
+      if (p.sharedByHeads)
+        param["shared_by_heads"] = true;
       params.push_back(std::move(param));
     }
     stages.push_back({{"index", e.index},
@@ -849,6 +851,7 @@ ParamEntry parseParam(const json &p, int64_t stageParams, int64_t tp,
   pe.expertRank = optionalField<int64_t>(p, "expert_rank", -1, where);
   pe.expertRanks = optionalField<int64_t>(p, "expert_ranks", 1, where);
   pe.expertTp = optionalField<int64_t>(p, "expert_tp", 1, where);
+  pe.sharedByHeads = optionalField<bool>(p, "shared_by_heads", false, where);
   if (pe.expertRank < -1 || pe.expertRanks < 1 || pe.expertTp < 1 ||
       pe.expertTp > (int64_t(1) << 20) ||
       (pe.expertRank >= 0 && (pe.expertTp * pe.expertRanks) % tp != 0) ||

@@ -56,6 +56,9 @@ struct ParamEntry {
   /// An expert's: the ranks of its expert-parallel rank it is cut over
   /// (etp; ParamSpec's).
   int64_t expertTp = 1;
+  /// Shared by the heads a rank holds some of: its gradient summed over
+  /// the tensor-parallel group (ParamSpec's).
+  bool sharedByHeads = false;
 };
 
 /// One action of a rank's program: the schedule vocabulary's own type.

@@ -295,6 +295,11 @@ SUITES = [
         # run (plan all: the default plan's limits are full).
         staged_check("tp2-dsa-staged", "tp2-dsa", "dsa-tp", "1e-5", "2e-3", ranks=2,
                      timeout=8),
+        # Gated DeltaNet ('G') at tp 2 with sequence parallelism: half the
+        # key and value heads a rank, the out norm's gradient summed over
+        # the two, against the cpu target's tp 1 run (plan all).
+        staged_check("tp2-gdn-staged", "tp2-gdn", "gdn-tp", "1e-5", "2e-3", ranks=2,
+                     timeout=8),
         # kill -9 of one GPU rank at step 3 ends all four within 12 s (not 124).
         Check("kill-one-rank", "source mpi/env.sh; HYPIPE_FAULT_KILL=1:3 timeout 12"
               " mpirun -np 4 --allow-run-as-root --oversubscribe -x HYPIPE_FAULT_KILL"

@@ -61,8 +61,13 @@ struct GdnWorkspace {
 template <class P> struct Gdn {
   /// The target's primitives, in the call's precision.
   const P &k;
-  /// The call's tensor-parallel collectives: null, the layer runs whole
-  /// (tensorParallelProblem refuses to split it).
+  /// The call's tensor-parallel collectives (null: the layer is whole).
+  /// Over tp ranks a rank holds a tp-th of the key and value heads (in_proj
+  /// and conv1d cut by section, dt_bias and A_log by head, out_proj by
+  /// columns) and runs them as a whole layer of that many heads; in_proj's
+  /// input and out_proj's output cross ranks as Mamba's do. The out norm's
+  /// weight, which every head shares, gets its heads' part of the gradient
+  /// (ParamSpec::sharedByHeads: summed over the group).
   TensorParallelCalls *tp = nullptr;
 
   template <class Tokens>
