@@ -15,6 +15,8 @@
 #ifndef HYPIPE_RUNTIME_COMM_COMM_H
 #define HYPIPE_RUNTIME_COMM_COMM_H
 
+#include "core/model/TensorParallel.h"
+
 #include <mpi.h>
 
 #include <cstdint>
@@ -86,13 +88,17 @@ public:
   }
   /// The group a parameter (the manifest's ParamEntry) is cut over and
   /// this rank's place in it: an expert's, its layer's tp-ep group; the
-  /// others', the tensor-parallel group (core/model/TensorParallel.h's
-  /// holdsParam and forEachParamShardRun take them).
+  /// others', the tensor-parallel group (TensorParallel.h's holdsParam
+  /// and forEachParamShardRun take them).
   template <class P> int64_t paramRanks(const P &p) const {
     return p.expertRank >= 0 ? expertSize() : tp;
   }
   template <class P> int64_t paramRank(const P &p) const {
     return p.expertRank >= 0 ? expertRank() : tp_rank;
+  }
+  /// Whether this rank holds (a shard of) the parameter.
+  template <class P> bool holds(const P &p) const {
+    return holdsParam(p, paramRanks(p), paramRank(p));
   }
   /// The world rank at (ppRank, dpRank, tpRank) of the grid.
   int worldRankAt(int64_t ppAt, int64_t dpAt, int64_t tpAt) const {

@@ -105,7 +105,7 @@ void Checkpointer::readShard(CheckpointReader &ckpt, const std::string &name,
   }
   // An expert of another expert-parallel rank: its slot is this rank's own
   // expert's, which its own entry reads.
-  if (!holdsParam(p, comm.paramRanks(p), comm.paramRank(p)))
+  if (!comm.holds(p))
     return;
   std::vector<float> whole(size_t(shapeNumel(p.shape)));
   ckpt.read(name, p.shape, whole.data());

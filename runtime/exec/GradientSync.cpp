@@ -42,8 +42,7 @@ GradientSync::GradientSync(const Artifact &artifact, std::vector<Stage> &stages,
     if (comm.expertReplicas() == 1)
       continue;
     for (const ParamEntry &p : stages[i].entry().params)
-      if (p.expertRank >= 0 &&
-          holdsParam(p, comm.paramRanks(p), comm.paramRank(p)))
+      if (p.expertRank >= 0 && comm.holds(p))
         slots.push_back({p.offset, p.offset + p.numel});
     std::sort(slots.begin(), slots.end());
     std::vector<std::pair<int64_t, int64_t>> merged;

@@ -46,7 +46,7 @@ void AdamWOptimizer::planSegments(const Artifact &artifact) {
     for (const ParamEntry &p : s.entry().params) {
       // Another expert-parallel rank's expert: its slot is this rank's
       // own expert's, updated (and counted) once, by that one's entry.
-      if (!holdsParam(p, comm.paramRanks(p), comm.paramRank(p)))
+      if (!comm.holds(p))
         continue;
       // Which copy counts is decided before the shard cuts it: the first
       // copy's part, even where this rank's shard holds none of it.
