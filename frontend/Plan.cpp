@@ -742,8 +742,10 @@ std::vector<int64_t> tensorParallelSizes(const ModelSpec &spec,
 
 /// The expert grids (ep, etp) tried on tp x dp ranks of each pipeline
 /// stage: Megatron-LM's default (every expert on every rank, etp tp), the
-/// grids inside the tensor-parallel group hypipe-run runs (ep dividing tp
-/// and the experts, etp tp / ep), and with `search` (a Megatron-LM run)
+/// grids hypipe-run runs -- inside the tensor-parallel group (ep dividing
+/// tp and the experts, etp tp / ep) and, on the CPU target without
+/// packing, over m data-parallel replicas' (etp x ep = m x tp, m dividing
+/// dp: docs/expert-parallel.md) -- and with `search` (a Megatron-LM run)
 /// each ep dividing the experts, etp tp or 1, whose etp x ep divides
 /// tp x dp.
 std::vector<std::pair<int64_t, int64_t>>
@@ -753,11 +755,17 @@ expertGrids(const ModelSpec &spec, int64_t tp, int64_t dp, bool search) {
   if (used.find('E') == std::string::npos)
     return grids;
   const int64_t experts = spec.dims.numExperts;
+  const int64_t ffn = spec.dims.expertFfnHidden();
   if (!search) {
-    for (int64_t ep = 2; ep <= tp; ++ep)
-      if (tp % ep == 0 && experts % ep == 0 &&
-          spec.dims.expertFfnHidden() % (tp / ep) == 0)
-        grids.push_back({ep, tp / ep});
+    const bool overReplicas =
+        spec.training.target == rt::Target::Cpu && !spec.data.packing;
+    for (int64_t m = 1; m <= (overReplicas ? dp : 1); ++m)
+      for (int64_t ep = 2; ep <= m * tp; ++ep) {
+        const int64_t etp = m * tp / ep;
+        if (dp % m == 0 && (m * tp) % ep == 0 && experts % ep == 0 &&
+            ffn % etp == 0)
+          grids.push_back({ep, etp});
+      }
     return grids;
   }
   std::vector<int64_t> etps{tp};
@@ -793,8 +801,11 @@ std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,
         for (auto [ep, etp] : expertGrids(spec, tp, dp, searchExperts))
           for (schedule::ScheduleKind kind : schedule::scheduleKinds())
             for (bool sharded : {false, true})
+              // hypipe-run shards no optimizer over an expert grid beyond
+              // the tensor-parallel group (Megatron-LM runs it).
               if (scheduleRuns(kind, pp, vpp, microbatches) &&
-                  (!sharded || dp > 1)) {
+                  (!sharded || dp > 1) &&
+                  (!sharded || searchExperts || (etp ? etp : tp) * ep <= tp)) {
                 PlanLayout l{tp, pp,  vpp,  dp,      microbatches,
                              sp, mbs, kind, sharded, {}};
                 l.ep = ep;
