@@ -8,7 +8,8 @@
 # the first), its ratio to tp 1, the peak tensor MiB of rank 0 as its device
 # measured it, the last loss, and the step time `hypipe explain --device cpu`
 # predicts (the cost model's FLOPs and the tp collectives on the cpu device's
-# link) beside the measured one. No peer: PyTorch's tensor parallelism needs
+# link) beside the measured one; then the same layouts of
+# bench/specs/tp-bench-gd.yaml (G and D layers). No peer: PyTorch's tensor parallelism needs
 # torch.distributed's process groups, which this benchmark does not set up.
 # Usage: bench/run_tensor_parallel.sh [steps]
 set -euo pipefail
@@ -19,6 +20,15 @@ spec="$root/bench/specs/tp-bench.yaml"
 # shellcheck source=bench/layout_table.sh
 source "$root/bench/layout_table.sh"
 layout_table "$spec" "$steps" \
+  "tp=1|1|--tp 1" \
+  "tp=2|2|--tp 2" \
+  "tp=2 sp|2|--tp 2 --sequence-parallel" \
+  "pp=2|2|--pp 2 --schedule 1f1b"
+# The same layouts of bench/specs/tp-bench-gd.yaml (GD-GD-: Gated DeltaNet
+# and DeepSeek sparse attention, whose indexer every rank runs whole).
+echo
+echo "tp-bench-gd.yaml (GD-GD-):"
+layout_table "$root/bench/specs/tp-bench-gd.yaml" "$steps" \
   "tp=1|1|--tp 1" \
   "tp=2|2|--tp 2" \
   "tp=2 sp|2|--tp 2 --sequence-parallel" \
