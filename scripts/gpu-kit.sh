@@ -158,6 +158,16 @@ compile "$tmp/tp-mtp.yaml" --target cpu -o "$tmp/tp-cpu"
   --data "$kit/data/licenses.txt" > /dev/null
 mpirun --allow-run-as-root --oversubscribe -np 2 "$run" "$tmp/tp-mla-cpu" -q --steps 20 \
   --json-log "$kit/cpu/tp-mla.jsonl" --data "$kit/data/licenses.txt" > /dev/null
+# Expert parallelism over data-parallel replicas (issue 50): dp 2 x ep 2,
+# each replica's routing statistics its own (the CUDA router's per-replica
+# counts and aux loss), the experts' gradients over the expert-data-parallel
+# group, against the cpu target's run of the same layout.
+compile "$tmp/tp-mtp.yaml" --dp 2 --microbatches 2 --ep 2 --etp 1 --target cuda \
+  -o "$kit/art/dp2-ep2"
+compile "$tmp/tp-mtp.yaml" --dp 2 --microbatches 2 --ep 2 --etp 1 --target cpu \
+  -o "$tmp/dp2-ep2-cpu"
+mpirun --allow-run-as-root --oversubscribe -np 2 "$run" "$tmp/dp2-ep2-cpu" -q --steps 20 \
+  --json-log "$kit/cpu/dp2-ep2.jsonl" --data "$kit/data/licenses.txt" > /dev/null
 # DeepSeek sparse attention over tp 2 (issue 52): MLA's heads split, the
 # indexer whole on each rank, the KL target's parts summed over the group
 # (its CUDA kernels' row range and target difference), against the cpu

@@ -208,14 +208,11 @@ private:
           // data-parallel replicas' (Megatron-LM's tp-ep group).
           const int64_t tp = plan.tensorParallel;
           const int64_t replicas = (etp * ep) / tp;
-          if (replicas * tp != etp * ep || (replicas > 1 && ep == 1) ||
-              (replicas > 1 && target == rt::Target::Cuda)) {
+          if (replicas * tp != etp * ep || (replicas > 1 && ep == 1)) {
             op->emitError()
                 << "the " << (target == rt::Target::Cuda ? "CUDA" : "CPU")
                 << " target runs an expert grid of etp x ep = m x tp ranks"
-                << (target == rt::Target::Cuda ? " with m = 1 (inside the "
-                                                 "tensor-parallel group) yet"
-                                               : " with ep > 1")
+                << " with ep > 1"
                 << ", and this one is ep " << ep << ", etp " << etp
                 << " with tp " << tp
                 << "; hypipe plan lays such grids out and prints "

@@ -288,6 +288,13 @@ SUITES = [
         # cpu tp 1 run (plan all: what tells a failure above apart).
         staged_check("tp2-ep2-a2a-moe-staged", "tp2-ep2-a2a-moe", "tp", "1e-5", "2e-3",
                      ranks=2, timeout=8),
+        # Expert parallelism over data-parallel replicas (issue 50): dp 2 x
+        # ep 2, two ranks on the one GPU, each replica's routing statistics
+        # its own (the CUDA router's per-replica counts and aux loss), the
+        # expert slots summed over the expert-data-parallel group, against
+        # the cpu target's run of the same layout (plan all).
+        staged_check("dp2-ep2-staged", "dp2-ep2", "dp2-ep2", "1e-5", "2e-3", ranks=2,
+                     timeout=8),
         # DeepSeek sparse attention ('D', issue 52) at tp 2 with sequence
         # parallelism: MLA's heads split, the indexer whole on each rank, the
         # KL loss's target summed over the two ranks (the CUDA kernels'

@@ -136,13 +136,16 @@ __global__ void scatterRowsKernel(int64_t hidden, int k, const int32_t *slotRow,
 }
 
 /// Renormalisation, load-balancing loss and softmax backward, per token.
-__global__ void routerGradKernel(int64_t T, int E, int k, const float *probs,
-                                 const int32_t *topIdx, const float *topW,
-                                 const float *dTopW, const int32_t *routed,
+__global__ void routerGradKernel(int64_t T, int64_t perReplica, int E, int k,
+                                 const float *probs, const int32_t *topIdx,
+                                 const float *topW, const float *dTopW,
+                                 const int32_t *routedOfReplicas,
                                  double auxScale, float *dlogits) {
   int64_t tok = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (tok >= T)
     return;
+  // The token's replica's counts (MoeShape::groupReplicas).
+  const int32_t *routed = routedOfReplicas + tok / perReplica * E;
   const float *pr = probs + tok * E;
   float *dl = dlogits + tok * E;
   double z = 0, wdw = 0;
@@ -190,31 +193,32 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
   const int64_t E = s.experts, k = s.topk, Hd = s.hidden;
   if (E > 64)
     throw CudaError("error: the CUDA MoE router takes at most 64 experts");
-  // (The compiler refuses such grids on this target: KernelPlan.)
-  if (s.groupReplicas != 1)
-    throw CudaError("error: the CUDA MoE router runs no expert grid over "
-                    "data-parallel replicas yet");
-  float *probSum = scratch; // [E]
+  // Each replica's routing statistics (one replica but on an expert grid
+  // over data-parallel ones: MoeShape::groupReplicas), as the CPU's.
+  const int64_t replicas = s.groupReplicas, perReplica = T / replicas;
+  float *probSum = scratch; // [replicas, E]
   routeKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
       T, int(E), int(k), logits, m.probs, m.topIdx, m.topW, routerCheck);
   launched("moe routing");
-  zero(probSum, E);
-  columnDot(T, E, m.probs, E, nullptr, 0, nullptr, 0, probSum);
+  zero(probSum, replicas * E);
+  for (int64_t r = 0; r < replicas; ++r)
+    columnDot(perReplica, E, m.probs + r * perReplica * E, E, nullptr, 0,
+              nullptr, 0, probSum + r * E);
 
   // Group the routed rows by expert, in token order, on the host: the
   // choices within each expert's capacity (all of them, dropless; the same
   // rule as the CPU's, core/model/MoeCapacity.h), the rows past the kept
   // ones -1. The load-balancing loss counts every choice.
   std::vector<int32_t> top = download(m.topIdx, T * k);
-  std::vector<float> pe = download(probSum, E);
+  std::vector<float> pe = download(probSum, replicas * E);
   std::vector<float> weights;
   if (s.capacityFactor > 0)
     weights = download(m.topW, T * k);
   thread_local std::vector<uint8_t> kept;
   keepWithinCapacity(s, t, top.data(), weights.data(), kept);
-  std::vector<int32_t> counts(E, 0), routed(E, 0), rowMap(T * k, -1);
+  std::vector<int32_t> counts(E, 0), routed(replicas * E, 0), rowMap(T * k, -1);
   for (int64_t slot = 0; slot < T * k; ++slot) {
-    ++routed[top[slot]];
+    ++routed[slot / (perReplica * k) * E + top[slot]];
     counts[top[slot]] += kept[size_t(slot)];
   }
   expertOffsets(s, counts.data(), off);
@@ -222,15 +226,22 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
   for (int64_t slot = 0; slot < T * k; ++slot)
     if (kept[size_t(slot)])
       rowMap[fill[top[slot]]++] = int32_t(slot);
+  // Each replica's load-balancing loss; the layer's is their mean. m.aux
+  // follows m.counts: one upload (one wait) for both, each replica's loss
+  // a float in an int32 slot after the counts.
   double aux = 0;
-  for (int64_t e = 0; e < E; ++e)
-    aux += double(pe[e]) * routed[e];
-  aux *= s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k));
-  // m.aux follows m.counts: one upload (one wait) for both, the aux loss's
-  // float in the int32 slot after the counts.
-  counts.push_back(0);
-  const float auxLoss = float(aux);
-  std::memcpy(&counts.back(), &auxLoss, sizeof auxLoss);
+  for (int64_t r = 0; r < replicas; ++r) {
+    double mine = 0;
+    for (int64_t e = 0; e < E; ++e)
+      mine += double(pe[r * E + e]) * routed[r * E + e];
+    mine *= s.auxLossCoeff * double(E) /
+            (double(perReplica) * double(perReplica) * double(k));
+    const float replicaLoss = float(mine);
+    counts.push_back(0);
+    std::memcpy(&counts.back(), &replicaLoss, sizeof replicaLoss);
+    aux += mine;
+  }
+  const float auxLoss = float(aux / double(replicas));
   upload(m.counts, counts);
   upload(m.routed, routed);
   upload(m.rowMap, rowMap);
@@ -292,11 +303,13 @@ void Kernels::moeRouterBackward(const MoeShape &s, int64_t T, const MoeSaved &m,
                                 const float *dTopW, float lossScale,
                                 float *dlogits) const {
   const int64_t E = s.experts, k = s.topk;
+  // Each replica's tokens against its own counts (MoeShape::groupReplicas).
+  const int64_t perReplica = T / s.groupReplicas;
   const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
-                          (double(T) * double(T) * double(k));
+                          (double(perReplica) * double(perReplica) * double(k));
   routerGradKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
-      T, int(E), int(k), m.probs, m.topIdx, m.topW, dTopW, m.routed, auxScale,
-      dlogits);
+      T, perReplica, int(E), int(k), m.probs, m.topIdx, m.topW, dTopW, m.routed,
+      auxScale, dlogits);
   launched("moe router backward");
 }
 
