@@ -1300,9 +1300,24 @@ llvm::Error Loader::checkModel() {
   spec.dims.dsaIndexerNHeads = draft.dsaIndexerNHeads.value_or(0);
   spec.dims.dsaIndexerHeadDim = draft.dsaIndexerHeadDim.value_or(0);
   spec.dims.dsaIndexerTopk = draft.dsaIndexerTopk.value_or(0);
-  if (auto problem = checkModelDims(spec.dims))
-    return error(nodeFor("model", problem->field), problem->message,
-                 problem->help);
+  if (auto problem = checkModelDims(spec.dims)) {
+    // The query groups' default that the spec's head count does not take
+    // (an MLA model never names them): point at the heads it gives.
+    std::string field = problem->field;
+    if (field == "num_query_groups" &&
+        !valueNodes.count("model.num_query_groups") &&
+        valueNodes.count("model.num_attention_heads")) {
+      field = "num_attention_heads";
+      problem->message +=
+          fmt::format(" (num_query_groups is not given: its default is {})",
+                      ModelDims{}.numQueryGroups);
+      problem->help = "set model.num_query_groups to a divisor of "
+                      "num_attention_heads (num_attention_heads itself for "
+                      "plain multi-head attention, and for a model whose "
+                      "attention is MLA, which has no query groups)";
+    }
+    return error(nodeFor("model", field), problem->message, problem->help);
+  }
   std::string used = spec.pattern.layers() + spec.pattern.mtp;
   for (char symbol : kLayerSymbols) {
     size_t at = used.find(symbol);
