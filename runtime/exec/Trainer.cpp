@@ -275,7 +275,7 @@ void Trainer::gatherStepTotals(StepStats &st, const StepLosses &losses) {
         st.step, st.loss, st.gradNorm));
 }
 
-void Trainer::sumSequenceParallelGrads() {
+void Trainer::sumTensorParallelPartialGrads() {
   // With sequence parallelism each rank's norms saw its tp-th of the
   // tokens: the parameters every tensor-parallel rank holds whole (the
   // norms' weights) have partial gradients, summed over the group as
@@ -350,7 +350,7 @@ StepStats Trainer::step(int64_t step, const std::string &dumpPath) {
   if (faultNanStep == step)
     losses.loss = std::nan("");
   gradSync->finalizeModelGrads();
-  sumSequenceParallelGrads();
+  sumTensorParallelPartialGrads();
   if (gradSync->reductionBegin() >= 0)
     runtime->record({"dp gradient reduction", schedule::kDpReductionCategory,
                      runtime->secondsSinceStart(gradSync->reductionBegin()),

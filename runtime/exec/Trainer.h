@@ -142,9 +142,11 @@ private:
   /// This rank's first MoE layer (stage and layer order) whose router met a
   /// NaN or infinite logit this step (Stage::routerFault).
   std::pair<int64_t, float> routerFault() const;
-  /// Sums the gradients of the parameters every tensor-parallel rank holds
-  /// whole over the group (sequence parallelism only).
-  void sumSequenceParallelGrads();
+  /// Sums over the group the gradients of the parameters every tensor-
+  /// parallel rank holds whole that are partial on each: every one under
+  /// sequence parallelism (the norms saw a rank's rows), and always those
+  /// the heads share (ParamSpec::sharedByHeads: a rank's heads' part).
+  void sumTensorParallelPartialGrads();
   /// Clips by the global norm and steps the optimizer at step's lr.
   void applyUpdate(StepStats &st);
 

@@ -133,8 +133,9 @@ void Kernels::dsaTopk(const DsaShape &s, const TokenShape &t,
 
 namespace {
 
-/// A row's index softmax Q over its keys `in` (j <= i, and kept with the
-/// sparse loss) in double: q[j] for those, its log-normaliser's parts.
+/// A row's causal softmax over its keys `in` (j <= i, and kept with the
+/// sparse loss) in double, 0 for the others: the index softmax Q of the
+/// scores, or a head's of its q . k.
 template <class In>
 void indexSoftmax(int64_t i, const float *r, In in, double *q) {
   double mx = -std::numeric_limits<double>::infinity(), z = 0;
@@ -165,8 +166,9 @@ void Kernels::dsaTargetDifference(const DsaShape &s, const TokenShape &t,
     // The heads' softmaxes less the index softmax, summed in double; the
     // difference, 0.2% of the target at initialisation, is what is stored.
     // (Double carries n Q - sum_h P_h without loss.)
-    thread_local std::vector<double> diff;
+    thread_local std::vector<double> diff, head;
     diff.assign(size_t(L * L), 0.0);
+    head.resize(size_t(L));
     for (int64_t i = 0; i < L; ++i) {
       const float *kr = kept + i * L;
       double *d = diff.data() + i * L;
@@ -181,18 +183,13 @@ void Kernels::dsaTargetDifference(const DsaShape &s, const TokenShape &t,
       const float *base = a.qkv + row0 * Wd + 3 * h * D;
       gemm(false, true, L, L, D, scale, base, Wd, base + D, Wd, 0.0f, G, L);
       for (int64_t i = 0; i < L; ++i) {
-        const float *g = G + i * L, *kr = kept + i * L;
-        auto in = [&](int64_t j) { return !s.sparseLoss || kr[j] != 0; };
-        double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+        const float *kr = kept + i * L;
+        indexSoftmax(
+            i, G + i * L,
+            [&](int64_t j) { return !s.sparseLoss || kr[j] != 0; },
+            head.data());
         for (int64_t j = 0; j <= i; ++j)
-          if (in(j))
-            mx = std::max(mx, double(g[j]));
-        for (int64_t j = 0; j <= i; ++j)
-          if (in(j))
-            sum += std::exp(double(g[j]) - mx);
-        for (int64_t j = 0; j <= i; ++j)
-          if (in(j))
-            diff[size_t(i * L + j)] += std::exp(double(g[j]) - mx) / sum;
+          diff[size_t(i * L + j)] += head[size_t(j)];
       }
     }
     float *out = dScores + at[size_t(b)];

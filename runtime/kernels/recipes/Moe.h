@@ -257,7 +257,7 @@ void moeExpertWeightGradients(const P &k, const MoeShape &s, const MoeSaved &m,
 /// rank's experts see a tp-th of the width) summed, and the normed input's
 /// gradient reduce-scattered before the router's part of it is added for
 /// the rows the rank holds, whose router weight gradient the group sums
-/// (Trainer::sumSequenceParallelGrads) as Megatron-LM does.
+/// (Trainer::sumTensorParallelPartialGrads) as Megatron-LM does.
 template <class P> struct Moe {
   /// The target's primitives, in the call's precision.
   const P &k;
