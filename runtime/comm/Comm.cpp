@@ -202,6 +202,8 @@ Comm::~Comm() {
     MPI_Comm_free(&expertComm);
   if (expertDpComm != MPI_COMM_NULL)
     MPI_Comm_free(&expertDpComm);
+  if (expertReplicaComm != MPI_COMM_NULL)
+    MPI_Comm_free(&expertReplicaComm);
   if (nodeComm != MPI_COMM_NULL)
     MPI_Comm_free(&nodeComm);
   if (rollCallComm != MPI_COMM_NULL)
@@ -235,13 +237,17 @@ void Comm::setExpertGroup(int64_t replicas) {
   if (!mpi || replicas == 1)
     return;
   // Colours: the tp-ep group by (pp, dp / m); the expert-data-parallel
-  // group by (pp, dp mod m, tp).
+  // group by (pp, dp mod m, tp); the replicas' group by (pp, dp / m, tp).
   MPI_Comm_split(MPI_COMM_WORLD,
                  int(pp_rank * (dp / replicas) + dp_rank / replicas),
                  int(expertRank()), &expertComm);
   MPI_Comm_split(MPI_COMM_WORLD,
                  int((pp_rank * replicas + dp_rank % replicas) * tp + tp_rank),
                  int(expertDpRank()), &expertDpComm);
+  MPI_Comm_split(
+      MPI_COMM_WORLD,
+      int((pp_rank * (dp / replicas) + dp_rank / replicas) * tp + tp_rank),
+      int(expertReplicaRank()), &expertReplicaComm);
 }
 
 void Comm::poll(const std::function<bool()> &done, const std::string &what) {
@@ -296,6 +302,11 @@ void Comm::gatherTp(const float *block, int64_t count, float *all) {
 void Comm::gatherExpert(const float *block, int64_t count, float *all) {
   gatherTo0(expertGroup(), expertSize(), block, count, all,
             "the checkpoint's gather to the tp-ep group's rank 0");
+}
+
+void Comm::gatherExpertDp(const float *block, int64_t count, float *all) {
+  gatherTo0(expertDpGroup(), expertDpSize(), block, count, all,
+            "the optimizer state's gather to expert-data-parallel rank 0");
 }
 
 void Comm::gatherDp(const float *block, int64_t count, float *all) {

@@ -86,6 +86,13 @@ public:
   MPI_Comm expertDpGroup() const {
     return expert_replicas > 1 ? expertDpComm : dpComm;
   }
+  /// The m replicas an expert grid spans, at this rank's tensor-parallel
+  /// rank (by dp rank mod m): the data-parallel group's part inside the
+  /// tp-ep group, which the distributed optimizer's dense parts are summed
+  /// and gathered over after the expert-data-parallel step (Optimizer.h).
+  /// MPI_COMM_NULL where m is 1.
+  MPI_Comm expertReplicaGroup() const { return expertReplicaComm; }
+  int64_t expertReplicaRank() const { return dp_rank % expert_replicas; }
   /// The group a parameter (the manifest's ParamEntry) is cut over and
   /// this rank's place in it: an expert's, its layer's tp-ep group; the
   /// others', the tensor-parallel group (TensorParallel.h's holdsParam
@@ -133,6 +140,8 @@ public:
   /// The same over the expert tp-ep group (the tensor-parallel group where
   /// it spans one replica): its rank 0 receives.
   void gatherExpert(const float *block, int64_t count, float *all);
+  /// The same over the expert-data-parallel group: its rank 0 receives.
+  void gatherExpertDp(const float *block, int64_t count, float *all);
 
   /// Every rank's `values` (same count on all), in world-rank order.
   std::vector<double> allgather(const std::vector<double> &values);
@@ -190,7 +199,7 @@ private:
   int64_t expert_replicas = 1;
   MPI_Comm ppComm = MPI_COMM_NULL, dpComm = MPI_COMM_NULL,
            tpComm = MPI_COMM_NULL, expertComm = MPI_COMM_NULL,
-           expertDpComm = MPI_COMM_NULL;
+           expertDpComm = MPI_COMM_NULL, expertReplicaComm = MPI_COMM_NULL;
   /// silentRanks' and measureLink's own: nothing else travels on it.
   MPI_Comm rollCallComm = MPI_COMM_NULL;
   /// silentRanks' receive buffers: a late answer lands here, never in

@@ -61,6 +61,11 @@ Transport::Request Transport::iallreduceExpertDp(void *data, int64_t count,
   return iallreduceDp(data, count, type);
 }
 
+Transport::Request Transport::iexpertShard(ExpertShardGroup, CollectiveKind,
+                                           void *, int64_t, DType) {
+  noExpertGroups(*this, "distributed optimizer");
+}
+
 std::string Transport::rankText(int rank) const {
   return fmt::format("rank {} on host {}", rank, comm.hostOf(rank));
 }
@@ -310,6 +315,27 @@ public:
   Request iallreduceExpertDp(void *data, int64_t count, DType type) override {
     return allreduceOn(comm.expertDpGroup(), data, count, type,
                        "the expert-data-parallel all-reduce");
+  }
+
+  Request iexpertShard(ExpertShardGroup group, CollectiveKind kind, void *data,
+                       int64_t block, DType type) override {
+    const bool replicas = group == ExpertShardGroup::Replicas;
+    const GroupOf g =
+        replicas ? GroupOf{comm.expertReplicaGroup(), comm.expertReplicaRank(),
+                           comm.expertReplicas()}
+                 : GroupOf{comm.expertDpGroup(), comm.expertDpRank(),
+                           comm.expertDpSize()};
+    std::string what = fmt::format("the distributed optimizer's {} over the {}",
+                                   collectiveKindName(kind),
+                                   replicas ? "replicas of the expert grid"
+                                            : "expert-data-parallel group");
+    if (kind == CollectiveKind::ReduceScatter)
+      return reduceScatterOn(g, data, block, type, std::move(what));
+    if (kind == CollectiveKind::AllGather)
+      return allgatherOn(g, data, block, type, std::move(what));
+    throw RuntimeError(std::string("error: ") + what +
+                       " is not run\nhelp: "
+                       "report this hypipe bug");
   }
 
 private:

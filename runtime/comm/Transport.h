@@ -116,6 +116,15 @@ public:
                                   const std::vector<int64_t> &recvCounts,
                                   DType type);
   virtual Request iallreduceExpertDp(void *data, int64_t count, DType type);
+  /// The distributed optimizer over an expert grid spread over data-
+  /// parallel replicas (Optimizer.h): an in-place reduce-scatter or all-
+  /// gather (`kind`) of the group's size of blocks of `block` elements, with
+  /// the data-parallel ones' conventions, over the expert-data-parallel
+  /// group or over the m replicas the grid spans (Comm::expertReplicaGroup).
+  /// Only the MPI transports run them.
+  enum class ExpertShardGroup { ExpertDp, Replicas };
+  virtual Request iexpertShard(ExpertShardGroup group, CollectiveKind kind,
+                               void *data, int64_t block, DType type);
   /// The group of pipeline ranks `ppRanks` (sorted, at least two) of this
   /// rank's pipeline; collective over the world.
   virtual Group makeGroup(const std::vector<int64_t> &ppRanks) = 0;

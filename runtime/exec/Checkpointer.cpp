@@ -401,8 +401,7 @@ void Checkpointer::dump(const std::string &path, int64_t step,
       optimizer.finishParamSync(i);
       Stage &s = stages[i];
       for (int64_t b = 0; b < s.shard().buckets(); ++b)
-        gathers.push_back(
-            allGatherBucket(transport, s.shard(), s.grads().data(), b));
+        optimizer.allGatherBucket(i, s.grads().data(), b, gathers);
     }
     transport.waitAll(gathers);
   }

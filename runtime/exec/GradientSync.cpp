@@ -26,6 +26,54 @@ Transport::Request allGatherBucket(Transport &transport,
                                 shard.partFloats(bucket), DType::F32);
 }
 
+std::vector<std::pair<int64_t, int64_t>> expertSlotsOf(const Stage &s,
+                                                       const Comm &comm) {
+  std::vector<std::pair<int64_t, int64_t>> slots;
+  if (comm.expertReplicas() == 1)
+    return slots;
+  for (const ParamEntry &p : s.entry().params)
+    if (p.expertRank >= 0 && comm.holds(p))
+      slots.push_back({p.offset, p.offset + p.numel});
+  std::sort(slots.begin(), slots.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;
+  for (const auto &r : slots)
+    if (!merged.empty() && merged.back().second >= r.first)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  return merged;
+}
+
+ExpertShardLayout expertShardLayoutOf(const Stage &s, const Comm &comm,
+                                      bool sharded) {
+  if (!sharded || comm.expertReplicas() == 1)
+    return ExpertShardLayout();
+  return ExpertShardLayout(s.shard(), expertSlotsOf(s, comm),
+                           comm.expertReplicas(), comm.expertDpSize(),
+                           comm.expertDpRank());
+}
+
+void overReplicas(Transport &transport, Device &device, const Stage &s,
+                  const ExpertShardLayout &x, CollectiveKind kind,
+                  float *buffer, int64_t bucket, float *scratch) {
+  const ShardLayout &parts = x.expertDpParts(), &dp = s.shard();
+  const int64_t at = parts.ownBegin(bucket), n = parts.partFloats(bucket);
+  device.copy(scratch, buffer + at, int64_t(sizeof(float)) * n);
+  std::vector<Transport::Request> r{
+      transport.iexpertShard(Transport::ExpertShardGroup::Replicas, kind,
+                             scratch, dp.partFloats(bucket), DType::F32)};
+  transport.waitAll(r);
+  // A reduce-scatter's sums are this rank's dp part's (m parts of the
+  // expert-data-parallel one, at its place among the replicas).
+  const bool scattered = kind == CollectiveKind::ReduceScatter;
+  const int64_t from = scattered ? dp.ownBegin(bucket) : at,
+                to = scattered ? from + dp.partFloats(bucket) : at + n;
+  x.forEachDenseRun(from, to, [&](int64_t a, int64_t z) {
+    device.copy(buffer + a, scratch + (a - at),
+                int64_t(sizeof(float)) * (z - a));
+  });
+}
+
 GradientSync::GradientSync(const Artifact &artifact, std::vector<Stage> &stages,
                            Device &device, Transport &transport, Comm &comm,
                            bool sharded, int64_t bucketFloats)
@@ -35,23 +83,12 @@ GradientSync::GradientSync(const Artifact &artifact, std::vector<Stage> &stages,
     groups.push_back({this, i, {}, {}, 0});
     for (const ParamEntry &p : stages[i].entry().params)
       copies[p.name].push_back({i, p.offset});
-    // The slots of the experts this rank holds (the other ranks' experts'
-    // entries name the same slots), merged where they touch.
-    std::vector<std::pair<int64_t, int64_t>> &slots =
-        expertRanges.emplace_back();
-    if (comm.expertReplicas() == 1)
-      continue;
-    for (const ParamEntry &p : stages[i].entry().params)
-      if (p.expertRank >= 0 && comm.holds(p))
-        slots.push_back({p.offset, p.offset + p.numel});
-    std::sort(slots.begin(), slots.end());
-    std::vector<std::pair<int64_t, int64_t>> merged;
-    for (const auto &r : slots)
-      if (!merged.empty() && merged.back().second >= r.first)
-        merged.back().second = std::max(merged.back().second, r.second);
-      else
-        merged.push_back(r);
-    slots = std::move(merged);
+    expertRanges.push_back(expertSlotsOf(stages[i], comm));
+    expertShards.push_back(expertShardLayoutOf(stages[i], comm, sharded));
+    if (expertShards.back().replicas() > 1)
+      scratch = Buffer(
+          device, std::max(scratch.size(),
+                           expertShards.back().expertDpParts().partFloats(0)));
   }
   for (auto it = copies.begin(); it != copies.end();)
     it = it->second.size() > 1 ? std::next(it) : copies.erase(it);
@@ -125,6 +162,10 @@ bool GradientSync::reduceBucket(size_t local, int64_t bucket) {
     return false;
   started();
   Stage &s = stages[local];
+  if (sharded && expertShards[local].replicas() > 1) {
+    scatterExpertBucket(local, bucket, requests);
+    return true;
+  }
   if (sharded) {
     requests.push_back(scatterBucket(s, bucket));
     return true;
@@ -152,6 +193,25 @@ bool GradientSync::reduceBucket(size_t local, int64_t bucket) {
     requests.push_back(
         transport.iallreduceDp(grads + from, end - from, DType::F32));
   return true;
+}
+
+void GradientSync::scatterExpertBucket(size_t local, int64_t bucket,
+                                       std::vector<Transport::Request> &into) {
+  const ShardLayout &parts = expertShards[local].expertDpParts();
+  if (comm.expertDpSize() > 1)
+    into.push_back(transport.iexpertShard(
+        Transport::ExpertShardGroup::ExpertDp, CollectiveKind::ReduceScatter,
+        stages[local].grads().data() + parts.bucketBegin(bucket),
+        parts.partFloats(bucket), DType::F32));
+  replicaSums.push_back({local, bucket});
+}
+
+void GradientSync::sumOverReplicas() {
+  for (const auto &[local, bucket] : replicaSums)
+    overReplicas(transport, device, stages[local], expertShards[local],
+                 CollectiveKind::ReduceScatter, stages[local].grads().data(),
+                 bucket, scratch.data());
+  replicaSums.clear();
 }
 
 int64_t GradientSync::startBuckets(size_t local, size_t layer) {
@@ -192,6 +252,7 @@ void GradientSync::progress() { transport.testAll(requests); }
 
 void GradientSync::finishGradSync() {
   transport.waitAll(requests);
+  sumOverReplicas();
   end = steadySeconds();
 }
 
@@ -241,13 +302,16 @@ void GradientSync::finishShardedReduction() {
   std::vector<Transport::Request> pending;
   for (BucketGroup &g : groups)
     for (int64_t b = 0; b < stages[g.local].shard().buckets(); ++b)
-      if (g.waitsForTiedSum(b))
+      if (g.waitsForTiedSum(b) && expertShards[g.local].replicas() > 1)
+        scatterExpertBucket(g.local, b, pending);
+      else if (g.waitsForTiedSum(b))
         pending.push_back(scatterBucket(stages[g.local], b));
-  if (pending.empty())
+  if (pending.empty() && replicaSums.empty())
     return;
   started();
   // Each rank's summed parts land where its parameters are.
   transport.waitAll(pending);
+  sumOverReplicas();
   end = steadySeconds();
 }
 

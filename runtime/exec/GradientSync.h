@@ -38,6 +38,29 @@ Transport::Request allGatherBucket(Transport &transport,
                                    const ShardLayout &shard, float *buffer,
                                    int64_t bucket);
 
+/// The slots of the experts this rank holds in stage `s`'s buffer, sorted
+/// and merged where they touch (the other expert-parallel ranks' experts'
+/// entries name the same slots); none unless MoE layers' experts spread
+/// over data-parallel replicas.
+std::vector<std::pair<int64_t, int64_t>> expertSlotsOf(const Stage &s,
+                                                       const Comm &comm);
+
+/// Sharded runs whose MoE layers' experts spread over data-parallel
+/// replicas: stage `s`'s ExpertShardLayout, every stage's (one without
+/// experts has no pieces). Otherwise one of a single replica: unused.
+ExpertShardLayout expertShardLayoutOf(const Stage &s, const Comm &comm,
+                                      bool sharded);
+
+/// Over such a grid: bucket `bucket` of `buffer` (stage `s`'s parameters or
+/// gradients, fp32) reduce-scattered or all-gathered (`kind`) over the m
+/// replicas in the rank's expert-data-parallel part, through `scratch`
+/// (ExpertShardLayout's partFloats(0) floats), waited for; only the dense
+/// floats take the result (of the rank's dp part after a reduce-scatter, of
+/// the whole part after a gather), the experts' are the group's own.
+void overReplicas(Transport &transport, Device &device, const Stage &s,
+                  const ExpertShardLayout &x, CollectiveKind kind,
+                  float *buffer, int64_t bucket, float *scratch);
+
 class GradientSync {
 public:
   /// Sets up the reduction of `stages` (this rank's): collective, as it
@@ -68,6 +91,11 @@ public:
   /// across pipeline ranks) and, sharded, reduce-scatters the buckets that
   /// waited for that sum.
   void finalizeModelGrads();
+
+  /// Room for one bucket's expert-data-parallel part where MoE layers'
+  /// experts spread over replicas, sharded (ExpertShardLayout); the
+  /// optimizer borrows it for its gathers.
+  Buffer &replicaScratch() { return scratch; }
 
   /// Buckets started inside a weight-gradient pass, before its last call.
   int64_t bucketsInBackward() const { return startedInBackward; }
@@ -106,6 +134,15 @@ private:
   /// sum (sharded).
   bool reduceBucket(size_t local, int64_t bucket);
   Transport::Request scatterBucket(Stage &s, int64_t bucket);
+  /// Over an expert grid spread over replicas (ExpertShardLayout): starts
+  /// bucket `bucket`'s reduce-scatter over the expert-data-parallel group
+  /// into `into`; sumOverReplicas does the rest once it is in.
+  void scatterExpertBucket(size_t local, int64_t bucket,
+                           std::vector<Transport::Request> &into);
+  /// The dense floats of each pending bucket's dp part summed over the m
+  /// replicas (a reduce-scatter of the expert-data-parallel part, through
+  /// the scratch buffer, so the experts' sums stay as they are).
+  void sumOverReplicas();
   int64_t bucketStride(const Stage &s) const;
   void reduceTiedGradients();
   void finishShardedReduction();
@@ -122,6 +159,12 @@ private:
   /// local stage's expert slots, [begin, end) in order, summed over the
   /// expert-data-parallel group instead (Megatron-LM's expert_dp group).
   std::vector<std::vector<std::pair<int64_t, int64_t>>> expertRanges;
+  /// Sharded, over such a grid: each local stage's layout, the buckets
+  /// waiting for their sum over the replicas, and room for one bucket's
+  /// expert-data-parallel part.
+  std::vector<ExpertShardLayout> expertShards;
+  std::vector<std::pair<size_t, int64_t>> replicaSums;
+  Buffer scratch;
   /// Parameters that appear in more than one local stage (tied embedding):
   /// (local stage, offset) of each copy, by name.
   std::map<std::string, std::vector<std::pair<size_t, int64_t>>> copies;

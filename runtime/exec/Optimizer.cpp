@@ -17,13 +17,18 @@ bool usesDistributedOptimizer(const Artifact &artifact, const Comm &comm) {
 
 AdamWOptimizer::AdamWOptimizer(const Artifact &artifact,
                                std::vector<Stage> &stages, Device &device,
-                               Transport &transport, Comm &comm, bool sharded)
+                               Transport &transport, Comm &comm, bool sharded,
+                               Buffer &scratch)
     : artifact(artifact), stages(stages), device(device), transport(transport),
-      comm(comm), shardedState(sharded) {
+      comm(comm), shardedState(sharded), scratch(scratch) {
   for (const Stage &s : stages) {
     StageState st;
-    st.expAvg = Buffer(device, s.shard().shardFloats());
-    st.expAvgSq = Buffer(device, s.shard().shardFloats());
+    st.experts = expertShardLayoutOf(s, comm, sharded);
+    const int64_t floats = st.experts.replicas() > 1
+                               ? st.experts.momentsFloats()
+                               : s.shard().shardFloats();
+    st.expAvg = Buffer(device, floats);
+    st.expAvgSq = Buffer(device, floats);
     state.push_back(std::move(st));
   }
   planSegments(artifact);
@@ -42,7 +47,22 @@ void AdamWOptimizer::planSegments(const Artifact &artifact) {
     const Stage &s = stages[i];
     const ShardLayout &shard = s.shard();
     StageState &st = state[i];
+    // By bucket: the rank's part, at its moments' place; over an expert
+    // grid spread over replicas, sharded, each piece (ExpertShardLayout),
+    // dense ones first.
+    const ExpertShardLayout &x = st.experts;
     st.updated.assign(size_t(shard.buckets()), {});
+    for (int64_t b = 0; b < shard.buckets(); ++b) {
+      std::vector<Update> &u = st.updated[size_t(b)];
+      if (x.replicas() == 1) {
+        u.push_back({shard.ownBegin(b) - shard.momentBegin(b), {}});
+        continue;
+      }
+      for (const ExpertShardLayout::Piece &piece : x.densePiecesOf(b))
+        u.push_back({piece.begin - piece.moment, {}});
+      for (const ExpertShardLayout::Piece &piece : x.expertPiecesOf(b))
+        u.push_back({piece.begin - piece.moment, {}});
+    }
     for (const ParamEntry &p : s.entry().params) {
       // Another expert-parallel rank's expert: its slot is this rank's
       // own expert's, updated (and counted) once, by that one's entry.
@@ -57,18 +77,30 @@ void AdamWOptimizer::planSegments(const Artifact &artifact) {
           (it == firstStage.end() ||
            (it->second == s.index() && counted.insert(p.name).second)) &&
           (p.split != Split::None || comm.tpRank() == 0);
-      for (int64_t b = 0; b < shard.buckets(); ++b) {
-        const int64_t own = shard.ownBegin(b);
-        const int64_t lo = std::max(p.offset, own),
-                      hi = std::min(p.offset + p.numel,
-                                    own + shard.partFloats(b));
+      const bool expert = p.expertRank >= 0 && comm.expertReplicas() > 1;
+      auto add = [&](int64_t b, size_t update, int64_t begin, int64_t end) {
+        const int64_t lo = std::max(p.offset, begin),
+                      hi = std::min(p.offset + p.numel, end);
         if (lo >= hi)
-          continue;
-        st.updated[size_t(b)].push_back({lo, hi, p.weightDecay});
-        if (counts && p.expertRank >= 0 && comm.expertReplicas() > 1)
+          return;
+        st.updated[size_t(b)][update].segments.push_back(
+            {lo, hi, p.weightDecay});
+        if (counts && expert)
           st.normedExperts.push_back({lo, hi, false});
         else if (counts)
           st.normed.push_back({lo, hi, false});
+      };
+      for (int64_t b = 0; b < shard.buckets(); ++b) {
+        if (x.replicas() == 1) {
+          add(b, 0, shard.ownBegin(b), shard.ownBegin(b) + shard.partFloats(b));
+          continue;
+        }
+        // A piece's update follows the dense pieces before it.
+        const auto &dense = x.densePiecesOf(b);
+        const auto &pieces = expert ? x.expertPiecesOf(b) : dense;
+        const size_t first = expert ? dense.size() : 0;
+        for (size_t k = 0; k < pieces.size(); ++k)
+          add(b, first + k, pieces[k].begin, pieces[k].end);
       }
     }
   }
@@ -138,18 +170,21 @@ void AdamWOptimizer::step(int64_t step, double lr, double clipScale) {
     StageState &st = state[i];
     for (int64_t b = 0; b < s.shard().buckets(); ++b) {
       // The moments hold the rank's part of each bucket one after another
-      // (all of the stage when the state is not sharded).
-      device.adamw(a, st.updated[size_t(b)], s.params().data(),
-                   s.grads().data(), st.expAvg.data(), st.expAvgSq.data(),
-                   s.shard().ownBegin(b) - s.shard().momentBegin(b));
+      // (all of the stage when the state is not sharded), then its experts'
+      // pieces.
+      for (const Update &u : st.updated[size_t(b)])
+        if (!u.segments.empty())
+          device.adamw(a, u.segments, s.params().data(), s.grads().data(),
+                       st.expAvg.data(), st.expAvgSq.data(), u.momentBase);
       // Every replica gets the updated bucket, under the next bucket's
       // update; the stage's next forward waits for them, so the gathers
-      // overlap what runs before it.
-      if (shardedState && s.workingCopy().size())
+      // overlap what runs before it. (Over an expert grid spread over
+      // replicas the fp32 weights travel: the working copy is made from
+      // them.)
+      if (shardedState && s.workingCopy().size() && st.experts.replicas() == 1)
         gatherWorkingCopy(i, b);
       else if (shardedState)
-        st.paramGather.push_back(
-            allGatherBucket(transport, s.shard(), s.params().data(), b));
+        allGatherBucket(i, s.params().data(), b, st.paramGather);
     }
   }
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -158,6 +193,28 @@ void AdamWOptimizer::step(int64_t step, double lr, double clipScale) {
     if (state[i].gatheringWorking)
       stages[i].workingCopyIsCurrent();
   }
+}
+
+void AdamWOptimizer::allGatherBucket(size_t local, float *buffer,
+                                     int64_t bucket,
+                                     std::vector<Transport::Request> &into) {
+  const ShardLayout &dp = stages[local].shard();
+  const ExpertShardLayout &x = state[local].experts;
+  if (x.replicas() == 1) {
+    into.push_back(rt::allGatherBucket(transport, dp, buffer, bucket));
+    return;
+  }
+  // The replicas' dp parts of this rank's expert-data-parallel part, their
+  // dense floats taken (its experts' floats it updated itself); then that
+  // part to the expert-data-parallel group, whose ranks hold its experts.
+  overReplicas(transport, device, stages[local], x, CollectiveKind::AllGather,
+               buffer, bucket, scratch.data());
+  const ShardLayout &parts = x.expertDpParts();
+  if (comm.expertDpSize() > 1)
+    into.push_back(transport.iexpertShard(
+        Transport::ExpertShardGroup::ExpertDp, CollectiveKind::AllGather,
+        buffer + parts.bucketBegin(bucket), parts.partFloats(bucket),
+        DType::F32));
 }
 
 void AdamWOptimizer::gatherWorkingCopy(size_t local, int64_t bucket) {
@@ -185,7 +242,9 @@ std::vector<float> AdamWOptimizer::fullParameters(size_t local) {
   std::vector<float> params = s.params().download();
   // (Experts spread over replicas: each replica of the first tp-ep group
   // holds some.)
-  if (!shardedState)
+  // Gathered whole on every rank (over an expert grid spread over
+  // replicas, sharded, too).
+  if (!shardedState || state[local].experts.replicas() > 1)
     return comm.expertDpRank() == 0 ? params : std::vector<float>();
   // Each rank's fp32 main weights are current in its own parts (a bf16 run
   // gathers only the bf16 working copy).
@@ -206,7 +265,47 @@ std::vector<float> AdamWOptimizer::fullMoment(size_t local,
   std::vector<float> shard = moment.download();
   if (!shardedState)
     return shard;
+  if (state[local].experts.replicas() > 1)
+    return fullExpertMoment(local, shard);
   return gatherShards(local, shard);
+}
+
+std::vector<float>
+AdamWOptimizer::fullExpertMoment(size_t local, const std::vector<float> &mine) {
+  const ShardLayout &dp = stages[local].shard();
+  const ExpertShardLayout &x = state[local].experts;
+  const ShardLayout &parts = x.expertDpParts();
+  // A layout's shard (each bucket's part one after another) with `pieces`'
+  // moments at their places in it.
+  auto image = [&](const ShardLayout &l, auto piecesOf) {
+    std::vector<float> out(size_t(l.shardFloats()), 0.0f);
+    for (int64_t b = 0; b < l.buckets(); ++b)
+      for (const ExpertShardLayout::Piece &piece : piecesOf(b))
+        std::copy_n(mine.begin() + piece.moment, piece.end - piece.begin,
+                    out.begin() + l.momentBegin(b) +
+                        (piece.begin - l.ownBegin(b)));
+    return out;
+  };
+  // The dense floats from every dp shard, on dp rank 0.
+  std::vector<float> whole = gatherShards(
+      local, image(dp, [&](int64_t b) { return x.densePiecesOf(b); }));
+  // The experts' from every rank of the expert-data-parallel group, on its
+  // rank 0.
+  const std::vector<float> experts =
+      image(parts, [&](int64_t b) { return x.expertPiecesOf(b); });
+  std::vector<float> all(comm.expertDpRank() == 0
+                             ? size_t(parts.shardFloats() * comm.expertDpSize())
+                             : 0);
+  comm.gatherExpertDp(experts.data(), parts.shardFloats(), all.data());
+  if (comm.expertDpRank() != 0)
+    return {};
+  std::vector<float> gathered = parts.wholeOf(all);
+  if (whole.empty())
+    return gathered; // the dense floats are dp rank 0's to write
+  x.forEachExpertRun(0, dp.bufferFloats(), [&](int64_t a, int64_t z) {
+    std::copy(gathered.begin() + a, gathered.begin() + z, whole.begin() + a);
+  });
+  return whole;
 }
 
 std::vector<float> AdamWOptimizer::fullExpAvg(size_t local) {
@@ -222,10 +321,24 @@ void AdamWOptimizer::loadState(size_t local, const std::vector<float> &params,
                                const std::vector<float> &expAvgSq) {
   Stage &s = stages[local];
   const ShardLayout &shard = s.shard();
+  const ExpertShardLayout &x = state[local].experts;
   s.params().upload(params.data(), s.params().size());
-  state[local].expAvg.upload(shard.shardOf(expAvg).data(), shard.shardFloats());
-  state[local].expAvgSq.upload(shard.shardOf(expAvgSq).data(),
-                               shard.shardFloats());
+  // The rank's dp shard, then (over an expert grid spread over replicas)
+  // its experts' pieces.
+  auto mine = [&](const std::vector<float> &whole) {
+    if (x.replicas() == 1)
+      return shard.shardOf(whole);
+    std::vector<float> out(size_t(x.momentsFloats()));
+    for (int64_t b = 0; b < shard.buckets(); ++b)
+      for (const auto *pieces : {&x.densePiecesOf(b), &x.expertPiecesOf(b)})
+        for (const ExpertShardLayout::Piece &piece : *pieces)
+          std::copy(whole.begin() + piece.begin, whole.begin() + piece.end,
+                    out.begin() + piece.moment);
+    return out;
+  };
+  state[local].expAvg.upload(mine(expAvg).data(), state[local].expAvg.size());
+  state[local].expAvgSq.upload(mine(expAvgSq).data(),
+                               state[local].expAvgSq.size());
   s.mainWeightsChanged();
 }
 

@@ -26,9 +26,12 @@ class AdamWOptimizer {
 public:
   /// The optimizer of `stages` (this rank's); `sharded` as
   /// usesDistributedOptimizer.
+  /// `scratch`: room for one bucket's expert-data-parallel part where
+  /// experts spread over replicas (GradientSync::replicaScratch, which the
+  /// update never uses at once with the gradients' sum).
   AdamWOptimizer(const Artifact &artifact, std::vector<Stage> &stages,
-                 Device &device, Transport &transport, Comm &comm,
-                 bool sharded);
+                 Device &device, Transport &transport, Comm &comm, bool sharded,
+                 Buffer &scratch);
   AdamWOptimizer(const AdamWOptimizer &) = delete;
   AdamWOptimizer &operator=(const AdamWOptimizer &) = delete;
 
@@ -50,6 +53,12 @@ public:
   void finishParamSync();
   /// Moves the parameter gathers in flight along.
   void progress();
+  /// Sharded: starts the gather of bucket `bucket` of local stage `local`'s
+  /// `buffer` (its parameters or gradients, fp32) from every rank's part
+  /// into `into` (over an expert grid spread over replicas the replicas'
+  /// part of it is gathered before this returns).
+  void allGatherBucket(size_t local, float *buffer, int64_t bucket,
+                       std::vector<Transport::Request> &into);
 
   /// A stage's fp32 parameters on the rank that writes the checkpoint
   /// (gathered from each rank's own parts when sharded); {} elsewhere.
@@ -70,9 +79,16 @@ private:
   /// run: every parameter's part in the rank's part of each bucket (AdamW,
   /// by bucket), and those the gradient norm counts here (a tied copy only
   /// on its first stage).
+  /// Segments whose moments sit at one offset: m[i - momentBase].
+  struct Update {
+    int64_t momentBase = 0;
+    std::vector<ParamSegment> segments;
+  };
   struct StageState {
     Buffer expAvg, expAvgSq;
-    std::vector<std::vector<ParamSegment>> updated;
+    /// By bucket: the rank's dp part's, then (ExpertShardLayout) each
+    /// piece of its experts'.
+    std::vector<std::vector<Update>> updated;
     std::vector<ParamSegment> normed;
     /// Where MoE layers' experts spread over data-parallel replicas, the
     /// experts' segments apart: every replica of the first tp-ep group
@@ -83,6 +99,8 @@ private:
     /// Sharded bf16 runs: the gather in flight carries the bf16 working
     /// copy (in the gradient buffer), not the fp32 weights.
     bool gatheringWorking = false;
+    /// Sharded over an expert grid spread over replicas (else unused).
+    ExpertShardLayout experts;
   };
   void planSegments(const Artifact &artifact);
   /// Sharded bf16 runs: starts the all-gather of the updated parameters as
@@ -95,6 +113,11 @@ private:
   /// the data-parallel group).
   std::vector<float> gatherShards(size_t local, const std::vector<float> &mine);
   std::vector<float> fullMoment(size_t local, const Buffer &moment);
+  /// The same over an expert grid spread over replicas: whole on every
+  /// rank of the first expert-data-parallel place (its experts; the dense
+  /// floats on dp rank 0 only), as the checkpoint's tp-ep gather wants.
+  std::vector<float> fullExpertMoment(size_t local,
+                                      const std::vector<float> &mine);
 
   const Artifact &artifact;
   std::vector<Stage> &stages;
@@ -103,6 +126,7 @@ private:
   Comm &comm;
   bool shardedState;
   std::vector<StageState> state; ///< by local stage
+  Buffer &scratch;
 };
 
 } // namespace hypipe::rt

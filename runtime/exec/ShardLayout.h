@@ -85,6 +85,95 @@ private:
   int64_t dp = 1, rank = 0, bucket = 1, count = 0, padded = 0;
 };
 
+/// The distributed optimizer where MoE layers' experts spread over m data-
+/// parallel replicas (an expert grid with etp x ep = m tp): as Megatron-LM
+/// shards the experts' state over the expert-data-parallel group and the
+/// rest over the data-parallel one. The buffer keeps its layout -- each
+/// expert's slot is the same on every rank, holding different experts on
+/// the m replicas -- and its buckets are the data-parallel ShardLayout's.
+/// With dp rank d = e m + j (e the expert-data-parallel rank, j the place
+/// among the replicas), bucket b's expert-data-parallel part e is the m dp
+/// parts from e m: rank d updates the experts' floats of that part, which
+/// the ranks of its expert-data-parallel group (every one at place j, so
+/// holding the same experts) sum and gather, and the other (dense) floats
+/// of its dp part d, which lies inside it and whose sum and gather over
+/// the m replicas follow. A rank's moments hold those floats only, piece
+/// after piece: a dp-th of the dense floats and an edp-th of its experts'.
+class ExpertShardLayout {
+public:
+  /// A run's part inside this rank's part of a bucket, and where its
+  /// moments start.
+  struct Piece {
+    int64_t begin = 0, end = 0, moment = 0;
+  };
+
+  ExpertShardLayout() = default;
+  /// Over `dense` (this rank's dp layout), for `experts` (the buffer's
+  /// expert slots, sorted and disjoint), m `replicas`, this rank's place
+  /// `e` among the expert-data-parallel `edp` ranks.
+  ExpertShardLayout(const ShardLayout &dense,
+                    std::vector<std::pair<int64_t, int64_t>> experts,
+                    int64_t replicas, int64_t edp, int64_t e)
+      : replicaCount(replicas),
+        part(dense.bufferFloats(), edp, e, dense.stride()),
+        runs(std::move(experts)) {
+    for (int64_t b = 0; b < part.buckets(); ++b) {
+      auto add = [&](std::vector<std::vector<Piece>> &to) {
+        to.emplace_back();
+        return [&, into = &to.back()](int64_t a, int64_t z) {
+          into->push_back({a, z, momentFloats});
+          momentFloats += z - a;
+        };
+      };
+      const int64_t own = dense.ownBegin(b), lo = part.ownBegin(b);
+      forEachDenseRun(own, own + dense.partFloats(b), add(densePieces));
+      forEachExpertRun(lo, lo + part.partFloats(b), add(expertPieces));
+    }
+  }
+
+  int64_t replicas() const { return replicaCount; }
+  /// The expert-data-parallel parts: part(b) of bucket b is partFloats(b)
+  /// from ownBegin(b), m dp parts.
+  const ShardLayout &expertDpParts() const { return part; }
+  /// Floats of a rank's moments: its pieces'.
+  int64_t momentsFloats() const { return momentFloats; }
+  /// Bucket b's dense runs in this rank's dp part, and its expert runs in
+  /// its expert-data-parallel part.
+  const std::vector<Piece> &densePiecesOf(int64_t bucket) const {
+    return densePieces.at(size_t(bucket));
+  }
+  const std::vector<Piece> &expertPiecesOf(int64_t bucket) const {
+    return expertPieces.at(size_t(bucket));
+  }
+
+  /// Calls `f(a, z)` for each expert run's part of [lo, hi), in order.
+  template <typename F>
+  void forEachExpertRun(int64_t lo, int64_t hi, F f) const {
+    for (const auto &[a, z] : runs)
+      if (std::max(a, lo) < std::min(z, hi))
+        f(std::max(a, lo), std::min(z, hi));
+  }
+  /// Calls `f(a, z)` for each part of [lo, hi) outside the expert runs.
+  template <typename F>
+  void forEachDenseRun(int64_t lo, int64_t hi, F f) const {
+    int64_t at = lo;
+    forEachExpertRun(lo, hi, [&](int64_t a, int64_t z) {
+      if (at < a)
+        f(at, a);
+      at = z;
+    });
+    if (at < hi)
+      f(at, hi);
+  }
+
+private:
+  int64_t replicaCount = 1;
+  ShardLayout part;
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  std::vector<std::vector<Piece>> densePieces, expertPieces; ///< by bucket
+  int64_t momentFloats = 0;
+};
+
 } // namespace hypipe::rt
 
 #endif

@@ -160,17 +160,13 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data,
   transport = makeTransport(kind, comm, *device);
   pool = std::make_unique<ActivationPool>(*device);
   const bool sharded = usesDistributedOptimizer(artifact, comm);
-  if (comm.expertReplicas() > 1 && (sharded || artifact.packing.enabled))
+  if (comm.expertReplicas() > 1 && artifact.packing.enabled)
     throw RuntimeError(fmt::format(
         "error: {}'s MoE layers spread their experts over {} data-parallel "
-        "replicas (etp x ep > tp), and hypipe-run runs such a grid without {} "
-        "yet\nhelp: {}, or compile an expert grid inside the tensor-parallel "
-        "group (etp x ep = tp)",
-        artifact.dir, comm.expertReplicas(),
-        sharded ? "the distributed optimizer" : "sequence packing",
-        sharded ? "leave out --use-distributed-optimizer "
-                  "(training.use_distributed_optimizer)"
-                : "train on unpacked data"));
+        "replicas (etp x ep > tp), and hypipe-run runs such a grid without "
+        "sequence packing yet\nhelp: train on unpacked data, or compile an "
+        "expert grid inside the tensor-parallel group (etp x ep = tp)",
+        artifact.dir, comm.expertReplicas()));
   if (artifact.tp > 1)
     tensorParallel = std::make_unique<TransportGroup>(*transport, comm);
   if (comm.expertReplicas() > 1)
@@ -188,7 +184,8 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data,
   gradSync = std::make_unique<GradientSync>(
       artifact, stages, *device, *transport, comm, sharded, bucketFloats);
   optimizer = std::make_unique<AdamWOptimizer>(artifact, stages, *device,
-                                               *transport, comm, sharded);
+                                               *transport, comm, sharded,
+                                               gradSync->replicaScratch());
   runtime = std::make_unique<ScheduleRuntime>(
       artifact, stages, *pool, *gradSync, *optimizer, *transport, comm);
   checkpointer = std::make_unique<Checkpointer>(artifact, stages, *optimizer,
