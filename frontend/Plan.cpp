@@ -801,11 +801,8 @@ std::vector<PlanLayout> planLayouts(const ModelSpec &spec, int64_t ranks,
         for (auto [ep, etp] : expertGrids(spec, tp, dp, searchExperts))
           for (schedule::ScheduleKind kind : schedule::scheduleKinds())
             for (bool sharded : {false, true})
-              // hypipe-run shards no optimizer over an expert grid beyond
-              // the tensor-parallel group (Megatron-LM runs it).
               if (scheduleRuns(kind, pp, vpp, microbatches) &&
-                  (!sharded || dp > 1) &&
-                  (!sharded || searchExperts || (etp ? etp : tp) * ep <= tp)) {
+                  (!sharded || dp > 1)) {
                 PlanLayout l{tp, pp,  vpp,  dp,      microbatches,
                              sp, mbs, kind, sharded, {}};
                 l.ep = ep;

@@ -310,8 +310,19 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
   const RecomputeModuleSet named = selectiveModuleSet(spec.training.recompute);
   // A rank holds its tp-th of each split parameter and all of each
   // replicated one; its kernels' tensors are sized for the shard's shape.
+  // The rank's expert slots in the stage's buffer, laid out as the
+  // compiler lays it out: layer after layer, each layer's tensors at
+  // paramOffsets.
+  std::vector<std::pair<int64_t, int64_t>> expertSlots;
   auto add = [&](const rt::LayerShape &whole, SavedRole role) {
-    b.params += rt::rankNumel(rt::paramsOf(whole, 1), tp);
+    const std::vector<rt::ParamSpec> params = rt::paramsOf(whole, 1);
+    const std::vector<int64_t> at = rt::paramOffsets(params, tp);
+    for (size_t k = 0; k < params.size(); ++k)
+      if (params[k].expertRank == 0)
+        expertSlots.push_back(
+            {b.params + at[k],
+             b.params + at[k] + rt::paramNumel(params[k], tp)});
+    b.params += rt::rankNumel(params, tp);
     const rt::LayerShape shard = rt::tensorParallelShard(whole, tp);
     const RecomputeModuleSet drops =
         named & rt::selectiveModulesOf(rt::kindOf(shard));
@@ -351,6 +362,15 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
   }
   const int64_t activation = streamFloats(spec);
   b.workspaceFloats = scratch + 2 * activation;
+  const ParallelSpec &par = spec.parallel;
+  if (par.distributedOptimizer && par.ep > 1 && par.etp * par.ep > tp) {
+    std::sort(expertSlots.begin(), expertSlots.end());
+    const ExpertShardFloats x =
+        expertShardFloats(b.params, expertSlots, par.dp, par.etp * par.ep / tp,
+                          kDefaultGradientBucketFloats);
+    b.optimizerFloats = x.moments;
+    b.scratchFloats = x.scratch;
+  }
   placeSaved(parts, spec.training.recompute, activation, b);
   return b;
 }

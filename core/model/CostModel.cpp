@@ -2,6 +2,7 @@
 #include "core/model/CostModel.h"
 
 #include "core/Saturating.h"
+#include "core/model/ShardLayout.h"
 #include "core/model/TensorParallel.h"
 #include "core/schedule/Schedule.h"
 
@@ -383,6 +384,26 @@ double trainingBytesPerParameter(bool bf16, int64_t optimizerShards) {
 
 double runtimeBytesPerParameter(bool bf16, int64_t optimizerShards) {
   return trainingBytesPerParameter(false, optimizerShards) + (bf16 ? 4 : 0);
+}
+
+ExpertShardFloats
+expertShardFloats(int64_t params,
+                  const std::vector<std::pair<int64_t, int64_t>> &expertSlots,
+                  int64_t dp, int64_t replicas, int64_t bucketFloats) {
+  if (replicas <= 1 || dp % replicas != 0 || params <= 0)
+    return {};
+  ExpertShardFloats out;
+  int64_t most = 0;
+  for (int64_t d = 0; d < dp; ++d) {
+    const rt::ExpertShardLayout x(rt::ShardLayout(params, dp, d, bucketFloats),
+                                  expertSlots, replicas, dp / replicas,
+                                  d / replicas);
+    most = std::max(most, x.momentsFloats());
+    out.scratch = x.expertDpParts().partFloats(0);
+  }
+  // Two moments each; the bytes per parameter hold 2 params / dp.
+  out.moments = 2 * most - 2 * params / dp;
+  return out;
 }
 
 int64_t RankMemory::total() const {

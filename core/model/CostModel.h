@@ -123,6 +123,22 @@ double trainingBytesPerParameter(bool bf16, int64_t optimizerShards = 1);
 /// read, held in floats (4 more: docs/precision.md).
 double runtimeBytesPerParameter(bool bf16, int64_t optimizerShards = 1);
 
+/// The distributed optimizer over an expert grid spread over `replicas`
+/// (m) data-parallel replicas of `dp` (hypipe-run's ExpertShardLayout) for
+/// a stage of `params` floats with its experts in `expertSlots` (sorted,
+/// disjoint), in buckets of `bucketFloats`: the floats of moments the
+/// fullest data-parallel rank keeps beyond the dp-th of each that the
+/// bytes per parameter count (its experts' moments are over dp / m ranks,
+/// not dp, and where its parts fall decides how many), and the scratch of
+/// one bucket's expert-data-parallel part. Zero without such a grid.
+struct ExpertShardFloats {
+  int64_t moments = 0, scratch = 0;
+};
+ExpertShardFloats
+expertShardFloats(int64_t params,
+                  const std::vector<std::pair<int64_t, int64_t>> &expertSlots,
+                  int64_t dp, int64_t replicas, int64_t bucketFloats);
+
 /// A pipeline rank's memory estimate by part, in bytes; each part and the
 /// total stop at INT64_MAX rather than wrap.
 struct RankMemory {

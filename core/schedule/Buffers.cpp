@@ -67,8 +67,10 @@ RankBuffers rankBuffers(const std::vector<Action> &program, int64_t numStages) {
 int64_t peakTensorBytes(const std::vector<StageBuffers> &stages,
                         const RankBuffers &walked, int64_t activationFloats,
                         double bytesPerParameter) {
-  double params = 0, floats = 0;
+  double params = 0, floats = 0, scratch = 0;
   for (const StageBuffers &s : stages) {
+    scratch = std::max(scratch, double(s.scratchFloats));
+    floats += double(s.optimizerFloats);
     auto most = [&](const std::map<int64_t, int64_t> &slots) {
       auto it = slots.find(s.stage);
       return double(it == slots.end() ? 0 : it->second);
@@ -78,7 +80,8 @@ int64_t peakTensorBytes(const std::vector<StageBuffers> &stages,
               most(walked.savedSlots) * double(s.savedFloats) +
               most(walked.recomputeSlots) * double(s.recomputeFloats);
   }
-  floats += double(walked.activationBuffers) * double(activationFloats);
+  floats +=
+      scratch + double(walked.activationBuffers) * double(activationFloats);
   return saturatingCeil(params * bytesPerParameter + 4.0 * floats);
 }
 

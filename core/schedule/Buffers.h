@@ -48,6 +48,11 @@ struct StageBuffers {
   int64_t stage = 0; ///< its index
   int64_t params = 0, savedFloats = 0, workspaceFloats = 0;
   int64_t recomputeFloats = 0;
+  /// The distributed optimizer over an expert grid spread over replicas
+  /// (expertShardFloats): the moments' floats beyond those `params` at the
+  /// bytes per parameter count, and its scratch (a rank holds its largest
+  /// stage's).
+  int64_t optimizerFloats = 0, scratchFloats = 0;
 };
 
 /// Bytes the tensors of a rank holding `stages` take at the peaks `walked`

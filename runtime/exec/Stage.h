@@ -14,7 +14,7 @@
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/comm/Transport.h"
-#include "runtime/exec/ShardLayout.h"
+#include "core/model/ShardLayout.h"
 #include "runtime/formats/Artifact.h"
 #include "runtime/kernels/StageArgs.h"
 #include "runtime/kernels/Target.h"

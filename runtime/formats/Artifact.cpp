@@ -784,10 +784,25 @@ std::vector<ActionEntry> rankForwardProgram(const Artifact &a, int64_t ppRank,
 int64_t rankTensorBytes(const Artifact &a, int64_t ppRank,
                         int64_t microbatches) {
   std::vector<schedule::StageBuffers> stages;
+  const int64_t replicas = expertReplicas(a);
   for (const StageEntry &s : a.stages)
-    if (s.ppRank == ppRank)
+    if (s.ppRank == ppRank) {
       stages.push_back({s.index, s.numParams, s.savedFloats, s.workspaceFloats,
                         s.program.recomputeBytes / dtypeBytes(DType::F32)});
+      // Sharded over an expert grid spread over replicas: its experts'
+      // moments over fewer ranks, and the scratch (ExpertShardLayout).
+      if (!a.distributedOptimizer || replicas == 1)
+        continue;
+      std::vector<std::pair<int64_t, int64_t>> slots;
+      for (const ParamEntry &p : s.params)
+        if (p.expertRank == 0)
+          slots.push_back({p.offset, p.offset + p.numel});
+      std::sort(slots.begin(), slots.end());
+      const ExpertShardFloats x = expertShardFloats(
+          s.numParams, slots, a.dp, replicas, kDefaultGradientBucketFloats);
+      stages.back().optimizerFloats = x.moments;
+      stages.back().scratchFloats = x.scratch;
+    }
   return schedule::peakTensorBytes(
       stages,
       schedule::rankBuffers(

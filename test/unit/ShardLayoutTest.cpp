@@ -1,5 +1,5 @@
 //===- ShardLayoutTest.cpp - the distributed optimizer's per-bucket shards ===//
-#include "runtime/exec/ShardLayout.h"
+#include "core/model/ShardLayout.h"
 
 #include <gtest/gtest.h>
 

@@ -763,12 +763,18 @@ nlohmann::json memoryReport(const rt::Artifact &a, const nlohmann::json &trace,
     // activation-sized buffers.
     const double est =
         double(rt::rankTensorBytes(a, r, microbatches)) / (1 << 20);
-    size_t world = size_t(r * a.dp); // data-parallel replica 0
+    // The most any of the pipeline rank's dp x tp ranks held (with the
+    // distributed optimizer over an expert grid spread over replicas they
+    // differ), as the estimate is the most.
+    const size_t first = size_t(r * a.dp * a.tp), ranks = size_t(a.dp * a.tp);
     nlohmann::json entry;
     entry["estimate"] = est;
-    if (measured.is_array() && world < measured.size()) {
-      double tensors = measured[world][0].get<double>();
-      double rss = measured[world][1].get<double>();
+    if (measured.is_array() && first + ranks <= measured.size()) {
+      double tensors = 0, rss = 0;
+      for (size_t w = first; w < first + ranks; ++w) {
+        tensors = std::max(tensors, measured[w][0].get<double>());
+        rss = std::max(rss, measured[w][1].get<double>());
+      }
       entry["tensors"] = tensors;
       entry["peak_rss"] = rss;
       rows += fmt::format("{}rank {} {:.1f} (estimate {:.1f}, RSS {:.0f})",

@@ -13,8 +13,8 @@
 // rank over the whole buffer; dp 1 is one part holding everything.
 //
 //===----------------------------------------------------------------------===//
-#ifndef HYPIPE_RUNTIME_EXEC_SHARDLAYOUT_H
-#define HYPIPE_RUNTIME_EXEC_SHARDLAYOUT_H
+#ifndef HYPIPE_CORE_MODEL_SHARDLAYOUT_H
+#define HYPIPE_CORE_MODEL_SHARDLAYOUT_H
 
 #include <algorithm>
 #include <cstdint>
