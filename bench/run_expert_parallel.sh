@@ -8,7 +8,9 @@
 # inside the tensor-parallel group), the last with the alltoall dispatcher
 # (the routed rows exchanged rather than every token gathered), and dp 2 with ep 1 and
 # with ep 2 (each replica four whole experts: the expert grid over the two data-
-# parallel replicas, m = 2; two microbatches a replica keep the global batch). Per layout the table of
+# parallel replicas, m = 2; two microbatches a replica keep the global batch), the
+# last also with the distributed optimizer (the experts' moments over the
+# expert-data-parallel group, the rest over dp). Per layout the table of
 # bench/layout_table.sh: tokens/s and its ratio to the first layout, rank 0's
 # peak tensor MiB, the last loss, the measured step beside `hypipe explain
 # --device cpu`'s prediction. No peer: PyTorch has no expert parallelism of
@@ -26,4 +28,5 @@ layout_table "$root/bench/specs/ep-bench.yaml" "$steps" \
   "tp=2 sp ep=2|2|--tp 2 --sequence-parallel --ep 2 --etp 1" \
   "ep=2 alltoall|2|--tp 2 --sequence-parallel --ep 2 --etp 1 --moe-token-dispatcher-type alltoall" \
   "dp=2 ep=1|2|--dp 2 --microbatches 2" \
-  "dp=2 ep=2|2|--dp 2 --microbatches 2 --ep 2 --etp 1"
+  "dp=2 ep=2|2|--dp 2 --microbatches 2 --ep 2 --etp 1" \
+  "dp=2 ep=2 dist|2|--dp 2 --microbatches 2 --ep 2 --etp 1 --distributed-optimizer"

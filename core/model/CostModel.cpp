@@ -399,7 +399,7 @@ expertShardFloats(int64_t params,
                                   expertSlots, replicas, dp / replicas,
                                   d / replicas);
     most = std::max(most, x.momentsFloats());
-    out.scratch = x.expertDpParts().partFloats(0);
+    out.scratch = x.scratchFloats();
   }
   // Two moments each; the bytes per parameter hold 2 params / dp.
   out.moments = 2 * most - 2 * params / dp;

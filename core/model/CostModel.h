@@ -129,8 +129,8 @@ double runtimeBytesPerParameter(bool bf16, int64_t optimizerShards = 1);
 /// disjoint), in buckets of `bucketFloats`: the floats of moments the
 /// fullest data-parallel rank keeps beyond the dp-th of each that the
 /// bytes per parameter count (its experts' moments are over dp / m ranks,
-/// not dp, and where its parts fall decides how many), and the scratch of
-/// one bucket's expert-data-parallel part. Zero without such a grid.
+/// not dp, and where its parts fall decides how many), and the floats of
+/// its scratch (ExpertShardLayout::scratchFloats). Zero without such a grid.
 struct ExpertShardFloats {
   int64_t moments = 0, scratch = 0;
 };

@@ -132,6 +132,23 @@ public:
   }
 
   int64_t replicas() const { return replicaCount; }
+  /// The sum and gather over the replicas go through a scratch buffer in
+  /// chunks: `chunk()` floats of each of the m dp parts at a time, at most
+  /// kScratchFloats in all (setScratchCap: another cap), so the scratch
+  /// does not grow with the bucket.
+  static constexpr int64_t kScratchFloats = int64_t(1) << 18;
+  void setScratchCap(int64_t floats) {
+    scratchCap = std::max<int64_t>(1, floats);
+  }
+  int64_t chunk() const {
+    if (part.buckets() == 0)
+      return 1;
+    const int64_t dpPart = part.partFloats(0) / replicaCount;
+    return std::max<int64_t>(1, std::min(dpPart, scratchCap / replicaCount));
+  }
+  int64_t scratchFloats() const {
+    return part.buckets() == 0 ? 0 : replicaCount * chunk();
+  }
   /// The expert-data-parallel parts: part(b) of bucket b is partFloats(b)
   /// from ownBegin(b), m dp parts.
   const ShardLayout &expertDpParts() const { return part; }
@@ -167,7 +184,7 @@ public:
   }
 
 private:
-  int64_t replicaCount = 1;
+  int64_t replicaCount = 1, scratchCap = kScratchFloats;
   ShardLayout part;
   std::vector<std::pair<int64_t, int64_t>> runs;
   std::vector<std::vector<Piece>> densePieces, expertPieces; ///< by bucket

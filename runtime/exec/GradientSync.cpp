@@ -7,6 +7,7 @@
 #include "runtime/exec/GradientBuckets.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace hypipe::rt {
 
@@ -48,30 +49,44 @@ ExpertShardLayout expertShardLayoutOf(const Stage &s, const Comm &comm,
                                       bool sharded) {
   if (!sharded || comm.expertReplicas() == 1)
     return ExpertShardLayout();
-  return ExpertShardLayout(s.shard(), expertSlotsOf(s, comm),
-                           comm.expertReplicas(), comm.expertDpSize(),
-                           comm.expertDpRank());
+  ExpertShardLayout x(s.shard(), expertSlotsOf(s, comm), comm.expertReplicas(),
+                      comm.expertDpSize(), comm.expertDpRank());
+  // Tests cut the collectives over the replicas into small chunks with it.
+  if (const char *cap = std::getenv("HYPIPE_REPLICA_SCRATCH_FLOATS"))
+    x.setScratchCap(std::atoll(cap));
+  return x;
 }
 
 void overReplicas(Transport &transport, Device &device, const Stage &s,
                   const ExpertShardLayout &x, CollectiveKind kind,
                   float *buffer, int64_t bucket, float *scratch) {
   const ShardLayout &parts = x.expertDpParts(), &dp = s.shard();
-  const int64_t at = parts.ownBegin(bucket), n = parts.partFloats(bucket);
-  device.copy(scratch, buffer + at, int64_t(sizeof(float)) * n);
-  std::vector<Transport::Request> r{
-      transport.iexpertShard(Transport::ExpertShardGroup::Replicas, kind,
-                             scratch, dp.partFloats(bucket), DType::F32)};
-  transport.waitAll(r);
-  // A reduce-scatter's sums are this rank's dp part's (m parts of the
-  // expert-data-parallel one, at its place among the replicas).
+  const int64_t at = parts.ownBegin(bucket), part = dp.partFloats(bucket),
+                m = x.replicas(), own = dp.ownBegin(bucket) - at;
   const bool scattered = kind == CollectiveKind::ReduceScatter;
-  const int64_t from = scattered ? dp.ownBegin(bucket) : at,
-                to = scattered ? from + dp.partFloats(bucket) : at + n;
-  x.forEachDenseRun(from, to, [&](int64_t a, int64_t z) {
-    device.copy(buffer + a, scratch + (a - at),
-                int64_t(sizeof(float)) * (z - a));
-  });
+  constexpr int64_t f = int64_t(sizeof(float));
+  // Chunk by chunk: `n` floats from `lo` of each of the m dp parts, side by
+  // side in the scratch (all of them summed; this rank's own gathered).
+  for (int64_t lo = 0; lo < part; lo += x.chunk()) {
+    const int64_t n = std::min(x.chunk(), part - lo);
+    for (int64_t i = 0; i < m; ++i)
+      if (scattered || i * part == own)
+        device.copy(scratch + i * n, buffer + at + i * part + lo, f * n);
+    std::vector<Transport::Request> r{transport.iexpertShard(
+        Transport::ExpertShardGroup::Replicas, kind, scratch, n, DType::F32)};
+    transport.waitAll(r);
+    // A reduce-scatter's sums are this rank's dp part's (at its place among
+    // the replicas); a gather brings every part's. Only the dense floats
+    // take them.
+    for (int64_t i = 0; i < m; ++i) {
+      if (scattered && i * part != own)
+        continue;
+      const int64_t from = at + i * part + lo;
+      x.forEachDenseRun(from, from + n, [&](int64_t a, int64_t z) {
+        device.copy(buffer + a, scratch + i * n + (a - from), f * (z - a));
+      });
+    }
+  }
 }
 
 GradientSync::GradientSync(const Artifact &artifact, std::vector<Stage> &stages,
@@ -86,9 +101,8 @@ GradientSync::GradientSync(const Artifact &artifact, std::vector<Stage> &stages,
     expertRanges.push_back(expertSlotsOf(stages[i], comm));
     expertShards.push_back(expertShardLayoutOf(stages[i], comm, sharded));
     if (expertShards.back().replicas() > 1)
-      scratch = Buffer(
-          device, std::max(scratch.size(),
-                           expertShards.back().expertDpParts().partFloats(0)));
+      scratch = Buffer(device, std::max(scratch.size(),
+                                        expertShards.back().scratchFloats()));
   }
   for (auto it = copies.begin(); it != copies.end();)
     it = it->second.size() > 1 ? std::next(it) : copies.erase(it);

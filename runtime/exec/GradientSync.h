@@ -54,9 +54,9 @@ ExpertShardLayout expertShardLayoutOf(const Stage &s, const Comm &comm,
 /// Over such a grid: bucket `bucket` of `buffer` (stage `s`'s parameters or
 /// gradients, fp32) reduce-scattered or all-gathered (`kind`) over the m
 /// replicas in the rank's expert-data-parallel part, through `scratch`
-/// (ExpertShardLayout's partFloats(0) floats), waited for; only the dense
-/// floats take the result (of the rank's dp part after a reduce-scatter, of
-/// the whole part after a gather), the experts' are the group's own.
+/// (ExpertShardLayout::scratchFloats, chunk by chunk), waited for; only the
+/// dense floats take the result (of the rank's dp part after a reduce-scatter,
+/// of the whole part after a gather), the experts' are the group's own.
 void overReplicas(Transport &transport, Device &device, const Stage &s,
                   const ExpertShardLayout &x, CollectiveKind kind,
                   float *buffer, int64_t bucket, float *scratch);
@@ -92,7 +92,7 @@ public:
   /// waited for that sum.
   void finalizeModelGrads();
 
-  /// Room for one bucket's expert-data-parallel part where MoE layers'
+  /// The scratch of the sums over the replicas where MoE layers'
   /// experts spread over replicas, sharded (ExpertShardLayout); the
   /// optimizer borrows it for its gathers.
   Buffer &replicaScratch() { return scratch; }

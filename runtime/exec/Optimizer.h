@@ -26,8 +26,8 @@ class AdamWOptimizer {
 public:
   /// The optimizer of `stages` (this rank's); `sharded` as
   /// usesDistributedOptimizer.
-  /// `scratch`: room for one bucket's expert-data-parallel part where
-  /// experts spread over replicas (GradientSync::replicaScratch, which the
+  /// `scratch`: the scratch of the collectives over the replicas where
+  /// experts spread over them (GradientSync::replicaScratch, which the
   /// update never uses at once with the gradients' sum).
   AdamWOptimizer(const Artifact &artifact, std::vector<Stage> &stages,
                  Device &device, Transport &transport, Comm &comm, bool sharded,

@@ -13,8 +13,8 @@
 #define HYPIPE_RUNTIME_EXEC_STAGE_H
 
 #include "core/model/BufferLayouts.h"
-#include "runtime/comm/Transport.h"
 #include "core/model/ShardLayout.h"
+#include "runtime/comm/Transport.h"
 #include "runtime/formats/Artifact.h"
 #include "runtime/kernels/StageArgs.h"
 #include "runtime/kernels/Target.h"
