@@ -168,6 +168,11 @@ compile "$tmp/tp-mtp.yaml" --dp 2 --microbatches 2 --ep 2 --etp 1 --target cpu \
   -o "$tmp/dp2-ep2-cpu"
 mpirun --allow-run-as-root --oversubscribe -np 2 "$run" "$tmp/dp2-ep2-cpu" -q --steps 20 \
   --json-log "$kit/cpu/dp2-ep2.jsonl" --data "$kit/data/licenses.txt" > /dev/null
+# The same grid with the distributed optimizer: the experts' moments over the
+# expert-data-parallel group, the dense floats' sums and gathers over the
+# replicas chunk by chunk through a device scratch (against the same cpu run).
+compile "$tmp/tp-mtp.yaml" --dp 2 --microbatches 2 --ep 2 --etp 1 --distributed-optimizer \
+  --target cuda -o "$kit/art/dp2-ep2-dist"
 # DeepSeek sparse attention over tp 2 (issue 52): MLA's heads split, the
 # indexer whole on each rank, the KL target's parts summed over the group
 # (its CUDA kernels' row range and target difference), against the cpu

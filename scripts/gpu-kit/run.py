@@ -146,10 +146,11 @@ def losses_check(name, art, steps, reference, rtol, first_rtol, extra="", timeou
 
 
 def staged_check(name, art, reference, first_rtol, rtol, extra="", buckets=False,
-                 ranks=4, timeout=15):
+                 ranks=4, timeout=15, env=""):
     """`ranks` ranks on the one GPU over mpi-staged against the cpu target's
-    run of the same model here."""
-    command = (f"source mpi/env.sh && mpirun -np {ranks} --allow-run-as-root --oversubscribe"
+    run of the same model here (`env`: variables set for the ranks)."""
+    command = (f"source mpi/env.sh && {env + ' ' if env else ''}mpirun -np {ranks}"
+               " --allow-run-as-root --oversubscribe"
                f" {RUN} art/{art} --comm mpi-staged --steps 10 {extra}"
                f" --json-log $WORK/{name}.jsonl -q --data {DATA}"
                f" && python3 py/losses.py cpu/{reference}.jsonl $WORK/{name}.jsonl"
@@ -295,6 +296,12 @@ SUITES = [
         # the cpu target's run of the same layout (plan all).
         staged_check("dp2-ep2-staged", "dp2-ep2", "dp2-ep2", "1e-5", "2e-3", ranks=2,
                      timeout=8),
+        # The same with the distributed optimizer (plan all), in 4 KiB buckets
+        # and 1000-float chunks: the reduce-scatters and gathers over the
+        # expert-data-parallel group and the replicas on GPU buffers.
+        staged_check("dp2-ep2-dist-staged", "dp2-ep2-dist", "dp2-ep2", "1e-5", "2e-3",
+                     extra="--grad-bucket-mib 0.004", ranks=2, timeout=8,
+                     env="HYPIPE_REPLICA_SCRATCH_FLOATS=1000"),
         # DeepSeek sparse attention ('D', issue 52) at tp 2 with sequence
         # parallelism: MLA's heads split, the indexer whole on each rank, the
         # KL loss's target summed over the two ranks (the CUDA kernels'
