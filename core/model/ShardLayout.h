@@ -117,17 +117,19 @@ public:
       : replicaCount(replicas),
         part(dense.bufferFloats(), edp, e, dense.stride()),
         runs(std::move(experts)) {
-    for (int64_t b = 0; b < part.buckets(); ++b) {
-      auto add = [&](std::vector<std::vector<Piece>> &to) {
-        to.emplace_back();
-        return [&, into = &to.back()](int64_t a, int64_t z) {
-          into->push_back({a, z, momentFloats});
-          momentFloats += z - a;
-        };
+    // Each run's part becomes a piece of `pieces`, its moments next.
+    auto into = [this](std::vector<Piece> &pieces) {
+      return [this, &pieces](int64_t a, int64_t z) {
+        pieces.push_back({a, z, momentFloats});
+        momentFloats += z - a;
       };
+    };
+    for (int64_t b = 0; b < part.buckets(); ++b) {
       const int64_t own = dense.ownBegin(b), lo = part.ownBegin(b);
-      forEachDenseRun(own, own + dense.partFloats(b), add(densePieces));
-      forEachExpertRun(lo, lo + part.partFloats(b), add(expertPieces));
+      forEachDenseRun(own, own + dense.partFloats(b),
+                      into(densePieces.emplace_back()));
+      forEachExpertRun(lo, lo + part.partFloats(b),
+                       into(expertPieces.emplace_back()));
     }
   }
 

@@ -160,8 +160,8 @@ private:
   /// expert-data-parallel group instead (Megatron-LM's expert_dp group).
   std::vector<std::vector<std::pair<int64_t, int64_t>>> expertRanges;
   /// Sharded, over such a grid: each local stage's layout, the buckets
-  /// waiting for their sum over the replicas, and room for one bucket's
-  /// expert-data-parallel part.
+  /// waiting for their sum over the replicas, and the scratch of the
+  /// collectives over the replicas (ExpertShardLayout::scratchFloats).
   std::vector<ExpertShardLayout> expertShards;
   std::vector<std::pair<size_t, int64_t>> replicaSums;
   Buffer scratch;

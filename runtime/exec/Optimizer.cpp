@@ -240,10 +240,9 @@ void AdamWOptimizer::gatherWorkingCopy(size_t local, int64_t bucket) {
 std::vector<float> AdamWOptimizer::fullParameters(size_t local) {
   Stage &s = stages[local];
   std::vector<float> params = s.params().download();
-  // (Experts spread over replicas: each replica of the first tp-ep group
-  // holds some.)
-  // Gathered whole on every rank (over an expert grid spread over
-  // replicas, sharded, too).
+  // Whole on every rank unsharded, and sharded over an expert grid spread
+  // over replicas (its gathers leave them so); each replica of the first
+  // tp-ep group holds some of the experts.
   if (!shardedState || state[local].experts.replicas() > 1)
     return comm.expertDpRank() == 0 ? params : std::vector<float>();
   // Each rank's fp32 main weights are current in its own parts (a bf16 run
@@ -288,11 +287,13 @@ AdamWOptimizer::fullExpertMoment(size_t local, const std::vector<float> &mine) {
   };
   // The dense floats from every dp shard, on dp rank 0.
   std::vector<float> whole = gatherShards(
-      local, image(dp, [&](int64_t b) { return x.densePiecesOf(b); }));
+      local,
+      image(
+          dp, [&](int64_t b) -> const auto & { return x.densePiecesOf(b); }));
   // The experts' from every rank of the expert-data-parallel group, on its
   // rank 0.
-  const std::vector<float> experts =
-      image(parts, [&](int64_t b) { return x.expertPiecesOf(b); });
+  const std::vector<float> experts = image(
+      parts, [&](int64_t b) -> const auto & { return x.expertPiecesOf(b); });
   std::vector<float> all(comm.expertDpRank() == 0
                              ? size_t(parts.shardFloats() * comm.expertDpSize())
                              : 0);

@@ -75,19 +75,19 @@ public:
                  const std::vector<float> &expAvgSq);
 
 private:
-  /// A stage's moments and what the optimizer goes over, fixed for the
-  /// run: every parameter's part in the rank's part of each bucket (AdamW,
-  /// by bucket), and those the gradient norm counts here (a tied copy only
-  /// on its first stage).
   /// Segments whose moments sit at one offset: m[i - momentBase].
   struct Update {
     int64_t momentBase = 0;
     std::vector<ParamSegment> segments;
   };
+  /// A stage's moments and what the optimizer goes over, fixed for the
+  /// run: every parameter's part in the rank's part of each bucket (AdamW,
+  /// by bucket), and those the gradient norm counts here (a tied copy only
+  /// on its first stage).
   struct StageState {
     Buffer expAvg, expAvgSq;
-    /// By bucket: the rank's dp part's, then (ExpertShardLayout) each
-    /// piece of its experts'.
+    /// By bucket: the rank's dp part; sharded over an expert grid spread
+    /// over replicas, its dense pieces, then its experts' (ExpertShardLayout).
     std::vector<std::vector<Update>> updated;
     std::vector<ParamSegment> normed;
     /// Where MoE layers' experts spread over data-parallel replicas, the
