@@ -743,9 +743,9 @@ std::vector<int64_t> tensorParallelSizes(const ModelSpec &spec,
 /// The expert grids (ep, etp) tried on tp x dp ranks of each pipeline
 /// stage: Megatron-LM's default (every expert on every rank, etp tp), the
 /// grids hypipe-run runs -- inside the tensor-parallel group (ep dividing
-/// tp and the experts, etp tp / ep) and, on the CPU target without
-/// packing, over m data-parallel replicas' (etp x ep = m x tp, m dividing
-/// dp: docs/expert-parallel.md) -- and with `search` (a Megatron-LM run)
+/// tp and the experts, etp tp / ep) and, on the CPU target, over m
+/// data-parallel replicas' (etp x ep = m x tp, m dividing dp:
+/// docs/expert-parallel.md) -- and with `search` (a Megatron-LM run)
 /// each ep dividing the experts, etp tp or 1, whose etp x ep divides
 /// tp x dp.
 std::vector<std::pair<int64_t, int64_t>>
@@ -757,8 +757,7 @@ expertGrids(const ModelSpec &spec, int64_t tp, int64_t dp, bool search) {
   const int64_t experts = spec.dims.numExperts;
   const int64_t ffn = spec.dims.expertFfnHidden();
   if (!search) {
-    const bool overReplicas =
-        spec.training.target == rt::Target::Cpu && !spec.data.packing;
+    const bool overReplicas = spec.training.target == rt::Target::Cpu;
     for (int64_t m = 1; m <= (overReplicas ? dp : 1); ++m)
       for (int64_t ep = 2; ep <= m * tp; ++ep) {
         const int64_t etp = m * tp / ep;

@@ -173,6 +173,24 @@ mpirun --allow-run-as-root --oversubscribe -np 2 "$run" "$tmp/dp2-ep2-cpu" -q --
 # replicas chunk by chunk through a device scratch (against the same cpu run).
 compile "$tmp/tp-mtp.yaml" --dp 2 --microbatches 2 --ep 2 --etp 1 --distributed-optimizer \
   --target cuda -o "$kit/art/dp2-ep2-dist"
+# The same grid on packed mock samples: each replica's microbatch padded to
+# the group's most rows, the CUDA router leaving the padding rows out of its
+# counts, dispatch and load-balancing loss (MoeShape::realTokens).
+{ sed -e '/^data:/,$d' -e 's|micro_batch_size: 2|micro_batch_size: 1|' "$tmp/tp-mtp.yaml"
+  cat <<'YAML'
+data:
+  format: mock
+  mock: '{"mode": "distribution", "type": "lognormal", "min_seq_len": 4, "max_seq_len": 60, "mean_seq_len": 24, "lognormal_sigma": 0.8}'
+  packing: true
+  max_tokens_per_microbatch: 64
+  global_batch_size: 8
+  bin_count_multiple: 2
+YAML
+} > "$tmp/tp-packed.yaml"
+compile "$tmp/tp-packed.yaml" --dp 2 --ep 2 --etp 1 --target cuda -o "$kit/art/dp2-ep2-packed"
+compile "$tmp/tp-packed.yaml" --dp 2 --ep 2 --etp 1 --target cpu -o "$tmp/dp2-ep2-packed-cpu"
+mpirun --allow-run-as-root --oversubscribe -np 2 "$run" "$tmp/dp2-ep2-packed-cpu" -q --steps 20 \
+  --json-log "$kit/cpu/dp2-ep2-packed.jsonl" > /dev/null
 # DeepSeek sparse attention over tp 2 (issue 52): MLA's heads split, the
 # indexer whole on each rank, the KL target's parts summed over the group
 # (its CUDA kernels' row range and target difference), against the cpu

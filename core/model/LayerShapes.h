@@ -178,6 +178,12 @@ struct TokenShape {
   /// The last sequence pads a packed microbatch for sequence parallelism
   /// (StepBatch: masked labels, no sample's): in tokens(), in no loss.
   bool paddedTail = false;
+  /// Packed microbatches on an expert grid over data-parallel replicas
+  /// (MoeShape::groupReplicas m > 1): the replicas of a MoE layer's group
+  /// run their microbatches as one, so StepBatch pads each to the group's
+  /// most rows (the padding its last sequence, as above); these are the
+  /// real tokens of each of the m (host memory, in the group's order).
+  const int64_t *replicaTokens = nullptr;
 
   int64_t tokens() const {
     return cuSeqlens ? cuSeqlens[numSeqs] : batch * seq;
@@ -925,10 +931,26 @@ struct MoeShape {
   /// Megatron-LM's expert tensor-parallel size (etp) on an expert grid
   /// (expertRanks > 1): each expert split over that many ranks.
   int64_t expertTp = 1;
-  /// The tokens the layer's tensors hold: the group's replicas'.
+  /// The tokens the layer's tensors hold: the group's replicas'. A packed
+  /// microbatch over m > 1 replicas is seen as Megatron-LM's router sees
+  /// the m replicas' packed sequences: a batch of m sequences of its rows
+  /// (every replica's has as many: TokenShape::replicaTokens).
   TokenShape group(TokenShape t) const {
+    if (groupReplicas == 1)
+      return t;
+    if (t.cuSeqlens)
+      return {groupReplicas, t.tokens(), nullptr, 0, false, t.replicaTokens};
     t.batch *= groupReplicas;
     return t;
+  }
+  /// The real tokens (not padding) of replica r of the group, whose tokens
+  /// `group` holds (group() of a replica's): sequence parallelism's and the
+  /// group's padding are no token of the router's (MoeCapacity.h).
+  int64_t realTokens(const TokenShape &group, int64_t r) const {
+    const int64_t rows = group.tokens() / groupReplicas;
+    if (group.replicaTokens && groupReplicas > 1)
+      return std::clamp<int64_t>(group.replicaTokens[r], 0, rows);
+    return group.lossRows() / groupReplicas;
   }
   /// The experts a rank holds (their slots in its parameters).
   int64_t localExperts() const { return experts / expertRanks; }

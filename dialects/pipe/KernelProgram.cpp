@@ -379,7 +379,8 @@ LogicalResult KernelLayerOp::verify() {
   shape = rt::tensorParallelShard(*shape, tp);
   // kernel_layer_c2
   const int64_t f32 = floatBytes(getContext());
-  const rt::TokenShape tokens{program.getBatch(), program.getSeq()};
+  const rt::TokenShape tokens{int64_t(program.getBatch()),
+                              int64_t(program.getSeq())};
   const rt::Target target = targetOf(*this);
   // kernel_layer_c3
   FailureOr<RecomputeModuleSet> modules = moduleSetOf(getModulesAttr(), error);

@@ -144,9 +144,25 @@ StepBatch::Counts StepBatch::loadPacked(int64_t step) {
   auto paddedTokens = [&](int64_t n) {
     return (n + multiple - 1) / multiple * multiple;
   };
+  // On an expert grid over m data-parallel replicas the MoE layers run the
+  // m replicas' microbatches as one (MoeShape::groupReplicas): each is
+  // padded to the group's most rows, its MoE layers told every
+  // replica's real tokens (every rank packed every replica's bins).
+  const int64_t replicas = comm.expertReplicas(),
+                firstReplica = comm.dpRank() - comm.dpRank() % replicas;
+  auto groupTokens = [&](size_t mb) {
+    std::vector<int64_t> real;
+    for (int64_t j = 0; j < replicas; ++j)
+      real.push_back(plan->bins[plan->ranks[firstReplica + j][mb]].tokens);
+    return real;
+  };
+  auto rowsOf = [&](size_t mb) {
+    const std::vector<int64_t> real = groupTokens(mb);
+    return paddedTokens(*std::max_element(real.begin(), real.end()));
+  };
   int64_t total = 0;
-  for (int64_t b : mine)
-    total += paddedTokens(plan->bins[b].tokens);
+  for (size_t mb = 0; mb < mine.size(); ++mb)
+    total += rowsOf(mb);
   // Zeros: the padding's tokens, labels and masks.
   tokens.assign(size_t(total), 0);
   labels.assign(size_t(total), 0);
@@ -157,7 +173,9 @@ StepBatch::Counts StepBatch::loadPacked(int64_t step) {
     const packing::Bin &bin = plan->bins[mine[mb]];
     Microbatch &m = batch[mb];
     m.offset = at;
-    m.tokens = paddedTokens(bin.tokens);
+    m.tokens = rowsOf(mb);
+    if (replicas > 1)
+      m.replicaTokens = groupTokens(mb);
     m.cuSeqlens.push_back(0);
     for (int64_t g : bin.samples) {
       data.samples->read(index[g], tokens.data() + at, labels.data() + at,
@@ -218,6 +236,8 @@ StageArgs StepBatch::argsFor(int64_t microbatch) const {
     args.cu_seqlens = mb.cuSeqlens.data();
     args.num_seqs = int64_t(mb.cuSeqlens.size()) - 1;
     args.padded_tail = mb.paddedTail;
+    if (!mb.replicaTokens.empty())
+      args.replica_tokens = mb.replicaTokens.data();
     if (batchCuSeqlens)
       args.cu_seqlens_device = batchCuSeqlens + mb.cuOffset;
   }

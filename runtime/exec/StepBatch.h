@@ -72,7 +72,10 @@ private:
     int64_t offset = 0, tokens = 0;
     std::vector<int32_t> cuSeqlens; ///< empty: batch x seq rows
     bool paddedTail = false;        ///< its last sequence is the padding
-    int64_t cuOffset = 0;           ///< of its cuSeqlens in the device copy
+    /// On an expert grid over data-parallel replicas: the real tokens of
+    /// the group's replicas' microbatches (TokenShape::replicaTokens).
+    std::vector<int64_t> replicaTokens;
+    int64_t cuOffset = 0; ///< of its cuSeqlens in the device copy
     double scale = 1;
   };
   Counts loadWindows(int64_t step);

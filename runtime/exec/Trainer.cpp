@@ -160,13 +160,6 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data,
   transport = makeTransport(kind, comm, *device);
   pool = std::make_unique<ActivationPool>(*device);
   const bool sharded = usesDistributedOptimizer(artifact, comm);
-  if (comm.expertReplicas() > 1 && artifact.packing.enabled)
-    throw RuntimeError(fmt::format(
-        "error: {}'s MoE layers spread their experts over {} data-parallel "
-        "replicas (etp x ep > tp), and hypipe-run runs such a grid without "
-        "sequence packing yet\nhelp: train on unpacked data, or compile an "
-        "expert grid inside the tensor-parallel group (etp x ep = tp)",
-        artifact.dir, comm.expertReplicas()));
   if (artifact.tp > 1)
     tensorParallel = std::make_unique<TransportGroup>(*transport, comm);
   if (comm.expertReplicas() > 1)

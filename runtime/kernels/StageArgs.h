@@ -22,12 +22,15 @@ class TensorParallelGroup;
 /// A stage's token shape for one call: its planned capacity, with the
 /// microbatch's sample boundaries when it is packed (`cuSeqlens` non-null,
 /// `numSeqs` samples, the last sequence parallelism's padding when
-/// `paddedTail`).
+/// `paddedTail`; over an expert grid's replicas, their real tokens
+/// `replicaTokens`: TokenShape's).
 inline TokenShape packedTokens(TokenShape capacity, const int32_t *cuSeqlens,
-                               int64_t numSeqs, bool paddedTail = false) {
+                               int64_t numSeqs, bool paddedTail = false,
+                               const int64_t *replicaTokens = nullptr) {
   capacity.cuSeqlens = cuSeqlens;
   capacity.numSeqs = cuSeqlens ? numSeqs : 0;
   capacity.paddedTail = cuSeqlens && paddedTail;
+  capacity.replicaTokens = cuSeqlens ? replicaTokens : nullptr;
   return capacity;
 }
 
@@ -60,6 +63,10 @@ struct StageArgs {
   /// The last of them pads the microbatch for sequence parallelism
   /// (TokenShape::paddedTail).
   bool padded_tail = false;
+  /// On an expert grid over data-parallel replicas: the real tokens of each
+  /// replica's microbatch in the MoE layers' group, every one padded to the
+  /// group's most rows (TokenShape::replicaTokens; host memory, or null).
+  const int64_t *replica_tokens = nullptr;
   /// The same boundaries in device memory (cuda stages; null on cpu).
   const int32_t *cu_seqlens_device = nullptr;
   /// out: each multi-token-prediction depth's loss (unweighted), added to

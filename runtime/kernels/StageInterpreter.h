@@ -45,7 +45,7 @@ public:
                    StageArgs &args)
       : k(kernels), p(program), a(args),
         t(K::tokens(program.tokens, args.cu_seqlens, args.cu_seqlens_device,
-                    args.num_seqs, args.padded_tail)),
+                    args.num_seqs, args.padded_tail, args.replica_tokens)),
         act{a.workspace + p.act0.elementOffset(),
             a.workspace + p.act1.elementOffset()},
         rc{a.workspace + p.rc0.elementOffset(),

@@ -146,14 +146,15 @@ def losses_check(name, art, steps, reference, rtol, first_rtol, extra="", timeou
 
 
 def staged_check(name, art, reference, first_rtol, rtol, extra="", buckets=False,
-                 ranks=4, timeout=15, env=""):
+                 ranks=4, timeout=15, env="", data=DATA):
     """`ranks` ranks on the one GPU over mpi-staged against the cpu target's
-    run of the same model here (`env`: variables set for the ranks)."""
+    run of the same model here (`env`: variables set for the ranks; `data`
+    None: the spec's own, mock data)."""
     command = (f"source mpi/env.sh && {env + ' ' if env else ''}mpirun -np {ranks}"
                " --allow-run-as-root --oversubscribe"
                f" {RUN} art/{art} --comm mpi-staged --steps 10 {extra}"
-               f" --json-log $WORK/{name}.jsonl -q --data {DATA}"
-               f" && python3 py/losses.py cpu/{reference}.jsonl $WORK/{name}.jsonl"
+               f" --json-log $WORK/{name}.jsonl -q" + (f" --data {data}" if data else "")
+               + f" && python3 py/losses.py cpu/{reference}.jsonl $WORK/{name}.jsonl"
                f" --first-rtol {first_rtol} --rtol {rtol}")
     if buckets:  # the buckets started inside the last backward, every step
         command += (" && python3 -c \"import json, sys;"
@@ -302,6 +303,11 @@ SUITES = [
         staged_check("dp2-ep2-dist-staged", "dp2-ep2-dist", "dp2-ep2", "1e-5", "2e-3",
                      extra="--grad-bucket-mib 0.004", ranks=2, timeout=8,
                      env="HYPIPE_REPLICA_SCRATCH_FLOATS=1000"),
+        # The same grid on packed mock samples (plan all): the replicas'
+        # microbatches padded to the group's most rows, the CUDA router
+        # leaving the padding out of its counts, dispatch and loss.
+        staged_check("dp2-ep2-packed-staged", "dp2-ep2-packed", "dp2-ep2-packed", "1e-5",
+                     "2e-3", ranks=2, timeout=8, data=None),
         # DeepSeek sparse attention ('D', issue 52) at tp 2 with sequence
         # parallelism: MLA's heads split, the indexer whole on each rank, the
         # KL loss's target summed over the two ranks (the CUDA kernels'

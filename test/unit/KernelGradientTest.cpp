@@ -304,6 +304,115 @@ TEST(KernelGradient, MoeWithCapacityDroppingTokens) {
   EXPECT_LT(kept, routed);
 }
 
+/// One MoE layer's forward and backward over `t` (every gradient for an
+/// output gradient `dy` with the load-balancing loss at weight 1).
+struct MoeRun {
+  std::vector<float> y, dx, grads;
+  float aux = 0;
+  std::vector<int32_t> routed;
+};
+MoeRun runMoe(const MoeShape &s, const TokenShape &t, const float *p,
+              const std::vector<float> &x, const std::vector<float> &dy) {
+  MoeRun r;
+  std::vector<float> saved(s.savedFloats(t)), ws(s.workspaceFloats(t));
+  r.y.resize(x.size());
+  r.dx.resize(x.size());
+  r.grads.assign(size_t(countParams(s)), 0.0f);
+  r.aux = moeForwardFinite(DType::F32, s, t, p, x.data(), r.y.data(),
+                           saved.data(), ws.data());
+  moeBackwardInput(DType::F32, s, t, p, r.grads.data(), saved.data(), dy.data(),
+                   r.dx.data(), ws.data(), 1.0f);
+  moeBackwardWeight(DType::F32, s, t, saved.data(), r.grads.data());
+  const MoeSaved m = moeSaved(s, t, saved.data());
+  r.routed.assign(m.routed, m.routed + s.groupReplicas * s.experts);
+  return r;
+}
+
+/// Padding rows -- a packed microbatch's tail for sequence parallelism, or
+/// on an expert grid over data-parallel replicas each replica's microbatch
+/// padded to the group's most rows -- are no tokens of the router's (as
+/// Megatron-LM's router padding mask takes them out of the load-balancing
+/// loss; here out of the dispatch and the capacity too): the real rows'
+/// outputs and input gradients, the load-balancing loss and the weight
+/// gradients are those of the same tokens unpadded, each replica's on its
+/// own, and a padding row's output is its input. With a capacity that
+/// counted the padding (ceil(12 x 2 / 4 x 0.75) = 5, not ceil(9 x 2 / 4 x
+/// 0.75) = 4) the kept rows would differ.
+TEST(MoeRouter, PaddingRowsAreNoTokens) {
+  MoeShape s{6, 8, 4, 2, Activation::Gelu, 0.1};
+  s.capacityFactor = 0.75;
+  const int64_t Hd = s.hidden, rows = 12, real0 = 9;
+  const int32_t cu[] = {0, 5, 9, 12}; // two samples, then 3 rows of padding
+  const TokenShape padded = packedTokens(TokenShape{1, rows}, cu, 3, true);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  std::vector<float> p(countParams(s)), x(2 * rows * Hd), dy(x.size());
+  fillRandom(rng, u, p, x, dy);
+  auto rowsOf = [&](const std::vector<float> &v, int64_t first, int64_t n) {
+    return std::vector<float>(v.begin() + first * Hd,
+                              v.begin() + (first + n) * Hd);
+  };
+  auto expectNear = [](const std::vector<float> &a, const std::vector<float> &b,
+                       const char *what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], 1e-6f) << what << " [" << i << "]";
+  };
+  // The references: replica 0's 9 real tokens, replica 1's 12, unpadded.
+  const MoeRun alone0 = runMoe(s, TokenShape{1, real0}, p.data(),
+                               rowsOf(x, 0, real0), rowsOf(dy, 0, real0));
+  const MoeRun alone1 = runMoe(s, TokenShape{1, rows}, p.data(),
+                               rowsOf(x, rows, rows), rowsOf(dy, rows, rows));
+
+  // Sequence parallelism's padding: one replica, its packed tail.
+  const MoeRun one =
+      runMoe(s, padded, p.data(), rowsOf(x, 0, rows), rowsOf(dy, 0, rows));
+  expectNear(rowsOf(one.y, 0, real0), alone0.y, "y");
+  expectNear(rowsOf(one.y, real0, rows - real0), rowsOf(x, real0, rows - real0),
+             "padding's y");
+  expectNear(rowsOf(one.dx, 0, real0), alone0.dx, "dx");
+  expectNear(one.grads, alone0.grads, "grads");
+  EXPECT_NEAR(one.aux, alone0.aux, 1e-7f);
+  EXPECT_EQ(one.routed, alone0.routed);
+
+  // Two replicas run as one group (MoeShape::groupReplicas), replica 0's
+  // microbatch padded to replica 1's 12 rows.
+  s.groupReplicas = 2;
+  const int64_t real[] = {real0, rows};
+  TokenShape group = padded;
+  group.replicaTokens = real;
+  const MoeRun both = runMoe(s, group, p.data(), x, dy);
+  expectNear(rowsOf(both.y, 0, real0), alone0.y, "group's y, replica 0");
+  expectNear(rowsOf(both.y, real0, rows - real0),
+             rowsOf(x, real0, rows - real0), "group's padding's y");
+  expectNear(rowsOf(both.y, rows, rows), alone1.y, "group's y, replica 1");
+  expectNear(rowsOf(both.dx, 0, real0), alone0.dx, "group's dx, replica 0");
+  expectNear(rowsOf(both.dx, rows, rows), alone1.dx, "group's dx, replica 1");
+  std::vector<float> sum(alone0.grads);
+  for (size_t i = 0; i < sum.size(); ++i)
+    sum[i] += alone1.grads[i];
+  expectNear(both.grads, sum, "group's grads");
+  EXPECT_NEAR(both.aux, (alone0.aux + alone1.aux) / 2, 1e-7f);
+  std::vector<int32_t> routed(alone0.routed);
+  routed.insert(routed.end(), alone1.routed.begin(), alone1.routed.end());
+  EXPECT_EQ(both.routed, routed);
+}
+
+/// The padded layer's gradients against finite differences: a padding
+/// row's router logits reach neither the output nor the loss.
+TEST(KernelGradient, MoeWithPaddingRows) {
+  const int32_t cu[] = {0, 5, 9, 14};
+  auto bwdI = [](DType activations, const MoeShape &s, const TokenShape &t,
+                 const float *p, float *g, float *sv, const float *dy,
+                 float *dx, float *ws) {
+    moeBackwardInput(activations, s, t, p, g, sv, dy, dx, ws, 1.0f);
+  };
+  checkGradients(makeLayer(MoeShape{6, 8, 4, 2, Activation::Gelu, 0.1},
+                           packedTokens(TokenShape{1, 14}, cu, 3, true),
+                           moeForwardFinite, bwdI, moeBackwardWeight),
+                 5);
+}
+
 /// Megatron-LM's capacity, hand-worked: ceil(tokens x topk / experts x
 /// factor) per block of tokens; over capacity an expert keeps its highest
 /// weights (ties to the earlier token) or, by position, its earliest, in
@@ -339,6 +448,45 @@ TEST(MoeCapacity, KeepsTheHighestWeightsOrTheEarliestPerBlock) {
   s.capacityFactor = 0;
   keepWithinCapacity(s, one, idx, w, kept);
   EXPECT_EQ(kept, (std::vector<uint8_t>(6, 1)));
+}
+
+/// Over an expert grid's replicas a packed microbatch padded to the
+/// group's most rows keeps the capacity blocks it has on its own (its real
+/// tokens to a multiple of the blocks, cut in sequence shards), not the
+/// padded group's: each replica keeps what it keeps alone.
+TEST(MoeCapacity, PaddedReplicasKeepTheirOwnBlocks) {
+  MoeShape s{4, 4, 2, 1, Activation::Gelu, 0.0};
+  s.capacityFactor = 0.6; // a block of two tokens: ceil(2 / 2 x 0.6) = 1
+  s.capacityBlocks = 2;
+  // Replica 0: 4 real tokens of 8 rows; replica 1: 8. Top-1.
+  const int32_t idx[] = {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0};
+  const float w[] = {0.9f, 0.8f, 0.6f, 0.7f, 1, 1, 1,    1,
+                     0.2f, 0.3f, 0.4f, 0.5f, 1, 1, 0.9f, 0.8f};
+  auto alone = [&](const int32_t *i, const float *ww, int64_t rows) {
+    MoeShape one = s;
+    one.groupReplicas = 1;
+    const int32_t cu[] = {0, int32_t(rows)};
+    std::vector<uint8_t> kept;
+    keepWithinCapacity(one, packedTokens(TokenShape{1, rows}, cu, 1), i, ww,
+                       kept);
+    return kept;
+  };
+  std::vector<uint8_t> want = alone(idx, w, 4);
+  want.resize(8, 0); // the padding goes nowhere
+  const std::vector<uint8_t> second = alone(idx + 8, w + 8, 8);
+  want.insert(want.end(), second.begin(), second.end());
+  // Alone, replica 0 keeps token 0 of [0, 2) and token 3 of [2, 4) (in
+  // one block of the padded 8 rows it would keep tokens 0 and 1).
+  EXPECT_EQ(std::vector<uint8_t>(want.begin(), want.begin() + 4),
+            (std::vector<uint8_t>{1, 0, 0, 1}));
+  s.groupReplicas = 2;
+  const int32_t cu[] = {0, 4, 8};
+  const int64_t real[] = {4, 8};
+  TokenShape group = s.group(packedTokens(TokenShape{1, 8}, cu, 2, true));
+  group.replicaTokens = real;
+  std::vector<uint8_t> kept;
+  keepWithinCapacity(s, group, idx, w, kept);
+  EXPECT_EQ(kept, want);
 }
 
 /// A NaN or infinite router logit is recorded, with its value, for the

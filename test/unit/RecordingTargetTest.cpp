@@ -40,8 +40,10 @@ struct RecordingKernels {
 
   using Tokens = TokenShape;
   static Tokens tokens(TokenShape capacity, const int32_t *cuSeqlens,
-                       const int32_t *, int64_t numSeqs, bool paddedTail) {
-    return packedTokens(capacity, cuSeqlens, numSeqs, paddedTail);
+                       const int32_t *, int64_t numSeqs, bool paddedTail,
+                       const int64_t *replicaTokens) {
+    return packedTokens(capacity, cuSeqlens, numSeqs, paddedTail,
+                        replicaTokens);
   }
   static const TokenShape &shape(const TokenShape &t) { return t; }
   static void copy(float *, const float *, int64_t) { record("copy"); }

@@ -30,8 +30,10 @@ struct Kernels : RecipeBasics {
   /// non-null; the host copy is the one the CPU reads).
   using Tokens = TokenShape;
   static Tokens tokens(TokenShape capacity, const int32_t *cuSeqlens,
-                       const int32_t *, int64_t numSeqs, bool paddedTail) {
-    return packedTokens(capacity, cuSeqlens, numSeqs, paddedTail);
+                       const int32_t *, int64_t numSeqs, bool paddedTail,
+                       const int64_t *replicaTokens) {
+    return packedTokens(capacity, cuSeqlens, numSeqs, paddedTail,
+                        replicaTokens);
   }
 
   HYPIPE_MLP_PRIMITIVES(cpu)

@@ -48,23 +48,27 @@ std::vector<int64_t> &offsetsOfThread() {
   return off;
 }
 
-/// The load-balancing loss of the T tokens of replica `r`'s routing (from
-/// token r T on, its counts m.routed + r E): the experts' summed
-/// probabilities against their counts (Megatron's switch loss).
-double loadBalancingLoss(const MoeShape &s, int64_t T, const MoeSaved &m,
-                         int64_t r) {
+/// The load-balancing loss of replica `r`'s routing (its `real` tokens
+/// from row r T on, the rest of its T rows padding; its counts m.routed +
+/// r E): the experts' summed probabilities against their counts
+/// (Megatron's switch loss, over the real tokens as its router's padding
+/// mask takes them).
+double loadBalancingLoss(const MoeShape &s, int64_t T, int64_t real,
+                         const MoeSaved &m, int64_t r) {
   const int64_t E = s.experts, k = s.topk;
+  if (real == 0)
+    return 0;
   const float *probs = m.probs + r * T * E;
   const int32_t *routed = m.routed + r * E;
   double aux = 0;
   for (int64_t e = 0; e < E; ++e) {
     double pe = 0;
-    for (int64_t tok = 0; tok < T; ++tok)
+    for (int64_t tok = 0; tok < real; ++tok)
       pe += probs[tok * E + e];
     aux += pe * routed[e];
   }
-  return aux *
-         (s.auxLossCoeff * double(E) / (double(T) * double(T) * double(k)));
+  return aux * (s.auxLossCoeff * double(E) /
+                (double(real) * double(real) * double(k)));
 }
 } // namespace
 
@@ -122,20 +126,25 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
   // Each replica's counts and load-balancing loss (one replica but on an
   // expert grid over data-parallel ones: MoeShape::groupReplicas); the
   // layer's loss is their mean, so the replicas' ranks add up to their sum.
+  // Padding rows (past a replica's real tokens) count nowhere: the router
+  // backward finds each replica's real tokens from its counts.
   const int64_t replicas = s.groupReplicas, perReplica = T / replicas;
   std::fill(m.routed, m.routed + replicas * E, 0);
-  for (int64_t slot = 0; slot < T * k; ++slot)
-    ++m.routed[slot / (perReplica * k) * E + m.topIdx[slot]];
   double aux = 0;
   for (int64_t r = 0; r < replicas; ++r) {
-    const double mine = loadBalancingLoss(s, perReplica, m, r);
+    const int64_t real = s.realTokens(t, r);
+    for (int64_t slot = r * perReplica * k; slot < (r * perReplica + real) * k;
+         ++slot)
+      ++m.routed[r * E + m.topIdx[slot]];
+    const double mine = loadBalancingLoss(s, perReplica, real, m, r);
     m.aux[r] = float(mine);
     aux += mine;
   }
   aux /= double(replicas);
 
   // The choices within capacity, counted; a row for each, grouped by
-  // expert in token order. A dropped choice's slot has no row (-1).
+  // expert in token order. A dropped choice's slot (a padding row's every
+  // one) has no row (-1).
   thread_local std::vector<uint8_t> kept;
   keepWithinCapacity(s, t, m.topIdx, m.topW, kept);
   std::fill(m.counts, m.counts + E, 0);
@@ -268,16 +277,35 @@ void Kernels::moeRouterBackward(const MoeShape &s, int64_t T, const MoeSaved &m,
   // Renormalisation w_j = p_j / Z over the chosen experts, then the
   // load-balancing loss, then softmax; each token's probabilities'
   // gradient in its row of dlogits first.
-  // Each replica's tokens against its own counts (MoeShape::groupReplicas).
+  // Each replica's tokens against its own counts (MoeShape::groupReplicas),
+  // which sum to k times its real tokens; a padding row (past them) has no
+  // gradient.
+  // (This thread's vectors, which the loop's threads read through the
+  // pointers: no allocation once warm.)
   const int64_t perReplica = T / s.groupReplicas;
-  const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
-                          (double(perReplica) * double(perReplica) * double(k));
+  thread_local std::vector<int64_t> realOfThread;
+  thread_local std::vector<double> scaleOfThread;
+  realOfThread.assign(size_t(s.groupReplicas), 0);
+  scaleOfThread.assign(size_t(s.groupReplicas), 0.0);
+  int64_t *real = realOfThread.data();
+  double *auxScale = scaleOfThread.data();
+  for (int64_t r = 0; r < s.groupReplicas; ++r) {
+    for (int64_t e = 0; e < E; ++e)
+      real[r] += m.routed[r * E + e];
+    real[r] /= k;
+    if (real[r] > 0)
+      auxScale[r] = double(lossScale) * s.auxLossCoeff * double(E) /
+                    (double(real[r]) * double(real[r]) * double(k));
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t tok = 0; tok < T; ++tok) {
-    const int32_t *routed = m.routed + tok / perReplica * E;
+    const int64_t r = tok / perReplica;
+    const int32_t *routed = m.routed + r * E;
     const float *pr = m.probs + tok * E;
     float *dp = dlogits + tok * E;
     std::fill(dp, dp + E, 0.0f);
+    if (tok - r * perReplica >= real[r])
+      continue; // padding
     double z = 0, wdw = 0;
     for (int64_t j = 0; j < k; ++j) {
       z += pr[m.topIdx[tok * k + j]];
@@ -286,7 +314,7 @@ void Kernels::moeRouterBackward(const MoeShape &s, int64_t T, const MoeSaved &m,
     for (int64_t j = 0; j < k; ++j)
       dp[m.topIdx[tok * k + j]] += float((dTopW[tok * k + j] - wdw) / z);
     for (int64_t e = 0; e < E; ++e)
-      dp[e] += float(auxScale * routed[e]);
+      dp[e] += float(auxScale[r] * routed[e]);
     double dot = 0;
     for (int64_t e = 0; e < E; ++e)
       dot += double(dp[e]) * pr[e];

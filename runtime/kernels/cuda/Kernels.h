@@ -81,8 +81,9 @@ struct Kernels : RecipeBasics {
   /// sample boundaries when it is packed (host and device copies).
   static Tokens tokens(TokenShape capacity, const int32_t *hostCuSeqlens,
                        const int32_t *deviceCuSeqlens, int64_t numSeqs,
-                       bool paddedTail) {
-    return {packedTokens(capacity, hostCuSeqlens, numSeqs, paddedTail),
+                       bool paddedTail, const int64_t *replicaTokens) {
+    return {packedTokens(capacity, hostCuSeqlens, numSeqs, paddedTail,
+                         replicaTokens),
             hostCuSeqlens ? deviceCuSeqlens : nullptr};
   }
 

@@ -136,18 +136,32 @@ __global__ void scatterRowsKernel(int64_t hidden, int k, const int32_t *slotRow,
 }
 
 /// Renormalisation, load-balancing loss and softmax backward, per token.
+/// `auxCoeff` is d(objective)/d(aux loss) times the loss's coefficient.
 __global__ void routerGradKernel(int64_t T, int64_t perReplica, int E, int k,
                                  const float *probs, const int32_t *topIdx,
                                  const float *topW, const float *dTopW,
                                  const int32_t *routedOfReplicas,
-                                 double auxScale, float *dlogits) {
+                                 double auxCoeff, float *dlogits) {
   int64_t tok = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (tok >= T)
     return;
-  // The token's replica's counts (MoeShape::groupReplicas).
-  const int32_t *routed = routedOfReplicas + tok / perReplica * E;
+  // The token's replica's counts (MoeShape::groupReplicas), k times its
+  // real tokens; a padding row (past them) has no gradient.
+  const int64_t replica = tok / perReplica;
+  const int32_t *routed = routedOfReplicas + replica * E;
   const float *pr = probs + tok * E;
   float *dl = dlogits + tok * E;
+  int64_t real = 0;
+  for (int e = 0; e < E; ++e)
+    real += routed[e];
+  real /= k;
+  if (tok - replica * perReplica >= real) {
+    for (int e = 0; e < E; ++e)
+      dl[e] = 0.0f;
+    return;
+  }
+  const double auxScale =
+      auxCoeff * double(E) / (double(real) * double(real) * double(k));
   double z = 0, wdw = 0;
   for (int j = 0; j < k; ++j) {
     z += pr[topIdx[tok * k + j]];
@@ -200,15 +214,19 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
   routeKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
       T, int(E), int(k), logits, m.probs, m.topIdx, m.topW, routerCheck);
   launched("moe routing");
+  // Over each replica's real tokens (its rows' first; MoeShape::realTokens).
+  std::vector<int64_t> real(static_cast<size_t>(replicas));
   zero(probSum, replicas * E);
-  for (int64_t r = 0; r < replicas; ++r)
-    columnDot(perReplica, E, m.probs + r * perReplica * E, E, nullptr, 0,
+  for (int64_t r = 0; r < replicas; ++r) {
+    real[size_t(r)] = s.realTokens(t, r);
+    columnDot(real[size_t(r)], E, m.probs + r * perReplica * E, E, nullptr, 0,
               nullptr, 0, probSum + r * E);
+  }
 
   // Group the routed rows by expert, in token order, on the host: the
   // choices within each expert's capacity (all of them, dropless; the same
   // rule as the CPU's, core/model/MoeCapacity.h), the rows past the kept
-  // ones -1. The load-balancing loss counts every choice.
+  // ones -1. The load-balancing loss counts every real token's choices.
   std::vector<int32_t> top = download(m.topIdx, T * k);
   std::vector<float> pe = download(probSum, replicas * E);
   std::vector<float> weights;
@@ -218,7 +236,9 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
   keepWithinCapacity(s, t, top.data(), weights.data(), kept);
   std::vector<int32_t> counts(E, 0), routed(replicas * E, 0), rowMap(T * k, -1);
   for (int64_t slot = 0; slot < T * k; ++slot) {
-    ++routed[slot / (perReplica * k) * E + top[slot]];
+    const int64_t r = slot / (perReplica * k);
+    if (slot / k - r * perReplica < real[size_t(r)])
+      ++routed[r * E + top[slot]];
     counts[top[slot]] += kept[size_t(slot)];
   }
   expertOffsets(s, counts.data(), off);
@@ -234,8 +254,9 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
     double mine = 0;
     for (int64_t e = 0; e < E; ++e)
       mine += double(pe[r * E + e]) * routed[r * E + e];
-    mine *= s.auxLossCoeff * double(E) /
-            (double(perReplica) * double(perReplica) * double(k));
+    const double n = double(real[size_t(r)]);
+    mine =
+        n > 0 ? mine * (s.auxLossCoeff * double(E) / (n * n * double(k))) : 0.0;
     const float replicaLoss = float(mine);
     counts.push_back(0);
     std::memcpy(&counts.back(), &replicaLoss, sizeof replicaLoss);
@@ -305,11 +326,9 @@ void Kernels::moeRouterBackward(const MoeShape &s, int64_t T, const MoeSaved &m,
   const int64_t E = s.experts, k = s.topk;
   // Each replica's tokens against its own counts (MoeShape::groupReplicas).
   const int64_t perReplica = T / s.groupReplicas;
-  const double auxScale = double(lossScale) * s.auxLossCoeff * double(E) /
-                          (double(perReplica) * double(perReplica) * double(k));
   routerGradKernel<<<blocksFor(T, 128), 128, 0, stream()>>>(
       T, perReplica, int(E), int(k), m.probs, m.topIdx, m.topW, dTopW, m.routed,
-      auxScale, dlogits);
+      double(lossScale) * s.auxLossCoeff, dlogits);
   launched("moe router backward");
 }
 
