@@ -10,7 +10,10 @@
 # with ep 2 (each replica four whole experts: the expert grid over the two data-
 # parallel replicas, m = 2; two microbatches a replica keep the global batch), the
 # last also with the distributed optimizer (the experts' moments over the
-# expert-data-parallel group, the rest over dp). Per layout the table of
+# expert-data-parallel group, the rest over dp). Then the same model on packed
+# samples (bench/specs/ep-bench-packed.yaml) at dp 2 with ep 1 and ep 2: over
+# the replicas each replica's microbatch is padded to its group's most rows.
+# Per layout the table of
 # bench/layout_table.sh: tokens/s and its ratio to the first layout, rank 0's
 # peak tensor MiB, the last loss, the measured step beside `hypipe explain
 # --device cpu`'s prediction. No peer: PyTorch has no expert parallelism of
@@ -30,3 +33,7 @@ layout_table "$root/bench/specs/ep-bench.yaml" "$steps" \
   "dp=2 ep=1|2|--dp 2 --microbatches 2" \
   "dp=2 ep=2|2|--dp 2 --microbatches 2 --ep 2 --etp 1" \
   "dp=2 ep=2 dist|2|--dp 2 --microbatches 2 --ep 2 --etp 1 --distributed-optimizer"
+echo
+layout_table "$root/bench/specs/ep-bench-packed.yaml" "$steps" \
+  "packed dp=2|2|--dp 2" \
+  "packed ep=2|2|--dp 2 --ep 2 --etp 1"
