@@ -495,7 +495,10 @@ private:
         {"parallel.schedule", "--schedule", bool(overrides.schedule)},
         {"parallel.microbatches",
          overrides.globalBatchSize ? "--global-batch-size" : "--microbatches",
-         bool(overrides.microbatches || overrides.globalBatchSize)},
+         bool(overrides.microbatches ||
+              (overrides.globalBatchSize && !draft.spec.data.packing))},
+        {"data.global_batch_size", "--global-batch-size",
+         bool(overrides.globalBatchSize && draft.spec.data.packing)},
         {"training.micro_batch_size", "--micro-batch-size",
          bool(overrides.microBatchSize)},
         {"training.steps", "--steps", bool(overrides.steps)},
@@ -621,11 +624,16 @@ private:
     return applyGlobalBatchSize();
   }
   /// --global-batch-size as Megatron-LM reads it: micro_batch_size x dp x
-  /// the microbatches per step.
+  /// the microbatches per step; packed, the samples a step packs
+  /// (data.global_batch_size, checked with the packing keys).
   llvm::Error applyGlobalBatchSize() {
     if (!overrides.globalBatchSize)
       return llvm::Error::success();
     const int64_t global = *overrides.globalBatchSize;
+    if (draft.spec.data.packing) {
+      draft.spec.data.globalBatchSize = global;
+      return llvm::Error::success();
+    }
     const int64_t mbs = draft.spec.training.microBatchSize;
     const int64_t dp = draft.spec.parallel.dp;
     auto fail = [](std::string message, std::string help) {
@@ -1929,6 +1937,19 @@ llvm::Error Loader::checkPacking() {
                              "microbatches (each holds at least one sample)",
                              *d.globalBatchSize, *d.minBinCount),
                  "raise data.global_batch_size");
+  // The bin count is a multiple of bin_count_multiple: at least that many.
+  if (*d.globalBatchSize < *d.binCountMultiple)
+    return error(
+        valueNodes.count("data.bin_count_multiple")
+            ? nodeFor("data", "bin_count_multiple")
+            : (batchNode ? batchNode : nodeFor("data", "packing")),
+        fmt::format("a step of {} samples cannot fill {} microbatches (the "
+                    "microbatch count is a multiple of "
+                    "data.bin_count_multiple, {}; each holds at least one "
+                    "sample)",
+                    *d.globalBatchSize, *d.binCountMultiple,
+                    *d.binCountMultiple),
+        "raise data.global_batch_size or lower data.bin_count_multiple");
   if (d.format == DataFormat::Mock) {
     if (d.mock.empty())
       return error(nodeFor("data", "format"),
@@ -2555,10 +2576,18 @@ llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,
 
 std::vector<std::string> specInputs(const ModelSpec &spec) {
   std::vector<std::string> inputs = {spec.file};
+  // The mock dataset's lengths file (data.mock's mode "file").
+  std::string mockLengths;
+  if (!spec.data.mock.empty()) {
+    auto mock = packing::parseMockSftConfig(spec.data.mock, INT64_MAX);
+    if (mock && mock->fromFile)
+      mockLengths = mock->path;
+  }
   for (const std::string &p :
        {spec.data.path, spec.parallel.scheduleCsv, spec.training.initFrom,
         spec.data.tokenizer == kBytesTokenizer ? std::string()
-                                               : spec.data.tokenizer}) {
+                                               : spec.data.tokenizer,
+        mockLengths}) {
     if (p.empty())
       continue;
     llvm::SmallString<256> resolved(p);

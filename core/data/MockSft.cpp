@@ -91,6 +91,16 @@ Expected<MockSftConfig> parseMockSftConfig(const std::string &text,
     return fail(fmt::format("mean_seq_len must be positive and "
                             "lognormal_sigma non-negative, got {} and {}",
                             c.mean, c.sigma));
+  // The lengths' log-mean ln(m) - s^2 / 2 must be a number.
+  if (!std::isfinite(std::log(c.mean) - 0.5 * c.sigma * c.sigma))
+    return Error(Problem{
+        fmt::format("mean_seq_len {} with lognormal_sigma {} gives no "
+                    "lengths: ln(mean) - sigma^2 / 2 is not a finite number",
+                    c.mean, c.sigma),
+        "use a finite mean_seq_len and a lognormal_sigma such as 0.5 to 2 "
+        "(Megatron-LM's mock SFT examples use 1.0; past about 10 nearly "
+        "every length is min_seq_len or max_seq_len)",
+        std::nullopt, 1});
   return c;
 }
 
@@ -151,6 +161,8 @@ int64_t mockSftLength(const MockSftConfig &c, uint64_t seed, int64_t index) {
   double mu = std::log(c.mean) - 0.5 * c.sigma * c.sigma;
   double len = std::clamp(std::exp(mu + c.sigma * z), double(c.minLen),
                           double(c.maxLen));
+  if (std::isnan(len)) // (0 x inf: the parser refuses what gets here)
+    len = double(c.minLen);
   return int64_t(len); // truncated after the clip, as astype(int)
 }
 

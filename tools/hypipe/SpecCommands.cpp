@@ -673,7 +673,7 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
   opt("--microbatches", o.microbatches, "microbatches per step");
   opt("--global-batch-size", o.globalBatchSize,
       "samples per step: micro_batch_size x dp x microbatches (Megatron's; "
-      "sets the microbatches)");
+      "sets the microbatches), or with packing data.global_batch_size");
   opt("--micro-batch-size", o.microBatchSize,
       "samples per microbatch (training.micro_batch_size)");
   opt("--steps,--train-iters", o.steps, "training steps");

@@ -277,6 +277,15 @@ Error checkRunOutputs(const TrainOptions &o, const ModelSpec &spec,
     if (auto err = files::checkNotAnInput(path, flag, specInputs(spec)))
       return err;
   }
+  // What the run writes into its directory overwrites no input either.
+  for (auto [path, what] :
+       {std::pair{run + "/summary.json", "the run's summary"},
+        {run + "/loss.svg", "the run's loss plot"},
+        {trace, "the run's trace"},
+        {run + "/trace.sim.json", "the run's simulated trace"}})
+    if (!path.empty())
+      if (auto err = files::checkNotAnInput(path, what, specInputs(spec)))
+        return err;
   if (auto err = files::checkOutputsApart(
           {{o.costsOut, "--costs-out"},
            {log, o.jsonLog.empty() ? "the run's log" : "--json-log"},
