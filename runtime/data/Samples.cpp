@@ -252,14 +252,25 @@ std::unique_ptr<SampleSource> openJsonl(const SampleOptions &o) {
           "each line is one sample: {\"tokens\": [...]} or "
           "{\"text\": \"...\"}, with an optional \"loss_mask\"");
     std::vector<int32_t> ids;
+    if (j.contains("tokens") && j.contains("text"))
+      throw fail("this sample has both \"tokens\" and \"text\"",
+                 "give one of them: the token ids, or the text whose bytes "
+                 "are its tokens");
     if (j.contains("tokens")) {
       const nlohmann::json &t = j["tokens"];
       if (!t.is_array())
         throw fail("\"tokens\" is not an array",
                    "\"tokens\" holds the sample's token ids");
       for (size_t k = 0; k < t.size(); ++k) {
-        if (!t[k].is_number_integer() || t[k].get<int64_t>() < 0 ||
-            t[k].get<int64_t>() >= o.vocab)
+        if (!t[k].is_number_integer())
+          throw fail(
+              fmt::format("token {} ({}) is not an integer", k, t[k].dump()),
+              fmt::format("a token is an integer id in the model's "
+                          "vocabulary [0, {}), written without a "
+                          "fraction or exponent",
+                          o.vocab),
+              elementColumn(line, "tokens", k));
+        if (t[k].get<int64_t>() < 0 || t[k].get<int64_t>() >= o.vocab)
           throw fail(fmt::format("token {} ({}) is not an id in the model's "
                                  "vocabulary [0, {})",
                                  k, t[k].dump(), o.vocab),
