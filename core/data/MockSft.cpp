@@ -104,8 +104,11 @@ Expected<MockSftConfig> parseMockSftConfig(const std::string &text,
   return c;
 }
 
-Error readMockLengths(const std::string &text, std::vector<int64_t> &lengths) {
+Error readMockLengths(const std::string &text, std::vector<int64_t> &lengths,
+                      std::vector<size_t> *offsets) {
   lengths.clear();
+  if (offsets)
+    offsets->clear();
   size_t i = 0;
   while (i < text.size()) {
     unsigned char ch = static_cast<unsigned char>(text[i]);
@@ -145,6 +148,8 @@ Error readMockLengths(const std::string &text, std::vector<int64_t> &lengths) {
           end - start);
     }
     lengths.push_back(value);
+    if (offsets)
+      offsets->push_back(start);
   }
   if (lengths.empty())
     return makeError("the lengths file holds no sequence length");

@@ -30,15 +30,17 @@ struct MockSftConfig {
 };
 
 /// Parses and checks the JSON text; `budget` is the tokens a microbatch
-/// holds (max_seq_len - 1 training positions may not exceed it). The file of mode "file" is not
-/// read here (readMockLengths does).
+/// holds (max_seq_len - 1 training positions may not exceed it). The file of
+/// mode "file" is not read here (readMockLengths does).
 Expected<MockSftConfig> parseMockSftConfig(const std::string &json,
                                            int64_t budget);
 
 /// Reads a lengths file: positive integers separated by commas, spaces or
 /// newlines. Errors carry the 1-based line and column in `Problem::offset`
-/// (as a byte offset into the file's text).
-Error readMockLengths(const std::string &text, std::vector<int64_t> &lengths);
+/// (as a byte offset into the file's text); `offsets`, when given, gets
+/// each length's, for the caller's errors about one.
+Error readMockLengths(const std::string &text, std::vector<int64_t> &lengths,
+                      std::vector<size_t> *offsets = nullptr);
 
 /// Length of mock sample `index` of a run with seed `seed`, as Megatron's
 /// mock SFT dataset counts it: its tokens with the closing EOD, so a sample

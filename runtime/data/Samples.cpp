@@ -426,7 +426,8 @@ std::unique_ptr<SampleSource> openSamples(const SampleOptions &o) {
         path = o.specDir + "/" + path;
       std::string text =
           readFile(path, files::kMockLengths, "the path of data.mock");
-      if (Error err = packing::readMockLengths(text, config->lengths)) {
+      std::vector<size_t> at; // each length's byte in the file
+      if (Error err = packing::readMockLengths(text, config->lengths, &at)) {
         const Problem &p = err.problem();
         // Not echoed: the path may name any file (docs/security.md).
         if (p.offset)
@@ -438,21 +439,27 @@ std::unique_ptr<SampleSource> openSamples(const SampleOptions &o) {
       int64_t cut = 0;
       for (size_t i = 0; i < config->lengths.size(); ++i) {
         const int64_t length = config->lengths[i];
+        // (Located, not echoed, as the parser's errors.)
         if (length < 2)
-          throw RuntimeError(fmt::format(
-              "error: '{}': length {} (entry {}) is a sample of its EOD "
-              "alone, with nothing to train\nhelp: a length counts the "
-              "sample's EOD token, as Megatron's mock lengths do: write 2 or "
-              "more",
-              path, length, i + 1));
+          throw located(
+              path, text, at[i],
+              fmt::format("length {} (entry {}) is a sample of its EOD "
+                          "alone, with nothing to train",
+                          length, i + 1),
+              "a length counts the sample's EOD token, as Megatron's mock "
+              "lengths do: write 2 or more",
+              false);
         if (length - 1 <= o.budget)
           continue;
         if (!o.truncate)
-          throw RuntimeError(fmt::format(
-              "error: '{}': length {} (entry {}) gives {} training "
-              "positions, more than the {} a microbatch holds\nhelp: raise "
-              "data.max_tokens_per_microbatch, or set data.truncate: true",
-              path, length, i + 1, length - 1, o.budget));
+          throw located(path, text, at[i],
+                        fmt::format("length {} (entry {}) gives {} training "
+                                    "positions, more than the {} a "
+                                    "microbatch holds",
+                                    length, i + 1, length - 1, o.budget),
+                        "raise data.max_tokens_per_microbatch, or set "
+                        "data.truncate: true",
+                        false);
         config->lengths[i] = o.budget + 1;
         ++cut;
       }
