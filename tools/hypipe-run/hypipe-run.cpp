@@ -235,6 +235,19 @@ int main(int argc, char **argv) {
     if (comm.distributed())
       comm.abort(1);
     return 1;
+  } catch (const std::bad_alloc &) {
+    // The machine (or the process's limit) ran out.
+    std::cerr << (comm.distributed() ? fmt::format("[rank {}] ", comm.rank())
+                                     : std::string())
+              << "error: out of memory: this rank could not allocate what "
+                 "its stages need\nhelp: `hypipe explain SPEC` estimates the "
+                 "memory per rank; lower micro_batch_size, seq_length or "
+                 "data.max_tokens_per_microbatch, recompute activations, or "
+                 "spread the model over more ranks (pp, tp)\n";
+    std::cerr.flush();
+    if (comm.distributed())
+      comm.abort(1);
+    return 1;
   } catch (const std::exception &e) {
     // A backstop, not the way errors are reported: every input is checked
     // where it is read, and what reaches here is a bug or the machine
