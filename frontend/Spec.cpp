@@ -494,7 +494,9 @@ private:
          bool(overrides.moePadExpertInputToCapacity)},
         {"parallel.schedule", "--schedule", bool(overrides.schedule)},
         {"parallel.microbatches",
-         overrides.globalBatchSize ? "--global-batch-size" : "--microbatches",
+         overrides.globalBatchSize && !draft.spec.data.packing
+             ? "--global-batch-size"
+             : "--microbatches",
          bool(overrides.microbatches ||
               (overrides.globalBatchSize && !draft.spec.data.packing))},
         {"data.global_batch_size", "--global-batch-size",
@@ -1925,14 +1927,19 @@ llvm::Error Loader::checkPacking() {
                              *d.binCountMultiple, spec.parallel.dp),
                  fmt::format("use {} (dp x pp) or another multiple of {}",
                              ranks, spec.parallel.dp));
-  yaml::Node *batchNode = valueNodes.count("data.global_batch_size")
-                              ? nodeFor("data", "global_batch_size")
-                              : nullptr;
+  // The global batch as the spec or --global-batch-size gave it (nodeFor
+  // names the flag), else the packing switch its default follows.
+  const bool batchGiven = valueNodes.count("data.global_batch_size") ||
+                          overridden.count("data.global_batch_size");
+  auto batchNode = [&] {
+    return batchGiven ? nodeFor("data", "global_batch_size")
+                      : nodeFor("data", "packing");
+  };
   if (!d.globalBatchSize)
     d.globalBatchSize = spec.parallel.dp * spec.parallel.microbatches *
                         spec.training.microBatchSize;
   if (*d.globalBatchSize < *d.minBinCount)
-    return error(batchNode ? batchNode : nodeFor("data", "packing"),
+    return error(batchNode(),
                  fmt::format("a step of {} samples cannot fill {} "
                              "microbatches (each holds at least one sample)",
                              *d.globalBatchSize, *d.minBinCount),
@@ -1942,7 +1949,7 @@ llvm::Error Loader::checkPacking() {
     return error(
         valueNodes.count("data.bin_count_multiple")
             ? nodeFor("data", "bin_count_multiple")
-            : (batchNode ? batchNode : nodeFor("data", "packing")),
+            : batchNode(),
         fmt::format("a step of {} samples cannot fill {} microbatches (the "
                     "microbatch count is a multiple of "
                     "data.bin_count_multiple, {}; each holds at least one "
@@ -2577,12 +2584,7 @@ llvm::Expected<ModelSpec> parseSpec(llvm::StringRef text,
 std::vector<std::string> specInputs(const ModelSpec &spec) {
   std::vector<std::string> inputs = {spec.file};
   // The mock dataset's lengths file (data.mock's mode "file").
-  std::string mockLengths;
-  if (!spec.data.mock.empty()) {
-    auto mock = packing::parseMockSftConfig(spec.data.mock, INT64_MAX);
-    if (mock && mock->fromFile)
-      mockLengths = mock->path;
-  }
+  const std::string mockLengths = packing::mockLengthsFile(spec.data.mock);
   for (const std::string &p :
        {spec.data.path, spec.parallel.scheduleCsv, spec.training.initFrom,
         spec.data.tokenizer == kBytesTokenizer ? std::string()

@@ -35,6 +35,14 @@ struct MockSftConfig {
 Expected<MockSftConfig> parseMockSftConfig(const std::string &json,
                                            int64_t budget);
 
+/// The lengths file a mock configuration names (mode "file"), as written
+/// (relative to the spec's directory), or "" (none, or no valid
+/// configuration): an input no output of a run may overwrite.
+inline std::string mockLengthsFile(const std::string &json) {
+  Expected<MockSftConfig> c = parseMockSftConfig(json, INT64_MAX);
+  return c && c->fromFile ? c->path : std::string();
+}
+
 /// Reads a lengths file: positive integers separated by commas, spaces or
 /// newlines. Errors carry the 1-based line and column in `Problem::offset`
 /// (as a byte offset into the file's text); `offsets`, when given, gets

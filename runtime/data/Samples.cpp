@@ -252,10 +252,8 @@ std::unique_ptr<SampleSource> openJsonl(const SampleOptions &o) {
           "each line is one sample: {\"tokens\": [...]} or "
           "{\"text\": \"...\"}, with an optional \"loss_mask\"");
     std::vector<int32_t> ids;
-    if (j.contains("tokens") && j.contains("text"))
-      throw fail("this sample has both \"tokens\" and \"text\"",
-                 "give one of them: the token ids, or the text whose bytes "
-                 "are its tokens");
+    // With both, "tokens" are the sample (a pre-tokenized set may keep
+    // its text beside them: docs/data.md).
     if (j.contains("tokens")) {
       const nlohmann::json &t = j["tokens"];
       if (!t.is_array())

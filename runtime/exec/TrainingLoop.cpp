@@ -2,6 +2,7 @@
 #include "runtime/exec/TrainingLoop.h"
 #include "core/model/MeasuredCosts.h"
 
+#include "core/data/MockSft.h"
 #include "core/io/DirectoryLock.h"
 #include "core/io/Files.h"
 #include "core/schedule/Trace.h"
@@ -80,6 +81,12 @@ void installWatchdog(Comm &comm, const RunOptions &o, const int64_t &step) {
   });
 }
 
+/// "dir" of "dir/file" ("." when there is no slash).
+std::string parentDirectory(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
 /// Why this rank cannot write one of the run's outputs (core/io/Files.h):
 /// not a file it may replace, in a directory that does not exist, one of
 /// the run's inputs (the artifact, the data, the checkpoint it resumes or
@@ -98,6 +105,12 @@ std::string outputsProblem(const RunOptions &o, const Artifact &a) {
                                o.resume, o.initFrom, a.training.initFrom})
     if (!p.empty())
       inputs.push_back(p);
+  // The mock dataset's lengths file, where the run reads it (Samples.cpp).
+  if (std::string lengths = packing::mockLengthsFile(a.packing.mock);
+      !lengths.empty())
+    inputs.push_back(lengths[0] == '/' || a.specFile.empty()
+                         ? lengths
+                         : parentDirectory(a.specFile) + "/" + lengths);
   const std::vector<files::Output> outputs = {{o.jsonLog, "--json-log"},
                                               {o.trace, "--trace"},
                                               {o.dump, "--dump-step"},
@@ -470,12 +483,6 @@ void writeChromeTrace(const std::string &path, int ranks, const Artifact &a,
   }
   for (int r = 0; r < ranks; ++r)
     std::remove(traceSpool(path, r).c_str());
-}
-
-/// "dir" of "dir/file" ("." when there is no slash).
-std::string parentDirectory(const std::string &path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
 /// --profile's table: every rank's step time by kernel class, a column

@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <thread>
 #include <tuple>
 
@@ -216,6 +217,18 @@ int main(int argc, char **argv) {
   if (auto steps = parseStepRange(traceSteps))
     std::tie(options.traceFirst, options.traceLast) = *steps;
 
+  // A backstop, not the way errors are reported: every input is checked
+  // where it is read, and what reaches it is a bug.
+  auto backstop = [&comm](const std::exception &e) {
+    std::cerr << (comm.distributed() ? fmt::format("[rank {}] ", comm.rank())
+                                     : std::string())
+              << "error: " << e.what()
+              << "\nhelp: this is a bug in hypipe; please report it\n";
+    std::cerr.flush();
+    if (comm.distributed())
+      comm.abort(1);
+    return 1;
+  };
   const bool root = comm.rank() == 0;
   if (root && !startedFile.empty())
     std::ofstream(startedFile) << "started\n";
@@ -235,8 +248,11 @@ int main(int argc, char **argv) {
     if (comm.distributed())
       comm.abort(1);
     return 1;
-  } catch (const std::bad_alloc &) {
-    // The machine (or the process's limit) ran out.
+  } catch (const std::bad_alloc &e) {
+    // The machine (or the process's limit) ran out; a size no allocation
+    // can have (std::bad_array_new_length) is a bug, for the backstop.
+    if (dynamic_cast<const std::bad_array_new_length *>(&e))
+      return backstop(e);
     std::cerr << (comm.distributed() ? fmt::format("[rank {}] ", comm.rank())
                                      : std::string())
               << "error: out of memory: this rank could not allocate what "
@@ -249,17 +265,6 @@ int main(int argc, char **argv) {
       comm.abort(1);
     return 1;
   } catch (const std::exception &e) {
-    // A backstop, not the way errors are reported: every input is checked
-    // where it is read, and what reaches here is a bug or the machine
-    // running out (std::bad_alloc).
-    std::cerr << (comm.distributed() ? fmt::format("[rank {}] ", comm.rank())
-                                     : std::string())
-              << "error: " << e.what()
-              << "\nhelp: if the machine has the memory this run needs, this "
-                 "is a bug in hypipe; please report it\n";
-    std::cerr.flush();
-    if (comm.distributed())
-      comm.abort(1);
-    return 1;
+    return backstop(e);
   }
 }
