@@ -43,6 +43,15 @@ inline std::string mockLengthsFile(const std::string &json) {
   return c && c->fromFile ? c->path : std::string();
 }
 
+/// Where a run reads the lengths file `path`: relative to `specDir`, the
+/// spec's directory, unless absolute (or no directory is known).
+inline std::string mockLengthsPath(const std::string &path,
+                                   const std::string &specDir) {
+  if (path.empty() || path[0] == '/' || specDir.empty())
+    return path;
+  return specDir + "/" + path;
+}
+
 /// Reads a lengths file: positive integers separated by commas, spaces or
 /// newlines. Errors carry the 1-based line and column in `Problem::offset`
 /// (as a byte offset into the file's text); `offsets`, when given, gets

@@ -419,9 +419,8 @@ std::unique_ptr<SampleSource> openSamples(const SampleOptions &o) {
     if (!config)
       throw RuntimeError("error: data.mock: " + toString(config.takeError()));
     if (config->fromFile) {
-      std::string path = config->path;
-      if (!path.empty() && path[0] != '/' && !o.specDir.empty())
-        path = o.specDir + "/" + path;
+      const std::string path =
+          packing::mockLengthsPath(config->path, o.specDir);
       std::string text =
           readFile(path, files::kMockLengths, "the path of data.mock");
       std::vector<size_t> at; // each length's byte in the file

@@ -150,19 +150,17 @@ StepBatch::Counts StepBatch::loadPacked(int64_t step) {
   // replica's real tokens (every rank packed every replica's bins).
   const int64_t replicas = comm.expertReplicas(),
                 firstReplica = comm.dpRank() - comm.dpRank() % replicas;
-  auto groupTokens = [&](size_t mb) {
-    std::vector<int64_t> real;
-    for (int64_t j = 0; j < replicas; ++j)
-      real.push_back(plan->bins[plan->ranks[firstReplica + j][mb]].tokens);
-    return real;
-  };
-  auto rowsOf = [&](size_t mb) {
-    const std::vector<int64_t> real = groupTokens(mb);
-    return paddedTokens(*std::max_element(real.begin(), real.end()));
-  };
+  std::vector<std::vector<int64_t>> groupTokens(mine.size());
+  std::vector<int64_t> rows(mine.size());
   int64_t total = 0;
-  for (size_t mb = 0; mb < mine.size(); ++mb)
-    total += rowsOf(mb);
+  for (size_t mb = 0; mb < mine.size(); ++mb) {
+    for (int64_t j = 0; j < replicas; ++j)
+      groupTokens[mb].push_back(
+          plan->bins[plan->ranks[firstReplica + j][mb]].tokens);
+    rows[mb] = paddedTokens(
+        *std::max_element(groupTokens[mb].begin(), groupTokens[mb].end()));
+    total += rows[mb];
+  }
   // Zeros: the padding's tokens, labels and masks.
   tokens.assign(size_t(total), 0);
   labels.assign(size_t(total), 0);
@@ -173,9 +171,9 @@ StepBatch::Counts StepBatch::loadPacked(int64_t step) {
     const packing::Bin &bin = plan->bins[mine[mb]];
     Microbatch &m = batch[mb];
     m.offset = at;
-    m.tokens = rowsOf(mb);
+    m.tokens = rows[mb];
     if (replicas > 1)
-      m.replicaTokens = groupTokens(mb);
+      m.replicaTokens = std::move(groupTokens[mb]);
     m.cuSeqlens.push_back(0);
     for (int64_t g : bin.samples) {
       data.samples->read(index[g], tokens.data() + at, labels.data() + at,

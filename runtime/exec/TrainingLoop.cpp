@@ -108,9 +108,8 @@ std::string outputsProblem(const RunOptions &o, const Artifact &a) {
   // The mock dataset's lengths file, where the run reads it (Samples.cpp).
   if (std::string lengths = packing::mockLengthsFile(a.packing.mock);
       !lengths.empty())
-    inputs.push_back(lengths[0] == '/' || a.specFile.empty()
-                         ? lengths
-                         : parentDirectory(a.specFile) + "/" + lengths);
+    inputs.push_back(
+        packing::mockLengthsPath(lengths, parentDirectory(a.specFile)));
   const std::vector<files::Output> outputs = {{o.jsonLog, "--json-log"},
                                               {o.trace, "--trace"},
                                               {o.dump, "--dump-step"},

@@ -268,34 +268,34 @@ bool resumeHasStepsLeft(const TrainOptions &o, const ModelSpec &spec,
 Error checkRunOutputs(const TrainOptions &o, const ModelSpec &spec,
                       const std::string &run, const std::string &log,
                       const std::string &trace) {
+  const std::vector<std::string> inputs = specInputs(spec);
   for (auto [path, flag] :
        {std::pair{log, "--json-log"}, {o.costsOut, "--costs-out"}}) {
     if (path.empty())
       continue;
     if (auto err = files::checkFileOutput(path, flag))
       return err;
-    if (auto err = files::checkNotAnInput(path, flag, specInputs(spec)))
+    if (auto err = files::checkNotAnInput(path, flag, inputs))
       return err;
   }
-  // What the run writes into its directory overwrites no input either.
-  for (auto [path, what] :
-       {std::pair{run + "/summary.json", "the run's summary"},
-        {run + "/loss.svg", "the run's loss plot"},
-        {trace, "the run's trace"},
-        {run + "/trace.sim.json", "the run's simulated trace"}})
-    if (!path.empty())
-      if (auto err = files::checkNotAnInput(path, what, specInputs(spec)))
+  // The files the run writes into its directory overwrite no input either.
+  const std::vector<files::Output> runFiles = {
+      {trace, "the run's trace"},
+      {run + "/trace.sim.json", "the run's simulated trace"},
+      {run + "/summary.json", "the run's summary"},
+      {run + "/loss.svg", "the run's loss plot"}};
+  for (const files::Output &f : runFiles)
+    if (!f.path.empty())
+      if (auto err = files::checkNotAnInput(f.path, f.what, inputs))
         return err;
-  if (auto err = files::checkOutputsApart(
-          {{o.costsOut, "--costs-out"},
-           {log, o.jsonLog.empty() ? "the run's log" : "--json-log"},
-           {run + "/ckpt", "the run's checkpoint directory"},
-           {run + "/artifact", "the run's artifact"},
-           {run + "/.lock", "the run directory's lock"},
-           {trace, "the run's trace"},
-           {run + "/trace.sim.json", "the run's simulated trace"},
-           {run + "/summary.json", "the run's summary"},
-           {run + "/loss.svg", "the run's loss plot"}}))
+  std::vector<files::Output> outputs = {
+      {o.costsOut, "--costs-out"},
+      {log, o.jsonLog.empty() ? "the run's log" : "--json-log"},
+      {run + "/ckpt", "the run's checkpoint directory"},
+      {run + "/artifact", "the run's artifact"},
+      {run + "/.lock", "the run directory's lock"}};
+  outputs.insert(outputs.end(), runFiles.begin(), runFiles.end());
+  if (auto err = files::checkOutputsApart(outputs))
     return err;
   // hypipe-run writes --costs-out after the last step: a missing directory
   // is found now, not after the whole run trained.
