@@ -1,6 +1,7 @@
 //===- SpecCosts.cpp - a spec's costs per stage and rank ------------------===//
 #include "frontend/SpecCosts.h"
 
+#include "core/model/BufferLayouts.h"
 #include "core/model/LayerShapes.h"
 #include "core/model/TensorParallel.h"
 #include "core/partition/AutoPartition.h"
@@ -189,6 +190,8 @@ struct SavedPart {
   int64_t floats = 0;
   int64_t dropped = 0;
   bool wholeMoe = false; ///< drops a MoE layer's moe module (rc0, rc1)
+  /// A bf16 run's packed floats of what it keeps (rt::packedFloats).
+  int64_t packed = 0;
 };
 
 /// `parts` (a stage's, in order) placed as pipe-recompute places them under
@@ -197,16 +200,18 @@ struct SavedPart {
 /// saved buffer, and two more activations of workspace (rc0, rc1) where the
 /// stage recomputes anything.
 void placeSaved(const std::vector<SavedPart> &parts, const RecomputeSpec &spec,
-                int64_t activation, schedule::StageBuffers &b) {
+                int64_t activation, bool bf16, schedule::StageBuffers &b) {
   if (spec.granularity == RecomputeGranularity::Selective) {
-    int64_t all = 0, again = 0;
+    int64_t all = 0, again = 0, packed = 0;
     bool slots = false;
     for (const SavedPart &p : parts) {
       all += p.floats;
       again += p.dropped;
+      packed += p.packed;
       slots |= p.wholeMoe;
     }
     b.savedFloats = all - again;
+    b.stashFloats = bf16 ? packed : 0;
     b.recomputeFloats = again;
     if (slots)
       b.workspaceFloats += 2 * activation;
@@ -217,22 +222,30 @@ void placeSaved(const std::vector<SavedPart> &parts, const RecomputeSpec &spec,
     if (p.role == SavedRole::Main)
       mains.push_back(p.floats);
   const auto chunks = recomputeChunks(spec, int64_t(mains.size()));
-  int64_t again = 0;
+  std::vector<bool> recomputed(mains.size(), false);
   for (auto [begin, end] : chunks)
     for (int64_t i = begin; i < end; ++i)
-      again += mains[size_t(i)];
-  if (spec.full())
-    for (const SavedPart &p : parts)
-      if (p.role == SavedRole::MtpDepth)
-        again += p.floats;
-  int64_t all = 0;
-  for (const SavedPart &p : parts)
+      recomputed[size_t(i)] = true;
+  int64_t all = 0, again = 0, packed = 0;
+  size_t main = 0;
+  for (const SavedPart &p : parts) {
     all += p.floats;
+    const bool isMain = p.role == SavedRole::Main;
+    if ((isMain && recomputed[main]) ||
+        (spec.full() && p.role == SavedRole::MtpDepth))
+      again += p.floats;
+    else
+      packed += p.packed;
+    main += isMain;
+  }
   const bool depths =
       spec.full() && std::any_of(parts.begin(), parts.end(), [](auto &p) {
         return p.role == SavedRole::MtpDepth;
       });
   b.savedFloats = all - again + int64_t(chunks.size()) * activation;
+  // Each chunk's checkpoint, an activation.
+  b.stashFloats =
+      bf16 ? packed + int64_t(chunks.size()) * ((activation + 1) / 2) : 0;
   b.recomputeFloats = again;
   if (!chunks.empty() || depths)
     b.workspaceFloats += 2 * activation;
@@ -302,6 +315,7 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
   const rt::TokenShape tokens{spec.training.microBatchSize,
                               spec.training.seqLength};
   const rt::Target target = spec.training.target;
+  const bool bf16 = spec.training.dtype == TrainingPrecision::Bf16;
   const int64_t tp = spec.parallel.tp;
   schedule::StageBuffers b;
   b.stage = stage.index;
@@ -326,9 +340,11 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
     const rt::LayerShape shard = rt::tensorParallelShard(whole, tp);
     const RecomputeModuleSet drops =
         named & rt::selectiveModulesOf(rt::kindOf(shard));
-    parts.push_back({role, rt::savedFloatsOf(shard, tokens, target),
-                     rt::recomputedFloatsOf(shard, tokens, drops),
-                     (drops & moduleBit(RecomputeModule::Moe)) != 0});
+    parts.push_back(
+        {role, rt::savedFloatsOf(shard, tokens, target),
+         rt::recomputedFloatsOf(shard, tokens, drops),
+         (drops & moduleBit(RecomputeModule::Moe)) != 0,
+         rt::packedFloats(rt::savedSpansOf(shard, tokens, drops), bf16)});
     scratch = std::max(scratch, rt::workspaceFloatsOf(shard, tokens, target));
   };
   auto addLayer = [&](char symbol, SavedRole role) {
@@ -371,7 +387,7 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
     b.optimizerFloats = x.moments;
     b.scratchFloats = x.scratch;
   }
-  placeSaved(parts, spec.training.recompute, activation, b);
+  placeSaved(parts, spec.training.recompute, activation, bf16, b);
   return b;
 }
 

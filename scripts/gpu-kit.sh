@@ -96,6 +96,13 @@ compile "$spec" --target cuda --recompute-granularity full --recompute-method un
   --recompute-num-layers 1 -o "$kit/art/all-kinds-rc-full"
 compile "$spec" --target cuda --recompute-granularity selective --recompute-modules \
   core_attn layernorm mlp moe_act -- -o "$kit/art/all-kinds-rc-selective"
+# bf16 saved tensors packed in two bytes (docs/precision.md, "bf16 storage"):
+# GPipe keeps three microbatches in flight, so the packed copies are made.
+compile "$spec" --target cuda --dtype bf16 --schedule gpipe --microbatches 3 \
+  -o "$kit/art/all-kinds-bf16-gpipe"
+compile "$spec" --dtype bf16 --schedule gpipe --microbatches 3 -o "$tmp/all-kinds-bf16-gpipe"
+"$run" "$tmp/all-kinds-bf16-gpipe" --steps 1 -q --data "$kit/data/licenses.txt" \
+  --dump-step "$kit/cpu/all-kinds-bf16-gpipe.safetensors" > /dev/null
 compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cuda -o "$kit/art/tiny"
 compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cpu -o "$kit/art/tiny-cpu"
 compile "$root/examples/packed-sft.yaml" --pp 1 --vpp 4 --target cuda -o "$kit/art/packed"

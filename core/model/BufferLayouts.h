@@ -15,15 +15,37 @@
 #include "core/model/LayerShapes.h"
 
 #include <cstdint>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace hypipe::rt {
+
+/// What a saved tensor holds, which is how a bf16 run may store it: an
+/// activation or an activation's gradient is a bf16 value there (Megatron's
+/// `--bf16` keeps it in two bytes: docs/precision.md), a statistic stays
+/// fp32 (a norm's rstd, a log-sum-exp, the scan's dt and states, router
+/// probabilities), an index is an int32 in a float-sized slot. In an fp32
+/// run every kind is four bytes.
+enum class SavedType : uint8_t { Activation, F32, I32 };
+
+/// One saved tensor as a layout cut it: `floats` float-sized slots at
+/// `offset` floats from the start of the layer's range.
+struct SavedSpan {
+  int64_t offset = 0, floats = 0;
+  SavedType type = SavedType::F32;
+  /// In the layer's range of the recompute buffer (a module selective
+  /// recompute drops), not in its range of the microbatch's saved buffer.
+  bool again = false;
+};
 
 /// Where a layer's saved tensors lie: in `kept` (its range of the
 /// microbatch's saved buffer), except those of the modules selective
 /// recompute drops (`modules`), which lie in `again` (its range of the
 /// recompute buffer) and are computed again before its input gradient. A
-/// plain pointer keeps every tensor there.
+/// plain pointer keeps every tensor there. With `spans` set, the carver
+/// also records each tensor it cuts (savedSpansOf); null bases then give
+/// null tensors.
 struct SavedBases {
   SavedBases(float *kept) : kept(kept) {} // NOLINT: every tensor kept
   /// The weight pass's view, which only reads (the layouts hand out
@@ -35,27 +57,45 @@ struct SavedBases {
   float *kept;
   float *again = nullptr;
   RecomputeModuleSet modules = 0;
+  std::vector<SavedSpan> *spans = nullptr;
   bool drops(RecomputeModule m) const { return modules & moduleBit(m); }
 };
 
-/// Cuts a layer's saved tensors, in layout order, off the two bases.
+/// Cuts a layer's saved tensors, in layout order, off the two bases; every
+/// tensor says what it holds (SavedType).
 class SavedCarver {
 public:
-  explicit SavedCarver(const SavedBases &b) : b(b) {}
+  /// `skip`: the layout continues one whose kept tensors took `skip`
+  /// floats of the range.
+  explicit SavedCarver(const SavedBases &b, int64_t skip = 0)
+      : b(b), keptAt(skip) {}
   /// `n` floats kept between the forward and the backward.
-  float *keep(int64_t n) { return cut(b.kept, n); }
+  float *keep(int64_t n, SavedType type) {
+    return cut(b.kept, keptAt, n, type, false);
+  }
   /// `n` floats of `module`: dropped when it is recomputed.
-  float *of(RecomputeModule module, int64_t n) {
-    return b.drops(module) ? cut(b.again, n) : cut(b.kept, n);
+  float *of(RecomputeModule module, int64_t n, SavedType type) {
+    return b.drops(module) ? cut(b.again, againAt, n, type, true)
+                           : cut(b.kept, keptAt, n, type, false);
+  }
+  /// `n` int32 kept (in float-sized slots).
+  int32_t *keepIndices(int64_t n) {
+    return reinterpret_cast<int32_t *>(keep(n, SavedType::I32));
+  }
+  int32_t *indicesOf(RecomputeModule module, int64_t n) {
+    return reinterpret_cast<int32_t *>(of(module, n, SavedType::I32));
   }
 
 private:
-  static float *cut(float *&at, int64_t n) {
-    float *p = at;
+  float *cut(float *base, int64_t &at, int64_t n, SavedType type, bool again) {
+    if (b.spans && n > 0)
+      b.spans->push_back({at, n, type, again});
+    float *p = base ? base + at : nullptr;
     at += n;
     return p;
   }
   SavedBases b;
+  int64_t keptAt = 0, againAt = 0;
 };
 
 template <typename T> struct MambaParams {
@@ -87,22 +127,25 @@ struct MambaSaved {
 };
 
 inline MambaSaved mambaSaved(const MambaShape &s, const TokenShape &t,
-                             float *p) {
-  int64_t T = t.tokens();
+                             const SavedBases &bases) {
+  const int64_t T = t.tokens();
+  const SavedType act = SavedType::Activation, f32 = SavedType::F32;
+  SavedCarver c(bases);
   MambaSaved m;
-  m.x = p, p += T * s.hidden;
-  m.xn = p, p += T * s.hidden;
-  m.rstd = p, p += T;
-  m.zxbcdt = p, p += T * s.inProj();
-  m.xbc = p, p += T * s.convChannels();
-  m.dt = p, p += T * s.heads;
-  m.y = p, p += T * s.inner();
-  m.gated = p, p += T * s.inner();
-  m.grstd = p, p += T * s.groups;
-  m.normed = p, p += T * s.inner();
-  m.states = p, p += s.scanChunks(t) * s.heads * s.headDim * s.state;
-  m.dzxbcdt = p, p += T * s.inProj();
-  m.dout = p;
+  m.x = c.keep(T * s.hidden, act);
+  m.xn = c.keep(T * s.hidden, act);
+  m.rstd = c.keep(T, f32);
+  m.zxbcdt = c.keep(T * s.inProj(), act);
+  m.xbc = c.keep(T * s.convChannels(), act);
+  m.dt = c.keep(T * s.heads, f32);
+  m.y = c.keep(T * s.inner(), act);
+  // y * silu(z) inside the gated norm's one kernel: never rounded.
+  m.gated = c.keep(T * s.inner(), f32);
+  m.grstd = c.keep(T * s.groups, f32);
+  m.normed = c.keep(T * s.inner(), act);
+  m.states = c.keep(s.scanChunks(t) * s.heads * s.headDim * s.state, f32);
+  m.dzxbcdt = c.keep(T * s.inProj(), act);
+  m.dout = c.keep(T * s.hidden, act);
   return m;
 }
 
@@ -139,21 +182,23 @@ inline GdnSaved gdnSaved(const GdnShape &s, const TokenShape &t,
   const int64_t T = t.tokens();
   SavedCarver c(bases);
   GdnSaved m;
-  m.x = c.keep(T * s.hidden);
-  m.xn = c.keep(T * s.hidden);
-  m.rstd = c.keep(T);
-  m.proj = c.keep(T * s.inProj());
-  m.conv = c.keep(T * s.convChannels());
-  m.qk = c.keep(T * 2 * s.keyWidth());
-  m.qkInv = c.keep(T * 2 * s.keyHeads);
-  m.g = c.keep(T * s.valueHeads);
-  m.beta = c.keep(T * s.valueHeads);
-  m.o = c.keep(T * s.valueWidth());
-  m.orstd = c.keep(T * s.valueHeads);
-  m.normed = c.of(RecomputeModule::GdnNormOut, T * s.valueWidth());
-  m.states = c.keep(s.chunks(t) * s.valueHeads * s.stateFloats());
-  m.dproj = c.keep(T * s.inProj());
-  m.dout = c.keep(T * s.hidden);
+  const SavedType act = SavedType::Activation, f32 = SavedType::F32;
+  m.x = c.keep(T * s.hidden, act);
+  m.xn = c.keep(T * s.hidden, act);
+  m.rstd = c.keep(T, f32);
+  m.proj = c.keep(T * s.inProj(), act);
+  m.conv = c.keep(T * s.convChannels(), act);
+  // The L2 norms feed the rule in fp32.
+  m.qk = c.keep(T * 2 * s.keyWidth(), f32);
+  m.qkInv = c.keep(T * 2 * s.keyHeads, f32);
+  m.g = c.keep(T * s.valueHeads, f32);
+  m.beta = c.keep(T * s.valueHeads, f32);
+  m.o = c.keep(T * s.valueWidth(), act);
+  m.orstd = c.keep(T * s.valueHeads, f32);
+  m.normed = c.of(RecomputeModule::GdnNormOut, T * s.valueWidth(), act);
+  m.states = c.keep(s.chunks(t) * s.valueHeads * s.stateFloats(), f32);
+  m.dproj = c.keep(T * s.inProj(), act);
+  m.dout = c.keep(T * s.hidden, act);
   return m;
 }
 
@@ -169,14 +214,15 @@ inline AttnSaved attnSaved(const AttentionShape &s, const TokenShape &t,
   int64_t T = t.tokens();
   SavedCarver c(bases);
   AttnSaved a;
-  a.x = c.keep(T * s.hidden);
-  a.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden);
-  a.rstd = c.keep(T);
-  a.qkv = c.keep(T * s.qkvWidth());
-  a.softmax = c.of(RecomputeModule::CoreAttn, T * s.heads);
-  a.ctx = c.of(RecomputeModule::CoreAttn, T * s.contextWidth());
-  a.dqkv = c.keep(T * s.qkvWidth());
-  a.dout = c.keep(T * s.hidden);
+  const SavedType act = SavedType::Activation, f32 = SavedType::F32;
+  a.x = c.keep(T * s.hidden, act);
+  a.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden, act);
+  a.rstd = c.keep(T, f32);
+  a.qkv = c.keep(T * s.qkvWidth(), act);
+  a.softmax = c.of(RecomputeModule::CoreAttn, T * s.heads, f32);
+  a.ctx = c.of(RecomputeModule::CoreAttn, T * s.contextWidth(), act);
+  a.dqkv = c.keep(T * s.qkvWidth(), act);
+  a.dout = c.keep(T * s.hidden, act);
   return a;
 }
 
@@ -227,25 +273,26 @@ inline MlaSaved mlaSaved(const MlaShape &s, const TokenShape &t,
   const bool ln = s.qkLayernorm;
   SavedCarver c(bases);
   MlaSaved m;
-  m.core.x = c.keep(T * s.hidden);
-  m.core.xn = c.keep(T * s.hidden);
-  m.core.rstd = c.keep(T);
-  m.cq = c.keep(T * s.qLoraRank);
-  m.cqn = ln ? c.keep(T * s.qLoraRank) : m.cq;
-  m.cqRstd = ln && s.qLoraRank > 0 ? c.keep(T) : nullptr;
-  m.kvd = c.keep(T * s.kvDownWidth());
-  m.ckv = c.keep(T * s.kvLoraRank);
-  m.ckvn = ln ? c.keep(T * s.kvLoraRank) : m.ckv;
-  m.ckvRstd = ln ? c.keep(T) : nullptr;
-  m.core.qkv = c.of(RecomputeModule::MlaUpProj, T * 3 * n * D);
-  m.core.softmax = c.keep(T * n);
-  m.core.ctx = c.keep(T * n * D);
-  m.ctx = c.keep(T * s.contextWidth());
-  m.dq = c.keep(T * s.queryWidth());
-  m.dcq = c.keep(T * s.qLoraRank);
-  m.dkvd = c.keep(T * s.kvDownWidth());
-  m.dkvu = c.keep(T * s.kvUpWidth());
-  m.core.dout = c.keep(T * s.hidden);
+  const SavedType act = SavedType::Activation, f32 = SavedType::F32;
+  m.core.x = c.keep(T * s.hidden, act);
+  m.core.xn = c.keep(T * s.hidden, act);
+  m.core.rstd = c.keep(T, f32);
+  m.cq = c.keep(T * s.qLoraRank, act);
+  m.cqn = ln ? c.keep(T * s.qLoraRank, act) : m.cq;
+  m.cqRstd = ln && s.qLoraRank > 0 ? c.keep(T, f32) : nullptr;
+  m.kvd = c.keep(T * s.kvDownWidth(), act);
+  m.ckv = c.keep(T * s.kvLoraRank, act);
+  m.ckvn = ln ? c.keep(T * s.kvLoraRank, act) : m.ckv;
+  m.ckvRstd = ln ? c.keep(T, f32) : nullptr;
+  m.core.qkv = c.of(RecomputeModule::MlaUpProj, T * 3 * n * D, act);
+  m.core.softmax = c.keep(T * n, f32);
+  m.core.ctx = c.keep(T * n * D, act);
+  m.ctx = c.keep(T * s.contextWidth(), act);
+  m.dq = c.keep(T * s.queryWidth(), act);
+  m.dcq = c.keep(T * s.qLoraRank, act);
+  m.dkvd = c.keep(T * s.kvDownWidth(), act);
+  m.dkvu = c.keep(T * s.kvUpWidth(), act);
+  m.core.dout = c.keep(T * s.hidden, act);
   m.core.dqkv = nullptr;
   return m;
 }
@@ -287,20 +334,20 @@ inline DsaSaved dsaSaved(const DsaShape &s, const TokenShape &t,
   const int64_t T = t.tokens(), nd = s.indexerQueryWidth(),
                 d = s.indexerHeadDim, n = s.indexerHeads;
   DsaSaved m{mlaSaved(s.mla(), t, bases)};
-  SavedBases rest = bases;
-  rest.kept += s.mla().savedFloats(t); // DSA recomputes no module alone
-  SavedCarver c(rest);
-  m.q = c.keep(T * nd);
-  m.dq = c.keep(T * nd);
-  m.k = c.keep(T * d);
-  m.kMean = c.keep(T);
-  m.kRstd = c.keep(T);
-  m.kn = c.keep(T * d);
-  m.dk = c.keep(T * d);
-  m.w = c.keep(T * n);
-  m.dw = c.keep(T * n);
-  m.dScores = c.keep(DsaShape::pairFloats(t));
-  m.keep = c.keep(DsaShape::pairFloats(t));
+  // DSA recomputes no module alone: MLA's tensors are all kept.
+  SavedCarver c(bases, s.mla().savedFloats(t));
+  const SavedType act = SavedType::Activation, f32 = SavedType::F32;
+  m.q = c.keep(T * nd, act);
+  m.dq = c.keep(T * nd, act);
+  m.k = c.keep(T * d, act);
+  m.kMean = c.keep(T, f32);
+  m.kRstd = c.keep(T, f32);
+  m.kn = c.keep(T * d, act);
+  m.dk = c.keep(T * d, act);
+  m.w = c.keep(T * n, act);
+  m.dw = c.keep(T * n, act);
+  m.dScores = c.keep(DsaShape::pairFloats(t), f32);
+  m.keep = c.keep(DsaShape::pairFloats(t), f32);
   return m;
 }
 
@@ -314,13 +361,14 @@ inline MlpSaved mlpSaved(const MlpShape &s, const TokenShape &t,
   int64_t T = t.tokens();
   SavedCarver c(bases);
   MlpSaved m;
-  m.x = c.keep(T * s.hidden);
-  m.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden);
-  m.rstd = c.keep(T);
-  m.h1 = c.of(RecomputeModule::Mlp, T * s.fc1Width());
-  m.act = c.of(RecomputeModule::Mlp, T * s.ffn);
-  m.dh1 = c.keep(T * s.fc1Width());
-  m.dout = c.keep(T * s.hidden);
+  const SavedType act = SavedType::Activation;
+  m.x = c.keep(T * s.hidden, act);
+  m.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden, act);
+  m.rstd = c.keep(T, SavedType::F32);
+  m.h1 = c.of(RecomputeModule::Mlp, T * s.fc1Width(), act);
+  m.act = c.of(RecomputeModule::Mlp, T * s.ffn, act);
+  m.dh1 = c.keep(T * s.fc1Width(), act);
+  m.dout = c.keep(T * s.hidden, act);
   return m;
 }
 
@@ -365,26 +413,26 @@ inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
   int64_t T = s.group(t).tokens(), R = T * s.topk;
   SavedCarver c(bases);
   MoeSaved m;
-  m.x = c.keep(T * s.hidden);
-  m.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden);
-  m.rstd = c.keep(T);
+  const SavedType act = SavedType::Activation, f32 = SavedType::F32;
+  m.x = c.keep(T * s.hidden, act);
+  m.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden, act);
+  m.rstd = c.keep(T, f32);
   // moe: the router's and the experts' tensors (moe_act, its part, is
   // dropped with it: the pass names both).
   const RecomputeModule moe = RecomputeModule::Moe;
-  m.probs = c.of(moe, T * s.experts);
-  m.topIdx = reinterpret_cast<int32_t *>(c.of(moe, T * s.topk));
-  m.topW = c.of(moe, T * s.topk);
-  m.counts = reinterpret_cast<int32_t *>(c.of(moe, s.experts));
-  m.aux = c.of(moe, s.groupReplicas);
-  m.xr = c.of(moe, R * s.hidden);
-  m.h1 = c.of(moe, R * s.fc1Width());
-  m.dh1 = c.keep(R * s.fc1Width());
-  m.act = c.of(RecomputeModule::MoeAct, R * s.ffn);
-  m.yr = c.of(moe, R * s.hidden);
-  m.dyr = c.keep(R * s.hidden);
-  m.rowMap = reinterpret_cast<int32_t *>(c.of(moe, R));
-  m.routed =
-      reinterpret_cast<int32_t *>(c.of(moe, s.groupReplicas * s.experts));
+  m.probs = c.of(moe, T * s.experts, f32);
+  m.topIdx = c.indicesOf(moe, T * s.topk);
+  m.topW = c.of(moe, T * s.topk, f32);
+  m.counts = c.indicesOf(moe, s.experts);
+  m.aux = c.of(moe, s.groupReplicas, f32);
+  m.xr = c.of(moe, R * s.hidden, act);
+  m.h1 = c.of(moe, R * s.fc1Width(), act);
+  m.dh1 = c.keep(R * s.fc1Width(), act);
+  m.act = c.of(RecomputeModule::MoeAct, R * s.ffn, act);
+  m.yr = c.of(moe, R * s.hidden, act);
+  m.dyr = c.keep(R * s.hidden, act);
+  m.rowMap = c.indicesOf(moe, R);
+  m.routed = c.indicesOf(moe, s.groupReplicas * s.experts);
   return m;
 }
 
@@ -415,25 +463,29 @@ struct HeadSaved {
 
 /// The head's saved buffer, and an MTP depth's output (the same layout).
 inline HeadSaved headSaved(int64_t vocab, int64_t hidden, const TokenShape &t,
-                           float *p) {
-  int64_t T = t.tokens();
+                           const SavedBases &bases) {
+  const int64_t T = t.tokens();
+  SavedCarver c(bases);
   HeadSaved h;
-  h.x = p, p += T * hidden;
-  h.xn = p, p += T * hidden;
-  h.rstd = p, p += T;
-  h.probs = p, p += T * vocab;
-  h.mask = p, p += T;
-  h.labels = reinterpret_cast<int32_t *>(p);
+  h.x = c.keep(T * hidden, SavedType::Activation);
+  h.xn = c.keep(T * hidden, SavedType::Activation);
+  h.rstd = c.keep(T, SavedType::F32);
+  // fp32 probabilities (Megatron upcasts the logits for the loss); the
+  // weight pass's dlogits after I, bf16 values in fp32 room.
+  h.probs = c.keep(T * vocab, SavedType::F32);
+  h.mask = c.keep(T, SavedType::F32);
+  h.labels = c.keepIndices(T);
   return h;
 }
 
-inline HeadSaved headSaved(const HeadShape &s, const TokenShape &t, float *p) {
-  return headSaved(s.vocab, s.hidden, t, p);
+inline HeadSaved headSaved(const HeadShape &s, const TokenShape &t,
+                           const SavedBases &bases) {
+  return headSaved(s.vocab, s.hidden, t, bases);
 }
 
 inline HeadSaved headSaved(const MtpOutputShape &s, const TokenShape &t,
-                           float *p) {
-  return headSaved(s.vocab, s.hidden, t, p);
+                           const SavedBases &bases) {
+  return headSaved(s.vocab, s.hidden, t, bases);
 }
 
 /// An MTP depth's input (MtpInputShape::savedFloats, in that order).
@@ -443,18 +495,90 @@ struct MtpInputSaved {
 };
 
 inline MtpInputSaved mtpInputSaved(const MtpInputShape &s, const TokenShape &t,
-                                   float *p) {
-  int64_t T = t.tokens(), H = s.hidden;
+                                   const SavedBases &bases) {
+  const int64_t T = t.tokens(), H = s.hidden;
+  const SavedType act = SavedType::Activation, f32 = SavedType::F32;
+  SavedCarver c(bases);
   MtpInputSaved m;
-  m.ids = reinterpret_cast<int32_t *>(p), p += T;
-  m.e = p, p += T * H;
-  m.rstdE = p, p += T;
-  m.h = p, p += T * H;
-  m.rstdH = p, p += T;
-  m.cat = p, p += T * 2 * H;
-  m.dOut = p, p += T * H;
-  m.dE = p;
+  m.ids = c.keepIndices(T);
+  m.e = c.keep(T * H, act);
+  m.rstdE = c.keep(T, f32);
+  m.h = c.keep(T * H, act);
+  m.rstdH = c.keep(T, f32);
+  m.cat = c.keep(T * 2 * H, act);
+  m.dOut = c.keep(T * H, act);
+  m.dE = c.keep(T * H, act);
   return m;
+}
+
+/// The embedding's saved tensors: the ids it looked up, and after I its
+/// output's gradient for W.
+struct EmbeddingSaved {
+  int32_t *ids;
+  float *dy;
+};
+
+inline EmbeddingSaved embeddingSaved(const EmbeddingShape &s,
+                                     const TokenShape &t,
+                                     const SavedBases &bases) {
+  SavedCarver c(bases);
+  EmbeddingSaved e;
+  e.ids = c.keepIndices(t.tokens());
+  e.dy = c.keep(t.tokens() * s.hidden, SavedType::Activation);
+  return e;
+}
+
+/// The tensors a layer of shape `shard` saves of a microbatch of `t`
+/// (their offsets from the start of its range; those of `modules`, which
+/// selective recompute drops, in its range of the recompute buffer), as
+/// its kernels carve them.
+inline std::vector<SavedSpan> savedSpansOf(const LayerShape &shard,
+                                           const TokenShape &t,
+                                           RecomputeModuleSet modules = 0) {
+  std::vector<SavedSpan> spans;
+  SavedBases bases(static_cast<float *>(nullptr), nullptr, modules);
+  bases.spans = &spans;
+  std::visit(
+      [&](const auto &s) {
+        using S = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<S, EmbeddingShape>)
+          embeddingSaved(s, t, bases);
+        else if constexpr (std::is_same_v<S, MambaShape>)
+          mambaSaved(s, t, bases);
+        else if constexpr (std::is_same_v<S, GdnShape>)
+          gdnSaved(s, t, bases);
+        else if constexpr (std::is_same_v<S, AttentionShape>)
+          attnSaved(s, t, bases);
+        else if constexpr (std::is_same_v<S, MlaShape>)
+          mlaSaved(s, t, bases);
+        else if constexpr (std::is_same_v<S, DsaShape>)
+          dsaSaved(s, t, bases);
+        else if constexpr (std::is_same_v<S, MlpShape>)
+          mlpSaved(s, t, bases);
+        else if constexpr (std::is_same_v<S, MoeShape>)
+          moeSaved(s, t, bases);
+        else if constexpr (std::is_same_v<S, HeadShape> ||
+                           std::is_same_v<S, MtpOutputShape>)
+          headSaved(s, t, bases);
+        else if constexpr (std::is_same_v<S, MtpInputShape>)
+          mtpInputSaved(s, t, bases);
+        else
+          static_assert(sizeof(S) == 0, "a layer kind without its layout");
+      },
+      shard);
+  return spans;
+}
+
+/// Floats of the packed copy of `spans`' kept tensors (a bf16 run packs
+/// activations in two bytes; every tensor 4-byte aligned): what a stage's
+/// SavedStash slot holds of them.
+inline int64_t packedFloats(const std::vector<SavedSpan> &spans, bool bf16) {
+  int64_t floats = 0;
+  for (const SavedSpan &s : spans)
+    if (!s.again)
+      floats += bf16 && s.type == SavedType::Activation ? (s.floats + 1) / 2
+                                                        : s.floats;
+  return floats;
 }
 
 } // namespace hypipe::rt

@@ -76,8 +76,14 @@ int64_t peakTensorBytes(const std::vector<StageBuffers> &stages,
       return double(it == slots.end() ? 0 : it->second);
     };
     params += double(s.params);
-    floats += double(s.workspaceFloats) +
-              most(walked.savedSlots) * double(s.savedFloats) +
+    // Packed: the open microbatch's tensors whole, the others packed (the
+    // most in flight comes right after an F, which leaves its own open).
+    const double saved = s.stashFloats > 0
+                             ? double(s.savedFloats) +
+                                   std::max(most(walked.savedSlots) - 1, 0.0) *
+                                       double(s.stashFloats)
+                             : most(walked.savedSlots) * double(s.savedFloats);
+    floats += double(s.workspaceFloats) + saved +
               most(walked.recomputeSlots) * double(s.recomputeFloats);
   }
   floats +=

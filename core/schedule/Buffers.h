@@ -48,6 +48,11 @@ struct StageBuffers {
   int64_t stage = 0; ///< its index
   int64_t params = 0, savedFloats = 0, workspaceFloats = 0;
   int64_t recomputeFloats = 0;
+  /// A bf16 run's packed saved tensors (runtime/exec/SavedBuffers.h): the
+  /// floats of one microbatch's packed slot; the stage then holds one
+  /// saved buffer of savedFloats for the open microbatch and a slot for
+  /// each other in flight. 0: every microbatch keeps a saved buffer.
+  int64_t stashFloats = 0;
   /// The distributed optimizer over an expert grid spread over replicas
   /// (expertShardFloats): the moments' floats beyond those `params` at the
   /// bytes per parameter count, and its scratch (a rank holds its largest

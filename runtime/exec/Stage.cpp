@@ -42,24 +42,6 @@ Buffer ActivationPool::take(int64_t floats) {
   return b;
 }
 
-float *MicrobatchBuffers::take(int64_t mb) {
-  int slot;
-  if (free.empty()) {
-    slot = int(buffers.size());
-    buffers.emplace_back(*device, floats);
-  } else {
-    slot = free.back();
-    free.pop_back();
-  }
-  taken[mb] = slot;
-  return buffers[size_t(slot)].data();
-}
-
-void MicrobatchBuffers::release(int64_t mb) {
-  free.push_back(taken.at(mb));
-  taken.erase(mb);
-}
-
 Stage::Stage(StageEntry &entry, const ShardLayout &layout, int64_t seed,
              Device &device, const StageLinks &links)
     : stageEntry(&entry), layout(layout), device(&device), links(links) {
@@ -70,7 +52,11 @@ Stage::Stage(StageEntry &entry, const ShardLayout &layout, int64_t seed,
   if (entry.program.activations == DType::BF16)
     working = Buffer(device, floats);
   routerChecks = routerChecksFor(device, entry.program);
-  saved = MicrobatchBuffers(device, entry.savedFloats);
+  if (entry.program.activations == DType::BF16 && !links.savedFp32)
+    stash =
+        std::make_unique<SavedStash>(device, entry.program, entry.savedFloats);
+  else
+    saved = MicrobatchBuffers(device, entry.savedFloats);
   const int64_t f32 = dtypeBytes(DType::F32);
   recomputed = MicrobatchBuffers(device, entry.program.recomputeBytes / f32);
   std::vector<float> init(entry.numParams, 0.0f);
@@ -95,6 +81,22 @@ void Stage::run(StagePass pass, StageArgs &args) {
   device->runStagePass(stageEntry->program, pass, args);
 }
 
+float *Stage::savedOf(int64_t mb, const StageArgs &args, bool fresh) {
+  if (!stash)
+    return fresh ? saved.take(mb) : saved.of(mb);
+  const TokenShape t =
+      packedTokens(stageEntry->program.tokens, args.cu_seqlens, args.num_seqs,
+                   args.padded_tail, args.replica_tokens);
+  return stash->open(mb, t, fresh);
+}
+
+void Stage::releaseSaved(int64_t mb) {
+  if (stash)
+    stash->release(mb);
+  else
+    saved.release(mb);
+}
+
 void Stage::refreshWorkingCopy() {
   if (!working.size() || !workingStale)
     return;
@@ -107,7 +109,7 @@ void Stage::forward(int64_t mb, StageArgs args, double scale, StepTensors &t,
                     bool forwardOnly) {
   const StageEntry &e = *stageEntry;
   const int64_t stage = e.index;
-  args.saved = saved.take(mb);
+  args.saved = savedOf(mb, args, true);
   // The recomputed layers' tensors of a forward are dropped: a buffer
   // borrowed for its length (key -1-mb: no microbatch's).
   const int64_t borrowed = -1 - mb;
@@ -123,7 +125,7 @@ void Stage::forward(int64_t mb, StageArgs args, double scale, StepTensors &t,
   args.mtp_losses = mtp.data();
   run(StagePass::Forward, args);
   if (forwardOnly)
-    saved.release(mb);
+    releaseSaved(mb);
   if (!recomputed.empty())
     recomputed.release(borrowed);
   if (!e.hasEmbedding) {
@@ -143,7 +145,7 @@ void Stage::backwardInput(int64_t mb, StageArgs args, StepTensors &t,
                           ActivationPool &pool) {
   const StageEntry &e = *stageEntry;
   const int64_t stage = e.index;
-  args.saved = saved.of(mb);
+  args.saved = savedOf(mb, args, false);
   if (!recomputed.empty())
     args.recomputed = recomputed.take(mb);
   if (!e.hasHead)
@@ -162,13 +164,13 @@ void Stage::backwardInput(int64_t mb, StageArgs args, StepTensors &t,
 
 void Stage::backwardWeight(int64_t mb, StageArgs args,
                            WeightGradientHook hook) {
-  args.saved = saved.of(mb);
+  args.saved = savedOf(mb, args, false);
   if (!recomputed.empty())
     args.recomputed = recomputed.of(mb);
   args.weight_gradient_done = hook.done;
   args.weight_gradient_context = hook.context;
   run(StagePass::BackwardWeight, args);
-  saved.release(mb);
+  releaseSaved(mb);
   if (!recomputed.empty())
     recomputed.release(mb);
 }

@@ -15,6 +15,7 @@
 #include "core/model/BufferLayouts.h"
 #include "core/model/ShardLayout.h"
 #include "runtime/comm/Transport.h"
+#include "runtime/exec/SavedBuffers.h"
 #include "runtime/formats/Artifact.h"
 #include "runtime/kernels/StageArgs.h"
 #include "runtime/kernels/Target.h"
@@ -22,6 +23,7 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,28 +44,6 @@ public:
 private:
   Device &device;
   std::vector<Buffer> pool;
-};
-
-/// Per-microbatch buffers of one size, taken by a microbatch and given back
-/// for the next one: a stage's saved tensors (F to W) and its recompute
-/// buffers (I to W, and one borrowed for the length of each F).
-class MicrobatchBuffers {
-public:
-  MicrobatchBuffers() = default;
-  MicrobatchBuffers(Device &device, int64_t floats)
-      : device(&device), floats(floats) {}
-  /// A buffer for microbatch `mb` (a key: any int64), until release(mb).
-  float *take(int64_t mb);
-  float *of(int64_t mb) { return buffers.at(size_t(taken.at(mb))).data(); }
-  void release(int64_t mb);
-  bool empty() const { return floats == 0; }
-
-private:
-  Device *device = nullptr;
-  int64_t floats = 0;
-  std::vector<Buffer> buffers;
-  std::vector<int> free;
-  std::map<int64_t, int> taken; ///< by microbatch
 };
 
 /// What one step moves between a rank's stages and to other ranks:
@@ -118,6 +98,9 @@ struct StageLinks {
   TensorParallelGroup *tensorParallel = nullptr;
   /// The MoE layers' tp-ep group, over data-parallel replicas (null: none).
   TensorParallelGroup *expertParallel = nullptr;
+  /// bf16 runs keep their saved tensors packed (SavedStash) unless this
+  /// is set (hypipe-run --saved-fp32: four bytes each, for comparison).
+  bool savedFp32 = false;
 };
 
 class Stage {
@@ -191,9 +174,16 @@ private:
   StageLinks links;
   Buffer mainParams, gradients, working, workspace;
   bool workingStale = true;
-  /// Each in-flight microbatch's saved tensors; with activation recompute,
-  /// the recompute buffers (StageArgs::recomputed).
+  /// The saved tensors of microbatch `mb` for a pass (SavedBuffers.h):
+  /// F takes them (`fresh`), I and W find them.
+  float *savedOf(int64_t mb, const StageArgs &args, bool fresh);
+  void releaseSaved(int64_t mb);
+
+  /// Each in-flight microbatch's saved tensors: whole (fp32), or packed
+  /// but the open one's (`stash`, bf16); with activation recompute, the
+  /// recompute buffers (StageArgs::recomputed).
   MicrobatchBuffers saved, recomputed;
+  std::unique_ptr<SavedStash> stash;
   /// A stage with MoE layers: one per program layer, where its routers
   /// record a non-finite logit; read once a step (routerFault).
   DeviceArray<RouterCheck> routerChecks;

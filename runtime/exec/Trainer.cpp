@@ -164,9 +164,12 @@ Trainer::Trainer(Artifact &artifact, Comm &comm, TrainingData data,
     tensorParallel = std::make_unique<TransportGroup>(*transport, comm);
   if (comm.expertReplicas() > 1)
     expertParallel = std::make_unique<TransportGroup>(*transport, comm, true);
-  const StageLinks links{*transport, comm,
+  const StageLinks links{*transport,
+                         comm,
                          artifact.precision == TrainingPrecision::Bf16,
-                         tensorParallel.get(), expertParallel.get()};
+                         tensorParallel.get(),
+                         expertParallel.get(),
+                         artifact.savedFp32};
   for (StageEntry *e : artifact.stagesOf(comm.ppRank()))
     stages.emplace_back(*e, shardLayoutOf(*e, comm, sharded, bucketFloats),
                         artifact.training.seed, *device, links);

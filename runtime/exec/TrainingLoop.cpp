@@ -549,6 +549,7 @@ Artifact loadForLaunch(const RunOptions &o, Comm &comm) {
   comm.setExpertGroup(expertReplicas(artifact));
   if (o.comm)
     artifact.comm = *o.comm;
+  artifact.savedFp32 = o.savedFp32;
   if (o.steps > 0)
     artifact.training.steps = o.steps;
   if (o.seed >= 0)

@@ -61,6 +61,9 @@ struct RunOptions {
   /// --grad-bucket-mib: the data-parallel all-reduce's bucket size in MiB
   /// of fp32 gradients; 0: the default (16).
   double gradBucketMib = 0;
+  /// --saved-fp32: a bf16 run keeps its saved tensors in four bytes each
+  /// (Artifact::savedFp32).
+  bool savedFp32 = false;
 };
 
 /// Trains as `options` say on this rank of `comm`; returns the exit code

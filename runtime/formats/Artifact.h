@@ -196,6 +196,10 @@ struct Artifact {
   /// How tensors cross ranks: a schedule::CommKind name (parallel.comm;
   /// hypipe-run --comm replaces it).
   schedule::CommKind comm = schedule::CommKind::Auto;
+  /// bf16 runs: keep the saved tensors in four bytes each instead of
+  /// packing the activations among them into two (hypipe-run --saved-fp32,
+  /// for comparison; not in the manifest).
+  bool savedFp32 = false;
   int64_t numStages = 0;
   TrainingConfig training;
   std::string dataPath;

@@ -2,6 +2,8 @@
 
 #include "runtime/formats/StageProgram.h"
 
+#include "core/model/BufferLayouts.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -149,6 +151,51 @@ std::optional<Slot> parseSlot(std::string_view name) {
 
 int64_t activationBytes(const StageProgram &p) {
   return p.tokens.batch * p.tokens.seq * p.hidden * dtypeBytes(DType::F32);
+}
+
+std::vector<StashRun> stashRuns(const StageProgram &p, const TokenShape &t) {
+  const bool bf16 = p.activations == DType::BF16;
+  std::vector<StashRun> runs;
+  auto add = [&](int64_t offset, int64_t floats, SavedType type) {
+    runs.push_back({offset, floats, 0, bf16 && type == SavedType::Activation});
+  };
+  for (const ProgramLayer &l : p.layers) {
+    if (l.recomputed)
+      continue; // its tensors lie in the recompute buffer
+    for (const SavedSpan &s : savedSpansOf(l.shard, t, l.modules))
+      if (!s.again)
+        add(l.saved.elementOffset() + s.offset, s.floats, s.type);
+  }
+  // A fully recomputed layer's input (the interpreter's activationFloats).
+  const int64_t rows =
+      p.sequenceParallel ? t.tokens() / p.tensorParallel : t.tokens();
+  for (const KernelCall &c : p.forward)
+    if (c.op == CallOp::Save)
+      add(c.range.elementOffset(), rows * p.hidden, SavedType::Activation);
+  std::sort(runs.begin(), runs.end(), [](const StashRun &a, const StashRun &b) {
+    return a.offset < b.offset;
+  });
+  std::vector<StashRun> joined;
+  int64_t at = 0;
+  for (const StashRun &r : runs) {
+    if (!joined.empty() && joined.back().bf16 == r.bf16 &&
+        joined.back().offset + joined.back().floats == r.offset) {
+      joined.back().floats += r.floats;
+      continue;
+    }
+    if (!joined.empty())
+      at += (joined.back().floats * (joined.back().bf16 ? 2 : 4) + 3) / 4 * 4;
+    joined.push_back(r);
+    joined.back().at = at;
+  }
+  return joined;
+}
+
+int64_t stashBytes(const std::vector<StashRun> &runs) {
+  if (runs.empty())
+    return 0;
+  const StashRun &last = runs.back();
+  return last.at + (last.floats * (last.bf16 ? 2 : 4) + 3) / 4 * 4;
 }
 
 namespace {

@@ -173,6 +173,25 @@ std::vector<Collective> collectivesOfCall(const ProgramLayer &layer, CallOp op,
 /// Bytes of one [tokens, hidden] activation of `program`.
 int64_t activationBytes(const StageProgram &program);
 
+/// A run of a stage's saved buffer as a bf16 run keeps it between the
+/// passes that read it (runtime/exec/SavedStash.h): `floats` floats at
+/// float `offset`, stored two bytes each when `bf16` (activations and their
+/// gradients, bf16 values already) and four otherwise, at byte `at` of the
+/// packed copy (every run 4-byte aligned there).
+struct StashRun {
+  int64_t offset = 0, floats = 0, at = 0;
+  bool bf16 = false;
+};
+
+/// The runs of `program`'s saved buffer that a microbatch of `t` fills:
+/// the tensors its kept layers' layouts cut (savedSpansOf) and the inputs
+/// its forward saves for a full recompute, in order, neighbours of a kind
+/// joined; activations are bf16 when the program's are.
+std::vector<StashRun> stashRuns(const StageProgram &program,
+                                const TokenShape &t);
+/// Bytes of the packed copy of `runs`.
+int64_t stashBytes(const std::vector<StashRun> &runs);
+
 /// Checks `program` before anything runs it (the manifest is read from a
 /// file another process wrote): known layers with bounded shapes, every
 /// layer's parameter and saved ranges exactly the sizes its shape gives and

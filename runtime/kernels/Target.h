@@ -81,6 +81,15 @@ public:
   /// in place into the first 2n bytes of `x`, and widens them back.
   virtual void packBf16(float *x, int64_t n) = 0;
   virtual void unpackBf16(float *x, int64_t n) = 0;
+  /// A bf16 run's saved tensors (runtime/exec/SavedBuffers.h): packs
+  /// `runs` of `buffer` in place into its first stashBytes(runs) bytes (a
+  /// bf16 run narrowed: its values are bf16 already, so nothing is lost),
+  /// and widens them back to where they were.
+  virtual void packSaved(float *buffer, const std::vector<StashRun> &runs) = 0;
+  virtual void unpackSaved(float *buffer,
+                           const std::vector<StashRun> &runs) = 0;
+  /// Exchanges the first `bytes` bytes of `a` and `b` (apart).
+  virtual void swapBytes(void *a, void *b, int64_t bytes) = 0;
 
   /// Bytes held by this device's DeviceArrays now, and the most held at
   /// once so far: what the run's tensors really took.

@@ -129,6 +129,26 @@ def recompute_check():
                   "art/all-kinds-rc-selective/manifest.json", "py/compare_dumps.py", RUN])
 
 
+def saved_bf16_check():
+    """bf16 saved tensors packed in two bytes (runtime/exec/SavedBuffers.h)
+    on the CUDA target: GPipe's three microbatches in flight, one step's
+    gradients bit for bit those of --saved-fp32 (four bytes each; a
+    difference is the packing's or run-to-run nondeterminism: a rerun
+    tells) and within bf16.test's 1e-3 of the CPU's packed run."""
+    one = (f"{RUN} art/all-kinds-bf16-gpipe --steps 1 -q --data {DATA}"
+           " --dump-step $WORK/saved-{kind}.safetensors{flag}")
+    return Check(
+        "bf16-saved-bitwise",
+        one.format(kind="packed", flag="") + " && "
+        + one.format(kind="fp32", flag=" --saved-fp32")
+        + " && python3 py/compare_dumps.py $WORK/saved-fp32.safetensors"
+        " $WORK/saved-packed.safetensors 0 packed_vs_fp32"
+        " && python3 py/compare_dumps.py cpu/all-kinds-bf16-gpipe.safetensors"
+        " $WORK/saved-packed.safetensors 1e-3 vs_cpu_bf16", 10,
+        ["art/all-kinds-bf16-gpipe/manifest.json",
+         "cpu/all-kinds-bf16-gpipe.safetensors", "py/compare_dumps.py", RUN])
+
+
 def memcheck(name, art):
     return Check(
         name, MEMCHECK.format(name=name) + f" {RUN} art/{art} --steps 1 -q --data {DATA};"
@@ -208,6 +228,7 @@ SUITES = [
         losses_check("bf16-tiny-200", "tiny-bf16", 200, "tiny-bf16", "2e-2", "1e-4",
                      f"--data {DATA}"),
         memcheck("bf16-memcheck", "all-kinds-bf16"),
+        saved_bf16_check(),
     ], "bf16 (issue 33): the CUDA kernels against the CPU's exact emulation and"
        " PyTorch under the same rules, 200 steps, memcheck"),
     Suite("bench", [

@@ -178,6 +178,10 @@ void addRunOptions(CLI::App &app, RunOptions &options,
          "how tensors cross ranks: auto, mpi, mpi-staged, cuda-ipc or nccl "
          "(instead of the manifest's parallel.comm)")
       ->check(CLI::IsMember({"auto", "mpi", "mpi-staged", "cuda-ipc", "nccl"}));
+  app.add_flag("--saved-fp32", options.savedFp32,
+               "bf16 artifacts: keep the tensors the backward reads in four "
+               "bytes each, not the activations among them in two as "
+               "Megatron's --bf16 does (the same losses; for comparison)");
   app.add_option("--costs-out", options.costsOut,
                  "time every layer of the steps after the first and write "
                  "the measured costs that `hypipe plan --costs` reads (cpu "

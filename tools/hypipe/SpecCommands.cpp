@@ -249,6 +249,10 @@ void printExplanationJson(const Explanation &e) {
                                     ? peak.recomputeSlots.at(s.index)
                                     : 0},
           {"workspace_bytes", 4 * b.workspaceFloats}};
+      // bf16: the other microbatches' packed copies (SavedBuffers.h).
+      if (b.stashFloats > 0)
+        out["stages"].back()["runtime_buffers"]["packed_saved_bytes"] =
+            4 * b.stashFloats;
     }
   }
   out["ranks"] = nlohmann::ordered_json::array();

@@ -76,6 +76,7 @@ struct TrainOptions {
   std::string comm;          ///< --comm; empty: the spec's parallel.comm
   int gpus = 0;              ///< --gpus: this node's GPUs; 0: those visible
   double gradBucketMib = 0;  ///< --grad-bucket-mib; 0: hypipe-run's default
+  bool savedFp32 = false;    ///< --saved-fp32 (hypipe-run's)
   SpecOverrides overrides;
   int64_t saveInterval = 0, keepLast = 0, lrDecaySteps = 0;
   int64_t logInterval = 0; ///< --log-interval; 0: hypipe-run's default (1)
@@ -219,6 +220,8 @@ std::string resumeCommand(const TrainOptions &o, const std::string &run) {
   addIf("--trace-steps", o.traceSteps, !o.traceSteps.empty());
   if (o.noTrace)
     words.push_back("--no-trace");
+  if (o.savedFp32)
+    words.push_back("--saved-fp32");
   words.insert(words.end(), {"--resume", "auto"});
   std::string out;
   for (const std::string &w : words)
@@ -1058,6 +1061,8 @@ LaunchResult launchRun(const TrainOptions &o, const ModelSpec &spec,
     argv.push_back("--grad-bucket-mib");
     argv.push_back(fmt::format("{:g}", o.gradBucketMib));
   }
+  if (o.savedFp32)
+    argv.push_back("--saved-fp32");
   fmt::print("launch: {}\n", fmt::join(argv, " "));
   std::fflush(stdout);
   int signal = 0;
@@ -1151,6 +1156,7 @@ bool reportMeasurements(const TrainOptions &o, const std::string &run,
                      o.traceSteps.empty()
                          ? std::string()
                          : fmt::format(" (--trace-steps {})", o.traceSteps));
+        art.savedFp32 = o.savedFp32; // the run's, for its estimate
         summary["memory_mib"] =
             memoryReport(art, traceJson, logged.maxMicrobatches);
       }
@@ -1522,6 +1528,10 @@ void addTrainCommand(CLI::App &app, Runner &run) {
          "(Megatron's --ddp-bucket-size; default 16, at least 4 KiB; the "
          "distributed optimizer shards each bucket over the dp ranks)")
       ->check(numberBetween(1.0 / 256, true, 1e6));
+  sub->add_flag("--saved-fp32", o->savedFp32,
+                "bf16 runs: keep the tensors the backward reads in four "
+                "bytes each, not the activations among them in two as "
+                "Megatron's --bf16 does (the same losses; for comparison)");
   sub->add_option("--gpus", o->gpus,
                   "the GPUs of this node for a cuda run (default: those "
                   "visible): --comm nccl needs one per rank")

@@ -82,6 +82,41 @@ public:
     for (int64_t i = 0; i < n; ++i)
       bits[i] = bf16::fromFloat(x[i]);
   }
+  // In place, as packBf16: each run's packed bytes start at or before its
+  // floats (StashRun::at <= 4 offset) and end before the next run's, so
+  // packing in order and widening in reverse read every value before it
+  // is overwritten.
+  void packSaved(float *buffer, const std::vector<StashRun> &runs) override {
+    auto *bytes = reinterpret_cast<unsigned char *>(buffer);
+    for (const StashRun &r : runs) {
+      const float *from = buffer + r.offset;
+      if (!r.bf16) {
+        std::memmove(bytes + r.at, from, size_t(r.floats) * 4);
+        continue;
+      }
+      auto *to = reinterpret_cast<uint16_t *>(bytes + r.at);
+      for (int64_t i = 0; i < r.floats; ++i)
+        to[i] = bf16::fromFloat(from[i]);
+    }
+  }
+  void unpackSaved(float *buffer, const std::vector<StashRun> &runs) override {
+    const auto *bytes = reinterpret_cast<const unsigned char *>(buffer);
+    for (auto r = runs.rbegin(); r != runs.rend(); ++r) {
+      float *to = buffer + r->offset;
+      if (!r->bf16) {
+        std::memmove(to, bytes + r->at, size_t(r->floats) * 4);
+        continue;
+      }
+      const auto *from = reinterpret_cast<const uint16_t *>(bytes + r->at);
+      for (int64_t i = r->floats - 1; i >= 0; --i)
+        to[i] = bf16::toFloat(from[i]);
+    }
+  }
+  void swapBytes(void *a, void *b, int64_t bytes) override {
+    std::swap_ranges(static_cast<unsigned char *>(a),
+                     static_cast<unsigned char *>(a) + bytes,
+                     static_cast<unsigned char *>(b));
+  }
   void unpackBf16(float *x, int64_t n) override {
     // Backwards: float i covers the bf16 values 2i and 2i + 1, read already.
     const auto *bits = reinterpret_cast<const uint16_t *>(x);

@@ -236,6 +236,63 @@ public:
     launched("bf16 unpacking");
   }
 
+  // Through the scratch buffer (threads cannot pack in place without
+  // racing): a launch or a copy per run.
+  void packSaved(float *buffer, const std::vector<StashRun> &runs) override {
+    const int64_t total = stashBytes(runs);
+    if (!total)
+      return;
+    auto *tmp = static_cast<unsigned char *>(scratchBytes(total));
+    for (const StashRun &r : runs) {
+      if (r.bf16) {
+        packBf16Kernel<<<blocksFor(r.floats), 256, 0, stream()>>>(
+            buffer + r.offset, reinterpret_cast<__nv_bfloat16 *>(tmp + r.at),
+            r.floats);
+        launched("saved tensors' packing");
+      } else {
+        check(cudaMemcpyAsync(tmp + r.at, buffer + r.offset,
+                              size_t(r.floats) * 4, cudaMemcpyDeviceToDevice,
+                              stream()),
+              "saved tensors' packing");
+      }
+    }
+    check(cudaMemcpyAsync(buffer, tmp, size_t(total), cudaMemcpyDeviceToDevice,
+                          stream()),
+          "saved tensors' packing");
+  }
+  void unpackSaved(float *buffer, const std::vector<StashRun> &runs) override {
+    const int64_t total = stashBytes(runs);
+    if (!total)
+      return;
+    auto *tmp = static_cast<unsigned char *>(scratchBytes(total));
+    check(cudaMemcpyAsync(tmp, buffer, size_t(total), cudaMemcpyDeviceToDevice,
+                          stream()),
+          "saved tensors' unpacking");
+    for (const StashRun &r : runs) {
+      if (r.bf16) {
+        unpackBf16Kernel<<<blocksFor(r.floats), 256, 0, stream()>>>(
+            reinterpret_cast<const __nv_bfloat16 *>(tmp + r.at),
+            buffer + r.offset, r.floats);
+        launched("saved tensors' unpacking");
+      } else {
+        check(cudaMemcpyAsync(buffer + r.offset, tmp + r.at,
+                              size_t(r.floats) * 4, cudaMemcpyDeviceToDevice,
+                              stream()),
+              "saved tensors' unpacking");
+      }
+    }
+  }
+  void swapBytes(void *a, void *b, int64_t bytes) override {
+    if (!bytes)
+      return;
+    void *tmp = scratchBytes(bytes);
+    for (auto [to, from] :
+         {std::pair<void *, const void *>{tmp, a}, {a, b}, {b, tmp}})
+      check(cudaMemcpyAsync(to, from, size_t(bytes), cudaMemcpyDeviceToDevice,
+                            stream()),
+            "saved tensors' exchange");
+  }
+
 private:
   /// Segments [first, first + n) in device memory for the next launch
   /// (stream-ordered: the copy lands before the kernel reads it; the host

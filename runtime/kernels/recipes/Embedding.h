@@ -9,12 +9,14 @@
 //                         y[i] = table[ids[i]] (rows of n floats), ids kept
 //   embeddingScatterAdd(T, n, ids, dy, grads)
 //                         grads[ids[i]] += dy[i]
-// `saved` holds the T ids (as int32) and then the T x hidden gradient.
+// `saved` holds the T ids (as int32) and then the T x hidden gradient
+// (embeddingSaved).
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_KERNELS_RECIPES_EMBEDDING_H
 #define HYPIPE_RUNTIME_KERNELS_RECIPES_EMBEDDING_H
 
+#include "core/model/BufferLayouts.h"
 #include "core/model/LayerShapes.h"
 #include "runtime/kernels/recipes/Primitives.h"
 
@@ -33,7 +35,7 @@ template <class P> struct Embedding {
   template <class Tokens>
   void forward(const EmbeddingShape &s, const Tokens &t, const float *params,
                const int32_t *tokens, float *y, float *saved) const {
-    auto *kept = reinterpret_cast<int32_t *>(saved);
+    int32_t *kept = embeddingSaved(s, k.shape(t), saved).ids;
     if (!tp) {
       k.embeddingLookup(t.tokens(), s.hidden, params, tokens, y, kept);
       return;
@@ -47,20 +49,18 @@ template <class P> struct Embedding {
   void backwardInput(const EmbeddingShape &s, const Tokens &t, const float *dy,
                      float *saved) const {
     wholeGradient(k, tp, sequenceShard(tp, t.tokens()), s.hidden, dy,
-                  saved + t.tokens());
+                  embeddingSaved(s, k.shape(t), saved).dy);
   }
 
   template <class Tokens>
   void backwardWeight(const EmbeddingShape &s, const Tokens &t,
                       const float *saved, float *grads) const {
-    const auto *ids = reinterpret_cast<const int32_t *>(saved);
+    const EmbeddingSaved e = embeddingSaved(s, k.shape(t), saved);
     if (!tp)
-      k.embeddingScatterAdd(t.tokens(), s.hidden, ids, saved + t.tokens(),
-                            grads);
+      k.embeddingScatterAdd(t.tokens(), s.hidden, e.ids, e.dy, grads);
     else
-      k.embeddingScatterAddShard(t.tokens(), s.hidden, ids,
-                                 tp->rank() * s.vocab, s.vocab,
-                                 saved + t.tokens(), grads);
+      k.embeddingScatterAddShard(t.tokens(), s.hidden, e.ids,
+                                 tp->rank() * s.vocab, s.vocab, e.dy, grads);
   }
 };
 
