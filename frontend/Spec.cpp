@@ -393,9 +393,11 @@ private:
   /// mock JSON may span lines); model.name a file-like name.
   llvm::Error checkText(const Section &section, const Field &field,
                         yaml::Node *value, llvm::StringRef v);
-  /// A field's value: a scalar, a list of words, or a nested mapping.
+  /// A field's value: a scalar, a list of words, or a nested mapping;
+  /// `key` its key (an empty value's error points there: the parser puts
+  /// an empty value where the next token starts).
   llvm::Error readField(const Section &section, const Field &field,
-                        yaml::Node *value);
+                        yaml::Node *key, yaml::Node *value);
   /// A YAML sequence of names, or one string of names separated by spaces.
   llvm::Error readWords(const Section &section, const Field &field,
                         yaml::Node *value, std::vector<Word> &words);
@@ -826,7 +828,7 @@ bool isYamlNull(yaml::Node *value) {
 }
 
 llvm::Error Loader::readField(const Section &section, const Field &field,
-                              yaml::Node *value) {
+                              yaml::Node *key, yaml::Node *value) {
   if (auto *nested = std::get_if<const Section *>(&field.ref))
     return readSection(**nested, value);
   std::string where =
@@ -841,7 +843,7 @@ llvm::Error Loader::readField(const Section &section, const Field &field,
   }
   if (llvm::isa<yaml::NullNode>(value))
     return error(
-        value, fmt::format("{} has no value", where),
+        key, fmt::format("{} has no value", where),
         "give a value, or remove the key to use the default (docs/spec.md)");
   if (auto *words = std::get_if<std::vector<Word> &(*)(Draft &)>(&field.ref))
     return readWords(section, field, value, (*words)(draft));
@@ -1042,7 +1044,7 @@ llvm::Error Loader::readSection(const Section &section, yaml::Node *value) {
     // A nested mapping's keys fall back to it, as a section's to its name.
     if (std::holds_alternative<const Section *>(field->ref))
       sectionNodes[path] = keyNode;
-    if (auto err = readField(section, *field, fieldValue))
+    if (auto err = readField(section, *field, keyNode, fieldValue))
       return err;
     if (!yamlError.empty())
       return yamlFailure();
