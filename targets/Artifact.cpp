@@ -189,28 +189,6 @@ rt::TrainingConfig trainingConfig(const TrainingSpec &tr,
   return t;
 }
 
-/// The manifest's packing options and the cost model's sample cost.
-rt::PackingConfig packingConfig(const ModelSpec &spec) {
-  rt::PackingConfig p;
-  if (!spec.data.packing)
-    return p;
-  const DataSpec &ds = spec.data;
-  p.enabled = true;
-  p.maxTokens = *ds.maxTokensPerMicrobatch;
-  p.globalBatchSize = *ds.globalBatchSize;
-  p.minBins = *ds.minBinCount;
-  p.binMultiple = *ds.binCountMultiple;
-  p.scheduler = ds.scheduler;
-  p.truncate = ds.truncate;
-  p.mock = ds.mock;
-  packing::SampleCost cost =
-      packing::modelSampleCost(spec.dims, spec.pattern.layers(),
-                               spec.pattern.mtp, spec.pattern.mtpDepths);
-  p.costPerToken = cost.perToken;
-  p.costPerSquaredToken = cost.perSquaredToken;
-  return p;
-}
-
 /// Packed runs: the programs of every other microbatch count per
 /// data-parallel rank that packing can give a step, built and verified as
 /// the pass pipeline builds the artifact's own, so that hypipe-run only
@@ -269,6 +247,27 @@ llvm::Error writeArtifactFiles(const std::string &dir,
 }
 
 } // namespace
+
+rt::PackingConfig packingConfig(const ModelSpec &spec) {
+  rt::PackingConfig p;
+  if (!spec.data.packing)
+    return p;
+  const DataSpec &ds = spec.data;
+  p.enabled = true;
+  p.maxTokens = *ds.maxTokensPerMicrobatch;
+  p.globalBatchSize = *ds.globalBatchSize;
+  p.minBins = *ds.minBinCount;
+  p.binMultiple = *ds.binCountMultiple;
+  p.scheduler = ds.scheduler;
+  p.truncate = ds.truncate;
+  p.mock = ds.mock;
+  packing::SampleCost cost =
+      packing::modelSampleCost(spec.dims, spec.pattern.layers(),
+                               spec.pattern.mtp, spec.pattern.mtpDepths);
+  p.costPerToken = cost.perToken;
+  p.costPerSquaredToken = cost.perSquaredToken;
+  return p;
+}
 
 LogicalResult lowerSpecModel(ModuleOp module, const ModelSpec &spec) {
   for (auto model : module.getOps<hybrid::ModelOp>()) {

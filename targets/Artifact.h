@@ -22,6 +22,10 @@
 
 namespace hypipe {
 
+/// The manifest's packing options of `spec` (disabled without
+/// data.packing) with the cost model's sample cost.
+rt::PackingConfig packingConfig(const ModelSpec &spec);
+
 /// Runs the lowering pipeline on `module` (built from `spec`), then writes
 /// the artifact into `dir`.
 llvm::Error writeArtifact(mlir::ModuleOp module, const ModelSpec &spec,

@@ -3,10 +3,9 @@
 // The one description, shared by the CPU and CUDA kernels, of how a layer's
 // parameter range (in the order of `Shape::params()`) and its saved range
 // (`Shape::savedFloats()` floats) are cut into tensors. With T = float the
-// parameter views also cut the gradient buffer. Only attention's saved
-// tensors differ between the targets: the CPU kernel keeps the
-// probabilities, the CUDA kernel one log-sum-exp per row and head
-// (LayerShapes.h, Target).
+// parameter views also cut the gradient buffer. Every saved tensor says what
+// it holds (SavedType), which is how a bf16 run stores it between passes
+// (runtime/exec/SavedBuffers.h); savedSpansOf lists a layer's.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_CORE_MODEL_BUFFERLAYOUTS_H

@@ -1,5 +1,7 @@
 //===- SpecCommands.cpp - `hypipe compile` and `hypipe explain` -----------===//
 #include "conversion/SpecToHybrid.h"
+#include "core/data/MockSft.h"
+#include "core/data/Packing.h"
 #include "core/io/DirectoryLock.h"
 #include "core/io/Files.h"
 #include "core/model/CostModel.h"
@@ -40,6 +42,42 @@ std::optional<ModelSpec> load(const std::string &path,
     return std::nullopt;
   }
   return std::move(*spec);
+}
+
+/// The steps of a packed run explain packs as hypipe-run would.
+constexpr int64_t kPackedStepsExplained = 8;
+
+/// A packed spec on the mock dataset's lognormal lengths: the fewest and
+/// the most microbatches per data-parallel rank that the packer makes of
+/// the first kPackedStepsExplained steps, drawn and packed as hypipe-run
+/// draws and packs them (StepBatch::loadPacked: sample p of the unbounded
+/// mock stream is the step's (p mod G)-th). nullopt where the lengths are
+/// not known without reading data (files, a lengths file).
+std::optional<std::pair<int64_t, int64_t>>
+packedMicrobatches(const ModelSpec &spec) {
+  const DataSpec &ds = spec.data;
+  if (!ds.packing || ds.format != DataFormat::Mock)
+    return std::nullopt;
+  const rt::PackingConfig pc = packingConfig(spec);
+  Expected<packing::MockSftConfig> mock =
+      packing::parseMockSftConfig(pc.mock, pc.maxTokens);
+  if (!mock || mock->fromFile)
+    return std::nullopt;
+  const packing::Options options = rt::packingOptions(pc, spec.parallel.dp);
+  const int64_t G = pc.globalBatchSize;
+  std::pair<int64_t, int64_t> range{INT64_MAX, 0};
+  std::vector<int64_t> lengths(static_cast<size_t>(G));
+  for (int64_t step = 1; step <= kPackedStepsExplained; ++step) {
+    for (int64_t g = 0; g < G; ++g)
+      lengths[size_t(g)] = packing::mockSftPositions(
+          *mock, uint64_t(spec.training.seed), (step - 1) * G + g);
+    Expected<packing::Plan> plan = packing::pack(lengths, options);
+    if (!plan)
+      return std::nullopt; // hypipe-run says why at that step
+    range.first = std::min(range.first, plan->microbatchesPerRank());
+    range.second = std::max(range.second, plan->microbatchesPerRank());
+  }
+  return range;
 }
 
 struct CompileOptions {
@@ -200,7 +238,9 @@ Expected<Explanation> explain(const ModelSpec &spec,
   return e;
 }
 
-void printExplanationJson(const Explanation &e) {
+void printExplanationJson(
+    const Explanation &e,
+    std::optional<std::pair<int64_t, int64_t>> packed = std::nullopt) {
   nlohmann::ordered_json out;
   out["spec"] = e.spec.file;
   out["model"] = e.spec.name;
@@ -216,6 +256,10 @@ void printExplanationJson(const Explanation &e) {
   if (!e.spec.parallel.scheduleCsv.empty())
     out["schedule_csv"] = e.spec.parallel.scheduleCsv;
   out["microbatches"] = e.spec.parallel.microbatches;
+  // Packed on the mock dataset: the packer's fewest and most per rank of
+  // the first steps (microbatches is the most).
+  if (packed)
+    out["packed_microbatches"] = {packed->first, packed->second};
   out["recompute"] = recomputeJson(e.spec.training.recompute);
   out["parameters"] = e.costs.totalParams;
   out["costs_exact"] = e.costs.exact;
@@ -520,15 +564,33 @@ int runExplain(const ExplainOptions &o) {
   auto spec = load(o.spec, o.overrides);
   if (!spec)
     return 1;
+  // A packed step's microbatches are the packer's: on the mock dataset
+  // they are known, and the step is explained with the most of them.
+  std::optional<std::pair<int64_t, int64_t>> packed = packedMicrobatches(*spec);
+  if (packed && packed->second != spec->parallel.microbatches) {
+    SpecOverrides overrides = o.overrides;
+    overrides.microbatches = packed->second;
+    spec = load(o.spec, overrides);
+    if (!spec)
+      return 1;
+  }
   Expected<Explanation> e = explain(*spec, o.costs, std::move(*cluster));
   if (!e) {
     llvm::errs() << "error: " << toString(e.takeError()) << "\n";
     return 1;
   }
-  if (o.json)
-    printExplanationJson(*e);
-  else
+  if (o.json) {
+    printExplanationJson(*e, packed);
+  } else {
+    if (packed)
+      fmt::print("packing: the packer makes {} to {} microbatches per "
+                 "data-parallel rank of the first {} steps of the mock data "
+                 "(as hypipe-run draws and packs them); explained with the "
+                 "most, {}\n",
+                 packed->first, packed->second, kPackedStepsExplained,
+                 packed->second);
     printExplanation(*e);
+  }
   return 0;
 }
 
