@@ -2252,6 +2252,18 @@ llvm::Error Loader::checkExpertParallel() {
                     par.etp, par.ep, expertRanks, par.tp, par.dp, stageRanks),
         help);
   }
+  if (!rt::runsExpertGrid(par.tp, par.etp, par.ep))
+    draft.spec.unrunnable = llvm::toString(error(
+        nodeForField(draft.etp ? "parallel.etp" : "parallel.ep"),
+        fmt::format("hypipe-run runs an expert grid of etp x ep = m x tp "
+                    "ranks with ep > 1 when m > 1, and this one is ep {}, "
+                    "etp {} with tp {} (explain and plan cost it as "
+                    "Megatron-LM lays it out)",
+                    par.ep, par.etp, par.tp),
+        fmt::format("for hypipe-run use etp {} (tp / ep), or leave out "
+                    "parallel.ep and parallel.etp; hypipe plan lays out "
+                    "the grids it runs",
+                    std::max<int64_t>(1, par.tp / par.ep))));
   return llvm::Error::success();
 }
 

@@ -227,6 +227,11 @@ struct ModelSpec {
   PatternPlacement placement;
   /// True when the compiler chose the split (a pattern without `|`).
   bool autoPartitioned = false;
+  /// Why hypipe-run cannot run this spec though explain and plan cost it
+  /// (an expert grid it does not lay out), rendered at its key; empty when
+  /// it can. hypipe compile (an artifact) and hypipe train print it and
+  /// stop.
+  std::string unrunnable;
 
   /// The cost-model inputs of this spec, for its current placement's pp/vpp.
   AutoPartitionRequest partitionRequest() const;

@@ -219,6 +219,15 @@ struct Collective {
 /// in rank order: replica-major, tp fastest), over which the layer runs as
 /// under sequence parallelism over m times the tokens, each rank holding
 /// its own rows.
+/// Whether hypipe-run lays out an expert grid of etp x ep ranks at tensor
+/// parallelism tp: etp x ep = m x tp ranks, the tensor-parallel group (m =
+/// 1) or m data-parallel replicas' with ep > 1 (Megatron-LM's other grids
+/// are costed by explain and plan only).
+inline bool runsExpertGrid(int64_t tp, int64_t etp, int64_t ep) {
+  const int64_t replicas = (etp * ep) / tp;
+  return replicas * tp == etp * ep && !(replicas > 1 && ep == 1);
+}
+
 struct LayerGroup {
   int64_t size = 1;
   bool sequenceParallel = false;

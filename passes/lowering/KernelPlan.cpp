@@ -207,8 +207,7 @@ private:
           // The expert grid fills the tensor-parallel group (m = 1) or m
           // data-parallel replicas' (Megatron-LM's tp-ep group).
           const int64_t tp = plan.tensorParallel;
-          const int64_t replicas = (etp * ep) / tp;
-          if (replicas * tp != etp * ep || (replicas > 1 && ep == 1)) {
+          if (!rt::runsExpertGrid(tp, etp, ep)) {
             op->emitError()
                 << "the " << (target == rt::Target::Cuda ? "CUDA" : "CPU")
                 << " target runs an expert grid of etp x ep = m x tp ranks"

@@ -132,6 +132,10 @@ int runCompile(const CompileOptions &o) {
                  << " does not verify (please report this)\n";
     return 1;
   }
+  if (o.emit == "artifact" && !spec->unrunnable.empty()) {
+    llvm::errs() << spec->unrunnable;
+    return 1;
+  }
   if (o.emit == "artifact") {
     if (auto err = checkRunNotActive(o.output)) {
       llvm::errs() << "error: " << toString(err) << "\n";

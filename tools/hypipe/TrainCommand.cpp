@@ -1365,6 +1365,10 @@ int runTrain(const TrainOptions &o) {
     llvm::errs() << toString(spec.takeError());
     return 1;
   }
+  if (!spec->unrunnable.empty()) {
+    llvm::errs() << spec->unrunnable;
+    return 1;
+  }
   // What the ranks would find only after the compile and the launch.
   if (!checkData(o, *spec) || !checkGpus(o, *spec))
     return 1;
