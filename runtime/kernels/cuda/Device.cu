@@ -236,61 +236,73 @@ public:
     launched("bf16 unpacking");
   }
 
-  // Through the scratch buffer (threads cannot pack in place without
-  // racing): a launch or a copy per run.
+  // In place, as the CPU does it, a chunk of at most kStashChunkFloats at a
+  // time through the scratch buffer (threads of one kernel cannot narrow
+  // or widen a range in place without racing): each run's packed bytes
+  // start at or before its floats (StashRun::at <= 4 offset), so packing
+  // the chunks in order and widening them in reverse order overwrites
+  // nothing still to be read, and the scratch stays small.
+  static constexpr int64_t kStashChunkFloats = int64_t(8) << 20; // 32 MiB
   void packSaved(float *buffer, const std::vector<StashRun> &runs) override {
-    const int64_t total = stashBytes(runs);
-    if (!total)
-      return;
-    auto *tmp = static_cast<unsigned char *>(scratchBytes(total));
-    for (const StashRun &r : runs) {
-      if (r.bf16) {
-        packBf16Kernel<<<blocksFor(r.floats), 256, 0, stream()>>>(
-            buffer + r.offset, reinterpret_cast<__nv_bfloat16 *>(tmp + r.at),
-            r.floats);
-        launched("saved tensors' packing");
-      } else {
-        check(cudaMemcpyAsync(tmp + r.at, buffer + r.offset,
-                              size_t(r.floats) * 4, cudaMemcpyDeviceToDevice,
-                              stream()),
+    auto *bytes = reinterpret_cast<unsigned char *>(buffer);
+    auto *tmp = static_cast<float *>(scratchBytes(4 * kStashChunkFloats));
+    for (const StashRun &r : runs)
+      for (int64_t i = 0; i < r.floats; i += kStashChunkFloats) {
+        const int64_t n = std::min(kStashChunkFloats, r.floats - i);
+        unsigned char *to = bytes + r.at + i * (r.bf16 ? 2 : 4);
+        check(cudaMemcpyAsync(tmp, buffer + r.offset + i, size_t(4 * n),
+                              cudaMemcpyDeviceToDevice, stream()),
               "saved tensors' packing");
+        if (r.bf16) {
+          packBf16Kernel<<<blocksFor(n), 256, 0, stream()>>>(
+              tmp, reinterpret_cast<__nv_bfloat16 *>(to), n);
+          launched("saved tensors' packing");
+        } else {
+          check(cudaMemcpyAsync(to, tmp, size_t(4 * n),
+                                cudaMemcpyDeviceToDevice, stream()),
+                "saved tensors' packing");
+        }
       }
-    }
-    check(cudaMemcpyAsync(buffer, tmp, size_t(total), cudaMemcpyDeviceToDevice,
-                          stream()),
-          "saved tensors' packing");
   }
   void unpackSaved(float *buffer, const std::vector<StashRun> &runs) override {
-    const int64_t total = stashBytes(runs);
-    if (!total)
-      return;
-    auto *tmp = static_cast<unsigned char *>(scratchBytes(total));
-    check(cudaMemcpyAsync(tmp, buffer, size_t(total), cudaMemcpyDeviceToDevice,
-                          stream()),
-          "saved tensors' unpacking");
-    for (const StashRun &r : runs) {
-      if (r.bf16) {
-        unpackBf16Kernel<<<blocksFor(r.floats), 256, 0, stream()>>>(
-            reinterpret_cast<const __nv_bfloat16 *>(tmp + r.at),
-            buffer + r.offset, r.floats);
-        launched("saved tensors' unpacking");
-      } else {
-        check(cudaMemcpyAsync(buffer + r.offset, tmp + r.at,
-                              size_t(r.floats) * 4, cudaMemcpyDeviceToDevice,
-                              stream()),
+    auto *bytes = reinterpret_cast<unsigned char *>(buffer);
+    auto *tmp = static_cast<float *>(scratchBytes(4 * kStashChunkFloats));
+    for (auto r = runs.rbegin(); r != runs.rend(); ++r) {
+      if (r->floats == 0)
+        continue;
+      const int64_t width = r->bf16 ? 2 : 4;
+      for (int64_t i = (r->floats - 1) / kStashChunkFloats * kStashChunkFloats;
+           i >= 0; i -= kStashChunkFloats) {
+        const int64_t n = std::min(kStashChunkFloats, r->floats - i);
+        check(cudaMemcpyAsync(tmp, bytes + r->at + i * width, size_t(width * n),
+                              cudaMemcpyDeviceToDevice, stream()),
               "saved tensors' unpacking");
+        float *to = buffer + r->offset + i;
+        if (r->bf16) {
+          unpackBf16Kernel<<<blocksFor(n), 256, 0, stream()>>>(
+              reinterpret_cast<const __nv_bfloat16 *>(tmp), to, n);
+          launched("saved tensors' unpacking");
+        } else {
+          check(cudaMemcpyAsync(to, tmp, size_t(4 * n),
+                                cudaMemcpyDeviceToDevice, stream()),
+                "saved tensors' unpacking");
+        }
       }
     }
   }
   void swapBytes(void *a, void *b, int64_t bytes) override {
-    if (!bytes)
-      return;
-    void *tmp = scratchBytes(bytes);
-    for (auto [to, from] :
-         {std::pair<void *, const void *>{tmp, a}, {a, b}, {b, tmp}})
-      check(cudaMemcpyAsync(to, from, size_t(bytes), cudaMemcpyDeviceToDevice,
-                            stream()),
-            "saved tensors' exchange");
+    auto *x = static_cast<unsigned char *>(a),
+         *y = static_cast<unsigned char *>(b);
+    const int64_t chunk = 4 * kStashChunkFloats;
+    void *tmp = scratchBytes(chunk);
+    for (int64_t at = 0; at < bytes; at += chunk) {
+      const size_t n = size_t(std::min(chunk, bytes - at));
+      for (auto [to, from] : {std::pair<void *, const void *>{tmp, x + at},
+                              {x + at, y + at},
+                              {y + at, tmp}})
+        check(cudaMemcpyAsync(to, from, n, cudaMemcpyDeviceToDevice, stream()),
+              "saved tensors' exchange");
+    }
   }
 
 private:
