@@ -244,8 +244,9 @@ void placeSaved(const std::vector<SavedPart> &parts, const RecomputeSpec &spec,
       });
   b.savedFloats = all - again + int64_t(chunks.size()) * activation;
   // Each chunk's checkpoint, an activation.
-  b.stashFloats =
-      bf16 ? packed + int64_t(chunks.size()) * ((activation + 1) / 2) : 0;
+  b.stashFloats = bf16 ? packed + int64_t(chunks.size()) *
+                                      rt::packedBytes(activation, true) / 4
+                       : 0;
   b.recomputeFloats = again;
   if (!chunks.empty() || depths)
     b.workspaceFloats += 2 * activation;

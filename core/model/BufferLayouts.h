@@ -568,16 +568,21 @@ inline std::vector<SavedSpan> savedSpansOf(const LayerShape &shard,
   return spans;
 }
 
-/// Floats of the packed copy of `spans`' kept tensors (a bf16 run packs
-/// activations in two bytes; every tensor 4-byte aligned): what a stage's
-/// SavedStash slot holds of them.
+/// Bytes `floats` saved floats take in a packed copy (a stage's SavedStash
+/// slot): two a value when stored as `bf16`, else four, rounded up to keep
+/// what follows 4-byte aligned.
+inline int64_t packedBytes(int64_t floats, bool bf16) {
+  return (floats * (bf16 ? 2 : 4) + 3) / 4 * 4;
+}
+
+/// Floats of the packed copy of `spans`' kept tensors, each on its own
+/// (a bf16 run packs activations in two bytes).
 inline int64_t packedFloats(const std::vector<SavedSpan> &spans, bool bf16) {
-  int64_t floats = 0;
+  int64_t bytes = 0;
   for (const SavedSpan &s : spans)
     if (!s.again)
-      floats += bf16 && s.type == SavedType::Activation ? (s.floats + 1) / 2
-                                                        : s.floats;
-  return floats;
+      bytes += packedBytes(s.floats, bf16 && s.type == SavedType::Activation);
+  return bytes / 4;
 }
 
 } // namespace hypipe::rt

@@ -211,14 +211,6 @@ struct Collective {
   }
 };
 
-/// The group a layer's kernels split over in a stage of `tp` ranks, with
-/// or without sequence parallelism: its tensor-parallel group, or for a MoE
-/// layer whose experts spread over data-parallel ranks
-/// (MoeShape::groupReplicas m > 1) Megatron-LM's tp-ep group, the m
-/// consecutive data-parallel replicas' tensor-parallel groups (m tp ranks,
-/// in rank order: replica-major, tp fastest), over which the layer runs as
-/// under sequence parallelism over m times the tokens, each rank holding
-/// its own rows.
 /// Whether hypipe-run lays out an expert grid of etp x ep ranks at tensor
 /// parallelism tp: etp x ep = m x tp ranks, the tensor-parallel group (m =
 /// 1) or m data-parallel replicas' with ep > 1 (Megatron-LM's other grids
@@ -228,6 +220,14 @@ inline bool runsExpertGrid(int64_t tp, int64_t etp, int64_t ep) {
   return replicas * tp == etp * ep && !(replicas > 1 && ep == 1);
 }
 
+/// The group a layer's kernels split over in a stage of `tp` ranks, with
+/// or without sequence parallelism: its tensor-parallel group, or for a MoE
+/// layer whose experts spread over data-parallel ranks
+/// (MoeShape::groupReplicas m > 1) Megatron-LM's tp-ep group, the m
+/// consecutive data-parallel replicas' tensor-parallel groups (m tp ranks,
+/// in rank order: replica-major, tp fastest), over which the layer runs as
+/// under sequence parallelism over m times the tokens, each rank holding
+/// its own rows.
 struct LayerGroup {
   int64_t size = 1;
   bool sequenceParallel = false;

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace hypipe::rt {
 
@@ -38,8 +37,7 @@ void MicrobatchBuffers::handOver(int64_t from, int64_t to) {
 SavedStash::SavedStash(Device &device, const StageProgram &program,
                        int64_t floats)
     : device(device), program(program), openBuffer(device, floats),
-      slotFloats(stashBytes(stashRuns(program, program.tokens)) / 4),
-      slots(device, slotFloats) {}
+      slotFloats(stashSlotBytes(program) / 4), slots(device, slotFloats) {}
 
 float *SavedStash::open(int64_t mb, const TokenShape &t, bool fresh) {
   if (anyOpen && openMb == mb && !fresh)

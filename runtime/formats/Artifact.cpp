@@ -790,8 +790,7 @@ int64_t rankTensorBytes(const Artifact &a, int64_t ppRank,
       stages.push_back({s.index, s.numParams, s.savedFloats, s.workspaceFloats,
                         s.program.recomputeBytes / dtypeBytes(DType::F32)});
       if (a.precision == TrainingPrecision::Bf16 && !a.savedFp32)
-        stages.back().stashFloats =
-            stashBytes(stashRuns(s.program, s.program.tokens)) / 4;
+        stages.back().stashFloats = stashSlotBytes(s.program) / 4;
       // Sharded over an expert grid spread over replicas: its experts'
       // moments over fewer ranks, and the scratch (ExpertShardLayout).
       if (!a.distributedOptimizer || replicas == 1)

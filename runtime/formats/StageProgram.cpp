@@ -184,7 +184,7 @@ std::vector<StashRun> stashRuns(const StageProgram &p, const TokenShape &t) {
       continue;
     }
     if (!joined.empty())
-      at += (joined.back().floats * (joined.back().bf16 ? 2 : 4) + 3) / 4 * 4;
+      at += packedBytes(joined.back().floats, joined.back().bf16);
     joined.push_back(r);
     joined.back().at = at;
   }
@@ -195,7 +195,11 @@ int64_t stashBytes(const std::vector<StashRun> &runs) {
   if (runs.empty())
     return 0;
   const StashRun &last = runs.back();
-  return last.at + (last.floats * (last.bf16 ? 2 : 4) + 3) / 4 * 4;
+  return last.at + packedBytes(last.floats, last.bf16);
+}
+
+int64_t stashSlotBytes(const StageProgram &p) {
+  return stashBytes(stashRuns(p, p.tokens));
 }
 
 namespace {

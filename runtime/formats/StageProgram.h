@@ -174,7 +174,7 @@ std::vector<Collective> collectivesOfCall(const ProgramLayer &layer, CallOp op,
 int64_t activationBytes(const StageProgram &program);
 
 /// A run of a stage's saved buffer as a bf16 run keeps it between the
-/// passes that read it (runtime/exec/SavedStash.h): `floats` floats at
+/// passes that read it (runtime/exec/SavedBuffers.h): `floats` floats at
 /// float `offset`, stored two bytes each when `bf16` (activations and their
 /// gradients, bf16 values already) and four otherwise, at byte `at` of the
 /// packed copy (every run 4-byte aligned there).
@@ -191,6 +191,9 @@ std::vector<StashRun> stashRuns(const StageProgram &program,
                                 const TokenShape &t);
 /// Bytes of the packed copy of `runs`.
 int64_t stashBytes(const std::vector<StashRun> &runs);
+/// Bytes of the packed copy of a microbatch at the program's token
+/// capacity: a SavedStash slot.
+int64_t stashSlotBytes(const StageProgram &program);
 
 /// Checks `program` before anything runs it (the manifest is read from a
 /// file another process wrote): known layers with bounded shapes, every

@@ -221,17 +221,23 @@ int main(int argc, char **argv) {
   if (auto steps = parseStepRange(traceSteps))
     std::tie(options.traceFirst, options.traceLast) = *steps;
 
-  // A backstop, not the way errors are reported: every input is checked
-  // where it is read, and what reaches it is a bug.
-  auto backstop = [&comm](const std::exception &e) {
-    std::cerr << (comm.distributed() ? fmt::format("[rank {}] ", comm.rank())
-                                     : std::string())
-              << "error: " << e.what()
-              << "\nhelp: this is a bug in hypipe; please report it\n";
+  // An error raised by this rank alone: said with its rank, and the others,
+  // which may wait for it forever, stopped.
+  auto failAlone = [&comm](const std::string &text) {
+    if (comm.distributed())
+      std::cerr << "[rank " << comm.rank() << "] ";
+    std::cerr << text << "\n";
     std::cerr.flush();
     if (comm.distributed())
       comm.abort(1);
     return 1;
+  };
+  // A backstop, not the way errors are reported: every input is checked
+  // where it is read, and what reaches it is a bug.
+  auto backstop = [&failAlone](const std::exception &e) {
+    return failAlone(fmt::format(
+        "error: {}\nhelp: this is a bug in hypipe; please report it",
+        e.what()));
   };
   const bool root = comm.rank() == 0;
   if (root && !startedFile.empty())
@@ -243,31 +249,19 @@ int main(int argc, char **argv) {
       std::cerr << e.what() << "\n";
     return 1;
   } catch (const std::runtime_error &e) {
-    // Raised by this rank alone (RuntimeError, or a CUDA or cuBLAS failure
-    // inside a stage): the others may wait for it forever.
-    if (comm.distributed())
-      std::cerr << "[rank " << comm.rank() << "] ";
-    std::cerr << e.what() << "\n";
-    std::cerr.flush();
-    if (comm.distributed())
-      comm.abort(1);
-    return 1;
+    // RuntimeError, or a CUDA or cuBLAS failure inside a stage.
+    return failAlone(e.what());
   } catch (const std::bad_alloc &e) {
     // The machine (or the process's limit) ran out; a size no allocation
     // can have (std::bad_array_new_length) is a bug, for the backstop.
     if (dynamic_cast<const std::bad_array_new_length *>(&e))
       return backstop(e);
-    std::cerr << (comm.distributed() ? fmt::format("[rank {}] ", comm.rank())
-                                     : std::string())
-              << "error: out of memory: this rank could not allocate what "
-                 "its stages need\nhelp: `hypipe explain SPEC` estimates the "
-                 "memory per rank; lower micro_batch_size, seq_length or "
-                 "data.max_tokens_per_microbatch, recompute activations, or "
-                 "spread the model over more ranks (pp, tp)\n";
-    std::cerr.flush();
-    if (comm.distributed())
-      comm.abort(1);
-    return 1;
+    return failAlone(
+        "error: out of memory: this rank could not allocate what its stages "
+        "need\nhelp: `hypipe explain SPEC` estimates the memory per rank; "
+        "lower micro_batch_size, seq_length or "
+        "data.max_tokens_per_microbatch, recompute activations, or spread the "
+        "model over more ranks (pp, tp)");
   } catch (const std::exception &e) {
     return backstop(e);
   }
