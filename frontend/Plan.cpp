@@ -624,24 +624,6 @@ Error checkRequest(const PlanRequest &r) {
   return Error::success();
 }
 
-/// What plan cannot write back yet: it replaces the parallel section, so a
-/// spec that pins more than the search sets, or packs, is refused.
-Error checkPlannable(const ModelSpec &spec) {
-  const ParallelSpec &par = spec.parallel;
-  const char *pinned = !par.layout.empty()        ? "parallel.layout"
-                       : !par.scheduleCsv.empty() ? "parallel.schedule_csv"
-                       : par.firstStageLayers || par.lastStageLayers
-                           ? "first_stage_layers / last_stage_layers"
-                       : spec.data.packing ? "data.packing"
-                                           : nullptr;
-  if (!pinned)
-    return Error::success();
-  return Error(Problem{
-      fmt::format("hypipe plan does not plan a spec with {} yet", pinned),
-      "remove it to let plan choose (packing: plan its unpacked twin; a "
-      "packed step's microbatch count depends on the data)"});
-}
-
 void sortFastestFirst(std::vector<PlanCandidate> &candidates) {
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const PlanCandidate &a, const PlanCandidate &b) {
@@ -827,8 +809,9 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
   auto original = parseSpec(text, request.specPath);
   if (!original)
     return makeError(llvm::toString(original.takeError()));
-  if (Error refused = checkPlannable(*original))
-    return std::move(refused);
+  // What plan cannot write back yet, at its key (ModelSpec::unplannable).
+  if (!original->unplannable.empty())
+    return makeError(original->unplannable);
   Search search{request, text,
                 request.globalBatch.value_or(specGlobalBatch(*original))};
   search.searchRecompute =

@@ -420,6 +420,8 @@ private:
   llvm::Error tensorParallelError(char part, const std::string &why);
   llvm::Error checkSequenceParallel();
   llvm::Error checkExpertParallel();
+  /// Sets ModelSpec::unplannable (never an error: only plan refuses).
+  llvm::Error notePlannable();
   llvm::Error checkMoeCapacity();
   llvm::Error padVocabulary();
   llvm::Error checkMoeNeedsSequenceParallel();
@@ -1149,7 +1151,8 @@ llvm::Error Loader::check() {
        {&Loader::checkSizes, &Loader::checkPattern, &Loader::checkModel,
         &Loader::checkParallel, &Loader::checkTraining, &Loader::checkTokenizer,
         &Loader::checkTensorParallel, &Loader::checkExpertParallel,
-        &Loader::checkRecompute, &Loader::checkPartition, &Loader::checkMemory})
+        &Loader::checkRecompute, &Loader::checkPartition, &Loader::checkMemory,
+        &Loader::notePlannable})
     if (llvm::Error err = (this->*section)())
       return err;
   return llvm::Error::success();
@@ -2171,6 +2174,28 @@ llvm::Error Loader::checkSequenceParallel() {
       below > 0 ? fmt::format("use {} or {}, or remove sequence_parallel",
                               below, above)
                 : fmt::format("use {}, or remove sequence_parallel", above));
+}
+
+/// What hypipe plan cannot write back yet, at its key: plan replaces the
+/// parallel section, so a spec that pins more than plan searches, or packs,
+/// is refused by plan (and runs everywhere else).
+llvm::Error Loader::notePlannable() {
+  const ParallelSpec &par = draft.spec.parallel;
+  if (const char *pinned = !par.layout.empty()        ? "parallel.layout"
+                           : !par.scheduleCsv.empty() ? "parallel.schedule_csv"
+                           : par.firstStageLayers
+                               ? "parallel.first_stage_layers"
+                           : par.lastStageLayers ? "parallel.last_stage_layers"
+                           : draft.spec.data.packing ? "data.packing"
+                                                     : nullptr)
+    draft.spec.unplannable = llvm::toString(error(
+        nodeForField(pinned),
+        fmt::format("hypipe plan does not plan a spec with {} yet", pinned),
+        pinned == std::string("data.packing")
+            ? "plan the spec's unpacked twin (without data.packing): a "
+              "packed step's microbatch count depends on the data"
+            : fmt::format("remove {} to let plan choose the layout", pinned)));
+  return llvm::Error::success();
 }
 
 /// Megatron-LM's expert grid (parallel_state.initialize_model_parallel, MoE

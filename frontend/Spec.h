@@ -232,6 +232,10 @@ struct ModelSpec {
   /// it can. hypipe compile (an artifact) and hypipe train print it and
   /// stop.
   std::string unrunnable;
+  /// Why hypipe plan cannot plan this spec yet, rendered at the key that
+  /// pins it (plan replaces the parallel section, so a spec that pins more
+  /// than plan searches, or packs, is refused); empty when it can.
+  std::string unplannable;
 
   /// The cost-model inputs of this spec, for its current placement's pp/vpp.
   AutoPartitionRequest partitionRequest() const;

@@ -376,6 +376,9 @@ int runPlan(const PlanOptions &o) {
   if (llvm::Expected<ModelSpec> spec = parseSpec(*text, o.spec); !spec) {
     llvm::errs() << llvm::toString(spec.takeError());
     return 1;
+  } else if (!spec->unplannable.empty()) { // the key plan cannot write back
+    llvm::errs() << spec->unplannable;
+    return 1;
   }
   if (!o.costs.empty()) {
     Expected<MeasuredCosts> costs = readMeasuredCosts(o.costs);
