@@ -35,9 +35,10 @@ cat > "$out/env.sh" <<'ENV'
 # LD_LIBRARY_PATH to the bundle's lib/, OpenBLAS unpacked outside the bundle
 # when it travels compressed (lib/libopenblas.so.0.xz, unpacked once into a
 # private folder under $TMPDIR), the node's CUDA toolkit, what was on the path
-# before, and last the NCCL and cuDNN of the node's Python environments (the
-# nvidia-nccl and nvidia-cudnn packages PyTorch brings), for a node that has
-# them nowhere else.
+# before, and last the NCCL, cuDNN and CUDA runtime of the node's Python
+# environments (the nvidia-nccl, nvidia-cudnn and nvidia-cuda-runtime packages
+# PyTorch brings; cuDNN's fused attention opens libcudart.so.13), for a node
+# that has them nowhere else.
 cuda=${CUDA_HOME:-/usr/local/cuda}
 path="$here/lib"
 if [ -f "$here/lib/libopenblas.so.0.xz" ] && [ ! -f "$here/lib/libopenblas.so.0" ]; then
@@ -63,7 +64,7 @@ path="$path:$cuda/lib64:$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 python=$(command -v python3 || true)
 for site in "${python%/bin/python3}"/lib/python3*/site-packages /opt/*/.venv/lib/python3*/site-packages \
   /usr/local/lib/python3*/dist-packages "$HOME"/.local/lib/python3*/site-packages; do
-  for lib in nccl cudnn; do
+  for lib in nccl cudnn cu13; do
     [ -d "$site/nvidia/$lib/lib" ] && path="$path:$site/nvidia/$lib/lib"
   done
 done

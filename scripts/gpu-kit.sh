@@ -107,6 +107,12 @@ compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cuda -o "$kit/
 compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cpu -o "$kit/art/tiny-cpu"
 compile "$root/examples/packed-sft.yaml" --pp 1 --vpp 4 --target cuda -o "$kit/art/packed"
 compile "$root/examples/packed-sft.yaml" --pp 1 --vpp 4 --target cpu -o "$tmp/packed-cpu"
+# cuDNN's fused attention (issue 54) on ragged microbatches: the packed
+# example in bf16, against the cpu target's bf16 losses.
+compile "$root/examples/packed-sft.yaml" --pp 1 --vpp 4 --target cuda --dtype bf16 \
+  -o "$kit/art/packed-bf16"
+compile "$root/examples/packed-sft.yaml" --pp 1 --vpp 4 --target cpu --dtype bf16 \
+  -o "$tmp/packed-cpu-bf16"
 compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cuda --dtype bf16 -o "$kit/art/tiny-bf16"
 compile "$root/examples/hybrid-tiny.yaml" --pp 1 --vpp 4 --target cpu --dtype bf16 -o "$tmp/tiny-cpu-bf16"
 compile "$root/bench/specs/gpu-bench.yaml" --target cuda -o "$kit/art/gpu-bench"
@@ -121,6 +127,7 @@ cpu_losses() { "$run" "$1" -q --json-log "$kit/cpu/$2.jsonl" "${@:3}" > /dev/nul
 cpu_losses "$kit/art/tiny-cpu" tiny --steps 200 --data "$kit/data/licenses.txt"
 cpu_losses "$kit/art/tiny-cpu" tiny-20 --steps 20 --lr-decay-steps 20 --data "$kit/data/licenses.txt"
 cpu_losses "$tmp/packed-cpu" packed --steps 30
+cpu_losses "$tmp/packed-cpu-bf16" packed-bf16 --steps 30
 cpu_losses "$tmp/tiny-cpu-bf16" tiny-bf16 --steps 200 --data "$kit/data/licenses.txt"
 # Several ranks on the one GPU (the transports suite): pp 2 x vpp 2 x dp 2
 # with the distributed optimizer, four ranks over mpi-staged, held to the

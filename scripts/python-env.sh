@@ -12,8 +12,10 @@ venv=${HYPIPE_VENV:-$HOME/.cache/hypipe/venv}
 requirements=(torch==2.15.0 transformers==5.24.0)
 # Installed without their dependencies, into the environment as it is:
 # megatron-core's parallel_state imports with torch alone (it warns that
-# Transformer Engine and Apex are missing), for test/cli/grid.test.
-extras=(megatron-core==0.16.1)
+# Transformer Engine and Apex are missing), for test/cli/grid.test; the
+# cudnn-frontend's C++ headers (site-packages/include), which the build
+# compiles cuDNN's fused attention with (runtime/kernels/cuda/CMakeLists.txt).
+extras=(megatron-core==0.16.1 nvidia-cudnn-frontend==1.32.0)
 # Installed with their dependencies: TensorBoard's own event reader
 # (EventAccumulator), for test/e2e/tensorboard.test.
 readers=(tensorboard==2.21.0)
@@ -32,7 +34,7 @@ else
   "$venv/bin/python" -c "import torch, transformers; print('python-env: torch', torch.__version__, 'transformers', transformers.__version__)"
   echo "${requirements[*]}" > "$stamp"
 fi
-# The extras alone: a few MB, added to (or changed in) the environment above
+# The extras alone: a few tens of MB, added to (or changed in) the environment above
 # without remaking it.
 echo "python-env: adding ${extras[*]} to $venv (without dependencies)"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir --no-deps "${extras[@]}"

@@ -13,7 +13,7 @@ mkdir -p "$out"
 sources=$(cd "$root" && ls runtime/kernels/cuda/*.cu)
 for s in $sources; do
   # nvcc -M lists every header the file includes; keep the repository's.
-  (cd "$root" && "$nvcc" -M -std=c++17 -I. -DHYPIPE_HAVE_CUDA "$s") |
+  (cd "$root" && "$nvcc" -M -std=c++17 -I. -DHYPIPE_HAVE_CUDA -DHYPIPE_HAVE_FUSED_ATTENTION "$s") |
     tr -s ' \\' '\n' | sed -n 's|^\./||; /^[a-z].*\.\(h\|cuh\|cu\|inc\)$/p' | sort -u
 done | sort -u | while read -r f; do
   [[ -f $root/$f ]] || continue
@@ -32,13 +32,21 @@ nvcc=${NVCC:-${CUDA_HOME:-/usr/local/cuda}/bin/nvcc}
 jobs=${HYPIPE_JOBS:-$(nproc)}
 objs=$(mktemp -d)
 trap 'rm -rf "$objs"' EXIT
+lib="$here/../bundle/lib"
 flags=(-O3 -DNDEBUG -std=c++17 -Xcompiler=-fPIC -DHYPIPE_HAVE_CUDA -I"$here"
   -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90)
+# cuDNN's fused attention is a library of its own (built where the
+# cudnn-frontend headers are): the kernels call it when the kit has it.
+fused=()
+if [[ -f $lib/libhypipe_fused_attention.so ]]; then
+  flags+=(-DHYPIPE_HAVE_FUSED_ATTENTION)
+  fused=(-L"$lib" -lhypipe_fused_attention)
+fi
 ls "$here"/runtime/kernels/cuda/*.cu | xargs -P "$jobs" -I{} sh -c \
   '"$0" "$@" -c "{}" -o "'"$objs"'/$(basename "{}" .cu).o"' "$nvcc" "${flags[@]}"
-"$nvcc" -shared -o "$here/../bundle/lib/libhypipe_kernels_cuda.so" "$objs"/*.o \
-  -lcublas -lcublasLt -cudart static
-echo "rebuilt $here/../bundle/lib/libhypipe_kernels_cuda.so"
+"$nvcc" -shared -o "$lib/libhypipe_kernels_cuda.so" "$objs"/*.o \
+  "${fused[@]}" -lcublas -lcublasLt -cudart static
+echo "rebuilt $lib/libhypipe_kernels_cuda.so"
 REBUILD
 chmod +x "$out/rebuild.sh"
 echo "kernels: $(find "$out" -type f | wc -l) files in $out"

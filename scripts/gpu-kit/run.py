@@ -91,7 +91,7 @@ def ref_check(spec):
              "py/compare_dumps.py", "py/torch_reference.py"])
 
 
-def bf16_check(spec, tol):
+def bf16_check(spec, tol, env="", name=None):
     """The CUDA bf16 step of a reference spec against the CPU's bf16
     emulation (docs/precision.md: the same rounding points, so the two
     differ only where a sum's order moves a value across a bf16 rounding
@@ -100,10 +100,12 @@ def bf16_check(spec, tol):
     model under the fp32 rules is printed beside it (a figure, not a
     condition): a run far from both is a bug, one near the bf16 rules only is
     accumulation order on the tensor cores."""
-    dump = f"$WORK/{spec}-bf16.safetensors"
+    name = name or f"bf16-{spec}"
+    dump = f"$WORK/{name}.safetensors"
     return Check(
-        f"bf16-{spec}",
-        f"{RUN} art/{spec}-bf16 --steps 1 --dump-step {dump} -q --data {DATA}"
+        name,
+        f"{env + ' ' if env else ''}{RUN} art/{spec}-bf16 --steps 1 --dump-step {dump} -q"
+        f" --data {DATA}"
         f" && python3 py/compare_dumps.py cpu/{spec}-bf16.safetensors {dump} {tol} vs_cpu_bf16"
         f" && python3 py/torch_reference.py art/{spec}-bf16 {dump} --tol {tol}"
         " --figure vs_float64_bf16_rules"
@@ -147,6 +149,40 @@ def saved_bf16_check():
         " $WORK/saved-packed.safetensors 1e-3 vs_cpu_bf16", 10,
         ["art/all-kinds-bf16-gpipe/manifest.json",
          "cpu/all-kinds-bf16-gpipe.safetensors", "py/compare_dumps.py", RUN])
+
+
+def fused_attention_check():
+    """cuDNN's fused attention (runtime/kernels/cuda/FusedAttention.h)
+    required (HYPIPE_FUSED_ATTN=1: a missing cuDNN or plan fails the check)
+    on packed samples, every microbatch ragged: 30 steps of the packed
+    example in bf16 against the cpu target's bf16 losses, at bf16-tiny-200's
+    tolerance (cuDNN rounds the probabilities to bf16 before P V, the CPU's
+    emulation does not: docs/cuda.md)."""
+    return Check(
+        "fused-attention-packed",
+        f"HYPIPE_FUSED_ATTN=1 {RUN} art/packed-bf16 --steps 30 --json-log"
+        " $WORK/fused-attention-packed.jsonl -q && python3 py/losses.py"
+        " cpu/packed-bf16.jsonl $WORK/fused-attention-packed.jsonl"
+        " --first-rtol 2e-3 --rtol 2e-2", 10,
+        ["art/packed-bf16/manifest.json", "cpu/packed-bf16.jsonl", "py/losses.py", RUN])
+
+
+def bench_check(name, art, steps, peak, timeout, env="", kernel_times=True):
+    """The benchmark model: tokens/s and MFU (and, with the CUPTI injection
+    library, the time of every kernel class) over `steps` steps."""
+    times = f"$WORK/kernel_times_{name}.csv"
+    command = (f"CUDA_INJECTION64_PATH=$KIT/probes/libkernel_times.so HYPIPE_KERNEL_TIMES={times} "
+               if kernel_times else "")
+    command += (f"{env + ' ' if env else ''}{RUN} art/{art} --steps {steps}"
+                f" --json-log $WORK/{name}.jsonl -q --data {DATA}"
+                f" && python3 run.py --bench-figures $WORK/{name}.jsonl")
+    needs = [f"art/{art}/manifest.json", "art/gpu-bench.explain.json", "art/gpu-bench.size"]
+    if kernel_times:
+        command += (f" && python3 probes/classify_kernels.py {times} --steps {steps}"
+                    " --gemm-flops $(awk '/^gemm_flops_per_token/ {printf \"%.0f\", $2 * 4096}'"
+                    f" art/gpu-bench.size) --peak-tflops {peak}")
+        needs += ["probes/libkernel_times.so", "probes/classify_kernels.py"]
+    return Check(name, command, timeout, needs)
 
 
 def memcheck(name, art):
@@ -229,30 +265,22 @@ SUITES = [
                      f"--data {DATA}"),
         memcheck("bf16-memcheck", "all-kinds-bf16"),
         saved_bf16_check(),
+        fused_attention_check(),
+        # The hand-written attention kernels in bf16 (HYPIPE_FUSED_ATTN=0;
+        # plan all): what tells a failure of bf16-all-kinds, which takes
+        # cuDNN's fused attention where it is found, apart.
+        bf16_check("all-kinds", "1e-3", "HYPIPE_FUSED_ATTN=0", "bf16-native-attention"),
     ], "bf16 (issue 33): the CUDA kernels against the CPU's exact emulation and"
        " PyTorch under the same rules, 200 steps, memcheck"),
     Suite("bench", [
         # One run gives tokens/s, MFU and the time per kernel class: the
         # CUPTI injection library times every kernel of the same steps.
-        Check("gpu-bench-bf16", f"CUDA_INJECTION64_PATH=$KIT/probes/libkernel_times.so"
-              f" HYPIPE_KERNEL_TIMES=$WORK/kernel_times_bf16.csv {RUN} art/gpu-bench-bf16"
-              f" --steps 4 --json-log $WORK/bench-bf16.jsonl -q --data {DATA}"
-              " && python3 run.py --bench-figures $WORK/bench-bf16.jsonl"
-              " && python3 probes/classify_kernels.py $WORK/kernel_times_bf16.csv --steps 4"
-              " --gemm-flops $(awk '/^gemm_flops_per_token/ {printf \"%.0f\", $2 * 4096}'"
-              " art/gpu-bench.size) --peak-tflops 989", 45,
-              ["art/gpu-bench-bf16/manifest.json", "art/gpu-bench.explain.json",
-               "probes/libkernel_times.so", "probes/classify_kernels.py",
-               "art/gpu-bench.size"]),
-        Check("gpu-bench-fp32", f"CUDA_INJECTION64_PATH=$KIT/probes/libkernel_times.so"
-              f" HYPIPE_KERNEL_TIMES=$WORK/kernel_times.csv {RUN} art/gpu-bench"
-              f" --steps 3 --json-log $WORK/bench.jsonl -q --data {DATA}"
-              " && python3 run.py --bench-figures $WORK/bench.jsonl"
-              " && python3 probes/classify_kernels.py $WORK/kernel_times.csv --steps 3"
-              " --gemm-flops $(awk '/^gemm_flops_per_token/ {printf \"%.0f\", $2 * 4096}'"
-              " art/gpu-bench.size) --peak-tflops 67", 45,
-              ["art/gpu-bench/manifest.json", "art/gpu-bench.explain.json",
-               "probes/libkernel_times.so", "art/gpu-bench.size"]),
+        # bf16 with cuDNN's fused attention required, then (the switch of
+        # issue 54's piece) with the hand-written attention kernels.
+        bench_check("gpu-bench-bf16", "gpu-bench-bf16", 4, 989, 45, "HYPIPE_FUSED_ATTN=1"),
+        bench_check("gpu-bench-bf16-native-attn", "gpu-bench-bf16", 3, 989, 35,
+                    "HYPIPE_FUSED_ATTN=0"),
+        bench_check("gpu-bench-fp32", "gpu-bench", 3, 67, 45),
     ], "hypipe on the benchmark model: tokens/s, MFU, time per kernel class"),
     Suite("baselines", [
         # cuBLAS as the tensor cores give it (bf16 operands) and in hypipe's
@@ -368,17 +396,18 @@ DEFAULT_PLAN = [
     "correctness:ref-mtp", "correctness:ref-gdn", "correctness:ref-mla", "correctness:ref-dsa",
     "correctness:recompute-bitwise",
     "bf16:bf16-all-kinds", "bf16:bf16-untied-rope", "bf16:bf16-gelu", "bf16:bf16-mtp",
-    "bf16:bf16-gdn", "bf16:bf16-mla",
-    "bench:gpu-bench-bf16",
+    "bf16:bf16-gdn", "bf16:bf16-mla", "bf16:fused-attention-packed",
+    "bench:gpu-bench-bf16", "bench:gpu-bench-bf16-native-attn",
     "baselines:cublas-gemm",
-    "correctness:tiny-200", "correctness:packed-30", "correctness:checkpoint-gpu-to-cpu",
+    "correctness:packed-30", "correctness:checkpoint-gpu-to-cpu",
     "bf16:bf16-tiny-200",
     "correctness:memcheck",
     "transports:nccl-size-1", "transports:mpi-staged-4", "transports:p2d2-staged",
     "transports:p2d2-staged-bf16", "transports:p2d2-staged-buckets",
     "transports:tp2-sp-staged", "transports:tp2-ep2-staged",
-    "transports:tp2-ep2-a2a-staged", "transports:kill-one-rank",
-    "probes:cudnn-sdpa",
+    # correctness:tiny-200, transports:tp2-ep2-a2a-staged and kill-one-rank
+    # and probes:cudnn-sdpa (43 s) made room for cuDNN's fused attention
+    # (issue 54) and its native-kernel bench beside it.
     # baselines:torch-train-step (44 s) made room for the two G checks
     # above, bf16:bf16-memcheck (20 s) for the D one: they run in plan `all`
     # or by name.

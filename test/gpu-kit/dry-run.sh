@@ -38,8 +38,12 @@ limits = sum(c["limit_s"] for c in r["checks"])
 assert limits <= 420, f"the default plan's limits add up to {limits} s, over 420"
 names = [c["suite"] + ":" + c["name"] for c in r["checks"]]
 assert names[:2] == ["environment:device", "environment:libraries"], names[:2]
-assert names[-1] == "probes:cudnn-sdpa", names[-1]
+assert names[-1] == "transports:tp2-ep2-staged", names[-1]
 assert "correctness:ref-gdn" in names and "bf16:bf16-gdn" in names, names
+# cuDNN's fused attention (issue 54) and the bench without it, side by side.
+assert "bf16:fused-attention-packed" in names, names
+assert names.index("bench:gpu-bench-bf16-native-attn") == \
+    names.index("bench:gpu-bench-bf16") + 1, names
 print(f"default plan: {len(names)} checks, limits {limits} s")
 PY
 grep -q "^| bench | skipped: no GPU" "$work/out/results.md" ||

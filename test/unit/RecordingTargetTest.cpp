@@ -93,11 +93,11 @@ void RecordingKernels::rope(const AttentionShape &, const TokenShape &, float *,
   record(sign > 0 ? "rope +" : "rope -");
 }
 void RecordingKernels::coreForward(const AttentionShape &, const TokenShape &,
-                                   AttnSaved &) {
+                                   AttnSaved &) const {
   record("coreForward");
 }
 void RecordingKernels::coreBackward(const AttentionShape &, const TokenShape &,
-                                    AttnSaved &, const float *, float *) {
+                                    AttnSaved &, const float *, float *) const {
   record("coreBackward");
 }
 void RecordingKernels::convForward(const MambaShape &, const TokenShape &,

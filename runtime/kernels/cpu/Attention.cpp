@@ -255,12 +255,12 @@ void Kernels::rope(const AttentionShape &s, const TokenShape &t, float *qkv,
 }
 
 void Kernels::coreForward(const AttentionShape &s, const TokenShape &t,
-                          AttnSaved &a) {
+                          AttnSaved &a) const {
   cpu::coreForward(s, t, a);
 }
 
 void Kernels::coreBackward(const AttentionShape &s, const TokenShape &t,
-                           AttnSaved &a, const float *dctx, float *rows) {
+                           AttnSaved &a, const float *dctx, float *rows) const {
   cpu::coreBackward(s, t, a, dctx, rows);
 }
 

@@ -8,10 +8,20 @@
 // probabilities from it (dK/dV per key row, dQ per query row). One causal
 // block per sequence: packed samples never see one another.
 //
+// A bf16 call takes cuDNN's fused attention instead where it is built and
+// found (FusedAttention.h; HYPIPE_FUSED_ATTN=0 keeps these kernels): the
+// qkv rows are split into bf16 Q, K, V, and the gradients joined back.
+//
 //===----------------------------------------------------------------------===//
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/cuda/Primitives.cuh"
+
+#ifdef HYPIPE_HAVE_FUSED_ATTENTION
+#include "runtime/kernels/cuda/FusedAttention.h"
+#include "runtime/kernels/cuda/QkvColumns.h"
+#include <cuda_bf16.h>
+#endif
 
 #include <cfloat>
 #include <string>
@@ -341,6 +351,202 @@ template <int D> struct Backward {
   }
 };
 
+#ifdef HYPIPE_HAVE_FUSED_ATTENTION
+using bf16 = __nv_bfloat16;
+
+/// Q [T, heads, D], K and V [T, groups, D] in bf16 from the interleaved
+/// fp32 qkv rows (split), or the fp32 rows from the bf16 gradients (join).
+template <bool Split>
+__global__ void qkvKernel(int64_t T, Heads hd, float *qkv, bf16 *q, bf16 *k,
+                          bf16 *v) {
+  int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= T * hd.Wd)
+    return;
+  const int64_t row = idx / hd.Wd;
+  const QkvColumn c = qkvColumn(hd.heads, hd.groups, hd.D, int(idx % hd.Wd));
+  bf16 *part = c.which == 0 ? q : c.which == 1 ? k : v;
+  const int64_t heads = c.which == 0 ? hd.heads : hd.groups;
+  bf16 &e = part[(row * heads + c.head) * hd.D + c.d];
+  if (Split)
+    e = __float2bfloat16_rn(qkv[idx]);
+  else
+    qkv[idx] = __bfloat162float(e);
+}
+
+__global__ void toBf16Kernel(int64_t n, const float *x, bf16 *y) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void toFloatKernel(int64_t n, const bf16 *x, float *y) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    y[i] = __bfloat162float(x[i]);
+}
+
+/// Each sequence's length and, for sequences 0..B, its first row times
+/// each tensor's elements per token (cuDNN's ragged offsets).
+__global__ void raggedKernel(Seqs seqs, int B, int perQ, int perKV,
+                             int perStats, int32_t *lengths, int32_t *qOff,
+                             int32_t *kvOff, int32_t *statsOff) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i > B)
+    return;
+  const int first = seqs.start(i); // cu[B] (or B * seq) past the last
+  if (i < B)
+    lengths[i] = seqs.length(i);
+  qOff[i] = first * perQ;
+  kvOff[i] = first * perKV;
+  statsOff[i] = first * perStats;
+}
+
+/// Device memory of the fused calls (a GrowingBuffer), carved in 256-byte
+/// aligned pieces.
+class FusedScratch {
+public:
+  /// Starts a carving of at least `bytes` (the sum of what will be taken).
+  void reserve(int64_t bytes) {
+    base_ = static_cast<char *>(
+        buffer_.bytes(bytes, "cudaMallocAsync (fused attention scratch)"));
+    used_ = 0;
+  }
+  template <typename T> T *take(int64_t n) {
+    auto *p = reinterpret_cast<T *>(base_ + used_);
+    used_ += aligned(n * int64_t(sizeof(T)));
+    return p;
+  }
+  static int64_t aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+private:
+  GrowingBuffer buffer_;
+  char *base_ = nullptr;
+  int64_t used_ = 0;
+};
+
+FusedScratch &fusedScratch() {
+  static FusedScratch *scratch = new FusedScratch; // as long as the process
+  return *scratch;
+}
+
+fused::Problem problemOf(const AttentionShape &s, const Tokens &t) {
+  fused::Problem p;
+  p.sequences = t.shape.sequences();
+  p.tokens = t.tokens();
+  p.maxLength = t.maxLength();
+  p.heads = s.heads;
+  p.groups = s.groups;
+  p.headDim = s.headDim;
+  p.scale = s.scoreScale();
+  return p;
+}
+
+/// One fused call's bf16 tensors and index arrays, carved from the scratch.
+struct FusedCall {
+  fused::Problem p;
+  fused::Buffers b;
+  bf16 *q, *k, *v, *o;
+  void *workspace;
+
+  FusedCall(const fused::Problem &problem, const Seqs &seqs,
+            int64_t workspaceBytes, bool backward)
+      : p(problem) {
+    const int64_t qn = p.tokens * p.heads * p.headDim,
+                  kvn = p.tokens * p.groups * p.headDim, idx = p.sequences + 1,
+                  qParts = backward ? 4 : 2, kvParts = backward ? 4 : 2;
+    FusedScratch &s = fusedScratch();
+    s.reserve(qParts * FusedScratch::aligned(2 * qn) +
+              kvParts * FusedScratch::aligned(2 * kvn) +
+              4 * FusedScratch::aligned(4 * idx) +
+              FusedScratch::aligned(workspaceBytes));
+    q = s.take<bf16>(qn);
+    k = s.take<bf16>(kvn);
+    v = s.take<bf16>(kvn);
+    o = s.take<bf16>(qn);
+    b.q = q;
+    b.k = k;
+    b.v = v;
+    b.o = o;
+    if (backward) {
+      b.dO = s.take<bf16>(qn);
+      b.dq = s.take<bf16>(qn);
+      b.dk = s.take<bf16>(kvn);
+      b.dv = s.take<bf16>(kvn);
+    }
+    auto *lengths = s.take<int32_t>(idx), *qOff = s.take<int32_t>(idx),
+         *kvOff = s.take<int32_t>(idx), *statsOff = s.take<int32_t>(idx);
+    b.seqLens = lengths;
+    b.qOffsets = qOff;
+    b.kvOffsets = kvOff;
+    b.statsOffsets = statsOff;
+    workspace = s.take<char>(workspaceBytes);
+    raggedKernel<<<blocksFor(idx), 256, 0, stream()>>>(
+        seqs, int(p.sequences), int(p.heads * p.headDim),
+        int(p.groups * p.headDim), int(p.heads), lengths, qOff, kvOff,
+        statsOff);
+    launched("fused attention offsets");
+  }
+
+  void split(const Heads &hd, const float *qkv) {
+    qkvKernel<true><<<blocksFor(p.tokens * hd.Wd), 256, 0, stream()>>>(
+        p.tokens, hd, const_cast<float *>(qkv), q, k, v);
+    launched("fused attention split qkv");
+  }
+};
+
+void toBf16(const float *x, void *y, int64_t n) {
+  toBf16Kernel<<<blocksFor(n), 256, 0, stream()>>>(n, x,
+                                                   static_cast<bf16 *>(y));
+  launched("fused attention to bf16");
+}
+
+/// The fused forward, or false when cuDNN has no plan (the caller runs the
+/// hand-written kernels).
+bool fusedForward(const Geometry &g, const AttentionShape &s, const Tokens &t,
+                  AttnSaved &a) {
+  const fused::Problem p = problemOf(s, t);
+  const int64_t workspace = fused::prepare(p, fused::Pass::Forward, stream());
+  if (workspace < 0)
+    return false;
+  FusedCall call(p, g.seqs, workspace, false);
+  call.split(g.hd, a.qkv);
+  const int64_t qn = p.tokens * p.heads * p.headDim;
+  check(cudaMemsetAsync(call.o, 0, size_t(2 * qn), stream()),
+        "cudaMemsetAsync");
+  call.b.stats = a.softmax;
+  fused::run(p, fused::Pass::Forward, call.b, call.workspace, stream());
+  toFloatKernel<<<blocksFor(qn), 256, 0, stream()>>>(qn, call.o, a.ctx);
+  launched("fused attention from bf16");
+  return true;
+}
+
+bool fusedBackward(const Geometry &g, const AttentionShape &s, const Tokens &t,
+                   AttnSaved &a, const float *dctx) {
+  const fused::Problem p = problemOf(s, t);
+  const int64_t workspace = fused::prepare(p, fused::Pass::Backward, stream());
+  if (workspace < 0)
+    return false;
+  FusedCall call(p, g.seqs, workspace, true);
+  call.split(g.hd, a.qkv);
+  const int64_t qn = p.tokens * p.heads * p.headDim,
+                kvn = p.tokens * p.groups * p.headDim;
+  toBf16(a.ctx, call.o, qn);
+  toBf16(dctx, const_cast<void *>(call.b.dO), qn);
+  // Rows outside every sequence (a padded tail) get zero gradients.
+  for (auto [ptr, n] : {std::pair<void *, int64_t>{call.b.dq, qn},
+                        {call.b.dk, kvn},
+                        {call.b.dv, kvn}})
+    check(cudaMemsetAsync(ptr, 0, size_t(2 * n), stream()), "cudaMemsetAsync");
+  call.b.stats = a.softmax;
+  fused::run(p, fused::Pass::Backward, call.b, call.workspace, stream());
+  qkvKernel<false><<<blocksFor(p.tokens * g.hd.Wd), 256, 0, stream()>>>(
+      p.tokens, g.hd, a.dqkv, static_cast<bf16 *>(call.b.dq),
+      static_cast<bf16 *>(call.b.dk), static_cast<bf16 *>(call.b.dv));
+  launched("fused attention join dqkv");
+  return true;
+}
+#endif // HYPIPE_HAVE_FUSED_ATTENTION
+
 } // namespace
 
 void Kernels::rope(const AttentionShape &s, const Tokens &t, float *qkv,
@@ -358,19 +564,30 @@ void Kernels::rope(const AttentionShape &s, const Tokens &t, float *qkv,
 /// The core forward: a.qkv to a.ctx and each row's log-sum-exp in
 /// a.softmax (recipes/Attention.h).
 void Kernels::coreForward(const AttentionShape &s, const Tokens &t,
-                          AttnSaved &a) {
-  if (t.tokens() > 0)
-    byHeadDim<Forward>(s.headDim, geometry(s, t, s.heads), a.qkv, a.ctx,
-                       a.softmax);
+                          AttnSaved &a) const {
+  if (t.tokens() == 0)
+    return;
+  const Geometry g = geometry(s, t, s.heads);
+#ifdef HYPIPE_HAVE_FUSED_ATTENTION
+  if (activations == DType::BF16 && fused::enabled() &&
+      fusedForward(g, s, t, a))
+    return;
+#endif
+  byHeadDim<Forward>(s.headDim, g, a.qkv, a.ctx, a.softmax);
 }
 
 /// The core backward: a.dqkv whole from the context's gradient `dctx`;
 /// `rows` is [T, heads] of scratch for each row's dO . O.
 void Kernels::coreBackward(const AttentionShape &s, const Tokens &t,
-                           AttnSaved &a, const float *dctx, float *rows) {
+                           AttnSaved &a, const float *dctx, float *rows) const {
   const int64_t T = t.tokens();
   if (T == 0)
     return;
+#ifdef HYPIPE_HAVE_FUSED_ATTENTION
+  if (activations == DType::BF16 && fused::enabled() &&
+      fusedBackward(geometry(s, t, s.heads), s, t, a, dctx))
+    return;
+#endif
   deltaKernel<<<blocksFor(T * s.heads), 256, 0, stream()>>>(
       T, int(s.heads), int(s.headDim), dctx, a.ctx, rows);
   launched("attention delta");

@@ -94,7 +94,7 @@ public:
   CudaTarget(int ordinal, cuda::StagePassRunner runStages)
       : info(cuda::open(ordinal)), runStages(runStages) {}
   ~CudaTarget() override {
-    for (void *p : {static_cast<void *>(partial), segmentTable, scratch})
+    for (void *p : {static_cast<void *>(partial), segmentTable})
       if (p)
         cudaFreeAsync(p, stream());
   }
@@ -338,18 +338,9 @@ private:
     return partial;
   }
 
-  /// A device buffer of at least `bytes`, grown on demand, stream-ordered:
-  /// the old one is freed after the work queued on it, without waiting.
+  /// A device buffer of at least `bytes` (cuda::GrowingBuffer).
   void *scratchBytes(int64_t bytes) {
-    if (bytes > scratchSize) {
-      if (scratch)
-        check(cudaFreeAsync(scratch, stream()), "cudaFreeAsync");
-      scratch = nullptr;
-      check(cudaMallocAsync(&scratch, size_t(bytes), stream()),
-            "cudaMallocAsync");
-      scratchSize = bytes;
-    }
-    return scratch;
+    return scratch.bytes(bytes, "cudaMallocAsync (scratch)");
   }
 
   cuda::DeviceInfo info;
@@ -358,8 +349,7 @@ private:
   int64_t partialBytes = 0;
   void *segmentTable = nullptr;
   int64_t segmentBytes = 0;
-  void *scratch = nullptr;
-  int64_t scratchSize = 0;
+  cuda::GrowingBuffer scratch;
   int64_t allocated = 0;
 };
 

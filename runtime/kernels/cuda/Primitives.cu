@@ -464,6 +464,23 @@ void scatterAddRows(int64_t T, int64_t n, const int32_t *ids, const float *dy,
   launched("row scatter-add");
 }
 
+GrowingBuffer::~GrowingBuffer() {
+  if (base_)
+    cudaFreeAsync(base_, stream());
+}
+
+void *GrowingBuffer::bytes(int64_t bytes, const char *what) {
+  if (bytes > size_) {
+    if (base_)
+      check(cudaFreeAsync(base_, stream()), "cudaFreeAsync");
+    base_ = nullptr;
+    size_ = 0;
+    check(cudaMallocAsync(&base_, size_t(bytes), stream()), what);
+    size_ = bytes;
+  }
+  return base_;
+}
+
 float readBack(const float *x) {
   float v = 0;
   check(cudaMemcpyAsync(&v, x, sizeof(float), cudaMemcpyDeviceToHost, stream()),

@@ -108,6 +108,23 @@ void zero(float *x, int64_t n);
 /// Reads one float back (synchronises the stream).
 float readBack(const float *x);
 
+/// A device buffer of at least the bytes last asked for, grown on demand and
+/// stream-ordered: the old one is freed after the work queued on it, without
+/// waiting. Freed (stream-ordered) with its owner.
+class GrowingBuffer {
+public:
+  GrowingBuffer() = default;
+  GrowingBuffer(const GrowingBuffer &) = delete;
+  GrowingBuffer &operator=(const GrowingBuffer &) = delete;
+  ~GrowingBuffer();
+  /// The buffer, of at least `bytes`; `what` names it in an error.
+  void *bytes(int64_t bytes, const char *what);
+
+private:
+  void *base_ = nullptr;
+  int64_t size_ = 0;
+};
+
 /// y[i] = table[ids[i]] for T rows of n floats (an embedding lookup).
 void gatherRows(int64_t T, int64_t n, const float *table, const int32_t *ids,
                 float *y);
