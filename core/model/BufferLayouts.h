@@ -453,10 +453,10 @@ inline void expertOffsets(const MoeShape &s, const int32_t *counts,
     off[e + 1] = off[e] + counts[e];
 }
 
-/// x, xn, rstd, logits turned probabilities (then their gradient for W),
-/// loss mask, labels (int32).
+/// x, xn, rstd, the logits (then their gradient, for W), each row's
+/// softmax statistics, loss mask, labels (int32).
 struct HeadSaved {
-  float *x, *xn, *rstd, *probs, *mask;
+  float *x, *xn, *rstd, *logits, *rowMax, *rowScale, *mask;
   int32_t *labels;
 };
 
@@ -469,9 +469,15 @@ inline HeadSaved headSaved(int64_t vocab, int64_t hidden, const TokenShape &t,
   h.x = c.keep(T * hidden, SavedType::Activation);
   h.xn = c.keep(T * hidden, SavedType::Activation);
   h.rstd = c.keep(T, SavedType::F32);
-  // fp32 probabilities (Megatron upcasts the logits for the loss); the
-  // weight pass's dlogits after I, bf16 values in fp32 room.
-  h.probs = c.keep(T * vocab, SavedType::F32);
+  // The output layer's logits as it writes them (bf16 in a bf16 run), kept
+  // rather than their fp32 softmax: the backward recomputes each
+  // probability, exp(logit - rowMax) * rowScale, from the row's largest
+  // logit and its 1 / sum of exponentials (over the whole vocabulary), the
+  // same float operations the loss made. After I they hold the logits'
+  // gradient for W, rounded as the output layer's input gradient is.
+  h.logits = c.keep(T * vocab, SavedType::Activation);
+  h.rowMax = c.keep(T, SavedType::F32);
+  h.rowScale = c.keep(T, SavedType::F32);
   h.mask = c.keep(T, SavedType::F32);
   h.labels = c.keepIndices(T);
   return h;

@@ -253,7 +253,8 @@ inline ParamSpec embeddingTableParam(int64_t vocab, int64_t hidden) {
 inline int64_t lmLossSavedFloats(const TokenShape &t, int64_t hidden,
                                  int64_t vocab) {
   int64_t T = t.tokens();
-  return T * (2 * hidden + 1 + vocab) + 2 * T;
+  // x, xn, rstd, the logits; each row's max, scale, mask and label.
+  return T * (2 * hidden + 1 + vocab) + 4 * T;
 }
 
 /// Workspace of a language-model loss: the normed output's gradient

@@ -131,12 +131,19 @@ TEST(SavedLayouts, StatisticsAndIndicesKeepFourBytes) {
                             {T * a.contextWidth(), act},
                             {T * a.qkvWidth(), act},
                             {T * a.hidden, act}}));
-  // The head's probabilities are fp32 (the loss's softmax), its labels
-  // int32.
-  const auto head = typesOf(headShape(d));
-  ASSERT_EQ(head.size(), 6u);
-  EXPECT_EQ(head[3], std::make_pair(T * d.vocab, f32));
-  EXPECT_EQ(head[5], std::make_pair(T, i32));
+  // The head keeps the logits as activations (its largest tensor: two
+  // bytes a value packed), each row's max and scale and the mask in fp32,
+  // the labels in int32.
+  const int64_t H = d.hidden;
+  EXPECT_EQ(typesOf(headShape(d)),
+            (std::vector<std::pair<int64_t, SavedType>>{{T * H, act},
+                                                        {T * H, act},
+                                                        {T, f32},
+                                                        {T * d.vocab, act},
+                                                        {T, f32},
+                                                        {T, f32},
+                                                        {T, f32},
+                                                        {T, i32}}));
   // MoE: expert ids, counts, the row map and the routed counts are int32;
   // probabilities, top-k weights and the aux loss fp32.
   int indices = 0, stats = 0;

@@ -25,8 +25,9 @@ void Kernels::embeddingScatterAdd(int64_t T, int64_t n, const int32_t *ids,
 
 namespace {
 
-/// The logits in h.probs to their softmax in place, h.mask and h.labels
-/// (the labels `shift` rows ahead), and the masked mean loss.
+/// The masked mean loss over the logits in h.logits (left as they are),
+/// with each row's softmax statistics (h.rowMax, h.rowScale), h.mask and
+/// h.labels (the labels `shift` rows ahead).
 float crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
                    const int32_t *labels, const float *lossMask, HeadSaved h) {
   const int64_t T = t.tokens(), V = vocab;
@@ -43,27 +44,23 @@ float crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
   double *lossOf = rowLoss.data();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < T; ++i) {
-    float *r = h.probs + i * V;
+    const float *r = h.logits + i * V;
     const int64_t j = ahead[i];
     const int32_t label = j < 0 ? 0 : labels[j];
     const float m = j < 0 ? 0.0f : (lossMask ? lossMask[j] : 1.0f);
-    const float labelLogit = r[label];
     // Softmax in float as Megatron's cross-entropy computes it, one
-    // vectorised exp per logit (kept, then scaled), the sum in double.
+    // vectorised exp per logit, the sum in double; the probabilities are
+    // made again in the backward (softmaxRow).
     const float mx = *std::max_element(r, r + V);
     double sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t v = 0; v < V; ++v) {
-      const float e = fastExp(r[v] - mx);
-      r[v] = e;
-      sum += e;
-    }
-    const float inv = float(1.0 / sum);
     for (int64_t v = 0; v < V; ++v)
-      r[v] *= inv;
+      sum += fastExp(r[v] - mx);
+    h.rowMax[i] = mx;
+    h.rowScale[i] = float(1.0 / sum);
     h.mask[i] = m;
     h.labels[i] = label;
-    lossOf[i] = m * (double(mx) + std::log(sum) - double(labelLogit));
+    lossOf[i] = m * (double(mx) + std::log(sum) - double(r[label]));
   }
   double total = 0, count = 0;
   for (int64_t i = 0; i < T; ++i) {
@@ -71,6 +68,18 @@ float crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
     count += h.mask[i];
   }
   return count > 0 ? float(total / count) : 0.0f;
+}
+
+/// Row `i`'s logits to their probabilities in place, the float operations
+/// the loss made: exp(logit - max), times the row's scale.
+void softmaxRow(HeadSaved h, int64_t V, int64_t i) {
+  float *r = h.logits + i * V;
+  const float mx = h.rowMax[i], inv = h.rowScale[i];
+#pragma omp simd
+  for (int64_t v = 0; v < V; ++v)
+    r[v] = fastExp(r[v] - mx);
+  for (int64_t v = 0; v < V; ++v)
+    r[v] *= inv;
 }
 
 } // namespace
@@ -124,13 +133,13 @@ float Kernels::crossEntropyShard(const TokenShape &t, int64_t vocab,
   // the whole vocabulary, the target's logit (from the rank that holds
   // it), then the sum of the exponentials, each summed over the group.
   thread_local std::vector<float> rowsOf;
-  rowsOf.assign(size_t(3 * T), 0.0f);
-  float *mx = rowsOf.data(), *target = mx + T, *sum = target + T;
+  rowsOf.assign(size_t(2 * T), 0.0f);
+  float *mx = h.rowMax, *target = rowsOf.data(), *sum = target + T;
   {
     ProfileScope scope(KernelClass::Elementwise);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < T; ++i) {
-      const float *r = h.probs + i * V;
+      const float *r = h.logits + i * V;
       const int64_t j = ahead[i];
       h.labels[i] = j < 0 ? 0 : labels[j];
       h.mask[i] = j < 0 ? 0.0f : (lossMask ? lossMask[j] : 1.0f);
@@ -143,7 +152,7 @@ float Kernels::crossEntropyShard(const TokenShape &t, int64_t vocab,
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < T; ++i) {
       const int64_t at = int64_t(h.labels[i]) - first;
-      target[i] = at >= 0 && at < V ? h.probs[i * V + at] : 0.0f;
+      target[i] = at >= 0 && at < V ? h.logits[i * V + at] : 0.0f;
     }
   }
   tp.run(CollectiveKind::AllReduce, target, 1);
@@ -151,38 +160,26 @@ float Kernels::crossEntropyShard(const TokenShape &t, int64_t vocab,
     ProfileScope scope(KernelClass::Elementwise);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < T; ++i) {
-      float *r = h.probs + i * V;
+      const float *r = h.logits + i * V;
       double s = 0;
 #pragma omp simd reduction(+ : s)
-      for (int64_t v = 0; v < V; ++v) {
-        const float e = fastExp(r[v] - mx[i]);
-        r[v] = e;
-        s += e;
-      }
+      for (int64_t v = 0; v < V; ++v)
+        s += fastExp(r[v] - mx[i]);
       sum[i] = float(s);
     }
   }
   tp.run(CollectiveKind::AllReduce, sum, 1);
   double total = 0, count = 0;
-  {
-    ProfileScope scope(KernelClass::Elementwise);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < T; ++i) {
-      float *r = h.probs + i * V;
-      const float inv = 1.0f / sum[i];
-      for (int64_t v = 0; v < V; ++v)
-        r[v] *= inv;
-    }
-    for (int64_t i = 0; i < T; ++i) {
-      total += h.mask[i] *
-               (double(mx[i]) + std::log(double(sum[i])) - double(target[i]));
-      count += h.mask[i];
-    }
+  for (int64_t i = 0; i < T; ++i) {
+    h.rowScale[i] = 1.0f / sum[i];
+    total += h.mask[i] *
+             (double(mx[i]) + std::log(double(sum[i])) - double(target[i]));
+    count += h.mask[i];
   }
   return count > 0 ? float(total / count) : 0.0f;
 }
 
-/// h.probs to the logits' gradient in place: (softmax - onehot) * mask *
+/// h.logits to the logits' gradient in place: (softmax - onehot) * mask *
 /// lossScale / count, the one-hot where the label lies in the shard.
 void Kernels::crossEntropyBackwardShard(const TokenShape &t, int64_t vocab,
                                         int64_t first, HeadSaved h,
@@ -195,7 +192,8 @@ void Kernels::crossEntropyBackwardShard(const TokenShape &t, int64_t vocab,
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < T; ++i) {
     float c = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
-    float *r = h.probs + i * V;
+    softmaxRow(h, V, i);
+    float *r = h.logits + i * V;
     const int64_t at = int64_t(h.labels[i]) - first;
     if (at >= 0 && at < V)
       r[at] -= 1.0f;

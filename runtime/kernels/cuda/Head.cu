@@ -1,10 +1,13 @@
 //===- Head.cu - embedding, final norm, output layer and loss on the GPU --===//
 //
-// Cross-entropy works in place on the [T, vocab] logits: one block per row
-// turns them into probabilities and the row's loss; backward turns the
-// probabilities into the logits' gradient in place. No second [T, vocab]
-// buffer exists. The head and every MTP depth's output (Mtp.cu) share the
-// loss (lmLossForward, lmLossBackwardInput), as on the CPU.
+// Cross-entropy reads the [T, vocab] logits and keeps them: one block per
+// row makes the row's loss and its softmax statistics (the largest logit,
+// 1 / the sum of exponentials); backward makes the probabilities again from
+// them and turns the logits into their gradient in place. No second
+// [T, vocab] buffer exists, and the kept logits are activations (two bytes
+// a value in a bf16 run's packed saved tensors). The head and every MTP depth's
+// output (Mtp.cu) share the loss (lmLossForward, lmLossBackwardInput), as on
+// the CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,32 +39,32 @@ __device__ float blockRowMax(const float *r, int64_t V) {
   return m;
 }
 
-/// Softmax of one row in place; the row's masked loss into rowLoss. The
-/// row's label and mask are those `shift` rows ahead in its sequence (none,
-/// so mask 0, past its end).
+/// One row's masked loss into rowLoss and its softmax statistics (the
+/// largest logit, 1 / the sum of exponentials); the logits stay. The row's
+/// label and mask are those `shift` rows ahead in its sequence (none, so
+/// mask 0, past its end).
 __global__ void crossEntropyKernel(int64_t V, Seqs seqs, int shift,
-                                   float *logits, const int32_t *labels,
+                                   const float *logits, const int32_t *labels,
                                    const float *lossMask, float *keptMask,
-                                   int32_t *keptLabels, float *rowLoss) {
+                                   int32_t *keptLabels, float *rowMax,
+                                   float *rowScale, float *rowLoss) {
   const int64_t row = blockIdx.x;
-  float *r = logits + row * V;
+  const float *r = logits + row * V;
   const float mx = blockRowMax(r, V);
   float sum = 0;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
     sum += expf(r[v] - mx);
   sum = blockSum(sum);
-  const float logZ = mx + logf(sum);
   const int ahead = seqs.rowAhead(int(row), shift);
   const int32_t label = ahead < 0 ? 0 : labels[ahead];
   const float m = ahead < 0 ? 0.0f : (lossMask ? lossMask[ahead] : 1.0f);
   if (threadIdx.x == 0) {
-    rowLoss[row] = m * (logZ - r[label]);
+    rowLoss[row] = m * (mx + logf(sum) - r[label]);
+    rowMax[row] = mx;
+    rowScale[row] = 1.0f / sum;
     keptMask[row] = m;
     keptLabels[row] = label;
   }
-  __syncthreads(); // r[label] read before it is overwritten
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    r[v] = expf(r[v] - logZ);
 }
 
 /// out[0] = sum of a, out[1] = sum of b (one block, fixed order).
@@ -81,20 +84,22 @@ __global__ void sumTwoKernel(int64_t n, const float *a, const float *b,
   }
 }
 
-/// dlogits = (softmax - onehot) * mask * lossScale / count, in place, the
-/// one-hot where the label lies in the vocabulary shard from `first`.
-__global__ void crossEntropyBackwardShardKernel(int64_t V, int64_t first,
-                                                float *probs, const float *mask,
-                                                const int32_t *labels,
-                                                const float *count,
-                                                float lossScale) {
+/// dlogits = (softmax - onehot) * mask * lossScale / count, in place over
+/// the logits, the softmax exp(logit - rowMax) * rowScale, the one-hot
+/// where the label lies in the vocabulary shard from `first`.
+__global__ void
+crossEntropyBackwardShardKernel(int64_t V, int64_t first, float *logits,
+                                const float *rowMax, const float *rowScale,
+                                const float *mask, const int32_t *labels,
+                                const float *count, float lossScale) {
   const int64_t row = blockIdx.x;
-  float *r = probs + row * V;
+  float *r = logits + row * V;
   const float n = count[1];
   const float c = n > 0 ? mask[row] * lossScale / n : 0.0f;
+  const float mx = rowMax[row], scale = rowScale[row];
   const int64_t at = int64_t(labels[row]) - first;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    r[v] = (r[v] - (v == at ? 1.0f : 0.0f)) * c;
+    r[v] = (expf(r[v] - mx) * scale - (v == at ? 1.0f : 0.0f)) * c;
 }
 
 } // namespace
@@ -142,22 +147,23 @@ float maskedMean(int64_t T, const float *rowLoss, const float *mask,
   return host[1] > 0 ? host[0] / host[1] : 0.0f;
 }
 
-/// The logits in h.probs to their softmax in place, h.mask and h.labels
-/// (the labels `shift` rows ahead within each sample), and the masked mean
-/// loss, read back to the host. `ws`: a [T] row loss and two sums.
+/// The masked mean loss over the logits in h.logits, read back to the
+/// host, with each row's softmax statistics, h.mask and h.labels (the
+/// labels `shift` rows ahead within each sample). `ws`: a [T] row loss and
+/// two sums.
 float crossEntropy(const Tokens &t, int64_t vocab, int64_t shift,
                    const int32_t *labels, const float *lossMask, HeadSaved h,
                    float *ws) {
   const int64_t T = t.tokens();
   float *rowLoss = ws, *sums = ws + T; // [T], [2]
   crossEntropyKernel<<<unsigned(T), 256, 0, stream()>>>(
-      vocab, seqsOf(t), int(shift), h.probs, labels, lossMask, h.mask, h.labels,
-      rowLoss);
+      vocab, seqsOf(t), int(shift), h.logits, labels, lossMask, h.mask,
+      h.labels, h.rowMax, h.rowScale, rowLoss);
   launched("cross-entropy");
   return maskedMean(T, rowLoss, h.mask, sums);
 }
 
-/// h.probs to the logits' gradient in place; `ws` holds the mask's count.
+/// h.logits to their gradient in place; `ws` holds the mask's count.
 void crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
                           float lossScale, float *ws) {
   const int64_t T = t.tokens();
@@ -166,7 +172,8 @@ void crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
   launched("mask count");
   // The whole vocabulary is the shard from row 0.
   crossEntropyBackwardShardKernel<<<unsigned(T), 256, 0, stream()>>>(
-      vocab, 0, h.probs, h.mask, h.labels, sums, lossScale);
+      vocab, 0, h.logits, h.rowMax, h.rowScale, h.mask, h.labels, sums,
+      lossScale);
   launched("cross-entropy backward");
 }
 
@@ -229,35 +236,30 @@ __global__ void shardMaxKernel(int64_t V, Seqs seqs, int shift, int64_t first,
   }
 }
 
-/// The shard's logits to exp(logit - the row's maximum), in place, and
-/// their sum.
-__global__ void shardExpKernel(int64_t V, float *logits, const float *rowMax,
-                               float *rowSum) {
+/// The sum of exp(logit - the row's maximum) over the shard's logits.
+__global__ void shardExpKernel(int64_t V, const float *logits,
+                               const float *rowMax, float *rowSum) {
   const int64_t row = blockIdx.x;
-  float *r = logits + row * V;
+  const float *r = logits + row * V;
   const float mx = rowMax[row];
   float sum = 0;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-    const float e = expf(r[v] - mx);
-    r[v] = e;
-    sum += e;
-  }
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    sum += expf(r[v] - mx);
   sum = blockSum(sum);
   if (threadIdx.x == 0)
     rowSum[row] = sum;
 }
 
-/// The probabilities (over the whole vocabulary's sum) and the row's loss.
-__global__ void shardFinishKernel(int64_t V, float *probs, const float *mask,
+/// Each row's scale (1 / the whole vocabulary's sum) and loss.
+__global__ void shardFinishKernel(int64_t T, const float *mask,
                                   const float *rowMax, const float *rowSum,
-                                  const float *target, float *rowLoss) {
-  const int64_t row = blockIdx.x;
-  float *r = probs + row * V;
-  const float inv = 1.0f / rowSum[row];
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    r[v] *= inv;
-  if (threadIdx.x == 0)
-    rowLoss[row] = mask[row] * (rowMax[row] + logf(rowSum[row]) - target[row]);
+                                  const float *target, float *rowScale,
+                                  float *rowLoss) {
+  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= T)
+    return;
+  rowScale[row] = 1.0f / rowSum[row];
+  rowLoss[row] = mask[row] * (rowMax[row] + logf(rowSum[row]) - target[row]);
 }
 
 } // namespace
@@ -290,20 +292,20 @@ float Kernels::crossEntropyShard(const Tokens &t, int64_t vocab, int64_t first,
   // Megatron's vocab_parallel_cross_entropy: the maximum logit, the target's
   // logit and the sum of the exponentials, each reduced over the group.
   const int64_t T = t.tokens();
-  float *rowMax = ws, *target = ws + T, *rowSum = ws + 2 * T,
-        *rowLoss = ws + 3 * T, *sums = ws + 4 * T;
+  float *target = ws, *rowSum = ws + T, *rowLoss = ws + 2 * T,
+        *sums = ws + 3 * T;
   shardMaxKernel<<<unsigned(T), 256, 0, stream()>>>(
-      vocab, seqsOf(t), int(shift), first, h.probs, labels, lossMask, h.mask,
-      h.labels, rowMax, target);
+      vocab, seqsOf(t), int(shift), first, h.logits, labels, lossMask, h.mask,
+      h.labels, h.rowMax, target);
   launched("cross-entropy maximum (vocabulary shard)");
-  tp.run(CollectiveKind::AllReduceMax, rowMax, 1);
+  tp.run(CollectiveKind::AllReduceMax, h.rowMax, 1);
   tp.run(CollectiveKind::AllReduce, target, 1);
-  shardExpKernel<<<unsigned(T), 256, 0, stream()>>>(vocab, h.probs, rowMax,
+  shardExpKernel<<<unsigned(T), 256, 0, stream()>>>(vocab, h.logits, h.rowMax,
                                                     rowSum);
   launched("cross-entropy exponentials (vocabulary shard)");
   tp.run(CollectiveKind::AllReduce, rowSum, 1);
-  shardFinishKernel<<<unsigned(T), 256, 0, stream()>>>(
-      vocab, h.probs, h.mask, rowMax, rowSum, target, rowLoss);
+  shardFinishKernel<<<blocksFor(T), 256, 0, stream()>>>(
+      T, h.mask, h.rowMax, rowSum, target, h.rowScale, rowLoss);
   launched("cross-entropy (vocabulary shard)");
   return maskedMean(T, rowLoss, h.mask, sums);
 }
@@ -315,7 +317,8 @@ void Kernels::crossEntropyBackwardShard(const Tokens &t, int64_t vocab,
   sumTwoKernel<<<1, 1024, 0, stream()>>>(T, nullptr, h.mask, ws);
   launched("mask count");
   crossEntropyBackwardShardKernel<<<unsigned(T), 256, 0, stream()>>>(
-      vocab, first, h.probs, h.mask, h.labels, ws, lossScale);
+      vocab, first, h.logits, h.rowMax, h.rowScale, h.mask, h.labels, ws,
+      lossScale);
   launched("cross-entropy backward (vocabulary shard)");
 }
 

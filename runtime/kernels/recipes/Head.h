@@ -7,10 +7,12 @@
 // (cpu/Kernels.h, cuda/Kernels.h; the cores in cpu/Head.cpp, cuda/Head.cu):
 // RecipeBasics, the linear and norm kernels (recipes/Primitives.h), and
 //   crossEntropy(t, vocab, shift, labels, lossMask, h, scratch)
-//                         the logits in h.probs to their softmax in place,
-//                         h.mask, h.labels, and the masked mean loss
+//                         the masked mean loss over the logits in h.logits
+//                         (left as they are), each row's softmax
+//                         statistics, h.mask and h.labels
 //   crossEntropyBackward(t, vocab, h, lossScale, scratch)
-//                         h.probs to the logits' gradient in place
+//                         h.logits to their gradient in place (the softmax
+//                         made again from the row statistics)
 // A call of no tokens does nothing (its loss is 0).
 //
 //===----------------------------------------------------------------------===//
@@ -81,10 +83,10 @@ template <class P> struct Head {
     const SequenceShard q = sequenceShard(tp, T);
     k.copy(h.x, x, q.local * hidden);
     normedInput(k, tp, q, hidden, x, norm, h.xn, h.rstd);
-    k.linearForward(T, hidden, vocab, h.xn, wOut, h.probs);
+    k.linearForward(T, hidden, vocab, h.xn, wOut, h.logits);
     // bf16 logits, as the output layer writes them; the loss reads them in
     // fp32 (Megatron upcasts before the cross-entropy).
-    k.round(h.probs, T * vocab);
+    k.round(h.logits, T * vocab);
     if (tp)
       return k.crossEntropyShard(t, vocab, tp->rank() * vocab, shift, labels,
                                  lossMask, h, *tp, ws);
@@ -109,8 +111,8 @@ template <class P> struct Head {
     else
       k.crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
     // The logits' gradient leaves the fp32 loss as bf16.
-    k.round(h.probs, T * vocab);
-    k.linearBackwardInput(T, hidden, vocab, h.probs, wOut, dxn);
+    k.round(h.logits, T * vocab);
+    k.linearBackwardInput(T, hidden, vocab, h.logits, wOut, dxn);
     const SequenceShard q = sequenceShard(tp, T);
     float *mine = sumInputGradient(tp, q, hidden, dxn);
     // The normed output also feeds the next MTP depth: its gradient adds
@@ -125,11 +127,11 @@ template <class P> struct Head {
   }
 
   /// The output layer's weight gradient (the logits' gradient is in
-  /// h.probs after lossBackwardInput).
+  /// h.logits after lossBackwardInput).
   template <class Tokens>
   void backwardWeight(const Tokens &t, int64_t hidden, int64_t vocab,
                       HeadSaved h, float *gOut) const {
-    k.linearBackwardWeight(t.tokens(), hidden, vocab, h.probs, h.xn, gOut);
+    k.linearBackwardWeight(t.tokens(), hidden, vocab, h.logits, h.xn, gOut);
   }
 };
 
