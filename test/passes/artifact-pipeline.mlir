@@ -9,7 +9,7 @@
 // CHECK: pipe.send %[[ACT]] to 1 stage 1
 // CHECK: pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 2 buffers(params 2008, saved 2192,
 // CHECK-LABEL: pipe.stage 1 rank 1 chunk 0
-// CHECK: pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 2 buffers(params 1344, saved 1632,
+// CHECK: pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 2 buffers(params 1344, saved 1664,
 // CHECK: pipe.program rank 0 "1f1b"
 // CHECK-SAME: "0F0", "0SEND_F0"
 // CHECK: pipe.program rank 1 "1f1b"

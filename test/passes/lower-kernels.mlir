@@ -11,7 +11,8 @@
 //              one chunk of 64) 2 heads*4*4 + 4*(26+8) stash = 512
 //   attention  qkv (2+2)*4 = 16: params 8 + 16*8 + 8*8 = 200;
 //              saved 4*(2*8+1+16+8) + log-sum-exp 4*2 + 4*(16+8) = 268
-//   head       params 8 + 16*8 = 136; saved 4*(2*8+1+16) + 2*4 = 140
+//   head       params 8 + 16*8 = 136; saved 4*(2*8+1+16) + 4*4 = 148 (x,
+//              xn, rstd, logits; each row's max, scale, mask and label)
 //   activation slots: 4 tokens * 8 = 32 floats = 128 bytes each
 // and from Inputs/moe-mtp.mlir (the same sizes, 2 experts of ffn 16, one MTP
 // depth holding an attention layer):
@@ -50,10 +51,10 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: pipe.yield
 // CHECK-LABEL: pipe.stage 1 rank 1 chunk 0
-// CHECK: pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 2 buffers(params 1344, saved 1632, workspace
+// CHECK: pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 2 buffers(params 1344, saved 1664, workspace
 // CHECK-NEXT: %[[ATTN:.+]] = pipe.kernel_layer attention layer 2 "decoder.layers.1." params <offset = 0, bytes = 800, dtype = f32> saved <offset = 0, bytes = 1072, dtype = f32>
 // CHECK-SAME: shape {groups = 1 : i64, head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, rope = false, rope_base = 1.000000e+04 : f64}
-// CHECK-NEXT: %[[HEAD:.+]] = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 544, dtype = f32> saved <offset = 1072, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = true, vocab = 16 : i64}
+// CHECK-NEXT: %[[HEAD:.+]] = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 544, dtype = f32> saved <offset = 1072, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = true, vocab = 16 : i64}
 // CHECK-NEXT: pipe.kernel_pass forward {
 // CHECK-NEXT:   pipe.kernel_call %[[ATTN]](input) -> act0
 // CHECK-NEXT:   pipe.kernel_call %[[HEAD]](act0) -> none

@@ -501,10 +501,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
     // expected-error @+1 {{'pipe.kernel_program' op must hold its layers, then a backward_weight pass where it holds nothing (kernel_program_c1)}}
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -533,10 +533,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
     // expected-error @+1 {{'pipe.kernel_program' op must hold its layers, then a backward_weight pass where it holds pipe.kernel_layer (kernel_program_c1)}}
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -571,10 +571,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
     // expected-error @+1 {{'pipe.kernel_program' op buffer sizes must be non-negative multiples of 4 bytes, got 2114 (kernel_program_c2)}}
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2114, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2114, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -608,10 +608,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
     // expected-error @+1 {{'pipe.kernel_program' op activations must be f32 or bf16, not 'f16' (kernel_program_c2)}}
-    pipe.kernel_program activations f16 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f16 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -644,11 +644,11 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      // expected-error @+1 {{'pipe.kernel_layer' op its saved range #pipe.range<offset = 1316, bytes = 560, dtype = f32> lies outside the 1872-byte buffer (kernel_program_c3)}}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1316, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      // expected-error @+1 {{'pipe.kernel_layer' op its saved range #pipe.range<offset = 1316, bytes = 592, dtype = f32> lies outside the 1904-byte buffer (kernel_program_c3)}}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1316, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -681,11 +681,11 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       // expected-error @+1 {{'pipe.kernel_layer' op its parameter range #pipe.range<offset = 508, bytes = 1056, dtype = f32> overlaps #pipe.range<offset = 0, bytes = 512, dtype = f32> (kernel_program_c3)}}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 508, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -719,10 +719,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
     // expected-error @+1 {{'pipe.kernel_program' op act1 #pipe.range<offset = 128, bytes = 64, dtype = f32> must hold one 128-byte activation (kernel_program_c3)}}
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 64, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 64, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -756,10 +756,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
     // expected-error @+1 {{'pipe.kernel_program' op its workspace range #pipe.range<offset = 252, bytes = 384, dtype = f32> overlaps #pipe.range<offset = 128, bytes = 128, dtype = f32> (kernel_program_c3)}}
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 252, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 252, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -793,10 +793,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
     // expected-error @+1 {{'pipe.kernel_program' op its shared range #pipe.range<offset = 2048, bytes = 512, dtype = f32> lies outside the 2112-byte buffer (kernel_program_c4)}}
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> shared_output <offset = 2048, bytes = 512, dtype = f32> shared_table <offset = 0, bytes = 512, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> shared_output <offset = 2048, bytes = 512, dtype = f32> shared_table <offset = 0, bytes = 512, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -829,11 +829,11 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       // expected-error @+1 {{'pipe.kernel_layer' op its shape is not a mlp shape: field 'ffn' is missing or not an i64 (kernel_layer_c1)}}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -866,11 +866,11 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       // expected-error @+1 {{'pipe.kernel_layer' op its shape is not a mlp shape: field 'activation' is missing or not an activation name (kernel_layer_c1)}}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "tanh", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -903,11 +903,11 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
       // expected-error @+1 {{'pipe.kernel_layer' op its shape is not a head shape: it has 4 fields, a head shape 3 (kernel_layer_c1)}}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64, rope = true}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64, rope = true}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -940,11 +940,11 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
       // expected-error @+1 {{'pipe.kernel_layer' op its parameter range #pipe.range<offset = 1568, bytes = 540, dtype = f32> is not the shape's 544 bytes of f32 (kernel_layer_c2)}}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 540, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 540, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -977,11 +977,11 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       // expected-error @+1 {{'pipe.kernel_layer' op its saved range #pipe.range<offset = 0, bytes = 144, dtype = bf16> is not the shape's 144 bytes of f32 (kernel_layer_c2)}}
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = bf16> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1014,10 +1014,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1051,10 +1051,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         // expected-error @+1 {{'pipe.kernel_call' op reads act1 where the call before it wrote act0 (kernel_pass_c2)}}
@@ -1088,10 +1088,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1125,10 +1125,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1162,10 +1162,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %1 = hybrid.mlp %h {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1201,10 +1201,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
     // expected-error @+1 {{'pipe.kernel_program' op must be its stage's only kernel program, just before the pipe.yield (stage_c5)}}
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1221,10 +1221,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
         pipe.kernel_call %embedding(none) -> none
       }
     }
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1259,10 +1259,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %n = hybrid.final_norm %1 : tensor<1x4x8xf32>
     %o = hybrid.output %n, %l : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
     %other = "test.op"() : () -> !pipe.layer
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1872, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1296,20 +1296,20 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         // expected-error @+1 {{'pipe.kernel_layer' op is recomputed in a program without a recompute buffer (kernel_program_c5)}}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
-          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %head(act1) -> none
         }
         pipe.kernel_pass backward_input {
           pipe.kernel_call %head(none) -> act0
-          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_load <offset = 736, bytes = 128, dtype = f32> -> rc0
           pipe.kernel_recompute %mlp1(rc0) -> rc1
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %embedding(act1) -> none
@@ -1338,19 +1338,19 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
       // expected-error @+1 {{'pipe.kernel_program' op its workspace range #pipe.range<offset = 512, bytes = 128, dtype = f32> overlaps #pipe.range<offset = 256, bytes = 384, dtype = f32> (kernel_program_c3)}}
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 512, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 512, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
-          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %head(act1) -> none
         }
         pipe.kernel_pass backward_input {
           pipe.kernel_call %head(none) -> act0
-          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_load <offset = 736, bytes = 128, dtype = f32> -> rc0
           pipe.kernel_recompute %mlp1(rc0) -> rc1
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %embedding(act1) -> none
@@ -1378,20 +1378,20 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1024 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1024 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         // expected-error @+1 {{'pipe.kernel_layer' op its recomputed range #pipe.range<offset = 0, bytes = 1168, dtype = f32> lies outside the 1024-byte buffer (kernel_program_c5)}}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
-          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %head(act1) -> none
         }
         pipe.kernel_pass backward_input {
           pipe.kernel_call %head(none) -> act0
-          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_load <offset = 736, bytes = 128, dtype = f32> -> rc0
           pipe.kernel_recompute %mlp1(rc0) -> rc1
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %embedding(act1) -> none
@@ -1419,13 +1419,13 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
-          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %head(act1) -> none
         }
@@ -1460,10 +1460,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           // expected-error @+1 {{'pipe.kernel_save' op must keep one 128-byte activation, not #pipe.range<offset = 704, bytes = 64, dtype = f32> (kernel_program_c6)}}
@@ -1473,7 +1473,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
         }
         pipe.kernel_pass backward_input {
           pipe.kernel_call %head(none) -> act0
-          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_load <offset = 736, bytes = 128, dtype = f32> -> rc0
           pipe.kernel_recompute %mlp1(rc0) -> rc1
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %embedding(act1) -> none
@@ -1501,13 +1501,13 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
-          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %head(act1) -> none
         }
@@ -1515,7 +1515,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
           pipe.kernel_call %head(none) -> act0
           // expected-error @+1 {{'pipe.kernel_call' op runs the input gradient of a recomputed layer before its forward ran again (kernel_program_c7)}}
           pipe.kernel_call %mlp1(act0) -> act1
-          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_load <offset = 736, bytes = 128, dtype = f32> -> rc0
           pipe.kernel_recompute %mlp1(rc0) -> rc1
           pipe.kernel_call %embedding(act1) -> none
         }
@@ -1542,24 +1542,24 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
-          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %head(act1) -> none
         }
         pipe.kernel_pass backward_input {
           pipe.kernel_call %head(none) -> act0
-          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_load <offset = 736, bytes = 128, dtype = f32> -> rc0
           pipe.kernel_recompute %mlp1(rc0) -> rc1
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %embedding(act1) -> none
           // expected-error @+1 {{'pipe.kernel_save' op is not a kernel call or copy, nor a save (forward) or a load or recompute (backward_input) (kernel_pass_c1)}}
-          pipe.kernel_save act1 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act1 -> <offset = 736, bytes = 128, dtype = f32>
         }
         pipe.kernel_pass backward_weight {
           pipe.kernel_call %head(none) -> none
@@ -1584,20 +1584,20 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           // expected-error @+1 {{'pipe.kernel_save' op keeps act1 where the call before it wrote act0 (kernel_pass_c2)}}
-          pipe.kernel_save act1 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act1 -> <offset = 736, bytes = 128, dtype = f32>
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %head(act1) -> none
         }
         pipe.kernel_pass backward_input {
           pipe.kernel_call %head(none) -> act0
-          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_load <offset = 736, bytes = 128, dtype = f32> -> rc0
           pipe.kernel_recompute %mlp1(rc0) -> rc1
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %embedding(act1) -> none
@@ -1625,19 +1625,19 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
-          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %head(act1) -> none
         }
         pipe.kernel_pass backward_input {
           pipe.kernel_call %head(none) -> act0
-          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_load <offset = 736, bytes = 128, dtype = f32> -> rc0
           // expected-error @+1 {{'pipe.kernel_recompute' op reads rc1 where the recompute before it wrote rc0 (kernel_pass_c2)}}
           pipe.kernel_recompute %mlp1(rc1) -> rc0
           pipe.kernel_call %mlp1(act0) -> act1
@@ -1666,19 +1666,19 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
-          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %head(act1) -> none
         }
         pipe.kernel_pass backward_input {
           pipe.kernel_call %head(none) -> act0
-          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_load <offset = 736, bytes = 128, dtype = f32> -> rc0
           pipe.kernel_recompute %mlp1(rc0) -> rc1
           // expected-error @+1 {{'pipe.kernel_call' op uses a recompute slot outside the recomputed forward (kernel_pass_c2)}}
           pipe.kernel_call %mlp1(act0) -> rc1
@@ -1707,20 +1707,20 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
-          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %head(act1) -> none
         }
         pipe.kernel_pass backward_input {
           pipe.kernel_call %head(none) -> act0
           // expected-error @+1 {{'pipe.kernel_load' op writes rc0 or rc1, not act1 (kernel_load_c1)}}
-          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> act1
+          pipe.kernel_load <offset = 736, bytes = 128, dtype = f32> -> act1
           pipe.kernel_recompute %mlp1(rc0) -> rc1
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %embedding(act1) -> none
@@ -1748,13 +1748,13 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
       %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
       %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 832, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
+      pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
-          pipe.kernel_save act0 -> <offset = 704, bytes = 128, dtype = f32>
+          pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %head(act1) -> none
         }
@@ -1762,7 +1762,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
           // expected-error @+1 {{'pipe.kernel_recompute' op must recompute a recomputed pipe.kernel_layer of its own program (kernel_recompute_c1)}}
           pipe.kernel_recompute %head(none) -> none
           pipe.kernel_call %head(none) -> act0
-          pipe.kernel_load <offset = 704, bytes = 128, dtype = f32> -> rc0
+          pipe.kernel_load <offset = 736, bytes = 128, dtype = f32> -> rc0
           pipe.kernel_recompute %mlp1(rc0) -> rc1
           pipe.kernel_call %mlp1(act0) -> act1
           pipe.kernel_call %embedding(act1) -> none
@@ -1793,7 +1793,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         // expected-error @+1 {{'pipe.kernel_layer' op recomputes modules selective recompute does not drop of a mlp layer, or is both recomputed and selective (kernel_layer_c3)}}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["core_attn", "layernorm"] <offset = 0, bytes = 640, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_call %mlp1(act0) -> act1
@@ -1832,7 +1832,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         // expected-error @+1 {{'pipe.kernel_layer' op its recomputed range #pipe.range<offset = 0, bytes = 512, dtype = f32> is not its modules' 640 bytes of f32 (kernel_layer_c3)}}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["mlp", "layernorm"] <offset = 0, bytes = 512, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_call %mlp1(act0) -> act1
@@ -1871,7 +1871,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         // expected-error @+1 {{'pipe.kernel_layer' op its recompute list names mlp twice (kernel_layer_c3)}}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["mlp", "mlp"] <offset = 0, bytes = 640, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_call %mlp1(act0) -> act1
@@ -1909,7 +1909,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1232, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 640 {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["mlp", "layernorm"] <offset = 0, bytes = 640, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 560, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_call %mlp1(act0) -> act1
@@ -1945,10 +1945,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
     %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
     // expected-error @+1 {{'pipe.kernel_program' op splits its layers over at least 2 tensor-parallel ranks, and sequence_parallel needs them (kernel_program_c8)}}
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 1360, workspace 512) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> tensor_parallel 1 {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 1392, workspace 512) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> tensor_parallel 1 {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> saved <offset = 144, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 432, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 464, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
         pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
@@ -1981,11 +1981,11 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
     %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 1360, workspace 512) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> tensor_parallel 3 {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 1392, workspace 512) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> tensor_parallel 3 {
       // expected-error @+1 {{'pipe.kernel_layer' op does not split over 3 tensor-parallel ranks: vocab_size (16) is not a multiple of the tensor-parallel size 3 (kernel_layer_c4)}}
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> saved <offset = 144, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 432, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 464, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
         pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
@@ -2018,10 +2018,10 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
     %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 1360, workspace 512) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> tensor_parallel 2 {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 1392, workspace 512) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> tensor_parallel 2 {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> saved <offset = 144, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 432, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 464, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
         // expected-error @+1 {{'pipe.kernel_call' op lists the collectives none where its layer runs ["all_reduce:8"] (kernel_call_c2)}}
@@ -2055,19 +2055,19 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     %2 = hybrid.mlp %1 {placement = #hybrid.placement<segment = 0, pp_rank = 0, vp_stage = 0, layer = 1>} : tensor<1x4x8xf32>
     %3 = hybrid.final_norm %2 : tensor<1x4x8xf32>
     %4 = hybrid.output %3, %arg3 : tensor<1x4x8xf32>, tensor<1x4xi64> -> tensor<f32>
-    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 704, workspace 768) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> recompute 784 rc0 <offset = 512, bytes = 128, dtype = f32> rc1 <offset = 640, bytes = 128, dtype = f32> tensor_parallel 2 {
+    pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 736, workspace 768) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> recompute 784 rc0 <offset = 512, bytes = 128, dtype = f32> rc1 <offset = 640, bytes = 128, dtype = f32> tensor_parallel 2 {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> recomputed <offset = 0, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 144, bytes = 432, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 144, bytes = 464, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
-        pipe.kernel_save act0 -> <offset = 576, bytes = 128, dtype = f32>
+        pipe.kernel_save act0 -> <offset = 608, bytes = 128, dtype = f32>
         pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
         pipe.kernel_call %head(act1) -> none collectives ["all_reduce_max:1", "all_reduce:1", "all_reduce:1"]
       }
       pipe.kernel_pass backward_input {
         pipe.kernel_call %head(none) -> act0 collectives ["all_reduce:8"]
-        pipe.kernel_load <offset = 576, bytes = 128, dtype = f32> -> rc0
+        pipe.kernel_load <offset = 608, bytes = 128, dtype = f32> -> rc0
         // expected-error @+1 {{'pipe.kernel_recompute' op lists the collectives ["all_reduce:64"] where its layer runs ["all_reduce:8"] (kernel_recompute_c2)}}
         pipe.kernel_recompute %mlp1(rc0) -> rc1 collectives ["all_reduce:64"]
         pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
