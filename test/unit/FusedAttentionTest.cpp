@@ -64,9 +64,10 @@ void expectAddresses(const Layout &l, int64_t heads, int64_t width,
 TEST(FusedAttentionLayout, QueriesKeysValuesAndStatsAddressThePackedTensors) {
   const Problem p = packedProblem(/*heads=*/4, /*groups=*/2, /*headDim=*/8);
   const Layout q = queryLayout(p), kv = keyValueLayout(p), st = statsLayout(p);
-  EXPECT_EQ(q.dims, (std::array<int64_t, 4>{3, 4, 64, 8}));
-  EXPECT_EQ(kv.dims, (std::array<int64_t, 4>{3, 2, 64, 8}));
-  EXPECT_EQ(st.dims, (std::array<int64_t, 4>{3, 4, 64, 1}));
+  // Three sequences in a graph of four (the fourth empty), up to 64 long.
+  EXPECT_EQ(q.dims, (std::array<int64_t, 4>{4, 4, 64, 8}));
+  EXPECT_EQ(kv.dims, (std::array<int64_t, 4>{4, 2, 64, 8}));
+  EXPECT_EQ(st.dims, (std::array<int64_t, 4>{4, 4, 64, 1}));
   expectAddresses(q, 4, 8, [](int64_t row, int64_t h, int64_t d) {
     return (row * 4 + h) * 8 + d; // [T, heads, D]
   });
@@ -110,11 +111,19 @@ TEST(FusedAttentionLayout, SplittingQkvPutsEveryColumnWhereTheKernelsReadIt) {
   }
 }
 
-TEST(FusedAttentionLayout, GraphLengthsRoundUpToSixtyFour) {
+TEST(FusedAttentionLayout, GraphShapesRoundUpSoCloseCallsSharePlans) {
   EXPECT_EQ(graphLength(1), 64);
   EXPECT_EQ(graphLength(64), 64);
   EXPECT_EQ(graphLength(65), 128);
   EXPECT_EQ(graphLength(4096), 4096);
+  EXPECT_EQ(graphSequences(1), 1);
+  EXPECT_EQ(graphSequences(2), 2);
+  EXPECT_EQ(graphSequences(3), 4);
+  EXPECT_EQ(graphSequences(5), 8);
+  EXPECT_EQ(graphSequences(64), 64);
+  EXPECT_EQ(graphTokens(30), 256);
+  EXPECT_EQ(graphTokens(4096), 4096);
+  EXPECT_EQ(graphTokens(4097), 4352);
 }
 
 class FusedAttentionGraphs : public ::testing::Test {
@@ -149,6 +158,10 @@ TEST_F(FusedAttentionGraphs, WhatCudnnHasNoKernelForIsRefusedWithItsReason) {
   EXPECT_EQ(validate(packedProblem(8, 2, 256), 90), "");
   // Query heads not a multiple of the key/value groups.
   EXPECT_NE(validate(packedProblem(8, 3, 64), 90), "");
+  // Offsets past int32 (2^20 tokens x 32 heads x 128): hypipe's refusal.
+  Problem huge = packedProblem(32, 8, 128);
+  huge.tokens = int64_t(1) << 20;
+  EXPECT_NE(validate(huge, 90).find("int32"), std::string::npos);
   // An Ampere GPU has no backward for ragged softmax statistics: there the
   // hand-written kernels run bf16 attention (prepare() finds no plan).
   EXPECT_NE(validate(packedProblem(8, 2, 64), 80).find("SM8X"),

@@ -385,20 +385,39 @@ __global__ void toFloatKernel(int64_t n, const bf16 *x, float *y) {
     y[i] = __bfloat162float(x[i]);
 }
 
-/// Each sequence's length and, for sequences 0..B, its first row times
-/// each tensor's elements per token (cuDNN's ragged offsets).
-__global__ void raggedKernel(Seqs seqs, int B, int perQ, int perKV,
-                             int perStats, int32_t *lengths, int32_t *qOff,
-                             int32_t *kvOff, int32_t *statsOff) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i > B)
+/// Each sequence's length and, for sequences 0..graphB, its first row times
+/// each tensor's elements per token (cuDNN's ragged offsets, int32: the
+/// graph refuses a call whose offsets would not fit). The graph's sequences
+/// past the call's B are empty, starting where the last one ends.
+__global__ void raggedKernel(Seqs seqs, int B, int graphB, int64_t perQ,
+                             int64_t perKV, int64_t perStats, int32_t *lengths,
+                             int32_t *qOff, int32_t *kvOff, int32_t *statsOff) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i > graphB)
     return;
-  const int first = seqs.start(i); // cu[B] (or B * seq) past the last
-  if (i < B)
-    lengths[i] = seqs.length(i);
-  qOff[i] = first * perQ;
-  kvOff[i] = first * perKV;
-  statsOff[i] = first * perStats;
+  // cu[B] (or B * seq) is where the last sequence ends.
+  const int64_t first = seqs.start(i < B ? i : B);
+  if (i < graphB)
+    lengths[i] = i < B ? seqs.length(i) : 0;
+  qOff[i] = int32_t(first * perQ);
+  kvOff[i] = int32_t(first * perKV);
+  statsOff[i] = int32_t(first * perStats);
+}
+
+/// The device's compute capability as cuDNN numbers it (90: Hopper).
+int smVersion() {
+  static const int sm = [] {
+    int device = 0, major = 0, minor = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                 device),
+          "cudaDeviceGetAttribute");
+    check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor,
+                                 device),
+          "cudaDeviceGetAttribute");
+    return major * 10 + minor;
+  }();
+  return sm;
 }
 
 /// Device memory of the fused calls (a GrowingBuffer), carved in 256-byte
@@ -452,7 +471,8 @@ struct FusedCall {
             int64_t workspaceBytes, bool backward)
       : p(problem) {
     const int64_t qn = p.tokens * p.heads * p.headDim,
-                  kvn = p.tokens * p.groups * p.headDim, idx = p.sequences + 1,
+                  kvn = p.tokens * p.groups * p.headDim,
+                  idx = fused::graphSequences(p.sequences) + 1,
                   qParts = backward ? 4 : 2, kvParts = backward ? 4 : 2;
     FusedScratch &s = fusedScratch();
     s.reserve(qParts * FusedScratch::aligned(2 * qn) +
@@ -481,9 +501,8 @@ struct FusedCall {
     b.statsOffsets = statsOff;
     workspace = s.take<char>(workspaceBytes);
     raggedKernel<<<blocksFor(idx), 256, 0, stream()>>>(
-        seqs, int(p.sequences), int(p.heads * p.headDim),
-        int(p.groups * p.headDim), int(p.heads), lengths, qOff, kvOff,
-        statsOff);
+        seqs, int(p.sequences), int(idx - 1), p.heads * p.headDim,
+        p.groups * p.headDim, p.heads, lengths, qOff, kvOff, statsOff);
     launched("fused attention offsets");
   }
 
@@ -505,7 +524,8 @@ void toBf16(const float *x, void *y, int64_t n) {
 bool fusedForward(const Geometry &g, const AttentionShape &s, const Tokens &t,
                   AttnSaved &a) {
   const fused::Problem p = problemOf(s, t);
-  const int64_t workspace = fused::prepare(p, fused::Pass::Forward, stream());
+  const int64_t workspace =
+      fused::prepare(p, fused::Pass::Forward, smVersion(), stream());
   if (workspace < 0)
     return false;
   FusedCall call(p, g.seqs, workspace, false);
@@ -523,7 +543,8 @@ bool fusedForward(const Geometry &g, const AttentionShape &s, const Tokens &t,
 bool fusedBackward(const Geometry &g, const AttentionShape &s, const Tokens &t,
                    AttnSaved &a, const float *dctx) {
   const fused::Problem p = problemOf(s, t);
-  const int64_t workspace = fused::prepare(p, fused::Pass::Backward, stream());
+  const int64_t workspace =
+      fused::prepare(p, fused::Pass::Backward, smVersion(), stream());
   if (workspace < 0)
     return false;
   FusedCall call(p, g.seqs, workspace, true);

@@ -15,6 +15,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -75,7 +77,15 @@ std::shared_ptr<Graph> buildGraph(const Problem &p, Pass pass, int smVersion,
       .set_compute_data_type(fe::DataType_t::FLOAT);
   const Layout ql = queryLayout(p), kvl = keyValueLayout(p),
                sl = statsLayout(p);
-  const int64_t b = p.sequences;
+  const int64_t b = graphSequences(p.sequences), rows = graphTokens(p.tokens);
+  // The offset tensors are int32: the last offset of the widest tensor is
+  // rows x its elements per token.
+  const int64_t widest = std::max(ql.offsetPerToken, kvl.offsetPerToken);
+  if (rows * widest > INT32_MAX) {
+    why = "the ragged offsets of " + std::to_string(rows) + " tokens x " +
+          std::to_string(widest) + " elements pass int32";
+    return nullptr;
+  }
   auto q = tensorOf(*g, "Q", Uid::Q, ql), k = tensorOf(*g, "K", Uid::K, kvl),
        v = tensorOf(*g, "V", Uid::V, kvl);
   auto seqLenQ = indexTensor(*g, "seq_len_q", Uid::SeqLenQ, b),
@@ -95,7 +105,9 @@ std::shared_ptr<Graph> buildGraph(const Problem &p, Pass pass, int smVersion,
                           .set_causal_mask(true)
                           .set_padding_mask(true)
                           .set_seq_len_q(seqLenQ)
-                          .set_seq_len_kv(seqLenKV);
+                          .set_seq_len_kv(seqLenKV)
+                          .set_max_total_seq_len_q(rows)
+                          .set_max_total_seq_len_kv(rows);
     auto [o, stats] = g->sdpa(q, k, v, attributes);
     output(o, Uid::O, ql);
     o->set_ragged_offset(qOffsets);
@@ -114,7 +126,9 @@ std::shared_ptr<Graph> buildGraph(const Problem &p, Pass pass, int smVersion,
                           .set_causal_mask(true)
                           .set_padding_mask(true)
                           .set_seq_len_q(seqLenQ)
-                          .set_seq_len_kv(seqLenKV);
+                          .set_seq_len_kv(seqLenKV)
+                          .set_max_total_seq_len_q(rows)
+                          .set_max_total_seq_len_kv(rows);
     auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dO, stats, attributes);
     output(dq, Uid::dQ, ql);
     output(dk, Uid::dK, kvl);
@@ -148,14 +162,20 @@ struct Built {
   std::shared_ptr<Graph> graph;
   int64_t workspace = -1;
 };
-using Key =
-    std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
+using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t,
+                       int64_t, uint32_t>;
 
 Key keyOf(const Problem &p, Pass pass) {
   uint32_t scaleBits;
   std::memcpy(&scaleBits, &p.scale, sizeof scaleBits);
-  return {int(pass), p.sequences, graphLength(p.maxLength), p.heads, p.groups,
-          p.headDim, scaleBits};
+  return {int(pass),
+          graphSequences(p.sequences),
+          graphLength(p.maxLength),
+          graphTokens(p.tokens),
+          p.heads,
+          p.groups,
+          p.headDim,
+          scaleBits};
 }
 
 struct Plans {
@@ -173,20 +193,31 @@ Plans &plans() {
 
 Layout queryLayout(const Problem &p) {
   const int64_t s = graphLength(p.maxLength), h = p.heads, d = p.headDim;
-  return {{p.sequences, h, s, d}, {s * h * d, d, h * d, 1}, h * d};
+  return {
+      {graphSequences(p.sequences), h, s, d}, {s * h * d, d, h * d, 1}, h * d};
 }
 
 Layout keyValueLayout(const Problem &p) {
   const int64_t s = graphLength(p.maxLength), g = p.groups, d = p.headDim;
-  return {{p.sequences, g, s, d}, {s * g * d, d, g * d, 1}, g * d};
+  return {
+      {graphSequences(p.sequences), g, s, d}, {s * g * d, d, g * d, 1}, g * d};
 }
 
 Layout statsLayout(const Problem &p) {
   const int64_t s = graphLength(p.maxLength), h = p.heads;
-  return {{p.sequences, h, s, 1}, {s * h, 1, h, 1}, h};
+  return {{graphSequences(p.sequences), h, s, 1}, {s * h, 1, h, 1}, h};
 }
 
 int64_t graphLength(int64_t maxLength) { return (maxLength + 63) / 64 * 64; }
+
+int64_t graphSequences(int64_t sequences) {
+  int64_t b = 1;
+  while (b < sequences)
+    b *= 2;
+  return b;
+}
+
+int64_t graphTokens(int64_t tokens) { return (tokens + 255) / 256 * 256; }
 
 const std::string &loadLibrary() {
   static const std::string error = [] {
@@ -200,8 +231,12 @@ const std::string &loadLibrary() {
     using GetVersion = size_t (*)();
     auto version =
         reinterpret_cast<GetVersion>(dlsym(handle, "cudnnGetVersion"));
-    if (!version || version() < 90000)
-      return std::string("the libcudnn.so.9 found is not cuDNN 9");
+    if (!version)
+      return std::string("the libcudnn.so.9 found has no cudnnGetVersion");
+    if (const size_t v = version(); v < 90600)
+      return "the cuDNN found is " + std::to_string(v / 10000) + "." +
+             std::to_string(v / 100 % 100) +
+             ", and its SDPA takes ragged softmax statistics from 9.6 on";
     cudnn_frontend::cudnn_dlhandle = handle;
     return std::string();
   }();
@@ -226,9 +261,17 @@ std::string validate(const Problem &p, int smVersion) {
 Mode mode() {
   static const Mode m = [] {
     const char *flag = std::getenv("HYPIPE_FUSED_ATTN");
-    if (!flag || !*flag)
+    const std::string v = flag ? flag : "";
+    if (v.empty())
       return Mode::Auto;
-    return std::strcmp(flag, "1") == 0 ? Mode::Required : Mode::Off;
+    if (v == "1" || v == "true" || v == "on")
+      return Mode::Required;
+    if (v == "0" || v == "false" || v == "off")
+      return Mode::Off;
+    throw std::runtime_error("error: HYPIPE_FUSED_ATTN is '" + v +
+                             "'\nhelp: give 1 (cuDNN's fused attention "
+                             "required), 0 (the hand-written kernels) or "
+                             "nothing (cuDNN where it is found)");
   }();
   return m;
 }
@@ -259,7 +302,7 @@ bool enabled() {
   return false;
 }
 
-int64_t prepare(const Problem &p, Pass pass, void *stream) {
+int64_t prepare(const Problem &p, Pass pass, int smVersion, void *stream) {
   Plans &all = plans();
   std::lock_guard<std::mutex> lock(all.mutex);
   auto [it, fresh] = all.built.try_emplace(keyOf(p, pass));
@@ -275,7 +318,7 @@ int64_t prepare(const Problem &p, Pass pass, void *stream) {
       all.handle = handle;
     }
     fe::detail::set_stream(all.handle, static_cast<cudaStream_t>(stream));
-    auto g = buildGraph(p, pass, 0, why);
+    auto g = buildGraph(p, pass, smVersion, why);
     if (g) {
       auto status = g->build_operation_graph(all.handle);
       if (status.is_good())

@@ -63,27 +63,37 @@ struct Layout {
 };
 /// Q, O, dQ, dO: [T, heads, D]; K, V, dK, dV: [T, groups, D]; Stats: [T,
 /// heads] (a row's log-sum-exp of its scaled scores, the quantity the
-/// hand-written kernels keep in the same place).
+/// hand-written kernels keep in the same place). The graph's batch is
+/// graphSequences(sequences): the sequences past the call's are empty.
 Layout queryLayout(const Problem &p);
 Layout keyValueLayout(const Problem &p);
 Layout statsLayout(const Problem &p);
-/// The sequence length the graphs are built for: maxLength rounded up to a
-/// multiple of 64, so that microbatches of close lengths share their plans.
+/// What the graphs are built for, rounded so that microbatches of close
+/// shapes share their plans: the longest sequence up to a multiple of 64,
+/// the number of sequences up to a power of two (the others empty), and the
+/// tokens (cuDNN's bound on a ragged tensor's rows, which sizes its
+/// workspace) up to a multiple of 256.
 int64_t graphLength(int64_t maxLength);
+int64_t graphSequences(int64_t sequences);
+int64_t graphTokens(int64_t tokens);
 
-/// Opens libcudnn.so.9 (once); "" when it is there, else why not.
+/// Opens libcudnn.so.9 (once); "" when it is there and at least 9.6 (the
+/// first whose SDPA takes ragged softmax statistics), else why not.
 const std::string &loadLibrary();
 
 /// Builds the forward and backward graphs of `p` and validates them for a
 /// GPU of compute capability `smVersion` (90: Hopper): no device needed.
-/// "" when cuDNN takes them, else cuDNN's reason.
+/// "" when cuDNN takes them, else cuDNN's reason (or hypipe's: a ragged
+/// offset past int32, which the graphs' offset tensors hold).
 std::string validate(const Problem &p, int smVersion);
 
-/// HYPIPE_FUSED_ATTN, as Transformer Engine's NVTE_FUSED_ATTN: unset, bf16
+/// HYPIPE_FUSED_ATTN, as Transformer Engine's NVTE_FUSED_ATTN: unset (or
+/// empty), bf16
 /// attention takes cuDNN where it is found and has a plan (the hand-written
 /// kernels otherwise, said once on stderr); 1 requires it (a missing cuDNN
-/// or plan is an error: the GPU kit's checks of this path); 0 keeps the
-/// hand-written kernels (the kit's switch to measure what it is worth).
+/// or plan is an error: the GPU kit's checks of this path; also true, on);
+/// 0 (false, off) keeps the hand-written kernels (the kit's switch to
+/// measure what it is worth). Another value is refused (std::runtime_error).
 enum class Mode { Auto, Required, Off };
 Mode mode();
 
@@ -99,11 +109,12 @@ enum class Pass { Forward, Backward };
 /// -1 when cuDNN has no plan for it (the caller falls back to the
 /// hand-written kernels; said once on stderr). Under Mode::Required, no plan
 /// throws std::runtime_error with cuDNN's reason instead.
-int64_t prepare(const Problem &p, Pass pass, void *stream);
+int64_t prepare(const Problem &p, Pass pass, int smVersion, void *stream);
 
-/// The device buffers of one call (bf16 unless said). Index arrays: seqLens
-/// [sequences], the three offset arrays [sequences + 1], in elements
-/// (Layout::offsetPerToken times each sequence's first row).
+/// The device buffers of one call (bf16 unless said). Index arrays, B =
+/// graphSequences(sequences): seqLens [B], the three offset arrays [B + 1],
+/// in elements (Layout::offsetPerToken times each sequence's first row; an
+/// empty sequence past the call's starts at its end).
 struct Buffers {
   const void *q = nullptr, *k = nullptr, *v = nullptr;
   void *o = nullptr;      ///< written forward, read backward
