@@ -24,6 +24,7 @@
 #endif
 
 #include <cfloat>
+#include <optional>
 #include <string>
 
 namespace hypipe::rt::cuda {
@@ -466,17 +467,17 @@ struct FusedCall {
   fused::Buffers b;
   bf16 *q, *k, *v, *o;
   void *workspace;
+  int64_t qn, kvn; ///< elements of Q (O, dQ, dO) and of K (V, dK, dV)
 
   FusedCall(const fused::Problem &problem, const Seqs &seqs,
             int64_t workspaceBytes, bool backward)
-      : p(problem) {
-    const int64_t qn = p.tokens * p.heads * p.headDim,
-                  kvn = p.tokens * p.groups * p.headDim,
-                  idx = fused::graphSequences(p.sequences) + 1,
-                  qParts = backward ? 4 : 2, kvParts = backward ? 4 : 2;
+      : p(problem), qn(p.tokens * p.heads * p.headDim),
+        kvn(p.tokens * p.groups * p.headDim) {
+    const int64_t idx = fused::graphSequences(p.sequences) + 1,
+                  parts = backward ? 4 : 2;
     FusedScratch &s = fusedScratch();
-    s.reserve(qParts * FusedScratch::aligned(2 * qn) +
-              kvParts * FusedScratch::aligned(2 * kvn) +
+    s.reserve(parts * FusedScratch::aligned(2 * qn) +
+              parts * FusedScratch::aligned(2 * kvn) +
               4 * FusedScratch::aligned(4 * idx) +
               FusedScratch::aligned(workspaceBytes));
     q = s.take<bf16>(qn);
@@ -519,50 +520,56 @@ void toBf16(const float *x, void *y, int64_t n) {
   launched("fused attention to bf16");
 }
 
-/// The fused forward, or false when cuDNN has no plan (the caller runs the
-/// hand-written kernels).
+/// A fused call of `pass` with q, k and v split out of `qkv`, or nothing
+/// when cuDNN has no plan for it (the caller runs the hand-written kernels).
+std::optional<FusedCall> fusedCall(const Geometry &g, const AttentionShape &s,
+                                   const Tokens &t, const float *qkv,
+                                   fused::Pass pass) {
+  const fused::Problem p = problemOf(s, t);
+  const int64_t workspace = fused::prepare(p, pass, smVersion(), stream());
+  if (workspace < 0)
+    return std::nullopt;
+  std::optional<FusedCall> call;
+  call.emplace(p, g.seqs, workspace, pass == fused::Pass::Backward);
+  call->split(g.hd, qkv);
+  return call;
+}
+
 bool fusedForward(const Geometry &g, const AttentionShape &s, const Tokens &t,
                   AttnSaved &a) {
-  const fused::Problem p = problemOf(s, t);
-  const int64_t workspace =
-      fused::prepare(p, fused::Pass::Forward, smVersion(), stream());
-  if (workspace < 0)
+  std::optional<FusedCall> call =
+      fusedCall(g, s, t, a.qkv, fused::Pass::Forward);
+  if (!call)
     return false;
-  FusedCall call(p, g.seqs, workspace, false);
-  call.split(g.hd, a.qkv);
-  const int64_t qn = p.tokens * p.heads * p.headDim;
-  check(cudaMemsetAsync(call.o, 0, size_t(2 * qn), stream()),
+  check(cudaMemsetAsync(call->o, 0, size_t(2 * call->qn), stream()),
         "cudaMemsetAsync");
-  call.b.stats = a.softmax;
-  fused::run(p, fused::Pass::Forward, call.b, call.workspace, stream());
-  toFloatKernel<<<blocksFor(qn), 256, 0, stream()>>>(qn, call.o, a.ctx);
+  call->b.stats = a.softmax;
+  fused::run(call->p, fused::Pass::Forward, call->b, call->workspace, stream());
+  toFloatKernel<<<blocksFor(call->qn), 256, 0, stream()>>>(call->qn, call->o,
+                                                           a.ctx);
   launched("fused attention from bf16");
   return true;
 }
 
 bool fusedBackward(const Geometry &g, const AttentionShape &s, const Tokens &t,
                    AttnSaved &a, const float *dctx) {
-  const fused::Problem p = problemOf(s, t);
-  const int64_t workspace =
-      fused::prepare(p, fused::Pass::Backward, smVersion(), stream());
-  if (workspace < 0)
+  std::optional<FusedCall> call =
+      fusedCall(g, s, t, a.qkv, fused::Pass::Backward);
+  if (!call)
     return false;
-  FusedCall call(p, g.seqs, workspace, true);
-  call.split(g.hd, a.qkv);
-  const int64_t qn = p.tokens * p.heads * p.headDim,
-                kvn = p.tokens * p.groups * p.headDim;
-  toBf16(a.ctx, call.o, qn);
-  toBf16(dctx, const_cast<void *>(call.b.dO), qn);
+  fused::Buffers &b = call->b;
+  toBf16(a.ctx, b.o, call->qn);
+  toBf16(dctx, const_cast<void *>(b.dO), call->qn);
   // Rows outside every sequence (a padded tail) get zero gradients.
-  for (auto [ptr, n] : {std::pair<void *, int64_t>{call.b.dq, qn},
-                        {call.b.dk, kvn},
-                        {call.b.dv, kvn}})
+  for (auto [ptr, n] : {std::pair<void *, int64_t>{b.dq, call->qn},
+                        {b.dk, call->kvn},
+                        {b.dv, call->kvn}})
     check(cudaMemsetAsync(ptr, 0, size_t(2 * n), stream()), "cudaMemsetAsync");
-  call.b.stats = a.softmax;
-  fused::run(p, fused::Pass::Backward, call.b, call.workspace, stream());
-  qkvKernel<false><<<blocksFor(p.tokens * g.hd.Wd), 256, 0, stream()>>>(
-      p.tokens, g.hd, a.dqkv, static_cast<bf16 *>(call.b.dq),
-      static_cast<bf16 *>(call.b.dk), static_cast<bf16 *>(call.b.dv));
+  b.stats = a.softmax;
+  fused::run(call->p, fused::Pass::Backward, b, call->workspace, stream());
+  qkvKernel<false><<<blocksFor(call->p.tokens * g.hd.Wd), 256, 0, stream()>>>(
+      call->p.tokens, g.hd, a.dqkv, static_cast<bf16 *>(b.dq),
+      static_cast<bf16 *>(b.dk), static_cast<bf16 *>(b.dv));
   launched("fused attention join dqkv");
   return true;
 }

@@ -97,17 +97,23 @@ std::shared_ptr<Graph> buildGraph(const Problem &p, Pass pass, int smVersion,
   q->set_ragged_offset(qOffsets);
   k->set_ragged_offset(kvOffsets);
   v->set_ragged_offset(kvOffsets);
+  // What the forward's and the backward's attributes say alike: the scale,
+  // the top-left causal and padding masks, each sequence's length and the
+  // bound on the ragged tensors' rows.
+  auto masked = [&](auto attributes) {
+    attributes.set_attn_scale(p.scale)
+        .set_causal_mask(true)
+        .set_padding_mask(true)
+        .set_seq_len_q(seqLenQ)
+        .set_seq_len_kv(seqLenKV)
+        .set_max_total_seq_len_q(rows)
+        .set_max_total_seq_len_kv(rows);
+    return attributes;
+  };
   if (pass == Pass::Forward) {
-    auto attributes = fe::graph::SDPA_attributes()
-                          .set_name("sdpa_forward")
-                          .set_generate_stats(true)
-                          .set_attn_scale(p.scale)
-                          .set_causal_mask(true)
-                          .set_padding_mask(true)
-                          .set_seq_len_q(seqLenQ)
-                          .set_seq_len_kv(seqLenKV)
-                          .set_max_total_seq_len_q(rows)
-                          .set_max_total_seq_len_kv(rows);
+    auto attributes = masked(fe::graph::SDPA_attributes()
+                                 .set_name("sdpa_forward")
+                                 .set_generate_stats(true));
     auto [o, stats] = g->sdpa(q, k, v, attributes);
     output(o, Uid::O, ql);
     o->set_ragged_offset(qOffsets);
@@ -120,15 +126,8 @@ std::shared_ptr<Graph> buildGraph(const Problem &p, Pass pass, int smVersion,
     stats->set_data_type(fe::DataType_t::FLOAT).set_ragged_offset(statsOffsets);
     o->set_ragged_offset(qOffsets);
     dO->set_ragged_offset(qOffsets);
-    auto attributes = fe::graph::SDPA_backward_attributes()
-                          .set_name("sdpa_backward")
-                          .set_attn_scale(p.scale)
-                          .set_causal_mask(true)
-                          .set_padding_mask(true)
-                          .set_seq_len_q(seqLenQ)
-                          .set_seq_len_kv(seqLenKV)
-                          .set_max_total_seq_len_q(rows)
-                          .set_max_total_seq_len_kv(rows);
+    auto attributes =
+        masked(fe::graph::SDPA_backward_attributes().set_name("sdpa_backward"));
     auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dO, stats, attributes);
     output(dq, Uid::dQ, ql);
     output(dk, Uid::dK, kvl);

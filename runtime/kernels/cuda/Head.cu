@@ -163,20 +163,6 @@ float crossEntropy(const Tokens &t, int64_t vocab, int64_t shift,
   return maskedMean(T, rowLoss, h.mask, sums);
 }
 
-/// h.logits to their gradient in place; `ws` holds the mask's count.
-void crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
-                          float lossScale, float *ws) {
-  const int64_t T = t.tokens();
-  float *sums = ws;
-  sumTwoKernel<<<1, 1024, 0, stream()>>>(T, nullptr, h.mask, sums);
-  launched("mask count");
-  // The whole vocabulary is the shard from row 0.
-  crossEntropyBackwardShardKernel<<<unsigned(T), 256, 0, stream()>>>(
-      vocab, 0, h.logits, h.rowMax, h.rowScale, h.mask, h.labels, sums,
-      lossScale);
-  launched("cross-entropy backward");
-}
-
 } // namespace
 
 float Kernels::crossEntropy(const Tokens &t, int64_t vocab, int64_t shift,
@@ -187,7 +173,8 @@ float Kernels::crossEntropy(const Tokens &t, int64_t vocab, int64_t shift,
 
 void Kernels::crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
                                    float lossScale, float *ws) {
-  cuda::crossEntropyBackward(t, vocab, h, lossScale, ws);
+  // The whole vocabulary is the shard from row 0.
+  crossEntropyBackwardShard(t, vocab, 0, h, lossScale, ws);
 }
 
 // Split over tensor-parallel ranks (TensorParallel.h): the vocabulary's
@@ -310,6 +297,7 @@ float Kernels::crossEntropyShard(const Tokens &t, int64_t vocab, int64_t first,
   return maskedMean(T, rowLoss, h.mask, sums);
 }
 
+/// h.logits to their gradient in place; `ws` holds the mask's count.
 void Kernels::crossEntropyBackwardShard(const Tokens &t, int64_t vocab,
                                         int64_t first, HeadSaved h,
                                         float lossScale, float *ws) {
@@ -319,7 +307,7 @@ void Kernels::crossEntropyBackwardShard(const Tokens &t, int64_t vocab,
   crossEntropyBackwardShardKernel<<<unsigned(T), 256, 0, stream()>>>(
       vocab, first, h.logits, h.rowMax, h.rowScale, h.mask, h.labels, ws,
       lossScale);
-  launched("cross-entropy backward (vocabulary shard)");
+  launched("cross-entropy backward");
 }
 
 } // namespace hypipe::rt::cuda
