@@ -67,6 +67,10 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context, const ModelSpec &spec) {
       spec.moeDispatcher != MoeDispatcher::AllGather)
     model->setAttr(kMoeDispatcherAttr,
                    b.getStringAttr(moeDispatcherName(spec.moeDispatcher)));
+  if (spec.crossEntropyFusionImpl == "linear")
+    model->setAttr(
+        kCrossEntropyChunkAttr,
+        b.getI64IntegerAttr(spec.crossEntropyChunkTokens.value_or(0)));
   if (spec.pattern.mtpDepths > 0)
     model->setAttr(kMtpLossScaleAttr,
                    b.getF64FloatAttr(spec.mtpLossScalingFactor));

@@ -900,6 +900,9 @@ std::string megatronModelArgs(const ModelSpec &spec) {
     if (spec.moePadExpertInputToCapacity)
       out += " --moe-pad-expert-input-to-capacity";
   }
+  // Megatron's linear implementation runs under its loss fusion.
+  if (spec.crossEntropyFusionImpl == "linear")
+    out += " --cross-entropy-loss-fusion --cross-entropy-fusion-impl linear";
   if (has('+') || has('D')) { // DSA is MLA with an indexer
     const MlaRopeSpec &rope = spec.mlaRope;
     out += " --multi-latent-attention";

@@ -141,6 +141,9 @@ const std::vector<Field> &modelFields() {
       HYPIPE_FIELD("moe_pad_expert_input_to_capacity",
                    d.spec.moePadExpertInputToCapacity),
       HYPIPE_FIELD("mtp_loss_scaling_factor", d.spec.mtpLossScalingFactor),
+      HYPIPE_FIELD("cross_entropy_fusion_impl", d.spec.crossEntropyFusionImpl),
+      HYPIPE_NULLABLE_FIELD("cross_entropy_chunk_tokens",
+                            d.spec.crossEntropyChunkTokens),
       HYPIPE_FIELD("vocab_size", d.spec.dims.vocab),
       HYPIPE_FIELD("make_vocab_size_divisible_by", d.spec.vocabDivisor),
       HYPIPE_FIELD("tie_embeddings", d.spec.dims.tieEmbeddings),
@@ -423,6 +426,7 @@ private:
   /// Sets ModelSpec::unplannable (never an error: only plan refuses).
   llvm::Error notePlannable();
   llvm::Error checkMoeCapacity();
+  llvm::Error checkCrossEntropyFusion();
   llvm::Error padVocabulary();
   llvm::Error checkMoeNeedsSequenceParallel();
   llvm::Error checkRecompute();
@@ -496,6 +500,10 @@ private:
         {"model.moe_pad_expert_input_to_capacity",
          "--moe-pad-expert-input-to-capacity",
          bool(overrides.moePadExpertInputToCapacity)},
+        {"model.cross_entropy_fusion_impl", "--cross-entropy-fusion-impl",
+         bool(overrides.crossEntropyFusionImpl)},
+        {"model.cross_entropy_chunk_tokens", "--cross-entropy-chunk-tokens",
+         bool(overrides.crossEntropyChunkTokens)},
         {"parallel.schedule", "--schedule", bool(overrides.schedule)},
         {"parallel.microbatches",
          overrides.globalBatchSize && !draft.spec.data.packing
@@ -572,6 +580,10 @@ private:
     if (overrides.moePadExpertInputToCapacity)
       draft.spec.moePadExpertInputToCapacity =
           *overrides.moePadExpertInputToCapacity;
+    if (overrides.crossEntropyFusionImpl)
+      draft.spec.crossEntropyFusionImpl = *overrides.crossEntropyFusionImpl;
+    if (overrides.crossEntropyChunkTokens)
+      draft.spec.crossEntropyChunkTokens = *overrides.crossEntropyChunkTokens;
     if (overrides.schedule)
       draft.schedule = *overrides.schedule;
     if (overrides.microbatches)
@@ -1374,6 +1386,8 @@ llvm::Error Loader::checkModel() {
                  "use 0 to switch the load-balancing loss off");
   if (auto err = checkMoeCapacity())
     return err;
+  if (auto err = checkCrossEntropyFusion())
+    return err;
   if (auto err = checkDsaLoss())
     return err;
   if (spec.mtpLossScalingFactor < 0)
@@ -1381,6 +1395,46 @@ llvm::Error Loader::checkModel() {
                  "mtp_loss_scaling_factor cannot be negative",
                  "use Megatron's default 0.1, or 0 to train the MTP depths "
                  "without their loss reaching the model");
+  return llvm::Error::success();
+}
+
+/// The loss's fusion: Megatron-LM's native or linear implementation (its
+/// Transformer Engine one is refused: hypipe has none), and the linear
+/// one's chunk of rows, 1 to 2^20.
+llvm::Error Loader::checkCrossEntropyFusion() {
+  const ModelSpec &spec = draft.spec;
+  const std::string &impl = spec.crossEntropyFusionImpl;
+  if (impl == "te")
+    return error(nodeForField("model.cross_entropy_fusion_impl"),
+                 "hypipe has no Transformer Engine cross-entropy",
+                 "use native (the same loss, the logits kept whole) or "
+                 "linear (the output layer and the loss fused over chunks of "
+                 "tokens, the logits never kept)");
+  if (impl != "native" && impl != "linear")
+    return error(nodeForField("model.cross_entropy_fusion_impl"),
+                 fmt::format("unknown cross_entropy_fusion_impl '{}'", impl),
+                 "use native (the default: a microbatch's logits kept for the "
+                 "backward) or linear (made again a chunk of tokens at a "
+                 "time: less memory, one more output-layer GEMM in each "
+                 "gradient pass)");
+  const std::optional<int64_t> &chunk = spec.crossEntropyChunkTokens;
+  if (chunk && impl != "linear")
+    return error(nodeForField("model.cross_entropy_chunk_tokens"),
+                 "cross_entropy_chunk_tokens sizes the linear cross-entropy's "
+                 "chunks, and cross_entropy_fusion_impl is " +
+                     impl,
+                 "set cross_entropy_fusion_impl: linear "
+                 "(--cross-entropy-fusion-impl linear), or remove "
+                 "cross_entropy_chunk_tokens");
+  constexpr int64_t kMostChunkTokens = int64_t(1) << 20;
+  if (chunk && (*chunk < 1 || *chunk > kMostChunkTokens))
+    return error(nodeForField("model.cross_entropy_chunk_tokens"),
+                 fmt::format("cross_entropy_chunk_tokens must be 1 to {} "
+                             "(got {})",
+                             kMostChunkTokens, *chunk),
+                 "use e.g. 1024, or leave it out: the chunk's logits then "
+                 "take about the memory of the head's input (at least 256 "
+                 "tokens)");
   return llvm::Error::success();
 }
 
@@ -2587,6 +2641,13 @@ llvm::Error Loader::checkMemory() {
 
 } // namespace
 
+int64_t ModelSpec::lossChunkRows(int64_t tokens) const {
+  if (crossEntropyFusionImpl != "linear")
+    return 0;
+  return rt::lossChunkRows(tokens, dims.vocab / parallel.tp, dims.hidden,
+                           crossEntropyChunkTokens.value_or(0));
+}
+
 AutoPartitionRequest ModelSpec::partitionRequest() const {
   AutoPartitionRequest r;
   r.dims = dims;
@@ -2599,6 +2660,7 @@ AutoPartitionRequest ModelSpec::partitionRequest() const {
   r.settings.ep = parallel.ep;
   r.settings.etp = parallel.etp;
   r.settings.capacityFactor = moeExpertCapacityFactor.value_or(0.0);
+  r.settings.linearCrossEntropy = crossEntropyFusionImpl == "linear";
   r.layers = pattern.layers();
   r.mtpLayers = pattern.mtp;
   r.mtpDepths = pattern.mtpDepths;

@@ -210,6 +210,15 @@ struct ModelSpec {
   std::optional<double> moeExpertCapacityFactor;
   std::string moeTokenDropPolicy = "probs";
   bool moePadExpertInputToCapacity = false;
+  /// model.cross_entropy_fusion_impl (Megatron-LM's
+  /// --cross-entropy-fusion-impl): "native", the output layer's logits of
+  /// a microbatch kept whole for the loss's backward, or "linear", the
+  /// output layer and the loss fused over chunks of
+  /// cross_entropy_chunk_tokens rows (absent: about as many as make a
+  /// chunk's logits the size of the head's input), the logits made again
+  /// by the backward.
+  std::string crossEntropyFusionImpl = "native";
+  std::optional<int64_t> crossEntropyChunkTokens;
   /// DeepSeek sparse attention's --dsa-indexer-loss-coeff (the indexer's KL
   /// loss weight; Megatron's None, no default, is refused for a model with
   /// D layers) and --dsa-indexer-use-sparse-loss (the KL over the top-k
@@ -239,6 +248,9 @@ struct ModelSpec {
 
   /// The cost-model inputs of this spec, for its current placement's pp/vpp.
   AutoPartitionRequest partitionRequest() const;
+  /// The rows of the linear cross-entropy's chunk over a microbatch of
+  /// `tokens` (what the compiler gives the head's shape), 0 for native.
+  int64_t lossChunkRows(int64_t tokens) const;
 };
 
 /// Values given on the command line (`--pp 2`) in place of the file's.
@@ -256,6 +268,9 @@ struct SpecOverrides {
   std::optional<double> moeExpertCapacityFactor;
   std::optional<std::string> moeTokenDropPolicy;
   std::optional<bool> moePadExpertInputToCapacity;
+  /// --cross-entropy-fusion-impl and --cross-entropy-chunk-tokens.
+  std::optional<std::string> crossEntropyFusionImpl;
+  std::optional<int64_t> crossEntropyChunkTokens;
   std::optional<int64_t> microBatchSize;
   /// Megatron-LM's --global-batch-size: the microbatches per step are it
   /// over micro_batch_size x dp.

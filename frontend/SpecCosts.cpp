@@ -362,7 +362,8 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
     if (!addLayer(symbol, SavedRole::Main))
       return std::nullopt;
   if (last) {
-    add(rt::headShape(d), SavedRole::Kept);
+    const int64_t lossChunk = spec.lossChunkRows(tokens.tokens());
+    add(rt::headShape(d, lossChunk), SavedRole::Kept);
     // MTP runs in the stage of the output layer; each depth carries a copy
     // of the embedding table where the stage has none of its own (no
     // embedding, an untied head: KernelPlan.cpp's describeMtp).
@@ -373,7 +374,8 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
       for (char symbol : spec.pattern.mtp)
         if (!addLayer(symbol, SavedRole::MtpDepth))
           return std::nullopt;
-      const rt::MtpOutputShape out{d.vocab, d.hidden, depth};
+      const rt::MtpOutputShape out{d.vocab, d.hidden, depth,
+                                   spec.mtpLossScalingFactor, lossChunk};
       add(out, SavedRole::Kept);
     }
   }
@@ -612,7 +614,10 @@ double tensorParallelSeconds(const ModelSpec &spec, const PatternStage &st,
     if (auto shape = patternLayerShape(spec, symbol))
       add(*shape, pass);
   if (st.index + 1 == int64_t(spec.placement.stages.size()))
-    add(rt::headShape(spec.dims), pass);
+    add(rt::headShape(spec.dims,
+                      spec.lossChunkRows(spec.training.seqLength *
+                                         spec.training.microBatchSize)),
+        pass);
   const RecomputeSpec &rc = spec.training.recompute;
   if (pass == rt::StagePass::BackwardInput && rc.full())
     for (auto [begin, end] : recomputeChunks(rc, int64_t(st.layers.size())))

@@ -89,6 +89,14 @@ for s in all-kinds untied-rope gelu mtp gdn mla dsa; do
   "$run" "$tmp/cpu-$s-bf16" --steps 1 --dump-step "$kit/cpu/$s-bf16.safetensors" -q \
     --data "$kit/data/licenses.txt" > /dev/null
 done
+# The linear cross-entropy (docs/precision.md): the MTP spec's head and depth
+# losses a chunk of 7 tokens at a time, the logits made again by I and W.
+linear=(--cross-entropy-fusion-impl linear --cross-entropy-chunk-tokens 7)
+spec="$root/test/e2e/Inputs/ref-mtp.yaml"
+compile "$spec" "${linear[@]}" --target cuda -o "$kit/art/mtp-linear"
+compile "$spec" "${linear[@]}" -o "$tmp/cpu-mtp-linear"
+"$run" "$tmp/cpu-mtp-linear" --steps 1 --dump-step "$kit/cpu/mtp-linear.safetensors" -q \
+  --data "$kit/data/licenses.txt" > /dev/null
 # Activation recompute (issue 48): the same spec with full and selective
 # recompute, whose gradients must be those of art/all-kinds bit for bit.
 spec="$root/test/e2e/Inputs/ref-all-kinds.yaml"

@@ -453,16 +453,30 @@ inline void expertOffsets(const MoeShape &s, const int32_t *counts,
     off[e + 1] = off[e] + counts[e];
 }
 
-/// x, xn, rstd, the logits (then their gradient, for W), each row's
-/// softmax statistics, loss mask, labels (int32).
+/// x, xn, rstd, the logits (then their gradient, for W; none when the loss
+/// is chunked), each row's softmax statistics, loss mask (a chunked loss's
+/// input gradient turns it into each row's gradient coefficient), labels
+/// (int32).
 struct HeadSaved {
   float *x, *xn, *rstd, *logits, *rowMax, *rowScale, *mask;
   int32_t *labels;
 };
 
+/// A chunked loss's statistics scratch (lmLossChunkStatsFloats(T) floats):
+/// each row's loss (the cuda target's: the CPU sums the rows' losses in
+/// double as it goes), sum of exponentials over this rank's vocabulary,
+/// target logit, the group's largest logit, and 4 floats of sums.
+struct LossChunkStats {
+  float *rowLoss, *sum, *target, *groupMax, *sums;
+};
+inline LossChunkStats lossChunkStats(int64_t T, float *stats) {
+  return {stats, stats + T, stats + 2 * T, stats + 3 * T, stats + 4 * T};
+}
+
 /// The head's saved buffer, and an MTP depth's output (the same layout).
+/// `chunk` > 0: the loss is chunked and keeps no logits (h.logits null).
 inline HeadSaved headSaved(int64_t vocab, int64_t hidden, const TokenShape &t,
-                           const SavedBases &bases) {
+                           const SavedBases &bases, int64_t chunk = 0) {
   const int64_t T = t.tokens();
   SavedCarver c(bases);
   HeadSaved h;
@@ -475,7 +489,8 @@ inline HeadSaved headSaved(int64_t vocab, int64_t hidden, const TokenShape &t,
   // logit and its 1 / sum of exponentials (over the whole vocabulary), the
   // same float operations the loss made. After I they hold the logits'
   // gradient for W, rounded as the output layer's input gradient is.
-  h.logits = c.keep(T * vocab, SavedType::Activation);
+  // A chunked loss makes them again, a chunk at a time, from xn.
+  h.logits = chunk > 0 ? nullptr : c.keep(T * vocab, SavedType::Activation);
   h.rowMax = c.keep(T, SavedType::F32);
   h.rowScale = c.keep(T, SavedType::F32);
   h.mask = c.keep(T, SavedType::F32);
@@ -485,12 +500,12 @@ inline HeadSaved headSaved(int64_t vocab, int64_t hidden, const TokenShape &t,
 
 inline HeadSaved headSaved(const HeadShape &s, const TokenShape &t,
                            const SavedBases &bases) {
-  return headSaved(s.vocab, s.hidden, t, bases);
+  return headSaved(s.vocab, s.hidden, t, bases, s.lossChunk);
 }
 
 inline HeadSaved headSaved(const MtpOutputShape &s, const TokenShape &t,
                            const SavedBases &bases) {
-  return headSaved(s.vocab, s.hidden, t, bases);
+  return headSaved(s.vocab, s.hidden, t, bases, s.lossChunk);
 }
 
 /// An MTP depth's input (MtpInputShape::savedFloats, in that order).

@@ -319,9 +319,16 @@ ItemCost headCost(const ModelDims &d, const CostSettings &s) {
   c.params = rt::rankNumel(rt::headShape(d).params(), s.tp) -
              (d.tieEmbeddings ? vocab * d.hidden : 0);
   // Kept: final-norm input, output-layer input (residual-stream tensors),
-  // the rank's logits for the softmax.
-  c.activationBytes =
-      2 * s.streamBytes(d.hidden) + t * vocab * int64_t(sizeof(float));
+  // the rank's logits for the softmax, unless the linear cross-entropy
+  // makes them again in both gradient passes.
+  c.activationBytes = 2 * s.streamBytes(d.hidden);
+  if (s.linearCrossEntropy) {
+    const int64_t again = 2 * t * d.hidden * vocab;
+    c.backwardInputFlops += again;
+    c.backwardWeightFlops += again;
+  } else {
+    c.activationBytes += t * vocab * int64_t(sizeof(float));
+  }
   return c;
 }
 

@@ -46,6 +46,10 @@ struct CostSettings {
   /// Megatron-LM's --moe-expert-capacity-factor (0: dropless): under
   /// balanced routing an expert runs min(1, factor) of its dropless rows.
   double capacityFactor = 0;
+  /// Megatron-LM's linear cross-entropy fusion (model.
+  /// cross_entropy_fusion_impl: linear): the head keeps no logits, and each
+  /// gradient pass makes them again (one more output-layer GEMM each).
+  bool linearCrossEntropy = false;
 
   int64_t expertTensorParallel() const { return etp ? etp : tp; }
   /// The ranks a MoE layer's tokens are gathered over and its outputs

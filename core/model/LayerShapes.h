@@ -248,21 +248,58 @@ inline ParamSpec embeddingTableParam(int64_t vocab, int64_t hidden) {
 }
 
 /// Saved floats of a language-model loss (the head's, an MTP depth's): x,
-/// the normed x, rstd, probabilities (overwritten by the logits' gradient
-/// for the weight pass), loss mask, labels.
+/// the normed x, rstd, the logits (overwritten by their gradient for the
+/// weight pass) unless the loss is chunked (`chunk` rows at a time: the
+/// logits are made again from the normed x), each row's softmax statistics,
+/// loss mask (a chunked loss's backward turns it into each row's gradient
+/// coefficient), labels.
 inline int64_t lmLossSavedFloats(const TokenShape &t, int64_t hidden,
-                                 int64_t vocab) {
+                                 int64_t vocab, int64_t chunk = 0) {
   int64_t T = t.tokens();
   // x, xn, rstd, the logits; each row's max, scale, mask and label.
-  return T * (2 * hidden + 1 + vocab) + 4 * T;
+  return T * (2 * hidden + 1 + (chunk > 0 ? 0 : vocab)) + 4 * T;
 }
+
+/// Floats of a chunked loss's statistics scratch (LossChunkStats): each
+/// row's loss, sum of exponentials, target logit and the group's largest
+/// logit, and four sums.
+inline int64_t lmLossChunkStatsFloats(int64_t T) { return 4 * T + 4; }
 
 /// Workspace of a language-model loss: the normed output's gradient
 /// (backward); on CUDA two more floats for the loss and mask sums the GPU
-/// reduces into (forward: after each row's loss, T floats).
+/// reduces into (forward: after each row's loss, T floats). A chunked loss
+/// adds a chunk's logits [chunk, vocab] and its statistics scratch.
 inline int64_t lmLossWorkspaceFloats(const TokenShape &t, int64_t hidden,
-                                     Target target) {
-  return t.tokens() * hidden + (target == Target::Cuda ? 2 : 0);
+                                     Target target, int64_t vocab = 0,
+                                     int64_t chunk = 0) {
+  const int64_t T = t.tokens();
+  if (chunk > 0)
+    return T * hidden + std::min(chunk, T) * vocab + lmLossChunkStatsFloats(T);
+  return T * hidden + (target == Target::Cuda ? 2 : 0);
+}
+
+/// The fewest rows a chunk of the linear cross-entropy takes by default:
+/// its GEMMs' M, enough to keep a GPU's tensor cores busy.
+inline constexpr int64_t kLeastLossChunkRows = 256;
+
+/// Rows a chunked (fused linear) cross-entropy takes at a time over a
+/// microbatch of `tokens`, with `vocab` logits a row on this rank:
+/// `requested` when positive, else the rows whose logits take about as much
+/// memory as the [tokens, hidden] input (Liger Kernel's rule: tokens /
+/// ceil(vocab / hidden), up to a power of two) but at least
+/// kLeastLossChunkRows; at most the tokens.
+inline int64_t lossChunkRows(int64_t tokens, int64_t vocab, int64_t hidden,
+                             int64_t requested) {
+  if (tokens <= 0)
+    return 1;
+  if (requested > 0)
+    return std::min(requested, tokens);
+  const int64_t ratio = std::max<int64_t>(1, (vocab + hidden - 1) / hidden);
+  const int64_t rows = (tokens + ratio - 1) / ratio;
+  int64_t p = kLeastLossChunkRows;
+  while (p < rows)
+    p *= 2;
+  return std::min(p, tokens);
 }
 
 struct MambaShape {
@@ -1060,9 +1097,13 @@ struct HeadShape {
     f("vocab", s.vocab);
     f("hidden", s.hidden);
     f("tied", s.tied);
+    f("loss_chunk", s.lossChunk);
   }
   int64_t vocab, hidden;
   bool tied = true;
+  /// Rows the fused linear cross-entropy takes at a time (0: the whole
+  /// microbatch's logits kept, Megatron's native loss).
+  int64_t lossChunk = 0;
   std::vector<ParamSpec> params() const {
     std::vector<ParamSpec> p = {
         {"decoder.final_norm.weight", {hidden}, Init::Ones}};
@@ -1075,11 +1116,11 @@ struct HeadShape {
     return p;
   }
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
-    return lmLossSavedFloats(t, hidden, vocab);
+    return lmLossSavedFloats(t, hidden, vocab, lossChunk);
   }
   int64_t workspaceFloats(const TokenShape &t,
                           Target target = Target::Cpu) const {
-    return lmLossWorkspaceFloats(t, hidden, target);
+    return lmLossWorkspaceFloats(t, hidden, target, vocab, lossChunk);
   }
 };
 
@@ -1138,19 +1179,22 @@ struct MtpOutputShape {
     f("hidden", s.hidden);
     f("depth", s.depth);
     f("loss_weight", s.lossWeight);
+    f("loss_chunk", s.lossChunk);
   }
   int64_t vocab, hidden, depth;
   double lossWeight = 0.1;
+  /// As the head's.
+  int64_t lossChunk = 0;
   std::vector<ParamSpec> params() const {
     return {{"final_layernorm.weight", {hidden}, Init::Ones}};
   }
   /// As the head's, with the shifted mask and labels.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
-    return lmLossSavedFloats(t, hidden, vocab);
+    return lmLossSavedFloats(t, hidden, vocab, lossChunk);
   }
   int64_t workspaceFloats(const TokenShape &t,
                           Target target = Target::Cpu) const {
-    return lmLossWorkspaceFloats(t, hidden, target);
+    return lmLossWorkspaceFloats(t, hidden, target, vocab, lossChunk);
   }
 };
 
@@ -1238,8 +1282,9 @@ inline MoeShape moeShape(const ModelDims &d, double auxLossCoeff = 0.0) {
 inline EmbeddingShape embeddingShape(const ModelDims &d) {
   return {d.vocab, d.hidden};
 }
-inline HeadShape headShape(const ModelDims &d) {
-  return {d.vocab, d.hidden, d.tieEmbeddings};
+/// `lossChunk`: HeadShape's.
+inline HeadShape headShape(const ModelDims &d, int64_t lossChunk = 0) {
+  return {d.vocab, d.hidden, d.tieEmbeddings, lossChunk};
 }
 
 inline int64_t numel(const std::vector<ParamSpec> &params) {

@@ -50,6 +50,11 @@ inline constexpr const char *kMoeDropPolicyAttr =
 /// is not Megatron-LM's default allgather: "alltoall".
 inline constexpr const char *kMoeDispatcherAttr =
     "hybrid.moe_token_dispatcher_type";
+/// The linear cross-entropy fusion (cross_entropy_fusion_impl: linear),
+/// present only then: the rows of a chunk (cross_entropy_chunk_tokens), or
+/// 0 for the lowering's choice (rt::lossChunkRows).
+inline constexpr const char *kCrossEntropyChunkAttr =
+    "hybrid.cross_entropy_chunk_tokens";
 /// The MTP depths' loss weight (mtp_loss_scaling_factor), on models with MTP.
 inline constexpr const char *kMtpLossScaleAttr =
     "hybrid.mtp_loss_scaling_factor";

@@ -67,6 +67,8 @@ public:
       allToAll = d.getValue() == "alltoall";
     if (auto c = model->getAttrOfType<FloatAttr>(kMtpLossScaleAttr))
       mtpScale = c.getValueAsDouble();
+    if (auto c = model->getAttrOfType<IntegerAttr>(kCrossEntropyChunkAttr))
+      lossChunkTokens = c.getInt();
     if (auto r = model->getAttrOfType<DictionaryAttr>(kMlaRopeAttr))
       readMlaRope(r);
     if (auto d = model->getAttrOfType<DictionaryAttr>(kDsaIndexerAttr)) {
@@ -241,7 +243,7 @@ private:
         .Case([&](hybrid::OutputOp) {
           layer.kind = KernelKind::Head;
           layer.prefix.clear();
-          const rt::HeadShape shape = rt::headShape(dims);
+          const rt::HeadShape shape = rt::headShape(dims, lossChunk());
           size(layer, shape, shape.params());
           plan.hasHead = true;
         })
@@ -316,7 +318,7 @@ private:
     out.prefix = prefix;
     const rt::MtpOutputShape outShape{
         dims.vocab, dims.hidden, depth,
-        mtpScale / double(std::max<int64_t>(1, mtpDepths))};
+        mtpScale / double(std::max<int64_t>(1, mtpDepths)), lossChunk()};
     size(out, outShape, outShape.params());
     plan.layers.push_back(std::move(out));
   }
@@ -336,6 +338,17 @@ private:
   bool allToAll = false;
   /// DSA's loss settings (kDsaIndexerAttr).
   double dsaLossCoeff = 0.0;
+  /// kCrossEntropyChunkAttr's value: absent (native) is -1.
+  int64_t lossChunkTokens = -1;
+  /// Rows of the linear cross-entropy's chunk over the stage's microbatch
+  /// and this rank's vocabulary; 0 for the native loss.
+  int64_t lossChunk() const {
+    if (lossChunkTokens < 0)
+      return 0;
+    return rt::lossChunkRows(plan.tokens.tokens(),
+                             dims.vocab / plan.tensorParallel, dims.hidden,
+                             lossChunkTokens);
+  }
   bool dsaSparseLoss = false;
   /// Every MLA layer's shape: the dims' sizes, the model's rotary settings.
   rt::MlaShape mla = rt::mlaShape(dims);

@@ -36,6 +36,7 @@ LogicalResult autoPartitionModel(hybrid::ModelOp model,
   request.settings.etp = parallel.getEtp();
   if (auto c = model->getAttrOfType<FloatAttr>(kMoeCapacityFactorAttr))
     request.settings.capacityFactor = c.getValueAsDouble();
+  request.settings.linearCrossEntropy = model->hasAttr(kCrossEntropyChunkAttr);
   request.layers = pattern->layers();
   request.mtpLayers = pattern->mtp;
   request.mtpDepths = pattern->mtpDepths;

@@ -368,7 +368,8 @@ private:
     recipes::Moe<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
   }
   void backwardWeightLayer(const HeadShape &s, const Call &c) {
-    recipes::Head<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);
+    recipes::Head<K>{k, c.tp}.backwardWeight(s, t, c.params, c.saved.kept,
+                                             c.grads, ws);
   }
   void backwardWeightLayer(const MtpInputShape &s, const Call &c) {
     recipes::MtpInput<K>{k, c.tp}.backwardWeight(
@@ -376,7 +377,8 @@ private:
   }
   void backwardWeightLayer(const MtpOutputShape &s, const Call &c) {
     recipes::MtpOutput<K>{k, c.tp}.backwardWeight(
-        s, t, c.saved.kept, a.grads + p.sharedOutput.elementOffset());
+        s, t, sharedOutput(), c.saved.kept,
+        a.grads + p.sharedOutput.elementOffset(), ws);
   }
   void backwardWeightLayer(const MlaShape &s, const Call &c) {
     recipes::Mla<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);

@@ -54,7 +54,7 @@
 // CHECK: pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 2 buffers(params 1344, saved 1664, workspace
 // CHECK-NEXT: %[[ATTN:.+]] = pipe.kernel_layer attention layer 2 "decoder.layers.1." params <offset = 0, bytes = 800, dtype = f32> saved <offset = 0, bytes = 1072, dtype = f32>
 // CHECK-SAME: shape {groups = 1 : i64, head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, rope = false, rope_base = 1.000000e+04 : f64}
-// CHECK-NEXT: %[[HEAD:.+]] = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 544, dtype = f32> saved <offset = 1072, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = true, vocab = 16 : i64}
+// CHECK-NEXT: %[[HEAD:.+]] = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 544, dtype = f32> saved <offset = 1072, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = true, vocab = 16 : i64}
 // CHECK-NEXT: pipe.kernel_pass forward {
 // CHECK-NEXT:   pipe.kernel_call %[[ATTN]](input) -> act0
 // CHECK-NEXT:   pipe.kernel_call %[[HEAD]](act0) -> none
@@ -90,7 +90,7 @@
 // MTP-SAME: shape {depth = 1 : i64, hidden = 8 : i64, owns_table = false, vocab = 16 : i64}
 // MTP-NEXT: %[[INNER:.+]] = pipe.kernel_layer attention layer 0 "mtp.layers.0.mtp_model_layer.layers.0." params <offset = 3776, bytes = 800, dtype = f32>
 // MTP-NEXT: %[[OUT:.+]] = pipe.kernel_layer mtp_output layer 0 "mtp.layers.0." params <offset = 4576, bytes = 32, dtype = f32>
-// MTP-SAME: shape {depth = 1 : i64, hidden = 8 : i64, loss_weight = 1.000000e-01 : f64, vocab = 16 : i64}
+// MTP-SAME: shape {depth = 1 : i64, hidden = 8 : i64, loss_chunk = 0 : i64, loss_weight = 1.000000e-01 : f64, vocab = 16 : i64}
 // MTP-NEXT: pipe.kernel_pass forward {
 // MTP-NEXT:   pipe.kernel_call %[[EMB]](none) -> act0
 // MTP-NEXT:   pipe.kernel_call %[[MOE]](act0) -> act1

@@ -504,7 +504,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -536,7 +536,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -574,7 +574,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2114, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -611,7 +611,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f16 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -648,7 +648,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
       // expected-error @+1 {{'pipe.kernel_layer' op its saved range #pipe.range<offset = 1316, bytes = 592, dtype = f32> lies outside the 1904-byte buffer (kernel_program_c3)}}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1316, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1316, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -685,7 +685,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       // expected-error @+1 {{'pipe.kernel_layer' op its parameter range #pipe.range<offset = 508, bytes = 1056, dtype = f32> overlaps #pipe.range<offset = 0, bytes = 512, dtype = f32> (kernel_program_c3)}}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 508, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -722,7 +722,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 64, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -759,7 +759,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 252, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -796,7 +796,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> shared_output <offset = 2048, bytes = 512, dtype = f32> shared_table <offset = 0, bytes = 512, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -833,7 +833,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       // expected-error @+1 {{'pipe.kernel_layer' op its shape is not a mlp shape: field 'ffn' is missing or not an i64 (kernel_layer_c1)}}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -870,7 +870,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       // expected-error @+1 {{'pipe.kernel_layer' op its shape is not a mlp shape: field 'activation' is missing or not an activation name (kernel_layer_c1)}}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "tanh", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -906,8 +906,8 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      // expected-error @+1 {{'pipe.kernel_layer' op its shape is not a head shape: it has 4 fields, a head shape 3 (kernel_layer_c1)}}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64, rope = true}
+      // expected-error @+1 {{'pipe.kernel_layer' op its shape is not a head shape: it has 5 fields, a head shape 4 (kernel_layer_c1)}}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64, rope = true}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -944,7 +944,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
       // expected-error @+1 {{'pipe.kernel_layer' op its parameter range #pipe.range<offset = 1568, bytes = 540, dtype = f32> is not the shape's 544 bytes of f32 (kernel_layer_c2)}}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 540, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 540, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -981,7 +981,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       // expected-error @+1 {{'pipe.kernel_layer' op its saved range #pipe.range<offset = 0, bytes = 144, dtype = bf16> is not the shape's 144 bytes of f32 (kernel_layer_c2)}}
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = bf16> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1017,7 +1017,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1054,7 +1054,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         // expected-error @+1 {{'pipe.kernel_call' op reads act1 where the call before it wrote act0 (kernel_pass_c2)}}
@@ -1091,7 +1091,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1128,7 +1128,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1165,7 +1165,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1204,7 +1204,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1224,7 +1224,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1262,7 +1262,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1904, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 1312, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0
         pipe.kernel_call %mlp1(act0) -> act1
@@ -1300,7 +1300,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         // expected-error @+1 {{'pipe.kernel_layer' op is recomputed in a program without a recompute buffer (kernel_program_c5)}}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
@@ -1341,7 +1341,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 512, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
@@ -1382,7 +1382,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         // expected-error @+1 {{'pipe.kernel_layer' op its recomputed range #pipe.range<offset = 0, bytes = 1168, dtype = f32> lies outside the 1024-byte buffer (kernel_program_c5)}}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
@@ -1422,7 +1422,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
@@ -1463,7 +1463,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           // expected-error @+1 {{'pipe.kernel_save' op must keep one 128-byte activation, not #pipe.range<offset = 704, bytes = 64, dtype = f32> (kernel_program_c6)}}
@@ -1504,7 +1504,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
@@ -1545,7 +1545,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
@@ -1587,7 +1587,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           // expected-error @+1 {{'pipe.kernel_save' op keeps act1 where the call before it wrote act0 (kernel_pass_c2)}}
@@ -1628,7 +1628,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
@@ -1669,7 +1669,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
@@ -1710,7 +1710,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
@@ -1751,7 +1751,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 864, workspace 896) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 1168 rc0 <offset = 640, bytes = 128, dtype = f32> rc1 <offset = 768, bytes = 128, dtype = f32> {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> recomputed <offset = 0, bytes = 1168, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 144, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_save act0 -> <offset = 736, bytes = 128, dtype = f32>
@@ -1793,7 +1793,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         // expected-error @+1 {{'pipe.kernel_layer' op recomputes modules selective recompute does not drop of a mlp layer, or is both recomputed and selective (kernel_layer_c3)}}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["core_attn", "layernorm"] <offset = 0, bytes = 640, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_call %mlp1(act0) -> act1
@@ -1832,7 +1832,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         // expected-error @+1 {{'pipe.kernel_layer' op its recomputed range #pipe.range<offset = 0, bytes = 512, dtype = f32> is not its modules' 640 bytes of f32 (kernel_layer_c3)}}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["mlp", "layernorm"] <offset = 0, bytes = 512, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_call %mlp1(act0) -> act1
@@ -1871,7 +1871,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         // expected-error @+1 {{'pipe.kernel_layer' op its recompute list names mlp twice (kernel_layer_c3)}}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["mlp", "mlp"] <offset = 0, bytes = 640, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_call %mlp1(act0) -> act1
@@ -1909,7 +1909,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 2112, saved 1232, workspace 640) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 384, dtype = f32> recompute 640 {
         %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 512, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
         %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 512, bytes = 1056, dtype = f32> saved <offset = 144, bytes = 528, dtype = f32> recompute ["mlp", "layernorm"] <offset = 0, bytes = 640, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+        %head = pipe.kernel_layer head layer 0 "" params <offset = 1568, bytes = 544, dtype = f32> saved <offset = 672, bytes = 592, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
         pipe.kernel_pass forward {
           pipe.kernel_call %embedding(none) -> act0
           pipe.kernel_call %mlp1(act0) -> act1
@@ -1948,7 +1948,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 1392, workspace 512) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> tensor_parallel 1 {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> saved <offset = 144, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 464, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 464, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
         pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
@@ -1985,7 +1985,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
       // expected-error @+1 {{'pipe.kernel_layer' op does not split over 3 tensor-parallel ranks: vocab_size (16) is not a multiple of the tensor-parallel size 3 (kernel_layer_c4)}}
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> saved <offset = 144, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 464, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 464, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
         pipe.kernel_call %mlp1(act0) -> act1 collectives ["all_reduce:8"]
@@ -2021,7 +2021,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 1392, workspace 512) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> tensor_parallel 2 {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> saved <offset = 144, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 464, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 928, bytes = 464, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
         // expected-error @+1 {{'pipe.kernel_call' op lists the collectives none where its layer runs ["all_reduce:8"] (kernel_call_c2)}}
@@ -2058,7 +2058,7 @@ hybrid.model @m attributes {dims = #hybrid.dims<hidden = 8, ffn_hidden = 16, num
     pipe.kernel_program activations f32 tokens 1 x 4 hidden 8 layers 1 buffers(params 1088, saved 736, workspace 768) act0 <offset = 0, bytes = 128, dtype = f32> act1 <offset = 128, bytes = 128, dtype = f32> scratch <offset = 256, bytes = 256, dtype = f32> recompute 784 rc0 <offset = 512, bytes = 128, dtype = f32> rc1 <offset = 640, bytes = 128, dtype = f32> tensor_parallel 2 {
       %embedding = pipe.kernel_layer embedding layer 0 "" params <offset = 0, bytes = 256, dtype = f32> saved <offset = 0, bytes = 144, dtype = f32> shape {hidden = 8 : i64, vocab = 16 : i64}
       %mlp1 = pipe.kernel_layer mlp layer 1 "decoder.layers.0." params <offset = 256, bytes = 544, dtype = f32> recomputed <offset = 0, bytes = 784, dtype = f32> shape {activation = "gelu", ffn = 16 : i64, hidden = 8 : i64}
-      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 144, bytes = 464, dtype = f32> shape {hidden = 8 : i64, tied = false, vocab = 16 : i64}
+      %head = pipe.kernel_layer head layer 0 "" params <offset = 800, bytes = 288, dtype = f32> saved <offset = 144, bytes = 464, dtype = f32> shape {hidden = 8 : i64, loss_chunk = 0 : i64, tied = false, vocab = 16 : i64}
       pipe.kernel_pass forward {
         pipe.kernel_call %embedding(none) -> act0 collectives ["all_reduce:8"]
         pipe.kernel_save act0 -> <offset = 608, bytes = 128, dtype = f32>

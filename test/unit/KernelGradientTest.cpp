@@ -103,7 +103,8 @@ struct Layer {
   std::function<void(const float *p, float *g, float *saved, const float *dy,
                      float *dx, float *ws)>
       backwardInput;
-  std::function<void(const float *saved, float *g)> backwardWeight;
+  std::function<void(const float *p, const float *saved, float *g, float *ws)>
+      backwardWeight;
 };
 
 /// A Layer of `params` parameters with the buffers shape `s` plans for `t`
@@ -154,7 +155,7 @@ void checkGradients(const Layer &L, unsigned seed,
   std::vector<float> g(L.params, 0.0f), dx(act);
   L.backwardInput(p.data(), g.data(), saved.data(), r.data(), dx.data(),
                   ws.data());
-  L.backwardWeight(saved.data(), g.data());
+  L.backwardWeight(p.data(), saved.data(), g.data(), ws.data());
 
   const float eps = 1e-2f;
   auto fd = [&](std::vector<float> &vec, int64_t i, bool isParam) {
@@ -202,7 +203,7 @@ Layer makeLayer(const Shape &s, TokenShape t, Fwd fwd, BwdI bwdI, BwdW bwdW) {
                         float *dx, float *ws) {
     bwdI(DType::F32, s, t, p, g, sv, dy, dx, ws);
   };
-  l.backwardWeight = [=](const float *sv, float *g) {
+  l.backwardWeight = [=](const float *, const float *sv, float *g, float *) {
     bwdW(DType::F32, s, t, sv, g);
   };
   return l;
@@ -753,7 +754,7 @@ Layer mtpInputLayer(const MtpInputShape &s, TokenShape t,
                         float *dx, float *ws) {
     mtpInputBackwardInput(DType::F32, s, t, p, g, sv, dy, dx, ws);
   };
-  l.backwardWeight = [=](const float *sv, float *g) {
+  l.backwardWeight = [=](const float *, const float *sv, float *g, float *) {
     mtpInputBackwardWeight(DType::F32, s, t, sv, g, g + own);
   };
   return l;
@@ -778,8 +779,9 @@ Layer mtpOutputLayer(const MtpOutputShape &s, TokenShape t,
     mtpOutputBackwardInput(DType::F32, s, t, p, g, p + s.hidden, sv, 1.0f, dy,
                            dx, ws);
   };
-  l.backwardWeight = [=](const float *sv, float *g) {
-    mtpOutputBackwardWeight(DType::F32, s, t, sv, g + s.hidden);
+  l.backwardWeight = [=](const float *p, const float *sv, float *g, float *ws) {
+    mtpOutputBackwardWeight(DType::F32, s, t, p + s.hidden, sv, g + s.hidden,
+                            ws);
   };
   return l;
 }
@@ -808,6 +810,63 @@ TEST(KernelGradient, MtpOutputWithMaskAndNextDepth) {
   std::vector<float> mask(14, 1.0f);
   mask[3] = 0.0f;
   checkGradients(mtpOutputLayer(s, kTokens, randomTokens(14, 11, 4), mask), 31);
+}
+
+TEST(KernelGradient, ChunkedLossMatchesFiniteDifferences) {
+  // The fused linear cross-entropy, 3 rows at a time over 14 (the last
+  // chunk shorter), with a masked row: the logits are made again by both
+  // gradient passes.
+  MtpOutputShape s{11, 6, 1, 0.7};
+  s.lossChunk = 3;
+  std::vector<float> mask(14, 1.0f);
+  mask[5] = 0.0f;
+  checkGradients(mtpOutputLayer(s, kTokens, randomTokens(14, 11, 7), mask), 33);
+}
+
+TEST(KernelGradient, ChunkedLossIsTheWholeLoss) {
+  // The same loss and gradients as the kept-logits loss, chunk by chunk
+  // (any chunk, packed samples): the statistics are per row, so only the
+  // output layer's weight-gradient sums regroup.
+  static const int32_t cu[] = {0, 3, 7, 14};
+  const TokenShape t = packedTokens(kTokens, cu, 3);
+  const std::vector<int32_t> labels = randomTokens(14, 11, 8);
+  std::vector<float> mask(14, 1.0f);
+  mask[2] = 0.0f;
+  struct Result {
+    float loss;
+    std::vector<float> dx, g;
+  };
+  auto run = [&](int64_t chunk) {
+    MtpOutputShape s{11, 6, 1, 0.5};
+    s.lossChunk = chunk;
+    Layer L = mtpOutputLayer(s, t, labels, mask);
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const int64_t act = 14 * 6;
+    std::vector<float> p(L.params), x(act), dy(act);
+    fillRandom(rng, u, p, x, dy);
+    std::vector<float> saved(L.saved), ws(L.workspace), y(act);
+    Result r{L.forward(p.data(), x.data(), y.data(), saved.data(), ws.data()),
+             std::vector<float>(act), std::vector<float>(L.params, 0.0f)};
+    L.backwardInput(p.data(), r.g.data(), saved.data(), dy.data(), r.dx.data(),
+                    ws.data());
+    L.backwardWeight(p.data(), saved.data(), r.g.data(), ws.data());
+    return r;
+  };
+  const Result whole = run(0);
+  for (int64_t chunk : {1, 4, 14}) {
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    const Result c = run(chunk);
+    EXPECT_NEAR(c.loss, whole.loss, 1e-6f * std::abs(whole.loss));
+    for (size_t i = 0; i < whole.dx.size(); ++i)
+      EXPECT_NEAR(c.dx[i], whole.dx[i], 1e-6f) << i;
+    for (size_t i = 0; i < whole.g.size(); ++i)
+      EXPECT_NEAR(c.g[i], whole.g[i], 1e-6f) << i;
+  }
+  // A chunked loss keeps no logits: 14 x 11 floats fewer.
+  MtpOutputShape whole0{11, 6, 1, 0.5}, chunked{11, 6, 1, 0.5};
+  chunked.lossChunk = 4;
+  EXPECT_EQ(whole0.savedFloats(t) - chunked.savedFloats(t), 14 * 11);
 }
 
 TEST(KernelGradient, MtpPacked) {
@@ -914,7 +973,7 @@ std::function<void()> layerStep(const Layer &L) {
     L.forward(p->data(), x->data(), y->data(), saved->data(), ws->data());
     L.backwardInput(p->data(), g->data(), saved->data(), y->data(), dx->data(),
                     ws->data());
-    L.backwardWeight(saved->data(), g->data());
+    L.backwardWeight(p->data(), saved->data(), g->data(), ws->data());
   };
 }
 

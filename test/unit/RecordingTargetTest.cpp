@@ -218,6 +218,29 @@ void RecordingKernels::crossEntropyBackwardShard(const TokenShape &, int64_t,
                                                  float, float *) {
   record("crossEntropyBackwardShard from " + std::to_string(first));
 }
+void RecordingKernels::lossTargets(const TokenShape &, int64_t shift,
+                                   const int32_t *, const float *, HeadSaved) {
+  record("lossTargets shift " + std::to_string(shift));
+}
+void RecordingKernels::crossEntropyChunk(int64_t row0, int64_t rows, int64_t,
+                                         int64_t, HeadSaved, LossChunkStats) {
+  record("crossEntropyChunk " + std::to_string(row0) + "+" +
+         std::to_string(rows));
+}
+float RecordingKernels::crossEntropyChunked(int64_t, HeadSaved,
+                                            TensorParallelCalls *tp,
+                                            LossChunkStats) {
+  record(tp ? "crossEntropyChunked over tp" : "crossEntropyChunked");
+  return 0.0f;
+}
+void RecordingKernels::lossCoefficients(int64_t, HeadSaved, float, float *) {
+  record("lossCoefficients");
+}
+void RecordingKernels::crossEntropyBackwardChunk(int64_t row0, int64_t rows,
+                                                 int64_t, int64_t, HeadSaved) {
+  record("crossEntropyBackwardChunk " + std::to_string(row0) + "+" +
+         std::to_string(rows));
+}
 /// Every routed row to expert 0 (one row: the experts' recipes run once).
 void routeToTheFirstExpert(const MoeShape &s, std::vector<int64_t> &off) {
   off.assign(size_t(s.experts + 1), 1);
@@ -614,6 +637,35 @@ TEST(RecordingTarget, Head) {
             (Calls{"crossEntropyBackward", R, "linearBackwardInput 8>16", R,
                    "rmsnormBackward", R}));
   EXPECT_EQ(p.backwardWeight, (Calls{"linearBackwardWeight 8>16"}));
+}
+
+TEST(RecordingTarget, ChunkedHead) {
+  // Megatron's linear cross-entropy fusion, 3 rows at a time over the 8
+  // tokens: each chunk's logits made and rounded, then its statistics; the
+  // input gradient makes them again and turns them into their gradient,
+  // and so does the weight gradient. No [T, vocab] GEMM anywhere.
+  const Passes p =
+      passesOf(LayerKind::Head, HeadShape{kVocab, kHidden, true, 3});
+  const Calls chunks = {"linearForward 8>16", R, "crossEntropyChunk 0+3",
+                        "linearForward 8>16", R, "crossEntropyChunk 3+3",
+                        "linearForward 8>16", R, "crossEntropyChunk 6+2"};
+  Calls forward = {"copy", "rmsnormForward", R, "lossTargets shift 0"};
+  forward.insert(forward.end(), chunks.begin(), chunks.end());
+  forward.push_back("crossEntropyChunked");
+  EXPECT_EQ(p.forward, forward);
+  Calls input = {"lossCoefficients"};
+  Calls weight;
+  for (const char *c : {"0+3", "3+3", "6+2"}) {
+    const Calls again = {"linearForward 8>16", R,
+                         std::string("crossEntropyBackwardChunk ") + c, R};
+    input.insert(input.end(), again.begin(), again.end());
+    input.push_back("linearBackwardInput 8>16");
+    weight.insert(weight.end(), again.begin(), again.end());
+    weight.push_back("linearBackwardWeight 8>16");
+  }
+  input.insert(input.end(), {R, "rmsnormBackward", R});
+  EXPECT_EQ(p.backwardInput, input);
+  EXPECT_EQ(p.backwardWeight, weight);
 }
 
 TEST(RecordingTarget, MtpInput) {

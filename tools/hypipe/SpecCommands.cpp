@@ -397,6 +397,12 @@ void printModelLines(const Explanation &e) {
   if (e.spec.training.recompute.granularity != RecomputeGranularity::None)
     std::cout << fmt::format("recompute: {}\n",
                              recomputeFlags(e.spec.training.recompute));
+  if (const int64_t rows =
+          e.spec.lossChunkRows(e.costs.request.settings.tokens()))
+    std::cout << fmt::format(
+        "loss: linear cross-entropy, {} tokens a chunk (the logits made "
+        "again by both gradient passes, never kept)\n",
+        rows);
   std::cout << fmt::format(
       "pattern: {}{}\n\n", e.costs.pinned,
       e.spec.autoPartitioned
@@ -776,6 +782,14 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       [&o](int64_t) { o.moePadExpertInputToCapacity = true; },
       "Megatron-LM's padding of each expert's rows to its capacity (the "
       "same result: hypipe runs the unpadded rows)");
+  word("--cross-entropy-fusion-impl", o.crossEntropyFusionImpl,
+       "native (a microbatch's logits kept for the backward; default) or "
+       "linear (the output layer and the loss fused over chunks of tokens, "
+       "the logits made again) (model.cross_entropy_fusion_impl)");
+  opt("--cross-entropy-chunk-tokens", o.crossEntropyChunkTokens,
+      "linear: tokens a chunk of the loss takes (model."
+      "cross_entropy_chunk_tokens; default: its logits about the size of "
+      "the head's input, at least 256 tokens)");
   word("--lr-decay-style", o.lrDecayStyle,
        "constant, linear, cosine, inverse-square-root or WSD "
        "(training.lr_decay_style; default cosine)");

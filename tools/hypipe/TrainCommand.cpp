@@ -133,7 +133,7 @@ std::string shellWord(const std::string &word) {
 std::vector<std::string> overrideWords(const SpecOverrides &v) {
   // A new override must join the words below (an artifact compiled without
   // it would otherwise be taken for one compiled with it).
-  static_assert(sizeof(SpecOverrides) == 912,
+  static_assert(sizeof(SpecOverrides) == 968,
                 "SpecOverrides changed: add its new field to overrideWords");
   std::vector<std::string> words;
   // fmt's shortest form of a double reads back to the same double.
@@ -154,6 +154,8 @@ std::vector<std::string> overrideWords(const SpecOverrides &v) {
   add("--moe-token-drop-policy", v.moeTokenDropPolicy);
   if (v.moePadExpertInputToCapacity)
     words.push_back("--moe-pad-expert-input-to-capacity");
+  add("--cross-entropy-fusion-impl", v.crossEntropyFusionImpl);
+  add("--cross-entropy-chunk-tokens", v.crossEntropyChunkTokens);
   add("--make-vocab-size-divisible-by", v.makeVocabSizeDivisibleBy);
   add("--microbatches", v.microbatches);
   add("--global-batch-size", v.globalBatchSize);

@@ -50,7 +50,7 @@ float crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
     const float m = j < 0 ? 0.0f : (lossMask ? lossMask[j] : 1.0f);
     // Softmax in float as Megatron's cross-entropy computes it, one
     // vectorised exp per logit, the sum in double; the probabilities are
-    // made again in the backward (softmaxRow).
+    // made again in the backward (logitsGradientRow).
     const float mx = *std::max_element(r, r + V);
     double sum = 0;
 #pragma omp simd reduction(+ : sum)
@@ -70,16 +70,21 @@ float crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
   return count > 0 ? float(total / count) : 0.0f;
 }
 
-/// Row `i`'s logits to their probabilities in place, the float operations
-/// the loss made: exp(logit - max), times the row's scale.
-void softmaxRow(HeadSaved h, int64_t V, int64_t i) {
-  float *r = h.logits + i * V;
-  const float mx = h.rowMax[i], inv = h.rowScale[i];
+/// A row's `V` logits `r` to their gradient in place: the probabilities
+/// made with the float operations the loss made (exp(logit - mx), times the
+/// row's scale `inv`), the one-hot subtracted at `at` (when in [0, V)), times
+/// the row's coefficient `c`.
+void logitsGradientRow(float *r, int64_t V, float mx, float inv, int64_t at,
+                       float c) {
 #pragma omp simd
   for (int64_t v = 0; v < V; ++v)
     r[v] = fastExp(r[v] - mx);
   for (int64_t v = 0; v < V; ++v)
     r[v] *= inv;
+  if (at >= 0 && at < V)
+    r[at] -= 1.0f;
+  for (int64_t v = 0; v < V; ++v)
+    r[v] *= c;
 }
 
 } // namespace
@@ -191,14 +196,99 @@ void Kernels::crossEntropyBackwardShard(const TokenShape &t, int64_t vocab,
     count += h.mask[i];
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < T; ++i) {
-    float c = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
-    softmaxRow(h, V, i);
-    float *r = h.logits + i * V;
-    const int64_t at = int64_t(h.labels[i]) - first;
-    if (at >= 0 && at < V)
-      r[at] -= 1.0f;
+    const float c = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
+    logitsGradientRow(h.logits + i * V, V, h.rowMax[i], h.rowScale[i],
+                      int64_t(h.labels[i]) - first, c);
+  }
+}
+
+void Kernels::lossTargets(const TokenShape &t, int64_t shift,
+                          const int32_t *labels, const float *lossMask,
+                          HeadSaved h) {
+  const int64_t T = t.tokens();
+  thread_local std::vector<int64_t> aheadOfThread;
+  rowsAhead(t, shift, aheadOfThread);
+  const int64_t *ahead = aheadOfThread.data();
+  ProfileScope scope(KernelClass::Elementwise);
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t j = ahead[i];
+    h.labels[i] = j < 0 ? 0 : labels[j];
+    h.mask[i] = j < 0 ? 0.0f : (lossMask ? lossMask[j] : 1.0f);
+  }
+}
+
+void Kernels::crossEntropyChunk(int64_t row0, int64_t rows, int64_t vocab,
+                                int64_t first, HeadSaved h,
+                                LossChunkStats stats) {
+  const int64_t V = vocab;
+  ProfileScope scope(KernelClass::Elementwise);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < rows; ++n) {
+    const int64_t i = row0 + n;
+    const float *r = h.logits + n * V;
+    const float mx = *std::max_element(r, r + V);
+    double sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t v = 0; v < V; ++v)
-      r[v] *= c;
+      sum += fastExp(r[v] - mx);
+    const int64_t at = int64_t(h.labels[i]) - first;
+    h.rowMax[i] = mx;
+    stats.sum[i] = float(sum);
+    stats.target[i] = at >= 0 && at < V ? r[at] : 0.0f;
+  }
+}
+
+float Kernels::crossEntropyChunked(int64_t T, HeadSaved h,
+                                   TensorParallelCalls *tp,
+                                   LossChunkStats stats) {
+  if (tp) {
+    // Megatron's vocabulary-parallel statistics, each rank's sum first
+    // rescaled from its own largest logit to the group's.
+    std::memcpy(stats.groupMax, h.rowMax, sizeof(float) * T);
+    tp->run(CollectiveKind::AllReduceMax, stats.groupMax, 1);
+    {
+      ProfileScope scope(KernelClass::Elementwise);
+      for (int64_t i = 0; i < T; ++i) {
+        stats.sum[i] *= std::exp(h.rowMax[i] - stats.groupMax[i]);
+        h.rowMax[i] = stats.groupMax[i];
+      }
+    }
+    tp->run(CollectiveKind::AllReduce, stats.target, 1);
+    tp->run(CollectiveKind::AllReduce, stats.sum, 1);
+  }
+  ProfileScope scope(KernelClass::Elementwise);
+  double total = 0, count = 0;
+  for (int64_t i = 0; i < T; ++i) {
+    h.rowScale[i] = 1.0f / stats.sum[i];
+    total += h.mask[i] * (double(h.rowMax[i]) + std::log(double(stats.sum[i])) -
+                          double(stats.target[i]));
+    count += h.mask[i];
+  }
+  return count > 0 ? float(total / count) : 0.0f;
+}
+
+void Kernels::lossCoefficients(int64_t T, HeadSaved h, float lossScale,
+                               float *) {
+  ProfileScope scope(KernelClass::Elementwise);
+  double count = 0;
+  for (int64_t i = 0; i < T; ++i)
+    count += h.mask[i];
+  // crossEntropyBackwardShard's coefficient, the same float operations.
+  for (int64_t i = 0; i < T; ++i)
+    h.mask[i] = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
+}
+
+void Kernels::crossEntropyBackwardChunk(int64_t row0, int64_t rows,
+                                        int64_t vocab, int64_t first,
+                                        HeadSaved h) {
+  const int64_t V = vocab;
+  ProfileScope scope(KernelClass::Elementwise);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < rows; ++n) {
+    const int64_t i = row0 + n;
+    // The coefficient lossCoefficients left in the mask.
+    logitsGradientRow(h.logits + n * V, V, h.rowMax[i], h.rowScale[i],
+                      int64_t(h.labels[i]) - first, h.mask[i]);
   }
 }
 

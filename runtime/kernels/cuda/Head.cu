@@ -102,6 +102,76 @@ crossEntropyBackwardShardKernel(int64_t V, int64_t first, float *logits,
     r[v] = (expf(r[v] - mx) * scale - (v == at ? 1.0f : 0.0f)) * c;
 }
 
+// The fused linear cross-entropy (a chunk of rows at a time).
+
+/// Each row's label and mask, those `shift` rows ahead in its sequence.
+__global__ void lossTargetsKernel(int64_t T, Seqs seqs, int shift,
+                                  const int32_t *labels, const float *lossMask,
+                                  float *keptMask, int32_t *keptLabels) {
+  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= T)
+    return;
+  const int ahead = seqs.rowAhead(int(row), shift);
+  keptLabels[row] = ahead < 0 ? 0 : labels[ahead];
+  keptMask[row] = ahead < 0 ? 0.0f : (lossMask ? lossMask[ahead] : 1.0f);
+}
+
+/// One block a row of the chunk (row0 + blockIdx.x of the microbatch): its
+/// largest logit, sum of exponentials and target logit (this rank's).
+__global__ void crossEntropyChunkKernel(int64_t V, int64_t row0, int64_t first,
+                                        const float *logits,
+                                        const int32_t *labels, float *rowMax,
+                                        float *rowSum, float *target) {
+  const int64_t row = row0 + blockIdx.x;
+  const float *r = logits + int64_t(blockIdx.x) * V;
+  const float mx = blockRowMax(r, V);
+  float sum = 0;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    sum += expf(r[v] - mx);
+  sum = blockSum(sum);
+  if (threadIdx.x == 0) {
+    const int64_t at = int64_t(labels[row]) - first;
+    rowMax[row] = mx;
+    rowSum[row] = sum;
+    target[row] = at >= 0 && at < V ? r[at] : 0.0f;
+  }
+}
+
+/// Each rank's sum rescaled from its largest logit to the group's, which
+/// becomes the row's.
+__global__ void rescaleSumsKernel(int64_t T, const float *groupMax,
+                                  float *rowMax, float *rowSum) {
+  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= T)
+    return;
+  rowSum[row] *= expf(rowMax[row] - groupMax[row]);
+  rowMax[row] = groupMax[row];
+}
+
+/// mask[i] * lossScale / count in place (count: sums[1]).
+__global__ void lossCoefficientsKernel(int64_t T, const float *sums,
+                                       float lossScale, float *mask) {
+  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= T)
+    return;
+  const float n = sums[1];
+  mask[row] = n > 0 ? mask[row] * lossScale / n : 0.0f;
+}
+
+/// The chunk's logits to their gradient in place: (softmax - onehot) times
+/// the row's coefficient (in mask).
+__global__ void crossEntropyBackwardChunkKernel(
+    int64_t V, int64_t row0, int64_t first, float *logits, const float *rowMax,
+    const float *rowScale, const float *coefficient, const int32_t *labels) {
+  const int64_t row = row0 + blockIdx.x;
+  float *r = logits + int64_t(blockIdx.x) * V;
+  const float c = coefficient[row];
+  const float mx = rowMax[row], scale = rowScale[row];
+  const int64_t at = int64_t(labels[row]) - first;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    r[v] = (expf(r[v] - mx) * scale - (v == at ? 1.0f : 0.0f)) * c;
+}
+
 } // namespace
 
 namespace {
@@ -308,6 +378,68 @@ void Kernels::crossEntropyBackwardShard(const Tokens &t, int64_t vocab,
       vocab, first, h.logits, h.rowMax, h.rowScale, h.mask, h.labels, ws,
       lossScale);
   launched("cross-entropy backward");
+}
+
+void Kernels::lossTargets(const Tokens &t, int64_t shift, const int32_t *labels,
+                          const float *lossMask, HeadSaved h) {
+  const int64_t T = t.tokens();
+  if (T == 0)
+    return;
+  lossTargetsKernel<<<blocksFor(T), 256, 0, stream()>>>(
+      T, seqsOf(t), int(shift), labels, lossMask, h.mask, h.labels);
+  launched("loss targets");
+}
+
+void Kernels::crossEntropyChunk(int64_t row0, int64_t rows, int64_t vocab,
+                                int64_t first, HeadSaved h,
+                                LossChunkStats stats) {
+  if (rows == 0)
+    return;
+  crossEntropyChunkKernel<<<unsigned(rows), 256, 0, stream()>>>(
+      vocab, row0, first, h.logits, h.labels, h.rowMax, stats.sum,
+      stats.target);
+  launched("cross-entropy (chunk)");
+}
+
+float Kernels::crossEntropyChunked(int64_t T, HeadSaved h,
+                                   TensorParallelCalls *tp,
+                                   LossChunkStats stats) {
+  if (tp) {
+    check(cudaMemcpyAsync(stats.groupMax, h.rowMax, sizeof(float) * T,
+                          cudaMemcpyDeviceToDevice, stream()),
+          "copying the rows' maxima");
+    tp->run(CollectiveKind::AllReduceMax, stats.groupMax, 1);
+    rescaleSumsKernel<<<blocksFor(T), 256, 0, stream()>>>(T, stats.groupMax,
+                                                          h.rowMax, stats.sum);
+    launched("cross-entropy rescale (vocabulary shard)");
+    tp->run(CollectiveKind::AllReduce, stats.target, 1);
+    tp->run(CollectiveKind::AllReduce, stats.sum, 1);
+  }
+  shardFinishKernel<<<blocksFor(T), 256, 0, stream()>>>(
+      T, h.mask, h.rowMax, stats.sum, stats.target, h.rowScale, stats.rowLoss);
+  launched("cross-entropy (chunked)");
+  return maskedMean(T, stats.rowLoss, h.mask, stats.sums);
+}
+
+void Kernels::lossCoefficients(int64_t T, HeadSaved h, float lossScale,
+                               float *ws) {
+  if (T == 0)
+    return;
+  sumTwoKernel<<<1, 1024, 0, stream()>>>(T, nullptr, h.mask, ws);
+  launched("mask count");
+  lossCoefficientsKernel<<<blocksFor(T), 256, 0, stream()>>>(T, ws, lossScale,
+                                                             h.mask);
+  launched("loss coefficients");
+}
+
+void Kernels::crossEntropyBackwardChunk(int64_t row0, int64_t rows,
+                                        int64_t vocab, int64_t first,
+                                        HeadSaved h) {
+  if (rows == 0)
+    return;
+  crossEntropyBackwardChunkKernel<<<unsigned(rows), 256, 0, stream()>>>(
+      vocab, row0, first, h.logits, h.rowMax, h.rowScale, h.mask, h.labels);
+  launched("cross-entropy backward (chunk)");
 }
 
 } // namespace hypipe::rt::cuda

@@ -13,6 +13,12 @@
 //   crossEntropyBackward(t, vocab, h, lossScale, scratch)
 //                         h.logits to their gradient in place (the softmax
 //                         made again from the row statistics)
+// and, for a chunked loss (the shape's loss_chunk, Megatron's linear
+// cross-entropy fusion), lossTargets, crossEntropyChunk,
+// crossEntropyChunked, lossCoefficients and crossEntropyBackwardChunk
+// (TargetKernels.inc): the output layer and the loss a chunk of rows at a
+// time, whose logits live in the workspace and are made again by the input
+// and the weight gradients, so that no [T, vocab] tensor is kept.
 // A call of no tokens does nothing (its loss is 0).
 //
 //===----------------------------------------------------------------------===//
@@ -21,6 +27,8 @@
 
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/recipes/Primitives.h"
+
+#include <algorithm>
 
 namespace hypipe::rt::recipes {
 
@@ -39,9 +47,9 @@ template <class P> struct Head {
   float forward(const HeadShape &s, const Tokens &t, const float *params,
                 const float *x, const int32_t *labels, const float *lossMask,
                 float *saved, float *ws) const {
-    return lossForward(t, s.hidden, s.vocab, params, params + s.hidden, x,
-                       labels, lossMask, 0, headSaved(s, k.shape(t), saved),
-                       ws);
+    return lossForward(t, s.hidden, s.vocab, s.lossChunk, params,
+                       params + s.hidden, x, labels, lossMask, 0,
+                       headSaved(s, k.shape(t), saved), ws);
   }
 
   /// With multi-token prediction `dxnExtra` is the first depth's gradient
@@ -50,17 +58,18 @@ template <class P> struct Head {
   void backwardInput(const HeadShape &s, const Tokens &t, const float *params,
                      float *grads, float *saved, float lossScale,
                      const float *dxnExtra, float *dx, float *ws) const {
-    lossBackwardInput(t, s.hidden, s.vocab, params, params + s.hidden,
-                      headSaved(s, k.shape(t), saved), lossScale, dxnExtra, dx,
-                      grads, ws);
+    lossBackwardInput(t, s.hidden, s.vocab, s.lossChunk, params,
+                      params + s.hidden, headSaved(s, k.shape(t), saved),
+                      lossScale, dxnExtra, dx, grads, ws);
   }
 
+  /// `ws`: a chunked loss's (its chunk's logits).
   template <class Tokens>
-  void backwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
-                      float *grads) const {
-    backwardWeight(t, s.hidden, s.vocab,
-                   headSaved(s, k.shape(t), const_cast<float *>(saved)),
-                   grads + s.hidden);
+  void backwardWeight(const HeadShape &s, const Tokens &t, const float *params,
+                      const float *saved, float *grads, float *ws) const {
+    lossBackwardWeight(t, s.hidden, s.vocab, s.lossChunk, params + s.hidden,
+                       headSaved(s, k.shape(t), const_cast<float *>(saved)),
+                       grads + s.hidden, ws);
   }
 
   /// The normed output the head keeps (the first MTP depth's input).
@@ -70,19 +79,31 @@ template <class P> struct Head {
     return headSaved(s, k.shape(t), const_cast<float *>(saved)).xn;
   }
 
-  /// `ws`: the cross-entropy's scratch (a [T] row loss and two sums on the
-  /// GPU; none on the CPU).
+  /// `chunk`: rows of a chunked loss at a time, or 0. `ws`: the
+  /// cross-entropy's scratch (a [T] row loss and two sums on the GPU; none
+  /// on the CPU); a chunked loss's statistics, then its chunk's logits.
   template <class Tokens>
   float lossForward(const Tokens &t, int64_t hidden, int64_t vocab,
-                    const float *norm, const float *wOut, const float *x,
-                    const int32_t *labels, const float *lossMask, int64_t shift,
-                    HeadSaved h, float *ws) const {
+                    int64_t chunk, const float *norm, const float *wOut,
+                    const float *x, const int32_t *labels,
+                    const float *lossMask, int64_t shift, HeadSaved h,
+                    float *ws) const {
     const int64_t T = t.tokens();
     if (T == 0)
       return 0.0f;
     const SequenceShard q = sequenceShard(tp, T);
     k.copy(h.x, x, q.local * hidden);
     normedInput(k, tp, q, hidden, x, norm, h.xn, h.rstd);
+    if (chunk > 0) {
+      const LossChunkStats stats = lossChunkStats(T, ws);
+      k.lossTargets(t, shift, labels, lossMask, h);
+      forEachChunk(
+          T, hidden, vocab, chunk, wOut, h, ws + lmLossChunkStatsFloats(T),
+          [&](HeadSaved c, int64_t row0, int64_t rows) {
+            k.crossEntropyChunk(row0, rows, vocab, vocabFirst(vocab), c, stats);
+          });
+      return k.crossEntropyChunked(T, h, tp, stats);
+    }
     k.linearForward(T, hidden, vocab, h.xn, wOut, h.logits);
     // bf16 logits, as the output layer writes them; the loss reads them in
     // fp32 (Megatron upcasts before the cross-entropy).
@@ -98,21 +119,34 @@ template <class P> struct Head {
   /// cross-entropy's scratch.
   template <class Tokens>
   void lossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
-                         const float *norm, const float *wOut, HeadSaved h,
-                         float lossScale, const float *dxnExtra, float *dx,
-                         float *gNorm, float *ws) const {
+                         int64_t chunk, const float *norm, const float *wOut,
+                         HeadSaved h, float lossScale, const float *dxnExtra,
+                         float *dx, float *gNorm, float *ws) const {
     const int64_t T = t.tokens();
     if (T == 0)
       return;
     float *dxn = ws;
-    if (tp)
-      k.crossEntropyBackwardShard(t, vocab, tp->rank() * vocab, h, lossScale,
-                                  ws + T * hidden);
-    else
-      k.crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
-    // The logits' gradient leaves the fp32 loss as bf16.
-    k.round(h.logits, T * vocab);
-    k.linearBackwardInput(T, hidden, vocab, h.logits, wOut, dxn);
+    if (chunk > 0) {
+      // Each row's coefficient replaces its mask: W makes the logits'
+      // gradient again without the loss scale.
+      float *rest = ws + T * hidden;
+      k.lossCoefficients(T, h, lossScale, rest + chunk * vocab);
+      forEachChunk(T, hidden, vocab, chunk, wOut, h, rest,
+                   [&](HeadSaved c, int64_t row0, int64_t rows) {
+                     logitsGradient(c, row0, rows, vocab);
+                     k.linearBackwardInput(rows, hidden, vocab, c.logits, wOut,
+                                           dxn + row0 * hidden);
+                   });
+    } else {
+      if (tp)
+        k.crossEntropyBackwardShard(t, vocab, tp->rank() * vocab, h, lossScale,
+                                    ws + T * hidden);
+      else
+        k.crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
+      // The logits' gradient leaves the fp32 loss as bf16.
+      k.round(h.logits, T * vocab);
+      k.linearBackwardInput(T, hidden, vocab, h.logits, wOut, dxn);
+    }
     const SequenceShard q = sequenceShard(tp, T);
     float *mine = sumInputGradient(tp, q, hidden, dxn);
     // The normed output also feeds the next MTP depth: its gradient adds
@@ -126,12 +160,55 @@ template <class P> struct Head {
     k.round(dx, q.local * hidden);
   }
 
-  /// The output layer's weight gradient (the logits' gradient is in
-  /// h.logits after lossBackwardInput).
+  /// The output layer's weight gradient: from the logits' gradient in
+  /// h.logits after lossBackwardInput, or a chunked loss's made again a
+  /// chunk at a time (`ws`: the chunk's logits).
   template <class Tokens>
-  void backwardWeight(const Tokens &t, int64_t hidden, int64_t vocab,
-                      HeadSaved h, float *gOut) const {
-    k.linearBackwardWeight(t.tokens(), hidden, vocab, h.logits, h.xn, gOut);
+  void lossBackwardWeight(const Tokens &t, int64_t hidden, int64_t vocab,
+                          int64_t chunk, const float *wOut, HeadSaved h,
+                          float *gOut, float *ws) const {
+    const int64_t T = t.tokens();
+    if (chunk == 0) {
+      k.linearBackwardWeight(T, hidden, vocab, h.logits, h.xn, gOut);
+      return;
+    }
+    forEachChunk(T, hidden, vocab, chunk, wOut, h, ws,
+                 [&](HeadSaved c, int64_t row0, int64_t rows) {
+                   logitsGradient(c, row0, rows, vocab);
+                   k.linearBackwardWeight(rows, hidden, vocab, c.logits,
+                                          h.xn + row0 * hidden, gOut);
+                 });
+  }
+
+private:
+  /// The first vocabulary row this rank's logits are of.
+  int64_t vocabFirst(int64_t vocab) const {
+    return tp ? tp->rank() * vocab : 0;
+  }
+
+  /// f(c, row0, rows) for each chunk of `chunk` rows, c the head's saved
+  /// tensors with the chunk's logits (the output layer's, rounded as it
+  /// writes them) at c.logits = `logits` [chunk, vocab].
+  template <class F>
+  void forEachChunk(int64_t T, int64_t hidden, int64_t vocab, int64_t chunk,
+                    const float *wOut, HeadSaved h, float *logits,
+                    F &&f) const {
+    HeadSaved c = h;
+    c.logits = logits;
+    for (int64_t row0 = 0; row0 < T; row0 += chunk) {
+      const int64_t rows = std::min(chunk, T - row0);
+      k.linearForward(rows, hidden, vocab, h.xn + row0 * hidden, wOut, logits);
+      k.round(logits, rows * vocab);
+      f(c, row0, rows);
+    }
+  }
+
+  /// A chunk's logits to their gradient (from h.mask's coefficients),
+  /// rounded as the output layer's input gradient is.
+  void logitsGradient(HeadSaved c, int64_t row0, int64_t rows,
+                      int64_t vocab) const {
+    k.crossEntropyBackwardChunk(row0, rows, vocab, vocabFirst(vocab), c);
+    k.round(c.logits, rows * vocab);
   }
 };
 

@@ -164,8 +164,8 @@ template <class P> struct MtpOutput {
   float forward(const MtpOutputShape &s, const Tokens &t, const float *params,
                 const float *wOut, const float *x, const int32_t *labels,
                 const float *lossMask, float *saved, float *ws) const {
-    return Head<P>{k, tp}.lossForward(t, s.hidden, s.vocab, params, wOut, x,
-                                      labels, lossMask, s.depth,
+    return Head<P>{k, tp}.lossForward(t, s.hidden, s.vocab, s.lossChunk, params,
+                                      wOut, x, labels, lossMask, s.depth,
                                       headSaved(s, k.shape(t), saved), ws);
   }
 
@@ -176,18 +176,21 @@ template <class P> struct MtpOutput {
                      const float *params, float *grads, const float *wOut,
                      float *saved, float lossScale, const float *dyNext,
                      float *dx, float *ws) const {
-    Head<P>{k, tp}.lossBackwardInput(
-        t, s.hidden, s.vocab, params, wOut, headSaved(s, k.shape(t), saved),
-        float(lossScale * s.lossWeight), dyNext, dx, grads, ws);
+    Head<P>{k, tp}.lossBackwardInput(t, s.hidden, s.vocab, s.lossChunk, params,
+                                     wOut, headSaved(s, k.shape(t), saved),
+                                     float(lossScale * s.lossWeight), dyNext,
+                                     dx, grads, ws);
   }
 
-  /// Adds the output layer's gradient to `outGrads`.
+  /// Adds the output layer's (`wOut`'s) gradient to `outGrads`; `ws`: a
+  /// chunked loss's.
   template <class Tokens>
   void backwardWeight(const MtpOutputShape &s, const Tokens &t,
-                      const float *saved, float *outGrads) const {
-    Head<P>{k, tp}.backwardWeight(
-        t, s.hidden, s.vocab,
-        headSaved(s, k.shape(t), const_cast<float *>(saved)), outGrads);
+                      const float *wOut, const float *saved, float *outGrads,
+                      float *ws) const {
+    Head<P>{k, tp}.lossBackwardWeight(
+        t, s.hidden, s.vocab, s.lossChunk, wOut,
+        headSaved(s, k.shape(t), const_cast<float *>(saved)), outGrads, ws);
   }
 
   /// The normed output the depth keeps (the next depth's input).
