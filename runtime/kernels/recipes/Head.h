@@ -130,7 +130,7 @@ template <class P> struct Head {
       // Each row's coefficient replaces its mask: W makes the logits'
       // gradient again without the loss scale.
       float *rest = ws + T * hidden;
-      k.lossCoefficients(T, h, lossScale, rest + chunk * vocab);
+      k.lossCoefficients(T, h, lossScale, rest + std::min(chunk, T) * vocab);
       forEachChunk(T, hidden, vocab, chunk, wOut, h, rest,
                    [&](HeadSaved c, int64_t row0, int64_t rows) {
                      logitsGradient(c, row0, rows, vocab);
@@ -168,7 +168,7 @@ template <class P> struct Head {
                           int64_t chunk, const float *wOut, HeadSaved h,
                           float *gOut, float *ws) const {
     const int64_t T = t.tokens();
-    if (chunk == 0) {
+    if (chunk <= 0) {
       k.linearBackwardWeight(T, hidden, vocab, h.logits, h.xn, gOut);
       return;
     }

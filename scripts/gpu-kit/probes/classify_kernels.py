@@ -49,6 +49,12 @@ HYPIPE_KERNELS = {
     "crossEntropyKernel": "elementwise",
     "sumTwoKernel": "elementwise",
     "crossEntropyBackwardKernel": "elementwise",
+    # the linear cross-entropy's (its GEMMs are cuBLAS's)
+    "lossTargetsKernel": "elementwise",
+    "crossEntropyChunkKernel": "elementwise",
+    "rescaleSumsKernel": "elementwise",
+    "lossCoefficientsKernel": "elementwise",
+    "crossEntropyBackwardChunkKernel": "elementwise",
     # Mamba.cu: causal conv (with dt and SiLU), SSD scan, gated norm
     "convForwardKernel": "conv",
     "dtBackwardKernel": "conv",
