@@ -320,12 +320,13 @@ ItemCost headCost(const ModelDims &d, const CostSettings &s) {
              (d.tieEmbeddings ? vocab * d.hidden : 0);
   // Kept: final-norm input, output-layer input (residual-stream tensors),
   // the rank's logits for the softmax, unless the linear cross-entropy
-  // makes them again in both gradient passes.
+  // makes them again in the input gradient, which takes the weight
+  // gradient from them too (W has nothing left).
   c.activationBytes = 2 * s.streamBytes(d.hidden);
   if (s.linearCrossEntropy) {
     const int64_t again = 2 * t * d.hidden * vocab;
-    c.backwardInputFlops += again;
-    c.backwardWeightFlops += again;
+    c.backwardInputFlops += again + c.backwardWeightFlops;
+    c.backwardWeightFlops = 0;
   } else {
     c.activationBytes += t * vocab * int64_t(sizeof(float));
   }

@@ -47,8 +47,9 @@ struct CostSettings {
   /// balanced routing an expert runs min(1, factor) of its dropless rows.
   double capacityFactor = 0;
   /// Megatron-LM's linear cross-entropy fusion (model.
-  /// cross_entropy_fusion_impl: linear): the head keeps no logits, and each
-  /// gradient pass makes them again (one more output-layer GEMM each).
+  /// cross_entropy_fusion_impl: linear): the head keeps no logits; the
+  /// input gradient makes them again (one more output-layer GEMM) and takes
+  /// the weight gradient too.
   bool linearCrossEntropy = false;
 
   int64_t expertTensorParallel() const { return etp ? etp : tp; }

@@ -171,8 +171,8 @@ costKindFlops(const Artifact &a) {
   // included): the FLOPs they are scaled by are the shard's.
   s.tp = a.tp;
   s.sequenceParallel = a.sequenceParallel;
-  // A linear cross-entropy's calls ran its two extra GEMMs: so do the
-  // FLOPs they are scaled by.
+  // A linear cross-entropy's input gradients ran its extra GEMM and the
+  // weight gradient's: so do the FLOPs they are scaled by.
   for (const StageEntry &stage : a.stages)
     for (const ProgramLayer &l : stage.program.layers)
       if (const auto *head = std::get_if<HeadShape>(&l.shape))

@@ -336,7 +336,8 @@ private:
   }
   void backwardInputLayer(const MtpOutputShape &s, const Call &c) {
     recipes::MtpOutput<K>{k, c.tp}.backwardInput(
-        s, t, c.params, c.grads, sharedOutput(), c.saved.kept, a.loss_scale,
+        s, t, c.params, c.grads, sharedOutput(),
+        a.grads + p.sharedOutput.elementOffset(), c.saved.kept, a.loss_scale,
         normedGradient, c.out, ws);
   }
   void backwardInputLayer(const MlaShape &s, const Call &c) {
@@ -368,8 +369,7 @@ private:
     recipes::Moe<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);
   }
   void backwardWeightLayer(const HeadShape &s, const Call &c) {
-    recipes::Head<K>{k, c.tp}.backwardWeight(s, t, c.params, c.saved.kept,
-                                             c.grads, ws);
+    recipes::Head<K>{k, c.tp}.backwardWeight(s, t, c.saved.kept, c.grads);
   }
   void backwardWeightLayer(const MtpInputShape &s, const Call &c) {
     recipes::MtpInput<K>{k, c.tp}.backwardWeight(
@@ -377,8 +377,7 @@ private:
   }
   void backwardWeightLayer(const MtpOutputShape &s, const Call &c) {
     recipes::MtpOutput<K>{k, c.tp}.backwardWeight(
-        s, t, sharedOutput(), c.saved.kept,
-        a.grads + p.sharedOutput.elementOffset(), ws);
+        s, t, c.saved.kept, a.grads + p.sharedOutput.elementOffset());
   }
   void backwardWeightLayer(const MlaShape &s, const Call &c) {
     recipes::Mla<K>{k, c.tp}.backwardWeight(s, t, c.saved, c.grads);

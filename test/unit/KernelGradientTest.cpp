@@ -776,12 +776,11 @@ Layer mtpOutputLayer(const MtpOutputShape &s, TokenShape t,
   };
   l.backwardInput = [=](const float *p, float *g, float *sv, const float *dy,
                         float *dx, float *ws) {
-    mtpOutputBackwardInput(DType::F32, s, t, p, g, p + s.hidden, sv, 1.0f, dy,
-                           dx, ws);
+    mtpOutputBackwardInput(DType::F32, s, t, p, g, p + s.hidden, g + s.hidden,
+                           sv, 1.0f, dy, dx, ws);
   };
-  l.backwardWeight = [=](const float *p, const float *sv, float *g, float *ws) {
-    mtpOutputBackwardWeight(DType::F32, s, t, p + s.hidden, sv, g + s.hidden,
-                            ws);
+  l.backwardWeight = [=](const float *, const float *sv, float *g, float *) {
+    mtpOutputBackwardWeight(DType::F32, s, t, sv, g + s.hidden);
   };
   return l;
 }
@@ -814,8 +813,8 @@ TEST(KernelGradient, MtpOutputWithMaskAndNextDepth) {
 
 TEST(KernelGradient, ChunkedLossMatchesFiniteDifferences) {
   // The fused linear cross-entropy, 3 rows at a time over 14 (the last
-  // chunk shorter), with a masked row: the logits are made again by both
-  // gradient passes.
+  // chunk shorter), with a masked row: the input gradient makes the logits
+  // again and takes the output layer's weight gradient from them too.
   MtpOutputShape s{11, 6, 1, 0.7};
   s.lossChunk = 3;
   std::vector<float> mask(14, 1.0f);
@@ -834,7 +833,7 @@ TEST(KernelGradient, ChunkedLossIsTheWholeLoss) {
   mask[2] = 0.0f;
   struct Result {
     float loss;
-    std::vector<float> dx, g;
+    std::vector<float> dx, g, gAfterInput;
   };
   auto run = [&](int64_t chunk) {
     MtpOutputShape s{11, 6, 1, 0.5};
@@ -850,6 +849,7 @@ TEST(KernelGradient, ChunkedLossIsTheWholeLoss) {
              std::vector<float>(act), std::vector<float>(L.params, 0.0f)};
     L.backwardInput(p.data(), r.g.data(), saved.data(), dy.data(), r.dx.data(),
                     ws.data());
+    r.gAfterInput = r.g;
     L.backwardWeight(p.data(), saved.data(), r.g.data(), ws.data());
     return r;
   };
@@ -857,6 +857,9 @@ TEST(KernelGradient, ChunkedLossIsTheWholeLoss) {
   for (int64_t chunk : {1, 4, 14}) {
     SCOPED_TRACE("chunk " + std::to_string(chunk));
     const Result c = run(chunk);
+    // The input gradient took the output layer's weight gradient too: W
+    // leaves every gradient as it was.
+    EXPECT_EQ(c.g, c.gAfterInput);
     EXPECT_NEAR(c.loss, whole.loss, 1e-6f * std::abs(whole.loss));
     for (size_t i = 0; i < whole.dx.size(); ++i)
       EXPECT_NEAR(c.dx[i], whole.dx[i], 1e-6f) << i;

@@ -400,8 +400,9 @@ void printModelLines(const Explanation &e) {
   if (const int64_t rows =
           e.spec.lossChunkRows(e.costs.request.settings.tokens()))
     std::cout << fmt::format(
-        "loss: linear cross-entropy, {} tokens a chunk (the logits made "
-        "again by both gradient passes, never kept)\n",
+        "loss: linear cross-entropy, {} tokens a chunk (never kept: the "
+        "input gradient makes the logits again and takes both gradients "
+        "from them)\n",
         rows);
   std::cout << fmt::format(
       "pattern: {}{}\n\n", e.costs.pinned,

@@ -17,8 +17,12 @@
 // cross-entropy fusion), lossTargets, crossEntropyChunk,
 // crossEntropyChunked, lossCoefficients and crossEntropyBackwardChunk
 // (TargetKernels.inc): the output layer and the loss a chunk of rows at a
-// time, whose logits live in the workspace and are made again by the input
-// and the weight gradients, so that no [T, vocab] tensor is kept.
+// time, whose logits live in the workspace only. The backward makes each
+// chunk's logits once more and takes both the input's and the output
+// layer's weight gradient from them (as Megatron-LM's linear cross-entropy
+// backward does), so no [T, vocab] tensor is kept and W has nothing left
+// to do: four output-layer GEMMs a microbatch, against the native loss's
+// three.
 // A call of no tokens does nothing (its loss is 0).
 //
 //===----------------------------------------------------------------------===//
@@ -54,22 +58,24 @@ template <class P> struct Head {
 
   /// With multi-token prediction `dxnExtra` is the first depth's gradient
   /// of the normed output (else null), added before the norm's backward.
+  /// A chunked loss adds the output layer's weight gradient here too.
   template <class Tokens>
   void backwardInput(const HeadShape &s, const Tokens &t, const float *params,
                      float *grads, float *saved, float lossScale,
                      const float *dxnExtra, float *dx, float *ws) const {
     lossBackwardInput(t, s.hidden, s.vocab, s.lossChunk, params,
                       params + s.hidden, headSaved(s, k.shape(t), saved),
-                      lossScale, dxnExtra, dx, grads, ws);
+                      lossScale, dxnExtra, dx, grads, grads + s.hidden, ws);
   }
 
-  /// `ws`: a chunked loss's (its chunk's logits).
+  /// The output layer's weight gradient (a chunked loss's came with the
+  /// input gradient: nothing to do).
   template <class Tokens>
-  void backwardWeight(const HeadShape &s, const Tokens &t, const float *params,
-                      const float *saved, float *grads, float *ws) const {
-    lossBackwardWeight(t, s.hidden, s.vocab, s.lossChunk, params + s.hidden,
+  void backwardWeight(const HeadShape &s, const Tokens &t, const float *saved,
+                      float *grads) const {
+    lossBackwardWeight(t, s.hidden, s.vocab, s.lossChunk,
                        headSaved(s, k.shape(t), const_cast<float *>(saved)),
-                       grads + s.hidden, ws);
+                       grads + s.hidden);
   }
 
   /// The normed output the head keeps (the first MTP depth's input).
@@ -115,20 +121,24 @@ template <class P> struct Head {
   }
 
   /// `dxnExtra`: the next MTP depth's gradient of the normed output, or
-  /// null. `ws`: [T, hidden] for the norm's input gradient, then the
-  /// cross-entropy's scratch.
+  /// null. `gOut`: the output layer's weight gradient, which a chunked loss
+  /// adds to here (the native loss leaves it to lossBackwardWeight). `ws`:
+  /// [T, hidden] for the norm's input gradient, then the cross-entropy's
+  /// scratch.
   template <class Tokens>
   void lossBackwardInput(const Tokens &t, int64_t hidden, int64_t vocab,
                          int64_t chunk, const float *norm, const float *wOut,
                          HeadSaved h, float lossScale, const float *dxnExtra,
-                         float *dx, float *gNorm, float *ws) const {
+                         float *dx, float *gNorm, float *gOut,
+                         float *ws) const {
     const int64_t T = t.tokens();
     if (T == 0)
       return;
     float *dxn = ws;
     if (chunk > 0) {
-      // Each row's coefficient replaces its mask: W makes the logits'
-      // gradient again without the loss scale.
+      // Each row's coefficient replaces its mask. Both GEMMs read the
+      // chunk's logits' gradient while it is in the workspace, the weight
+      // gradient adding the chunks in row order.
       float *rest = ws + T * hidden;
       k.lossCoefficients(T, h, lossScale, rest + std::min(chunk, T) * vocab);
       forEachChunk(T, hidden, vocab, chunk, wOut, h, rest,
@@ -136,6 +146,8 @@ template <class P> struct Head {
                      logitsGradient(c, row0, rows, vocab);
                      k.linearBackwardInput(rows, hidden, vocab, c.logits, wOut,
                                            dxn + row0 * hidden);
+                     k.linearBackwardWeight(rows, hidden, vocab, c.logits,
+                                            h.xn + row0 * hidden, gOut);
                    });
     } else {
       if (tp)
@@ -160,24 +172,13 @@ template <class P> struct Head {
     k.round(dx, q.local * hidden);
   }
 
-  /// The output layer's weight gradient: from the logits' gradient in
-  /// h.logits after lossBackwardInput, or a chunked loss's made again a
-  /// chunk at a time (`ws`: the chunk's logits).
+  /// The output layer's weight gradient from the logits' gradient in
+  /// h.logits after lossBackwardInput; a chunked loss's was added there.
   template <class Tokens>
   void lossBackwardWeight(const Tokens &t, int64_t hidden, int64_t vocab,
-                          int64_t chunk, const float *wOut, HeadSaved h,
-                          float *gOut, float *ws) const {
-    const int64_t T = t.tokens();
-    if (chunk <= 0) {
-      k.linearBackwardWeight(T, hidden, vocab, h.logits, h.xn, gOut);
-      return;
-    }
-    forEachChunk(T, hidden, vocab, chunk, wOut, h, ws,
-                 [&](HeadSaved c, int64_t row0, int64_t rows) {
-                   logitsGradient(c, row0, rows, vocab);
-                   k.linearBackwardWeight(rows, hidden, vocab, c.logits,
-                                          h.xn + row0 * hidden, gOut);
-                 });
+                          int64_t chunk, HeadSaved h, float *gOut) const {
+    if (chunk <= 0)
+      k.linearBackwardWeight(t.tokens(), hidden, vocab, h.logits, h.xn, gOut);
   }
 
 private:

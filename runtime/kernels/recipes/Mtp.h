@@ -171,26 +171,27 @@ template <class P> struct MtpOutput {
 
   /// The loss's gradient scaled by lossScale x s.lossWeight, plus `dyNext`
   /// (the next depth's gradient of this depth's normed output, or null).
+  /// A chunked loss adds the output layer's (`wOut`'s) gradient to
+  /// `outGrads` here.
   template <class Tokens>
   void backwardInput(const MtpOutputShape &s, const Tokens &t,
                      const float *params, float *grads, const float *wOut,
-                     float *saved, float lossScale, const float *dyNext,
-                     float *dx, float *ws) const {
+                     float *outGrads, float *saved, float lossScale,
+                     const float *dyNext, float *dx, float *ws) const {
     Head<P>{k, tp}.lossBackwardInput(t, s.hidden, s.vocab, s.lossChunk, params,
                                      wOut, headSaved(s, k.shape(t), saved),
                                      float(lossScale * s.lossWeight), dyNext,
-                                     dx, grads, ws);
+                                     dx, grads, outGrads, ws);
   }
 
-  /// Adds the output layer's (`wOut`'s) gradient to `outGrads`; `ws`: a
-  /// chunked loss's.
+  /// Adds the output layer's (`wOut`'s) gradient to `outGrads` (a chunked
+  /// loss's came with the input gradient).
   template <class Tokens>
   void backwardWeight(const MtpOutputShape &s, const Tokens &t,
-                      const float *wOut, const float *saved, float *outGrads,
-                      float *ws) const {
+                      const float *saved, float *outGrads) const {
     Head<P>{k, tp}.lossBackwardWeight(
-        t, s.hidden, s.vocab, s.lossChunk, wOut,
-        headSaved(s, k.shape(t), const_cast<float *>(saved)), outGrads, ws);
+        t, s.hidden, s.vocab, s.lossChunk,
+        headSaved(s, k.shape(t), const_cast<float *>(saved)), outGrads);
   }
 
   /// The normed output the depth keeps (the next depth's input).
