@@ -182,10 +182,6 @@ float RecordingKernels::crossEntropy(const TokenShape &, int64_t, int64_t shift,
   record("crossEntropy shift " + std::to_string(shift));
   return 0.0f;
 }
-void RecordingKernels::crossEntropyBackward(const TokenShape &, int64_t,
-                                            HeadSaved, float, float *) {
-  record("crossEntropyBackward");
-}
 void RecordingKernels::embeddingLookup(int64_t, int64_t, const float *,
                                        const int32_t *, float *, int32_t *) {
   record("embeddingLookup");
@@ -212,11 +208,6 @@ float RecordingKernels::crossEntropyShard(const TokenShape &, int64_t,
                                           float *) {
   record("crossEntropyShard from " + std::to_string(first));
   return 0.0f;
-}
-void RecordingKernels::crossEntropyBackwardShard(const TokenShape &, int64_t,
-                                                 int64_t first, HeadSaved,
-                                                 float, float *) {
-  record("crossEntropyBackwardShard from " + std::to_string(first));
 }
 void RecordingKernels::lossTargets(const TokenShape &, int64_t shift,
                                    const int32_t *, const float *, HeadSaved) {
@@ -634,8 +625,8 @@ TEST(RecordingTarget, Head) {
                               R, "crossEntropy shift 0"}));
   // No MTP depth: nothing adds to the normed output's gradient.
   EXPECT_EQ(p.backwardInput,
-            (Calls{"crossEntropyBackward", R, "linearBackwardInput 8>16", R,
-                   "rmsnormBackward", R}));
+            (Calls{"lossCoefficients", "crossEntropyBackwardChunk 0+8", R,
+                   "linearBackwardInput 8>16", R, "rmsnormBackward", R}));
   EXPECT_EQ(p.backwardWeight, (Calls{"linearBackwardWeight 8>16"}));
 }
 
@@ -692,8 +683,8 @@ TEST(RecordingTarget, MtpOutput) {
   EXPECT_EQ(p.forward, (Calls{"copy", "rmsnormForward", R, "linearForward 8>16",
                               R, "crossEntropy shift 2"}));
   EXPECT_EQ(p.backwardInput,
-            (Calls{"crossEntropyBackward", R, "linearBackwardInput 8>16", R,
-                   "rmsnormBackward", R}));
+            (Calls{"lossCoefficients", "crossEntropyBackwardChunk 0+8", R,
+                   "linearBackwardInput 8>16", R, "rmsnormBackward", R}));
   EXPECT_EQ(p.backwardWeight, (Calls{"linearBackwardWeight 8>16"}));
 }
 
@@ -733,27 +724,30 @@ TEST(RecordingTarget, MtpDepthAfterTheHeadInBf16) {
                                                "linearForward 8>16",
                                                B,
                                                "crossEntropy shift 1"}));
-  EXPECT_EQ(run(p, StagePass::BackwardInput), (Calls{"crossEntropyBackward",
-                                                     B,
-                                                     "linearBackwardInput 8>16",
-                                                     B,
-                                                     "rmsnormBackward",
-                                                     B,
-                                                     "copy",
-                                                     "linearBackwardInput 16>8",
-                                                     B,
-                                                     "copyRows 8 of 16 to 8",
-                                                     "rmsnormBackward",
-                                                     B,
-                                                     "copyRows 8 of 16 to 8",
-                                                     "rmsnormBackward",
-                                                     "crossEntropyBackward",
-                                                     B,
-                                                     "linearBackwardInput 8>16",
-                                                     "addInto",
-                                                     B,
-                                                     "rmsnormBackward",
-                                                     B}));
+  EXPECT_EQ(run(p, StagePass::BackwardInput),
+            (Calls{"lossCoefficients",
+                   "crossEntropyBackwardChunk 0+8",
+                   B,
+                   "linearBackwardInput 8>16",
+                   B,
+                   "rmsnormBackward",
+                   B,
+                   "copy",
+                   "linearBackwardInput 16>8",
+                   B,
+                   "copyRows 8 of 16 to 8",
+                   "rmsnormBackward",
+                   B,
+                   "copyRows 8 of 16 to 8",
+                   "rmsnormBackward",
+                   "lossCoefficients",
+                   "crossEntropyBackwardChunk 0+8",
+                   B,
+                   "linearBackwardInput 8>16",
+                   "addInto",
+                   B,
+                   "rmsnormBackward",
+                   B}));
   EXPECT_EQ(run(p, StagePass::BackwardWeight),
             (Calls{"linearBackwardWeight 8>16", "linearBackwardWeight 16>8",
                    "embeddingScatterAdd", "linearBackwardWeight 8>16"}));

@@ -184,24 +184,6 @@ float Kernels::crossEntropyShard(const TokenShape &t, int64_t vocab,
   return count > 0 ? float(total / count) : 0.0f;
 }
 
-/// h.logits to the logits' gradient in place: (softmax - onehot) * mask *
-/// lossScale / count, the one-hot where the label lies in the shard.
-void Kernels::crossEntropyBackwardShard(const TokenShape &t, int64_t vocab,
-                                        int64_t first, HeadSaved h,
-                                        float lossScale, float *) {
-  const int64_t T = t.tokens(), V = vocab;
-  ProfileScope scope(KernelClass::Elementwise);
-  double count = 0;
-  for (int64_t i = 0; i < T; ++i)
-    count += h.mask[i];
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < T; ++i) {
-    const float c = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
-    logitsGradientRow(h.logits + i * V, V, h.rowMax[i], h.rowScale[i],
-                      int64_t(h.labels[i]) - first, c);
-  }
-}
-
 void Kernels::lossTargets(const TokenShape &t, int64_t shift,
                           const int32_t *labels, const float *lossMask,
                           HeadSaved h) {
@@ -273,7 +255,6 @@ void Kernels::lossCoefficients(int64_t T, HeadSaved h, float lossScale,
   double count = 0;
   for (int64_t i = 0; i < T; ++i)
     count += h.mask[i];
-  // crossEntropyBackwardShard's coefficient, the same float operations.
   for (int64_t i = 0; i < T; ++i)
     h.mask[i] = count > 0 ? float(h.mask[i] * lossScale / count) : 0.0f;
 }
@@ -296,12 +277,6 @@ float Kernels::crossEntropy(const TokenShape &t, int64_t vocab, int64_t shift,
                             const int32_t *labels, const float *lossMask,
                             HeadSaved h, float *) {
   return cpu::crossEntropy(t, vocab, shift, labels, lossMask, h);
-}
-
-void Kernels::crossEntropyBackward(const TokenShape &t, int64_t vocab,
-                                   HeadSaved h, float lossScale, float *) {
-  // The whole vocabulary is the shard from row 0.
-  crossEntropyBackwardShard(t, vocab, 0, h, lossScale, nullptr);
 }
 
 } // namespace hypipe::rt::cpu

@@ -84,24 +84,6 @@ __global__ void sumTwoKernel(int64_t n, const float *a, const float *b,
   }
 }
 
-/// dlogits = (softmax - onehot) * mask * lossScale / count, in place over
-/// the logits, the softmax exp(logit - rowMax) * rowScale, the one-hot
-/// where the label lies in the vocabulary shard from `first`.
-__global__ void
-crossEntropyBackwardShardKernel(int64_t V, int64_t first, float *logits,
-                                const float *rowMax, const float *rowScale,
-                                const float *mask, const int32_t *labels,
-                                const float *count, float lossScale) {
-  const int64_t row = blockIdx.x;
-  float *r = logits + row * V;
-  const float n = count[1];
-  const float c = n > 0 ? mask[row] * lossScale / n : 0.0f;
-  const float mx = rowMax[row], scale = rowScale[row];
-  const int64_t at = int64_t(labels[row]) - first;
-  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
-    r[v] = (expf(r[v] - mx) * scale - (v == at ? 1.0f : 0.0f)) * c;
-}
-
 // The fused linear cross-entropy (a chunk of rows at a time).
 
 /// Each row's label and mask, those `shift` rows ahead in its sequence.
@@ -241,12 +223,6 @@ float Kernels::crossEntropy(const Tokens &t, int64_t vocab, int64_t shift,
   return cuda::crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
 }
 
-void Kernels::crossEntropyBackward(const Tokens &t, int64_t vocab, HeadSaved h,
-                                   float lossScale, float *ws) {
-  // The whole vocabulary is the shard from row 0.
-  crossEntropyBackwardShard(t, vocab, 0, h, lossScale, ws);
-}
-
 // Split over tensor-parallel ranks (TensorParallel.h): the vocabulary's
 // rows [first, first + rows) on this rank.
 
@@ -365,19 +341,6 @@ float Kernels::crossEntropyShard(const Tokens &t, int64_t vocab, int64_t first,
       T, h.mask, h.rowMax, rowSum, target, h.rowScale, rowLoss);
   launched("cross-entropy (vocabulary shard)");
   return maskedMean(T, rowLoss, h.mask, sums);
-}
-
-/// h.logits to their gradient in place; `ws` holds the mask's count.
-void Kernels::crossEntropyBackwardShard(const Tokens &t, int64_t vocab,
-                                        int64_t first, HeadSaved h,
-                                        float lossScale, float *ws) {
-  const int64_t T = t.tokens();
-  sumTwoKernel<<<1, 1024, 0, stream()>>>(T, nullptr, h.mask, ws);
-  launched("mask count");
-  crossEntropyBackwardShardKernel<<<unsigned(T), 256, 0, stream()>>>(
-      vocab, first, h.logits, h.rowMax, h.rowScale, h.mask, h.labels, ws,
-      lossScale);
-  launched("cross-entropy backward");
 }
 
 void Kernels::lossTargets(const Tokens &t, int64_t shift, const int32_t *labels,

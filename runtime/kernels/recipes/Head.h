@@ -10,20 +10,20 @@
 //                         the masked mean loss over the logits in h.logits
 //                         (left as they are), each row's softmax
 //                         statistics, h.mask and h.labels
-//   crossEntropyBackward(t, vocab, h, lossScale, scratch)
-//                         h.logits to their gradient in place (the softmax
-//                         made again from the row statistics)
+//   lossCoefficients, crossEntropyBackwardChunk
+//                         the mask to each row's gradient coefficient, and
+//                         logits to their gradient in place (the softmax
+//                         made again from the row statistics), a chunk of
+//                         rows or all of them
 // and, for a chunked loss (the shape's loss_chunk, Megatron's linear
-// cross-entropy fusion), lossTargets, crossEntropyChunk,
-// crossEntropyChunked, lossCoefficients and crossEntropyBackwardChunk
-// (TargetKernels.inc): the output layer and the loss a chunk of rows at a
-// time, whose logits live in the workspace only. The backward makes each
-// chunk's logits once more and takes both the input's and the output
-// layer's weight gradient from them (as Megatron-LM's linear cross-entropy
-// backward does), so no [T, vocab] tensor is kept and W has nothing left
-// to do: four output-layer GEMMs a microbatch, against the native loss's
-// three.
-// A call of no tokens does nothing (its loss is 0).
+// cross-entropy fusion), lossTargets, crossEntropyChunk and
+// crossEntropyChunked (TargetKernels.inc): the output layer and the loss a
+// chunk of rows at a time, whose logits live in the workspace only. The
+// backward makes each chunk's logits once more and takes both the input's and
+// the output layer's weight gradient from them (as Megatron-LM's linear
+// cross-entropy backward does), so no [T, vocab] tensor is kept and W has
+// nothing left to do: four output-layer GEMMs a microbatch, against the native
+// loss's three. A call of no tokens does nothing (its loss is 0).
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_RUNTIME_KERNELS_RECIPES_HEAD_H
@@ -150,13 +150,11 @@ template <class P> struct Head {
                                             h.xn + row0 * hidden, gOut);
                    });
     } else {
-      if (tp)
-        k.crossEntropyBackwardShard(t, vocab, tp->rank() * vocab, h, lossScale,
-                                    ws + T * hidden);
-      else
-        k.crossEntropyBackward(t, vocab, h, lossScale, ws + T * hidden);
-      // The logits' gradient leaves the fp32 loss as bf16.
-      k.round(h.logits, T * vocab);
+      // The kept logits are the whole microbatch's one chunk (nothing
+      // reads the mask after I); their gradient leaves the fp32 loss as
+      // bf16 and stays for W.
+      k.lossCoefficients(T, h, lossScale, ws + T * hidden);
+      logitsGradient(h, 0, T, vocab);
       k.linearBackwardInput(T, hidden, vocab, h.logits, wOut, dxn);
     }
     const SequenceShard q = sequenceShard(tp, T);

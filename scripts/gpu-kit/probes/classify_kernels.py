@@ -48,7 +48,6 @@ HYPIPE_KERNELS = {
     "scatterAddKernel": "elementwise",
     "crossEntropyKernel": "elementwise",
     "sumTwoKernel": "elementwise",
-    "crossEntropyBackwardKernel": "elementwise",
     # the linear cross-entropy's (its GEMMs are cuBLAS's)
     "lossTargetsKernel": "elementwise",
     "crossEntropyChunkKernel": "elementwise",
