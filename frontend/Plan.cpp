@@ -72,21 +72,24 @@ std::string stageList(const std::vector<int64_t> &stages) {
 
 std::string layoutText(const PlanLayout &l) {
   return fmt::format(
-      "{}pp={} vpp={} dp={} {} microbatches={} "
-      "micro_batch_size={}{}{}",
-      fmt::format(
-          "{}{}",
-          l.tp > 1 ? fmt::format("tp={}{} ", l.tp,
-                                 l.sequenceParallel ? " sequence_parallel" : "")
-                   : "",
-          l.expertGrid()
-              ? fmt::format("ep={} etp={} ", l.ep, l.expertTensorParallel())
-              : ""),
-      l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule), l.microbatches,
-      l.microBatchSize, l.distributedOptimizer ? " distributed optimizer" : "",
-      l.recompute.granularity != RecomputeGranularity::None
-          ? " recompute=" + recomputeText(l.recompute)
-          : "");
+             "{}pp={} vpp={} dp={} {} microbatches={} "
+             "micro_batch_size={}{}{}",
+             fmt::format("{}{}",
+                         l.tp > 1 ? fmt::format("tp={}{} ", l.tp,
+                                                l.sequenceParallel
+                                                    ? " sequence_parallel"
+                                                    : "")
+                                  : "",
+                         l.expertGrid() ? fmt::format("ep={} etp={} ", l.ep,
+                                                      l.expertTensorParallel())
+                                        : ""),
+             l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule),
+             l.microbatches, l.microBatchSize,
+             l.distributedOptimizer ? " distributed optimizer" : "",
+             l.recompute.granularity != RecomputeGranularity::None
+                 ? " recompute=" + recomputeText(l.recompute)
+                 : "") +
+         (l.linearCrossEntropy ? " loss=linear" : "");
 }
 
 /// The micro batch sizes tried: 1, 2, 4, 8 and the spec's own.
@@ -201,6 +204,9 @@ SpecOverrides overridesOf(const PlanLayout &l) {
       names.push_back(recomputeModuleName(m));
     o.recomputeModules = names;
   }
+  // Likewise its loss (the search tries linear only where it is native).
+  if (l.linearCrossEntropy)
+    o.crossEntropyFusionImpl = "linear";
   o.givenBy = "the layout plan tried";
   return o;
 }
@@ -256,16 +262,20 @@ struct Search {
   /// and memory is held as hypipe-run holds it (the cost model's Megatron
   /// estimate does not model recompute).
   bool searchRecompute = false;
+  /// Whether the loss is: the spec's is native (Plan::searchedLoss).
+  bool searchLoss = false;
 
   /// Loads and costs `layout`: keeps it where it is valid and within the
-  /// memory cap; one over the cap waits in `overCap` for recompute where
-  /// the spec sets none (recompute), else counts pruned by memory.
+  /// memory cap; one over the cap waits in `overCap` for the linear loss
+  /// or recompute where the search tries them (fitOverCap), else counts
+  /// pruned by memory.
   void load(const PlanLayout &layout);
-  /// Each layout of `overCap`, least bound first, with selective, then
-  /// full recompute, each kept one simulated at once; one whose bound
-  /// (without recompute: recompute only adds to it) cannot reach the top
-  /// is not tried, nor any after it.
-  void recompute();
+  /// Each layout of `overCap`, least bound first, with what holds less:
+  /// the linear cross-entropy alone, then each recompute (selective, then
+  /// full) with the native loss and with the linear one; the first that
+  /// fits is simulated at once. One whose bound (as it was: these only add
+  /// to it) cannot reach the top is not tried, nor any after it.
+  void fitOverCap();
   /// A layout loaded and costed over the memory cap.
   struct OverCap {
     PlanLayout layout;
@@ -275,7 +285,8 @@ struct Search {
     double bound = 0;
   };
   enum class Fit { Kept, Refused, Over };
-  std::vector<OverCap> overCap; ///< over the cap, waiting for recompute
+  /// Over the cap, waiting for the linear loss or recompute.
+  std::vector<OverCap> overCap;
   /// Whether a layout whose busiest rank alone needs `bound` cannot enter
   /// the top (--top) of the steps simulated so far.
   bool cannotReachTop(double bound) const;
@@ -307,7 +318,7 @@ void Search::load(const PlanLayout &layout) {
   if (loadOne(layout, true, over) != Fit::Over)
     return;
   noteOverCap(over->bound);
-  if (searchRecompute)
+  if (searchRecompute || searchLoss)
     overCap.push_back(std::move(*over));
   else
     prunedByMemory(*over);
@@ -333,36 +344,53 @@ bool Search::cannotReachTop(double bound) const {
   return bound > steps[top - 1] * (1 + 1e-9);
 }
 
-void Search::recompute() {
+void Search::fitOverCap() {
   std::stable_sort(
       overCap.begin(), overCap.end(),
       [](const OverCap &a, const OverCap &b) { return a.bound < b.bound; });
   for (size_t i = 0; i < overCap.size(); ++i) {
     OverCap &over = overCap[i];
-    // Bounds only grow from here, and recompute adds to them.
+    // Bounds only grow from here, and the linear loss and recompute add
+    // to them.
     if (cannotReachTop(over.bound)) {
       plan.prunedByBound += int64_t(overCap.size() - i);
       return;
     }
-    // A layout that fits without recompute keeps none: recompute only
-    // costs time. One that does not is tried with the least recompute
-    // first: selective recompute of every module its layers hold, then
-    // full recompute of the first N layers of each stage (block), N = 1,
-    // 2, ..., then of all of them.
-    std::vector<RecomputeSpec> tries = {widestSelective(over.spec)};
-    const RecomputeSpec fullest = fullestRecompute(over.spec);
-    for (int64_t n = 1; n < fullest.numLayers; ++n)
-      tries.push_back(fullRecompute(RecomputeMethod::Block, n));
-    tries.push_back(fullest);
+    // A layout that fits as it is keeps the native loss and no recompute:
+    // both only cost time. One that does not is tried with the least
+    // first: the linear cross-entropy alone (one output-layer GEMM more a
+    // microbatch, on the head's stage only), then selective recompute of
+    // every module its layers hold, then full recompute of the first N
+    // layers of each stage (block), N = 1, 2, ..., then of all of them;
+    // each recompute with the native loss, then with the linear one.
+    std::vector<RecomputeSpec> recomputes;
+    if (searchRecompute) {
+      recomputes.push_back(widestSelective(over.spec));
+      const RecomputeSpec fullest = fullestRecompute(over.spec);
+      for (int64_t n = 1; n < fullest.numLayers; ++n)
+        recomputes.push_back(fullRecompute(RecomputeMethod::Block, n));
+      recomputes.push_back(fullest);
+    }
+    std::vector<PlanLayout> tries;
+    auto tryWith = [&](const RecomputeSpec &r, bool linear) {
+      if (linear && !searchLoss)
+        return;
+      PlanLayout l = over.layout;
+      l.recompute = r;
+      l.linearCrossEntropy = linear;
+      tries.push_back(l);
+    };
+    tryWith(RecomputeSpec{}, true);
+    for (const RecomputeSpec &r : recomputes)
+      if (r.granularity != RecomputeGranularity::None) {
+        tryWith(r, false);
+        tryWith(r, true);
+      }
     bool kept = false;
     OverCap least = over;
-    for (const RecomputeSpec &r : tries) {
-      if (r.granularity == RecomputeGranularity::None)
-        continue;
-      PlanLayout recomputed = over.layout;
-      recomputed.recompute = r;
+    for (const PlanLayout &layout : tries) {
       std::optional<OverCap> still;
-      Fit fit = loadOne(recomputed, false, still);
+      Fit fit = loadOne(layout, false, still);
       if ((kept = fit == Fit::Kept))
         break;
       // What the layout needs at the least, for noLayoutFits.
@@ -421,6 +449,7 @@ void Search::simulate(Loaded &l) {
   c.globalBatch = globalBatch;
   plan.fitByRecompute +=
       c.layout.recompute.granularity != RecomputeGranularity::None;
+  plan.fitByLinearLoss += c.layout.linearCrossEntropy;
   plan.candidates.push_back(std::move(c));
 }
 
@@ -480,6 +509,9 @@ Error noLayoutFits(const LeastMemory &m, const PlanRequest &request,
   if (!plan.tensorParallelRefusal.empty())
     tried += (tried.empty() ? "no tensor parallelism, " : ", not ") +
              plan.tensorParallelRefusal;
+  if (plan.searchedLoss)
+    tried +=
+        (tried.empty() ? "" : "; ") + std::string("the linear cross-entropy");
   if (!request.megatronMemory)
     tried += (tried.empty() ? "" : "; ") +
              std::string("selective and full activation recompute");
@@ -595,7 +627,8 @@ bool sameLayout(const ModelSpec &written, const PlanCandidate &c) {
          a.dp == b.dp && a.schedule == b.schedule &&
          a.microbatches == b.microbatches && a.groupSize == b.groupSize &&
          a.distributedOptimizer == b.distributedOptimizer &&
-         written.training.recompute == c.spec.training.recompute;
+         written.training.recompute == c.spec.training.recompute &&
+         written.crossEntropyFusionImpl == c.spec.crossEntropyFusionImpl;
 }
 
 std::vector<std::string> splitLines(const std::string &text) {
@@ -646,6 +679,10 @@ void sortFastestFirst(std::vector<PlanCandidate> &candidates) {
                      };
                      if (weight(a) != weight(b))
                        return weight(a) < weight(b);
+                     // The native loss before the linear one.
+                     if (a.layout.linearCrossEntropy !=
+                         b.layout.linearCrossEntropy)
+                       return b.layout.linearCrossEntropy;
                      // Sequence parallelism holds less: it first.
                      if (a.layout.sequenceParallel != b.layout.sequenceParallel)
                        return a.layout.sequenceParallel;
@@ -817,7 +854,11 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
   search.searchRecompute =
       !request.megatronMemory &&
       original->training.recompute.granularity == RecomputeGranularity::None;
+  // The cost model prices the linear loss's memory for hypipe-run and for
+  // Megatron-LM alike.
+  search.searchLoss = original->crossEntropyFusionImpl == "native";
   Plan &p = search.plan;
+  p.searchedLoss = search.searchLoss;
   if (request.tp) {
     if (std::string why = tensorParallelRefusal(*original, *request.tp);
         !why.empty())
@@ -840,7 +881,7 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
   for (const PlanLayout &layout : layouts)
     search.load(layout);
   search.simulateLoaded();
-  search.recompute();
+  search.fitOverCap();
   if (p.candidates.empty() && p.leastMemory)
     return noLayoutFits(*p.leastMemory, request, p);
   if (p.candidates.empty())
@@ -900,9 +941,6 @@ std::string megatronModelArgs(const ModelSpec &spec) {
     if (spec.moePadExpertInputToCapacity)
       out += " --moe-pad-expert-input-to-capacity";
   }
-  // Megatron's linear implementation runs under its loss fusion.
-  if (spec.crossEntropyFusionImpl == "linear")
-    out += " --cross-entropy-loss-fusion --cross-entropy-fusion-impl linear";
   if (has('+') || has('D')) { // DSA is MLA with an indexer
     const MlaRopeSpec &rope = spec.mlaRope;
     out += " --multi-latent-attention";
@@ -1004,6 +1042,10 @@ std::string megatronLayoutArgs(const PlanCandidate &c) {
   if (std::string flags = recomputeFlags(c.spec.training.recompute);
       !flags.empty())
     out += " " + flags;
+  // The loss is the layout's (plan may choose it). Megatron's linear
+  // implementation runs under its loss fusion.
+  if (c.spec.crossEntropyFusionImpl == "linear")
+    out += " --cross-entropy-loss-fusion --cross-entropy-fusion-impl linear";
   return out;
 }
 
@@ -1030,6 +1072,10 @@ Expected<std::string> plannedSpecText(const std::string &specText,
                        recomputeMethodName(c.layout.recompute.method),
                        c.layout.recompute.numLayers),
            true);
+  // Only a spec whose loss is native gets the linear one
+  // (Search::searchLoss).
+  if (c.layout.linearCrossEntropy)
+    setKey(lines, "model", "cross_entropy_fusion_impl", "linear", true);
   if (c.layout.recompute.granularity == RecomputeGranularity::Selective) {
     std::string modules;
     for (RecomputeModule m : c.layout.recompute.modules)

@@ -3,11 +3,12 @@
 // `hypipe plan`'s search (docs/plan.md): tp x pp x dp = ranks, sequence
 // parallelism, vpp, the schedule,
 // the microbatch count that keeps the global batch, the distributed
-// optimizer, and activation recompute where a layout does not fit without
-// it. Each layout is loaded as a spec (so the loader's and the schedule
-// library's checks decide what is valid), its memory estimate is held to
-// the cap before anything is simulated, and the survivors are ranked by the
-// simulated makespan of SpecCosts.h, the numbers `hypipe explain` prints.
+// optimizer, and where a layout does not fit as it is, the linear
+// cross-entropy and activation recompute. Each layout is loaded as a spec (so
+// the loader's and the schedule library's checks decide what is valid), its
+// memory estimate is held to the cap before anything is simulated, and the
+// survivors are ranked by the simulated makespan of SpecCosts.h, the numbers
+// `hypipe explain` prints.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_FRONTEND_PLAN_H
@@ -59,6 +60,9 @@ struct PlanLayout {
   /// training.recompute: none, or (tried where none does not fit) full
   /// uniform recompute in chunks of the most layers a stage holds.
   RecomputeSpec recompute;
+  /// model.cross_entropy_fusion_impl: linear (tried where the native loss
+  /// does not fit, before and beside each recompute: docs/plan.md).
+  bool linearCrossEntropy = false;
   /// The MoE layers' expert grid: parallel.ep and parallel.etp (0: tp,
   /// Megatron-LM's default; searched only for a Megatron-LM run:
   /// PlanRequest::megatronMemory).
@@ -106,6 +110,12 @@ struct Plan {
   /// Of the simulated: layouts that fit the cap only with full recompute
   /// (a layout is counted once: as simulated, not also as pruned).
   int64_t fitByRecompute = 0;
+  /// Of the simulated: layouts that fit the cap only with the linear
+  /// cross-entropy (with or without recompute).
+  int64_t fitByLinearLoss = 0;
+  /// Whether the search tried the linear cross-entropy (the spec's loss is
+  /// native).
+  bool searchedLoss = false;
   /// Not simulated: its busiest rank's compute alone is no faster than the
   /// top-th simulated step (PlanRequest::top).
   int64_t prunedByBound = 0;

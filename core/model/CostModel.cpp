@@ -328,6 +328,10 @@ ItemCost headCost(const ModelDims &d, const CostSettings &s) {
     c.backwardInputFlops += again + c.backwardWeightFlops;
     c.backwardWeightFlops = 0;
   } else {
+    // Megatron-LM's vocabulary-parallel cross-entropy upcasts the logits
+    // and keeps their fp32 softmax for the backward, in a bf16 run too
+    // (hypipe-run keeps the bf16 logits: its own memory is the buffer
+    // layouts', not this).
     c.activationBytes += t * vocab * int64_t(sizeof(float));
   }
   return c;

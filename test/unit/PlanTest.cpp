@@ -293,10 +293,13 @@ std::string pinnedToTwoRanks() {
                             std::regex("parallel:\n"), "parallel:\n  pp: 2\n");
 }
 
-/// The peak memory of `c`'s layout loaded with `recompute`.
+/// The peak memory of `c`'s layout loaded with `recompute`, and with the
+/// linear cross-entropy where `linear`.
 int64_t peakWith(const std::string &text, const PlanCandidate &c,
-                 const RecomputeSpec &recompute) {
+                 const RecomputeSpec &recompute, bool linear = false) {
   SpecOverrides o;
+  if (linear)
+    o.crossEntropyFusionImpl = "linear";
   o.schedule = schedule::scheduleName(c.layout.schedule);
   o.microbatches = c.layout.microbatches;
   o.microBatchSize = c.layout.microBatchSize;
@@ -326,61 +329,136 @@ TEST(Plan, NoCapNoRecompute) {
     EXPECT_FALSE(c.layout.recompute.full()) << megatronArgs(c);
 }
 
-// Under a cap no layout meets without recompute but some meet with it,
-// those are the candidates, each with the least recompute that fits, in
-// docs/plan.md's order: selective recompute of the modules the model holds
-// (the attention core, the MLPs, the norms), then full recompute of the
-// first 1, 2, 3 layers of each stage (block), then of all four (uniform
-// chunks of the four layers a stage holds: one checkpoint a stage). Each is
-// within the cap, slower than without, counted as fitting by recompute,
-// and carries Megatron's flags and a written spec that loads with the same
-// recompute.
+// Under a cap no layout meets as it is but some meet with less kept,
+// those are the candidates, each with the least that fits, in
+// docs/plan.md's order: the linear cross-entropy alone, then selective
+// recompute of the modules the model holds (the attention core, the MLPs,
+// the norms), then full recompute of the first 1, 2, 3 layers of each stage
+// (block), then of all four (uniform chunks of the four layers a stage
+// holds: one checkpoint a stage), each with the native loss, then the
+// linear one. Each is within the cap, slower than without, counted as
+// fitting by recompute or by the linear loss, and carries Megatron's flags
+// and a written spec that loads with the same recompute and loss.
 TEST(Plan, RecomputeFitsWhatNoneDoesNot) {
   const std::string text = pinnedToTwoRanks();
   Plan all = planned(2, std::nullopt, text);
   ASSERT_FALSE(all.candidates.empty());
   const RecomputeSpec none;
-  const std::vector<RecomputeSpec> tries = {
+  const std::vector<RecomputeSpec> recomputes = {
       selectiveRecompute({RecomputeModule::CoreAttn, RecomputeModule::Mlp,
                           RecomputeModule::LayerNorm}),
       fullRecompute(RecomputeMethod::Block, 1),
       fullRecompute(RecomputeMethod::Block, 2),
       fullRecompute(RecomputeMethod::Block, 3),
       fullRecompute(RecomputeMethod::Uniform, 4)};
+  std::vector<std::pair<RecomputeSpec, bool>> tries = {{none, true}};
+  for (const RecomputeSpec &r : recomputes)
+    tries.insert(tries.end(), {{r, false}, {r, true}});
   int64_t leastNone = INT64_MAX, leastFull = INT64_MAX;
   for (const PlanCandidate &c : all.candidates) {
     leastNone = std::min(leastNone, peakWith(text, c, none));
-    leastFull = std::min(leastFull, peakWith(text, c, tries.back()));
+    leastFull = std::min(leastFull, peakWith(text, c, recomputes.back()));
   }
   ASSERT_LT(leastFull, leastNone);
   const double cap = (leastFull + leastNone) / 2.0 / (1 << 30);
   // Each layout's first try within the cap.
-  std::map<std::string, RecomputeSpec> expected;
+  std::map<std::string, std::pair<RecomputeSpec, bool>> expected;
+  int64_t byRecompute = 0, byLinear = 0;
   for (const PlanCandidate &c : all.candidates)
-    for (const RecomputeSpec &r : tries)
-      if (peakWith(text, c, r) <= cap * (1 << 30)) {
-        expected.emplace(layoutKey(c.layout), r);
+    for (const auto &[r, linear] : tries)
+      if (peakWith(text, c, r, linear) <= cap * (1 << 30)) {
+        expected.emplace(layoutKey(c.layout), std::pair{r, linear});
+        byRecompute += r.granularity != RecomputeGranularity::None;
+        byLinear += linear;
         break;
       }
   Plan capped = planned(2, cap, text);
   ASSERT_EQ(capped.candidates.size(), expected.size());
-  EXPECT_EQ(capped.fitByRecompute, int64_t(expected.size()));
+  EXPECT_GT(byRecompute, 0);
+  EXPECT_EQ(capped.fitByRecompute, byRecompute);
+  EXPECT_EQ(capped.fitByLinearLoss, byLinear);
   EXPECT_EQ(capped.simulated + capped.prunedByMemory, all.simulated);
   for (const PlanCandidate &c : capped.candidates) {
     ASSERT_EQ(expected.count(layoutKey(c.layout)), 1u);
-    const RecomputeSpec &want = expected.at(layoutKey(c.layout));
+    const auto &[want, linear] = expected.at(layoutKey(c.layout));
     EXPECT_EQ(c.layout.recompute, want);
+    EXPECT_EQ(c.layout.linearCrossEntropy, linear);
     EXPECT_LE(c.peakMemory(), cap * (1 << 30));
     for (const PlanCandidate &free : all.candidates)
       if (layoutKey(free.layout) == layoutKey(c.layout))
         EXPECT_GT(c.makespan, free.makespan);
     EXPECT_NE(megatronArgs(c).find(recomputeFlags(want)), std::string::npos);
+    EXPECT_EQ(megatronArgs(c).find("--cross-entropy-fusion-impl linear") !=
+                  std::string::npos,
+              linear);
     auto written = plannedSpecText(text, "/somewhere", c);
     ASSERT_TRUE(static_cast<bool>(written)) << written.problem().message;
     auto spec = parseSpec(*written, "plan.yaml");
     ASSERT_TRUE(static_cast<bool>(spec));
     EXPECT_EQ(spec->training.recompute, c.layout.recompute);
+    EXPECT_EQ(spec->crossEntropyFusionImpl, linear ? "linear" : "native");
   }
+}
+
+/// kSpec's eight layers over two pipeline ranks with a vocabulary of 32,768:
+/// the native loss's logits are the last rank's largest tensors.
+std::string bigVocabOnTwoRanks() {
+  return std::regex_replace(pinnedToTwoRanks(), std::regex("vocab_size: 256"),
+                            "vocab_size: 32768");
+}
+
+// Where the head's logits are what does not fit, the linear cross-entropy
+// alone fits it, before any recompute: the candidates keep every layer's
+// tensors, each slower than its native twin by the loss's extra GEMM and
+// no faster than any layout that fits natively, Megatron's flags and the
+// written spec carry the loss. Without a cap the loss stays native.
+TEST(Plan, TheLinearLossFitsTheHeadsLogits) {
+  const std::string text = bigVocabOnTwoRanks();
+  Plan all = planned(2, std::nullopt, text);
+  ASSERT_FALSE(all.candidates.empty());
+  EXPECT_EQ(all.fitByLinearLoss, 0);
+  EXPECT_TRUE(all.searchedLoss);
+  int64_t leastLinear = INT64_MAX, leastNative = INT64_MAX;
+  for (const PlanCandidate &c : all.candidates) {
+    EXPECT_FALSE(c.layout.linearCrossEntropy);
+    EXPECT_EQ(megatronArgs(c).find("--cross-entropy"), std::string::npos);
+    leastNative = std::min(leastNative, c.peakMemory());
+    leastLinear = std::min(leastLinear, peakWith(text, c, {}, true));
+  }
+  ASSERT_LT(leastLinear, leastNative);
+  const double cap = (leastLinear + leastNative) / 2.0 / (1 << 30);
+  Plan capped = planned(2, cap, text);
+  ASSERT_FALSE(capped.candidates.empty());
+  EXPECT_EQ(capped.fitByLinearLoss, int64_t(capped.candidates.size()));
+  EXPECT_EQ(capped.fitByRecompute, 0);
+  for (const PlanCandidate &c : capped.candidates) {
+    EXPECT_TRUE(c.layout.linearCrossEntropy);
+    EXPECT_EQ(c.layout.recompute.granularity, RecomputeGranularity::None);
+    EXPECT_EQ(c.spec.crossEntropyFusionImpl, "linear");
+    EXPECT_LE(c.peakMemory(), cap * (1 << 30));
+    for (const PlanCandidate &free : all.candidates)
+      if (layoutKey(free.layout) == layoutKey(c.layout))
+        EXPECT_GT(c.makespan, free.makespan);
+    EXPECT_NE(megatronArgs(c).find("--cross-entropy-loss-fusion "
+                                   "--cross-entropy-fusion-impl linear"),
+              std::string::npos);
+    auto written = plannedSpecText(text, "/somewhere", c);
+    ASSERT_TRUE(static_cast<bool>(written)) << written.problem().message;
+    EXPECT_NE(written->find("loss=linear"), std::string::npos);
+    auto spec = parseSpec(*written, "plan.yaml");
+    ASSERT_TRUE(static_cast<bool>(spec));
+    EXPECT_EQ(spec->crossEntropyFusionImpl, "linear");
+  }
+  // A spec whose loss is linear keeps it everywhere, and no search of it.
+  std::string linear = text;
+  linear.replace(linear.find("  vocab_size"), 0,
+                 "  cross_entropy_fusion_impl: linear\n");
+  Plan own = planned(2, std::nullopt, linear);
+  ASSERT_FALSE(own.candidates.empty());
+  EXPECT_FALSE(own.searchedLoss);
+  for (const PlanCandidate &c : own.candidates)
+    EXPECT_NE(megatronArgs(c).find("--cross-entropy-fusion-impl linear"),
+              std::string::npos);
 }
 
 // A spec that sets its own recompute keeps it: plan does not search it.

@@ -88,6 +88,13 @@ void printPlanTable(const Plan &p, size_t shown, bool seconds, bool cluster) {
                   [](const auto &c) { return c.layout.expertGrid(); });
   if (experts)
     header.insert(header.begin() + 3, {"ep", "etp"});
+  // The loss's column when a row shown has the linear one.
+  const bool losses = std::any_of(
+      p.candidates.begin(), p.candidates.begin() + shown,
+      [](const auto &c) { return c.spec.crossEntropyFusionImpl != "native"; });
+  const size_t lossColumn = header.size() - (seconds ? 2 : 1);
+  if (losses)
+    header.insert(header.begin() + lossColumn, "loss");
   header.push_back("bubble");
   if (cluster)
     header.push_back("communication");
@@ -112,6 +119,8 @@ void printPlanTable(const Plan &p, size_t shown, bool seconds, bool cluster) {
     if (experts)
       row.insert(row.begin() + 3, {std::to_string(l.ep),
                                    std::to_string(l.expertTensorParallel())});
+    if (losses)
+      row.insert(row.end() - 1, c.spec.crossEntropyFusionImpl);
     if (seconds)
       row.push_back(withCommas(std::llround(stepTokens(c.spec) / c.makespan)));
     row.push_back(fmt::format("{:.1f}%", 100 * c.bubble));
@@ -191,6 +200,28 @@ void printMegatronArgs(const Plan &p, size_t shown) {
   }
 }
 
+/// " (N of them fit only with recompute)", or with the linear
+/// cross-entropy, or with either (and how many with each).
+std::string fitOnlyWithText(const Plan &p) {
+  if (!p.fitByLinearLoss)
+    return p.fitByRecompute ? fmt::format(" ({} of them fit only with "
+                                          "recompute)",
+                                          p.fitByRecompute)
+                            : "";
+  if (!p.fitByRecompute)
+    return fmt::format(" ({} of them fit only with the linear cross-entropy)",
+                       p.fitByLinearLoss);
+  const auto either = std::count_if(
+      p.candidates.begin(), p.candidates.end(), [](const PlanCandidate &c) {
+        return c.layout.linearCrossEntropy ||
+               c.layout.recompute.granularity != RecomputeGranularity::None;
+      });
+  return fmt::format(" ({} of them fit only with recompute or the linear "
+                     "cross-entropy: {} with recompute, {} with the linear "
+                     "loss)",
+                     either, p.fitByRecompute, p.fitByLinearLoss);
+}
+
 void printPlan(const Plan &p, size_t shown, const PlanOptions &o,
                const PlanRequest &r, double seconds) {
   std::cout << fmt::format(
@@ -212,11 +243,7 @@ void printPlan(const Plan &p, size_t shown, const PlanOptions &o,
       "{} candidates simulated{}, {} not ({} over the memory cap, {} unable "
       "to reach the top {} by their busiest rank's compute, {} invalid) in "
       "{:.2f} s\n",
-      p.simulated,
-      p.fitByRecompute ? fmt::format(" ({} of them fit only with "
-                                     "recompute)",
-                                     p.fitByRecompute)
-                       : "",
+      p.simulated, fitOnlyWithText(p),
       p.prunedByMemory + p.prunedByBound + p.invalid, p.prunedByMemory,
       p.prunedByBound, o.top, p.invalid, seconds);
 }
@@ -243,6 +270,7 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files,
          {"micro_batch_size", l.microBatchSize},
          {"distributed_optimizer", l.distributedOptimizer},
          {"recompute", recomputeJson(c.spec.training.recompute)},
+         {"cross_entropy_fusion_impl", c.spec.crossEntropyFusionImpl},
          {"predicted_step", c.makespan},
          {"bubble", c.bubble},
          {"peak_memory_bytes", c.memory},
@@ -265,6 +293,7 @@ void printPlanJson(const Plan &p, const std::vector<std::string> &files,
   out["pruned"] = p.prunedByMemory + p.prunedByBound + p.invalid;
   out["pruned_by_memory"] = p.prunedByMemory;
   out["fit_by_recompute"] = p.fitByRecompute;
+  out["fit_by_linear_cross_entropy"] = p.fitByLinearLoss;
   out["pruned_by_bound"] = p.prunedByBound;
   out["invalid"] = p.invalid;
   std::cout << out.dump(2) << "\n";
