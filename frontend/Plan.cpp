@@ -359,7 +359,8 @@ void Search::fitOverCap() {
     // A layout that fits as it is keeps the native loss and no recompute:
     // both only cost time. One that does not is tried with the least
     // first: the linear cross-entropy alone (one output-layer GEMM more a
-    // microbatch, on the head's stage only), then selective recompute of
+    // microbatch and loss, on the head's stage only), then selective
+    // recompute of
     // every module its layers hold, then full recompute of the first N
     // layers of each stage (block), N = 1, 2, ..., then of all of them;
     // each recompute with the native loss, then with the linear one.

@@ -1415,8 +1415,8 @@ llvm::Error Loader::checkCrossEntropyFusion() {
                  fmt::format("unknown cross_entropy_fusion_impl '{}'", impl),
                  "use native (the default: a microbatch's logits kept for the "
                  "backward) or linear (made again a chunk of tokens at a "
-                 "time: less memory, one more output-layer GEMM in each "
-                 "gradient pass)");
+                 "time: less memory, one more output-layer GEMM a "
+                 "microbatch, in the input gradient)");
   const std::optional<int64_t> &chunk = spec.crossEntropyChunkTokens;
   if (chunk && impl != "linear")
     return error(nodeForField("model.cross_entropy_chunk_tokens"),

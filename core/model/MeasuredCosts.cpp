@@ -171,10 +171,15 @@ std::optional<double> measuredSeconds(const MeasuredCosts &c,
   auto it = c.kinds.find(kind);
   if (it == c.kinds.end())
     return std::nullopt;
-  const double seconds = it->second.seconds[size_t(pass)],
-               measuredFlops = it->second.flops[size_t(pass)];
+  const KindTimes &t = it->second;
+  const double seconds = t.seconds[size_t(pass)],
+               measuredFlops = t.flops[size_t(pass)];
   if (measuredFlops > 0)
     return seconds * flops / measuredFlops;
+  // The same GEMMs as the forward's: its rate (a lookup's forward has no
+  // FLOPs either, and falls to the tokens).
+  if (flops > 0 && t.flops[0] > 0)
+    return t.seconds[0] * flops / t.flops[0];
   return seconds * double(tokens) / double(c.tokens);
 }
 

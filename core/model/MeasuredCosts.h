@@ -85,7 +85,10 @@ Expected<MeasuredCosts> readMeasuredCosts(const std::string &path);
 /// Seconds of one call of `kind`'s pass `pass` (0 forward, 1 input
 /// gradient, 2 weight gradient) that costs `flops` over `tokens` tokens:
 /// the measured seconds scaled by the FLOPs (or, where the measured call
-/// had none, by the tokens). nullopt when `kind` was not measured.
+/// had none, by the tokens). A pass measured empty but asked for FLOPs (a
+/// linear cross-entropy's weight pass, which its input gradient took, asked
+/// for a native head's) runs at the kind's forward rate. nullopt when
+/// `kind` was not measured.
 std::optional<double> measuredSeconds(const MeasuredCosts &costs,
                                       const std::string &kind, int pass,
                                       double flops, int64_t tokens);

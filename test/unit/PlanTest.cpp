@@ -461,6 +461,28 @@ TEST(Plan, TheLinearLossFitsTheHeadsLogits) {
               std::string::npos);
 }
 
+// A measured pass scales by its FLOPs; one measured empty (a linear
+// cross-entropy's weight pass, which its input gradient took) but asked
+// for FLOPs (a native head's) runs at the kind's forward rate, not at the
+// empty call's time; one asked for none, and a lookup, by the tokens.
+TEST(MeasuredCosts, AnEmptyPassAskedForFlopsRunsAtTheForwardsRate) {
+  MeasuredCosts c;
+  c.tokens = 100;
+  KindTimes head;
+  head.seconds = {0.3, 0.9, 1e-6};
+  head.flops = {3e9, 9e9, 0};
+  c.kinds["head"] = head;
+  EXPECT_DOUBLE_EQ(*measuredSeconds(c, "head", 2, 3e9, 100), 0.3);
+  EXPECT_DOUBLE_EQ(*measuredSeconds(c, "head", 2, 0, 200), 2e-6);
+  EXPECT_DOUBLE_EQ(*measuredSeconds(c, "head", 1, 3e9, 100), 0.3);
+  KindTimes lookup;
+  lookup.seconds = {0.01, 0.0, 0.02};
+  lookup.flops = {0, 0, 5e6};
+  c.kinds["embedding"] = lookup;
+  EXPECT_DOUBLE_EQ(*measuredSeconds(c, "embedding", 0, 0, 50), 0.005);
+  EXPECT_FALSE(measuredSeconds(c, "mamba", 0, 1e9, 100).has_value());
+}
+
 // A spec that sets its own recompute keeps it: plan does not search it.
 TEST(Plan, TheSpecsOwnRecomputeStands) {
   std::string text = pinnedToTwoRanks();
