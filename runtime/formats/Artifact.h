@@ -33,8 +33,10 @@
 namespace hypipe::rt {
 
 /// Manifest format version: `hypipe compile` writes it, hypipe-run refuses
-/// any other (docs/artifact.md).
-inline constexpr int kArtifactVersion = 3;
+/// any other (docs/artifact.md). 4: the head's and MTP outputs' shapes
+/// carry loss_chunk (the linear cross-entropy), which a version 3 reader
+/// would call a corrupt manifest.
+inline constexpr int kArtifactVersion = 4;
 
 struct ParamEntry {
   std::string name;
