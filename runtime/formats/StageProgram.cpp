@@ -90,6 +90,11 @@ ShapeFacts factsOf(const LayerShape &shape, const TokenShape &tokens,
                       std::is_same_v<S, MtpInputShape> ||
                       std::is_same_v<S, MtpOutputShape>)
           f.vocab = s.vocab;
+        // A chunked loss's rows a chunk (0: the native loss).
+        if constexpr (std::is_same_v<S, HeadShape> ||
+                      std::is_same_v<S, MtpOutputShape>)
+          if (s.lossChunk != 0)
+            f.dims.push_back(s.lossChunk);
         if (!sized)
           return;
         f.savedFloats = s.savedFloats(tokens, target);

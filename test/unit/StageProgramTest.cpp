@@ -363,6 +363,13 @@ TEST(StageProgram, EveryRuleRefusesItsCase) {
          std::get<rt::MambaShape>(p.layers[1].shape).heads = 0;
        },
        "dimension"},
+      {"a negative loss chunk",
+       [](rt::StageProgram &p) {
+         for (rt::ProgramLayer &l : p.layers)
+           if (auto *head = std::get_if<rt::HeadShape>(&l.shape))
+             head->lossChunk = -1;
+       },
+       "dimension"},
       {"a dimension that overflows the sizes",
        [](rt::StageProgram &p) {
          std::get<rt::MambaShape>(p.layers[1].shape).state = int64_t(1) << 40;
