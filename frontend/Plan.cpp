@@ -72,24 +72,22 @@ std::string stageList(const std::vector<int64_t> &stages) {
 
 std::string layoutText(const PlanLayout &l) {
   return fmt::format(
-             "{}pp={} vpp={} dp={} {} microbatches={} "
-             "micro_batch_size={}{}{}",
-             fmt::format("{}{}",
-                         l.tp > 1 ? fmt::format("tp={}{} ", l.tp,
-                                                l.sequenceParallel
-                                                    ? " sequence_parallel"
-                                                    : "")
-                                  : "",
-                         l.expertGrid() ? fmt::format("ep={} etp={} ", l.ep,
-                                                      l.expertTensorParallel())
-                                        : ""),
-             l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule),
-             l.microbatches, l.microBatchSize,
-             l.distributedOptimizer ? " distributed optimizer" : "",
-             l.recompute.granularity != RecomputeGranularity::None
-                 ? " recompute=" + recomputeText(l.recompute)
-                 : "") +
-         (l.linearCrossEntropy ? " loss=linear" : "");
+      "{}pp={} vpp={} dp={} {} microbatches={} "
+      "micro_batch_size={}{}{}{}",
+      fmt::format(
+          "{}{}",
+          l.tp > 1 ? fmt::format("tp={}{} ", l.tp,
+                                 l.sequenceParallel ? " sequence_parallel" : "")
+                   : "",
+          l.expertGrid()
+              ? fmt::format("ep={} etp={} ", l.ep, l.expertTensorParallel())
+              : ""),
+      l.pp, l.vpp, l.dp, schedule::scheduleName(l.schedule), l.microbatches,
+      l.microBatchSize, l.distributedOptimizer ? " distributed optimizer" : "",
+      l.recompute.granularity != RecomputeGranularity::None
+          ? " recompute=" + recomputeText(l.recompute)
+          : "",
+      l.linearCrossEntropy ? " loss=linear" : "");
 }
 
 /// The micro batch sizes tried: 1, 2, 4, 8 and the spec's own.
@@ -262,8 +260,6 @@ struct Search {
   /// and memory is held as hypipe-run holds it (the cost model's Megatron
   /// estimate does not model recompute).
   bool searchRecompute = false;
-  /// Whether the loss is: the spec's is native (Plan::searchedLoss).
-  bool searchLoss = false;
 
   /// Loads and costs `layout`: keeps it where it is valid and within the
   /// memory cap; one over the cap waits in `overCap` for the linear loss
@@ -318,7 +314,7 @@ void Search::load(const PlanLayout &layout) {
   if (loadOne(layout, true, over) != Fit::Over)
     return;
   noteOverCap(over->bound);
-  if (searchRecompute || searchLoss)
+  if (searchRecompute || plan.searchedLoss)
     overCap.push_back(std::move(*over));
   else
     prunedByMemory(*over);
@@ -360,10 +356,10 @@ void Search::fitOverCap() {
     // both only cost time. One that does not is tried with the least
     // first: the linear cross-entropy alone (one output-layer GEMM more a
     // microbatch and loss, on the head's stage only), then selective
-    // recompute of
-    // every module its layers hold, then full recompute of the first N
-    // layers of each stage (block), N = 1, 2, ..., then of all of them;
-    // each recompute with the native loss, then with the linear one.
+    // recompute of every module its layers hold, then full recompute of
+    // the first N layers of each stage (block), N = 1, 2, ..., then of all
+    // of them; each recompute with the native loss, then with the linear
+    // one.
     std::vector<RecomputeSpec> recomputes;
     if (searchRecompute) {
       recomputes.push_back(widestSelective(over.spec));
@@ -374,7 +370,7 @@ void Search::fitOverCap() {
     }
     std::vector<PlanLayout> tries;
     auto tryWith = [&](const RecomputeSpec &r, bool linear) {
-      if (linear && !searchLoss)
+      if (linear && !plan.searchedLoss)
         return;
       PlanLayout l = over.layout;
       l.recompute = r;
@@ -855,11 +851,10 @@ Expected<Plan> plan(const std::string &text, const PlanRequest &request) {
   search.searchRecompute =
       !request.megatronMemory &&
       original->training.recompute.granularity == RecomputeGranularity::None;
+  Plan &p = search.plan;
   // The cost model prices the linear loss's memory for hypipe-run and for
   // Megatron-LM alike.
-  search.searchLoss = original->crossEntropyFusionImpl == "native";
-  Plan &p = search.plan;
-  p.searchedLoss = search.searchLoss;
+  p.searchedLoss = original->crossEntropyFusionImpl == "native";
   if (request.tp) {
     if (std::string why = tensorParallelRefusal(*original, *request.tp);
         !why.empty())
@@ -1074,7 +1069,7 @@ Expected<std::string> plannedSpecText(const std::string &specText,
                        c.layout.recompute.numLayers),
            true);
   // Only a spec whose loss is native gets the linear one
-  // (Search::searchLoss).
+  // (Plan::searchedLoss).
   if (c.layout.linearCrossEntropy)
     setKey(lines, "model", "cross_entropy_fusion_impl", "linear", true);
   if (c.layout.recompute.granularity == RecomputeGranularity::Selective) {

@@ -113,7 +113,7 @@ struct Plan {
   /// Of the simulated: layouts that fit the cap only with the linear
   /// cross-entropy (with or without recompute).
   int64_t fitByLinearLoss = 0;
-  /// Whether the search tried the linear cross-entropy (the spec's loss is
+  /// Whether the search tries the linear cross-entropy (the spec's loss is
   /// native).
   bool searchedLoss = false;
   /// Not simulated: its busiest rank's compute alone is no faster than the

@@ -115,7 +115,7 @@ template <class P> struct Head {
     // fp32 (Megatron upcasts before the cross-entropy).
     k.round(h.logits, T * vocab);
     if (tp)
-      return k.crossEntropyShard(t, vocab, tp->rank() * vocab, shift, labels,
+      return k.crossEntropyShard(t, vocab, vocabFirst(vocab), shift, labels,
                                  lossMask, h, *tp, ws);
     return k.crossEntropy(t, vocab, shift, labels, lossMask, h, ws);
   }
