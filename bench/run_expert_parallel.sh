@@ -13,6 +13,10 @@
 # expert-data-parallel group, the rest over dp). Then the same model on packed
 # samples (bench/specs/ep-bench-packed.yaml) at dp 2 with ep 1 and ep 2: over
 # the replicas each replica's microbatch is padded to its group's most rows.
+# Last the model with a capacity factor of 1 (Megatron-LM's
+# --moe-expert-capacity-factor 1) at tp 2 with ep 1 and ep 2 and at dp 2 with
+# ep 2: a rank keeps room for its experts' capacities alone (MoeShape::heldRows),
+# so the expert grid's activation memory falls where dropless it cannot.
 # Per layout the table of
 # bench/layout_table.sh: tokens/s and its ratio to the first layout, rank 0's
 # peak tensor MiB, the last loss, the measured step beside `hypipe explain
@@ -37,3 +41,9 @@ echo
 layout_table "$root/bench/specs/ep-bench-packed.yaml" "$steps" \
   "packed dp=2|2|--dp 2" \
   "packed ep=2|2|--dp 2 --ep 2 --etp 1"
+echo
+layout_table "$root/bench/specs/ep-bench.yaml" "$steps" \
+  "cap=1 tp=2 ep=1|2|--tp 2 --sequence-parallel --ep 1 --moe-expert-capacity-factor 1" \
+  "cap=1 tp=2 ep=2|2|--tp 2 --sequence-parallel --ep 2 --etp 1 --moe-expert-capacity-factor 1" \
+  "cap=1 dp=2 ep=1|2|--dp 2 --microbatches 2 --moe-expert-capacity-factor 1" \
+  "cap=1 dp=2 ep=2|2|--dp 2 --microbatches 2 --ep 2 --etp 1 --moe-expert-capacity-factor 1"

@@ -277,6 +277,11 @@ std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
       s.expertTp = par.etp;
       s.groupReplicas = par.etp * par.ep / par.tp;
     }
+    // The capacity sizes the routed rows a rank keeps (heldRows), counted
+    // per sequence shard as the kernel plan does (KernelPlan.cpp).
+    s.capacityFactor = spec.moeExpertCapacityFactor.value_or(0.0);
+    s.dropByPosition = spec.moeTokenDropPolicy == "position";
+    s.capacityBlocks = par.sequenceParallel ? par.tp : 1;
     const rt::LayerGroup group =
         rt::layerGroupOf(s, par.tp, par.sequenceParallel);
     s.allToAll = rt::moeAllToAll(spec.moeDispatcher == MoeDispatcher::AllToAll,

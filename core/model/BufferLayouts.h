@@ -395,6 +395,14 @@ template <typename T> MoeParams<T> moeParams(const MoeShape &s, T *base) {
 /// map are int32 (a float is exact only up to 2^24 rows), each in the
 /// float-sized slots savedFloats counts, so every tensor keeps its 4-byte
 /// alignment; checkStageProgram bounds the routed rows below 2^31.
+///
+/// The routed rows' float tensors (xr to dyr) hold only the rows of the
+/// experts this rank keeps (MoeShape::heldExperts), experts [expertFrom,
+/// expertTo): grouped by expert, they are the group's routed rows
+/// [rowFrom, rowTo), row r at r - rowFrom, in room for rowRoom rows
+/// (MoeShape::heldRows). The row map and the slots' rows count every
+/// routed row of the group. holdRows sets rowFrom and rowTo once the
+/// routing is known.
 struct MoeSaved {
   float *x, *xn, *rstd, *probs;
   int32_t *topIdx;
@@ -403,15 +411,38 @@ struct MoeSaved {
   float *aux, *xr, *h1, *dh1, *act, *yr, *dyr;
   int32_t *rowMap;
   int32_t *routed;
+  int64_t expertFrom = 0, expertTo = 0, rowFrom = 0, rowTo = 0, rowRoom = 0;
+  /// Whether group row r is one of the held ones.
+  bool holds(int64_t r) const { return r >= rowFrom && r < rowTo; }
+  int64_t heldRows() const { return rowTo - rowFrom; }
 };
+
+/// The held rows from each expert's first row `off` (expertOffsets).
+/// Returns false, leaving `m` as it was, where they outnumber the room
+/// (which MoeShape::heldRows bounds: a bug).
+inline bool holdRows(MoeSaved &m, const std::vector<int64_t> &off) {
+  const int64_t from = off[size_t(m.expertFrom)], to = off[size_t(m.expertTo)];
+  if (to - from > m.rowRoom)
+    return false;
+  m.rowFrom = from;
+  m.rowTo = to;
+  return true;
+}
 
 /// `t`: a replica's microbatch (the layer's tensors hold its group's:
 /// MoeShape::groupReplicas); `routed` and `aux` hold each replica's.
+/// `firstHeld`: the first of the MoeShape::heldExperts experts whose rows
+/// it keeps (on an expert grid under the allgather dispatcher, the rank's
+/// first expert).
 inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
-                         const SavedBases &bases) {
-  int64_t T = s.group(t).tokens(), R = T * s.topk;
+                         const SavedBases &bases, int64_t firstHeld = 0) {
+  const TokenShape g = s.group(t);
+  const int64_t T = g.tokens(), L = s.heldRows(g);
   SavedCarver c(bases);
   MoeSaved m;
+  m.expertFrom = firstHeld;
+  m.expertTo = firstHeld + s.heldExperts();
+  m.rowRoom = L;
   const SavedType act = SavedType::Activation, f32 = SavedType::F32;
   m.x = c.keep(T * s.hidden, act);
   m.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden, act);
@@ -424,13 +455,13 @@ inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
   m.topW = c.of(moe, T * s.topk, f32);
   m.counts = c.indicesOf(moe, s.experts);
   m.aux = c.of(moe, s.groupReplicas, f32);
-  m.xr = c.of(moe, R * s.hidden, act);
-  m.h1 = c.of(moe, R * s.fc1Width(), act);
-  m.dh1 = c.keep(R * s.fc1Width(), act);
-  m.act = c.of(RecomputeModule::MoeAct, R * s.ffn, act);
-  m.yr = c.of(moe, R * s.hidden, act);
-  m.dyr = c.keep(R * s.hidden, act);
-  m.rowMap = c.indicesOf(moe, R);
+  m.xr = c.of(moe, L * s.hidden, act);
+  m.h1 = c.of(moe, L * s.fc1Width(), act);
+  m.dh1 = c.keep(L * s.fc1Width(), act);
+  m.act = c.of(RecomputeModule::MoeAct, L * s.ffn, act);
+  m.yr = c.of(moe, L * s.hidden, act);
+  m.dyr = c.keep(L * s.hidden, act);
+  m.rowMap = c.indicesOf(moe, T * s.topk);
   m.routed = c.indicesOf(moe, s.groupReplicas * s.experts);
   return m;
 }

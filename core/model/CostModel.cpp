@@ -266,7 +266,9 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     const int64_t rows = t * k * etp / s.streamShards();
     addLinear(c, t, h, d.numExperts); // router
     // A capacity below 1 caps the rows an expert runs (balanced routing:
-    // each would get its even share); the buffers stay dropless-sized.
+    // each would get its even share) and keeps (Megatron-LM's dispatcher
+    // keeps the rows it dispatched; hypipe-run's exact layouts hold a
+    // bound: MoeShape::heldRows).
     const int64_t run =
         s.capacityFactor > 0 && s.capacityFactor < 1
             ? int64_t(std::ceil(double(rows) * s.capacityFactor))
@@ -282,7 +284,7 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
     // probabilities, and per routed row its input, fc1 output and
     // activation.
     c.activationBytes =
-        stream + t * (h + d.numExperts) * e + rows * (h + up + f) * e;
+        stream + t * (h + d.numExperts) * e + run * (h + up + f) * e;
     // The norm and the router whole; the rank's ep-th of the experts, an
     // etp-th of each.
     const rt::MoeShape whole = rt::moeShape(d);

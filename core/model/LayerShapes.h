@@ -994,6 +994,36 @@ struct MoeShape {
   int64_t localExperts() const { return experts / expertRanks; }
   int64_t fc1Width() const { return act == Activation::Swiglu ? 2 * ffn : ffn; }
 
+  /// Megatron-LM's get_capacity(tokens x topk, experts, factor), computed
+  /// in double in its order: ceil(tokens x topk / experts x factor).
+  int64_t capacityOf(int64_t tokens) const {
+    return int64_t(
+        std::ceil(double(tokens * topk) / double(experts) * capacityFactor));
+  }
+  /// The experts whose routed rows a rank keeps (their inputs, fc1 and fc2
+  /// outputs and gradients): under the allgather dispatcher its own (on an
+  /// expert grid, a part: Megatron-LM's permutes the gathered tokens to
+  /// its local experts' alone); under the alltoall dispatcher all of them,
+  /// whose rows of this rank's tokens it sends to their ranks.
+  int64_t heldExperts() const { return allToAll ? experts : localExperts(); }
+  /// The most routed rows those experts take from the group's tokens
+  /// `group` (group() of a replica's), whatever the routing: a token
+  /// chooses at most min(topk, heldExperts) of them, and with a capacity
+  /// factor each keeps at most its capacity of every block's tokens
+  /// (MoeCapacity.h), which adds up to the capacity of all the tokens plus
+  /// at most one row a block (each block's capacity is rounded up; one
+  /// more for the double's rounding). Dropless routing may send every
+  /// token to this rank's experts, so a static buffer needs room for that.
+  int64_t heldRows(const TokenShape &group) const {
+    const int64_t T = group.tokens(), held = heldExperts();
+    const int64_t dropless = T * std::min(topk, held);
+    if (capacityFactor <= 0)
+      return dropless;
+    const int64_t blocks = groupReplicas * std::max<int64_t>(1, capacityBlocks);
+    const int64_t perExpert = std::min(T, capacityOf(T) + blocks + 1);
+    return std::min(dropless, held * perExpert);
+  }
+
   std::vector<ParamSpec> params(int64_t numLayers) const {
     std::vector<ParamSpec> p = {
         {"pre_mlp_layernorm.weight", {hidden}, Init::Ones},
@@ -1024,18 +1054,19 @@ struct MoeShape {
     }
     return p;
   }
-  /// Room for every one of the T*topk routed rows (dropless keeps them
-  /// all; a capacity factor fewer): per row its gathered input, fc1 output,
-  /// activation, fc2 output, and the fc1/fc2 output gradients for the
-  /// weight pass. Plus x, xn, rstd, router probabilities, chosen experts
-  /// and weights, the kept and the routed token counts and the aux loss.
+  /// Room for the routed rows of the held experts (heldRows): per row its
+  /// gathered input, fc1 output, activation, fc2 output, and the fc1/fc2
+  /// output gradients for the weight pass. Plus x, xn, rstd, router
+  /// probabilities, chosen experts and weights, every routed row's slot,
+  /// the kept and the routed token counts and the aux loss.
   /// Sized for the group's tokens (groupReplicas replicas', each with its
   /// own routed counts and aux loss); `t` is a replica's microbatch.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
-    int64_t T = group(t).tokens(), R = T * topk;
+    const TokenShape g = group(t);
+    const int64_t T = g.tokens(), R = T * topk, L = heldRows(g);
     return T * (2 * hidden + 1 + experts + 2 * topk) +
            (1 + groupReplicas) * experts + groupReplicas +
-           R * (hidden + 2 * fc1Width() + ffn + 2 * hidden) + R /*row map*/;
+           L * (hidden + 2 * fc1Width() + ffn + 2 * hidden) + R /*row map*/;
   }
   /// Of savedFloats, what selective recompute of `modules` drops:
   /// layernorm the normed input, moe_act the routed rows' activations, moe
@@ -1044,15 +1075,17 @@ struct MoeShape {
   /// aux loss, the routed rows' inputs, fc1 and fc2 outputs and the row map.
   int64_t recomputedFloats(const TokenShape &replica,
                            RecomputeModuleSet modules) const {
-    const int64_t R = topk; // routed rows a token
     const TokenShape t = group(replica);
+    const int64_t L = heldRows(t); // the held routed rows
+    auto drops = [&](RecomputeModule m) {
+      return (modules & moduleBit(m)) != 0;
+    };
     return droppedFloats(t, modules, RecomputeModule::LayerNorm, hidden) +
-           droppedFloats(t, modules, RecomputeModule::MoeAct, R * ffn) +
-           droppedFloats(t, modules, RecomputeModule::Moe,
-                         experts + 2 * topk +
-                             R * (hidden + fc1Width() + hidden + 1)) +
-           (modules & moduleBit(RecomputeModule::Moe)
-                ? (1 + groupReplicas) * experts + groupReplicas
+           (drops(RecomputeModule::MoeAct) ? L * ffn : 0) +
+           (drops(RecomputeModule::Moe)
+                ? t.tokens() * (experts + 3 * topk) +
+                      L * (hidden + fc1Width() + hidden) +
+                      (1 + groupReplicas) * experts + groupReplicas
                 : 0);
   }
   /// The router's and the routed rows' scratch; the alltoall dispatcher's
@@ -1066,8 +1099,9 @@ struct MoeShape {
                                                             : 0);
   }
   int64_t routingWorkspaceFloats(const TokenShape &t) const {
-    int64_t T = group(t).tokens(), R = T * topk;
-    return T * (2 * experts + topk + hidden) + R * (hidden + ffn);
+    const TokenShape g = group(t);
+    const int64_t T = g.tokens();
+    return T * (2 * experts + topk + hidden) + heldRows(g) * (hidden + ffn);
   }
 };
 

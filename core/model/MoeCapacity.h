@@ -27,8 +27,7 @@ namespace hypipe::rt {
 /// Megatron-LM's get_capacity(tokens x topk, experts, factor), computed in
 /// double in its order: ceil(tokens x topk / experts x factor).
 inline int64_t expertCapacity(const MoeShape &s, int64_t tokens) {
-  return int64_t(std::ceil(double(tokens * s.topk) / double(s.experts) *
-                           s.capacityFactor));
+  return s.capacityOf(tokens);
 }
 
 /// Which of the (token, slot) choices `topIdx` (expert ids) and `topW`

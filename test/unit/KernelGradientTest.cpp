@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <numeric>
 #include <random>
 #include <type_traits>
 #include <utility>
@@ -488,6 +489,71 @@ TEST(MoeCapacity, PaddedReplicasKeepTheirOwnBlocks) {
   std::vector<uint8_t> kept;
   keepWithinCapacity(s, group, idx, w, kept);
   EXPECT_EQ(kept, want);
+}
+
+/// The rows a rank's saved tensors keep room for (MoeShape::heldRows) bound
+/// what any routing gives its experts. Hand-worked: 12 tokens, top-2 of 8
+/// experts; dropless a rank of 2 experts may take every choice (24 rows),
+/// one of 1 expert every token (12); with a capacity factor of 0.5 in 2
+/// blocks each expert keeps at most ceil(12 x 2 / 8 x 0.5) = 2 rows plus
+/// one a block and one for the rounding (5), so 2 experts 10. Then random
+/// and skewed routings (most tokens to rank 0's experts) over blocks,
+/// replicas and factors: every rank's kept rows within the bound, which
+/// the skewed dropless routing meets exactly.
+TEST(MoeCapacity, HeldRowsBoundEveryRouting) {
+  MoeShape s{4, 4, 8, 2, Activation::Gelu, 0.0};
+  const TokenShape twelve{1, 12};
+  s.expertRanks = 4;
+  EXPECT_EQ(s.heldRows(twelve), 24);
+  s.expertRanks = 8;
+  EXPECT_EQ(s.heldRows(twelve), 12);
+  s.allToAll = true; // every expert's rows: all the choices
+  EXPECT_EQ(s.heldRows(twelve), 24);
+  s.allToAll = false;
+  s.expertRanks = 4;
+  s.capacityFactor = 0.5;
+  s.capacityBlocks = 2;
+  EXPECT_EQ(s.heldRows(twelve), 10);
+
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 400; ++trial) {
+    MoeShape t{
+        4, 4, int64_t(2) << (trial % 3), 1 + trial % 3, Activation::Gelu, 0.0};
+    t.expertRanks = int64_t(1) << (trial / 3 % 3);
+    t.groupReplicas = 1 + trial / 9 % 2;
+    t.capacityBlocks = 1 + trial / 18 % 3;
+    const double factors[] = {0.0, 0.3, 0.5, 1.0, 1.7};
+    t.capacityFactor = factors[trial / 54 % 5];
+    t.dropByPosition = trial % 2;
+    if (t.topk > t.experts || t.expertRanks > t.experts)
+      continue;
+    const TokenShape group = t.group(TokenShape{1 + trial % 2, 5 + trial % 7});
+    const int64_t T = group.tokens(), k = t.topk, local = t.localExperts();
+    const bool skewed = trial % 4 == 0;
+    std::vector<int32_t> idx(size_t(T * k));
+    std::vector<float> w(idx.size());
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    for (int64_t tok = 0; tok < T; ++tok) {
+      std::vector<int32_t> order(size_t(t.experts));
+      std::iota(order.begin(), order.end(), 0);
+      if (!skewed) // skewed: experts 0, 1, ... (rank 0's first)
+        std::shuffle(order.begin(), order.end(), rng);
+      for (int64_t j = 0; j < k; ++j) {
+        idx[size_t(tok * k + j)] = order[size_t(j)];
+        w[size_t(tok * k + j)] = u(rng);
+      }
+    }
+    std::vector<uint8_t> kept;
+    keepWithinCapacity(t, group, idx.data(), w.data(), kept);
+    for (int64_t rank = 0; rank < t.expertRanks; ++rank) {
+      int64_t rows = 0;
+      for (size_t slot = 0; slot < idx.size(); ++slot)
+        rows += kept[slot] && idx[slot] / local == rank;
+      EXPECT_LE(rows, t.heldRows(group)) << "trial " << trial;
+      if (skewed && t.capacityFactor == 0 && rank == 0)
+        EXPECT_EQ(rows, t.heldRows(group)) << "trial " << trial;
+    }
+  }
 }
 
 /// A NaN or infinite router logit is recorded, with its value, for the

@@ -238,11 +238,12 @@ void routeToTheFirstExpert(const MoeShape &s, std::vector<int64_t> &off) {
   off[0] = 0;
 }
 float RecordingKernels::moeRoute(const MoeShape &s, const TokenShape &,
-                                 const float *, MoeSaved &, int32_t *,
+                                 const float *, MoeSaved &m, int32_t *,
                                  std::vector<int64_t> &off, RouterCheck *,
                                  float *) const {
   record("moeRoute");
   routeToTheFirstExpert(s, off);
+  recipes::holdRowsOf(m, off);
   return 0.0f;
 }
 void RecordingKernels::moeCombine(const MoeShape &, int64_t, const MoeSaved &,
@@ -250,10 +251,11 @@ void RecordingKernels::moeCombine(const MoeShape &, int64_t, const MoeSaved &,
                                   float *) const {
   record(x ? "moeCombine+x" : "moeCombine");
 }
-void RecordingKernels::moeOffsets(const MoeShape &s, const MoeSaved &,
+void RecordingKernels::moeOffsets(const MoeShape &s, MoeSaved &m,
                                   std::vector<int64_t> &off) const {
   record("moeOffsets");
   routeToTheFirstExpert(s, off);
+  recipes::holdRowsOf(m, off);
 }
 void RecordingKernels::moeRowMap(const MoeSaved &, int64_t rows,
                                  std::vector<int32_t> &rowMap) const {

@@ -42,12 +42,6 @@ struct NonFiniteLogit {
 } // namespace
 
 namespace {
-/// Scratch expert offsets of the calling thread.
-std::vector<int64_t> &offsetsOfThread() {
-  thread_local std::vector<int64_t> off;
-  return off;
-}
-
 /// The load-balancing loss of replica `r`'s routing (its `real` tokens
 /// from row r T on, the rest of its T rows padding; its counts m.routed +
 /// r E): the experts' summed probabilities against their counts
@@ -151,6 +145,7 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
   for (int64_t slot = 0; slot < T * k; ++slot)
     m.counts[m.topIdx[slot]] += kept[size_t(slot)];
   expertOffsets(s, m.counts, off);
+  recipes::holdRowsOf(m, off);
   thread_local std::vector<int64_t> fill;
   fill = off;
   for (int64_t tok = 0; tok < T; ++tok)
@@ -162,7 +157,9 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
       int64_t r = fill[m.topIdx[tok * k + j]]++;
       m.rowMap[r] = int32_t(tok * k + j);
       slotRow[tok * k + j] = int32_t(r);
-      std::memcpy(m.xr + r * Hd, m.xn + tok * Hd, sizeof(float) * Hd);
+      if (m.holds(r)) // the held experts' rows alone
+        std::memcpy(m.xr + (r - m.rowFrom) * Hd, m.xn + tok * Hd,
+                    sizeof(float) * Hd);
     }
   return float(aux);
 }
@@ -182,9 +179,11 @@ void Kernels::moeCombine(const MoeShape &s, int64_t T, const MoeSaved &m,
     else
       std::fill(yt, yt + Hd, 0.0f);
     for (int64_t j = 0; j < k; ++j) {
-      if (slotRow[tok * k + j] < 0)
-        continue; // dropped: its weight is 0
-      const float *yr = m.yr + int64_t(slotRow[tok * k + j]) * Hd;
+      // Dropped (no row): its weight is 0; not held: another rank's
+      // expert's, whose output is in the group's sum.
+      if (!m.holds(slotRow[tok * k + j]))
+        continue;
+      const float *yr = m.yr + (slotRow[tok * k + j] - m.rowFrom) * Hd;
       float w = m.topW[tok * k + j];
       for (int64_t i = 0; i < Hd; ++i)
         yt[i] += w * yr[i];
@@ -197,9 +196,10 @@ void Kernels::moeCombine(const MoeShape &s, int64_t T, const MoeSaved &m,
   }
 }
 
-void Kernels::moeOffsets(const MoeShape &s, const MoeSaved &m,
+void Kernels::moeOffsets(const MoeShape &s, MoeSaved &m,
                          std::vector<int64_t> &off) const {
   expertOffsets(s, m.counts, off);
+  recipes::holdRowsOf(m, off);
 }
 
 void Kernels::moeRowMap(const MoeSaved &m, int64_t rows,
@@ -213,18 +213,17 @@ void Kernels::moeCombineBackward(const MoeShape &s, int64_t T,
   const int64_t k = s.topk, Hd = s.hidden;
   ProfileScope routing(KernelClass::MoeRouting);
   // Output = x + sum_j w_j y_j: rows get w * dy, weights get <dy, y_j>;
-  // a dropped choice's weight (0 whatever the router says) gets 0.
-  std::vector<int64_t> &off = offsetsOfThread();
-  expertOffsets(s, m.counts, off);
-  const int64_t rows = off[size_t(s.experts)];
-  if (rows < T * k)
+  // a dropped choice's weight (0 whatever the router says) gets 0, and so
+  // does one of another rank's expert (its output is not this rank's).
+  const int64_t held = m.heldRows();
+  if (held < T * k)
     std::fill(dTopW, dTopW + T * k, 0.0f);
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t slot = m.rowMap[r], tok = slot / k;
+  for (int64_t h = 0; h < held; ++h) {
+    int64_t slot = m.rowMap[m.rowFrom + h], tok = slot / k;
     float w = m.topW[slot];
-    const float *dyt = dy + tok * Hd, *yr = m.yr + r * Hd;
-    float *dyr = m.dyr + r * Hd;
+    const float *dyt = dy + tok * Hd, *yr = m.yr + h * Hd;
+    float *dyr = m.dyr + h * Hd;
     double dot = 0;
     for (int64_t i = 0; i < Hd; ++i) {
       dyr[i] = w * dyt[i];
@@ -242,12 +241,10 @@ void Kernels::moeGatherRowGradients(const MoeShape &s, int64_t T,
   // Each token gathers its k rows (fewer where a capacity dropped some),
   // in row order (the order a scatter over the rows adds them in), tokens
   // over the threads.
-  std::vector<int64_t> &off = offsetsOfThread();
-  expertOffsets(s, m.counts, off);
-  const int64_t rows = off[size_t(s.experts)];
+  // Only the held rows: the others' gradients are other ranks'.
   std::fill(slotRow, slotRow + T * k, -1);
-  for (int64_t r = 0; r < rows; ++r)
-    slotRow[m.rowMap[r]] = int32_t(r);
+  for (int64_t r = m.rowFrom; r < m.rowTo; ++r)
+    slotRow[m.rowMap[r]] = int32_t(r - m.rowFrom);
 #pragma omp parallel for schedule(static)
   for (int64_t tok = 0; tok < T; ++tok) {
     float *d = dxn + tok * Hd;

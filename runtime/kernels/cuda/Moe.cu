@@ -63,8 +63,9 @@ __global__ void routeKernel(int64_t T, int E, int k, const float *logits,
     topW[tok * k + j] = float(pr[topIdx[tok * k + j]] / z);
 }
 
-/// Row r's input from its token's normed input (a row past the kept ones,
-/// rowMap -1 with a capacity, is left alone).
+/// Held row r's input from its token's normed input (`rowMap` and `xr`
+/// from the first held row; a row past the kept ones, rowMap -1 with a
+/// capacity, is left alone).
 __global__ void gatherRowsKernel(int64_t hidden, int k, const int32_t *rowMap,
                                  const float *xn, float *xr) {
   const int64_t r = blockIdx.x;
@@ -75,6 +76,8 @@ __global__ void gatherRowsKernel(int64_t hidden, int k, const int32_t *rowMap,
     xr[r * hidden + i] = xn[tok * hidden + i];
 }
 
+/// Each slot's row among the R rows of `rowMap` (from the first held row
+/// when it starts there: numbered from it).
 __global__ void slotRowKernel(int64_t R, const int32_t *rowMap,
                               int32_t *slotRow) {
   int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -82,20 +85,24 @@ __global__ void slotRowKernel(int64_t R, const int32_t *rowMap,
     slotRow[rowMap[r]] = int32_t(r);
 }
 
-/// y = x + sum_j w_j y_j per token (x null: the weighted sum alone); with
+/// y = x + sum_j w_j y_j per token (x null: the weighted sum alone), over
+/// the held rows [from, to) (`yr` from row `from` on; a dropped choice's
+/// weight is 0, another rank's expert's output is in the group's sum); with
 /// `bf16`, the weighted sum is rounded, then the sum with the residual
 /// (cpu::moeCombine's order).
 __global__ void combineKernel(int64_t hidden, int k, const float *x,
                               const float *yr, const int32_t *slotRow,
-                              const float *topW, float *y, bool bf16) {
+                              const float *topW, float *y, bool bf16,
+                              int64_t from, int64_t to) {
   const int64_t tok = blockIdx.x;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     const float xi = x ? x[tok * hidden + i] : 0.0f;
     float acc = bf16 ? 0.0f : xi;
-    for (int j = 0; j < k; ++j)
-      if (slotRow[tok * k + j] >= 0) // else dropped: its weight is 0
-        acc +=
-            topW[tok * k + j] * yr[int64_t(slotRow[tok * k + j]) * hidden + i];
+    for (int j = 0; j < k; ++j) {
+      const int64_t r = slotRow[tok * k + j];
+      if (r >= from && r < to)
+        acc += topW[tok * k + j] * yr[(r - from) * hidden + i];
+    }
     if (bf16)
       acc = __bfloat162float(
           __float2bfloat16_rn(xi + __bfloat162float(__float2bfloat16_rn(acc))));
@@ -103,7 +110,8 @@ __global__ void combineKernel(int64_t hidden, int k, const float *x,
   }
 }
 
-/// Routed row r: dyr = w dy[tok], dTopW[slot] = <dy[tok], yr>.
+/// Held row r (`rowMap`, `yr` and `dyr` from the first held row): dyr = w
+/// dy[tok], dTopW[slot] = <dy[tok], yr>.
 __global__ void rowGradKernel(int64_t hidden, int k, const int32_t *rowMap,
                               const float *topW, const float *dy,
                               const float *yr, float *dyr, float *dTopW) {
@@ -122,7 +130,8 @@ __global__ void rowGradKernel(int64_t hidden, int k, const int32_t *rowMap,
     dTopW[slot] = dot;
 }
 
-/// dxn[tok] = sum of its routed rows' input gradients.
+/// dxn[tok] = sum of its held rows' input gradients (`slotRow` numbered
+/// from the first held row, -1 for the others).
 __global__ void scatterRowsKernel(int64_t hidden, int k, const int32_t *slotRow,
                                   const float *dxr, float *dxn) {
   const int64_t tok = blockIdx.x;
@@ -242,6 +251,7 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
     counts[top[slot]] += kept[size_t(slot)];
   }
   expertOffsets(s, counts.data(), off);
+  recipes::holdRowsOf(m, off);
   std::vector<int64_t> fill(off);
   for (int64_t slot = 0; slot < T * k; ++slot)
     if (kept[size_t(slot)])
@@ -267,9 +277,11 @@ float Kernels::moeRoute(const MoeShape &s, const TokenShape &t,
   upload(m.routed, routed);
   upload(m.rowMap, rowMap);
 
-  gatherRowsKernel<<<unsigned(T * k), 128, 0, stream()>>>(Hd, int(k), m.rowMap,
-                                                          m.xn, m.xr);
-  launched("moe dispatch");
+  if (m.heldRows() > 0) {
+    gatherRowsKernel<<<unsigned(m.heldRows()), 128, 0, stream()>>>(
+        Hd, int(k), m.rowMap + m.rowFrom, m.xn, m.xr);
+    launched("moe dispatch");
+  }
   check(cudaMemsetAsync(slotRow, 0xff, sizeof(int32_t) * T * k, stream()),
         "clearing the slots' rows");
   slotRowKernel<<<blocksFor(T * k), 256, 0, stream()>>>(T * k, m.rowMap,
@@ -283,13 +295,14 @@ void Kernels::moeCombine(const MoeShape &s, int64_t T, const MoeSaved &m,
                          float *y) const {
   combineKernel<<<unsigned(T), 128, 0, stream()>>>(
       s.hidden, int(s.topk), x, m.yr, slotRow, m.topW, y,
-      x && activations == DType::BF16);
+      x && activations == DType::BF16, m.rowFrom, m.rowTo);
   launched("moe combine");
 }
 
-void Kernels::moeOffsets(const MoeShape &s, const MoeSaved &m,
+void Kernels::moeOffsets(const MoeShape &s, MoeSaved &m,
                          std::vector<int64_t> &off) const {
   expertOffsets(s, download(m.counts, s.experts).data(), off);
+  recipes::holdRowsOf(m, off);
 }
 
 void Kernels::moeRowMap(const MoeSaved &m, int64_t rows,
@@ -300,10 +313,14 @@ void Kernels::moeRowMap(const MoeSaved &m, int64_t rows,
 void Kernels::moeCombineBackward(const MoeShape &s, int64_t T,
                                  const MoeSaved &m, const float *dy,
                                  float *dTopW) const {
-  // A dropped choice's weight gets no gradient (no row writes it).
+  // A dropped choice's weight gets no gradient (no row writes it), nor
+  // does one of another rank's expert (a row not held).
   zero(dTopW, T * s.topk);
-  rowGradKernel<<<unsigned(T * s.topk), 128, 0, stream()>>>(
-      s.hidden, int(s.topk), m.rowMap, m.topW, dy, m.yr, m.dyr, dTopW);
+  if (m.heldRows() == 0)
+    return;
+  rowGradKernel<<<unsigned(m.heldRows()), 128, 0, stream()>>>(
+      s.hidden, int(s.topk), m.rowMap + m.rowFrom, m.topW, dy, m.yr, m.dyr,
+      dTopW);
   launched("moe combine backward");
 }
 
@@ -312,9 +329,11 @@ void Kernels::moeGatherRowGradients(const MoeShape &s, int64_t T,
                                     float *dxn, int32_t *slotRow) const {
   check(cudaMemsetAsync(slotRow, 0xff, sizeof(int32_t) * T * s.topk, stream()),
         "clearing the slots' rows");
-  slotRowKernel<<<blocksFor(T * s.topk), 256, 0, stream()>>>(T * s.topk,
-                                                             m.rowMap, slotRow);
-  launched("moe slots");
+  if (m.heldRows() > 0) {
+    slotRowKernel<<<blocksFor(m.heldRows()), 256, 0, stream()>>>(
+        m.heldRows(), m.rowMap + m.rowFrom, slotRow);
+    launched("moe slots");
+  }
   scatterRowsKernel<<<unsigned(T), 128, 0, stream()>>>(s.hidden, int(s.topk),
                                                        slotRow, dxr, dxn);
   launched("moe dispatch backward");

@@ -37,6 +37,19 @@ inline LocalExperts localExperts(const MoeShape &s,
   return {tp->rank() / etp * s.localExperts(), s.localExperts()};
 }
 
+/// The held routed rows (MoeSaved::rowFrom, rowTo) from the experts' first
+/// rows `off`: the target's routing kernels set them as they find `off`.
+inline void holdRowsOf(MoeSaved &m, const std::vector<int64_t> &off) {
+  if (!holdRows(m, off))
+    throw RuntimeError(
+        "error: the experts " + std::to_string(m.expertFrom) + " to " +
+        std::to_string(m.expertTo - 1) + " took " +
+        std::to_string(off[size_t(m.expertTo)] - off[size_t(m.expertFrom)]) +
+        " routed rows, more than the " + std::to_string(m.rowRoom) +
+        " their saved tensors hold (MoeShape::heldRows)\nhelp: this is a bug "
+        "in hypipe; please report it");
+}
+
 /// A run of `rows` consecutive routed rows from row `row` on.
 struct RowSegment {
   int64_t row = 0, rows = 0;
@@ -146,22 +159,23 @@ void exchangeRows(const P &k, TensorParallelCalls &tp,
 
 /// The backward's scratch in the workspace of a T-token call: the logits'
 /// gradient [T, E], the routing weights' [T, k] (in a [T, E] region), the
-/// normed input's [T, Hd], the routed rows' [R, Hd], the activations'
-/// [R, ffn] and each slot's row [T, k].
+/// normed input's [T, Hd], the held routed rows' [L, Hd] (L = m.rowRoom,
+/// MoeSaved: as the saved rows, row r at r - m.rowFrom), the activations'
+/// [L, ffn] and each slot's row [T, k].
 struct BackwardScratch {
   float *dlogits, *dTopW, *dxn, *dxr, *dact;
   int32_t *slotRow;
 };
 inline BackwardScratch backwardScratch(const MoeShape &s, int64_t T,
-                                       float *ws) {
-  const int64_t R = T * s.topk;
+                                       const MoeSaved &m, float *ws) {
+  const int64_t L = m.rowRoom;
   BackwardScratch b;
   b.dlogits = ws;
   b.dTopW = b.dlogits + T * s.experts;
   b.dxn = b.dTopW + T * s.experts;
   b.dxr = b.dxn + T * s.hidden;
-  b.dact = b.dxr + R * s.hidden;
-  b.slotRow = reinterpret_cast<int32_t *>(b.dact + R * s.ffn);
+  b.dact = b.dxr + L * s.hidden;
+  b.slotRow = reinterpret_cast<int32_t *>(b.dact + L * s.ffn);
   return b;
 }
 
@@ -169,13 +183,15 @@ inline BackwardScratch backwardScratch(const MoeShape &s, int64_t T,
 /// activation and fc2 from the gathered rows m.xr into m.h1, m.act and
 /// m.yr, each rounded to the call's precision once complete. `k` is the
 /// target's primitive set (recipes/Primitives.h) with activationForward.
+/// Every held row (MoeSaved) is local's, so after this they are all
+/// written.
 template <class P>
 void moeExpertsForward(const P &k, const MoeShape &s, const MoeSaved &m,
                        const MoeParams<const float> &p,
                        const std::vector<int64_t> &off, LocalExperts mine) {
   const int64_t Hd = s.hidden;
   for (int64_t e = mine.first; e < mine.first + mine.count; ++e) {
-    int64_t r0 = off[e], n = off[e + 1] - off[e];
+    int64_t r0 = off[e] - m.rowFrom, n = off[e + 1] - off[e];
     if (n == 0)
       continue;
     k.linearForward(n, Hd, s.fc1Width(), m.xr + r0 * Hd,
@@ -192,10 +208,10 @@ void moeExpertsForward(const P &k, const MoeShape &s, const MoeSaved &m,
 
 /// Every expert's input-gradient chain over the rows routed to it, from
 /// the routed rows' output gradients m.dyr (complete and rounded): fc2's
-/// input gradient into `dact` [rows, ffn], the activation's into m.dh1, and
-/// fc1's into `dxr` [rows, hidden] (a part of the norm output's gradient:
-/// rounded once that is complete, by the caller). `k` as above, with
-/// activationBackward.
+/// input gradient into `dact` [held rows, ffn], the activation's into
+/// m.dh1, and fc1's into `dxr` [held rows, hidden] (a part of the norm
+/// output's gradient: rounded once that is complete, by the caller). `k`
+/// as above, with activationBackward.
 template <class P>
 void moeExpertsBackwardInput(const P &k, const MoeShape &s, const MoeSaved &m,
                              const MoeParams<const float> &p,
@@ -203,7 +219,7 @@ void moeExpertsBackwardInput(const P &k, const MoeShape &s, const MoeSaved &m,
                              float *dact, float *dxr) {
   const int64_t Hd = s.hidden;
   for (int64_t e = mine.first; e < mine.first + mine.count; ++e) {
-    int64_t r0 = off[e], n = off[e + 1] - off[e];
+    int64_t r0 = off[e] - m.rowFrom, n = off[e + 1] - off[e];
     if (n == 0)
       continue;
     k.linearBackwardInput(n, s.ffn, Hd, m.dyr + r0 * Hd,
@@ -227,7 +243,7 @@ void moeExpertWeightGradients(const P &k, const MoeShape &s, const MoeSaved &m,
   const int64_t Hd = s.hidden;
   MoeParams<float> gp = moeParams(s, grads);
   for (int64_t e = mine.first; e < mine.first + mine.count; ++e) {
-    int64_t r0 = off[e], n = off[e + 1] - off[e];
+    int64_t r0 = off[e] - m.rowFrom, n = off[e + 1] - off[e];
     if (n == 0)
       continue;
     k.linearBackwardWeight(n, Hd, s.fc1Width(), m.dh1 + r0 * s.fc1Width(),
@@ -278,7 +294,7 @@ template <class P> struct Moe {
     if (allToAll(s))
       return forwardAllToAll(s, t, params, x, y, saved, ws, check);
     MoeParams<const float> p = moeParams(s, params);
-    MoeSaved m = moeSaved(s, k.shape(t), saved);
+    MoeSaved m = savedOf(s, t, saved);
     float *logits = ws;                                             // [T, E]
     int32_t *slotRow = reinterpret_cast<int32_t *>(logits + T * E); // [T, k]
     float *scratch = logits + T * (E + s.topk);
@@ -293,12 +309,10 @@ template <class P> struct Moe {
     k.round(logits, T * E);
     const float aux = k.moeRoute(s, s.group(k.shape(t)), logits, m, slotRow,
                                  off, check, scratch);
-    const LocalExperts mine = localExperts(s, tp);
-    // On an expert grid the other ranks' experts' rows stay zero here:
-    // their outputs are in the group's sum.
-    if (mine.count < s.experts)
-      k.zero(m.yr, T * s.topk * Hd);
-    moeExpertsForward(k, s, m, p, off, mine);
+    // On an expert grid this rank holds its experts' rows alone; the
+    // combine takes the others' as zero (their outputs are in the group's
+    // sum).
+    moeExpertsForward(k, s, m, p, off, localExperts(s, tp));
     if (!tp) {
       // Whole: the residual added in the same pass as the weighted sum.
       k.moeCombine(s, T, m, slotRow, x, y);
@@ -326,8 +340,8 @@ template <class P> struct Moe {
   void recompute(const MoeShape &s, const Tokens &t, const float *params,
                  const SavedBases &saved, float *x, float *y, float *ws,
                  RouterCheck *check) const {
-    const int64_t T = t.tokens() * s.groupReplicas, R = T * s.topk;
-    MoeSaved m = moeSaved(s, k.shape(t), saved);
+    const int64_t T = t.tokens() * s.groupReplicas;
+    MoeSaved m = savedOf(s, t, saved);
     const SequenceShard q = sequenceShard(tp, T);
     if (saved.drops(RecomputeModule::Moe)) {
       k.copy(x, m.x, q.local * s.hidden);
@@ -341,8 +355,10 @@ template <class P> struct Moe {
       normedInput(k, tp, q, s.hidden, m.x, moeParams(s, params).norm, m.xn,
                   m.rstd);
     if (saved.drops(RecomputeModule::MoeAct)) {
-      k.activationForward(s.act, R, s.ffn, m.h1, m.act);
-      k.round(m.act, R * s.ffn);
+      thread_local std::vector<int64_t> off;
+      k.moeOffsets(s, m, off); // the held rows
+      k.activationForward(s.act, m.heldRows(), s.ffn, m.h1, m.act);
+      k.round(m.act, m.heldRows() * s.ffn);
     }
   }
 
@@ -352,7 +368,7 @@ template <class P> struct Moe {
                      float *grads, const SavedBases &saved, const float *dy,
                      float *dx, float *ws, float lossScale) const {
     const int64_t T = t.tokens() * s.groupReplicas, E = s.experts,
-                  Hd = s.hidden, R = T * s.topk;
+                  Hd = s.hidden;
     if (T == 0 && !tp)
       return;
     if (allToAll(s)) {
@@ -361,8 +377,8 @@ template <class P> struct Moe {
     }
     MoeParams<const float> p = moeParams(s, params);
     MoeParams<float> gp = moeParams(s, grads);
-    MoeSaved m = moeSaved(s, k.shape(t), saved);
-    const BackwardScratch b = backwardScratch(s, T, ws);
+    MoeSaved m = savedOf(s, t, saved);
+    const BackwardScratch b = backwardScratch(s, T, m, ws);
     float *dlogits = b.dlogits, *dTopW = b.dTopW, *dxn = b.dxn, *dxr = b.dxr,
           *dact = b.dact;
     int32_t *slotRow = b.slotRow;
@@ -380,15 +396,12 @@ template <class P> struct Moe {
     }
     k.moeCombineBackward(s, T, m, dyWhole, dTopW);
     // Each row's output gradient is complete (one token reads a row).
-    k.round(m.dyr, R * Hd);
+    k.round(m.dyr, m.heldRows() * Hd);
     tensorParallel(tp, CollectiveKind::AllReduce, dTopW, s.topk);
 
     // dxr is a part of xn's gradient: rounded once xn's is complete. On an
-    // expert grid the other ranks' experts' rows add nothing here.
-    const LocalExperts held = localExperts(s, tp);
-    if (held.count < s.experts)
-      k.zero(dxr, R * Hd);
-    moeExpertsBackwardInput(k, s, m, p, off, held, dact, dxr);
+    // expert grid the other ranks' experts' rows (not held) add nothing.
+    moeExpertsBackwardInput(k, s, m, p, off, localExperts(s, tp), dact, dxr);
     k.moeGatherRowGradients(s, T, m, dxr, dxn, slotRow);
     k.moeRouterBackward(s, T, m, dTopW, lossScale, dlogits);
     k.round(dlogits, T * E);
@@ -403,7 +416,7 @@ template <class P> struct Moe {
                       const SavedBases &saved, float *grads) const {
     if (t.tokens() == 0)
       return;
-    MoeSaved m = moeSaved(s, k.shape(t), saved);
+    MoeSaved m = savedOf(s, t, saved);
     thread_local std::vector<int64_t> off;
     k.moeOffsets(s, m, off);
     moeExpertWeightGradients(k, s, m, off, localExperts(s, tp), grads);
@@ -416,7 +429,23 @@ private:
     return tp && s.allToAll && tp->sequenceParallel();
   }
 
-  /// The segments of this rank's exchanges, from the routing in `m`.
+  /// The layer's saved tensors, whose routed rows are this rank's experts'
+  /// (every expert's under the alltoall dispatcher: MoeShape::heldExperts).
+  template <class Tokens>
+  MoeSaved savedOf(const MoeShape &s, const Tokens &t,
+                   const SavedBases &saved) const {
+    const LocalExperts mine = localExperts(s, tp);
+    const int64_t first = s.allToAll ? 0 : mine.first;
+    if (mine.first + mine.count > first + s.heldExperts())
+      throw RuntimeError("error: a MoE layer of " +
+                         std::to_string(s.expertRanks) +
+                         " expert-parallel ranks runs without its group\n"
+                         "help: this is a bug in hypipe; please report it");
+    return moeSaved(s, k.shape(t), saved, first);
+  }
+
+  /// The segments of this rank's exchanges, from the routing in `m` (which
+  /// holds every expert's rows, so group row r at r).
   RowExchange exchangeOf(const MoeShape &s, const MoeSaved &m,
                          const std::vector<int64_t> &off, int64_t T) const {
     thread_local std::vector<int32_t> rowMap;
@@ -460,7 +489,7 @@ private:
     const int64_t T = t.tokens() * s.groupReplicas, E = s.experts,
                   Hd = s.hidden, R = T * s.topk;
     MoeParams<const float> p = moeParams(s, params);
-    MoeSaved m = moeSaved(s, k.shape(t), saved);
+    MoeSaved m = savedOf(s, t, saved);
     float *logits = ws;                                             // [T, E]
     int32_t *slotRow = reinterpret_cast<int32_t *>(logits + T * E); // [T, k]
     float *scratch = logits + T * (E + s.topk);
@@ -482,7 +511,7 @@ private:
     exchangeRows(k, *tp, ex.send, ex.recv, Hd, m.xr, sendBuf, recvBuf, 1);
     const LocalExperts mine = localExperts(s, tp);
     if (mine.count < s.experts)
-      k.zero(m.yr, R * Hd);
+      k.zero(m.yr, m.heldRows() * Hd);
     moeExpertsForward(k, s, m, p, off, mine);
     exchangeRows(k, *tp, ex.recv, ex.send, Hd, m.yr, sendBuf, recvBuf,
                  tp->size() / s.expertRanks);
@@ -507,8 +536,8 @@ private:
                   Hd = s.hidden, R = T * s.topk;
     MoeParams<const float> p = moeParams(s, params);
     MoeParams<float> gp = moeParams(s, grads);
-    MoeSaved m = moeSaved(s, k.shape(t), saved);
-    const BackwardScratch b = backwardScratch(s, T, ws);
+    MoeSaved m = savedOf(s, t, saved);
+    const BackwardScratch b = backwardScratch(s, T, m, ws);
     float *sendBuf = ws + s.routingWorkspaceFloats(k.shape(t)); // [R, Hd]
     float *recvBuf = sendBuf + R * Hd;                          // [R, Hd]
     thread_local std::vector<int64_t> off;
@@ -521,9 +550,9 @@ private:
     k.zero(b.dxn, T * Hd);
     k.copy(b.dxn + q.first * Hd, dy, q.local * Hd);
     k.moeCombineBackward(s, T, m, b.dxn, b.dTopW);
-    k.round(m.dyr, R * Hd);
+    k.round(m.dyr, m.heldRows() * Hd);
     exchangeRows(k, *tp, ex.send, ex.recv, Hd, m.dyr, sendBuf, recvBuf, 1);
-    k.zero(b.dxr, R * Hd);
+    k.zero(b.dxr, m.heldRows() * Hd);
     moeExpertsBackwardInput(k, s, m, p, off, localExperts(s, tp), b.dact,
                             b.dxr);
     exchangeRows(k, *tp, ex.recv, ex.send, Hd, b.dxr, sendBuf, recvBuf,
