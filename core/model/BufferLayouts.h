@@ -431,17 +431,19 @@ inline bool holdRows(MoeSaved &m, const std::vector<int64_t> &off) {
 
 /// `t`: a replica's microbatch (the layer's tensors hold its group's:
 /// MoeShape::groupReplicas); `routed` and `aux` hold each replica's.
-/// `firstHeld`: the first of the MoeShape::heldExperts experts whose rows
-/// it keeps (on an expert grid under the allgather dispatcher, the rank's
-/// first expert).
+/// It keeps the rows of experts [firstHeld, firstHeld + heldCount) (on an
+/// expert grid under the allgather dispatcher the rank's own; heldCount -1:
+/// MoeShape::heldExperts, at most that many), in room for the most rows
+/// MoeShape::heldExperts experts take.
 inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
-                         const SavedBases &bases, int64_t firstHeld = 0) {
+                         const SavedBases &bases, int64_t firstHeld = 0,
+                         int64_t heldCount = -1) {
   const TokenShape g = s.group(t);
   const int64_t T = g.tokens(), L = s.heldRows(g);
   SavedCarver c(bases);
   MoeSaved m;
   m.expertFrom = firstHeld;
-  m.expertTo = firstHeld + s.heldExperts();
+  m.expertTo = firstHeld + (heldCount < 0 ? s.heldExperts() : heldCount);
   m.rowRoom = L;
   const SavedType act = SavedType::Activation, f32 = SavedType::F32;
   m.x = c.keep(T * s.hidden, act);

@@ -35,8 +35,10 @@ namespace hypipe::rt {
 /// Manifest format version: `hypipe compile` writes it, hypipe-run refuses
 /// any other (docs/artifact.md). 4: the head's and MTP outputs' shapes
 /// carry loss_chunk (the linear cross-entropy), which a version 3 reader
-/// would call a corrupt manifest.
-inline constexpr int kArtifactVersion = 4;
+/// would call a corrupt manifest. 5: a MoE layer's saved tensors keep its
+/// own experts' routed rows (MoeShape::heldRows), so a version 4 artifact's
+/// saved sizes no longer match its shapes.
+inline constexpr int kArtifactVersion = 5;
 
 struct ParamEntry {
   std::string name;

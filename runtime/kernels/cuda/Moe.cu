@@ -64,8 +64,7 @@ __global__ void routeKernel(int64_t T, int E, int k, const float *logits,
 }
 
 /// Held row r's input from its token's normed input (`rowMap` and `xr`
-/// from the first held row; a row past the kept ones, rowMap -1 with a
-/// capacity, is left alone).
+/// from the first held row; every held row is a kept choice's).
 __global__ void gatherRowsKernel(int64_t hidden, int k, const int32_t *rowMap,
                                  const float *xn, float *xr) {
   const int64_t r = blockIdx.x;

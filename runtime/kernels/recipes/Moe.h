@@ -430,18 +430,21 @@ private:
   }
 
   /// The layer's saved tensors, whose routed rows are this rank's experts'
-  /// (every expert's under the alltoall dispatcher: MoeShape::heldExperts).
+  /// (every expert's where the alltoall dispatcher runs: its own tokens'
+  /// rows go out from them). The room is the shape's (MoeShape::heldRows
+  /// of heldExperts), which is at least these experts'.
   template <class Tokens>
   MoeSaved savedOf(const MoeShape &s, const Tokens &t,
                    const SavedBases &saved) const {
+    if (allToAll(s))
+      return moeSaved(s, k.shape(t), saved, 0, s.experts);
     const LocalExperts mine = localExperts(s, tp);
-    const int64_t first = s.allToAll ? 0 : mine.first;
-    if (mine.first + mine.count > first + s.heldExperts())
+    if (mine.count > s.heldExperts())
       throw RuntimeError("error: a MoE layer of " +
                          std::to_string(s.expertRanks) +
                          " expert-parallel ranks runs without its group\n"
                          "help: this is a bug in hypipe; please report it");
-    return moeSaved(s, k.shape(t), saved, first);
+    return moeSaved(s, k.shape(t), saved, mine.first, mine.count);
   }
 
   /// The segments of this rank's exchanges, from the routing in `m` (which
