@@ -556,6 +556,46 @@ TEST(MoeCapacity, HeldRowsBoundEveryRouting) {
   }
 }
 
+/// Held rows past the room MoeShape::heldRows gives are a bug, said as
+/// one, not an overflow: experts 0 and 1 of 4 holding rows [0, 5) fit a
+/// room of 5 rows, not of 4 (which leaves the window as it was). And a MoE
+/// layer of an expert grid run without its group (every expert on one
+/// rank, more than the shape's room is for) is refused the same way.
+TEST(MoeHeldRows, MoreRowsThanTheRoomIsABug) {
+  MoeSaved m;
+  m.expertFrom = 0;
+  m.expertTo = 2;
+  m.rowRoom = 5;
+  const std::vector<int64_t> off = {0, 2, 5, 6, 8};
+  recipes::holdRowsOf(m, off);
+  EXPECT_EQ(m.rowFrom, 0);
+  EXPECT_EQ(m.rowTo, 5);
+  EXPECT_TRUE(m.holds(4));
+  EXPECT_FALSE(m.holds(5));
+  m.rowRoom = 4;
+  m.rowTo = 0;
+  try {
+    recipes::holdRowsOf(m, off);
+    ADD_FAILURE() << "no error";
+  } catch (const RuntimeError &e) {
+    EXPECT_NE(std::string(e.what()).find("took 5 routed rows, more than the 4"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("this is a bug"), std::string::npos);
+  }
+  EXPECT_EQ(m.rowTo, 0);
+
+  MoeShape s{6, 8, 4, 2, Activation::Gelu, 0.1};
+  s.expertRanks = 2;
+  const int64_t T = kTokens.tokens();
+  std::vector<float> p(countParams(s)), x(T * s.hidden, 0.1f), y(x.size()),
+      saved(s.savedFloats(kTokens)), ws(s.workspaceFloats(kTokens));
+  RouterCheck check;
+  EXPECT_THROW(moeForward(DType::F32, s, kTokens, p.data(), x.data(), y.data(),
+                          saved.data(), ws.data(), &check),
+               RuntimeError);
+}
+
 /// A NaN or infinite router logit is recorded, with its value, for the
 /// trainer to stop the run on; the routing meanwhile stays in range (experts
 /// are picked by position, so no id or row leaves its buffer).
