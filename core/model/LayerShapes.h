@@ -1014,8 +1014,11 @@ struct MoeShape {
   /// at most one row a block (each block's capacity is rounded up; one
   /// more for the double's rounding). Dropless routing may send every
   /// token to this rank's experts, so a static buffer needs room for that.
-  int64_t heldRows(const TokenShape &group) const {
-    const int64_t T = group.tokens(), held = heldExperts();
+  /// (`held`: of that many experts instead.)
+  int64_t heldRows(const TokenShape &group, int64_t held = 0) const {
+    const int64_t T = group.tokens();
+    if (held <= 0)
+      held = heldExperts();
     const int64_t dropless = T * std::min(topk, held);
     if (capacityFactor <= 0)
       return dropless;
@@ -1094,9 +1097,19 @@ struct MoeShape {
   /// group's tokens (more rows than the layer's output holds).
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
     const int64_t T = group(t).tokens();
-    return routingWorkspaceFloats(t) + (allToAll ? 2 * T * topk * hidden
-                                        : groupReplicas > 1 ? T * hidden
-                                                            : 0);
+    return routingWorkspaceFloats(t) +
+           (allToAll            ? 2 * exchangedRows(group(t)) * hidden
+            : groupReplicas > 1 ? T * hidden
+                                : 0);
+  }
+  /// The most rows one exchange of the alltoall dispatcher moves in or out
+  /// of a rank (its send and receive buffers' rows): a rank's tokens'
+  /// routed rows, each to the etp ranks of its expert's (etp x T / (ep x
+  /// etp) x topk), or the rows of its own experts (heldRows of
+  /// localExperts), whichever is more.
+  int64_t exchangedRows(const TokenShape &group) const {
+    const int64_t own = (group.tokens() * topk + expertRanks - 1) / expertRanks;
+    return std::max(own, heldRows(group, localExperts()));
   }
   int64_t routingWorkspaceFloats(const TokenShape &t) const {
     const TokenShape g = group(t);

@@ -118,21 +118,35 @@ inline RowExchange rowExchange(const MoeShape &s,
 
 /// Moves routed rows of `width` floats in place in `rows` as `send` and
 /// `recv` say (RowExchange), through the call's all-to-all: packed into
-/// `sendBuf`, received into `recvBuf`, put in their places. With `sumOver`
-/// > 1 the rows from the tp ranks p, p+1, ... of one group of `sumOver`
-/// land on the same rows and are summed, in rank order.
+/// `sendBuf`, received into `recvBuf` (`room` rows each:
+/// MoeShape::exchangedRows), put in their places. With `sumOver` > 1 the
+/// rows from the tp ranks p, p+1, ... of one group of `sumOver` land on the
+/// same rows and are summed, in rank order.
 template <class P>
 void exchangeRows(const P &k, TensorParallelCalls &tp,
                   const std::vector<std::vector<RowSegment>> &send,
                   const std::vector<std::vector<RowSegment>> &recv,
                   int64_t width, float *rows, float *sendBuf, float *recvBuf,
-                  int64_t sumOver) {
+                  int64_t room, int64_t sumOver) {
   auto total = [](const std::vector<RowSegment> &segments) {
     int64_t n = 0;
     for (const RowSegment &g : segments)
       n += g.rows;
     return n;
   };
+  auto all = [&](const std::vector<std::vector<RowSegment>> &blocks) {
+    int64_t n = 0;
+    for (const std::vector<RowSegment> &segments : blocks)
+      n += total(segments);
+    return n;
+  };
+  if (all(send) > room || all(recv) > room)
+    throw RuntimeError(
+        "error: the alltoall dispatcher sends " + std::to_string(all(send)) +
+        " and receives " + std::to_string(all(recv)) +
+        " routed rows, more than the " + std::to_string(room) +
+        " its buffers hold (MoeShape::exchangedRows)\nhelp: this is a bug in "
+        "hypipe; please report it");
   std::vector<int64_t> out, in;
   int64_t at = 0;
   for (const std::vector<RowSegment> &segments : send) {
@@ -496,8 +510,10 @@ private:
     float *logits = ws;                                             // [T, E]
     int32_t *slotRow = reinterpret_cast<int32_t *>(logits + T * E); // [T, k]
     float *scratch = logits + T * (E + s.topk);
-    float *sendBuf = ws + s.routingWorkspaceFloats(k.shape(t)); // [R, Hd]
-    float *recvBuf = sendBuf + R * Hd;                          // [R, Hd]
+    // [X, Hd] each: X = MoeShape::exchangedRows.
+    const int64_t X = s.exchangedRows(s.group(k.shape(t)));
+    float *sendBuf = ws + s.routingWorkspaceFloats(k.shape(t));
+    float *recvBuf = sendBuf + X * Hd;
     thread_local std::vector<int64_t> off;
     const SequenceShard q = sequenceShard(tp, T);
 
@@ -511,12 +527,12 @@ private:
     const float aux = k.moeRoute(s, s.group(k.shape(t)), logits, m, slotRow,
                                  off, check, scratch);
     const RowExchange ex = exchangeOf(s, m, off, T);
-    exchangeRows(k, *tp, ex.send, ex.recv, Hd, m.xr, sendBuf, recvBuf, 1);
+    exchangeRows(k, *tp, ex.send, ex.recv, Hd, m.xr, sendBuf, recvBuf, X, 1);
     const LocalExperts mine = localExperts(s, tp);
     if (mine.count < s.experts)
       k.zero(m.yr, m.heldRows() * Hd);
     moeExpertsForward(k, s, m, p, off, mine);
-    exchangeRows(k, *tp, ex.recv, ex.send, Hd, m.yr, sendBuf, recvBuf,
+    exchangeRows(k, *tp, ex.recv, ex.send, Hd, m.yr, sendBuf, recvBuf, X,
                  tp->size() / s.expertRanks);
     MoeSaved own = m; // this rank's tokens' weights
     own.topW += q.first * s.topk;
@@ -541,8 +557,10 @@ private:
     MoeParams<float> gp = moeParams(s, grads);
     MoeSaved m = savedOf(s, t, saved);
     const BackwardScratch b = backwardScratch(s, T, m, ws);
-    float *sendBuf = ws + s.routingWorkspaceFloats(k.shape(t)); // [R, Hd]
-    float *recvBuf = sendBuf + R * Hd;                          // [R, Hd]
+    // [X, Hd] each: X = MoeShape::exchangedRows.
+    const int64_t X = s.exchangedRows(s.group(k.shape(t)));
+    float *sendBuf = ws + s.routingWorkspaceFloats(k.shape(t));
+    float *recvBuf = sendBuf + X * Hd;
     thread_local std::vector<int64_t> off;
     k.moeOffsets(s, m, off);
     const RowExchange ex = exchangeOf(s, m, off, T);
@@ -554,11 +572,11 @@ private:
     k.copy(b.dxn + q.first * Hd, dy, q.local * Hd);
     k.moeCombineBackward(s, T, m, b.dxn, b.dTopW);
     k.round(m.dyr, m.heldRows() * Hd);
-    exchangeRows(k, *tp, ex.send, ex.recv, Hd, m.dyr, sendBuf, recvBuf, 1);
+    exchangeRows(k, *tp, ex.send, ex.recv, Hd, m.dyr, sendBuf, recvBuf, X, 1);
     k.zero(b.dxr, m.heldRows() * Hd);
     moeExpertsBackwardInput(k, s, m, p, off, localExperts(s, tp), b.dact,
                             b.dxr);
-    exchangeRows(k, *tp, ex.recv, ex.send, Hd, b.dxr, sendBuf, recvBuf,
+    exchangeRows(k, *tp, ex.recv, ex.send, Hd, b.dxr, sendBuf, recvBuf, X,
                  tp->size() / s.expertRanks);
     k.moeGatherRowGradients(s, T, m, b.dxr, b.dxn, b.slotRow);
     k.moeRouterBackward(s, T, m, b.dTopW, lossScale, b.dlogits);
