@@ -196,11 +196,12 @@ struct SavedPart {
 
 /// `parts` (a stage's, in order) placed as pipe-recompute places them under
 /// `spec`: the recomputed parts' floats in the recompute buffer, the rest
-/// and one checkpoint of `activation` floats per chunk of main layers in the
-/// saved buffer, and two more activations of workspace (rc0, rc1) where the
-/// stage recomputes anything.
+/// and one checkpoint of `kept` floats (the rank's rows) per chunk of main
+/// layers in the saved buffer, and two more slots of `activation` floats
+/// (whole) of workspace (rc0, rc1) where the stage recomputes anything.
 void placeSaved(const std::vector<SavedPart> &parts, const RecomputeSpec &spec,
-                int64_t activation, bool bf16, schedule::StageBuffers &b) {
+                int64_t activation, int64_t kept, bool bf16,
+                schedule::StageBuffers &b) {
   if (spec.granularity == RecomputeGranularity::Selective) {
     int64_t all = 0, again = 0, packed = 0;
     bool slots = false;
@@ -242,11 +243,11 @@ void placeSaved(const std::vector<SavedPart> &parts, const RecomputeSpec &spec,
       spec.full() && std::any_of(parts.begin(), parts.end(), [](auto &p) {
         return p.role == SavedRole::MtpDepth;
       });
-  b.savedFloats = all - again + int64_t(chunks.size()) * activation;
-  // Each chunk's checkpoint, an activation.
-  b.stashFloats = bf16 ? packed + int64_t(chunks.size()) *
-                                      rt::packedBytes(activation, true) / 4
-                       : 0;
+  b.savedFloats = all - again + int64_t(chunks.size()) * kept;
+  // Each chunk's checkpoint, the rank's rows of an activation.
+  b.stashFloats =
+      bf16 ? packed + int64_t(chunks.size()) * rt::packedBytes(kept, true) / 4
+           : 0;
   b.recomputeFloats = again;
   if (!chunks.empty() || depths)
     b.workspaceFloats += 2 * activation;
@@ -304,13 +305,21 @@ std::optional<rt::LayerShape> patternLayerShape(const ModelSpec &spec,
 
 namespace {
 
-/// The elements of a [tokens, hidden] activation one rank holds between
-/// stages: a tp-th with sequence parallelism.
+/// The elements of a [tokens, hidden] activation one rank keeps between
+/// layers: a tp-th with sequence parallelism (a checkpoint's).
 int64_t streamFloats(const ModelSpec &spec) {
-  const int64_t shards =
-      spec.parallel.sequenceParallel ? spec.parallel.tp : int64_t(1);
+  return rt::rankActivationFloats(
+      spec.training.microBatchSize * spec.training.seqLength, spec.dims.hidden,
+      spec.parallel.tp, spec.parallel.sequenceParallel);
+}
+
+/// The elements of an activation buffer (the workspace's slots, the
+/// stages' inputs and outputs): [tokens, hidden] whole also with sequence
+/// parallelism, where a row-parallel layer writes its partial output of
+/// every token before the reduce-scatter (StageInterpreter.h).
+int64_t slotFloats(const ModelSpec &spec) {
   return spec.training.microBatchSize * spec.training.seqLength *
-         spec.dims.hidden / shards;
+         spec.dims.hidden;
 }
 
 } // namespace
@@ -384,7 +393,7 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
       add(out, SavedRole::Kept);
     }
   }
-  const int64_t activation = streamFloats(spec);
+  const int64_t activation = slotFloats(spec);
   b.workspaceFloats = scratch + 2 * activation;
   const ParallelSpec &par = spec.parallel;
   if (par.distributedOptimizer && par.ep > 1 && par.etp * par.ep > tp) {
@@ -395,7 +404,8 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
     b.optimizerFloats = x.moments;
     b.scratchFloats = x.scratch;
   }
-  placeSaved(parts, spec.training.recompute, activation, bf16, b);
+  placeSaved(parts, spec.training.recompute, activation, streamFloats(spec),
+             bf16, b);
   return b;
 }
 
@@ -417,9 +427,8 @@ runtimeBuffers(const ModelSpec &spec, const schedule::Schedule &programs) {
   for (int64_t rank = 0; rank < placement.pp; ++rank) {
     out.peaks.push_back(schedule::rankBuffers(programs.ranks.at(size_t(rank)),
                                               placement.pp * placement.vpp));
-    out.bytes.push_back(
-        schedule::peakTensorBytes(held[size_t(rank)], out.peaks.back(),
-                                  streamFloats(spec), perParameter));
+    out.bytes.push_back(schedule::peakTensorBytes(
+        held[size_t(rank)], out.peaks.back(), slotFloats(spec), perParameter));
   }
   return out;
 }

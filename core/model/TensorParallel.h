@@ -211,6 +211,18 @@ struct Collective {
   }
 };
 
+/// The elements of one activation between a stage's layers, [tokens,
+/// hidden], that one of `tp` ranks keeps: a tp-th of the tokens with
+/// sequence parallelism (its sequence shard), else all of them. Full
+/// recompute's checkpoints hold one each. (The activation slots hold the
+/// whole [tokens, hidden]: a row-parallel layer writes its partial output
+/// of every token there before the reduce-scatter.)
+inline int64_t rankActivationFloats(int64_t tokens, int64_t hidden, int64_t tp,
+                                    bool sequenceParallel) {
+  const int64_t shards = sequenceParallel && tp > 1 ? tp : 1;
+  return (tokens + shards - 1) / shards * hidden;
+}
+
 /// Whether hypipe-run lays out an expert grid of etp x ep ranks at tensor
 /// parallelism tp: etp x ep = m x tp ranks, the tensor-parallel group (m =
 /// 1) or m data-parallel replicas' with ep > 1 (Megatron-LM's other grids

@@ -3,6 +3,8 @@
 #include "dialects/hybrid/HybridOps.h"
 #include "dialects/pipe/PipeOps.h"
 
+#include "core/model/TensorParallel.h"
+
 #include "mlir/IR/Builders.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -140,6 +142,17 @@ int64_t floatBytes(MLIRContext *context) {
   return Float32Type::get(context).getWidth() / 8;
 }
 
+/// The bytes of one activation the program's rank keeps (a checkpoint's):
+/// with sequence parallelism its shard's rows.
+int64_t keptActivationBytes(KernelProgramOp program) {
+  return rt::rankActivationFloats(
+             int64_t(program.getBatch() * program.getSeq()),
+             int64_t(program.getHidden()),
+             int64_t(program.getTensorParallel().value_or(1)),
+             program.getSequenceParallel()) *
+         floatBytes(program.getContext());
+}
+
 /// A range's place for the overlap checks.
 struct Placed {
   RangeAttr range;
@@ -242,9 +255,7 @@ namespace {
 LogicalResult checkCheckpoints(KernelProgramOp program,
                                std::vector<Placed> saved) {
   // kernel_program_c6
-  const int64_t activation = program.getBatch() * program.getSeq() *
-                             program.getHidden() *
-                             floatBytes(program.getContext());
+  const int64_t activation = keptActivationBytes(program);
   llvm::SmallDenseSet<Attribute> kept;
   for (auto pass : program.getBody().front().getOps<KernelPassOp>()) {
     for (Operation &op : pass.getBody().front()) {

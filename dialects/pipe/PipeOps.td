@@ -197,8 +197,10 @@ def Pipe_KernelProgramOp : Pipe_Op<"kernel_program",
          other parts.
     (kernel_program_c6) Every `pipe.kernel_save` range lies inside the saved
          buffer, apart from the layers' saved ranges and the other saves,
-         and holds one activation; every `pipe.kernel_load` reads a range a
-         save wrote.
+         and holds one activation of the rank's rows (with
+         `sequence_parallel` its sequence shard's, a `tensor_parallel`-th;
+         the activation slots hold every row); every `pipe.kernel_load`
+         reads a range a save wrote.
     (kernel_program_c7) In backward_input, every recomputed layer is
          recomputed once before its input-gradient call; no other layer is
          recomputed.

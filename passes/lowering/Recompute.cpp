@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "core/model/Recompute.h"
+#include "core/model/TensorParallel.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -70,7 +71,13 @@ public:
       : program(program), context(program.getContext()),
         activation(int64_t(program.getBatch() * program.getSeq() *
                            program.getHidden()) *
-                   int64_t(sizeof(float))) {
+                   int64_t(sizeof(float))),
+        keptActivation(rt::rankActivationFloats(
+                           int64_t(program.getBatch() * program.getSeq()),
+                           int64_t(program.getHidden()),
+                           int64_t(program.getTensorParallel().value_or(1)),
+                           program.getSequenceParallel()) *
+                       int64_t(sizeof(float))) {
     for (auto l : program.getBody().front().getOps<KernelLayerOp>())
       layers.push_back(l);
     for (auto pass : program.getBody().front().getOps<pipe::KernelPassOp>())
@@ -114,9 +121,12 @@ private:
       cursor += bytes;
     }
     std::vector<pipe::RangeAttr> checkpoints;
+    // A checkpoint keeps the rank's rows (its sequence shard's with
+    // sequence parallelism: what the stage's input holds).
     for (const Chunk &c : chunks) {
-      checkpoints.push_back(c.keepsInput ? range(kept, activation) : nullptr);
-      kept += c.keepsInput ? activation : 0;
+      checkpoints.push_back(c.keepsInput ? range(kept, keptActivation)
+                                         : nullptr);
+      kept += c.keepsInput ? keptActivation : 0;
     }
     OpBuilder b(context);
     program.setSavedBytesAttr(b.getI64IntegerAttr(kept));
@@ -239,7 +249,9 @@ public:
 
   pipe::KernelProgramOp program;
   MLIRContext *context;
-  const int64_t activation;
+  /// One activation slot's bytes ([tokens, hidden] whole), and one
+  /// checkpoint's (the rank's rows: rt::rankActivationFloats).
+  const int64_t activation, keptActivation;
   std::vector<KernelLayerOp> layers;
   pipe::KernelPassOp passes[3];
 };

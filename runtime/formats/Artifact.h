@@ -36,8 +36,9 @@ namespace hypipe::rt {
 /// any other (docs/artifact.md). 4: the head's and MTP outputs' shapes
 /// carry loss_chunk (the linear cross-entropy), which a version 3 reader
 /// would call a corrupt manifest. 5: a MoE layer's saved tensors keep its
-/// own experts' routed rows (MoeShape::heldRows), so a version 4 artifact's
-/// saved sizes no longer match its shapes.
+/// own experts' routed rows (MoeShape::heldRows), and with sequence
+/// parallelism full recompute's checkpoints the rank's sequence shard, so a
+/// version 4 artifact's saved sizes no longer match.
 inline constexpr int kArtifactVersion = 5;
 
 struct ParamEntry {

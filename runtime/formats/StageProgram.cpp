@@ -154,8 +154,18 @@ std::optional<Slot> parseSlot(std::string_view name) {
   return parseName<Slot>(kSlotNames, name);
 }
 
+/// One activation slot's bytes: [tokens, hidden] whole (a row-parallel
+/// layer's partial output of every token lands there).
 int64_t activationBytes(const StageProgram &p) {
   return p.tokens.batch * p.tokens.seq * p.hidden * dtypeBytes(DType::F32);
+}
+
+/// One checkpoint's bytes: the rank's rows (its sequence shard's with
+/// sequence parallelism).
+int64_t keptActivationBytes(const StageProgram &p) {
+  return rankActivationFloats(p.tokens.batch * p.tokens.seq, p.hidden,
+                              p.tensorParallel, p.sequenceParallel) *
+         dtypeBytes(DType::F32);
 }
 
 std::vector<StashRun> stashRuns(const StageProgram &p, const TokenShape &t) {
@@ -393,11 +403,13 @@ std::string checkRecomputeStep(const StageProgram &p, const KernelCall &c,
   case CallOp::Save:
     if (pass != 0)
       return "only the forward keeps a checkpoint";
-    if (c.range.dtype != DType::F32 || c.range.bytes != activationBytes(p) ||
+    if (c.range.dtype != DType::F32 ||
+        c.range.bytes != keptActivationBytes(p) ||
         !inside(c.range, p.savedBytes))
       return fmt::format("checkpoint {} is not one activation ({} bytes) "
                          "inside the {}-byte saved buffer",
-                         rangeText(c.range), activationBytes(p), p.savedBytes);
+                         rangeText(c.range), keptActivationBytes(p),
+                         p.savedBytes);
     if (c.in != stageIn && !((c.in == Slot::Act0 && actWritten[0]) ||
                              (c.in == Slot::Act1 && actWritten[1])))
       return fmt::format("keeps '{}', which holds no activation yet",

@@ -547,7 +547,11 @@ TEST(PlanTensorParallel, LayerCostsAreTheShards) {
 
 // A rank's parameters at tp 2: the norms (one a layer and the final one,
 // 64 each) whole, the rest halved; its memory falls with tp, and further
-// with sequence parallelism. The model's own count stays.
+// with sequence parallelism: in the coarse model (Megatron-LM's layers keep
+// their inputs' shards), and in hypipe-run's buffers where full recompute
+// keeps checkpoints, each the rank's sequence shard (the activation slots
+// stay whole: a row-parallel layer writes every token's partial output
+// there before the reduce-scatter). The model's own count stays.
 TEST(PlanTensorParallel, RankMemoryFallsWithTp) {
   const std::string text = tensorParallelSpec();
   SpecOverrides o;
@@ -565,7 +569,16 @@ TEST(PlanTensorParallel, RankMemoryFallsWithTp) {
   EXPECT_LT(sp.rankMemory[0], two.rankMemory[0]);
   ASSERT_FALSE(two.rankRuntimeMemory.empty());
   EXPECT_LT(two.rankRuntimeMemory[0], one.rankRuntimeMemory[0]);
-  EXPECT_LT(sp.rankRuntimeMemory[0], two.rankRuntimeMemory[0]);
+  EXPECT_LE(sp.rankRuntimeMemory[0], two.rankRuntimeMemory[0]);
+  o.recomputeGranularity = "full";
+  o.recomputeMethod = "uniform";
+  o.recomputeNumLayers = 1;
+  const SpecCosts fullSp = specCosts(loaded(text, o));
+  o.sequenceParallel = false;
+  const SpecCosts full = specCosts(loaded(text, o));
+  // 8 checkpoints of 32 x 64 floats, halved, one microbatch in flight.
+  EXPECT_EQ(full.rankRuntimeMemory[0] - fullSp.rankRuntimeMemory[0],
+            8 * 32 * 64 / 2 * 4);
 }
 
 // The tensor-parallel collectives are in the step: at pp 1 and dp 1 a
