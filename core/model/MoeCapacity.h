@@ -24,12 +24,6 @@
 
 namespace hypipe::rt {
 
-/// Megatron-LM's get_capacity(tokens x topk, experts, factor), computed in
-/// double in its order: ceil(tokens x topk / experts x factor).
-inline int64_t expertCapacity(const MoeShape &s, int64_t tokens) {
-  return s.capacityOf(tokens);
-}
-
 /// Which of the (token, slot) choices `topIdx` (expert ids) and `topW`
 /// (routing weights) of the tokens `t` (a MoE layer's group's:
 /// MoeShape::group) go to their expert: kept[slot] = 1 or 0. Padding rows
@@ -104,7 +98,7 @@ inline void keepWithinCapacity(const MoeShape &s, const TokenShape &t,
           routed[size_t(topIdx[slot])].push_back(slot);
         }
       }
-    const int64_t capacity = expertCapacity(s, tokens);
+    const int64_t capacity = s.capacityOf(tokens);
     for (auto &slots : routed) {
       if (int64_t(slots.size()) <= capacity)
         continue;

@@ -422,9 +422,9 @@ TEST(KernelGradient, MoeWithPaddingRows) {
 TEST(MoeCapacity, KeepsTheHighestWeightsOrTheEarliestPerBlock) {
   MoeShape s{4, 4, 2, 1, Activation::Gelu, 0.0};
   s.capacityFactor = 1.0;
-  EXPECT_EQ(expertCapacity(s, 6), 3); // 6 x 1 / 2
+  EXPECT_EQ(s.capacityOf(6), 3); // 6 x 1 / 2
   s.capacityFactor = 0.6;
-  EXPECT_EQ(expertCapacity(s, 6), 2); // ceil(1.8)
+  EXPECT_EQ(s.capacityOf(6), 2); // ceil(1.8)
   // One sample of six tokens, top-1: five chose expert 0, one expert 1.
   const TokenShape one{1, 6};
   const int32_t idx[] = {0, 0, 1, 0, 0, 0};

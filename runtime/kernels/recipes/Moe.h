@@ -15,6 +15,7 @@
 #include "core/model/BufferLayouts.h"
 #include "runtime/kernels/recipes/Primitives.h"
 
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -128,36 +129,32 @@ void exchangeRows(const P &k, TensorParallelCalls &tp,
                   const std::vector<std::vector<RowSegment>> &recv,
                   int64_t width, float *rows, float *sendBuf, float *recvBuf,
                   int64_t room, int64_t sumOver) {
-  auto total = [](const std::vector<RowSegment> &segments) {
-    int64_t n = 0;
-    for (const RowSegment &g : segments)
-      n += g.rows;
+  // Each peer's rows, out and in (every rank knows every count).
+  auto totals = [](const std::vector<std::vector<RowSegment>> &blocks) {
+    std::vector<int64_t> n;
+    for (const std::vector<RowSegment> &segments : blocks) {
+      n.push_back(0);
+      for (const RowSegment &g : segments)
+        n.back() += g.rows;
+    }
     return n;
   };
-  auto all = [&](const std::vector<std::vector<RowSegment>> &blocks) {
-    int64_t n = 0;
-    for (const std::vector<RowSegment> &segments : blocks)
-      n += total(segments);
-    return n;
-  };
-  if (all(send) > room || all(recv) > room)
+  const std::vector<int64_t> out = totals(send), in = totals(recv);
+  const int64_t sent = std::accumulate(out.begin(), out.end(), int64_t(0)),
+                received = std::accumulate(in.begin(), in.end(), int64_t(0));
+  if (sent > room || received > room)
     throw RuntimeError(
-        "error: the alltoall dispatcher sends " + std::to_string(all(send)) +
-        " and receives " + std::to_string(all(recv)) +
+        "error: the alltoall dispatcher sends " + std::to_string(sent) +
+        " and receives " + std::to_string(received) +
         " routed rows, more than the " + std::to_string(room) +
         " its buffers hold (MoeShape::exchangedRows)\nhelp: this is a bug in "
         "hypipe; please report it");
-  std::vector<int64_t> out, in;
   int64_t at = 0;
-  for (const std::vector<RowSegment> &segments : send) {
-    out.push_back(total(segments));
+  for (const std::vector<RowSegment> &segments : send)
     for (const RowSegment &g : segments) {
       k.copy(sendBuf + at * width, rows + g.row * width, g.rows * width);
       at += g.rows;
     }
-  }
-  for (const std::vector<RowSegment> &segments : recv)
-    in.push_back(total(segments));
   tp.allToAll(sendBuf, out, recvBuf, in, width);
   at = 0;
   for (size_t p = 0; p < recv.size(); ++p)
@@ -504,7 +501,7 @@ private:
                         const float *x, float *y, const SavedBases &saved,
                         float *ws, RouterCheck *check) const {
     const int64_t T = t.tokens() * s.groupReplicas, E = s.experts,
-                  Hd = s.hidden, R = T * s.topk;
+                  Hd = s.hidden;
     MoeParams<const float> p = moeParams(s, params);
     MoeSaved m = savedOf(s, t, saved);
     float *logits = ws;                                             // [T, E]
@@ -552,7 +549,7 @@ private:
                              const SavedBases &saved, const float *dy,
                              float *dx, float *ws, float lossScale) const {
     const int64_t T = t.tokens() * s.groupReplicas, E = s.experts,
-                  Hd = s.hidden, R = T * s.topk;
+                  Hd = s.hidden;
     MoeParams<const float> p = moeParams(s, params);
     MoeParams<float> gp = moeParams(s, grads);
     MoeSaved m = savedOf(s, t, saved);
