@@ -352,7 +352,8 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
             {b.params + at[k],
              b.params + at[k] + rt::paramNumel(params[k], tp)});
     b.params += rt::rankNumel(params, tp);
-    const rt::LayerShape shard = rt::tensorParallelShard(whole, tp);
+    const rt::LayerShape shard =
+        rt::tensorParallelShard(whole, tp, spec.parallel.sequenceParallel);
     const RecomputeModuleSet drops =
         named & rt::selectiveModulesOf(rt::kindOf(shard));
     parts.push_back(

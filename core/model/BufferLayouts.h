@@ -5,7 +5,10 @@
 // (`Shape::savedFloats()` floats) are cut into tensors. With T = float the
 // parameter views also cut the gradient buffer. Every saved tensor says what
 // it holds (SavedType), which is how a bf16 run stores it between passes
-// (runtime/exec/SavedBuffers.h); savedSpansOf lists a layer's.
+// (runtime/exec/SavedBuffers.h); savedSpansOf lists a layer's. With
+// sequence parallelism a layer's input x and its pre-norm's rstd hold the
+// rank's own rows alone (shardRows of the shape's sequenceShards), as
+// Megatron-LM keeps them; the normed input xn is the gathered whole.
 //
 //===----------------------------------------------------------------------===//
 #ifndef HYPIPE_CORE_MODEL_BUFFERLAYOUTS_H
@@ -131,9 +134,10 @@ inline MambaSaved mambaSaved(const MambaShape &s, const TokenShape &t,
   const SavedType act = SavedType::Activation, f32 = SavedType::F32;
   SavedCarver c(bases);
   MambaSaved m;
-  m.x = c.keep(T * s.hidden, act);
+  const int64_t rows = shardRows(t, s.sequenceShards);
+  m.x = c.keep(rows * s.hidden, act);
   m.xn = c.keep(T * s.hidden, act);
-  m.rstd = c.keep(T, f32);
+  m.rstd = c.keep(rows, f32);
   m.zxbcdt = c.keep(T * s.inProj(), act);
   m.xbc = c.keep(T * s.convChannels(), act);
   m.dt = c.keep(T * s.heads, f32);
@@ -182,9 +186,10 @@ inline GdnSaved gdnSaved(const GdnShape &s, const TokenShape &t,
   SavedCarver c(bases);
   GdnSaved m;
   const SavedType act = SavedType::Activation, f32 = SavedType::F32;
-  m.x = c.keep(T * s.hidden, act);
+  const int64_t rows = shardRows(t, s.sequenceShards);
+  m.x = c.keep(rows * s.hidden, act);
   m.xn = c.keep(T * s.hidden, act);
-  m.rstd = c.keep(T, f32);
+  m.rstd = c.keep(rows, f32);
   m.proj = c.keep(T * s.inProj(), act);
   m.conv = c.keep(T * s.convChannels(), act);
   // The L2 norms feed the rule in fp32.
@@ -214,9 +219,10 @@ inline AttnSaved attnSaved(const AttentionShape &s, const TokenShape &t,
   SavedCarver c(bases);
   AttnSaved a;
   const SavedType act = SavedType::Activation, f32 = SavedType::F32;
-  a.x = c.keep(T * s.hidden, act);
+  const int64_t rows = shardRows(t, s.sequenceShards);
+  a.x = c.keep(rows * s.hidden, act);
   a.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden, act);
-  a.rstd = c.keep(T, f32);
+  a.rstd = c.keep(rows, f32);
   a.qkv = c.keep(T * s.qkvWidth(), act);
   a.softmax = c.of(RecomputeModule::CoreAttn, T * s.heads, f32);
   a.ctx = c.of(RecomputeModule::CoreAttn, T * s.contextWidth(), act);
@@ -273,9 +279,10 @@ inline MlaSaved mlaSaved(const MlaShape &s, const TokenShape &t,
   SavedCarver c(bases);
   MlaSaved m;
   const SavedType act = SavedType::Activation, f32 = SavedType::F32;
-  m.core.x = c.keep(T * s.hidden, act);
+  const int64_t rows = shardRows(t, s.sequenceShards);
+  m.core.x = c.keep(rows * s.hidden, act);
   m.core.xn = c.keep(T * s.hidden, act);
-  m.core.rstd = c.keep(T, f32);
+  m.core.rstd = c.keep(rows, f32);
   m.cq = c.keep(T * s.qLoraRank, act);
   m.cqn = ln ? c.keep(T * s.qLoraRank, act) : m.cq;
   m.cqRstd = ln && s.qLoraRank > 0 ? c.keep(T, f32) : nullptr;
@@ -361,9 +368,10 @@ inline MlpSaved mlpSaved(const MlpShape &s, const TokenShape &t,
   SavedCarver c(bases);
   MlpSaved m;
   const SavedType act = SavedType::Activation;
-  m.x = c.keep(T * s.hidden, act);
+  const int64_t rows = shardRows(t, s.sequenceShards);
+  m.x = c.keep(rows * s.hidden, act);
   m.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden, act);
-  m.rstd = c.keep(T, SavedType::F32);
+  m.rstd = c.keep(rows, SavedType::F32);
   m.h1 = c.of(RecomputeModule::Mlp, T * s.fc1Width(), act);
   m.act = c.of(RecomputeModule::Mlp, T * s.ffn, act);
   m.dh1 = c.keep(T * s.fc1Width(), act);
@@ -446,9 +454,10 @@ inline MoeSaved moeSaved(const MoeShape &s, const TokenShape &t,
   m.expertTo = firstHeld + (heldCount < 0 ? s.heldExperts() : heldCount);
   m.rowRoom = L;
   const SavedType act = SavedType::Activation, f32 = SavedType::F32;
-  m.x = c.keep(T * s.hidden, act);
+  const int64_t rows = shardRows(g, s.sequenceShards); // this rank's tokens
+  m.x = c.keep(rows * s.hidden, act);
   m.xn = c.of(RecomputeModule::LayerNorm, T * s.hidden, act);
-  m.rstd = c.keep(T, f32);
+  m.rstd = c.keep(rows, f32);
   // moe: the router's and the experts' tensors (moe_act, its part, is
   // dropped with it: the pass names both).
   const RecomputeModule moe = RecomputeModule::Moe;
@@ -509,13 +518,14 @@ inline LossChunkStats lossChunkStats(int64_t T, float *stats) {
 /// The head's saved buffer, and an MTP depth's output (the same layout).
 /// `chunk` > 0: the loss is chunked and keeps no logits (h.logits null).
 inline HeadSaved headSaved(int64_t vocab, int64_t hidden, const TokenShape &t,
-                           const SavedBases &bases, int64_t chunk = 0) {
-  const int64_t T = t.tokens();
+                           const SavedBases &bases, int64_t chunk = 0,
+                           int64_t sequenceShards = 1) {
+  const int64_t T = t.tokens(), rows = shardRows(t, sequenceShards);
   SavedCarver c(bases);
   HeadSaved h;
-  h.x = c.keep(T * hidden, SavedType::Activation);
+  h.x = c.keep(rows * hidden, SavedType::Activation);
   h.xn = c.keep(T * hidden, SavedType::Activation);
-  h.rstd = c.keep(T, SavedType::F32);
+  h.rstd = c.keep(rows, SavedType::F32);
   // The output layer's logits as it writes them (bf16 in a bf16 run), kept
   // rather than their fp32 softmax: the backward recomputes each
   // probability, exp(logit - rowMax) * rowScale, from the row's largest
@@ -533,12 +543,12 @@ inline HeadSaved headSaved(int64_t vocab, int64_t hidden, const TokenShape &t,
 
 inline HeadSaved headSaved(const HeadShape &s, const TokenShape &t,
                            const SavedBases &bases) {
-  return headSaved(s.vocab, s.hidden, t, bases, s.lossChunk);
+  return headSaved(s.vocab, s.hidden, t, bases, s.lossChunk, s.sequenceShards);
 }
 
 inline HeadSaved headSaved(const MtpOutputShape &s, const TokenShape &t,
                            const SavedBases &bases) {
-  return headSaved(s.vocab, s.hidden, t, bases, s.lossChunk);
+  return headSaved(s.vocab, s.hidden, t, bases, s.lossChunk, s.sequenceShards);
 }
 
 /// An MTP depth's input (MtpInputShape::savedFloats, in that order).

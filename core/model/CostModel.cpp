@@ -179,8 +179,8 @@ std::optional<ItemCost> layerCost(char symbol, const ModelDims &d,
   }
   case 'G': {
     // A rank's tp-th of the key and value heads (tensorParallelShard).
-    const rt::GdnShape g =
-        std::get<rt::GdnShape>(rt::tensorParallelShard(rt::gdnShape(d), tp));
+    const rt::GdnShape g = std::get<rt::GdnShape>(
+        rt::tensorParallelShard(rt::gdnShape(d), tp, false));
     const int64_t nv = g.valueHeads, dk = g.keyHeadDim, dv = g.valueHeadDim;
     addLinear(c, t, h, g.inProj());
     // Depthwise causal conv (no bias) over [q k v], and SiLU.

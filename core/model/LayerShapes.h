@@ -201,6 +201,16 @@ struct TokenShape {
   }
 };
 
+/// The rows of `t` one of `shards` sequence-parallel ranks holds at a
+/// layer's input (recipes::sequenceShard's `local`: a sequence-parallel
+/// microbatch's tokens are a multiple of them). A layer keeps its input and
+/// its pre-norm's rstd for these rows alone, as Megatron-LM's sequence
+/// parallelism does.
+inline int64_t shardRows(const TokenShape &t, int64_t shards) {
+  shards = std::max<int64_t>(shards, 1);
+  return (t.tokens() + shards - 1) / shards;
+}
+
 /// `p` cut by its rows (in `sections`, each cut in tp parts) or its columns.
 inline ParamSpec splitRows(ParamSpec p, std::vector<int64_t> sections = {}) {
   p.split = Split::Rows;
@@ -254,10 +264,13 @@ inline ParamSpec embeddingTableParam(int64_t vocab, int64_t hidden) {
 /// loss mask (a chunked loss's backward turns it into each row's gradient
 /// coefficient), labels.
 inline int64_t lmLossSavedFloats(const TokenShape &t, int64_t hidden,
-                                 int64_t vocab, int64_t chunk = 0) {
+                                 int64_t vocab, int64_t chunk = 0,
+                                 int64_t sequenceShards = 1) {
   int64_t T = t.tokens();
-  // x, xn, rstd, the logits; each row's max, scale, mask and label.
-  return T * (2 * hidden + 1 + (chunk > 0 ? 0 : vocab)) + 4 * T;
+  // x and rstd of a rank's rows (shardRows), xn, the logits; each row's
+  // max, scale, mask and label.
+  return shardRows(t, sequenceShards) * (hidden + 1) +
+         T * (hidden + (chunk > 0 ? 0 : vocab)) + 4 * T;
 }
 
 /// Floats of a chunked loss's statistics scratch (LossChunkStats): each
@@ -313,6 +326,9 @@ struct MambaShape {
     f("conv_width", s.convWidth);
   }
   int64_t hidden, heads, headDim, state, groups, convWidth;
+  /// Sequence parallelism's shards of the tokens (tensorParallelShard; not
+  /// serialised): the saved input and rstd hold shardRows of them.
+  int64_t sequenceShards = 1;
   int64_t inner() const { return heads * headDim; }
   int64_t groupState() const { return groups * state; }
   int64_t convChannels() const { return inner() + 2 * groupState(); }
@@ -372,9 +388,10 @@ struct MambaShape {
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens();
     int64_t states = scanChunks(t) * heads * headDim * state;
-    return T * (hidden /*x*/ + hidden /*xn*/ + 1 /*rstd*/ + inProj() +
-                convChannels() + heads /*dt*/ + inner() /*y*/ +
-                inner() /*gated*/ + groups /*rstd*/ + inner() /*normed*/) +
+    return shardRows(t, sequenceShards) * (hidden /*x*/ + 1 /*rstd*/) +
+           T * (hidden /*xn*/ + inProj() + convChannels() + heads /*dt*/ +
+                inner() /*y*/ + inner() /*gated*/ + groups /*rstd*/ +
+                inner() /*normed*/) +
            states + T * (inProj() + hidden) /*grad stash*/;
   }
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
@@ -410,6 +427,9 @@ struct GdnShape {
     f("conv_width", s.convWidth);
   }
   int64_t hidden, keyHeads, valueHeads, keyHeadDim, valueHeadDim, convWidth;
+  /// Sequence parallelism's shards of the tokens (tensorParallelShard; not
+  /// serialised): the saved input and rstd hold shardRows of them.
+  int64_t sequenceShards = 1;
   int64_t keyWidth() const { return keyHeads * keyHeadDim; }
   int64_t valueWidth() const { return valueHeads * valueHeadDim; }
   /// The conv's channels [q k v].
@@ -493,7 +513,8 @@ struct GdnShape {
   /// output gradients for the weight pass.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     const int64_t T = t.tokens();
-    return T * (2 * hidden + 1 + inProj() + convChannels() + 2 * keyWidth() +
+    return shardRows(t, sequenceShards) * (hidden + 1) +
+           T * (hidden + inProj() + convChannels() + 2 * keyWidth() +
                 2 * keyHeads + 2 * valueHeads + valueWidth() + valueHeads +
                 valueWidth()) +
            chunks(t) * valueHeads * stateFloats() + T * (inProj() + hidden);
@@ -538,6 +559,9 @@ struct AttentionShape {
   /// The scale of the scores (not serialised): 0 is 1/sqrt(headDim); MLA's
   /// core (MlaShape::core) sets its own.
   double softmaxScale = 0;
+  /// Sequence parallelism's shards of the tokens (tensorParallelShard; not
+  /// serialised): the saved input and rstd hold shardRows of them.
+  int64_t sequenceShards = 1;
   /// The factor on q . k the cores apply.
   float scoreScale() const {
     return softmaxScale > 0 ? float(softmaxScale)
@@ -577,7 +601,8 @@ struct AttentionShape {
   /// stash.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens();
-    return T * (2 * hidden + 1 + qkvWidth() + contextWidth()) + T * heads +
+    return shardRows(t, sequenceShards) * (hidden + 1) +
+           T * (hidden + qkvWidth() + contextWidth()) + T * heads +
            T * (qkvWidth() + hidden);
   }
   /// Of savedFloats, what selective recompute of `modules` drops (into the
@@ -640,6 +665,9 @@ struct MlaShape {
   bool yarn = true;
   double rotaryBase = 10000.0, scalingFactor = 1.0, mscale = 1.0,
          mscaleAllDim = 0.0;
+  /// Sequence parallelism's shards of the tokens (tensorParallelShard; not
+  /// serialised): the saved input and rstd hold shardRows of them.
+  int64_t sequenceShards = 1;
   /// YaRN's fixed settings (Megatron's and DeepSeek-V3's defaults).
   static constexpr double kOriginalMaxPositions = 4096, kBetaFast = 32,
                           kBetaSlow = 1;
@@ -761,9 +789,10 @@ struct MlaShape {
   /// kv_up_proj's outputs and the layer's output.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     const int64_t D = coreHeadDim();
-    return t.tokens() * (2 * hidden + 1 + latentFloats() + 3 * heads * D +
-                         heads + heads * D + contextWidth() + queryWidth() +
-                         qLoraRank + kvDownWidth() + kvUpWidth() + hidden);
+    return shardRows(t, sequenceShards) * (hidden + 1) +
+           t.tokens() * (hidden + latentFloats() + 3 * heads * D + heads +
+                         heads * D + contextWidth() + queryWidth() + qLoraRank +
+                         kvDownWidth() + kvUpWidth() + hidden);
   }
   /// Of savedFloats, what selective recompute of `modules` drops:
   /// mla_up_proj the core's q, k and v (Megatron's up-projections and RoPE,
@@ -885,6 +914,9 @@ struct MlpShape {
   }
   int64_t hidden, ffn;
   Activation act = Activation::SquaredRelu;
+  /// Sequence parallelism's shards of the tokens (tensorParallelShard; not
+  /// serialised): the saved input and rstd hold shardRows of them.
+  int64_t sequenceShards = 1;
   int64_t fc1Width() const { return act == Activation::Swiglu ? 2 * ffn : ffn; }
   std::vector<int64_t> fc1Sections() const { return fc1SectionsOf(act, ffn); }
 
@@ -906,7 +938,8 @@ struct MlpShape {
   /// x, xn, rstd, fc1 output, activation output, grad stash.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens();
-    return T * (2 * hidden + 1 + fc1Width() + ffn) + T * (fc1Width() + hidden);
+    return shardRows(t, sequenceShards) * (hidden + 1) +
+           T * (hidden + fc1Width() + ffn) + T * (fc1Width() + hidden);
   }
   /// Of savedFloats, what selective recompute of `modules` drops:
   /// layernorm the normed input, mlp the fc1 output and the activation.
@@ -969,6 +1002,11 @@ struct MoeShape {
   /// Megatron-LM's expert tensor-parallel size (etp) on an expert grid
   /// (expertRanks > 1): each expert split over that many ranks.
   int64_t expertTp = 1;
+  /// Sequence parallelism's shards of the group's tokens
+  /// (tensorParallelShard; not serialised: the layer's group's ranks when
+  /// they split the sequence): the saved input and rstd hold shardRows of
+  /// them, a rank's own tokens.
+  int64_t sequenceShards = 1;
   /// The tokens the layer's tensors hold: the group's replicas'. A packed
   /// microbatch over m > 1 replicas is seen as Megatron-LM's router sees
   /// the m replicas' packed sequences: a batch of m sequences of its rows
@@ -1067,9 +1105,10 @@ struct MoeShape {
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     const TokenShape g = group(t);
     const int64_t T = g.tokens(), R = T * topk, L = heldRows(g);
-    return T * (2 * hidden + 1 + experts + 2 * topk) +
-           (1 + groupReplicas) * experts + groupReplicas +
-           L * (hidden + 2 * fc1Width() + ffn + 2 * hidden) + R /*row map*/;
+    return shardRows(g, sequenceShards) * (hidden + 1) +
+           T * (hidden + experts + 2 * topk) + (1 + groupReplicas) * experts +
+           groupReplicas + L * (hidden + 2 * fc1Width() + ffn + 2 * hidden) +
+           R /*row map*/;
   }
   /// Of savedFloats, what selective recompute of `modules` drops:
   /// layernorm the normed input, moe_act the routed rows' activations, moe
@@ -1151,6 +1190,9 @@ struct HeadShape {
   /// Rows the fused linear cross-entropy takes at a time (0: the whole
   /// microbatch's logits kept, Megatron's native loss).
   int64_t lossChunk = 0;
+  /// Sequence parallelism's shards of the tokens (tensorParallelShard; not
+  /// serialised): the saved input and rstd hold shardRows of them.
+  int64_t sequenceShards = 1;
   std::vector<ParamSpec> params() const {
     std::vector<ParamSpec> p = {
         {"decoder.final_norm.weight", {hidden}, Init::Ones}};
@@ -1163,7 +1205,7 @@ struct HeadShape {
     return p;
   }
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
-    return lmLossSavedFloats(t, hidden, vocab, lossChunk);
+    return lmLossSavedFloats(t, hidden, vocab, lossChunk, sequenceShards);
   }
   int64_t workspaceFloats(const TokenShape &t,
                           Target target = Target::Cpu) const {
@@ -1232,12 +1274,15 @@ struct MtpOutputShape {
   double lossWeight = 0.1;
   /// As the head's.
   int64_t lossChunk = 0;
+  /// Sequence parallelism's shards of the tokens (tensorParallelShard; not
+  /// serialised): the saved input and rstd hold shardRows of them.
+  int64_t sequenceShards = 1;
   std::vector<ParamSpec> params() const {
     return {{"final_layernorm.weight", {hidden}, Init::Ones}};
   }
   /// As the head's, with the shifted mask and labels.
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
-    return lmLossSavedFloats(t, hidden, vocab, lossChunk);
+    return lmLossSavedFloats(t, hidden, vocab, lossChunk, sequenceShards);
   }
   int64_t workspaceFloats(const TokenShape &t,
                           Target target = Target::Cpu) const {

@@ -116,13 +116,43 @@ inline std::string tensorParallelProblem(const LayerShape &shape, int64_t tp) {
       shape);
 }
 
+/// The group a layer's kernels split over in a stage of `tp` ranks, with
+/// or without sequence parallelism: its tensor-parallel group, or for a MoE
+/// layer whose experts spread over data-parallel ranks
+/// (MoeShape::groupReplicas m > 1) Megatron-LM's tp-ep group, the m
+/// consecutive data-parallel replicas' tensor-parallel groups (m tp ranks,
+/// in rank order: replica-major, tp fastest), over which the layer runs as
+/// under sequence parallelism over m times the tokens, each rank holding
+/// its own rows.
+struct LayerGroup {
+  int64_t size = 1;
+  bool sequenceParallel = false;
+  int64_t replicas = 1;
+};
+inline LayerGroup layerGroupOf(const LayerShape &shape, int64_t tp,
+                               bool sequenceParallel) {
+  if (const auto *moe = std::get_if<MoeShape>(&shape);
+      moe && moe->groupReplicas > 1)
+    return {tp * moe->groupReplicas, true, moe->groupReplicas};
+  return {tp, sequenceParallel, 1};
+}
+
 /// The shape one of `tp` ranks runs of a `shape` layer
 /// (tensorParallelProblem empty): what its kernels and buffers are sized
-/// for.
-inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp) {
+/// for. Over a group that splits the sequence (layerGroupOf: sequence
+/// parallelism, or a MoE layer's replicas, each with its own tokens) its
+/// saved input holds the rank's rows (sequenceShards).
+inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp,
+                                      bool sequenceParallel) {
+  const LayerGroup group = layerGroupOf(shape, tp, sequenceParallel);
+  const int64_t shards =
+      group.sequenceParallel && group.size > 1 ? group.size : 1;
   std::visit(
       [&](auto &s) {
         using S = std::decay_t<decltype(s)>;
+        if constexpr (!std::is_same_v<S, EmbeddingShape> &&
+                      !std::is_same_v<S, MtpInputShape>)
+          s.sequenceShards = shards;
         if constexpr (std::is_same_v<S, MambaShape>) {
           s.heads /= tp;
           s.groups /= tp;
@@ -230,27 +260,6 @@ inline int64_t rankActivationFloats(int64_t tokens, int64_t hidden, int64_t tp,
 inline bool runsExpertGrid(int64_t tp, int64_t etp, int64_t ep) {
   const int64_t replicas = (etp * ep) / tp;
   return replicas * tp == etp * ep && !(replicas > 1 && ep == 1);
-}
-
-/// The group a layer's kernels split over in a stage of `tp` ranks, with
-/// or without sequence parallelism: its tensor-parallel group, or for a MoE
-/// layer whose experts spread over data-parallel ranks
-/// (MoeShape::groupReplicas m > 1) Megatron-LM's tp-ep group, the m
-/// consecutive data-parallel replicas' tensor-parallel groups (m tp ranks,
-/// in rank order: replica-major, tp fastest), over which the layer runs as
-/// under sequence parallelism over m times the tokens, each rank holding
-/// its own rows.
-struct LayerGroup {
-  int64_t size = 1;
-  bool sequenceParallel = false;
-  int64_t replicas = 1;
-};
-inline LayerGroup layerGroupOf(const LayerShape &shape, int64_t tp,
-                               bool sequenceParallel) {
-  if (const auto *moe = std::get_if<MoeShape>(&shape);
-      moe && moe->groupReplicas > 1)
-    return {tp * moe->groupReplicas, true, moe->groupReplicas};
-  return {tp, sequenceParallel, 1};
 }
 
 /// Whether a MoE layer runs Megatron-LM's alltoall dispatcher: asked for

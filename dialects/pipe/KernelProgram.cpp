@@ -387,7 +387,8 @@ LogicalResult KernelLayerOp::verify() {
                          << " (kernel_layer_c4)";
   const int64_t paramFloats =
       rt::rankNumel(rt::paramsOf(*shape, int64_t(program.getNumLayers())), tp);
-  shape = rt::tensorParallelShard(*shape, tp);
+  shape =
+      rt::tensorParallelShard(*shape, tp, bool(program.getSequenceParallel()));
   // kernel_layer_c2
   const int64_t f32 = floatBytes(getContext());
   const rt::TokenShape tokens{int64_t(program.getBatch()),

@@ -169,7 +169,8 @@ private:
       failed = true;
       return;
     }
-    const Shape shard = std::get<Shape>(rt::tensorParallelShard(shape, tp));
+    const Shape shard = std::get<Shape>(
+        rt::tensorParallelShard(shape, tp, plan.sequenceParallel));
     layer.savedBytes = f32 * shard.savedFloats(plan.tokens, target);
     layer.workspaceBytes = f32 * shard.workspaceFloats(plan.tokens, target);
     layer.paramBytes = f32 * rt::rankNumel(layer.params, tp);

@@ -206,7 +206,8 @@ public:
       if (failed(shape))
         return l.emitOpError() << error;
       // A rank keeps its shard's tensors (tensor parallelism).
-      shape = rt::tensorParallelShard(*shape, pipe::tensorParallelOf(program));
+      shape = rt::tensorParallelShard(*shape, pipe::tensorParallelOf(program),
+                                      bool(program.getSequenceParallel()));
       const RecomputeModuleSet drops =
           modules & rt::selectiveModulesOf(rt::kindOf(*shape));
       const int64_t f32 = int64_t(sizeof(float));

@@ -574,7 +574,8 @@ std::string shardLayers(StageProgram &p) {
         !why.empty())
       return fmt::format("layer {} ({}): {}", l.layer, layerKindName(l.kind),
                          why);
-    l.shard = tensorParallelShard(l.shape, p.tensorParallel);
+    l.shard =
+        tensorParallelShard(l.shape, p.tensorParallel, p.sequenceParallel);
   }
   return "";
 }
