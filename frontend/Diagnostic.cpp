@@ -1,6 +1,7 @@
 //===- Diagnostic.cpp -----------------------------------------------------===//
 #include "frontend/Diagnostic.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -13,21 +14,34 @@ namespace {
 /// of it around the caret.
 constexpr size_t kShownColumns = 120;
 
+/// Whether `line` holds a byte past ASCII (SMDiagnostic prints such a line
+/// without its caret).
+bool hasNonAscii(llvm::StringRef line) {
+  return llvm::any_of(line, [](char c) { return (unsigned char)c >= 0x80; });
+}
+
 /// `d` with its source line cut to kShownColumns around the caret ("..."
-/// where cut) and the underline cut with it, in SMDiagnostic's format.
+/// where cut) and the underline cut with it, in SMDiagnostic's format. The
+/// underline takes a column per character, not per byte (a UTF-8
+/// character's continuation bytes take none), and a tab where the line has
+/// one, so that the caret stays under its character.
 void printWindow(llvm::raw_ostream &os, const llvm::SMDiagnostic &d) {
   const std::string line = d.getLineContents().str();
   const size_t column = size_t(std::max(d.getColumnNo(), 0));
   const size_t from = column > kShownColumns / 2 ? column - kShownColumns / 2 : 0;
   const size_t to = std::min(line.size(), from + kShownColumns);
   const std::string before = from > 0 ? "..." : "";
-  std::string marks(before.size() + (to - from), ' ');
-  for (auto [s, e] : d.getRanges())
-    for (size_t c = std::max<size_t>(s, from); c < std::min<size_t>(e, to); ++c)
-      marks[before.size() + c - from] = '~';
-  if (column >= from && column < to)
-    marks[before.size() + column - from] = '^';
-  marks.erase(marks.find_last_not_of(' ') + 1);
+  std::string marks(before.size(), ' ');
+  for (size_t c = from; c < to; ++c) {
+    if (((unsigned char)line[c] & 0xC0) == 0x80)
+      continue;
+    char mark = line[c] == '\t' ? '\t' : ' ';
+    for (auto [s, e] : d.getRanges())
+      if (c >= size_t(s) && c < size_t(e))
+        mark = '~';
+    marks += c == column ? '^' : mark;
+  }
+  marks.erase(marks.find_last_not_of(" \t") + 1);
   os << d.getFilename() << ":" << d.getLineNo() << ":" << column + 1
      << ": error: " << d.getMessage() << "\n"
      << before << line.substr(from, to - from) << (to < line.size() ? "..." : "")
@@ -48,7 +62,8 @@ void printError(llvm::raw_ostream &os, const llvm::SourceMgr &sm,
   // parser's) must not swallow it.
   llvm::SMDiagnostic d =
       sm.GetMessage(loc, llvm::SourceMgr::DK_Error, message, ranges);
-  if (d.getLineContents().size() > kShownColumns)
+  if (d.getLineContents().size() > kShownColumns ||
+      hasNonAscii(d.getLineContents()))
     printWindow(os, d);
   else
     d.print(/*ProgName=*/nullptr, os, /*ShowColors=*/false);

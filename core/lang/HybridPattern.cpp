@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cfenv>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace hypipe {
 
@@ -19,6 +21,59 @@ constexpr const char *kSymbolHelp =
 
 bool isLayerSymbol(char c) {
   return c != '\0' && kLayerSymbols.find(c) != std::string_view::npos;
+}
+
+/// The code point of the UTF-8 character at the front of `text` and its
+/// bytes; {0, 0} where the bytes there are no well-formed character of
+/// more than one byte.
+std::pair<char32_t, size_t> utf8Character(std::string_view text) {
+  const auto byte = [&](size_t i) { return (unsigned char)text[i]; };
+  const unsigned char lead = text.empty() ? 0 : byte(0);
+  const size_t n = lead >= 0xF0 && lead < 0xF5   ? 4
+                   : lead >= 0xE0 && lead < 0xF0 ? 3
+                   : lead >= 0xC2 && lead < 0xE0 ? 2
+                                                 : 0;
+  if (n == 0 || text.size() < n)
+    return {0, 0};
+  char32_t code = lead & (0x7F >> n);
+  for (size_t i = 1; i < n; ++i) {
+    if ((byte(i) & 0xC0) != 0x80)
+      return {0, 0};
+    code = code << 6 | (byte(i) & 0x3F);
+  }
+  const char32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code < least[n] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
+    return {0, 0};
+  return {code, n};
+}
+
+/// The ASCII symbol a look-alike character stands for (a word processor's
+/// minus or dash for '-', a Cyrillic M for 'M', full-width forms), or 0.
+char asciiLookalike(char32_t code) {
+  if (code >= 0xFF01 && code <= 0xFF5E) // full-width ASCII
+    return char(code - 0xFF01 + '!');
+  // Each symbol and the characters that look like it: hyphens, dashes, the
+  // minus sign and the soft hyphen; the asterisk operator, low and heavy
+  // asterisks, the Arabic star and the times sign; ...; Cyrillic and Greek
+  // capitals (and the Roman numeral one thousand).
+  struct Lookalikes {
+    char ascii;
+    std::vector<char32_t> codes;
+  };
+  static const Lookalikes kLookalikes[] = {
+      {'-',
+       {0x2010, 0x2011, 0x2012, 0x2013, 0x2014, 0x2015, 0x2212, 0xFE63,
+        0x00AD}},
+      {'*', {0x2217, 0x204E, 0x2731, 0x066D, 0x00D7}},
+      {'+', {0x2795, 0x02D6}},
+      {'|', {0x2223, 0x01C0, 0x2502, 0x23D0}},
+      {'/', {0x2044, 0x2215}},
+      {'M', {0x041C, 0x039C, 0x217F}},
+      {'E', {0x0415, 0x0395}}};
+  for (const Lookalikes &l : kLookalikes)
+    if (std::find(l.codes.begin(), l.codes.end(), code) != l.codes.end())
+      return l.ascii;
+  return 0;
 }
 
 /// Checks the symbols of `part` (at `offset` in the whole text) and that
@@ -34,6 +89,21 @@ Error validatePart(std::string_view part, size_t offset, bool allowPipe,
           offset + i, fmt::format("'|' cannot appear in the {} part", partName),
           "pipeline segments are set in the main pattern only; an MTP "
           "part runs with the last segment");
+    // A character past ASCII is shown whole, with its code point, and one
+    // that looks like a symbol (a pasted minus or dash) says which.
+    if (const auto [code, bytes] = utf8Character(part.substr(i)); bytes) {
+      const char ascii = asciiLookalike(code);
+      const bool symbol =
+          ascii != 0 && (isLayerSymbol(ascii) || ascii == '|' || ascii == '/');
+      return sourceError(
+          offset + i,
+          fmt::format("'{}' (U+{:04X}) is not a layer symbol ({} part)",
+                      part.substr(i, bytes), uint32_t(code), partName),
+          symbol ? fmt::format("it looks like '{}': type the ASCII '{}'; {}",
+                               ascii, ascii, kSymbolHelp)
+                 : std::string(kSymbolHelp),
+          bytes);
+    }
     std::string shown =
         std::isprint(static_cast<unsigned char>(c))
             ? fmt::format("'{}'", c)

@@ -35,6 +35,28 @@ TEST(HybridPattern, NonPrintableSymbolIsShownAsByte) {
   EXPECT_NE(e.message.find("byte 0x00"), std::string::npos) << e.message;
 }
 
+// A pasted Unicode minus (U+2212) is named whole, with its code point and
+// the ASCII symbol it looks like; the error spans its three bytes. A
+// character like no symbol is named without a guess, and a broken UTF-8
+// sequence stays a byte.
+TEST(HybridPattern, CharacterPastAsciiIsNamed) {
+  Problem e = expectSourceError(parseHybridPattern("M\xe2\x88\x92M"));
+  EXPECT_EQ(e.offset, 1u);
+  EXPECT_EQ(e.length, 3u);
+  EXPECT_NE(e.message.find("'\xe2\x88\x92' (U+2212) is not a layer symbol"),
+            std::string::npos)
+      << e.message;
+  EXPECT_NE(e.help.find("it looks like '-': type the ASCII '-'"),
+            std::string::npos)
+      << e.help;
+  Problem accent = expectSourceError(parseHybridPattern("M\xc3\xa9"));
+  EXPECT_NE(accent.message.find("(U+00E9)"), std::string::npos);
+  EXPECT_EQ(accent.help.find("looks like"), std::string::npos);
+  Problem cut = expectSourceError(parseHybridPattern("M\xe2\x88"));
+  EXPECT_NE(cut.message.find("byte 0xe2"), std::string::npos) << cut.message;
+  EXPECT_EQ(cut.length, 1u);
+}
+
 TEST(HybridPattern, PipeInMtpPartIsRejected) {
   Problem e = expectSourceError(parseHybridPattern("MM/M|M/M|M"));
   EXPECT_EQ(e.offset, 4u);

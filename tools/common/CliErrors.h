@@ -157,6 +157,20 @@ inline int reportParseError(CLI::App &app, const CLI::ParseError &e) {
       return 2;
     }
   }
+  // CLI11's "bf16 was given a disallowed flag override": a store_true flag
+  // given a value (--bf16=false), which Megatron-LM's argparse refuses too.
+  const std::string text = e.what();
+  const std::string override = " was given a disallowed flag override";
+  if (const size_t at = text.find(override);
+      dynamic_cast<const CLI::ArgumentMismatch *>(&e) &&
+      at != std::string::npos) {
+    std::string name = text.substr(0, at);
+    name = (name.size() == 1 ? "-" : "--") + name;
+    std::cerr << "error: " << name
+              << " is a flag and takes no value\nhelp: give " << name
+              << " alone to set it, and leave it out not to\n";
+    return 2;
+  }
   app.exit(e);
   return 2;
 }

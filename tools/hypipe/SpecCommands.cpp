@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -732,8 +733,15 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
   opt("--make-vocab-size-divisible-by", o.makeVocabSizeDivisibleBy,
       "pad the vocabulary to a multiple of this x tp "
       "(model.make_vocab_size_divisible_by; default 128, Megatron-LM's)");
-  sub->add_flag_function(
-      "--sequence-parallel", [&o](int64_t) { o.sequenceParallel = true; },
+  // Megatron-LM's store_true flags: present, each sets its key; like
+  // argparse's, they take no value (--bf16=false is refused, not read as
+  // --bf16).
+  auto flag = [&](const char *name, std::function<void()> set,
+                  const char *what) {
+    sub->add_flag_callback(name, std::move(set), what)->disable_flag_override();
+  };
+  flag(
+      "--sequence-parallel", [&o] { o.sequenceParallel = true; },
       "Megatron-LM's sequence parallelism over the tensor-parallel ranks "
       "(parallel.sequence_parallel; tp > 1)");
   opt("--ep,--expert-model-parallel-size", o.ep,
@@ -778,9 +786,9 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
   word("--moe-token-drop-policy", o.moeTokenDropPolicy,
        "which tokens an expert over capacity keeps: probs (the "
        "highest-weighted; default) or position (the earliest)");
-  sub->add_flag_function(
+  flag(
       "--moe-pad-expert-input-to-capacity",
-      [&o](int64_t) { o.moePadExpertInputToCapacity = true; },
+      [&o] { o.moePadExpertInputToCapacity = true; },
       "Megatron-LM's padding of each expert's rows to its capacity (the "
       "same result: hypipe runs the unpadded rows)");
   word("--cross-entropy-fusion-impl", o.crossEntropyFusionImpl,
@@ -813,8 +821,8 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
   real("--adam-beta1", o.adamBeta1, "AdamW's beta1 (training.adam_beta1)");
   real("--adam-beta2", o.adamBeta2, "AdamW's beta2 (training.adam_beta2)");
   real("--adam-eps", o.adamEps, "AdamW's epsilon (training.adam_eps)");
-  sub->add_flag_function(
-      "--bf16", [&o](int64_t) { o.dtype = "bf16"; },
+  flag(
+      "--bf16", [&o] { o.dtype = "bf16"; },
       "train in bf16: Megatron's --bf16, the same as --dtype bf16");
   sub->add_option_function<std::string>(
       "--schedule", [&o](const std::string &v) { o.schedule = v; },
@@ -836,9 +844,9 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       "--schedule-csv", [&o](const std::string &v) { o.scheduleCsv = v; },
       "run the programs of this torch.distributed.pipelining CSV instead of "
       "the generated order (parallel.schedule_csv)");
-  sub->add_flag_function(
+  flag(
       "--distributed-optimizer,--use-distributed-optimizer",
-      [&o](int64_t) { o.distributedOptimizer = true; },
+      [&o] { o.distributedOptimizer = true; },
       "shard the AdamW state over the data-parallel ranks (Megatron's "
       "--use-distributed-optimizer; parallel.distributed_optimizer)");
   // Megatron-LM's activation recompute flags: training.recompute's keys
@@ -862,9 +870,8 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       "selective recompute's modules, space-separated: core_attn mlp ... "
       "(training.recompute.modules)");
   // Megatron's older spelling: its arguments.py turns it into selective.
-  sub->add_flag_function(
-      "--recompute-activations",
-      [&o](int64_t) { o.recomputeGranularity = "selective"; },
+  flag(
+      "--recompute-activations", [&o] { o.recomputeGranularity = "selective"; },
       "selective recompute (Megatron's --recompute-activations: "
       "--recompute-granularity selective)");
 }
