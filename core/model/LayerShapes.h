@@ -1033,10 +1033,13 @@ struct MoeShape {
   int64_t fc1Width() const { return act == Activation::Swiglu ? 2 * ffn : ffn; }
 
   /// Megatron-LM's get_capacity(tokens x topk, experts, factor), computed
-  /// in double in its order: ceil(tokens x topk / experts x factor).
+  /// in double in its order: ceil(tokens x topk / experts x factor), at
+  /// most `tokens`. An expert takes a token once, so a larger capacity
+  /// drops nothing either (and a huge factor's would overflow an int64_t).
   int64_t capacityOf(int64_t tokens) const {
-    return int64_t(
-        std::ceil(double(tokens * topk) / double(experts) * capacityFactor));
+    const double capacity =
+        std::ceil(double(tokens * topk) / double(experts) * capacityFactor);
+    return capacity < double(tokens) ? int64_t(capacity) : tokens;
   }
   /// The experts whose routed rows a rank keeps (their inputs, fc1 and fc2
   /// outputs and gradients): under the allgather dispatcher its own (on an

@@ -425,6 +425,14 @@ TEST(MoeCapacity, KeepsTheHighestWeightsOrTheEarliestPerBlock) {
   EXPECT_EQ(s.capacityOf(6), 3); // 6 x 1 / 2
   s.capacityFactor = 0.6;
   EXPECT_EQ(s.capacityOf(6), 2); // ceil(1.8)
+  // Past the tokens a capacity drops nothing: at most the tokens, however
+  // large the factor (1e300's would not fit an int64_t).
+  s.capacityFactor = 2.5;
+  EXPECT_EQ(s.capacityOf(6), 6); // ceil(7.5), capped
+  s.capacityFactor = 1e300;
+  EXPECT_EQ(s.capacityOf(6), 6);
+  EXPECT_EQ(s.heldRows({1, 6}), 6); // every token's one choice
+  s.capacityFactor = 0.6;
   // One sample of six tokens, top-1: five chose expert 0, one expert 1.
   const TokenShape one{1, 6};
   const int32_t idx[] = {0, 0, 1, 0, 0, 0};
