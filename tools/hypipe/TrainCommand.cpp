@@ -309,9 +309,28 @@ Error checkRunOutputs(const TrainOptions &o, const ModelSpec &spec,
   return files::checkOutputDirectoryExists(o.costsOut, "--costs-out");
 }
 
+/// The first entry of the checkpoint directory `ckpt` that hypipe-run does
+/// not write there ("" when there is none): its step_NNNNNNNN directories,
+/// `latest`, its lock and its temporary files (.NAME.tmpPID.N) are its own.
+std::string foreignCheckpointEntry(const std::string &ckpt) {
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(ckpt, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool step =
+        name.size() == 13 && name.rfind("step_", 0) == 0 &&
+        name.find_first_not_of("0123456789", 5) == std::string::npos;
+    const bool temporary =
+        name.front() == '.' && name.find(".tmp") != std::string::npos;
+    if (!step && !temporary && name != "latest" && name != ".lock")
+      return name;
+  }
+  return "";
+}
+
 /// A run directory belongs to one run: a new run (no --resume) into one
 /// that holds another run's log or checkpoints is refused unless
-/// --overwrite, which removes them first.
+/// --overwrite, which removes them first (hypipe's own files alone: a
+/// checkpoint directory holding anything else is refused, not emptied).
 bool claimRunDirectory(const TrainOptions &o, const std::string &run,
                        const std::string &log) {
   const std::string ckpt = run + "/ckpt";
@@ -333,6 +352,14 @@ bool claimRunDirectory(const TrainOptions &o, const std::string &run,
         hasCkpt ? (step ? fmt::format("checkpoints up to step {}", *step)
                         : std::string("a checkpoint directory"))
                 : "");
+    return false;
+  }
+  if (std::string other = foreignCheckpointEntry(ckpt); !other.empty()) {
+    std::cerr << fmt::format(
+        "error: '{}' also holds '{}', which hypipe did not write: "
+        "--overwrite would delete it with the earlier run's checkpoints\n"
+        "help: move it out of '{}', or train into another --run-dir\n",
+        ckpt, files::excerpt(other), ckpt);
     return false;
   }
   // A --json-log of the user's is truncated when the run starts, not
@@ -834,12 +861,17 @@ bool compileRun(const TrainOptions &o, const ModelSpec &spec,
       return false;
     }
     ::unlink((run + "/artifact.key").c_str());
-    // The run directory's artifact is the run's own: one left incomplete
-    // (no manifest) is not "a directory of other files" to keep.
-    if (!complete) {
-      std::error_code ec;
+    // The run directory's artifact is the run's own: one this hypipe-run
+    // cannot read (an older format, a lost manifest) is replaced. A
+    // directory holding anything else is left for writeArtifact to refuse,
+    // naming what it holds.
+    std::error_code ec;
+    bool onlyArtifactFiles = true;
+    for (const auto &entry : std::filesystem::directory_iterator(artifact, ec))
+      onlyArtifactFiles &= entry.path().filename() == "manifest.json" ||
+                           entry.path().filename() == "model.mlir";
+    if (!complete && onlyArtifactFiles)
       std::filesystem::remove_all(artifact, ec);
-    }
     if (auto err = writeArtifact(*module, spec, artifact)) {
       llvm::errs() << toString(std::move(err)) << "\n";
       return false;
