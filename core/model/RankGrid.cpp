@@ -166,9 +166,11 @@ std::vector<std::vector<int64_t>>
 RankGrid::groups(std::string_view token) const {
   // Megatron's generate_masked_orthogonal_rank_groups: the masked
   // dimensions (the token's, in grid order) vary inside a group, the others
-  // number the groups; both count leftmost fastest.
+  // number the groups; both count leftmost fastest. A dimension the token
+  // names twice is masked once, as Megatron's mask is (tp-tp is tp).
   std::vector<int64_t> masked = dimsOf(token);
   std::sort(masked.begin(), masked.end());
+  masked.erase(std::unique(masked.begin(), masked.end()), masked.end());
   std::vector<int64_t> unmasked;
   for (int64_t d = 0; d < int64_t(names.size()); ++d)
     if (!std::binary_search(masked.begin(), masked.end(), d))

@@ -58,7 +58,26 @@ for tp, cp, ep, dp, pp, order in shapes:
             differences.append(f"tp {tp} cp {cp} ep {ep} dp {dp} pp {pp} "
                                f"order {order} token {token}: hypipe {groups}, "
                                f"megatron-core {expected}")
-print(f"{len(shapes)} shapes, {len(differences)} differences from megatron-core")
+
+# Tokens as a user may write them (`hypipe grid --token`): out of the grid's
+# order, or naming a dimension twice, which megatron-core's mask takes once.
+ODD_TOKENS = ("tp-tp", "dp-tp-dp", "pp-tp", "pp-dp-tp-pp")
+for tp, cp, ep, dp, pp, order in ((2, 1, 1, 2, 2, ORDERS[0]),
+                                  (2, 1, 2, 1, 2, ORDERS[1])):
+    out = subprocess.run([hypipe, "grid", "--json", "--tp", str(tp), "--cp", str(cp),
+                          "--ep", str(ep), "--dp", str(dp), "--pp", str(pp),
+                          "--order", order]
+                         + [a for t in ODD_TOKENS for a in ("--token", t)],
+                         check=True, capture_output=True, text=True).stdout
+    ours = json.loads(out)["groups"]
+    theirs = RankGenerator(tp=tp, ep=ep, dp=dp, pp=pp, cp=cp, order=order)
+    for token in ODD_TOKENS:
+        if ours.get(token) != theirs.get_ranks(token):
+            differences.append(f"order {order} token {token}: hypipe "
+                               f"{ours.get(token)}, megatron-core "
+                               f"{theirs.get_ranks(token)}")
+print(f"{len(shapes)} shapes and {2 * len(ODD_TOKENS)} odd tokens, "
+      f"{len(differences)} differences from megatron-core")
 
 
 def megatron_expert_grid(tp, cp, dp, pp, ep, etp, order):
