@@ -243,8 +243,10 @@ SvgLayout svgLayout(const Schedule &s, const Simulation &sim) {
   layout.labelledWidth = std::ceil(margins + sim.makespan * pixelsPerUnit);
   // Too wide to label, or too many boxes for one file (actions of no cost
   // need no width, but each would still be an element).
+  // (An action far shorter than the step may need more pixels than a
+  // double holds: infinitely wide, so drawn as columns too.)
   layout.aggregated =
-      layout.labelledWidth > kSvgMaxWidth || drawn > kSvgMostBoxes;
+      !(layout.labelledWidth <= kSvgMaxWidth) || drawn > kSvgMostBoxes;
   layout.width = layout.aggregated
                      ? kSvgAggregatedWidth
                      : std::max(kSvgMinWidth, layout.labelledWidth);

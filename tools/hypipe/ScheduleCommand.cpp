@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -71,7 +72,9 @@ void noteAggregated(const SvgLayout &layout) {
         "note: --svg drew each rank as one-pixel columns (a box per action "
         "with its label would make the picture {} px wide, more than {}); "
         "--trace writes every action\n",
-        withCommas(int64_t(layout.labelledWidth)),
+        layout.labelledWidth < 1e18
+            ? withCommas(int64_t(layout.labelledWidth))
+            : fmt::format("{:.3g}", layout.labelledWidth),
         withCommas(int64_t(kSvgMaxWidth)));
 }
 
@@ -164,6 +167,23 @@ int runSchedule(const ScheduleOptions &o) {
   if (!simulation)
     return fail((o.csvIn.empty() ? "" : o.csvIn + ": ") +
                 toString(simulation.takeError()));
+  // Costs past a double's range make the step infinite: it has no table,
+  // trace or picture; and a step of less than 1e-290 time units has no
+  // picture or trace whose pixels or microseconds a double holds.
+  if (!std::isfinite(simulation->makespan))
+    return fail(fmt::format(
+        "the costs make the step's time infinite (F={:g} B={:g} I={:g} "
+        "W={:g}, latency {:g}, {:g} bytes at {:g} a time unit)\nhelp: give "
+        "costs in a unit that keeps their sum below 1e300, e.g. ms rather "
+        "than ns",
+        costs.f, costs.b, costs.i, costs.w, o.latency, o.sendBytes,
+        o.bandwidth));
+  if (simulation->makespan > 0 && simulation->makespan < 1e-290 &&
+      (!o.svgOut.empty() || !o.traceOut.empty()))
+    return fail(fmt::format(
+        "the step takes {:g} time units, too few to draw or trace\nhelp: "
+        "give the costs in a smaller unit, e.g. ns rather than s",
+        simulation->makespan));
 
   std::vector<std::string> written; // said after the output (stderr: --json)
   for (const auto &[path, flag] : outputsOf(o)) {
