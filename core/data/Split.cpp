@@ -83,6 +83,13 @@ Expected<DataSplit> parseSplit(std::string_view text) {
   if (!(sum > 0))
     return sourceError(0, "--split's weights are all 0: no part holds data",
                        help, std::max<size_t>(1, text.size()));
+  // Megatron-LM divides each weight by their sum: a sum past a double's
+  // range would make every part 0.
+  if (!std::isfinite(sum))
+    return sourceError(0,
+                       "--split's weights add up to more than a double "
+                       "holds: every part would be 0",
+                       help, std::max<size_t>(1, text.size()));
   DataSplit split;
   split.text = std::string(text);
   for (int i = 0; i < kSplitParts; ++i)

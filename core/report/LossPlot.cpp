@@ -98,9 +98,12 @@ Axis stepAxis(const std::vector<Panel> &panels) {
                       1);
 }
 
-/// Whether the panel's y axis can draw `value`.
+/// Whether the panel's y axis can draw `value`: finite, and within 1e300
+/// (a diverged run's 1e308 is left out as an infinite loss is, so that the
+/// span of the axis stays a finite number), and above 0 on a log scale.
 bool drawable(const Panel &panel, double value) {
-  return std::isfinite(value) && (!panel.logScale || value > 0);
+  return std::isfinite(value) && std::abs(value) <= 1e300 &&
+         (!panel.logScale || value > 0);
 }
 
 /// The panel's y axis over its values, from pixel row `bottom` up to `top`.

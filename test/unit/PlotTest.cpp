@@ -160,6 +160,19 @@ TEST(LossPlot, DrawsOnlyWhatTheLogHolds) {
   EXPECT_EQ(lineValues(svg, "loss").size(), 10u);
 }
 
+// A diverged run's losses past 1e300 (their span would overflow a double)
+// are left out as infinite ones are: the picture has no NaN coordinate,
+// and the axis covers the rest.
+TEST(LossPlot, HugeLossesLeaveNoNaN) {
+  LossCurve curve = curveOf(1, 10);
+  curve.points[3].second = 1e308;
+  curve.points[4].second = -1e308;
+  const std::string svg = lossSvg(curve);
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_EQ(lineValues(svg, "loss").size(), 8u);
+  expectTicksCover(ticks(svg, "y"), noisyLoss(10), noisyLoss(1));
+}
+
 namespace {
 
 /// The text of the panel `name` (`<g class="panel-NAME">` up to the next
