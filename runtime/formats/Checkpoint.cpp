@@ -247,6 +247,12 @@ std::string CheckpointReader::stepDirectoryOf(const std::string &path) {
   if (pathExists(path + "/index.json"))
     return path;
   std::string name = latestName(path);
+  if (name.empty() && pathExists(path + "/latest"))
+    throw RuntimeError(fmt::format(
+        "error: '{}/latest' is empty: it names no step directory\nhelp: "
+        "write the name of the step to resume from into it (e.g. {}), or "
+        "pass that step directory itself",
+        path, stepDirectoryName(1)));
   if (name.empty())
     throw RuntimeError(fmt::format(
         "error: '{}' has neither index.json nor latest\nhelp: pass a "
