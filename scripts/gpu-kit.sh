@@ -4,7 +4,7 @@
 # and run there in one call (docs/cuda.md, "The GPU kit").
 #
 #   scripts/gpu-kit.sh build DIR [BUILD_DIR]   fill DIR (under 48 MiB)
-#   DIR/run.sh OUT --deadline 400              on the node: the default plan
+#   DIR/run.sh OUT --deadline 420              on the node: the default plan
 #                                              (or the plans, suites and
 #                                              SUITE:CHECKs named); OUT holds
 #                                              results.{json,md}, work.tar.gz
