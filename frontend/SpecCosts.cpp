@@ -363,7 +363,9 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
          rt::packedFloats(rt::savedSpansOf(shard, tokens, drops), bf16)});
     scratch = std::max(scratch, rt::workspaceFloatsOf(shard, tokens, target));
   };
+  bool hasMoe = false;
   auto addLayer = [&](char symbol, SavedRole role) {
+    hasMoe |= symbol == 'E';
     std::optional<rt::LayerShape> shape = patternLayerShape(spec, symbol);
     if (shape)
       add(*shape, role);
@@ -396,6 +398,9 @@ std::optional<schedule::StageBuffers> stageBuffers(const ModelSpec &spec,
   }
   const int64_t activation = slotFloats(spec);
   b.workspaceFloats = scratch + 2 * activation;
+  // A part per program layer (KernelPlan's: the embedding, the layers, the
+  // head, each MTP depth's input, layers and output).
+  b.checkFloats = schedule::routerCheckFloats(hasMoe, int64_t(parts.size()));
   const ParallelSpec &par = spec.parallel;
   if (par.distributedOptimizer && par.ep > 1 && par.etp * par.ep > tp) {
     std::sort(expertSlots.begin(), expertSlots.end());

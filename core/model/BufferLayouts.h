@@ -485,6 +485,8 @@ struct RouterCheck {
   int32_t nonFinite = 0; ///< 1 once a logit was NaN or infinite
   float logit = 0;       ///< one such logit
 };
+static_assert(sizeof(RouterCheck) == 2 * sizeof(float),
+              "schedule::routerCheckFloats counts two floats a check");
 
 /// First routed row of each expert (and the end, E + 1 entries), from its
 /// token count (host memory), into `off` (the caller's, reused).

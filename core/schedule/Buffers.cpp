@@ -83,7 +83,7 @@ int64_t peakTensorBytes(const std::vector<StageBuffers> &stages,
                                    std::max(most(walked.savedSlots) - 1, 0.0) *
                                        double(s.stashFloats)
                              : most(walked.savedSlots) * double(s.savedFloats);
-    floats += double(s.workspaceFloats) + saved +
+    floats += double(s.workspaceFloats) + double(s.checkFloats) + saved +
               most(walked.recomputeSlots) * double(s.recomputeFloats);
   }
   floats +=

@@ -58,7 +58,17 @@ struct StageBuffers {
   /// bytes per parameter count, and its scratch (a rank holds its largest
   /// stage's).
   int64_t optimizerFloats = 0, scratchFloats = 0;
+  /// A stage with MoE layers: each program layer's router check
+  /// (RouterCheck, routerCheckFloats), which the forward sets on a NaN logit.
+  int64_t checkFloats = 0;
 };
+
+/// The floats a stage's router checks take: none without a MoE layer, else
+/// one RouterCheck (an int32 and a float) for each of its `layers` program
+/// layers (runtime/exec/Stage.cpp indexes them like the program's layers).
+inline int64_t routerCheckFloats(bool hasMoe, int64_t layers) {
+  return hasMoe ? 2 * layers : 0;
+}
 
 /// Bytes the tensors of a rank holding `stages` take at the peaks `walked`
 /// of its program: each stage's parameters at `bytesPerParameter` (with

@@ -791,6 +791,12 @@ int64_t rankTensorBytes(const Artifact &a, int64_t ppRank,
                         s.program.recomputeBytes / dtypeBytes(DType::F32)});
       if (a.precision == TrainingPrecision::Bf16 && !a.savedFp32)
         stages.back().stashFloats = stashSlotBytes(s.program) / 4;
+      const auto &layers = s.program.layers;
+      stages.back().checkFloats = schedule::routerCheckFloats(
+          std::any_of(
+              layers.begin(), layers.end(),
+              [](const ProgramLayer &l) { return l.kind == LayerKind::Moe; }),
+          int64_t(layers.size()));
       // Sharded over an expert grid spread over replicas: its experts'
       // moments over fewer ranks, and the scratch (ExpertShardLayout).
       if (!a.distributedOptimizer || replicas == 1)

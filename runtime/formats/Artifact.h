@@ -38,8 +38,10 @@ namespace hypipe::rt {
 /// would call a corrupt manifest. 5: a MoE layer's saved tensors keep its
 /// own experts' routed rows (MoeShape::heldRows), and with sequence
 /// parallelism full recompute's checkpoints the rank's sequence shard, so a
-/// version 4 artifact's saved sizes no longer match.
-inline constexpr int kArtifactVersion = 5;
+/// version 4 artifact's saved sizes no longer match. 6: with sequence
+/// parallelism a layer's saved input and rstd hold the rank's rows
+/// (sequenceShards), so a version 5 artifact's saved sizes no longer match.
+inline constexpr int kArtifactVersion = 6;
 
 struct ParamEntry {
   std::string name;
