@@ -28,14 +28,24 @@ bool hasNonAscii(llvm::StringRef line) {
 void printWindow(llvm::raw_ostream &os, const llvm::SMDiagnostic &d) {
   const std::string line = d.getLineContents().str();
   const size_t column = size_t(std::max(d.getColumnNo(), 0));
-  const size_t from = column > kShownColumns / 2 ? column - kShownColumns / 2 : 0;
-  const size_t to = std::min(line.size(), from + kShownColumns);
+  auto continuation = [&](size_t c) {
+    return c < line.size() && ((unsigned char)line[c] & 0xC0) == 0x80;
+  };
+  // The window's ends on whole characters.
+  size_t from = column > kShownColumns / 2 ? column - kShownColumns / 2 : 0;
+  while (continuation(from))
+    ++from;
+  size_t to = std::min(line.size(), from + kShownColumns);
+  while (continuation(to))
+    --to;
   const std::string before = from > 0 ? "..." : "";
   std::string marks(before.size(), ' ');
-  for (size_t c = from; c < to; ++c) {
-    if (((unsigned char)line[c] & 0xC0) == 0x80)
+  // One past the line's end too: an error at the end of the line.
+  const size_t end = to == line.size() ? to + 1 : to;
+  for (size_t c = from; c < end; ++c) {
+    if (continuation(c))
       continue;
-    char mark = line[c] == '\t' ? '\t' : ' ';
+    char mark = c < to && line[c] == '\t' ? '\t' : ' ';
     for (auto [s, e] : d.getRanges())
       if (c >= size_t(s) && c < size_t(e))
         mark = '~';
@@ -44,8 +54,8 @@ void printWindow(llvm::raw_ostream &os, const llvm::SMDiagnostic &d) {
   marks.erase(marks.find_last_not_of(" \t") + 1);
   os << d.getFilename() << ":" << d.getLineNo() << ":" << column + 1
      << ": error: " << d.getMessage() << "\n"
-     << before << line.substr(from, to - from) << (to < line.size() ? "..." : "")
-     << "\n"
+     << before << line.substr(from, to - from)
+     << (to < line.size() ? "..." : "") << "\n"
      << marks << "\n";
 }
 

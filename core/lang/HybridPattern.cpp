@@ -68,7 +68,7 @@ char asciiLookalike(char32_t code) {
       {'+', {0x2795, 0x02D6}},
       {'|', {0x2223, 0x01C0, 0x2502, 0x23D0}},
       {'/', {0x2044, 0x2215}},
-      {'M', {0x041C, 0x039C, 0x217F}},
+      {'M', {0x041C, 0x039C, 0x216F}},
       {'E', {0x0415, 0x0395}}};
   for (const Lookalikes &l : kLookalikes)
     if (std::find(l.codes.begin(), l.codes.end(), code) != l.codes.end())

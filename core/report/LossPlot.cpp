@@ -44,13 +44,26 @@ std::string polyline(const std::string &cls, const std::string &colour,
                      cls, colour, width, text);
 }
 
-/// `values` over a window of smoothingHalfWindow either side.
+/// The largest magnitude a plot draws: a diverged run's 1e308 is left out
+/// as an infinite value is, so that an axis's span stays a finite number.
+constexpr double kLargestDrawn = 1e300;
+
+/// Whether a value can be drawn at all (finite, within kLargestDrawn).
+bool inRange(double value) {
+  return std::isfinite(value) && std::abs(value) <= kLargestDrawn;
+}
+
+/// `values` over a window of smoothingHalfWindow either side, of the values
+/// in range (those out of it are drawn nowhere).
 StepValues smoothedValues(const StepValues &values) {
+  StepValues out;
   std::vector<double> ys;
   for (const auto &point : values)
-    ys.push_back(point.second);
-  ys = smoothed(ys, smoothingHalfWindow(values.size()));
-  StepValues out = values;
+    if (inRange(point.second)) {
+      out.push_back(point);
+      ys.push_back(point.second);
+    }
+  ys = smoothed(ys, smoothingHalfWindow(out.size()));
   for (size_t i = 0; i < out.size(); ++i)
     out[i].second = ys[i];
   return out;
@@ -98,12 +111,10 @@ Axis stepAxis(const std::vector<Panel> &panels) {
                       1);
 }
 
-/// Whether the panel's y axis can draw `value`: finite, and within 1e300
-/// (a diverged run's 1e308 is left out as an infinite loss is, so that the
-/// span of the axis stays a finite number), and above 0 on a log scale.
+/// Whether the panel's y axis can draw `value`: in range, and above 0 on a
+/// log scale.
 bool drawable(const Panel &panel, double value) {
-  return std::isfinite(value) && std::abs(value) <= 1e300 &&
-         (!panel.logScale || value > 0);
+  return inRange(value) && (!panel.logScale || value > 0);
 }
 
 /// The panel's y axis over its values, from pixel row `bottom` up to `top`.
@@ -256,12 +267,29 @@ size_t smoothingHalfWindow(size_t points) { return points / 40; }
 
 std::vector<double> smoothed(const std::vector<double> &values,
                              size_t halfWindow) {
-  std::vector<double> prefix(values.size() + 1, 0.0), out(values.size());
-  for (size_t i = 0; i < values.size(); ++i)
-    prefix[i + 1] = prefix[i] + values[i];
-  for (size_t i = 0; i < values.size(); ++i) {
-    const size_t h = std::min({halfWindow, i, values.size() - 1 - i});
-    out[i] = (prefix[i + h + 1] - prefix[i - h]) / double(2 * h + 1);
+  // Each window's sum from the sums of a segment tree's nodes inside it
+  // (node i sums nodes 2i and 2i + 1; the values are the leaves n..2n-1):
+  // a window adds only its own values, so a diverged step's 1e300 leaves
+  // the windows without it exact (a difference of prefix sums would cancel
+  // them to 0).
+  const size_t n = values.size();
+  std::vector<double> tree(2 * n), out(n);
+  std::copy(values.begin(), values.end(), tree.begin() + std::ptrdiff_t(n));
+  for (size_t i = n; i-- > 1;)
+    tree[i] = tree[2 * i] + tree[2 * i + 1];
+  auto sum = [&](size_t from, size_t to) { // values [from, to)
+    double s = 0;
+    for (from += n, to += n; from < to; from /= 2, to /= 2) {
+      if (from & 1)
+        s += tree[from++];
+      if (to & 1)
+        s += tree[--to];
+    }
+    return s;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const size_t h = std::min({halfWindow, i, n - 1 - i});
+    out[i] = sum(i - h, i + h + 1) / double(2 * h + 1);
   }
   return out;
 }

@@ -122,9 +122,8 @@ std::vector<std::string> stepDirectories(const std::string &root) {
   std::error_code ec;
   for (const auto &entry : std::filesystem::directory_iterator(root, ec)) {
     std::string name = entry.path().filename().string();
-    if (name.size() == 13 && name.rfind("step_", 0) == 0 &&
-        name.find_first_not_of("0123456789", 5) == std::string::npos &&
-        entry.is_directory(ec) && !entry.is_symlink(ec))
+    if (isStepDirectoryName(name) && entry.is_directory(ec) &&
+        !entry.is_symlink(ec))
       out.push_back(name);
   }
   std::sort(out.begin(), out.end());
@@ -187,6 +186,11 @@ std::map<std::string, std::string> CheckpointInfo::metadata() const {
 
 std::string stepDirectoryName(int64_t step) {
   return fmt::format("step_{:08d}", step);
+}
+
+bool isStepDirectoryName(std::string_view name) {
+  return name.size() == 13 && name.substr(0, 5) == "step_" &&
+         name.find_first_not_of("0123456789", 5) == std::string_view::npos;
 }
 
 CheckpointReader::Index

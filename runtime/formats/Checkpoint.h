@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hypipe::rt {
@@ -49,6 +50,8 @@ struct CheckpointInfo {
 };
 
 std::string stepDirectoryName(int64_t step);
+/// Whether `name` is one stepDirectoryName writes (step_ and 8 digits).
+bool isStepDirectoryName(std::string_view name);
 
 /// Opens a checkpoint: a root (through its `latest`), a step directory, or
 /// a merged .safetensors file. Throws RuntimeError naming what is missing,

@@ -161,8 +161,8 @@ TEST(LossPlot, DrawsOnlyWhatTheLogHolds) {
 }
 
 // A diverged run's losses past 1e300 (their span would overflow a double)
-// are left out as infinite ones are: the picture has no NaN coordinate,
-// and the axis covers the rest.
+// are left out as infinite ones are, of the smoothed line too: the picture
+// has no NaN coordinate, and the axis covers the rest.
 TEST(LossPlot, HugeLossesLeaveNoNaN) {
   LossCurve curve = curveOf(1, 10);
   curve.points[3].second = 1e308;
@@ -171,6 +171,22 @@ TEST(LossPlot, HugeLossesLeaveNoNaN) {
   EXPECT_EQ(svg.find("nan"), std::string::npos);
   EXPECT_EQ(lineValues(svg, "loss").size(), 8u);
   expectTicksCover(ticks(svg, "y"), noisyLoss(10), noisyLoss(1));
+  // The smoothed line's windows without the spike keep their means (a
+  // difference of prefix sums cancelled them to 0 after it).
+  std::vector<double> flat(100, 2.0);
+  flat[10] = 1e300;
+  const std::vector<double> smooth = smoothed(flat, smoothingHalfWindow(100));
+  EXPECT_DOUBLE_EQ(smooth[9], 1e300 / 5); // its window holds the spike
+  for (size_t i = 13; i < flat.size(); ++i)
+    EXPECT_EQ(smooth[i], 2.0) << i;
+  // In a picture, a step of 1e308 among 100 of about 2 leaves the smoothed
+  // line near 2.
+  LossCurve spiked = curveOf(1, 100);
+  spiked.points[50].second = 1e308;
+  const std::string picture = lossSvg(spiked);
+  EXPECT_EQ(picture.find("nan"), std::string::npos);
+  for (auto [step, loss] : lineValues(picture, "smoothed"))
+    EXPECT_LT(loss, 6.0) << step;
 }
 
 namespace {

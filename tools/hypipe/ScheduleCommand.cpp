@@ -67,15 +67,20 @@ Error checkOutputs(const ScheduleOptions &o) {
 
 /// Says when the SVG is drawn aggregated, and why.
 void noteAggregated(const SvgLayout &layout) {
-  if (layout.aggregated)
-    std::cerr << fmt::format(
-        "note: --svg drew each rank as one-pixel columns (a box per action "
-        "with its label would make the picture {} px wide, more than {}); "
-        "--trace writes every action\n",
-        layout.labelledWidth < 1e18
-            ? withCommas(int64_t(layout.labelledWidth))
-            : fmt::format("{:.3g}", layout.labelledWidth),
-        withCommas(int64_t(kSvgMaxWidth)));
+  if (!layout.aggregated)
+    return;
+  // An action far shorter than the step can ask for more pixels than an
+  // int64_t (or a double) holds.
+  const double w = layout.labelledWidth;
+  const std::string width =
+      w < 1e18           ? withCommas(int64_t(w)) + " px"
+      : std::isfinite(w) ? fmt::format("{:.3g} px", w)
+                         : std::string("more pixels than a double holds");
+  std::cerr << fmt::format(
+      "note: --svg drew each rank as one-pixel columns (a box per action "
+      "with its label would make the picture {} wide, more than {} px); "
+      "--trace writes every action\n",
+      width, withCommas(int64_t(kSvgMaxWidth)));
 }
 
 /// The schedule `o` asks for: imported from --import-csv (placed by

@@ -734,8 +734,8 @@ void addOverrideOptions(CLI::App *sub, SpecOverrides &o) {
       "pad the vocabulary to a multiple of this x tp "
       "(model.make_vocab_size_divisible_by; default 128, Megatron-LM's)");
   // Megatron-LM's store_true flags: present, each sets its key; like
-  // argparse's, they take no value (--bf16=false is refused, not read as
-  // --bf16).
+  // argparse's, they take no other value (--bf16=false is refused, not read
+  // as --bf16; CLI11 lets --bf16=true through, which means --bf16).
   auto flag = [&](const char *name, std::function<void()> set,
                   const char *what) {
     sub->add_flag_callback(name, std::move(set), what)->disable_flag_override();

@@ -316,12 +316,10 @@ std::string foreignCheckpointEntry(const std::string &ckpt) {
   std::error_code ec;
   for (const auto &entry : std::filesystem::directory_iterator(ckpt, ec)) {
     const std::string name = entry.path().filename().string();
-    const bool step =
-        name.size() == 13 && name.rfind("step_", 0) == 0 &&
-        name.find_first_not_of("0123456789", 5) == std::string::npos;
     const bool temporary =
         name.front() == '.' && name.find(".tmp") != std::string::npos;
-    if (!step && !temporary && name != "latest" && name != ".lock")
+    if (!rt::isStepDirectoryName(name) && !temporary && name != "latest" &&
+        name != ".lock")
       return name;
   }
   return "";
@@ -342,6 +340,16 @@ bool claimRunDirectory(const TrainOptions &o, const std::string &run,
     hasCkpt = hasCkpt || entry.path().filename() != ".lock";
   if (!o.resume.empty() || (!hasLog && !hasCkpt))
     return true;
+  // Another tool's files there are neither a run to continue nor hypipe's
+  // to remove.
+  if (std::string other = foreignCheckpointEntry(ckpt); !other.empty()) {
+    std::cerr << fmt::format(
+        "error: '{}' also holds '{}', which hypipe did not write: a new run "
+        "would save among it, and --overwrite would delete it\nhelp: move "
+        "it out of '{}', or train into another --run-dir\n",
+        ckpt, files::excerpt(other), ckpt);
+    return false;
+  }
   if (!o.overwrite) {
     std::optional<int64_t> step = latestCheckpointStep(run);
     std::cerr << fmt::format(
@@ -352,14 +360,6 @@ bool claimRunDirectory(const TrainOptions &o, const std::string &run,
         hasCkpt ? (step ? fmt::format("checkpoints up to step {}", *step)
                         : std::string("a checkpoint directory"))
                 : "");
-    return false;
-  }
-  if (std::string other = foreignCheckpointEntry(ckpt); !other.empty()) {
-    std::cerr << fmt::format(
-        "error: '{}' also holds '{}', which hypipe did not write: "
-        "--overwrite would delete it with the earlier run's checkpoints\n"
-        "help: move it out of '{}', or train into another --run-dir\n",
-        ckpt, files::excerpt(other), ckpt);
     return false;
   }
   // A --json-log of the user's is truncated when the run starts, not
