@@ -1292,8 +1292,20 @@ llvm::Error Loader::checkPatternLayers() {
         "use fewer segments; each stage holds a layer or more, and a model "
         "at most 4096");
   const SizeBound &bound = sizeBound("model.num_layers");
-  if (pattern.numLayers() <= bound.max)
-    return llvm::Error::success();
+  if (pattern.numLayers() <= bound.max) {
+    // The MTP depths' layers count too, in the last stage's program.
+    if (programLayers(pattern) <= kMaxProgramLayers)
+      return llvm::Error::success();
+    return error(
+        locInScalar(patternNode, pattern.mtpOffset), 1,
+        tooLarge("the count of kernel layers of model.pattern (its layers, the "
+                 "embedding, the head and each MTP depth's input, layers and "
+                 "output)",
+                 programLayers(pattern), kMaxProgramLayers),
+        fmt::format("use fewer MTP depths: each '/' part is one (models train "
+                    "with one to four); this pattern has {}",
+                    pattern.mtpDepths));
+  }
   size_t offset = 0;
   for (int64_t seen = 0; offset < pattern.text.size(); ++offset)
     if (pattern.text[offset] != '|' && ++seen > bound.max)

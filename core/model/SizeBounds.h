@@ -38,6 +38,20 @@ const SizeBound &sizeBound(std::string_view field);
 /// pp x vpp: a stage holds a layer or more, and a model has at most
 /// kMaxLayers of them.
 inline constexpr int64_t kMaxStages = kMaxLayers;
+/// Kernel layers of one stage's program: its share of the pattern's layers,
+/// the embedding, the head, and each MTP depth's input, layers and output.
+/// The spec loader holds a whole model's to it (at the pattern), and the
+/// manifest reader a stage's.
+inline constexpr int64_t kMaxProgramLayers = 2 * kMaxLayers;
+/// Calls of one pass of a stage's program: a layer's run, and with recompute
+/// its recompute and its chunk's checkpoint save or load, each at most once.
+inline constexpr int64_t kMaxPassCalls = 4 * kMaxProgramLayers;
+/// The kernel layers of a model of `pattern` (programLayers <= the sum of
+/// its stages' program layers).
+inline int64_t programLayers(const HybridPattern &pattern) {
+  return pattern.numLayers() + 2 +
+         int64_t(pattern.mtpDepths) * (int64_t(pattern.mtp.size()) + 2);
+}
 /// pp x dp: the processes `hypipe train` launches.
 inline constexpr int64_t kMaxRanks = int64_t(1) << 16;
 /// seq_length x micro_batch_size: the rows of every activation.

@@ -186,8 +186,9 @@ json callsJson(const std::vector<KernelCall> &calls) {
 
 std::vector<KernelCall> parseCalls(const json &j, const std::string &where) {
   std::vector<KernelCall> calls;
-  if (!j.is_array() || j.size() > 4096)
-    corruptProgram(where, "a pass is not a list of at most 4096 calls");
+  if (!j.is_array() || j.size() > size_t(kMaxPassCalls))
+    corruptProgram(where, fmt::format("a pass is not a list of at most {} calls",
+                                      kMaxPassCalls));
   for (const json &c : j) {
     KernelCall call;
     call.layer = field<int32_t>(c, "layer", where);
@@ -284,8 +285,10 @@ StageProgram parseProgram(const json &s, const StageEntry &e, Target target,
   p.savedBytes = f32 * e.savedFloats;
   p.workspaceBytes = f32 * e.workspaceFloats;
   const json &layers = field<json>(s, "layers", where);
-  if (!layers.is_array() || layers.size() > 4096)
-    corruptProgram(where, "'layers' is not a list of at most 4096 layers");
+  if (!layers.is_array() || layers.size() > size_t(kMaxProgramLayers))
+    corruptProgram(where,
+                   fmt::format("'layers' is not a list of at most {} layers",
+                               kMaxProgramLayers));
   for (const json &l : layers) {
     ProgramLayer pl;
     std::string kind = field<std::string>(l, "kind", where);
