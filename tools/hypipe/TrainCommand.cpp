@@ -1647,9 +1647,12 @@ void addExportCommand(CLI::App *ckpt, Runner &run) {
         rt::ModelInfo model = rt::checkpointModel(ex->checkpoint, ex->artifact);
         // --dtype is one of the names (checked by CLI11).
         const bool bf16 = parsePrecision(ex->dtype) == TrainingPrecision::Bf16;
+        // A bound past what an int64_t counts bounds nothing (converting
+        // it would overflow): one shard of everything.
+        const double shardBytes = ex->maxShardGiB * double(int64_t(1) << 30);
         rt::ExportResult r = rt::exportHuggingFace(
             ex->checkpoint, model, ex->output,
-            int64_t(ex->maxShardGiB * double(int64_t(1) << 30)),
+            shardBytes < 0x1p62 ? int64_t(shardBytes) : int64_t(1) << 62,
             bf16 ? rt::DType::BF16 : rt::DType::F32);
         fmt::print("wrote {}: {}, {} tensors in {} shard{} ({:.1f} "
                    "MiB, {})\n",
