@@ -37,10 +37,17 @@
 
 namespace hypipe::rt {
 
+volatile std::sig_atomic_t stopSignal = 0;
+
 namespace {
 
 bool fileExists(const std::string &path) {
   return !path.empty() && ::access(path.c_str(), F_OK) == 0;
+}
+
+/// Whether this rank was asked to stop: the stop file, or a signal.
+bool stopRequested(const RunOptions &o) {
+  return stopSignal != 0 || fileExists(o.stopFile);
 }
 
 /// Ends the run when one wait on other ranks lasts `o.watchdog` seconds
@@ -70,7 +77,7 @@ void installWatchdog(Comm &comm, const RunOptions &o, const int64_t &step) {
       std::cerr.flush();
       comm.abort(1);
     }
-    if (waited >= 5 && fileExists(o.stopFile)) {
+    if (waited >= 5 && stopRequested(o)) {
       std::cerr << fmt::format(
           "[rank {}] stopping on Ctrl-C in step {}: waited {:.0f} s (at {}); "
           "the step cannot finish, so no checkpoint is written for it\n",
@@ -957,7 +964,11 @@ bool agreeOnStep(Comm &comm, bool stop, const StepStats &st,
   record["p2p_bytes_sent"] = int64_t(sent);
   record["dp_buckets_in_backward"] = int64_t(early);
   record["peak_tensor_bytes"] = int64_t(peak);
-  return shared[0] != 0;
+  // Any rank's request (a signal may reach one rank first, or one alone).
+  for (size_t r = 0; r < shared.size(); r += 4)
+    if (shared[r] != 0)
+      return true;
+  return false;
 }
 
 /// --tensorboard-dir's event file, opened by the rank that writes the JSON
@@ -1073,7 +1084,8 @@ int runTraining(const RunOptions &o, Comm &comm) {
       record["validation_loss"] = *validation;
       record["validation_ppl"] = tensorboard::perplexity(*validation);
     }
-    t.stopped = agreeOnStep(comm, root && fileExists(o.stopFile), st, record);
+    t.stopped = agreeOnStep(
+        comm, stopSignal != 0 || (root && fileExists(o.stopFile)), st, record);
     if (log) {
       if (s == t.first)
         describeLaunch(record, data, t.first);

@@ -12,6 +12,7 @@
 #include "core/schedule/CommKind.h"
 #include "runtime/comm/Comm.h"
 
+#include <csignal>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -65,6 +66,12 @@ struct RunOptions {
   /// (Artifact::savedFp32).
   bool savedFp32 = false;
 };
+
+/// The signal that asked this rank to stop after its step (SIGINT or
+/// SIGTERM: hypipe-run's handler when no stop file is given, as under
+/// srun or a bare mpirun), else 0. Read where the stop file is: a run stops
+/// once any rank has it, saving as on the stop file.
+extern volatile std::sig_atomic_t stopSignal;
 
 /// Trains as `options` say on this rank of `comm`; returns the exit code
 /// (0, or 130 when stopped on request). Throws RuntimeError (this rank

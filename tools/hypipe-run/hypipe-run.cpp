@@ -190,6 +190,18 @@ void addRunOptions(CLI::App &app, RunOptions &options,
 
 } // namespace
 
+/// SIGINT or SIGTERM on a run without a stop file (srun, a bare mpirun, one
+/// process): the first stops the run after its step, saving; a second ends
+/// it at once, as the signal would have.
+extern "C" void stopOnSignal(int signal) {
+  if (hypipe::rt::stopSignal != 0) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    return;
+  }
+  hypipe::rt::stopSignal = signal;
+}
+
 int main(int argc, char **argv) {
   if (needsRestart())
     execv("/proc/self/exe", argv);
@@ -220,6 +232,12 @@ int main(int argc, char **argv) {
   }
   if (auto steps = parseStepRange(traceSteps))
     std::tie(options.traceFirst, options.traceLast) = *steps;
+  // hypipe train asks through the stop file, and ends the ranks at once with
+  // SIGTERM on a second Ctrl-C: its ranks keep the signals' default.
+  if (options.stopFile.empty()) {
+    std::signal(SIGINT, stopOnSignal);
+    std::signal(SIGTERM, stopOnSignal);
+  }
 
   // An error raised by this rank alone: said with its rank, and the others,
   // which may wait for it forever, stopped.
