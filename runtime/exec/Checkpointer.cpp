@@ -95,6 +95,39 @@ std::string layersOf(std::string pattern) {
   return pattern;
 }
 
+/// The settings of the model the checkpoint at `location` recorded
+/// (`modelConfig`, modelJson's text; "" in checkpoints older than it) that
+/// differ from `model`'s: those that change what the layers compute while
+/// the tensors keep their shapes, which the shape checks cannot see (the
+/// activation, the position embedding, the experts a token takes, MLA's
+/// rotary settings and G's shape). "" when none does.
+std::string modelSettingsDiffer(const std::string &location,
+                                const std::string &modelConfig,
+                                const ModelInfo &model) {
+  if (modelConfig.empty())
+    return "";
+  const nlohmann::json theirs =
+      nlohmann::json::parse(modelConfig, nullptr, false);
+  if (!theirs.is_object())
+    throw RuntimeError(fmt::format(
+        "error: the model_config in the metadata of '{}' is not a JSON "
+        "object\nhelp: the checkpoint was edited or is corrupt; use an "
+        "earlier one",
+        location));
+  const nlohmann::json ours = modelJson(model);
+  std::string differ;
+  for (const char *key :
+       {"activation", "position_embedding", "moe_router_topk", "mla", "gdn"}) {
+    const nlohmann::json a = theirs.value(key, nlohmann::json()),
+                         b = ours.value(key, nlohmann::json());
+    if (a != b)
+      differ +=
+          fmt::format("{}{} {} (this model: {})", differ.empty() ? "" : ", ",
+                      key, a.dump(), b.dump());
+  }
+  return differ;
+}
+
 } // namespace
 
 void Checkpointer::readShard(CheckpointReader &ckpt, const std::string &name,
@@ -306,6 +339,13 @@ int64_t Checkpointer::readState(const std::string &path,
         "({})\nhelp: resume with the spec that wrote it",
         ckpt.location(), info.model, layersOf(info.pattern),
         artifact.model.name, layersOf(artifact.model.pattern)));
+  if (std::string differ = modelSettingsDiffer(
+          ckpt.location(), info.modelConfig, artifact.model);
+      !differ.empty())
+    throw RuntimeError(fmt::format(
+        "checkpoint '{}' is of another model: {}\nhelp: resume with the "
+        "spec that wrote it (its layers would compute something else here)",
+        ckpt.location(), differ));
   if (info.globalBatch != globalBatch || info.seed != t.seed)
     throw RuntimeError(fmt::format(
         "checkpoint '{}' was trained with global batch {} and seed {}, "
@@ -373,6 +413,14 @@ void Checkpointer::initFrom(const std::string &path) {
           "'{}' holds a model of layers {}, and this one has {}\nhelp: start "
           "from weights of the same pattern (stage boundaries may differ)",
           ckpt.location(), theirs, layersOf(artifact.model.pattern)));
+    if (std::string differ = modelSettingsDiffer(
+            ckpt.location(), ckpt.info().modelConfig, artifact.model);
+        !differ.empty())
+      throw RuntimeError(fmt::format(
+          "'{}' holds the weights of another model: {}\nhelp: start from "
+          "weights of the same model (their layers would compute something "
+          "else here)",
+          ckpt.location(), differ));
     for (size_t i = 0; i < stages.size(); ++i) {
       optimizer.finishParamSync(i);
       Stage &s = stages[i];
