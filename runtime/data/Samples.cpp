@@ -232,6 +232,12 @@ std::unique_ptr<SampleSource> openJsonl(const SampleOptions &o) {
     pos = end + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos)
       continue;
+    // nlohmann's parser takes a NUL for the end of its input: what follows
+    // one would be dropped without a word.
+    if (const size_t nul = line.find('\0'); nul != std::string::npos)
+      throw located(o.path, text, lineAt + nul,
+                    "this line holds a NUL byte, which no JSON text holds",
+                    "remove it (a string holds one as \\u0000)");
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);

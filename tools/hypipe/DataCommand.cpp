@@ -70,6 +70,11 @@ EncodedLine encodeLine(const std::string &line, const std::string &key,
       "each line is one JSON object with the document in \"{}\", e.g. "
       "{{\"{}\": \"...\"}}",
       key, key);
+  // nlohmann's parser takes a NUL for the end of its input: what follows
+  // one would be dropped without a word.
+  if (const size_t nul = line.find('\0'); nul != std::string::npos)
+    return lineProblem("this line holds a NUL byte, which no JSON text holds",
+                       "remove it (a string holds one as \\u0000)", nul);
   nlohmann::json object;
   try {
     object = nlohmann::json::parse(line);
