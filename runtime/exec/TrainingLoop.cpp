@@ -25,9 +25,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -1086,10 +1088,17 @@ int runTraining(const RunOptions &o, Comm &comm) {
     }
     t.stopped = agreeOnStep(
         comm, stopSignal != 0 || (root && fileExists(o.stopFile)), st, record);
-    if (log) {
+    if (log.is_open()) {
       if (s == t.first)
         describeLaunch(record, data, t.first);
       log << record.dump() << "\n" << std::flush;
+      // A full disk: the run stops rather than train on without its log.
+      if (!log)
+        throw RuntimeError(fmt::format(
+            "error: cannot write step {} to the JSON log '{}': {}\nhelp: free "
+            "space on its disk, or give --json-log a file that can be "
+            "written; the checkpoints saved so far are as they were",
+            s, o.jsonLog, std::strerror(errno)));
     }
     if (events)
       logToTensorBoard(*events, record);
