@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 
 namespace hypipe::rt {
@@ -243,9 +244,49 @@ std::string checkSizes(const StageProgram &p) {
   return "";
 }
 
-/// Every layer: a bounded shape of its kind and width, f32 ranges exactly
-/// the sizes its shape needs inside the buffers, the shared MTP tensors.
-/// `scratchNeeded`: the largest scratch a layer needs.
+/// Why a shape's real-valued settings are not ones a layer computes with
+/// ("" when they are): finite, a rotary base and YaRN's factor above 0, the
+/// loss coefficients and a capacity factor 0 or more.
+std::string settingsProblem(const LayerShape &shape) {
+  auto bad = [](const char *name, double value, const char *must) {
+    return fmt::format("{} {} ({})", name, value, must);
+  };
+  return std::visit(
+      [&](const auto &s) -> std::string {
+        using S = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<S, AttentionShape>) {
+          if (!(s.ropeBase > 0 && std::isfinite(s.ropeBase)))
+            return bad("rope_base", s.ropeBase, "a rotary base is above 0");
+        } else if constexpr (std::is_same_v<S, MlaShape> ||
+                             std::is_same_v<S, DsaShape>) {
+          if (!(s.rotaryBase > 0 && std::isfinite(s.rotaryBase)))
+            return bad("rotary_base", s.rotaryBase, "a rotary base is above 0");
+          if (!(s.scalingFactor > 0 && std::isfinite(s.scalingFactor)))
+            return bad("rotary_scaling_factor", s.scalingFactor,
+                       "YaRN's factor is above 0");
+          if (!std::isfinite(s.mscale) || !std::isfinite(s.mscaleAllDim))
+            return bad("mscale", s.mscale, "finite");
+          if constexpr (std::is_same_v<S, DsaShape>)
+            if (!(s.lossCoeff >= 0 && std::isfinite(s.lossCoeff)))
+              return bad("dsa_indexer_loss_coeff", s.lossCoeff, "0 or more");
+        } else if constexpr (std::is_same_v<S, MoeShape>) {
+          if (!(s.auxLossCoeff >= 0 && std::isfinite(s.auxLossCoeff)))
+            return bad("aux_loss_coeff", s.auxLossCoeff, "0 or more");
+          if (!(s.capacityFactor >= 0 && std::isfinite(s.capacityFactor)))
+            return bad("capacity_factor", s.capacityFactor, "0 or more");
+        } else if constexpr (std::is_same_v<S, MtpOutputShape>) {
+          if (!(s.lossWeight >= 0 && std::isfinite(s.lossWeight)))
+            return bad("loss_weight", s.lossWeight, "0 or more");
+        }
+        return "";
+      },
+      shape);
+}
+
+/// Every layer: a bounded shape of its kind and width, real-valued settings
+/// it computes with, f32 ranges exactly the sizes its shape needs inside the
+/// buffers, the shared MTP tensors. `scratchNeeded`: the largest scratch a
+/// layer needs.
 std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
   scratchNeeded = 0;
   bool mtp = false;
@@ -262,6 +303,10 @@ std::string checkLayers(const StageProgram &p, int64_t &scratchNeeded) {
     for (int64_t d : dims)
       if (d < 1 || d > kMaxDim)
         return fmt::format("{}: a dimension of {}", what, d);
+    if (l.layer < 0)
+      return fmt::format("{}: the layer number {}", what, l.layer);
+    if (std::string why = settingsProblem(l.shape); !why.empty())
+      return fmt::format("{}: {}", what, why);
     const int64_t tokens = p.tokens.batch * p.tokens.seq;
     if (const auto *moe = std::get_if<MoeShape>(&l.shard);
         moe && moe->topk > kMaxRoutedRows / tokens)
