@@ -63,7 +63,14 @@ void Dataset::validate(const std::string &path, int64_t vocab) {
         path, count, seq));
   for (int64_t i = 0; i < count; ++i) {
     int64_t t = at(i);
-    if (t < 0 || t >= vocab)
+    if (t < 0)
+      throw RuntimeError(fmt::format(
+          "error: training data '{}': token {} at position {} is negative, "
+          "and token ids start at 0\nhelp: the data was written with a "
+          "signed dtype its ids overflowed, or is corrupt: prepare it again "
+          "(hypipe data prepare, or Megatron-LM's preprocess_data.py)",
+          path, t, i));
+    if (t >= vocab)
       throw RuntimeError(fmt::format(
           "error: training data '{}': token {} at position {} is outside "
           "the model's vocabulary [0, {})\nhelp: set model.vocab_size to the "

@@ -6,8 +6,8 @@ layout of Megatron's _IndexWriter: "MMIDIDX\\0\\0", version 1 (<Q), dtype code
 sequence byte pointers (int64), document boundaries (int64).
 
 usage: write_indexed.py TEXT PREFIX [uint16|int32|uint8|float32] [BREAK]
-BREAK: bad-magic, truncated-idx, truncated-bin, big-token, misaligned (the second
-document's pointer one byte off its tokens)"""
+BREAK: bad-magic, truncated-idx, truncated-bin, big-token, negative-token (int32:
+a token -3), misaligned (the second document's pointer one byte off its tokens)"""
 import struct
 import sys
 
@@ -24,6 +24,8 @@ assert b"".join(docs) == text
 tokens = list(text)
 if breakage == "big-token":
     tokens[1000] = 300
+if breakage == "negative-token":
+    tokens[1000] = -3
 lengths, pointers, at = [], [], 0
 for d in docs:
     lengths.append(len(d))
