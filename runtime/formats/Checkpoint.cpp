@@ -294,6 +294,13 @@ CheckpointReader::CheckpointReader(const std::string &path) {
         "earlier run, one of its step_* directories, or a merged file",
         path));
   if (!isDirectory(path)) {
+    // A checkpoint directory's `latest` (a name, not tensors) read as a
+    // merged file would be a safetensors header of a nonsense length.
+    if (std::filesystem::path(path).filename() == "latest")
+      throw RuntimeError(fmt::format(
+          "error: '{}' is the file that names a checkpoint directory's "
+          "latest step, not a checkpoint\nhelp: pass its directory, '{}'",
+          path, std::filesystem::path(path).parent_path().string()));
     where = path;
     files.push_back(std::make_unique<SafeTensorsFile>(path));
     meta = infoFrom(files[0]->metadata(), path);
