@@ -561,15 +561,16 @@ struct MtpInputSaved {
 
 inline MtpInputSaved mtpInputSaved(const MtpInputShape &s, const TokenShape &t,
                                    const SavedBases &bases) {
-  const int64_t T = t.tokens(), H = s.hidden;
+  const int64_t T = t.tokens(), H = s.hidden,
+                rows = shardRows(t, s.sequenceShards);
   const SavedType act = SavedType::Activation, f32 = SavedType::F32;
   SavedCarver c(bases);
   MtpInputSaved m;
   m.ids = c.keepIndices(T);
-  m.e = c.keep(T * H, act);
-  m.rstdE = c.keep(T, f32);
-  m.h = c.keep(T * H, act);
-  m.rstdH = c.keep(T, f32);
+  m.e = c.keep(T * H, act); // summed over the group: its rows at the front
+  m.rstdE = c.keep(rows, f32);
+  m.h = c.keep(rows * H, act);
+  m.rstdH = c.keep(rows, f32);
   m.cat = c.keep(T * 2 * H, act);
   m.dOut = c.keep(T * H, act);
   m.dE = c.keep(T * H, act);

@@ -1236,6 +1236,10 @@ struct MtpInputShape {
   /// untied head): this depth carries the copy, under the embedding's name
   /// (same initial values; its gradient summed with the first stage's).
   bool ownsTable = false;
+  /// Sequence parallelism's shards of the tokens (tensorParallelShard; not
+  /// serialised): the previous hidden states and both rstds hold shardRows
+  /// of them (the embedding rows are summed over the group first: whole).
+  int64_t sequenceShards = 1;
   std::vector<ParamSpec> params() const {
     std::vector<ParamSpec> p = {
         {"enorm.weight", {hidden}, Init::Ones},
@@ -1250,10 +1254,12 @@ struct MtpInputShape {
   }
   /// Shifted token ids, the embedding rows, their rstd, the previous
   /// hidden states and their rstd, the projection's input [e' | h'], and
-  /// (after I) the projection's output gradient and the rows' gradient.
+  /// (after I) the projection's output gradient and the rows' gradient;
+  /// the rstds and hidden states of the rank's rows (sequenceShards).
   int64_t savedFloats(const TokenShape &t, Target = Target::Cpu) const {
     int64_t T = t.tokens();
-    return T * (1 + hidden + 1 + hidden + 1 + 2 * hidden + hidden + hidden);
+    return T * (1 + hidden + 2 * hidden + hidden + hidden) +
+           shardRows(t, sequenceShards) * (1 + hidden + 1);
   }
   int64_t workspaceFloats(const TokenShape &t, Target = Target::Cpu) const {
     return t.tokens() * 3 * hidden;

@@ -150,8 +150,7 @@ inline LayerShape tensorParallelShard(LayerShape shape, int64_t tp,
   std::visit(
       [&](auto &s) {
         using S = std::decay_t<decltype(s)>;
-        if constexpr (!std::is_same_v<S, EmbeddingShape> &&
-                      !std::is_same_v<S, MtpInputShape>)
+        if constexpr (!std::is_same_v<S, EmbeddingShape>)
           s.sequenceShards = shards;
         if constexpr (std::is_same_v<S, MambaShape>) {
           s.heads /= tp;

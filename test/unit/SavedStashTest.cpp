@@ -88,23 +88,44 @@ int64_t contiguousFloats(const std::vector<SavedSpan> &spans, bool again) {
 
 } // namespace
 
+// Also with sequence parallelism's shards (a rank of 2 keeping its half of
+// the layer's input and rstd), which every kind but the embedding saves
+// less with.
 TEST(SavedLayouts, EveryKindCutsExactlyTheFloatsItsShapeSaves) {
   const ModelDims d = everyKindDims();
   static const int32_t cu[] = {0, 3, 10};
   const TokenShape plain{2, 5}, packed = packedTokens(plain, cu, 2);
+  auto sharded = [](LayerShape shape) {
+    std::visit(
+        [](auto &s) {
+          if constexpr (!std::is_same_v<std::decay_t<decltype(s)>,
+                                        EmbeddingShape>)
+            s.sequenceShards = 2;
+        },
+        shape);
+    return shape;
+  };
   for (const TokenShape &t : {plain, packed})
-    for (const LayerShape &shape : everyKind(d, 5)) {
-      const RecomputeModuleSet all = selectiveModulesOf(kindOf(shape));
-      for (RecomputeModuleSet modules : {RecomputeModuleSet(0), all}) {
-        SCOPED_TRACE(std::string(layerKindName(kindOf(shape))) +
-                     (t.cuSeqlens ? " packed" : "") +
-                     (modules ? " selective" : ""));
-        const std::vector<SavedSpan> spans = savedSpansOf(shape, t, modules);
-        const int64_t again = recomputedFloatsOf(shape, t, modules);
-        EXPECT_EQ(contiguousFloats(spans, false),
-                  savedFloatsOf(shape, t, Target::Cpu) - again);
-        EXPECT_EQ(contiguousFloats(spans, true), again);
+    for (const LayerShape &whole : everyKind(d, 5)) {
+      for (bool split : {false, true}) {
+        const LayerShape shape = split ? sharded(whole) : whole;
+        const RecomputeModuleSet all = selectiveModulesOf(kindOf(shape));
+        for (RecomputeModuleSet modules : {RecomputeModuleSet(0), all}) {
+          SCOPED_TRACE(std::string(layerKindName(kindOf(shape))) +
+                       (t.cuSeqlens ? " packed" : "") +
+                       (modules ? " selective" : "") +
+                       (split ? " sharded" : ""));
+          const std::vector<SavedSpan> spans = savedSpansOf(shape, t, modules);
+          const int64_t again = recomputedFloatsOf(shape, t, modules);
+          EXPECT_EQ(contiguousFloats(spans, false),
+                    savedFloatsOf(shape, t, Target::Cpu) - again);
+          EXPECT_EQ(contiguousFloats(spans, true), again);
+        }
       }
+      if (kindOf(whole) != LayerKind::Embedding)
+        EXPECT_LT(savedFloatsOf(sharded(whole), t, Target::Cpu),
+                  savedFloatsOf(whole, t, Target::Cpu))
+            << layerKindName(kindOf(whole));
     }
 }
 
