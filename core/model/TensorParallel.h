@@ -248,8 +248,8 @@ struct Collective {
 /// of every token there before the reduce-scatter.)
 inline int64_t rankActivationFloats(int64_t tokens, int64_t hidden, int64_t tp,
                                     bool sequenceParallel) {
-  const int64_t shards = sequenceParallel && tp > 1 ? tp : 1;
-  return (tokens + shards - 1) / shards * hidden;
+  return shardRows(TokenShape{1, tokens}, sequenceParallel && tp > 1 ? tp : 1) *
+         hidden;
 }
 
 /// Whether hypipe-run lays out an expert grid of etp x ep ranks at tensor

@@ -142,17 +142,6 @@ int64_t floatBytes(MLIRContext *context) {
   return Float32Type::get(context).getWidth() / 8;
 }
 
-/// The bytes of one activation the program's rank keeps (a checkpoint's):
-/// with sequence parallelism its shard's rows.
-int64_t keptActivationBytes(KernelProgramOp program) {
-  return rt::rankActivationFloats(
-             int64_t(program.getBatch() * program.getSeq()),
-             int64_t(program.getHidden()),
-             int64_t(program.getTensorParallel().value_or(1)),
-             program.getSequenceParallel()) *
-         floatBytes(program.getContext());
-}
-
 /// A range's place for the overlap checks.
 struct Placed {
   RangeAttr range;
@@ -498,6 +487,14 @@ LogicalResult KernelPassOp::verifyRegions() {
 int64_t tensorParallelOf(KernelProgramOp program) {
   std::optional<uint64_t> tp = program.getTensorParallel();
   return tp ? int64_t(*tp) : 1;
+}
+
+int64_t keptActivationBytes(KernelProgramOp program) {
+  return rt::rankActivationFloats(
+             int64_t(program.getBatch() * program.getSeq()),
+             int64_t(program.getHidden()), tensorParallelOf(program),
+             program.getSequenceParallel()) *
+         int64_t(sizeof(float));
 }
 
 ArrayAttr collectivesAttr(MLIRContext *context,

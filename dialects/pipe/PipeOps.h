@@ -64,6 +64,11 @@ std::vector<rt::Collective> collectivesOfCall(KernelLayerOp layer,
                                               KernelPass pass, bool recompute);
 /// The program's tensor-parallel size (1 without tensor_parallel).
 int64_t tensorParallelOf(KernelProgramOp program);
+/// The bytes of one activation the program's rank keeps (a full recompute
+/// checkpoint's): with sequence parallelism its shard's rows
+/// (rt::rankActivationFloats). What pipe-recompute places and
+/// kernel_program_c6 checks.
+int64_t keptActivationBytes(KernelProgramOp program);
 
 inline TargetAttr targetAttr(mlir::MLIRContext *context, rt::Target target) {
   return TargetAttr::get(context, Target(int(target)));

@@ -72,12 +72,7 @@ public:
         activation(int64_t(program.getBatch() * program.getSeq() *
                            program.getHidden()) *
                    int64_t(sizeof(float))),
-        keptActivation(rt::rankActivationFloats(
-                           int64_t(program.getBatch() * program.getSeq()),
-                           int64_t(program.getHidden()),
-                           int64_t(program.getTensorParallel().value_or(1)),
-                           program.getSequenceParallel()) *
-                       int64_t(sizeof(float))) {
+        keptActivation(pipe::keptActivationBytes(program)) {
     for (auto l : program.getBody().front().getOps<KernelLayerOp>())
       layers.push_back(l);
     for (auto pass : program.getBody().front().getOps<pipe::KernelPassOp>())
